@@ -1,0 +1,98 @@
+"""The shapes every model provider shares: what goes in, what streams out, how it fails.
+
+A provider turns a chat history into a stream of `TextDelta` (the reply, in order) and at most
+one `Usage` (token counts, after the last delta). Anything that goes wrong is a `ProviderError`
+whose message a person can act on and that never carries the API key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+REDACTED = "[redacted]"
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # 'system' | 'user' | 'assistant'
+    content: str
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    type: str
+    base_url: str | None = None
+    api_key: str | None = None
+    model_defaults: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        # The key must not leak through logs of the spec either.
+        key = REDACTED if self.api_key else None
+        return (
+            f"ProviderSpec(type={self.type!r}, base_url={self.base_url!r}, "
+            f"api_key={key!r}, model_defaults={self.model_defaults!r})"
+        )
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    input: int
+    output: int
+    cache_read: int = 0
+    cache_write: int = 0
+    total: int = 0
+
+    def to_wire(self) -> dict:
+        """The `meta.usage` / `patch.usage` shape of the contract (camelCase keys)."""
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cacheRead": self.cache_read,
+            "cacheWrite": self.cache_write,
+            "total": self.total,
+        }
+
+
+def scrub(text: str, secrets: Iterable[str | None]) -> str:
+    """Replace every occurrence of each non-empty secret in `text` with a marker."""
+    # Longest first, so a secret that contains a shorter one is removed whole.
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+class ProviderError(Exception):
+    """A provider call failed; `message` says what failed, in words a person can act on.
+
+    Pass the API key as `secret`: it is scrubbed from the message here, whatever text (URLs,
+    response bodies, library error strings) the message was built from.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        secret: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.message = scrub(message, [secret])
+        self.status = status  # the HTTP status when the provider answered with one
+        super().__init__(self.message)
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model backend. `name` is the provider type, reported as `meta.provider`."""
+
+    name: str
+
+    def stream(self, model: str, messages: list[ChatMessage]) -> AsyncIterator[TextDelta | Usage]:
+        """Yield the reply as TextDelta in order, then at most one Usage; raise ProviderError."""
+        ...
