@@ -1,0 +1,35 @@
+"""The database schema: a baseline for fresh databases and ordered migrations for old ones.
+
+The schema version is `PRAGMA user_version`. Version N is reached by applying
+`migrations/NNNN_*.sql` for 1..N in order to an empty database, or `baseline.sql` in one step;
+the two must produce the same schema (tests/test_schema_baseline.py). The SQL files hold DDL
+only: whoever applies them (server.store.gate) sets user_version, so the number lives in one place.
+"""
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+CURRENT_VERSION = 2
+
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+def baseline_sql() -> str:
+    """DDL creating a fresh database at CURRENT_VERSION."""
+    return resources.files(__name__).joinpath("baseline.sql").read_text(encoding="utf-8")
+
+
+def migrations() -> list[tuple[int, str]]:
+    """[(version, sql)] ascending; applying entry v to a database at v-1 brings it to v."""
+    found: list[tuple[int, str]] = []
+    for entry in resources.files(__name__).joinpath("migrations").iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [v for v, _ in found]
+    # A gap or a stray number would make some old database unreachable: fail loudly at import use.
+    if versions != list(range(1, CURRENT_VERSION + 1)):
+        raise RuntimeError(f"schema migrations must be numbered 1..{CURRENT_VERSION}, found {versions}")
+    return found

@@ -1,0 +1,108 @@
+-- The schema at the current version (2), for creating a fresh database in one step.
+-- It must stay equivalent to migrations 0001..N applied in order: tests/test_schema_baseline.py
+-- compares the two. When you add a migration, fold its effect in here too.
+-- STRICT tables make SQLite refuse a value of the wrong type instead of storing it silently.
+CREATE TABLE server_config (
+    key   TEXT NOT NULL PRIMARY KEY,
+    value ANY
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE accounts (
+    id         TEXT NOT NULL PRIMARY KEY,
+    created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE account_signers (
+    account_id     TEXT NOT NULL REFERENCES accounts (id),
+    signer_id      TEXT NOT NULL,
+    role           TEXT NOT NULL,
+    capability_cid ANY,
+    capability     BLOB,
+    created_at     INTEGER NOT NULL,
+    PRIMARY KEY (account_id, signer_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE model_providers (
+    account_id TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    config     BLOB NOT NULL, -- DAG-CBOR map
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, name)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE secrets (
+    account_id TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    ciphertext BLOB NOT NULL, -- nonce || AES-256-GCM ciphertext || tag, sealed by the server
+    metadata   BLOB,          -- DAG-CBOR map, or NULL
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, name)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE agents (
+    id         TEXT NOT NULL PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    definition BLOB NOT NULL, -- DAG-CBOR map
+    state_dir  TEXT NOT NULL,
+    status     TEXT NOT NULL CHECK (status IN ('idle', 'running', 'stopped', 'error')),
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX agents_by_account ON agents (account_id, updated_at DESC, id);
+
+CREATE TABLE sessions (
+    id         TEXT NOT NULL PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    agent_id   TEXT NOT NULL REFERENCES agents (id),
+    title      TEXT,
+    status     TEXT NOT NULL CHECK (status IN ('idle', 'streaming', 'stopped', 'error')),
+    last_seq   INTEGER NOT NULL DEFAULT 0, -- the session's seq counter: events take last_seq + 1
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX sessions_by_account ON sessions (account_id, updated_at DESC, id);
+CREATE INDEX sessions_by_agent ON sessions (agent_id, updated_at DESC, id);
+
+CREATE TABLE session_events (
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    seq        INTEGER NOT NULL CHECK (seq > 0),
+    id         TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    body       BLOB NOT NULL, -- DAG-CBOR of the whole SessionEvent map, spliced into frames as is
+    PRIMARY KEY (session_id, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE runs (
+    id            TEXT NOT NULL PRIMARY KEY,
+    account_id    TEXT NOT NULL,
+    agent_id      TEXT NOT NULL REFERENCES agents (id),
+    session_id    TEXT REFERENCES sessions (id),
+    user_event_id TEXT,
+    status        TEXT NOT NULL
+                  CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'canceled')),
+    attempt       INTEGER NOT NULL DEFAULT 0,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL,
+    error         TEXT -- why the run failed; last because version 2 added it
+) STRICT;
+CREATE INDEX runs_by_status ON runs (status, created_at);
+CREATE INDEX runs_by_session ON runs (session_id, created_at);
+
+CREATE TABLE idempotency (
+    account_id  TEXT NOT NULL,
+    action      TEXT NOT NULL,
+    client_id   TEXT NOT NULL,
+    fingerprint BLOB NOT NULL,
+    response    BLOB NOT NULL, -- DAG-CBOR of the first response, returned unchanged on a repeat
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (account_id, action, client_id)
+) STRICT, WITHOUT ROWID;
+
+-- Accepted envelope signatures, so a replay is still refused after a restart.
+CREATE TABLE accepted_signatures (
+    sig        BLOB NOT NULL PRIMARY KEY,
+    expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX accepted_signatures_by_expiry ON accepted_signatures (expires_at);

@@ -1,0 +1,77 @@
+"""baseline.sql must build exactly what migrations 1..N build, and the numbering must be sound."""
+from __future__ import annotations
+
+import re
+
+import apsw
+
+import schema
+
+
+def _normalize(sql: str) -> str:
+    # ALTER TABLE ADD COLUMN rewrites the stored CREATE text with different spacing and no
+    # comments, so compare token streams, not text.
+    sql = re.sub(r"--[^\n]*", " ", sql)
+    sql = re.sub(r"/\*.*?\*/", " ", sql, flags=re.S)
+    sql = re.sub(r"\s+", " ", sql).strip().lower()
+    return re.sub(r"\s*([(),])\s*", r"\1", sql)
+
+
+def describe(conn: apsw.Connection) -> dict:
+    """Everything that defines the schema: objects' SQL, and each table's columns and indexes."""
+    out: dict = {"user_version": conn.execute("PRAGMA user_version").fetchall()}
+    objects = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name").fetchall()
+    out["objects"] = [(t, n, tn, _normalize(sql) if sql else None) for t, n, tn, sql in objects]
+    for (table,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").fetchall():
+        out[f"{table}.columns"] = conn.execute(f"PRAGMA table_xinfo({table})").fetchall()
+        out[f"{table}.fks"] = conn.execute(f"PRAGMA foreign_key_list({table})").fetchall()
+        out[f"{table}.list"] = conn.execute(f"PRAGMA table_list({table})").fetchall()
+        indexes = conn.execute(f"PRAGMA index_list({table})").fetchall()
+        out[f"{table}.indexes"] = sorted(indexes, key=lambda r: r[1])
+        for index in indexes:
+            out[f"{index[1]}.xinfo"] = conn.execute(f"PRAGMA index_xinfo({index[1]})").fetchall()
+    return out
+
+
+def from_baseline() -> apsw.Connection:
+    conn = apsw.Connection(":memory:")
+    conn.execute(schema.baseline_sql())
+    return conn
+
+
+def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
+    conn = apsw.Connection(":memory:")
+    for version, sql in schema.migrations():
+        if version <= upto:
+            conn.execute(sql)
+    return conn
+
+
+def test_migrations_are_numbered_1_to_current():
+    assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
+    assert schema.CURRENT_VERSION == 2
+
+
+def test_baseline_equals_migrations_applied_in_order():
+    base, migrated = describe(from_baseline()), describe(from_migrations())
+    assert base.keys() == migrated.keys()
+    for key in base:
+        assert base[key] == migrated[key], key
+
+
+def test_version_2_adds_real_schema():
+    v1, v2 = describe(from_migrations(1)), describe(from_migrations(2))
+    assert "accepted_signatures.columns" not in v1 and "accepted_signatures.columns" in v2
+    assert "error" not in [c[1] for c in v1["runs.columns"]]
+    assert "error" in [c[1] for c in v2["runs.columns"]]
+
+
+def test_expected_tables_and_strictness():
+    conn = from_baseline()
+    tables = {name: (strict, wr) for _, name, _, _, wr, strict in conn.execute("PRAGMA table_list")
+              if not name.startswith("sqlite_")}
+    assert set(tables) == {"server_config", "accounts", "account_signers", "model_providers", "secrets",
+                           "agents", "sessions", "session_events", "runs", "idempotency",
+                           "accepted_signatures"}
+    assert all(strict for strict, _ in tables.values())
+    assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
