@@ -1,0 +1,27 @@
+"""Idempotency records: the first response to (account, action, client id).
+
+Exactly-once relies on the caller running get, effect and put inside one write job: the writer
+thread runs jobs one at a time, so a second request with the same id sees the first's record.
+"""
+from __future__ import annotations
+
+import apsw
+
+
+def idem_get(conn: apsw.Connection, account_id: str, action: str,
+             client_id: str) -> tuple[bytes, bytes] | None:
+    """(fingerprint, response bytes) recorded for this id, or None."""
+    row = conn.execute(
+        "SELECT fingerprint, response FROM idempotency"
+        " WHERE account_id = ? AND action = ? AND client_id = ?",
+        (account_id, action, client_id)).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def idem_put(conn: apsw.Connection, account_id: str, action: str, client_id: str,
+             fingerprint: bytes, response_bytes: bytes, now: int) -> None:
+    """Record the first response; a second put for one id is a bug and raises ConstraintError."""
+    conn.execute(
+        "INSERT INTO idempotency (account_id, action, client_id, fingerprint, response, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (account_id, action, client_id, bytes(fingerprint), bytes(response_bytes), now))

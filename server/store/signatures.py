@@ -1,0 +1,29 @@
+"""Accepted envelope signatures, so a replay is refused even after a restart (step 6).
+
+A row is live while `expires_at >= now` (the same rule as server.replay_guard).
+"""
+from __future__ import annotations
+
+import apsw
+
+
+def claim_signature(conn: apsw.Connection, sig: bytes, expires_at: int, now: int) -> bool:
+    """True if newly claimed; False if a live claim exists. An expired claim is taken over."""
+    conn.execute(
+        "INSERT INTO accepted_signatures (sig, expires_at) VALUES (?, ?)"
+        " ON CONFLICT (sig) DO UPDATE SET expires_at = excluded.expires_at"
+        " WHERE accepted_signatures.expires_at < ?",
+        (bytes(sig), expires_at, now))
+    return conn.changes() > 0
+
+
+def prune_signatures(conn: apsw.Connection, now: int) -> int:
+    """Delete expired claims; returns how many."""
+    conn.execute("DELETE FROM accepted_signatures WHERE expires_at < ?", (now,))
+    return conn.changes()
+
+
+def unexpired_signatures(conn: apsw.Connection, now: int) -> list[tuple[bytes, int]]:
+    """[(sig, expires_at)] still live at `now`, to reload the in-memory guard at start."""
+    return conn.execute("SELECT sig, expires_at FROM accepted_signatures WHERE expires_at >= ?",
+                        (now,)).fetchall()
