@@ -1,0 +1,50 @@
+"""Session events: dense per-session seq, stored as the DAG-CBOR of the whole SessionEvent.
+
+The body is encoded once at append time, so replay can splice stored bytes into frames
+without decoding or re-encoding anything.
+"""
+from __future__ import annotations
+
+import apsw
+
+from server.store import codec
+from server.store.errors import NotFound
+
+
+def append_event(conn: apsw.Connection, session_id: str, payload: dict, event_id: str,
+                 now: int) -> tuple[dict, bytes]:
+    """Append to the session; returns (SessionEvent, its stored body bytes).
+
+    The seq comes from the session row's counter, bumped in this same transaction: the
+    writer's lock makes it dense and unique even with several processes on the file.
+    """
+    row = conn.execute(
+        "UPDATE sessions SET last_seq = last_seq + 1, updated_at = max(updated_at, ?)"
+        " WHERE id = ? RETURNING last_seq", (now, session_id)).fetchone()
+    if row is None:
+        raise NotFound(f"session {session_id} not found")
+    seq = row[0]
+    event = {"id": event_id, "sessionId": session_id, "seq": seq, "event": payload, "createdAt": now}
+    body = codec.encode(event)
+    conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (?, ?, ?, ?, ?)",
+                 (session_id, seq, event_id, now, body))
+    return event, body
+
+
+def events_after(conn: apsw.Connection, session_id: str, after_seq: int, limit: int) -> list[dict]:
+    """SessionEvents with seq > after_seq, ascending, at most `limit`."""
+    return [codec.decode(body) for _, body in event_bodies_after(conn, session_id, after_seq, limit)]
+
+
+def event_bodies_after(conn: apsw.Connection, session_id: str, after_seq: int,
+                       limit: int) -> list[tuple[int, bytes]]:
+    """[(seq, stored body)] with seq > after_seq, ascending, at most `limit` (for replay)."""
+    return conn.execute(
+        "SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (session_id, after_seq, limit)).fetchall()
+
+
+def last_seq(conn: apsw.Connection, session_id: str) -> int:
+    """The session's highest seq (0 when it has no events or does not exist)."""
+    row = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return 0 if row is None else row[0]
