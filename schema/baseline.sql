@@ -89,6 +89,9 @@ CREATE TABLE runs (
 ) STRICT;
 CREATE INDEX runs_by_status ON runs (status, created_at);
 CREATE INDEX runs_by_session ON runs (session_id, created_at);
+-- Queued and running runs per session: a small index, so "is this session busy?" does not walk
+-- a long session's whole run history.
+CREATE INDEX runs_active_by_session ON runs (session_id, created_at) WHERE status IN ('queued', 'running');
 
 CREATE TABLE idempotency (
     account_id  TEXT NOT NULL,

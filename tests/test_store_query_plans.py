@@ -1,0 +1,113 @@
+"""Every statement the hot query functions run is an index search: no full scan, no sort.
+
+The statements are captured from the real functions with an exec tracer, so a query edited
+later is checked as it is, not as a copy in this file.
+"""
+from __future__ import annotations
+
+import pytest
+
+from server.store import (accounts, agents, events, idempotency, providers, runs, secrets_table,
+                          sessions, signatures)
+from server.store.gate import open_database
+
+A = "z6MkAccount"
+
+
+def exercise(conn) -> None:
+    """Call every function on the server's hot paths once, on a small populated database."""
+    accounts.add_signer(conn, A, "z6MkSigner", "AGENT", "cid", b"blob", 1)
+    accounts.is_signer(conn, A, "z6MkSigner")
+    signatures.claim_signature(conn, b"s" * 64, 100, 1)
+    signatures.prune_signatures(conn, 50)
+    signatures.unexpired_signatures(conn, 50)
+    idempotency.idem_get(conn, A, "CreateAgent", "c")
+    idempotency.idem_put(conn, A, "CreateAgent", "c", b"f", b"r", 1)
+    providers.set_provider(conn, A, "p", {"type": "echo"}, 1)
+    providers.get_provider(conn, A, "p")
+    providers.list_providers(conn, A)
+    secrets_table.set_secret(conn, A, "k", b"sealed", None, 1)
+    secrets_table.get_secret_ciphertext(conn, A, "k")
+    secrets_table.list_secret_names(conn, A)
+    for i in range(3):
+        agents.create_agent(conn, f"a{i}", A, {"name": "n"}, "/d", i)
+        for j in range(3):
+            sessions.create_session(conn, f"s{i}{j}", A, f"a{i}", None, i * 10 + j)
+    agents.get_agent(conn, "a0")
+    agents.list_agents(conn, A)
+    agents.set_agent_status(conn, "a0", "running", 5)
+    agents.touch_agent(conn, "a0", 6)
+    sessions.get_session(conn, "s00")
+    _, cursor = sessions.list_sessions(conn, A, None, 2, None)
+    sessions.list_sessions(conn, A, None, 2, cursor)
+    _, cursor = sessions.list_sessions(conn, A, "a1", 1, None)
+    sessions.list_sessions(conn, A, "a1", 1, cursor)
+    sessions.sessions_of_agent(conn, "a0", 10)
+    sessions.set_session_status(conn, "s00", "streaming", 7)
+    for k in range(3):
+        events.append_event(conn, "s00", {"type": "message", "role": "user", "content": "x"}, f"e{k}", 8)
+    events.events_after(conn, "s00", 1, 10)
+    events.event_bodies_after(conn, "s00", 0, 10)
+    events.last_seq(conn, "s00")
+    runs.create_run(conn, "r1", A, "a0", "s00", "e0", 9)
+    runs.create_run(conn, "r2", A, "a0", "s00", "e1", 9)
+    runs.get_run(conn, "r1")
+    runs.set_run_status(conn, "r1", "running", 10, attempt_inc=True)
+    runs.queued_runs(conn, 10)
+    runs.active_runs_of_session(conn, "s00")
+    runs.latest_run_of_session(conn, "s00")
+    runs.session_status_from_runs(conn, "s00")
+    runs.requeue_interrupted(conn, 11)
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory):
+    conn = open_database(str(tmp_path_factory.mktemp("plans") / "db.sqlite"))
+    seen: dict[str, object] = {}
+
+    def tracer(cursor, sql, bindings):
+        seen.setdefault(sql, bindings)
+        return True
+
+    conn.exec_trace = tracer
+    exercise(conn)
+    conn.exec_trace = None
+    out = {}
+    for sql, bindings in seen.items():
+        rows = conn.execute("EXPLAIN QUERY PLAN " + sql, bindings).fetchall()
+        out[sql] = [detail for *_, detail in rows]
+    conn.close()
+    return out
+
+
+def test_every_hot_statement_was_captured(plans):
+    assert len(plans) >= 35
+
+
+def test_no_full_scan_and_no_sort(plans):
+    bad = {sql: plan for sql, plan in plans.items()
+           if any(d.startswith("SCAN") or "TEMP B-TREE" in d for d in plan)}
+    assert bad == {}
+
+
+@pytest.mark.parametrize("fragment, index", [
+    ("FROM agents WHERE account_id", "agents_by_account"),
+    ("FROM sessions WHERE account_id", "sessions_by_account"),
+    ("FROM sessions WHERE agent_id", "sessions_by_agent"),
+    ("WHERE status = 'queued'", "runs_by_status"),
+    ("WHERE session_id = ? AND status IN", "runs_active_by_session"),
+    ("FROM runs WHERE session_id = ? ORDER BY", "runs_by_session"),
+    ("DELETE FROM accepted_signatures", "accepted_signatures_by_expiry"),
+    ("WHERE status = 'running'", "runs_by_status"),
+])
+def test_hot_queries_use_their_index(plans, fragment, index):
+    matching = {sql: plan for sql, plan in plans.items() if fragment in sql}
+    assert matching, fragment
+    for sql, plan in matching.items():
+        assert any(index in d for d in plan), (sql, plan)
+
+
+def test_keyset_page_is_a_range_not_a_filter(plans):
+    # A deep page must start at the cursor in the index, not walk the account's rows before it.
+    paged = [plan for sql, plan in plans.items() if "FROM sessions WHERE account_id" in sql and "updated_at <=" in sql]
+    assert paged and all(any("updated_at<?" in d for d in plan) for plan in paged)
