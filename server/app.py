@@ -1,0 +1,120 @@
+"""The server's shared state: configuration, database, hub, guards, runtime and publishing."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+
+from protocol.errors import ProtocolError
+from server.config import Config
+from server.frames import Outgoing
+from server.hub import Hub
+from server.metrics import Metrics
+from server.ratelimit import RateLimiter
+from server.replay_guard import ReplayGuard
+from server.store import signatures as sig_q
+from server.store.database import Database
+from server.store.secrets import SecretBox, load_secrets_key
+
+log = logging.getLogger("seed_agents")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class App:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.db = Database(config.db_path)
+        self.hub = Hub()
+        self.metrics = Metrics()
+        self.guard = ReplayGuard(config.clock_window_ms)
+        self.limiter = RateLimiter(config.limits.rate_per_second, config.limits.rate_burst)
+        self.secrets: SecretBox | None = None
+        self.started_at = time.monotonic()
+        self.runtime = None  # set in start(); see server.runtime.runner
+        self.connections: set = set()
+        self.sockets_by_account: dict[str, int] = {}
+        self._signers: set[tuple[str, str]] = set()   # (account, signer) pairs known to be registered
+        self._tasks: list[asyncio.Task] = []
+        self.now_ms = now_ms
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        from server.runtime.runner import Runtime  # the runtime needs a started app
+
+        os.makedirs(self.config.data_dir, exist_ok=True)
+        self.secrets = SecretBox(load_secrets_key(self.config.data_dir, os.environ))
+        await self.db.start()
+        now = self.now_ms()
+        self.guard.load(self.db.read(sig_q.unexpired_signatures, now))
+        self.runtime = Runtime(self)
+        await self.runtime.start()
+        self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self.runtime is not None:
+            await self.runtime.stop()
+        await self.db.close()
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            now = self.now_ms()
+            self.guard.prune(now)
+            self.db.write_nowait(sig_q.prune_signatures, now)
+
+    # -- authorization state ---------------------------------------------------------------
+    def signer_known(self, account_id: str, signer_id: str) -> bool:
+        if (account_id, signer_id) in self._signers:
+            return True
+        from server.store import accounts
+
+        if self.db.read(accounts.is_signer, account_id, signer_id):
+            self._signers.add((account_id, signer_id))
+            return True
+        return False
+
+    def remember_signer(self, account_id: str, signer_id: str) -> None:
+        self._signers.add((account_id, signer_id))
+
+    def uptime(self) -> float:
+        return time.monotonic() - self.started_at
+
+    # -- publishing ------------------------------------------------------------------------
+    def publish(self, key: str, value: dict, *, seq: int = 0, body: bytes | None = None) -> None:
+        self.metrics.published.inc()
+        self.hub.publish(Outgoing(key, value, seq=seq, body=body))
+
+    def publish_append(self, session_id: str, event: dict, body: bytes) -> None:
+        key = "sessions/" + session_id
+        self.publish(key, {"_": "append", "key": key, "event": event}, seq=event["seq"], body=body)
+
+    def publish_partial(self, session_id: str, partial_id: str, patch: dict) -> None:
+        key = "sessions/" + session_id
+        self.publish(key, {"_": "appendPartial", "key": key, "partialId": partial_id, "patch": patch})
+
+    def publish_change(self, key: str, value: dict) -> None:
+        self.publish(key, {"_": "change", "key": key, "value": value})
+
+    def notify_account(self, account_id: str, reason: str, *, agent_id: str | None = None,
+                       session_id: str | None = None) -> None:
+        value: dict = {"reason": reason}
+        if agent_id is not None:
+            value["agentId"] = agent_id
+        if session_id is not None:
+            value["sessionId"] = session_id
+        self.publish_change("account/" + account_id, value)
+
+
+def not_found(what: str) -> ProtocolError:
+    return ProtocolError(404, f"{what} not found")

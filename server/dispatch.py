@@ -1,0 +1,79 @@
+"""The verification pipeline of CONTRACT section 2, then the handler; the same for v1 and v2.
+
+`execute` never raises: every failure becomes an Error response value with a contract status.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from protocol.actions import READ_ACTIONS, parse_action
+from protocol.envelope import VerifiedEnvelope, verify_envelope
+from protocol.errors import ProtocolError
+from server.handlers import HANDLERS
+from server.store import signatures as sig_q
+
+log = logging.getLogger("seed_agents.dispatch")
+
+NOT_AUTHORIZED = ("Signer is not authorized for this account: send RegisterSigner with a "
+                  "Capability from the account, then retry")
+
+
+@dataclass(slots=True)
+class Outcome:
+    response: dict
+    envelope: VerifiedEnvelope | None = None
+    action: object | None = None
+
+
+def error(status: int, message: str) -> dict:
+    return {"_": "Error", "status": status, "message": message}
+
+
+def _verify_failure_reason(status: int, message: str) -> str:
+    return {400: "malformed", 401: "signature_or_clock", 413: "too_large"}.get(status, str(status))
+
+
+async def execute(app, conn, envelope) -> Outcome:
+    """`envelope` is the frame bytes (v1) or the decoded envelope map (v2)."""
+    started = time.perf_counter()
+    name = "unknown"
+    limits = app.config.limits
+    try:
+        # A socket already bound to an account is rate-limited before the costly signature check.
+        pre_limited = conn.account_id is not None
+        if pre_limited and not app.limiter.allow(conn.account_id):
+            raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
+        try:
+            env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
+                                  max_size=limits.max_frame, max_depth=limits.max_depth)
+        except ProtocolError as exc:
+            app.metrics.verify_failures.labels(_verify_failure_reason(exc.status, exc.message)).inc()
+            raise
+        name = env.name if env.name in HANDLERS else "unknown"
+        # Step 5: the signer acts for the account, or is registered for it.
+        if env.signer != env.account and not app.signer_known(env.account_id, env.signer_id):
+            app.metrics.verify_failures.labels("unauthorized_signer").inc()
+            raise ProtocolError(403, NOT_AUTHORIZED)
+        conn.bind_account(env.account_id)  # 403 on a switch; closes 1008 past the socket limit
+        if not pre_limited and not app.limiter.allow(env.account_id):
+            raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
+        # Step 6: replay.
+        is_read = env.name in READ_ACTIONS
+        fresh, expires_at = app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=app.now_ms())
+        if fresh:
+            # Queued before the action's own write; the writer commits in order.
+            app.db.write_nowait(sig_q.claim_signature, env.sig, expires_at, app.now_ms())
+        action = parse_action(env.action)
+        response = await HANDLERS[env.name](app, env, action)
+        outcome = Outcome(response, env, action)
+    except ProtocolError as exc:
+        outcome = Outcome(error(exc.status, exc.message))
+    except Exception:  # a bug must not take the connection down; the detail goes to the log
+        log.exception("action %s failed", name)
+        outcome = Outcome(error(500, "internal error"))
+    status = outcome.response.get("status", 200) if outcome.response.get("_") == "Error" else 200
+    app.metrics.actions.labels(name, str(status)).inc()
+    app.metrics.latency.labels(name).observe(time.perf_counter() - started)
+    return outcome

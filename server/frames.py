@@ -1,0 +1,60 @@
+"""Wire frames built from pre-encoded parts, so an event is encoded once, not once per socket."""
+from __future__ import annotations
+
+from protocol import dagcbor
+from server import jsonwire
+
+
+def cbor_head(major: int, n: int) -> bytes:
+    if n < 24:
+        return bytes(((major << 5) | n,))
+    if n < 0x100:
+        return bytes(((major << 5) | 24, n))
+    if n < 0x10000:
+        return bytes(((major << 5) | 25,)) + n.to_bytes(2, "big")
+    if n < 0x100000000:
+        return bytes(((major << 5) | 26,)) + n.to_bytes(4, "big")
+    return bytes(((major << 5) | 27,)) + n.to_bytes(8, "big")
+
+
+# Keys of {_, key, event|events} in DAG-CBOR order (length first): "_", "key", "event"/"events".
+_APPEND_PREFIX = b"\xa3" + dagcbor.encode("_") + dagcbor.encode("append") + dagcbor.encode("key")
+_EVENT = dagcbor.encode("event")
+_EVENTS = dagcbor.encode("events")
+
+
+def append_cbor(key: str, body: bytes) -> bytes:
+    """{_: "append", key, event} with the stored SessionEvent bytes spliced in."""
+    return b"".join((_APPEND_PREFIX, dagcbor.encode(key), _EVENT, body))
+
+
+def append_batch_cbor(key: str, bodies: list[bytes]) -> bytes:
+    """{_: "append", key, events: [...]}: the v2 batched replay frame."""
+    return b"".join((_APPEND_PREFIX, dagcbor.encode(key), _EVENTS, cbor_head(4, len(bodies)), *bodies))
+
+
+class Outgoing:
+    """One event to deliver; each framing's bytes are made at most once, on first use."""
+
+    __slots__ = ("key", "seq", "value", "body", "_cbor", "_json")
+
+    def __init__(self, key: str, value: dict, *, seq: int = 0, body: bytes | None = None) -> None:
+        self.key = key
+        self.value = value       # the event map (for append: {_, key, event})
+        self.seq = seq           # seq of a durable append, else 0
+        self.body = body         # stored DAG-CBOR of the SessionEvent, for appends
+        self._cbor: bytes | None = None
+        self._json: str | None = None
+
+    def cbor(self) -> bytes:
+        if self._cbor is None:
+            if self.body is not None:
+                self._cbor = append_cbor(self.key, self.body)
+            else:
+                self._cbor = dagcbor.encode(self.value)
+        return self._cbor
+
+    def json(self) -> str:
+        if self._json is None:
+            self._json = jsonwire.dumps(self.value)
+        return self._json

@@ -1,0 +1,59 @@
+"""MessageSession (a person writes; the reply is queued as a run) and StopSession."""
+from __future__ import annotations
+
+from protocol.actions import request_fingerprint
+from server.app import new_id
+from server.handlers.access import own_agent, own_session
+from server.handlers.idempotency import once
+from server.store import agents as agents_q
+from server.store import events as events_q
+from server.store import runs as runs_q
+from server.store import sessions as sessions_q
+
+
+def user_payload(env, action) -> dict:
+    payload: dict = {"type": "message", "role": "user", "content": action.text,
+                     "meta": {"accountId": env.account_id, "signerId": env.signer_id}}
+    client_message_id = action.client_message_id
+    if client_message_id is not None:
+        payload["clientMessageId"] = client_message_id
+    if action.context_lines:
+        payload["contextLines"] = list(action.context_lines)
+    return payload
+
+
+async def message_session(app, env, action) -> dict:
+    now = app.now_ms()
+    account_id = env.account_id
+    session_id = action.session_id
+
+    def effect(conn):
+        session = own_session(conn, account_id, session_id)
+        own_agent(conn, account_id, session["agentId"])
+        user_event_id, run_id = new_id(), new_id()
+        event, body = events_q.append_event(conn, session_id, user_payload(env, action), user_event_id, now)
+        run = runs_q.create_run(conn, run_id, account_id, session["agentId"], session_id, user_event_id, now)
+        session = sessions_q.set_session_status(conn, session_id, "streaming", now)
+        agents_q.touch_agent(conn, session["agentId"], now)
+        response = {"_": "MessageSessionResponse", "sessionId": session_id, "assistantEventId": "",
+                    "userEventId": user_event_id, "runId": run_id}
+        return response, [(event, body, run, session)]
+
+    def job(conn):
+        return once(conn, account_id, "MessageSession", action.client_message_id,
+                    request_fingerprint(env.action), now, effect)
+
+    response, done = await app.db.write(job)
+    for event, body, run, session in done:
+        app.publish_append(session_id, event, body)
+        app.publish_change("runs/" + run["id"], run)
+        app.publish_change("sessions/" + session_id, session)
+        app.notify_account(account_id, "session-event", agent_id=session["agentId"], session_id=session_id)
+        app.runtime.kick(session_id)
+    return response
+
+
+async def stop_session(app, env, action) -> dict:
+    app.db.read(own_session, env.account_id, action.session_id)
+    await app.runtime.stop_session(action.session_id)
+    return {"_": "StopSessionResponse", "sessionId": action.session_id}

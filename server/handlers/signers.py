@@ -1,0 +1,22 @@
+"""RegisterSigner: a delegate presents a Capability blob from the account it will act for."""
+from __future__ import annotations
+
+from protocol.capability import parse_capability
+from protocol.errors import ProtocolError
+from server.store import accounts as accounts_q
+
+
+async def register_signer(app, env, action) -> dict:
+    cap = parse_capability(action.capability)  # any fault in the blob is a 400
+    if cap.delegate != env.signer:
+        raise ProtocolError(400, "capability delegate does not match the envelope signer; "
+                                 "the delegate must send RegisterSigner for itself")
+    now = app.now_ms()
+
+    def job(conn):
+        accounts_q.ensure_account(conn, cap.issuer_id, now)
+        accounts_q.add_signer(conn, cap.issuer_id, cap.delegate_id, cap.role, cap.cid, cap.blob, now)
+
+    await app.db.write(job)
+    app.remember_signer(cap.issuer_id, cap.delegate_id)
+    return {"_": "RegisterSignerResponse", "accountId": cap.issuer_id, "signerId": cap.delegate_id}

@@ -1,0 +1,127 @@
+"""One socket's outbound queue: the only place that writes to the socket.
+
+Events are queued without blocking the publisher. A socket whose queue passes its byte bound
+(a client that stopped reading) is cut off with close 1013 and a reason naming the last seq it
+was sent; the events still queued are dropped, and the close frame follows what was written.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+
+from websockets.exceptions import ConnectionClosed
+
+log = logging.getLogger("seed_agents.outbound")
+
+
+class Outbound:
+    def __init__(self, ws, *, max_bytes: int, slow_close_timeout: float, on_cut_off=None) -> None:
+        self.ws = ws
+        self.max_bytes = max_bytes
+        self.low_water = max(64 * 1024, max_bytes // 8)
+        self.slow_close_timeout = slow_close_timeout
+        self.on_cut_off = on_cut_off
+        self._queue: collections.deque = collections.deque()   # (data, key, seq)
+        self._bytes = 0
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self.closed = False
+        self.last_sent: dict[str, int] = {}   # key -> last durable seq handed to the socket
+        self.task: asyncio.Task | None = None
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._bytes
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="outbound")
+
+    def put(self, data: bytes | str, key: str | None = None, seq: int = 0, *, bounded: bool = True) -> bool:
+        """Queue a frame. Responses are unbounded here (the reader stops reading instead);
+        events past the bound cut the socket off."""
+        if self.closed:
+            return False
+        size = len(data)
+        if bounded and self._bytes + size > self.max_bytes:
+            self.cut_off(key)
+            return False
+        self._queue.append((data, key, seq))
+        self._bytes += size
+        if self._bytes > self.low_water:
+            self._room.clear()
+        self._wake.set()
+        return True
+
+    async def wait_room(self) -> None:
+        """Flow control for producers that can wait (replay pages, the reader loop)."""
+        while self._bytes > self.low_water and not self.closed:
+            self._room.clear()
+            await self._room.wait()
+
+    async def _run(self) -> None:
+        ws, queue = self.ws, self._queue
+        try:
+            while True:
+                while not queue:
+                    if self.closed:
+                        return
+                    self._wake.clear()
+                    await self._wake.wait()
+                data, key, seq = queue.popleft()
+                await ws.send(data)
+                self._bytes -= len(data)
+                if seq:
+                    self.last_sent[key] = seq
+                if self._bytes <= self.low_water:
+                    self._room.set()
+        except ConnectionClosed:
+            pass
+        finally:
+            self.closed = True
+            self._room.set()
+
+    def cut_off(self, key: str | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._queue.clear()
+        self._bytes = 0
+        self._room.set()
+        self._wake.set()
+        reason = self.slow_reason(key)
+        log.info("slow consumer cut off: %s", reason)
+        if self.on_cut_off is not None:
+            self.on_cut_off()
+        asyncio.create_task(self._close_slow(reason))
+
+    def slow_reason(self, key: str | None) -> str:
+        # A close reason is at most 123 bytes: name the stream that overflowed first.
+        names = [key] if key and key in self.last_sent else []
+        names += [k for k in self.last_sent if k not in names]
+        reason = "slow consumer"
+        for k in names:
+            part = f"; {k} last seq {self.last_sent[k]}"
+            if len((reason + part).encode()) > 123:
+                break
+            reason += part
+        return reason
+
+    async def _close_slow(self, reason: str) -> None:
+        if self.task is not None:
+            self.task.cancel()  # whatever frame it was waiting to write is dropped
+        try:
+            await asyncio.wait_for(self.ws.close(1013, reason), self.slow_close_timeout)
+        except (asyncio.TimeoutError, ConnectionClosed, OSError):
+            pass
+        finally:
+            transport = getattr(self.ws, "transport", None)
+            if transport is not None and not transport.is_closing():
+                transport.abort()
+
+    async def close(self) -> None:
+        self.closed = True
+        self._wake.set()
+        if self.task is not None:
+            self.task.cancel()

@@ -1,0 +1,206 @@
+"""Durable runs: the runs table is the queue.
+
+One worker per session executes that session's runs one at a time, oldest first; sessions run
+concurrently. A run's provider call happens outside any transaction; its reply lands in one
+transaction with the run's final status, so a crash either keeps the reply and the success or
+neither, and at start the runs a dead process left running are queued again.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import httpx
+
+from server.app import new_id
+from server.handlers.secrets import read_secret
+from server.providers.base import ProviderError, ProviderSpec, TextDelta, Usage
+from server.providers.registry import make_provider
+from server.runtime.history import build_messages
+from server.store import agents as agents_q
+from server.store import events as events_q
+from server.store import providers as providers_q
+from server.store import runs as runs_q
+from server.store import sessions as sessions_q
+
+log = logging.getLogger("seed_agents.runtime")
+
+
+class Runtime:
+    def __init__(self, app) -> None:
+        self.app = app
+        self.workers: dict[str, asyncio.Task] = {}
+        self.live: dict[str, tuple[str, asyncio.Task]] = {}   # session id -> (run id, task)
+        self.stopped_runs: set[str] = set()
+        self.http: httpx.AsyncClient | None = None
+        self.closing = False
+
+    async def start(self) -> None:
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), trust_env=False)
+        now = self.app.now_ms()
+        await self.app.db.write(runs_q.requeue_interrupted, now)
+        for run in self.app.db.read(runs_q.queued_runs, 100_000):
+            self.kick(run["sessionId"])
+
+    async def stop(self) -> None:
+        self.closing = True
+        tasks = list(self.workers.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self.http is not None:
+            await self.http.aclose()
+
+    # -- scheduling ------------------------------------------------------------------------
+    def kick(self, session_id: str) -> None:
+        if self.closing or session_id in self.workers:
+            return
+        self.workers[session_id] = asyncio.create_task(self._worker(session_id), name=f"runs:{session_id}")
+
+    async def _worker(self, session_id: str) -> None:
+        try:
+            while not self.closing:
+                runs = self.app.db.read(runs_q.queued_runs_of_session, session_id, 1)
+                if not runs:
+                    break  # no await between this read and leaving the table below
+                await self._execute(runs[0])
+        finally:
+            if self.workers.get(session_id) is asyncio.current_task():
+                del self.workers[session_id]
+
+    async def stop_session(self, session_id: str) -> None:
+        """StopSession: cancel the queued runs and the live one; the session ends idle."""
+        now = self.app.now_ms()
+
+        def job(conn):
+            canceled = runs_q.cancel_queued_runs_of_session(conn, session_id, now)
+            status = runs_q.session_status_from_runs(conn, session_id)
+            live = self.live.get(session_id)
+            if live is not None and status == "streaming":
+                status = "idle"  # the live run is being canceled right now
+            return canceled, sessions_q.set_session_status(conn, session_id, status, now)
+
+        canceled, session = await self.app.db.write(job)
+        for run in canceled:
+            self.app.publish_change("runs/" + run["id"], run)
+        self.app.publish_change("sessions/" + session_id, session)
+        live = self.live.get(session_id)
+        if live is not None:
+            run_id, task = live
+            self.stopped_runs.add(run_id)
+            task.cancel()
+
+    # -- one run ---------------------------------------------------------------------------
+    async def _execute(self, run: dict) -> None:
+        app = self.app
+        run_id, session_id = run["id"], run["sessionId"]
+        user_event_id = run.get("userEventId", "")
+        started = time.perf_counter()
+        now = app.now_ms()
+
+        def begin(conn):
+            r = runs_q.set_run_status(conn, run_id, "running", now, attempt_inc=True)
+            agent = agents_q.set_agent_status(conn, r["agentId"], "running", now)
+            return r, agent
+
+        run, agent = await app.db.write(begin)
+        app.publish_change("runs/" + run_id, run)
+        app.publish_change("agents/" + agent["id"], agent)
+
+        task = asyncio.current_task()
+        self.live[session_id] = (run_id, task)
+        text_parts: list[str] = []
+        usage: Usage | None = None
+        definition = agent["definition"]
+        provider_type = None
+        try:
+            provider, provider_type = self._provider_for(agent)
+            messages = self._history(session_id, definition, user_event_id)
+            async for item in provider.stream(definition.get("model", ""), messages):
+                if isinstance(item, TextDelta):
+                    if item.text:
+                        text_parts.append(item.text)
+                        app.publish_partial(session_id, run_id, {"textDelta": item.text})
+                elif isinstance(item, Usage):
+                    usage = item
+            outcome = ("succeeded", None)
+        except asyncio.CancelledError:
+            if run_id not in self.stopped_runs:
+                raise  # shutdown: the run stays 'running' in the file and is requeued at start
+            self.stopped_runs.discard(run_id)
+            outcome = ("canceled", None)
+        except ProviderError as exc:
+            outcome = ("failed", exc.message)
+        except Exception as exc:  # a bug in a provider must not wedge the session
+            log.exception("run %s failed", run_id)
+            outcome = ("failed", f"internal error while running the model: {type(exc).__name__}")
+        finally:
+            if self.live.get(session_id, (None,))[0] == run_id:
+                del self.live[session_id]
+        done_patch: dict = {"done": True}
+        if usage is not None and outcome[0] == "succeeded":
+            done_patch["usage"] = usage.to_wire()
+        app.publish_partial(session_id, run_id, done_patch)
+        await self._finish(run, agent, provider_type, outcome, "".join(text_parts), usage, started)
+
+    def _provider_for(self, agent: dict):
+        app = self.app
+        definition = agent["definition"]
+        name = definition.get("modelProvider", "echo")
+        config = app.db.read(providers_q.get_provider, agent["account"], name)
+        if config is None:
+            if name != "echo":
+                raise ProviderError(f"model provider {name!r} is not configured for this account")
+            config = {"type": "echo"}
+        api_key = None
+        secret_name = (config.get("secretRefs") or {}).get("apiKey")
+        if secret_name:
+            raw = read_secret(app, agent["account"], secret_name)
+            if raw is None:
+                raise ProviderError(f"secret {secret_name!r} named by provider {name!r} is not set")
+            api_key = raw.decode("utf-8", "replace").strip()
+        spec = ProviderSpec(type=config["type"], base_url=config.get("baseUrl"), api_key=api_key,
+                            model_defaults=dict(config.get("modelDefaults") or {}))
+        return make_provider(spec, self.http), config["type"]
+
+    def _history(self, session_id: str, definition: dict, user_event_id: str):
+        events = self.app.db.read(events_q.events_after, session_id, 0, 1_000_000)
+        return build_messages(definition.get("systemPrompt", ""), events, user_event_id)
+
+    async def _finish(self, run, agent, provider_type, outcome, text, usage, started) -> None:
+        app = self.app
+        status, err = outcome
+        run_id, session_id = run["id"], run["sessionId"]
+        now = app.now_ms()
+        definition = agent["definition"]
+
+        def job(conn):
+            appended = None
+            if status == "succeeded":
+                meta: dict = {"provider": provider_type or definition.get("modelProvider", ""),
+                              "model": definition.get("model", ""),
+                              "durationMs": int((time.perf_counter() - started) * 1000)}
+                if usage is not None:
+                    meta["usage"] = usage.to_wire()
+                payload = {"type": "message", "role": "assistant", "content": text, "meta": meta}
+                appended = events_q.append_event(conn, session_id, payload, new_id(), now)
+            elif status == "failed":
+                appended = events_q.append_event(conn, session_id, {"type": "error", "message": err}, new_id(), now)
+            r = runs_q.set_run_status(conn, run_id, status, now, error=err)
+            session_status = runs_q.session_status_from_runs(conn, session_id)
+            session = sessions_q.set_session_status(conn, session_id, session_status, now)
+            agent_status = "error" if status == "failed" else "idle"
+            a = agents_q.set_agent_status(conn, agent["id"], agent_status, now)
+            return appended, r, session, a
+
+        appended, r, session, a = await app.db.write(job)
+        app.metrics.runs.labels(status).inc()
+        if appended is not None:
+            event, body = appended
+            app.publish_append(session_id, event, body)
+        app.publish_change("runs/" + run_id, r)
+        app.publish_change("sessions/" + session_id, session)
+        app.publish_change("agents/" + a["id"], a)
+        app.notify_account(a["account"], "session-event", agent_id=a["id"], session_id=session_id)

@@ -1,0 +1,120 @@
+"""One socket's subscription to one key: replay from afterSeq, then live, with no gap and no
+duplicate whatever is appended meanwhile.
+
+Durable appends are filtered by seq: while replaying, live appends are ignored (the replay
+reads them from the database); after it, an append at or below the last seq sent is a
+duplicate and is dropped, and one past a gap first pulls the missing events from the
+database. The switch from replay to live happens with no await between the last database
+read and the flag flip, and a publish always follows its commit, so nothing falls between.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from protocol import dagcbor
+from server.frames import Outgoing, append_batch_cbor
+from server.store import agents as agents_q
+from server.store import events as events_q
+from server.store import runs as runs_q
+from server.store import sessions as sessions_q
+
+log = logging.getLogger("seed_agents.subscriptions")
+
+
+class Subscription:
+    """Non-session keys: everything published on the key goes out live."""
+
+    def __init__(self, conn, key: str) -> None:
+        self.conn = conn
+        self.key = key
+        self.task: asyncio.Task | None = None
+
+    def deliver(self, event: Outgoing) -> None:
+        self.conn.send_event(event)
+
+    async def start(self) -> None:
+        kind, _, ident = self.key.partition("/")
+        current = None
+        if kind == "agents":
+            current = self.conn.app.db.read(agents_q.get_agent, ident)
+        elif kind == "runs":
+            current = self.conn.app.db.read(runs_q.get_run, ident)
+        if current is not None:
+            self.conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": current}))
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+class SessionSubscription(Subscription):
+    def __init__(self, conn, key: str, session_id: str, after_seq: int) -> None:
+        super().__init__(conn, key)
+        self.session_id = session_id
+        self.after_seq = after_seq
+        self.last_seq = after_seq      # last durable seq queued to the socket
+        self.replaying = True
+        self.missed_change = False
+
+    def deliver(self, event: Outgoing) -> None:
+        if self.replaying:
+            if event.seq == 0 and event.value.get("_") == "change":
+                self.missed_change = True
+            return  # appends come from the database; partials are live-only
+        seq = event.seq
+        if seq:
+            if seq <= self.last_seq:
+                return
+            if seq > self.last_seq + 1:
+                self._fill_gap(seq - 1)
+            self.last_seq = seq
+            self.conn.send_event(event)
+        else:
+            self.conn.send_event(event)
+
+    def _fill_gap(self, upto: int) -> None:
+        app = self.conn.app
+        rows = app.db.read(events_q.event_bodies_after, self.session_id, self.last_seq, upto - self.last_seq)
+        for seq, body in rows:
+            event = dagcbor.decode(bytes(body)) if not self.conn.v2 else None
+            self.conn.send_event(Outgoing(self.key, {"_": "append", "key": self.key, "event": event},
+                                          seq=seq, body=bytes(body)))
+            self.last_seq = seq
+
+    async def start(self) -> None:
+        self.task = asyncio.current_task()
+        conn, app = self.conn, self.conn.app
+        session = app.db.read(sessions_q.get_session, self.session_id)
+        conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": session}))
+        conn.outbound.last_sent.setdefault(self.key, self.after_seq)
+        page = app.config.limits.replay_page
+        sent = 0
+        while not conn.outbound.closed:
+            rows = app.db.read(events_q.event_bodies_after, self.session_id, self.last_seq, page)
+            if rows:
+                self._send_page(rows)
+                sent += len(rows)
+                self.last_seq = rows[-1][0]
+            if len(rows) < page:
+                break  # no await from that read to the flip below
+            await conn.outbound.wait_room()
+        self.replaying = False
+        app.metrics.replayed.inc(sent)
+        if conn.v2:
+            conn.send_event(Outgoing(self.key, {"_": "replayed", "key": self.key, "seq": self.last_seq}))
+        if self.missed_change:
+            session = app.db.read(sessions_q.get_session, self.session_id)
+            conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": session}))
+
+    def _send_page(self, rows: list) -> None:
+        conn, key = self.conn, self.key
+        last = rows[-1][0]
+        if conn.v2:
+            frame = append_batch_cbor(key, [bytes(body) for _seq, body in rows])
+            conn.outbound.put(frame, key, last, bounded=False)
+        else:
+            for seq, body in rows:
+                event = dagcbor.decode(bytes(body))
+                out = Outgoing(key, {"_": "append", "key": key, "event": event}, seq=seq)
+                conn.outbound.put(out.json(), key, seq, bounded=False)

@@ -1,0 +1,171 @@
+"""Subscriptions over real sockets: replay then live with no gap and no duplicate, turns that
+stream, and GetSession paging."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from tests.wsraw import V1, V2Client, keypair, setup_session
+
+
+def flatten(event):
+    if event.get("_") == "append":
+        return event["events"] if "events" in event else [event["event"]]
+    return []
+
+
+async def collect_until(client, predicate, timeout=20):
+    got = []
+    async with asyncio.timeout(timeout):
+        while True:
+            e = await client.event(timeout)
+            got.append(e)
+            if predicate(e, got):
+                return got
+
+
+async def test_echo_turn_streams_partials_then_durable_reply(server):
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    agent_id, session_id = await setup_session(c, a)
+    key = f"sessions/{session_id}"
+    await c.call(a, {"_": "Subscribe", "key": key})
+    r = await c.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [
+        {"type": "text", "text": "hello  big\nworld"}, {"type": "context", "lines": ["ctx line"]}]})
+    assert r["_"] == "MessageSessionResponse" and r["assistantEventId"] == ""
+    events = await collect_until(c, lambda e, _: any(
+        x["event"].get("role") == "assistant" for x in flatten(e)))
+    partials = [e["patch"] for e in events if e["_"] == "appendPartial"]
+    deltas = [p["textDelta"] for p in partials if "textDelta" in p]
+    assert len(deltas) >= 3 and partials[-1].get("done") is True
+    appends = [x for e in events for x in flatten(e)]
+    user, assistant = appends[0], appends[-1]
+    assert user["event"]["content"] == "hello  big\nworld"
+    assert user["event"]["contextLines"] == ["ctx line"]
+    assert user["event"]["meta"] == {"accountId": a.account_id, "signerId": a.account_id}
+    assert assistant["event"]["content"] == "echo: hello  big\nworld" == "".join(deltas)
+    assert assistant["event"]["meta"]["provider"] == "echo" and "durationMs" in assistant["event"]["meta"]
+    # the done partial comes before the durable reply
+    kinds = [e["_"] for e in events]
+    assert kinds.index("appendPartial") < len(kinds) - 1
+    got = await c.call(a, {"_": "GetSession", "sessionId": session_id})
+    assert [e["seq"] for e in got["events"]] == [1, 2]
+    assert got["systemPromptMarkdown"] == "be brief"
+    # status settles to idle
+    for _ in range(50):
+        got = await c.call(a, {"_": "GetSession", "sessionId": session_id})
+        if got["session"]["status"] == "idle":
+            break
+        await asyncio.sleep(0.05)
+    assert got["session"]["status"] == "idle"
+    await c.close()
+
+
+async def test_v1_subscribe_replays_json_then_live(server):
+    a = keypair("A")
+    c2 = await V2Client.open(server.url)
+    _, session_id = await setup_session(c2, a)
+    await c2.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "one"}]})
+    await asyncio.sleep(0.3)
+    v1 = await V1.open(server.url)
+    key = f"sessions/{session_id}"
+    r = await v1.send(a, {"_": "Subscribe", "key": key, "afterSeq": 1})
+    assert r == {"_": "subscribed", "key": key, "accountId": a.account_id}
+    change = await v1.recv()
+    assert change["_"] == "change" and change["value"]["id"] == session_id
+    replayed = await v1.recv()
+    assert replayed["_"] == "append" and replayed["event"]["seq"] == 2
+    await c2.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "two"}]})
+    seqs = []
+    while len(seqs) < 2:
+        e = await v1.recv()
+        if e["_"] == "append":
+            seqs.append(e["event"]["seq"])
+    assert seqs == [3, 4]
+    # a bad subscribe in v1 answers with the lower-case error event
+    r = await v1.send(a, {"_": "Subscribe", "key": "sessions/00000000-0000-4000-8000-000000000000"})
+    assert r["_"] == "error" and r["status"] == 404
+    await v1.close()
+    await c2.close()
+
+
+async def test_replay_then_live_has_no_gap_and_no_duplicate(server):
+    """A writer appends while subscribers join at different afterSeq values."""
+    a = keypair("A")
+    writer = await V2Client.open(server.url)
+    _, session_id = await setup_session(writer, a)
+    key = f"sessions/{session_id}"
+    turns = 60   # each turn appends a user and an assistant event
+
+    async def write():
+        for i in range(turns):
+            r = await writer.call(a, {"_": "MessageSession", "sessionId": session_id,
+                                      "content": [{"type": "text", "text": f"m{i}"}]})
+            assert r["_"] == "MessageSessionResponse", r
+            await asyncio.sleep(0.005)
+
+    async def subscriber(delay, after_seq):
+        await asyncio.sleep(delay)
+        c = await V2Client.open(server.url)
+        await c.call(a, {"_": "Subscribe", "key": key, "afterSeq": after_seq})
+        seqs = []
+        async with asyncio.timeout(60):
+            while not seqs or seqs[-1] < 2 * turns:
+                e = await c.event(30)
+                seqs += [x["seq"] for x in flatten(e)]
+        await c.close()
+        return after_seq, seqs
+
+    results = await asyncio.gather(write(), *(subscriber(0.03 * i, s) for i, s in
+                                              enumerate([0, 0, 3, 10, 25, 40, 60, 90])))
+    for after_seq, seqs in results[1:]:
+        assert seqs == list(range(after_seq + 1, 2 * turns + 1)), (after_seq, seqs[:20])
+    await writer.close()
+
+
+async def test_get_session_pages_with_next_after_seq(server):
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    _, session_id = await setup_session(c, a)
+    for i in range(5):
+        await c.call(a, {"_": "MessageSession", "sessionId": session_id,
+                         "content": [{"type": "text", "text": f"m{i}"}], "clientMessageId": f"c{i}"})
+    for _ in range(100):
+        got = await c.call(a, {"_": "GetSession", "sessionId": session_id})
+        if len(got["events"]) == 10 and got["session"]["status"] == "idle":
+            break
+        await asyncio.sleep(0.05)
+    seqs, after = [], 0
+    while True:
+        page = await c.call(a, {"_": "GetSession", "sessionId": session_id, "afterSeq": after, "limit": 3})
+        seqs += [e["seq"] for e in page["events"]]
+        if "nextAfterSeq" not in page:
+            break
+        after = page["nextAfterSeq"]
+        assert after == seqs[-1]
+    assert seqs == list(range(1, 11))
+    await c.close()
+
+
+async def test_account_agent_and_run_subscriptions(server):
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    await c.call(a, {"_": "Subscribe", "key": f"account/{a.account_id}"})
+    agent_id, session_id = await setup_session(c, a)
+    reasons = []
+    async with asyncio.timeout(10):
+        while "session-created" not in reasons:
+            e = await c.event()
+            if e["key"] == f"account/{a.account_id}":
+                reasons.append(e["value"]["reason"])
+    assert reasons[:2] == ["agent-created", "session-created"]
+    r = await c.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "x"}]})
+    await c.call(a, {"_": "Subscribe", "key": f"runs/{r['runId']}"})
+    statuses = []
+    async with asyncio.timeout(10):
+        while "succeeded" not in statuses:
+            e = await c.event()
+            if e["key"] == f"runs/{r['runId']}":
+                statuses.append(e["value"]["status"])
+    assert statuses[-1] == "succeeded"
+    await c.close()

@@ -1,0 +1,225 @@
+"""Every step of the verification pipeline (CONTRACT section 2), over real sockets."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from protocol import dagcbor
+from protocol.capability import make_capability
+from protocol.envelope import build_envelope, sign_envelope
+from tests.wsraw import V1, V2Client, keypair, setup_session
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+async def test_health_and_metrics(server):
+    import httpx
+
+    base = f"http://{server.host}:{server.port}"
+    async with httpx.AsyncClient() as http:
+        for path in ("/api/health", "/agents/api/health"):
+            r = await http.get(base + path)
+            body = r.json()
+            assert r.status_code == 200 and body["ok"] is True and body["status"] == "ok"
+            assert body["schemaVersion"] >= 1 and "version" in body and body["uptime"] >= 0
+        r = await http.get(base + "/metrics")
+        assert r.status_code == 200 and "seed_agents_connections" in r.text
+        assert (await http.get(base + "/nope")).status_code == 404
+
+
+async def test_v1_connected_and_bad_frames_keep_socket_open(server):
+    a = keypair("A")
+    c = await V1.open(server.url)
+    await c.ws.send("hello")
+    r = await c.recv()
+    assert r["_"] == "Error" and r["status"] == 400
+    await c.ws.send(b"\xff\x00garbage")
+    r = await c.recv()
+    assert r["_"] == "Error" and r["status"] == 400
+    r = await c.send(a, {"_": "ListAgents"})
+    assert r == {"_": "ListAgentsResponse", "agents": []}
+    await c.close()
+
+
+async def test_signature_clock_and_shape_failures(server):
+    a = keypair("A")
+    c = await V1.open(server.url)
+    # 401: flipped signature bit
+    frame = bytearray(sign_envelope(a, {"_": "ListAgents"}))
+    frame[10] ^= 1
+    await c.ws.send(bytes(frame))
+    r = await c.recv()
+    assert r["_"] == "Error" and r["status"] == 401
+    # 401: clock 31 s off either way
+    for skew in (-31_000, 31_000):
+        r = await c.send(a, {"_": "ListAgents"}, ts=now_ms() + skew)
+        assert r["status"] == 401 and "clock" in r["message"]
+    # 400: 63-byte signature
+    env = build_envelope(a, {"_": "ListAgents"})
+    env["sig"] = env["sig"][:63]
+    await c.ws.send(dagcbor.encode(env))
+    assert (await c.recv())["status"] == 400
+    # 400: wrong type, missing account
+    env = build_envelope(a, {"_": "ListAgents"})
+    env["type"] = "AgentsActionX"
+    await c.ws.send(dagcbor.encode(env))
+    assert (await c.recv())["status"] == 400
+    env = build_envelope(a, {"_": "ListAgents"})
+    del env["account"]
+    await c.ws.send(dagcbor.encode(env))
+    assert (await c.recv())["status"] == 400
+    # 413: over the frame limit
+    await c.ws.send(sign_envelope(a, {"_": "SetSecret", "name": "x", "value": b"x" * (1 << 20)}))
+    assert (await c.recv())["status"] == 413
+    # 400: unknown action, bad field (naming it)
+    r = await c.send(a, {"_": "FlyToTheMoon"})
+    assert r["status"] == 400
+    r = await c.send(a, {"_": "GetSession", "sessionId": 12})
+    assert r["status"] == 400 and "sessionId" in r["message"]
+    await c.close()
+
+
+async def test_unauthorized_signer_then_register_signer(server):
+    a, b = keypair("A"), keypair("B")
+    c = await V2Client.open(server.url)
+    r = await c.call(b, {"_": "ListAgents"}, account=a.principal)
+    assert r["status"] == 403 and "Signer is not authorized" in r["message"]
+    cap = make_capability(a, b.principal, "AGENT", now_ms(), label="laptop")
+    r = await c.call(b, {"_": "RegisterSigner", "capability": cap})
+    assert r == {"_": "RegisterSignerResponse", "accountId": a.account_id, "signerId": b.account_id}
+    await c.close()
+    # A delegated signer acts for A (on a fresh socket: this one was bound to B's own account).
+    c = await V2Client.open(server.url)
+    r = await c.call(b, {"_": "ListAgents"}, account=a.principal)
+    assert r == {"_": "ListAgentsResponse", "agents": []}
+    # A capability whose delegate is not the signer is refused, and so is a corrupted blob.
+    c2 = await V2Client.open(server.url)
+    stranger = keypair("C")
+    r = await c2.call(stranger, {"_": "RegisterSigner", "capability": cap})
+    assert r["status"] == 400
+    bad = bytearray(cap)
+    bad[-1] ^= 0x80
+    r = await c2.call(stranger, {"_": "RegisterSigner", "capability": bytes(bad)})
+    assert r["status"] == 400
+    await c.close()
+    await c2.close()
+
+
+async def test_replay_rules(server):
+    a = keypair("A")
+    c1 = await V1.open(server.url)
+    c2 = await V1.open(server.url)
+    write = sign_envelope(a, {"_": "CreateAgent", "definition": {
+        "name": "x", "systemPrompt": "", "modelProvider": "echo", "model": "m"}})
+    await c1.ws.send(write)
+    assert (await c1.recv())["_"] == "CreateAgentResponse"
+    await c1.ws.send(write)          # a write never repeats, even on its own connection
+    assert (await c1.recv())["status"] == 409
+    read = sign_envelope(a, {"_": "ListAgents"})
+    await c1.ws.send(read)
+    assert (await c1.recv())["_"] == "ListAgentsResponse"
+    await c1.ws.send(read)           # a read may repeat on the connection that sent it
+    assert (await c1.recv())["_"] == "ListAgentsResponse"
+    await c2.ws.send(read)           # ...but from another connection it is a captured envelope
+    assert (await c2.recv())["status"] == 409
+    # A re-encoded copy (unsorted keys) of an accepted envelope is still a replay.
+    value = dagcbor.decode(write)
+    import cbor2
+
+    await c2.ws.send(cbor2.dumps(dict(reversed(list(value.items())))))
+    assert (await c2.recv())["status"] == 409
+    await c1.close()
+    await c2.close()
+
+
+async def test_socket_cannot_switch_accounts(server):
+    a, b = keypair("A"), keypair("B")
+    c = await V2Client.open(server.url)
+    assert (await c.call(a, {"_": "ListAgents"}))["_"] == "ListAgentsResponse"
+    r = await c.call(b, {"_": "ListAgents"})
+    assert r["status"] == 403
+    await c.close()
+
+
+async def test_other_accounts_resources_are_404(server):
+    a, b = keypair("A"), keypair("B")
+    ca, cb = await V2Client.open(server.url), await V2Client.open(server.url)
+    agent_id, session_id = await setup_session(ca, a)
+    run = await ca.call(a, {"_": "MessageSession", "sessionId": session_id,
+                            "content": [{"type": "text", "text": "hi"}]})
+    for action in ({"_": "GetAgent", "agentId": agent_id},
+                   {"_": "GetSession", "sessionId": session_id},
+                   {"_": "CreateSession", "agentId": agent_id},
+                   {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "x"}]},
+                   {"_": "StopSession", "sessionId": session_id},
+                   {"_": "ListSessions", "agentId": agent_id},
+                   {"_": "Subscribe", "key": f"sessions/{session_id}"},
+                   {"_": "Subscribe", "key": f"agents/{agent_id}"},
+                   {"_": "Subscribe", "key": f"runs/{run['runId']}"},
+                   {"_": "Subscribe", "key": f"account/{a.account_id}"}):
+        r = await cb.call(b, action)
+        assert r["_"] == "Error" and r["status"] == 404, (action, r)
+    await ca.close()
+    await cb.close()
+
+
+async def test_v2_concurrent_requests_answered_once_with_their_ids(server):
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    agent_id, session_id = await setup_session(c, a)
+    actions = []
+    for i in range(40):
+        if i % 2:
+            actions.append({"_": "GetSession", "sessionId": session_id, "limit": i})
+        else:
+            actions.append({"_": "CreateSession", "agentId": agent_id, "title": f"s{i}"})
+    results = await asyncio.gather(*(c.call(a, x) for x in actions))
+    for action, r in zip(actions, results):
+        assert r["_"] == action["_"] + "Response", r
+    # Nothing extra arrived: no stray responses are pending or queued as events.
+    await asyncio.sleep(0.1)
+    assert not c.responses
+    await c.close()
+
+
+async def test_idempotency_exactly_once_under_concurrency(server):
+    a = keypair("A")
+    conns = [await V2Client.open(server.url) for _ in range(10)]
+    agent_id, _ = await setup_session(conns[0], a)
+    action = {"_": "CreateSession", "agentId": agent_id, "title": "once", "clientRequestId": "req-1"}
+    results = await asyncio.gather(*(c.call(a, dict(action)) for c in conns))
+    ids = {r["sessionId"] for r in results}
+    assert len(ids) == 1, results
+    listed = await conns[0].call(a, {"_": "ListSessions", "agentId": agent_id})
+    assert [s["title"] for s in listed["sessions"]].count("once") == 1
+    r = await conns[1].call(a, dict(action, title="different"))
+    assert r["status"] == 409
+    # MessageSession's clientMessageId: one user event, one run.
+    sid = ids.pop()
+    msg = {"_": "MessageSession", "sessionId": sid, "content": [{"type": "text", "text": "hello"}],
+           "clientMessageId": "m-1"}
+    results = await asyncio.gather(*(c.call(a, dict(msg)) for c in conns))
+    assert len({r["userEventId"] for r in results}) == 1 and len({r["runId"] for r in results}) == 1
+    for c in conns:
+        await c.close()
+
+
+async def test_unsubscribe(server):
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    _, session_id = await setup_session(c, a)
+    key = f"sessions/{session_id}"
+    r = await c.call(a, {"_": "Subscribe", "key": key})
+    assert r == {"_": "SubscribeResponse", "key": key, "accountId": a.account_id}
+    assert (await c.event())["_"] == "change"
+    assert (await c.event()) == {"_": "replayed", "key": key, "seq": 0}
+    r = await c.raw(dagcbor.encode({"id": 999, "_": "Unsubscribe", "key": key}), req_id=999)
+    assert r == {"_": "UnsubscribeResponse", "key": key}
+    r = await c.raw(dagcbor.encode({"id": 1000, "_": "Unsubscribe", "key": "sessions/none"}), req_id=1000)
+    assert r == {"_": "UnsubscribeResponse", "key": "sessions/none"}
+    await c.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "x"}]})
+    await asyncio.sleep(0.3)
+    assert c.events.empty()
+    await c.close()
