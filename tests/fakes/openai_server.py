@@ -70,6 +70,7 @@ class Script:
     drop_after: int | None = None  # close the socket after this many content chunks, no [DONE]
     hang: bool = False  # read the request, then never answer (until the client gives up)
     raw_events: Sequence[str] | None = None  # exact `data:` payloads instead of the generated ones
+    json_body: str | None = None  # answer 200 with this JSON body, not a stream (stream ignored)
 
 
 class FakeOpenAI:
@@ -206,6 +207,9 @@ class FakeOpenAI:
                 )
             await _send(writer, script.status, "application/json", body.encode())
             return "done"
+        if script.json_body is not None:
+            await _send(writer, 200, "application/json", script.json_body.encode())
+            return "done"
 
         events = _events(script, request)
         head = _head(200, "text/event-stream", chunked=True)
@@ -239,7 +243,10 @@ class FakeOpenAI:
 
 async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
+        first = await reader.readexactly(1)
+        if not first.isalpha():
+            return None  # not HTTP (e.g. a TLS handshake): hang up, as a real server would
+        head = first + await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError:
         return None  # the client closed an idle keep-alive connection
     lines = head.decode("latin-1").split("\r\n")

@@ -1,0 +1,101 @@
+"""Provider types, their defaults and requirements (no traffic: building a provider is offline)."""
+
+import httpx
+import pytest
+
+from server.providers.base import ProviderError, ProviderSpec, Usage
+from server.providers.echo import EchoProvider
+from server.providers.openai_compat import OpenAICompatProvider
+from server.providers.registry import (
+    DEFAULT_BASE_URLS,
+    KEY_REQUIRED,
+    SUPPORTED_TYPES,
+    check_spec,
+    make_provider,
+)
+
+KEY = "sk-registry-SEKRIT-91b2"
+
+
+@pytest.fixture
+async def client():
+    async with httpx.AsyncClient(trust_env=False) as c:
+        yield c
+
+
+def test_default_base_urls():
+    assert DEFAULT_BASE_URLS == {
+        "openai": "https://api.openai.com/v1",
+        "openrouter": "https://openrouter.ai/api/v1",
+        "deepseek": "https://api.deepseek.com/v1",
+        "groq": "https://api.groq.com/openai/v1",
+        "xai": "https://api.x.ai/v1",
+        "ollama": "http://localhost:11434/v1",
+    }
+    assert KEY_REQUIRED == {"openai", "openrouter", "deepseek", "groq", "xai"}
+    assert SUPPORTED_TYPES == {"echo", "custom", *DEFAULT_BASE_URLS}
+
+
+async def test_echo_needs_nothing(client):
+    assert isinstance(make_provider(ProviderSpec("echo"), client), EchoProvider)
+
+
+@pytest.mark.parametrize("type_", sorted(KEY_REQUIRED))
+@pytest.mark.parametrize("key", [None, "", "   "])
+async def test_hosted_types_need_a_key(client, type_, key):
+    with pytest.raises(ProviderError, match="needs an API key"):
+        make_provider(ProviderSpec(type_, api_key=key), client)
+
+
+@pytest.mark.parametrize("type_", sorted(DEFAULT_BASE_URLS))
+async def test_default_base_url_is_used_and_base_url_overrides_it(client, type_):
+    p = make_provider(ProviderSpec(type_, api_key=KEY), client)
+    assert isinstance(p, OpenAICompatProvider)
+    assert p.name == type_
+    assert p.url == DEFAULT_BASE_URLS[type_] + "/chat/completions"
+    p = make_provider(ProviderSpec(type_, base_url="http://127.0.0.1:9/x", api_key=KEY), client)
+    assert p.url == "http://127.0.0.1:9/x/chat/completions"
+
+
+async def test_ollama_key_is_optional(client):
+    make_provider(ProviderSpec("ollama"), client)
+
+
+async def test_custom_needs_a_base_url_but_no_key(client):
+    with pytest.raises(ProviderError, match="needs a base URL"):
+        make_provider(ProviderSpec("custom", api_key=KEY), client)
+    p = make_provider(ProviderSpec("custom", base_url="http://127.0.0.1:8000/v1"), client)
+    assert p.name == "custom"
+
+
+@pytest.mark.parametrize("type_", ["anthropic", "google", "", "OpenAI"])
+async def test_unsupported_types_are_refused(client, type_):
+    with pytest.raises(ProviderError, match="not supported"):
+        make_provider(ProviderSpec(type_, api_key=KEY), client)
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/v1", "127.0.0.1:8000/v1", f"http:///{KEY}"])
+def test_base_url_must_be_http_with_a_host(url):
+    with pytest.raises(ProviderError, match="base URL") as info:
+        check_spec(ProviderSpec("custom", base_url=url, api_key=KEY))
+    assert KEY not in info.value.message
+
+
+def test_spec_repr_hides_the_key():
+    assert KEY not in repr(ProviderSpec("openai", api_key=KEY))
+
+
+def test_usage_wire_shape():
+    assert Usage(input=1, output=2, cache_read=3, cache_write=4, total=3).to_wire() == {
+        "input": 1,
+        "output": 2,
+        "cacheRead": 3,
+        "cacheWrite": 4,
+        "total": 3,
+    }
+
+
+def test_provider_error_scrubs_the_secret():
+    err = ProviderError(f"bad header Bearer {KEY} (again: {KEY})", secret=KEY)
+    assert KEY not in err.message and KEY not in str(err) and KEY not in repr(err)
+    assert err.message == "bad header Bearer [redacted] (again: [redacted])"
