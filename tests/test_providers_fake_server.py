@@ -65,7 +65,8 @@ async def test_separate_process_with_http_control(client):
 
         report = (await client.get(base_url.rsplit("/v1", 1)[0] + "/_fake/requests")).json()
         assert len(report["requests"]) == 3
-        assert report["requests"][0]["body"]["messages"] == [{"role": "user", "content": "hi there"}]
+        first = report["requests"][0]["body"]
+        assert first["messages"] == [{"role": "user", "content": "hi there"}]
         assert report["disconnects"] == []
     finally:
         proc.terminate()

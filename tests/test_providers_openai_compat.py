@@ -156,7 +156,8 @@ async def test_sse_comments_and_missing_usage_are_fine(fake, client):
 async def test_http_500_names_the_status_and_never_the_key(fake, client):
     # The fake echoes the Authorization header back, as a careless proxy might.
     fake.default = Script(
-        status=500, error_body=lambda req: f"upstream broke; you sent {req.headers['authorization']}"
+        status=500,
+        error_body=lambda req: f"upstream broke; you sent {req.headers['authorization']}",
     )
     err = await failure(provider(fake.base_url, client))
     assert "HTTP 500" in err.message

@@ -17,8 +17,9 @@ events (`data: {json}` lines, ending with `data: [DONE]`). Decisions worth knowi
 - Usage is collected from every chunk that carries one (the last wins; Groq's `x_groq.usage`
   too) and yielded once, after the last delta, so a consumer never has to de-duplicate.
 - A chunk carrying `error` (OpenRouter reports mid-stream failures that way) is a ProviderError.
-- Errors carry no exception chain (`from None`): httpx exceptions hold the request, and with
-  it the Authorization header. The useful part of the cause is put into the message instead.
+- Errors are raised `from None`, so tracebacks do not print the httpx exception (it holds the
+  request, and with it the Authorization header). The useful part of the cause is put into
+  the message instead.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class OpenAICompatProvider:
         # Ask for the usage chunk; a stream_options given in the defaults is kept, but
         # include_usage is always on because meta.usage depends on it.
         options = body.get("stream_options")
-        body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        options = options if isinstance(options, dict) else {}
+        body["stream_options"] = {**options, "include_usage": True}
         body["model"] = model
         body["messages"] = [{"role": m.role, "content": m.content} for m in messages]
         body["stream"] = True

@@ -143,7 +143,8 @@ class FakeOpenAI:
                     break
                 if not await self._route(request, reader, writer):
                     break
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (ConnectionError, ValueError, asyncio.IncompleteReadError,
+                asyncio.LimitOverrunError):
             pass  # the client went away or sent something we do not speak; drop it
         except asyncio.CancelledError:
             pass  # close() ends open connections
