@@ -1,0 +1,52 @@
+"""v2 framing, sans I/O: the bytes a client sends and how it reads what comes back.
+
+Every frame in both directions is one DAG-CBOR map (CONTRACT section 3):
+requests `{id, envelope}`, unsubscribes `{id, _: "Unsubscribe", key}`, responses
+`{id, response}` and events (no `id`).
+"""
+from __future__ import annotations
+
+from protocol import dagcbor
+
+SUBPROTOCOL = "seed-agents.v2"
+
+# Server frames nest events (each up to the server's depth limit) inside a few levels of
+# framing, and a replay batch can be large; the server is trusted to that extent.
+_MAX_DEPTH = 256
+
+
+def request_frame(req_id: int, envelope: dict) -> bytes:
+    return dagcbor.encode({"id": req_id, "envelope": envelope})
+
+
+def unsubscribe_frame(req_id: int, key: str) -> bytes:
+    return dagcbor.encode({"id": req_id, "_": "Unsubscribe", "key": key})
+
+
+def decode_frame(data: bytes) -> dict:
+    value = dagcbor.decode(data, max_size=len(data), max_depth=_MAX_DEPTH)
+    if not isinstance(value, dict):
+        raise ValueError("a v2 server frame must be a map")
+    return value
+
+
+def is_response(frame: dict) -> bool:
+    return "id" in frame and "response" in frame
+
+
+def flatten(event: dict) -> list[dict]:
+    """One item per event: a replay batch `{_: "append", key, events: [...]}` becomes
+    `{_: "append", key, event}` items, so callers never need to know batches exist."""
+    if event.get("_") == "append" and "events" in event:
+        key = event.get("key")
+        return [{"_": "append", "key": key, "event": e} for e in event["events"]]
+    return [event]
+
+
+def append_seq(item: dict) -> int | None:
+    """The seq of a durable append item, else None."""
+    if item.get("_") != "append":
+        return None
+    event = item.get("event")
+    seq = event.get("seq") if isinstance(event, dict) else None
+    return seq if isinstance(seq, int) else None
