@@ -1,0 +1,66 @@
+"""`seed-agents`: the console command (server, keys, agents, sessions, chat, tail).
+
+Expected failures (server not running, bad key file, 401/404 answers) print one sentence on
+stderr and exit 1; only a bug shows a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import sys
+import warnings
+
+from clients.commands import agents, chat, keys, send, sessions, tail
+from clients.commands.common import CliError, common_parser, explain, url_of
+from clients.errors import AgentsError
+
+PROG = "seed-agents"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Seed Agents: run the server, manage agents and sessions, chat.",
+        epilog="Every subcommand takes --help, --url and --key.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # `serve` is handed to the server's own parser before this one runs (see main); it is
+    # listed here so it shows up in --help.
+    sub.add_parser("serve", help="run the server (see `seed-agents serve --help`)", add_help=False)
+    common = common_parser()
+    for module in (keys, agents, sessions, send, chat, tail):
+        module.register(sub, common)
+    return parser
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:
+        from server.main import main as serve_main  # the server's deps only when serving
+
+        return serve_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
+    try:
+        result = args.run(args)
+        if inspect.iscoroutine(result):
+            result = asyncio.run(result)
+        return int(result or 0)
+    except CliError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return exc.code
+    except AgentsError as exc:
+        print(f"{PROG}: {explain(exc, url_of(args))}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return getattr(args, "interrupt_status", 130)
+    except BrokenPipeError:  # `seed-agents tail ... | head`: the reader left, nothing to say
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

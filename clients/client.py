@@ -1,0 +1,170 @@
+"""`AgentsClient`: the asyncio client for the Seed Agents server (v2 framing).
+
+    async with AgentsClient.connect("ws://127.0.0.1:3050/agents/ws", keypair) as client:
+        agent = await client.create_agent({"name": "helper", "systemPrompt": "",
+                                           "modelProvider": "echo", "model": "echo"})
+        session = await client.create_session(agent["agentId"])
+        async with await client.subscribe(f"sessions/{session['sessionId']}") as sub:
+            await client.message_session(session["sessionId"], "hello")
+            async for item in sub:
+                ...
+
+Every method signs a fresh envelope (ts = now), sends `{id, envelope}` and returns the
+response map (keys documented in `clients.shapes`); an `{_: "Error"}` response raises
+`AgentsError(status, message)`. Calls may run concurrently on one client. On a dropped socket
+the client reconnects by itself and resumes subscriptions; calls in flight at that moment
+raise AgentsError(0, reason="lost"): retry them, writes with the same idempotency id.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from protocol.envelope import build_envelope
+from protocol.keys import Keypair
+from protocol.principals import principal_from_string
+
+from clients import actions
+from clients.errors import AgentsError
+from clients.shapes import (CreateAgentResponse, CreateSessionResponse, GetAgentResponse,
+                            GetSessionResponse, ListAgentsResponse, ListModelProvidersResponse,
+                            ListSessionsResponse, MessageSessionResponse, NameResponse,
+                            RegisterSignerResponse, StopSessionResponse)
+from clients.subscription import DEFAULT_BUFFER, Subscription
+from clients.transport import Transport
+
+DEFAULT_URL = "ws://127.0.0.1:3050/agents/ws"
+
+
+class AgentsClient:
+    def __init__(self, url: str, keypair: Keypair, *, account: bytes | str | None = None,
+                 reconnect: bool = True, connect_timeout: float = 10.0,
+                 request_timeout: float | None = None, buffer_size: int = DEFAULT_BUFFER,
+                 on_state: Callable[[str, str], None] | None = None) -> None:
+        """Prefer `await AgentsClient.connect(...)`; this only prepares.
+
+        `account`: the account to act for when `keypair` is a delegated signer (principal
+        bytes or a `z6Mk...` id); by default the key's own account. `on_state(state, detail)`
+        is called with "disconnected" and "connected" around each reconnect.
+        """
+        self.url = url
+        self.keypair = keypair
+        if isinstance(account, str):
+            account = principal_from_string(account)
+        self.account: bytes = account if account is not None else keypair.principal
+        self._last_ts = 0
+        self._transport = Transport(url, self._sign, reconnect=reconnect,
+                                    connect_timeout=connect_timeout, request_timeout=request_timeout,
+                                    buffer_size=buffer_size, on_state=on_state)
+
+    @classmethod
+    def connect(cls, url: str, keypair: Keypair, **options) -> "_Connecting":
+        """`client = await AgentsClient.connect(url, keypair)` or `async with
+        AgentsClient.connect(url, keypair) as client:`. Raises AgentsError(0,
+        reason="unreachable") when the server cannot be reached (no retry on this first dial)."""
+        return _Connecting(cls(url, keypair, **options))
+
+    async def open(self) -> "AgentsClient":
+        await self._transport.open()
+        return self
+
+    async def close(self) -> None:
+        """Close the socket; open subscriptions end and calls in flight raise AgentsError."""
+        await self._transport.close()
+
+    async def __aenter__(self) -> "AgentsClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._transport.connected
+
+    @property
+    def account_id(self) -> str:
+        from protocol.principals import principal_to_string
+
+        return principal_to_string(self.account)
+
+    def _sign(self, action: dict) -> dict:
+        # Strictly increasing ts per client: Ed25519 is deterministic, so two identical actions
+        # in the same millisecond would be byte-identical and the second refused as a replay.
+        now = max(int(time.time() * 1000), self._last_ts + 1)
+        self._last_ts = now
+        return build_envelope(self.keypair, {**action, "ts": now}, account=self.account, ts=now)
+
+    # -- generic ---------------------------------------------------------------------------
+    async def call(self, action: dict) -> dict:
+        """Any action map `{_: "<Name>", ...fields}` (no ts); returns its response map."""
+        return await self._transport.request(action)
+
+    async def subscribe(self, key: str, after_seq: int | None = None) -> Subscription:
+        """Subscribe to `account/<id>`, `agents/<id>`, `sessions/<id>` or `runs/<id>`; see
+        `clients.subscription` for what the iterator yields and how it survives reconnects."""
+        return await self._transport.subscribe(key, after_seq)
+
+    # -- actions (CONTRACT section 4) --------------------------------------------------------
+    async def register_signer(self, capability: bytes) -> RegisterSignerResponse:
+        return await self.call(actions.register_signer(capability))  # type: ignore[return-value]
+
+    async def set_secret(self, name: str, value: bytes, metadata: dict | None = None) -> NameResponse:
+        return await self.call(actions.set_secret(name, value, metadata))  # type: ignore[return-value]
+
+    async def set_model_provider(self, name: str, provider: dict) -> NameResponse:
+        return await self.call(actions.set_model_provider(name, provider))  # type: ignore[return-value]
+
+    async def list_model_providers(self) -> ListModelProvidersResponse:
+        return await self.call(actions.list_model_providers())  # type: ignore[return-value]
+
+    async def create_agent(self, definition: dict,
+                           client_request_id: str | None = None) -> CreateAgentResponse:
+        return await self.call(actions.create_agent(definition, client_request_id))  # type: ignore[return-value]
+
+    async def get_agent(self, agent_id: str) -> GetAgentResponse:
+        return await self.call(actions.get_agent(agent_id))  # type: ignore[return-value]
+
+    async def list_agents(self) -> ListAgentsResponse:
+        return await self.call(actions.list_agents())  # type: ignore[return-value]
+
+    async def create_session(self, agent_id: str, title: str | None = None,
+                             client_request_id: str | None = None) -> CreateSessionResponse:
+        return await self.call(actions.create_session(agent_id, title, client_request_id))  # type: ignore[return-value]
+
+    async def list_sessions(self, agent_id: str | None = None, limit: int | None = None,
+                            cursor: str | None = None) -> ListSessionsResponse:
+        return await self.call(actions.list_sessions(agent_id, limit, cursor))  # type: ignore[return-value]
+
+    async def get_session(self, session_id: str, after_seq: int | None = None,
+                          limit: int | None = None) -> GetSessionResponse:
+        return await self.call(actions.get_session(session_id, after_seq, limit))  # type: ignore[return-value]
+
+    async def message_session(self, session_id: str, text: str,
+                              context_lines: Sequence[str] | None = None,
+                              client_message_id: str | None = None) -> MessageSessionResponse:
+        """Send `text` (one text part, plus a context part when `context_lines` are given)."""
+        action = actions.message_session(session_id, text, context_lines, client_message_id)
+        return await self.call(action)  # type: ignore[return-value]
+
+    async def stop_session(self, session_id: str) -> StopSessionResponse:
+        return await self.call(actions.stop_session(session_id))  # type: ignore[return-value]
+
+
+class _Connecting:
+    """What `AgentsClient.connect` returns: await it, or use it with `async with`."""
+
+    def __init__(self, client: AgentsClient) -> None:
+        self._client = client
+
+    def __await__(self):
+        return self._client.open().__await__()
+
+    async def __aenter__(self) -> AgentsClient:
+        return await self._client.open()
+
+    async def __aexit__(self, *exc) -> None:
+        await self._client.close()
+
+
+__all__ = ["AgentsClient", "AgentsError", "Subscription", "DEFAULT_URL"]

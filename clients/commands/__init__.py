@@ -1,0 +1,1 @@
+"""The `seed-agents` subcommands, one module per theme; each exposes `register(subparsers, common)`."""

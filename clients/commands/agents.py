@@ -1,0 +1,42 @@
+"""`agents create` and `agents list`."""
+from __future__ import annotations
+
+from clients.commands.common import CliError, open_client
+from clients.render import agent_line
+
+
+async def create(args) -> int:
+    model = args.model or (args.provider if args.provider == "echo" else None)
+    if model is None:
+        raise CliError(f"--model is required with --provider {args.provider}")
+    definition = {"name": args.name, "systemPrompt": args.system_prompt,
+                  "modelProvider": args.provider, "model": model}
+    async with open_client(args) as client:
+        response = await client.create_agent(definition)
+    print(response["agentId"])
+    return 0
+
+
+async def list_(args) -> int:
+    async with open_client(args) as client:
+        response = await client.list_agents()
+    for agent in response.get("agents", []):
+        print(agent_line(agent))
+    return 0
+
+
+def register(sub, common) -> None:
+    agents = sub.add_parser("agents", help="create and list agents",
+                            description="Create and list the agents of your account.")
+    asub = agents.add_subparsers(dest="agents_command", metavar="{create,list}", required=True)
+    p = asub.add_parser("create", parents=[common], help="create an agent and print its id",
+                        description="Create an agent and print its id.")
+    p.add_argument("--name", required=True, help="a name for people")
+    p.add_argument("--system-prompt", default="", help="the system prompt (default empty)")
+    p.add_argument("--provider", default="echo",
+                   help="a model provider of the account, or the built-in echo (default)")
+    p.add_argument("--model", default=None, help="model name (default echo for the echo provider)")
+    p.set_defaults(run=create)
+    p = asub.add_parser("list", parents=[common], help="list agents, newest update first",
+                        description="List your agents: id, name, status, provider/model.")
+    p.set_defaults(run=list_)

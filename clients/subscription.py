@@ -1,0 +1,132 @@
+"""One subscription: an async iterator of event maps for one key, across reconnects.
+
+What the caller sees, in order (CONTRACT section 5), one event per item:
+
+- `{_: "change", key, value}` (for a session: its SessionInfo, first, then on every change);
+- `{_: "append", key, event: SessionEvent}`: every durable event exactly once, ascending `seq`,
+  replay batches flattened;
+- `{_: "replayed", key, seq}` once the replay is over (also readable as `sub.replayed_seq`);
+- `{_: "appendPartial", key, partialId, patch}`: live-only streaming text.
+
+After a reconnect the client subscribes again with `afterSeq = sub.delivered_seq`, so the
+server sends a fresh `change` and `replayed` but no durable event twice and none missing:
+appends at or below the last seq already buffered or delivered are dropped here. Partials
+sent while the socket was down are lost (they are never stored).
+
+The buffer is bounded. When it is full the client stops reading the socket until the caller
+catches up; the server then cuts the socket off (close 1013) and the client resumes with
+`afterSeq`. So a stalled caller costs a reconnect, never memory, but it also stalls responses
+on that client: consume subscriptions in their own task.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING
+
+from clients.wire import append_seq, flatten
+
+if TYPE_CHECKING:
+    from clients.client import AgentsClient
+
+DEFAULT_BUFFER = 1024
+
+
+class Subscription:
+    def __init__(self, client: "AgentsClient", key: str, after_seq: int | None,
+                 maxsize: int = DEFAULT_BUFFER) -> None:
+        self.key = key
+        self.is_session = key.startswith("sessions/")
+        self.after_seq = after_seq
+        self.delivered_seq = after_seq or 0   # last durable seq handed to the caller
+        self._buffered_seq = self.delivered_seq  # last durable seq put in the buffer
+        self.replayed_seq: int | None = None  # seq of the latest `replayed` marker
+        self._client = client
+        self._maxsize = max(1, maxsize)
+        self._items: deque[dict] = deque()
+        self._readable = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._ended = False
+        self._error: BaseException | None = None
+        self.active = False  # subscribed on the client's current socket
+
+    # -- reader side (the client's socket loop) ---------------------------------------------
+    async def _feed(self, frame: dict) -> None:
+        for item in flatten(frame):
+            seq = append_seq(item) if self.is_session else None
+            if seq is not None:
+                if seq <= self._buffered_seq:
+                    continue  # already buffered or delivered: a resumed replay overlaps
+                self._buffered_seq = seq
+            elif item.get("_") == "replayed":
+                self.replayed_seq = item.get("seq")
+            while len(self._items) >= self._maxsize and not self._ended:
+                self._room.clear()
+                await self._room.wait()  # back-pressure: the socket is not read meanwhile
+            if self._ended:
+                return
+            self._items.append(item)
+            self._readable.set()
+
+    def _end(self, error: BaseException | None = None, *, discard: bool = False) -> None:
+        """No more items: the caller gets what is buffered (unless `discard`), then `error`
+        raised, or the end of iteration."""
+        if self._ended:
+            return
+        self._ended = True
+        self.active = False
+        self._error = error
+        if discard:
+            self._items.clear()
+        self._readable.set()
+        self._room.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._ended
+
+    # -- caller side -----------------------------------------------------------------------
+    def __aiter__(self) -> "Subscription":
+        return self
+
+    async def __anext__(self) -> dict:
+        while True:
+            if self._items:
+                item = self._items.popleft()
+                if len(self._items) < self._maxsize:
+                    self._room.set()
+                seq = append_seq(item) if self.is_session else None
+                if seq is not None:
+                    if seq <= self.delivered_seq:
+                        continue  # defensive: never hand the caller a durable event twice
+                    self.delivered_seq = seq
+                return item
+            if self._ended:
+                if self._error is not None:
+                    raise self._error
+                raise StopAsyncIteration
+            self._readable.clear()
+            await self._readable.wait()
+
+    async def next(self, timeout: float | None = None) -> dict:
+        """The next item, waiting at most `timeout` seconds (TimeoutError after)."""
+        return await asyncio.wait_for(self.__anext__(), timeout)
+
+    async def close(self) -> None:
+        """Stop: buffered items are dropped, iteration ends, and the server is told with an
+        unsigned `{id, _: "Unsubscribe", key}` when the socket is up."""
+        await self._client._unsubscribe(self)
+
+    async def __aenter__(self) -> "Subscription":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "ended" if self._ended else ("active" if self.active else "resuming")
+        return f"<Subscription {self.key} {state} delivered_seq={self.delivered_seq}>"
+
+
+__all__ = ["Subscription", "DEFAULT_BUFFER"]
