@@ -1,0 +1,91 @@
+"""Strict DAG-CBOR (IPLD): the only encoding anything is signed in.
+
+`encode` writes the canonical form: map keys sorted by encoded length then bytewise, shortest
+integer and length heads, every float as float64, only tag 42 (CID), no NaN/infinity/undefined.
+
+`decode` is liberal only where the contract says so (section 2): map keys out of order and
+float16/float32 are accepted (the signature is checked over the canonical re-encoding anyway).
+Everything else that is not DAG-CBOR is refused with DagCborError(400), or 413 when the input is
+over `max_size`. Floats stay floats, so a canonical input re-encodes to the same bytes.
+
+Speed: cbor2's C decoder reads the bytes, and the input is accepted at once if our canonical
+encoding of the result equals it byte for byte (then it was canonical, so it passes every strict
+rule: our encoder only writes valid DAG-CBOR and refuses cbor2's extra types such as undefined,
+simple values, datetimes or tags). Anything else goes to the strict pure-Python reader, which
+accepts the tolerated forms or raises the precise error.
+"""
+
+from __future__ import annotations
+
+import cbor2
+
+from ._dagcbor_encode import _encode_into, encode
+from ._dagcbor_strict import cid_from_link_bytes, strict_decode
+from .errors import DagCborError
+
+__all__ = ["DagCborError", "encode", "decode", "decode_canonical", "decode_if_canonical"]
+
+DEFAULT_MAX_SIZE = 1 << 20
+DEFAULT_MAX_DEPTH = 64
+
+_loads = cbor2.loads
+
+
+def _tag_hook(decoder: object, tag: cbor2.CBORTag) -> object:
+    # Fast path only: a well-formed tag 42 becomes a CID; anything else stays a CBORTag, which
+    # the encoder refuses, so the strict reader gets to name the problem.
+    if tag.tag == 42:
+        raw = tag.value
+        if type(raw) is bytes and raw[:1] == b"\x00":
+            try:
+                return cid_from_link_bytes(raw)
+            except Exception:
+                pass
+    return tag
+
+
+def _as_bytes(data: object) -> bytes:
+    if type(data) is bytes:
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise DagCborError(400, f"expected DAG-CBOR bytes, got {type(data).__name__}")
+
+
+def decode_if_canonical(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[object, bool]:
+    """(value, True) when `data` is exactly one item in canonical DAG-CBOR, else (None, False).
+
+    The fast path alone: it never explains a refusal (use `decode` for that) and does not check
+    the size. Byte equality with our canonical encoding is the proof of validity.
+    """
+    out: list[bytes] = []
+    try:
+        value = _loads(data, max_depth=max_depth, tag_hook=_tag_hook)
+        _encode_into(value, out, 0)
+    except Exception:
+        return None, False
+    if b"".join(out) == data:
+        return value, True
+    return None, False
+
+
+def decode_canonical(
+    data: bytes, *, max_size: int = DEFAULT_MAX_SIZE, max_depth: int = DEFAULT_MAX_DEPTH
+) -> tuple[object, bool]:
+    """(value, was_canonical): like `decode`, also telling whether `data` is exactly the
+    canonical encoding of the value (so callers can reuse the bytes instead of re-encoding)."""
+    data = _as_bytes(data)
+    if len(data) > max_size:
+        raise DagCborError(413, f"input is {len(data)} bytes; the limit is {max_size} bytes")
+    value, canonical = decode_if_canonical(data, max_depth=max_depth)
+    if canonical:
+        return value, True
+    # Any cbor2 complaint or encoder refusal: the strict reader decides and explains.
+    return strict_decode(data, max_depth), False
+
+
+def decode(
+    data: bytes, *, max_size: int = DEFAULT_MAX_SIZE, max_depth: int = DEFAULT_MAX_DEPTH
+) -> object:
+    """Decode one strict DAG-CBOR item; DagCborError (400, or 413 over `max_size`) otherwise."""
+    return decode_canonical(data, max_size=max_size, max_depth=max_depth)[0]
