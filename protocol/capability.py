@@ -1,0 +1,110 @@
+"""Capability blobs (RegisterSigner): an issuer lets a delegate sign for the issuer's account.
+
+    {type: "Capability", signer: <issuer principal>, delegate: <principal>,
+     role: "AGENT" | "WRITER", ts: <int ms>, sig: 64 bytes, label?: text}
+
+Signed like an envelope: Ed25519 by the issuer over the DAG-CBOR encoding with `sig` zeroed. The
+CID is CIDv1, dag-cbor (0x71), sha2-256 over the blob bytes as given, in base32 ('bafy...').
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from multiformats import CID
+from nacl.bindings import crypto_sign_open
+from nacl.exceptions import CryptoError
+
+from .dagcbor import decode, encode
+from .errors import ProtocolError
+from .keys import Keypair
+from .principals import check_principal, principal_to_string
+
+CAPABILITY_TYPE = "Capability"
+ROLES = frozenset({"AGENT", "WRITER"})
+ZERO_SIG = bytes(64)
+MAX_CAPABILITY_SIZE = 64 * 1024  # a capability is a few hundred bytes; refuse anything absurd
+MAX_LABEL_LENGTH = 1000
+
+_DAG_CBOR = 0x71
+_SHA2_256 = 0x12
+
+
+@dataclass(frozen=True)
+class Capability:
+    issuer: bytes
+    delegate: bytes
+    issuer_id: str
+    delegate_id: str
+    role: str
+    ts: int
+    label: str | None
+    cid: str
+    blob: bytes
+
+
+def capability_cid(blob: bytes) -> str:
+    """CIDv1 (dag-cbor, sha2-256) of the blob bytes, as the base32 string ('bafy...')."""
+    digest = hashlib.sha256(blob).digest()
+    # Binary CIDv1: version 1, codec 0x71, multihash (0x12, length 32, digest); all one-byte
+    # varints, so the bytes are written directly.
+    raw = bytes((1, _DAG_CBOR, _SHA2_256, 32)) + digest
+    return str(CID.decode(raw).set(base="base32"))
+
+
+def make_capability(
+    issuer: Keypair, delegate: bytes, role: str, ts: int, label: str | None = None
+) -> bytes:
+    """The signed blob, byte for byte as `blobs.createCapability` of the Seed client makes it."""
+    check_principal(delegate, "delegate")
+    if type(role) is not str or role not in ROLES:
+        raise ProtocolError(400, f"capability role must be one of {sorted(ROLES)}, got {role!r}")
+    body: dict = {"type": CAPABILITY_TYPE, "signer": issuer.principal, "delegate": delegate,
+                  "role": role, "ts": ts, "sig": ZERO_SIG}
+    if label is not None:
+        body["label"] = label
+    body["sig"] = issuer.sign(encode(body))
+    return encode(body)
+
+
+def parse_capability(blob: bytes) -> Capability:
+    """Decode and check a capability blob; any fault is ProtocolError(400) saying which."""
+    if type(blob) is not bytes:
+        raise ProtocolError(400, "capability must be a byte string (the signed blob)")
+    try:
+        value = decode(blob, max_size=MAX_CAPABILITY_SIZE, max_depth=4)
+    except ProtocolError as e:
+        raise ProtocolError(400, f"capability is not valid DAG-CBOR: {e.message}") from None
+    if type(value) is not dict:
+        raise ProtocolError(400, "capability must be a map {type, signer, delegate, role, ts, "
+                                 "sig}")
+    if value.get("type") != CAPABILITY_TYPE:
+        raise ProtocolError(400, f"capability type must be {CAPABILITY_TYPE!r}, got "
+                                 f"{value.get('type')!r}")
+    for field in ("signer", "delegate", "role", "ts", "sig"):
+        if field not in value:
+            raise ProtocolError(400, f"capability field {field!r} is missing")
+    issuer = check_principal(value["signer"], "capability signer (issuer)")
+    delegate = check_principal(value["delegate"], "capability delegate")
+    role = value["role"]
+    if type(role) is not str or role not in ROLES:
+        raise ProtocolError(400, f"capability role must be 'AGENT' or 'WRITER', got {role!r}")
+    ts = value["ts"]
+    if type(ts) is not int:
+        raise ProtocolError(400, f"capability ts must be an integer (Unix ms), got {ts!r}")
+    label = value.get("label")
+    if label is not None and (type(label) is not str or len(label) > MAX_LABEL_LENGTH):
+        raise ProtocolError(400, f"capability label must be text of at most {MAX_LABEL_LENGTH} "
+                                 "characters")
+    sig = value["sig"]
+    if type(sig) is not bytes or len(sig) != 64:
+        raise ProtocolError(400, "capability sig must be a 64-byte Ed25519 signature")
+    try:
+        crypto_sign_open(sig + encode({**value, "sig": ZERO_SIG}), issuer[2:])
+    except (CryptoError, ValueError):
+        raise ProtocolError(400, "capability signature does not verify: it must be the issuer's "
+                                 "(signer's) Ed25519 signature over the DAG-CBOR encoding with "
+                                 "sig zeroed") from None
+    return Capability(issuer, delegate, principal_to_string(issuer),
+                      principal_to_string(delegate), role, ts, label, capability_cid(blob), blob)
