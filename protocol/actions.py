@@ -1,0 +1,423 @@
+"""Typed actions (CONTRACT section 4): `parse_action(action_map)` -> one frozen dataclass.
+
+A missing or wrongly typed field, an unknown action or a crossed bound is ProtocolError(400) whose
+message names the field (e.g. "CreateSession.title must be text of at most 1000 characters").
+Fields the contract does not name are ignored, so a newer client can add some; they are still
+covered by the signature. `ts` was checked by the envelope (step 3) and is carried along.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from .dagcbor import encode
+from .errors import ProtocolError
+
+# Bounds. They keep one request's cost (storage, model context, memory) proportionate; a client
+# that crosses one gets a 400 naming the field and the limit.
+MAX_NAME = 200  # names of secrets, providers, agents, models
+MAX_ID = 200  # agent/session/run ids, clientRequestId, clientMessageId
+MAX_CURSOR = 1_000  # opaque ListSessions cursor handed out by the server
+MAX_TITLE = 1_000
+MAX_SYSTEM_PROMPT = 100_000
+MAX_MESSAGE_TEXT = 200_000  # all text parts of one message, joined
+MAX_CONTENT_PARTS = 256
+MAX_CONTEXT_LINES = 10_000  # all context lines of one message
+MAX_CONTEXT_LINE = 10_000  # characters in one context line
+MAX_SECRET_VALUE = 64 * 1024  # bytes
+MAX_CAPABILITY = 64 * 1024  # bytes of a capability blob
+MAX_URL = 2_000
+MIN_LIMIT, MAX_LIMIT = 1, 10_000
+
+PROVIDER_TYPES = frozenset(
+    {"echo", "openai", "openrouter", "deepseek", "groq", "xai", "ollama", "custom"}
+)
+UNSUPPORTED_PROVIDER_TYPES = frozenset({"anthropic", "google"})
+SUBSCRIPTION_KINDS = ("account", "agents", "sessions", "runs")
+_SUBSCRIPTION_KEY = re.compile(r"(account|agents|sessions|runs)/([^/\s]+)")
+
+
+class _Fields:
+    """Reads one action's fields, naming `Action.field` in every refusal."""
+
+    __slots__ = ("action", "name")
+
+    def __init__(self, action: dict, name: str) -> None:
+        self.action = action
+        self.name = name
+
+    def fail(self, field: str, problem: str) -> ProtocolError:
+        return ProtocolError(400, f"{self.name}.{field} {problem}")
+
+    def get(self, field: str, required: bool) -> object:
+        value = self.action.get(field)
+        if value is None and required:
+            raise self.fail(field, "is required")
+        return value
+
+    def text(self, field: str, limit: int, *, required: bool = True,
+             allow_empty: bool = False) -> str | None:
+        value = self.get(field, required)
+        if value is None:
+            return None
+        return check_text(value, limit, allow_empty, lambda p: self.fail(field, p))
+
+    def integer(self, field: str, lo: int, hi: int | None, *, required: bool = False) -> int | None:
+        value = self.get(field, required)
+        if value is None:
+            return None
+        if type(value) is not int:
+            raise self.fail(field, f"must be an integer, got {_kind(value)}")
+        if value < lo or (hi is not None and value > hi):
+            bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+            raise self.fail(field, f"must be {bound}, got {value}")
+        return value
+
+    def mapping(self, field: str, *, required: bool = True) -> dict | None:
+        value = self.get(field, required)
+        if value is None:
+            return None
+        if type(value) is not dict:
+            raise self.fail(field, f"must be a map, got {_kind(value)}")
+        return value
+
+
+def check_text(value: object, limit: int, allow_empty: bool, fail) -> str:  # noqa: ANN001
+    if type(value) is not str:
+        raise fail(f"must be text, got {_kind(value)}")
+    if len(value) > limit:
+        raise fail(f"must be text of at most {limit} characters, got {len(value)}")
+    if not allow_empty and not value.strip():
+        raise fail("must not be empty")
+    return value
+
+
+def _kind(v: object) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a float", str: "text",
+            bytes: "a byte string", list: "an array", dict: "a map",
+            type(None): "null"}.get(type(v), type(v).__name__)
+
+
+# --- actions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegisterSigner:
+    ts: int
+    capability: bytes  # the signed blob; check it with protocol.capability.parse_capability
+
+
+@dataclass(frozen=True)
+class SetSecret:
+    ts: int
+    name: str
+    value: bytes
+    metadata: dict | None = None
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    type: str
+    base_url: str | None
+    api_key_secret: str | None  # secretRefs.apiKey: the name of a secret, never the key itself
+    model_defaults: dict | None
+    raw: dict  # the provider map as signed
+
+
+@dataclass(frozen=True)
+class SetModelProvider:
+    ts: int
+    name: str
+    provider: ProviderConfig
+
+
+@dataclass(frozen=True)
+class ListModelProviders:
+    ts: int
+
+
+@dataclass(frozen=True)
+class CreateAgent:
+    ts: int
+    definition: dict  # kept whole, extra keys (metadata, ...) included
+    name: str
+    system_prompt: str
+    model_provider: str
+    model: str
+    client_request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GetAgent:
+    ts: int
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class ListAgents:
+    ts: int
+
+
+@dataclass(frozen=True)
+class CreateSession:
+    ts: int
+    agent_id: str
+    title: str | None = None
+    client_request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ListSessions:
+    ts: int
+    agent_id: str | None = None
+    limit: int | None = None
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class GetSession:
+    ts: int
+    session_id: str
+    after_seq: int | None = None  # None: from the start (0)
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class TextPart:
+    text: str
+    client_message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ContextPart:
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MessageSession:
+    ts: int
+    session_id: str
+    content: tuple[TextPart | ContextPart, ...]
+    text: str  # the text parts joined with "\n": the user event's content
+    context_lines: tuple[str, ...]  # every context line in order: for the model only
+    client_message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StopSession:
+    ts: int
+    session_id: str
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    ts: int
+    key: str
+    kind: str  # account | agents | sessions | runs
+    target: str  # the id after the slash
+    after_seq: int | None = None
+
+
+Action = (RegisterSigner | SetSecret | SetModelProvider | ListModelProviders | CreateAgent
+          | GetAgent | ListAgents | CreateSession | ListSessions | GetSession | MessageSession
+          | StopSession | Subscribe)
+
+
+# --- parsers ------------------------------------------------------------------------------
+
+
+def _register_signer(f: _Fields, ts: int) -> RegisterSigner:
+    blob = f.get("capability", True)
+    if type(blob) is not bytes:
+        raise f.fail("capability", f"must be the bytes of a signed Capability blob, got "
+                                   f"{_kind(blob)}")
+    if len(blob) > MAX_CAPABILITY:
+        raise f.fail("capability", f"must be at most {MAX_CAPABILITY} bytes, got {len(blob)}")
+    return RegisterSigner(ts, blob)
+
+
+def _set_secret(f: _Fields, ts: int) -> SetSecret:
+    name = f.text("name", MAX_NAME)
+    value = f.get("value", True)
+    if type(value) is not bytes:
+        raise f.fail("value", f"must be a byte string, got {_kind(value)}")
+    if len(value) > MAX_SECRET_VALUE:
+        raise f.fail("value", f"must be at most {MAX_SECRET_VALUE} bytes, got {len(value)}")
+    return SetSecret(ts, name, value, f.mapping("metadata", required=False))
+
+
+def _provider(f: _Fields) -> ProviderConfig:
+    raw = f.mapping("provider")
+    p = _Fields(raw, f"{f.name}.provider")
+    kind = p.text("type", MAX_NAME)
+    if kind in UNSUPPORTED_PROVIDER_TYPES:
+        raise p.fail("type", f"{kind!r} is not supported yet; use one of "
+                             f"{', '.join(sorted(PROVIDER_TYPES))}")
+    if kind not in PROVIDER_TYPES:
+        raise p.fail("type", f"must be one of {', '.join(sorted(PROVIDER_TYPES))}, got {kind!r}")
+    base_url = p.text("baseUrl", MAX_URL, required=kind == "custom")
+    if base_url is not None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise p.fail("baseUrl", f"must be an http:// or https:// URL, got {base_url!r}")
+    refs = p.mapping("secretRefs", required=False)
+    api_key = None
+    if refs is not None:
+        api_key = _Fields(refs, f"{p.name}.secretRefs").text("apiKey", MAX_NAME, required=False)
+    defaults = p.mapping("modelDefaults", required=False)
+    return ProviderConfig(kind, base_url, api_key, defaults, raw)
+
+
+def _set_model_provider(f: _Fields, ts: int) -> SetModelProvider:
+    return SetModelProvider(ts, f.text("name", MAX_NAME), _provider(f))
+
+
+def _create_agent(f: _Fields, ts: int) -> CreateAgent:
+    definition = f.mapping("definition")
+    d = _Fields(definition, f"{f.name}.definition")
+    return CreateAgent(
+        ts,
+        definition,
+        d.text("name", MAX_NAME),
+        d.text("systemPrompt", MAX_SYSTEM_PROMPT, allow_empty=True),
+        d.text("modelProvider", MAX_NAME),
+        d.text("model", MAX_NAME),
+        f.text("clientRequestId", MAX_ID, required=False),
+    )
+
+
+def _get_agent(f: _Fields, ts: int) -> GetAgent:
+    return GetAgent(ts, f.text("agentId", MAX_ID))
+
+
+def _create_session(f: _Fields, ts: int) -> CreateSession:
+    return CreateSession(
+        ts,
+        f.text("agentId", MAX_ID),
+        f.text("title", MAX_TITLE, required=False, allow_empty=True),
+        f.text("clientRequestId", MAX_ID, required=False),
+    )
+
+
+def _list_sessions(f: _Fields, ts: int) -> ListSessions:
+    return ListSessions(
+        ts,
+        f.text("agentId", MAX_ID, required=False),
+        f.integer("limit", MIN_LIMIT, MAX_LIMIT),
+        f.text("cursor", MAX_CURSOR, required=False),
+    )
+
+
+def _get_session(f: _Fields, ts: int) -> GetSession:
+    return GetSession(
+        ts,
+        f.text("sessionId", MAX_ID),
+        f.integer("afterSeq", 0, None),
+        f.integer("limit", MIN_LIMIT, MAX_LIMIT),
+    )
+
+
+def _message_session(f: _Fields, ts: int) -> MessageSession:
+    content = f.get("content", True)
+    if type(content) is not list:
+        raise f.fail("content", f"must be an array of parts, got {_kind(content)}")
+    if not 1 <= len(content) <= MAX_CONTENT_PARTS:
+        raise f.fail("content", f"must have between 1 and {MAX_CONTENT_PARTS} parts, "
+                                f"got {len(content)}")
+    parts: list[TextPart | ContextPart] = []
+    texts: list[str] = []
+    lines: list[str] = []
+    for i, part in enumerate(content):
+        where = f"content[{i}]"
+        if type(part) is not dict:
+            raise f.fail(where, f"must be a map {{type, ...}}, got {_kind(part)}")
+        p = _Fields(part, f"{f.name}.{where}")
+        kind = part.get("type")
+        if kind == "text":
+            text = p.text("text", MAX_MESSAGE_TEXT, allow_empty=True)
+            texts.append(text)
+            parts.append(TextPart(text, p.text("clientMessageId", MAX_ID, required=False)))
+        elif kind == "context":
+            part_lines = p.get("lines", True)
+            if type(part_lines) is not list:
+                raise p.fail("lines", f"must be an array of text, got {_kind(part_lines)}")
+            for j, line in enumerate(part_lines):
+                check_text(line, MAX_CONTEXT_LINE, True, lambda m, j=j: p.fail(f"lines[{j}]", m))
+            lines.extend(part_lines)
+            if len(lines) > MAX_CONTEXT_LINES:
+                raise f.fail("content", f"has more than {MAX_CONTEXT_LINES} context lines")
+            parts.append(ContextPart(tuple(part_lines)))
+        else:
+            raise p.fail("type", f"must be 'text' or 'context', got {kind!r}")
+    if not any(t.strip() for t in texts):
+        raise f.fail("content", "needs at least one text part that is not blank")
+    text = "\n".join(texts)
+    if len(text) > MAX_MESSAGE_TEXT:
+        raise f.fail("content", f"text must total at most {MAX_MESSAGE_TEXT} characters, "
+                                f"got {len(text)}")
+    return MessageSession(ts, f.text("sessionId", MAX_ID), tuple(parts), text, tuple(lines),
+                          f.text("clientMessageId", MAX_ID, required=False))
+
+
+def _stop_session(f: _Fields, ts: int) -> StopSession:
+    return StopSession(ts, f.text("sessionId", MAX_ID))
+
+
+def _subscribe(f: _Fields, ts: int) -> Subscribe:
+    key = f.text("key", len("sessions/") + MAX_ID)
+    match = _SUBSCRIPTION_KEY.fullmatch(key)
+    if match is None or len(match.group(2)) > MAX_ID:
+        raise f.fail("key", "must be account/<accountId>, agents/<agentId>, "
+                            f"sessions/<sessionId> or runs/<runId>, got {key!r}")
+    return Subscribe(ts, key, match.group(1), match.group(2), f.integer("afterSeq", 0, None))
+
+
+def _no_fields(cls: type):  # noqa: ANN202
+    return lambda f, ts: cls(ts)
+
+
+_PARSERS = {
+    "RegisterSigner": _register_signer,
+    "SetSecret": _set_secret,
+    "SetModelProvider": _set_model_provider,
+    "ListModelProviders": _no_fields(ListModelProviders),
+    "CreateAgent": _create_agent,
+    "GetAgent": _get_agent,
+    "ListAgents": _no_fields(ListAgents),
+    "CreateSession": _create_session,
+    "ListSessions": _list_sessions,
+    "GetSession": _get_session,
+    "MessageSession": _message_session,
+    "StopSession": _stop_session,
+    "Subscribe": _subscribe,
+}
+
+ACTION_NAMES = frozenset(_PARSERS)
+# Reads may be repeated on the connection that first sent them (CONTRACT section 2, step 6).
+READ_ACTIONS = frozenset(n for n in _PARSERS if n.startswith(("Get", "List")) or n == "Subscribe")
+
+
+def parse_action(action: dict) -> Action:
+    """The typed action for a verified envelope's action map; ProtocolError(400) naming the
+    field on any fault, or "unknown action 'X'"."""
+    if type(action) is not dict:
+        raise ProtocolError(400, f"an action must be a map, got {_kind(action)}")
+    name = action.get("_")
+    if type(name) is not str:
+        raise ProtocolError(400, "an action needs a text field '_' naming it")
+    parser = _PARSERS.get(name)
+    if parser is None:
+        raise ProtocolError(400, f"unknown action {name[:100]!r}")
+    ts = action.get("ts")
+    if type(ts) is not int:
+        raise ProtocolError(400, f"{name}.ts must be an integer (Unix ms), got {_kind(ts)}")
+    return parser(_Fields(action, name), ts)
+
+
+def request_fingerprint(action: dict) -> bytes:
+    """sha256 of the DAG-CBOR action without `ts`: what "the same request" means for the
+    idempotency ids (CONTRACT section 4), since a retry is signed again with a new ts."""
+    return hashlib.sha256(encode({k: v for k, v in action.items() if k != "ts"})).digest()

@@ -1,0 +1,50 @@
+"""Builders for the event and error maps of CONTRACT sections 2 and 5.
+
+Plain dicts, the same for both framings: v1 sends them as JSON text, v2 as DAG-CBOR. Optional
+fields are omitted, never null.
+"""
+
+from __future__ import annotations
+
+
+def append(key: str, event: dict) -> dict:
+    """A durable SessionEvent on `sessions/<id>`."""
+    return {"_": "append", "key": key, "event": event}
+
+
+def append_batch(key: str, events: list[dict]) -> dict:
+    """Several durable events at once (v2 replay may batch)."""
+    return {"_": "append", "key": key, "events": list(events)}
+
+
+def append_partial(key: str, partial_id: str, patch: dict) -> dict:
+    """A live-only streaming piece: patch is {textDelta?, done?, usage?}; never stored."""
+    return {"_": "appendPartial", "key": key, "partialId": partial_id, "patch": patch}
+
+
+def change(key: str, value: dict) -> dict:
+    """The new state of what `key` names (SessionInfo, AgentInfo, RunInfo or an account notice)."""
+    return {"_": "change", "key": key, "value": value}
+
+
+def replayed(key: str, seq: int) -> dict:
+    """v2: replay is over; `seq` is the last seq sent, or the afterSeq when none was."""
+    return {"_": "replayed", "key": key, "seq": seq}
+
+
+def subscribed(key: str, account_id: str) -> dict:
+    """v1 answer to Subscribe."""
+    return {"_": "subscribed", "key": key, "accountId": account_id}
+
+
+def error_event(message: str, status: int | None = None) -> dict:
+    """A failure on a subscription (v1 `{_: "error", message, status?}`)."""
+    event: dict = {"_": "error", "message": message}
+    if status is not None:
+        event["status"] = status
+    return event
+
+
+def error_response(status: int, message: str) -> dict:
+    """The response value of any failed action."""
+    return {"_": "Error", "status": status, "message": message}
