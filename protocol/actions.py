@@ -120,18 +120,20 @@ class SetSecret:
 
 @dataclass(frozen=True)
 class ProviderConfig:
+    """The checked, typed view of a provider map."""
+
     type: str
     base_url: str | None
     api_key_secret: str | None  # secretRefs.apiKey: the name of a secret, never the key itself
     model_defaults: dict | None
-    raw: dict  # the provider map as signed
 
 
 @dataclass(frozen=True)
 class SetModelProvider:
     ts: int
     name: str
-    provider: ProviderConfig
+    provider: dict  # the provider map as signed (what is stored)
+    config: ProviderConfig  # the same, checked and typed
 
 
 @dataclass(frozen=True)
@@ -268,11 +270,13 @@ def _provider(f: _Fields) -> ProviderConfig:
     if refs is not None:
         api_key = _Fields(refs, f"{p.name}.secretRefs").text("apiKey", MAX_NAME, required=False)
     defaults = p.mapping("modelDefaults", required=False)
-    return ProviderConfig(kind, base_url, api_key, defaults, raw)
+    return ProviderConfig(kind, base_url, api_key, defaults)
 
 
 def _set_model_provider(f: _Fields, ts: int) -> SetModelProvider:
-    return SetModelProvider(ts, f.text("name", MAX_NAME), _provider(f))
+    name = f.text("name", MAX_NAME)
+    config = _provider(f)
+    return SetModelProvider(ts, name, f.action["provider"], config)
 
 
 def _create_agent(f: _Fields, ts: int) -> CreateAgent:

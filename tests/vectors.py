@@ -1,0 +1,50 @@
+"""Loader for the reference vectors in ../shared/vectors (see its README.md)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+from multiformats import CID
+
+VECTORS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "vectors"
+
+
+class _Undefined:
+    """Stands for CBOR/JS `undefined`, which has no Python value (vectors: {"$undefined": true})."""
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+
+UNDEFINED = _Undefined()
+
+
+@cache
+def _load(name: str) -> str:
+    return (VECTORS_DIR / f"{name}.json").read_text(encoding="utf-8")
+
+
+def load(name: str) -> dict:
+    """The parsed `<name>.json` (a fresh copy each call, so tests may mutate it)."""
+    return json.loads(_load(name))
+
+
+def from_tagged(obj: object) -> object:
+    """Tagged JSON to Python: {"$bytes": hex}, {"$float": n}, {"$cid": str}, {"$undefined": true}."""
+    if isinstance(obj, dict):
+        if len(obj) == 1:
+            (tag, value), = obj.items()
+            if tag == "$bytes":
+                return bytes.fromhex(value)
+            if tag == "$float":
+                return float(value)
+            if tag == "$cid":
+                return CID.decode(value)
+            if tag == "$undefined":
+                return UNDEFINED
+        return {k: from_tagged(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [from_tagged(v) for v in obj]
+    return obj
