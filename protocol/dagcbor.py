@@ -29,11 +29,14 @@ DEFAULT_MAX_SIZE = 1 << 20
 DEFAULT_MAX_DEPTH = 64
 
 _loads = cbor2.loads
+_CBORTag = cbor2.CBORTag
 
 
-def _tag_hook(decoder: object, tag: cbor2.CBORTag) -> object:
+def _tag_hook(first: object, second: object) -> object:
     # Fast path only: a well-formed tag 42 becomes a CID; anything else stays a CBORTag, which
-    # the encoder refuses, so the strict reader gets to name the problem.
+    # the encoder refuses, so the strict reader gets to name the problem. cbor2 6 calls
+    # hook(tag, immutable), cbor2 5 hook(decoder, tag): take whichever is the tag.
+    tag = first if type(first) is _CBORTag else second
     if tag.tag == 42:
         raw = tag.value
         if type(raw) is bytes and raw[:1] == b"\x00":
