@@ -37,7 +37,7 @@ async def test_kill_while_streaming_then_requeue_and_finish(tmp_path):
             await asyncio.sleep(0.05)
         kinds = [(e["event"]["type"], e["event"].get("role")) for e in got["events"]]
         assert kinds == [("message", "user"), ("message", "assistant")], got["events"]
-        assert got["events"][1]["event"]["content"] == "Hello world"
+        assert got["events"][1]["event"]["content"] == "Hello from the fake"  # the plain mode reply
         assert got["session"]["status"] == "idle"
         # the same clientMessageId after the crash still does nothing new
         r = await c.call(a, {"_": "MessageSession", "sessionId": sid,

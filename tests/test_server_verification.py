@@ -189,18 +189,20 @@ async def test_idempotency_exactly_once_under_concurrency(server):
     conns = [await V2Client.open(server.url) for _ in range(10)]
     agent_id, _ = await setup_session(conns[0], a)
     action = {"_": "CreateSession", "agentId": agent_id, "title": "once", "clientRequestId": "req-1"}
-    results = await asyncio.gather(*(c.call(a, dict(action)) for c in conns))
+    # Distinct ts per copy: byte-identical envelopes would be refused as replays (409) instead.
+    t0 = now_ms()
+    results = await asyncio.gather(*(c.call(a, dict(action), ts=t0 + i) for i, c in enumerate(conns)))
     ids = {r["sessionId"] for r in results}
     assert len(ids) == 1, results
     listed = await conns[0].call(a, {"_": "ListSessions", "agentId": agent_id})
-    assert [s["title"] for s in listed["sessions"]].count("once") == 1
+    assert [s.get("title") for s in listed["sessions"]].count("once") == 1
     r = await conns[1].call(a, dict(action, title="different"))
     assert r["status"] == 409
     # MessageSession's clientMessageId: one user event, one run.
     sid = ids.pop()
     msg = {"_": "MessageSession", "sessionId": sid, "content": [{"type": "text", "text": "hello"}],
            "clientMessageId": "m-1"}
-    results = await asyncio.gather(*(c.call(a, dict(msg)) for c in conns))
+    results = await asyncio.gather(*(c.call(a, dict(msg), ts=t0 + i) for i, c in enumerate(conns)))
     assert len({r["userEventId"] for r in results}) == 1 and len({r["runId"] for r in results}) == 1
     for c in conns:
         await c.close()

@@ -117,7 +117,8 @@ class Runtime:
         provider_type = None
         try:
             provider, provider_type = self._provider_for(agent)
-            messages = self._history(session_id, definition, user_event_id)
+            messages = self._history(session_id, definition, user_event_id,
+                                     include_context=provider_type != "echo")
             async for item in provider.stream(definition.get("model", ""), messages):
                 if isinstance(item, TextDelta):
                     if item.text:
@@ -149,11 +150,12 @@ class Runtime:
         app = self.app
         definition = agent["definition"]
         name = definition.get("modelProvider", "echo")
-        config = app.db.read(providers_q.get_provider, agent["account"], name)
-        if config is None:
+        row = app.db.read(providers_q.get_provider, agent["account"], name)
+        if row is None:
             if name != "echo":
                 raise ProviderError(f"model provider {name!r} is not configured for this account")
-            config = {"type": "echo"}
+            row = {"config": {"type": "echo"}}
+        config = row["config"]
         api_key = None
         secret_name = (config.get("secretRefs") or {}).get("apiKey")
         if secret_name:
@@ -165,9 +167,10 @@ class Runtime:
                             model_defaults=dict(config.get("modelDefaults") or {}))
         return make_provider(spec, self.http), config["type"]
 
-    def _history(self, session_id: str, definition: dict, user_event_id: str):
+    def _history(self, session_id: str, definition: dict, user_event_id: str, *, include_context: bool):
         events = self.app.db.read(events_q.events_after, session_id, 0, 1_000_000)
-        return build_messages(definition.get("systemPrompt", ""), events, user_event_id)
+        return build_messages(definition.get("systemPrompt", ""), events, user_event_id,
+                              include_context=include_context)
 
     async def _finish(self, run, agent, provider_type, outcome, text, usage, started) -> None:
         app = self.app

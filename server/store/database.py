@@ -259,6 +259,8 @@ def _deliver(batch: list[_Job]) -> None:
             if not job.ok:
                 log.error("background write %s failed: %r", getattr(job.fn, "__name__", job.fn), job.value)
         elif job.loop is None:
+            if not job.future.set_running_or_notify_cancel():
+                continue  # cancelled by its owner; the write still happened
             if job.ok:
                 job.future.set_result(job.value)
             else:

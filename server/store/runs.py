@@ -39,11 +39,7 @@ def set_run_status(conn: apsw.Connection, run_id: str, status: str, now: int,
     return run_info(row)
 
 
-def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
-    """Queued runs, oldest first, each RunInfo plus accountId and userEventId (when set)."""
-    rows = conn.execute(
-        f"SELECT {_COLUMNS}, account_id, user_event_id FROM runs WHERE status = 'queued'"
-        " ORDER BY created_at, rowid LIMIT ?", (limit,)).fetchall()
+def _queued(rows: list) -> list[dict]:
     out = []
     for row in rows:
         info = run_info(row[:8])
@@ -52,6 +48,28 @@ def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
             info["userEventId"] = row[9]
         out.append(info)
     return out
+
+
+def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
+    """Queued runs, oldest first, each RunInfo plus accountId and userEventId (when set)."""
+    return _queued(conn.execute(
+        f"SELECT {_COLUMNS}, account_id, user_event_id FROM runs WHERE status = 'queued'"
+        " ORDER BY created_at, rowid LIMIT ?", (limit,)).fetchall())
+
+
+def queued_runs_of_session(conn: apsw.Connection, session_id: str, limit: int) -> list[dict]:
+    """The session's queued runs, oldest first (the per-session worker takes them in order)."""
+    return _queued(conn.execute(
+        f"SELECT {_COLUMNS}, account_id, user_event_id FROM runs WHERE session_id = ? AND status = 'queued'"
+        " ORDER BY created_at, rowid LIMIT ?", (session_id, limit)).fetchall())
+
+
+def cancel_queued_runs_of_session(conn: apsw.Connection, session_id: str, now: int) -> list[dict]:
+    """StopSession: every queued run of the session becomes 'canceled'; returns them."""
+    rows = conn.execute(
+        f"UPDATE runs SET status = 'canceled', updated_at = max(updated_at, ?)"
+        f" WHERE session_id = ? AND status = 'queued' RETURNING {_COLUMNS}", (now, session_id)).fetchall()
+    return [run_info(row) for row in rows]
 
 
 def active_runs_of_session(conn: apsw.Connection, session_id: str) -> list[dict]:
