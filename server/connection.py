@@ -37,8 +37,10 @@ class Connection:
         self.tasks: set[asyncio.Task] = set()
 
     # -- output ----------------------------------------------------------------------------
-    def send_event(self, event: Outgoing) -> None:
-        self.outbound.put(event.cbor() if self.v2 else event.json(), event.key, event.seq)
+    def send_event(self, event: Outgoing, *, bounded: bool = True) -> None:
+        """Live events are bounded (past the bound the socket is cut off); a replay's own
+        frames are not, since the replay paces itself with `wait_room`."""
+        self.outbound.put(event.cbor() if self.v2 else event.json(), event.key, event.seq, bounded=bounded)
 
     def send_value(self, value: dict) -> None:
         """A response or notice: unbounded here, the reader loop applies back-pressure."""

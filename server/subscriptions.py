@@ -41,7 +41,8 @@ class Subscription:
         elif kind == "runs":
             current = self.conn.app.db.read(runs_q.get_run, ident)
         if current is not None:
-            self.conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": current}))
+            self.conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": current}),
+                                 bounded=False)
 
     def close(self) -> None:
         if self.task is not None:
@@ -86,7 +87,7 @@ class SessionSubscription(Subscription):
         self.task = asyncio.current_task()
         conn, app = self.conn, self.conn.app
         session = app.db.read(sessions_q.get_session, self.session_id)
-        conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": session}))
+        conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": session}), bounded=False)
         conn.outbound.last_sent.setdefault(self.key, self.after_seq)
         page = app.config.limits.replay_page
         sent = 0
@@ -102,10 +103,11 @@ class SessionSubscription(Subscription):
         self.replaying = False
         app.metrics.replayed.inc(sent)
         if conn.v2:
-            conn.send_event(Outgoing(self.key, {"_": "replayed", "key": self.key, "seq": self.last_seq}))
+            conn.send_event(Outgoing(self.key, {"_": "replayed", "key": self.key, "seq": self.last_seq}),
+                            bounded=False)
         if self.missed_change:
             session = app.db.read(sessions_q.get_session, self.session_id)
-            conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": session}))
+            conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": session}), bounded=False)
 
     def _send_page(self, rows: list) -> None:
         conn, key = self.conn, self.key
