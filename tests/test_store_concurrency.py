@@ -61,11 +61,11 @@ def test_four_threads_with_their_own_database_on_one_file(tmp_path):
         except Exception as exc:  # surfaced below; a thread's exception is otherwise lost
             errors.append(exc)
 
-    threads = [threading.Thread(target=run) for _ in range(4)]
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(60)
     assert errors == []
     check = Database(path)
     check.start_sync()
@@ -101,21 +101,26 @@ async def test_idempotent_create_has_exactly_one_effect_under_concurrency(tmp_pa
 
 def test_idempotent_create_across_databases_on_one_file(tmp_path):
     path = str(tmp_path / "db.sqlite")
-    responses, barrier = [], threading.Barrier(4)
+    responses, errors, barrier = [], [], threading.Barrier(4, timeout=30)
 
     def run():
-        db = Database(path)
-        db.start_sync()
-        barrier.wait()
-        for _ in range(20):
-            responses.append(db.write_sync(create_agent_once, "client-2", str(uuid.uuid4()), 5))
-        db.close_sync()
+        try:
+            db = Database(path)  # all four race to create the file, too
+            db.start_sync()
+            barrier.wait()
+            for _ in range(20):
+                responses.append(db.write_sync(create_agent_once, "client-2", str(uuid.uuid4()), 5))
+            db.close_sync()
+        except Exception as exc:
+            errors.append(exc)
+            barrier.abort()  # never leave the others waiting
 
-    threads = [threading.Thread(target=run) for _ in range(4)]
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(60)
+    assert errors == []
     assert len(responses) == 80 and len(set(responses)) == 1
     check = Database(path)
     check.start_sync()

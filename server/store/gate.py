@@ -9,6 +9,7 @@ that error into exit status 2 before it listens (CONTRACT section 7).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import apsw
@@ -107,13 +108,30 @@ def configure(conn: apsw.Connection) -> None:
     power loss (NORMAL only survives a process crash). The writer group-commits, so one fsync
     covers a whole batch of writes.
     """
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]
-    if str(mode).lower() != "wal":
-        raise apsw.Error(f"could not switch the database to WAL (journal_mode is {mode})")
+    _ensure_wal(conn)
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+
+
+def _ensure_wal(conn: apsw.Connection) -> None:
+    # Switching to WAL needs an exclusive lock and SQLite answers BUSY at once, without the busy
+    # handler, while another connection reads; so ask first (usually it is WAL already) and
+    # retry the switch for as long as busy_timeout would have waited.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode").fetchall()[0][0]
+            if str(mode).lower() != "wal":
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]
+            if str(mode).lower() != "wal":
+                raise apsw.Error(f"could not switch the database to WAL (journal_mode is {mode})")
+            return
+        except apsw.BusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def _check_header(path: str, target: SchemaTarget) -> None:
@@ -146,8 +164,11 @@ def _user_version(conn: apsw.Connection) -> int:
 
 def _inspect(conn: apsw.Connection, path: str, target: SchemaTarget) -> tuple[int, bool]:
     try:
-        version = _user_version(conn)
-        has_objects = conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0] > 0
+        # One statement, so both come from one snapshot even while another process creates it.
+        version, objects = conn.execute(
+            "SELECT (SELECT user_version FROM pragma_user_version),"
+            " (SELECT count(*) FROM sqlite_schema)").fetchall()[0]
+        has_objects = objects > 0
     except (apsw.NotADBError, apsw.CorruptError) as exc:
         raise SchemaGateError(path, None, target.version, f"not a readable SQLite database: {exc}") from exc
     return version, has_objects
