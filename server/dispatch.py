@@ -13,6 +13,7 @@ from protocol.envelope import VerifiedEnvelope, verify_envelope
 from protocol.errors import ProtocolError
 from server.handlers import HANDLERS
 from server.store import signatures as sig_q
+from server.store.errors import InvalidCursor, NotFound
 
 log = logging.getLogger("seed_agents.dispatch")
 
@@ -70,6 +71,10 @@ async def execute(app, conn, envelope) -> Outcome:
         outcome = Outcome(response, env, action)
     except ProtocolError as exc:
         outcome = Outcome(error(exc.status, exc.message))
+    except NotFound as exc:   # a row that vanished between check and use
+        outcome = Outcome(error(404, str(exc)))
+    except InvalidCursor as exc:
+        outcome = Outcome(error(400, f"cursor: {exc}"))
     except Exception:  # a bug must not take the connection down; the detail goes to the log
         log.exception("action %s failed", name)
         outcome = Outcome(error(500, "internal error"))
