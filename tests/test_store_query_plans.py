@@ -58,6 +58,8 @@ def exercise(conn) -> None:
     runs.latest_run_of_session(conn, "s00")
     runs.session_status_from_runs(conn, "s00")
     runs.requeue_interrupted(conn, 11)
+    runs.queued_runs_of_session(conn, "s00", 10)
+    runs.cancel_queued_runs_of_session(conn, "s00", 12)
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +98,7 @@ def test_no_full_scan_and_no_sort(plans):
     ("FROM sessions WHERE agent_id", "sessions_by_agent"),
     ("WHERE status = 'queued'", "runs_by_status"),
     ("WHERE session_id = ? AND status IN", "runs_active_by_session"),
+    ("status = 'canceled'", "runs_active_by_session"),
     ("FROM runs WHERE session_id = ? ORDER BY", "runs_by_session"),
     ("DELETE FROM accepted_signatures", "accepted_signatures_by_expiry"),
     ("WHERE status = 'running'", "runs_by_status"),

@@ -84,3 +84,18 @@ def test_requeue_interrupted(conn):
     assert runs.get_run(conn, "r0")["status"] == "queued" and runs.get_run(conn, "r0")["attempt"] == 1
     assert runs.get_run(conn, "r1")["status"] == "succeeded"
     assert runs.requeue_interrupted(conn, 31) == []
+
+
+def test_queued_runs_of_session_and_cancel(conn):
+    for i in range(4):
+        runs.create_run(conn, f"r{i}", ACCOUNT, "a1", "s1", f"e{i}", 10)
+    runs.create_run(conn, "other", ACCOUNT, "a1", "s2", None, 9)
+    runs.set_run_status(conn, "r0", "running", 11)
+    queued = runs.queued_runs_of_session(conn, "s1", 10)
+    assert [r["id"] for r in queued] == ["r1", "r2", "r3"] and queued[0]["userEventId"] == "e1"
+    assert [r["id"] for r in runs.queued_runs_of_session(conn, "s1", 1)] == ["r1"]
+    canceled = runs.cancel_queued_runs_of_session(conn, "s1", 12)
+    assert sorted(r["id"] for r in canceled) == ["r1", "r2", "r3"]
+    assert all(r["status"] == "canceled" and r["updatedAt"] == 12 for r in canceled)
+    assert runs.get_run(conn, "r0")["status"] == "running"   # the live run is the runtime's to stop
+    assert runs.get_run(conn, "other")["status"] == "queued"

@@ -37,8 +37,10 @@ def test_list_agents_newest_update_first(conn):
     for i, agent_id in enumerate(["a", "b", "c"]):
         agents.create_agent(conn, agent_id, ACCOUNT, DEFINITION, f"/d/{agent_id}", 10 + i)
     agents.create_agent(conn, "other", "z6MkOther", DEFINITION, "/d/o", 50)
-    agents.touch_agent(conn, "a", 30)
-    agents.touch_agent(conn, "b", 5)  # an earlier clock never moves an agent back
+    assert agents.touch_agent(conn, "a", 30)["updatedAt"] == 30
+    assert agents.touch_agent(conn, "b", 5)["updatedAt"] == 11  # an earlier clock never moves it back
+    with pytest.raises(NotFound):
+        agents.touch_agent(conn, "nope", 40)
     assert [a["id"] for a in agents.list_agents(conn, ACCOUNT)] == ["a", "c", "b"]
 
 

@@ -40,9 +40,15 @@ def set_agent_status(conn: apsw.Connection, agent_id: str, status: str, now: int
     return agent_info(row)
 
 
-def touch_agent(conn: apsw.Connection, agent_id: str, now: int) -> None:
+def touch_agent(conn: apsw.Connection, agent_id: str, now: int) -> dict:
+    """Mark the agent updated (a session of it changed); returns the AgentInfo to publish."""
     # max(): a clock step backwards must not reorder "newest update first" lists.
-    conn.execute("UPDATE agents SET updated_at = max(updated_at, ?) WHERE id = ?", (now, agent_id))
+    row = conn.execute(
+        f"UPDATE agents SET updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
+        (now, agent_id)).fetchone()
+    if row is None:
+        raise NotFound(f"agent {agent_id} not found")
+    return agent_info(row)
 
 
 def agent_info(row: tuple) -> dict:

@@ -10,6 +10,10 @@ import apsw
 from server.store.errors import NotFound
 
 _COLUMNS = "id, agent_id, session_id, status, attempt, created_at, updated_at, error"
+# The WHERE of the partial index runs_active_by_session, written out verbatim: SQLite uses a
+# partial index only when the query repeats its condition, so "status = 'queued'" alone would
+# walk the session's whole run history.
+_ACTIVE = "status IN ('queued', 'running')"
 
 
 def create_run(conn: apsw.Connection, run_id: str, account_id: str, agent_id: str,
@@ -60,22 +64,23 @@ def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
 def queued_runs_of_session(conn: apsw.Connection, session_id: str, limit: int) -> list[dict]:
     """The session's queued runs, oldest first (the per-session worker takes them in order)."""
     return _queued(conn.execute(
-        f"SELECT {_COLUMNS}, account_id, user_event_id FROM runs WHERE session_id = ? AND status = 'queued'"
-        " ORDER BY created_at, rowid LIMIT ?", (session_id, limit)).fetchall())
+        f"SELECT {_COLUMNS}, account_id, user_event_id FROM runs WHERE session_id = ? AND {_ACTIVE}"
+        " AND status = 'queued' ORDER BY created_at, rowid LIMIT ?", (session_id, limit)).fetchall())
 
 
 def cancel_queued_runs_of_session(conn: apsw.Connection, session_id: str, now: int) -> list[dict]:
     """StopSession: every queued run of the session becomes 'canceled'; returns them."""
     rows = conn.execute(
         f"UPDATE runs SET status = 'canceled', updated_at = max(updated_at, ?)"
-        f" WHERE session_id = ? AND status = 'queued' RETURNING {_COLUMNS}", (now, session_id)).fetchall()
+        f" WHERE session_id = ? AND {_ACTIVE} AND status = 'queued' RETURNING {_COLUMNS}",
+        (now, session_id)).fetchall()
     return [run_info(row) for row in rows]
 
 
 def active_runs_of_session(conn: apsw.Connection, session_id: str) -> list[dict]:
     """Queued or running runs of the session, oldest first."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE session_id = ? AND status IN ('queued', 'running')"
+        f"SELECT {_COLUMNS} FROM runs WHERE session_id = ? AND {_ACTIVE}"
         " ORDER BY created_at, rowid", (session_id,)).fetchall()
     return [run_info(row) for row in rows]
 
@@ -100,7 +105,7 @@ def session_status_from_runs(conn: apsw.Connection, session_id: str) -> str:
     """'streaming' while a run of the session is queued or running, 'error' when its latest run
     failed, else 'idle' (CONTRACT section 4)."""
     active = conn.execute(
-        "SELECT 1 FROM runs WHERE session_id = ? AND status IN ('queued', 'running') LIMIT 1",
+        f"SELECT 1 FROM runs WHERE session_id = ? AND {_ACTIVE} LIMIT 1",
         (session_id,)).fetchone()
     if active is not None:
         return "streaming"
