@@ -32,7 +32,7 @@ class Connection:
         limits = app.config.limits
         self.outbound = Outbound(ws, max_bytes=limits.outbound_queue_bytes,
                                  slow_close_timeout=app.config.slow_close_timeout,
-                                 on_cut_off=self._on_cut_off)
+                                 on_cut_off=self._on_slow_consumer)
         self.inflight = asyncio.Semaphore(limits.inflight_per_socket)
         self.tasks: set[asyncio.Task] = set()
 
@@ -106,6 +106,10 @@ class Connection:
                 app.sockets_by_account.pop(self.account_id, None)
             self.account_id = None
         await self.outbound.close()
+
+    def _on_slow_consumer(self) -> None:
+        self.app.metrics.slow_consumers.inc()
+        self._on_cut_off()
 
     def _on_cut_off(self) -> None:
         for key, sub in list(self.subs.items()):

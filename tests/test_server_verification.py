@@ -225,3 +225,19 @@ async def test_unsubscribe(server):
     await asyncio.sleep(0.3)
     assert c.events.empty()
     await c.close()
+
+
+async def test_metrics_count_actions_and_verify_failures(server):
+    import httpx
+
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    await c.call(a, {"_": "ListAgents"})
+    await c.call(a, {"_": "ListAgents"}, ts=now_ms() - 60_000)
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"http://{server.host}:{server.port}/metrics")).text
+    assert 'seed_agents_actions_total{action="ListAgents",status="200"} 1.0' in text
+    assert 'seed_agents_verify_failures_total{reason="signature_or_clock"} 1.0' in text
+    assert 'seed_agents_connections{framing="v2"} 1.0' in text
+    assert "seed_agents_action_seconds_bucket" in text
+    await c.close()
