@@ -102,20 +102,20 @@ class Runtime:
 
         def begin(conn):
             r = runs_q.set_run_status(conn, run_id, "running", now, attempt_inc=True)
-            agent = agents_q.set_agent_status(conn, r["agentId"], "running", now)
-            return r, agent
+            return r, agents_q.set_agent_status(conn, r["agentId"], "running", now)
 
-        run, agent = await app.db.write(begin)
-        app.publish_change("runs/" + run_id, run)
-        app.publish_change("agents/" + agent["id"], agent)
-
-        task = asyncio.current_task()
-        self.live[session_id] = (run_id, task)
+        # Registered as live before the first await, so a StopSession arriving at any point
+        # of this run finds it and cancels it.
+        self.live[session_id] = (run_id, asyncio.current_task())
+        agent = app.db.read(agents_q.get_agent, run["agentId"])
         text_parts: list[str] = []
         usage: Usage | None = None
         definition = agent["definition"]
         provider_type = None
         try:
+            run, agent = await app.db.write(begin)
+            app.publish_change("runs/" + run_id, run)
+            app.publish_change("agents/" + agent["id"], agent)
             provider, provider_type = self._provider_for(agent)
             messages = self._history(session_id, definition, user_event_id,
                                      include_context=provider_type != "echo")
