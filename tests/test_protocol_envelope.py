@@ -72,7 +72,8 @@ def test_signing_input(case):
     if case.get("reason") == "undefined-value":
         # The frame itself is refused (0xf7); the vector's signing input is the JS re-encoding,
         # in which undefined became null.
-        action = {k: (None if v is UNDEFINED else v) for k, v in from_tagged(case["action"]).items()}
+        tagged = from_tagged(case["action"])
+        action = {k: (None if v is UNDEFINED else v) for k, v in tagged.items()}
         envelope = {"type": "AgentsAction", "signer": principal_bytes(case["signer"]),
                     "sig": bytes(64), "account": principal_bytes(case["account"]),
                     "action": action}

@@ -32,7 +32,8 @@ def load(name: str) -> dict:
 
 
 def from_tagged(obj: object) -> object:
-    """Tagged JSON to Python: {"$bytes": hex}, {"$float": n}, {"$cid": str}, {"$undefined": true}."""
+    """Tagged JSON to Python values: {"$bytes": hex}, {"$float": n}, {"$cid": text} and
+    {"$undefined": true} (UNDEFINED)."""
     if isinstance(obj, dict):
         if len(obj) == 1:
             (tag, value), = obj.items()
