@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def _action(name: str, **fields) -> dict:
-    action = {"_": name}
+def _action(action_name: str, /, **fields) -> dict:
+    action = {"_": action_name}
     action.update((k, v) for k, v in fields.items() if v is not None)
     return action
 

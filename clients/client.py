@@ -107,7 +107,16 @@ class AgentsClient:
 
     # -- actions (CONTRACT section 4) --------------------------------------------------------
     async def register_signer(self, capability: bytes) -> RegisterSignerResponse:
-        return await self.call(actions.register_signer(capability))  # type: ignore[return-value]
+        """Register this client's key as a signer for the capability's issuer; afterwards
+        calls with `account=<issuer>` pass. The delegate sends it for itself (account = its own
+        key). The server binds a socket to the account of its first action, so when this
+        client acts for another account the registration goes over a short socket of its own."""
+        action = actions.register_signer(capability)
+        if self.account == self.keypair.principal:
+            return await self.call(action)  # type: ignore[return-value]
+        async with AgentsClient.connect(self.url, self.keypair, reconnect=False,
+                                        connect_timeout=self._transport.connect_timeout) as own:
+            return await own.call(action)  # type: ignore[return-value]
 
     async def set_secret(self, name: str, value: bytes, metadata: dict | None = None) -> NameResponse:
         return await self.call(actions.set_secret(name, value, metadata))  # type: ignore[return-value]

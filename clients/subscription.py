@@ -50,6 +50,7 @@ class Subscription:
         self._ended = False
         self._error: BaseException | None = None
         self.active = False  # subscribed on the client's current socket
+        self.confirmed = False  # the first Subscribe succeeded, so reconnects resubscribe it
 
     # -- reader side (the client's socket loop) ---------------------------------------------
     async def _feed(self, frame: dict) -> None:

@@ -138,7 +138,8 @@ class Transport:
                 log.info("reconnected to %s", self.url)
                 self._state("connected", self.url)
                 for sub in list(self._subs.values()):
-                    self._spawn(self._resubscribe(sub))
+                    if sub.confirmed:  # a first Subscribe in flight fails to its caller instead
+                        self._spawn(self._resubscribe(sub))
         finally:
             self._shutdown(error)
 
@@ -271,7 +272,7 @@ class Transport:
                 del self._subs[key]
             sub._end(discard=True)
             raise
-        sub.active = True
+        sub.active = sub.confirmed = True
         return sub
 
     async def _resubscribe(self, sub: Subscription) -> None:

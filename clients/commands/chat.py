@@ -31,7 +31,10 @@ class StdinLines:
     def _pump(self) -> None:
         while True:
             line = sys.stdin.readline()
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, line or None)
+            try:
+                self._loop.call_soon_threadsafe(self._queue.put_nowait, line or None)
+            except RuntimeError:
+                return  # the loop is gone: chat has ended
             if not line:
                 return
 
