@@ -108,10 +108,10 @@ def configure(conn: apsw.Connection) -> None:
     power loss (NORMAL only survives a process crash). The writer group-commits, so one fsync
     covers a whole batch of writes.
     """
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     _ensure_wal(conn)
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
 
 
