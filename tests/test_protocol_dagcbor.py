@@ -236,3 +236,17 @@ def test_public_module_names():
     err = DagCborError(413, "too big")
     assert (err.status, err.message, str(err)) == (413, "too big", "too big")
     assert DagCborError("plain").status == 400
+
+
+def test_caches_stay_bounded():
+    from protocol import _dagcbor_encode as enc
+
+    big = {f"k{i}": i for i in range(1000)}
+    assert decode(encode(big)) == big
+    assert tuple(big) not in enc._order_cache  # only small key sets are remembered
+    for i in range(2 * enc._CACHE_LIMIT):
+        encode({f"key-{i}": f"value-{i}"})
+    assert len(enc._order_cache) <= enc._CACHE_LIMIT
+    assert len(enc._str_cache) <= enc._CACHE_LIMIT
+    encode("x" * 1000)
+    assert "x" * 1000 not in enc._str_cache

@@ -13,7 +13,7 @@ from protocol.errors import ProtocolError
 from protocol.keys import Keypair
 from tests.test_protocol_dagcbor import same
 
-SETTINGS = settings(max_examples=300, deadline=None,
+SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
