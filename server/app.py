@@ -44,6 +44,7 @@ class App:
         self.sockets_by_account: dict[str, int] = {}
         self._signers: set[tuple[str, str]] = set()   # (account, signer) pairs known to be registered
         self._tasks: list[asyncio.Task] = []
+        self.cache: dict[str, dict] = {}   # small read caches of immutable values, by name
         self.now_ms = now_ms
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -64,14 +65,24 @@ class App:
             t.cancel()
         if self.runtime is not None:
             await self.runtime.stop()
+        self.save_signatures()
         await self.db.close()
 
+    def save_signatures(self) -> None:
+        rows = self.guard.take_unsaved()
+        if rows:
+            self.db.write_nowait(sig_q.claim_signatures, rows, self.now_ms())
+
     async def _housekeeping(self) -> None:
+        ticks = 0
         while True:
-            await asyncio.sleep(5.0)
-            now = self.now_ms()
-            self.guard.prune(now)
-            self.db.write_nowait(sig_q.prune_signatures, now)
+            await asyncio.sleep(0.1)
+            self.save_signatures()
+            ticks += 1
+            if ticks % 50 == 0:
+                now = self.now_ms()
+                self.guard.prune(now)
+                self.db.write_nowait(sig_q.prune_signatures, now)
 
     # -- authorization state ---------------------------------------------------------------
     def signer_known(self, account_id: str, signer_id: str) -> bool:

@@ -12,7 +12,6 @@ from protocol.actions import READ_ACTIONS, parse_action
 from protocol.envelope import VerifiedEnvelope, verify_envelope
 from protocol.errors import ProtocolError
 from server.handlers import HANDLERS
-from server.store import signatures as sig_q
 from server.store.errors import InvalidCursor, NotFound
 
 log = logging.getLogger("seed_agents.dispatch")
@@ -62,10 +61,11 @@ async def execute(app, conn, envelope) -> Outcome:
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         # Step 6: replay.
         is_read = env.name in READ_ACTIONS
-        fresh, expires_at = app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=app.now_ms())
-        if fresh:
-            # Queued before the action's own write; the writer commits in order.
-            app.db.write_nowait(sig_q.claim_signature, env.sig, expires_at, app.now_ms())
+        app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=app.now_ms())
+        if not is_read:
+            # Queued before the action's own write, and the writer commits in order: a write's
+            # claim is durable before its response goes out.
+            app.save_signatures()
         action = parse_action(env.action)
         response = await HANDLERS[env.name](app, env, action)
         outcome = Outcome(response, env, action)
@@ -79,6 +79,5 @@ async def execute(app, conn, envelope) -> Outcome:
         log.exception("action %s failed", name)
         outcome = Outcome(error(500, "internal error"))
     status = outcome.response.get("status", 200) if outcome.response.get("_") == "Error" else 200
-    app.metrics.actions.labels(name, str(status)).inc()
-    app.metrics.latency.labels(name).observe(time.perf_counter() - started)
+    app.metrics.action_done(name, status, time.perf_counter() - started)
     return outcome

@@ -19,6 +19,7 @@ class ReplayGuard:
     def __init__(self, window_ms: int) -> None:
         self.window_ms = window_ms
         self._seen: dict[bytes, tuple[int, int]] = {}   # sig -> (owner, expires_at ms)
+        self._unsaved: list[tuple[bytes, int]] = []     # claims not yet handed to the writer
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -37,7 +38,14 @@ class ReplayGuard:
                                      "sign the action again (new ts) and use idempotency ids for retries")
         expires_at = max(ts, now) + self.window_ms
         self._seen[sig] = (conn_id if is_read else _WRITE, expires_at)
+        self._unsaved.append((sig, expires_at))
         return True, expires_at
+
+    def take_unsaved(self) -> list[tuple[bytes, int]]:
+        """Claims to persist. Reads are flushed in batches (a wake-up of the writer thread per
+        read would cost more than the read); a write flushes them all before its own job."""
+        rows, self._unsaved = self._unsaved, []
+        return rows
 
     def prune(self, now: int) -> int:
         dead = [s for s, (_, exp) in self._seen.items() if exp < now]

@@ -2,6 +2,8 @@
 response splices the stored bytes instead of decoding and re-encoding every event."""
 from __future__ import annotations
 
+import os
+
 from protocol import dagcbor
 from server.frames import cbor_head
 
@@ -29,22 +31,24 @@ class RawEvents:
         return self.decoded() == other
 
 
-def _key_order(item: tuple[str, object]) -> tuple[int, bytes]:
-    k = item[0].encode()
-    return len(k), k
+# Stands in for a RawEvents while the rest of the map is encoded in one call, then the
+# placeholder's encoding is swapped for the raw array. Random, so no real value can match it.
+_PLACEHOLDER = os.urandom(24)
+_PLACEHOLDER_CBOR = dagcbor.encode(_PLACEHOLDER)
 
 
 def encode_value(value: object) -> bytes:
     """DAG-CBOR of a response value; a map holding RawEvents is assembled around the raw bytes."""
     if type(value) is RawEvents:
         return value.cbor()
-    if type(value) is dict and any(type(v) is RawEvents for v in value.values()):
-        items = sorted(value.items(), key=_key_order)
-        parts = [cbor_head(5, len(items))]
-        for k, v in items:
-            parts.append(dagcbor.encode(k))
-            parts.append(encode_value(v))
-        return b"".join(parts)
+    if type(value) is dict:
+        raw = [(k, v) for k, v in value.items() if type(v) is RawEvents]
+        if raw:
+            if len(raw) > 1:
+                raise ValueError("at most one RawEvents per response")
+            key, events = raw[0]
+            encoded = dagcbor.encode({**value, key: _PLACEHOLDER})
+            return encoded.replace(_PLACEHOLDER_CBOR, events.cbor(), 1)
     return dagcbor.encode(value)
 
 

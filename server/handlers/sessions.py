@@ -11,6 +11,21 @@ from server.store import sessions as sessions_q
 from server.wire_values import RawEvents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
+_PROMPT_CACHE_MAX = 10_000
+
+
+def system_prompt(app, agent_id: str) -> str:
+    """An agent's system prompt. Definitions never change after CreateAgent (there is no
+    update action), so they are cached rather than decoded on every GetSession."""
+    cache = app.cache.setdefault("system_prompts", {})
+    prompt = cache.get(agent_id)
+    if prompt is None:
+        agent = app.db.read(agents_q.get_agent, agent_id)
+        prompt = (agent or {}).get("definition", {}).get("systemPrompt", "")
+        if len(cache) >= _PROMPT_CACHE_MAX:
+            cache.clear()
+        cache[agent_id] = prompt
+    return prompt
 
 
 async def create_session(app, env, action) -> dict:
@@ -60,17 +75,16 @@ async def get_session(app, env, action) -> dict:
 
     def read(conn):
         session = own_session(conn, env.account_id, action.session_id)
-        agent = agents_q.get_agent(conn, session["agentId"])
         rows = events_q.event_bodies_after(conn, action.session_id, after, limit + 1)
-        return session, agent, rows
+        return session, rows
 
-    session, agent, rows = app.db.read(read)
+    session, rows = app.db.read(read)
     response = {"_": "GetSessionResponse", "session": session}
     more = len(rows) > limit
     rows = rows[:limit]
     # Stored event bytes go out as they are in CBOR; JSON decodes them on demand.
     response["events"] = RawEvents([bytes(body) for _seq, body in rows])
-    response["systemPromptMarkdown"] = (agent or {}).get("definition", {}).get("systemPrompt", "")
+    response["systemPromptMarkdown"] = system_prompt(app, session["agentId"])
     if more:
         response["nextAfterSeq"] = rows[-1][0]
     return response

@@ -17,6 +17,12 @@ def claim_signature(conn: apsw.Connection, sig: bytes, expires_at: int, now: int
     return conn.changes() > 0
 
 
+def claim_signatures(conn: apsw.Connection, rows: list[tuple[bytes, int]], now: int) -> None:
+    """Persist a batch of (sig, expires_at) claims the in-memory guard already made."""
+    for sig, expires_at in rows:
+        claim_signature(conn, sig, expires_at, now)
+
+
 def prune_signatures(conn: apsw.Connection, now: int) -> int:
     """Delete expired claims; returns how many."""
     conn.execute("DELETE FROM accepted_signatures WHERE expires_at < ?", (now,))
