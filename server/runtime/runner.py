@@ -39,7 +39,16 @@ class Runtime:
     async def start(self) -> None:
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), trust_env=False)
         now = self.app.now_ms()
-        await self.app.db.write(runs_q.requeue_interrupted, now)
+
+        def recover(conn):
+            # Whatever a dead process left half-done: its running runs go back to the queue, and
+            # statuses are recomputed from the runs, so no session stays 'streaming' for nothing.
+            runs_q.requeue_interrupted(conn, now)
+            agents_q.settle_running_agents(conn, now)
+            for session_id in sessions_q.ids_with_status(conn, "streaming"):
+                sessions_q.set_session_status(conn, session_id, runs_q.session_status_from_runs(conn, session_id), now)
+
+        await self.app.db.write(recover)
         for run in self.app.db.read(runs_q.queued_runs, 100_000):
             self.kick(run["sessionId"])
 

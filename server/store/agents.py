@@ -51,6 +51,13 @@ def touch_agent(conn: apsw.Connection, agent_id: str, now: int) -> dict:
     return agent_info(row)
 
 
+def settle_running_agents(conn: apsw.Connection, now: int) -> int:
+    """At start no run executes yet: an agent left 'running' by a dead process is 'idle'."""
+    conn.execute("UPDATE agents SET status = 'idle', updated_at = max(updated_at, ?) WHERE status = 'running'",
+                 (now,))
+    return conn.changes()
+
+
 def agent_info(row: tuple) -> dict:
     agent_id, account_id, definition, state_dir, status, created_at, updated_at = row
     return {"id": agent_id, "account": account_id, "definition": codec.decode(definition),

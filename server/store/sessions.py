@@ -65,6 +65,11 @@ def set_session_status(conn: apsw.Connection, session_id: str, status: str, now:
     return session_info(row)
 
 
+def ids_with_status(conn: apsw.Connection, status: str) -> list[str]:
+    """Sessions in `status` (a start-up check; not a hot query)."""
+    return [sid for (sid,) in conn.execute("SELECT id FROM sessions WHERE status = ?", (status,))]
+
+
 def session_info(row: tuple) -> dict:
     session_id, account_id, agent_id, title, status, created_at, updated_at = row
     info = {"id": session_id, "account": account_id, "agentId": agent_id, "status": status,
