@@ -20,7 +20,6 @@ from .errors import DagCborError
 ENCODE_MAX_DEPTH = 256
 
 _UINT_MAX = (1 << 64) - 1
-_NEGINT_MIN = -(1 << 64)
 
 # _HEAD[major][n] for n < 256: the complete head of that major type (1 or 2 bytes).
 _HEAD = tuple(
@@ -160,8 +159,11 @@ def _encode_into(v, out, depth, _str_get=_str_cache.get, _order_get=_order_cache
         out.append(_H4[n] if n < 256 else _head(4, n))
         depth += 1
         for x in v:
-            if type(x) is str:
+            tx = type(x)
+            if tx is str:
                 out.append(_str_get(x) or _encode_str(x))
+            elif tx is int:
+                out.append(_H0[x] if 0 <= x < 256 else _encode_int(x))
             else:
                 _encode_into(x, out, depth)
     elif t is str:

@@ -72,8 +72,8 @@ class _Reader:
         self.need(at + 1, width, "an integer or length")
         arg = int.from_bytes(self.data[at + 1:at + 1 + width], "big")
         if arg < _MIN_FOR_WIDTH[info]:
-            raise self.fail(f"{_MAJOR_NAMES[major]} head uses {width + 1} bytes for {arg}; "
-                            "DAG-CBOR requires the shortest form", at)
+            raise self.fail(f"{_MAJOR_NAMES[major]} head uses {width + 1} bytes for the value "
+                            f"{arg}; DAG-CBOR requires the shortest form", at)
         return major, arg, at + 1 + width
 
     def text(self, start: int, length: int, what: str) -> tuple[str, int]:

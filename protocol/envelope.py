@@ -174,6 +174,11 @@ def verify_envelope(
                     return _verified(account, signer, _principal_to_string(account),
                                      _principal_to_string(signer), action, name, ts, sig)
     if isinstance(envelope, (bytes, bytearray, memoryview)):
+        if len(envelope) <= max_size and envelope and not 0xA0 <= envelope[0] <= 0xBB:
+            # Not a map, whatever follows: refuse before paying to decode up to max_size bytes.
+            raise ProtocolError(400, "the envelope must be a DAG-CBOR map {type, signer, sig, "
+                                     f"account, action}}; this frame starts with "
+                                     f"0x{envelope[0]:02x}")
         value, canonical = decode_canonical(envelope, max_size=max_size, max_depth=max_depth)
         return verify_decoded(value, bytes(envelope) if canonical else None,
                               now_ms=now_ms, window_ms=window_ms)
