@@ -35,6 +35,7 @@ class Connection:
                                  on_cut_off=self._on_slow_consumer)
         self.inflight = asyncio.Semaphore(limits.inflight_per_socket)
         self.tasks: set[asyncio.Task] = set()
+        self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
 
     # -- output ----------------------------------------------------------------------------
     def send_event(self, event: Outgoing, *, bounded: bool = True) -> None:
@@ -45,9 +46,15 @@ class Connection:
     def send_value(self, value: dict) -> None:
         """A response or notice: unbounded here, the reader loop applies back-pressure."""
         self.outbound.put(encode_value(value) if self.v2 else jsonwire.dumps(value), bounded=False)
+        self._close_if_asked()
 
     def send_response(self, req_id: int, response: dict) -> None:
         self.outbound.put(response_frame(req_id, response), bounded=False)
+        self._close_if_asked()
+
+    def _close_if_asked(self) -> None:
+        if self.close_after_answer is not None:
+            self.outbound.close_after_queued(*self.close_after_answer)
 
     # -- account binding -------------------------------------------------------------------
     def bind_account(self, account_id: str) -> None:
@@ -59,7 +66,8 @@ class Connection:
         limit = self.app.config.limits.sockets_per_account
         count = self.app.sockets_by_account.get(account_id, 0)
         if count >= limit:
-            self._spawn(self.ws.close(1008, f"too many connections for this account (limit {limit})"))
+            # The 429 goes out first, then the close (a close sent at once would overtake it).
+            self.close_after_answer = (1008, f"too many connections for this account (limit {limit})")
             raise ProtocolError(429, f"too many connections for this account (limit {limit})")
         self.app.sockets_by_account[account_id] = count + 1
         self.account_id = account_id

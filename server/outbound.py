@@ -14,6 +14,8 @@ from websockets.exceptions import ConnectionClosed
 
 log = logging.getLogger("seed_agents.outbound")
 
+_CLOSE = object()   # queue marker: close the socket once the frames before it are written
+
 
 class Outbound:
     def __init__(self, ws, *, max_bytes: int, slow_close_timeout: float, on_cut_off=None) -> None:
@@ -28,6 +30,7 @@ class Outbound:
         self._room = asyncio.Event()
         self._room.set()
         self.closed = False
+        self.close_queued = False   # close_after_queued was called: close() lets that finish
         self.last_sent: dict[str, int] = {}   # key -> last durable seq handed to the socket
         self.task: asyncio.Task | None = None
 
@@ -54,6 +57,16 @@ class Outbound:
         self._wake.set()
         return True
 
+    def close_after_queued(self, code: int, reason: str) -> None:
+        """Close with (code, reason) right after the frames queued so far (an answer, then the
+        close of a policy limit); nothing queued later is sent."""
+        if self.closed:
+            return
+        self._queue.append((_CLOSE, code, reason))
+        self.closed = True
+        self.close_queued = True
+        self._wake.set()
+
     async def wait_room(self) -> None:
         """Flow control for producers that can wait (replay pages, the reader loop)."""
         while self._bytes > self.low_water and not self.closed:
@@ -70,6 +83,9 @@ class Outbound:
                     self._wake.clear()
                     await self._wake.wait()
                 data, key, seq = queue.popleft()
+                if data is _CLOSE:
+                    await ws.close(key, seq)
+                    return
                 await ws.send(data)
                 self._bytes -= len(data)
                 if seq:
@@ -124,4 +140,7 @@ class Outbound:
         self.closed = True
         self._wake.set()
         if self.task is not None:
+            if self.close_queued and not self.task.done():
+                # The answer and the close frame after it still go out (bounded wait).
+                await asyncio.wait([self.task], timeout=self.slow_close_timeout)
             self.task.cancel()
