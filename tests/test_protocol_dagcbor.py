@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime
 import enum
 import math
-import struct
 
 import cbor2
 import pytest
@@ -15,25 +14,12 @@ from protocol._dagcbor_encode import ENCODE_MAX_DEPTH
 from protocol._dagcbor_strict import strict_decode
 from protocol.dagcbor import DagCborError, decode, decode_canonical, encode
 from protocol.errors import ProtocolError
-from tests.vectors import UNDEFINED, from_tagged, load
+from tests.vectors import UNDEFINED, from_tagged, load, same
 
 VECTORS = load("dag-cbor")
 CASES = VECTORS["cases"]
 REJECTS = VECTORS["rejects"]
 ACCEPTED = {c["name"]: c for c in VECTORS["acceptedByDecoder"]}
-
-
-def same(a: object, b: object) -> bool:
-    """Equality that also tells 2 from 2.0, -0.0 from 0.0 and True from 1."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is float:
-        return struct.pack(">d", a) == struct.pack(">d", b)
-    if type(a) is dict:
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if type(a) is list:
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 def ids(cases: list[dict]) -> list[str]:

@@ -11,7 +11,7 @@ from protocol.dagcbor import DagCborError, decode, decode_canonical, encode
 from protocol.envelope import VerifiedEnvelope, sign_envelope, verify_envelope
 from protocol.errors import ProtocolError
 from protocol.keys import Keypair
-from tests.test_protocol_dagcbor import same
+from tests.vectors import same
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 from functools import cache
 from pathlib import Path
 
@@ -49,3 +50,17 @@ def from_tagged(obj: object) -> object:
     if isinstance(obj, list):
         return [from_tagged(v) for v in obj]
     return obj
+
+
+def same(a: object, b: object) -> bool:
+    """Equality as the vectors mean it: it also tells 2 from 2.0, -0.0 from 0.0 and True from 1
+    (floats compared bit for bit)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return struct.pack(">d", a) == struct.pack(">d", b)
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if type(a) is list:
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
