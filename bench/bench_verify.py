@@ -72,7 +72,7 @@ def run(quick: bool = False) -> dict:
     }
     for fn in subjects.values():  # warm the caches a running server has warm (key orders, ids)
         fn()
-    iterations, rounds = (100, 15) if quick else (200, 60)
+    iterations, rounds = (100, 30) if quick else (200, 60)
     best = dict.fromkeys(subjects, 0.0)
     for _ in range(rounds):
         for name, fn in subjects.items():
