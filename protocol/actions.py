@@ -63,7 +63,7 @@ class _Fields:
         value = self.get(field, required)
         if value is None:
             return None
-        return check_text(value, limit, allow_empty, lambda p: self.fail(field, p))
+        return _check_text(value, limit, allow_empty, lambda p: self.fail(field, p))
 
     def integer(self, field: str, lo: int, hi: int | None, *, required: bool = False) -> int | None:
         value = self.get(field, required)
@@ -85,7 +85,7 @@ class _Fields:
         return value
 
 
-def check_text(value: object, limit: int, allow_empty: bool, fail) -> str:  # noqa: ANN001
+def _check_text(value: object, limit: int, allow_empty: bool, fail) -> str:  # noqa: ANN001
     if type(value) is not str:
         raise fail(f"must be text, got {_kind(value)}")
     if len(value) > limit:
@@ -349,7 +349,7 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
             if type(part_lines) is not list:
                 raise p.fail("lines", f"must be an array of text, got {_kind(part_lines)}")
             for j, line in enumerate(part_lines):
-                check_text(line, MAX_CONTEXT_LINE, True, lambda m, j=j: p.fail(f"lines[{j}]", m))
+                _check_text(line, MAX_CONTEXT_LINE, True, lambda m, j=j: p.fail(f"lines[{j}]", m))
             lines.extend(part_lines)
             if len(lines) > MAX_CONTEXT_LINES:
                 raise f.fail("content", f"has more than {MAX_CONTEXT_LINES} context lines")
