@@ -86,10 +86,12 @@ class Outbound:
                 if data is _CLOSE:
                     await ws.close(key, seq)
                     return
+                if seq:
+                    # send() writes the frame before its first await (it then waits for the
+                    # buffer to drain): from here on the frame precedes any close frame.
+                    self.last_sent[key] = seq
                 await ws.send(data)
                 self._bytes -= len(data)
-                if seq:
-                    self.last_sent[key] = seq
                 if self._bytes <= self.low_water:
                     self._room.set()
         except ConnectionClosed:
