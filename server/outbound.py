@@ -129,6 +129,9 @@ class Outbound:
     async def _close_slow(self, reason: str) -> None:
         if self.task is not None:
             self.task.cancel()  # whatever frame it was waiting to write is dropped
+        # websockets gives up on the closing handshake after its own close_timeout (5 s on the
+        # server): the contract wants at least 30 s here, so this close uses ours.
+        self.ws.close_timeout = self.slow_close_timeout
         try:
             await asyncio.wait_for(self.ws.close(1013, reason), self.slow_close_timeout)
         except (asyncio.TimeoutError, ConnectionClosed, OSError):
