@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 from clients.wire import append_seq, flatten
 
 if TYPE_CHECKING:
-    from clients.client import AgentsClient
+    from clients.transport import Transport
 
 DEFAULT_BUFFER = 1024
 
 
 class Subscription:
-    def __init__(self, client: "AgentsClient", key: str, after_seq: int | None,
+    def __init__(self, client: "Transport", key: str, after_seq: int | None,
                  maxsize: int = DEFAULT_BUFFER) -> None:
         self.key = key
         self.is_session = key.startswith("sessions/")
