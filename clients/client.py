@@ -44,8 +44,13 @@ class AgentsClient:
         """Prefer `await AgentsClient.connect(...)`; this only prepares.
 
         `account`: the account to act for when `keypair` is a delegated signer (principal
-        bytes or a `z6Mk...` id); by default the key's own account. `on_state(state, detail)`
-        is called with "disconnected" and "connected" around each reconnect.
+        bytes or a `z6Mk...` id); by default the key's own account. `reconnect=False` makes a
+        dropped socket final (subscriptions then raise AgentsError(0)). `connect_timeout`: the
+        longest wait for a socket, first dial or reconnect, before AgentsError(0,
+        "unreachable"). `request_timeout`: the longest wait for an answer (None: no limit; a
+        dropped socket fails the call anyway). `buffer_size`: items buffered per subscription.
+        `on_state(state, detail)` is called with "disconnected" and "connected" around each
+        reconnect.
         """
         self.url = url
         self.keypair = keypair
