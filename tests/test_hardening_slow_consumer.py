@@ -1,0 +1,319 @@
+"""Slow consumers (CONTRACT section 6): a subscriber that stops reading is cut off with close 1013
+and a reason naming the last seq it was sent, once its outbound queue passes the bound; it never
+slows the other subscribers of the session, server memory stays bounded, and it resumes with
+afterSeq from the reason without a gap. The stalled client is a bare TCP socket with a tiny
+receive buffer that reads nothing (RawWebSocket below)."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+import socket
+import struct
+import time
+
+import pytest
+
+from protocol import dagcbor
+from protocol.envelope import build_envelope
+from server.main import start_server
+from tests.conftest import make_config
+from tests.wsraw import V2Client, keypair, setup_session
+
+V2 = "seed-agents.v2"
+
+
+class RawWebSocket:
+    def __init__(self, sock: socket.socket, rest: bytes) -> None:
+        self.sock = sock
+        self.buffer = bytearray(rest)
+        self.eof = False
+
+    @classmethod
+    async def open(cls, port: int, *, subprotocol: str | None = V2, rcvbuf: int | None = 4096,
+                   path: str = "/agents/ws") -> "RawWebSocket":
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)   # before connect
+        sock.setblocking(False)
+        await loop.sock_connect(sock, ("127.0.0.1", port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Upgrade: websocket",
+                 "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
+        if subprotocol:
+            lines.append(f"Sec-WebSocket-Protocol: {subprotocol}")
+        await loop.sock_sendall(sock, ("\r\n".join(lines) + "\r\n\r\n").encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = await asyncio.wait_for(loop.sock_recv(sock, 65536), 5)
+            if not chunk:
+                raise ConnectionError("closed during the handshake")
+            data += chunk
+        head, rest = data.split(b"\r\n\r\n", 1)
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise ConnectionError(head.decode(errors="replace"))
+        return cls(sock, rest)
+
+    @property
+    def local_port(self) -> int:
+        return self.sock.getsockname()[1]
+
+    async def send(self, payload: bytes, opcode: int = 0x2) -> None:
+        mask = os.urandom(4)
+        n = len(payload)
+        if n < 126:
+            head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
+        elif n < 1 << 16:
+            head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
+        else:
+            head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if n < 4096 else \
+            (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
+        await asyncio.get_running_loop().sock_sendall(self.sock, head + mask + masked)
+
+    async def _fill(self, timeout: float) -> bool:
+        chunk = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(self.sock, 1 << 16), timeout)
+        if not chunk:
+            self.eof = True
+            return False
+        self.buffer += chunk
+        return True
+
+    async def frame(self, timeout: float = 10.0) -> tuple[int, bytes]:
+        """(opcode, payload) of the next server frame (unmasked, unfragmented)."""
+        while True:
+            parsed = self._parse()
+            if parsed is not None:
+                return parsed
+            if not await self._fill(timeout):
+                raise EOFError("connection closed by the server")
+
+    def _parse(self) -> tuple[int, bytes] | None:
+        buf = self.buffer
+        if len(buf) < 2:
+            return None
+        opcode, n, pos = buf[0] & 0x0F, buf[1] & 0x7F, 2
+        if n == 126:
+            if len(buf) < 4:
+                return None
+            n, pos = struct.unpack("!H", buf[2:4])[0], 4
+        elif n == 127:
+            if len(buf) < 10:
+                return None
+            n, pos = struct.unpack("!Q", buf[2:10])[0], 10
+        if len(buf) < pos + n:
+            return None
+        payload = bytes(buf[pos:pos + n])
+        del buf[:pos + n]
+        return opcode, payload
+
+    async def until_close(self, timeout: float = 10.0) -> tuple[list[bytes], int, str]:
+        """Read data frames until the close frame: (data payloads, close code, close reason).
+        The close is not answered (see `answer_close`)."""
+        frames = []
+        while True:
+            opcode, payload = await self.frame(timeout)
+            if opcode == 0x8:
+                code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else 1005
+                return frames, code, payload[2:].decode()
+            if opcode in (0x1, 0x2):
+                frames.append(payload)
+
+    async def answer_close(self, code: int = 1000) -> None:
+        await self.send(struct.pack("!H", code), opcode=0x8)
+
+    async def wait_eof(self, timeout: float) -> None:
+        """Read (and drop) until the server closes the TCP connection."""
+        async with asyncio.timeout(timeout):
+            while await self._fill(timeout):
+                self.buffer.clear()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def server_side(srv, raw: RawWebSocket):
+    """The server's Connection for a raw client socket (in-process server)."""
+    for conn in srv.app.connections:
+        if conn.ws.remote_address[1] == raw.local_port:
+            return conn
+    raise LookupError("no such connection")
+
+
+def shrink_server_send_buffer(srv, raw: RawWebSocket, size: int = 8192) -> None:
+    """Loopback autotunes the server's send buffer up to megabytes; a small fixed one makes the
+    stalled socket's backlog reach the outbound queue after a few hundred kB, not many MB."""
+    sock = server_side(srv, raw).ws.transport.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+
+
+async def subscribe_raw(raw: RawWebSocket, kp, key: str, after_seq: int | None = None) -> None:
+    action = {"_": "Subscribe", "key": key}
+    if after_seq is not None:
+        action["afterSeq"] = after_seq
+    await raw.send(dagcbor.encode({"id": 1, "envelope": build_envelope(kp, action)}))
+    opcode, payload = await raw.frame()
+    assert opcode == 0x2 and dagcbor.decode(payload)["response"]["_"] == "SubscribeResponse"
+
+
+def append_seqs(value: dict) -> list[int]:
+    if value.get("_") != "append":
+        return []
+    events = value["events"] if "events" in value else [value["event"]]
+    return [e["seq"] for e in events]
+
+
+async def wait_until(predicate, timeout: float, step: float = 0.02):
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(step)
+
+
+class Follower:
+    """A normal subscriber: reads everything and records the seqs, in order."""
+
+    def __init__(self, client: V2Client) -> None:
+        self.client = client
+        self.seqs: list[int] = []
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            value = await self.client.events.get()
+            self.seqs.extend(append_seqs(value))
+
+
+# -- tests -----------------------------------------------------------------------------------
+
+async def test_stalled_subscriber_is_cut_off_others_get_everything_and_it_resumes(tmp_path):
+    queue_bound = 64 * 1024
+    srv = await start_server(make_config(tmp_path, outbound_queue_bytes=queue_bound,
+                                         slow_close_timeout=10.0, rate_per_second=1000.0,
+                                         rate_burst=1000))
+    a = keypair("A")
+    writer = await V2Client.open(srv.url)
+    followers: list[Follower] = []
+    raw = None
+    try:
+        _, sid = await setup_session(writer, a)
+        key = f"sessions/{sid}"
+        clients = await asyncio.gather(*[V2Client.open(srv.url) for _ in range(50)])
+        for i, c in enumerate(clients):
+            r = await c.call(a, {"_": "Subscribe", "key": key, "n": i})
+            assert r["_"] == "SubscribeResponse", r
+            followers.append(Follower(c))
+        raw = await RawWebSocket.open(srv.port)
+        await subscribe_raw(raw, a, key)
+        stalled_conn = server_side(srv, raw)
+        shrink_server_send_buffer(srv, raw)
+        # from here on the stalled socket reads nothing
+
+        rss_before = peak = rss_bytes()
+
+        async def sample():
+            nonlocal peak
+            while True:
+                peak = max(peak, rss_bytes())
+                await asyncio.sleep(0.02)
+
+        sampler = asyncio.create_task(sample())
+        turns, text = 24, "y" * 12_000
+        latencies = []
+        for i in range(turns):
+            t0 = time.perf_counter()
+            r = await writer.call(a, {"_": "MessageSession", "sessionId": sid,
+                                      "content": [{"type": "text", "text": f"turn {i} {text}"}]})
+            latencies.append(time.perf_counter() - t0)
+            assert r["_"] == "MessageSessionResponse", r
+        total = 2 * turns   # a user and an assistant event per turn
+        await wait_until(lambda: all(len(f.seqs) >= total for f in followers), 30)
+        sampler.cancel()
+        # every normal subscriber got every event exactly once, in order
+        for f in followers:
+            assert f.seqs == list(range(1, total + 1)), f.seqs[:10]
+        # the stalled one was cut off, and memory stayed bounded
+        assert stalled_conn.outbound.closed
+        assert stalled_conn.outbound.queued_bytes == 0
+        assert peak - rss_before < 100 * 1024 * 1024, (rss_before, peak)
+        assert max(latencies) < 5.0, latencies
+
+        # it starts reading again: what was written before the cut, then 1013 with the reason
+        frames, code, reason = await raw.until_close()
+        got = [s for p in frames for s in append_seqs(dagcbor.decode(p))]
+        assert code == 1013, (code, reason)
+        m = re.search(rf"{re.escape(key)} last seq (\d+)", reason)
+        assert m, reason
+        last = int(m.group(1))
+        assert got == list(range(1, len(got) + 1)) and 0 < len(got) < total
+        assert last == got[-1], (last, got[-3:])   # the reason names the last seq it was sent
+        await raw.answer_close()
+        raw.close()
+        raw = None
+
+        # resume with afterSeq from the reason: every later event, no gap, no duplicate
+        resumed = await V2Client.open(srv.url)
+        r = await resumed.call(a, {"_": "Subscribe", "key": key, "afterSeq": last})
+        assert r["_"] == "SubscribeResponse"
+        seqs = []
+        async with asyncio.timeout(10):
+            while True:
+                value = await resumed.event()
+                seqs.extend(append_seqs(value))
+                if value["_"] == "replayed":
+                    assert value["seq"] == total
+                    break
+        assert got + seqs == list(range(1, total + 1))
+        await resumed.close()
+    finally:
+        if raw is not None:
+            raw.close()
+        for f in followers:
+            f.task.cancel()
+            await f.client.close()
+        await writer.close()
+        await srv.stop()
+
+
+async def test_cut_off_waits_for_the_closing_handshake_longer_than_the_websocket_default(tmp_path):
+    """The server keeps the TCP connection of a cut-off consumer for slow_close_timeout (the
+    contract says at least 30 s; 7 s here), so a client that resumes reading late still finds the
+    reason; websockets' own close timeout (5 s) must not cut that short."""
+    srv = await start_server(make_config(tmp_path, outbound_queue_bytes=16 * 1024, slow_close_timeout=7.0))
+    a = keypair("A")
+    writer = await V2Client.open(srv.url)
+    raw = await RawWebSocket.open(srv.port)
+    try:
+        _, sid = await setup_session(writer, a)
+        key = f"sessions/{sid}"
+        await subscribe_raw(raw, a, key)
+        conn = server_side(srv, raw)
+        shrink_server_send_buffer(srv, raw)
+        for i in range(40):
+            await writer.call(a, {"_": "MessageSession", "sessionId": sid,
+                                  "content": [{"type": "text", "text": f"{i} " + "z" * 8000}]})
+            if conn.outbound.closed:
+                break
+        assert conn.outbound.closed
+        cut = time.monotonic()
+        _, code, reason = await raw.until_close()
+        assert code == 1013 and f"{key} last seq" in reason
+        # the close is not answered: the server waits for it until slow_close_timeout
+        await raw.wait_eof(15)
+        waited = time.monotonic() - cut
+        assert 6.0 < waited < 10.0, waited
+    finally:
+        raw.close()
+        await writer.close()
+        await srv.stop()
