@@ -56,7 +56,10 @@ async def execute(app, conn, envelope) -> Outcome:
         if env.signer != env.account and not app.signer_known(env.account_id, env.signer_id):
             app.metrics.verify_failures.labels("unauthorized_signer").inc()
             raise ProtocolError(403, NOT_AUTHORIZED)
-        conn.bind_account(env.account_id)  # 403 on a switch; closes 1008 past the socket limit
+        if env.name != "RegisterSigner":
+            # RegisterSigner is signed by the delegate for itself, right before it retries for
+            # the issuer's account on the same socket: it must not bind the socket to itself.
+            conn.bind_account(env.account_id)  # 403 on a switch; closes 1008 past the socket limit
         if not pre_limited and not app.limiter.allow(env.account_id):
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         # Step 6: replay.

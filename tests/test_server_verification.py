@@ -89,9 +89,7 @@ async def test_unauthorized_signer_then_register_signer(server):
     cap = make_capability(a, b.principal, "AGENT", now_ms(), label="laptop")
     r = await c.call(b, {"_": "RegisterSigner", "capability": cap})
     assert r == {"_": "RegisterSignerResponse", "accountId": a.account_id, "signerId": b.account_id}
-    await c.close()
-    # A delegated signer acts for A (on a fresh socket: this one was bound to B's own account).
-    c = await V2Client.open(server.url)
+    # The retry on the same socket now passes step 5 (RegisterSigner did not bind the socket to B).
     r = await c.call(b, {"_": "ListAgents"}, account=a.principal)
     assert r == {"_": "ListAgentsResponse", "agents": []}
     # A capability whose delegate is not the signer is refused, and so is a corrupted blob.
