@@ -12,7 +12,7 @@ from server.dispatch import Outcome, error, execute
 from server.frames import Outgoing
 from server.outbound import Outbound
 from server.subscriptions import SessionSubscription, Subscription
-from server.v2frames import parse_request, request_id, response_frame, split_request
+from server.v2frames import parse_request, peek_id, request_id, response_frame, split_request
 from server.wire_values import encode_value
 
 log = logging.getLogger("seed_agents.connection")
@@ -161,9 +161,19 @@ class Connection:
             if len(envelope) > limits.max_frame:
                 self.send_response(req_id, error(413, f"envelope of {len(envelope)} bytes is over the limit of {limits.max_frame}"))
                 return
+        elif len(message) > limits.max_frame:
+            # Not decoded at all: a large non-canonical frame would cost the strict reader
+            # seconds of CPU. The id is answered when it can be read from the frame's head.
+            req_id = peek_id(message)
+            err = error(413, f"frame of {len(message)} bytes is over the limit of {limits.max_frame}")
+            if req_id is None:
+                self.send_value({"_": "error", "status": 413, "message": err["message"]})
+            else:
+                self.send_response(req_id, err)
+            return
         else:
             try:
-                value = parse_request(message, max_size=len(message), max_depth=limits.max_depth)
+                value = parse_request(message, max_size=limits.max_frame, max_depth=limits.max_depth)
             except ProtocolError as exc:
                 self.send_value({"_": "error", "status": exc.status, "message": exc.message})
                 return
@@ -178,9 +188,6 @@ class Connection:
                 self.send_response(req_id, error(400, "a v2 request is {id, envelope} or {id, _: 'Unsubscribe', key}"))
                 return
             envelope = value["envelope"]
-            if len(message) > limits.max_frame:
-                self.send_response(req_id, error(413, f"frame of {len(message)} bytes is over the limit of {limits.max_frame}"))
-                return
         await self.inflight.acquire()  # back-pressure: at most N requests of this socket at once
         self._spawn(self._run_v2(req_id, envelope))
 

@@ -41,6 +41,14 @@ def split_request(frame: bytes) -> tuple[int, bytes] | None:
     return req_id, frame[pos + 9:]
 
 
+def peek_id(frame: bytes) -> int | None:
+    """The id of a frame that starts the canonical way (`{id, ...}`), without decoding it."""
+    if not frame.startswith(_ID_KEY):
+        return None
+    parsed = _uint(frame, 4)
+    return None if parsed is None else parsed[0]
+
+
 def parse_request(frame: bytes, *, max_size: int, max_depth: int) -> dict:
     value = dagcbor.decode(frame, max_size=max_size, max_depth=max_depth + 1)
     if not isinstance(value, dict):

@@ -239,3 +239,19 @@ async def test_metrics_count_actions_and_verify_failures(server):
     assert 'seed_agents_connections{framing="v2"} 1.0' in text
     assert "seed_agents_action_seconds_bucket" in text
     await c.close()
+
+
+async def test_v2_oversized_frames_are_413_without_being_decoded(server):
+    import cbor2
+
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    env = build_envelope(a, {"_": "SetSecret", "name": "big", "value": b"x" * (1 << 20)})
+    r = await c.request(env, req_id=7)
+    assert r["status"] == 413
+    # Non-canonical (keys reversed), so the id cannot be sliced from the head: an error event.
+    await c.ws.send(cbor2.dumps({"envelope": env, "id": 8}))
+    e = await c.event()
+    assert e["_"] == "error" and e["status"] == 413
+    assert (await c.call(a, {"_": "ListAgents"}))["_"] == "ListAgentsResponse"   # still open
+    await c.close()
