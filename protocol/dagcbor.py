@@ -27,6 +27,10 @@ __all__ = ["DagCborError", "encode", "decode", "decode_canonical", "decode_if_ca
 
 DEFAULT_MAX_SIZE = 1 << 20
 DEFAULT_MAX_DEPTH = 64
+# The strict reader is pure Python: a hostile non-canonical megabyte of tiny items would cost
+# it about half a second. Canonical input of any size takes the C fast path; non-canonical
+# input (unsorted keys, short floats: the liberal cases of CONTRACT section 2) must be small.
+STRICT_MAX_SIZE = 64 * 1024
 
 _loads = cbor2.loads
 _CBORTag = cbor2.CBORTag
@@ -83,6 +87,10 @@ def decode_canonical(
     value, canonical = decode_if_canonical(data, max_depth=max_depth)
     if canonical:
         return value, True
+    if len(data) > STRICT_MAX_SIZE:
+        raise DagCborError(400, f"input of {len(data)} bytes is not canonical DAG-CBOR; input over "
+                                f"{STRICT_MAX_SIZE} bytes must be canonical (sorted keys, shortest "
+                                "integers, 64-bit floats)")
     # Any cbor2 complaint or encoder refusal: the strict reader decides and explains.
     return strict_decode(data, max_depth), False
 
