@@ -86,8 +86,11 @@ async def test_frame_over_limit_is_413_and_the_socket_stays_usable(start):
     v2 = await V2Client.open(srv.url)
     r = await v2.call(a, big)                          # canonical {id, envelope}: the fast slice
     assert r["_"] == "Error" and r["status"] == 413, r
-    r = await v2.raw(unsorted_request(77, sign_envelope(a, big)), req_id=77)   # the general path
-    assert r["_"] == "Error" and r["status"] == 413, r
+    # not in canonical order: answered from the frame's head without decoding it; with the id
+    # not first, as the id-less error event
+    await v2.raw(unsorted_request(77, sign_envelope(a, big)))
+    r = await v2.event()
+    assert r["_"] == "error" and r["status"] == 413, r
     assert await list_agents(v2, a) == []              # nothing was created
     # exactly at the limit is fine: pad a field so the envelope is `limit` bytes
     base = len(sign_envelope(a, {"_": "ListAgents", "pad": ""}))
@@ -134,8 +137,10 @@ def nested(depth: int):
 async def test_nesting_deeper_than_64_is_400(start, framing):
     srv = await start()
     a = keypair("A")
-    deep = {"_": "CreateAgent", "definition": {**AGENT, "metadata": nested(100)}}
-    shallow = {"_": "CreateAgent", "definition": {**AGENT, "metadata": nested(20)}}
+    # envelope (1) > action (2) > definition (3) > metadata lists: 3 + 61 = 64 levels pass,
+    # one more is refused
+    deep = {"_": "CreateAgent", "definition": {**AGENT, "metadata": nested(62)}}
+    shallow = {"_": "CreateAgent", "definition": {**AGENT, "metadata": nested(61)}}
     if framing == "v1":
         c = await V1.open(srv.url)
         r = await c.send(a, deep)
@@ -150,10 +155,12 @@ async def test_nesting_deeper_than_64_is_400(start, framing):
     assert r["_"] == "Error" and r["status"] == 400 and "nested deeper than 64" in r["message"], r
     assert ok["_"] == "CreateAgentResponse", ok
     assert junk["_"] == "Error" and junk["status"] == 400, junk
-    if framing == "v1":
-        assert (await c.send(a, {"_": "ListAgents"}))["agents"][0]["id"] == ok["agentId"]
-    else:
-        assert [x["id"] for x in await list_agents(c, a)] == [ok["agentId"]]
+    # (listed over v1: the stored 64-level definition nests deeper inside a response frame
+    # than tests.wsraw's v2 reader decodes; clients.wire reads server frames up to 256 levels)
+    v1 = await V1.open(srv.url)
+    agents = (await v1.send(a, {"_": "ListAgents", "n": 1}))["agents"]
+    assert [x["id"] for x in agents] == [ok["agentId"]]
+    await v1.close()
     await c.close()
 
 

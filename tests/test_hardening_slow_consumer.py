@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import re
 import socket
@@ -159,13 +160,22 @@ def shrink_server_send_buffer(srv, raw: RawWebSocket, size: int = 8192) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
 
 
-async def subscribe_raw(raw: RawWebSocket, kp, key: str, after_seq: int | None = None) -> None:
+async def subscribe_raw(raw: RawWebSocket, kp, key: str, *, v2: bool = True) -> None:
     action = {"_": "Subscribe", "key": key}
-    if after_seq is not None:
-        action["afterSeq"] = after_seq
-    await raw.send(dagcbor.encode({"id": 1, "envelope": build_envelope(kp, action)}))
+    if v2:
+        await raw.send(dagcbor.encode({"id": 1, "envelope": build_envelope(kp, action)}))
+        opcode, payload = await raw.frame()
+        assert opcode == 0x2 and dagcbor.decode(payload)["response"]["_"] == "SubscribeResponse"
+        return
     opcode, payload = await raw.frame()
-    assert opcode == 0x2 and dagcbor.decode(payload)["response"]["_"] == "SubscribeResponse"
+    assert opcode == 0x1 and json.loads(payload)["_"] == "connected"
+    await raw.send(dagcbor.encode(build_envelope(kp, action)))
+    opcode, payload = await raw.frame()
+    assert opcode == 0x1 and json.loads(payload)["_"] == "subscribed", payload
+
+
+def decode_frame(payload: bytes, v2: bool) -> dict:
+    return dagcbor.decode(payload) if v2 else json.loads(payload)
 
 
 def append_seqs(value: dict) -> list[int]:
@@ -197,7 +207,9 @@ class Follower:
 
 # -- tests -----------------------------------------------------------------------------------
 
-async def test_stalled_subscriber_is_cut_off_others_get_everything_and_it_resumes(tmp_path):
+@pytest.mark.parametrize("framing", ["v2", "v1"])
+async def test_stalled_subscriber_is_cut_off_others_get_everything_and_it_resumes(tmp_path, framing):
+    v2 = framing == "v2"
     queue_bound = 64 * 1024
     srv = await start_server(make_config(tmp_path, outbound_queue_bytes=queue_bound,
                                          slow_close_timeout=10.0, rate_per_second=1000.0,
@@ -214,8 +226,8 @@ async def test_stalled_subscriber_is_cut_off_others_get_everything_and_it_resume
             r = await c.call(a, {"_": "Subscribe", "key": key, "n": i})
             assert r["_"] == "SubscribeResponse", r
             followers.append(Follower(c))
-        raw = await RawWebSocket.open(srv.port)
-        await subscribe_raw(raw, a, key)
+        raw = await RawWebSocket.open(srv.port, subprotocol=V2 if v2 else None)
+        await subscribe_raw(raw, a, key, v2=v2)
         stalled_conn = server_side(srv, raw)
         shrink_server_send_buffer(srv, raw)
         # from here on the stalled socket reads nothing
@@ -251,7 +263,7 @@ async def test_stalled_subscriber_is_cut_off_others_get_everything_and_it_resume
 
         # it starts reading again: what was written before the cut, then 1013 with the reason
         frames, code, reason = await raw.until_close()
-        got = [s for p in frames for s in append_seqs(dagcbor.decode(p))]
+        got = [s for p in frames for s in append_seqs(decode_frame(p, v2))]
         assert code == 1013, (code, reason)
         m = re.search(rf"{re.escape(key)} last seq (\d+)", reason)
         assert m, reason
