@@ -1,0 +1,129 @@
+"""3. Fan-out: 200 and 1,000 sockets subscribed to one session; one MessageSession turn with the
+echo provider: time from sending the MessageSession until each socket has the durable
+assistant append (p50, p99 and max across the sockets).
+
+Every subscriber is its own raw v2 socket with a reader task that only stamps the arrival of
+the assistant append (no decoding); the MessageSession goes out on one more socket. CPU use
+during the turn is recorded too (bench.harness.CpuMeter): `load_busy` close to 1.0 would mean
+the load side, not the server, set the pace.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from bench.harness import (CpuMeter, Rpc, Server, connect, cpu_summary, is_assistant_append, keypair, percentile,
+                           profile_window, request_frame, run_load, summary, unique_ts)
+
+FANOUT_SIZES = (200, 1000)
+_REPLAYED = b"\x61_\x68replayed"
+
+
+def sizes(quick: bool) -> tuple[int, tuple[int, ...]]:
+    return (3 if quick else 5), FANOUT_SIZES
+
+
+class Subscriber:
+    def __init__(self, ws) -> None:
+        self.ws = ws
+        self.ready = asyncio.Event()
+        self.arrived: float | None = None
+        self.armed = False
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for frame in self.ws:
+                if self.armed and self.arrived is None and is_assistant_append(frame):
+                    self.arrived = time.perf_counter()
+                elif not self.ready.is_set() and frame.startswith(_REPLAYED, 1):
+                    self.ready.set()
+        except Exception:  # noqa: BLE001 - socket closed
+            pass
+
+
+async def _subscribe_many(url: str, kp, session_id: str, n: int, batch: int = 100) -> list[Subscriber]:
+    from protocol.envelope import sign_envelope
+
+    subs: list[Subscriber] = []
+
+    async def one() -> Subscriber:
+        ws = await connect(url)
+        sub = Subscriber(ws)
+        env = sign_envelope(kp, {"_": "Subscribe", "key": f"sessions/{session_id}"}, ts=unique_ts())
+        await ws.send(request_frame(1, env))
+        await asyncio.wait_for(sub.ready.wait(), 60)
+        return sub
+
+    for i in range(0, n, batch):
+        subs += await asyncio.gather(*(one() for _ in range(min(batch, n - i))))
+    return subs
+
+
+async def load(url: str, label: str, runs: int, fanouts: list[int], pid: int | None = None) -> dict:
+    from protocol.envelope import sign_envelope
+
+    kp = keypair(label)
+    sender = await Rpc.open(url)
+    agent = await sender.call(kp, {"_": "CreateAgent", "definition": {
+        "name": "fanout", "systemPrompt": "", "modelProvider": "echo", "model": "echo-1"}})
+    session = await sender.call(kp, {"_": "CreateSession", "agentId": agent["agentId"]})
+    session_id = session["sessionId"]
+    subs: list[Subscriber] = []
+    out: dict = {}
+    turn = 0
+    for n in sorted(fanouts):
+        t = time.perf_counter()
+        subs += await _subscribe_many(url, kp, session_id, n - len(subs))
+        connect_s = time.perf_counter() - t
+        rows = []
+        for r in range(runs + 1):   # run 0 is the warm-up
+            turn += 1
+            env = sign_envelope(kp, {"_": "MessageSession", "sessionId": session_id,
+                                     "content": [{"type": "text", "text": f"fan out turn {turn}"}],
+                                     "clientMessageId": f"fanout-{turn}"}, ts=unique_ts())
+            for s in subs:
+                s.arrived, s.armed = None, True
+            with profile_window(f"fanout_{n}" if r else "warm-up"), CpuMeter(pid) as meter:
+                t0 = time.perf_counter()
+                response = await sender.request(env)
+                t_resp = time.perf_counter() - t0
+                deadline = t0 + 30
+                while time.perf_counter() < deadline and any(s.arrived is None for s in subs):
+                    await asyncio.sleep(0.001)
+            for s in subs:
+                s.armed = False
+            lat = [(s.arrived - t0) * 1000 for s in subs if s.arrived is not None]
+            missing = len(subs) - len(lat)
+            await asyncio.sleep(0.3)  # let the turn's trailing change events drain
+            if r == 0:
+                continue
+            rows.append({"p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),
+                         "max_ms": max(lat) if lat else float("nan"), "missing": missing,
+                         "response_ms": t_resp * 1000,
+                         "response_error": b"\x65Error" in response[:40],
+                         "cpu": meter.result})
+        out[str(n)] = {
+            "sockets": n, "subscribe_seconds": round(connect_s, 2),
+            "p50_ms": summary([x["p50_ms"] for x in rows]),
+            "p99_ms": summary([x["p99_ms"] for x in rows]),
+            "max_ms": summary([x["max_ms"] for x in rows]),
+            "response_ms": summary([x["response_ms"] for x in rows]),
+            "cpu": cpu_summary([x["cpu"] for x in rows]),
+            "missing": sum(x["missing"] for x in rows),
+            "errors": sum(1 for x in rows if x["response_error"]),
+        }
+    for s in subs:
+        s.task.cancel()
+    await asyncio.gather(*(s.ws.close() for s in subs), return_exceptions=True)
+    await sender.close()
+    return out
+
+
+def run(quick: bool = False) -> dict:
+    runs, fanouts = sizes(quick)
+    with Server("fanout") as srv:
+        out = run_load("bench.fanout:load", {"url": srv.url, "pid": srv.pid, "label": "fanout", "runs": runs,
+                                             "fanouts": list(fanouts)}, timeout=600)
+        out["server_rss_mb_end"] = round(srv.rss_kb() / 1024, 1)
+    return out
