@@ -37,27 +37,3 @@ async def server(tmp_path):
         yield running
     finally:
         await running.stop()
-
-
-@pytest.fixture
-def server_factory(tmp_path):
-    """Start servers with custom limits: `await server_factory(rate_per_second=5)`."""
-    from server.main import start_server
-
-    started = []
-
-    async def start(**limits):
-        running = await start_server(make_config(tmp_path, **limits))
-        started.append(running)
-        return running
-
-    yield start
-    # stopped by the test's event loop in `stop_all`; see the fixture below
-
-
-@pytest.fixture
-async def stop_servers():
-    servers = []
-    yield servers
-    for s in servers:
-        await s.stop()
