@@ -233,12 +233,14 @@ async def test_stalled_subscriber_is_cut_off_others_get_everything_and_it_resume
         # from here on the stalled socket reads nothing
 
         rss_before = peak = rss_bytes()
+        queued_peak = 0
 
         async def sample():
-            nonlocal peak
+            nonlocal peak, queued_peak
             while True:
                 peak = max(peak, rss_bytes())
-                await asyncio.sleep(0.02)
+                queued_peak = max(queued_peak, stalled_conn.outbound.queued_bytes)
+                await asyncio.sleep(0.005)
 
         sampler = asyncio.create_task(sample())
         turns, text = 24, "y" * 12_000
@@ -259,6 +261,9 @@ async def test_stalled_subscriber_is_cut_off_others_get_everything_and_it_resume
         assert stalled_conn.outbound.closed
         assert stalled_conn.outbound.queued_bytes == 0
         assert peak - rss_before < 100 * 1024 * 1024, (rss_before, peak)
+        assert queued_peak <= queue_bound, queued_peak   # the bound holds for live events
+        print(f"\nstalled {framing}: RSS +{(peak - rss_before) / 2**20:.1f} MiB, stalled queue peak "
+              f"{queued_peak} B (bound {queue_bound})")
         assert max(latencies) < 5.0, latencies
 
         # it starts reading again: what was written before the cut, then 1013 with the reason
