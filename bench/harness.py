@@ -91,7 +91,22 @@ def machine_info() -> dict:
     return {"nproc": os.cpu_count(), "cpu_model": model, "python": sys.version.split()[0],
             "implementation": platform.python_implementation(), "platform": platform.platform(),
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pinning": pinning(),
-            "data_dir_root": tempfile.gettempdir(), "nofile_limit": resource.getrlimit(resource.RLIMIT_NOFILE)}
+            "data_dir_root": tempfile.gettempdir(), "nofile_limit": resource.getrlimit(resource.RLIMIT_NOFILE),
+            "git": git_state()}
+
+
+def git_state() -> dict:
+    """The commit measured and any uncommitted changes to the server's code (others may be
+    editing the same checkout while the bench runs)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    dirty = [line[3:] for line in git("status", "--porcelain", "--", "server", "protocol", "schema").splitlines()]
+    return {"commit": git("rev-parse", "HEAD"), "subject": git("log", "-1", "--format=%s"),
+            "uncommitted_server_changes": dirty}
 
 
 def raise_nofile(want: int = 65536) -> int:

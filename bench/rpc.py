@@ -10,6 +10,7 @@ to the server's CPU while the server is stopped.
 """
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 import time
@@ -17,7 +18,7 @@ import uuid
 
 from bench import dbsetup
 from bench.harness import (SERVER_CPU, CpuMeter, Rpc, Server, closed_loop, cpu_summary, keypair,
-                           latency_figures, now_ms, profile_window, run_load, summary)
+                           latency_figures, now_ms, percentile, profile_window, run_load, summary)
 
 CONCURRENCY = (1, 8, 64)
 EVENT_CHARS = 400  # ~630-byte stored events: 20 of them make a ~12.7 KB GetSession response
@@ -26,7 +27,7 @@ EVENT_CHARS = 400  # ~630-byte stored events: 20 of them make a ~12.7 KB GetSess
 def sizes(quick: bool) -> tuple[int, dict[int, int]]:
     """(timed runs, requests per run by concurrency)."""
     if quick:
-        return 3, {1: 300, 8: 800, 64: 1500}
+        return 3, {1: 250, 8: 600, 64: 1200}
     return 5, {1: 1000, 8: 2500, 64: 5000}
 
 
@@ -57,6 +58,16 @@ async def load(url: str, label: str, session_id: str, agent_id: str, quick: bool
     out: dict = {}
     counters = {"GetSession": [0], "CreateSession": [0]}
     last_ts = 0
+    # The floor under any action's latency: a WebSocket ping's round trip on an idle server
+    # (transport, both event loops and both websockets stacks, no action code).
+    probe = await Rpc.open(url)
+    rtts = []
+    for _ in range(300):
+        t = time.perf_counter()
+        await asyncio.wait_for(await probe.ws.ping(), 10)
+        rtts.append((time.perf_counter() - t) * 1000)
+    await probe.close()
+    out["ping_rtt_ms"] = {"p50": round(percentile(rtts, 50), 3), "p99": round(percentile(rtts, 99), 3)}
     for kind in ("GetSession", "CreateSession"):
         for c in CONCURRENCY:
             sockets = [await Rpc.open(url) for _ in range(min(c, 16))]

@@ -64,7 +64,7 @@ def fsync_probe(n: int = 30) -> dict:
     return {"p50_ms": round(percentile(lat, 50), 3), "p99_ms": round(percentile(lat, 99), 3)}
 
 
-def busy_now(seconds: float = 1.0) -> dict[int, float]:
+def busy_now(seconds: float = 0.5) -> dict[int, float]:
     """Share of each CPU that was busy over the next `seconds` (before a benchmark starts)."""
     a = cpu_busy_seconds()
     time.sleep(seconds)
@@ -73,7 +73,7 @@ def busy_now(seconds: float = 1.0) -> dict[int, float]:
 
 
 def wait_quiet(limit: float, threshold: float = 0.2) -> dict[int, float]:
-    """Wait (at most `limit` s) until every CPU is less than `threshold` busy over a second."""
+    """Wait (at most `limit` s) until every CPU is less than `threshold` busy (0.5 s samples)."""
     deadline = time.monotonic() + limit
     busy = busy_now()
     while max(busy.values(), default=0) >= threshold and time.monotonic() < deadline:
@@ -275,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     info["fsync_4k"] = fsync_probe()
     print(f"seed-agents bench ({'quick' if args.quick else 'full'}): {', '.join(names)}")
     print(f"python {info['python']}, nproc {info['nproc']}, {info['pinning']['note']}")
+    g = info["git"]
+    print(f"commit {g['commit'][:10]} {g['subject'][:60]!r}"
+          + (f"; UNCOMMITTED server changes: {', '.join(g['uncommitted_server_changes'])}"
+             if g["uncommitted_server_changes"] else ""))
     print(f"fsync of 4 KiB in {info['data_dir_root']}: p50 {info['fsync_4k']['p50_ms']} ms, "
           f"p99 {info['fsync_4k']['p99_ms']} ms; load average {loadavg()}")
     results: dict = {}

@@ -30,7 +30,7 @@ FINAL_ATTEMPTS = 3
 
 def sizes(quick: bool) -> dict:
     if quick:
-        return {"accounts": 20, "sessions_per_account": 2, "probe_seconds": 2.5, "final_seconds": 10.0,
+        return {"accounts": 20, "sessions_per_account": 2, "probe_seconds": 2.0, "final_seconds": 10.0,
                 "windows": 5, "final_attempts": 2}
     return {"accounts": 50, "sessions_per_account": 2, "probe_seconds": 5.0, "final_seconds": 60.0,
             "windows": 6, "final_attempts": 3}

@@ -15,7 +15,7 @@ from bench.harness import (CpuMeter, FakeProvider, Rpc, cpu_summary, Server, is_
 
 def sizes(quick: bool) -> tuple[int, int]:
     """(timed runs, turns per run)"""
-    return (3, 100) if quick else (5, 200)
+    return (3, 80) if quick else (5, 200)
 
 
 async def _session_socket(url: str, kp, agent_id: str):
@@ -49,7 +49,10 @@ async def _turns(rpc: Rpc, kp, session_id: str, arrivals: asyncio.Queue, n: int,
         arrived, failed = await asyncio.wait_for(arrivals.get(), 30)
         turn_lat.append(arrived - t0)
         errors += failed or b"\x65Error" in response[:40]
-    return {"turn": latency_figures(turn_lat), "response": latency_figures(resp_lat), "errors": errors}
+    quarter = max(1, n // 4)
+    return {"turn": latency_figures(turn_lat), "response": latency_figures(resp_lat), "errors": errors,
+            "first_quarter": latency_figures(turn_lat[:quarter]),
+            "last_quarter": latency_figures(turn_lat[-quarter:])}
 
 
 async def load(url: str, label: str, provider: str, fake_url: str | None, runs: int, turns: int,
@@ -79,6 +82,8 @@ async def load(url: str, label: str, provider: str, fake_url: str | None, runs: 
         "p50_ms": summary([x["turn"]["p50_ms"] for x in rows]),
         "p99_ms": summary([x["turn"]["p99_ms"] for x in rows]),
         "max_ms": summary([x["turn"]["max_ms"] for x in rows]),
+        "first_quarter_p50_ms": summary([x["first_quarter"]["p50_ms"] for x in rows]),
+        "last_quarter_p50_ms": summary([x["last_quarter"]["p50_ms"] for x in rows]),
         "response_p50_ms": summary([x["response"]["p50_ms"] for x in rows]),
         "response_p99_ms": summary([x["response"]["p99_ms"] for x in rows]),
         "cpu": cpu_summary([x["cpu"] for x in rows]),
