@@ -21,6 +21,8 @@ from server.store import sessions as sessions_q
 
 log = logging.getLogger("seed_agents.subscriptions")
 
+REPLAY_PAGE_BYTES = 1 << 20   # a replay frame holds at most this much (or `replay_page` events)
+
 
 class Subscription:
     """Non-session keys: everything published on the key goes out live."""
@@ -92,12 +94,13 @@ class SessionSubscription(Subscription):
         page = app.config.limits.replay_page
         sent = 0
         while not conn.outbound.closed:
-            rows = app.db.read(events_q.event_bodies_after, self.session_id, self.last_seq, page)
+            rows, more = app.db.read(events_q.event_bodies_page, self.session_id, self.last_seq, page,
+                                     REPLAY_PAGE_BYTES)
             if rows:
                 self._send_page(rows)
                 sent += len(rows)
                 self.last_seq = rows[-1][0]
-            if len(rows) < page:
+            if not more:
                 break  # no await from that read to the flip below
             await conn.outbound.wait_room()
         self.replaying = False

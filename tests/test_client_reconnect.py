@@ -23,7 +23,10 @@ ECHO = {"name": "helper", "systemPrompt": "", "modelProvider": "echo", "model": 
 async def wait_for_events(client, session_id, count, timeout=15.0):
     async with asyncio.timeout(timeout):
         while True:
-            events = (await client.get_session(session_id))["events"]
+            events, page = [], {"nextAfterSeq": 0}
+            while "nextAfterSeq" in page:   # a page also ends at 4 MiB of events
+                page = await client.get_session(session_id, after_seq=page["nextAfterSeq"])
+                events += page["events"]
             if len(events) >= count:
                 return events
             await asyncio.sleep(0.02)

@@ -171,3 +171,28 @@ async def test_account_agent_and_run_subscriptions(server):
                 statuses.append(e["value"]["status"])
     assert statuses[-1] == "succeeded"
     await c.close()
+
+
+async def test_pages_also_end_at_a_byte_bound(server):
+    """GetSession stops a page past 4 MiB of events; nextAfterSeq leads to the rest."""
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    _, session_id = await setup_session(c, a)
+    big = "w" * 150_000
+    for i in range(16):   # 16 user + 16 echo replies of ~150 KB: about 4.8 MB in all
+        await c.call(a, {"_": "MessageSession", "sessionId": session_id,
+                         "content": [{"type": "text", "text": f"{i}{big}"}], "clientMessageId": f"b{i}"})
+    seqs, after, pages = [], 0, 0
+    for _ in range(200):
+        page = await c.call(a, {"_": "GetSession", "sessionId": session_id, "afterSeq": after})
+        pages += 1
+        seqs += [e["seq"] for e in page["events"]]
+        if "nextAfterSeq" not in page:
+            if len(seqs) == 32:
+                break
+            seqs, after, pages = [], 0, 0   # replies still running: read again from the start
+            await asyncio.sleep(0.1)
+            continue
+        after = page["nextAfterSeq"]
+    assert seqs == list(range(1, 33)) and pages >= 2
+    await c.close()

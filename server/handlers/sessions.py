@@ -11,6 +11,7 @@ from server.store import sessions as sessions_q
 from server.wire_values import RawEvents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
+MAX_RESPONSE_BYTES = 4 << 20  # a page also ends past this many bytes of events (nextAfterSeq says where)
 _PROMPT_CACHE_MAX = 10_000
 
 
@@ -75,13 +76,11 @@ async def get_session(app, env, action) -> dict:
 
     def read(conn):
         session = own_session(conn, env.account_id, action.session_id)
-        rows = events_q.event_bodies_after(conn, action.session_id, after, limit + 1)
-        return session, rows
+        rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES)
+        return session, rows, more
 
-    session, rows = app.db.read(read)
+    session, rows, more = app.db.read(read)
     response = {"_": "GetSessionResponse", "session": session}
-    more = len(rows) > limit
-    rows = rows[:limit]
     # Stored event bytes go out as they are in CBOR; JSON decodes them on demand.
     response["events"] = RawEvents([bytes(body) for _seq, body in rows])
     response["systemPromptMarkdown"] = system_prompt(app, session["agentId"])

@@ -44,6 +44,24 @@ def event_bodies_after(conn: apsw.Connection, session_id: str, after_seq: int,
         (session_id, after_seq, limit)).fetchall()
 
 
+def event_bodies_page(conn: apsw.Connection, session_id: str, after_seq: int, limit: int,
+                      max_bytes: int) -> tuple[list[tuple[int, bytes]], bool]:
+    """Like `event_bodies_after`, but also stops once the bodies pass `max_bytes` (at least one
+    row is returned), so a page of big events cannot make the server hold gigabytes.
+    Returns (rows, more): `more` is True when events past the page exist."""
+    rows: list[tuple[int, bytes]] = []
+    size = 0
+    cursor = conn.execute(
+        "SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (session_id, after_seq, limit + 1))
+    for seq, body in cursor:
+        if len(rows) == limit or (rows and size + len(body) > max_bytes):
+            return rows, True
+        rows.append((seq, body))
+        size += len(body)
+    return rows, False
+
+
 def last_seq(conn: apsw.Connection, session_id: str) -> int:
     """The session's highest seq (0 when it has no events or does not exist)."""
     row = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
