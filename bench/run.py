@@ -169,6 +169,7 @@ ROWS = [
     ("turns", "fake-provider turn p99", "fake.p99_ms", "ms", lambda v: v < 15, "< 15 ms", "16-25 ms"),
     ("idle", "RSS per idle subscribed socket", "per_socket_kb", "KB", lambda v: v < 50, "< 50 KB", "-"),
     ("idle", "server RSS at start", "server_rss_start_mb", "MB", lambda v: v < 60, "< 60 MB", "-"),
+    ("sustained", "highest rate passing a short probe", "highest_probe_rate", "/s", None, "", "-"),
     ("sustained", "highest turn rate, p99 < 250 ms, no error", "highest_passing_rate", "/s", None, "", "-"),
     ("sustained", "  turn p50 at that rate", "sustained.turn_p50_ms", "ms", None, "", "-"),
     ("sustained", "  turn p99 at that rate (per window)", "sustained.window_p99_ms", "ms", None, "< 250 ms", "-"),
