@@ -61,7 +61,7 @@ class V2Client:
     async def _read(self):
         try:
             async for frame in self.ws:
-                value = dagcbor.decode(frame, max_size=1 << 30)
+                value = dagcbor.decode(frame, max_size=1 << 30, max_depth=256)
                 if "id" in value and "response" in value:
                     fut = self.responses.pop(value["id"], None)
                     if fut is not None and not fut.done():

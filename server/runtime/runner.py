@@ -26,6 +26,10 @@ from server.store import sessions as sessions_q
 
 log = logging.getLogger("seed_agents.runtime")
 
+# The model sees at most this many of the session's latest events (ending with the turn's own
+# user message): a long session must not make every turn decode its whole history.
+HISTORY_EVENTS = 500
+
 
 class Runtime:
     def __init__(self, app) -> None:
@@ -177,8 +181,13 @@ class Runtime:
         return make_provider(spec, self.http), config["type"]
 
     def _history(self, session_id: str, definition: dict, user_event_id: str, *, include_context: bool):
-        events = self.app.db.read(events_q.events_after, session_id, 0, 1_000_000)
-        return build_messages(definition.get("systemPrompt", ""), events, user_event_id,
+        def read(conn):
+            upto = events_q.event_seq(conn, user_event_id) if user_event_id else None
+            if upto is None:
+                upto = events_q.last_seq(conn, session_id)
+            return events_q.events_up_to(conn, session_id, upto, HISTORY_EVENTS)
+
+        return build_messages(definition.get("systemPrompt", ""), self.app.db.read(read), user_event_id,
                               include_context=include_context)
 
     async def _finish(self, run, agent, provider_type, outcome, text, usage, started) -> None:
