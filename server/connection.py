@@ -11,6 +11,7 @@ from server import jsonwire
 from server.dispatch import Outcome, error, execute
 from server.frames import Outgoing
 from server.outbound import Outbound
+from server.ratelimit import TokenBucket
 from server.subscriptions import SessionSubscription, Subscription
 from server.v2frames import parse_request, peek_id, request_id, response_frame, split_request
 from server.wire_values import encode_value
@@ -34,6 +35,7 @@ class Connection:
                                  slow_close_timeout=app.config.slow_close_timeout,
                                  on_cut_off=self._on_slow_consumer)
         self.inflight = asyncio.Semaphore(limits.inflight_per_socket)
+        self.unbound_bucket = TokenBucket(limits.rate_per_second, limits.rate_burst)
         self.tasks: set[asyncio.Task] = set()
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
 

@@ -45,6 +45,10 @@ async def execute(app, conn, envelope) -> Outcome:
         pre_limited = conn.account_id is not None
         if pre_limited and not app.limiter.allow(conn.account_id):
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
+        if not pre_limited and not conn.unbound_bucket.take():
+            # A socket with no account yet has a bucket of its own, so a stream of frames that
+            # never verify still meets a limit before each costs a signature check.
+            raise ProtocolError(429, "rate limit: too many actions on this connection; slow down")
         try:
             env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
                                   max_size=limits.max_frame, max_depth=limits.max_depth)

@@ -255,3 +255,23 @@ async def test_v2_oversized_frames_are_413_without_being_decoded(server):
     assert e["_"] == "error" and e["status"] == 413
     assert (await c.call(a, {"_": "ListAgents"}))["_"] == "ListAgentsResponse"   # still open
     await c.close()
+
+
+async def test_a_socket_without_an_account_is_rate_limited_before_verification(tmp_path):
+    from server.main import start_server
+    from tests.conftest import make_config
+
+    running = await start_server(make_config(tmp_path, rate_per_second=1.0, rate_burst=5))
+    try:
+        a = keypair("A")
+        c = await V2Client.open(running.url)
+        bad = build_envelope(a, {"_": "ListAgents"})
+        statuses = []
+        for i in range(8):
+            env = dict(bad, sig=bytes(64))   # never verifies, so the socket never binds
+            env["action"] = dict(bad["action"], ts=now_ms() + i)
+            statuses.append((await c.request(env))["status"])
+        assert statuses[:5] == [401] * 5 and set(statuses[5:]) == {429}
+        await c.close()
+    finally:
+        await running.stop()
