@@ -14,6 +14,10 @@ from websockets.exceptions import ConnectionClosed
 
 log = logging.getLogger("seed_agents.outbound")
 
+_BATCH_FRAMES = 256          # frames written together at most
+_BATCH_BYTES = 256 * 1024    # bytes written together at most (about)
+
+_DIRECT_LIMIT = 64 * 1024    # write directly while the transport holds less than this
 _CLOSE = object()   # queue marker: close the socket once the frames before it are written
 
 
@@ -46,6 +50,13 @@ class Outbound:
         events past the bound cut the socket off."""
         if self.closed:
             return False
+        if not self._queue and self._write_now(data):
+            # Fast path: nothing waits before this frame and the socket keeps up, so the frame
+            # goes straight to the transport; no task switch, no drain (fan-out pays this per
+            # socket per event).
+            if seq:
+                self.last_sent[key] = seq
+            return True
         size = len(data)
         if bounded and self._bytes + size > self.max_bytes:
             self.cut_off(key)
@@ -56,6 +67,13 @@ class Outbound:
             self._room.clear()
         self._wake.set()
         return True
+
+    def _write_now(self, data: bytes | str) -> bool:
+        write_now = getattr(self.ws, "write_now", None)
+        transport = getattr(self.ws, "transport", None)
+        if write_now is None or transport is None or transport.get_write_buffer_size() > _DIRECT_LIMIT:
+            return False
+        return write_now(data)
 
     def close_after_queued(self, code: int, reason: str) -> None:
         """Close with (code, reason) right after the frames queued so far (an answer, then the
@@ -86,12 +104,27 @@ class Outbound:
                 if data is _CLOSE:
                     await ws.close(key, seq)
                     return
-                if seq:
-                    # send() writes the frame before its first await (it then waits for the
-                    # buffer to drain): from here on the frame precedes any close frame.
-                    self.last_sent[key] = seq
-                await ws.send(data)
-                self._bytes -= len(data)
+                if not queue or queue[0][0] is _CLOSE or not hasattr(ws, "send_frames"):
+                    if seq:
+                        # send() writes the frame before its first await (it then waits for the
+                        # buffer to drain): from here on the frame precedes any close frame.
+                        self.last_sent[key] = seq
+                    await ws.send(data)
+                    sent = len(data)
+                else:
+                    # A burst: everything queued (up to a bound) goes out in one write.
+                    batch, sent = [data], len(data)
+                    if seq:
+                        self.last_sent[key] = seq
+                    while queue and len(batch) < _BATCH_FRAMES and sent < _BATCH_BYTES \
+                            and queue[0][0] is not _CLOSE:
+                        data, key, seq = queue.popleft()
+                        batch.append(data)
+                        sent += len(data)
+                        if seq:
+                            self.last_sent[key] = seq
+                    await ws.send_frames(batch)
+                self._bytes -= sent
                 if self._bytes <= self.low_water:
                     self._room.set()
         except ConnectionClosed:

@@ -10,6 +10,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 from server.connection import V2, Connection
+from server.wsconn import BatchingServerConnection
 
 log = logging.getLogger("seed_agents.transport")
 
@@ -64,4 +65,5 @@ async def start_transport(app):
         ping_timeout=config.ping_timeout or None,
         close_timeout=5,
         compression=None,   # per-message deflate costs CPU and memory per socket for little gain here
+        create_connection=BatchingServerConnection,
     )
