@@ -101,7 +101,7 @@ def git_state() -> dict:
     def git(*args: str) -> str:
         try:
             return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
+                                  timeout=10).stdout.rstrip("\n")
         except (OSError, subprocess.SubprocessError):
             return ""
     dirty = [line[3:] for line in git("status", "--porcelain", "--", "server", "protocol", "schema").splitlines()]

@@ -18,8 +18,8 @@ import time
 import traceback
 from pathlib import Path
 
-from bench.harness import (RAISED_LIMITS, SERVER_CPU, cpu_busy_seconds, machine_info, percentile,
-                           run_load)
+from bench.harness import (RAISED_LIMITS, SERVER_CPU, cpu_busy_seconds, git_state, machine_info,
+                           percentile, run_load)
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 ORDER = ("verify", "store", "rpc", "replay", "fanout", "turns", "idle", "sustained")
@@ -227,12 +227,14 @@ def table(results: dict, names) -> list[dict]:
                          "ts": ts, "result": "error"})
             continue
         value, text = _ours(data, path, unit)
+        # Sustained: the noise of the full-length run reported, not of every probe.
+        scope = data.get("sustained") if bench == "sustained" and data.get("sustained") else data
         if test is None or value is None:
             verdict = ""
         else:
             verdict = "pass" if test(value) else "MISS"
         rows.append({"bench": bench, "figure": label, "value": value, "ours": text, "target": target,
-                     "ts": ts, "result": verdict, "noise": noise(data)})
+                     "ts": ts, "result": verdict, "noise": noise(scope)})
     return rows
 
 
@@ -286,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     timings: dict = {}
     for name in names:
         busy = wait_quiet(args.wait_quiet)
+        git_now = git_state()   # others may commit to the same checkout while the bench runs
         t = time.time()
         la = loadavg()
         print(f"-- {name} ... (CPU busy before: {busy})", flush=True)
@@ -295,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             results[name] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         timings[name] = {"seconds": round(time.time() - t, 1), "loadavg_before": la,
-                         "loadavg_after": loadavg(), "cpu_busy_before": busy}
+                         "loadavg_after": loadavg(), "cpu_busy_before": busy, "git": git_now}
         print(f"   {name}: {timings[name]['seconds']} s (load average before {la})", flush=True)
     _derive(results)
     rows = table(results, names)

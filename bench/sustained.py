@@ -6,7 +6,7 @@ sending socket, which is subscribed to the session. A rate passes when the turn 
 
 Search: short probe steps at rising rates until one fails, then the full-length run (60 s;
 quick: 10 s) at the highest rate that passed its probe; while a full run misses, again at the
-highest listed rate <= 60% of the one that missed, at most three full runs in all (quick: two). Every step uses fresh sessions (so session length, which a turn's
+highest listed rate <= 70% of the one that missed, at most three full runs in all (quick: two). Every step uses fresh sessions (so session length, which a turn's
 history read depends on, is the same at every rate). Each step's frames are signed before it
 starts, with ts = the frame's scheduled send time.
 
@@ -206,7 +206,7 @@ async def load(url: str, label: str, accounts: int, sessions_per_account: int, p
         if res["passed"]:
             break
         # Short probes flatter the server (sessions stay short); step well down.
-        lower = [r for r in RATES if r <= 0.6 * rate]
+        lower = [r for r in RATES if r <= 0.7 * rate]
         if not lower:
             break
         rate = lower[-1]
