@@ -270,8 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
                         help="before each benchmark wait up to SECONDS for both CPUs to be < 20%% busy "
                              "(a shared machine); the busy shares seen are recorded either way")
+    parser.add_argument("--markdown", action="store_true",
+                        help="run nothing: print the table of the results file as Markdown")
     args = parser.parse_args(argv)
     names = [n for n in ORDER if not args.only or n in args.only]
+    if args.markdown:
+        doc = json.loads(Path(args.output).read_text())
+        print(markdown(table(doc["results"], [n for n in names if n in doc["results"]])))
+        return 0
 
     started = time.time()
     info = machine_info()
