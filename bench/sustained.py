@@ -6,9 +6,11 @@ sending socket, which is subscribed to the session. A rate passes when the turn 
 
 Search: short probe steps at rising rates until one fails, then the full-length run (60 s;
 quick: 10 s) at the highest rate that passed its probe; while a full run misses, again at the
-highest listed rate <= 70% of the one that missed, at most three full runs in all (quick: two). Every step uses fresh sessions (so session length, which a turn's
-history read depends on, is the same at every rate). Each step's frames are signed before it
-starts, with ts = the frame's scheduled send time.
+highest listed rate <= 70% of the one that missed, at most three full runs in all (quick:
+two). A step starts once the server is idle (a missed step can leave runs queued in it) and
+waits up to 20 s for its own turns to finish. Every step uses fresh sessions (so session
+length, which a turn's history read depends on, is the same at every rate). Each step's frames
+are signed before it starts, with ts = the frame's scheduled send time.
 
 Event-loop lag is measured from the outside: the round trip of a WebSocket ping on an idle
 socket of its own (the server's websockets protocol answers pings from its event loop),
@@ -63,6 +65,21 @@ class Slot:
         await self.rpc.call(self.kp, {"_": "Subscribe", "key": f"sessions/{self.session_id}"})
 
 
+async def _wait_idle(pid: int | None, limit: float) -> float:
+    """Wait until the server's threads use < 10% of a CPU over 0.5 s (at most `limit` s)."""
+    from bench.harness import thread_cpu
+
+    if not pid:
+        return 0.0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < limit:
+        a = sum(thread_cpu(pid))
+        await asyncio.sleep(0.5)
+        if (sum(thread_cpu(pid)) - a) / 0.5 < 0.1:
+            break
+    return round(time.perf_counter() - t0, 2)
+
+
 async def _lag_probe(url: str, stop: asyncio.Event, out: list[float]) -> None:
     ws = await connect(url)
     try:
@@ -80,6 +97,8 @@ async def step(url: str, accounts: list, agents: list[str], spa: int, rate: floa
                windows: int = 1, tag: str = "", pid: int | None = None) -> dict:
     from protocol.envelope import sign_envelope
 
+    # A missed step can leave runs queued in the server; start only once it is idle again.
+    settle = await _wait_idle(pid, 45.0)
     slots = [Slot(kp) for kp in accounts for _ in range(spa)]
     agent_of = [agents[i // spa] for i in range(len(slots))]
     await asyncio.gather(*(s.open(url, a) for s, a in zip(slots, agent_of)))
@@ -137,7 +156,7 @@ async def step(url: str, accounts: list, agents: list[str], spa: int, rate: floa
             i += 1
     send_done = time.perf_counter() - t0
     # Drain: every turn must finish (bounded).
-    deadline = time.perf_counter() + 10
+    deadline = time.perf_counter() + 20
     while time.perf_counter() < deadline and any(s.sent for s in slots):
         await asyncio.sleep(0.01)
     wall = time.perf_counter() - t0
@@ -161,6 +180,7 @@ async def step(url: str, accounts: list, agents: list[str], spa: int, rate: floa
     ok = bool(lat_ms) and p99 < P99_LIMIT_MS and errors == 0 and failed == 0 and unfinished == 0
     return {
         "rate": rate, "seconds": seconds, "sent": n, "completed": len(lat_ms),
+        "idle_wait_seconds": settle,
         "achieved_per_s": round(len(lat_ms) / wall, 1), "send_seconds": round(send_done, 2),
         "turn_p50_ms": round(percentile(lat_ms, 50), 2), "turn_p99_ms": round(p99, 2),
         "turn_max_ms": round(max(lat_ms, default=float("nan")), 2),
