@@ -484,6 +484,8 @@ def run_load(target: str, params: dict, *, cpu: int = LOAD_CPU, timeout: float =
             raise LoadError(f"{target} did not finish within {timeout:.0f} s (log: {log_path})")
     for line in reversed(out.decode(errors="replace").splitlines()):
         if line.startswith("BENCH_RESULT "):
+            if proc.returncode == 0 and not os.environ.get("BENCH_KEEP"):
+                os.unlink(log_path)   # kept only when something went wrong (or BENCH_KEEP)
             return json.loads(line[len("BENCH_RESULT "):])
     tail = Path(log_path).read_text(errors="replace")[-3000:]
     raise LoadError(f"{target} exited with {proc.returncode} and no result:\n{tail}")
