@@ -1,34 +1,88 @@
 """The model's view of a session: system prompt, then user and assistant messages in seq order,
-with context lines attached to the user message they came with."""
+with context lines attached to the user message they came with.
+
+Each session's messages are kept in memory between turns (`SessionHistory`): a turn reads only
+the events appended since the last one, instead of decoding the session's log again.
+"""
 from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
 
 from server.providers.base import ChatMessage
 
 
-def user_text(payload: dict) -> str:
-    text = payload.get("content", "")
-    lines = payload.get("contextLines")
-    if lines:
-        text = f"{text}\n\nContext:\n" + "\n".join(lines)
-    return text
+def user_text(content: str, context_lines: tuple[str, ...]) -> str:
+    if context_lines:
+        return f"{content}\n\nContext:\n" + "\n".join(context_lines)
+    return content
 
 
-def build_messages(system_prompt: str, events: list[dict], upto_event_id: str, *,
-                   include_context: bool = True) -> list[ChatMessage]:
-    """Messages up to and including the run's own user event (later ones wait their turn).
+@dataclass(frozen=True, slots=True)
+class Entry:
+    seq: int
+    event_id: str
+    role: str                      # 'user' | 'assistant'
+    content: str
+    context_lines: tuple[str, ...] = ()
 
-    The built-in echo provider answers the user event's content exactly (CONTRACT section 4),
-    so it is given the messages without their context lines."""
-    messages = [ChatMessage("system", system_prompt)] if system_prompt else []
-    for event in events:
-        payload = event.get("event") or {}
-        if payload.get("type") == "message" and isinstance(payload.get("content"), str):
-            role = payload.get("role")
-            if role == "user":
-                text = user_text(payload) if include_context else payload["content"]
-                messages.append(ChatMessage("user", text))
-            elif role == "assistant":
-                messages.append(ChatMessage("assistant", payload["content"]))
-        if event.get("id") == upto_event_id:
-            break
-    return messages
+
+def entry_of(event: dict) -> Entry | None:
+    payload = event.get("event") or {}
+    if payload.get("type") != "message" or not isinstance(payload.get("content"), str):
+        return None
+    role = payload.get("role")
+    if role not in ("user", "assistant"):
+        return None
+    lines = payload.get("contextLines") if role == "user" else None
+    return Entry(event["seq"], event.get("id", ""), role, payload["content"], tuple(lines or ()))
+
+
+class SessionHistory:
+    """The last `limit` messages of one session, extended as events are appended."""
+
+    def __init__(self, limit: int) -> None:
+        self.last_seq = 0
+        self.entries: collections.deque[Entry] = collections.deque(maxlen=limit)
+
+    def extend(self, events: list[dict]) -> None:
+        for event in events:
+            if event["seq"] <= self.last_seq:
+                continue
+            self.last_seq = event["seq"]
+            entry = entry_of(event)
+            if entry is not None:
+                self.entries.append(entry)
+
+    def has(self, event_id: str) -> bool:
+        return any(e.event_id == event_id for e in self.entries)
+
+    def with_entry(self, entry: Entry) -> "SessionHistory":
+        """A copy that also holds `entry` (not cached)."""
+        copy = SessionHistory(self.entries.maxlen + 1)
+        copy.last_seq = self.last_seq
+        copy.entries.extend(sorted([*self.entries, entry], key=lambda e: e.seq))
+        return copy
+
+    def messages(self, system_prompt: str, user_event_id: str, *, include_context: bool) -> list[ChatMessage]:
+        """What the model sees for the run answering `user_event_id`.
+
+        User messages after it belong to runs still queued and are left out; replies to earlier
+        turns that landed after it was sent are kept, before it, so the run's own message comes
+        last. The built-in echo provider answers the user event's content exactly (CONTRACT
+        section 4), so it is given the messages without their context lines."""
+        own = next((e for e in reversed(self.entries) if e.event_id == user_event_id), None)
+        out = [ChatMessage("system", system_prompt)] if system_prompt else []
+        for e in self.entries:
+            if e is own or (own is not None and e.role == "user" and e.seq > own.seq):
+                continue
+            out.append(self._message(e, include_context))
+        if own is not None:
+            out.append(self._message(own, include_context))
+        return out
+
+    @staticmethod
+    def _message(e: Entry, include_context: bool) -> ChatMessage:
+        if e.role == "user":
+            return ChatMessage("user", user_text(e.content, e.context_lines) if include_context else e.content)
+        return ChatMessage("assistant", e.content)

@@ -17,7 +17,7 @@ from server.app import new_id
 from server.handlers.secrets import read_secret
 from server.providers.base import ProviderError, ProviderSpec, TextDelta, Usage
 from server.providers.registry import make_provider
-from server.runtime.history import build_messages
+from server.runtime.history import SessionHistory
 from server.store import agents as agents_q
 from server.store import events as events_q
 from server.store import providers as providers_q
@@ -29,6 +29,14 @@ log = logging.getLogger("seed_agents.runtime")
 # The model sees at most this many of the session's latest events (ending with the turn's own
 # user message): a long session must not make every turn decode its whole history.
 HISTORY_EVENTS = 500
+HISTORY_SESSIONS = 256   # sessions whose history stays in memory between turns (least recent dropped)
+
+
+def running_info(queued: dict, now: int) -> dict:
+    """The RunInfo that `begin` writes, computed here so the turn need not wait for it."""
+    info = {k: v for k, v in queued.items() if k not in ("accountId", "userEventId", "error")}
+    info.update(status="running", attempt=queued["attempt"] + 1, updatedAt=max(queued["updatedAt"], now))
+    return info
 
 
 class Runtime:
@@ -37,6 +45,7 @@ class Runtime:
         self.workers: dict[str, asyncio.Task] = {}
         self.live: dict[str, tuple[str, asyncio.Task]] = {}   # session id -> (run id, task)
         self.stopped_runs: set[str] = set()
+        self.histories: dict[str, SessionHistory] = {}   # insertion order = least recent first
         self.http: httpx.AsyncClient | None = None
         self.closing = False
 
@@ -114,8 +123,8 @@ class Runtime:
         now = app.now_ms()
 
         def begin(conn):
-            r = runs_q.set_run_status(conn, run_id, "running", now, attempt_inc=True)
-            return r, agents_q.set_agent_status(conn, r["agentId"], "running", now)
+            runs_q.set_run_status(conn, run_id, "running", now, attempt_inc=True)
+            agents_q.set_agent_status(conn, run["agentId"], "running", now)
 
         # Registered as live before the first await, so a StopSession arriving at any point
         # of this run finds it and cancels it.
@@ -126,7 +135,12 @@ class Runtime:
         definition = agent["definition"]
         provider_type = None
         try:
-            run, agent = await app.db.write(begin)
+            # Not waited for: the turn goes on while it commits (the writer keeps order, so it
+            # lands before the reply). If the process dies first, the run is still 'queued' in
+            # the file and simply runs again at start, as a 'running' one would.
+            app.db.write_nowait(begin)
+            run = running_info(run, now)
+            agent = {**agent, "status": "running", "updatedAt": max(agent["updatedAt"], now)}
             app.publish_change("runs/" + run_id, run)
             app.publish_change("agents/" + agent["id"], agent)
             provider, provider_type = self._provider_for(agent)
@@ -181,14 +195,28 @@ class Runtime:
         return make_provider(spec, self.http), config["type"]
 
     def _history(self, session_id: str, definition: dict, user_event_id: str, *, include_context: bool):
-        def read(conn):
-            upto = events_q.event_seq(conn, user_event_id) if user_event_id else None
-            if upto is None:
-                upto = events_q.last_seq(conn, session_id)
-            return events_q.events_up_to(conn, session_id, upto, HISTORY_EVENTS)
-
-        return build_messages(definition.get("systemPrompt", ""), self.app.db.read(read), user_event_id,
-                              include_context=include_context)
+        history = self.histories.pop(session_id, None)   # re-inserted below: most recent last
+        if history is None:
+            history = SessionHistory(HISTORY_EVENTS)
+            first = max(0, self.app.db.read(events_q.last_seq, session_id) - HISTORY_EVENTS)
+            history.last_seq = first
+        while True:   # only what was appended since this session's last turn
+            events = self.app.db.read(events_q.events_after, session_id, history.last_seq, 1000)
+            history.extend(events)
+            if len(events) < 1000:
+                break
+        self.histories[session_id] = history
+        while len(self.histories) > HISTORY_SESSIONS:
+            self.histories.pop(next(iter(self.histories)))
+        if user_event_id and not history.has(user_event_id):
+            # A run so far behind that its message fell out of the window: read it alone.
+            seq = self.app.db.read(events_q.event_seq, user_event_id)
+            if seq is not None:
+                own = SessionHistory(1)
+                own.extend(self.app.db.read(events_q.events_after, session_id, seq - 1, 1))
+                history = history.with_entry(own.entries[0]) if own.entries else history
+        return history.messages(definition.get("systemPrompt", ""), user_event_id,
+                                include_context=include_context)
 
     async def _finish(self, run, agent, provider_type, outcome, text, usage, started) -> None:
         app = self.app
