@@ -43,7 +43,10 @@ class Connection:
     def send_event(self, event: Outgoing, *, bounded: bool = True) -> None:
         """Live events are bounded (past the bound the socket is cut off); a replay's own
         frames are not, since the replay paces itself with `wait_room`."""
-        self.outbound.put(event.cbor() if self.v2 else event.json(), event.key, event.seq, bounded=bounded)
+        if self.v2:
+            self.outbound.put(event.cbor(), event.key, event.seq, bounded=bounded, frame=event.ws_cbor)
+        else:
+            self.outbound.put(event.json(), event.key, event.seq, bounded=bounded, frame=event.ws_json)
 
     def send_value(self, value: dict) -> None:
         """A response or notice: unbounded here, the reader loop applies back-pressure."""

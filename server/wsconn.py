@@ -22,18 +22,18 @@ class BatchingServerConnection(ServerConnection):
                 else:
                     protocol.send_binary(data)
 
-    def write_now(self, data) -> bool:
-        """Write one frame synchronously (no drain); False when the connection is not open.
-        Used only while the transport's buffer is small (see server.outbound)."""
-        protocol = self.protocol
-        if protocol.state is not OPEN or self.send_in_progress is not None:
-            return False
-        if type(data) is str:
-            protocol.send_text(data.encode())
+    def write_frames(self, frames: list[bytes]) -> None:
+        """Write complete, already-built frames (see server.frames.ws_frame) in one call.
+
+        Server frames are unmasked, so an event's frame is built once and shared by every
+        subscriber; websockets' protocol keeps no state about data frames it did not build.
+        Nothing is written once the closing handshake has begun."""
+        if self.protocol.state is not OPEN:
+            return
+        if len(frames) == 1:
+            self.transport.write(frames[0])
         else:
-            protocol.send_binary(data)
-        self.send_data()
-        return True
+            self.transport.writelines(frames)
 
     def send_data(self) -> None:
         # As the library does, but consecutive chunks go out in one transport write.

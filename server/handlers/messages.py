@@ -1,6 +1,8 @@
 """MessageSession (a person writes; the reply is queued as a run) and StopSession."""
 from __future__ import annotations
 
+import asyncio
+
 from protocol.actions import request_fingerprint
 from server.app import new_id
 from server.handlers.access import own_agent, own_session
@@ -44,12 +46,18 @@ async def message_session(app, env, action) -> dict:
                     request_fingerprint(env.action), now, effect)
 
     response, done = await app.db.write(job)
-    for event, body, run, session in done:
-        app.publish_append(session_id, event, body)
-        app.publish_change("runs/" + run["id"], run)
-        app.publish_change("sessions/" + session_id, session)
-        app.notify_account(account_id, "session-event", agent_id=session["agentId"], session_id=session_id)
-        app.runtime.kick(session_id)
+
+    def publish() -> None:
+        for event, body, run, session in done:
+            app.publish_append(session_id, event, body)
+            app.publish_change("runs/" + run["id"], run)
+            app.publish_change("sessions/" + session_id, session)
+            app.notify_account(account_id, "session-event", agent_id=session["agentId"], session_id=session_id)
+            app.runtime.kick(session_id)
+
+    # Right after the response is queued (the caller queues it without awaiting): the sender
+    # hears back first, however many sockets follow the session.
+    asyncio.get_running_loop().call_soon(publish)
     return response
 
 

@@ -42,6 +42,9 @@ def _word_count(text: str) -> int:
     return len(text.split())
 
 
+_DELTAS_PER_TURN = 64
+
+
 class EchoProvider:
     name = "echo"
 
@@ -50,9 +53,10 @@ class EchoProvider:
     ) -> AsyncIterator[TextDelta | Usage]:
         reply = echo_reply(messages)
         for i, piece in enumerate(echo_deltas(reply[len(PREFIX):])):
-            if i:
-                # No sleeping (echo must be fast), but give the loop a turn so a
-                # cancellation or another session can get in between deltas.
+            if i and i % _DELTAS_PER_TURN == 0:
+                # No sleeping (echo must be fast), but a long reply gives the loop a turn now
+                # and then, so a cancellation or another session can get in. A short reply
+                # goes out in one loop iteration: subscribers get its partials in one write.
                 await asyncio.sleep(0)
             yield TextDelta(piece)
         prompt_words = sum(_word_count(m.content) for m in messages)
