@@ -20,7 +20,7 @@ from protocol import dagcbor
 from protocol.envelope import build_envelope
 from server.main import start_server
 from tests.conftest import make_config
-from tests.wsraw import V2Client, keypair, setup_session
+from tests.wsraw import V2Client, keypair, setup_session, rss_bytes
 
 V2 = "seed-agents.v2"
 
@@ -136,13 +136,6 @@ class RawWebSocket:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-def rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def server_side(srv, raw: RawWebSocket):

@@ -5,15 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from tests.fakes.openai_server import FakeOpenAI, Script
-from tests.wsraw import V2Client, keypair
+from tests.wsraw import V2Client, keypair, flatten
 
 API_KEY = "sk-test-DO-NOT-LEAK-7f3a"
 
-
-def flatten(event):
-    if event.get("_") == "append":
-        return event["events"] if "events" in event else [event["event"]]
-    return []
 
 
 async def provider_session(c, kp, fake, *, system="You are terse."):

@@ -12,17 +12,10 @@ from protocol.envelope import build_envelope
 from server.store import accounts, agents, events, sessions
 from server.store.database import Database
 from tests.conftest import make_config
-from tests.wsraw import keypair
+from tests.wsraw import keypair, rss_bytes
 
 N = 100_000
 
-
-def rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def populate(db_path: str, account_id: str, n: int) -> str:

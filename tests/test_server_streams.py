@@ -5,13 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tests.wsraw import V1, V2Client, keypair, setup_session
+from tests.wsraw import V1, V2Client, keypair, setup_session, flatten
 
-
-def flatten(event):
-    if event.get("_") == "append":
-        return event["events"] if "events" in event else [event["event"]]
-    return []
 
 
 async def collect_until(client, predicate, timeout=20):

@@ -108,3 +108,19 @@ async def setup_session(client, kp, title=None):
     r = await client.call(kp, action)
     assert r["_"] == "CreateSessionResponse", r
     return agent_id, r["sessionId"]
+
+
+def flatten(event: dict) -> list:
+    """The SessionEvents an `append` carries, batched (v2 replay) or single."""
+    if event.get("_") == "append":
+        return event["events"] if "events" in event else [event["event"]]
+    return []
+
+
+def rss_bytes() -> int:
+    """This process's resident memory (in-process servers share it)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
