@@ -13,12 +13,14 @@ from server.frames import Outgoing
 from server.outbound import Outbound
 from server.ratelimit import TokenBucket
 from server.subscriptions import SessionSubscription, Subscription
-from server.v2frames import parse_request, peek_id, request_id, response_frame, split_request
+from server.v2frames import parse_request, peek_action_name, peek_id, request_id, response_frame, split_request
 from server.wire_values import encode_value
 
 log = logging.getLogger("seed_agents.connection")
 
 V2 = "seed-agents.v2"
+# Read actions whose handlers never await: run inline in the socket's reader (see _on_v2).
+INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders"})
 _ids = itertools.count(1)
 
 
@@ -193,19 +195,27 @@ class Connection:
                 self.send_response(req_id, error(400, "a v2 request is {id, envelope} or {id, _: 'Unsubscribe', key}"))
                 return
             envelope = value["envelope"]
+        if type(envelope) is bytes and peek_action_name(envelope) in INLINE_ACTIONS:
+            # A read that never waits (Get*/List*): answered right here, without the cost of a
+            # task per request. Anything else runs as its own task, concurrently.
+            await self._answer_v2(req_id, envelope)
+            return
         await self.inflight.acquire()  # back-pressure: at most N requests of this socket at once
         self._spawn(self._run_v2(req_id, envelope))
 
     async def _run_v2(self, req_id: int, envelope) -> None:
         try:
-            outcome = await execute(self.app, self, envelope)
-            if outcome.envelope is not None and outcome.envelope.name == "Subscribe" \
-                    and outcome.response.get("_") != "Error":
-                self._start_subscription(outcome, req_id)
-            else:
-                self.send_response(req_id, outcome.response)
+            await self._answer_v2(req_id, envelope)
         finally:
             self.inflight.release()
+
+    async def _answer_v2(self, req_id: int, envelope) -> None:
+        outcome = await execute(self.app, self, envelope)
+        if outcome.envelope is not None and outcome.envelope.name == "Subscribe" \
+                and outcome.response.get("_") != "Error":
+            self._start_subscription(outcome, req_id)
+        else:
+            self.send_response(req_id, outcome.response)
 
     def _unsubscribe(self, req_id: int, key) -> None:
         if not isinstance(key, str):

@@ -41,6 +41,27 @@ def split_request(frame: bytes) -> tuple[int, bytes] | None:
     return req_id, frame[pos + 9:]
 
 
+# In a canonical envelope the action map follows `sig` and `type` at a fixed offset, and its
+# first key is normally "_" (keys sort by length, then bytewise).
+_ACTION_AT = 1 + 4 + 2 + 64 + 5 + 13 + 7   # a5, "sig", 58 40 + sig, "type", "AgentsAction", "action"
+
+
+def peek_action_name(envelope: bytes) -> str | None:
+    """The action name of a canonical envelope, read from its bytes without decoding; None when
+    it cannot be read that way. Only a scheduling hint: the envelope is verified as usual."""
+    pos = _ACTION_AT
+    if len(envelope) < pos + 4 or envelope[pos] & 0xE0 != 0xA0 or envelope[pos + 1:pos + 3] != b"\x61_":
+        return None
+    head = envelope[pos + 3]
+    if head & 0xE0 != 0x60 or head & 0x1F >= 24:
+        return None
+    start = pos + 4
+    try:
+        return envelope[start:start + (head & 0x1F)].decode()
+    except UnicodeDecodeError:
+        return None
+
+
 def peek_id(frame: bytes) -> int | None:
     """The id of a frame that starts the canonical way (`{id, ...}`), without decoding it."""
     if not frame.startswith(_ID_KEY):
