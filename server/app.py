@@ -7,7 +7,6 @@ import os
 import time
 import uuid
 
-from protocol.errors import ProtocolError
 from server.config import Config
 from server.frames import Outgoing
 from server.hub import Hub
@@ -125,7 +124,3 @@ class App:
         if session_id is not None:
             value["sessionId"] = session_id
         self.publish_change("account/" + account_id, value)
-
-
-def not_found(what: str) -> ProtocolError:
-    return ProtocolError(404, f"{what} not found")

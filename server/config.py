@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Mapping
 
 
@@ -102,4 +102,4 @@ def load_config(args: argparse.Namespace | None = None, env: Mapping[str, str] |
     return cfg
 
 
-__all__ = ["Config", "Limits", "add_arguments", "load_config", "settings_table", "fields"]
+__all__ = ["Config", "Limits", "add_arguments", "load_config", "settings_table"]
