@@ -14,6 +14,7 @@ class Limits:
     max_depth: int = 64               # CBOR nesting; deeper is 400
     subs_per_socket: int = 256        # more is 429
     sockets_per_account: int = 64     # more closes the socket with 1008
+    max_connections: int = 10_000     # WebSocket connections in all; more are refused (HTTP 503)
     rate_per_second: float = 100.0    # actions per account, token bucket
     rate_burst: int = 200
     inflight_per_socket: int = 64     # v2 requests running at once on one socket
@@ -56,6 +57,7 @@ _LIMIT_SETTINGS = [
     ("--max-depth", "MAX_DEPTH", "max_depth", int),
     ("--max-subscriptions", "MAX_SUBSCRIPTIONS", "subs_per_socket", int),
     ("--max-sockets-per-account", "MAX_SOCKETS_PER_ACCOUNT", "sockets_per_account", int),
+    ("--max-connections", "MAX_CONNECTIONS", "max_connections", int),
     ("--rate-limit", "RATE_LIMIT", "rate_per_second", float),
     ("--rate-burst", "RATE_BURST", "rate_burst", int),
     ("--max-inflight", "MAX_INFLIGHT", "inflight_per_socket", int),

@@ -41,6 +41,10 @@ def make_routes(app):
             return _http(200, app.metrics.render(), app.metrics.content_type)
         if path != WS_PATH:
             return _http(404, b'{"status":"error","message":"not found"}', "application/json")
+        if len(app.connections) >= app.config.limits.max_connections:
+            # Accounts are free to make, so per-account limits alone do not bound the sockets.
+            return _http(503, b'{"status":"error","message":"the server is at its connection limit; '
+                              b'retry later"}', "application/json")
         if request.headers.get("Upgrade", "").lower() != "websocket":
             return _http(426, b'{"status":"error","message":"use a WebSocket at /agents/ws"}', "application/json")
         return None

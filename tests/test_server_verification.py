@@ -275,3 +275,37 @@ async def test_a_socket_without_an_account_is_rate_limited_before_verification(t
         await c.close()
     finally:
         await running.stop()
+
+
+async def test_connections_past_the_server_limit_are_refused_with_503(tmp_path):
+    from websockets.exceptions import InvalidStatus
+
+    from server.main import start_server
+    from tests.conftest import make_config
+
+    running = await start_server(make_config(tmp_path, max_connections=2))
+    try:
+        a = keypair("A")
+        c1, c2 = await V2Client.open(running.url), await V2Client.open(running.url)
+        for _ in range(50):   # a connection counts once its handshake is done
+            if len(running.app.connections) == 2:
+                break
+            await asyncio.sleep(0.01)
+        try:
+            await V2Client.open(running.url)
+        except InvalidStatus as exc:
+            assert exc.response.status_code == 503
+        else:
+            raise AssertionError("a third connection was accepted")
+        assert (await c1.call(a, {"_": "ListAgents"}))["_"] == "ListAgentsResponse"
+        await c2.close()
+        for _ in range(50):
+            if len(running.app.connections) < 2:
+                break
+            await asyncio.sleep(0.01)
+        c3 = await V2Client.open(running.url)   # room again
+        assert (await c3.call(a, {"_": "ListAgents"}, ts=now_ms() + 1))["_"] == "ListAgentsResponse"
+        await c1.close()
+        await c3.close()
+    finally:
+        await running.stop()
