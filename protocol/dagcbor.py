@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import cbor2
 
-from ._dagcbor_encode import _encode_into, encode
+from ._dagcbor_encode import _encode_into, _head, encode
 from ._dagcbor_strict import cid_from_link_bytes, strict_decode
 from .errors import DagCborError
 
@@ -93,6 +93,12 @@ def decode_canonical(
                                 "integers, 64-bit floats)")
     # Any cbor2 complaint or encoder refusal: the strict reader decides and explains.
     return strict_decode(data, max_depth), False
+
+
+def encode_head(major: int, n: int) -> bytes:
+    """The shortest head of a CBOR item (major type, length or value): for callers that splice
+    already-encoded items into an array or map of their own."""
+    return _head(major, n)
 
 
 def decode_trusted(data: bytes) -> object:

@@ -5,18 +5,6 @@ from protocol import dagcbor
 from server import jsonwire
 
 
-def cbor_head(major: int, n: int) -> bytes:
-    if n < 24:
-        return bytes(((major << 5) | n,))
-    if n < 0x100:
-        return bytes(((major << 5) | 24, n))
-    if n < 0x10000:
-        return bytes(((major << 5) | 25,)) + n.to_bytes(2, "big")
-    if n < 0x100000000:
-        return bytes(((major << 5) | 26,)) + n.to_bytes(4, "big")
-    return bytes(((major << 5) | 27,)) + n.to_bytes(8, "big")
-
-
 # Keys of {_, key, event|events} in DAG-CBOR order (length first): "_", "key", "event"/"events".
 _APPEND_PREFIX = b"\xa3" + dagcbor.encode("_") + dagcbor.encode("append") + dagcbor.encode("key")
 _EVENT = dagcbor.encode("event")
@@ -30,7 +18,7 @@ def append_cbor(key: str, body: bytes) -> bytes:
 
 def append_batch_cbor(key: str, bodies: list[bytes]) -> bytes:
     """{_: "append", key, events: [...]}: the v2 batched replay frame."""
-    return b"".join((_APPEND_PREFIX, dagcbor.encode(key), _EVENTS, cbor_head(4, len(bodies)), *bodies))
+    return b"".join((_APPEND_PREFIX, dagcbor.encode(key), _EVENTS, dagcbor.encode_head(4, len(bodies)), *bodies))
 
 
 def ws_frame(payload: bytes | str) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 from protocol import dagcbor
-from server.frames import cbor_head
 
 
 class RawEvents:
@@ -23,7 +22,7 @@ class RawEvents:
         return [dagcbor.decode(b) for b in self.bodies]
 
     def cbor(self) -> bytes:
-        return cbor_head(4, len(self.bodies)) + b"".join(self.bodies)
+        return dagcbor.encode_head(4, len(self.bodies)) + b"".join(self.bodies)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, RawEvents):

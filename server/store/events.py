@@ -67,14 +67,6 @@ def event_seq(conn: apsw.Connection, event_id: str) -> int | None:
     return None if row is None else row[0]
 
 
-def events_up_to(conn: apsw.Connection, session_id: str, upto_seq: int, limit: int) -> list[dict]:
-    """The last `limit` SessionEvents with seq <= upto_seq, ascending (a model's history)."""
-    rows = conn.execute(
-        "SELECT body FROM session_events WHERE session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT ?",
-        (session_id, upto_seq, limit)).fetchall()
-    return [codec.decode(body) for (body,) in reversed(rows)]
-
-
 def last_seq(conn: apsw.Connection, session_id: str) -> int:
     """The session's highest seq (0 when it has no events or does not exist)."""
     row = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
