@@ -8,13 +8,74 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._dagcbor_encode import encode
 from .dagcbor import DEFAULT_MAX_DEPTH, DEFAULT_MAX_SIZE, decode_canonical
 from .envelope import DEFAULT_WINDOW_MS, VerifiedEnvelope, verify_decoded
 from .errors import ProtocolError
 
-_ID_KEY = b"\x62id"
+# Canonical {id, envelope}: a2, "id", <uint>, "envelope", <envelope>. When a client sends it this
+# way (ours does), the envelope's own bytes are sliced out and verified on the fast path.
+_ID_KEY = b"\xa2\x62id"
 _ENVELOPE_KEY = b"\x68envelope"
+
+
+def _uint(frame: bytes, pos: int) -> tuple[int, int] | None:
+    if pos >= len(frame):
+        return None
+    head = frame[pos]
+    if head >> 5 != 0:
+        return None
+    info = head & 0x1F
+    if info < 24:
+        return info, pos + 1
+    width = {24: 1, 25: 2, 26: 4, 27: 8}.get(info)
+    if width is None or pos + 1 + width > len(frame):
+        return None
+    value = int.from_bytes(frame[pos + 1:pos + 1 + width], "big")
+    if value < (24 if width == 1 else 1 << (4 * width)):  # must be minimal
+        return None
+    return value, pos + 1 + width
+
+
+def split_request(frame: bytes) -> tuple[int, bytes] | None:
+    """(id, envelope bytes) for a canonical request frame, else None (then `decode_v2_request` reads it whole)."""
+    if not frame.startswith(_ID_KEY):
+        return None
+    parsed = _uint(frame, 4)
+    if parsed is None:
+        return None
+    req_id, pos = parsed
+    if frame[pos:pos + 9] != _ENVELOPE_KEY:
+        return None
+    return req_id, frame[pos + 9:]
+
+
+# In a canonical envelope the action map follows `sig` and `type` at a fixed offset, and its
+# first key is normally "_" (keys sort by length, then bytewise).
+_ACTION_AT = 1 + 4 + 2 + 64 + 5 + 13 + 7   # a5, "sig", 58 40 + sig, "type", "AgentsAction", "action"
+
+
+def peek_action_name(envelope: bytes) -> str | None:
+    """The action name of a canonical envelope, read from its bytes without decoding; None when
+    it cannot be read that way. Only a scheduling hint: the envelope is verified as usual."""
+    pos = _ACTION_AT
+    if len(envelope) < pos + 4 or envelope[pos] & 0xE0 != 0xA0 or envelope[pos + 1:pos + 3] != b"\x61_":
+        return None
+    head = envelope[pos + 3]
+    if head & 0xE0 != 0x60 or head & 0x1F >= 24:
+        return None
+    start = pos + 4
+    try:
+        return envelope[start:start + (head & 0x1F)].decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def peek_id(frame: bytes) -> int | None:
+    """The id of a frame that starts the canonical way (`{id, ...}`), without decoding it."""
+    if not frame.startswith(_ID_KEY):
+        return None
+    parsed = _uint(frame, 4)
+    return None if parsed is None else parsed[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +108,9 @@ def decode_v2_request(
         raise ProtocolError(400, "a v2 client frame needs 'id', a non-negative integer")
     envelope_bytes = None
     if canonical and len(value) == 2 and "envelope" in value:
-        # Canonical {id, envelope}: a2, "id", <id>, "envelope", then the envelope to the end.
-        start = 1 + len(_ID_KEY) + len(encode(request_id))
-        if frame[start:start + len(_ENVELOPE_KEY)] == _ENVELOPE_KEY:
-            envelope_bytes = bytes(frame[start + len(_ENVELOPE_KEY):])
+        split = split_request(bytes(frame))
+        if split is not None:
+            envelope_bytes = split[1]
     return V2Request(request_id, value, envelope_bytes)
 
 

@@ -7,13 +7,14 @@ import logging
 
 from protocol import dagcbor
 from protocol.errors import ProtocolError
+from protocol.v2 import decode_v2_request, peek_action_name, peek_id, split_request
 from server import jsonwire
 from server.dispatch import Outcome, error, execute
 from server.frames import Outgoing
 from server.outbound import Outbound
 from server.ratelimit import TokenBucket
 from server.subscriptions import SessionSubscription, Subscription
-from server.v2frames import parse_request, peek_action_name, peek_id, request_id, response_frame, split_request
+from server.v2frames import response_frame
 from server.wire_values import encode_value
 
 log = logging.getLogger("seed_agents.connection")
@@ -180,21 +181,19 @@ class Connection:
             return
         else:
             try:
-                value = parse_request(message, max_size=limits.max_frame, max_depth=limits.max_depth)
-            except ProtocolError as exc:
+                # One more level than an envelope may have: the {id, ...} map around it.
+                request = decode_v2_request(message, max_size=limits.max_frame, max_depth=limits.max_depth + 1)
+            except ProtocolError as exc:   # no usable id: nobody to answer but the socket
                 self.send_value({"_": "error", "status": exc.status, "message": exc.message})
                 return
-            req_id = request_id(value)
-            if req_id is None:
-                self.send_value({"_": "error", "status": 400, "message": "a v2 request needs an unsigned integer id"})
+            req_id = request.id
+            if request.kind == "Unsubscribe":
+                self._unsubscribe(req_id, request.message.get("key"))
                 return
-            if value.get("_") == "Unsubscribe":
-                self._unsubscribe(req_id, value.get("key"))
-                return
-            if "envelope" not in value:
+            if "envelope" not in request.message:
                 self.send_response(req_id, error(400, "a v2 request is {id, envelope} or {id, _: 'Unsubscribe', key}"))
                 return
-            envelope = value["envelope"]
+            envelope = request.message["envelope"]
         if type(envelope) is bytes and peek_action_name(envelope) in INLINE_ACTIONS:
             # A read that never waits (Get*/List*): answered right here, without the cost of a
             # task per request. Anything else runs as its own task, concurrently.
