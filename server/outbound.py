@@ -121,26 +121,20 @@ class Outbound:
                 if data is _CLOSE:
                     await ws.close(key, seq)
                     return
-                if not queue or queue[0][0] is _CLOSE or not hasattr(ws, "send_frames"):
+                # Everything queued (up to a bound, and up to a close marker) goes out in one
+                # write. send_frames writes before its first await (it then waits for the buffer
+                # to drain), so from here on these frames precede any close frame.
+                batch, sent = [data], len(data)
+                if seq:
+                    self.last_sent[key] = seq
+                while queue and len(batch) < _BATCH_FRAMES and sent < _BATCH_BYTES \
+                        and queue[0][0] is not _CLOSE:
+                    data, key, seq = queue.popleft()
+                    batch.append(data)
+                    sent += len(data)
                     if seq:
-                        # send() writes the frame before its first await (it then waits for the
-                        # buffer to drain): from here on the frame precedes any close frame.
                         self.last_sent[key] = seq
-                    await ws.send(data)
-                    sent = len(data)
-                else:
-                    # A burst: everything queued (up to a bound) goes out in one write.
-                    batch, sent = [data], len(data)
-                    if seq:
-                        self.last_sent[key] = seq
-                    while queue and len(batch) < _BATCH_FRAMES and sent < _BATCH_BYTES \
-                            and queue[0][0] is not _CLOSE:
-                        data, key, seq = queue.popleft()
-                        batch.append(data)
-                        sent += len(data)
-                        if seq:
-                            self.last_sent[key] = seq
-                    await ws.send_frames(batch)
+                await ws.send_frames(batch)
                 self._bytes -= sent
                 if self._bytes <= self.low_water:
                     self._room.set()
