@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from protocol import dagcbor
 from server.frames import Outgoing, append_batch_cbor
 from server.store import agents as agents_q
+from server.store import codec
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
@@ -80,7 +80,7 @@ class SessionSubscription(Subscription):
         app = self.conn.app
         rows = app.db.read(events_q.event_bodies_after, self.session_id, self.last_seq, upto - self.last_seq)
         for seq, body in rows:
-            event = dagcbor.decode(bytes(body)) if not self.conn.v2 else None
+            event = codec.decode(body) if not self.conn.v2 else None
             self.conn.send_event(Outgoing(self.key, {"_": "append", "key": self.key, "event": event},
                                           seq=seq, body=bytes(body)))
             self.last_seq = seq
@@ -120,6 +120,6 @@ class SessionSubscription(Subscription):
             conn.outbound.put(frame, key, last, bounded=False)
         else:
             for seq, body in rows:
-                event = dagcbor.decode(bytes(body))
+                event = codec.decode(body)
                 out = Outgoing(key, {"_": "append", "key": key, "event": event}, seq=seq)
                 conn.outbound.put(out.json(), key, seq, bounded=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from protocol import dagcbor
+from server.store import codec
 
 
 class RawEvents:
@@ -19,7 +20,7 @@ class RawEvents:
         return len(self.bodies)
 
     def decoded(self) -> list:
-        return [dagcbor.decode(b) for b in self.bodies]
+        return [codec.decode(b) for b in self.bodies]
 
     def cbor(self) -> bytes:
         return dagcbor.encode_head(4, len(self.bodies)) + b"".join(self.bodies)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from protocol import dagcbor
 from protocol.errors import ProtocolError
+from server.store import codec
 from server.store import idempotency as idem_q
 
 
@@ -25,7 +25,7 @@ def once(conn, account_id: str, action: str, client_id: str | None, fingerprint:
         prior_fp, prior_response = prior
         if bytes(prior_fp) != fingerprint:
             raise ProtocolError(409, f"{action} id {client_id!r} was already used with a different request")
-        return dagcbor.decode(bytes(prior_response)), []
+        return codec.decode(prior_response), []
     response, to_publish = effect(conn)
-    idem_q.idem_put(conn, account_id, action, client_id, fingerprint, dagcbor.encode(response), now)
+    idem_q.idem_put(conn, account_id, action, client_id, fingerprint, codec.encode(response), now)
     return response, to_publish
