@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 import uuid
@@ -16,9 +15,6 @@ from server.replay_guard import ReplayGuard
 from server.store import signatures as sig_q
 from server.store.database import Database
 from server.store.secrets import SecretBox, load_secrets_key
-
-log = logging.getLogger("seed_agents")
-
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000

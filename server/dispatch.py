@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from protocol.actions import READ_ACTIONS, parse_action
 from protocol.envelope import VerifiedEnvelope, verify_envelope
 from protocol.errors import ProtocolError
+from protocol.events import error_response as error
 from server.handlers import HANDLERS
 from server.store.errors import InvalidCursor, NotFound
 
@@ -27,11 +28,7 @@ class Outcome:
     action: object | None = None
 
 
-def error(status: int, message: str) -> dict:
-    return {"_": "Error", "status": status, "message": message}
-
-
-def _verify_failure_reason(status: int, message: str) -> str:
+def _verify_failure_reason(status: int) -> str:
     return {400: "malformed", 401: "signature_or_clock", 413: "too_large"}.get(status, str(status))
 
 
@@ -53,7 +50,7 @@ async def execute(app, conn, envelope) -> Outcome:
             env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
                                   max_size=limits.max_frame, max_depth=limits.max_depth)
         except ProtocolError as exc:
-            app.metrics.verify_failures.labels(_verify_failure_reason(exc.status, exc.message)).inc()
+            app.metrics.verify_failures.labels(_verify_failure_reason(exc.status)).inc()
             raise
         name = env.name if env.name in HANDLERS else "unknown"
         # Step 5: the signer acts for the account, or is registered for it.
