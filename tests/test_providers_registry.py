@@ -135,3 +135,10 @@ def test_provider_error_scrubs_the_secret():
     err = ProviderError(f"bad header Bearer {KEY} (again: {KEY})", secret=KEY)
     assert KEY not in err.message and KEY not in str(err) and KEY not in repr(err)
     assert err.message == "bad header Bearer [redacted] (again: [redacted])"
+
+
+@pytest.mark.parametrize("key", ["sk-ключ", "sk-a\nb", "sk-\x00"])
+async def test_keys_a_header_cannot_carry_are_refused_clearly(client, key):
+    with pytest.raises(ProviderError, match="printable ASCII") as info:
+        make_provider(ProviderSpec("anthropic", api_key=key), client)
+    assert key not in info.value.message

@@ -82,6 +82,9 @@ def check_spec(spec: ProviderSpec, settings: ProviderSettings = ProviderSettings
         return
     if spec.type in KEY_REQUIRED and not (spec.api_key and spec.api_key.strip()):
         raise ProviderError(f"provider {spec.type} needs an API key (secretRefs.apiKey)")
+    if spec.api_key and not _header_safe(spec.api_key.strip()):
+        raise ProviderError(f"provider {spec.type}: the API key has characters an HTTP header "
+                            "cannot carry (only printable ASCII)")
     base_url = resolved_base_url(spec, settings)
     if base_url is None:
         raise ProviderError(f"provider {spec.type} needs a base URL (baseUrl)")
@@ -95,6 +98,10 @@ def check_spec(spec: ProviderSpec, settings: ProviderSettings = ProviderSettings
             f"got {display_url(base_url)!r}",
             secret=spec.api_key,
         )
+
+
+def _header_safe(value: str) -> bool:
+    return all(" " <= ch <= "~" for ch in value)
 
 
 def make_provider(
