@@ -119,6 +119,7 @@ def test_base_url_must_be_http_with_a_host(url):
 
 def test_spec_repr_hides_the_key():
     assert KEY not in repr(ProviderSpec("openai", api_key=KEY))
+    assert KEY not in repr(ProviderSpec("custom", base_url=f"http://u:{KEY}@h/v1?key={KEY}"))
 
 
 def test_usage_wire_shape():

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .redact import REDACTED, scrub
+from .redact import REDACTED, display_url, scrub
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,9 @@ class ProviderSpec:
     def __repr__(self) -> str:
         # The key must not leak through logs of the spec either.
         key = REDACTED if self.api_key else None
+        url = display_url(self.base_url) if self.base_url else None   # userinfo/query may hold keys
         return (
-            f"ProviderSpec(type={self.type!r}, base_url={self.base_url!r}, "
+            f"ProviderSpec(type={self.type!r}, base_url={url!r}, "
             f"api_key={key!r}, model_defaults={self.model_defaults!r})"
         )
 

@@ -40,6 +40,8 @@ _ERROR_BODY_LIMIT = 8192
 _DRAIN_AFTER_END = 0.5
 # A model list bigger than this many pages is cut there (Google pages 1000 models at most).
 MAX_MODEL_PAGES = 20
+# A model list body larger than this is refused (OpenRouter's, the largest, is about 1 MiB).
+MAX_LIST_BODY = 8 << 20
 
 STATUS_PHRASES = {
     400: "the provider refused the request",
@@ -228,23 +230,36 @@ class HttpProvider:
 
     async def _get_json(self, url: str, headers: dict[str, str], what: str,
                         params: dict | None = None) -> dict:
+        """GET a JSON object, whole request within the first-token timeout, body bounded."""
         timeout = self._first_token_timeout
+        request = self._client.build_request("GET", url, headers=headers, params=params,
+                                             timeout=httpx.Timeout(None))
+        response: httpx.Response | None = None
         try:
             async with asyncio.timeout(timeout):
-                response = await self._client.get(url, headers=headers, params=params,
-                                                  timeout=httpx.Timeout(None))
+                response = await self._client.send(request, stream=True)
+                if not response.is_success:
+                    raise await self._status_error(response, what)
+                raw = bytearray()
+                async for part in response.aiter_bytes():
+                    raw += part
+                    if len(raw) > MAX_LIST_BODY:
+                        raise self._error(f"answered {what} with more than "
+                                          f"{MAX_LIST_BODY >> 20} MiB")
         except TimeoutError:
             raise self._error(f"no answer within {_seconds(timeout)}") from None
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, started=False) from None
-        if not response.is_success:
-            raise await self._status_error(response, what)
+        finally:
+            if response is not None:
+                await response.aclose()
         try:
-            value = response.json()
+            value = json.loads(raw)
         except ValueError:
             value = None
         if not isinstance(value, dict):
-            self._log_remote(f"not a JSON object from {what}", response.text[:_ERROR_BODY_LIMIT])
+            self._log_remote(f"not a JSON object from {what}",
+                             bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", "replace"))
             raise self._error(f"answered {what} with something other than a JSON object")
         return value
 
