@@ -119,7 +119,6 @@ _BEFORE = "0194a68"   # the last commit whose OpenAI-compatible provider parsed 
 
 def _old_provider_class():
     """That provider, loaded from git, so the before/after is measured in one run."""
-    import importlib.util
     import types
 
     source = subprocess.run(["git", "show", f"{_BEFORE}:server/providers/openai_compat.py"],

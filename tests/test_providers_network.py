@@ -86,12 +86,13 @@ async def test_the_loopback_policy_allows_the_same_server():
         assert fake.connections >= 1
 
 
-async def test_every_new_connection_is_checked(monkeypatch):
+async def test_every_new_connection_of_one_client_is_checked(monkeypatch):
     # DNS rebinding: a name that first resolves to an allowed address and then to a refused one.
-    # The second connection (the first was closed) must be refused.
+    # While the first connection is busy, the same client (one pool) needs a second connection
+    # for the same host: it is resolved and checked again, and refused.
     import server.providers.network as network
 
-    async with FakeOpenAI(Script(chunks=["ok"])) as fake:
+    async with FakeOpenAI(Script(chunks=["a", "b"], chunk_delay=0.3)) as fake:
         answers = iter([[ip("127.0.0.1")], [ip("169.254.169.254")]])
 
         async def resolve(host, port):
@@ -99,11 +100,14 @@ async def test_every_new_connection_is_checked(monkeypatch):
 
         monkeypatch.setattr(network, "_resolve", resolve)
         async with provider_client(NetworkPolicy.parse("loopback")) as client:
-            assert await _reply(client, f"http://rebind.test:{fake.port}/v1") == "ok"
-            await client.aclose()
-        async with provider_client(NetworkPolicy.parse("loopback")) as client:
+            spec = ProviderSpec("custom", base_url=f"http://rebind.test:{fake.port}/v1")
+            p = OpenAICompatProvider(spec, client, first_token_timeout=5, idle_timeout=5)
+            first = p.stream("m", [ChatMessage("user", "hi")])
+            assert await anext(first) == TextDelta("a")   # its connection is in use
             with pytest.raises(ProviderError, match="outside the networks"):
                 await _reply(client, f"http://rebind.test:{fake.port}/v1")
+            await first.aclose()
+        assert fake.connections == 1
 
 
 async def test_httpx_request_lines_are_quiet_and_redacted(caplog):
