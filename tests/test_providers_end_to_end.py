@@ -218,6 +218,7 @@ async def test_an_exposed_server_refuses_loopback_providers(tmp_path, logs):
             _, error = await turn(c, kp, sid)
             assert error["type"] == "error" and "--provider-networks" in error["message"]
             assert fake.connections == 0   # nothing ever reached the internal address
+            assert "refused by the network policy: 127.0.0.1 resolves only to" in logs.text
             await c.close()
     finally:
         await running.stop()

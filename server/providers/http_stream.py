@@ -315,6 +315,7 @@ def _causes(exc: BaseException):
 def _connect_failure(exc: httpx.ConnectError) -> str:
     for cause in _causes(exc):
         if isinstance(cause, NetworkRefused):
+            log.warning("provider connection refused by the network policy: %s", cause)
             return ("the address is outside the networks this server lets providers reach "
                     "(operator setting --provider-networks)")
         if isinstance(cause, ConnectionRefusedError):
