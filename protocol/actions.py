@@ -33,9 +33,9 @@ MAX_URL = 2_000
 MIN_LIMIT, MAX_LIMIT = 1, 10_000
 
 PROVIDER_TYPES = frozenset(
-    {"echo", "openai", "openrouter", "deepseek", "groq", "xai", "ollama", "custom"}
+    {"echo", "openai", "openrouter", "deepseek", "groq", "xai", "ollama", "custom", "anthropic",
+     "google"}
 )
-UNSUPPORTED_PROVIDER_TYPES = frozenset({"anthropic", "google"})
 SUBSCRIPTION_KINDS = ("account", "agents", "sessions", "runs")
 _SUBSCRIPTION_KEY = re.compile(r"(account|agents|sessions|runs)/([^/\s]+)")
 
@@ -137,6 +137,13 @@ class SetModelProvider:
 
 
 @dataclass(frozen=True)
+class ListProviderModels:
+    ts: int
+    provider: str  # a provider name of the account (or of agentId's owner); 'echo' is built in
+    agent_id: str | None = None
+
+
+@dataclass(frozen=True)
 class ListModelProviders:
     ts: int
 
@@ -223,7 +230,8 @@ class Subscribe:
     after_seq: int | None = None
 
 
-Action = (RegisterSigner | SetSecret | SetModelProvider | ListModelProviders | CreateAgent
+Action = (RegisterSigner | SetSecret | SetModelProvider | ListModelProviders | ListProviderModels
+          | CreateAgent
           | GetAgent | ListAgents | CreateSession | ListSessions | GetSession | MessageSession
           | StopSession | Subscribe)
 
@@ -255,9 +263,6 @@ def _provider(f: _Fields) -> ProviderConfig:
     raw = f.mapping("provider")
     p = _Fields(raw, f"{f.name}.provider")
     kind = p.text("type", MAX_NAME)
-    if kind in UNSUPPORTED_PROVIDER_TYPES:
-        raise p.fail("type", f"{kind!r} is not supported yet; use one of "
-                             f"{', '.join(sorted(PROVIDER_TYPES))}")
     if kind not in PROVIDER_TYPES:
         raise p.fail("type", f"must be one of {', '.join(sorted(PROVIDER_TYPES))}, got {kind!r}")
     base_url = p.text("baseUrl", MAX_URL, required=kind == "custom")
@@ -277,6 +282,11 @@ def _set_model_provider(f: _Fields, ts: int) -> SetModelProvider:
     name = f.text("name", MAX_NAME)
     config = _provider(f)
     return SetModelProvider(ts, name, f.action["provider"], config)
+
+
+def _list_provider_models(f: _Fields, ts: int) -> ListProviderModels:
+    return ListProviderModels(ts, f.text("provider", MAX_NAME),
+                              f.text("agentId", MAX_ID, required=False))
 
 
 def _create_agent(f: _Fields, ts: int) -> CreateAgent:
@@ -388,6 +398,7 @@ _PARSERS = {
     "SetSecret": _set_secret,
     "SetModelProvider": _set_model_provider,
     "ListModelProviders": _no_fields(ListModelProviders),
+    "ListProviderModels": _list_provider_models,
     "CreateAgent": _create_agent,
     "GetAgent": _get_agent,
     "ListAgents": _no_fields(ListAgents),

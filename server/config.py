@@ -33,7 +33,13 @@ class Config:
     ping_timeout: float = 20.0
     shutdown_timeout: float = 10.0
     slow_close_timeout: float = 35.0  # contract: wait at least 30 s for the closing handshake
+    # Providers (docs/operations.md "Providers"): timeouts, where provider URLs may connect
+    # ("" = by listen address: loopback servers add loopback and private networks), and
+    # whether hosted types may use a stored baseUrl instead of their public endpoint.
     provider_first_token_timeout: float = 60.0
+    provider_idle_timeout: float = 60.0
+    provider_networks: str = ""
+    allow_provider_base_url: bool = False
     log_level: str = "INFO"
     limits: Limits = None  # type: ignore[assignment]
 
@@ -51,6 +57,30 @@ _SETTINGS = [
     ("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", int),
     ("--ping-interval", "PING_INTERVAL", "ping_interval", float),
     ("--log-level", "LOG_LEVEL", "log_level", str),
+]
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _provider_networks(text: str) -> str:
+    from server.providers.network import check_networks_value  # only when the setting is given
+    return check_networks_value(text)
+
+
+_boolean.__name__ = "boolean (true/false)"
+_provider_networks.__name__ = "network list (public, loopback, private, link-local, any, CIDRs)"
+_SETTINGS += [
+    ("--provider-first-token-timeout", "PROVIDER_FIRST_TOKEN_TIMEOUT", "provider_first_token_timeout", float),
+    ("--provider-idle-timeout", "PROVIDER_IDLE_TIMEOUT", "provider_idle_timeout", float),
+    ("--provider-networks", "PROVIDER_NETWORKS", "provider_networks", _provider_networks),
+    ("--allow-provider-base-url", "ALLOW_PROVIDER_BASE_URL", "allow_provider_base_url", _boolean),
 ]
 _LIMIT_SETTINGS = [
     ("--max-frame-bytes", "MAX_FRAME_BYTES", "max_frame", int),

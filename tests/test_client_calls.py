@@ -90,7 +90,7 @@ async def test_errors_raise_agents_error_with_the_contract_status(server):
             await client.get_agent(str(uuid.uuid4()))
         assert missing.value.status == 404 and "not found" in missing.value.message
         with pytest.raises(AgentsError) as refused:
-            await client.set_model_provider("claude", {"type": "anthropic"})
+            await client.set_model_provider("claude", {"type": "bedrock"})
         assert refused.value.status == 400
         with pytest.raises(AgentsError) as unknown:
             await client.call({"_": "NoSuchAction"})

@@ -37,8 +37,8 @@ def test_action_names_and_reads():
     assert A.ACTION_NAMES == {
         "RegisterSigner", "SetSecret", "SetModelProvider", "ListModelProviders", "CreateAgent",
         "GetAgent", "ListAgents", "CreateSession", "ListSessions", "GetSession",
-        "MessageSession", "StopSession", "Subscribe"}
-    assert READ_ACTIONS == {"ListModelProviders", "GetAgent", "ListAgents", "ListSessions",
+        "MessageSession", "StopSession", "Subscribe", "ListProviderModels"}
+    assert READ_ACTIONS == {"ListModelProviders", "ListProviderModels", "GetAgent", "ListAgents", "ListSessions",
                             "GetSession", "Subscribe"}
 
 
@@ -90,11 +90,20 @@ def test_set_model_provider_fields():
                                              {"temperature": 0.2})
     ok = {"type": "ollama", "baseUrl": "http://127.0.0.1:11434/v1"}
     assert parse_action(act("SetModelProvider", name="p", provider=ok)).config.base_url
+    for native in ("anthropic", "google"):
+        native_config = {"type": native, "secretRefs": {"apiKey": "k"}}
+        assert parse_action(act("SetModelProvider", name="p", provider=native_config)).config.type == native
+
+
+def test_list_provider_models():
+    parsed = parse_action(act("ListProviderModels", provider="main", agentId="a1"))
+    assert parsed == A.ListProviderModels(TS, "main", "a1")
+    assert parse_action(act("ListProviderModels", provider="echo")).agent_id is None
+    with pytest.raises(ProtocolError, match="ListProviderModels.provider is required"):
+        parse_action(act("ListProviderModels"))
 
 
 @pytest.mark.parametrize("provider, fragments", [
-    ({"type": "anthropic"}, ("provider.type", "not supported yet")),
-    ({"type": "google"}, ("not supported yet",)),
     ({"type": "bard"}, ("provider.type", "one of")),
     ({}, ("provider.type", "required")),
     ({"type": "custom"}, ("provider.baseUrl", "required")),

@@ -4,15 +4,22 @@ import httpx
 import pytest
 
 from server.providers.base import ProviderError, ProviderSpec, Usage
+from protocol.actions import PROVIDER_TYPES
+from server.providers.anthropic import AnthropicProvider
 from server.providers.echo import EchoProvider
+from server.providers.google import GoogleProvider
 from server.providers.openai_compat import OpenAICompatProvider
 from server.providers.registry import (
     DEFAULT_BASE_URLS,
+    HOSTED_TYPES,
     KEY_REQUIRED,
     SUPPORTED_TYPES,
+    ProviderSettings,
     check_spec,
     make_provider,
 )
+
+OVERRIDES = ProviderSettings(allow_base_url=True)
 
 KEY = "sk-registry-SEKRIT-91b2"
 
@@ -30,10 +37,14 @@ def test_default_base_urls():
         "deepseek": "https://api.deepseek.com/v1",
         "groq": "https://api.groq.com/openai/v1",
         "xai": "https://api.x.ai/v1",
+        "anthropic": "https://api.anthropic.com",
+        "google": "https://generativelanguage.googleapis.com",
         "ollama": "http://localhost:11434/v1",
     }
-    assert KEY_REQUIRED == {"openai", "openrouter", "deepseek", "groq", "xai"}
-    assert SUPPORTED_TYPES == {"echo", "custom", *DEFAULT_BASE_URLS}
+    assert KEY_REQUIRED == HOSTED_TYPES == {
+        "openai", "openrouter", "deepseek", "groq", "xai", "anthropic", "google"}
+    # One list of types: the protocol's.
+    assert SUPPORTED_TYPES == {"echo", "custom", *DEFAULT_BASE_URLS} == PROVIDER_TYPES
 
 
 async def test_echo_needs_nothing(client):
@@ -47,14 +58,39 @@ async def test_hosted_types_need_a_key(client, type_, key):
         make_provider(ProviderSpec(type_, api_key=key), client)
 
 
-@pytest.mark.parametrize("type_", sorted(DEFAULT_BASE_URLS))
-async def test_default_base_url_is_used_and_base_url_overrides_it(client, type_):
+OPENAI_STYLE = sorted(set(DEFAULT_BASE_URLS) - {"anthropic", "google"})
+
+
+@pytest.mark.parametrize("type_", OPENAI_STYLE)
+async def test_default_base_url_is_used(client, type_):
     p = make_provider(ProviderSpec(type_, api_key=KEY), client)
     assert isinstance(p, OpenAICompatProvider)
     assert p.name == type_
     assert p.url == DEFAULT_BASE_URLS[type_] + "/chat/completions"
-    p = make_provider(ProviderSpec(type_, base_url="http://127.0.0.1:9/x", api_key=KEY), client)
+
+
+@pytest.mark.parametrize("type_", sorted(HOSTED_TYPES))
+async def test_hosted_types_ignore_a_stored_base_url_unless_the_operator_allows_it(client, type_):
+    # Issue 12 finding 4: the stored key must not follow a URL the account chose.
+    spec = ProviderSpec(type_, base_url="http://127.0.0.1:9/x", api_key=KEY)
+    assert make_provider(spec, client).base_url == DEFAULT_BASE_URLS[type_].rstrip("/")
+    assert make_provider(spec, client, OVERRIDES).base_url == "http://127.0.0.1:9/x"
+
+
+@pytest.mark.parametrize("type_", ["ollama", "custom"])
+async def test_ollama_and_custom_take_their_base_url(client, type_):
+    p = make_provider(ProviderSpec(type_, base_url="http://127.0.0.1:9/x"), client)
     assert p.url == "http://127.0.0.1:9/x/chat/completions"
+
+
+async def test_native_types(client):
+    p = make_provider(ProviderSpec("anthropic", api_key=KEY), client)
+    assert isinstance(p, AnthropicProvider) and p.url == "https://api.anthropic.com/v1/messages"
+    p = make_provider(ProviderSpec("google", api_key=KEY), client)
+    assert isinstance(p, GoogleProvider)
+    assert p.url_for("models/gemini-x") == (
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-x"
+        ":streamGenerateContent?alt=sse")
 
 
 async def test_ollama_key_is_optional(client):
@@ -68,7 +104,7 @@ async def test_custom_needs_a_base_url_but_no_key(client):
     assert p.name == "custom"
 
 
-@pytest.mark.parametrize("type_", ["anthropic", "google", "", "OpenAI"])
+@pytest.mark.parametrize("type_", ["bedrock", "", "OpenAI"])
 async def test_unsupported_types_are_refused(client, type_):
     with pytest.raises(ProviderError, match="not supported"):
         make_provider(ProviderSpec(type_, api_key=KEY), client)
@@ -83,6 +119,7 @@ def test_base_url_must_be_http_with_a_host(url):
 
 def test_spec_repr_hides_the_key():
     assert KEY not in repr(ProviderSpec("openai", api_key=KEY))
+    assert KEY not in repr(ProviderSpec("custom", base_url=f"http://u:{KEY}@h/v1?key={KEY}"))
 
 
 def test_usage_wire_shape():
@@ -99,3 +136,10 @@ def test_provider_error_scrubs_the_secret():
     err = ProviderError(f"bad header Bearer {KEY} (again: {KEY})", secret=KEY)
     assert KEY not in err.message and KEY not in str(err) and KEY not in repr(err)
     assert err.message == "bad header Bearer [redacted] (again: [redacted])"
+
+
+@pytest.mark.parametrize("key", ["sk-ключ", "sk-a\nb", "sk-\x00"])
+async def test_keys_a_header_cannot_carry_are_refused_clearly(client, key):
+    with pytest.raises(ProviderError, match="printable ASCII") as info:
+        make_provider(ProviderSpec("anthropic", api_key=key), client)
+    assert key not in info.value.message

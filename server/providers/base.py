@@ -7,11 +7,11 @@ whose message a person can act on and that never carries the API key.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-REDACTED = "[redacted]"
+from .redact import REDACTED, display_url, scrub
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,9 @@ class ProviderSpec:
     def __repr__(self) -> str:
         # The key must not leak through logs of the spec either.
         key = REDACTED if self.api_key else None
+        url = display_url(self.base_url) if self.base_url else None   # userinfo/query may hold keys
         return (
-            f"ProviderSpec(type={self.type!r}, base_url={self.base_url!r}, "
+            f"ProviderSpec(type={self.type!r}, base_url={url!r}, "
             f"api_key={key!r}, model_defaults={self.model_defaults!r})"
         )
 
@@ -60,14 +61,6 @@ class Usage:
         }
 
 
-def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """Replace every occurrence of each non-empty secret in `text` with a marker."""
-    # Longest first, so a secret that contains a shorter one is removed whole.
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return text
-
-
 class ProviderError(Exception):
     """A provider call failed; `message` says what failed, in words a person can act on.
 
@@ -87,6 +80,19 @@ class ProviderError(Exception):
         super().__init__(self.message)
 
 
+class ProviderNotFound(ProviderError):
+    """The account has no provider of that name (a 404 where an action names it)."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: str
+    name: str
+
+    def to_wire(self) -> dict:
+        return {"id": self.id, "name": self.name}
+
+
 @runtime_checkable
 class Provider(Protocol):
     """A model backend. `name` is the provider type, reported as `meta.provider`."""
@@ -95,4 +101,8 @@ class Provider(Protocol):
 
     def stream(self, model: str, messages: list[ChatMessage]) -> AsyncIterator[TextDelta | Usage]:
         """Yield the reply as TextDelta in order, then at most one Usage; raise ProviderError."""
+        ...
+
+    async def list_models(self) -> list[ModelInfo]:
+        """The provider's own model list; raise ProviderError."""
         ...

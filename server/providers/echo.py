@@ -15,7 +15,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 
-from .base import ChatMessage, TextDelta, Usage
+from .base import ChatMessage, ModelInfo, TextDelta, Usage
 
 PREFIX = "echo: "
 
@@ -62,3 +62,6 @@ class EchoProvider:
         prompt_words = sum(_word_count(m.content) for m in messages)
         reply_words = _word_count(reply)
         yield Usage(input=prompt_words, output=reply_words, total=prompt_words + reply_words)
+
+    async def list_models(self) -> list[ModelInfo]:
+        return [ModelInfo("echo", "echo")]   # any name works; this is the one to offer

@@ -1,17 +1,26 @@
 """Which provider types exist, what each needs, and how a spec becomes a provider.
 
-The OpenAI-compatible types are those the Seed desktop offers (CONTRACT section 4); they differ
-only in the default base URL and whether an API key is required. `anthropic` and `google` are
-not supported yet and are refused like any unknown type.
+The type list is the protocol's (`protocol.actions.PROVIDER_TYPES`), kept once. The hosted types
+talk to their public endpoint: a `baseUrl` stored with one of them is ignored unless the operator
+allows overrides (`--allow-provider-base-url`), so a stored API key never goes to a host an
+account chose (CONTRACT section 4, issue 12 finding 4). `ollama` and `custom` take `baseUrl`;
+where any URL may connect is the network policy's business (network.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import httpx
 
+from protocol.actions import PROVIDER_TYPES
+
+from .anthropic import AnthropicProvider
 from .base import Provider, ProviderError, ProviderSpec
 from .echo import EchoProvider
+from .google import GoogleProvider
 from .openai_compat import OpenAICompatProvider
+from .redact import display_url
 
 DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
@@ -19,19 +28,51 @@ DEFAULT_BASE_URLS: dict[str, str] = {
     "deepseek": "https://api.deepseek.com/v1",
     "groq": "https://api.groq.com/openai/v1",
     "xai": "https://api.x.ai/v1",
+    "anthropic": "https://api.anthropic.com",
+    "google": "https://generativelanguage.googleapis.com",
     "ollama": "http://localhost:11434/v1",
 }
 
-# Hosted services reject anonymous calls, so a missing key is caught when the provider is
-# configured rather than on the first message. Ollama and custom servers may run without one.
-KEY_REQUIRED: frozenset[str] = frozenset({"openai", "openrouter", "deepseek", "groq", "xai"})
+# Hosted services: a public endpoint and a key. A missing key is caught when the provider is
+# built rather than by a 401 on the first message. Ollama and custom servers may run without one.
+HOSTED_TYPES: frozenset[str] = frozenset(
+    {"openai", "openrouter", "deepseek", "groq", "xai", "anthropic", "google"})
+KEY_REQUIRED = HOSTED_TYPES
 
-OPENAI_COMPAT_TYPES: frozenset[str] = frozenset({*DEFAULT_BASE_URLS, "custom"})
-SUPPORTED_TYPES: frozenset[str] = frozenset({"echo", *OPENAI_COMPAT_TYPES})
+OPENAI_COMPAT_TYPES: frozenset[str] = frozenset(
+    {"openai", "openrouter", "deepseek", "groq", "xai", "ollama", "custom"})
+NATIVE_TYPES = {"anthropic": AnthropicProvider, "google": GoogleProvider}
+SUPPORTED_TYPES: frozenset[str] = frozenset({"echo", *OPENAI_COMPAT_TYPES, *NATIVE_TYPES})
+assert SUPPORTED_TYPES == PROVIDER_TYPES, "the protocol and the registry disagree on types"
 
 
-def check_spec(spec: ProviderSpec) -> None:
-    """Raise ProviderError if `spec` cannot work; usable when a provider is configured."""
+@dataclass(frozen=True)
+class ProviderSettings:
+    """The operator's provider settings (server.config.Config) that shape every provider."""
+
+    first_token_timeout: float = 60.0
+    idle_timeout: float = 60.0
+    allow_base_url: bool = False   # hosted types may use a stored baseUrl
+
+    @classmethod
+    def from_config(cls, config) -> ProviderSettings:  # noqa: ANN001
+        return cls(
+            first_token_timeout=config.provider_first_token_timeout,
+            idle_timeout=config.provider_idle_timeout,
+            allow_base_url=config.allow_provider_base_url,
+        )
+
+
+def resolved_base_url(spec: ProviderSpec, settings: ProviderSettings = ProviderSettings()) -> str | None:
+    """The URL a spec talks to: the public one for hosted types (unless overrides are allowed),
+    else its own base_url, else the type's default."""
+    if spec.type in HOSTED_TYPES and not settings.allow_base_url:
+        return DEFAULT_BASE_URLS[spec.type]
+    return spec.base_url or DEFAULT_BASE_URLS.get(spec.type)
+
+
+def check_spec(spec: ProviderSpec, settings: ProviderSettings = ProviderSettings()) -> None:
+    """Raise ProviderError if `spec` cannot work."""
     if spec.type not in SUPPORTED_TYPES:
         supported = ", ".join(sorted(SUPPORTED_TYPES))
         raise ProviderError(
@@ -41,49 +82,45 @@ def check_spec(spec: ProviderSpec) -> None:
         return
     if spec.type in KEY_REQUIRED and not (spec.api_key and spec.api_key.strip()):
         raise ProviderError(f"provider {spec.type} needs an API key (secretRefs.apiKey)")
-    base_url = resolved_base_url(spec)
+    if spec.api_key and not _header_safe(spec.api_key.strip()):
+        raise ProviderError(f"provider {spec.type}: the API key has characters an HTTP header "
+                            "cannot carry (only printable ASCII)")
+    base_url = resolved_base_url(spec, settings)
     if base_url is None:
         raise ProviderError(f"provider {spec.type} needs a base URL (baseUrl)")
     try:
         url = httpx.URL(base_url)
-    except httpx.InvalidURL as exc:
-        raise ProviderError(
-            f"provider {spec.type} base URL is not a valid URL: {exc}", secret=spec.api_key
-        ) from None
+    except httpx.InvalidURL:
+        raise ProviderError(f"provider {spec.type} base URL is not a valid URL") from None
     if url.scheme not in ("http", "https") or not url.host:
         raise ProviderError(
             f"provider {spec.type} base URL must be an http:// or https:// URL with a host, "
-            f"got {base_url!r}",
+            f"got {display_url(base_url)!r}",
             secret=spec.api_key,
         )
 
 
-def resolved_base_url(spec: ProviderSpec) -> str | None:
-    """The URL a spec talks to: its own base_url, else the type's default."""
-    return spec.base_url or DEFAULT_BASE_URLS.get(spec.type)
+def _header_safe(value: str) -> bool:
+    return all(" " <= ch <= "~" for ch in value)
 
 
 def make_provider(
     spec: ProviderSpec,
     client: httpx.AsyncClient,
-    *,
-    first_token_timeout: float = 60.0,
-    idle_timeout: float = 60.0,
+    settings: ProviderSettings = ProviderSettings(),
 ) -> Provider:
     """Build the provider for `spec`, sharing `client` (its connection pool) across calls."""
-    check_spec(spec)
+    check_spec(spec, settings)
     if spec.type == "echo":
         return EchoProvider()
     # A key pasted with a trailing newline would make an invalid header; trim it.
     key = spec.api_key.strip() if spec.api_key else None
-    return OpenAICompatProvider(
-        ProviderSpec(
-            type=spec.type,
-            base_url=resolved_base_url(spec),
-            api_key=key or None,
-            model_defaults=spec.model_defaults,
-        ),
-        client,
-        first_token_timeout=first_token_timeout,
-        idle_timeout=idle_timeout,
+    resolved = ProviderSpec(
+        type=spec.type,
+        base_url=resolved_base_url(spec, settings),
+        api_key=key or None,
+        model_defaults=spec.model_defaults,
     )
+    cls = NATIVE_TYPES.get(spec.type, OpenAICompatProvider)
+    return cls(resolved, client, first_token_timeout=settings.first_token_timeout,
+               idle_timeout=settings.idle_timeout)

@@ -14,13 +14,12 @@ import time
 import httpx
 
 from server.app import new_id
-from server.handlers.secrets import read_secret
-from server.providers.base import ProviderError, ProviderSpec, TextDelta, Usage
-from server.providers.registry import make_provider
+from server.providers.base import ProviderError, TextDelta, Usage
+from server.handlers.provider_lookup import provider_for
+from server.providers.network import NetworkPolicy, provider_client
 from server.runtime.history import SessionHistory
 from server.store import agents as agents_q
 from server.store import events as events_q
-from server.store import providers as providers_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 
@@ -50,7 +49,8 @@ class Runtime:
         self.closing = False
 
     async def start(self) -> None:
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), trust_env=False)
+        config = self.app.config
+        self.http = provider_client(NetworkPolicy.for_server(config.provider_networks, config.host))
         now = self.app.now_ms()
 
         def recover(conn):
@@ -174,25 +174,9 @@ class Runtime:
         await self._finish(run, agent, provider_type, outcome, "".join(text_parts), usage, started)
 
     def _provider_for(self, agent: dict):
-        app = self.app
-        definition = agent["definition"]
-        name = definition.get("modelProvider", "echo")
-        row = app.db.read(providers_q.get_provider, agent["account"], name)
-        if row is None:
-            if name != "echo":
-                raise ProviderError(f"model provider {name!r} is not configured for this account")
-            row = {"config": {"type": "echo"}}
-        config = row["config"]
-        api_key = None
-        secret_name = (config.get("secretRefs") or {}).get("apiKey")
-        if secret_name:
-            raw = read_secret(app, agent["account"], secret_name)
-            if raw is None:
-                raise ProviderError(f"secret {secret_name!r} named by provider {name!r} is not set")
-            api_key = raw.decode("utf-8", "replace").strip()
-        spec = ProviderSpec(type=config["type"], base_url=config.get("baseUrl"), api_key=api_key,
-                            model_defaults=dict(config.get("modelDefaults") or {}))
-        return make_provider(spec, self.http), config["type"]
+        name = agent["definition"].get("modelProvider", "echo")
+        provider = provider_for(self.app, agent["account"], name)
+        return provider, provider.name
 
     def _history(self, session_id: str, definition: dict, user_event_id: str, *, include_context: bool):
         history = self.histories.pop(session_id, None)   # re-inserted below: most recent last

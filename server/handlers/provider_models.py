@@ -1,0 +1,30 @@
+"""ListProviderModels: the model list of one of the caller's providers, asked of the provider.
+
+An unknown provider name is 404; a provider that cannot be reached or answers with an error is
+502 carrying the provider error's message (status and a fixed phrase, never the remote body,
+never a stack trace); a provider that cannot be built from its stored config is 400.
+"""
+from __future__ import annotations
+
+from protocol.errors import ProtocolError
+from server.handlers import access
+from server.providers.base import ProviderError, ProviderNotFound
+from server.handlers.provider_lookup import provider_for
+
+
+async def list_provider_models(app, env, action) -> dict:
+    account = env.account_id
+    if action.agent_id is not None:
+        # The provider names of that agent's owner (another account's agent is 404).
+        account = app.db.read(access.own_agent, env.account_id, action.agent_id)["account"]
+    try:
+        provider = provider_for(app, account, action.provider)
+    except ProviderNotFound:
+        raise ProtocolError(404, f"model provider {action.provider!r} not found") from None
+    except ProviderError as exc:
+        raise ProtocolError(400, exc.message) from None
+    try:
+        models = await provider.list_models()
+    except ProviderError as exc:
+        raise ProtocolError(502, f"could not list models: {exc.message}") from None
+    return {"_": "ListProviderModelsResponse", "models": [m.to_wire() for m in models]}
