@@ -14,6 +14,7 @@ from server.ratelimit import RateLimiter
 from server.replay_guard import ReplayGuard
 from server.store import signatures as sig_q
 from server.store.database import Database
+from server.store.filemodes import make_private_dir, warn_if_wide
 from server.store.secrets import SecretBox, load_secrets_key
 
 def now_ms() -> int:
@@ -46,9 +47,10 @@ class App:
     async def start(self) -> None:
         from server.runtime.runner import Runtime  # the runtime needs a started app
 
-        os.makedirs(self.config.data_dir, exist_ok=True)
+        make_private_dir(self.config.data_dir)   # 0700; files in it 0600 (store/filemodes.py)
         self.secrets = SecretBox(load_secrets_key(self.config.data_dir, os.environ))
         await self.db.start()
+        warn_if_wide(self.config.data_dir, self.config.db_path)
         now = self.now_ms()
         self.guard.load(self.db.read(sig_q.unexpired_signatures, now))
         self.runtime = Runtime(self)
