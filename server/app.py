@@ -52,7 +52,9 @@ class App:
         await self.db.start()
         warn_if_wide(self.config.data_dir, self.config.db_path)
         now = self.now_ms()
-        self.guard.load(self.db.read(sig_q.unexpired_signatures, now))
+        # `now` is also the start time: reads signed at or before it are refused unless known
+        # (a SIGKILLed process may have answered them; server/replay_guard.py)
+        self.guard.load(self.db.read(sig_q.unexpired_signatures, now), started_ms=now)
         self.runtime = Runtime(self)
         await self.runtime.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
@@ -69,6 +71,13 @@ class App:
         rows = self.guard.take_unsaved()
         if rows:
             self.db.write_nowait(sig_q.claim_signatures, rows, self.now_ms())
+
+    async def save_signatures_durably(self) -> None:
+        """Queue the unsaved claims and wait for their commit (a read signed ahead of the server
+        clock must be durable before it is answered)."""
+        rows = self.guard.take_unsaved()
+        if rows:
+            await self.db.write(sig_q.claim_signatures, rows, self.now_ms())
 
     async def _housekeeping(self) -> None:
         ticks = 0
