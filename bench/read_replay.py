@@ -1,6 +1,6 @@
 """What crash-safe reads cost (issue 12, finding 8; docs/protocol.md, "Replay").
 
-    .venv/bin/python -m bench.read_replay [--quick] [--before DIR]
+    .venv/bin/python -m bench.read_replay [--quick] [--before DIR] [--rounds N]
 
 GetSession (20-event session, as bench/rpc.py) at concurrency 1 and 64, over v2, with reads
 signed at the server's time (the usual case: nothing is written before the answer) and signed
@@ -102,8 +102,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.read_replay")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--before", help="a tree with the server code to compare against")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best of)")
     args = parser.parse_args()
-    print(json.dumps(run(args.quick, args.before), indent=2))
+    print(json.dumps(run(args.quick, args.before, args.rounds), indent=2))
 
 
 if __name__ == "__main__":

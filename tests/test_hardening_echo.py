@@ -189,3 +189,24 @@ def test_capability_ts_out_of_range_is_400(value):
         parse_capability(dagcbor.encode(body))
     assert e.value.status == 400 and "capability ts" in e.value.message
 
+
+
+def test_docs_state_these_bounds():
+    """docs/operations.md (Limits, Security) and docs/protocol.md give the bounds the code uses."""
+    from pathlib import Path
+
+    from protocol.actions import MAX_SAFE_INTEGER
+    from protocol.errors import QUOTE_LIMIT
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    operations = (docs / "operations.md").read_text()
+    limits = operations.split("## Limits", 1)[1].split("\n## ", 1)[0]
+    assert str(MAX_SAFE_INTEGER) in limits
+    assert f"at most {QUOTE_LIMIT} characters" in limits
+    security = operations.split("## Security", 1)[1].split("\n## ", 1)[0]
+    for name in ("echo", "fuzz", "read_replay", "files", "ownership", "capability"):
+        test_file = f"test_hardening_{name}.py"
+        assert f"`{test_file}`" in security and (Path(__file__).parent / test_file).exists(), name
+    protocol = (docs / "protocol.md").read_text()
+    assert "## Capabilities" in protocol and "**Integers.**" in protocol
+    assert "9 007 199 254 740 991" in protocol and MAX_SAFE_INTEGER == 9_007_199_254_740_991
