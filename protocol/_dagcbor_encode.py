@@ -13,7 +13,7 @@ import struct
 
 from multiformats import CID
 
-from .errors import DagCborError
+from .errors import DagCborError, quote
 
 # Values the server encodes are decoded frames (at most 64 deep) wrapped in a few levels of
 # response; this bound only stops runaway or cyclic structures before Python's recursion limit.
@@ -78,7 +78,7 @@ def _key_order(keys: tuple) -> tuple:
         return order
     for k in keys:
         if type(k) is not str:
-            raise DagCborError(400, f"map key {k!r} is not a string; DAG-CBOR map keys are text")
+            raise DagCborError(400, f"map key {quote(k)} is not a string; DAG-CBOR map keys are text")
     # UTF-8 preserves code point order, so (byte length, str) sorts like (byte length, bytes).
     pairs = sorted(((k, _encode_str(k)) for k in keys), key=lambda p: (len(p[1]), p[0]))
     order = tuple(pairs)

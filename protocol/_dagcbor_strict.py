@@ -15,7 +15,7 @@ import struct
 
 from multiformats import CID
 
-from .errors import DagCborError
+from .errors import DagCborError, quote
 
 _unpack_f64 = struct.Struct(">d").unpack_from
 _unpack_f32 = struct.Struct(">f").unpack_from
@@ -130,7 +130,7 @@ class _Reader:
                                 "be text strings", key_at)
             key, pos = self.text(pos, length, "a map key")
             if key in out:
-                raise self.fail(f"duplicate map key {key!r}", key_at)
+                raise self.fail(f"duplicate map key {quote(key)}", key_at)
             # Keys out of canonical order are accepted here: the frame is decoded and then
             # verified over its canonical re-encoding (contract section 2).
             value, pos = self.item(pos, depth)
@@ -150,7 +150,7 @@ class _Reader:
         try:
             cid = cid_from_link_bytes(raw)
         except Exception as e:  # multiformats raises several types; all mean "not a CID"
-            raise self.fail(f"tag 42 does not hold a valid binary CID ({e})", start) from None
+            raise self.fail(f"tag 42 does not hold a valid binary CID ({str(e)[:120]})", start) from None
         return cid, start + length
 
     def simple(self, at: int, info: int, pos: int) -> tuple[object, int]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .dagcbor import encode
-from .errors import ProtocolError
+from .errors import ProtocolError, quote
 
 # Bounds. They keep one request's cost (storage, model context, memory) proportionate; a client
 # that crosses one gets a 400 naming the field and the limit.
@@ -31,6 +31,11 @@ MAX_SECRET_VALUE = 64 * 1024  # bytes
 MAX_CAPABILITY = 64 * 1024  # bytes of a capability blob
 MAX_URL = 2_000
 MIN_LIMIT, MAX_LIMIT = 1, 10_000
+# Every integer a client sends is a JavaScript number on the Seed side, and seqs and Unix ms end
+# up in SQLite (signed 64-bit): past 2^53 - 1 a JS client cannot even write the value exactly,
+# and past 2^63 - 1 SQLite cannot store it. So integer fields are 0..2^53 - 1 unless a field
+# says narrower (docs/protocol.md, "Integers"); anything else is a 400 at parse time.
+MAX_SAFE_INTEGER = 2**53 - 1
 
 PROVIDER_TYPES = frozenset(
     {"echo", "openai", "openrouter", "deepseek", "groq", "xai", "ollama", "custom", "anthropic",
@@ -66,15 +71,12 @@ class _Fields:
         return _check_text(value, limit, allow_empty, lambda p: self.fail(field, p))
 
     def integer(self, field: str, lo: int, hi: int | None, *, required: bool = False) -> int | None:
+        """An integer in lo..hi; `hi=None` means the largest safe integer (2^53 - 1)."""
         value = self.get(field, required)
         if value is None:
             return None
-        if type(value) is not int:
-            raise self.fail(field, f"must be an integer, got {_kind(value)}")
-        if value < lo or (hi is not None and value > hi):
-            bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
-            raise self.fail(field, f"must be {bound}, got {value}")
-        return value
+        return check_integer(value, lo, MAX_SAFE_INTEGER if hi is None else hi,
+                             lambda p: self.fail(field, p))
 
     def mapping(self, field: str, *, required: bool = True) -> dict | None:
         value = self.get(field, required)
@@ -83,6 +85,17 @@ class _Fields:
         if type(value) is not dict:
             raise self.fail(field, f"must be a map, got {_kind(value)}")
         return value
+
+
+def check_integer(value: object, lo: int, hi: int, fail) -> int:  # noqa: ANN001
+    """`value` if it is an integer in lo..hi, else `fail(problem)` is raised. Shared with readers
+    of integers packed inside other fields (the ListSessions cursor), so every integer a client
+    can send meets the same range check before it reaches SQLite."""
+    if type(value) is not int:
+        raise fail(f"must be an integer, got {_kind(value)}")
+    if not lo <= value <= hi:
+        raise fail(f"must be an integer between {lo} and {hi}, got {quote(value)}")
+    return value
 
 
 def _check_text(value: object, limit: int, allow_empty: bool, fail) -> str:  # noqa: ANN001
@@ -264,12 +277,12 @@ def _provider(f: _Fields) -> ProviderConfig:
     p = _Fields(raw, f"{f.name}.provider")
     kind = p.text("type", MAX_NAME)
     if kind not in PROVIDER_TYPES:
-        raise p.fail("type", f"must be one of {', '.join(sorted(PROVIDER_TYPES))}, got {kind!r}")
+        raise p.fail("type", f"must be one of {', '.join(sorted(PROVIDER_TYPES))}, got {quote(kind)}")
     base_url = p.text("baseUrl", MAX_URL, required=kind == "custom")
     if base_url is not None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise p.fail("baseUrl", f"must be an http:// or https:// URL, got {base_url!r}")
+            raise p.fail("baseUrl", f"must be an http:// or https:// URL, got {quote(base_url)}")
     refs = p.mapping("secretRefs", required=False)
     api_key = None
     if refs is not None:
@@ -365,7 +378,7 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
                 raise f.fail("content", f"has more than {MAX_CONTEXT_LINES} context lines")
             parts.append(ContextPart(tuple(part_lines)))
         else:
-            raise p.fail("type", f"must be 'text' or 'context', got {kind!r}")
+            raise p.fail("type", f"must be 'text' or 'context', got {quote(kind)}")
     if not any(t.strip() for t in texts):
         raise f.fail("content", "needs at least one text part that is not blank")
     text = "\n".join(texts)
@@ -385,7 +398,7 @@ def _subscribe(f: _Fields, ts: int) -> Subscribe:
     match = _SUBSCRIPTION_KEY.fullmatch(key)
     if match is None or len(match.group(2)) > MAX_ID:
         raise f.fail("key", "must be account/<accountId>, agents/<agentId>, "
-                            f"sessions/<sessionId> or runs/<runId>, got {key!r}")
+                            f"sessions/<sessionId> or runs/<runId>, got {quote(key)}")
     return Subscribe(ts, key, match.group(1), match.group(2), f.integer("afterSeq", 0, None))
 
 
@@ -425,7 +438,7 @@ def parse_action(action: dict) -> Action:
         raise ProtocolError(400, "an action needs a text field '_' naming it")
     parser = _PARSERS.get(name)
     if parser is None:
-        raise ProtocolError(400, f"unknown action {name[:100]!r}")
+        raise ProtocolError(400, f"unknown action {quote(name)}")
     ts = action.get("ts")
     if type(ts) is not int:
         raise ProtocolError(400, f"{name}.ts must be an integer (Unix ms), got {_kind(ts)}")

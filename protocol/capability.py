@@ -5,6 +5,12 @@
 
 Signed like an envelope: Ed25519 by the issuer over the DAG-CBOR encoding with `sig` zeroed. The
 CID is CIDv1, dag-cbor (0x71), sha2-256 over the blob bytes as given, in base32 ('bafy...').
+
+What `role` and `ts` mean here (the contract is silent; docs/protocol.md, "Capabilities"): both
+roles let the delegate sign every action for the issuer's account (this server has no finer
+permissions; the Seed desktop delegates with AGENT). `ts` is when the issuer signed it, in Unix
+ms: a safe integer, and not later than the server's clock plus the clock window, since a
+capability from the future is a forged or broken clock. It does not expire.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from nacl.bindings import crypto_sign_open
 from nacl.exceptions import CryptoError
 
 from .dagcbor import decode, encode
-from .errors import ProtocolError
+from .errors import ProtocolError, quote
 from .keys import Keypair
 from .principals import check_principal, principal_to_string
 
@@ -26,6 +32,7 @@ ROLES = frozenset({"AGENT", "WRITER"})
 ZERO_SIG = bytes(64)
 MAX_CAPABILITY_SIZE = 64 * 1024  # a capability is a few hundred bytes; refuse anything absurd
 MAX_LABEL_LENGTH = 1000
+MAX_TS = 2**53 - 1  # Unix ms as a JavaScript number can carry it exactly
 
 _DAG_CBOR = 0x71
 _SHA2_256 = 0x12
@@ -59,7 +66,7 @@ def make_capability(
     """The signed blob, byte for byte as `blobs.createCapability` of the Seed client makes it."""
     check_principal(delegate, "delegate")
     if type(role) is not str or role not in ROLES:
-        raise ProtocolError(400, f"capability role must be one of {sorted(ROLES)}, got {role!r}")
+        raise ProtocolError(400, f"capability role must be one of {sorted(ROLES)}, got {quote(role)}")
     body: dict = {"type": CAPABILITY_TYPE, "signer": issuer.principal, "delegate": delegate,
                   "role": role, "ts": ts, "sig": ZERO_SIG}
     if label is not None:
@@ -68,8 +75,10 @@ def make_capability(
     return encode(body)
 
 
-def parse_capability(blob: bytes) -> Capability:
-    """Decode and check a capability blob; any fault is ProtocolError(400) saying which."""
+def parse_capability(blob: bytes, *, now_ms: int | None = None, window_ms: int = 30_000) -> Capability:
+    """Decode and check a capability blob; any fault is ProtocolError(400) saying which.
+
+    With `now_ms`, a capability dated more than `window_ms` after it is refused too (400)."""
     if type(blob) is not bytes:
         raise ProtocolError(400, "capability must be a byte string (the signed blob)")
     try:
@@ -81,7 +90,7 @@ def parse_capability(blob: bytes) -> Capability:
                                  "sig}")
     if value.get("type") != CAPABILITY_TYPE:
         raise ProtocolError(400, f"capability type must be {CAPABILITY_TYPE!r}, got "
-                                 f"{value.get('type')!r}")
+                                 f"{quote(value.get('type'))}")
     for field in ("signer", "delegate", "role", "ts", "sig"):
         if field not in value:
             raise ProtocolError(400, f"capability field {field!r} is missing")
@@ -89,10 +98,11 @@ def parse_capability(blob: bytes) -> Capability:
     delegate = check_principal(value["delegate"], "capability delegate")
     role = value["role"]
     if type(role) is not str or role not in ROLES:
-        raise ProtocolError(400, f"capability role must be 'AGENT' or 'WRITER', got {role!r}")
+        raise ProtocolError(400, f"capability role must be 'AGENT' or 'WRITER', got {quote(role)}")
     ts = value["ts"]
-    if type(ts) is not int:
-        raise ProtocolError(400, f"capability ts must be an integer (Unix ms), got {ts!r}")
+    if type(ts) is not int or not 0 <= ts <= MAX_TS:
+        raise ProtocolError(400, "capability ts must be an integer between 0 and "
+                                 f"{MAX_TS} (Unix ms), got {quote(ts)}")
     label = value.get("label")
     if label is not None and (type(label) is not str or len(label) > MAX_LABEL_LENGTH):
         raise ProtocolError(400, f"capability label must be text of at most {MAX_LABEL_LENGTH} "
@@ -106,5 +116,9 @@ def parse_capability(blob: bytes) -> Capability:
         raise ProtocolError(400, "capability signature does not verify: it must be the issuer's "
                                  "(signer's) Ed25519 signature over the DAG-CBOR encoding with "
                                  "sig zeroed") from None
+    if now_ms is not None and ts > now_ms + window_ms:
+        raise ProtocolError(400, f"capability ts is {ts - now_ms} ms ahead of server time "
+                                 f"(allowed: {window_ms} ms); it must be dated when the issuer "
+                                 "signed it: check the issuing device's clock")
     return Capability(issuer, delegate, principal_to_string(issuer),
                       principal_to_string(delegate), role, ts, label, capability_cid(blob), blob)

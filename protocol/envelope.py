@@ -23,7 +23,7 @@ from .dagcbor import (
     decode_if_canonical,
     encode,
 )
-from .errors import ProtocolError
+from .errors import ProtocolError, quote
 from .keys import Keypair
 from .principals import PRINCIPAL_LENGTH, PRINCIPAL_PREFIX, _principal_to_string, check_principal
 
@@ -231,7 +231,7 @@ def _check_fields(value: object) -> tuple[bytes, bytes, bytes, dict, str, object
         if "type" not in value:
             raise ProtocolError(400, "envelope field 'type' is missing; it must be "
                                      f"{ENVELOPE_TYPE!r}")
-        raise ProtocolError(400, f"envelope type must be {ENVELOPE_TYPE!r}, got {kind!r}")
+        raise ProtocolError(400, f"envelope type must be {ENVELOPE_TYPE!r}, got {quote(kind)}")
     signer = value.get("signer")
     account = value.get("account")
     # Inline fast test; check_principal names the fault when it fails.
@@ -265,7 +265,7 @@ def _check_clock(ts: object, now_ms: int | None, window_ms: int) -> None:
             raise ProtocolError(401, "action.ts is missing; set it to the current Unix time in "
                                      "milliseconds before signing")
         raise ProtocolError(401, f"action.ts must be an integer (Unix ms), got {_kind(ts)} "
-                                 f"{ts!r}")
+                                 f"{quote(ts)}")
     if now_ms is not None and not -window_ms <= ts - now_ms <= window_ms:
         skew = ts - now_ms
         where = "ahead of" if skew > 0 else "behind"

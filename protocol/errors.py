@@ -35,3 +35,32 @@ class DagCborError(ProtocolError):
         if message is None:
             status, message = 400, str(status)
         super().__init__(int(status), message)
+
+
+QUOTE_LIMIT = 40
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """A short, escaped rendering of a client-supplied value for an error message.
+
+    Messages must never echo attacker input at length (a 900 KB field must not make a 4.5 MB
+    reply): text shows at most `limit` characters, escaped like repr (so control characters and
+    quotes cannot forge the message), bytes at most `limit` bytes in hex, and anything else only
+    its kind. A cut value says how long it was. The result is at most ~10 * limit characters.
+    """
+    if type(value) is str:
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    if type(value) in (bytes, bytearray, memoryview):
+        raw = bytes(value[:limit])
+        more = f"... ({len(value)} bytes)" if len(value) > limit else ""
+        return f"0x{raw.hex()}{more}"
+    if type(value) is bool or value is None:
+        return repr(value)
+    if type(value) is int:
+        text = str(value) if -(10 ** 40) < value < 10 ** 40 else f"an integer of {value.bit_length()} bits"
+        return text
+    if type(value) is float:
+        return repr(value)
+    return {list: "an array", dict: "a map"}.get(type(value), type(value).__name__)

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from multiformats import multibase
 
-from .errors import ProtocolError
+from .errors import ProtocolError, quote
 
 PRINCIPAL_PREFIX = b"\xed\x01"
 PRINCIPAL_LENGTH = 34
@@ -78,13 +78,13 @@ def principal_from_string(s: str) -> bytes:
 @lru_cache(maxsize=8192)  # ids in subscription keys and requests repeat; decoding is ~80 us
 def _principal_from_string(s: str) -> bytes:
     if not s.startswith("z"):
-        raise ProtocolError(400, f"invalid principal encoding: {s[:60]!r} is not multibase "
+        raise ProtocolError(400, f"invalid principal encoding: {quote(s)} is not multibase "
                                  "base58btc (it must start with 'z')")
     try:
         raw = multibase.decode(s)
     except Exception as e:  # multiformats/bases raise several types; all mean a bad character
-        raise ProtocolError(400, f"invalid principal encoding: {s[:60]!r} is not valid "
-                                 f"base58btc ({e})") from None
+        raise ProtocolError(400, f"invalid principal encoding: {quote(s)} is not valid "
+                                 f"base58btc ({str(e)[:120]})") from None
     if len(raw) != PRINCIPAL_LENGTH:
         raise ProtocolError(400, f"invalid principal length: expected {PRINCIPAL_LENGTH} bytes, "
                                  f"got {len(raw)}")

@@ -14,6 +14,7 @@ from server.ratelimit import RateLimiter
 from server.replay_guard import ReplayGuard
 from server.store import signatures as sig_q
 from server.store.database import Database
+from server.store.filemodes import make_private_dir, warn_if_wide
 from server.store.secrets import SecretBox, load_secrets_key
 
 def now_ms() -> int:
@@ -46,11 +47,14 @@ class App:
     async def start(self) -> None:
         from server.runtime.runner import Runtime  # the runtime needs a started app
 
-        os.makedirs(self.config.data_dir, exist_ok=True)
+        make_private_dir(self.config.data_dir)   # 0700; files in it 0600 (store/filemodes.py)
         self.secrets = SecretBox(load_secrets_key(self.config.data_dir, os.environ))
         await self.db.start()
+        warn_if_wide(self.config.data_dir, self.config.db_path)
         now = self.now_ms()
-        self.guard.load(self.db.read(sig_q.unexpired_signatures, now))
+        # `now` is also the start time: reads signed at or before it are refused unless known
+        # (a SIGKILLed process may have answered them; server/replay_guard.py)
+        self.guard.load(self.db.read(sig_q.unexpired_signatures, now), started_ms=now)
         self.runtime = Runtime(self)
         await self.runtime.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
@@ -67,6 +71,13 @@ class App:
         rows = self.guard.take_unsaved()
         if rows:
             self.db.write_nowait(sig_q.claim_signatures, rows, self.now_ms())
+
+    async def save_signatures_durably(self) -> None:
+        """Queue the unsaved claims and wait for their commit (a read signed ahead of the server
+        clock must be durable before it is answered)."""
+        rows = self.guard.take_unsaved()
+        if rows:
+            await self.db.write(sig_q.claim_signatures, rows, self.now_ms())
 
     async def _housekeeping(self) -> None:
         ticks = 0

@@ -65,11 +65,14 @@ async def execute(app, conn, envelope) -> Outcome:
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         # Step 6: replay.
         is_read = env.name in READ_ACTIONS
-        app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=app.now_ms())
+        now = app.now_ms()
+        app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=now)
         if not is_read:
             # Queued before the action's own write, and the writer commits in order: a write's
             # claim is durable before its response goes out.
             app.save_signatures()
+        elif app.guard.must_persist(is_read, env.ts, now):
+            await app.save_signatures_durably()   # signed ahead of our clock (replay_guard.py)
         action = parse_action(env.action)
         response = await HANDLERS[env.name](app, env, action)
         outcome = Outcome(response, env, action)

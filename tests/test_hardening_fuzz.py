@@ -20,6 +20,7 @@ HARDENING_FUZZ_EXAMPLES overrides its case count.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import os
@@ -76,6 +77,22 @@ exotic = st.sampled_from([cbor2.undefined, cbor2.CBORTag(1, 0), cbor2.CBORTag(42
                           cbor2.CBORTag(42, "not bytes"), cbor2.CBORSimpleValue(99), float("nan"),
                           float("-inf"), 1.5, -0.0, 2**64 + 1, -(2**64) - 1, b"\x00" * 64])
 
+# Integer extremes (finding 7 of issue 12): the edges of the safe range, of SQLite's int64 and of
+# CBOR's 64-bit heads; 2^64 and -2^64 - 1 are not CBOR at all (the envelope then goes loosely
+# encoded, as a bignum tag, and is refused at decode).
+extremes = st.sampled_from([2**53 - 1, 2**53, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -1, -(2**53),
+                            -(2**63), -(2**63) - 1, -(2**64), -(2**64) - 1])
+# Huge values (finding 6): escape-heavy text and bytes of up to 300 KB, which an error message
+# must never echo (check_answer bounds every message).
+huge = st.builds(lambda unit, n, as_bytes: (unit * n).encode() if as_bytes else unit * n,
+                 st.sampled_from(["\x00", '"', "\\", "\u2028", "é", "a"]),
+                 st.integers(2_000, 300_000), st.booleans())
+MAX_MESSAGE = 1000   # characters in any error message
+# ListSessions cursors as the server makes them ("<updatedAt>:<id>", base64url), any integer
+crafted_cursors = st.builds(
+    lambda n: base64.urlsafe_b64encode(f"{n}:x".encode()).decode().rstrip("="),
+    extremes | st.integers(0, 2**53 - 1))
+
 LOOPBACK_URLS = ["http://127.0.0.1:9/v1", "https://127.0.0.1:9", "ftp://127.0.0.1/x", "no url", ""]
 PROVIDER_NAMES = ["echo", "p1", "p2"]
 
@@ -103,18 +120,20 @@ def content_parts():
 
 
 def field_values(ids: list[str]):
-    some_id = st.sampled_from(ids) | text | values
+    some_id = st.sampled_from(ids) | text | values | huge
     return {
         "agentId": some_id, "sessionId": some_id,
         "key": st.sampled_from([f"{k}/{i}" for k in ("sessions", "agents", "runs", "account")
                                 for i in ids + [A.account_id, B.account_id]]) | text | values,
-        "title": text | values, "content": content_parts(),
+        "title": text | values | huge, "content": content_parts() | st.builds(
+            lambda kind: [{"type": kind, "text": "x"}], huge),
         "definition": st.fixed_dictionaries({
             "name": text | values, "systemPrompt": text | values,
             "modelProvider": st.sampled_from(PROVIDER_NAMES) | values, "model": text | values},
             optional={"metadata": values}) | values,
-        "afterSeq": st.integers(-5, 2**64 - 1) | values, "limit": st.integers(-5, 20_000) | values,
-        "cursor": text | values, "name": st.sampled_from(PROVIDER_NAMES + ["s1"]) | text | values,
+        "afterSeq": st.integers(-5, 2**64 - 1) | extremes | values,
+        "limit": st.integers(-5, 20_000) | extremes | values,
+        "cursor": text | values | huge, "name": st.sampled_from(PROVIDER_NAMES + ["s1"]) | text | values,
         "value": st.binary(max_size=64) | values, "provider": provider_maps(),
         "capability": st.binary(max_size=200) | values, "metadata": values,
         "clientRequestId": st.sampled_from(["r1", "r2"]) | text | values,
@@ -142,16 +161,18 @@ def plausible_actions(ids: list[str]):
                               optional={"clientMessageId": optional_id}),
         st.fixed_dictionaries({"_": st.sampled_from(["GetAgent"]), "agentId": some_id}),
         st.fixed_dictionaries({"_": st.sampled_from(["GetSession", "StopSession"]), "sessionId": some_id},
-                              optional={"afterSeq": st.integers(0, 50), "limit": st.integers(1, 10_000)}),
+                              optional={"afterSeq": st.integers(0, 50) | extremes,
+                                        "limit": st.integers(1, 10_000) | extremes}),
         st.fixed_dictionaries({"_": st.sampled_from(["ListAgents", "ListModelProviders"])}),
         st.fixed_dictionaries({"_": st.just("ListSessions")},
-                              optional={"agentId": some_id, "limit": st.integers(1, 500), "cursor": text}),
+                              optional={"agentId": some_id, "limit": st.integers(1, 500) | extremes,
+                                        "cursor": text | crafted_cursors}),
         st.fixed_dictionaries({"_": st.just("SetSecret"), "name": words, "value": st.binary(max_size=64)},
                               optional={"metadata": st.dictionaries(text, values, max_size=3)}),
         st.fixed_dictionaries({"_": st.just("SetModelProvider"), "name": st.sampled_from(PROVIDER_NAMES[1:]),
                                "provider": provider_maps()}),
         st.fixed_dictionaries({"_": st.just("Subscribe"), "key": field_values(ids)["key"]},
-                              optional={"afterSeq": st.integers(0, 50)}),
+                              optional={"afterSeq": st.integers(0, 50) | extremes}),
         st.fixed_dictionaries({"_": st.just("RegisterSigner"), "capability": st.binary(max_size=200)}),
     )
 
@@ -190,8 +211,11 @@ def fresh_envelope(draw, action_strategy):
     action = draw(action_strategy)
     ts_skew = draw(st.sampled_from([0, 0, 0, 0, -31_000, 31_000]))
     action = {k: v for k, v in action.items() if v is not None} if draw(st.booleans()) else action
+    ts = int(time.time() * 1000) + ts_skew
+    if draw(st.integers(0, 19)) == 0:
+        ts = draw(extremes | huge)
     try:
-        env = build_envelope(signer, action, account=account, ts=int(time.time() * 1000) + ts_skew)
+        env = build_envelope(signer, action, account=account, ts=ts)
     except Exception:  # noqa: BLE001 - e.g. a value DAG-CBOR cannot encode: send it loosely
         env = {"type": "AgentsAction", "signer": signer.principal, "sig": b"\x00" * 64,
                "account": signer.principal, "action": action}
@@ -207,12 +231,12 @@ def structural_edit(draw, env: dict) -> bytes:
     if kind == 0:
         env.pop(key, None)
     elif kind == 1:
-        env[key] = draw(values | exotic)
+        env[key] = draw(values | exotic | huge)
     elif kind == 2:
         env[draw(text)] = draw(values | exotic)
     elif kind == 3 and type(env.get("action")) is dict:
         action = dict(env["action"])
-        action[draw(st.sampled_from(["ts", "_", "sessionId", "x"]))] = draw(values | exotic)
+        action[draw(st.sampled_from(["ts", "_", "sessionId", "x"]))] = draw(values | exotic | extremes | huge)
         env["action"] = action
     items = list(env.items())
     if draw(st.booleans()):
@@ -302,6 +326,7 @@ def check_answer(response: object) -> None:
     if response.get("_") == "Error":
         assert response.get("status") in CONTRACT_ERRORS, response
         assert type(response.get("message")) is str and response["message"], response
+        assert len(response["message"]) <= MAX_MESSAGE, (len(response["message"]), response["message"][:300])
         assert set(response) == {"_", "status", "message"}, response
     else:
         assert type(response.get("_")) is str and response["_"].endswith("Response"), response
@@ -329,6 +354,9 @@ def run_in_process_fuzz(tmp_path, caplog, max_examples: int) -> dict:
     real_now = app.now_ms
     try:
         loop.run_until_complete(app.start())
+        # As if started before the vectors were signed, or the start rule of the replay guard
+        # would refuse every vector read (the clock switches between VECTOR_NOW and real time).
+        app.guard.started_ms = VECTOR_NOW - app.config.clock_window_ms - 1
 
         async def setup() -> list[str]:
             conn = Connection(app, _NoSocket())
@@ -413,6 +441,7 @@ def run_socket_fuzz(tmp_path, caplog, framing: str, max_examples: int) -> int:
     try:
         async def setup():
             srv = await start_server(make_config(tmp_path, **LIMITS))
+            srv.app.guard.started_ms = VECTOR_NOW - srv.app.config.clock_window_ms - 1  # see above
             state["srv"] = srv
             kw = {"subprotocols": [V2]} if framing == "v2" else {}
             ws = await connect(srv.url, max_size=None, **kw)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from protocol.actions import request_fingerprint
-from protocol.errors import ProtocolError
+from protocol.errors import ProtocolError, quote
 from server.app import new_id
 from server.handlers.access import own_agent
 from server.handlers.idempotency import once
@@ -18,7 +18,7 @@ BUILTIN_PROVIDERS = {"echo"}
 def check_provider_name(conn, account_id: str, name: str) -> None:
     if name in BUILTIN_PROVIDERS or providers_q.get_provider(conn, account_id, name) is not None:
         return
-    raise ProtocolError(400, f"definition.modelProvider {name!r} is not a provider of this account "
+    raise ProtocolError(400, f"definition.modelProvider {quote(name)} is not a provider of this account "
                              "(set it with SetModelProvider, or use the built-in 'echo')")
 
 

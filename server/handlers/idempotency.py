@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from protocol.errors import ProtocolError
+from protocol.errors import ProtocolError, quote
 from server.store import codec
 from server.store import idempotency as idem_q
 
@@ -24,7 +24,7 @@ def once(conn, account_id: str, action: str, client_id: str | None, fingerprint:
     if prior is not None:
         prior_fp, prior_response = prior
         if bytes(prior_fp) != fingerprint:
-            raise ProtocolError(409, f"{action} id {client_id!r} was already used with a different request")
+            raise ProtocolError(409, f"{action} id {quote(client_id)} was already used with a different request")
         return codec.decode(prior_response), []
     response, to_publish = effect(conn)
     idem_q.idem_put(conn, account_id, action, client_id, fingerprint, codec.encode(response), now)

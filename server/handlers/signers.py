@@ -7,7 +7,10 @@ from server.store import accounts as accounts_q
 
 
 async def register_signer(app, env, action) -> dict:
-    cap = parse_capability(action.capability)  # any fault in the blob is a 400
+    # Any fault in the blob is a 400, and so is one dated beyond the clock window (a capability
+    # from the future: docs/protocol.md, "Capabilities").
+    cap = parse_capability(action.capability, now_ms=app.now_ms(),
+                           window_ms=app.config.clock_window_ms)
     if cap.delegate != env.signer:
         raise ProtocolError(400, "capability delegate does not match the envelope signer; "
                                  "the delegate must send RegisterSigner for itself")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import apsw
 
 import schema
+from server.store.filemodes import create_private_file, make_private_dir
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
@@ -59,9 +60,10 @@ class SchemaTarget:
 def open_database(path: str, *, target: SchemaTarget | None = None) -> apsw.Connection:
     """Open `path` read-write at the target schema version, or raise SchemaGateError."""
     target = target or SchemaTarget.current()
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
+    make_private_dir(os.path.dirname(os.path.abspath(path)))
     _check_header(path, target)
+    if path != ":memory:":
+        create_private_file(path)  # 0600: SQLite gives -wal and -shm the same mode
     hot_wal = os.path.exists(path + "-wal") and os.path.getsize(path + "-wal") > 0
     flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     try:

@@ -10,6 +10,8 @@ import binascii
 
 import apsw
 
+from protocol.actions import MAX_SAFE_INTEGER, check_integer
+from protocol.errors import quote
 from server.store.errors import InvalidCursor, NotFound
 
 _COLUMNS = "id, account_id, agent_id, title, status, created_at, updated_at"
@@ -88,6 +90,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         updated_at, session_id = raw.split(":", 1)
-        return int(updated_at), session_id
+        # The same range check as every integer field (a crafted 2^63 here was a 500).
+        return check_integer(int(updated_at), 0, MAX_SAFE_INTEGER, ValueError), session_id
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidCursor(f"invalid cursor {cursor!r}") from exc
+        raise InvalidCursor(f"invalid cursor {quote(cursor)}") from exc

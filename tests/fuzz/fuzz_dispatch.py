@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("SEED_AGENTS_SECRETS_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
 
 CONTRACT_ERRORS = {400, 401, 403, 404, 409, 413, 429}
+MAX_MESSAGE = 1000   # an error message never echoes a client value at length (issue 12, finding 6)
 
 
 class _FailOnError(logging.Handler):
@@ -58,6 +59,9 @@ class Target:
         ts = sorted(c["action"]["ts"] for c in load("envelopes")["cases"]
                     if type(c["action"].get("ts")) is int)
         self.app.now_ms = lambda: ts[len(ts) // 2]
+        # As if the server had started just before the vectors were signed: otherwise the start
+        # rule (server/replay_guard.py) would refuse every vector read as older than the start.
+        self.app.guard.started_ms = ts[0] - 1
         handler = _FailOnError(level=logging.ERROR)
         logging.getLogger("seed_agents").addHandler(handler)
         from server import jsonwire
@@ -77,6 +81,7 @@ class Target:
         response = outcome.response
         if response.get("_") == "Error":
             assert response["status"] in CONTRACT_ERRORS, response
+            assert len(response["message"]) <= MAX_MESSAGE, response["message"][:300]
         else:
             assert str(response.get("_", "")).endswith("Response"), response
         self.jsonwire.dumps(response)
@@ -96,10 +101,36 @@ def _inputs(paths: list[str]):
             frame = bytes.fromhex(case["envelopeHex"])
             yield b"\x00" + frame
             yield b"\x01" + frame
+        yield from _extreme_inputs()
         return
     for p in map(Path, paths):
         for f in ([p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file())):
             yield f.read_bytes()
+
+
+def _extreme_inputs():
+    """Actions with integer extremes and huge values, signed by a vector key at the frozen
+    time (issue 12, findings 6 and 7): seeds for the mutations to start from."""
+    from protocol.envelope import sign_envelope
+    from protocol.keys import Keypair
+    from tests.vectors import load
+
+    vectors = load("envelopes")
+    kp = Keypair.from_seed(bytes.fromhex(next(iter(vectors["keys"].values()))["seedHex"]))
+    ts = sorted(c["action"]["ts"] for c in vectors["cases"] if type(c["action"].get("ts")) is int)
+    now = ts[len(ts) // 2]
+    big = '\x00"\\' * 50_000
+    actions = []
+    for n in (2**53 - 1, 2**53, 2**63, 2**64 - 1, -1, -(2**64)):
+        actions += [{"_": "GetSession", "sessionId": "s", "afterSeq": n},
+                    {"_": "Subscribe", "key": "sessions/s", "afterSeq": n},
+                    {"_": "ListSessions", "limit": n}]
+    actions += [{"_": big}, {"_": "MessageSession", "sessionId": "s", "content": [{"type": big}]},
+                {"_": "ListSessions", "cursor": big}, {"_": "Subscribe", "key": big}]
+    for action in actions:
+        frame = sign_envelope(kp, action, ts=now)
+        yield b"\x00" + frame
+        yield b"\x01" + frame
 
 
 def main() -> int:
