@@ -5,6 +5,7 @@ provider the same way. (Here rather than in server/providers/, which knows nothi
 
 from __future__ import annotations
 
+from protocol.errors import quote
 from server.handlers.secrets import read_secret
 from server.store import providers as providers_q
 
@@ -18,7 +19,7 @@ def spec_for(app, account_id: str, name: str) -> ProviderSpec:  # noqa: ANN001
     row = app.db.read(providers_q.get_provider, account_id, name)
     if row is None:
         if name != "echo":
-            raise ProviderNotFound(f"model provider {name!r} is not configured for this account")
+            raise ProviderNotFound(f"model provider {quote(name)} is not configured for this account")
         return ProviderSpec(type="echo")
     config = row["config"]
     api_key = None
@@ -26,7 +27,7 @@ def spec_for(app, account_id: str, name: str) -> ProviderSpec:  # noqa: ANN001
     if secret_name:
         raw = read_secret(app, account_id, secret_name)
         if raw is None:
-            raise ProviderError(f"secret {secret_name!r} named by provider {name!r} is not set")
+            raise ProviderError(f"secret {quote(secret_name)} named by provider {quote(name)} is not set")
         api_key = raw.decode("utf-8", "replace").strip()
     return ProviderSpec(type=config["type"], base_url=config.get("baseUrl"), api_key=api_key,
                         model_defaults=dict(config.get("modelDefaults") or {}))

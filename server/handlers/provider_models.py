@@ -6,7 +6,7 @@ never a stack trace); a provider that cannot be built from its stored config is 
 """
 from __future__ import annotations
 
-from protocol.errors import ProtocolError
+from protocol.errors import quote, ProtocolError
 from server.handlers import access
 from server.providers.base import ProviderError, ProviderNotFound
 from server.handlers.provider_lookup import provider_for
@@ -20,7 +20,7 @@ async def list_provider_models(app, env, action) -> dict:
     try:
         provider = provider_for(app, account, action.provider)
     except ProviderNotFound:
-        raise ProtocolError(404, f"model provider {action.provider!r} not found") from None
+        raise ProtocolError(404, f"model provider {quote(action.provider)} not found") from None
     except ProviderError as exc:
         raise ProtocolError(400, exc.message) from None
     try:
