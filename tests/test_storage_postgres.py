@@ -1,0 +1,84 @@
+"""What only the PostgreSQL driver has: its migrations, servers starting together, connect errors."""
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+import schema.postgres as pg_schema
+from server.storage import parse_storage_url
+from server.storage.pg_gate import PgSchemaGateError, PgSchemaMigrationError, PgSchemaTarget
+from server.storage.postgres import PostgresStorage, StorageUnavailable
+from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
+
+
+def tables(url: str) -> set[str]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()
+    return {r[0] for r in rows}
+
+
+def version(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT version FROM schema_version").fetchone()[0]
+
+
+def target_with(extra_sql: str) -> PgSchemaTarget:
+    current = PgSchemaTarget.current()
+    return PgSchemaTarget(current.version + 1, current.migrations + ((current.version + 1, extra_sql),))
+
+
+async def open_store(url: str, **kw) -> PostgresStorage:
+    store = PostgresStorage(parse_storage_url(url), **kw)
+    await store.open()
+    return store
+
+
+async def test_servers_starting_together_create_the_schema_once(postgres_url):
+    stores = await asyncio.gather(*(open_store(postgres_url) for _ in range(3)))
+    try:
+        assert {s.schema_version for s in stores} == {pg_schema.CURRENT_VERSION}
+        assert version(postgres_url) == pg_schema.CURRENT_VERSION
+        assert {"schema_version", "sessions", "session_events", "runs", "idempotency",
+                "accepted_signatures"} <= tables(postgres_url)
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_an_older_schema_is_migrated_forward_in_one_transaction(postgres_url):
+    await (await open_store(postgres_url)).close()
+    store = await open_store(postgres_url, target=target_with("CREATE TABLE extra (x INTEGER)"))
+    await store.close()
+    assert version(postgres_url) == pg_schema.CURRENT_VERSION + 1 and "extra" in tables(postgres_url)
+
+
+async def test_a_failing_migration_changes_nothing(postgres_url):
+    await (await open_store(postgres_url)).close()
+    before = tables(postgres_url)
+    broken = target_with("CREATE TABLE extra (x INTEGER); SELECT 1 / 0")
+    with pytest.raises(PgSchemaMigrationError) as info:
+        await open_store(postgres_url, target=broken)
+    assert "division by zero" in str(info.value) and info.value.exit_code == 2
+    assert tables(postgres_url) == before and version(postgres_url) == pg_schema.CURRENT_VERSION
+
+
+async def test_a_schema_version_table_of_another_app_is_refused(postgres_url):
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER, app TEXT)")
+        conn.execute("INSERT INTO schema_version VALUES (1, 'someone-else')")
+    with pytest.raises(PgSchemaGateError, match="foreign database"):
+        await open_store(postgres_url)
+    assert tables(postgres_url) == {"schema_version"}
+
+
+async def test_a_wrong_password_fails_clearly_without_showing_it(postgres_base_url):
+    parts = psycopg.conninfo.conninfo_to_dict(postgres_base_url)
+    secret = "wrong-Pa55word-xyz"
+    url = (f"postgresql://{parts.get('user', 'postgres')}:{secret}@{parts.get('host', '127.0.0.1')}:"
+           f"{parts.get('port', 5432)}/{parts.get('dbname', 'postgres')}")
+    with pytest.raises(StorageUnavailable) as info:
+        await open_store(url, connect_timeout=3)
+    assert secret not in str(info.value) and "***" in str(info.value)
+    assert "cannot connect" in str(info.value)
