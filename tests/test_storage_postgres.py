@@ -9,6 +9,7 @@ import pytest
 import schema.postgres as pg_schema
 from server.storage import parse_storage_url
 from server.storage.pg_gate import PgSchemaGateError, PgSchemaMigrationError, PgSchemaTarget
+from server.storage.port import Notice, Resync
 from server.storage.postgres import PostgresStorage, StorageUnavailable
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
@@ -82,3 +83,31 @@ async def test_a_wrong_password_fails_clearly_without_showing_it(postgres_base_u
         await open_store(url, connect_timeout=3)
     assert secret not in str(info.value) and "***" in str(info.value)
     assert "cannot connect" in str(info.value)
+
+
+async def test_a_lost_listen_connection_reconnects_and_asks_for_a_resync(postgres_url):
+    a, b = await open_store(postgres_url), await open_store(postgres_url)
+    try:
+        await _lost_listen(a, b, postgres_url)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def _lost_listen(a, b, url: str) -> None:
+    sub = await a.bus.subscribe()
+    old_pid = a.bus.listener_pid
+    with psycopg.connect(url, autocommit=True) as conn:
+        killed = conn.execute("SELECT pg_terminate_backend(%s)", (old_pid,)).fetchone()[0]
+    assert killed
+    # Published while the listener is (maybe) down: it may be lost, and the Resync covers it.
+    await b.bus.publish(Notice("sessions/s1", {"seq": 1}))
+    item = await asyncio.wait_for(sub.get(), 10)
+    while not isinstance(item, Resync):
+        item = await asyncio.wait_for(sub.get(), 10)
+    assert a.bus.listener_pid != old_pid and a.bus.reconnects == 1
+    await b.bus.publish(Notice("sessions/s1", {"seq": 2}))
+    item = await asyncio.wait_for(sub.get(), 10)
+    while item == Notice("sessions/s1", {"seq": 1}):  # a late copy of the first is allowed
+        item = await asyncio.wait_for(sub.get(), 10)
+    assert item == Notice("sessions/s1", {"seq": 2})

@@ -37,7 +37,6 @@ class Subscription:
         self._queue: asyncio.Queue = asyncio.Queue()
         self._on_close = on_close
         self._max_pending = max_pending
-        self._overflowed = False
         self.closed = False
 
     def deliver(self, item: Notice | Resync) -> None:
@@ -50,7 +49,6 @@ class Subscription:
             while not self._queue.empty():
                 self._queue.get_nowait()
             self._queue.put_nowait(item)
-            self._overflowed = True
             return
         self._queue.put_nowait(item)
 

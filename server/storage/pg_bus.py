@@ -20,13 +20,15 @@ import psycopg
 from psycopg import sql
 
 from server.storage.notices import DEFAULT_MAX_PENDING, Subscription, decode_notice, encode_notice
-from server.storage.port import Notice, Resync
+from server.storage.port import Notice, Resync, StorageError
 
 log = logging.getLogger(__name__)
 
 # How often an idle LISTEN connection is checked with a query (a dead peer may send no RST).
 CHECK_INTERVAL_S = 10.0
 RECONNECT_MAX_S = 2.0
+# How long subscribe() waits for the first LISTEN before it reports the database unreachable.
+SUBSCRIBE_TIMEOUT_S = 15.0
 
 
 def channel_for(database: str, schema: str) -> str:
@@ -62,7 +64,11 @@ class PgNoticeBus:
         if self._task is None:
             self._task = asyncio.create_task(self._listen_forever(), name=f"listen:{self.channel}")
         # Returning only once LISTEN is active: what is published after this is received.
-        await self._ready.wait()
+        try:
+            await asyncio.wait_for(self._ready.wait(), SUBSCRIBE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            await sub.close()
+            raise StorageError(f"cannot LISTEN on {self._display}: the database is unreachable") from None
         return sub
 
     async def close(self) -> None:

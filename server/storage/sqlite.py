@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable
 
 import apsw
 
-from server.storage.notices import LocalNoticeBus
+from server.storage.notices import LocalNoticeBus, encode_notice
 from server.storage.port import IdempotencyConflict, LeaseLost, Notice, OnceResult, T
 from server.storage.url import StorageURL
 from server.store import agents as agents_q
@@ -237,7 +237,5 @@ class SqliteTx:
         return runs_q.create_run(self._conn, run_id, account_id, agent_id, session_id, user_event_id, now)
 
     async def notify(self, notice: Notice) -> None:
-        from server.storage.notices import encode_notice
-
         encode_notice(notice)  # refuse an oversized notice here too, inside the transaction
         self._notices.append(notice)
