@@ -356,3 +356,41 @@ async def test_an_oversized_notice_is_refused(cluster):
     store = await cluster.server()
     with pytest.raises(ValueError, match="limit"):
         await store.bus.publish(Notice("sessions/s1", {"text": "x" * 10_000}))
+
+
+async def test_servers_draining_the_queue_run_each_session_in_order_and_each_run_once(cluster):
+    servers = await cluster.servers(3, shared_state=True)
+    sessions = ["s1", "s2", "s3"]
+    await seed(servers[0], sessions=sessions)
+    expected = {sid: [] for sid in sessions}
+    for i in range(18):
+        # A session's runs side by side in the queue, so a claimer that ignored the session's
+        # order would take its second run while the first is still running.
+        sid = sessions[(i // 2) % 3]
+        await enqueue(servers[0], f"r{i:02d}", sid, T0 + i // 4)  # ties in created_at, too
+        expected[sid].append(f"r{i:02d}")
+    finished: dict[str, list[str]] = {sid: [] for sid in sessions}
+    running: set[str] = set()
+    clock = T0 + 100
+
+    async def worker(store, name: str) -> None:
+        idle = 0
+        while idle < 3:  # bounded: stop once three claims in a row find nothing
+            run = await store.claim_run(name, 60_000, clock)
+            if run is None:
+                idle += 1
+                await asyncio.sleep(0)  # let the other servers finish what they hold
+                continue
+            idle = 0
+            sid = run["sessionId"]
+            assert sid not in running, f"two runs of {sid} running at once"
+            running.add(sid)
+            await store.finish_run(run["id"], name, "succeeded", None, clock)
+            running.discard(sid)  # only now may another run of the session be claimed
+            finished[sid].append(run["id"])
+
+    for _ in range(10):  # until every run is done (each round is bounded)
+        await asyncio.gather(*(worker(s, f"srv{i}") for i, s in enumerate(servers)))
+        if sum(map(len, finished.values())) == 18:
+            break
+    assert finished == expected
