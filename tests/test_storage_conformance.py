@@ -247,7 +247,7 @@ async def test_an_expired_lease_is_reclaimed_and_the_late_finish_refused(cluster
     with pytest.raises(LeaseLost):
         await a.finish_run("r1", "A", "succeeded", None, T0 + 2_002)
     done = await b.finish_run("r1", "B", "failed", "provider said no", T0 + 2_003)
-    assert done["status"] == "failed" and done["error"] == "provider said no"
+    assert done["status"] == "failed" and "provider said no" in str(done["error"])
     with pytest.raises(LeaseLost):  # answered exactly once
         await b.finish_run("r1", "B", "succeeded", None, T0 + 2_004)
     assert (await a.get_run("r1"))["status"] == "failed"

@@ -111,3 +111,35 @@ async def _lost_listen(a, b, url: str) -> None:
     while item == Notice("sessions/s1", {"seq": 1}):  # a late copy of the first is allowed
         item = await asyncio.wait_for(sub.get(), 10)
     assert item == Notice("sessions/s1", {"seq": 2})
+
+
+# Columns only the PostgreSQL schema has: the queue position and the run lease.
+PG_ONLY_COLUMNS = {("runs", "pos"), ("runs", "lease_owner"), ("runs", "lease_expires_at")}
+
+
+def sqlite_columns() -> set[tuple[str, str]]:
+    import apsw
+
+    import schema
+
+    conn = apsw.Connection(":memory:")
+    try:
+        conn.execute(schema.baseline_sql())
+        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+        return {(t, row[1]) for t in tables for row in conn.execute(f"PRAGMA table_info({t})")}
+    finally:
+        conn.close()
+
+
+async def test_the_postgresql_schema_has_every_table_and_column_of_the_sqlite_schema(postgres_url):
+    await (await open_store(postgres_url)).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        pg = {(t, c) for t, c in conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name <> 'schema_version'").fetchall()}
+    lite = sqlite_columns()
+    missing, extra = sorted(lite - pg), sorted(pg - lite - PG_ONLY_COLUMNS)
+    assert not missing and not extra, (
+        "the SQLite schema (schema/baseline.sql) and the PostgreSQL one (schema/postgres/) differ: "
+        f"add a PostgreSQL migration mirroring the SQLite change. Missing in PostgreSQL: {missing}; "
+        f"only in PostgreSQL: {extra}")

@@ -28,10 +28,7 @@ from server.storage.pg_gate import PgSchemaGateError, PgSchemaTarget, pass_gate
 from server.storage.port import IdempotencyConflict, LeaseLost, Notice, OnceResult, StorageError, T
 from server.storage.url import StorageURL, scrub
 from server.store import codec
-from server.store.agents import agent_info
 from server.store.errors import NotFound
-from server.store.runs import run_info
-from server.store.sessions import session_info
 
 _SESSION = "id, account_id, agent_id, title, status, created_at, updated_at"
 _RUN = "id, agent_id, session_id, status, attempt, created_at, updated_at, error"
@@ -269,6 +266,35 @@ def _claimed(row: tuple) -> dict:
     info["leaseOwner"] = row[10]
     info["leaseExpiresAt"] = row[11]
     return info
+
+
+# Row -> contract dict, for this driver's own column lists. They give the shapes server.store
+# gives for SQLite schema version 2; when the SQLite shapes grow (schema version 3 adds run trees
+# and session lineage), these follow with the PostgreSQL migration that mirrors it.
+def session_info(row: tuple) -> dict:
+    session_id, account_id, agent_id, title, status, created_at, updated_at = row
+    info = {"id": session_id, "account": account_id, "agentId": agent_id, "status": status,
+            "createdAt": created_at, "updatedAt": updated_at}
+    if title is not None:
+        info["title"] = title
+    return info
+
+
+def run_info(row: tuple) -> dict:
+    run_id, agent_id, session_id, status, attempt, created_at, updated_at, error = row
+    info = {"id": run_id, "agentId": agent_id, "status": status, "attempt": attempt,
+            "createdAt": created_at, "updatedAt": updated_at}
+    if session_id is not None:
+        info["sessionId"] = session_id
+    if error is not None:
+        info["error"] = error
+    return info
+
+
+def agent_info(row: tuple) -> dict:
+    agent_id, account_id, definition, state_dir, status, created_at, updated_at = row
+    return {"id": agent_id, "account": account_id, "definition": codec.decode(definition),
+            "stateDir": state_dir, "status": status, "createdAt": created_at, "updatedAt": updated_at}
 
 
 class PgTx:

@@ -33,15 +33,26 @@ from server.store.database import Database
 from server.store.errors import NotFound
 from server.store.gate import SchemaTarget
 
-# The oldest queued run whose session has no older queued run and no running one. server.store
-# has no such query yet (its runtime keeps one worker per session instead); it uses the
-# runs_by_status and runs_active_by_session indexes.
+# The oldest queued run whose session has no older queued run and no live one. server.store has
+# no such query yet (its runtime keeps one worker per session instead). "Live" is written as
+# "not final" so it holds for every status set the runs table has had.
+_FINAL = "('succeeded', 'failed', 'canceled')"
 _CLAIMABLE = (
-    "SELECT r.id FROM runs r WHERE r.status = 'queued' AND (r.session_id IS NULL OR NOT EXISTS ("
-    " SELECT 1 FROM runs o WHERE o.session_id = r.session_id AND o.status IN ('queued', 'running')"
-    "  AND o.id <> r.id AND (o.status = 'running' OR o.created_at < r.created_at"
+    "SELECT r.id, r.account_id, r.user_event_id FROM runs r WHERE r.status = 'queued'"
+    " AND (r.session_id IS NULL OR NOT EXISTS ("
+    f" SELECT 1 FROM runs o WHERE o.session_id = r.session_id AND o.status NOT IN {_FINAL}"
+    "  AND o.id <> r.id AND (o.status <> 'queued' OR o.created_at < r.created_at"
     "   OR (o.created_at = r.created_at AND o.rowid < r.rowid))))"
     " ORDER BY r.created_at, r.rowid LIMIT 1")
+# Status moves of the lease protocol, written here rather than through runs.set_run_status: they
+# are the driver's own (claim counts an attempt, finish clears nothing else) and touch only
+# columns every version of the runs table has.
+_TO_RUNNING = ("UPDATE runs SET status = 'running', attempt = attempt + 1, error = NULL,"
+               " updated_at = max(updated_at, ?) WHERE id = ? AND status = 'queued'")
+_TO_QUEUED = ("UPDATE runs SET status = 'queued', updated_at = max(updated_at, ?)"
+              " WHERE id = ? AND status = 'running'")
+_TO_FINAL = ("UPDATE runs SET status = ?, error = ?, updated_at = max(updated_at, ?)"
+             " WHERE id = ? AND status = 'running'")
 
 
 def _drive(coro: Awaitable[Any]) -> Any:
@@ -146,10 +157,9 @@ class SqliteStorage:
             row = conn.execute(_CLAIMABLE).fetchone()
             if row is None:
                 return None
-            run_id = row[0]
-            account_id, user_event_id = conn.execute(
-                "SELECT account_id, user_event_id FROM runs WHERE id = ?", (run_id,)).fetchone()
-            info = runs_q.set_run_status(conn, run_id, "running", now, attempt_inc=True)
+            run_id, account_id, user_event_id = row
+            conn.execute(_TO_RUNNING, (now, run_id))
+            info = runs_q.get_run(conn, run_id)
             self._leases[run_id] = (owner, now + lease_ms)
             info["accountId"] = account_id
             if user_event_id is not None:
@@ -184,7 +194,7 @@ class SqliteStorage:
             for run_id in running:
                 lease = self._leases.get(run_id)
                 if lease is None or lease[1] < now:
-                    runs_q.set_run_status(conn, run_id, "queued", now)
+                    conn.execute(_TO_QUEUED, (now, run_id))
                     self._leases.pop(run_id, None)
                     requeued.append(run_id)
             return requeued
@@ -200,9 +210,9 @@ class SqliteStorage:
                 raise NotFound(f"run {run_id} not found")
             if not self._holds(conn, run_id, owner):
                 raise LeaseLost(f"run {run_id} is no longer held by {owner}")
-            info = runs_q.set_run_status(conn, run_id, status, now, error=error)
+            conn.execute(_TO_FINAL, (status, error, now, run_id))
             self._leases.pop(run_id, None)
-            return info
+            return runs_q.get_run(conn, run_id)
 
         return await self.db.write(job)
 
