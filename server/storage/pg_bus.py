@@ -92,7 +92,7 @@ class PgNoticeBus:
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:
                 log.warning("LISTEN connection to %s failed (%s); retrying in %.2fs",
                             self._display, type(exc).__name__, delay)
                 await asyncio.sleep(delay)  # backoff between reconnect attempts
@@ -117,7 +117,7 @@ class PgNoticeBus:
                         except (ValueError, KeyError, TypeError):
                             log.warning("ignored a malformed notice on %s", self.channel)
                     await conn.execute("SELECT 1")  # quiet for a while: is the peer still there?
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:  # OperationalError for a lost peer; any other: start over too
                 log.warning("LISTEN connection to %s lost (%s); reconnecting", self._display, type(exc).__name__)
             finally:
                 self._conn = None

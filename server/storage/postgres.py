@@ -159,7 +159,8 @@ class PostgresStorage:
         # The running total is computed from the stored lengths (no body is detoasted for it);
         # bodies past the byte bound come back as NULL, so a page never ships more than it keeps.
         async with self._p().connection() as conn:
-            cur = await conn.execute(
+            # Binary results: bodies arrive as raw bytes, not hex text to decode.
+            cur = await conn.cursor(binary=True).execute(
                 "SELECT seq, CASE WHEN n = 1 OR total <= %s THEN body END FROM ("
                 " SELECT seq, body, row_number() OVER w AS n, sum(octet_length(body)) OVER w AS total"
                 " FROM session_events WHERE session_id = %s AND seq > %s"
