@@ -80,7 +80,9 @@ class PostgresStorage:
         finally:
             await conn.close()
         pool = AsyncConnectionPool(dsn, min_size=1, max_size=self._pool_size, open=False,
-                                   kwargs={"autocommit": True}, name="seed-agents")
+                                   kwargs={"autocommit": True,
+                                           "connect_timeout": max(1, int(self._connect_timeout))},
+                                   name="seed-agents")
         try:
             await pool.open(wait=True, timeout=self._connect_timeout)
         except Exception as exc:
