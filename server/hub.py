@@ -1,6 +1,7 @@
 """Fan-out of live events, indexed by subscription key.
 
-Publishing costs work proportional to the subscribers of that key only; every subscriber's
+Publishing costs work proportional to the subscribers of the event's keys only (an event can be
+routed to several keys: CONTRACT section 5); every subscriber's
 `deliver` is synchronous and non-blocking (it queues bytes or drops), so one slow socket
 never holds up the others.
 """
@@ -36,10 +37,21 @@ class Hub:
         return sum(len(s) for s in self._by_key.values())
 
     def publish(self, event: Outgoing) -> int:
-        subs = self._by_key.get(event.key)
-        if not subs:
-            return 0
-        self.published += 1
-        for sub in tuple(subs):  # a delivery may unsubscribe (slow consumer cut-off)
-            sub.deliver(event)
-        return len(subs)
+        """Deliver to the subscribers of the event's own key."""
+        return self.publish_to((event.key,), event)
+
+    def publish_to(self, keys, event: Outgoing) -> int:
+        """Deliver one event (encoded at most once per framing, shared by all) to the
+        subscribers of each of `keys`; the keys of one event are distinct, and a subscription
+        follows one key, so no subscription receives it twice. Returns the deliveries."""
+        delivered = 0
+        by_key = self._by_key
+        for key in keys:
+            subs = by_key.get(key)
+            if subs:
+                delivered += len(subs)
+                for sub in tuple(subs):  # a delivery may unsubscribe (slow consumer cut-off)
+                    sub.deliver(event)
+        if delivered:
+            self.published += 1
+        return delivered

@@ -45,9 +45,10 @@ async def test_every_action_round_trips(server):
         assert [s["id"] for s in listed["sessions"]] == [session_id]
         assert listed["sessions"][0]["title"] == "first"
 
-        assert (await client.set_secret("openai-key", b"sk-test", {"note": "test"}))["name"] == "openai-key"
+        secret = (await client.set_secret("openai-key", b"sk-test", {"note": "test"}))["secret"]
+        assert secret["name"] == "openai-key" and secret["metadata"] == {"note": "test"}
         provider = {"type": "openai", "secretRefs": {"apiKey": "openai-key"}}
-        assert (await client.set_model_provider("work", provider))["name"] == "work"
+        assert (await client.set_model_provider("work", provider))["provider"]["hasSecrets"] is True
         providers = (await client.list_model_providers())["providers"]
         assert "sk-test" not in repr(providers) and "work" in repr(providers)
 

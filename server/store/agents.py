@@ -37,6 +37,12 @@ def get_agent(conn: apsw.Connection, agent_id: str, role: str = OWNER) -> dict |
     return None if row is None else agent_info(row, role)
 
 
+def agent_account(conn: apsw.Connection, agent_id: str) -> str | None:
+    """The owning account of an agent (None when there is no such agent)."""
+    row = conn.execute("SELECT account_id FROM agents WHERE id = ?", (agent_id,)).fetchone()
+    return None if row is None else row[0]
+
+
 def list_agents(conn: apsw.Connection, account_id: str, role: str = OWNER) -> list[dict]:
     """The account's agents, most recently updated first."""
     rows = conn.execute(
