@@ -15,6 +15,10 @@ from server.frames import Outgoing
 class Subscriber(Protocol):
     def deliver(self, event: Outgoing) -> None: ...
 
+    def follows(self, key: str) -> bool:
+        """Does this subscriber's socket also follow `key` (with another subscription)?"""
+        ...
+
 
 class Hub:
     def __init__(self) -> None:
@@ -42,16 +46,23 @@ class Hub:
 
     def publish_to(self, keys, event: Outgoing) -> int:
         """Deliver one event (encoded at most once per framing, shared by all) to the
-        subscribers of each of `keys`; the keys of one event are distinct, and a subscription
-        follows one key, so no subscription receives it twice. Returns the deliveries."""
+        subscribers of `keys`, most specific first (the event's own key, then the broader keys
+        it is routed to). A socket receives the event once, through the first of its
+        subscriptions that covers it: one following the event's own key keeps its replay and
+        seq order, and a socket following a session and its account gets no duplicate.
+        Returns the deliveries."""
         delivered = 0
         by_key = self._by_key
-        for key in keys:
+        for i, key in enumerate(keys):
             subs = by_key.get(key)
-            if subs:
-                delivered += len(subs)
-                for sub in tuple(subs):  # a delivery may unsubscribe (slow consumer cut-off)
-                    sub.deliver(event)
+            if not subs:
+                continue
+            earlier = keys[:i]
+            for sub in tuple(subs):  # a delivery may unsubscribe (slow consumer cut-off)
+                if earlier and any(sub.follows(k) for k in earlier):
+                    continue
+                sub.deliver(event)
+                delivered += 1
         if delivered:
             self.published += 1
         return delivered

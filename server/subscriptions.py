@@ -39,6 +39,9 @@ class Subscription:
     def deliver(self, event: Outgoing) -> None:
         self.conn.send_event(event, track=False)
 
+    def follows(self, key: str) -> bool:
+        return key in self.conn.subs
+
     async def start(self) -> None:
         kind, _, ident = self.key.partition("/")
         current = None

@@ -159,3 +159,38 @@ async def test_appends_on_an_account_key_are_not_a_resume_point(server):
     assert conn.outbound.slow_reason(None) == f"slow consumer; sessions/{session_id} last seq 2"
     await watcher.close()
     await c.close()
+
+
+async def test_a_socket_gets_each_event_once_whatever_covers_it(server):
+    """One v1 socket follows a session, its agent and its account (as the desktop may); it
+    receives exactly what a socket following only the account receives (which gets every event
+    of the account once): nothing twice, appends in seq order, partials once."""
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    agent_id, session_id = await setup_session(c, a)
+    v1 = await V1.open(server.url)
+    for key in (f"account/{a.account_id}", f"agents/{agent_id}", f"sessions/{session_id}"):
+        first = await v1.send(a, {"_": "Subscribe", "key": key, "n": key})
+        while first["_"] != "subscribed":   # a subscription's current value may come first
+            first = await v1.recv()
+    assert (await v1.recv())["key"] == f"sessions/{session_id}"   # the session's current value
+    only_account = await V2Client.open(server.url)
+    await only_account.call(a, {"_": "Subscribe", "key": f"account/{a.account_id}"})
+    await turn(c, a, session_id, "one two")
+    await turn(c, a, session_id, "three")
+
+    def done(events):
+        return sum(1 for e in events if e["_"] == "append" and e["event"]["event"]["role"] == "assistant") == 2 \
+            and events[-1]["_"] == "change" and events[-1]["value"].get("reason") == "session-event"
+
+    both, alone = [], []
+    async with asyncio.timeout(20):
+        while not done(both):
+            both.append(await v1.recv())
+        while not done(alone):
+            alone.append(await only_account.event())
+    assert [e["event"]["seq"] for e in both if e["_"] == "append"] == [1, 2, 3, 4]
+    assert both == alone
+    await v1.close()
+    await only_account.close()
+    await c.close()
