@@ -23,8 +23,8 @@ def set_model_provider(name: str, provider: dict) -> dict:
     return _action("SetModelProvider", name=name, provider=provider)
 
 
-def list_model_providers() -> dict:
-    return _action("ListModelProviders")
+def list_model_providers(agent_id: str | None = None) -> dict:
+    return _action("ListModelProviders", agentId=agent_id)
 
 
 def create_agent(definition: dict, client_request_id: str | None = None) -> dict:

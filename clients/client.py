@@ -28,7 +28,8 @@ from clients import actions
 from clients.errors import AgentsError
 from clients.shapes import (CreateAgentResponse, CreateSessionResponse, GetAgentResponse,
                             GetSessionResponse, ListAgentsResponse, ListModelProvidersResponse,
-                            ListSessionsResponse, MessageSessionResponse, NameResponse,
+                            ListSessionsResponse, MessageSessionResponse, SetModelProviderResponse,
+                            SetSecretResponse,
                             RegisterSignerResponse, StopSessionResponse)
 from clients.subscription import DEFAULT_BUFFER, Subscription
 from clients.transport import Transport
@@ -123,14 +124,14 @@ class AgentsClient:
                                         connect_timeout=self._transport.connect_timeout) as own:
             return await own.call(action)  # type: ignore[return-value]
 
-    async def set_secret(self, name: str, value: bytes, metadata: dict | None = None) -> NameResponse:
+    async def set_secret(self, name: str, value: bytes, metadata: dict | None = None) -> SetSecretResponse:
         return await self.call(actions.set_secret(name, value, metadata))  # type: ignore[return-value]
 
-    async def set_model_provider(self, name: str, provider: dict) -> NameResponse:
+    async def set_model_provider(self, name: str, provider: dict) -> SetModelProviderResponse:
         return await self.call(actions.set_model_provider(name, provider))  # type: ignore[return-value]
 
-    async def list_model_providers(self) -> ListModelProvidersResponse:
-        return await self.call(actions.list_model_providers())  # type: ignore[return-value]
+    async def list_model_providers(self, agent_id: str | None = None) -> ListModelProvidersResponse:
+        return await self.call(actions.list_model_providers(agent_id))  # type: ignore[return-value]
 
     async def create_agent(self, definition: dict,
                            client_request_id: str | None = None) -> CreateAgentResponse:

@@ -6,14 +6,31 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 
-class AgentInfo(TypedDict):
+class AgentActivity(TypedDict, total=False):
+    at: int                   # always present: the latest event's time
+    kind: str                 # always present: that event's `type` (message, error, ...)
+    sessionId: str            # the session of the latest message
+    messageAt: int
+    messageFrom: Literal["user", "assistant"]
+
+
+class AgentInfo(TypedDict, total=False):
     id: str
     account: str
-    definition: dict          # {name, systemPrompt, modelProvider, model, ...}
+    definition: dict          # {name, systemPrompt (text or block tree), modelProvider, model, ...}
     stateDir: str
     status: Literal["idle", "running", "stopped", "error"]
     createdAt: int
     updatedAt: int
+    accessRole: Literal["owner", "reader", "writer"]
+    publicRead: bool
+    busy: bool                # a run of the agent is queued or running
+    activity: AgentActivity   # absent until the agent's first event
+
+
+class SessionActivity(TypedDict):
+    messageAt: int
+    messageFrom: Literal["user", "assistant"]
 
 
 class SessionInfo(TypedDict, total=False):
@@ -22,6 +39,25 @@ class SessionInfo(TypedDict, total=False):
     agentId: str
     title: str
     status: Literal["idle", "streaming", "stopped", "error"]
+    createdAt: int
+    updatedAt: int
+    activity: SessionActivity  # absent until the session's first message
+
+
+class RedactedModelProvider(TypedDict):
+    id: str
+    name: str
+    type: str
+    hasSecrets: bool          # the config names a secret; which one is never shown
+    createdAt: int
+    updatedAt: int
+
+
+class RedactedSecret(TypedDict, total=False):
+    id: str
+    name: str
+    metadata: dict
+    hasValue: bool            # always True; the value is never returned
     createdAt: int
     updatedAt: int
 
@@ -39,12 +75,16 @@ class RegisterSignerResponse(TypedDict):
     signerId: str
 
 
-class NameResponse(TypedDict):           # SetSecret, SetModelProvider
-    name: str
+class SetSecretResponse(TypedDict):
+    secret: RedactedSecret
+
+
+class SetModelProviderResponse(TypedDict):
+    provider: RedactedModelProvider
 
 
 class ListModelProvidersResponse(TypedDict):
-    providers: list[dict]
+    providers: list[RedactedModelProvider]
 
 
 class CreateAgentResponse(TypedDict):

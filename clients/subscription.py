@@ -131,3 +131,27 @@ class Subscription:
 
 
 __all__ = ["Subscription", "DEFAULT_BUFFER"]
+
+
+def route(subs: dict, frame: dict):
+    """The subscription an event frame arrived for. The server sends an event once per socket,
+    through the most specific subscription that covers it (CONTRACT section 5): the event's own
+    key, else the run tree it belongs to, else `agents/<id>` (changes of its sessions and
+    notices naming it), else `account/<id>`. Events keep their own key, so this retraces it."""
+    key = frame.get("key")
+    sub = subs.get(key)
+    if sub is not None or type(key) is not str:
+        return sub
+    value = frame.get("value") if frame.get("_") == "change" else None
+    if type(value) is dict:
+        if key.startswith("runs/") and value.get("rootRunId"):
+            sub = subs.get("runs/" + str(value["rootRunId"]))
+        elif value.get("agentId") and not key.startswith("runs/"):
+            sub = subs.get("agents/" + str(value["agentId"]))
+        if sub is not None:
+            return sub
+    for name, sub in subs.items():   # a socket acts for one account: at most one such key
+        if name.startswith("account/"):
+            return sub
+    return None
+

@@ -23,7 +23,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, W
 
 from clients import actions
 from clients.errors import AgentsError
-from clients.subscription import DEFAULT_BUFFER, Subscription
+from clients.subscription import DEFAULT_BUFFER, Subscription, route
 from clients.wire import SUBPROTOCOL, decode_frame, is_response, request_frame, unsubscribe_frame
 
 log = logging.getLogger("seed_agents.client")
@@ -207,7 +207,7 @@ class Transport:
                     if fut is not None and not fut.done():
                         fut.set_result(frame["response"])
                     continue
-                sub = self._subs.get(frame.get("key"))
+                sub = route(self._subs, frame)
                 if sub is not None:
                     await sub._feed(frame)
                 elif frame.get("_") == "error":

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .blocks import BlockTreeError, check_tree, to_markdown
 from .dagcbor import encode
 from .errors import ProtocolError, quote
 
@@ -22,7 +23,7 @@ MAX_NAME = 200  # names of secrets, providers, agents, models
 MAX_ID = 200  # agent/session/run ids, clientRequestId, clientMessageId
 MAX_CURSOR = 1_000  # opaque ListSessions cursor handed out by the server
 MAX_TITLE = 1_000
-MAX_SYSTEM_PROMPT = 100_000
+MAX_SYSTEM_PROMPT = 100_000  # characters of text, or of the Markdown a block tree makes
 MAX_MESSAGE_TEXT = 200_000  # all text parts of one message, joined
 MAX_CONTENT_PARTS = 256
 MAX_CONTEXT_LINES = 10_000  # all context lines of one message
@@ -159,6 +160,7 @@ class ListProviderModels:
 @dataclass(frozen=True)
 class ListModelProviders:
     ts: int
+    agent_id: str | None = None  # list the providers of this agent's owner
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ class CreateAgent:
     ts: int
     definition: dict  # kept whole, extra keys (metadata, ...) included
     name: str
-    system_prompt: str
+    system_prompt: str  # as Markdown (a block tree is converted; the definition keeps the tree)
     model_provider: str
     model: str
     client_request_id: str | None = None
@@ -211,6 +213,7 @@ class GetSession:
 class TextPart:
     text: str
     client_message_id: str | None = None
+    blocks: tuple | None = None  # the desktop's block tree of this text, kept for display only
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,31 @@ def _list_provider_models(f: _Fields, ts: int) -> ListProviderModels:
                               f.text("agentId", MAX_ID, required=False))
 
 
+def _blocks(f: _Fields, field: str, *, required: bool) -> list | None:
+    """A block tree (protocol.blocks), or a 400 naming the field and the place in the tree."""
+    value = f.get(field, required)
+    if value is None:
+        return None
+    try:
+        return check_tree(value)
+    except BlockTreeError as exc:
+        raise f.fail(field + exc.path, exc.problem) from None
+
+
+def _system_prompt(d: _Fields) -> str:
+    """systemPrompt: text, or the desktop's block tree; either way bounded as Markdown."""
+    value = d.get("systemPrompt", True)
+    if type(value) is str:
+        return d.text("systemPrompt", MAX_SYSTEM_PROMPT, allow_empty=True)
+    if type(value) is not list:
+        raise d.fail("systemPrompt", f"must be text or an array of blocks, got {_kind(value)}")
+    markdown = to_markdown(_blocks(d, "systemPrompt", required=True))
+    if len(markdown) > MAX_SYSTEM_PROMPT:
+        raise d.fail("systemPrompt", f"must make at most {MAX_SYSTEM_PROMPT} characters of Markdown, "
+                                     f"got {len(markdown)}")
+    return markdown
+
+
 def _create_agent(f: _Fields, ts: int) -> CreateAgent:
     definition = f.mapping("definition")
     d = _Fields(definition, f"{f.name}.definition")
@@ -309,7 +337,7 @@ def _create_agent(f: _Fields, ts: int) -> CreateAgent:
         ts,
         definition,
         d.text("name", MAX_NAME),
-        d.text("systemPrompt", MAX_SYSTEM_PROMPT, allow_empty=True),
+        _system_prompt(d),
         d.text("modelProvider", MAX_NAME),
         d.text("model", MAX_NAME),
         f.text("clientRequestId", MAX_ID, required=False),
@@ -366,7 +394,9 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
         if kind == "text":
             text = p.text("text", MAX_MESSAGE_TEXT, allow_empty=True)
             texts.append(text)
-            parts.append(TextPart(text, p.text("clientMessageId", MAX_ID, required=False)))
+            blocks = _blocks(p, "blocks", required=False)
+            parts.append(TextPart(text, p.text("clientMessageId", MAX_ID, required=False),
+                                  None if blocks is None else tuple(blocks)))
         elif kind == "context":
             part_lines = p.get("lines", True)
             if type(part_lines) is not list:
@@ -387,6 +417,10 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
                                 f"got {len(text)}")
     return MessageSession(ts, f.text("sessionId", MAX_ID), tuple(parts), text, tuple(lines),
                           f.text("clientMessageId", MAX_ID, required=False))
+
+
+def _list_model_providers(f: _Fields, ts: int) -> ListModelProviders:
+    return ListModelProviders(ts, f.text("agentId", MAX_ID, required=False))
 
 
 def _stop_session(f: _Fields, ts: int) -> StopSession:
@@ -410,8 +444,8 @@ _PARSERS = {
     "RegisterSigner": _register_signer,
     "SetSecret": _set_secret,
     "SetModelProvider": _set_model_provider,
-    "ListModelProviders": _no_fields(ListModelProviders),
     "ListProviderModels": _list_provider_models,
+    "ListModelProviders": _list_model_providers,
     "CreateAgent": _create_agent,
     "GetAgent": _get_agent,
     "ListAgents": _no_fields(ListAgents),

@@ -3,14 +3,15 @@
 The schema version is `PRAGMA user_version`. Version N is reached by applying
 `migrations/NNNN_*.sql` for 1..N in order to an empty database, or `baseline.sql` in one step;
 the two must produce the same schema (tests/test_schema_baseline.py). The SQL files hold DDL
-only: whoever applies them (server.store.gate) sets user_version, so the number lives in one place.
+(and the backfill a new column needs, e.g. version 3's ids); never `PRAGMA user_version`:
+whoever applies them (server.store.gate) sets it, so the number lives in one place.
 """
 from __future__ import annotations
 
 import re
 from importlib import resources
 
-CURRENT_VERSION = 2
+CURRENT_VERSION = 3
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 

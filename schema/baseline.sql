@@ -1,4 +1,4 @@
--- The schema at the current version (2), for creating a fresh database in one step.
+-- The schema at the current version (3), for creating a fresh database in one step.
 -- It must stay equivalent to migrations 0001..N applied in order: tests/test_schema_baseline.py
 -- compares the two. When you add a migration, fold its effect in here too.
 -- STRICT tables make SQLite refuse a value of the wrong type instead of storing it silently.
@@ -28,8 +28,10 @@ CREATE TABLE model_providers (
     config     BLOB NOT NULL, -- DAG-CBOR map
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
+    id         TEXT, -- UUID v4 (RedactedModelProvider.id); last because version 3 added it
     PRIMARY KEY (account_id, name)
 ) STRICT, WITHOUT ROWID;
+CREATE UNIQUE INDEX model_providers_by_id ON model_providers (id);
 
 CREATE TABLE secrets (
     account_id TEXT NOT NULL,
@@ -38,8 +40,10 @@ CREATE TABLE secrets (
     metadata   BLOB,          -- DAG-CBOR map, or NULL
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
+    id         TEXT,          -- UUID v4 (RedactedSecret.id); last because version 3 added it
     PRIMARY KEY (account_id, name)
 ) STRICT, WITHOUT ROWID;
+CREATE UNIQUE INDEX secrets_by_id ON secrets (id);
 
 CREATE TABLE agents (
     id         TEXT NOT NULL PRIMARY KEY,
@@ -48,7 +52,15 @@ CREATE TABLE agents (
     state_dir  TEXT NOT NULL,
     status     TEXT NOT NULL CHECK (status IN ('idle', 'running', 'stopped', 'error')),
     created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    -- Version 3: public read, and the activity rollup (latest transcript activity across the
+    -- agent's sessions, written with every appended event; NULL until the first).
+    public_read         INTEGER NOT NULL DEFAULT 0 CHECK (public_read IN (0, 1)),
+    activity_at         INTEGER,
+    activity_kind       TEXT,
+    activity_session_id TEXT,
+    message_at          INTEGER,
+    message_from        TEXT CHECK (message_from IN ('user', 'assistant'))
 ) STRICT;
 CREATE INDEX agents_by_account ON agents (account_id, updated_at DESC, id);
 
@@ -60,7 +72,9 @@ CREATE TABLE sessions (
     status     TEXT NOT NULL CHECK (status IN ('idle', 'streaming', 'stopped', 'error')),
     last_seq   INTEGER NOT NULL DEFAULT 0, -- the session's seq counter: events take last_seq + 1
     created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    message_at   INTEGER, -- version 3: the session's latest message (SessionInfo.activity)
+    message_from TEXT CHECK (message_from IN ('user', 'assistant'))
 ) STRICT;
 CREATE INDEX sessions_by_account ON sessions (account_id, updated_at DESC, id);
 CREATE INDEX sessions_by_agent ON sessions (agent_id, updated_at DESC, id);
@@ -92,6 +106,21 @@ CREATE INDEX runs_by_session ON runs (session_id, created_at);
 -- Queued and running runs per session: a small index, so "is this session busy?" does not walk
 -- a long session's whole run history.
 CREATE INDEX runs_active_by_session ON runs (session_id, created_at) WHERE status IN ('queued', 'running');
+-- The same per agent: AgentInfo.busy.
+CREATE INDEX runs_active_by_agent ON runs (agent_id) WHERE status IN ('queued', 'running');
+
+-- Pending invitations and accepted grants on an agent; its content stays under the owner.
+CREATE TABLE agent_collaborators (
+    agent_id    TEXT NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
+    account_id  TEXT NOT NULL,
+    role        TEXT NOT NULL CHECK (role IN ('reader', 'writer')),
+    status      TEXT NOT NULL CHECK (status IN ('pending', 'accepted')),
+    accepted_at INTEGER, -- NULL while pending
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, account_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX agent_collaborators_by_account ON agent_collaborators (account_id, status, updated_at DESC);
 
 CREATE TABLE idempotency (
     account_id  TEXT NOT NULL,

@@ -6,6 +6,7 @@ import os
 import time
 import uuid
 
+from protocol import events
 from server.config import Config
 from server.frames import Outgoing
 from server.hub import Hub
@@ -16,6 +17,9 @@ from server.store import signatures as sig_q
 from server.store.database import Database
 from server.store.filemodes import make_private_dir, warn_if_wide
 from server.store.secrets import SecretBox, load_secrets_key
+
+_OWNER_CACHE_MAX = 100_000
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -107,27 +111,108 @@ class App:
     def uptime(self) -> float:
         return time.monotonic() - self.started_at
 
-    # -- publishing ------------------------------------------------------------------------
-    def publish(self, key: str, value: dict, *, seq: int = 0, body: bytes | None = None) -> None:
+    # -- publishing: the routing of CONTRACT section 5 -------------------------------------
+    # Each event is built (and later encoded) once, then handed to the subscribers of every key
+    # it is routed to; an event keeps its own key (`sessions/<id>` also when an `agents/` or
+    # `account/` subscriber receives it). The hub indexes subscribers by key, so publishing
+    # costs only the subscribers of those keys.
+    def _send(self, event: Outgoing, *keys: str) -> None:
         self.metrics.published.inc()
-        self.hub.publish(Outgoing(key, value, seq=seq, body=body))
+        self.hub.publish_to(keys, event)
 
     def publish_append(self, session_id: str, event: dict, body: bytes) -> None:
+        """A durable event: to its session and to the account that owns the session."""
         key = "sessions/" + session_id
-        self.publish(key, {"_": "append", "key": key, "event": event}, seq=event["seq"], body=body)
+        self._send(Outgoing(key, events.append(key, event), seq=event["seq"], body=body),
+                   key, "account/" + self._session_owner(session_id))
 
     def publish_partial(self, session_id: str, partial_id: str, patch: dict) -> None:
         key = "sessions/" + session_id
-        self.publish(key, {"_": "appendPartial", "key": key, "partialId": partial_id, "patch": patch})
+        self._send(Outgoing(key, events.append_partial(key, partial_id, patch)),
+                   key, "account/" + self._session_owner(session_id))
 
     def publish_change(self, key: str, value: dict) -> None:
-        self.publish(key, {"_": "change", "key": key, "value": value})
+        """The new value of what `key` names, routed by its kind (see publish_session,
+        publish_agent, publish_run); an update, never a creation."""
+        kind = key.partition("/")[0]
+        if kind == "sessions":
+            self.publish_session(value)
+        elif kind == "agents":
+            self.publish_agent(value)
+        elif kind == "runs":
+            self.publish_run(value)
+        else:
+            self._send(Outgoing(key, events.change(key, value)), key)
+
+    def publish_session(self, session: dict, *, created: bool = False) -> None:
+        """SessionInfo: to the session, its agent and its account; every change after the
+        creation is also announced as `session-updated`."""
+        key = "sessions/" + session["id"]
+        self._send(Outgoing(key, events.change(key, session)),
+                   key, "agents/" + session["agentId"], "account/" + session["account"])
+        if not created:
+            self.notify_account(session["account"], "session-updated", agent_id=session["agentId"],
+                                session_id=session["id"])
+
+    def publish_agent(self, agent: dict, *, created: bool = False) -> None:
+        """AgentInfo: to the agent and its account; every change after the creation (status,
+        definition, activity) is also announced as `agent-updated`."""
+        key = "agents/" + agent["id"]
+        self._send(Outgoing(key, events.change(key, agent)), key, "account/" + agent["account"])
+        if not created:
+            self.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
+
+    def publish_run(self, run: dict) -> None:
+        """RunInfo: to the subscribers of its tree (`runs/<rootRunId>`; `runs/<id>` too when the
+        run is not its own root) and to its account."""
+        run_id = run["id"]
+        root = run.get("rootRunId") or run_id
+        owner = run.get("account") or self._agent_owner(run["agentId"])
+        key = "runs/" + run_id
+        keys = ["runs/" + root] if root == run_id else ["runs/" + root, key]
+        if owner is not None:
+            keys.append("account/" + owner)
+        self._send(Outgoing(key, events.change(key, run)), *keys)
 
     def notify_account(self, account_id: str, reason: str, *, agent_id: str | None = None,
                        session_id: str | None = None) -> None:
+        """An account notice: to the account, and to the agent it names."""
         value: dict = {"reason": reason}
         if agent_id is not None:
             value["agentId"] = agent_id
         if session_id is not None:
             value["sessionId"] = session_id
-        self.publish_change("account/" + account_id, value)
+        key = "account/" + account_id
+        event = Outgoing(key, events.change(key, value))
+        if agent_id is None:
+            self._send(event, key)
+        else:
+            self._send(event, key, "agents/" + agent_id)
+
+    # Owners never change, so they are cached (bounded; a miss is one primary-key read).
+    def _session_owner(self, session_id: str) -> str:
+        owners = self.cache.setdefault("session_owner", {})
+        owner = owners.get(session_id)
+        if owner is None:
+            from server.store import sessions as sessions_q
+
+            session = self.db.read(sessions_q.get_session, session_id)
+            owner = session["account"] if session is not None else ""
+            if len(owners) >= _OWNER_CACHE_MAX:
+                owners.clear()
+            owners[session_id] = owner
+        return owner
+
+    def _agent_owner(self, agent_id: str) -> str | None:
+        owners = self.cache.setdefault("agent_owner", {})
+        owner = owners.get(agent_id)
+        if owner is None:
+            from server.store import agents as agents_q
+
+            owner = self.db.read(agents_q.agent_account, agent_id)
+            if owner is None:
+                return None
+            if len(owners) >= _OWNER_CACHE_MAX:
+                owners.clear()
+            owners[agent_id] = owner
+        return owner

@@ -43,13 +43,16 @@ class Connection:
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
 
     # -- output ----------------------------------------------------------------------------
-    def send_event(self, event: Outgoing, *, bounded: bool = True) -> None:
+    def send_event(self, event: Outgoing, *, bounded: bool = True, track: bool = True) -> None:
         """Live events are bounded (past the bound the socket is cut off); a replay's own
-        frames are not, since the replay paces itself with `wait_room`."""
+        frames are not, since the replay paces itself with `wait_room`. `track=False`: the
+        append does not count as sent on its session's stream (the slow-consumer reason names
+        only what a `sessions/` subscription sent, so resuming from it loses nothing)."""
+        seq = event.seq if track else 0
         if self.v2:
-            self.outbound.put(event.cbor(), event.key, event.seq, bounded=bounded, frame=event.ws_cbor)
+            self.outbound.put(event.cbor(), event.key, seq, bounded=bounded, frame=event.ws_cbor)
         else:
-            self.outbound.put(event.json(), event.key, event.seq, bounded=bounded, frame=event.ws_json)
+            self.outbound.put(event.json(), event.key, seq, bounded=bounded, frame=event.ws_json)
 
     def send_value(self, value: dict) -> None:
         """A response or notice: unbounded here, the reader loop applies back-pressure."""

@@ -1,6 +1,7 @@
 """Fan-out of live events, indexed by subscription key.
 
-Publishing costs work proportional to the subscribers of that key only; every subscriber's
+Publishing costs work proportional to the subscribers of the event's keys only (an event can be
+routed to several keys: CONTRACT section 5); every subscriber's
 `deliver` is synchronous and non-blocking (it queues bytes or drops), so one slow socket
 never holds up the others.
 """
@@ -13,6 +14,10 @@ from server.frames import Outgoing
 
 class Subscriber(Protocol):
     def deliver(self, event: Outgoing) -> None: ...
+
+    def follows(self, key: str) -> bool:
+        """Does this subscriber's socket also follow `key` (with another subscription)?"""
+        ...
 
 
 class Hub:
@@ -36,10 +41,28 @@ class Hub:
         return sum(len(s) for s in self._by_key.values())
 
     def publish(self, event: Outgoing) -> int:
-        subs = self._by_key.get(event.key)
-        if not subs:
-            return 0
-        self.published += 1
-        for sub in tuple(subs):  # a delivery may unsubscribe (slow consumer cut-off)
-            sub.deliver(event)
-        return len(subs)
+        """Deliver to the subscribers of the event's own key."""
+        return self.publish_to((event.key,), event)
+
+    def publish_to(self, keys, event: Outgoing) -> int:
+        """Deliver one event (encoded at most once per framing, shared by all) to the
+        subscribers of `keys`, most specific first (the event's own key, then the broader keys
+        it is routed to). A socket receives the event once, through the first of its
+        subscriptions that covers it: one following the event's own key keeps its replay and
+        seq order, and a socket following a session and its account gets no duplicate.
+        Returns the deliveries."""
+        delivered = 0
+        by_key = self._by_key
+        for i, key in enumerate(keys):
+            subs = by_key.get(key)
+            if not subs:
+                continue
+            earlier = keys[:i]
+            for sub in tuple(subs):  # a delivery may unsubscribe (slow consumer cut-off)
+                if earlier and any(sub.follows(k) for k in earlier):
+                    continue
+                sub.deliver(event)
+                delivered += 1
+        if delivered:
+            self.published += 1
+        return delivered

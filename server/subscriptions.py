@@ -25,7 +25,11 @@ REPLAY_PAGE_BYTES = 1 << 20   # a replay frame holds at most this much (or `repl
 
 
 class Subscription:
-    """Non-session keys: everything published on the key goes out live."""
+    """Non-session keys: everything published on the key goes out live.
+
+    No seq filtering: an `account/` or `agents/` key receives events of many sessions (their
+    appends carry their own session's seq), and none of them is replayed on such a key. Their
+    appends are sent untracked, so they never move a `sessions/` stream's "last seq sent"."""
 
     def __init__(self, conn, key: str) -> None:
         self.conn = conn
@@ -33,7 +37,10 @@ class Subscription:
         self.task: asyncio.Task | None = None
 
     def deliver(self, event: Outgoing) -> None:
-        self.conn.send_event(event)
+        self.conn.send_event(event, track=False)
+
+    def follows(self, key: str) -> bool:
+        return key in self.conn.subs
 
     async def start(self) -> None:
         kind, _, ident = self.key.partition("/")

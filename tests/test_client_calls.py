@@ -45,9 +45,10 @@ async def test_every_action_round_trips(server):
         assert [s["id"] for s in listed["sessions"]] == [session_id]
         assert listed["sessions"][0]["title"] == "first"
 
-        assert (await client.set_secret("openai-key", b"sk-test", {"note": "test"}))["name"] == "openai-key"
+        secret = (await client.set_secret("openai-key", b"sk-test", {"note": "test"}))["secret"]
+        assert secret["name"] == "openai-key" and secret["metadata"] == {"note": "test"}
         provider = {"type": "openai", "secretRefs": {"apiKey": "openai-key"}}
-        assert (await client.set_model_provider("work", provider))["name"] == "work"
+        assert (await client.set_model_provider("work", provider))["provider"]["hasSecrets"] is True
         providers = (await client.list_model_providers())["providers"]
         assert "sk-test" not in repr(providers) and "work" in repr(providers)
 
@@ -190,3 +191,33 @@ def _now_ms() -> int:
     import time
 
     return int(time.time() * 1000)
+
+
+async def test_account_and_agent_subscriptions_get_what_the_server_routes_to_them(server):
+    """The server sends an event once per socket, through its most specific subscription, with
+    the event's own key; the client hands each to the subscription it came for."""
+    kp = Keypair.generate()
+    async with AgentsClient.connect(server.url, kp) as client:
+        agent_id = (await client.create_agent(ECHO))["agentId"]
+        session_id = (await client.create_session(agent_id))["sessionId"]
+        account = await client.subscribe(f"account/{kp.account_id}")
+        agent = await client.subscribe(f"agents/{agent_id}")
+        first = await agent.next(10)
+        assert first["key"] == f"agents/{agent_id}" and first["value"]["busy"] is False
+        await client.message_session(session_id, "hi")
+        got_account = await appends_until(account, 2)
+        assert seqs(got_account) == [1, 2]
+        assert "".join(i["patch"].get("textDelta", "") for i in got_account if i["_"] == "appendPartial") == "echo: hi"
+        got_agent = []
+        async with asyncio.timeout(10):
+            while not any(i["key"] == f"agents/{agent_id}" and i["value"].get("activity", {}).get("messageFrom")
+                          == "assistant" for i in got_agent):
+                got_agent.append(await agent.next(10))
+        assert {i["key"] for i in got_agent} <= {f"agents/{agent_id}", f"sessions/{session_id}",
+                                                 f"account/{kp.account_id}"}
+        assert any(i["key"] == f"sessions/{session_id}" for i in got_agent)        # its session's change
+        # notices keep their own key (account/...): this socket follows the account, so they come there
+        assert any(i["_"] == "change" and i["value"].get("reason") == "session-event" for i in got_account)
+        assert not [i for i in got_agent if i["key"] == f"account/{kp.account_id}"]
+        # and what the agent subscription covers does not come twice through the account one
+        assert not [i for i in got_account if i["_"] == "change" and i["key"] == f"agents/{agent_id}"]

@@ -148,6 +148,49 @@ def test_create_agent_faults(d, fragments):
             "clientRequestId")
 
 
+BLOCKS = [{"block": {"id": "h", "type": "Heading", "text": "Role"},
+           "children": [{"block": {"id": "p", "type": "Paragraph", "text": "Be brief."}}]}]
+
+
+def test_create_agent_takes_a_block_system_prompt_as_markdown():
+    d = definition(systemPrompt=BLOCKS)
+    parsed = parse_action(act("CreateAgent", definition=d))
+    assert parsed.system_prompt == "# Role\n\nBe brief." and parsed.definition["systemPrompt"] is BLOCKS
+    big = [{"block": {"id": "p", "type": "Paragraph", "text": "x" * 100_000}}]
+    assert parse_action(act("CreateAgent", definition=definition(systemPrompt=big))).system_prompt == "x" * 100_000
+    big.append({"block": {"id": "q", "type": "Paragraph", "text": "y"}})   # + "\n\ny": over
+    refused(act("CreateAgent", definition=definition(systemPrompt=big)),
+            "CreateAgent.definition.systemPrompt", "100000 characters of Markdown")
+
+
+@pytest.mark.parametrize("prompt, fragments", [
+    (7, ("CreateAgent.definition.systemPrompt", "text or an array of blocks", "integer")),
+    ({"block": {}}, ("CreateAgent.definition.systemPrompt", "map")),
+    ([{"block": {"id": "a"}}], ("CreateAgent.definition.systemPrompt[0].block.type",)),
+    ([{"block": {"id": "a", "type": "Paragraph"}, "children": [5]}],
+     ("CreateAgent.definition.systemPrompt[0].children[0]", "map")),
+])
+def test_malformed_block_system_prompt_is_400_naming_the_place(prompt, fragments):
+    refused(act("CreateAgent", definition=definition(systemPrompt=prompt)), *fragments)
+
+
+def test_text_parts_keep_their_blocks():
+    parsed = parse_action(act("MessageSession", sessionId="s", content=[
+        text("Role\nBe brief.", blocks=BLOCKS), text("plain")]))
+    assert parsed.content[0].blocks == tuple(BLOCKS) and parsed.content[1].blocks is None
+    assert parsed.text == "Role\nBe brief.\nplain"
+    refused(act("MessageSession", sessionId="s", content=[text("x", blocks=[{"block": 1}])]),
+            "MessageSession.content[0].blocks[0].block", "map")
+    refused(act("MessageSession", sessionId="s", content=[text("x", blocks="b")]),
+            "MessageSession.content[0].blocks", "array")
+
+
+def test_list_model_providers_takes_an_optional_agent():
+    assert parse_action(act("ListModelProviders")).agent_id is None
+    assert parse_action(act("ListModelProviders", agentId="a")).agent_id == "a"
+    refused(act("ListModelProviders", agentId=5), "ListModelProviders.agentId", "text")
+
+
 def test_ids_and_sessions():
     assert parse_action(act("GetAgent", agentId="a")).agent_id == "a"
     refused(act("GetAgent"), "GetAgent.agentId", "required")

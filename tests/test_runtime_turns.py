@@ -13,11 +13,11 @@ API_KEY = "sk-test-DO-NOT-LEAK-7f3a"
 
 async def provider_session(c, kp, fake, *, system="You are terse."):
     r = await c.call(kp, {"_": "SetSecret", "name": "fake-key", "value": API_KEY.encode()})
-    assert r == {"_": "SetSecretResponse", "name": "fake-key"}
+    assert r["_"] == "SetSecretResponse" and r["secret"]["name"] == "fake-key" and r["secret"]["hasValue"] is True
     r = await c.call(kp, {"_": "SetModelProvider", "name": "fake", "provider": {
         "type": "custom", "baseUrl": fake.base_url, "secretRefs": {"apiKey": "fake-key"},
         "modelDefaults": {"temperature": 0.25}}})
-    assert r == {"_": "SetModelProviderResponse", "name": "fake"}
+    assert r["_"] == "SetModelProviderResponse" and r["provider"]["name"] == "fake"
     r = await c.call(kp, {"_": "CreateAgent", "definition": {
         "name": "Fake", "systemPrompt": system, "modelProvider": "fake", "model": "fake-model"}})
     agent_id = r["agentId"]

@@ -49,7 +49,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 2
+    assert schema.CURRENT_VERSION == 3
 
 
 def test_baseline_equals_migrations_applied_in_order():
@@ -66,12 +66,25 @@ def test_version_2_adds_real_schema():
     assert "error" in [c[1] for c in v2["runs.columns"]]
 
 
+def test_version_3_adds_the_shapes_columns():
+    v2, v3 = describe(from_migrations(2)), describe(from_migrations(3))
+    columns = lambda d, t: [c[1] for c in d[f"{t}.columns"]]  # noqa: E731
+    added = {"agents": ["public_read", "activity_at", "activity_kind", "activity_session_id", "message_at",
+                        "message_from"],
+             "sessions": ["message_at", "message_from"], "model_providers": ["id"], "secrets": ["id"]}
+    for table, names in added.items():
+        assert not set(names) & set(columns(v2, table)), table
+        assert columns(v3, table)[-len(names):] == names, table
+    assert "agent_collaborators.columns" not in v2 and "agent_collaborators.columns" in v3
+    assert "runs_active_by_agent.xinfo" in v3 and "runs_active_by_agent.xinfo" not in v2
+
+
 def test_expected_tables_and_strictness():
     conn = from_baseline()
     tables = {name: (strict, wr) for _, name, _, _, wr, strict in conn.execute("PRAGMA table_list")
               if not name.startswith("sqlite_")}
     assert set(tables) == {"server_config", "accounts", "account_signers", "model_providers", "secrets",
                            "agents", "sessions", "session_events", "runs", "idempotency",
-                           "accepted_signatures"}
+                           "accepted_signatures", "agent_collaborators"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)

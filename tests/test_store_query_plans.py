@@ -102,6 +102,7 @@ def test_no_full_scan_and_no_sort(plans):
     ("FROM runs WHERE session_id = ? ORDER BY", "runs_by_session"),
     ("DELETE FROM accepted_signatures", "accepted_signatures_by_expiry"),
     ("WHERE status = 'running'", "runs_by_status"),
+    ("WHERE runs.agent_id = agents.id", "runs_active_by_agent"),   # AgentInfo.busy
 ])
 def test_hot_queries_use_their_index(plans, fragment, index):
     matching = {sql: plan for sql, plan in plans.items() if fragment in sql}

@@ -23,8 +23,10 @@ def conn(tmp_path):
 def test_agent_lifecycle(conn):
     info = agents.create_agent(conn, "a1", ACCOUNT, DEFINITION, "/data/agents/a1", 10)
     assert info == {"id": "a1", "account": ACCOUNT, "definition": DEFINITION, "stateDir": "/data/agents/a1",
-                    "status": "idle", "createdAt": 10, "updatedAt": 10}
+                    "status": "idle", "createdAt": 10, "updatedAt": 10, "accessRole": "owner",
+                    "publicRead": False, "busy": False}
     assert agents.get_agent(conn, "a1") == info
+    assert agents.get_agent(conn, "a1", "reader")["accessRole"] == "reader"
     assert agents.get_agent(conn, "nope") is None
     assert agents.set_agent_status(conn, "a1", "running", 20)["status"] == "running"
     with pytest.raises(NotFound):
@@ -48,7 +50,7 @@ def test_session_info_omits_missing_title(conn):
     agents.create_agent(conn, "a1", ACCOUNT, DEFINITION, "/d", 1)
     untitled = sessions.create_session(conn, "s1", ACCOUNT, "a1", None, 10)
     assert untitled == {"id": "s1", "account": ACCOUNT, "agentId": "a1", "status": "idle",
-                        "createdAt": 10, "updatedAt": 10}
+                        "createdAt": 10, "updatedAt": 10}   # no activity before the first message
     titled = sessions.create_session(conn, "s2", ACCOUNT, "a1", "Hello", 11)
     assert titled["title"] == "Hello"
     assert sessions.get_session(conn, "s1") == untitled and sessions.get_session(conn, "s2") == titled
@@ -122,3 +124,42 @@ def test_append_event_dense_seq_and_stored_body(conn):
         events.append_event(conn, "nope", payload, "e-x", 40)
     with pytest.raises(apsw.ConstraintError):  # event ids are unique
         events.append_event(conn, "s2", payload, "e0", 40)
+
+
+def test_activity_rollup_moves_with_every_event_and_messages_only_with_messages(conn):
+    agents.create_agent(conn, "a1", ACCOUNT, DEFINITION, "/d", 1)
+    sessions.create_session(conn, "s1", ACCOUNT, "a1", None, 10)
+    sessions.create_session(conn, "s2", ACCOUNT, "a1", None, 10)
+    assert "activity" not in agents.get_agent(conn, "a1")     # NULL until the first event
+    assert "activity" not in sessions.get_session(conn, "s1")
+    events.append_event(conn, "s1", {"type": "message", "role": "user", "content": "hi"}, "e1", 20)
+    assert agents.get_agent(conn, "a1")["activity"] == {"at": 20, "kind": "message", "sessionId": "s1",
+                                                        "messageAt": 20, "messageFrom": "user"}
+    assert sessions.get_session(conn, "s1")["activity"] == {"messageAt": 20, "messageFrom": "user"}
+    events.append_event(conn, "s1", {"type": "message", "role": "assistant", "content": "yo"}, "e2", 25)
+    assert sessions.get_session(conn, "s1")["activity"] == {"messageAt": 25, "messageFrom": "assistant"}
+    # an error in another session moves at/kind only
+    events.append_event(conn, "s2", {"type": "error", "message": "boom"}, "e3", 30)
+    assert agents.get_agent(conn, "a1")["activity"] == {"at": 30, "kind": "error", "sessionId": "s1",
+                                                        "messageAt": 25, "messageFrom": "assistant"}
+    assert "activity" not in sessions.get_session(conn, "s2")
+    # a clock step backwards never moves the marks back
+    events.append_event(conn, "s2", {"type": "message", "role": "user", "content": "again"}, "e4", 5)
+    activity = agents.get_agent(conn, "a1")["activity"]
+    assert activity["at"] == 30 and activity["messageAt"] == 25 and activity["sessionId"] == "s2"
+    assert [a.get("activity", {}).get("kind") for a in agents.list_agents(conn, ACCOUNT)] == ["message"]
+
+
+def test_busy_follows_the_agents_queued_and_running_runs(conn):
+    from server.store import runs
+
+    agents.create_agent(conn, "a1", ACCOUNT, DEFINITION, "/d", 1)
+    agents.create_agent(conn, "a2", ACCOUNT, DEFINITION, "/d2", 1)
+    sessions.create_session(conn, "s1", ACCOUNT, "a1", None, 10)
+    runs.create_run(conn, "r1", ACCOUNT, "a1", "s1", None, 11)
+    assert agents.get_agent(conn, "a1")["busy"] is True and agents.get_agent(conn, "a2")["busy"] is False
+    runs.set_run_status(conn, "r1", "running", 12)
+    assert agents.set_agent_status(conn, "a1", "running", 12)["busy"] is True
+    runs.set_run_status(conn, "r1", "succeeded", 13)
+    assert agents.set_agent_status(conn, "a1", "idle", 13)["busy"] is False
+    assert [a["busy"] for a in agents.list_agents(conn, ACCOUNT)] == [False, False]

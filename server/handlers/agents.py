@@ -40,7 +40,7 @@ async def create_agent(app, env, action) -> dict:
 
     response, created = await app.db.write(job)
     for agent in created:
-        app.publish_change("agents/" + agent["id"], agent)
+        app.publish_agent(agent, created=True)
         app.notify_account(account_id, "agent-created", agent_id=agent["id"])
     return response
 

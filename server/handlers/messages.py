@@ -21,6 +21,10 @@ def user_payload(env, action) -> dict:
         payload["clientMessageId"] = client_message_id
     if action.context_lines:
         payload["contextLines"] = list(action.context_lines)
+    # The text parts' block trees, in order: kept for display, never sent to the model.
+    blocks = [block for part in action.content for block in (getattr(part, "blocks", None) or ())]
+    if blocks:
+        payload["blocks"] = blocks
     return payload
 
 
@@ -36,10 +40,10 @@ async def message_session(app, env, action) -> dict:
         event, body = events_q.append_event(conn, session_id, user_payload(env, action), user_event_id, now)
         run = runs_q.create_run(conn, run_id, account_id, session["agentId"], session_id, user_event_id, now)
         session = sessions_q.set_session_status(conn, session_id, "streaming", now)
-        agents_q.touch_agent(conn, session["agentId"], now)
+        agent = agents_q.touch_agent(conn, session["agentId"], now)   # busy, with the new activity
         response = {"_": "MessageSessionResponse", "sessionId": session_id, "assistantEventId": "",
                     "userEventId": user_event_id, "runId": run_id}
-        return response, [(event, body, run, session)]
+        return response, [(event, body, run, session, agent)]
 
     def job(conn):
         return once(conn, account_id, "MessageSession", action.client_message_id,
@@ -48,10 +52,11 @@ async def message_session(app, env, action) -> dict:
     response, done = await app.db.write(job)
 
     def publish() -> None:
-        for event, body, run, session in done:
+        for event, body, run, session, agent in done:
             app.publish_append(session_id, event, body)
             app.publish_change("runs/" + run["id"], run)
             app.publish_change("sessions/" + session_id, session)
+            app.publish_change("agents/" + agent["id"], agent)
             app.notify_account(account_id, "session-event", agent_id=session["agentId"], session_id=session_id)
             app.runtime.kick(session_id)
 

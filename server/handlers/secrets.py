@@ -1,6 +1,8 @@
-"""SetSecret: values are sealed with AES-256-GCM before they reach the database."""
+"""SetSecret: values are sealed with AES-256-GCM before they reach the database. The answer is
+RedactedSecret = {id, name, metadata?, hasValue: true, createdAt, updatedAt}: never the value."""
 from __future__ import annotations
 
+from server.app import new_id
 from server.store import secrets_table as secrets_q
 
 
@@ -12,8 +14,13 @@ def secret_aad(account_id: str, name: str) -> bytes:
 async def set_secret(app, env, action) -> dict:
     sealed = app.secrets.seal(action.value, secret_aad(env.account_id, action.name))
     now = app.now_ms()
-    await app.db.write(secrets_q.set_secret, env.account_id, action.name, sealed, action.metadata, now)
-    return {"_": "SetSecretResponse", "name": action.name}
+    info = await app.db.write(secrets_q.set_secret, env.account_id, action.name, sealed, action.metadata, now,
+                              new_id())
+    secret = {"id": info["id"], "name": info["name"]}
+    if "metadata" in info:
+        secret["metadata"] = info["metadata"]
+    secret.update(hasValue=True, createdAt=info["createdAt"], updatedAt=info["updatedAt"])
+    return {"_": "SetSecretResponse", "secret": secret}
 
 
 def read_secret(app, account_id: str, name: str) -> bytes | None:

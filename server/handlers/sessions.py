@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from protocol.actions import request_fingerprint
+from protocol.blocks import system_prompt_markdown
 from server.app import new_id
 from server.handlers.access import own_agent, own_session
 from server.handlers.idempotency import once
@@ -16,13 +17,13 @@ _PROMPT_CACHE_MAX = 10_000
 
 
 def system_prompt(app, agent_id: str) -> str:
-    """An agent's system prompt. Definitions never change after CreateAgent (there is no
+    """An agent's system prompt as Markdown (a block tree converted). Definitions never change after CreateAgent (there is no
     update action), so they are cached rather than decoded on every GetSession."""
     cache = app.cache.setdefault("system_prompts", {})
     prompt = cache.get(agent_id)
     if prompt is None:
         agent = app.db.read(agents_q.get_agent, agent_id)
-        prompt = (agent or {}).get("definition", {}).get("systemPrompt", "")
+        prompt = system_prompt_markdown((agent or {}).get("definition", {}))
         if len(cache) >= _PROMPT_CACHE_MAX:
             cache.clear()
         cache[agent_id] = prompt
@@ -46,10 +47,10 @@ async def create_session(app, env, action) -> dict:
 
     response, created = await app.db.write(job)
     for session, agent in created:
-        app.publish_change("sessions/" + session["id"], session)
+        app.publish_session(session, created=True)
+        app.notify_account(account_id, "session-created", agent_id=session["agentId"], session_id=session["id"])
         if agent is not None:
             app.publish_change("agents/" + agent["id"], agent)
-        app.notify_account(account_id, "session-created", agent_id=session["agentId"], session_id=session["id"])
     return response
 
 

@@ -13,6 +13,7 @@ import time
 
 import httpx
 
+from protocol.blocks import system_prompt_markdown
 from server.app import new_id
 from server.providers.base import ProviderError, TextDelta, Usage
 from server.handlers.provider_lookup import provider_for
@@ -199,7 +200,7 @@ class Runtime:
                 own = SessionHistory(1)
                 own.extend(self.app.db.read(events_q.events_after, session_id, seq - 1, 1))
                 history = history.with_entry(own.entries[0]) if own.entries else history
-        return history.messages(definition.get("systemPrompt", ""), user_event_id,
+        return history.messages(system_prompt_markdown(definition), user_event_id,
                                 include_context=include_context)
 
     async def _finish(self, run, agent, provider_type, outcome, text, usage, started) -> None:

@@ -1,4 +1,11 @@
-"""Agents: AgentInfo = {id, account, definition, stateDir, status, createdAt, updatedAt}."""
+"""Agents: AgentInfo = {id, account, definition, stateDir, status, createdAt, updatedAt,
+accessRole, publicRead, busy, activity?} (CONTRACT section 4).
+
+`accessRole` is the caller's role, so every function that returns an AgentInfo takes it (the
+owner's, until agents are shared). `busy` is derived from the runs table on every read (a run
+of the agent is queued or running), so it can never disagree with the runs. `activity` is the
+rollup that `record_activity` writes with every appended session event.
+"""
 from __future__ import annotations
 
 import apsw
@@ -6,41 +13,55 @@ import apsw
 from server.store import codec
 from server.store.errors import NotFound
 
-_COLUMNS = "id, account_id, definition, state_dir, status, created_at, updated_at"
+# The WHERE of the partial index runs_active_by_agent, written out verbatim: SQLite uses a
+# partial index only when the query repeats its condition.
+_ACTIVE = "status IN ('queued', 'running')"
+_COLUMNS = ("id, account_id, definition, state_dir, status, created_at, updated_at, public_read,"
+            " activity_at, activity_kind, activity_session_id, message_at, message_from,"
+            f" EXISTS (SELECT 1 FROM runs WHERE runs.agent_id = agents.id AND {_ACTIVE})")
+OWNER = "owner"
 
 
 def create_agent(conn: apsw.Connection, agent_id: str, account_id: str, definition: dict,
-                 state_dir: str, now: int) -> dict:
+                 state_dir: str, now: int, role: str = OWNER) -> dict:
     conn.execute(
-        f"INSERT INTO agents ({_COLUMNS}) VALUES (?, ?, ?, ?, 'idle', ?, ?)",
+        "INSERT INTO agents (id, account_id, definition, state_dir, status, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, 'idle', ?, ?)",
         (agent_id, account_id, codec.encode(definition), state_dir, now, now))
-    return {"id": agent_id, "account": account_id, "definition": definition, "stateDir": state_dir,
-            "status": "idle", "createdAt": now, "updatedAt": now}
+    return agent_info((agent_id, account_id, definition, state_dir, "idle", now, now, 0,
+                       None, None, None, None, None, 0), role)
 
 
-def get_agent(conn: apsw.Connection, agent_id: str) -> dict | None:
+def get_agent(conn: apsw.Connection, agent_id: str, role: str = OWNER) -> dict | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
-    return None if row is None else agent_info(row)
+    return None if row is None else agent_info(row, role)
 
 
-def list_agents(conn: apsw.Connection, account_id: str) -> list[dict]:
+def agent_account(conn: apsw.Connection, agent_id: str) -> str | None:
+    """The owning account of an agent (None when there is no such agent)."""
+    row = conn.execute("SELECT account_id FROM agents WHERE id = ?", (agent_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def list_agents(conn: apsw.Connection, account_id: str, role: str = OWNER) -> list[dict]:
     """The account's agents, most recently updated first."""
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM agents WHERE account_id = ? ORDER BY updated_at DESC, id",
         (account_id,)).fetchall()
-    return [agent_info(row) for row in rows]
+    return [agent_info(row, role) for row in rows]
 
 
-def set_agent_status(conn: apsw.Connection, agent_id: str, status: str, now: int) -> dict:
+def set_agent_status(conn: apsw.Connection, agent_id: str, status: str, now: int,
+                     role: str = OWNER) -> dict:
     row = conn.execute(
         f"UPDATE agents SET status = ?, updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
         (status, now, agent_id)).fetchone()
     if row is None:
         raise NotFound(f"agent {agent_id} not found")
-    return agent_info(row)
+    return agent_info(row, role)
 
 
-def touch_agent(conn: apsw.Connection, agent_id: str, now: int) -> dict:
+def touch_agent(conn: apsw.Connection, agent_id: str, now: int, role: str = OWNER) -> dict:
     """Mark the agent updated (a session of it changed); returns the AgentInfo to publish."""
     # max(): a clock step backwards must not reorder "newest update first" lists.
     row = conn.execute(
@@ -48,7 +69,21 @@ def touch_agent(conn: apsw.Connection, agent_id: str, now: int) -> dict:
         (now, agent_id)).fetchone()
     if row is None:
         raise NotFound(f"agent {agent_id} not found")
-    return agent_info(row)
+    return agent_info(row, role)
+
+
+def record_activity(conn: apsw.Connection, agent_id: str, session_id: str, kind: str,
+                    message_from: str | None, now: int) -> None:
+    """The activity rollup, in the transaction that appends the event: `at`/`kind` move with
+    every event; the message columns and the session only with a message (`message_from` is
+    'user' or 'assistant', else None). Times never move backwards, whatever the clock does."""
+    conn.execute(
+        "UPDATE agents SET activity_at = max(coalesce(activity_at, 0), ?1), activity_kind = ?2,"
+        " activity_session_id = CASE WHEN ?3 IS NULL THEN activity_session_id ELSE ?4 END,"
+        " message_at = CASE WHEN ?3 IS NULL THEN message_at ELSE max(coalesce(message_at, 0), ?1) END,"
+        " message_from = coalesce(?3, message_from)"
+        " WHERE id = ?5",
+        (now, kind, message_from, session_id, agent_id))
 
 
 def settle_running_agents(conn: apsw.Connection, now: int) -> int:
@@ -58,7 +93,22 @@ def settle_running_agents(conn: apsw.Connection, now: int) -> int:
     return conn.changes()
 
 
-def agent_info(row: tuple) -> dict:
-    agent_id, account_id, definition, state_dir, status, created_at, updated_at = row
-    return {"id": agent_id, "account": account_id, "definition": codec.decode(definition),
-            "stateDir": state_dir, "status": status, "createdAt": created_at, "updatedAt": updated_at}
+def agent_info(row: tuple, role: str = OWNER) -> dict:
+    """AgentInfo from a row of _COLUMNS; `role` is the caller's accessRole."""
+    (agent_id, account_id, definition, state_dir, status, created_at, updated_at, public_read,
+     activity_at, activity_kind, activity_session_id, message_at, message_from, busy) = row
+    if type(definition) is not dict:
+        definition = codec.decode(definition)
+    info = {"id": agent_id, "account": account_id, "definition": definition, "stateDir": state_dir,
+            "status": status, "createdAt": created_at, "updatedAt": updated_at,
+            "accessRole": role, "publicRead": bool(public_read), "busy": bool(busy)}
+    if activity_at is not None:
+        activity: dict = {"at": activity_at, "kind": activity_kind or "event"}
+        if activity_session_id is not None:
+            activity["sessionId"] = activity_session_id
+        if message_at is not None:
+            activity["messageAt"] = message_at
+        if message_from is not None:
+            activity["messageFrom"] = message_from
+        info["activity"] = activity
+    return info

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import apsw
 
+from server.store import agents as agents_q
 from server.store import codec
 from server.store.errors import NotFound
 
@@ -16,19 +17,35 @@ def append_event(conn: apsw.Connection, session_id: str, payload: dict, event_id
     """Append to the session; returns (SessionEvent, its stored body bytes).
 
     The seq comes from the session row's counter, bumped in this same transaction: the
-    writer's lock makes it dense and unique even with several processes on the file.
+    writer's lock makes it dense and unique even with several processes on the file. The same
+    transaction writes the activity rollup: the session's latest message (a message only) and
+    the agent's latest activity (every event), so lists can show unread marks on their own.
     """
+    kind, message_from = activity_of(payload)
     row = conn.execute(
-        "UPDATE sessions SET last_seq = last_seq + 1, updated_at = max(updated_at, ?)"
-        " WHERE id = ? RETURNING last_seq", (now, session_id)).fetchone()
+        "UPDATE sessions SET last_seq = last_seq + 1, updated_at = max(updated_at, ?1),"
+        " message_at = CASE WHEN ?2 IS NULL THEN message_at ELSE max(coalesce(message_at, 0), ?1) END,"
+        " message_from = coalesce(?2, message_from)"
+        " WHERE id = ?3 RETURNING last_seq, agent_id", (now, message_from, session_id)).fetchone()
     if row is None:
         raise NotFound(f"session {session_id} not found")
-    seq = row[0]
+    seq, agent_id = row
+    agents_q.record_activity(conn, agent_id, session_id, kind, message_from, now)
     event = {"id": event_id, "sessionId": session_id, "seq": seq, "event": payload, "createdAt": now}
     body = codec.encode(event)
     conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (?, ?, ?, ?, ?)",
                  (session_id, seq, event_id, now, body))
     return event, body
+
+
+def activity_of(payload: dict) -> tuple[str, str | None]:
+    """(kind, message_from) of an event payload: the kind is its `type`; message_from is the
+    role of a user or assistant message, else None (other events move no message marks)."""
+    kind = payload.get("type")
+    if type(kind) is not str:
+        kind = "event"
+    role = payload.get("role")
+    return kind, role if kind == "message" and role in ("user", "assistant") else None
 
 
 def events_after(conn: apsw.Connection, session_id: str, after_seq: int, limit: int) -> list[dict]:

@@ -1,37 +1,49 @@
-"""Model provider configs per account (SetModelProvider, ListModelProviders)."""
+"""Model provider configs per account (SetModelProvider, ListModelProviders).
+
+Each row has an id (a UUID v4, RedactedModelProvider.id) made when the name is first set and
+kept by every later SetModelProvider of that name.
+"""
 from __future__ import annotations
+
+import uuid
 
 import apsw
 
 from server.store import codec
 
+_COLUMNS = "id, name, config, created_at, updated_at"
 
-def set_provider(conn: apsw.Connection, account_id: str, name: str, config: dict, now: int) -> None:
-    """Create or replace the named provider; created_at survives a replace."""
-    conn.execute(
-        "INSERT INTO model_providers (account_id, name, config, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?)"
+
+def set_provider(conn: apsw.Connection, account_id: str, name: str, config: dict, now: int,
+                 provider_id: str | None = None) -> dict:
+    """Create or replace the named provider; its id and created_at survive a replace.
+    Returns the stored row as {id, name, config, createdAt, updatedAt}."""
+    row = conn.execute(
+        "INSERT INTO model_providers (account_id, name, config, created_at, updated_at, id)"
+        " VALUES (?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (account_id, name) DO UPDATE SET config = excluded.config,"
-        " updated_at = excluded.updated_at",
-        (account_id, name, codec.encode(config), now, now))
+        f" updated_at = excluded.updated_at RETURNING {_COLUMNS}",
+        (account_id, name, codec.encode(config), now, now, provider_id or str(uuid.uuid4()))).fetchone()
+    return _provider(row)
 
 
 def get_provider(conn: apsw.Connection, account_id: str, name: str) -> dict | None:
-    """{name, config, createdAt, updatedAt}, or None."""
+    """{id, name, config, createdAt, updatedAt}, or None."""
     row = conn.execute(
-        "SELECT name, config, created_at, updated_at FROM model_providers"
-        " WHERE account_id = ? AND name = ?", (account_id, name)).fetchone()
+        f"SELECT {_COLUMNS} FROM model_providers WHERE account_id = ? AND name = ?",
+        (account_id, name)).fetchone()
     return None if row is None else _provider(row)
 
 
 def list_providers(conn: apsw.Connection, account_id: str) -> list[dict]:
-    """[{name, config, createdAt, updatedAt}] ordered by name."""
+    """[{id, name, config, createdAt, updatedAt}] ordered by name."""
     rows = conn.execute(
-        "SELECT name, config, created_at, updated_at FROM model_providers"
-        " WHERE account_id = ? ORDER BY name", (account_id,)).fetchall()
+        f"SELECT {_COLUMNS} FROM model_providers WHERE account_id = ? ORDER BY name",
+        (account_id,)).fetchall()
     return [_provider(row) for row in rows]
 
 
 def _provider(row: tuple) -> dict:
-    name, config, created_at, updated_at = row
-    return {"name": name, "config": codec.decode(config), "createdAt": created_at, "updatedAt": updated_at}
+    provider_id, name, config, created_at, updated_at = row
+    return {"id": provider_id, "name": name, "config": codec.decode(config), "createdAt": created_at,
+            "updatedAt": updated_at}

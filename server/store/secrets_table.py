@@ -1,5 +1,11 @@
-"""Sealed secret values per account. Only ciphertext is stored (see server.store.secrets)."""
+"""Sealed secret values per account. Only ciphertext is stored (see server.store.secrets).
+
+Each row has an id (a UUID v4, RedactedSecret.id) made when the name is first set and kept by
+every later SetSecret of that name.
+"""
 from __future__ import annotations
+
+import uuid
 
 import apsw
 
@@ -7,15 +13,22 @@ from server.store import codec
 
 
 def set_secret(conn: apsw.Connection, account_id: str, name: str, ciphertext: bytes,
-               metadata: dict | None, now: int) -> None:
-    """Create or replace; `ciphertext` must already be sealed with an AAD naming this row."""
-    conn.execute(
-        "INSERT INTO secrets (account_id, name, ciphertext, metadata, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)"
+               metadata: dict | None, now: int, secret_id: str | None = None) -> dict:
+    """Create or replace; `ciphertext` must already be sealed with an AAD naming this row.
+    Returns what may be shown of it: {id, name, metadata?, createdAt, updatedAt}."""
+    row = conn.execute(
+        "INSERT INTO secrets (account_id, name, ciphertext, metadata, created_at, updated_at, id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (account_id, name) DO UPDATE SET ciphertext = excluded.ciphertext,"
-        " metadata = excluded.metadata, updated_at = excluded.updated_at",
+        " metadata = excluded.metadata, updated_at = excluded.updated_at"
+        " RETURNING id, name, metadata, created_at, updated_at",
         (account_id, name, bytes(ciphertext), None if metadata is None else codec.encode(metadata),
-         now, now))
+         now, now, secret_id or str(uuid.uuid4()))).fetchone()
+    secret_id, name, metadata, created_at, updated_at = row
+    info: dict = {"id": secret_id, "name": name, "createdAt": created_at, "updatedAt": updated_at}
+    if metadata is not None:
+        info["metadata"] = codec.decode(metadata)
+    return info
 
 
 def get_secret_ciphertext(conn: apsw.Connection, account_id: str, name: str) -> bytes | None:

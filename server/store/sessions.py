@@ -1,4 +1,4 @@
-"""Sessions: SessionInfo = {id, account, agentId, title?, status, createdAt, updatedAt}.
+"""Sessions: SessionInfo = {id, account, agentId, title?, status, createdAt, updatedAt, activity?}.
 
 Lists are newest update first, paged with an opaque keyset cursor (the last row's updated_at
 and id), so a page costs the same however deep it is and rows never repeat across pages.
@@ -14,16 +14,16 @@ from protocol.actions import MAX_SAFE_INTEGER, check_integer
 from protocol.errors import quote
 from server.store.errors import InvalidCursor, NotFound
 
-_COLUMNS = "id, account_id, agent_id, title, status, created_at, updated_at"
+_COLUMNS = "id, account_id, agent_id, title, status, created_at, updated_at, message_at, message_from"
 _ORDER = "ORDER BY updated_at DESC, id"
 
 
 def create_session(conn: apsw.Connection, session_id: str, account_id: str, agent_id: str,
                    title: str | None, now: int) -> dict:
     conn.execute(
-        f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, 'idle', ?, ?)",
+        f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, 'idle', ?, ?, NULL, NULL)",
         (session_id, account_id, agent_id, title, now, now))
-    return session_info((session_id, account_id, agent_id, title, "idle", now, now))
+    return session_info((session_id, account_id, agent_id, title, "idle", now, now, None, None))
 
 
 def get_session(conn: apsw.Connection, session_id: str) -> dict | None:
@@ -73,11 +73,14 @@ def ids_with_status(conn: apsw.Connection, status: str) -> list[str]:
 
 
 def session_info(row: tuple) -> dict:
-    session_id, account_id, agent_id, title, status, created_at, updated_at = row
+    session_id, account_id, agent_id, title, status, created_at, updated_at = row[:7]
     info = {"id": session_id, "account": account_id, "agentId": agent_id, "status": status,
             "createdAt": created_at, "updatedAt": updated_at}
     if title is not None:
         info["title"] = title
+    message_at, message_from = row[7:9]   # the session's latest message (append_event writes it)
+    if message_at is not None:
+        info["activity"] = {"messageAt": message_at, "messageFrom": message_from}
     return info
 
 
