@@ -123,7 +123,10 @@ def test_an_unusable_data_dir_is_one_sentence_and_exit_2(tmp_path):
     code, out, err = seed_agents("serve", "--port", "0", "--data-dir", str(tmp_path / "d"),
                                  "--db-path", str(blocker / "agents.sqlite"), cwd=tmp_path)
     assert (code, out) == (2, "")
-    assert err.startswith(f"seed-agents: cannot create the database folder {blocker}: ")
+    assert err == f"seed-agents: the database folder {blocker} is not a directory\n"
+    code, out, err = seed_agents("serve", "--port", "0", "--data-dir", str(blocker / "sub"), cwd=tmp_path)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"seed-agents: cannot create the data dir {blocker / 'sub'}: ")
     assert "Traceback" not in err and err.count("\n") == 1
 
 
