@@ -100,3 +100,33 @@ async def test_ollama_needs_no_key(server, tmp_path):
     assert err.startswith("provider local (ollama) is set\n")
     code, out, _ = await run_cli(env, "providers", "list")
     assert f"{'local':<20}  {'ollama':<10}  default URL  (no key)" in out.splitlines()
+
+
+async def test_a_delegated_signer_sees_the_agents_of_the_account_it_acts_for(server, tmp_path):
+    """The desktop's account (here a key of the test) delegates to the CLI's key; with
+    --account the CLI then lists that account's agents, not its own."""
+    import time
+
+    from clients import AgentsClient
+    from protocol.capability import make_capability
+    from protocol.keys import Keypair
+
+    desktop = Keypair.generate()
+    async with AgentsClient.connect(server.url, desktop) as client:
+        agent_id = (await client.create_agent({"name": "desk", "systemPrompt": "", "modelProvider": "echo",
+                                               "model": "echo"}))["agentId"]
+    env = cli_env(tmp_path, server.url)
+    code, cli_account, _ = await run_cli(env, "keygen")
+    from protocol.principals import principal_from_string
+
+    cap = make_capability(desktop, principal_from_string(cli_account.strip()), "WRITER",
+                          int(time.time() * 1000))
+    (tmp_path / "cap.cbor").write_bytes(cap)
+    code, out, err = await run_cli(env, "agents", "list")
+    assert (code, out) == (0, ""), err                     # its own account has no agent
+    code, out, err = await run_cli(env, "signers", "register", str(tmp_path / "cap.cbor"))
+    assert code == 0 and f"--account {desktop.account_id}" in err, err
+    code, out, err = await run_cli(env, "agents", "list", "--account", desktop.account_id)
+    assert code == 0 and out.startswith(agent_id) and "desk" in out, err
+    code, out, err = await run_cli(env, "agents", "list", "--account", "nope")
+    assert code == 2 and err.startswith("seed-agents: --account 'nope' is not an account id")

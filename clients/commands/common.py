@@ -13,6 +13,7 @@ from clients.errors import AgentsError
 from clients.keyfile import ENV_KEY, KeyFileError, read_key, resolve_key_path
 
 ENV_URL = "SEED_AGENTS_URL"
+ENV_ACCOUNT = "SEED_AGENTS_ACCOUNT"
 
 
 class CliError(Exception):
@@ -29,6 +30,9 @@ def common_parser() -> argparse.ArgumentParser:
                         help=f"server WebSocket URL (env {ENV_URL}, default {DEFAULT_URL})")
     common.add_argument("--key", default=None,
                         help=f"key file (env {ENV_KEY}, default ~/.config/seed-agents/key.json)")
+    common.add_argument("--account", default=None, metavar="ID",
+                        help=f"act for this account (z6Mk...) as its registered signer (see "
+                             f"`signers register`; env {ENV_ACCOUNT}, default the key's own)")
     return common
 
 
@@ -58,6 +62,15 @@ def keypair_of(args: argparse.Namespace):
 @asynccontextmanager
 async def open_client(args: argparse.Namespace, keypair=None, **options):
     keypair = keypair or keypair_of(args)
+    account = getattr(args, "account", None) or os.environ.get(ENV_ACCOUNT) or None
+    if account is not None:
+        try:
+            from protocol.principals import principal_from_string
+
+            principal_from_string(account)
+        except Exception as exc:  # noqa: BLE001 - any decoding fault is the same mistake
+            raise CliError(f"--account {account!r} is not an account id (z6Mk...): {exc}", code=2) from None
+        options["account"] = account
     async with AgentsClient.connect(checked_url(args), keypair, **options) as client:
         yield client
 
