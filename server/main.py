@@ -29,7 +29,8 @@ class RunningServer:
         self.host, self.port = sock.getsockname()[:2]
         self.url = f"ws://{self.host}:{self.port}{WS_PATH}"
         # What the Seed desktop's agent server setting takes (HTTP POST /api/message).
-        self.http_url = f"http://{self.host}:{self.port}"
+        local = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        self.http_url = f"http://{local}:{self.port}"
         self.lock: DatabaseLock | None = None
 
     async def stop(self) -> None:

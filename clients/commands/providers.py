@@ -62,11 +62,14 @@ async def set_(args) -> int:
     provider: dict = {"type": args.type}
     if args.base_url:
         provider["baseUrl"] = args.base_url
+    if key is not None:
+        provider["secretRefs"] = {"apiKey": secret_name(args.name)}
     async with open_client(args) as client:
+        # The provider first: a config the server refuses (a type it does not support) then
+        # leaves no key behind.
+        await client.set_model_provider(args.name, provider)
         if key is not None:
             await client.set_secret(secret_name(args.name), key.encode())
-            provider["secretRefs"] = {"apiKey": secret_name(args.name)}
-        await client.set_model_provider(args.name, provider)
     stored = f"; its API key is stored as the secret {secret_name(args.name)}" if key else ""
     say(f"provider {args.name} ({args.type}) is set{stored}")
     if args.model:
