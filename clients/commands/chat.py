@@ -215,7 +215,9 @@ async def chat(args) -> int:
                     if not await command(conv, text):
                         return 0
                     continue
-                await conv.turn(text[1:] if text.startswith("//") else text, interactive, url)
+                # The thinking mark is drawn only on a terminal, never into a pipe.
+                await conv.turn(text[1:] if text.startswith("//") else text,
+                                interactive and sys.stdout.isatty(), url)
         finally:
             lines.save()
 
