@@ -14,8 +14,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
+# Only what the user set reaches the server: `make run PORT=8080 HOST=0.0.0.0` become flags,
+# and the SEED_AGENTS_* variables work as documented (no flag here overrides them).
+SERVE_FLAGS := $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT)) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+
 run: $(STAMP)
-	$(BIN)/seed-agents serve --host 127.0.0.1 --port 3050 --data-dir ./data
+	$(BIN)/seed-agents serve $(SERVE_FLAGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

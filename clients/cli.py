@@ -11,7 +11,7 @@ import inspect
 import sys
 import warnings
 
-from clients.commands import agents, chat, keys, send, sessions, tail
+from clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
 from clients.commands.common import CliError, common_parser, explain, url_of
 from clients.errors import AgentsError
 
@@ -23,11 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Seed Agents: run the server, manage agents and sessions, chat.",
         epilog="Every subcommand takes --help, --url and --key.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    # `serve` is handed to the server's own parser before this one runs (see main); it is
-    # listed here so it shows up in --help.
+    # `serve` and --version are answered by server/console.py before this parser runs; they
+    # are listed here so that they show up in --help.
+    parser.add_argument("--version", action="store_true", help="print the version and the schema version")
     sub.add_parser("serve", help="run the server (see `seed-agents serve --help`)", add_help=False)
     common = common_parser()
-    for module in (keys, agents, sessions, send, chat, tail):
+    for module in (keys, providers, agents, sessions, send, chat, tail, signers):
         module.register(sub, common)
     return parser
 
@@ -38,10 +39,10 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["serve"]:
-        from server.main import main as serve_main  # the server's deps only when serving
-
-        return serve_main(argv[1:])
+    if argv[:1] == ["serve"] or argv[:1] == ["--version"]:
+        print(f"{PROG}: `{argv[0]}` is answered by the installed `seed-agents` command "
+              "(server.console), not by clients.cli alone", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     warnings.showwarning = _show_warning
     try:

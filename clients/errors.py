@@ -17,12 +17,15 @@ NO_RESPONSE = 0
 
 class AgentsError(Exception):
     def __init__(self, status: int, message: str, *, reason: str | None = None,
-                 url: str | None = None) -> None:
+                 url: str | None = None, cause: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.reason = reason
         self.url = url
+        # For "unreachable": "refused", "unknown-host", "timeout", "http-<status>", "scheme",
+        # "subprotocol", "os" or "other", so a caller can word each mistake for a person.
+        self.cause = cause
 
     def __str__(self) -> str:
         return f"{self.status}: {self.message}" if self.status else self.message
@@ -36,11 +39,11 @@ class AgentsError(Exception):
         return cls(status if isinstance(status, int) else 500, str(response.get("message", "")))
 
     @classmethod
-    def unreachable(cls, url: str, detail: object = None) -> "AgentsError":
+    def unreachable(cls, url: str, detail: object = None, *, cause: str | None = None) -> "AgentsError":
         text = f"the Seed Agents server is not reachable at {url}"
         if detail:
             text += f" ({detail})"
-        return cls(NO_RESPONSE, text, reason="unreachable", url=url)
+        return cls(NO_RESPONSE, text, reason="unreachable", url=url, cause=cause)
 
     @classmethod
     def lost(cls, url: str) -> "AgentsError":

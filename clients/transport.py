@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 from collections.abc import Callable
 
 from websockets.asyncio.client import connect
@@ -32,16 +33,20 @@ BACKOFF_INITIAL = 0.1
 BACKOFF_MAX = 2.0
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException) -> tuple[str, str]:
+    """(detail, cause): the cause tells a person's mistakes apart (see commands.common.explain)."""
     if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
+        return "connection refused", "refused"
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-        return "timed out"
+        return "timed out", "timeout"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host: {exc.strerror or exc}", "unknown-host"
     if isinstance(exc, InvalidStatus):
-        return f"HTTP {exc.response.status_code} instead of a WebSocket"
+        code = exc.response.status_code
+        return f"HTTP {code} instead of a WebSocket", f"http-{code}"
     if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
+        return exc.strerror, "os"
+    return str(exc) or type(exc).__name__, "other"
 
 
 def _close_detail(ws) -> str:
@@ -108,13 +113,15 @@ class Transport:
                                close_timeout=2)
         except InvalidURI:
             raise AgentsError(0, f"{self.url!r} is not a WebSocket URL (expected "
-                                 "ws://HOST:PORT/agents/ws)", reason="unreachable", url=self.url) from None
+                                 "ws://HOST:PORT/agents/ws)", reason="unreachable", url=self.url,
+                              cause="scheme") from None
         except (OSError, asyncio.TimeoutError, WebSocketException) as exc:
-            raise AgentsError.unreachable(self.url, _describe(exc)) from None
+            detail, cause = _describe(exc)
+            raise AgentsError.unreachable(self.url, detail, cause=cause) from None
         if ws.subprotocol != SUBPROTOCOL:
             await ws.close()
             raise AgentsError.unreachable(self.url, f"the server did not accept the {SUBPROTOCOL} "
-                                                    "subprotocol")
+                                                    "subprotocol", cause="subprotocol")
         return ws
 
     async def _run(self) -> None:

@@ -1,10 +1,21 @@
-"""Server configuration: flags win over SEED_AGENTS_* variables, which win over defaults."""
+"""Server configuration: flags win over SEED_AGENTS_* variables, which win over defaults.
+
+`SETTINGS` is the one table of everything settable from outside: the flags of
+`seed-agents serve`, their variables, `--help`, and the configuration tables of README.md and
+docs/operations.md (`python -m server.config --markdown` prints them, `--write-docs` puts them in
+place; tests/test_config_docs.py fails when the docs differ). A new setting is a field below and
+one row in `SETTINGS`.
+"""
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import sys
 from dataclasses import dataclass
-from typing import Mapping
+from pathlib import Path
+from typing import Callable, Mapping
+from urllib.parse import urlsplit
 
 
 @dataclass
@@ -28,6 +39,7 @@ class Config:
     port: int = 3050
     db_path: str = "./data/agents.sqlite"
     data_dir: str = "./data"
+    storage_url: str | None = None    # when set, `sqlite:FILE`; it has set db_path
     clock_window_ms: int = 30_000
     ping_interval: float = 20.0
     ping_timeout: float = 20.0
@@ -41,6 +53,7 @@ class Config:
     provider_networks: str = ""
     allow_provider_base_url: bool = False
     log_level: str = "INFO"
+    log_format: str = "text"
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -48,90 +61,275 @@ class Config:
             self.limits = Limits()
 
 
-# (flag, env suffix, attribute, type) for everything settable from outside.
-_SETTINGS = [
-    ("--host", "HTTP_HOSTNAME", "host", str),
-    ("--port", "HTTP_PORT", "port", int),
-    ("--db-path", "DB_PATH", "db_path", str),
-    ("--data-dir", "DATA_DIR", "data_dir", str),
-    ("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", int),
-    ("--ping-interval", "PING_INTERVAL", "ping_interval", float),
-    ("--log-level", "LOG_LEVEL", "log_level", str),
-]
+class ConfigError(ValueError):
+    """A configuration mistake, worded as one sentence for the person who made it."""
 
 
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
+# -- value readers: text in, value out, or ValueError saying what is expected -----------------
+def text(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError("must not be empty")
+    return raw
+
+
+def port(raw: str) -> int:
+    value = _int(raw)
+    if not 0 <= value <= 65535:
+        raise ValueError("a port must be a whole number from 0 to 65535")
+    return value
+
+
+def count(raw: str) -> int:
+    value = _int(raw)
+    if value < 1:
+        raise ValueError("must be a whole number of at least 1")
+    return value
+
+
+def rate(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("must be a number (e.g. 100 or 2.5)") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError("must be a number above 0")
+    return value
+
+
+def _int(raw: str) -> int:
+    try:
+        return int(raw.strip().replace("_", ""))
+    except ValueError:
+        raise ValueError("must be a whole number") from None
+
+
+def log_level(raw: str) -> str:
+    value = raw.strip().upper()
+    if value not in LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+    return value
+
+
+def log_format(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in LOG_FORMATS:
+        raise ValueError(f"must be one of {', '.join(LOG_FORMATS)}")
+    return value
+
+
+def storage_url(raw: str) -> str:
+    """`sqlite:FILE` (also `sqlite:///abs/file`); anything else is refused without ever showing
+    a password the URL may carry."""
+    value = raw.strip()
+    scheme = value.split(":", 1)[0].lower() if ":" in value else ""
+    if scheme == "sqlite":
+        if not sqlite_path(value):
+            raise ValueError("needs a file after sqlite:, e.g. sqlite:./data/agents.sqlite")
+        return value
+    if scheme in ("postgresql", "postgres"):
+        raise ValueError("this build supports only sqlite: storage URLs, not PostgreSQL; use "
+                         "sqlite:FILE (e.g. sqlite:./data/agents.sqlite) or leave it unset")
+    raise ValueError("must be sqlite:FILE (e.g. sqlite:./data/agents.sqlite)")
+
+
+def boolean(raw: str) -> bool:
+    lowered = raw.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"expected true or false, got {text!r}")
+    raise ValueError("must be true or false")
 
 
-def _provider_networks(text: str) -> str:
+def seconds(raw: str) -> float:
+    return rate(raw)
+
+
+def provider_networks(raw: str) -> str:
     from server.providers.network import check_networks_value  # only when the setting is given
-    return check_networks_value(text)
+
+    return check_networks_value(raw)
 
 
-_boolean.__name__ = "boolean (true/false)"
-_provider_networks.__name__ = "network list (public, loopback, private, link-local, any, CIDRs)"
-_SETTINGS += [
-    ("--provider-first-token-timeout", "PROVIDER_FIRST_TOKEN_TIMEOUT", "provider_first_token_timeout", float),
-    ("--provider-idle-timeout", "PROVIDER_IDLE_TIMEOUT", "provider_idle_timeout", float),
-    ("--provider-networks", "PROVIDER_NETWORKS", "provider_networks", _provider_networks),
-    ("--allow-provider-base-url", "ALLOW_PROVIDER_BASE_URL", "allow_provider_base_url", _boolean),
-]
-_LIMIT_SETTINGS = [
-    ("--max-frame-bytes", "MAX_FRAME_BYTES", "max_frame", int),
-    ("--max-depth", "MAX_DEPTH", "max_depth", int),
-    ("--max-subscriptions", "MAX_SUBSCRIPTIONS", "subs_per_socket", int),
-    ("--max-sockets-per-account", "MAX_SOCKETS_PER_ACCOUNT", "sockets_per_account", int),
-    ("--max-connections", "MAX_CONNECTIONS", "max_connections", int),
-    ("--rate-limit", "RATE_LIMIT", "rate_per_second", float),
-    ("--rate-burst", "RATE_BURST", "rate_burst", int),
-    ("--max-inflight", "MAX_INFLIGHT", "inflight_per_socket", int),
-    ("--outbound-queue-bytes", "OUTBOUND_QUEUE_BYTES", "outbound_queue_bytes", int),
-]
+def sqlite_path(url: str) -> str:
+    rest = url.split(":", 1)[1]
+    return rest[2:] if rest.startswith("//") else rest
 
+
+def redact_url(raw: str) -> str:
+    """The URL with any password replaced, safe to print."""
+    try:
+        parts = urlsplit(raw.strip())
+    except ValueError:
+        return "(a URL that cannot be parsed)"
+    if parts.password is None and "@" not in parts.netloc:
+        return raw.strip()
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{user}:***@{host}" if user else f"***@{host}").geturl()
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
 ENV_PREFIX = "SEED_AGENTS_"
 
 
+@dataclass(frozen=True)
+class Setting:
+    flag: str | None           # None: a variable only
+    env: str                   # after SEED_AGENTS_
+    attr: str | None           # Config attribute; "limits.x" for Limits; None: read elsewhere
+    read: Callable[[str], object]
+    metavar: str
+    help: str
+    default: str | None = None  # shown instead of the attribute's value
+
+
+# One row per setting, in the order of --help and the docs.
+SETTINGS: list[Setting] = [
+    Setting("--host", "HTTP_HOSTNAME", "host", text, "HOST", "address to listen on (0.0.0.0: every interface)"),
+    Setting("--port", "HTTP_PORT", "port", port, "PORT", "TCP port for `/agents/ws`, `/api/health` and `/metrics`"),
+    Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file"),
+    Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database; `<data-dir>/agents.sqlite` when only --data-dir is given"),
+    Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` sets the database file (this build supports sqlite: only)", "`sqlite:` + the database"),
+    Setting(None, "SECRETS_KEY", None, text, "BASE64", "base64 of 32 bytes; encrypts stored secrets (AES-256-GCM)", "`<data-dir>/secrets.key`, created 0600 on first start"),
+    Setting("--log-level", "LOG_LEVEL", "log_level", log_level, "LEVEL", "DEBUG, INFO (one access line per action), WARNING or ERROR"),
+    Setting("--log-format", "LOG_FORMAT", "log_format", log_format, "FORMAT", "`text`, or `json` (one JSON object per line)"),
+    Setting("--max-frame-bytes", "MAX_FRAME_BYTES", "limits.max_frame", count, "BYTES", "largest envelope (larger is 413)"),
+    Setting("--max-depth", "MAX_DEPTH", "limits.max_depth", count, "N", "deepest CBOR nesting (deeper is 400)"),
+    Setting("--max-subscriptions", "MAX_SUBSCRIPTIONS", "limits.subs_per_socket", count, "N", "subscriptions per socket (more is 429)"),
+    Setting("--max-sockets-per-account", "MAX_SOCKETS_PER_ACCOUNT", "limits.sockets_per_account", count, "N", "sockets per account (more are closed 1008)"),
+    Setting("--max-connections", "MAX_CONNECTIONS", "limits.max_connections", count, "N", "WebSocket connections in all (more are refused with HTTP 503)"),
+    Setting("--rate-limit", "RATE_LIMIT", "limits.rate_per_second", rate, "PER_SECOND", "actions per second per account (more is 429)"),
+    Setting("--rate-burst", "RATE_BURST", "limits.rate_burst", count, "N", "burst of actions above the rate"),
+    Setting("--max-inflight", "MAX_INFLIGHT", "limits.inflight_per_socket", count, "N", "v2 requests running at once per socket"),
+    Setting("--outbound-queue-bytes", "OUTBOUND_QUEUE_BYTES", "limits.outbound_queue_bytes", count, "BYTES", "how far a subscriber may fall behind before it is cut off (close 1013; it resumes)"),
+    Setting("--provider-first-token-timeout", "PROVIDER_FIRST_TOKEN_TIMEOUT", "provider_first_token_timeout", seconds, "SECONDS", "a provider turn fails when no first token came within this time"),
+    Setting("--provider-idle-timeout", "PROVIDER_IDLE_TIMEOUT", "provider_idle_timeout", seconds, "SECONDS", "a provider turn fails when its stream is silent this long"),
+    Setting("--provider-networks", "PROVIDER_NETWORKS", "provider_networks", provider_networks, "NETWORKS", "where provider URLs may connect: `public`, `loopback`, `private`, `link-local`, `any` or CIDRs, comma-separated (checked after DNS, on every connection)", "`public,loopback,private` on a loopback listen address, else `public`"),
+    Setting("--allow-provider-base-url", "ALLOW_PROVIDER_BASE_URL", "allow_provider_base_url", boolean, "BOOL", "let hosted provider types (openai, anthropic, ...) use a stored `baseUrl` instead of their public endpoint"),
+    Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
+    Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
+]
+
+
+def _target(cfg: Config, attr: str):
+    return (cfg.limits, attr[7:]) if attr.startswith("limits.") else (cfg, attr)
+
+
+def default_text(setting: Setting) -> str:
+    if setting.default is not None:
+        return setting.default
+    obj, name = _target(Config(), setting.attr or "")
+    value = getattr(obj, name)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for flag, env, attr, typ in _SETTINGS + _LIMIT_SETTINGS:
-        parser.add_argument(flag, dest=attr, type=typ, default=None,
-                            help=f"(env {ENV_PREFIX}{env})")
-
-
-def settings_table() -> list[tuple[str, str, object]]:
-    """(flag, environment variable, default) rows, for the docs and --help."""
-    cfg, lim = Config(), Limits()
-    rows = [(f, ENV_PREFIX + e, getattr(cfg, a)) for f, e, a, _ in _SETTINGS]
-    rows += [(f, ENV_PREFIX + e, getattr(lim, a)) for f, e, a, _ in _LIMIT_SETTINGS]
-    return rows
+    for s in SETTINGS:
+        if s.flag is None:
+            continue
+        default = default_text(s).replace("`", "")
+        # Read as text here and checked in load_config, so a flag and its variable get the
+        # same one-sentence refusal.
+        parser.add_argument(s.flag, dest=s.attr.replace(".", "__"), metavar=s.metavar, default=None,
+                            help=f"{s.help.replace('`', '')} (default {default}; "
+                                 f"env {ENV_PREFIX}{s.env})".replace("%", "%%"))
 
 
 def load_config(args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """The configuration, or ConfigError naming the flag or variable that is wrong."""
     env = os.environ if env is None else env
     cfg = Config()
-    data_dir_explicit = db_path_explicit = False
-    for group, target in ((_SETTINGS, cfg), (_LIMIT_SETTINGS, cfg.limits)):
-        for _flag, env_name, attr, typ in group:
-            value = getattr(args, attr, None) if args is not None else None
-            if value is None and (ENV_PREFIX + env_name) in env:
-                raw = env[ENV_PREFIX + env_name]
-                try:
-                    value = typ(raw)
-                except ValueError:
-                    raise SystemExit(f"{ENV_PREFIX}{env_name}={raw!r} is not a valid {typ.__name__}")
-            if value is not None:
-                setattr(target, attr, value)
-                data_dir_explicit |= attr == "data_dir"
-                db_path_explicit |= attr == "db_path"
+    given: set[str] = set()
+    for s in SETTINGS:
+        if s.attr is None:
+            continue
+        raw = getattr(args, s.attr.replace(".", "__"), None) if args is not None else None
+        source = f"{s.flag} {raw!r}"
+        if raw is None and (ENV_PREFIX + s.env) in env:
+            raw = env[ENV_PREFIX + s.env]
+            source = f"{ENV_PREFIX}{s.env}={raw!r}"
+        if raw is None:
+            continue
+        if not isinstance(raw, str):   # a value set by a program, already typed
+            value = raw
+        else:
+            try:
+                value = s.read(raw)
+            except ValueError as exc:
+                if s.attr == "storage_url":
+                    source = source.replace(repr(raw), repr(redact_url(raw)))
+                raise ConfigError(f"{source}: {exc}") from None
+        obj, name = _target(cfg, s.attr)
+        setattr(obj, name, value)
+        given.add(s.attr)
+    if cfg.storage_url is not None:
+        db_path = sqlite_path(cfg.storage_url)
+        if "db_path" in given and os.path.abspath(cfg.db_path) != os.path.abspath(db_path):
+            raise ConfigError(f"the storage URL names {db_path} and the db path {cfg.db_path}; "
+                              "give one of --storage-url and --db-path")
+        cfg.db_path, given = db_path, given | {"db_path"}
     # A data dir given alone carries the database with it.
-    if data_dir_explicit and not db_path_explicit:
+    if "data_dir" in given and "db_path" not in given:
         cfg.db_path = os.path.join(cfg.data_dir, "agents.sqlite")
     return cfg
 
 
-__all__ = ["Config", "Limits", "add_arguments", "load_config", "settings_table"]
+# -- the docs -----------------------------------------------------------------------------------
+BEGIN = "<!-- settings table: generated by `python -m server.config --write-docs`; do not edit -->"
+END = "<!-- end of settings table -->"
+DOCS = ("README.md", "docs/operations.md")
+
+
+def markdown_table() -> str:
+    def code(s: str) -> str:
+        return s if "`" in s else f"`{s}`"
+
+    lines = ["| flag | environment variable | default | meaning |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        flag = f"`{s.flag} {s.metavar}`" if s.flag else ""
+        lines.append(f"| {flag} | `{ENV_PREFIX}{s.env}` | {code(default_text(s))} | {s.help} |")
+    return "\n".join(lines)
+
+
+def docs_with_table(doc: str) -> str:
+    """`doc` with the text between the markers replaced by the generated table."""
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    if not pattern.search(doc):
+        raise ValueError("the settings table markers are missing")
+    return pattern.sub(lambda _m: f"{BEGIN}\n{markdown_table()}\n{END}", doc, count=1)
+
+
+def write_docs(root: Path) -> list[str]:
+    changed = []
+    for rel in DOCS:
+        path = root / rel
+        before = path.read_text(encoding="utf-8")
+        after = docs_with_table(before)
+        if after != before:
+            path.write_text(after, encoding="utf-8")
+            changed.append(rel)
+    return changed
+
+
+def _main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m server.config",
+                                     description="Print or refresh the settings table of the docs.")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--markdown", action="store_true", help="print the table")
+    group.add_argument("--write-docs", action="store_true", help=f"update {' and '.join(DOCS)}")
+    args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown_table())
+        return 0
+    changed = write_docs(Path(__file__).resolve().parents[1])
+    print("updated " + ", ".join(changed) if changed else "the docs are up to date")
+    return 0
+
+
+__all__ = ["Config", "ConfigError", "Limits", "SETTINGS", "Setting", "add_arguments", "load_config",
+           "markdown_table"]
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -12,6 +12,7 @@ from protocol.actions import READ_ACTIONS, parse_action
 from protocol.envelope import VerifiedEnvelope, verify_envelope
 from protocol.errors import ProtocolError
 from protocol.events import error_response as error
+from server import accesslog
 from server.handlers import HANDLERS
 from server.store.errors import InvalidCursor, NotFound
 
@@ -87,4 +88,5 @@ async def execute(app, conn, envelope) -> Outcome:
         outcome = Outcome(error(500, "internal error"))
     status = outcome.response.get("status", 200) if outcome.response.get("_") == "Error" else 200
     app.metrics.action_done(name, status, time.perf_counter() - started)
+    accesslog.record(conn, name, outcome, status, time.perf_counter() - started)
     return outcome

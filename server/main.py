@@ -4,12 +4,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 
+from server import logs
 from server.app import App
-from server.config import Config, add_arguments, load_config
+from server.config import Config, ConfigError, add_arguments, load_config
+from server.dblock import DatabaseLock, DatabaseLocked
 from server.store.gate import SchemaGateError
+from server.store.secrets import SecretsKeyError
 from server.transport import WS_PATH, start_transport
 
 log = logging.getLogger("seed_agents")
@@ -24,6 +28,10 @@ class RunningServer:
         sock = next(iter(ws_server.sockets))
         self.host, self.port = sock.getsockname()[:2]
         self.url = f"ws://{self.host}:{self.port}{WS_PATH}"
+        # What the Seed desktop's agent server setting takes (HTTP POST /api/message).
+        local = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        self.http_url = f"http://{local}:{self.port}"
+        self.lock: DatabaseLock | None = None
 
     async def stop(self) -> None:
         app, server = self.app, self.ws_server
@@ -40,22 +48,35 @@ class RunningServer:
         except asyncio.TimeoutError:
             pass
         await app.stop()
+        if self.lock is not None:
+            self.lock.release()
 
 
 async def start_server(config: Config) -> RunningServer:
-    app = App(config)
-    await app.start()
+    """Lock the database (DatabaseLocked when another server has it), open it through the
+    schema gate, listen. The lock is held until `stop()`, or until the process ends."""
+    lock = DatabaseLock(config.db_path)
+    lock.acquire()
     try:
-        ws_server = await start_transport(app)
+        app = App(config)
+        await app.start()
+        try:
+            ws_server = await start_transport(app)
+        except BaseException:
+            await app.stop()
+            raise
     except BaseException:
-        await app.stop()
+        lock.release()
         raise
-    return RunningServer(app, ws_server)
+    running = RunningServer(app, ws_server)
+    running.lock = lock
+    return running
 
 
 async def serve_until_signalled(config: Config) -> None:
     running = await start_server(config)
-    log.info("seed-agents listening on %s (database %s)", running.url, config.db_path)
+    log.info("seed-agents listening on %s (Seed desktop: %s; database %s)",
+             running.url, running.http_url, config.db_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -66,24 +87,66 @@ async def serve_until_signalled(config: Config) -> None:
     log.info("seed-agents stopped")
 
 
+class StartError(Exception):
+    """A reason not to start, worded for the person; exit status 2."""
+
+
+def check_dirs(config: Config) -> None:
+    """The data dir and the database's folder exist (made if need be) and are usable."""
+    for what, folder in (("data dir", config.data_dir),
+                         ("database folder", os.path.dirname(os.path.abspath(config.db_path)))):
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise StartError(f"the {what} {folder} is not a directory")
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as exc:
+            raise StartError(f"cannot create the {what} {folder}: {exc.strerror or exc}") from None
+        if not os.access(folder, os.R_OK | os.W_OK | os.X_OK):
+            raise StartError(f"the {what} {folder} is not readable and writable by this user "
+                             f"(uid {os.getuid()}); fix its permissions or choose another one")
+
+
 def run(config: Config) -> int:
-    logging.basicConfig(level=getattr(logging, config.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logs.setup(config.log_level, config.log_format)
     try:
+        check_dirs(config)
         asyncio.run(serve_until_signalled(config))
-    except SchemaGateError as exc:
+    except (StartError, DatabaseLocked, SchemaGateError) as exc:
         print(f"seed-agents: {exc}", file=sys.stderr)
         return 2
+    except SecretsKeyError as exc:
+        print(f"seed-agents: {exc}; set it to base64 of 32 random bytes "
+              "(`head -c 32 /dev/urandom | base64`) or unset it to use the key file", file=sys.stderr)
+        return 2
     except OSError as exc:
-        print(f"seed-agents: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        where = exc.filename or f"{config.host}:{config.port}"
+        if exc.filename is None:
+            print(f"seed-agents: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        print(f"seed-agents: cannot use {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="seed-agents serve", description="Run the Seed Agents server")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="seed-agents serve", description="Run the Seed Agents server.",
+        epilog="Flags win over the SEED_AGENTS_* variables, which win "
+               "over the defaults. Exit status: 0 after a clean stop (SIGTERM, SIGINT), 1 when the "
+               "address cannot be bound, 2 for a configuration mistake or a database this build "
+               "cannot use.")
     add_arguments(parser)
-    return run(load_config(parser.parse_args(argv)))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(args)
+    except ConfigError as exc:
+        print(f"seed-agents serve: {exc}", file=sys.stderr)
+        return 2
+    return run(config)
 
 
 if __name__ == "__main__":

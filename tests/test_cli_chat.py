@@ -9,6 +9,7 @@ from pathlib import Path
 
 from clients import AgentsClient
 from clients.commands.reply import send_message, stream_reply
+from clients.keyfile import read_key
 from protocol.keys import Keypair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,3 +48,61 @@ async def test_replies_stream_as_several_deltas(server):
         reply = await asyncio.wait_for(stream_reply(sub, sent, pieces.append), 10)
         assert len(pieces) >= 3 and "".join(pieces) == "echo: one two three"
         assert reply["event"]["content"] == "echo: one two three" and reply["seq"] == 2
+
+
+async def test_chat_on_a_terminal_edits_recalls_and_obeys_slash_commands(server, tmp_path):
+    """Driven through a pseudo-terminal as a person types: arrow keys edit the line, Up recalls
+    it, /help and /new work, and the thinking mark is drawn then erased before the reply."""
+    import re
+
+    first_session, second_session = await asyncio.to_thread(drive_chat_on_a_terminal, server, tmp_path)
+    history = (tmp_path / "home" / ".config" / "seed-agents" / "chat_history").read_text()
+    # readline keeps a line recalled and sent again once (no consecutive duplicates).
+    assert re.findall(r"hello world|/help|/new|in the new one", history) == [
+        "hello world", "/help", "/new", "in the new one"]
+    async with AgentsClient.connect(server.url, read_key(tmp_path / "key.json")) as client:
+        first = await client.get_session(first_session)
+        second = await client.get_session(second_session)
+    assert [e["event"].get("content") for e in first["events"]] == [
+        "hello world", "echo: hello world", "hello world", "echo: hello world"]
+    assert [e["event"].get("content") for e in second["events"]] == [
+        "in the new one", "echo: in the new one"]
+
+
+def drive_chat_on_a_terminal(server, tmp_path) -> tuple[str, str]:
+    import pexpect
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(tmp_path / "home"), TERM="xterm",
+               SEED_AGENTS_KEY=str(tmp_path / "key.json"), SEED_AGENTS_URL=server.url)
+    env.pop("INPUTRC", None)
+    child = pexpect.spawn(sys.executable, ["-m", "server.console", "chat"], cwd=str(ROOT), env=env,
+                          encoding="utf-8", timeout=20, dimensions=(40, 200))
+    try:
+        child.expect(r"session ([0-9a-f-]{36})\. Type a message; /help lists the commands")
+        first_session = child.match.group(1)
+        child.expect_exact("you> ")
+        # "helo world", then Left x7 (to just after "hel"), insert "l": "hello world".
+        child.send("helo world" + "\x1b[D" * 7 + "l\r")
+        child.expect_exact("echo: hello world")
+        assert "…\b \b" in child.before   # the thinking mark, erased by the first token
+        child.expect_exact("you> ")
+        child.send("\x1b[A\r")                      # Up: the previous line again
+        child.expect_exact("echo: hello world")
+        child.expect_exact("you> ")
+        child.send("/help\r")
+        child.expect_exact("/agent ID   switch to the agent ID")
+        child.expect_exact("you> ")
+        child.send("/new\r")
+        child.expect(r"session ([0-9a-f-]{36})\. Type a message")
+        second_session = child.match.group(1)
+        assert second_session != first_session
+        child.expect_exact("you> ")
+        child.send("in the new one\r")
+        child.expect_exact("echo: in the new one")
+        child.expect_exact("you> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+    return first_session, second_session

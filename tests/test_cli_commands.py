@@ -28,9 +28,11 @@ def cli_env(tmp_path, url=None, **extra) -> dict:
     return env
 
 
-async def run_cli(env, *args, stdin: bytes | None = None, timeout: float = 20.0):
+async def run_cli(env, *args, stdin: bytes | None = None, timeout: float = 20.0,
+                  module: str = "server.console"):
+    """`seed-agents ARGS...` as installed (server.console dispatches to clients.cli)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "clients.cli", *args, cwd=str(ROOT), env=env,
+        sys.executable, "-m", module, *args, cwd=str(ROOT), env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
     return proc.returncode, out.decode(), err.decode()
@@ -90,14 +92,40 @@ async def test_not_found_says_what(server, tmp_path):
     assert code == 1 and f"agent {missing} not found" in err and "Traceback" not in err
 
 
-async def test_refused_connection_prints_the_friendly_message(tmp_path):
-    url = f"ws://127.0.0.1:{free_port()}/agents/ws"
+async def test_a_bad_url_is_diagnosed_in_one_sentence_with_a_hint(server, tmp_path):
     env = cli_env(tmp_path)
     await run_cli(env, "keygen")
-    code, out, err = await run_cli(env, "agents", "list", "--url", url)
-    assert code == 1 and out == ""
-    assert err.strip() == (f"seed-agents: cannot reach the Seed Agents server at {url} — is it "
-                           "running? start it with `make run` or `seed-agents serve`")
+    port = free_port()
+    cases = [
+        (f"ws://127.0.0.1:{port}/agents/ws",
+         f"nothing listens at 127.0.0.1:{port} (connection refused): start the server with "
+         "`make run` or `seed-agents serve`, or check the port in --url / SEED_AGENTS_URL"),
+        (server.url.replace("/agents/ws", "/wrong"),
+         f"{server.url.replace('/agents/ws', '/wrong')} is not a Seed Agents server (HTTP 404 at "
+         f"/wrong): the server's WebSocket is at the path /agents/ws, e.g. {server.url}"),
+        ("127.0.0.1:3050",
+         "the server URL '127.0.0.1:3050' needs ws:// or wss:// (e.g. "
+         "ws://127.0.0.1:3050/agents/ws); set it with --url or SEED_AGENTS_URL"),
+        ("http://127.0.0.1:3050/agents/ws",
+         "the server URL 'http://127.0.0.1:3050/agents/ws' needs ws:// or wss:// (e.g. "
+         "ws://127.0.0.1:3050/agents/ws); set it with --url or SEED_AGENTS_URL"),
+    ]
+    for url, sentence in cases:
+        code, out, err = await run_cli(env, "agents", "list", "--url", url)
+        assert (code, out, err) == (1, "", f"seed-agents: {sentence}\n"), url
+
+
+def test_an_unknown_host_is_named():
+    # Resolving a name would leave loopback, so the mapping is checked from the resolver's error.
+    import socket
+
+    from clients.transport import _describe
+
+    detail, cause = _describe(socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
+    err = AgentsError.unreachable("ws://agnets.example:3050/agents/ws", detail, cause=cause)
+    assert explain(err, err.url) == (
+        "unknown host 'agnets.example' in ws://agnets.example:3050/agents/ws: check the host name "
+        "in --url / SEED_AGENTS_URL (the local server is ws://127.0.0.1:3050/agents/ws)")
 
 
 async def test_missing_key_is_explained(tmp_path):
@@ -113,6 +141,21 @@ def test_every_subcommand_has_help_url_and_key(command, capsys):
         main([*command, "--help"])
     out = capsys.readouterr().out
     assert done.value.code == 0 and "--url" in out and "--key" in out
+
+
+def test_clients_never_import_server():
+    import ast
+
+    for path in sorted((ROOT / "clients").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not [n for n in names if n == "server" or n.startswith("server.")], path
+
+
+async def test_clients_cli_alone_points_serve_to_the_installed_command(tmp_path):
+    code, out, err = await run_cli(cli_env(tmp_path), "serve", "--help", module="clients.cli")
+    assert (code, out) == (2, "") and "server.console" in err
 
 
 async def test_serve_delegates_to_the_server_and_returns_its_status(tmp_path):

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from server.config import add_arguments, load_config
+from server.config import ConfigError, add_arguments, load_config
 from server.providers.network import NetworkPolicy
 from server.providers.registry import ProviderSettings
 
@@ -34,9 +34,9 @@ def test_flags_and_environment():
 
 
 def test_bad_values_stop_the_server_with_a_message():
-    with pytest.raises(SystemExit, match="SEED_AGENTS_PROVIDER_NETWORKS='intranet'"):
+    with pytest.raises(ConfigError, match="SEED_AGENTS_PROVIDER_NETWORKS='intranet'"):
         parse([], env={"SEED_AGENTS_PROVIDER_NETWORKS": "intranet"})
-    with pytest.raises(SystemExit, match="SEED_AGENTS_ALLOW_PROVIDER_BASE_URL"):
+    with pytest.raises(ConfigError, match="SEED_AGENTS_ALLOW_PROVIDER_BASE_URL"):
         parse([], env={"SEED_AGENTS_ALLOW_PROVIDER_BASE_URL": "maybe"})
-    with pytest.raises(SystemExit):
+    with pytest.raises(ConfigError):
         parse(["--provider-networks", "10.0.0.0/33"])

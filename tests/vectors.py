@@ -1,4 +1,5 @@
-"""Loader for the reference vectors in ../shared/vectors (see its README.md)."""
+"""Loader for the reference vectors in tests/vectors/ (see its README.md): a copy kept in the
+repository so it stands alone; tests/test_vectors_copy.py checks it against the original."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from multiformats import CID
 
-VECTORS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "vectors"
+VECTORS_DIR = Path(__file__).resolve().parent / "vectors"
 
 
 class _Undefined:

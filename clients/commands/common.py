@@ -6,12 +6,14 @@ import argparse
 import os
 import sys
 from contextlib import asynccontextmanager
+from urllib.parse import urlsplit
 
 from clients.client import DEFAULT_URL, AgentsClient
 from clients.errors import AgentsError
 from clients.keyfile import ENV_KEY, KeyFileError, read_key, resolve_key_path
 
 ENV_URL = "SEED_AGENTS_URL"
+ENV_ACCOUNT = "SEED_AGENTS_ACCOUNT"
 
 
 class CliError(Exception):
@@ -28,11 +30,26 @@ def common_parser() -> argparse.ArgumentParser:
                         help=f"server WebSocket URL (env {ENV_URL}, default {DEFAULT_URL})")
     common.add_argument("--key", default=None,
                         help=f"key file (env {ENV_KEY}, default ~/.config/seed-agents/key.json)")
+    common.add_argument("--account", default=None, metavar="ID",
+                        help=f"act for this account (z6Mk...) as its registered signer (see "
+                             f"`signers register`; env {ENV_ACCOUNT}, default the key's own)")
     return common
 
 
 def url_of(args: argparse.Namespace) -> str:
     return args.url or os.environ.get(ENV_URL) or DEFAULT_URL
+
+
+def checked_url(args: argparse.Namespace) -> str:
+    """The server URL, or CliError when it cannot be one (before any network traffic)."""
+    url = url_of(args)
+    scheme = urlsplit(url).scheme.lower() if "://" in url else ""
+    if scheme not in ("ws", "wss"):
+        rest = url.split("://", 1)[1] if "://" in url else url
+        example = "ws://" + (rest.split("/", 1)[0] or "127.0.0.1:3050") + "/agents/ws"
+        raise CliError(f"the server URL {url!r} needs ws:// or wss:// (e.g. {example}); "
+                       f"set it with --url or {ENV_URL}")
+    return url
 
 
 def keypair_of(args: argparse.Namespace):
@@ -45,14 +62,22 @@ def keypair_of(args: argparse.Namespace):
 @asynccontextmanager
 async def open_client(args: argparse.Namespace, keypair=None, **options):
     keypair = keypair or keypair_of(args)
-    async with AgentsClient.connect(url_of(args), keypair, **options) as client:
+    account = getattr(args, "account", None) or os.environ.get(ENV_ACCOUNT) or None
+    if account is not None:
+        try:
+            from protocol.principals import principal_from_string
+
+            principal_from_string(account)
+        except Exception as exc:  # noqa: BLE001 - any decoding fault is the same mistake
+            raise CliError(f"--account {account!r} is not an account id (z6Mk...): {exc}", code=2) from None
+        options["account"] = account
+    async with AgentsClient.connect(checked_url(args), keypair, **options) as client:
         yield client
 
 
 def explain(err: AgentsError, url: str) -> str:
     if err.status == 0 and err.reason == "unreachable":
-        return (f"cannot reach the Seed Agents server at {url} — is it running? "
-                "start it with `make run` or `seed-agents serve`")
+        return unreachable(err, url)
     if err.status == 0:
         return err.message
     if err.status == 401:
@@ -66,6 +91,32 @@ def explain(err: AgentsError, url: str) -> str:
     if err.status == 429:
         return f"the server is rate limiting this account: {err.message}; try again shortly"
     return f"the server answered {err.status}: {err.message}"
+
+
+def unreachable(err: AgentsError, url: str) -> str:
+    parts = urlsplit(url)
+    where = parts.netloc or url
+    cause = err.cause or ""
+    if cause == "refused":
+        return (f"nothing listens at {where} (connection refused): start the server with "
+                f"`make run` or `seed-agents serve`, or check the port in --url / {ENV_URL}")
+    if cause == "unknown-host":
+        return (f"unknown host {parts.hostname!r} in {url}: check the host name in --url / "
+                f"{ENV_URL} (the local server is ws://127.0.0.1:3050/agents/ws)")
+    if cause == "http-404":
+        return (f"{url} is not a Seed Agents server (HTTP 404 at {parts.path or '/'}): the "
+                f"server's WebSocket is at the path /agents/ws, e.g. ws://{where}/agents/ws")
+    if cause.startswith("http-"):
+        return (f"{url} answered HTTP {cause[5:]} instead of opening a WebSocket: is it a Seed "
+                f"Agents server? its WebSocket is at ws://HOST:PORT/agents/ws")
+    if cause == "subprotocol":
+        return (f"{url} speaks WebSocket but not the Seed Agents protocol (seed-agents.v2): "
+                f"check that --url points at a Seed Agents server")
+    if cause == "timeout":
+        return (f"no answer from {where} in time: check the host and port in --url, and that no "
+                f"firewall is in the way")
+    return (f"cannot reach the Seed Agents server at {url} ({err.message.rsplit('(', 1)[-1].rstrip(')')}): "
+            "is it running? start it with `make run` or `seed-agents serve`")
 
 
 def say(message: str) -> None:

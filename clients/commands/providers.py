@@ -1,0 +1,136 @@
+"""`providers set`, `providers list` and `providers delete`: a real model in one command.
+
+The API key never travels on the command line (where shell history and `ps` would keep it): it
+is read from a variable (`--api-key-env`) or a file (`--api-key-file`, `-` for stdin, or a
+hidden prompt on a terminal), stored with `SetSecret` under `provider-NAME-api-key`, and the
+provider names that secret in `secretRefs.apiKey`. Nothing here prints the key.
+
+`--model` is a hint, not stored: the provider config's `modelDefaults` are request-body
+extras in which `model` is reserved, and the model belongs to each agent. With `--model`, the
+command prints the `agents create` line that uses it.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from pathlib import Path
+
+from clients.commands.common import CliError, open_client, say
+
+TYPES = ("openai", "anthropic", "google", "ollama", "openrouter", "deepseek", "groq", "xai", "custom")
+# Hosted services refuse anonymous calls: better said now than at the first message.
+KEY_REQUIRED = frozenset({"openai", "anthropic", "google", "openrouter", "deepseek", "groq", "xai"})
+
+
+def secret_name(provider: str) -> str:
+    return f"provider-{provider}-api-key"
+
+
+def read_api_key(args) -> str | None:
+    if args.api_key_env:
+        value = os.environ.get(args.api_key_env, "")
+        if not value.strip():
+            raise CliError(f"the variable {args.api_key_env} is not set or empty; export the API "
+                           f"key in it first (e.g. `read -s {args.api_key_env}; export "
+                           f"{args.api_key_env}`)", code=2)
+        return value.strip()
+    if args.api_key_file == "-":
+        value = (getpass.getpass("API key (not shown): ") if sys.stdin.isatty()
+                 else sys.stdin.readline())
+    elif args.api_key_file:
+        try:
+            value = Path(args.api_key_file).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+            raise CliError(f"cannot read the API key file {args.api_key_file}: {reason}", code=2) from None
+    else:
+        return None
+    if not value.strip():
+        raise CliError(f"the API key from {args.api_key_file} is empty", code=2)
+    return value.strip()
+
+
+async def set_(args) -> int:
+    if args.type == "custom" and not args.base_url:
+        raise CliError("--type custom needs --base-url URL (the server's OpenAI-compatible /v1 URL)",
+                       code=2)
+    key = read_api_key(args)
+    if key is None and args.type in KEY_REQUIRED:
+        raise CliError(f"--type {args.type} needs an API key: give --api-key-env VAR (a variable "
+                       "holding it) or --api-key-file FILE (- reads it from stdin)", code=2)
+    provider: dict = {"type": args.type}
+    if args.base_url:
+        provider["baseUrl"] = args.base_url
+    if key is not None:
+        provider["secretRefs"] = {"apiKey": secret_name(args.name)}
+    async with open_client(args) as client:
+        # The provider first: a config the server refuses (a type it does not support) then
+        # leaves no key behind.
+        await client.set_model_provider(args.name, provider)
+        if key is not None:
+            await client.set_secret(secret_name(args.name), key.encode())
+    stored = f"; its API key is stored as the secret {secret_name(args.name)}" if key else ""
+    say(f"provider {args.name} ({args.type}) is set{stored}")
+    if args.model:
+        say("create an agent that uses it with:")
+        print(f"seed-agents agents create --name NAME --provider {args.name} --model {args.model}")
+    return 0
+
+
+def provider_line(entry: dict) -> str:
+    config = entry.get("provider") if isinstance(entry.get("provider"), dict) else entry
+    kind = config.get("type", "?")
+    where = config.get("baseUrl") or ("built in" if kind == "echo" else "default URL")
+    key_ref = (config.get("secretRefs") or {}).get("apiKey")
+    key = f"key: secret {key_ref}" if key_ref else ("key: yes" if entry.get("hasSecrets") else "no key")
+    return f"{entry.get('name', '?')!s:<20}  {kind!s:<10}  {where}  ({key})"
+
+
+async def list_(args) -> int:
+    async with open_client(args) as client:
+        response = await client.list_model_providers()
+    for entry in response.get("providers", []):
+        print(provider_line(entry))
+    return 0
+
+
+async def delete(args) -> int:
+    async with open_client(args) as client:
+        await client.call({"_": "DeleteModelProvider", "name": args.name})
+    say(f"provider {args.name} is deleted")
+    return 0
+
+
+def register(sub, common) -> None:
+    providers = sub.add_parser("providers", help="set up real models (OpenAI, Anthropic, Ollama...)",
+                               description="Model providers of your account: where agents send "
+                                           "their turns, with the API key stored encrypted.")
+    psub = providers.add_subparsers(dest="providers_command", metavar="{set,list,delete}", required=True)
+    p = psub.add_parser("set", parents=[common], help="add or replace a provider",
+                        description="Add or replace the provider NAME. The API key comes from a "
+                                    "variable or a file, never from the command line, and is "
+                                    f"stored encrypted as the secret {secret_name('NAME')}.")
+    p.add_argument("name", metavar="NAME", help="a name for it, e.g. openai or local")
+    p.add_argument("--type", required=True, choices=TYPES, metavar="TYPE",
+                   help=f"one of {', '.join(TYPES)}")
+    p.add_argument("--base-url", metavar="URL", default=None,
+                   help="the API's base URL (default: the type's public URL; ollama: "
+                        "http://localhost:11434/v1; required for custom)")
+    key = p.add_mutually_exclusive_group()
+    key.add_argument("--api-key-env", metavar="VAR", default=None,
+                     help="read the API key from this environment variable")
+    key.add_argument("--api-key-file", metavar="FILE", default=None,
+                     help="read the API key from this file (- : stdin, or a hidden prompt)")
+    p.add_argument("--model", metavar="M", default=None,
+                   help="a model to suggest for `agents create` (agents choose their model)")
+    p.set_defaults(run=set_)
+    p = psub.add_parser("list", parents=[common], help="list your providers (never their keys)",
+                        description="List your providers: name, type, URL and the secret "
+                                    "holding the key (never the key).")
+    p.set_defaults(run=list_)
+    p = psub.add_parser("delete", parents=[common], help="delete a provider",
+                        description="Delete the provider NAME (DeleteModelProvider): its key "
+                                    "secret goes too when no other provider uses it.")
+    p.add_argument("name", metavar="NAME")
+    p.set_defaults(run=delete)

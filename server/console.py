@@ -1,0 +1,35 @@
+"""The `seed-agents` console command: `serve` and `--version` here, everything else in
+`clients.cli`. The dispatch lives on the server's side so that `clients/` never imports
+`server/` (a client install needs none of the server's code)."""
+from __future__ import annotations
+
+import sys
+from importlib import metadata
+
+
+def version_line() -> str:
+    from schema import CURRENT_VERSION
+
+    try:
+        version = metadata.version("seed-agents")
+    except metadata.PackageNotFoundError:   # run from a source tree that was never installed
+        version = "unknown"
+    return f"seed-agents {version} (schema version {CURRENT_VERSION})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:
+        from server.main import main as serve_main  # the server's code only when serving
+
+        return serve_main(argv[1:])
+    if argv[:1] in (["--version"], ["-V"]):
+        print(version_line())
+        return 0
+    from clients.cli import main as client_main
+
+    return client_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

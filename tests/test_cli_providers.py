@@ -1,0 +1,132 @@
+"""`seed-agents providers set/list` then `agents create --provider` against a real server whose
+provider is a fake OpenAI-compatible service on loopback: a real model in one command, the key
+never on the command line nor in any output."""
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from tests.procs import FakeProcess
+from tests.test_cli_commands import cli_env, run_cli
+
+KEY = "sk-fake-0123456789-SECRET"
+
+
+@pytest.fixture
+def fake():
+    proc = FakeProcess("plain")
+    yield proc
+    proc.close()
+
+
+async def test_providers_set_list_and_a_chat_turn_through_the_fake(server, tmp_path, fake):
+    env = cli_env(tmp_path, server.url, FAKE_KEY=KEY)
+    assert (await run_cli(env, "keygen"))[0] == 0
+    code, out, err = await run_cli(env, "providers", "set", "fake", "--type", "custom", "--base-url",
+                                   fake.base_url, "--api-key-env", "FAKE_KEY", "--model", "fake-model")
+    assert code == 0, err
+    assert err == ("provider fake (custom) is set; its API key is stored as the secret "
+                   "provider-fake-api-key\ncreate an agent that uses it with:\n")
+    assert out == "seed-agents agents create --name NAME --provider fake --model fake-model\n"
+
+    code, out, err = await run_cli(env, "providers", "list")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert any(line.split()[:2] == ["echo", "echo"] for line in lines)
+    assert [line for line in lines if line.startswith("fake ")] == [
+        f"{'fake':<20}  {'custom':<10}  {fake.base_url}  (key: secret provider-fake-api-key)"]
+
+    code, out, err = await run_cli(env, "agents", "create", "--name", "real", "--provider", "fake",
+                                   "--model", "fake-model")
+    assert code == 0, err
+    agent_id = out.strip()
+    session_id = (await run_cli(env, "sessions", "create", agent_id))[1].strip()
+    code, out, err = await run_cli(env, "send", session_id, "hello fake")
+    assert (code, out) == (0, "Hello from the fake\n"), err
+
+    recorded = httpx.get(fake.base_url.rsplit("/v1", 1)[0] + "/_fake/requests", timeout=5).json()
+    chat = [r for r in recorded["requests"] if r["path"].endswith("/chat/completions")]
+    assert len(chat) == 1
+    assert chat[0]["headers"]["authorization"] == f"Bearer {KEY}"
+    assert chat[0]["body"]["model"] == "fake-model"
+    assert chat[0]["body"]["messages"][-1]["content"] == "hello fake"
+
+
+async def test_the_key_comes_from_a_file_or_stdin_never_the_command_line(server, tmp_path, fake):
+    env = cli_env(tmp_path, server.url)
+    assert (await run_cli(env, "keygen"))[0] == 0
+    key_file = tmp_path / "key.txt"
+    key_file.write_text(KEY + "\n")
+    code, out, err = await run_cli(env, "providers", "set", "f1", "--type", "custom", "--base-url",
+                                   fake.base_url, "--api-key-file", str(key_file))
+    assert (code, out) == (0, ""), err
+    code, out, err = await run_cli(env, "providers", "set", "f2", "--type", "openai",
+                                   "--api-key-file", "-", stdin=(KEY + "\n").encode())
+    assert code == 0, err
+    code, out, err = await run_cli(env, "providers", "list")
+    assert "provider-f1-api-key" in out and "provider-f2-api-key" in out
+    for text in (out, err):
+        assert KEY not in text
+    # There is no flag that takes the key itself.
+    code, out, err = await run_cli(env, "providers", "set", "f3", "--type", "openai", "--api-key", KEY)
+    assert code == 2 and "error: ambiguous option: --api-key" in err and KEY not in err
+
+
+@pytest.mark.parametrize("args,env,sentence", [
+    (["--type", "openai"], {},
+     "seed-agents: --type openai needs an API key: give --api-key-env VAR (a variable holding it) "
+     "or --api-key-file FILE (- reads it from stdin)"),
+    (["--type", "openai", "--api-key-env", "NOPE_UNSET"], {},
+     "seed-agents: the variable NOPE_UNSET is not set or empty; export the API key in it first "
+     "(e.g. `read -s NOPE_UNSET; export NOPE_UNSET`)"),
+    (["--type", "custom"], {},
+     "seed-agents: --type custom needs --base-url URL (the server's OpenAI-compatible /v1 URL)"),
+    (["--type", "openai", "--api-key-file", "/nonexistent/key"], {},
+     "seed-agents: cannot read the API key file /nonexistent/key: No such file or directory"),
+])
+async def test_provider_mistakes_are_one_sentence(tmp_path, args, env, sentence):
+    code, out, err = await run_cli(cli_env(tmp_path, "ws://127.0.0.1:9/agents/ws", **env),
+                                   "providers", "set", "p", *args)
+    assert (code, out, err) == (2, "", sentence + "\n")
+
+
+async def test_ollama_needs_no_key(server, tmp_path):
+    env = cli_env(tmp_path, server.url)
+    assert (await run_cli(env, "keygen"))[0] == 0
+    code, out, err = await run_cli(env, "providers", "set", "local", "--type", "ollama", "--model", "llama3.2")
+    assert code == 0, err
+    assert err.startswith("provider local (ollama) is set\n")
+    code, out, _ = await run_cli(env, "providers", "list")
+    assert f"{'local':<20}  {'ollama':<10}  default URL  (no key)" in out.splitlines()
+
+
+async def test_a_delegated_signer_sees_the_agents_of_the_account_it_acts_for(server, tmp_path):
+    """The desktop's account (here a key of the test) delegates to the CLI's key; with
+    --account the CLI then lists that account's agents, not its own."""
+    import time
+
+    from clients import AgentsClient
+    from protocol.capability import make_capability
+    from protocol.keys import Keypair
+
+    desktop = Keypair.generate()
+    async with AgentsClient.connect(server.url, desktop) as client:
+        agent_id = (await client.create_agent({"name": "desk", "systemPrompt": "", "modelProvider": "echo",
+                                               "model": "echo"}))["agentId"]
+    env = cli_env(tmp_path, server.url)
+    code, cli_account, _ = await run_cli(env, "keygen")
+    from protocol.principals import principal_from_string
+
+    cap = make_capability(desktop, principal_from_string(cli_account.strip()), "WRITER",
+                          int(time.time() * 1000))
+    (tmp_path / "cap.cbor").write_bytes(cap)
+    code, out, err = await run_cli(env, "agents", "list")
+    assert (code, out) == (0, ""), err                     # its own account has no agent
+    code, out, err = await run_cli(env, "signers", "register", str(tmp_path / "cap.cbor"))
+    assert code == 0 and f"--account {desktop.account_id}" in err, err
+    code, out, err = await run_cli(env, "agents", "list", "--account", desktop.account_id)
+    assert code == 0 and out.startswith(agent_id) and "desk" in out, err
+    code, out, err = await run_cli(env, "agents", "list", "--account", "nope")
+    assert code == 2 and err.startswith("seed-agents: --account 'nope' is not an account id")
