@@ -12,6 +12,9 @@ import errno
 import fcntl
 import os
 
+from server.store.filemodes import make_private_dir
+
+
 
 class DatabaseLocked(Exception):
     """Another live process holds the database; the message names it."""
@@ -25,7 +28,7 @@ class DatabaseLock:
 
     def acquire(self) -> None:
         """Take the lock or raise DatabaseLocked (or OSError when the folder is unusable)."""
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        make_private_dir(os.path.dirname(os.path.abspath(self.path)))   # 0700 whatever the umask (store/filemodes.py)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -14,6 +14,7 @@ from server.config import Config, ConfigError, add_arguments, load_config
 from server.dblock import DatabaseLock, DatabaseLocked
 from server.store.gate import SchemaGateError
 from server.store.secrets import SecretsKeyError
+from server.store.filemodes import make_private_dir
 from server.transport import WS_PATH, start_transport
 
 log = logging.getLogger("seed_agents")
@@ -98,7 +99,7 @@ def check_dirs(config: Config) -> None:
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise StartError(f"the {what} {folder} is not a directory")
         try:
-            os.makedirs(folder, exist_ok=True)
+            make_private_dir(folder)   # 0700 whatever the umask (store/filemodes.py)
         except OSError as exc:
             raise StartError(f"cannot create the {what} {folder}: {exc.strerror or exc}") from None
         if not os.access(folder, os.R_OK | os.W_OK | os.X_OK):

@@ -79,12 +79,9 @@ async def set_(args) -> int:
 
 
 def provider_line(entry: dict) -> str:
-    config = entry.get("provider") if isinstance(entry.get("provider"), dict) else entry
-    kind = config.get("type", "?")
-    where = config.get("baseUrl") or ("built in" if kind == "echo" else "default URL")
-    key_ref = (config.get("secretRefs") or {}).get("apiKey")
-    key = f"key: secret {key_ref}" if key_ref else ("key: yes" if entry.get("hasSecrets") else "no key")
-    return f"{entry.get('name', '?')!s:<20}  {kind!s:<10}  {where}  ({key})"
+    """One RedactedModelProvider: the server never returns base URLs or secret names."""
+    key = "key stored" if entry.get("hasSecrets") else "no key"
+    return f"{entry.get('name', '?')!s:<20}  {entry.get('type', '?')!s:<10}  ({key})"
 
 
 async def list_(args) -> int:
