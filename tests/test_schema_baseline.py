@@ -13,6 +13,7 @@ def _normalize(sql: str) -> str:
     # comments, so compare token streams, not text.
     sql = re.sub(r"--[^\n]*", " ", sql)
     sql = re.sub(r"/\*.*?\*/", " ", sql, flags=re.S)
+    sql = sql.replace('"', "")  # a rebuilt table's name is quoted by ALTER TABLE RENAME
     sql = re.sub(r"\s+", " ", sql).strip().lower()
     return re.sub(r"\s*([(),])\s*", r"\1", sql)
 
@@ -49,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 2
+    assert schema.CURRENT_VERSION == 3
 
 
 def test_baseline_equals_migrations_applied_in_order():

@@ -76,7 +76,7 @@ def test_list_sessions_pages_without_repeats_or_gaps(conn):
     for i in range(23):  # many share one updated_at, so the id tie-break matters
         sessions.create_session(conn, f"s{i:02}", ACCOUNT, "a1" if i % 3 else "a2", None, 100 + i // 4)
     sessions.create_session(conn, "foreign", "z6MkOther", "a1", None, 500)
-    rows = conn.execute("SELECT id, agent_id FROM sessions WHERE account_id = ? ORDER BY updated_at DESC, id",
+    rows = conn.execute("SELECT id, agent_id FROM sessions WHERE account_id = ? ORDER BY updated_at DESC, id DESC",
                         (ACCOUNT,)).fetchall()
     expected_all = [r[0] for r in rows]
     for limit in (1, 4, 5, 23, 100):
@@ -87,7 +87,7 @@ def test_list_sessions_pages_without_repeats_or_gaps(conn):
 
 
 def test_bad_cursor_is_invalid_cursor(conn):
-    for bad in ("!!!", "bm9jb2xvbg", ""):
+    for bad in ({}, {"updatedBefore": "1", "idBefore": "s"}, {"updatedBefore": 1, "idBefore": 2}):
         with pytest.raises(InvalidCursor):
             sessions.list_sessions(conn, ACCOUNT, None, 10, bad)
 
