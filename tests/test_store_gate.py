@@ -52,7 +52,8 @@ def test_fresh_database_is_created_at_current_version_with_pragmas(tmp_path):
         assert pragma("foreign_keys") == 1
         assert pragma("busy_timeout") == 5000
         with pytest.raises(apsw.ConstraintError):  # foreign keys are enforced
-            conn.execute("INSERT INTO sessions VALUES ('s', 'acct', 'no-such-agent', NULL, 'idle', 0, 1, 1)")
+            conn.execute("INSERT INTO sessions (id, account_id, agent_id, title, status, last_seq, created_at,"
+                         " updated_at) VALUES ('s', 'acct', 'no-such-agent', NULL, 'idle', 0, 1, 1)")
     finally:
         conn.close()
     assert user_version(path) == schema.CURRENT_VERSION
@@ -78,7 +79,7 @@ def test_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
     make_v1(path)
     conn = open_database(str(path))
     try:
-        assert conn.execute("PRAGMA user_version").fetchall()[0][0] == 2
+        assert conn.execute("PRAGMA user_version").fetchall()[0][0] == schema.CURRENT_VERSION
         assert conn.execute("SELECT id, status, error FROM runs").fetchall() == [("r1", "failed", None)]
         conn.execute("INSERT INTO accepted_signatures VALUES (x'00', 5)")
         assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
@@ -103,7 +104,7 @@ def test_failing_migration_leaves_file_byte_identical(tmp_path):
     assert user_version(path) == 1
 
 
-@pytest.mark.parametrize("version", [3, 99, -1])
+@pytest.mark.parametrize("version", [schema.CURRENT_VERSION + 1, 99, -1])
 def test_newer_or_unknown_version_is_refused_untouched(tmp_path, version):
     path = tmp_path / "newer.sqlite"
     conn = apsw.Connection(str(path))
@@ -183,13 +184,13 @@ def test_refusal_with_a_left_over_wal_does_not_checkpoint_it(tmp_path, case):
     path = tmp_path / "hot.sqlite"
     if case == "legacy":
         _leave_hot_wal(path, "CREATE TABLE old (x); INSERT INTO old VALUES (1);")
-    else:  # the header still says 2; only the WAL knows a newer build migrated it to 3
+    else:  # the header says current; only the WAL knows a newer build migrated it further
         open_database(str(path)).close()
-        _leave_hot_wal(path, "CREATE TABLE newer (x); PRAGMA user_version = 3;")
+        _leave_hot_wal(path, f"CREATE TABLE newer (x); PRAGMA user_version = {schema.CURRENT_VERSION + 1};")
     before = files_of(path)
     with pytest.raises(SchemaGateError) as info:
         open_database(str(path))
-    assert info.value.found == (0 if case == "legacy" else 3)
+    assert info.value.found == (0 if case == "legacy" else schema.CURRENT_VERSION + 1)
     after = files_of(path)
     assert after[""] == before[""] and after["-wal"] == before["-wal"]
 

@@ -191,10 +191,9 @@ def latest_run_of_session(conn: apsw.Connection, session_id: str) -> dict | None
 
 def requeue_interrupted(conn: apsw.Connection, now: int) -> list[str]:
     """Runs a dead process left claimed or running go back to 'queued'; their ids, oldest first."""
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE status IN ('claimed', 'running')"
-        " ORDER BY created_at, rowid").fetchall()
-    return [r["id"] for r in (run_info(row) for row in rows) if move_run(conn, r, "queued", now)]
+    rows = conn.execute(f"SELECT {_COLUMNS}, rowid FROM runs WHERE status IN ('claimed', 'running')").fetchall()
+    rows.sort(key=lambda row: (row[12], row[_N]))  # created_at, then rowid: oldest first, no SQL sort
+    return [r["id"] for r in (run_info(row[:_N]) for row in rows) if move_run(conn, r, "queued", now)]
 
 
 def session_status_from_runs(conn: apsw.Connection, session_id: str) -> str:
