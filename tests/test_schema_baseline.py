@@ -76,3 +76,13 @@ def test_expected_tables_and_strictness():
                            "accepted_signatures"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
+
+
+def test_version_3_adds_lineage_and_the_run_tree():
+    v2, v3 = describe(from_migrations(2)), describe(from_migrations(3))
+    new_session_cols = {c[1] for c in v3["sessions.columns"]} - {c[1] for c in v2["sessions.columns"]}
+    assert new_session_cols == {"title_source", "parent_session_id", "run_id", "model_override", "description"}
+    new_run_cols = {c[1] for c in v3["runs.columns"]} - {c[1] for c in v2["runs.columns"]}
+    assert new_run_cols == {"error_code", "root_run_id", "parent_run_id", "depth", "kind", "origin", "title",
+                            "started_at", "finished_at", "usage"}
+    assert "runs_active_by_session.xinfo" in v3 and "runs_by_root.xinfo" in v3
