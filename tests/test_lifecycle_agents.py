@@ -103,7 +103,8 @@ async def test_delete_agent_while_a_reply_streams(server):
         c = await V2Client.open(server.url)
         watcher = await V2Client.open(server.url)
         agent_id, sid = await provider_session(c, a, fake)
-        await watcher.call(a, {"_": "Subscribe", "key": f"sessions/{sid}"})
+        assert (await watcher.call(a, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
+            "SubscribeResponse"   # afterSeq: not the bytes of c's own Subscribe of this millisecond
         await send(c, a, sid, "talk")
         await send(c, a, sid, "queued behind")
         async with asyncio.timeout(10):

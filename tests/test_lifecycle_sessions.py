@@ -217,14 +217,13 @@ async def test_delete_while_a_reply_streams(server):
         c = await V2Client.open(server.url)
         watcher = await V2Client.open(server.url)
         agent_id, sid = await provider_session(c, a, fake)
-        await watcher.call(a, {"_": "Subscribe", "key": f"sessions/{sid}"})
+        assert (await watcher.call(a, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
+            "SubscribeResponse"   # afterSeq: not the bytes of c's own Subscribe of this millisecond
         r = await send(c, a, sid, "talk a lot")
         # wait until the reply is streaming
         async with asyncio.timeout(10):
-            while True:
-                e = await watcher.event()
-                if e["_"] == "appendPartial":
-                    break
+            while (await watcher.event())["_"] != "appendPartial":
+                pass
         r = await c.call(a, {"_": "DeleteSession", "sessionId": sid})
         assert r["_"] == "DeleteSessionResponse"
         seen_deletion = False
