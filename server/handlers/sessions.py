@@ -130,7 +130,7 @@ async def delete_session(app, env, action) -> dict:
         children = [row[0] for row in conn.execute(
             "SELECT id FROM sessions WHERE parent_session_id = ?", (session_id,))]
         sessions_q.delete_session(conn, session_id)
-        lifecycle_q.forget_idempotency(conn, env.account_id, session_id)
+        lifecycle_q.forget_idempotency(conn, env.account_id, {session_id})
         agent = agents_q.touch_agent(conn, agent_id, now)
         return canceled, [sessions_q.get_session(conn, c) for c in children], agent
 

@@ -24,12 +24,18 @@ def _has_table(conn: apsw.Connection, name: str) -> bool:
                         (name,)).fetchone() is not None
 
 
-def forget_idempotency(conn: apsw.Connection, account_id: str, ident: str) -> None:
-    """Drop the account's idempotency records whose stored response names `ident` (an agent or
-    session id: UUIDs, so a byte match is a real mention), so a retried create does not answer
-    with something deleted."""
-    conn.execute("DELETE FROM idempotency WHERE account_id = ? AND instr(response, ?) > 0",
-                 (account_id, ident.encode()))
+def forget_idempotency(conn: apsw.Connection, account_id: str, idents: set[str]) -> int:
+    """Drop the account's idempotency records whose stored response names one of `idents` as
+    its agentId or sessionId (CreateAgent, CreateSession, MessageSession answers), so a retried
+    create does not answer with something deleted. One pass over the account's records."""
+    doomed = []
+    for action, client_id, response in conn.execute(
+            "SELECT action, client_id, response FROM idempotency WHERE account_id = ?", (account_id,)):
+        answer = codec.decode(response)
+        if isinstance(answer, dict) and (answer.get("agentId") in idents or answer.get("sessionId") in idents):
+            doomed.append((account_id, action, client_id))
+    conn.executemany("DELETE FROM idempotency WHERE account_id = ? AND action = ? AND client_id = ?", doomed)
+    return len(doomed)
 
 
 def delete_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
@@ -55,8 +61,7 @@ def delete_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
     # merged the table always exists and this check can go.
     if _has_table(conn, "agent_collaborators"):
         conn.execute("DELETE FROM agent_collaborators WHERE agent_id = ?", (agent_id,))
-    for ident in (agent_id, *session_ids):
-        forget_idempotency(conn, account_id, ident)
+    forget_idempotency(conn, account_id, {agent_id, *session_ids})
     conn.execute("DELETE FROM agents WHERE id = ?", (agent_id,))
     return session_ids
 
