@@ -122,3 +122,31 @@ def test_append_event_dense_seq_and_stored_body(conn):
         events.append_event(conn, "nope", payload, "e-x", 40)
     with pytest.raises(apsw.ConstraintError):  # event ids are unique
         events.append_event(conn, "s2", payload, "e0", 40)
+
+
+def test_titles_overrides_and_detaching_deletion(conn):
+    from server.store import runs
+
+    agents.create_agent(conn, "a1", ACCOUNT, DEFINITION, "/d", 1)
+    sessions.create_session(conn, "s1", ACCOUNT, "a1", None, 10)
+    sessions.create_session(conn, "kid", ACCOUNT, "a1", None, 11, parent_session_id="s1")
+    assert sessions.get_session(conn, "s1")["childSessionCount"] == 1
+    assert sessions.title_from_text("\n   \n  " + "y" * 70 + " \nmore") == "y" * 60
+    assert sessions.auto_title(conn, "s1", "auto", 12)["title"] == "auto"
+    assert sessions.auto_title(conn, "s1", "again", 13) is None   # never replaces a title
+    user = sessions.update_session(conn, "kid", 14, title="mine")
+    assert user["title"] == "mine"
+    conn.execute("UPDATE sessions SET title = NULL WHERE id = 'kid'")   # even an emptied user title
+    assert sessions.auto_title(conn, "kid", "auto", 15) is None
+    override = {"provider": "p", "model": "m"}
+    assert sessions.update_session(conn, "s1", 16, set_override=True, model_override=override)["modelOverride"] == override
+    assert sessions.update_session(conn, "s1", 17, title="t")["modelOverride"] == override
+    assert "modelOverride" not in sessions.update_session(conn, "s1", 18, set_override=True)
+    events.append_event(conn, "s1", {"type": "message", "role": "user", "content": "x"}, "e1", 19)
+    runs.create_run(conn, "r1", ACCOUNT, "a1", "s1", "e1", 19)
+    sessions.delete_session(conn, "s1")
+    assert sessions.get_session(conn, "s1") is None
+    assert "parentSessionId" not in sessions.get_session(conn, "kid")
+    assert "sessionId" not in runs.get_run(conn, "r1")
+    assert events.events_after(conn, "s1", 0, 10) == []
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
