@@ -9,7 +9,7 @@ from server.store import agents as agents_q
 from server.store import runs as runs_q
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
-from tests.test_lifecycle_sessions import wait_for
+from tests.test_lifecycle_sessions import call, wait_for
 from tests.test_runtime_turns import API_KEY, provider_session, send, session_status, until_durable
 from tests.wsraw import V2Client, keypair, setup_session
 
@@ -24,19 +24,19 @@ async def test_update_agent_changes_the_next_turn(server):
         await c.event(); await c.event()
         await send(c, a, sid, "one")
         await until_durable(c, 2)
-        got = await c.call(a, {"_": "GetSession", "sessionId": sid})
+        got = await call(c, a, {"_": "GetSession", "sessionId": sid})
         assert got["systemPromptMarkdown"] == "old prompt"   # now cached
         definition = {"name": "Renamed", "systemPrompt": "new prompt", "modelProvider": "fake",
                       "model": "model-2", "metadata": {"k": 1}}
         agent_watch = await V2Client.open(server.url)
-        await agent_watch.call(a, {"_": "Subscribe", "key": f"agents/{agent_id}"})
+        await call(agent_watch, a, {"_": "Subscribe", "key": f"agents/{agent_id}"})
         await agent_watch.event()   # the current AgentInfo
-        r = await c.call(a, {"_": "UpdateAgent", "agentId": agent_id, "definition": definition})
+        r = await call(c, a, {"_": "UpdateAgent", "agentId": agent_id, "definition": definition})
         assert r["_"] == "UpdateAgentResponse" and r["agent"]["definition"] == definition
         assert r["agent"]["id"] == agent_id
         e = await agent_watch.event()
         assert e["_"] == "change" and e["value"]["definition"] == definition
-        got = await c.call(a, {"_": "GetSession", "sessionId": sid})
+        got = await call(c, a, {"_": "GetSession", "sessionId": sid})
         assert got["systemPromptMarkdown"] == "new prompt"
         await session_status(c, a, sid, "idle")
         await send(c, a, sid, "two")
@@ -45,12 +45,12 @@ async def test_update_agent_changes_the_next_turn(server):
         assert body["model"] == "model-2" and body["messages"][0] == {"role": "system", "content": "new prompt"}
         # another account: 404; a provider the account lacks: 400; bad fields: 400
         c2 = await V2Client.open(server.url)
-        r = await c2.call(b, {"_": "UpdateAgent", "agentId": agent_id, "definition": ECHO})
+        r = await call(c2, b, {"_": "UpdateAgent", "agentId": agent_id, "definition": ECHO})
         assert (r["_"], r["status"]) == ("Error", 404)
-        r = await c.call(a, {"_": "UpdateAgent", "agentId": agent_id,
+        r = await call(c, a, {"_": "UpdateAgent", "agentId": agent_id,
                              "definition": {**ECHO, "modelProvider": "nope"}})
         assert (r["_"], r["status"]) == ("Error", 400) and "modelProvider" in r["message"]
-        r = await c.call(a, {"_": "UpdateAgent", "agentId": agent_id, "definition": {**ECHO, "name": 5}})
+        r = await call(c, a, {"_": "UpdateAgent", "agentId": agent_id, "definition": {**ECHO, "name": 5}})
         assert (r["_"], r["status"]) == ("Error", 400) and "UpdateAgent.definition.name" in r["message"]
         await c.close(); await c2.close(); await agent_watch.close()
 
@@ -58,26 +58,26 @@ async def test_update_agent_changes_the_next_turn(server):
 async def test_delete_agent_removes_everything_and_its_directory(server):
     a, b = keypair("A"), keypair("B")
     c = await V2Client.open(server.url)
-    r = await c.call(a, {"_": "CreateAgent", "definition": ECHO, "clientRequestId": "make-1"})
+    r = await call(c, a, {"_": "CreateAgent", "definition": ECHO, "clientRequestId": "make-1"})
     agent_id = r["agentId"]
-    state_dir = (await c.call(a, {"_": "GetAgent", "agentId": agent_id}))["agent"]["stateDir"]
+    state_dir = (await call(c, a, {"_": "GetAgent", "agentId": agent_id}))["agent"]["stateDir"]
     assert os.path.isdir(state_dir)   # made at CreateAgent
-    sid = (await c.call(a, {"_": "CreateSession", "agentId": agent_id, "clientRequestId": "s-1"}))["sessionId"]
+    sid = (await call(c, a, {"_": "CreateSession", "agentId": agent_id, "clientRequestId": "s-1"}))["sessionId"]
     await send(c, a, sid, "hello", clientMessageId="m-1")
     await session_status(c, a, sid, "idle")
     keep_agent, keep_sid = await setup_session(c, a)
     await send(c, a, keep_sid, "stay")
     c2 = await V2Client.open(server.url)
-    r = await c2.call(b, {"_": "DeleteAgent", "agentId": agent_id})
+    r = await call(c2, b, {"_": "DeleteAgent", "agentId": agent_id})
     assert (r["_"], r["status"]) == ("Error", 404)
-    r = await c.call(a, {"_": "DeleteAgent", "agentId": 3})
+    r = await call(c, a, {"_": "DeleteAgent", "agentId": 3})
     assert (r["_"], r["status"]) == ("Error", 400) and "DeleteAgent.agentId" in r["message"]
-    r = await c.call(a, {"_": "DeleteAgent", "agentId": agent_id})
+    r = await call(c, a, {"_": "DeleteAgent", "agentId": agent_id})
     assert r == {"_": "DeleteAgentResponse", "agentId": agent_id}
     assert not os.path.exists(state_dir)
     for action in ({"_": "GetAgent", "agentId": agent_id}, {"_": "GetSession", "sessionId": sid},
                    {"_": "DeleteAgent", "agentId": agent_id}):
-        r = await c.call(a, action)
+        r = await call(c, a, action)
         assert (r["_"], r["status"]) == ("Error", 404), action
 
     def counts(conn):
@@ -89,7 +89,7 @@ async def test_delete_agent_removes_everything_and_its_directory(server):
 
     assert server.app.db.read(counts) == (0, 0, 0, 0)
     # the idempotency records went with it: the same client ids make new things
-    r = await c.call(a, {"_": "CreateAgent", "definition": ECHO, "clientRequestId": "make-1"})
+    r = await call(c, a, {"_": "CreateAgent", "definition": ECHO, "clientRequestId": "make-1"})
     assert r["agentId"] != agent_id
     # the other agent is untouched
     got = await session_status(c, a, keep_sid, "idle")
@@ -103,17 +103,17 @@ async def test_delete_agent_while_a_reply_streams(server):
         c = await V2Client.open(server.url)
         watcher = await V2Client.open(server.url)
         agent_id, sid = await provider_session(c, a, fake)
-        assert (await watcher.call(a, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
+        assert (await call(watcher, a, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
             "SubscribeResponse"   # afterSeq: not the bytes of c's own Subscribe of this millisecond
         await send(c, a, sid, "talk")
         await send(c, a, sid, "queued behind")
         async with asyncio.timeout(10):
             while (await watcher.event())["_"] != "appendPartial":
                 pass
-        r = await c.call(a, {"_": "DeleteAgent", "agentId": agent_id})
+        r = await call(c, a, {"_": "DeleteAgent", "agentId": agent_id})
         assert r == {"_": "DeleteAgentResponse", "agentId": agent_id}
         await fake.wait_for_disconnect()
-        await c.call(a, {"_": "ListAgents"})
+        await call(c, a, {"_": "ListAgents"})
         seen_deletion, after = False, []
         while True:
             try:
@@ -138,21 +138,21 @@ async def test_delete_model_provider_and_its_secret(server):
         agent_id, sid = await provider_session(c, a, fake)
         await c.event(); await c.event()
         # a second provider sharing the secret keeps it alive through the first deletion
-        await c.call(a, {"_": "SetModelProvider", "name": "twin", "provider": {
+        await call(c, a, {"_": "SetModelProvider", "name": "twin", "provider": {
             "type": "custom", "baseUrl": fake.base_url, "secretRefs": {"apiKey": "fake-key"}}})
         c2 = await V2Client.open(server.url)
-        r = await c2.call(b, {"_": "DeleteModelProvider", "name": "fake"})
+        r = await call(c2, b, {"_": "DeleteModelProvider", "name": "fake"})
         assert (r["_"], r["status"]) == ("Error", 404)
-        r = await c.call(a, {"_": "DeleteModelProvider", "name": ""})
+        r = await call(c, a, {"_": "DeleteModelProvider", "name": ""})
         assert (r["_"], r["status"]) == ("Error", 400) and "DeleteModelProvider.name" in r["message"]
-        r = await c.call(a, {"_": "DeleteModelProvider", "name": "echo"})
+        r = await call(c, a, {"_": "DeleteModelProvider", "name": "echo"})
         assert (r["_"], r["status"]) == ("Error", 400)
-        assert await c.call(a, {"_": "DeleteModelProvider", "name": "fake"}) == {
+        assert await call(c, a, {"_": "DeleteModelProvider", "name": "fake"}) == {
             "_": "DeleteModelProviderResponse", "name": "fake"}
         secrets = lambda: server.app.db.read(lambda conn: [n for (n,) in conn.execute(  # noqa: E731
             "SELECT name FROM secrets WHERE account_id = ?", (a.account_id,))])
         assert secrets() == ["fake-key"]
-        r = await c.call(a, {"_": "DeleteModelProvider", "name": "fake"})
+        r = await call(c, a, {"_": "DeleteModelProvider", "name": "fake"})
         assert (r["_"], r["status"]) == ("Error", 404)
         # the agent that used it fails its next turn with a clear error
         await send(c, a, sid, "anyone?")
@@ -161,7 +161,7 @@ async def test_delete_model_provider_and_its_secret(server):
         assert err["type"] == "error" and "'fake'" in err["message"] and "not configured" in err["message"]
         assert API_KEY not in err["message"]
         await session_status(c, a, sid, "error")
-        await c.call(a, {"_": "DeleteModelProvider", "name": "twin"})
+        await call(c, a, {"_": "DeleteModelProvider", "name": "twin"})
         assert secrets() == []   # no provider names it any more
         await c.close(); await c2.close()
 
@@ -224,5 +224,5 @@ async def test_runs_rows_have_the_tree_shape(server):
 
 
 async def _run_when_done(c, kp, run_id):
-    run = (await c.call(kp, {"_": "GetRun", "runId": run_id}))["run"]
+    run = (await call(c, kp, {"_": "GetRun", "runId": run_id}))["run"]
     return run if run["status"] in runs_q.TERMINAL else None

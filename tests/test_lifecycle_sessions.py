@@ -3,12 +3,28 @@ cursor, and automatic titles, end to end over real sockets (echo and a fake Open
 from __future__ import annotations
 
 import asyncio
+import time
 
 from protocol.envelope import NULL
 from server.store import sessions as sessions_q
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_runtime_turns import provider_session, send, session_status, until_durable
 from tests.wsraw import V2Client, flatten, keypair, setup_session
+
+
+_last_ts = 0
+
+
+def unique_ts() -> int:
+    global _last_ts
+    _last_ts = max(time.time_ns() // 1_000_000, _last_ts + 1)
+    return _last_ts
+
+
+async def call(c, kp, action: dict) -> dict:
+    """`c.call` signed with a timestamp of its own: an action repeated within one millisecond
+    (say a second DeleteSession expecting 404) is not the same bytes, which would be a replay."""
+    return await c.call(kp, action, ts=unique_ts())
 
 
 async def wait_for(predicate, what: str, timeout: float = 10.0):
@@ -22,33 +38,33 @@ async def wait_for(predicate, what: str, timeout: float = 10.0):
 
 
 async def runs_of(c, kp, sid):
-    return (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
+    return (await call(c, kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
 
 
 async def test_update_session_title_and_model_override(server):
     a, b = keypair("A"), keypair("B")
     c = await V2Client.open(server.url)
     agent_id, sid = await setup_session(c, a)
-    r = await c.call(a, {"_": "UpdateSession", "sessionId": sid, "title": "Plans",
+    r = await call(c, a, {"_": "UpdateSession", "sessionId": sid, "title": "Plans",
                          "modelOverride": {"provider": "echo", "model": "echo-2", "reasoningLevel": "low"}})
     assert r["_"] == "UpdateSessionResponse"
     assert r["session"]["title"] == "Plans" and r["session"]["id"] == sid
     assert r["session"]["modelOverride"] == {"provider": "echo", "model": "echo-2", "reasoningLevel": "low"}
     # absent leaves the override alone; null clears it
-    r = await c.call(a, {"_": "UpdateSession", "sessionId": sid, "title": "Plans 2"})
+    r = await call(c, a, {"_": "UpdateSession", "sessionId": sid, "title": "Plans 2"})
     assert r["session"]["modelOverride"]["model"] == "echo-2"
-    r = await c.call(a, {"_": "UpdateSession", "sessionId": sid, "modelOverride": NULL})
+    r = await call(c, a, {"_": "UpdateSession", "sessionId": sid, "modelOverride": NULL})
     assert "modelOverride" not in r["session"] and r["session"]["title"] == "Plans 2", r
-    got = await c.call(a, {"_": "GetSession", "sessionId": sid})
+    got = await call(c, a, {"_": "GetSession", "sessionId": sid})
     assert got["session"] == r["session"]
     # another account: 404; bad fields: 400 naming the field
     c2 = await V2Client.open(server.url)
-    r = await c2.call(b, {"_": "UpdateSession", "sessionId": sid, "title": "mine"})
+    r = await call(c2, b, {"_": "UpdateSession", "sessionId": sid, "title": "mine"})
     assert (r["_"], r["status"]) == ("Error", 404)
     for bad, field in [({"title": 5}, "UpdateSession.title"), ({}, "UpdateSession.title"),
                        ({"modelOverride": "echo"}, "UpdateSession.modelOverride"),
                        ({"modelOverride": {"provider": "echo"}}, "UpdateSession.modelOverride.model")]:
-        r = await c.call(a, {"_": "UpdateSession", "sessionId": sid, **bad})
+        r = await call(c, a, {"_": "UpdateSession", "sessionId": sid, **bad})
         assert (r["_"], r["status"]) == ("Error", 400) and field in r["message"], (bad, r)
     await c.close(); await c2.close()
 
@@ -59,7 +75,7 @@ async def test_model_override_is_used_while_its_provider_exists(server):
         c = await V2Client.open(server.url)
         await provider_session(c, a, fake)   # defines provider "fake"
         agent_id, sid = await setup_session(c, a)   # an echo agent
-        r = await c.call(a, {"_": "UpdateSession", "sessionId": sid,
+        r = await call(c, a, {"_": "UpdateSession", "sessionId": sid,
                              "modelOverride": {"provider": "fake", "model": "override-model"}})
         assert r["_"] == "UpdateSessionResponse"
         await send(c, a, sid, "hi")
@@ -68,7 +84,7 @@ async def test_model_override_is_used_while_its_provider_exists(server):
         assert reply["content"] == "from fake" and reply["meta"]["model"] == "override-model"
         assert fake.requests[-1].body["model"] == "override-model"
         # the override's provider goes away: turns fall back to the agent's own (echo)
-        assert (await c.call(a, {"_": "DeleteModelProvider", "name": "fake"}))["name"] == "fake"
+        assert (await call(c, a, {"_": "DeleteModelProvider", "name": "fake"}))["name"] == "fake"
         await send(c, a, sid, "again")
         got = await wait_for(lambda: _events_when(c, a, sid, 4), "reply")
         assert got[3]["event"]["content"] == "echo: again"
@@ -76,7 +92,7 @@ async def test_model_override_is_used_while_its_provider_exists(server):
 
 
 async def _events_when(c, kp, sid, n):
-    got = await c.call(kp, {"_": "GetSession", "sessionId": sid})
+    got = await call(c, kp, {"_": "GetSession", "sessionId": sid})
     return got["events"] if len(got["events"]) >= n else None
 
 
@@ -92,10 +108,10 @@ async def test_automatic_title_and_a_user_title_set_during_a_turn_survives(serve
         got = await session_status(c, a, sid, "idle")
         assert got["session"]["title"] == "x" * 60   # first non-blank line, 60 characters
         # a second session: renamed while its first turn streams
-        sid2 = (await c.call(a, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
+        sid2 = (await call(c, a, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
         await send(c, a, sid2, "automatic title candidate")
         await fake.wait_for_requests(2)
-        r = await c.call(a, {"_": "UpdateSession", "sessionId": sid2, "title": "Mine"})
+        r = await call(c, a, {"_": "UpdateSession", "sessionId": sid2, "title": "Mine"})
         assert r["session"]["title"] == "Mine"
         got = await wait_for(lambda: _events_when(c, a, sid2, 2), "reply")
         assert got[1]["event"]["content"] == "slow reply"
@@ -108,10 +124,10 @@ async def test_stop_session_answers_stopped_false_when_nothing_ran(server):
     a, b = keypair("A"), keypair("B")
     c = await V2Client.open(server.url)
     _, sid = await setup_session(c, a)
-    r = await c.call(a, {"_": "StopSession", "sessionId": sid})
+    r = await call(c, a, {"_": "StopSession", "sessionId": sid})
     assert r == {"_": "StopSessionResponse", "sessionId": sid, "stopped": False}
     c2 = await V2Client.open(server.url)
-    r = await c2.call(b, {"_": "StopSession", "sessionId": sid})
+    r = await call(c2, b, {"_": "StopSession", "sessionId": sid})
     assert (r["_"], r["status"]) == ("Error", 404)
     await c.close(); await c2.close()
 
@@ -123,22 +139,22 @@ async def test_retry_after_a_provider_failure(server):
         _, sid = await provider_session(c, a, fake)
         await c.event(); await c.event()
         # nothing failed yet: 409
-        r = await c.call(a, {"_": "RetrySession", "sessionId": sid})
+        r = await call(c, a, {"_": "RetrySession", "sessionId": sid})
         assert (r["_"], r["status"]) == ("Error", 409)
         fake.enqueue(Script(status=500))   # fails once, then the default answers
         first = await send(c, a, sid, "please answer")
         _, appends = await until_durable(c, 2)
         assert appends[1]["event"]["type"] == "error"
         await session_status(c, a, sid, "error")
-        failed = (await c.call(a, {"_": "GetRun", "runId": first["runId"]}))["run"]
+        failed = (await call(c, a, {"_": "GetRun", "runId": first["runId"]}))["run"]
         assert failed["status"] == "failed" and failed["error"]["code"] == "provider-error"
         assert "500" in failed["error"]["message"] and failed["finishedAt"] >= failed["startedAt"]
         c2 = await V2Client.open(server.url)
-        r = await c2.call(b, {"_": "RetrySession", "sessionId": sid})
+        r = await call(c2, b, {"_": "RetrySession", "sessionId": sid})
         assert (r["_"], r["status"]) == ("Error", 404)
-        r = await c.call(a, {"_": "RetrySession", "sessionId": 7})
+        r = await call(c, a, {"_": "RetrySession", "sessionId": 7})
         assert (r["_"], r["status"]) == ("Error", 400) and "RetrySession.sessionId" in r["message"]
-        r = await c.call(a, {"_": "RetrySession", "sessionId": sid})
+        r = await call(c, a, {"_": "RetrySession", "sessionId": sid})
         assert r["_"] == "RetrySessionResponse" and r["sessionId"] == sid and r["assistantEventId"] == ""
         assert r["runId"] != first["runId"]
         _, appends = await until_durable(c, 1)
@@ -148,10 +164,10 @@ async def test_retry_after_a_provider_failure(server):
         assert [e["event"]["type"] for e in got["events"]] == ["message", "error", "message"]
         assert fake.requests[-1].body["messages"] == [
             {"role": "system", "content": "You are terse."}, {"role": "user", "content": "please answer"}]
-        retried = (await c.call(a, {"_": "GetRun", "runId": r["runId"]}))["run"]
+        retried = (await call(c, a, {"_": "GetRun", "runId": r["runId"]}))["run"]
         assert retried["status"] == "succeeded" and retried["title"] == failed["title"]
         # the latest run succeeded: nothing to retry
-        r = await c.call(a, {"_": "RetrySession", "sessionId": sid})
+        r = await call(c, a, {"_": "RetrySession", "sessionId": sid})
         assert (r["_"], r["status"]) == ("Error", 409)
         await c.close(); await c2.close()
 
@@ -163,9 +179,9 @@ async def test_retry_while_a_run_is_live_is_409(server):
         _, sid = await provider_session(c, a, fake)
         await send(c, a, sid, "slow")
         await fake.wait_for_requests(1)
-        r = await c.call(a, {"_": "RetrySession", "sessionId": sid})
+        r = await call(c, a, {"_": "RetrySession", "sessionId": sid})
         assert (r["_"], r["status"]) == ("Error", 409) and "live run" in r["message"]
-        assert (await c.call(a, {"_": "StopSession", "sessionId": sid}))["stopped"] is True
+        assert (await call(c, a, {"_": "StopSession", "sessionId": sid}))["stopped"] is True
         await c.close()
 
 
@@ -183,28 +199,28 @@ async def test_delete_session_detaches_runs_and_children(server):
                                   parent_session_id=sid)
 
     await server.app.db.write(make_child)
-    listed = await c.call(a, {"_": "ListSessions", "parentSessionId": sid})
+    listed = await call(c, a, {"_": "ListSessions", "parentSessionId": sid})
     assert [s["id"] for s in listed["sessions"]] == [child_id]
     assert listed["sessions"][0]["parentSessionId"] == sid
-    top = await c.call(a, {"_": "ListSessions", "includeChildren": False})
+    top = await call(c, a, {"_": "ListSessions", "includeChildren": False})
     assert [s["id"] for s in top["sessions"]] == [sid]
     assert top["sessions"][0]["childSessionCount"] == 1
     c2 = await V2Client.open(server.url)
-    r = await c2.call(b, {"_": "DeleteSession", "sessionId": sid})
+    r = await call(c2, b, {"_": "DeleteSession", "sessionId": sid})
     assert (r["_"], r["status"]) == ("Error", 404)
-    r = await c.call(a, {"_": "DeleteSession", "sessionId": ""})
+    r = await call(c, a, {"_": "DeleteSession", "sessionId": ""})
     assert (r["_"], r["status"]) == ("Error", 400) and "DeleteSession.sessionId" in r["message"]
-    r = await c.call(a, {"_": "DeleteSession", "sessionId": sid})
+    r = await call(c, a, {"_": "DeleteSession", "sessionId": sid})
     assert r == {"_": "DeleteSessionResponse", "sessionId": sid, "agentId": agent_id}
-    r = await c.call(a, {"_": "GetSession", "sessionId": sid})
+    r = await call(c, a, {"_": "GetSession", "sessionId": sid})
     assert (r["_"], r["status"]) == ("Error", 404)
-    r = await c.call(a, {"_": "DeleteSession", "sessionId": sid})
+    r = await call(c, a, {"_": "DeleteSession", "sessionId": sid})
     assert (r["_"], r["status"]) == ("Error", 404)
-    run = (await c.call(a, {"_": "GetRun", "runId": run_id}))["run"]
+    run = (await call(c, a, {"_": "GetRun", "runId": run_id}))["run"]
     assert run["status"] == "succeeded" and "sessionId" not in run   # history kept, detached
-    child = (await c.call(a, {"_": "GetSession", "sessionId": child_id}))["session"]
+    child = (await call(c, a, {"_": "GetSession", "sessionId": child_id}))["session"]
     assert "parentSessionId" not in child
-    top = await c.call(a, {"_": "ListSessions", "includeChildren": False})
+    top = await call(c, a, {"_": "ListSessions", "includeChildren": False})
     assert [s["id"] for s in top["sessions"]] == [child_id]
     assert server.app.db.read(lambda conn: conn.execute(
         "SELECT count(*) FROM session_events WHERE session_id = ?", (sid,)).fetchone()[0]) == 0
@@ -217,20 +233,20 @@ async def test_delete_while_a_reply_streams(server):
         c = await V2Client.open(server.url)
         watcher = await V2Client.open(server.url)
         agent_id, sid = await provider_session(c, a, fake)
-        assert (await watcher.call(a, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
+        assert (await call(watcher, a, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
             "SubscribeResponse"   # afterSeq: not the bytes of c's own Subscribe of this millisecond
         r = await send(c, a, sid, "talk a lot")
         # wait until the reply is streaming
         async with asyncio.timeout(10):
             while (await watcher.event())["_"] != "appendPartial":
                 pass
-        r = await c.call(a, {"_": "DeleteSession", "sessionId": sid})
+        r = await call(c, a, {"_": "DeleteSession", "sessionId": sid})
         assert r["_"] == "DeleteSessionResponse"
         seen_deletion = False
         after = []
         # everything the watcher gets until the provider call is over, and a little more
         await fake.wait_for_disconnect()
-        await c.call(a, {"_": "ListAgents"})   # a round trip: publications of the deletion are out
+        await call(c, a, {"_": "ListAgents"})   # a round trip: publications of the deletion are out
         while True:
             try:
                 e = await watcher.event(timeout=0.5)
@@ -241,7 +257,7 @@ async def test_delete_while_a_reply_streams(server):
             elif e["_"] == "change" and e["value"].get("reason") == "session-deleted":
                 seen_deletion = True
         assert seen_deletion and after == []
-        run = (await c.call(a, {"_": "GetRun", "runId": await _only_run(c, a, agent_id)}))["run"]
+        run = (await call(c, a, {"_": "GetRun", "runId": await _only_run(c, a, agent_id)}))["run"]
         assert run["status"] == "canceled" and "sessionId" not in run
         assert server.app.db.read(lambda conn: conn.execute(
             "SELECT count(*) FROM session_events WHERE session_id = ?", (sid,)).fetchone()[0]) == 0
@@ -249,7 +265,7 @@ async def test_delete_while_a_reply_streams(server):
 
 
 async def _only_run(c, kp, agent_id):
-    runs = (await c.call(kp, {"_": "ListRuns", "agentId": agent_id}))["runs"]
+    runs = (await call(c, kp, {"_": "ListRuns", "agentId": agent_id}))["runs"]
     assert len(runs) == 1
     return runs[0]["id"]
 
@@ -270,7 +286,7 @@ async def test_cursor_never_loses_or_repeats_rows_sharing_one_millisecond(server
         action = {"_": "ListSessions", "agentId": agent_id, "limit": 10}
         if cursor is not None:
             action["cursor"] = cursor
-        r = await c.call(a, action)
+        r = await call(c, a, action)
         assert r["_"] == "ListSessionsResponse", r
         seen += [s["id"] for s in r["sessions"]]
         cursor = r.get("nextCursor")
@@ -279,8 +295,8 @@ async def test_cursor_never_loses_or_repeats_rows_sharing_one_millisecond(server
         assert set(cursor) == {"updatedBefore", "idBefore"} and cursor["updatedBefore"] == same
     assert len(seen) == 58 and len(set(seen)) == 58
     assert seen[:57] == sorted((f"tie-{i:03}" for i in range(57)), reverse=True)
-    r = await c.call(a, {"_": "ListSessions", "cursor": "opaque-old-form"})
+    r = await call(c, a, {"_": "ListSessions", "cursor": "opaque-old-form"})
     assert (r["_"], r["status"]) == ("Error", 400) and "ListSessions.cursor" in r["message"]
-    r = await c.call(a, {"_": "ListSessions", "includeChildren": "no"})
+    r = await call(c, a, {"_": "ListSessions", "includeChildren": "no"})
     assert (r["_"], r["status"]) == ("Error", 400) and "ListSessions.includeChildren" in r["message"]
     await c.close()
