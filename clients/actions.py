@@ -1,8 +1,13 @@
 """Action maps, one builder per action of CONTRACT section 4, without `ts` (the client adds it
-when it signs). Optional fields are omitted, never sent as null, as the contract asks."""
+when it signs). Optional fields are omitted, never sent as null, as the contract asks; the one
+null the contract knows (UpdateSession.modelOverride, to clear it) is sent as `CLEAR`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from protocol.envelope import NULL
+
+CLEAR = NULL  # update_session(model_override=CLEAR) sends modelOverride: null
 
 
 def _action(action_name: str, /, **fields) -> dict:
@@ -45,8 +50,11 @@ def create_session(agent_id: str, title: str | None = None,
 
 
 def list_sessions(agent_id: str | None = None, limit: int | None = None,
-                  cursor: str | None = None) -> dict:
-    return _action("ListSessions", agentId=agent_id, limit=limit, cursor=cursor)
+                  cursor: dict | None = None, parent_session_id: str | None = None,
+                  include_children: bool | None = None) -> dict:
+    """`cursor` is a previous response's `nextCursor` ({updatedBefore, idBefore}), verbatim."""
+    return _action("ListSessions", agentId=agent_id, limit=limit, cursor=cursor,
+                   parentSessionId=parent_session_id, includeChildren=include_children)
 
 
 def get_session(session_id: str, after_seq: int | None = None, limit: int | None = None) -> dict:
@@ -74,3 +82,43 @@ def stop_session(session_id: str) -> dict:
 
 def subscribe(key: str, after_seq: int | None = None) -> dict:
     return _action("Subscribe", key=key, afterSeq=after_seq)
+
+
+def update_agent(agent_id: str, definition: dict) -> dict:
+    return _action("UpdateAgent", agentId=agent_id, definition=definition)
+
+
+def delete_agent(agent_id: str) -> dict:
+    return _action("DeleteAgent", agentId=agent_id)
+
+
+def update_session(session_id: str, title: str | None = None, model_override: dict | None = None) -> dict:
+    """`model_override`: {provider, model, reasoningLevel?} sets it, CLEAR clears it, None leaves it."""
+    return _action("UpdateSession", sessionId=session_id, title=title, modelOverride=model_override)
+
+
+def delete_session(session_id: str) -> dict:
+    return _action("DeleteSession", sessionId=session_id)
+
+
+def retry_session(session_id: str) -> dict:
+    return _action("RetrySession", sessionId=session_id)
+
+
+def get_run(run_id: str) -> dict:
+    return _action("GetRun", runId=run_id)
+
+
+def list_runs(*, root_run_id: str | None = None, session_id: str | None = None,
+              agent_id: str | None = None, status: str | None = None, limit: int | None = None) -> dict:
+    """Exactly one of root_run_id, session_id, agent_id (the server refuses otherwise)."""
+    return _action("ListRuns", rootRunId=root_run_id, sessionId=session_id, agentId=agent_id,
+                   status=status, limit=limit)
+
+
+def cancel_run(run_id: str) -> dict:
+    return _action("CancelRun", runId=run_id)
+
+
+def delete_model_provider(name: str) -> dict:
+    return _action("DeleteModelProvider", name=name)

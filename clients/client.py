@@ -26,11 +26,13 @@ from protocol.principals import principal_from_string
 
 from clients import actions
 from clients.errors import AgentsError
-from clients.shapes import (CreateAgentResponse, CreateSessionResponse, GetAgentResponse,
-                            GetSessionResponse, ListAgentsResponse, ListModelProvidersResponse,
-                            ListSessionsResponse, MessageSessionResponse, SetModelProviderResponse,
-                            SetSecretResponse,
-                            RegisterSignerResponse, StopSessionResponse)
+from clients.shapes import (AgentIdResponse, CancelRunResponse, CreateAgentResponse,
+                            CreateSessionResponse, DeleteSessionResponse, GetAgentResponse,
+                            GetRunResponse, GetSessionResponse, ListAgentsResponse,
+                            ListModelProvidersResponse, ListRunsResponse, ListSessionsResponse,
+                            MessageSessionResponse, NameResponse, RegisterSignerResponse,
+                            RetrySessionResponse, SetModelProviderResponse, SetSecretResponse,
+                            StopSessionResponse, UpdateAgentResponse, UpdateSessionResponse)
 from clients.subscription import DEFAULT_BUFFER, Subscription
 from clients.transport import Transport
 
@@ -148,8 +150,11 @@ class AgentsClient:
         return await self.call(actions.create_session(agent_id, title, client_request_id))  # type: ignore[return-value]
 
     async def list_sessions(self, agent_id: str | None = None, limit: int | None = None,
-                            cursor: str | None = None) -> ListSessionsResponse:
-        return await self.call(actions.list_sessions(agent_id, limit, cursor))  # type: ignore[return-value]
+                            cursor: dict | None = None, parent_session_id: str | None = None,
+                            include_children: bool | None = None) -> ListSessionsResponse:
+        """`cursor`: the previous page's `nextCursor`, passed back as it came."""
+        action = actions.list_sessions(agent_id, limit, cursor, parent_session_id, include_children)
+        return await self.call(action)  # type: ignore[return-value]
 
     async def get_session(self, session_id: str, after_seq: int | None = None,
                           limit: int | None = None) -> GetSessionResponse:
@@ -164,6 +169,39 @@ class AgentsClient:
 
     async def stop_session(self, session_id: str) -> StopSessionResponse:
         return await self.call(actions.stop_session(session_id))  # type: ignore[return-value]
+
+    async def update_agent(self, agent_id: str, definition: dict) -> UpdateAgentResponse:
+        return await self.call(actions.update_agent(agent_id, definition))  # type: ignore[return-value]
+
+    async def delete_agent(self, agent_id: str) -> AgentIdResponse:
+        return await self.call(actions.delete_agent(agent_id))  # type: ignore[return-value]
+
+    async def update_session(self, session_id: str, title: str | None = None,
+                             model_override: dict | None = None) -> UpdateSessionResponse:
+        """`model_override=actions.CLEAR` clears the override; None leaves it as it is."""
+        return await self.call(actions.update_session(session_id, title, model_override))  # type: ignore[return-value]
+
+    async def delete_session(self, session_id: str) -> DeleteSessionResponse:
+        return await self.call(actions.delete_session(session_id))  # type: ignore[return-value]
+
+    async def retry_session(self, session_id: str) -> RetrySessionResponse:
+        return await self.call(actions.retry_session(session_id))  # type: ignore[return-value]
+
+    async def get_run(self, run_id: str) -> GetRunResponse:
+        return await self.call(actions.get_run(run_id))  # type: ignore[return-value]
+
+    async def list_runs(self, *, root_run_id: str | None = None, session_id: str | None = None,
+                        agent_id: str | None = None, status: str | None = None,
+                        limit: int | None = None) -> ListRunsResponse:
+        action = actions.list_runs(root_run_id=root_run_id, session_id=session_id, agent_id=agent_id,
+                                   status=status, limit=limit)
+        return await self.call(action)  # type: ignore[return-value]
+
+    async def cancel_run(self, run_id: str) -> CancelRunResponse:
+        return await self.call(actions.cancel_run(run_id))  # type: ignore[return-value]
+
+    async def delete_model_provider(self, name: str) -> NameResponse:
+        return await self.call(actions.delete_model_provider(name))  # type: ignore[return-value]
 
 
 class _Connecting:

@@ -41,6 +41,11 @@ class SessionInfo(TypedDict, total=False):
     status: Literal["idle", "streaming", "stopped", "error"]
     createdAt: int
     updatedAt: int
+    parentSessionId: str
+    runId: str
+    childSessionCount: int
+    modelOverride: dict       # {provider, model, reasoningLevel?}
+    description: str
     activity: SessionActivity  # absent until the session's first message
 
 
@@ -60,6 +65,37 @@ class RedactedSecret(TypedDict, total=False):
     hasValue: bool            # always True; the value is never returned
     createdAt: int
     updatedAt: int
+
+
+class SessionListCursor(TypedDict):
+    updatedBefore: int
+    idBefore: str
+
+
+class RunError(TypedDict):
+    code: str
+    message: str
+
+
+class RunInfo(TypedDict, total=False):
+    id: str
+    account: str
+    rootRunId: str
+    parentRunId: str
+    depth: int
+    kind: Literal["agent"]
+    agentId: str
+    sessionId: str
+    origin: Literal["user", "agent", "system"]
+    title: str
+    status: Literal["queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled"]
+    attempt: int
+    createdAt: int
+    updatedAt: int
+    startedAt: int
+    finishedAt: int
+    usage: dict               # {input, output, cacheRead, cacheWrite, total}
+    error: RunError
 
 
 class SessionEvent(TypedDict):
@@ -107,7 +143,7 @@ class CreateSessionResponse(TypedDict):
 class ListSessionsResponse(TypedDict, total=False):
     sessions: list[SessionInfo]
     agents: list[AgentInfo]
-    nextCursor: str
+    nextCursor: SessionListCursor
 
 
 class GetSessionResponse(TypedDict, total=False):
@@ -126,3 +162,40 @@ class MessageSessionResponse(TypedDict):
 
 class StopSessionResponse(TypedDict):
     sessionId: str
+    stopped: bool             # False when no run was live or queued
+
+
+class UpdateAgentResponse(TypedDict):
+    agent: AgentInfo
+
+
+class AgentIdResponse(TypedDict):       # DeleteAgent
+    agentId: str
+
+
+class UpdateSessionResponse(TypedDict):
+    session: SessionInfo
+
+
+class DeleteSessionResponse(TypedDict):
+    sessionId: str
+    agentId: str
+
+
+class RetrySessionResponse(TypedDict):
+    sessionId: str
+    assistantEventId: str     # ""
+    runId: str
+
+
+class GetRunResponse(TypedDict):
+    run: RunInfo
+
+
+class ListRunsResponse(TypedDict):
+    runs: list[RunInfo]
+
+
+class CancelRunResponse(TypedDict):
+    runId: str
+    canceled: bool            # False when the run had already ended

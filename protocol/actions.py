@@ -198,7 +198,9 @@ class ListSessions:
     ts: int
     agent_id: str | None = None
     limit: int | None = None
-    cursor: str | None = None
+    cursor: dict | None = None  # {updatedBefore, idBefore}, as a previous nextCursor gave it
+    parent_session_id: str | None = None
+    include_children: bool = True
 
 
 @dataclass(frozen=True)
@@ -246,10 +248,73 @@ class Subscribe:
     after_seq: int | None = None
 
 
+@dataclass(frozen=True)
+class UpdateAgent:
+    ts: int
+    agent_id: str
+    definition: dict  # kept whole, checked like CreateAgent's
+    model_provider: str
+
+
+@dataclass(frozen=True)
+class DeleteAgent:
+    ts: int
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class UpdateSession:
+    ts: int
+    session_id: str
+    title: str | None = None
+    set_model_override: bool = False  # True when the action carries modelOverride (even null)
+    model_override: dict | None = None  # {provider, model, reasoningLevel?}; None clears
+
+
+@dataclass(frozen=True)
+class DeleteSession:
+    ts: int
+    session_id: str
+
+
+@dataclass(frozen=True)
+class RetrySession:
+    ts: int
+    session_id: str
+
+
+@dataclass(frozen=True)
+class GetRun:
+    ts: int
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ListRuns:
+    ts: int
+    selector: str  # rootRunId | sessionId | agentId: exactly one was given
+    target: str  # its value
+    status: str | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class CancelRun:
+    ts: int
+    run_id: str
+
+
+@dataclass(frozen=True)
+class DeleteModelProvider:
+    ts: int
+    name: str
+
+
 Action = (RegisterSigner | SetSecret | SetModelProvider | ListModelProviders | ListProviderModels
           | CreateAgent
           | GetAgent | ListAgents | CreateSession | ListSessions | GetSession | MessageSession
-          | StopSession | Subscribe)
+          | StopSession | Subscribe | UpdateAgent | DeleteAgent | UpdateSession | DeleteSession
+          | RetrySession | GetRun | ListRuns | CancelRun | DeleteModelProvider)
 
 
 # --- parsers ------------------------------------------------------------------------------
@@ -357,13 +422,100 @@ def _create_session(f: _Fields, ts: int) -> CreateSession:
     )
 
 
+def _boolean(f: _Fields, field: str) -> bool | None:
+    value = f.get(field, False)
+    if value is not None and type(value) is not bool:
+        raise f.fail(field, f"must be a boolean, got {_kind(value)}")
+    return value
+
+
+def _session_cursor(f: _Fields) -> dict | None:
+    """{updatedBefore, idBefore}: the nextCursor of the previous page, passed back verbatim."""
+    raw = f.mapping("cursor", required=False)
+    if raw is None:
+        return None
+    c = _Fields(raw, f"{f.name}.cursor")
+    return {"updatedBefore": c.integer("updatedBefore", 0, None, required=True),
+            "idBefore": c.text("idBefore", MAX_ID, allow_empty=True)}
+
+
 def _list_sessions(f: _Fields, ts: int) -> ListSessions:
+    include = _boolean(f, "includeChildren")
     return ListSessions(
         ts,
         f.text("agentId", MAX_ID, required=False),
         f.integer("limit", MIN_LIMIT, MAX_LIMIT),
-        f.text("cursor", MAX_CURSOR, required=False),
+        _session_cursor(f),
+        f.text("parentSessionId", MAX_ID, required=False),
+        True if include is None else include,
     )
+
+
+def _definition(f: _Fields) -> tuple[dict, str]:
+    """The AgentDefinition map (kept whole) after the checks CreateAgent and UpdateAgent share;
+    returns it with its modelProvider."""
+    definition = f.mapping("definition")
+    d = _Fields(definition, f"{f.name}.definition")
+    d.text("name", MAX_NAME)
+    d.text("systemPrompt", MAX_SYSTEM_PROMPT, allow_empty=True)
+    provider = d.text("modelProvider", MAX_NAME)
+    d.text("model", MAX_NAME)
+    return definition, provider
+
+
+def _update_agent(f: _Fields, ts: int) -> UpdateAgent:
+    agent_id = f.text("agentId", MAX_ID)
+    definition, provider = _definition(f)
+    return UpdateAgent(ts, agent_id, definition, provider)
+
+
+def _model_override(f: _Fields) -> tuple[bool, dict | None]:
+    """(present, value): absent leaves the override alone, null clears it (the one place the
+    contract gives null a meaning), a map sets it."""
+    if "modelOverride" not in f.action:
+        return False, None
+    raw = f.action["modelOverride"]
+    if raw is None:
+        return True, None
+    if type(raw) is not dict:
+        raise f.fail("modelOverride", f"must be a map {{provider, model, reasoningLevel?}} or null, "
+                                      f"got {_kind(raw)}")
+    m = _Fields(raw, f"{f.name}.modelOverride")
+    value = {"provider": m.text("provider", MAX_NAME), "model": m.text("model", MAX_NAME)}
+    level = m.text("reasoningLevel", MAX_NAME, required=False)
+    if level is not None:
+        value["reasoningLevel"] = level
+    return True, value
+
+
+def _update_session(f: _Fields, ts: int) -> UpdateSession:
+    session_id = f.text("sessionId", MAX_ID)
+    title = f.text("title", MAX_TITLE, required=False)
+    present, override = _model_override(f)
+    if title is None and not present:
+        raise f.fail("title", "or modelOverride is required (nothing to update)")
+    return UpdateSession(ts, session_id, title, present, override)
+
+
+_RUN_SELECTORS = ("rootRunId", "sessionId", "agentId")
+RUN_STATUSES = ("queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled")
+
+
+def _list_runs(f: _Fields, ts: int) -> ListRuns:
+    given = [(name, f.text(name, MAX_ID, required=False)) for name in _RUN_SELECTORS]
+    given = [(name, value) for name, value in given if value is not None]
+    if len(given) != 1:
+        named = ", ".join(name for name, _ in given) or "none"
+        raise ProtocolError(400, f"{f.name} needs exactly one of rootRunId, sessionId, agentId "
+                                 f"(got {named})")
+    status = f.text("status", MAX_NAME, required=False)
+    if status is not None and status not in RUN_STATUSES:
+        raise f.fail("status", f"must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    return ListRuns(ts, given[0][0], given[0][1], status, f.integer("limit", MIN_LIMIT, MAX_LIMIT))
+
+
+def _id_action(cls: type, field: str):  # noqa: ANN202
+    return lambda f, ts: cls(ts, f.text(field, MAX_ID))
 
 
 def _get_session(f: _Fields, ts: int) -> GetSession:
@@ -455,6 +607,15 @@ _PARSERS = {
     "MessageSession": _message_session,
     "StopSession": _stop_session,
     "Subscribe": _subscribe,
+    "UpdateAgent": _update_agent,
+    "DeleteAgent": _id_action(DeleteAgent, "agentId"),
+    "UpdateSession": _update_session,
+    "DeleteSession": _id_action(DeleteSession, "sessionId"),
+    "RetrySession": _id_action(RetrySession, "sessionId"),
+    "GetRun": _id_action(GetRun, "runId"),
+    "ListRuns": _list_runs,
+    "CancelRun": _id_action(CancelRun, "runId"),
+    "DeleteModelProvider": lambda f, ts: DeleteModelProvider(ts, f.text("name", MAX_NAME)),
 }
 
 ACTION_NAMES = frozenset(_PARSERS)

@@ -93,6 +93,18 @@ def signing_input(envelope_map: dict) -> bytes:
     return encode({**envelope_map, "sig": ZERO_SIG})
 
 
+class _ExplicitNull:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+# An action field sent as CBOR null rather than dropped (None means "absent"): the contract's
+# one use is UpdateSession.modelOverride = null, which clears the override.
+NULL = _ExplicitNull()
+
+
 def build_envelope(
     keypair: Keypair,
     action: dict,
@@ -105,9 +117,10 @@ def build_envelope(
 
     `ts` wins over the action's own `ts`; without either, `now_ms` or else the current time is
     used (the only clock read in this package, and only on the signing side). Fields set to None
-    are dropped, like the desktop's omitUndefined: absent optional fields are omitted, not null.
+    are dropped, like the desktop's omitUndefined: absent optional fields are omitted, not null;
+    a field set to NULL is sent as null.
     """
-    body = {k: v for k, v in action.items() if v is not None}
+    body = {k: (None if v is NULL else v) for k, v in action.items() if v is not None}
     if ts is not None:
         body["ts"] = ts
     elif "ts" not in body:

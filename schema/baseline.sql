@@ -1,4 +1,4 @@
--- The schema at the current version (3), for creating a fresh database in one step.
+-- The schema at the current version (4), for creating a fresh database in one step.
 -- It must stay equivalent to migrations 0001..N applied in order: tests/test_schema_baseline.py
 -- compares the two. When you add a migration, fold its effect in here too.
 -- STRICT tables make SQLite refuse a value of the wrong type instead of storing it silently.
@@ -65,19 +65,28 @@ CREATE TABLE agents (
 CREATE INDEX agents_by_account ON agents (account_id, updated_at DESC, id);
 
 CREATE TABLE sessions (
-    id         TEXT NOT NULL PRIMARY KEY,
-    account_id TEXT NOT NULL,
-    agent_id   TEXT NOT NULL REFERENCES agents (id),
-    title      TEXT,
-    status     TEXT NOT NULL CHECK (status IN ('idle', 'streaming', 'stopped', 'error')),
-    last_seq   INTEGER NOT NULL DEFAULT 0, -- the session's seq counter: events take last_seq + 1
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    message_at   INTEGER, -- version 3: the session's latest message (SessionInfo.activity)
-    message_from TEXT CHECK (message_from IN ('user', 'assistant'))
+    id                TEXT NOT NULL PRIMARY KEY,
+    account_id        TEXT NOT NULL,
+    agent_id          TEXT NOT NULL REFERENCES agents (id),
+    title             TEXT,
+    status            TEXT NOT NULL CHECK (status IN ('idle', 'streaming', 'stopped', 'error')),
+    last_seq          INTEGER NOT NULL DEFAULT 0, -- the session's seq counter: events take last_seq + 1
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL,
+    message_at        INTEGER, -- version 3: the session's latest message (SessionInfo.activity)
+    message_from      TEXT CHECK (message_from IN ('user', 'assistant')),
+    -- who wrote the title: an automatic title never replaces a 'user' one
+    title_source      TEXT NOT NULL DEFAULT 'system' CHECK (title_source IN ('system', 'agent', 'user')),
+    parent_session_id TEXT REFERENCES sessions (id),
+    run_id            TEXT, -- the run this session is the transcript of
+    model_override    BLOB, -- DAG-CBOR {provider, model, reasoningLevel?}
+    description       TEXT
 ) STRICT;
-CREATE INDEX sessions_by_account ON sessions (account_id, updated_at DESC, id);
-CREATE INDEX sessions_by_agent ON sessions (agent_id, updated_at DESC, id);
+-- Keyset pages run over (updated_at, id) both descending, as the {updatedBefore, idBefore} cursor reads.
+CREATE INDEX sessions_by_account ON sessions (account_id, updated_at DESC, id DESC);
+CREATE INDEX sessions_by_agent ON sessions (agent_id, updated_at DESC, id DESC);
+CREATE INDEX sessions_by_parent ON sessions (parent_session_id, updated_at DESC, id DESC)
+    WHERE parent_session_id IS NOT NULL;
 
 CREATE TABLE session_events (
     session_id TEXT NOT NULL REFERENCES sessions (id),
@@ -88,26 +97,41 @@ CREATE TABLE session_events (
     PRIMARY KEY (session_id, seq)
 ) STRICT, WITHOUT ROWID;
 
-CREATE TABLE runs (
+-- Runs form a tree (root_run_id denormalized, so one subscription covers a whole tree).
+-- "runs" is quoted as SQLite writes it after the rebuild of migration 0003.
+CREATE TABLE "runs" (
     id            TEXT NOT NULL PRIMARY KEY,
     account_id    TEXT NOT NULL,
     agent_id      TEXT NOT NULL REFERENCES agents (id),
     session_id    TEXT REFERENCES sessions (id),
     user_event_id TEXT,
-    status        TEXT NOT NULL
-                  CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'canceled')),
+    status        TEXT NOT NULL CHECK (status IN ('queued', 'claimed', 'running', 'waiting',
+                                                  'succeeded', 'failed', 'canceled')),
     attempt       INTEGER NOT NULL DEFAULT 0,
     created_at    INTEGER NOT NULL,
     updated_at    INTEGER NOT NULL,
-    error         TEXT -- why the run failed; last because version 2 added it
+    error         TEXT, -- the error's message; error_code is its code
+    error_code    TEXT,
+    root_run_id   TEXT NOT NULL,
+    parent_run_id TEXT REFERENCES "runs" (id),
+    depth         INTEGER NOT NULL DEFAULT 0 CHECK (depth >= 0),
+    kind          TEXT NOT NULL DEFAULT 'agent' CHECK (kind IN ('agent')),
+    origin        TEXT NOT NULL DEFAULT 'user' CHECK (origin IN ('user', 'agent', 'system')),
+    title         TEXT NOT NULL DEFAULT '',
+    started_at    INTEGER,
+    finished_at   INTEGER,
+    usage         BLOB -- DAG-CBOR {input, output, cacheRead, cacheWrite, total}
 ) STRICT;
 CREATE INDEX runs_by_status ON runs (status, created_at);
 CREATE INDEX runs_by_session ON runs (session_id, created_at);
--- Queued and running runs per session: a small index, so "is this session busy?" does not walk
--- a long session's whole run history.
-CREATE INDEX runs_active_by_session ON runs (session_id, created_at) WHERE status IN ('queued', 'running');
+-- Live (non-terminal) runs per session: a small index, so "is this session busy?" does not walk
+-- a long session's whole run history. Queries repeat this WHERE verbatim.
+CREATE INDEX runs_active_by_session ON runs (session_id, created_at)
+    WHERE status IN ('queued', 'claimed', 'running', 'waiting');
+CREATE INDEX runs_by_root ON runs (root_run_id, created_at);
+CREATE INDEX runs_by_agent ON runs (agent_id, created_at);
 -- The same per agent: AgentInfo.busy.
-CREATE INDEX runs_active_by_agent ON runs (agent_id) WHERE status IN ('queued', 'running');
+CREATE INDEX runs_active_by_agent ON runs (agent_id) WHERE status IN ('queued', 'claimed', 'running', 'waiting');
 
 -- Pending invitations and accepted grants on an agent; its content stays under the owner.
 CREATE TABLE agent_collaborators (

@@ -35,6 +35,11 @@ class Hub:
             if not subs:
                 del self._by_key[key]
 
+    def drop(self, key: str) -> None:
+        """Forget every subscriber of `key` (what it names was deleted): nothing published on
+        it later reaches anyone."""
+        self._by_key.pop(key, None)
+
     def subscriber_count(self, key: str | None = None) -> int:
         if key is not None:
             return len(self._by_key.get(key, ()))

@@ -37,9 +37,10 @@ def test_action_names_and_reads():
     assert A.ACTION_NAMES == {
         "RegisterSigner", "SetSecret", "SetModelProvider", "ListModelProviders", "CreateAgent",
         "GetAgent", "ListAgents", "CreateSession", "ListSessions", "GetSession",
-        "MessageSession", "StopSession", "Subscribe", "ListProviderModels"}
+        "MessageSession", "StopSession", "Subscribe", "ListProviderModels", "UpdateAgent", "DeleteAgent",
+        "UpdateSession", "DeleteSession", "RetrySession", "GetRun", "ListRuns", "CancelRun", "DeleteModelProvider"}
     assert READ_ACTIONS == {"ListModelProviders", "ListProviderModels", "GetAgent", "ListAgents", "ListSessions",
-                            "GetSession", "Subscribe"}
+                            "GetSession", "Subscribe", "GetRun", "ListRuns"}
 
 
 @pytest.mark.parametrize("action, message", [
@@ -205,8 +206,9 @@ def test_ids_and_sessions():
 
 def test_list_and_get_session():
     assert parse_action(act("ListSessions")) == A.ListSessions(TS)
-    parsed = parse_action(act("ListSessions", agentId="a", limit=10_000, cursor="c"))
-    assert (parsed.agent_id, parsed.limit, parsed.cursor) == ("a", 10_000, "c")
+    cursor = {"updatedBefore": 5, "idBefore": "c"}
+    parsed = parse_action(act("ListSessions", agentId="a", limit=10_000, cursor=cursor))
+    assert (parsed.agent_id, parsed.limit, parsed.cursor) == ("a", 10_000, cursor)
     for bad in (0, 10_001, -1, True, 1.0, "5"):
         refused(act("ListSessions", limit=bad), "ListSessions.limit")
     parsed = parse_action(act("GetSession", sessionId="s", afterSeq=0, limit=1))

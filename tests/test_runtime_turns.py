@@ -147,7 +147,7 @@ async def test_stop_session_cancels_a_slow_first_token(server):
         await fake.wait_for_requests(1)
         await c.call(a, {"_": "Subscribe", "key": f"runs/{r['runId']}"})
         r2 = await c.call(a, {"_": "StopSession", "sessionId": sid})
-        assert r2 == {"_": "StopSessionResponse", "sessionId": sid}
+        assert r2 == {"_": "StopSessionResponse", "sessionId": sid, "stopped": True}
         await fake.wait_for_disconnect()
         seen_done, run_status = False, None
         async with asyncio.timeout(10):

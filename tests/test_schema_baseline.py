@@ -13,6 +13,7 @@ def _normalize(sql: str) -> str:
     # comments, so compare token streams, not text.
     sql = re.sub(r"--[^\n]*", " ", sql)
     sql = re.sub(r"/\*.*?\*/", " ", sql, flags=re.S)
+    sql = sql.replace('"', "")  # a rebuilt table's name is quoted by ALTER TABLE RENAME
     sql = re.sub(r"\s+", " ", sql).strip().lower()
     return re.sub(r"\s*([(),])\s*", r"\1", sql)
 
@@ -49,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 3
+    assert schema.CURRENT_VERSION == 4
 
 
 def test_baseline_equals_migrations_applied_in_order():
@@ -88,3 +89,13 @@ def test_expected_tables_and_strictness():
                            "accepted_signatures", "agent_collaborators"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
+
+
+def test_version_4_adds_lineage_and_the_run_tree():
+    v2, v3 = describe(from_migrations(3)), describe(from_migrations(4))
+    new_session_cols = {c[1] for c in v3["sessions.columns"]} - {c[1] for c in v2["sessions.columns"]}
+    assert new_session_cols == {"title_source", "parent_session_id", "run_id", "model_override", "description"}
+    new_run_cols = {c[1] for c in v3["runs.columns"]} - {c[1] for c in v2["runs.columns"]}
+    assert new_run_cols == {"error_code", "root_run_id", "parent_run_id", "depth", "kind", "origin", "title",
+                            "started_at", "finished_at", "usage"}
+    assert "runs_active_by_session.xinfo" in v3 and "runs_by_root.xinfo" in v3

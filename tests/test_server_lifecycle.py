@@ -2,6 +2,8 @@
 SIGTERM stops it cleanly with sockets closed 1001 and acknowledged writes kept."""
 from __future__ import annotations
 
+import schema
+
 import asyncio
 import os
 import subprocess

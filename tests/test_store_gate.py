@@ -52,8 +52,8 @@ def test_fresh_database_is_created_at_current_version_with_pragmas(tmp_path):
         assert pragma("foreign_keys") == 1
         assert pragma("busy_timeout") == 5000
         with pytest.raises(apsw.ConstraintError):  # foreign keys are enforced
-            conn.execute("INSERT INTO sessions (id, account_id, agent_id, status, created_at, updated_at)"
-                         " VALUES ('s', 'acct', 'no-such-agent', 'idle', 1, 1)")
+            conn.execute("INSERT INTO sessions (id, account_id, agent_id, title, status, last_seq, created_at,"
+                         " updated_at) VALUES ('s', 'acct', 'no-such-agent', NULL, 'idle', 0, 1, 1)")
     finally:
         conn.close()
     assert user_version(path) == schema.CURRENT_VERSION

@@ -78,7 +78,7 @@ def test_list_sessions_pages_without_repeats_or_gaps(conn):
     for i in range(23):  # many share one updated_at, so the id tie-break matters
         sessions.create_session(conn, f"s{i:02}", ACCOUNT, "a1" if i % 3 else "a2", None, 100 + i // 4)
     sessions.create_session(conn, "foreign", "z6MkOther", "a1", None, 500)
-    rows = conn.execute("SELECT id, agent_id FROM sessions WHERE account_id = ? ORDER BY updated_at DESC, id",
+    rows = conn.execute("SELECT id, agent_id FROM sessions WHERE account_id = ? ORDER BY updated_at DESC, id DESC",
                         (ACCOUNT,)).fetchall()
     expected_all = [r[0] for r in rows]
     for limit in (1, 4, 5, 23, 100):
@@ -89,7 +89,7 @@ def test_list_sessions_pages_without_repeats_or_gaps(conn):
 
 
 def test_bad_cursor_is_invalid_cursor(conn):
-    for bad in ("!!!", "bm9jb2xvbg", ""):
+    for bad in ({}, {"updatedBefore": "1", "idBefore": "s"}, {"updatedBefore": 1, "idBefore": 2}):
         with pytest.raises(InvalidCursor):
             sessions.list_sessions(conn, ACCOUNT, None, 10, bad)
 
@@ -163,3 +163,31 @@ def test_busy_follows_the_agents_queued_and_running_runs(conn):
     runs.set_run_status(conn, "r1", "succeeded", 13)
     assert agents.set_agent_status(conn, "a1", "idle", 13)["busy"] is False
     assert [a["busy"] for a in agents.list_agents(conn, ACCOUNT)] == [False, False]
+
+
+def test_titles_overrides_and_detaching_deletion(conn):
+    from server.store import runs
+
+    agents.create_agent(conn, "a1", ACCOUNT, DEFINITION, "/d", 1)
+    sessions.create_session(conn, "s1", ACCOUNT, "a1", None, 10)
+    sessions.create_session(conn, "kid", ACCOUNT, "a1", None, 11, parent_session_id="s1")
+    assert sessions.get_session(conn, "s1")["childSessionCount"] == 1
+    assert sessions.title_from_text("\n   \n  " + "y" * 70 + " \nmore") == "y" * 60
+    assert sessions.auto_title(conn, "s1", "auto", 12)["title"] == "auto"
+    assert sessions.auto_title(conn, "s1", "again", 13) is None   # never replaces a title
+    user = sessions.update_session(conn, "kid", 14, title="mine")
+    assert user["title"] == "mine"
+    conn.execute("UPDATE sessions SET title = NULL WHERE id = 'kid'")   # even an emptied user title
+    assert sessions.auto_title(conn, "kid", "auto", 15) is None
+    override = {"provider": "p", "model": "m"}
+    assert sessions.update_session(conn, "s1", 16, set_override=True, model_override=override)["modelOverride"] == override
+    assert sessions.update_session(conn, "s1", 17, title="t")["modelOverride"] == override
+    assert "modelOverride" not in sessions.update_session(conn, "s1", 18, set_override=True)
+    events.append_event(conn, "s1", {"type": "message", "role": "user", "content": "x"}, "e1", 19)
+    runs.create_run(conn, "r1", ACCOUNT, "a1", "s1", "e1", 19)
+    sessions.delete_session(conn, "s1")
+    assert sessions.get_session(conn, "s1") is None
+    assert "parentSessionId" not in sessions.get_session(conn, "kid")
+    assert "sessionId" not in runs.get_run(conn, "r1")
+    assert events.events_after(conn, "s1", 0, 10) == []
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []

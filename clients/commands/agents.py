@@ -1,4 +1,4 @@
-"""`agents create` and `agents list`."""
+"""`agents create`, `agents list` and `agents delete`."""
 from __future__ import annotations
 
 from clients.commands.common import CliError, open_client
@@ -25,10 +25,17 @@ async def list_(args) -> int:
     return 0
 
 
+async def delete(args) -> int:
+    async with open_client(args) as client:
+        await client.delete_agent(args.agent_id)
+    print(f"deleted agent {args.agent_id}")
+    return 0
+
+
 def register(sub, common) -> None:
     agents = sub.add_parser("agents", help="create and list agents",
                             description="Create and list the agents of your account.")
-    asub = agents.add_subparsers(dest="agents_command", metavar="{create,list}", required=True)
+    asub = agents.add_subparsers(dest="agents_command", metavar="{create,list,delete}", required=True)
     p = asub.add_parser("create", parents=[common], help="create an agent and print its id",
                         description="Create an agent and print its id.")
     p.add_argument("--name", required=True, help="a name for people")
@@ -40,3 +47,7 @@ def register(sub, common) -> None:
     p = asub.add_parser("list", parents=[common], help="list agents, newest update first",
                         description="List your agents: id, name, status, provider/model.")
     p.set_defaults(run=list_)
+    p = asub.add_parser("delete", parents=[common], help="delete an agent with its sessions and runs",
+                        description="Delete an agent, its sessions, their events and its runs.")
+    p.add_argument("agent_id", metavar="AGENT_ID")
+    p.set_defaults(run=delete)

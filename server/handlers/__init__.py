@@ -2,8 +2,9 @@
 the response value. None of them knows which framing carried the request."""
 from __future__ import annotations
 
-from server.handlers import (agents, messages, provider_models, providers, secrets, sessions, signers,
-                             subscribe)
+from server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
+                             providers,
+                             runs, secrets, sessions, signers, subscribe)
 
 HANDLERS = {
     "RegisterSigner": signers.register_signer,
@@ -20,4 +21,13 @@ HANDLERS = {
     "MessageSession": messages.message_session,
     "StopSession": messages.stop_session,
     "Subscribe": subscribe.subscribe,
+    "UpdateAgent": agent_lifecycle.update_agent,
+    "DeleteAgent": agent_lifecycle.delete_agent,
+    "UpdateSession": sessions.update_session,
+    "DeleteSession": sessions.delete_session,
+    "RetrySession": messages.retry_session,
+    "GetRun": runs.get_run,
+    "ListRuns": runs.list_runs,
+    "CancelRun": runs.cancel_run,
+    "DeleteModelProvider": provider_removal.delete_model_provider,
 }

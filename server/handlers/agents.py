@@ -8,6 +8,7 @@ from protocol.errors import ProtocolError, quote
 from server.app import new_id
 from server.handlers.access import own_agent
 from server.handlers.idempotency import once
+from server.runtime.state_dirs import make_state_dir
 from server.store import agents as agents_q
 from server.store import providers as providers_q
 from server.store import sessions as sessions_q
@@ -40,6 +41,9 @@ async def create_agent(app, env, action) -> dict:
 
     response, created = await app.db.write(job)
     for agent in created:
+        # After the commit: a crash in between leaves a row without its directory, which the
+        # next start makes (server.runtime.state_dirs).
+        make_state_dir(app.config.data_dir, agent["stateDir"])
         app.publish_agent(agent, created=True)
         app.notify_account(account_id, "agent-created", agent_id=agent["id"])
     return response

@@ -1,9 +1,10 @@
-"""MessageSession (a person writes; the reply is queued as a run) and StopSession."""
+"""MessageSession (a person writes; the reply is queued as a run), RetrySession and StopSession."""
 from __future__ import annotations
 
 import asyncio
 
 from protocol.actions import request_fingerprint
+from protocol.errors import ProtocolError
 from server.app import new_id
 from server.handlers.access import own_agent, own_session
 from server.handlers.idempotency import once
@@ -38,7 +39,9 @@ async def message_session(app, env, action) -> dict:
         own_agent(conn, account_id, session["agentId"])
         user_event_id, run_id = new_id(), new_id()
         event, body = events_q.append_event(conn, session_id, user_payload(env, action), user_event_id, now)
-        run = runs_q.create_run(conn, run_id, account_id, session["agentId"], session_id, user_event_id, now)
+        title = session.get("title") or sessions_q.title_from_text(action.text)
+        run = runs_q.create_run(conn, run_id, account_id, session["agentId"], session_id, user_event_id, now,
+                                title=title)
         session = sessions_q.set_session_status(conn, session_id, "streaming", now)
         agent = agents_q.touch_agent(conn, session["agentId"], now)   # busy, with the new activity
         response = {"_": "MessageSessionResponse", "sessionId": session_id, "assistantEventId": "",
@@ -54,7 +57,7 @@ async def message_session(app, env, action) -> dict:
     def publish() -> None:
         for event, body, run, session, agent in done:
             app.publish_append(session_id, event, body)
-            app.publish_change("runs/" + run["id"], run)
+            app.publish_change("runs/" + run["rootRunId"], run)
             app.publish_change("sessions/" + session_id, session)
             app.publish_change("agents/" + agent["id"], agent)
             app.notify_account(account_id, "session-event", agent_id=session["agentId"], session_id=session_id)
@@ -66,7 +69,38 @@ async def message_session(app, env, action) -> dict:
     return response
 
 
+async def retry_session(app, env, action) -> dict:
+    """Queue the failed turn again, answering the same user message; the error events it left
+    are not shown to the model (runtime.history keeps messages only)."""
+    now = app.now_ms()
+    account_id, session_id = env.account_id, action.session_id
+
+    def job(conn):
+        session = own_session(conn, account_id, session_id)
+        own_agent(conn, account_id, session["agentId"])
+        if runs_q.active_runs_of_session(conn, session_id):
+            raise ProtocolError(409, f"session {session_id} has a live run; retry after it ends "
+                                     "(or StopSession)")
+        latest = runs_q.latest_run_of_session(conn, session_id)
+        if latest is None or latest["status"] != "failed":
+            got = "no run" if latest is None else f"its latest run {latest['status']}"
+            raise ProtocolError(409, f"session {session_id} has nothing to retry: {got}; "
+                                     "RetrySession re-runs a failed turn")
+        run = runs_q.create_run(conn, new_id(), account_id, session["agentId"], session_id,
+                                runs_q.user_event_of(conn, latest["id"]), now, title=latest["title"])
+        session = sessions_q.set_session_status(conn, session_id, "streaming", now)
+        agents_q.touch_agent(conn, session["agentId"], now)
+        return run, session
+
+    run, session = await app.db.write(job)
+    app.publish_change("runs/" + run["rootRunId"], run)
+    app.publish_change("sessions/" + session_id, session)
+    app.notify_account(account_id, "session-event", agent_id=session["agentId"], session_id=session_id)
+    app.runtime.kick(session_id)
+    return {"_": "RetrySessionResponse", "sessionId": session_id, "assistantEventId": "", "runId": run["id"]}
+
+
 async def stop_session(app, env, action) -> dict:
     app.db.read(own_session, env.account_id, action.session_id)
-    await app.runtime.stop_session(action.session_id)
-    return {"_": "StopSessionResponse", "sessionId": action.session_id}
+    stopped = await app.runtime.stop_session(action.session_id)
+    return {"_": "StopSessionResponse", "sessionId": action.session_id, "stopped": stopped}

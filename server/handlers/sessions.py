@@ -1,4 +1,4 @@
-"""CreateSession, ListSessions, GetSession."""
+"""CreateSession, ListSessions, GetSession, UpdateSession, DeleteSession."""
 from __future__ import annotations
 
 from protocol.actions import request_fingerprint
@@ -6,8 +6,10 @@ from protocol.blocks import system_prompt_markdown
 from server.app import new_id
 from server.handlers.access import own_agent, own_session
 from server.handlers.idempotency import once
+from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import events as events_q
+from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 from server.wire_values import RawEvents
 
@@ -17,8 +19,8 @@ _PROMPT_CACHE_MAX = 10_000
 
 
 def system_prompt(app, agent_id: str) -> str:
-    """An agent's system prompt as Markdown (a block tree converted). Definitions never change after CreateAgent (there is no
-    update action), so they are cached rather than decoded on every GetSession."""
+    """An agent's system prompt as Markdown (a block tree converted), cached rather than decoded
+    on every GetSession; UpdateAgent and DeleteAgent drop the entry (forget_system_prompt)."""
     cache = app.cache.setdefault("system_prompts", {})
     prompt = cache.get(agent_id)
     if prompt is None:
@@ -28,6 +30,10 @@ def system_prompt(app, agent_id: str) -> str:
             cache.clear()
         cache[agent_id] = prompt
     return prompt
+
+
+def forget_system_prompt(app, agent_id: str) -> None:
+    app.cache.setdefault("system_prompts", {}).pop(agent_id, None)
 
 
 async def create_session(app, env, action) -> dict:
@@ -58,8 +64,11 @@ async def list_sessions(app, env, action) -> dict:
     def read(conn):
         if action.agent_id is not None:
             own_agent(conn, env.account_id, action.agent_id)
-        sessions, cursor = sessions_q.list_sessions(conn, env.account_id, action.agent_id,
-                                                    action.limit or 100, action.cursor)
+        if action.parent_session_id is not None:
+            own_session(conn, env.account_id, action.parent_session_id)
+        sessions, cursor = sessions_q.list_sessions(
+            conn, env.account_id, action.agent_id, action.limit or 100, action.cursor,
+            parent_session_id=action.parent_session_id, include_children=action.include_children)
         agent_ids = sorted({s["agentId"] for s in sessions})
         agents = [a for a in (agents_q.get_agent(conn, i) for i in agent_ids) if a is not None]
         return sessions, agents, cursor
@@ -88,3 +97,53 @@ async def get_session(app, env, action) -> dict:
     if more:
         response["nextAfterSeq"] = rows[-1][0]
     return response
+
+
+async def update_session(app, env, action) -> dict:
+    now = app.now_ms()
+
+    def job(conn):
+        session = own_session(conn, env.account_id, action.session_id)
+        own_agent(conn, env.account_id, session["agentId"])
+        return sessions_q.update_session(conn, action.session_id, now, title=action.title,
+                                         set_override=action.set_model_override,
+                                         model_override=action.model_override)
+
+    session = await app.db.write(job)
+    app.publish_change("sessions/" + session["id"], session)
+    app.notify_account(session["account"], "session-updated", agent_id=session["agentId"],
+                       session_id=session["id"])
+    return {"_": "UpdateSessionResponse", "session": session}
+
+
+async def delete_session(app, env, action) -> dict:
+    """Stop the live run, then one transaction: the session's live runs end 'canceled', its runs
+    keep their history with the session detached, children become top level, the session and
+    its events go. Subscribers of sessions/<id> get the notice, then nothing more."""
+    session = app.db.read(own_session, env.account_id, action.session_id)
+    session_id, agent_id = session["id"], session["agentId"]
+    app.runtime.abandon_sessions([session_id])
+    now = app.now_ms()
+
+    def job(conn):
+        own_session(conn, env.account_id, session_id)  # again: it may have gone meanwhile
+        canceled = runs_q.cancel_runs(conn, runs_q.active_runs_of_session(conn, session_id), now)
+        children = [row[0] for row in conn.execute(
+            "SELECT id FROM sessions WHERE parent_session_id = ?", (session_id,))]
+        sessions_q.delete_session(conn, session_id)
+        lifecycle_q.forget_idempotency(conn, env.account_id, {session_id})
+        agent = agents_q.touch_agent(conn, agent_id, now)
+        return canceled, [sessions_q.get_session(conn, c) for c in children], agent
+
+    canceled, children, agent = await app.db.write(job)
+    app.runtime.abandon_sessions([session_id])  # a worker a message started meanwhile
+    notice = {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id}
+    app.publish_change("sessions/" + session_id, notice)
+    app.hub.drop("sessions/" + session_id)
+    app.runtime.publish_runs([{k: v for k, v in r.items() if k != "sessionId"} for r in canceled])
+    for child in children:
+        if child is not None:
+            app.publish_change("sessions/" + child["id"], child)
+    app.publish_change("agents/" + agent_id, agent)
+    app.notify_account(session["account"], "session-deleted", agent_id=agent_id, session_id=session_id)
+    return {"_": "DeleteSessionResponse", "sessionId": session_id, "agentId": agent_id}

@@ -4,6 +4,11 @@ One worker per session executes that session's runs one at a time, oldest first;
 concurrently. A run's provider call happens outside any transaction; its reply lands in one
 transaction with the run's final status, so a crash either keeps the reply and the success or
 neither, and at start the runs a dead process left running are queued again.
+
+Run statuses move only through `runs.transition`; the RunInfo a turn publishes is the one it
+writes. Writes that end a run are conditional on its status (`runs.save_run`), so a run that a
+CancelRun, StopSession or deletion already ended keeps that ending: the turn writes no reply for
+it, and for a deleted session it writes and publishes nothing at all.
 """
 from __future__ import annotations
 
@@ -15,14 +20,18 @@ import httpx
 
 from protocol.blocks import system_prompt_markdown
 from server.app import new_id
-from server.providers.base import ProviderError, TextDelta, Usage
+from protocol.errors import quote
+from server.providers.base import ProviderError, ProviderNotFound, TextDelta, Usage
 from server.handlers.provider_lookup import provider_for
 from server.providers.network import NetworkPolicy, provider_client
 from server.runtime.history import SessionHistory
+from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
+from server.store.errors import NotFound
+from server.runtime.state_dirs import reconcile_state_dirs
 
 log = logging.getLogger("seed_agents.runtime")
 
@@ -32,11 +41,10 @@ HISTORY_EVENTS = 500
 HISTORY_SESSIONS = 256   # sessions whose history stays in memory between turns (least recent dropped)
 
 
-def running_info(queued: dict, now: int) -> dict:
-    """The RunInfo that `begin` writes, computed here so the turn need not wait for it."""
-    info = {k: v for k, v in queued.items() if k not in ("accountId", "userEventId", "error")}
-    info.update(status="running", attempt=queued["attempt"] + 1, updatedAt=max(queued["updatedAt"], now))
-    return info
+
+
+def run_error(code: str, message: str) -> dict:
+    return {"code": code, "message": message}
 
 
 class Runtime:
@@ -45,6 +53,9 @@ class Runtime:
         self.workers: dict[str, asyncio.Task] = {}
         self.live: dict[str, tuple[str, asyncio.Task]] = {}   # session id -> (run id, task)
         self.stopped_runs: set[str] = set()
+        # Sessions deleted while their worker lived: the worker publishes and writes nothing
+        # more for them, and ends (removed when the worker ends).
+        self.gone: set[str] = set()
         self.histories: dict[str, SessionHistory] = {}   # insertion order = least recent first
         self.http: httpx.AsyncClient | None = None
         self.closing = False
@@ -63,8 +74,11 @@ class Runtime:
                 sessions_q.set_session_status(conn, session_id, runs_q.session_status_from_runs(conn, session_id), now)
 
         await self.app.db.write(recover)
+        ids, dirs = self.app.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
+        await asyncio.to_thread(reconcile_state_dirs, self.app.config.data_dir, ids, dirs)
         for run in self.app.db.read(runs_q.queued_runs, 100_000):
-            self.kick(run["sessionId"])
+            if "sessionId" in run:
+                self.kick(run["sessionId"])
 
     async def stop(self) -> None:
         self.closing = True
@@ -84,7 +98,7 @@ class Runtime:
 
     async def _worker(self, session_id: str) -> None:
         try:
-            while not self.closing:
+            while not self.closing and session_id not in self.gone:
                 runs = self.app.db.read(runs_q.queued_runs_of_session, session_id, 1)
                 if not runs:
                     break  # no await between this read and leaving the table below
@@ -92,28 +106,46 @@ class Runtime:
         finally:
             if self.workers.get(session_id) is asyncio.current_task():
                 del self.workers[session_id]
+                self.gone.discard(session_id)
 
-    async def stop_session(self, session_id: str) -> None:
-        """StopSession: cancel the queued runs and the live one; the session ends idle."""
+    def publish_runs(self, runs: list[dict]) -> None:
+        for run in runs:
+            self.app.publish_change("runs/" + run["rootRunId"], runs_q.public(run))
+
+    def interrupt(self, run_ids) -> None:
+        """Cancel the turns executing these runs (their rows were already ended by the caller)."""
+        wanted = set(run_ids)
+        for run_id, task in list(self.live.values()):
+            if run_id in wanted:
+                self.stopped_runs.add(run_id)
+                task.cancel()
+
+    async def stop_session(self, session_id: str) -> bool:
+        """StopSession: cancel the session's queued runs and its live one; the session ends
+        idle. True when a run was live or queued."""
         now = self.app.now_ms()
 
         def job(conn):
-            canceled = runs_q.cancel_queued_runs_of_session(conn, session_id, now)
+            canceled = runs_q.cancel_runs(conn, runs_q.active_runs_of_session(conn, session_id), now)
             status = runs_q.session_status_from_runs(conn, session_id)
-            live = self.live.get(session_id)
-            if live is not None and status == "streaming":
-                status = "idle"  # the live run is being canceled right now
             return canceled, sessions_q.set_session_status(conn, session_id, status, now)
 
         canceled, session = await self.app.db.write(job)
-        for run in canceled:
-            self.app.publish_change("runs/" + run["id"], run)
+        self.publish_runs(canceled)
         self.app.publish_change("sessions/" + session_id, session)
-        live = self.live.get(session_id)
-        if live is not None:
-            run_id, task = live
-            self.stopped_runs.add(run_id)
-            task.cancel()
+        self.interrupt(r["id"] for r in canceled)
+        return bool(canceled)
+
+    def abandon_sessions(self, session_ids) -> None:
+        """The sessions are being deleted: their workers publish nothing more, and a live turn is
+        canceled (its final write then finds the session gone and writes nothing)."""
+        ids = set(session_ids)
+        self.gone.update(sid for sid in ids if sid in self.workers)
+        for session_id in ids:
+            live = self.live.get(session_id)
+            if live is not None:
+                self.stopped_runs.add(live[0])
+                live[1].cancel()
 
     # -- one run ---------------------------------------------------------------------------
     async def _execute(self, run: dict) -> None:
@@ -123,33 +155,41 @@ class Runtime:
         started = time.perf_counter()
         now = app.now_ms()
 
+        running = runs_q.transition(run, "running", now)
+        before, agent_id = run["status"], run["agentId"]
+
         def begin(conn):
-            runs_q.set_run_status(conn, run_id, "running", now, attempt_inc=True)
-            agents_q.set_agent_status(conn, run["agentId"], "running", now)
+            if runs_q.save_run(conn, before, running):
+                agents_q.set_agent_status(conn, agent_id, "running", now)
 
         # Registered as live before the first await, so a StopSession arriving at any point
         # of this run finds it and cancels it.
         self.live[session_id] = (run_id, asyncio.current_task())
         agent = app.db.read(agents_q.get_agent, run["agentId"])
+        if agent is None:  # deleted between the queue read and now: its runs went with it
+            del self.live[session_id]
+            return
         text_parts: list[str] = []
         usage: Usage | None = None
         definition = agent["definition"]
         provider_type = None
+        model = definition.get("model", "")
+        gone = self.gone
         try:
             # Not waited for: the turn goes on while it commits (the writer keeps order, so it
             # lands before the reply). If the process dies first, the run is still 'queued' in
             # the file and simply runs again at start, as a 'running' one would.
             app.db.write_nowait(begin)
-            run = running_info(run, now)
+            run = running
             agent = {**agent, "status": "running", "updatedAt": max(agent["updatedAt"], now)}
-            app.publish_change("runs/" + run_id, run)
+            app.publish_change("runs/" + run["rootRunId"], runs_q.public(run))
             app.publish_change("agents/" + agent["id"], agent)
-            provider, provider_type = self._provider_for(agent)
+            provider, provider_type, model = self._provider_for(agent, run.get("modelOverride"))
             messages = self._history(session_id, definition, user_event_id,
                                      include_context=provider_type != "echo")
-            async for item in provider.stream(definition.get("model", ""), messages):
+            async for item in provider.stream(model, messages):
                 if isinstance(item, TextDelta):
-                    if item.text:
+                    if item.text and session_id not in gone:
                         text_parts.append(item.text)
                         app.publish_partial(session_id, run_id, {"textDelta": item.text})
                 elif isinstance(item, Usage):
@@ -161,23 +201,40 @@ class Runtime:
             self.stopped_runs.discard(run_id)
             outcome = ("canceled", None)
         except ProviderError as exc:
-            outcome = ("failed", exc.message)
+            outcome = ("failed", run_error("provider-error", exc.message))
         except Exception as exc:  # a bug in a provider must not wedge the session
             log.exception("run %s failed", run_id)
-            outcome = ("failed", f"internal error while running the model: {type(exc).__name__}")
+            outcome = ("failed", run_error("internal-error",
+                                           f"internal error while running the model: {type(exc).__name__}"))
         finally:
             if self.live.get(session_id, (None,))[0] == run_id:
                 del self.live[session_id]
+        if session_id in gone:
+            return  # deleted meanwhile: nothing more is written or published for it
         done_patch: dict = {"done": True}
         if usage is not None and outcome[0] == "succeeded":
             done_patch["usage"] = usage.to_wire()
         app.publish_partial(session_id, run_id, done_patch)
-        await self._finish(run, agent, provider_type, outcome, "".join(text_parts), usage, started)
+        await self._finish(run, agent, provider_type, model, outcome, "".join(text_parts), usage, started)
 
-    def _provider_for(self, agent: dict):
-        name = agent["definition"].get("modelProvider", "echo")
-        provider = provider_for(self.app, agent["account"], name)
-        return provider, provider.name
+    def _provider_for(self, agent: dict, override: dict | None = None):
+        """(provider, its type, model) for a turn: the session's model override while its
+        provider exists, else the agent's definition."""
+        definition = agent["definition"]
+        name, model = definition.get("modelProvider", "echo"), definition.get("model", "")
+        if override is not None:
+            try:
+                provider = provider_for(self.app, agent["account"], override["provider"])
+                return provider, provider.name, override["model"]
+            except ProviderNotFound:
+                pass   # the override's provider was deleted: the agent's own is used
+        try:
+            provider = provider_for(self.app, agent["account"], name)
+        except ProviderNotFound:
+            raise ProviderError(f"model provider {quote(name)} is not configured for this account "
+                                "(it was deleted, or never set): set it again with "
+                                "SetModelProvider or pick another provider for the agent") from None
+        return provider, provider.name, model
 
     def _history(self, session_id: str, definition: dict, user_event_id: str, *, include_context: bool):
         history = self.histories.pop(session_id, None)   # re-inserted below: most recent last
@@ -203,38 +260,68 @@ class Runtime:
         return history.messages(system_prompt_markdown(definition), user_event_id,
                                 include_context=include_context)
 
-    async def _finish(self, run, agent, provider_type, outcome, text, usage, started) -> None:
+    async def _finish(self, run, agent, provider_type, model, outcome, text, usage, started) -> None:
         app = self.app
         status, err = outcome
         run_id, session_id = run["id"], run["sessionId"]
         now = app.now_ms()
         definition = agent["definition"]
+        usage_wire = None if usage is None else usage.to_wire()
+        ended = runs_q.transition(run, status, now, error=err, usage=usage_wire)
+        gone = self.gone
 
         def job(conn):
-            appended = None
-            if status == "succeeded":
+            if session_id in gone:
+                return None  # deleted: write nothing
+            wrote = runs_q.save_run(conn, "running", ended)
+            appended = titled = None
+            if wrote and status == "succeeded":
                 meta: dict = {"provider": provider_type or definition.get("modelProvider", ""),
-                              "model": definition.get("model", ""),
+                              "model": model,
                               "durationMs": int((time.perf_counter() - started) * 1000)}
-                if usage is not None:
-                    meta["usage"] = usage.to_wire()
+                if usage_wire is not None:
+                    meta["usage"] = usage_wire
                 payload = {"type": "message", "role": "assistant", "content": text, "meta": meta}
                 appended = events_q.append_event(conn, session_id, payload, new_id(), now)
-            elif status == "failed":
-                appended = events_q.append_event(conn, session_id, {"type": "error", "message": err}, new_id(), now)
-            r = runs_q.set_run_status(conn, run_id, status, now, error=err)
-            session_status = runs_q.session_status_from_runs(conn, session_id)
-            session = sessions_q.set_session_status(conn, session_id, session_status, now)
-            agent_status = "error" if status == "failed" else "idle"
-            a = agents_q.set_agent_status(conn, agent["id"], agent_status, now)
-            return appended, r, session, a
+            elif wrote and status == "failed":
+                appended = events_q.append_event(conn, session_id, {"type": "error", "message": err["message"]},
+                                                 new_id(), now)
+            # else: a cancel or a deletion ended the run first; its ending stands.
+            try:
+                session = sessions_q.set_session_status(conn, session_id,
+                                                        runs_q.session_status_from_runs(conn, session_id), now)
+            except NotFound:
+                return None  # the session was deleted meanwhile
+            if appended is not None and status == "succeeded" and "title" not in session:
+                titled = self._auto_title(conn, session_id, now)
+            try:
+                a = agents_q.set_agent_status(conn, agent["id"], "error" if wrote and status == "failed" else "idle",
+                                              now)
+            except NotFound:
+                a = None
+            return appended, ended if wrote else None, titled or session, a
 
-        appended, r, session, a = await app.db.write(job)
+        done = await app.db.write(job)
         app.metrics.runs.labels(status).inc()
+        if done is None or session_id in gone:
+            return
+        appended, r, session, a = done
         if appended is not None:
             event, body = appended
             app.publish_append(session_id, event, body)
-        app.publish_change("runs/" + run_id, r)
+        if r is not None:
+            app.publish_change("runs/" + r["rootRunId"], runs_q.public(r))
         app.publish_change("sessions/" + session_id, session)
-        app.publish_change("agents/" + a["id"], a)
-        app.notify_account(a["account"], "session-event", agent_id=a["id"], session_id=session_id)
+        if a is not None:
+            app.publish_change("agents/" + a["id"], a)
+            app.notify_account(a["account"], "session-event", agent_id=a["id"], session_id=session_id)
+
+    @staticmethod
+    def _auto_title(conn, session_id: str, now: int) -> dict | None:
+        """After the first reply: the first line of the first user message (CONTRACT section 4)."""
+        for event in events_q.events_after(conn, session_id, 0, 50):
+            payload = event["event"]
+            if payload.get("type") == "message" and payload.get("role") == "user":
+                title = sessions_q.title_from_text(payload.get("content") or "")
+                return sessions_q.auto_title(conn, session_id, title, now) if title else None
+        return None

@@ -13,9 +13,9 @@ import apsw
 from server.store import codec
 from server.store.errors import NotFound
 
-# The WHERE of the partial index runs_active_by_agent, written out verbatim: SQLite uses a
-# partial index only when the query repeats its condition.
-_ACTIVE = "status IN ('queued', 'running')"
+# The WHERE of the partial index runs_active_by_agent (the live statuses of store/runs.py),
+# written out verbatim: SQLite uses a partial index only when the query repeats its condition.
+from server.store.runs import _ACTIVE  # noqa: E402
 _COLUMNS = ("id, account_id, definition, state_dir, status, created_at, updated_at, public_read,"
             " activity_at, activity_kind, activity_session_id, message_at, message_from,"
             f" EXISTS (SELECT 1 FROM runs WHERE runs.agent_id = agents.id AND {_ACTIVE})")

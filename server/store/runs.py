@@ -1,28 +1,108 @@
-"""Runs: RunInfo = {id, agentId, sessionId?, status, attempt, createdAt, updatedAt, error?}.
+"""Runs: durable executions forming a tree, and the queue the runtime takes work from.
 
-Statuses: queued -> running -> succeeded | failed | canceled. Order among runs created in the
-same millisecond falls back to rowid, i.e. insertion order, so the queue stays FIFO.
+RunInfo = {id, account, rootRunId, parentRunId?, depth, kind, agentId, sessionId?, origin, title,
+status, attempt, createdAt, updatedAt, startedAt?, finishedAt?, usage?, error?: {code, message}}.
+
+Every status change goes through `transition` (pure: checks the move, stamps the times) and is
+written with `save_run`, which writes only if the row is still in the status the change started
+from: whoever moved the run first (a cancel, a deletion, the runtime) wins and the other write
+does nothing. Order among runs created in the same millisecond falls back to rowid, i.e.
+insertion order, so the queue stays FIFO.
 """
 from __future__ import annotations
 
 import apsw
 
+from server.store import codec
 from server.store.errors import NotFound
 
-_COLUMNS = "id, agent_id, session_id, status, attempt, created_at, updated_at, error"
+STATUSES = ("queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled")
+TERMINAL = frozenset({"succeeded", "failed", "canceled"})
+LIVE = frozenset(STATUSES) - TERMINAL
+# The legal moves. running -> queued is the requeue of a run a dead process left behind.
+_MOVES = {
+    "queued": frozenset({"claimed", "running", "failed", "canceled"}),
+    "claimed": frozenset({"queued", "running", "failed", "canceled"}),
+    "running": frozenset({"queued", "waiting", "succeeded", "failed", "canceled"}),
+    "waiting": frozenset({"queued", "running", "succeeded", "failed", "canceled"}),
+}
+
+_COLUMNS = ("id, account_id, root_run_id, parent_run_id, depth, kind, agent_id, session_id, origin,"
+            " title, status, attempt, created_at, updated_at, started_at, finished_at, usage,"
+            " error_code, error")
+_N = 19
 # The WHERE of the partial index runs_active_by_session, written out verbatim: SQLite uses a
 # partial index only when the query repeats its condition, so "status = 'queued'" alone would
 # walk the session's whole run history.
-_ACTIVE = "status IN ('queued', 'running')"
+_ACTIVE = "status IN ('queued', 'claimed', 'running', 'waiting')"
+
+
+class IllegalTransition(ValueError):
+    """A run cannot move from its status to the one asked (e.g. out of a terminal status)."""
+
+
+def transition(run: dict, to: str, now: int, *, error: dict | None = None,
+               usage: dict | None = None) -> dict:
+    """The RunInfo after moving `run` to `to` at `now`; raises IllegalTransition.
+
+    Entering 'running' counts an attempt and stamps startedAt the first time; a terminal status
+    stamps finishedAt. `error` ({code, message}) is set on 'failed' and cleared on any other
+    move, so the error always explains the current status. `usage` replaces the run's usage."""
+    frm = run["status"]
+    if to not in _MOVES.get(frm, ()):
+        raise IllegalTransition(f"run {run['id']} cannot go from {frm} to {to}")
+    out = dict(run)
+    out["status"] = to
+    out["updatedAt"] = max(run["updatedAt"], now)  # a clock step back must not reorder
+    out.pop("error", None)
+    if to == "running":
+        out["attempt"] = run["attempt"] + 1
+        out.setdefault("startedAt", now)
+    if to in TERMINAL:
+        out["finishedAt"] = now
+    if to == "failed":
+        out["error"] = error or {"code": "run-failed", "message": "the run failed"}
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def save_run(conn: apsw.Connection, before: str, run: dict) -> bool:
+    """Write `run`'s mutable fields if the row is still in status `before`; False otherwise
+    (someone else moved or deleted it first, and nothing was written)."""
+    error = run.get("error")
+    usage = run.get("usage")
+    conn.execute(
+        "UPDATE runs SET status = ?, attempt = ?, updated_at = ?, started_at = ?, finished_at = ?,"
+        " usage = ?, error_code = ?, error = ? WHERE id = ? AND status = ?",
+        (run["status"], run["attempt"], run["updatedAt"], run.get("startedAt"), run.get("finishedAt"),
+         None if usage is None else codec.encode(usage),
+         None if error is None else error["code"], None if error is None else error["message"],
+         run["id"], before))
+    return conn.changes() == 1
+
+
+def move_run(conn: apsw.Connection, run: dict, to: str, now: int, **kw) -> dict | None:
+    """transition + save_run: the new RunInfo, or None when the row had already moved."""
+    moved = transition(run, to, now, **kw)
+    return moved if save_run(conn, run["status"], moved) else None
 
 
 def create_run(conn: apsw.Connection, run_id: str, account_id: str, agent_id: str,
-               session_id: str | None, user_event_id: str | None, now: int) -> dict:
+               session_id: str | None, user_event_id: str | None, now: int, *,
+               title: str = "", origin: str = "user", parent: dict | None = None) -> dict:
+    """A queued run; a root unless `parent` (a RunInfo) is given."""
+    root = run_id if parent is None else parent["rootRunId"]
+    parent_id = None if parent is None else parent["id"]
+    depth = 0 if parent is None else parent["depth"] + 1
     conn.execute(
         "INSERT INTO runs (id, account_id, agent_id, session_id, user_event_id, status, attempt,"
-        " created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?)",
-        (run_id, account_id, agent_id, session_id, user_event_id, now, now))
-    return run_info((run_id, agent_id, session_id, "queued", 0, now, now, None))
+        " created_at, updated_at, root_run_id, parent_run_id, depth, kind, origin, title)"
+        " VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, 'agent', ?, ?)",
+        (run_id, account_id, agent_id, session_id, user_event_id, now, now, root, parent_id, depth,
+         origin, title))
+    return run_info((run_id, account_id, root, parent_id, depth, "agent", agent_id, session_id, origin,
+                     title, "queued", 0, now, now, None, None, None, None, None))
 
 
 def get_run(conn: apsw.Connection, run_id: str) -> dict | None:
@@ -30,59 +110,76 @@ def get_run(conn: apsw.Connection, run_id: str) -> dict | None:
     return None if row is None else run_info(row)
 
 
-def set_run_status(conn: apsw.Connection, run_id: str, status: str, now: int,
-                   error: str | None = None, attempt_inc: bool = False) -> dict:
-    """Move the run to `status`; `error` replaces the previous one (None clears it), so the
-    error always explains the current status."""
-    row = conn.execute(
-        f"UPDATE runs SET status = ?, error = ?, attempt = attempt + ?, updated_at = max(updated_at, ?)"
-        f" WHERE id = ? RETURNING {_COLUMNS}",
-        (status, error, 1 if attempt_inc else 0, now, run_id)).fetchone()
-    if row is None:
+def set_run_status(conn: apsw.Connection, run_id: str, status: str, now: int, *,
+                   error: dict | None = None, usage: dict | None = None) -> dict:
+    """Read the run, move it through `transition`, write it (tests and one-off fixes)."""
+    run = get_run(conn, run_id)
+    if run is None:
         raise NotFound(f"run {run_id} not found")
-    return run_info(row)
+    moved = move_run(conn, run, status, now, error=error, usage=usage)
+    assert moved is not None  # read and written in one transaction
+    return moved
+
+
+def user_event_of(conn: apsw.Connection, run_id: str) -> str | None:
+    row = conn.execute("SELECT user_event_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None else row[0]
 
 
 def _queued(rows: list) -> list[dict]:
+    """RunInfo plus the runtime's own keys: userEventId (when set) and modelOverride (the
+    session's, when set), read in the same statement so a turn needs no second lookup."""
     out = []
     for row in rows:
-        info = run_info(row[:8])
-        info["accountId"] = row[8]
-        if row[9] is not None:
-            info["userEventId"] = row[9]
+        info = run_info(row[:_N])
+        if row[_N] is not None:
+            info["userEventId"] = row[_N]
+        if row[_N + 1] is not None:
+            info["modelOverride"] = codec.decode(row[_N + 1])
         out.append(info)
     return out
 
 
+_QUEUED_EXTRA = ", user_event_id, (SELECT s.model_override FROM sessions s WHERE s.id = runs.session_id)"
+
+
 def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
-    """Queued runs, oldest first, each RunInfo plus accountId and userEventId (when set)."""
+    """Queued runs, oldest first (with userEventId / modelOverride, see `_queued`)."""
     return _queued(conn.execute(
-        f"SELECT {_COLUMNS}, account_id, user_event_id FROM runs WHERE status = 'queued'"
+        f"SELECT {_COLUMNS}{_QUEUED_EXTRA} FROM runs WHERE status = 'queued'"
         " ORDER BY created_at, rowid LIMIT ?", (limit,)).fetchall())
 
 
 def queued_runs_of_session(conn: apsw.Connection, session_id: str, limit: int) -> list[dict]:
     """The session's queued runs, oldest first (the per-session worker takes them in order)."""
     return _queued(conn.execute(
-        f"SELECT {_COLUMNS}, account_id, user_event_id FROM runs WHERE session_id = ? AND {_ACTIVE}"
+        f"SELECT {_COLUMNS}{_QUEUED_EXTRA} FROM runs WHERE session_id = ? AND {_ACTIVE}"
         " AND status = 'queued' ORDER BY created_at, rowid LIMIT ?", (session_id, limit)).fetchall())
 
 
-def cancel_queued_runs_of_session(conn: apsw.Connection, session_id: str, now: int) -> list[dict]:
-    """StopSession: every queued run of the session becomes 'canceled'; returns them."""
-    rows = conn.execute(
-        f"UPDATE runs SET status = 'canceled', updated_at = max(updated_at, ?)"
-        f" WHERE session_id = ? AND {_ACTIVE} AND status = 'queued' RETURNING {_COLUMNS}",
-        (now, session_id)).fetchall()
-    return [run_info(row) for row in rows]
-
-
 def active_runs_of_session(conn: apsw.Connection, session_id: str) -> list[dict]:
-    """Queued or running runs of the session, oldest first."""
+    """Live (non-terminal) runs of the session, oldest first."""
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM runs WHERE session_id = ? AND {_ACTIVE}"
         " ORDER BY created_at, rowid", (session_id,)).fetchall()
     return [run_info(row) for row in rows]
+
+
+def cancel_runs(conn: apsw.Connection, runs: list[dict], now: int) -> list[dict]:
+    """Every live run of `runs` becomes 'canceled'; returns the ones this call moved."""
+    out = []
+    for run in runs:
+        if run["status"] in LIVE:
+            moved = move_run(conn, run, "canceled", now)
+            if moved is not None:
+                out.append(moved)
+    return out
+
+
+def cancel_queued_runs_of_session(conn: apsw.Connection, session_id: str, now: int) -> list[dict]:
+    """Every queued run of the session becomes 'canceled'; returns them."""
+    queued = [r for r in active_runs_of_session(conn, session_id) if r["status"] == "queued"]
+    return cancel_runs(conn, queued, now)
 
 
 def latest_run_of_session(conn: apsw.Connection, session_id: str) -> dict | None:
@@ -93,17 +190,15 @@ def latest_run_of_session(conn: apsw.Connection, session_id: str) -> dict | None
 
 
 def requeue_interrupted(conn: apsw.Connection, now: int) -> list[str]:
-    """Runs a dead process left 'running' go back to 'queued'; returns their ids, oldest first."""
-    ids = [run_id for (run_id,) in conn.execute(
-        "SELECT id FROM runs WHERE status = 'running' ORDER BY created_at, rowid")]
-    conn.execute("UPDATE runs SET status = 'queued', updated_at = max(updated_at, ?) WHERE status = 'running'",
-                 (now,))
-    return ids
+    """Runs a dead process left claimed or running go back to 'queued'; their ids, oldest first."""
+    rows = conn.execute(f"SELECT {_COLUMNS}, rowid FROM runs WHERE status IN ('claimed', 'running')").fetchall()
+    rows.sort(key=lambda row: (row[12], row[_N]))  # created_at, then rowid: oldest first, no SQL sort
+    return [r["id"] for r in (run_info(row[:_N]) for row in rows) if move_run(conn, r, "queued", now)]
 
 
 def session_status_from_runs(conn: apsw.Connection, session_id: str) -> str:
-    """'streaming' while a run of the session is queued or running, 'error' when its latest run
-    failed, else 'idle' (CONTRACT section 4)."""
+    """'streaming' while a run of the session is live, 'error' when its latest run failed,
+    else 'idle' (CONTRACT section 4)."""
     active = conn.execute(
         f"SELECT 1 FROM runs WHERE session_id = ? AND {_ACTIVE} LIMIT 1",
         (session_id,)).fetchone()
@@ -113,12 +208,75 @@ def session_status_from_runs(conn: apsw.Connection, session_id: str) -> str:
     return "error" if latest is not None and latest["status"] == "failed" else "idle"
 
 
+# -- listing ---------------------------------------------------------------------------------
+
+def runs_of_tree(conn: apsw.Connection, root_run_id: str, status: str | None, limit: int) -> list[dict]:
+    """A tree's runs, oldest first (for drawing the tree)."""
+    where, params = "root_run_id = ?", [root_run_id]
+    if status is not None:
+        where, params = where + " AND status = ?", params + [status]
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at, rowid LIMIT ?",
+                        (*params, limit)).fetchall()
+    return [run_info(row) for row in rows]
+
+
+def runs_of_session(conn: apsw.Connection, session_id: str, status: str | None, limit: int) -> list[dict]:
+    """The root runs that reference the session, newest first."""
+    where, params = "session_id = ? AND parent_run_id IS NULL", [session_id]
+    if status is not None:
+        where, params = where + " AND status = ?", params + [status]
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at DESC, rowid DESC LIMIT ?",
+        (*params, limit)).fetchall()
+    return [run_info(row) for row in rows]
+
+
+def runs_of_agent(conn: apsw.Connection, agent_id: str, status: str | None, limit: int) -> list[dict]:
+    """The agent's runs, newest first."""
+    where, params = "agent_id = ?", [agent_id]
+    if status is not None:
+        where, params = where + " AND status = ?", params + [status]
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at DESC, rowid DESC LIMIT ?",
+        (*params, limit)).fetchall()
+    return [run_info(row) for row in rows]
+
+
+def descendants(tree: list[dict], run_id: str) -> list[dict]:
+    """The runs of `tree` (one root's runs) below `run_id`, parents before children."""
+    children: dict[str, list[dict]] = {}
+    for run in tree:
+        if "parentRunId" in run:
+            children.setdefault(run["parentRunId"], []).append(run)
+    out, stack = [], [run_id]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            out.append(child)
+            stack.append(child["id"])
+    return out
+
+
 def run_info(row: tuple) -> dict:
-    run_id, agent_id, session_id, status, attempt, created_at, updated_at, error = row
-    info = {"id": run_id, "agentId": agent_id, "status": status, "attempt": attempt,
+    (run_id, account_id, root, parent, depth, kind, agent_id, session_id, origin, title, status, attempt,
+     created_at, updated_at, started_at, finished_at, usage, error_code, error) = row
+    info = {"id": run_id, "account": account_id, "rootRunId": root, "depth": depth, "kind": kind,
+            "agentId": agent_id, "origin": origin, "title": title, "status": status, "attempt": attempt,
             "createdAt": created_at, "updatedAt": updated_at}
+    if parent is not None:
+        info["parentRunId"] = parent
     if session_id is not None:
         info["sessionId"] = session_id
+    if started_at is not None:
+        info["startedAt"] = started_at
+    if finished_at is not None:
+        info["finishedAt"] = finished_at
+    if usage is not None:
+        info["usage"] = codec.decode(usage)
     if error is not None:
-        info["error"] = error
+        info["error"] = {"code": error_code or "run-failed", "message": error}
     return info
+
+
+def public(run: dict) -> dict:
+    """The RunInfo without the runtime's own keys (what clients see)."""
+    return {k: v for k, v in run.items() if k not in ("userEventId", "modelOverride")}

@@ -1,29 +1,32 @@
-"""Sessions: SessionInfo = {id, account, agentId, title?, status, createdAt, updatedAt, activity?}.
+"""Sessions: SessionInfo = {id, account, agentId, title?, status, createdAt, updatedAt,
+parentSessionId?, runId?, childSessionCount?, modelOverride?, description?, activity?}.
 
-Lists are newest update first, paged with an opaque keyset cursor (the last row's updated_at
-and id), so a page costs the same however deep it is and rows never repeat across pages.
+Lists are newest update first, paged with a keyset cursor {updatedBefore, idBefore} (the last
+row's updated_at and id, ordered both descending), so a page costs the same however deep it is
+and rows sharing one updated_at millisecond are neither lost nor repeated across pages.
 """
 from __future__ import annotations
 
-import base64
-import binascii
-
 import apsw
 
-from protocol.actions import MAX_SAFE_INTEGER, check_integer
-from protocol.errors import quote
+from server.store import codec
 from server.store.errors import InvalidCursor, NotFound
 
-_COLUMNS = "id, account_id, agent_id, title, status, created_at, updated_at, message_at, message_from"
-_ORDER = "ORDER BY updated_at DESC, id"
+_COLUMNS = ("id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id,"
+            " run_id, model_override, description, message_at, message_from,"
+            " (SELECT count(*) FROM sessions c WHERE c.parent_session_id = sessions.id)")
+_INSERT = "id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id"
+_ORDER = "ORDER BY updated_at DESC, id DESC"
+TITLE_CHARS = 60  # automatic titles: the first line of the first message, trimmed to this
 
 
 def create_session(conn: apsw.Connection, session_id: str, account_id: str, agent_id: str,
-                   title: str | None, now: int) -> dict:
+                   title: str | None, now: int, *, parent_session_id: str | None = None) -> dict:
     conn.execute(
-        f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, 'idle', ?, ?, NULL, NULL)",
-        (session_id, account_id, agent_id, title, now, now))
-    return session_info((session_id, account_id, agent_id, title, "idle", now, now, None, None))
+        f"INSERT INTO sessions ({_INSERT}) VALUES (?, ?, ?, ?, 'idle', ?, ?, ?)",
+        (session_id, account_id, agent_id, title, now, now, parent_session_id))
+    return session_info((session_id, account_id, agent_id, title, "idle", now, now, parent_session_id,
+                         None, None, None, None, None, 0))
 
 
 def get_session(conn: apsw.Connection, session_id: str) -> dict | None:
@@ -32,30 +35,52 @@ def get_session(conn: apsw.Connection, session_id: str) -> dict | None:
 
 
 def list_sessions(conn: apsw.Connection, account_id: str, agent_id: str | None, limit: int,
-                  cursor: str | None) -> tuple[list[dict], str | None]:
-    """(sessions, next cursor or None) of the account, optionally of one agent."""
-    where, params = ["account_id = ?"], [account_id]
-    if agent_id is not None:
+                  cursor: dict | None, *, parent_session_id: str | None = None,
+                  include_children: bool = True) -> tuple[list[dict], dict | None]:
+    """(sessions, next cursor or None) of the account, optionally of one agent, or the children
+    of one session; `include_children=False` leaves out sessions that have a parent."""
+    if parent_session_id is not None:
+        where, params = ["parent_session_id = ?", "+account_id = ?"], [parent_session_id, account_id]
+    elif agent_id is not None:
         # Unary + keeps the planner on sessions_by_agent (the narrower index) for this filter.
         where, params = ["agent_id = ?", "+account_id = ?"], [agent_id, account_id]
+    else:
+        where, params = ["account_id = ?"], [account_id]
+    if parent_session_id is None and not include_children:
+        where.append("parent_session_id IS NULL")
+    if parent_session_id is not None and agent_id is not None:
+        where.append("+agent_id = ?")
+        params.append(agent_id)
     if cursor is not None:
-        updated_at, last_id = decode_cursor(cursor)
+        updated_before, id_before = _cursor(cursor)
         # "updated_at <= ?" bounds the index range; the OR skips rows already returned.
-        where.append("updated_at <= ? AND (updated_at < ? OR id > ?)")
-        params += [updated_at, updated_at, last_id]
+        where.append("updated_at <= ? AND (updated_at < ? OR id < ?)")
+        params += [updated_before, updated_before, id_before]
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM sessions WHERE {' AND '.join(where)} {_ORDER} LIMIT ?",
         (*params, limit + 1)).fetchall()
     more = len(rows) > limit
     rows = rows[:limit]
-    next_cursor = encode_cursor(rows[-1][6], rows[-1][0]) if more and rows else None
+    next_cursor = {"updatedBefore": rows[-1][6], "idBefore": rows[-1][0]} if more and rows else None
     return [session_info(row) for row in rows], next_cursor
+
+
+def _cursor(cursor: dict) -> tuple[int, str]:
+    """(updatedBefore, idBefore) of a cursor this store handed out; InvalidCursor otherwise."""
+    updated_before, id_before = cursor.get("updatedBefore"), cursor.get("idBefore")
+    if type(updated_before) is not int or type(id_before) is not str:
+        raise InvalidCursor("cursor must be {updatedBefore: integer, idBefore: text} as nextCursor gave it")
+    return updated_before, id_before
 
 
 def sessions_of_agent(conn: apsw.Connection, agent_id: str, limit: int) -> list[dict]:
     rows = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = ? {_ORDER} LIMIT ?",
                         (agent_id, limit)).fetchall()
     return [session_info(row) for row in rows]
+
+
+def session_ids_of_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
+    return [sid for (sid,) in conn.execute("SELECT id FROM sessions WHERE agent_id = ?", (agent_id,))]
 
 
 def set_session_status(conn: apsw.Connection, session_id: str, status: str, now: int) -> dict:
@@ -67,33 +92,75 @@ def set_session_status(conn: apsw.Connection, session_id: str, status: str, now:
     return session_info(row)
 
 
+def update_session(conn: apsw.Connection, session_id: str, now: int, *, title: str | None = None,
+                   set_override: bool = False, model_override: dict | None = None) -> dict:
+    """UpdateSession: a title set here is the user's (title_source 'user'); with `set_override`,
+    `model_override` replaces the override (None clears it)."""
+    sets, params = ["updated_at = max(updated_at, ?)"], [now]
+    if title is not None:
+        sets += ["title = ?", "title_source = 'user'"]
+        params.append(title)
+    if set_override:
+        sets.append("model_override = ?")
+        params.append(None if model_override is None else codec.encode(model_override))
+    row = conn.execute(
+        f"UPDATE sessions SET {', '.join(sets)} WHERE id = ? RETURNING {_COLUMNS}",
+        (*params, session_id)).fetchone()
+    if row is None:
+        raise NotFound(f"session {session_id} not found")
+    return session_info(row)
+
+
+def auto_title(conn: apsw.Connection, session_id: str, title: str, now: int) -> dict | None:
+    """Give an untitled session an automatic title; never replaces a title (above all a user's).
+    Returns the SessionInfo when it changed."""
+    row = conn.execute(
+        f"UPDATE sessions SET title = ?, updated_at = max(updated_at, ?)"
+        f" WHERE id = ? AND title IS NULL AND title_source != 'user' RETURNING {_COLUMNS}",
+        (title, now, session_id)).fetchone()
+    return None if row is None else session_info(row)
+
+
+def title_from_text(text: str) -> str:
+    """The first non-blank line of a message, trimmed to TITLE_CHARS characters."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line[:TITLE_CHARS].rstrip()
+    return ""
+
+
+def delete_session(conn: apsw.Connection, session_id: str) -> None:
+    """Remove the session and its events. Its runs keep their history with session_id NULL, and
+    its child sessions become top level (seed-agents-storage: deletion detaches, never cascades)."""
+    conn.execute("UPDATE runs SET session_id = NULL WHERE session_id = ?", (session_id,))
+    conn.execute("UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?", (session_id,))
+    conn.execute("DELETE FROM session_events WHERE session_id = ?", (session_id,))
+    conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+
 def ids_with_status(conn: apsw.Connection, status: str) -> list[str]:
     """Sessions in `status` (a start-up check; not a hot query)."""
     return [sid for (sid,) in conn.execute("SELECT id FROM sessions WHERE status = ?", (status,))]
 
 
 def session_info(row: tuple) -> dict:
-    session_id, account_id, agent_id, title, status, created_at, updated_at = row[:7]
+    (session_id, account_id, agent_id, title, status, created_at, updated_at, parent, run_id,
+     override, description, message_at, message_from, children) = row
     info = {"id": session_id, "account": account_id, "agentId": agent_id, "status": status,
             "createdAt": created_at, "updatedAt": updated_at}
     if title is not None:
         info["title"] = title
-    message_at, message_from = row[7:9]   # the session's latest message (append_event writes it)
-    if message_at is not None:
+    if parent is not None:
+        info["parentSessionId"] = parent
+    if run_id is not None:
+        info["runId"] = run_id
+    if children:
+        info["childSessionCount"] = children
+    if override is not None:
+        info["modelOverride"] = codec.decode(override)
+    if description is not None:
+        info["description"] = description
+    if message_at is not None:   # the session's latest message (append_event writes it)
         info["activity"] = {"messageAt": message_at, "messageFrom": message_from}
     return info
-
-
-def encode_cursor(updated_at: int, session_id: str) -> str:
-    raw = f"{updated_at}:{session_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[int, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        updated_at, session_id = raw.split(":", 1)
-        # The same range check as every integer field (a crafted 2^63 here was a 500).
-        return check_integer(int(updated_at), 0, MAX_SAFE_INTEGER, ValueError), session_id
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidCursor(f"invalid cursor {quote(cursor)}") from exc

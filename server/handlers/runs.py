@@ -1,0 +1,54 @@
+"""GetRun, ListRuns and CancelRun. Run changes are published on runs/<rootRunId>."""
+from __future__ import annotations
+
+from server.handlers.access import own_agent, own_run, own_session
+from server.store import runs as runs_q
+from server.store import sessions as sessions_q
+
+DEFAULT_LIMIT = 100
+MAX_TREE = 10_000  # runs of one tree read at once (CancelRun walks the whole tree)
+
+
+async def get_run(app, env, action) -> dict:
+    run = app.db.read(own_run, env.account_id, action.run_id)
+    return {"_": "GetRunResponse", "run": run}
+
+
+async def list_runs(app, env, action) -> dict:
+    limit = action.limit or DEFAULT_LIMIT
+
+    def read(conn):
+        if action.selector == "rootRunId":
+            own_run(conn, env.account_id, action.target)
+            return runs_q.runs_of_tree(conn, action.target, action.status, limit)
+        if action.selector == "sessionId":
+            own_session(conn, env.account_id, action.target)
+            return runs_q.runs_of_session(conn, action.target, action.status, limit)
+        own_agent(conn, env.account_id, action.target)
+        return runs_q.runs_of_agent(conn, action.target, action.status, limit)
+
+    return {"_": "ListRunsResponse", "runs": app.db.read(read)}
+
+
+async def cancel_run(app, env, action) -> dict:
+    """The run and every non-terminal descendant end 'canceled' in one transaction; the turns
+    executing any of them are stopped. `canceled` is False when the run had already ended."""
+    now = app.now_ms()
+
+    def job(conn):
+        run = own_run(conn, env.account_id, action.run_id)
+        tree = runs_q.runs_of_tree(conn, run["rootRunId"], None, MAX_TREE)
+        targets = [run, *runs_q.descendants(tree, run["id"])]
+        canceled = runs_q.cancel_runs(conn, targets, now)
+        sessions = []
+        for session_id in sorted({r["sessionId"] for r in canceled if "sessionId" in r}):
+            status = runs_q.session_status_from_runs(conn, session_id)
+            sessions.append(sessions_q.set_session_status(conn, session_id, status, now))
+        return run["status"] in runs_q.LIVE, canceled, sessions
+
+    was_live, canceled, sessions = await app.db.write(job)
+    app.runtime.publish_runs(canceled)
+    for session in sessions:
+        app.publish_change("sessions/" + session["id"], session)
+    app.runtime.interrupt(r["id"] for r in canceled)
+    return {"_": "CancelRunResponse", "runId": action.run_id, "canceled": was_live and bool(canceled)}
