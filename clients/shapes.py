@@ -119,6 +119,10 @@ class SetModelProviderResponse(TypedDict):
     provider: RedactedModelProvider
 
 
+class NameResponse(TypedDict):           # DeleteModelProvider
+    name: str
+
+
 class ListModelProvidersResponse(TypedDict):
     providers: list[RedactedModelProvider]
 

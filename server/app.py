@@ -163,16 +163,24 @@ class App:
             self.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
 
     def publish_run(self, run: dict) -> None:
-        """RunInfo: to the subscribers of its tree (`runs/<rootRunId>`; `runs/<id>` too when the
-        run is not its own root) and to its account."""
+        """RunInfo: as a `change` on `runs/<rootRunId>` (the key a client follows a tree by;
+        the value's `id` says which run changed), to the subscribers of the root, of the run
+        itself when it is not the root, and of its account."""
         run_id = run["id"]
         root = run.get("rootRunId") or run_id
         owner = run.get("account") or self._agent_owner(run["agentId"])
-        key = "runs/" + run_id
-        keys = ["runs/" + root] if root == run_id else ["runs/" + root, key]
+        key = "runs/" + root
+        keys = [key] if root == run_id else [key, "runs/" + run_id]
         if owner is not None:
             keys.append("account/" + owner)
         self._send(Outgoing(key, events.change(key, run)), *keys)
+
+    def publish_gone(self, key: str, notice: dict) -> None:
+        """The last event of a deleted session or agent: `change` with the deletion notice
+        (`{reason, agentId, sessionId?}`) to that key's subscribers, who then receive nothing
+        more (the hub forgets the key)."""
+        self._send(Outgoing(key, events.change(key, notice)), key)
+        self.hub.drop(key)
 
     def notify_account(self, account_id: str, reason: str, *, agent_id: str | None = None,
                        session_id: str | None = None) -> None:

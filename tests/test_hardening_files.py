@@ -46,8 +46,11 @@ async def test_fresh_data_dir_and_database_are_owner_only(tmp_path, umask_022, m
         names = sorted(os.listdir(data))
         for name in ("agents.sqlite", "agents.sqlite-wal", "agents.sqlite-shm", "secrets.key"):
             assert name in names, names
-        for name in names:
-            assert mode(data / name) == 0o600, (name, oct(mode(data / name)))
+        for name in names:   # files 0600; folders (agents/ and each agent's state) 0700
+            want = 0o700 if (data / name).is_dir() else 0o600
+            assert mode(data / name) == want, (name, oct(mode(data / name)))
+        for state in (data / "agents").iterdir():
+            assert mode(state) == 0o700, (state, oct(mode(state)))
         assert "accessible to other local users" not in srv.log.read_text()
     finally:
         srv.kill()

@@ -29,7 +29,8 @@ def snapshot(conn) -> dict:
         "runs": q("SELECT rowid, id, account_id, agent_id, session_id, user_event_id, status, attempt, created_at,"
                   " updated_at, error FROM runs ORDER BY rowid"),
         "idempotency": q("SELECT * FROM idempotency ORDER BY account_id, action, client_id"),
-        "providers": q("SELECT * FROM model_providers ORDER BY account_id, name"),
+        "providers": q("SELECT account_id, name, config, created_at, updated_at FROM model_providers"
+                       " ORDER BY account_id, name"),
     }
 
 

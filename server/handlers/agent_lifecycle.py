@@ -22,8 +22,7 @@ async def update_agent(app, env, action) -> dict:
 
     agent = await app.db.write(job)
     forget_system_prompt(app, agent["id"])  # the next turn and GetSession read the new one
-    app.publish_change("agents/" + agent["id"], agent)
-    app.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
+    app.publish_agent(agent)   # with its `agent-updated` notice
     return {"_": "UpdateAgentResponse", "agent": agent}
 
 
@@ -48,9 +47,7 @@ async def delete_agent(app, env, action) -> dict:
     await asyncio.to_thread(remove_state_dir, app.config.data_dir, agent["stateDir"])
     for session_id in deleted_sessions:
         key = "sessions/" + session_id
-        app.publish_change(key, {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id})
-        app.hub.drop(key)
-    app.publish_change("agents/" + agent_id, {"reason": "agent-deleted", "agentId": agent_id})
-    app.hub.drop("agents/" + agent_id)
+        app.publish_gone(key, {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id})
+    app.publish_gone("agents/" + agent_id, {"reason": "agent-deleted", "agentId": agent_id})
     app.notify_account(agent["account"], "agent-deleted", agent_id=agent_id)
     return {"_": "DeleteAgentResponse", "agentId": agent_id}

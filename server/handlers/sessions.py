@@ -110,9 +110,7 @@ async def update_session(app, env, action) -> dict:
                                          model_override=action.model_override)
 
     session = await app.db.write(job)
-    app.publish_change("sessions/" + session["id"], session)
-    app.notify_account(session["account"], "session-updated", agent_id=session["agentId"],
-                       session_id=session["id"])
+    app.publish_session(session)   # with its `session-updated` notice
     return {"_": "UpdateSessionResponse", "session": session}
 
 
@@ -138,8 +136,7 @@ async def delete_session(app, env, action) -> dict:
     canceled, children, agent = await app.db.write(job)
     app.runtime.abandon_sessions([session_id])  # a worker a message started meanwhile
     notice = {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id}
-    app.publish_change("sessions/" + session_id, notice)
-    app.hub.drop("sessions/" + session_id)
+    app.publish_gone("sessions/" + session_id, notice)
     app.runtime.publish_runs([{k: v for k, v in r.items() if k != "sessionId"} for r in canceled])
     for child in children:
         if child is not None:

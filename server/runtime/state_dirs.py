@@ -13,6 +13,8 @@ import logging
 import os
 import shutil
 
+from server.store.filemodes import make_private_dir
+
 log = logging.getLogger("seed_agents.state_dirs")
 
 
@@ -31,7 +33,7 @@ def _inside(root: str, path: str) -> bool:
 
 def make_state_dir(data_dir: str, state_dir: str) -> None:
     if _inside(agents_root(data_dir), state_dir):
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        make_private_dir(state_dir)   # 0700 whatever the umask, `agents/` included
 
 
 def remove_state_dir(data_dir: str, state_dir: str) -> None:
@@ -52,6 +54,6 @@ def reconcile_state_dirs(data_dir: str, agent_ids: set[str], state_dirs: list[st
                 removed += 1
     for state_dir in state_dirs:
         if _inside(root, state_dir) and not os.path.isdir(state_dir):
-            os.makedirs(state_dir, mode=0o700, exist_ok=True)
+            make_private_dir(state_dir)   # 0700 whatever the umask, `agents/` included
             created += 1
     return removed, created

@@ -12,13 +12,13 @@ import apsw
 
 from server.store import codec
 from server.store.errors import NotFound
+from server.store.runs import ACTIVE
 
-# The WHERE of the partial index runs_active_by_agent (the live statuses of store/runs.py),
-# written out verbatim: SQLite uses a partial index only when the query repeats its condition.
-from server.store.runs import _ACTIVE  # noqa: E402
+# AgentInfo.busy repeats the WHERE of the partial index runs_active_by_agent (the live
+# statuses, store/runs.ACTIVE) verbatim: SQLite uses a partial index only then.
 _COLUMNS = ("id, account_id, definition, state_dir, status, created_at, updated_at, public_read,"
             " activity_at, activity_kind, activity_session_id, message_at, message_from,"
-            f" EXISTS (SELECT 1 FROM runs WHERE runs.agent_id = agents.id AND {_ACTIVE})")
+            f" EXISTS (SELECT 1 FROM runs WHERE runs.agent_id = agents.id AND {ACTIVE})")
 OWNER = "owner"
 
 

@@ -34,7 +34,7 @@ _N = 19
 # The WHERE of the partial index runs_active_by_session, written out verbatim: SQLite uses a
 # partial index only when the query repeats its condition, so "status = 'queued'" alone would
 # walk the session's whole run history.
-_ACTIVE = "status IN ('queued', 'claimed', 'running', 'waiting')"
+ACTIVE = "status IN ('queued', 'claimed', 'running', 'waiting')"
 
 
 class IllegalTransition(ValueError):
@@ -153,14 +153,14 @@ def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
 def queued_runs_of_session(conn: apsw.Connection, session_id: str, limit: int) -> list[dict]:
     """The session's queued runs, oldest first (the per-session worker takes them in order)."""
     return _queued(conn.execute(
-        f"SELECT {_COLUMNS}{_QUEUED_EXTRA} FROM runs WHERE session_id = ? AND {_ACTIVE}"
+        f"SELECT {_COLUMNS}{_QUEUED_EXTRA} FROM runs WHERE session_id = ? AND {ACTIVE}"
         " AND status = 'queued' ORDER BY created_at, rowid LIMIT ?", (session_id, limit)).fetchall())
 
 
 def active_runs_of_session(conn: apsw.Connection, session_id: str) -> list[dict]:
     """Live (non-terminal) runs of the session, oldest first."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE session_id = ? AND {_ACTIVE}"
+        f"SELECT {_COLUMNS} FROM runs WHERE session_id = ? AND {ACTIVE}"
         " ORDER BY created_at, rowid", (session_id,)).fetchall()
     return [run_info(row) for row in rows]
 
@@ -200,7 +200,7 @@ def session_status_from_runs(conn: apsw.Connection, session_id: str) -> str:
     """'streaming' while a run of the session is live, 'error' when its latest run failed,
     else 'idle' (CONTRACT section 4)."""
     active = conn.execute(
-        f"SELECT 1 FROM runs WHERE session_id = ? AND {_ACTIVE} LIMIT 1",
+        f"SELECT 1 FROM runs WHERE session_id = ? AND {ACTIVE} LIMIT 1",
         (session_id,)).fetchone()
     if active is not None:
         return "streaming"
