@@ -14,8 +14,11 @@ import tempfile
 import time
 
 from bench import dbsetup
-from bench.harness import (CpuMeter, RssSampler, Server, cpu_summary, connect, keypair, profile_window, request_frame,
-                           rss_kb, run_load, summary, unique_ts)
+from bench.load import keypair
+from bench.meters import cpu_summary, CpuMeter, rss_kb, RssSampler
+from bench.processes import profile_window, run_load, Server
+from bench.stats import summary
+from clients.raw import connect, signed_request_frame, unique_ts
 
 EVENT_CHARS = 200   # ~430-byte stored SessionEvents
 
@@ -49,7 +52,7 @@ async def replay_once(url: str, kp, session_id: str, expected: int, timeout: flo
     events = frames = nbytes = 0
     t_last = None
     t0 = time.perf_counter()
-    await ws.send(request_frame(1, envelope))
+    await ws.send(signed_request_frame(1, envelope))
     deadline = t0 + timeout
     while True:
         frame = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.perf_counter()))

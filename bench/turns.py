@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.harness import (CpuMeter, FakeProvider, Rpc, cpu_summary, Server, is_assistant_append, keypair, latency_figures,
-                           profile_window, request_frame, run_load, summary, unique_ts)
+from bench.load import is_assistant_append, keypair, Rpc
+from bench.meters import cpu_summary, CpuMeter
+from bench.processes import FakeProvider, profile_window, run_load, Server
+from bench.stats import latency_figures, summary
+from clients.raw import signed_request_frame, unique_ts
 
 
 def sizes(quick: bool) -> tuple[int, int]:
@@ -43,7 +46,7 @@ async def _turns(rpc: Rpc, kp, session_id: str, arrivals: asyncio.Queue, n: int,
     for env in frames:
         req_id, fut = rpc.register()
         t0 = time.perf_counter()
-        await rpc.ws.send(request_frame(req_id, env))
+        await rpc.ws.send(signed_request_frame(req_id, env))
         response = await asyncio.wait_for(fut, 30)
         resp_lat.append(time.perf_counter() - t0)
         arrived, failed = await asyncio.wait_for(arrivals.get(), 30)
