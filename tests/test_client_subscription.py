@@ -54,7 +54,11 @@ async def test_after_seq_filters_and_is_the_resume_point():
 async def test_full_buffer_blocks_the_reader_until_the_caller_reads():
     sub = Subscription(_NoTransport(), "sessions/s", after_seq=None, maxsize=2)
     feeder = asyncio.create_task(sub._feed(_batch(1, 2, 3, 4)))
-    await asyncio.sleep(0.01)
+    async with asyncio.timeout(5):
+        while len(sub._items) < 2:
+            await asyncio.sleep(0)
+    for _ in range(10):   # however long it is given, the feeder waits for room
+        await asyncio.sleep(0)
     assert not feeder.done() and len(sub._items) == 2
     got = [(await sub.next(1))["event"]["seq"] for _ in range(4)]
     await asyncio.wait_for(feeder, 1)

@@ -321,6 +321,17 @@ class _NoSocket:
     remote_address = ("127.0.0.1", 0)
 
 
+async def runs_settled(app, timeout: float = 30.0) -> None:
+    """Wait until no run is queued or running (each turn the fuzz started has ended), so that
+    whatever a run would log has been logged."""
+    def active(conn) -> int:
+        return conn.execute("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')").fetchone()[0]
+
+    async with asyncio.timeout(timeout):
+        while app.db.read(active):
+            await asyncio.sleep(0.02)
+
+
 def run_in_process_fuzz(tmp_path, caplog, max_examples: int) -> dict:
     caplog.set_level(logging.INFO)
     loop = asyncio.new_event_loop()
@@ -371,7 +382,7 @@ def run_in_process_fuzz(tmp_path, caplog, max_examples: int) -> dict:
 
         case()
         app.now_ms = real_now
-        loop.run_until_complete(asyncio.sleep(0.5))   # let background runs finish
+        loop.run_until_complete(runs_settled(app))
         assert errors_logged(caplog) == []
         return counts
     finally:
@@ -484,7 +495,7 @@ def run_socket_fuzz(tmp_path, caplog, framing: str, max_examples: int) -> int:
                 last = dagcbor.decode(await asyncio.wait_for(ws.recv(), 10))
                 assert last["id"] == 10**9 and last["response"]["_"] == "ListAgentsResponse", last
             assert ws.close_code is None   # still open
-            await asyncio.sleep(0.3)
+            await runs_settled(srv.app)
             await ws.close()
 
         loop.run_until_complete(finish())
