@@ -9,7 +9,11 @@ It lives in `clients/` because it is a client: it depends on `protocol/`, `clien
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
+import socket
+import struct
 import time
 
 from websockets.asyncio.client import connect as ws_connect
@@ -22,7 +26,7 @@ from protocol.keys import Keypair
 from protocol.v2 import peek_id
 
 __all__ = ["V1", "V2", "RawV2", "connect", "now_ms", "unique_ts", "signed_request_frame",
-           "response_id"]
+           "response_id", "tcp_handshake", "client_frame", "parse_server_frame"]
 
 # The canonical head of `{id, envelope}` around bytes that are already a signed envelope.
 _MAP2 = dagcbor.encode_head(5, 2)
@@ -180,7 +184,9 @@ class V1:
         return self
 
     async def send(self, kp: Keypair, action: dict, **kw) -> dict:
-        """Sign and send `action`; returns the next frame (the answer, unless events come first)."""
+        """Sign `action` now (with a ts of its own unless given) and send it; returns the next
+        frame (the answer, unless events come first)."""
+        kw.setdefault("ts", unique_ts())
         await self.ws.send(sign_envelope(kp, action, **kw))
         return await self.recv()
 
@@ -189,3 +195,78 @@ class V1:
 
     async def close(self) -> None:
         await self.ws.close()
+
+
+# -- below the websockets library: a bare TCP socket speaking RFC 6455 ------------------------
+# For clients that must control the socket itself: one that reads nothing with a tiny receive
+# buffer (a stalled consumer), or one load process reading thousands of sockets from callbacks.
+
+async def tcp_handshake(host: str, port: int, *, path: str = "/agents/ws",
+                        subprotocol: str | None = V2, rcvbuf: int | None = None,
+                        timeout: float = 30.0) -> tuple[socket.socket, bytes]:
+    """Open a non-blocking TCP socket and upgrade it to a WebSocket; returns the socket and any
+    bytes that came after the 101 answer (the first frames)."""
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        if rcvbuf is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)   # before connect
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        await asyncio.wait_for(loop.sock_connect(sock, (host, port)), timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        lines = [f"GET {path} HTTP/1.1", f"Host: {host}:{port}", "Upgrade: websocket",
+                 "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
+        if subprotocol:
+            lines.append(f"Sec-WebSocket-Protocol: {subprotocol}")
+        await loop.sock_sendall(sock, ("\r\n".join(lines) + "\r\n\r\n").encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = await asyncio.wait_for(loop.sock_recv(sock, 65536), timeout)
+            if not chunk:
+                raise ConnectionError("closed during the WebSocket handshake")
+            data += chunk
+        head, rest = data.split(b"\r\n\r\n", 1)
+        text = head.decode("latin-1")
+        if not text.startswith("HTTP/1.1 101") or (subprotocol and subprotocol not in text):
+            raise ConnectionError(text.splitlines()[0] if text else "no handshake answer")
+        return sock, rest
+    except BaseException:
+        sock.close()
+        raise
+
+
+def client_frame(payload: bytes, opcode: int = 0x2) -> bytes:
+    """One final, masked client frame (a client must mask, RFC 6455 section 5.3)."""
+    from websockets.utils import apply_mask   # the library's C helper when it is built
+
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
+    elif n < 1 << 16:
+        head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
+    else:
+        head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
+    mask = os.urandom(4)
+    return head + mask + apply_mask(payload, mask)
+
+
+def parse_server_frame(buf, pos: int = 0) -> tuple[int, bytes, int] | None:
+    """(opcode, payload, end) of the server frame (unmasked, unfragmented) starting at `pos` of
+    `buf`, or None while it is not all there."""
+    n = len(buf)
+    if n - pos < 2:
+        return None
+    opcode, size, hdr = buf[pos] & 0x0F, buf[pos + 1] & 0x7F, 2
+    if size == 126:
+        if n - pos < 4:
+            return None
+        size, hdr = int.from_bytes(buf[pos + 2:pos + 4], "big"), 4
+    elif size == 127:
+        if n - pos < 10:
+            return None
+        size, hdr = int.from_bytes(buf[pos + 2:pos + 10], "big"), 10
+    end = pos + hdr + size
+    if n < end:
+        return None
+    return opcode, bytes(buf[pos + hdr:end]), end

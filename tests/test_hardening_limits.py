@@ -15,6 +15,7 @@ from protocol import dagcbor
 from protocol.envelope import build_envelope, sign_envelope
 from server.main import start_server
 from tests.conftest import make_config
+from clients.raw import unique_ts
 from tests.wsraw import V1, V2Client, keypair, setup_session
 
 AGENT = {"name": "Echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo-1"}
@@ -228,7 +229,7 @@ async def test_subscriptions_per_socket_over_the_limit_is_429(start):
 
     async def v1_answer(action, kinds):
         """Send on v1 and skip subscription events until a frame of one of `kinds`."""
-        await v1.ws.send(sign_envelope(a, action))
+        await v1.ws.send(sign_envelope(a, action, ts=unique_ts()))
         while True:
             got = await v1.recv()
             if got["_"] in kinds:

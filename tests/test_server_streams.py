@@ -3,7 +3,6 @@ stream, and GetSession paging."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 from tests.wsraw import V1, V2Client, keypair, setup_session, flatten
 
