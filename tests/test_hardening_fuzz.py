@@ -14,7 +14,7 @@ Two ways:
 - over a real socket in both framings, a few hundred frames each: the socket stays open and
   each frame gets exactly one answer.
 
-`test_fuzz_dispatch_long` (marked slow, run by `make stress`) is the long in-process run;
+`test_fuzz_dispatch_in_process[long]` (marked slow, run by `make stress`) is the long in-process run;
 HARDENING_FUZZ_EXAMPLES overrides its case count.
 """
 from __future__ import annotations
@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 
+from clients.raw import signed_request_frame
 from protocol import dagcbor
 from protocol.actions import ACTION_NAMES
 from protocol.envelope import build_envelope
@@ -391,31 +392,20 @@ def run_in_process_fuzz(tmp_path, caplog, max_examples: int) -> dict:
         loop.close()
 
 
-def test_fuzz_dispatch_in_process(tmp_path, caplog):
+@pytest.mark.parametrize("examples", [
+    pytest.param(FAST_EXAMPLES, id="fast"),
+    pytest.param(LONG_EXAMPLES, id="long", marks=[pytest.mark.slow, pytest.mark.timeout(3600)]),
+])
+def test_fuzz_dispatch_in_process(tmp_path, caplog, examples):
     started = time.monotonic()
-    counts = run_in_process_fuzz(tmp_path, caplog, FAST_EXAMPLES)
+    counts = run_in_process_fuzz(tmp_path, caplog, examples)
     print(f"\nin-process fuzz: {counts['cases']} cases, {counts['ok']} successes, "
           f"{time.monotonic() - started:.1f} s; by status {sorted((k, v) for k, v in counts.items() if type(k) is int)}")
-    assert counts["cases"] >= FAST_EXAMPLES // 2
+    assert counts["cases"] >= examples // 2
     assert counts["ok"] > 0   # some cases got all the way through a handler
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
-def test_fuzz_dispatch_long(tmp_path, caplog):
-    started = time.monotonic()
-    counts = run_in_process_fuzz(tmp_path, caplog, LONG_EXAMPLES)
-    print(f"\nlong in-process fuzz: {counts['cases']} cases, {counts['ok']} successes, "
-          f"{time.monotonic() - started:.1f} s")
-    assert counts["cases"] >= LONG_EXAMPLES // 2
-
-
 # -- over a real socket ------------------------------------------------------------------------
-
-def v2_frame(req_id: int, envelope_bytes: bytes) -> bytes:
-    """{id, envelope} with the (possibly broken) envelope bytes spliced in."""
-    return b"\xa2\x62id" + dagcbor.encode(req_id) + b"\x68envelope" + envelope_bytes
-
 
 def run_socket_fuzz(tmp_path, caplog, framing: str, max_examples: int) -> int:
     caplog.set_level(logging.INFO)
@@ -463,7 +453,7 @@ def run_socket_fuzz(tmp_path, caplog, framing: str, max_examples: int) -> int:
             else:
                 req_id = counter["id"]
                 counter["id"] += 1
-                data = frame if whole_frame else v2_frame(req_id, frame)
+                data = frame if whole_frame else signed_request_frame(req_id, frame)   # broken bytes too
                 await ws.send(data)
                 answer = dagcbor.decode(await asyncio.wait_for(ws.recv(), 10))
                 if "response" in answer:

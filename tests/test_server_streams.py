@@ -161,21 +161,22 @@ async def test_account_agent_and_run_subscriptions(server):
     c = await V2Client.open(server.url)
     await c.call(a, {"_": "Subscribe", "key": f"account/{a.account_id}"})
     agent_id, session_id = await setup_session(c, a)
-    reasons = []
-    async with asyncio.timeout(10):
-        while "session-created" not in reasons:
-            e = await c.event()
-            if e["key"] == f"account/{a.account_id}":
-                reasons.append(e["value"]["reason"])
+
+    async def changes(key: str, field: str, last: str) -> list:
+        """`value[field]` of each change on `key`, until one equals `last`."""
+        seen = []
+        async with asyncio.timeout(10):
+            while last not in seen:
+                e = await c.event()
+                if e["key"] == key:
+                    seen.append(e["value"][field])
+        return seen
+
+    reasons = await changes(f"account/{a.account_id}", "reason", "session-created")
     assert reasons[:2] == ["agent-created", "session-created"]
     r = await c.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "x"}]})
     await c.call(a, {"_": "Subscribe", "key": f"runs/{r['runId']}"})
-    statuses = []
-    async with asyncio.timeout(10):
-        while "succeeded" not in statuses:
-            e = await c.event()
-            if e["key"] == f"runs/{r['runId']}":
-                statuses.append(e["value"]["status"])
+    statuses = await changes(f"runs/{r['runId']}", "status", "succeeded")
     assert statuses[-1] == "succeeded"
     await c.close()
 

@@ -1,19 +1,9 @@
 """Model provider configs and sealed secrets rows."""
 from __future__ import annotations
 
-import pytest
-
 from server.store import providers, secrets_table
-from server.store.gate import open_database
 
 ACCOUNT = "z6MkAccount"
-
-
-@pytest.fixture
-def conn(tmp_path):
-    c = open_database(str(tmp_path / "db.sqlite"))
-    yield c
-    c.close()
 
 
 def test_providers_roundtrip_and_replace(conn):
