@@ -17,14 +17,13 @@ import asyncio
 import time
 
 from bench.litesocket import LiteSocket
-from bench.load import is_assistant_append, keypair, Rpc
+from bench.load import is_assistant_append, is_error_response, is_replayed, keypair, Rpc
 from bench.meters import cpu_summary, CpuMeter
 from bench.processes import profile_window, run_load, Server
 from bench.stats import percentile, summary
 from clients.raw import signed_request_frame, unique_ts
 
 FANOUT_SIZES = (200, 1000)
-_REPLAYED = b"\x61_\x68replayed"
 
 
 def sizes(quick: bool) -> tuple[int, tuple[int, ...]]:
@@ -50,7 +49,7 @@ class Subscriber:
             Subscriber.waiting -= 1
             if Subscriber.waiting == 0:
                 Subscriber.all_arrived.set()
-        elif not self.ready.is_set() and frame.startswith(_REPLAYED, 1):
+        elif not self.ready.is_set() and is_replayed(frame):
             self.ready.set()
 
 
@@ -122,7 +121,7 @@ async def load(url: str, label: str, runs: int, fanouts: list[int], pid: int | N
                          "kernel_stamped": lat is stamped,
                          "read_p50_ms": percentile(read, 50), "read_p99_ms": percentile(read, 99),
                          "response_ms": t_resp * 1000,
-                         "response_error": b"\x65Error" in response[:40],
+                         "response_error": is_error_response(response),
                          "cpu": meter.result})
         out[str(n)] = {
             "sockets": n, "subscribe_seconds": round(connect_s, 2),

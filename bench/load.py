@@ -31,16 +31,51 @@ class Rpc(RawV2):
         return response
 
 
-# Byte checks on an event frame, cheaper than decoding it: a canonical event map's first key is
-# `_`, so `{_: "append", ...}` starts with these bytes right after the map's head.
+# Byte checks on a frame, cheaper than decoding it (a load process must keep up with the
+# server): a canonical event map's first key is `_`, so `{_: "append", ...}` starts with these
+# bytes right after the map's head.
 _APPEND = dagcbor.encode({"_": "append"})[1:]
+_REPLAYED = dagcbor.encode({"_": "replayed"})[1:]
 _ASSISTANT = dagcbor.encode("assistant")
 _ERROR_EVENT = dagcbor.encode({"type": "error"})[1:]
+_EVENTS_KEY = dagcbor.encode("events")
+
+
+def is_append(frame: bytes) -> bool:
+    return frame.startswith(_APPEND, 1)
+
+
+def is_replayed(frame: bytes) -> bool:
+    return frame.startswith(_REPLAYED, 1)
+
+
+def is_error_event(frame: bytes) -> bool:
+    """A durable `{type: "error"}` SessionEvent is in the frame."""
+    return _ERROR_EVENT in frame
 
 
 def is_assistant_append(frame: bytes) -> bool:
     """A durable assistant reply (or a durable error event) for a session."""
     return frame.startswith(_APPEND, 1) and (_ASSISTANT in frame or _ERROR_EVENT in frame)
+
+
+def is_error_response(frame: bytes) -> bool:
+    rid = response_id(frame)
+    return rid is not None and rid[1]
+
+
+def appended_count(frame: bytes) -> int:
+    """How many events an `append` frame carries: the length of its `events` array (a replay
+    batch), else one. Reads the array's head only."""
+    i = frame.find(_EVENTS_KEY, 9)
+    if i < 0:
+        return 1
+    pos = i + len(_EVENTS_KEY)
+    info = frame[pos] & 0x1F
+    if info < 24:
+        return info
+    width = {24: 1, 25: 2, 26: 4, 27: 8}[info]
+    return int.from_bytes(frame[pos + 1:pos + 1 + width], "big")
 
 
 async def closed_loop(sockets: list[Rpc], frames: list[bytes], concurrency: int,

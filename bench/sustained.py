@@ -22,7 +22,7 @@ import asyncio
 import collections
 import time
 
-from bench.load import decode, is_assistant_append, keypair, Rpc
+from bench.load import decode, is_assistant_append, is_error_event, is_error_response, keypair, Rpc
 from bench.meters import CpuMeter, thread_cpu
 from bench.processes import profile_window, run_load, Server
 from bench.stats import percentile, summary
@@ -56,7 +56,7 @@ class Slot:
         if is_assistant_append(frame) and self.sent:
             scheduled = self.sent.popleft()
             self.turns.append((scheduled, time.perf_counter() - scheduled))
-            if b"\x64type\x65error" in frame:
+            if is_error_event(frame):
                 self.failed += 1
 
     async def open(self, url: str, agent_id: str) -> None:
@@ -128,7 +128,7 @@ async def step(url: str, accounts: list, agents: list[str], spa: int, rate: floa
             return
         frame = fut.result()
         responses.append(time.perf_counter() - sent_at)
-        if b"\x65Error" in frame[:40]:
+        if is_error_response(frame):
             errors += 1
             if first_error is None:
                 first_error = repr(decode(frame).get("response"))[:300]

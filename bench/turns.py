@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.load import is_assistant_append, keypair, Rpc
+from bench.load import is_assistant_append, is_error_event, is_error_response, keypair, Rpc
 from bench.meters import cpu_summary, CpuMeter
 from bench.processes import FakeProvider, profile_window, run_load, Server
 from bench.stats import latency_figures, summary
@@ -27,7 +27,7 @@ async def _session_socket(url: str, kp, agent_id: str):
 
     def on_event(frame: bytes) -> None:
         if is_assistant_append(frame):
-            arrivals.put_nowait((time.perf_counter(), b"\x65error" in frame and b"\x64type" in frame))
+            arrivals.put_nowait((time.perf_counter(), is_error_event(frame)))
 
     rpc = await Rpc.open(url, on_event=on_event)
     session = await rpc.call(kp, {"_": "CreateSession", "agentId": agent_id})
@@ -51,7 +51,7 @@ async def _turns(rpc: Rpc, kp, session_id: str, arrivals: asyncio.Queue, n: int,
         resp_lat.append(time.perf_counter() - t0)
         arrived, failed = await asyncio.wait_for(arrivals.get(), 30)
         turn_lat.append(arrived - t0)
-        errors += failed or b"\x65Error" in response[:40]
+        errors += failed or is_error_response(response)
     quarter = max(1, n // 4)
     return {"turn": latency_figures(turn_lat), "response": latency_figures(resp_lat), "errors": errors,
             "first_quarter": latency_figures(turn_lat[:quarter]),
