@@ -34,6 +34,8 @@ _ID_KEY = dagcbor.encode({"id": 0})[1:-1]              # the text "id" with its 
 _ENVELOPE_KEY = dagcbor.encode({"envelope": 0})[1:-1]  # the text "envelope" with its head
 _RESPONSE_KEY = dagcbor.encode({"response": 0})[1:-1]
 _ERROR_HEAD = dagcbor.encode({"_": "Error"})[1:]       # `_: "Error"`, first key of an Error
+_RESPONSE_KEY_LEN = len(_RESPONSE_KEY)
+_EXTRA = (0,) * 24 + (1, 2, 4, 8) + (0,) * 4            # bytes after a uint head, by its low bits
 
 
 def now_ms() -> int:
@@ -64,11 +66,11 @@ def response_id(frame: bytes) -> tuple[int, bool] | None:
     req_id = peek_id(frame)
     if req_id is None:
         return None
-    pos = 4 + len(dagcbor.encode_head(0, req_id))   # canonical: the shortest head
-    if frame[pos:pos + len(_RESPONSE_KEY)] != _RESPONSE_KEY:
+    pos = 5 + _EXTRA[frame[4] & 0x1F]                 # past the id's head and value
+    if not frame.startswith(_RESPONSE_KEY, pos):
         return None
-    pos += len(_RESPONSE_KEY) + 1                     # skip the response map's own head
-    return req_id, frame[pos:pos + len(_ERROR_HEAD)] == _ERROR_HEAD
+    pos += _RESPONSE_KEY_LEN + 1                      # skip the response map's own head
+    return req_id, frame.startswith(_ERROR_HEAD, pos)
 
 
 async def connect(url: str, **kw):
