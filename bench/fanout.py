@@ -4,11 +4,11 @@ assistant append (p50, p99 and max across the sockets). "Has" is the kernel's re
 the frame on that socket (SO_TIMESTAMPNS; on loopback that is when the server's write landed),
 so a busy load process cannot inflate it; `read_*` are the times the load process read them.
 
-Every subscriber is its own v2 socket on a minimal client (bench.harness.LiteSocket: frames
+Every subscriber is its own v2 socket on a minimal client (bench.litesocket.LiteSocket: frames
 parsed in the protocol callback, the arrival of the assistant append stamped, nothing decoded),
 so that one load process keeps up with 1,000 sockets; the MessageSession goes out on one more
 (ordinary) socket. CPU use
-during the turn is recorded too (bench.harness.CpuMeter): `load_busy` close to 1.0 would mean
+during the turn is recorded too (bench.meters.CpuMeter): `load_busy` close to 1.0 would mean
 the load side, not the server, set the pace.
 """
 from __future__ import annotations
@@ -16,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.harness import (CpuMeter, LiteSocket, Rpc, Server, cpu_summary, is_assistant_append, keypair,
-                           percentile, profile_window, request_frame, run_load, summary, unique_ts)
+from bench.litesocket import LiteSocket
+from bench.load import is_assistant_append, is_error_response, is_replayed, keypair, Rpc
+from bench.meters import cpu_summary, CpuMeter
+from bench.processes import profile_window, run_load, Server
+from bench.stats import percentile, summary
+from clients.raw import signed_request_frame, unique_ts
 
 FANOUT_SIZES = (200, 1000)
-_REPLAYED = b"\x61_\x68replayed"
 
 
 def sizes(quick: bool) -> tuple[int, tuple[int, ...]]:
@@ -46,7 +49,7 @@ class Subscriber:
             Subscriber.waiting -= 1
             if Subscriber.waiting == 0:
                 Subscriber.all_arrived.set()
-        elif not self.ready.is_set() and frame.startswith(_REPLAYED, 1):
+        elif not self.ready.is_set() and is_replayed(frame):
             self.ready.set()
 
 
@@ -59,7 +62,7 @@ async def _subscribe_many(url: str, kp, session_id: str, n: int, batch: int = 10
         sub = Subscriber()
         sub.sock = await LiteSocket.connect(url, sub.on_frame)
         env = sign_envelope(kp, {"_": "Subscribe", "key": f"sessions/{session_id}"}, ts=unique_ts())
-        sub.sock.send(request_frame(1, env))
+        sub.sock.send(signed_request_frame(1, env))
         await asyncio.wait_for(sub.ready.wait(), 60)
         return sub
 
@@ -118,7 +121,7 @@ async def load(url: str, label: str, runs: int, fanouts: list[int], pid: int | N
                          "kernel_stamped": lat is stamped,
                          "read_p50_ms": percentile(read, 50), "read_p99_ms": percentile(read, 99),
                          "response_ms": t_resp * 1000,
-                         "response_error": b"\x65Error" in response[:40],
+                         "response_error": is_error_response(response),
                          "cpu": meter.result})
         out[str(n)] = {
             "sockets": n, "subscribe_seconds": round(connect_s, 2),

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.harness import (CpuMeter, Rpc, Server, connect, cpu_summary, keypair, request_frame, rss_kb, run_load,
-                           summary, unique_ts)
+from bench.load import is_replayed, keypair, Rpc
+from bench.meters import cpu_summary, CpuMeter, rss_kb
+from bench.processes import run_load, Server
+from bench.stats import summary
+from clients.raw import connect, signed_request_frame, unique_ts
 
-_REPLAYED = b"\x61_\x68replayed"
 
 
 def sizes(quick: bool) -> tuple[int, int]:
@@ -33,10 +35,10 @@ async def load(url: str, label: str, pid: int, sockets: int, settle: float = 2.0
     async def one():
         ws = await connect(url)
         env = sign_envelope(kp, {"_": "Subscribe", "key": key}, ts=unique_ts())
-        await ws.send(request_frame(1, env))
+        await ws.send(signed_request_frame(1, env))
         while True:  # response, change, replayed
             frame = await asyncio.wait_for(ws.recv(), 60)
-            if frame.startswith(_REPLAYED, 1):
+            if is_replayed(frame):
                 return ws
 
     t = time.perf_counter()

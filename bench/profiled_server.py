@@ -5,7 +5,7 @@
 Samples the main thread (the event loop; the database writer thread is not sampled) every
 0.5 ms with async mode off, so time the loop spends waiting shows as the selector's select().
 With --window it samples only between SIGUSR1 (start) and SIGUSR2 (stop) that the load
-process sends around its timed phases (bench.harness.profile_window); the windows are combined.
+process sends around its timed phases (bench.processes.profile_window); the windows are combined.
 On exit it writes OUT_PREFIX.pyisession and OUT_PREFIX.txt (call tree) and, with
 bench.profile, OUT_PREFIX.top.txt (flat self/inclusive time).
 """

@@ -14,8 +14,11 @@ import tempfile
 import time
 
 from bench import dbsetup
-from bench.harness import (CpuMeter, RssSampler, Server, cpu_summary, connect, keypair, profile_window, request_frame,
-                           rss_kb, run_load, summary, unique_ts)
+from bench.load import appended_count, is_append, is_replayed, keypair
+from bench.meters import cpu_summary, CpuMeter, rss_kb, RssSampler
+from bench.processes import profile_window, run_load, Server
+from bench.stats import summary
+from clients.raw import connect, signed_request_frame, unique_ts
 
 EVENT_CHARS = 200   # ~430-byte stored SessionEvents
 
@@ -24,20 +27,6 @@ def sizes(quick: bool) -> tuple[int, dict[str, int]]:
     if quick:
         return 3, {"10k": 10_000, "100k": 100_000}
     return 5, {"10k": 10_000, "100k": 100_000}
-
-
-def _array_len(frame: bytes, pos: int) -> int:
-    info = frame[pos] & 0x1F
-    if info < 24:
-        return info
-    width = {24: 1, 25: 2, 26: 4, 27: 8}[info]
-    return int.from_bytes(frame[pos + 1:pos + 1 + width], "big")
-
-
-_EVENTS_KEY = b"\x66events"
-_EVENT_KEY = b"\x65event"
-_REPLAYED = b"\x61_\x68replayed"
-_APPEND = b"\x61_\x66append"
 
 
 async def replay_once(url: str, kp, session_id: str, expected: int, timeout: float = 120.0) -> dict:
@@ -49,20 +38,16 @@ async def replay_once(url: str, kp, session_id: str, expected: int, timeout: flo
     events = frames = nbytes = 0
     t_last = None
     t0 = time.perf_counter()
-    await ws.send(request_frame(1, envelope))
+    await ws.send(signed_request_frame(1, envelope))
     deadline = t0 + timeout
     while True:
         frame = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.perf_counter()))
         frames += 1
         nbytes += len(frame)
-        if frame.startswith(_APPEND, 1):
-            i = frame.find(_EVENTS_KEY, 9)
-            if i > 0:
-                events += _array_len(frame, i + len(_EVENTS_KEY))
-            else:
-                events += 1
+        if is_append(frame):
+            events += appended_count(frame)
             t_last = time.perf_counter()
-        elif frame.startswith(_REPLAYED, 1):
+        elif is_replayed(frame):
             t_end = time.perf_counter()
             break
     elapsed = (t_last or t_end) - t0

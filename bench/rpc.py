@@ -17,8 +17,12 @@ import time
 import uuid
 
 from bench import dbsetup
-from bench.harness import (SERVER_CPU, CpuMeter, Rpc, Server, closed_loop, cpu_summary, keypair,
-                           latency_figures, now_ms, percentile, profile_window, run_load, summary)
+from bench.conditions import SERVER_CPU
+from bench.load import closed_loop, keypair, Rpc
+from bench.meters import cpu_summary, CpuMeter
+from bench.processes import profile_window, run_load, Server
+from bench.stats import latency_figures, percentile, summary
+from clients.raw import now_ms
 
 CONCURRENCY = (1, 8, 64)
 EVENT_CHARS = 400  # ~630-byte stored events: 20 of them make a ~12.7 KB GetSession response

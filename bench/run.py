@@ -2,7 +2,7 @@
 `make bench-quick`).
 
 Each benchmark starts a real server on loopback pinned to CPU 0 with a fresh database and
-loads it from a separate process pinned to CPU 1 (bench.harness). Prints a table (our figure,
+loads it from a separate process pinned to CPU 1 (bench.processes). Prints a table (our figure,
 the target, the TypeScript reference on Bun, pass/miss) and writes bench/results.json. Nothing
 here asserts a timing: targets are for the report.
 """
@@ -18,8 +18,10 @@ import time
 import traceback
 from pathlib import Path
 
-from bench.harness import (RAISED_LIMITS, SERVER_CPU, cpu_busy_seconds, git_state, machine_info,
-                           percentile, run_load)
+from bench.conditions import SERVER_CPU, git_state, machine_info
+from bench.meters import cpu_busy_seconds
+from bench.processes import RAISED_LIMITS, run_load
+from bench.stats import percentile
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 ORDER = ("verify", "store", "rpc", "replay", "fanout", "turns", "idle", "sustained")

@@ -22,8 +22,11 @@ import asyncio
 import collections
 import time
 
-from bench.harness import (CpuMeter, Rpc, Server, connect, keypair, now_ms, percentile, profile_window,
-                           request_frame, run_load, summary)
+from bench.load import decode, is_assistant_append, is_error_event, is_error_response, keypair, Rpc
+from bench.meters import CpuMeter, thread_cpu
+from bench.processes import profile_window, run_load, Server
+from bench.stats import percentile, summary
+from clients.raw import connect, now_ms, signed_request_frame
 
 P99_LIMIT_MS = 250.0
 RATES = (50, 100, 150, 200, 250, 300, 400, 500, 600, 800, 1000, 1200, 1500, 2000, 3000)
@@ -50,12 +53,10 @@ class Slot:
         self.failed = 0
 
     def on_event(self, frame: bytes) -> None:
-        from bench.harness import is_assistant_append
-
         if is_assistant_append(frame) and self.sent:
             scheduled = self.sent.popleft()
             self.turns.append((scheduled, time.perf_counter() - scheduled))
-            if b"\x64type\x65error" in frame:
+            if is_error_event(frame):
                 self.failed += 1
 
     async def open(self, url: str, agent_id: str) -> None:
@@ -67,8 +68,6 @@ class Slot:
 
 async def _wait_idle(pid: int | None, limit: float) -> float:
     """Wait until the server's threads use < 10% of a CPU over 0.5 s (at most `limit` s)."""
-    from bench.harness import thread_cpu
-
     if not pid:
         return 0.0
     t0 = time.perf_counter()
@@ -129,10 +128,9 @@ async def step(url: str, accounts: list, agents: list[str], spa: int, rate: floa
             return
         frame = fut.result()
         responses.append(time.perf_counter() - sent_at)
-        if b"\x65Error" in frame[:40]:
+        if is_error_response(frame):
             errors += 1
             if first_error is None:
-                from bench.harness import decode
                 first_error = repr(decode(frame).get("response"))[:300]
 
     window = profile_window(f"sustained_{tag}")
@@ -152,7 +150,7 @@ async def step(url: str, accounts: list, agents: list[str], spa: int, rate: floa
             req_id, fut = slot.rpc.register()
             fut.add_done_callback(lambda f, s=scheduled: on_response(f, s))
             slot.sent.append(scheduled)
-            await slot.rpc.ws.send(request_frame(req_id, env))
+            await slot.rpc.ws.send(signed_request_frame(req_id, env))
             i += 1
     send_done = time.perf_counter() - t0
     # Drain: every turn must finish (bounded).

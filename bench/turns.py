@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.harness import (CpuMeter, FakeProvider, Rpc, cpu_summary, Server, is_assistant_append, keypair, latency_figures,
-                           profile_window, request_frame, run_load, summary, unique_ts)
+from bench.load import is_assistant_append, is_error_event, is_error_response, keypair, Rpc
+from bench.meters import cpu_summary, CpuMeter
+from bench.processes import FakeProvider, profile_window, run_load, Server
+from bench.stats import latency_figures, summary
+from clients.raw import signed_request_frame, unique_ts
 
 
 def sizes(quick: bool) -> tuple[int, int]:
@@ -24,7 +27,7 @@ async def _session_socket(url: str, kp, agent_id: str):
 
     def on_event(frame: bytes) -> None:
         if is_assistant_append(frame):
-            arrivals.put_nowait((time.perf_counter(), b"\x65error" in frame and b"\x64type" in frame))
+            arrivals.put_nowait((time.perf_counter(), is_error_event(frame)))
 
     rpc = await Rpc.open(url, on_event=on_event)
     session = await rpc.call(kp, {"_": "CreateSession", "agentId": agent_id})
@@ -43,12 +46,12 @@ async def _turns(rpc: Rpc, kp, session_id: str, arrivals: asyncio.Queue, n: int,
     for env in frames:
         req_id, fut = rpc.register()
         t0 = time.perf_counter()
-        await rpc.ws.send(request_frame(req_id, env))
+        await rpc.ws.send(signed_request_frame(req_id, env))
         response = await asyncio.wait_for(fut, 30)
         resp_lat.append(time.perf_counter() - t0)
         arrived, failed = await asyncio.wait_for(arrivals.get(), 30)
         turn_lat.append(arrived - t0)
-        errors += failed or b"\x65Error" in response[:40]
+        errors += failed or is_error_response(response)
     quarter = max(1, n // 4)
     return {"turn": latency_figures(turn_lat), "response": latency_figures(resp_lat), "errors": errors,
             "first_quarter": latency_figures(turn_lat[:quarter]),

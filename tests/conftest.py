@@ -37,3 +37,13 @@ async def server(tmp_path):
         yield running
     finally:
         await running.stop()
+
+
+@pytest.fixture
+def conn(tmp_path):
+    """A fresh database file opened through the gate, for the store's own tests."""
+    from server.store.gate import open_database
+
+    c = open_database(str(tmp_path / "db.sqlite"))
+    yield c
+    c.close()

@@ -54,7 +54,11 @@ async def test_after_seq_filters_and_is_the_resume_point():
 async def test_full_buffer_blocks_the_reader_until_the_caller_reads():
     sub = Subscription(_NoTransport(), "sessions/s", after_seq=None, maxsize=2)
     feeder = asyncio.create_task(sub._feed(_batch(1, 2, 3, 4)))
-    await asyncio.sleep(0.01)
+    async with asyncio.timeout(5):
+        while len(sub._items) < 2:
+            await asyncio.sleep(0)
+    for _ in range(10):   # however long it is given, the feeder waits for room
+        await asyncio.sleep(0)
     assert not feeder.done() and len(sub._items) == 2
     got = [(await sub.next(1))["event"]["seq"] for _ in range(4)]
     await asyncio.wait_for(feeder, 1)
@@ -82,10 +86,18 @@ def test_request_frame_is_canonical_id_then_envelope():
         "id": 3, "_": "Unsubscribe", "key": "sessions/x"}
 
 
-def test_actions_omit_absent_optional_fields():
-    assert actions.list_sessions() == {"_": "ListSessions"}
-    assert actions.get_session("s", after_seq=0) == {"_": "GetSession", "sessionId": "s", "afterSeq": 0}
-    assert actions.message_session("s", "hi", ["a", "b"], "m1") == {
-        "_": "MessageSession", "sessionId": "s", "clientMessageId": "m1",
-        "content": [{"type": "text", "text": "hi"}, {"type": "context", "lines": ["a", "b"]}]}
-    assert actions.message_session("s", "hi")["content"] == [{"type": "text", "text": "hi"}]
+def test_built_actions_are_what_the_server_reads():
+    """The client's builders make actions the server's own parser accepts with the values given;
+    an absent optional field is left out, not sent as null."""
+    from protocol.actions import parse_action
+
+    def read(action: dict):
+        return parse_action({**action, "ts": 1})
+
+    assert read(actions.list_sessions()).agent_id is None
+    assert None not in actions.list_sessions().values() and "afterSeq" not in actions.get_session("s")
+    assert (read(actions.get_session("s", after_seq=0)).after_seq, read(actions.get_session("s")).after_seq) == (0, None)
+    msg = read(actions.message_session("s", "hi", ["a", "b"], "m1"))
+    assert (msg.session_id, msg.text, msg.context_lines, msg.client_message_id) == ("s", "hi", ("a", "b"), "m1")
+    msg = read(actions.message_session("s", "hi"))
+    assert (msg.text, msg.context_lines, msg.client_message_id) == ("hi", (), None)

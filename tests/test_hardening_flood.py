@@ -7,6 +7,8 @@ import asyncio
 import itertools
 import time
 
+import pytest
+
 from protocol import dagcbor
 from protocol.envelope import build_envelope
 from tests.procs import ServerProcess
@@ -52,7 +54,17 @@ async def timed_requests(client: V2Client, kp, session_id: str, n: int, nonce) -
     return latencies
 
 
-async def test_one_account_floods_and_gets_429_while_another_keeps_normal_latency(tmp_path):
+async def test_one_account_floods_and_gets_429_and_nothing_else_happens(tmp_path):
+    await flood_against_a_quiet_account(tmp_path, compare_latency=False)
+
+
+@pytest.mark.slow
+async def test_under_a_flood_another_account_keeps_normal_latency(tmp_path):
+    """A latency ratio: true on a quiet machine, so it runs with `make stress`, not `make test`."""
+    await flood_against_a_quiet_account(tmp_path, compare_latency=True)
+
+
+async def flood_against_a_quiet_account(tmp_path, *, compare_latency: bool) -> None:
     srv = ServerProcess(tmp_path / "srv").start()
     flooder, quiet = keypair("flooder"), keypair("quiet")
     nonce = itertools.count()
@@ -103,14 +115,14 @@ async def test_one_account_floods_and_gets_429_while_another_keeps_normal_latenc
         assert len(limited) >= FLOOD // 2, len(limited)
         # nothing else happened: exactly the acknowledged sessions exist
         created = {r["sessionId"] for r in ok if r["_"] == "CreateSessionResponse"}
-        await asyncio.sleep(1.5)
         listing = await f0.call(flooder, {"_": "ListSessions", "agentId": agent_id, "limit": 10_000})
         assert listing["_"] == "ListSessionsResponse", listing
         assert {s["id"] for s in listing["sessions"]} == created | {flood_session}
 
-        # the quiet account: everything succeeded, latency stayed normal
-        bound = max(10 * p95(baseline), 0.5)
-        assert p95(loaded) < bound, (p95(baseline), p95(loaded), sorted(loaded)[-5:])
+        # the quiet account: everything succeeded (timed_requests checks), latency stayed normal
+        if compare_latency:
+            bound = max(10 * p95(baseline), 0.5)
+            assert p95(loaded) < bound, (p95(baseline), p95(loaded), sorted(loaded)[-5:])
         print(f"\nflood: {len(ok)} ok, {len(limited)} x 429 in {elapsed:.2f} s; quiet p95 "
               f"{p95(baseline) * 1000:.1f} ms alone, {p95(loaded) * 1000:.1f} ms under the flood")
     finally:

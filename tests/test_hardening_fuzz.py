@@ -14,7 +14,7 @@ Two ways:
 - over a real socket in both framings, a few hundred frames each: the socket stays open and
   each frame gets exactly one answer.
 
-`test_fuzz_dispatch_long` (marked slow, run by `make stress`) is the long in-process run;
+`test_fuzz_dispatch_in_process[long]` (marked slow, run by `make stress`) is the long in-process run;
 HARDENING_FUZZ_EXAMPLES overrides its case count.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 
+from clients.raw import signed_request_frame
 from protocol import dagcbor
 from protocol.actions import ACTION_NAMES
 from protocol.envelope import build_envelope
@@ -346,6 +347,17 @@ class _NoSocket:
     remote_address = ("127.0.0.1", 0)
 
 
+async def runs_settled(app, timeout: float = 30.0) -> None:
+    """Wait until no run is queued or running (each turn the fuzz started has ended), so that
+    whatever a run would log has been logged."""
+    def active(conn) -> int:
+        return conn.execute("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')").fetchone()[0]
+
+    async with asyncio.timeout(timeout):
+        while app.db.read(active):
+            await asyncio.sleep(0.02)
+
+
 def run_in_process_fuzz(tmp_path, caplog, max_examples: int) -> dict:
     caplog.set_level(logging.INFO)
     loop = asyncio.new_event_loop()
@@ -399,7 +411,7 @@ def run_in_process_fuzz(tmp_path, caplog, max_examples: int) -> dict:
 
         case()
         app.now_ms = real_now
-        loop.run_until_complete(asyncio.sleep(0.5))   # let background runs finish
+        loop.run_until_complete(runs_settled(app))
         assert errors_logged(caplog) == []
         return counts
     finally:
@@ -408,31 +420,20 @@ def run_in_process_fuzz(tmp_path, caplog, max_examples: int) -> dict:
         loop.close()
 
 
-def test_fuzz_dispatch_in_process(tmp_path, caplog):
+@pytest.mark.parametrize("examples", [
+    pytest.param(FAST_EXAMPLES, id="fast"),
+    pytest.param(LONG_EXAMPLES, id="long", marks=[pytest.mark.slow, pytest.mark.timeout(3600)]),
+])
+def test_fuzz_dispatch_in_process(tmp_path, caplog, examples):
     started = time.monotonic()
-    counts = run_in_process_fuzz(tmp_path, caplog, FAST_EXAMPLES)
+    counts = run_in_process_fuzz(tmp_path, caplog, examples)
     print(f"\nin-process fuzz: {counts['cases']} cases, {counts['ok']} successes, "
           f"{time.monotonic() - started:.1f} s; by status {sorted((k, v) for k, v in counts.items() if type(k) is int)}")
-    assert counts["cases"] >= FAST_EXAMPLES // 2
+    assert counts["cases"] >= examples // 2
     assert counts["ok"] > 0   # some cases got all the way through a handler
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
-def test_fuzz_dispatch_long(tmp_path, caplog):
-    started = time.monotonic()
-    counts = run_in_process_fuzz(tmp_path, caplog, LONG_EXAMPLES)
-    print(f"\nlong in-process fuzz: {counts['cases']} cases, {counts['ok']} successes, "
-          f"{time.monotonic() - started:.1f} s")
-    assert counts["cases"] >= LONG_EXAMPLES // 2
-
-
 # -- over a real socket ------------------------------------------------------------------------
-
-def v2_frame(req_id: int, envelope_bytes: bytes) -> bytes:
-    """{id, envelope} with the (possibly broken) envelope bytes spliced in."""
-    return b"\xa2\x62id" + dagcbor.encode(req_id) + b"\x68envelope" + envelope_bytes
-
 
 def run_socket_fuzz(tmp_path, caplog, framing: str, max_examples: int) -> int:
     caplog.set_level(logging.INFO)
@@ -481,7 +482,7 @@ def run_socket_fuzz(tmp_path, caplog, framing: str, max_examples: int) -> int:
             else:
                 req_id = counter["id"]
                 counter["id"] += 1
-                data = frame if whole_frame else v2_frame(req_id, frame)
+                data = frame if whole_frame else signed_request_frame(req_id, frame)   # broken bytes too
                 await ws.send(data)
                 answer = dagcbor.decode(await asyncio.wait_for(ws.recv(), 10))
                 if "response" in answer:
@@ -513,7 +514,7 @@ def run_socket_fuzz(tmp_path, caplog, framing: str, max_examples: int) -> int:
                 last = dagcbor.decode(await asyncio.wait_for(ws.recv(), 10))
                 assert last["id"] == 10**9 and last["response"]["_"] == "ListAgentsResponse", last
             assert ws.close_code is None   # still open
-            await asyncio.sleep(0.3)
+            await runs_settled(srv.app)
             await ws.close()
 
         loop.run_until_complete(finish())

@@ -42,8 +42,8 @@ async def test_envelopes_accepted_before_a_restart_are_refused_after_it(tmp_path
         assert (await v2.request(v2_write))["_"] == "CreateSessionResponse"
         assert (await v2.request(v2_read))["_"] == "GetAgentResponse"
         # reads' signatures are persisted in batches every 100 ms (docs/protocol.md); writes'
-        # before their answer. Give the batch its moment, then crash.
-        await asyncio.sleep(0.5)
+        # before their answer. Crash once the file holds both reads' signatures.
+        await accepted(srv, [dagcbor.decode(read)["sig"], v2_read["sig"]])
         srv.kill()
         await v1.close()
         await v2.close()
@@ -67,6 +67,23 @@ async def test_envelopes_accepted_before_a_restart_are_refused_after_it(tmp_path
         await v2.close()
     finally:
         srv.kill()
+
+
+async def accepted(srv: ServerProcess, sigs: list[bytes], timeout: float = 10.0) -> None:
+    """Wait until the server's database file records every one of `sigs` as accepted."""
+    path = str(srv.data_dir / "agents.sqlite")
+    marks = ",".join("?" * len(sigs))
+    async with asyncio.timeout(timeout):
+        while True:
+            db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+            try:
+                found = db.execute(f"SELECT count(*) FROM accepted_signatures WHERE sig IN ({marks})",
+                                   sigs).fetchone()[0]
+            finally:
+                db.close()
+            if found == len(sigs):
+                return
+            await asyncio.sleep(0.02)
 
 
 # -- SIGKILL under load -------------------------------------------------------------------------

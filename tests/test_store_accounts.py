@@ -5,16 +5,8 @@ import apsw
 import pytest
 
 from server.store import accounts, idempotency, signatures
-from server.store.gate import open_database
 
 ACCOUNT = "z6MkAccount"
-
-
-@pytest.fixture
-def conn(tmp_path):
-    c = open_database(str(tmp_path / "db.sqlite"))
-    yield c
-    c.close()
 
 
 def test_signers(conn):

@@ -54,13 +54,17 @@ async def test_backup_while_writing_is_consistent_and_opens_at_current_version(t
     await db.start()
     await db.write(setup)
     stop = asyncio.Event()
+    written = [0]
 
     async def writer():
         while not stop.is_set():
             await db.write(events.append_event, "s1", PAYLOAD, str(uuid.uuid4()), 2)
+            written[0] += 1
 
     tasks = [asyncio.create_task(writer()) for _ in range(8)]
-    await asyncio.sleep(0.1)
+    async with asyncio.timeout(10):   # the copy starts while the writers are in full swing
+        while written[0] < 16:
+            await asyncio.sleep(0.005)
     await asyncio.to_thread(method, path, copy)
     stop.set()
     await asyncio.gather(*tasks)

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 
 from server.store import agents, events, idempotency, sessions
 from server.store.database import Database
+from tests.threads import race
 
 ACCOUNT = "z6MkAccount"
 PAYLOAD = {"type": "message", "role": "user", "content": "hello"}
@@ -48,25 +48,17 @@ def test_four_threads_with_their_own_database_on_one_file(tmp_path):
     first.start_sync()
     first.write_sync(setup_session)
     first.close_sync()
-    per_thread, errors, acknowledged = 150, [], []
+    per_thread, acknowledged = 150, []
 
     def run():
-        try:
-            db = Database(path)  # its own writer and reader connections: only SQLite's locks
-            db.start_sync()
-            for _ in range(per_thread):
-                event, _ = db.write_sync(events.append_event, "s1", PAYLOAD, str(uuid.uuid4()), 2)
-                acknowledged.append(event["seq"])
-            db.close_sync()
-        except Exception as exc:  # surfaced below; a thread's exception is otherwise lost
-            errors.append(exc)
+        db = Database(path)  # its own writer and reader connections: only SQLite's locks
+        db.start_sync()
+        for _ in range(per_thread):
+            event, _ = db.write_sync(events.append_event, "s1", PAYLOAD, str(uuid.uuid4()), 2)
+            acknowledged.append(event["seq"])
+        db.close_sync()
 
-    threads = [threading.Thread(target=run, daemon=True) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+    assert race(run, 4) == []
     check = Database(path)
     check.start_sync()
     assert sorted(acknowledged) == list(range(1, 4 * per_thread + 1))
@@ -101,26 +93,16 @@ async def test_idempotent_create_has_exactly_one_effect_under_concurrency(tmp_pa
 
 def test_idempotent_create_across_databases_on_one_file(tmp_path):
     path = str(tmp_path / "db.sqlite")
-    responses, errors, barrier = [], [], threading.Barrier(4, timeout=30)
+    responses = []
 
     def run():
-        try:
-            db = Database(path)  # all four race to create the file, too
-            db.start_sync()
-            barrier.wait()
-            for _ in range(20):
-                responses.append(db.write_sync(create_agent_once, "client-2", str(uuid.uuid4()), 5))
-            db.close_sync()
-        except Exception as exc:
-            errors.append(exc)
-            barrier.abort()  # never leave the others waiting
+        db = Database(path)  # all four race to create the file, too
+        db.start_sync()
+        for _ in range(20):
+            responses.append(db.write_sync(create_agent_once, "client-2", str(uuid.uuid4()), 5))
+        db.close_sync()
 
-    threads = [threading.Thread(target=run, daemon=True) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+    assert race(run, 4) == []
     assert len(responses) == 80 and len(set(responses)) == 1
     check = Database(path)
     check.start_sync()

@@ -107,14 +107,15 @@ async def test_close_commits_queued_writes_then_refuses_new_ones(tmp_path):
 
 
 async def test_cancelled_caller_does_not_cancel_the_write(db):
-    gate = threading.Event()
+    gate, started = threading.Event(), threading.Event()
 
     def slow(conn):
+        started.set()
         gate.wait(5)
         return insert(conn, "slow")
 
     task = asyncio.create_task(db.write(slow))
-    await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(started.wait, 5)   # the writer thread is inside the write
     task.cancel()
     gate.set()
     with pytest.raises(asyncio.CancelledError):

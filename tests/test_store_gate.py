@@ -9,6 +9,7 @@ import pytest
 import schema
 from server.store.gate import (SchemaGateError, SchemaMigrationError, SchemaTarget, open_database,
                                open_reader)
+from tests.threads import race
 
 
 def make_v1(path) -> None:
@@ -198,25 +199,13 @@ def test_refusal_with_a_left_over_wal_does_not_checkpoint_it(tmp_path, case):
 def test_connections_racing_to_create_the_file_all_succeed(tmp_path):
     # Regression: a racer saw tables before the version (two snapshots) and called the file
     # legacy, or got BUSY switching to WAL while another racer read.
-    import threading
-
     for attempt in range(25):
         path = str(tmp_path / f"race{attempt}.sqlite")
-        barrier, errors = threading.Barrier(6, timeout=30), []
 
-        def race():
-            try:
-                barrier.wait()
-                conn = open_database(path)
-                open_reader(path).close()
-                conn.close()
-            except Exception as exc:  # noqa: BLE001 - collected and asserted below
-                errors.append(exc)
+        def open_both():
+            conn = open_database(path)
+            open_reader(path).close()
+            conn.close()
 
-        threads = [threading.Thread(target=race, daemon=True) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert errors == []
+        assert race(open_both, 6) == []
         assert user_version(path) == schema.CURRENT_VERSION

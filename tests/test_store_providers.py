@@ -3,20 +3,11 @@ from __future__ import annotations
 
 import re
 
-import pytest
 
 from server.store import providers, secrets_table
-from server.store.gate import open_database
 
 ACCOUNT = "z6MkAccount"
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
-
-
-@pytest.fixture
-def conn(tmp_path):
-    c = open_database(str(tmp_path / "db.sqlite"))
-    yield c
-    c.close()
 
 
 def test_providers_roundtrip_and_replace(conn):

@@ -7,17 +7,9 @@ import pytest
 from protocol import dagcbor
 from server.store import agents, events, sessions
 from server.store.errors import InvalidCursor, NotFound
-from server.store.gate import open_database
 
 ACCOUNT = "z6MkAccount"
 DEFINITION = {"name": "helper", "systemPrompt": "Be brief.", "modelProvider": "echo", "model": "m"}
-
-
-@pytest.fixture
-def conn(tmp_path):
-    c = open_database(str(tmp_path / "db.sqlite"))
-    yield c
-    c.close()
 
 
 def test_agent_lifecycle(conn):

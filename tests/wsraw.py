@@ -1,100 +1,49 @@
-"""A deliberately thin test client over raw websockets: it lets tests send exact bytes in both
-framings (the library client in clients/ always signs correctly and speaks v2 only)."""
+"""The tests' raw client: the shared one (clients/raw.py, also the benchmarks' load client) in
+its decoding mode, plus an event queue. It lets tests send exact bytes in both framings (the
+library client in clients/ always signs correctly and speaks v2 only) and see every frame."""
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
+import hashlib
 
-from websockets.asyncio.client import connect
-
-from protocol import dagcbor
-from protocol.envelope import sign_envelope, build_envelope
+from clients.raw import V1, V2, RawV2, connect, unique_ts
+from clients.wire import decode_frame
+from protocol.envelope import build_envelope
 from protocol.keys import Keypair
 
-V2 = "seed-agents.v2"
+__all__ = ["V1", "V2", "V2Client", "keypair", "setup_session", "flatten", "rss_bytes"]
 
 
 def keypair(label: str) -> Keypair:
-    import hashlib
-
     return Keypair.from_seed(hashlib.sha256(label.encode()).digest())
 
 
-class V1:
-    def __init__(self, ws):
-        self.ws = ws
+class V2Client(RawV2):
+    """Decoded answers; events (and any answer nobody waited for) queue up in `events`, and
+    `frames` records every frame received, in order."""
 
-    @classmethod
-    async def open(cls, url):
-        ws = await connect(url, max_size=None)
-        self = cls(ws)
-        hello = json.loads(await ws.recv())
-        assert hello["_"] == "connected"
-        return self
-
-    async def send(self, kp, action, **kw) -> dict:
-        await self.ws.send(sign_envelope(kp, action, **kw))
-        return await self.recv()
-
-    async def recv(self, timeout=10) -> dict:
-        return json.loads(await asyncio.wait_for(self.ws.recv(), timeout))
-
-    async def close(self):
-        await self.ws.close()
-
-
-class V2Client:
-    def __init__(self, ws):
-        self.ws = ws
-        self.ids = itertools.count(1)
-        self.responses: dict[int, asyncio.Future] = {}
+    def __init__(self, ws) -> None:
         self.events: asyncio.Queue = asyncio.Queue()
-        self.reader = asyncio.create_task(self._read())
+        self.frames: list[bytes] = []
+        super().__init__(ws, self.events.put_nowait, decode=True, log=self.frames)
 
     @classmethod
-    async def open(cls, url, **kw):
-        ws = await connect(url, subprotocols=[V2], max_size=None, **kw)
-        assert ws.subprotocol == V2
-        return cls(ws)
-
-    async def _read(self):
-        try:
-            async for frame in self.ws:
-                value = dagcbor.decode(frame, max_size=1 << 30, max_depth=256)
-                if "id" in value and "response" in value:
-                    fut = self.responses.pop(value["id"], None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(value["response"])
-                else:
-                    await self.events.put(value)
-        except Exception:  # noqa: BLE001 - the socket closed
-            pass
-
-    async def request(self, envelope, req_id=None, timeout=10) -> dict:
-        req_id = next(self.ids) if req_id is None else req_id
-        fut = asyncio.get_running_loop().create_future()
-        self.responses[req_id] = fut
-        await self.ws.send(dagcbor.encode({"id": req_id, "envelope": envelope}))
-        return await asyncio.wait_for(fut, timeout)
-
-    async def call(self, kp, action, **kw) -> dict:
-        return await self.request(build_envelope(kp, action, **kw))
-
-    async def raw(self, frame: bytes, req_id: int | None = None, timeout=10):
-        if req_id is not None:
-            fut = asyncio.get_running_loop().create_future()
-            self.responses[req_id] = fut
-            await self.ws.send(frame)
-            return await asyncio.wait_for(fut, timeout)
-        await self.ws.send(frame)
+    async def open(cls, url, **kw) -> "V2Client":
+        return cls(await connect(url, **kw))
 
     async def event(self, timeout=10) -> dict:
         return await asyncio.wait_for(self.events.get(), timeout)
 
-    async def close(self):
-        self.reader.cancel()
-        await self.ws.close()
+    async def answer_is_next_frame(self, kp: Keypair) -> None:
+        """Nothing else arrives before a harmless marker request's answer: it is the next frame
+        after the ones already received, and no event is waiting."""
+        before = len(self.frames)
+        req_id, self.next_id = self.next_id, self.next_id + 1
+        r = await self.request(build_envelope(kp, {"_": "ListAgents"}, ts=unique_ts()), req_id=req_id)
+        assert r["_"] == "ListAgentsResponse", r
+        assert self.events.empty(), self.events.get_nowait()
+        got = [decode_frame(f) for f in self.frames[before:]]
+        assert got[0] == {"id": req_id, "response": r}, got
 
 
 async def setup_session(client, kp, title=None):
