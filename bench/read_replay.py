@@ -17,8 +17,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench import dbsetup, harness
-from bench.harness import Rpc, Server, closed_loop, keypair, latency_figures, now_ms, run_load
+from bench import dbsetup, processes
+from bench.load import Rpc, closed_loop, keypair
+from bench.processes import Server, run_load
+from bench.stats import latency_figures
+from clients.raw import now_ms
 
 EVENT_CHARS = 400
 VARIANTS = {"at_clock": 0, "ahead_2s": 2_000}
@@ -60,21 +63,21 @@ async def load(url: str, label: str, session_id: str, quick: bool) -> dict:
 
 
 def _one(root: Path, data_dir: str, params: dict) -> dict:
-    saved = harness.ROOT
-    harness.ROOT = root   # the server's code (cwd and PYTHONPATH); the load is always ours
+    saved = processes.ROOT
+    processes.ROOT = root   # the server's code (cwd and PYTHONPATH); the load is always ours
     try:
         with Server("read-replay", data_dir=data_dir) as srv:
-            harness.ROOT = saved
+            processes.ROOT = saved
             return run_load("bench.read_replay:load", {"url": srv.url, **params}, timeout=600)
     finally:
-        harness.ROOT = saved
+        processes.ROOT = saved
 
 
 def run(quick: bool = False, before: str | None = None, rounds: int = 2) -> dict:
     label = "read-replay"
     kp = keypair(label)
     data_dir = tempfile.mkdtemp(prefix="bench-read-replay-")
-    trees = {"after": harness.ROOT} | ({"before": Path(before).resolve()} if before else {})
+    trees = {"after": processes.ROOT} | ({"before": Path(before).resolve()} if before else {})
     try:
         built = dbsetup.build(data_dir, kp.account_id, {"get": (20, EVENT_CHARS)})
         params = {"label": label, "session_id": built["sessions"]["get"], "quick": quick}
