@@ -22,12 +22,13 @@ log = logging.getLogger("seed_agents.connection")
 V2 = "seed-agents.v2"
 # Read actions whose handlers never await: run inline in the socket's reader (see _on_v2).
 INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders"})
-_ids = itertools.count(1)
+# One numbering for WebSocket and HTTP connections: the replay rule tells them apart by id.
+new_connection_id = itertools.count(1).__next__
 
 
 class Connection:
     def __init__(self, app, ws) -> None:
-        self.id = next(_ids)
+        self.id = new_connection_id()
         self.app = app
         self.ws = ws
         self.v2 = ws.subprotocol == V2
