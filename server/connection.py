@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 
 from protocol import dagcbor
@@ -20,6 +21,7 @@ from server.wire_values import encode_value
 log = logging.getLogger("seed_agents.connection")
 
 V2 = "seed-agents.v2"
+_MAX_TEXT_BYTES = 4 << 20   # the socket's max_size: a longer array is not read
 # Read actions whose handlers never await: run inline in the socket's reader (see _on_v2).
 INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders"})
 # One numbering for WebSocket and HTTP connections: the replay rule tells them apart by id.
@@ -70,8 +72,10 @@ class Connection:
         if self.account_id == account_id:
             return
         if self.account_id is not None:
-            raise ProtocolError(403, f"this connection acts for account {self.account_id}; "
-                                     "open another connection for another account")
+            # Never the "Signer is not authorized" text: desktops answer that with RegisterSigner.
+            raise ProtocolError(403, f"WebSocket account switch is not allowed: this connection acts for "
+                                     f"account {self.account_id}; open another connection for account "
+                                     f"{account_id}")
         limit = self.app.config.limits.sockets_per_account
         count = self.app.sockets_by_account.get(account_id, 0)
         if count >= limit:
@@ -142,8 +146,11 @@ class Connection:
     async def _on_v1(self, message) -> None:
         limits = self.app.config.limits
         if isinstance(message, str):
-            self.send_value(error(400, "text frames are not actions: send a binary DAG-CBOR SignedActionEnvelope"))
-            return
+            message = _byte_array(message)   # the Seed server's other form of a binary frame
+            if message is None:
+                self.send_value(error(400, "text frames are not actions: send a binary DAG-CBOR "
+                                           "SignedActionEnvelope (or a JSON array of its byte values)"))
+                return
         if len(message) > limits.max_frame:
             self.send_value(error(413, f"frame of {len(message)} bytes is over the limit of {limits.max_frame}"))
             return
@@ -280,4 +287,16 @@ def _peek_action_name(frame: bytes) -> str | None:
         value = dagcbor.decode(frame)
         return value["action"]["_"]
     except Exception:  # noqa: BLE001 - best effort only
+        return None
+
+
+def _byte_array(text: str) -> bytes | None:
+    """A text frame holding a JSON array of byte values (integers 0..255), as those bytes; else None."""
+    text = text.strip()
+    if not text.startswith("[") or len(text) > 5 * _MAX_TEXT_BYTES:
+        return None
+    try:
+        values = json.loads(text)
+        return bytes(values) if type(values) is list and all(type(v) is int for v in values) else None
+    except (ValueError, TypeError):   # bytes() refuses values outside 0..255
         return None
