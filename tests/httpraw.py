@@ -74,10 +74,10 @@ class RawHttp:
                 data = await asyncio.wait_for(self.reader.read(65536), timeout)
                 if not data:
                     return True
+        except asyncio.TimeoutError:   # before OSError: TimeoutError is one of its subclasses
+            return False
         except (ConnectionError, OSError):
             return True
-        except asyncio.TimeoutError:
-            return False
 
     def close(self) -> None:
         self.writer.close()
