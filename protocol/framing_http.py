@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from . import dagcbor
 from .events import error_response
+from .framing_types import Refusal, Request
 from .v2 import peek_action_name
 from .wire_values import encode_value
 
@@ -40,18 +41,6 @@ class Route:
     metrics, ws, preflight, not_found, bad_method."""
     kind: str
     path: str
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """A body that may be handed to the verification pipeline."""
-    envelope: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """An answer decided by the framing alone (the pipeline never sees the request)."""
-    value: dict
 
 
 def _known(path: str) -> bool:
@@ -94,14 +83,14 @@ class HttpFraming:
         """The checks made before any of the body is read: 415, then 413 on the declared size
         (a chunked body is cut at the limit as it arrives, see `body_too_large`)."""
         if media_type(content_type) != CBOR:
-            return Refusal(error_response(415, f"the body must be {CBOR} (a DAG-CBOR SignedActionEnvelope); "
+            return Refusal(None, error_response(415, f"the body must be {CBOR} (a DAG-CBOR SignedActionEnvelope); "
                                                f"got {content_type or 'no Content-Type'}"))
         if content_length is not None and content_length > self.max_frame:
             return self.body_too_large(content_length)
         return None
 
     def body_too_large(self, size: int) -> Refusal:
-        return Refusal(error_response(413, f"body of {size} bytes is over the limit of {self.max_frame}"))
+        return Refusal(None, error_response(413, f"body of {size} bytes is over the limit of {self.max_frame}"))
 
     def read(self, body: bytes) -> Request | Refusal:
         """A complete body: an envelope for the pipeline, or Subscribe's 400 (a subscription
@@ -115,9 +104,9 @@ class HttpFraming:
             except Exception:  # noqa: BLE001 - the pipeline reports what is wrong with it
                 name = None
         if name == "Subscribe":
-            return Refusal(error_response(400, "Subscribe is not available over HTTP: open a WebSocket at "
+            return Refusal(None, error_response(400, "Subscribe is not available over HTTP: open a WebSocket at "
                                                f"{WS_PATH} and send it there"))
-        return Request(body)
+        return Request(None, body)
 
     # -- writing ---------------------------------------------------------------------------
     def response(self, value: dict, *, keep_alive: bool = True) -> bytes:

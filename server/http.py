@@ -21,7 +21,8 @@ from pathlib import Path
 
 import httptools
 
-from protocol.framing_http import WS_PATH, HttpFraming, Refusal, Request, Route
+from protocol.framing_http import WS_PATH, HttpFraming, Route
+from protocol.framing_types import Refusal, Request
 from server.connection import new_connection_id
 from server.dispatch import execute
 from server.ratelimit import TokenBucket
