@@ -188,6 +188,23 @@ async def test_a_client_that_disconnects_mid_body_loses_nothing(server):
         assert status == 200 and value["_"] == "CreateAgentResponse"
         status, value = await act(http, base, a, {"_": "ListAgents", "limit": 10})
         assert [x["definition"]["name"] for x in value["agents"]] == ["half"]
+    # A client that sends a whole write and leaves before the answer: the write still commits,
+    # once, and the server goes on serving.
+    whole = sign_envelope(a, {"_": "CreateAgent", "definition": {
+        "name": "left", "systemPrompt": "", "modelProvider": "echo", "model": "m"}})
+    raw = await RawHttp.open(server)
+    await raw.send(request("POST", "/api/message", whole, {"Content-Type": "application/cbor"}))
+    raw.close()
+    async with httpx.AsyncClient() as http:
+        async with asyncio.timeout(10):
+            names: list = []
+            for i in range(1000):
+                status, value = await act(http, base, a, {"_": "ListAgents", "limit": 20 + i})
+                names = sorted(x["definition"]["name"] for x in value["agents"])
+                if "left" in names:
+                    break
+                await asyncio.sleep(0.02)
+        assert names == ["half", "left"]
 
 
 async def test_options_is_204_and_every_answer_carries_cors(server):
