@@ -120,17 +120,23 @@ class HttpConnection(asyncio.Protocol):
         if self.upgraded:
             self.upgrade_tail += data
             return
-        if self.discarding or self.closed:
-            return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade as exc:
-            self._on_upgrade(data[exc.args[0]:])
-        except httptools.HttpParserCallbackError:
-            pass   # _Stop from a callback: the answer is already decided
-        except httptools.HttpParserError as exc:
-            self._final(self.framing.json(400, {"status": "error", "message": f"malformed HTTP request: {exc}"},
-                                          keep_alive=False))
+        while data and not (self.discarding or self.closed):
+            try:
+                self.parser.feed_data(data)
+                return
+            except httptools.HttpParserUpgrade as exc:
+                # The parser stops after a request that asks to switch protocols.
+                tail = data[exc.args[0]:]
+                if self.upgraded:   # to the WebSocket: the rest is the socket's
+                    self.upgrade_tail = tail + self.upgrade_tail
+                    return
+                data = tail   # an Upgrade header on another path: answered as plain HTTP
+            except httptools.HttpParserCallbackError:
+                return   # _Stop from a callback: the answer is already decided
+            except httptools.HttpParserError as exc:
+                self._final(self.framing.json(400, {"status": "error", "message": f"malformed HTTP request: {exc}"},
+                                              keep_alive=False))
+                return
 
     def eof_received(self) -> bool:
         # The client will send nothing more; answers to what it sent still go out.
@@ -232,15 +238,6 @@ class HttpConnection(asyncio.Protocol):
         lines += [name + b": " + value + b"\r\n" for name, value in self.headers]
         lines.append(b"\r\n")
         return b"".join(lines)
-
-    def _on_upgrade(self, tail: bytes) -> None:
-        """The parser stopped after a request asking to switch protocols."""
-        if self.upgraded:
-            self.upgrade_tail = tail + self.upgrade_tail
-            return
-        # An Upgrade header on another path: answer it as plain HTTP and go on reading.
-        if tail:
-            self.loop.call_soon(self.data_received, tail)
 
     # -- answering -------------------------------------------------------------------------
     def _start_worker(self) -> None:
@@ -395,7 +392,10 @@ class HttpConnection(asyncio.Protocol):
         self.discarding = True
         self.transport.write(self.framing.json(408, {"status": "error", "message": "request timed out"},
                                                keep_alive=False))
-        self.transport.abort() if self.transport.get_write_buffer_size() else self.transport.close()
+        if self.transport.get_write_buffer_size():
+            self.transport.abort()   # a client that does not read either: no waiting on it
+        else:
+            self.transport.close()
 
 
 _FINAL = Route("final", "")       # queue marker: write this answer, then close

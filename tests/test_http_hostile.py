@@ -275,3 +275,23 @@ async def test_account_switch_is_refused_by_name_and_the_socket_keeps_its_accoun
     assert "Signer is not authorized" not in r["message"]
     assert (await v2.call(b, {"_": "ListAgents", "limit": 3}))["_"] == "ListAgentsResponse"
     await v2.close()
+
+
+async def test_an_upgrade_header_elsewhere_is_plain_http_and_a_socket_may_follow_keep_alive(server):
+    raw = await RawHttp.open(server)
+    # Another path with an Upgrade header, pipelined with a second request: both answered.
+    await raw.send(request("GET", "/api/health", headers={"Connection": "Upgrade", "Upgrade": "h2c"})
+                   + request("GET", "/api/version"))
+    assert (await raw.response())[0] == 200
+    assert (await raw.response())[0] == 200
+    # The same keep-alive connection then asks for the WebSocket: it becomes a v1 socket.
+    await raw.send(request("GET", "/agents/ws", headers={
+        "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}))
+    head = await asyncio.wait_for(raw.reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 101 ") and b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" in head
+    frame = await asyncio.wait_for(raw.reader.readexactly(2), 5)
+    assert frame[0] == 0x81   # a text frame: {"_":"connected",...}
+    text = await raw.reader.readexactly(frame[1] & 0x7F)
+    assert json.loads(text)["_"] == "connected"
+    raw.close()
