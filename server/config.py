@@ -35,7 +35,7 @@ class Config:
     slow_close_timeout: float = 35.0  # contract: wait at least 30 s for the closing handshake
     provider_first_token_timeout: float = 60.0
     log_level: str = "INFO"
-    # HTTP (server/http.py): bounds on a stalled request, and on an idle keep-alive connection.
+    # HTTP (server/httpconn.py): bounds on a stalled request, and on an idle keep-alive connection.
     http_header_timeout: float = 10.0   # first byte of a request to the end of its headers
     http_body_timeout: float = 30.0     # end of the headers to the end of the body
     http_idle_timeout: float = 60.0     # a keep-alive connection with no request in progress

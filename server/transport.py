@@ -1,4 +1,4 @@
-"""The server's one port: HTTP/1.1 first (server/http.py), and a WebSocket upgrade on
+"""The server's one port: HTTP/1.1 first (server/httpconn.py), and a WebSocket upgrade on
 `/agents/ws` handed to a normal websockets server connection.
 
 websockets stays the WebSocket implementation: the upgraded socket gets websockets' sans-I/O
@@ -19,7 +19,7 @@ from websockets.server import ServerProtocol
 
 from protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
 from server.connection import V2, Connection
-from server.http import HttpConnection, build_commit
+from server.httpconn import HttpConnection, build_commit
 from server.wsconn import BatchingServerConnection
 
 log = logging.getLogger("seed_agents.transport")
