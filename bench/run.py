@@ -24,7 +24,7 @@ from bench.processes import RAISED_LIMITS, run_load
 from bench.stats import percentile
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
-ORDER = ("verify", "store", "rpc", "replay", "fanout", "turns", "idle", "sustained")
+ORDER = ("verify", "store", "rpc", "http", "replay", "fanout", "turns", "idle", "sustained")
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -46,7 +46,7 @@ def _module_run(name: str):
 
 
 RUNNERS = {"verify": _bench_verify, "store": _bench_store,
-           **{n: _module_run(n) for n in ("rpc", "replay", "fanout", "turns", "idle", "sustained")}}
+           **{n: _module_run(n) for n in ("rpc", "http", "replay", "fanout", "turns", "idle", "sustained")}}
 
 
 def fsync_probe(n: int = 30) -> dict:
@@ -151,6 +151,17 @@ ROWS = [
     ("rpc", "CreateSession c64 p99", "CreateSession_c64.p99_ms", "ms", None, "", "-"),
     ("rpc", "CreateSession c64 / raw verify/s", "CreateSession_c64.ratio_to_raw_verify", "x", None, "", "-"),
     ("rpc", "raw Ed25519 verifies/s (GetSession input)", "raw_verify.GetSession.raw_verifies_per_s", "/s", None, "", "-"),
+    ("http", "GetSession c1 actions/s", "GetSession_c1.actions_per_s", "/s", None, "", "-"),
+    ("http", "GetSession c1 p50", "GetSession_c1.p50_ms", "ms", None, "", "-"),
+    ("http", "GetSession c8 actions/s", "GetSession_c8.actions_per_s", "/s", None, "", "-"),
+    ("http", "GetSession c64 actions/s", "GetSession_c64.actions_per_s", "/s", None, "", "-"),
+    ("http", "GetSession c64 / raw verify/s", "GetSession_c64.ratio_to_raw_verify", "x", None, "", "-"),
+    ("http", "CreateSession c1 actions/s", "CreateSession_c1.actions_per_s", "/s", None, "", "-"),
+    ("http", "CreateSession c8 actions/s", "CreateSession_c8.actions_per_s", "/s", None, "", "-"),
+    ("http", "CreateSession c64 actions/s", "CreateSession_c64.actions_per_s", "/s", None, "", "-"),
+    ("http", "CreateSession c64 / raw verify/s", "CreateSession_c64.ratio_to_raw_verify", "x", None, "", "-"),
+    ("http", "h11 us per request (parse + answer head)", "parsers.h11.us_per_request", "x", None, "", "-"),
+    ("http", "httptools us per request (chosen)", "parsers.httptools.us_per_request", "x", None, "", "-"),
     ("replay", "10k events: events/s", "10k.events_per_s", "/s", None, "", "-"),
     ("replay", "100k events: time to last event", "100k.seconds", "s", None, "", "1.8 s"),
     ("replay", "100k events: events/s", "100k.events_per_s", "/s", lambda v: v >= 250_000, ">= 250,000/s", "56,000/s"),

@@ -1,6 +1,7 @@
 """`AgentsClient`: the asyncio client for the Seed Agents server (v2 framing).
 
     async with AgentsClient.connect("ws://127.0.0.1:3050/agents/ws", keypair) as client:
+    # or AgentsClient.connect("http://127.0.0.1:3050", keypair): actions over HTTP, no subscribe
         agent = await client.create_agent({"name": "helper", "systemPrompt": "",
                                            "modelProvider": "echo", "model": "echo"})
         session = await client.create_session(agent["agentId"])
@@ -34,6 +35,7 @@ from clients.shapes import (AgentIdResponse, CancelRunResponse, CreateAgentRespo
                             RetrySessionResponse, SetModelProviderResponse, SetSecretResponse,
                             StopSessionResponse, UpdateAgentResponse, UpdateSessionResponse)
 from clients.subscription import DEFAULT_BUFFER, Subscription
+from clients.http_transport import HttpTransport, is_http_url
 from clients.transport import Transport
 
 DEFAULT_URL = "ws://127.0.0.1:3050/agents/ws"
@@ -61,9 +63,11 @@ class AgentsClient:
             account = principal_from_string(account)
         self.account: bytes = account if account is not None else keypair.principal
         self._last_ts = 0
-        self._transport = Transport(url, self._sign, reconnect=reconnect,
-                                    connect_timeout=connect_timeout, request_timeout=request_timeout,
-                                    buffer_size=buffer_size, on_state=on_state)
+        # http(s)://HOST:PORT: actions over HTTP POST (no subscriptions); ws(s)://: the v2 socket.
+        kind = HttpTransport if is_http_url(url) else Transport
+        self._transport = kind(url, self._sign, reconnect=reconnect,
+                               connect_timeout=connect_timeout, request_timeout=request_timeout,
+                               buffer_size=buffer_size, on_state=on_state)
 
     @classmethod
     def connect(cls, url: str, keypair: Keypair, **options) -> "_Connecting":
@@ -118,7 +122,8 @@ class AgentsClient:
         """Register this client's key as a signer for the capability's issuer; afterwards
         calls with `account=<issuer>` pass. The delegate sends it for itself (account = its own
         key). The server binds a socket to the account of its first action, so when this
-        client acts for another account the registration goes over a short socket of its own."""
+        client acts for another account the registration goes over a short client of its own
+        (over HTTP too, where it is signed for the key's own account)."""
         action = actions.register_signer(capability)
         if self.account == self.keypair.principal:
             return await self.call(action)  # type: ignore[return-value]

@@ -1,7 +1,6 @@
-"""v2 client frames (CONTRACT section 3): `{id, envelope}` requests and `{id, _, key}` controls.
-
-The frame is decoded once, whole. When it was canonical, the envelope's own canonical bytes are a
-slice of it, so verification can cut the signing input from them instead of re-encoding.
+"""Reading v2 client frames (CONTRACT section 3) from their bytes: `{id, envelope}` requests and
+`{id, _, key}` controls. A canonical request is sliced, not decoded (its envelope's bytes are then
+verified on the fast path); any other form is decoded whole. protocol/framing_v2.py uses these.
 """
 
 from __future__ import annotations
@@ -9,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dagcbor import DEFAULT_MAX_DEPTH, DEFAULT_MAX_SIZE, decode_canonical
-from .envelope import DEFAULT_WINDOW_MS, VerifiedEnvelope, verify_decoded
 from .errors import ProtocolError
 
 # Canonical {id, envelope}: a2, "id", <uint>, "envelope", <envelope>. When a client sends it this
@@ -80,12 +78,10 @@ def peek_id(frame: bytes) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class V2Request:
-    """A decoded v2 client frame. `message` is the whole map; `envelope_bytes` is the canonical
-    encoding of `message["envelope"]` when the frame was exactly {id, envelope} and canonical."""
+    """A decoded v2 client frame: `message` is the whole map."""
 
     id: int
     message: dict
-    envelope_bytes: bytes | None = None
 
     @property
     def kind(self) -> str | None:
@@ -99,26 +95,11 @@ def decode_v2_request(
 ) -> V2Request:
     """Step 1 for a v2 frame, plus its `id` (a non-negative integer). ProtocolError 400/413.
     Without a usable id there is nobody to answer, so the caller decides what to do."""
-    value, canonical = decode_canonical(frame, max_size=max_size, max_depth=max_depth)
+    value, _canonical = decode_canonical(frame, max_size=max_size, max_depth=max_depth)
     if type(value) is not dict:
         raise ProtocolError(400, "a v2 client frame is a map {id, envelope} or "
                                  "{id, _: 'Unsubscribe', key}")
     request_id = value.get("id")
     if type(request_id) is not int or request_id < 0:
         raise ProtocolError(400, "a v2 client frame needs 'id', a non-negative integer")
-    envelope_bytes = None
-    if canonical and len(value) == 2 and "envelope" in value:
-        split = split_request(bytes(frame))
-        if split is not None:
-            envelope_bytes = split[1]
-    return V2Request(request_id, value, envelope_bytes)
-
-
-def verify_v2_request(
-    request: V2Request, *, now_ms: int | None, window_ms: int = DEFAULT_WINDOW_MS
-) -> VerifiedEnvelope:
-    """Steps 1-4 for the envelope of a decoded v2 request (see `verify_envelope`)."""
-    if "envelope" not in request.message:
-        raise ProtocolError(400, f"v2 request {request.id} has no 'envelope'")
-    return verify_decoded(request.message["envelope"], request.envelope_bytes,
-                          now_ms=now_ms, window_ms=window_ms)
+    return V2Request(request_id, value)

@@ -54,6 +54,10 @@ class Config:
     allow_provider_base_url: bool = False
     log_level: str = "INFO"
     log_format: str = "text"
+    # HTTP (server/httpconn.py): bounds on a stalled request, and on an idle keep-alive connection.
+    http_header_timeout: float = 10.0   # first byte of a request to the end of its headers
+    http_body_timeout: float = 30.0     # end of the headers to the end of the body
+    http_idle_timeout: float = 60.0     # a keep-alive connection with no request in progress
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -188,7 +192,7 @@ class Setting:
 # One row per setting, in the order of --help and the docs.
 SETTINGS: list[Setting] = [
     Setting("--host", "HTTP_HOSTNAME", "host", text, "HOST", "address to listen on (0.0.0.0: every interface)"),
-    Setting("--port", "HTTP_PORT", "port", port, "PORT", "TCP port for `/agents/ws`, `/api/health` and `/metrics`"),
+    Setting("--port", "HTTP_PORT", "port", port, "PORT", "TCP port of everything: `/api/message` (HTTP actions), `/agents/ws`, `/api/health`, `/api/version`, `/metrics`"),
     Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file"),
     Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database; `<data-dir>/agents.sqlite` when only --data-dir is given"),
     Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` sets the database file (this build supports sqlite: only)", "`sqlite:` + the database"),
@@ -199,7 +203,7 @@ SETTINGS: list[Setting] = [
     Setting("--max-depth", "MAX_DEPTH", "limits.max_depth", count, "N", "deepest CBOR nesting (deeper is 400)"),
     Setting("--max-subscriptions", "MAX_SUBSCRIPTIONS", "limits.subs_per_socket", count, "N", "subscriptions per socket (more is 429)"),
     Setting("--max-sockets-per-account", "MAX_SOCKETS_PER_ACCOUNT", "limits.sockets_per_account", count, "N", "sockets per account (more are closed 1008)"),
-    Setting("--max-connections", "MAX_CONNECTIONS", "limits.max_connections", count, "N", "WebSocket connections in all (more are refused with HTTP 503)"),
+    Setting("--max-connections", "MAX_CONNECTIONS", "limits.max_connections", count, "N", "WebSocket connections in all, and open HTTP connections in all, each (more are refused with HTTP 503)"),
     Setting("--rate-limit", "RATE_LIMIT", "limits.rate_per_second", rate, "PER_SECOND", "actions per second per account (more is 429)"),
     Setting("--rate-burst", "RATE_BURST", "limits.rate_burst", count, "N", "burst of actions above the rate"),
     Setting("--max-inflight", "MAX_INFLIGHT", "limits.inflight_per_socket", count, "N", "v2 requests running at once per socket"),
@@ -208,6 +212,9 @@ SETTINGS: list[Setting] = [
     Setting("--provider-idle-timeout", "PROVIDER_IDLE_TIMEOUT", "provider_idle_timeout", seconds, "SECONDS", "a provider turn fails when its stream is silent this long"),
     Setting("--provider-networks", "PROVIDER_NETWORKS", "provider_networks", provider_networks, "NETWORKS", "where provider URLs may connect: `public`, `loopback`, `private`, `link-local`, `any` or CIDRs, comma-separated (checked after DNS, on every connection)", "`public,loopback,private` on a loopback listen address, else `public`"),
     Setting("--allow-provider-base-url", "ALLOW_PROVIDER_BASE_URL", "allow_provider_base_url", boolean, "BOOL", "let hosted provider types (openai, anthropic, ...) use a stored `baseUrl` instead of their public endpoint"),
+    Setting("--http-header-timeout", "HTTP_HEADER_TIMEOUT", "http_header_timeout", seconds, "SECONDS", "an HTTP request whose headers take longer is answered 408 and closed"),
+    Setting("--http-body-timeout", "HTTP_BODY_TIMEOUT", "http_body_timeout", seconds, "SECONDS", "an HTTP request whose body takes longer after its headers is answered 408 and closed"),
+    Setting("--http-idle-timeout", "HTTP_IDLE_TIMEOUT", "http_idle_timeout", seconds, "SECONDS", "a keep-alive HTTP connection with no request this long is closed"),
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
 ]

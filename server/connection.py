@@ -1,39 +1,49 @@
-"""One WebSocket connection: framing (v1 or v2), account binding, subscriptions, requests."""
+"""One WebSocket connection: its framing (v1 or v2, picked once when the socket opens), account
+binding, in-flight cap, subscriptions. It only moves frames: reading a client frame and building
+every server frame belong to the framing (protocol/framing_v1.py, protocol/framing_v2.py)."""
 from __future__ import annotations
 
 import asyncio
 import itertools
 import logging
 
-from protocol import dagcbor
 from protocol.errors import ProtocolError
-from protocol.v2 import decode_v2_request, peek_action_name, peek_id, split_request
-from server import jsonwire
+from protocol.framing_types import Refusal, Request, Unsubscribe
+from protocol.framing_v1 import V1Framing
+from protocol.framing_v2 import SUBPROTOCOL as V2
+from protocol.framing_v2 import V2Framing
+from protocol.v2 import peek_action_name
 from server.dispatch import Outcome, error, execute
 from server.frames import Outgoing
 from server.outbound import Outbound
 from server.ratelimit import TokenBucket
 from server.subscriptions import SessionSubscription, Subscription
-from server.v2frames import response_frame
-from server.wire_values import encode_value
 
 log = logging.getLogger("seed_agents.connection")
 
-V2 = "seed-agents.v2"
-# Read actions whose handlers never await: run inline in the socket's reader (see _on_v2).
+__all__ = ["V2", "Connection", "framing_for", "new_connection_id"]
+
+# Read actions whose handlers never await: run inline in the socket's reader (see _on_frame).
 INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders"})
-_ids = itertools.count(1)
+# One numbering for WebSocket and HTTP connections: the replay rule tells them apart by id.
+new_connection_id = itertools.count(1).__next__
+
+
+def framing_for(subprotocol: str | None, limits) -> V1Framing | V2Framing:
+    if subprotocol == V2:
+        return V2Framing(limits.max_frame, limits.max_depth)
+    return V1Framing(limits.max_frame)
 
 
 class Connection:
     def __init__(self, app, ws) -> None:
-        self.id = next(_ids)
+        self.id = new_connection_id()
         self.app = app
         self.ws = ws
-        self.v2 = ws.subprotocol == V2
+        limits = app.config.limits
+        self.framing = framing_for(ws.subprotocol, limits)
         self.account_id: str | None = None
         self.subs: dict[str, Subscription] = {}
-        limits = app.config.limits
         self.outbound = Outbound(ws, max_bytes=limits.outbound_queue_bytes,
                                  slow_close_timeout=app.config.slow_close_timeout,
                                  on_cut_off=self._on_slow_consumer)
@@ -48,22 +58,14 @@ class Connection:
         frames are not, since the replay paces itself with `wait_room`. `track=False`: the
         append does not count as sent on its session's stream (the slow-consumer reason names
         only what a `sessions/` subscription sent, so resuming from it loses nothing)."""
-        seq = event.seq if track else 0
-        if self.v2:
-            self.outbound.put(event.cbor(), event.key, seq, bounded=bounded, frame=event.ws_cbor)
-        else:
-            self.outbound.put(event.json(), event.key, seq, bounded=bounded, frame=event.ws_json)
+        self.outbound.put(event.frame(self.framing), event.key, event.seq if track else 0,
+                          bounded=bounded)
 
-    def send_value(self, value: dict) -> None:
+    def send(self, frame: bytes | None) -> None:
         """A response or notice: unbounded here, the reader loop applies back-pressure."""
-        self.outbound.put(encode_value(value) if self.v2 else jsonwire.dumps(value), bounded=False)
-        self._close_if_asked()
-
-    def send_response(self, req_id: int, response: dict) -> None:
-        self.outbound.put(response_frame(req_id, response), bounded=False)
-        self._close_if_asked()
-
-    def _close_if_asked(self) -> None:
+        if frame is None:
+            return
+        self.outbound.put(frame, bounded=False)
         if self.close_after_answer is not None:
             self.outbound.close_after_queued(*self.close_after_answer)
 
@@ -72,8 +74,10 @@ class Connection:
         if self.account_id == account_id:
             return
         if self.account_id is not None:
-            raise ProtocolError(403, f"this connection acts for account {self.account_id}; "
-                                     "open another connection for another account")
+            # Never the "Signer is not authorized" text: desktops answer that with RegisterSigner.
+            raise ProtocolError(403, f"WebSocket account switch is not allowed: this connection acts for "
+                                     f"account {self.account_id}; open another connection for account "
+                                     f"{account_id}")
         limit = self.app.config.limits.sockets_per_account
         count = self.app.sockets_by_account.get(account_id, 0)
         if count >= limit:
@@ -87,19 +91,15 @@ class Connection:
     async def serve(self) -> None:
         app = self.app
         app.connections.add(self)
-        app.metrics.connections.labels("v2" if self.v2 else "v1").inc()
+        app.metrics.connections.labels(self.framing.name).inc()
         self.outbound.start()
         try:
-            if not self.v2:
-                self.send_value({"_": "connected", "connectedAt": app.now_ms()})
+            self.send(self.framing.connected(app.now_ms()))
             async for message in self.ws:
                 await self.outbound.wait_room()  # a client that does not read stops being read
                 if self.outbound.closed:
                     break
-                if self.v2:
-                    await self._on_v2(message)
-                else:
-                    await self._on_v1(message)
+                await self._on_frame(message)
         except Exception as exc:  # noqa: BLE001 - a closed socket ends here too
             if not isinstance(exc, (asyncio.CancelledError,)) and "ConnectionClosed" not in type(exc).__name__:
                 log.exception("connection %s failed", self.id)
@@ -113,7 +113,7 @@ class Connection:
     async def _cleanup(self) -> None:
         app = self.app
         app.connections.discard(self)
-        app.metrics.connections.labels("v2" if self.v2 else "v1").dec()
+        app.metrics.connections.labels(self.framing.name).dec()
         self._on_cut_off()
         for task in list(self.tasks):
             task.cancel()
@@ -140,105 +140,56 @@ class Connection:
         task.add_done_callback(self.tasks.discard)
         return task
 
-    # -- v1 ----------------------------------------------------------------------------------
-    async def _on_v1(self, message) -> None:
-        limits = self.app.config.limits
-        if isinstance(message, str):
-            self.send_value(error(400, "text frames are not actions: send a binary DAG-CBOR SignedActionEnvelope"))
-            return
-        if len(message) > limits.max_frame:
-            self.send_value(error(413, f"frame of {len(message)} bytes is over the limit of {limits.max_frame}"))
-            return
-        outcome = await execute(self.app, self, message)
-        name = outcome.envelope.name if outcome.envelope else _peek_action_name(message)
-        response = outcome.response
-        if name == "Subscribe":
-            if response.get("_") == "Error":
-                self.send_value({"_": "error", "message": response["message"], "status": response["status"]})
-            else:
-                self._start_subscription(outcome, None)
-            return
-        self.send_value(response)
-
-    # -- v2 ----------------------------------------------------------------------------------
-    async def _on_v2(self, message) -> None:
-        limits = self.app.config.limits
-        if isinstance(message, str):
-            self.send_value({"_": "error", "status": 400, "message": "v2 frames are binary DAG-CBOR maps"})
-            return
-        split = split_request(message)
-        if split is not None:
-            req_id, envelope = split
-            if len(envelope) > limits.max_frame:
-                self.send_response(req_id, error(413, f"envelope of {len(envelope)} bytes is over the limit of {limits.max_frame}"))
+    # -- requests ----------------------------------------------------------------------------
+    async def _on_frame(self, message) -> None:
+        framing = self.framing
+        read = framing.read(message)
+        if type(read) is Request:
+            envelope = read.envelope
+            if not framing.concurrent or (type(envelope) is bytes and peek_action_name(envelope) in INLINE_ACTIONS):
+                # v1 answers in the order received; in v2 a read that never waits (Get*/List*)
+                # is answered right here, without the cost of a task per request.
+                await self._answer(read)
                 return
-        elif len(message) > limits.max_frame:
-            # Not decoded at all: a large non-canonical frame would cost the strict reader
-            # seconds of CPU. The id is answered when it can be read from the frame's head.
-            req_id = peek_id(message)
-            err = error(413, f"frame of {len(message)} bytes is over the limit of {limits.max_frame}")
-            if req_id is None:
-                self.send_value({"_": "error", "status": 413, "message": err["message"]})
-            else:
-                self.send_response(req_id, err)
-            return
+            await self.inflight.acquire()  # back-pressure: at most N requests of this socket at once
+            self._spawn(self._run(read))
+        elif type(read) is Unsubscribe:
+            self._unsubscribe(read)
         else:
-            try:
-                # One more level than an envelope may have: the {id, ...} map around it.
-                request = decode_v2_request(message, max_size=limits.max_frame, max_depth=limits.max_depth + 1)
-            except ProtocolError as exc:   # no usable id: nobody to answer but the socket
-                self.send_value({"_": "error", "status": exc.status, "message": exc.message})
-                return
-            req_id = request.id
-            if request.kind == "Unsubscribe":
-                self._unsubscribe(req_id, request.message.get("key"))
-                return
-            if "envelope" not in request.message:
-                self.send_response(req_id, error(400, "a v2 request is {id, envelope} or {id, _: 'Unsubscribe', key}"))
-                return
-            envelope = request.message["envelope"]
-        if type(envelope) is bytes and peek_action_name(envelope) in INLINE_ACTIONS:
-            # A read that never waits (Get*/List*): answered right here, without the cost of a
-            # task per request. Anything else runs as its own task, concurrently.
-            await self._answer_v2(req_id, envelope)
-            return
-        await self.inflight.acquire()  # back-pressure: at most N requests of this socket at once
-        self._spawn(self._run_v2(req_id, envelope))
+            self.send(framing.refusal(read))
 
-    async def _run_v2(self, req_id: int, envelope) -> None:
+    async def _run(self, request: Request) -> None:
         try:
-            await self._answer_v2(req_id, envelope)
+            await self._answer(request)
         finally:
             self.inflight.release()
 
-    async def _answer_v2(self, req_id: int, envelope) -> None:
-        outcome = await execute(self.app, self, envelope)
-        if outcome.envelope is not None and outcome.envelope.name == "Subscribe" \
-                and outcome.response.get("_") != "Error":
-            self._start_subscription(outcome, req_id)
+    async def _answer(self, request: Request) -> None:
+        outcome = await execute(self.app, self, request.envelope)
+        name = outcome.envelope.name if outcome.envelope is not None else None
+        if name == "Subscribe" and outcome.response.get("_") != "Error":
+            self._start_subscription(outcome, request)
         else:
-            self.send_response(req_id, outcome.response)
+            self.send(self.framing.answer(request, outcome.response, name))
 
-    def _unsubscribe(self, req_id: int, key) -> None:
+    def _unsubscribe(self, request: Unsubscribe) -> None:
+        key = request.key
         if not isinstance(key, str):
-            self.send_response(req_id, error(400, "Unsubscribe needs a text key"))
+            self.send(self.framing.refusal(Refusal(request.id, error(400, "Unsubscribe needs a text key"))))
             return
         sub = self.subs.get(key)
         if sub is not None:
             self._drop_subscription(key, sub)
-        self.send_response(req_id, {"_": "UnsubscribeResponse", "key": key})
+        self.send(self.framing.unsubscribed(request))
 
     # -- subscriptions ---------------------------------------------------------------------
-    def _start_subscription(self, outcome: Outcome, req_id: int | None) -> None:
+    def _start_subscription(self, outcome: Outcome, request: Request) -> None:
         action = outcome.action
         key = action.key
         limit = self.app.config.limits.subs_per_socket
         if key not in self.subs and len(self.subs) >= limit:
             err = error(429, f"too many subscriptions on this connection (limit {limit})")
-            if req_id is None:
-                self.send_value({"_": "error", "message": err["message"], "status": 429})
-            else:
-                self.send_response(req_id, err)
+            self.send(self.framing.subscribe_failed(request, err))
             return
         old = self.subs.get(key)
         if old is not None:
@@ -248,10 +199,7 @@ class Connection:
             sub: Subscription = SessionSubscription(self, key, ident, action.after_seq or 0)
         else:
             sub = Subscription(self, key)
-        if req_id is None:
-            self.send_value({"_": "subscribed", "key": key, "accountId": outcome.envelope.account_id})
-        else:
-            self.send_response(req_id, outcome.response)
+        self.send(self.framing.subscribed(request, key, outcome.envelope.account_id, outcome.response))
         self.subs[key] = sub
         self.app.hub.add(key, sub)  # before the replay reads, so nothing published is missed
         self.app.metrics.subscriptions.inc()
@@ -264,7 +212,7 @@ class Connection:
             raise
         except Exception:
             log.exception("subscription %s failed", sub.key)
-            self.send_value({"_": "error", "message": f"subscription {sub.key} failed", "status": 500})
+            self.send(self.framing.error_event(f"subscription {sub.key} failed", 500))
             self._drop_subscription(sub.key, sub)
 
     def _drop_subscription(self, key: str, sub: Subscription) -> None:
@@ -274,12 +222,3 @@ class Connection:
         self.app.hub.remove(key, sub)
         if sub.task is not None and sub.task is not asyncio.current_task():
             sub.task.cancel()
-
-
-def _peek_action_name(frame: bytes) -> str | None:
-    """The action name of a frame that failed verification, to pick v1's error shape."""
-    try:
-        value = dagcbor.decode(frame)
-        return value["action"]["_"]
-    except Exception:  # noqa: BLE001 - best effort only
-        return None

@@ -10,8 +10,6 @@ import asyncio
 import collections
 import logging
 
-from server.frames import ws_frame
-
 from websockets.exceptions import ConnectionClosed
 
 log = logging.getLogger("seed_agents.outbound")
@@ -30,7 +28,7 @@ class Outbound:
         self.low_water = max(64 * 1024, max_bytes // 8)
         self.slow_close_timeout = slow_close_timeout
         self.on_cut_off = on_cut_off
-        self._queue: collections.deque = collections.deque()   # (data, key, seq)
+        self._queue: collections.deque = collections.deque()   # (frame, key, seq)
         self._bytes = 0
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
@@ -49,18 +47,17 @@ class Outbound:
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name="outbound")
 
-    def put(self, data: bytes | str, key: str | None = None, seq: int = 0, *, bounded: bool = True,
-            frame=None) -> bool:
-        """Queue a frame. Responses are unbounded here (the reader stops reading instead);
-        events past the bound cut the socket off. `frame`, when given, makes the complete
-        WebSocket frame (shared by every subscriber of an event)."""
+    def put(self, frame: bytes, key: str | None = None, seq: int = 0, *, bounded: bool = True) -> bool:
+        """Queue a complete WebSocket frame (an event's is shared by every subscriber).
+        Responses are unbounded here (the reader stops reading instead); events past the bound
+        cut the socket off."""
         if self.closed:
             return False
         if not self._queue and self._can_write_now():
             # Fast path: nothing waits before this frame and the socket keeps up. The frame
             # joins this loop iteration's batch for the socket, written in one call at its end:
             # no task switch, no drain, one system call per socket for a burst of events.
-            wire = frame() if frame is not None else ws_frame(data)
+            wire = frame
             if not self._pending:
                 asyncio.get_running_loop().call_soon(self.flush_pending)
             self._pending.append(wire)
@@ -68,11 +65,11 @@ class Outbound:
             if seq:
                 self.last_sent[key] = seq
             return True
-        size = len(data)
+        size = len(frame)
         if bounded and self._bytes + size > self.max_bytes:
             self.cut_off(key)
             return False
-        self._queue.append((data, key, seq))
+        self._queue.append((frame, key, seq))
         self._bytes += size
         if self._bytes > self.low_water:
             self._room.clear()

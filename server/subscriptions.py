@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from server.frames import Outgoing, append_batch_cbor
+from protocol import events
+from server.frames import Outgoing
 from server.store import agents as agents_q
 from server.store import codec
 from server.store import events as events_q
@@ -50,8 +51,7 @@ class Subscription:
         elif kind == "runs":
             current = self.conn.app.db.read(runs_q.get_run, ident)
         if current is not None:
-            self.conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": current}),
-                                 bounded=False)
+            self.conn.send_event(Outgoing(self.key, events.change(self.key, current)), bounded=False)
 
     def close(self) -> None:
         if self.task is not None:
@@ -86,9 +86,8 @@ class SessionSubscription(Subscription):
     def _fill_gap(self, upto: int) -> None:
         app = self.conn.app
         rows = app.db.read(events_q.event_bodies_after, self.session_id, self.last_seq, upto - self.last_seq)
-        for seq, body in rows:
-            event = codec.decode(body) if not self.conn.v2 else None
-            self.conn.send_event(Outgoing(self.key, {"_": "append", "key": self.key, "event": event},
+        for seq, body in rows:   # rare: decoded for every framing alike
+            self.conn.send_event(Outgoing(self.key, events.append(self.key, codec.decode(body)),
                                           seq=seq, body=bytes(body)))
             self.last_seq = seq
 
@@ -96,7 +95,7 @@ class SessionSubscription(Subscription):
         self.task = asyncio.current_task()
         conn, app = self.conn, self.conn.app
         session = app.db.read(sessions_q.get_session, self.session_id)
-        conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": session}), bounded=False)
+        conn.send_event(Outgoing(self.key, events.change(self.key, session)), bounded=False)
         conn.outbound.last_sent.setdefault(self.key, self.after_seq)
         page = app.config.limits.replay_page
         sent = 0
@@ -112,21 +111,12 @@ class SessionSubscription(Subscription):
             await conn.outbound.wait_room()
         self.replaying = False
         app.metrics.replayed.inc(sent)
-        if conn.v2:
-            conn.send_event(Outgoing(self.key, {"_": "replayed", "key": self.key, "seq": self.last_seq}),
-                            bounded=False)
+        conn.send(conn.framing.replayed(self.key, self.last_seq))   # v2 only: None in v1
         if self.missed_change:
             session = app.db.read(sessions_q.get_session, self.session_id)
-            conn.send_event(Outgoing(self.key, {"_": "change", "key": self.key, "value": session}), bounded=False)
+            conn.send_event(Outgoing(self.key, events.change(self.key, session)), bounded=False)
 
     def _send_page(self, rows: list) -> None:
         conn, key = self.conn, self.key
-        last = rows[-1][0]
-        if conn.v2:
-            frame = append_batch_cbor(key, [bytes(body) for _seq, body in rows])
-            conn.outbound.put(frame, key, last, bounded=False)
-        else:
-            for seq, body in rows:
-                event = codec.decode(body)
-                out = Outgoing(key, {"_": "append", "key": key, "event": event}, seq=seq)
-                conn.outbound.put(out.json(), key, seq, bounded=False)
+        for frame, seq in conn.framing.replay(key, rows):   # v2: one batched frame; v1: one each
+            conn.outbound.put(frame, key, seq, bounded=False)

@@ -1,73 +1,112 @@
-"""The WebSocket endpoint and the plain HTTP routes, on one port (websockets' asyncio server)."""
+"""The server's one port: HTTP/1.1 first (server/httpconn.py), and a WebSocket upgrade on
+`/agents/ws` handed to a normal websockets server connection.
+
+websockets stays the WebSocket implementation: the upgraded socket gets websockets' sans-I/O
+`ServerProtocol` inside our `BatchingServerConnection` (its asyncio connection), is fed the
+request bytes already read, and from then on reads and writes the transport directly, with no
+layer of ours in between. The listening server is websockets' own `Server` object (close,
+wait_closed, sockets), created around our protocol factory.
+"""
 from __future__ import annotations
 
-import http
-import json
+import asyncio
 import logging
 
-from websockets.asyncio.server import serve
-from websockets.datastructures import Headers
-from websockets.http11 import Response
+from websockets.asyncio.server import Server
+from websockets.http11 import SERVER
+from websockets.protocol import OPEN
+from websockets.server import ServerProtocol
 
+from protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
 from server.connection import V2, Connection
+from server.httpconn import HttpConnection, build_commit
 from server.wsconn import BatchingServerConnection
 
 log = logging.getLogger("seed_agents.transport")
 
-WS_PATH = "/agents/ws"
-HEALTH_PATHS = ("/api/health", "/agents/api/health")
-VERSION = "0.1.0"
+__all__ = ["WS_PATH", "start_transport"]
+
+OPEN_TIMEOUT = 10.0   # the WebSocket opening handshake, once handed over
 
 
-def _http(status: int, body: bytes, content_type: str) -> Response:
-    headers = Headers([("Content-Type", content_type), ("Content-Length", str(len(body))),
-                       ("Connection", "close")])
-    return Response(status, http.HTTPStatus(status).phrase, headers, body)
-
-
-def _select_subprotocol(_connection, offered):
-    # v2 when offered; otherwise v1, which is what the Seed desktop speaks today.
+def _select_subprotocol(_protocol, offered):
+    # v2 when offered; otherwise v1, which is what the Seed desktop uses to follow sessions.
     return V2 if V2 in offered else None
 
 
-def make_routes(app):
-    def process_request(connection, request):
-        path = request.path.split("?", 1)[0]
-        if path in HEALTH_PATHS:
-            body = json.dumps({"status": "ok", "ok": True, "uptime": round(app.uptime(), 3),
-                               "version": VERSION, "schemaVersion": app.db.schema_version}).encode()
-            return _http(200, body, "application/json")
-        if path == "/metrics":
-            return _http(200, app.metrics.render(), app.metrics.content_type)
-        if path != WS_PATH:
-            return _http(404, b'{"status":"error","message":"not found"}', "application/json")
-        if len(app.connections) >= app.config.limits.max_connections:
-            # Accounts are free to make, so per-account limits alone do not bound the sockets.
-            return _http(503, b'{"status":"error","message":"the server is at its connection limit; '
-                              b'retry later"}', "application/json")
-        if request.headers.get("Upgrade", "").lower() != "websocket":
-            return _http(426, b'{"status":"error","message":"use a WebSocket at /agents/ws"}', "application/json")
-        return None
-
-    return process_request
+def _cors_on_refusal(_connection, _request, response):
+    """websockets' own refusals of a bad upgrade (400, 426) carry the CORS headers too."""
+    if response.status_code != 101:
+        for name, value in CORS_PAIRS:
+            response.headers[name] = value
+    return None
 
 
-async def start_transport(app):
+class AgentsServer(Server):
+    """websockets' Server, which also closes idle HTTP keep-alive connections when it stops."""
+
+    def __init__(self, create_server, handler, logger=None) -> None:
+        super().__init__(create_server, handler, logger)
+        self.http_connections: set[HttpConnection] = set()
+
+    def close(self, close_connections: bool = True, code: int = 1001, reason: str = "") -> None:
+        super().close(close_connections, code, reason)
+        for conn in list(self.http_connections):
+            conn.shutdown()
+
+
+async def start_transport(app) -> AgentsServer:
     config = app.config
+    limits = config.limits
+    framing = HttpFraming(max_frame=limits.max_frame, max_depth=limits.max_depth)
+    build_commit()   # once, at start: it may run git
 
-    async def handler(ws):
-        await Connection(app, ws).serve()
+    async def run_socket(ws: BatchingServerConnection) -> None:
+        """As websockets' own per-connection handler does: handshake, then our Connection."""
+        try:
+            async with asyncio.timeout(OPEN_TIMEOUT):
+                await ws.handshake(None, _cors_on_refusal, SERVER)
+            if ws.protocol.state is not OPEN:
+                ws.transport.abort()
+                return
+            server.all_connections.add(ws)
+            ws.start_keepalive()
+            try:
+                async with ws:
+                    await Connection(app, ws).serve()
+            except Exception:  # noqa: BLE001 - logged; the socket is closed by `async with`
+                log.exception("connection handler failed")
+            finally:
+                server.all_connections.discard(ws)
+        except Exception:  # noqa: BLE001 - a handshake that failed or timed out
+            ws.transport.abort()
+        finally:
+            server.handler_tasks.discard(asyncio.current_task())
 
-    return await serve(
-        handler, config.host, config.port,
-        process_request=make_routes(app),
-        select_subprotocol=_select_subprotocol,
-        subprotocols=[V2],
-        max_size=4 * config.limits.max_frame,   # past the 413 range the socket closes with 1009
-        max_queue=32,
-        ping_interval=config.ping_interval or None,
-        ping_timeout=config.ping_timeout or None,
-        close_timeout=5,
-        compression=None,   # per-message deflate costs CPU and memory per socket for little gain here
-        create_connection=BatchingServerConnection,
-    )
+    def upgrade(transport: asyncio.Transport, data: bytes) -> None:
+        protocol = ServerProtocol(
+            subprotocols=[V2],
+            select_subprotocol=_select_subprotocol,
+            max_size=4 * limits.max_frame,   # past the 413 range the socket closes with 1009
+            # compression off: per-message deflate costs CPU and memory per socket for little gain
+        )
+        ws = BatchingServerConnection(
+            protocol, server,
+            ping_interval=config.ping_interval or None,
+            ping_timeout=config.ping_timeout or None,
+            close_timeout=5,
+            max_queue=32,
+        )
+        transport.set_protocol(ws)
+        ws.connection_made(transport)   # starts run_socket (server.handler) as a task
+        transport.resume_reading()
+        ws.data_received(data)
+
+    def factory() -> HttpConnection:
+        return HttpConnection(app, framing, server, upgrade)
+
+    async def create_server() -> asyncio.Server:
+        return await asyncio.get_running_loop().create_server(factory, config.host, config.port)
+
+    server = AgentsServer(create_server, run_socket, logging.getLogger("websockets.server"))
+    return await server

@@ -12,15 +12,11 @@ from websockets.protocol import OPEN
 
 
 class BatchingServerConnection(ServerConnection):
-    async def send_frames(self, frames: list) -> None:
-        """Send frames (bytes: binary, str: text) in order, flushed together."""
+    async def send_frames(self, frames: list[bytes]) -> None:
+        """Write complete frames in order, in one call, then wait for the buffer to drain
+        (websockets' send_context: nothing is written unless the socket is open)."""
         async with self.send_context():
-            protocol = self.protocol
-            for data in frames:
-                if type(data) is str:
-                    protocol.send_text(data.encode())
-                else:
-                    protocol.send_binary(data)
+            self.transport.writelines(frames)
 
     def write_frames(self, frames: list[bytes]) -> None:
         """Write complete, already-built frames (see server.frames.ws_frame) in one call.

@@ -25,7 +25,9 @@ from protocol.envelope import (
 )
 from protocol.errors import ProtocolError
 from protocol.keys import Keypair
-from protocol.v2 import decode_v2_request, verify_v2_request
+from protocol.framing_types import Refusal, Request, Unsubscribe
+from protocol.framing_v2 import V2Framing
+from protocol.v2 import decode_v2_request
 from tests.vectors import UNDEFINED, from_tagged, load
 
 VECTORS = load("envelopes")
@@ -346,32 +348,35 @@ def test_signing_input_zeroes_the_sig_and_ignores_key_order():
 
 
 def test_v2_request_roundtrip_uses_the_envelope_bytes():
+    framing = V2Framing(1 << 20, 64)
     for case in [c for c in CASES if c["valid"] and c.get("canonicalFrame", True)]:
         envelope = decode(frame_of(case))
         for request_id in (0, 23, 24, 70_000, 2**40):
-            request = decode_v2_request(encode({"id": request_id, "envelope": envelope}))
-            assert request.id == request_id and request.kind is None
-            assert request.envelope_bytes == frame_of(case)
-            verified = verify_v2_request(request, now_ms=clock_of(case))
+            request = framing.read(encode({"id": request_id, "envelope": envelope}))
+            assert type(request) is Request and request.id == request_id
+            assert request.envelope == frame_of(case)   # sliced, not decoded
+            verified = verify_envelope(request.envelope, now_ms=clock_of(case))
             assert verified.sig.hex() == case["sigHex"]
 
 
 def test_v2_request_errors():
+    framing = V2Framing(1 << 20, 64)
     envelope = build_envelope(KEY, ACTION, ts=T)
     for frame in (encode([1]), encode({"envelope": envelope}), encode({"id": -1}),
                   encode({"id": "7"}), b"\xff"):
         with pytest.raises(ProtocolError) as err:
             decode_v2_request(frame)
         assert err.value.status == 400
-    request = decode_v2_request(encode({"id": 3, "_": "Unsubscribe", "key": "sessions/x"}))
-    assert request.kind == "Unsubscribe" and request.envelope_bytes is None
-    with pytest.raises(ProtocolError) as err:
-        verify_v2_request(request, now_ms=T)
-    assert err.value.status == 400
+        refusal = framing.read(frame)
+        assert type(refusal) is Refusal and refusal.value["status"] == 400
+    control = framing.read(encode({"id": 3, "_": "Unsubscribe", "key": "sessions/x"}))
+    assert type(control) is Unsubscribe and (control.id, control.key) == (3, "sessions/x")
+    refusal = framing.read(encode({"id": 4, "x": 1}))
+    assert type(refusal) is Refusal and refusal.id == 4 and refusal.value["status"] == 400
     bad = dict(envelope, sig=bytes(64))
     with pytest.raises(ProtocolError) as err:
-        verify_v2_request(decode_v2_request(encode({"id": 1, "envelope": bad})), now_ms=T)
+        verify_envelope(framing.read(encode({"id": 1, "envelope": bad})).envelope, now_ms=T)
     assert err.value.status == 401
-    extra = decode_v2_request(encode({"id": 1, "envelope": envelope, "x": 1}))
-    assert extra.envelope_bytes is None
-    assert verify_v2_request(extra, now_ms=T).name == "ListAgents"
+    extra = framing.read(encode({"id": 1, "envelope": envelope, "x": 1}))
+    assert type(extra.envelope) is dict   # not the canonical {id, envelope}: decoded whole
+    assert verify_envelope(extra.envelope, now_ms=T).name == "ListAgents"

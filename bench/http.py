@@ -1,0 +1,206 @@
+"""HTTP actions (what the Seed desktop and web apps use): GetSession (20-event session, ~12 KB
+response) and CreateSession (with a clientRequestId) as keep-alive `POST /api/message` at
+concurrency 1, 8 and 64, with the ratio to raw Ed25519 verifies/s on the server's core; and the
+per-request cost of the two HTTP/1.1 parsers considered (h11, httptools), which chose httptools.
+
+The load opens `c` keep-alive connections (an HTTP/1.1 connection carries one request at a
+time), pre-signs every envelope of a run before timing it (each distinct, as in bench.rpc), and
+keeps each connection busy (closed loop). Its client is a minimal raw one (a prebuilt request,
+a response read by Content-Length), so the load process does not measure itself.
+"""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import tempfile
+import time
+
+from bench import dbsetup
+from bench.harness import (SERVER_CPU, CpuMeter, Server, cpu_summary, keypair, latency_figures, now_ms,
+                           profile_window, run_load, summary)
+from bench.rpc import CONCURRENCY, EVENT_CHARS, _actions, _sign, raw_verify, sizes
+
+
+class KeepAlive:
+    """One keep-alive HTTP/1.1 connection to the server."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str) -> None:
+        self.reader, self.writer = reader, writer
+        self.head = (f"POST /api/message HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/cbor\r\n"
+                     "Accept: application/cbor\r\nContent-Length: ").encode()
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> "KeepAlive":
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer, f"{host}:{port}")
+
+    async def post(self, body: bytes) -> tuple[int, bytes]:
+        self.writer.write(b"%s%d\r\n\r\n%s" % (self.head, len(body), body))
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        start = head.find(b"Content-Length: ") + 16
+        length = int(head[start:head.find(b"\r\n", start)])
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def _closed_loop(conns: list[KeepAlive], bodies: list[bytes], timeout: float) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    first_error = None
+    it = iter(bodies)
+    deadline = time.perf_counter() + timeout
+
+    async def worker(conn: KeepAlive) -> None:
+        nonlocal errors, first_error
+        for body in it:
+            if time.perf_counter() > deadline:
+                return
+            t0 = time.perf_counter()
+            status, answer = await conn.post(body)
+            latencies.append(time.perf_counter() - t0)
+            if status != 200:
+                errors += 1
+                if first_error is None:
+                    from protocol.dagcbor import decode
+
+                    first_error = f"{status} {decode(answer)!r}"[:300]
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in conns))
+    return {"seconds": time.perf_counter() - started, "latencies": latencies, "errors": errors,
+            "first_error": first_error}
+
+
+async def load(host: str, port: int, label: str, session_id: str, agent_id: str, quick: bool,
+               pid: int | None = None) -> dict:
+    kp = keypair(label)
+    runs, per_run = sizes(quick)
+    out: dict = {}
+    counters = {"GetSession": [0], "CreateSession": [0]}
+    last_ts = 0
+    for kind in ("GetSession", "CreateSession"):
+        for c in CONCURRENCY:
+            conns = [await KeepAlive.open(host, port) for _ in range(c)]
+            n = per_run[c]
+            rows = []
+            for r in range(runs + 1):  # run 0 is the warm-up
+                count = n // 4 if r == 0 else n
+                ts = max(now_ms(), last_ts + 2)
+                bodies = _sign(kp, _actions(kind, count, session_id, agent_id, counters[kind]), ts)
+                last_ts = ts + count // 9979 + 1
+                if r == 0:
+                    await _closed_loop(conns, bodies, timeout=120)
+                    continue
+                with profile_window(f"http_{kind}_c{c}"), CpuMeter(pid) as cpu:
+                    res = await _closed_loop(conns, bodies, timeout=120)
+                lat = latency_figures(res["latencies"])
+                rows.append({"actions_per_s": len(res["latencies"]) / res["seconds"],
+                             "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"],
+                             "errors": res["errors"], "first_error": res["first_error"], "cpu": cpu.result})
+            for conn in conns:
+                conn.close()
+            out[f"{kind}_c{c}"] = {
+                "concurrency": c, "connections": c, "requests_per_run": n,
+                "actions_per_s": summary([x["actions_per_s"] for x in rows], 1),
+                "p50_ms": summary([x["p50_ms"] for x in rows]),
+                "p99_ms": summary([x["p99_ms"] for x in rows]),
+                "max_ms": summary([x["max_ms"] for x in rows]),
+                "cpu": cpu_summary([x["cpu"] for x in rows]),
+                "errors": sum(x["errors"] for x in rows),
+                "first_error": next((x["first_error"] for x in rows if x["first_error"]), None),
+            }
+    return out
+
+
+def parsers(quick: bool) -> dict:
+    """Microseconds per request to parse a typical desktop POST (11 headers, a 265-byte body) and
+    build its answer's head, with h11 and with httptools, on one core (best of rounds)."""
+    import h11
+    import httptools
+
+    body = b"x" * 265
+    request = (b"POST /api/message HTTP/1.1\r\nHost: 127.0.0.1:3050\r\nContent-Type: application/cbor\r\n"
+               b"Accept: application/cbor\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) Chrome/120\r\n"
+               b"Accept-Encoding: gzip, deflate\r\nAccept-Language: en\r\nConnection: keep-alive\r\n"
+               b"Origin: http://localhost:5173\r\nSec-Fetch-Mode: cors\r\nContent-Length: 265\r\n\r\n") + body
+    answer_headers = [("Content-Type", "application/cbor"), ("Content-Length", "300"),
+                      ("Access-Control-Allow-Origin", "*"), ("Access-Control-Allow-Methods", "GET, POST, OPTIONS"),
+                      ("Access-Control-Allow-Headers", "Content-Type, Accept"), ("Connection", "keep-alive")]
+    n, rounds = (2000, 3) if quick else (5000, 7)
+
+    def with_h11() -> None:
+        conn = h11.Connection(h11.SERVER)
+        for _ in range(n):
+            conn.receive_data(request)
+            while type(conn.next_event()) is not h11.EndOfMessage:
+                pass
+            conn.send(h11.Response(status_code=200, headers=answer_headers))
+            conn.send(h11.Data(data=b"y" * 300))
+            conn.send(h11.EndOfMessage())
+            conn.start_next_cycle()
+
+    class Sink:
+        def __init__(self) -> None:
+            self.headers: list = []
+            self.body: list = []
+
+        def on_url(self, url):
+            self.url = url
+
+        def on_header(self, name, value):
+            self.headers.append((name, value))
+
+        def on_body(self, data):
+            self.body.append(data)
+
+    def with_httptools() -> None:
+        sink = Sink()
+        parser = httptools.HttpRequestParser(sink)
+        for _ in range(n):
+            sink.headers, sink.body = [], []
+            parser.feed_data(request)
+            parser.get_method()
+            parser.should_keep_alive()
+            b"".join((b"HTTP/1.1 200 OK\r\n", *(f"{k}: {v}\r\n".encode() for k, v in answer_headers),
+                      b"\r\n", b"y" * 300))
+
+    out = {}
+    for name, fn in (("h11", with_h11), ("httptools", with_httptools)):
+        best = float("inf")
+        for _ in range(rounds):
+            t = time.perf_counter()
+            fn()
+            best = min(best, (time.perf_counter() - t) / n * 1e6)
+        out[name] = {"us_per_request": round(best, 2)}
+    out["h11_over_httptools"] = round(out["h11"]["us_per_request"] / out["httptools"]["us_per_request"], 1)
+    return out
+
+
+def run(quick: bool = False) -> dict:
+    label = "http"
+    kp = keypair(label)
+    data_dir = tempfile.mkdtemp(prefix="bench-http-")
+    try:
+        built = dbsetup.build(data_dir, kp.account_id, {"get": (20, EVENT_CHARS)})
+        session_id, agent_id = built["sessions"]["get"], built["agentId"]
+        params = {"label": label, "session_id": session_id, "agent_id": agent_id, "quick": quick}
+        with Server("http", data_dir=data_dir) as srv:
+            figures = run_load("bench.http:load", {"host": "127.0.0.1", "port": srv.port, "pid": srv.pid,
+                                                   **params}, timeout=600)
+            figures["server_rss_kb_end"] = srv.rss_kb()
+        raw = run_load("bench.rpc:raw_verify", params, cpu=SERVER_CPU, timeout=120)
+        figures["parsers"] = run_load("bench.http:parsers", {"quick": quick}, cpu=SERVER_CPU, timeout=120)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    figures["raw_verify"] = raw
+    for kind in ("GetSession", "CreateSession"):
+        limit = raw[kind]["raw_verifies_per_s"]
+        for c in CONCURRENCY:
+            row = figures[f"{kind}_c{c}"]
+            row["ratio_to_raw_verify"] = summary([v / limit for v in row["actions_per_s"]["runs"]], 4)
+    return figures

@@ -1,0 +1,165 @@
+"""The HTTP framing (CONTRACT section 3): routes, the checks made on a request's head before its
+body is read, and the bytes of every answer. Pure: no sockets; `server/httpconn.py` moves the bytes.
+
+An action is `POST /api/message` (or `/agents/api/message`) with one DAG-CBOR envelope as the
+body; its answer is the CBOR response value, with the HTTP status equal to an Error's `status`.
+Every answer carries the CORS headers, so the Seed web app can call from its own origin.
+"""
+from __future__ import annotations
+
+import http
+import json
+from dataclasses import dataclass
+
+from . import dagcbor
+from .events import error_response
+from .framing_types import Refusal, Request
+from .v2 import peek_action_name
+from .wire_values import encode_value
+
+MESSAGE_PATHS = frozenset({"/api/message", "/agents/api/message"})
+HEALTH_PATHS = frozenset({"/api/health", "/agents/api/health"})
+VERSION_PATHS = frozenset({"/api/version", "/agents/api/version"})
+METRICS_PATH = "/metrics"
+WS_PATH = "/agents/ws"
+CBOR = "application/cbor"
+
+CORS_HEADERS = (
+    b"Access-Control-Allow-Origin: *\r\n"
+    b"Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+    b"Access-Control-Allow-Headers: Content-Type, Accept\r\n"
+)
+CORS_PAIRS = (("Access-Control-Allow-Origin", "*"),
+              ("Access-Control-Allow-Methods", "GET, POST, OPTIONS"),
+              ("Access-Control-Allow-Headers", "Content-Type, Accept"))
+PREFLIGHT_MAX_AGE = 600   # seconds a browser may reuse a preflight answer
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """What a request's method and path ask for: `kind` is one of message, health, version,
+    metrics, ws, preflight, not_found, bad_method."""
+    kind: str
+    path: str
+
+
+def _known(path: str) -> bool:
+    return path in MESSAGE_PATHS or path in HEALTH_PATHS or path in VERSION_PATHS \
+        or path == METRICS_PATH or path == WS_PATH
+
+
+def media_type(content_type: str | None) -> str:
+    """`application/cbor; x=y` -> `application/cbor` (lower case)."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+class HttpFraming:
+    """One per server: it holds the limits the head checks need."""
+
+    def __init__(self, *, max_frame: int, max_depth: int) -> None:
+        self.max_frame = max_frame
+        self.max_depth = max_depth
+
+    # -- reading ---------------------------------------------------------------------------
+    def route(self, method: str, target: str) -> Route:
+        path = target.split("?", 1)[0]
+        if not _known(path):
+            return Route("not_found", path)
+        if method == "OPTIONS":
+            return Route("preflight", path)
+        if path in MESSAGE_PATHS:
+            return Route("message" if method == "POST" else "bad_method", path)
+        if method != "GET":
+            return Route("bad_method", path)
+        if path in HEALTH_PATHS:
+            return Route("health", path)
+        if path in VERSION_PATHS:
+            return Route("version", path)
+        if path == METRICS_PATH:
+            return Route("metrics", path)
+        return Route("ws", path)
+
+    def check_head(self, content_type: str | None, content_length: int | None) -> Refusal | None:
+        """The checks made before any of the body is read: 415, then 413 on the declared size
+        (a chunked body is cut at the limit as it arrives, see `body_too_large`)."""
+        if media_type(content_type) != CBOR:
+            return Refusal(None, error_response(415, f"the body must be {CBOR} (a DAG-CBOR SignedActionEnvelope); "
+                                               f"got {content_type or 'no Content-Type'}"))
+        if content_length is not None and content_length > self.max_frame:
+            return self.body_too_large(content_length)
+        return None
+
+    def body_too_large(self, size: int) -> Refusal:
+        return Refusal(None, error_response(413, f"body of {size} bytes is over the limit of {self.max_frame}"))
+
+    def read(self, body: bytes) -> Request | Refusal:
+        """A complete body: an envelope for the pipeline, or Subscribe's 400 (a subscription
+        needs a socket to deliver on). Anything else, garbage included, goes to the pipeline,
+        which answers with the contract's statuses."""
+        name = peek_action_name(body)
+        if name is None:
+            try:   # not canonical: decode to learn the action's name (verification decodes again)
+                value = dagcbor.decode(body, max_size=self.max_frame, max_depth=self.max_depth)
+                name = value["action"]["_"] if type(value) is dict and type(value.get("action")) is dict else None
+            except Exception:  # noqa: BLE001 - the pipeline reports what is wrong with it
+                name = None
+        if name == "Subscribe":
+            return Refusal(None, error_response(400, "Subscribe is not available over HTTP: open a WebSocket at "
+                                               f"{WS_PATH} and send it there"))
+        return Request(None, body)
+
+    # -- writing ---------------------------------------------------------------------------
+    def response(self, value: dict, *, keep_alive: bool = True) -> bytes:
+        """A response value as a complete HTTP answer: CBOR, status = an Error's status."""
+        status = value.get("status", 500) if value.get("_") == "Error" else 200
+        if type(status) is not int or not 200 <= status <= 599:
+            status = 500
+        return self.answer(status, encode_value(value), CBOR, keep_alive=keep_alive)
+
+    def refusal(self, refusal: Refusal, *, keep_alive: bool = True) -> bytes:
+        return self.response(refusal.value, keep_alive=keep_alive)
+
+    def json(self, status: int, value: dict, *, keep_alive: bool = True, extra: bytes = b"") -> bytes:
+        body = json.dumps(value, separators=(",", ":")).encode()
+        return self.answer(status, body, "application/json", keep_alive=keep_alive, extra=extra)
+
+    def not_found(self, path: str, *, keep_alive: bool = True) -> bytes:
+        return self.json(404, {"status": "error", "message": f"not found: {path}"}, keep_alive=keep_alive)
+
+    def bad_method(self, route: Route, method: str, *, keep_alive: bool = True) -> bytes:
+        allow = "POST, OPTIONS" if route.path in MESSAGE_PATHS else "GET, OPTIONS"
+        message = f"{method} is not allowed on {route.path} (allowed: {allow})"
+        extra = f"Allow: {allow}\r\n".encode()
+        if route.path in MESSAGE_PATHS:
+            return self.answer(405, encode_value(error_response(405, message)), CBOR,
+                               keep_alive=keep_alive, extra=extra)
+        return self.json(405, {"status": "error", "message": message}, keep_alive=keep_alive, extra=extra)
+
+    def preflight(self, *, keep_alive: bool = True) -> bytes:
+        return self.answer(204, b"", None, keep_alive=keep_alive,
+                           extra=f"Access-Control-Max-Age: {PREFLIGHT_MAX_AGE}\r\n".encode())
+
+    def continue_(self) -> bytes:
+        """The interim answer to `Expect: 100-continue` once the head checks passed."""
+        return b"HTTP/1.1 100 Continue\r\n\r\n"
+
+    @staticmethod
+    def answer(status: int, body: bytes, content_type: str | None, *, keep_alive: bool = True,
+               extra: bytes = b"") -> bytes:
+        head = [f"HTTP/1.1 {status} {_phrase(status)}\r\n".encode()]
+        if content_type is not None:
+            head.append(f"Content-Type: {content_type}\r\n".encode())
+        if status != 204:
+            head.append(f"Content-Length: {len(body)}\r\n".encode())
+        head.append(CORS_HEADERS)
+        head.append(extra)
+        head.append(b"Connection: keep-alive\r\n\r\n" if keep_alive else b"Connection: close\r\n\r\n")
+        head.append(body)
+        return b"".join(head)
+
+
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Status"
