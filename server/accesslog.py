@@ -21,7 +21,7 @@ def short_account(account_id: str | None) -> str:
 def record(conn, name: str, outcome, status: int, seconds: float) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
-    transport = getattr(conn, "transport", None) or ("v2" if getattr(conn, "v2", False) else "v1")
+    transport = conn.transport   # "http", "v1" or "v2"
     env = outcome.envelope
     account = short_account(env.account_id if env is not None else getattr(conn, "account_id", None))
     ms = round(seconds * 1000, 1)

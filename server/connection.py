@@ -52,6 +52,11 @@ class Connection:
         self.tasks: set[asyncio.Task] = set()
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
 
+    @property
+    def transport(self) -> str:
+        """"v1" or "v2", for the access log."""
+        return self.framing.name
+
     # -- output ----------------------------------------------------------------------------
     def send_event(self, event: Outgoing, *, bounded: bool = True, track: bool = True) -> None:
         """Live events are bounded (past the bound the socket is cut off); a replay's own

@@ -43,6 +43,7 @@ class HttpPeer:
     HTTP request stands alone)."""
 
     __slots__ = ("id", "account_id", "unbound_bucket")
+    transport = "http"   # for the access log
 
     def __init__(self, bucket: TokenBucket) -> None:
         self.id = new_connection_id()
