@@ -176,7 +176,8 @@ async def test_missing_key_is_explained(tmp_path):
 
 @pytest.mark.parametrize("command", [["keygen"], ["whoami"], ["agents", "create"], ["agents", "list"],
                                      ["sessions", "create"], ["sessions", "list"], ["send"],
-                                     ["history"], ["chat"], ["tail"]])
+                                     ["history"], ["chat"], ["tail"], ["providers", "set"],
+                                     ["providers", "list"], ["providers", "delete"]])
 def test_every_subcommand_has_help_url_and_key(command, capsys):
     with pytest.raises(SystemExit) as done:
         main([*command, "--help"])
