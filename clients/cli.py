@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.code
     except AgentsError as exc:
-        print(f"{PROG}: {explain(exc, url_of(args))}", file=sys.stderr)
+        # The URL the client dialled (an http:// --url is mapped to its WebSocket).
+        print(f"{PROG}: {explain(exc, exc.url or url_of(args))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return getattr(args, "interrupt_status", 130)

@@ -229,6 +229,8 @@ def default_text(setting: Setting) -> str:
         return setting.default
     obj, name = _target(Config(), setting.attr or "")
     value = getattr(obj, name)
+    if isinstance(value, bool):
+        return str(value).lower()   # what the flag takes: true / false
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 

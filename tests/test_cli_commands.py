@@ -105,14 +105,55 @@ async def test_a_bad_url_is_diagnosed_in_one_sentence_with_a_hint(server, tmp_pa
          f"/wrong): the server's WebSocket is at the path /agents/ws, e.g. {server.url}"),
         ("127.0.0.1:3050",
          "the server URL '127.0.0.1:3050' needs ws:// or wss:// (e.g. "
-         "ws://127.0.0.1:3050/agents/ws); set it with --url or SEED_AGENTS_URL"),
-        ("http://127.0.0.1:3050/agents/ws",
-         "the server URL 'http://127.0.0.1:3050/agents/ws' needs ws:// or wss:// (e.g. "
-         "ws://127.0.0.1:3050/agents/ws); set it with --url or SEED_AGENTS_URL"),
+         "ws://127.0.0.1:3050/agents/ws), or the Seed desktop's http://HOST:PORT; set it with "
+         "--url or SEED_AGENTS_URL"),
+        ("ftp://127.0.0.1:3050/agents/ws",
+         "the server URL 'ftp://127.0.0.1:3050/agents/ws' needs ws:// or wss:// (e.g. "
+         "ws://127.0.0.1:3050/agents/ws), or the Seed desktop's http://HOST:PORT; set it with "
+         "--url or SEED_AGENTS_URL"),
+        # The desktop's URL is mapped to the WebSocket beside it, and diagnosed as that.
+        (f"http://127.0.0.1:{port}",
+         f"nothing listens at 127.0.0.1:{port} (connection refused): start the server with "
+         "`make run` or `seed-agents serve`, or check the port in --url / SEED_AGENTS_URL"),
+        (server.url.replace("ws://", "http://").replace("/agents/ws", "/wrong"),
+         f"{server.url.replace('/agents/ws', '/wrong/agents/ws')} is not a Seed Agents server "
+         f"(HTTP 404 at /wrong/agents/ws): the server's WebSocket is at the path /agents/ws, e.g. "
+         f"{server.url}"),
     ]
     for url, sentence in cases:
         code, out, err = await run_cli(env, "agents", "list", "--url", url)
         assert (code, out, err) == (1, "", f"seed-agents: {sentence}\n"), url
+
+
+async def test_the_seed_desktop_url_works_for_every_command(server, tmp_path):
+    """A person may paste the desktop's http://HOST:PORT: the CLI uses the WebSocket beside it,
+    subscriptions included (send streams its reply over one)."""
+    env = cli_env(tmp_path)
+    await run_cli(env, "keygen")
+    base = server.url.replace("ws://", "http://").replace("/agents/ws", "")
+    for url in (base, base + "/", base + "/agents/ws"):
+        code, out, err = await run_cli(env, "agents", "create", "--name", "a", "--url", url)
+        assert code == 0 and out.strip(), (url, err)
+    code, session_id, err = await run_cli(env, "sessions", "create", out.strip(), "--url", base)
+    assert code == 0, err
+    code, out, err = await run_cli(env, "send", session_id.strip(), "hi", "--url", base)
+    assert (code, out) == (0, "echo: hi\n"), err
+
+
+@pytest.mark.parametrize("url,expected", [
+    ("http://127.0.0.1:3050", "ws://127.0.0.1:3050/agents/ws"),
+    ("http://127.0.0.1:3050/", "ws://127.0.0.1:3050/agents/ws"),
+    ("https://agents.example.org", "wss://agents.example.org/agents/ws"),
+    ("https://example.org/seed/agents/ws", "wss://example.org/seed/agents/ws"),
+    ("http://[::1]:3050/api/message", "ws://[::1]:3050/agents/ws"),
+    ("ws://127.0.0.1:3050/agents/ws", "ws://127.0.0.1:3050/agents/ws"),
+])
+def test_http_urls_map_to_their_websocket(url, expected):
+    import argparse
+
+    from clients.commands.common import checked_url
+
+    assert checked_url(argparse.Namespace(url=url)) == expected
 
 
 def test_an_unknown_host_is_named():
@@ -135,7 +176,8 @@ async def test_missing_key_is_explained(tmp_path):
 
 @pytest.mark.parametrize("command", [["keygen"], ["whoami"], ["agents", "create"], ["agents", "list"],
                                      ["sessions", "create"], ["sessions", "list"], ["send"],
-                                     ["history"], ["chat"], ["tail"]])
+                                     ["history"], ["chat"], ["tail"], ["providers", "set"],
+                                     ["providers", "list"], ["providers", "delete"]])
 def test_every_subcommand_has_help_url_and_key(command, capsys):
     with pytest.raises(SystemExit) as done:
         main([*command, "--help"])

@@ -131,3 +131,68 @@ async def test_a_delegated_signer_sees_the_agents_of_the_account_it_acts_for(ser
     assert code == 0 and out.startswith(agent_id) and "desk" in out, err
     code, out, err = await run_cli(env, "agents", "list", "--account", "nope")
     assert code == 2 and err.startswith("seed-agents: --account 'nope' is not an account id")
+
+
+async def test_providers_delete_takes_the_key_with_it_unless_another_provider_names_it(server, tmp_path, fake):
+    """`providers delete` against a real server: the provider leaves the listing, its key's
+    secret goes with it once no other provider names that secret, and mistakes are one sentence."""
+    from clients import AgentsClient
+    from clients.keyfile import read_key
+
+    env = cli_env(tmp_path, server.url, FAKE_KEY=KEY)
+    assert (await run_cli(env, "keygen"))[0] == 0
+    code, _, err = await run_cli(env, "providers", "set", "fake", "--type", "custom", "--base-url",
+                                 fake.base_url, "--api-key-env", "FAKE_KEY")
+    assert code == 0, err
+    # A second provider naming the same secret (as a script may set up), and an agent on each.
+    async with AgentsClient.connect(server.url, read_key(tmp_path / "key.json")) as client:
+        for name in ("twin", "probe"):
+            await client.set_model_provider(name, {"type": "custom", "baseUrl": fake.base_url,
+                                                   "secretRefs": {"apiKey": "provider-fake-api-key"}})
+        agents = {name: (await client.create_agent({"name": name, "systemPrompt": "", "modelProvider": name,
+                                                    "model": "fake-model"}))["agentId"]
+                  for name in ("twin", "probe")}
+
+    async def send(agent: str) -> tuple[int, str, str]:
+        session_id = (await run_cli(env, "sessions", "create", agents[agent]))[1].strip()
+        return await run_cli(env, "send", session_id, "hello")
+
+    code, out, err = await run_cli(env, "providers", "delete", "fake")
+    assert (code, out) == (0, ""), err
+    assert err == ("provider fake is deleted, and its stored API key with it (kept only while another "
+                   "provider names the same secret); agents that use it fail their turns until "
+                   "`seed-agents providers set fake ...` sets it again\n")
+    code, out, _ = await run_cli(env, "providers", "list")
+    names = [line.split()[0] for line in out.splitlines()]
+    assert code == 0 and "fake" not in names and "twin" in names
+    # twin and probe still name the secret: it stayed, and a turn through it still works.
+    assert await send("twin") == (0, "Hello from the fake\n", "")
+
+    assert (await run_cli(env, "providers", "delete", "twin"))[0] == 0
+    assert await send("probe") == (0, "Hello from the fake\n", "")
+    code, _, err = await run_cli(env, "providers", "delete", "probe")
+    assert code == 0 and err.startswith("provider probe is deleted, and its stored API key with it"), err
+    # The last provider naming it is gone, so is the secret: a provider naming it now fails.
+    async with AgentsClient.connect(server.url, read_key(tmp_path / "key.json")) as client:
+        await client.set_model_provider("probe", {"type": "custom", "baseUrl": fake.base_url,
+                                                  "secretRefs": {"apiKey": "provider-fake-api-key"}})
+    code, out, err = await send("probe")
+    assert (code, out, err) == (1, "", "the agent failed: secret 'provider-fake-api-key' named by "
+                                       "provider 'probe' is not set\n")
+
+    code, out, err = await run_cli(env, "providers", "delete", "fake")
+    assert (code, out, err) == (1, "", "seed-agents: you have no provider 'fake'; `seed-agents "
+                                       "providers list` shows yours\n")
+    code, out, err = await run_cli(env, "providers", "delete", "echo")
+    assert (code, out, err) == (1, "", "seed-agents: the provider 'echo' is built in and cannot be deleted\n")
+
+
+async def test_deleting_a_provider_without_a_key_says_nothing_of_one(server, tmp_path):
+    env = cli_env(tmp_path, server.url)
+    assert (await run_cli(env, "keygen"))[0] == 0
+    assert (await run_cli(env, "providers", "set", "local", "--type", "ollama"))[0] == 0
+    code, out, err = await run_cli(env, "providers", "delete", "local")
+    assert (code, out, err) == (0, "", "provider local is deleted; agents that use it fail their turns "
+                                       "until `seed-agents providers set local ...` sets it again\n")
+    code, out, _ = await run_cli(env, "providers", "list")
+    assert "local" not in [line.split()[0] for line in out.splitlines()]

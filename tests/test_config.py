@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import (BEGIN, DOCS, END, ENV_PREFIX, SETTINGS, ConfigError, add_arguments,
+from server.config import (BEGIN, DOCS, END, ENV_PREFIX, SETTINGS, ConfigError, add_arguments, default_text,
                            load_config, markdown_table)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +50,12 @@ def test_serve_help_says_what_each_flag_does_its_default_and_its_variable():
             continue
         assert f"{s.flag} {s.metavar}" in flat
         assert f"env {ENV_PREFIX}{s.env})" in flat, s.flag
+        assert f"(default {' '.join(default_text(s).replace('`', '').split())}; env {ENV_PREFIX}{s.env})" in flat, s.flag
+        assert s.metavar.isupper() and "_" not in s.metavar.replace("PER_SECOND", ""), s.flag
+    # Defaults read as a person types them: no Python spellings.
+    for word in ("False", "True", "None"):
+        assert f"(default {word}" not in flat
+    assert "(default false; env SEED_AGENTS_ALLOW_PROVIDER_BASE_URL)" in flat
     assert "--port PORT TCP port" in flat and "(default 3050; env SEED_AGENTS_HTTP_PORT)" in flat
     assert "--max-frame-bytes BYTES largest envelope (larger is 413) (default 1048576;" in flat
     assert "--ping-interval SECONDS" in flat and "--data-dir DIR" in flat

@@ -27,7 +27,8 @@ class CliError(Exception):
 def common_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=None,
-                        help=f"server WebSocket URL (env {ENV_URL}, default {DEFAULT_URL})")
+                        help=f"the server: its WebSocket URL, or the Seed desktop's http://HOST:PORT "
+                             f"(env {ENV_URL}, default {DEFAULT_URL})")
     common.add_argument("--key", default=None,
                         help=f"key file (env {ENV_KEY}, default ~/.config/seed-agents/key.json)")
     common.add_argument("--account", default=None, metavar="ID",
@@ -41,15 +42,36 @@ def url_of(args: argparse.Namespace) -> str:
 
 
 def checked_url(args: argparse.Namespace) -> str:
-    """The server URL, or CliError when it cannot be one (before any network traffic)."""
+    """The server's WebSocket URL, or CliError when it cannot be one (before any network
+    traffic). The Seed desktop's URL (`http://HOST:PORT`) is accepted and mapped to its
+    WebSocket, `ws://HOST:PORT/agents/ws`: every CLI command works over it, and a person who
+    pasted the desktop's URL meant that server."""
     url = url_of(args)
-    scheme = urlsplit(url).scheme.lower() if "://" in url else ""
-    if scheme not in ("ws", "wss"):
+    parts = urlsplit(url) if "://" in url else None
+    scheme = parts.scheme.lower() if parts else ""
+    if scheme in ("http", "https") and parts.netloc:
+        return websocket_url(parts)
+    if scheme not in ("ws", "wss") or not parts.netloc:
         rest = url.split("://", 1)[1] if "://" in url else url
         example = "ws://" + (rest.split("/", 1)[0] or "127.0.0.1:3050") + "/agents/ws"
-        raise CliError(f"the server URL {url!r} needs ws:// or wss:// (e.g. {example}); "
-                       f"set it with --url or {ENV_URL}")
+        raise CliError(f"the server URL {url!r} needs ws:// or wss:// (e.g. {example}), or the "
+                       f"Seed desktop's http://HOST:PORT; set it with --url or {ENV_URL}")
     return url
+
+
+# The paths of the server's HTTP endpoints a pasted URL may end with (as the HTTP client strips).
+_HTTP_SUFFIXES = ("/api/message", "/agents/api/message", "/agents/ws", "/agents")
+
+
+def websocket_url(parts) -> str:
+    """http://HOST:PORT[/prefix] -> ws://HOST:PORT[/prefix]/agents/ws (https -> wss)."""
+    path = parts.path.rstrip("/")
+    for suffix in _HTTP_SUFFIXES:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
+    scheme = "wss" if parts.scheme.lower() == "https" else "ws"
+    return f"{scheme}://{parts.netloc}{path}/agents/ws"
 
 
 def keypair_of(args: argparse.Namespace):

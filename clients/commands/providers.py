@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from clients.commands.common import CliError, open_client, say
+from clients.errors import AgentsError
 
 TYPES = ("openai", "anthropic", "google", "ollama", "openrouter", "deepseek", "groq", "xai", "custom")
 # Hosted services refuse anonymous calls: better said now than at the first message.
@@ -94,8 +95,22 @@ async def list_(args) -> int:
 
 async def delete(args) -> int:
     async with open_client(args) as client:
-        await client.call({"_": "DeleteModelProvider", "name": args.name})
-    say(f"provider {args.name} is deleted")
+        # Listed first only to word the answer: whether a stored key goes with it.
+        listed = (await client.list_model_providers()).get("providers", [])
+        had_key = any(p.get("name") == args.name and p.get("hasSecrets") for p in listed)
+        try:
+            await client.delete_model_provider(args.name)
+        except AgentsError as exc:
+            if exc.status == 404:
+                raise CliError(f"you have no provider {args.name!r}; `seed-agents providers list` "
+                               "shows yours") from None
+            if exc.status == 400 and "built in" in exc.message:
+                raise CliError(f"the provider {args.name!r} is built in and cannot be deleted") from None
+            raise
+    gone = (", and its stored API key with it (kept only while another provider names the same "
+            "secret)" if had_key else "")
+    say(f"provider {args.name} is deleted{gone}; agents that use it fail their turns until "
+        f"`seed-agents providers set {args.name} ...` sets it again")
     return 0
 
 
@@ -123,8 +138,8 @@ def register(sub, common) -> None:
                    help="a model to suggest for `agents create` (agents choose their model)")
     p.set_defaults(run=set_)
     p = psub.add_parser("list", parents=[common], help="list your providers (never their keys)",
-                        description="List your providers: name, type, URL and the secret "
-                                    "holding the key (never the key).")
+                        description="List your providers: name, type, and whether a key is "
+                                    "stored (the server never shows keys, URLs or secret names).")
     p.set_defaults(run=list_)
     p = psub.add_parser("delete", parents=[common], help="delete a provider",
                         description="Delete the provider NAME (DeleteModelProvider): its key "
