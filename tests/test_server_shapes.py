@@ -113,8 +113,15 @@ async def test_busy_is_true_while_a_run_is_queued_or_running(server):
         await c.call(a, {"_": "Subscribe", "key": f"agents/{agent_id}"})
         await c.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "go"}]})
         await fake.wait_for_requests(1)   # the run is running, waiting for its first token
-        agent = (await c.call(a, {"_": "GetAgent", "agentId": agent_id}))["agent"]
-        assert agent["busy"] is True and agent["status"] == "running"
+        # busy holds from the queued run on; status 'running' is written by the turn's start,
+        # which commits without the turn waiting for it: wait for that commit (bounded).
+        async with asyncio.timeout(10):
+            while True:
+                agent = (await c.call(a, {"_": "GetAgent", "agentId": agent_id}))["agent"]
+                assert agent["busy"] is True
+                if agent["status"] == "running":
+                    break
+                await asyncio.sleep(0.01)
         assert (await c.call(a, {"_": "ListAgents"}))["agents"][0]["busy"] is True
         # the agents/<id> stream said so too: a change with busy, carrying the user's activity
         seen = await wait_for(c, lambda e: e["_"] == "change" and e["key"] == f"agents/{agent_id}"
