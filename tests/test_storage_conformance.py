@@ -256,6 +256,35 @@ async def test_an_expired_lease_is_reclaimed_and_the_late_finish_refused(cluster
         await a.finish_run("nope", "A", "succeeded", None, T0)
 
 
+async def park(cluster, store, run_id: str, now: int) -> None:
+    """running -> waiting, as a runtime parks a run (the port has no park call yet)."""
+    if cluster.kind == "sqlite":
+        from server.store import runs as runs_q
+
+        await store.db.write(runs_q.set_run_status, run_id, "waiting", now)
+    else:
+        import psycopg
+
+        with psycopg.connect(cluster.url.dsn(), autocommit=True) as conn:
+            conn.execute("UPDATE runs SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL,"
+                         " updated_at = %s WHERE id = %s", (now, run_id))
+
+
+async def test_a_waiting_run_holds_no_lease_but_keeps_its_session_busy(cluster):
+    a, b = await cluster.servers(2, shared_state=True)
+    await seed(a)
+    await enqueue(a, "r1", "s1", T0)
+    await enqueue(a, "r2", "s1", T0 + 1)
+    assert (await a.claim_run("A", 1_000, T0 + 10))["id"] == "r1"
+    await park(cluster, a, "r1", T0 + 20)
+    assert not await a.renew_lease("r1", "A", 1_000, T0 + 30)  # parked: nobody holds it
+    assert await b.requeue_expired(T0 + 1_000_000) == []  # and no lease can run out
+    assert await b.claim_run("B", 1_000, T0 + 40) is None  # r2 waits behind the parked r1
+    assert (await a.get_run("r1"))["status"] == "waiting"
+    with pytest.raises(LeaseLost):
+        await a.finish_run("r1", "A", "succeeded", None, T0 + 50)
+
+
 # -- the schema gate -------------------------------------------------------------------------
 async def set_version(cluster, version: int) -> None:
     if cluster.kind == "sqlite":
