@@ -349,33 +349,35 @@ class PgTx:
 
     async def append_event(self, session_id: str, payload: dict, event_id: str,
                            now: int) -> tuple[dict, bytes]:
-        # The seq and the activity rollup in one statement (server.store.events.append_event):
-        # the session's latest message (messages only) and the agent's latest activity (every
-        # event). Locks: the session row, then its agent's row, always in that order.
+        # As server.store.events.append_event: the seq and the session's latest message (messages
+        # only), then the event and its agent's latest activity (every event). The agent's row is
+        # shared by all its sessions, so its lock is taken last, in the statement before COMMIT:
+        # appends to one agent's sessions wait on each other only for the commit itself.
         kind, message_from = activity_of(payload)
         row = await self._one(
-            "WITH s AS (UPDATE sessions SET last_seq = last_seq + 1, updated_at = GREATEST(updated_at, %(now)s),"
-            "  message_at = CASE WHEN %(from)s::text IS NULL THEN message_at"
-            "   ELSE GREATEST(coalesce(message_at, 0), %(now)s) END,"
-            "  message_from = coalesce(%(from)s::text, message_from)"
-            "  WHERE id = %(sid)s RETURNING last_seq, agent_id),"
-            " a AS (UPDATE agents SET activity_at = GREATEST(coalesce(activity_at, 0), %(now)s),"
-            "  activity_kind = %(kind)s,"
-            "  activity_session_id = CASE WHEN %(from)s::text IS NULL THEN activity_session_id ELSE %(sid)s END,"
-            "  message_at = CASE WHEN %(from)s::text IS NULL THEN message_at"
-            "   ELSE GREATEST(coalesce(message_at, 0), %(now)s) END,"
-            "  message_from = coalesce(%(from)s::text, message_from)"
-            "  FROM s WHERE agents.id = s.agent_id)"
-            " SELECT last_seq FROM s",
-            {"now": now, "from": message_from, "sid": session_id, "kind": kind})
+            "UPDATE sessions SET last_seq = last_seq + 1, updated_at = GREATEST(updated_at, %(now)s),"
+            " message_at = CASE WHEN %(from)s::text IS NULL THEN message_at"
+            "  ELSE GREATEST(coalesce(message_at, 0), %(now)s) END,"
+            " message_from = coalesce(%(from)s::text, message_from)"
+            " WHERE id = %(sid)s RETURNING last_seq, agent_id",
+            {"now": now, "from": message_from, "sid": session_id})
         if row is None:
             raise NotFound(f"session {session_id} not found")
-        seq = row[0]
+        seq, agent_id = row
         event = {"id": event_id, "sessionId": session_id, "seq": seq, "event": payload, "createdAt": now}
         body = codec.encode(event)
         await self._conn.execute(
-            "INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (%s, %s, %s, %s, %s)",
-            (session_id, seq, event_id, now, body))
+            "WITH e AS (INSERT INTO session_events (session_id, seq, id, created_at, body)"
+            "  VALUES (%(sid)s, %(seq)s, %(eid)s, %(now)s, %(body)s))"
+            " UPDATE agents SET activity_at = GREATEST(coalesce(activity_at, 0), %(now)s),"
+            " activity_kind = %(kind)s,"
+            " activity_session_id = CASE WHEN %(from)s::text IS NULL THEN activity_session_id ELSE %(sid)s END,"
+            " message_at = CASE WHEN %(from)s::text IS NULL THEN message_at"
+            "  ELSE GREATEST(coalesce(message_at, 0), %(now)s) END,"
+            " message_from = coalesce(%(from)s::text, message_from)"
+            " WHERE id = %(agent)s",
+            {"sid": session_id, "seq": seq, "eid": event_id, "now": now, "body": body, "kind": kind,
+             "from": message_from, "agent": agent_id})
         return event, body
 
     async def enqueue_run(self, run_id: str, account_id: str, agent_id: str, session_id: str | None,
