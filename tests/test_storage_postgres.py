@@ -221,3 +221,24 @@ async def test_only_claimed_and_running_runs_hold_a_lease(postgres_url):
         # One run of a session past the queue at a time: a waiting run keeps the next one out.
         with pytest.raises(psycopg.errors.UniqueViolation):
             conn.execute(insert, ("r2", "claimed", "r2", "srv", 5))
+
+
+async def test_a_claimed_run_whose_server_died_goes_back_to_the_queue(postgres_url):
+    """A server that claimed a run and died before starting it: the lease runs out the same way."""
+    store = await open_store(postgres_url)
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("INSERT INTO accounts VALUES ('acct', 1)")
+            conn.execute("INSERT INTO agents VALUES ('a1', 'acct', %s, '/tmp/a1', 'idle', 1, 1)", (b"\xa0",))
+            conn.execute("INSERT INTO runs (id, account_id, agent_id, status, created_at, updated_at,"
+                         " root_run_id, lease_owner, lease_expires_at)"
+                         " VALUES ('r1', 'acct', 'a1', 'claimed', 1, 1, 'r1', 'srv-1', 1000)")
+        assert await store.renew_lease("r1", "srv-1", 1_000, 500)  # held until 1500
+        assert not await store.renew_lease("r1", "srv-2", 1_000, 500)
+        assert await store.requeue_expired(1_400) == []
+        assert await store.requeue_expired(1_501) == ["r1"]
+        assert (await store.get_run("r1"))["status"] == "queued"
+        again = await store.claim_run("srv-2", 1_000, 2_000)
+        assert again["id"] == "r1" and again["attempt"] == 1 and again["leaseOwner"] == "srv-2"
+    finally:
+        await store.close()
