@@ -4,7 +4,9 @@
 SEED_AGENTS_TEST_POSTGRES_URL; loopback only). Through the port (server.storage), in one process,
 each driver on a fresh store:
 
-- append: `transaction(tx.append_event)` on one session, at concurrency 1 and 16 (16 sessions);
+- append: `transaction(tx.append_event)` on one session, at concurrency 1 and 16 (16 sessions of
+  one agent; and 16 sessions of 16 agents: every append also writes its agent's activity rollup,
+  so appends to one agent's sessions take turns on the agent's row);
 - page: `event_page` of 50 events (a replay page);
 - claim: `claim_run` + `finish_run` of queued runs (the queue round trip of one turn).
 
@@ -32,6 +34,8 @@ async def _setup(store, sessions: int) -> None:
         await tx.create_agent("a1", "acct", {"name": "bench"}, "/tmp/a1", T0)
         for i in range(sessions):
             await tx.create_session(f"s{i}", "acct", "a1", None, T0)
+            await tx.create_agent(f"b{i}", "acct", {"name": "bench"}, f"/tmp/b{i}", T0)
+            await tx.create_session(f"u{i}", "acct", f"b{i}", None, T0)
     await store.transaction(work)
 
 
@@ -62,6 +66,11 @@ async def _measure(store, ops: int, seconds: float) -> dict:
 
     out["append.c1"] = await _timed(1, ops, seconds, append)
     out["append.c16"] = await _timed(16, max(1, ops // 16), seconds, append)
+
+    async def append_own_agent(k: int, i: int) -> None:
+        await store.transaction(lambda tx: tx.append_event(f"u{k}", payload, uuid.uuid4().hex, T0))
+
+    out["append.c16.16agents"] = await _timed(16, max(1, ops // 16), seconds, append_own_agent)
 
     async def page(k: int, i: int) -> None:
         rows, _ = await store.event_page("s0", 0, 50, 1 << 20)

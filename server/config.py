@@ -15,7 +15,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
-from urllib.parse import urlsplit
+
+from server.storage.url import StorageURL, StorageURLError, parse_storage_url, redact
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Config:
     port: int = 3050
     db_path: str = "./data/agents.sqlite"
     data_dir: str = "./data"
-    storage_url: str | None = None    # when set, `sqlite:FILE`; it has set db_path
+    storage_url: StorageURL | None = None  # when set, `sqlite:FILE`; it has set db_path
     clock_window_ms: int = 30_000
     ping_interval: float = 20.0
     ping_timeout: float = 20.0
@@ -121,19 +122,22 @@ def log_format(raw: str) -> str:
     return value
 
 
-def storage_url(raw: str) -> str:
-    """`sqlite:FILE` (also `sqlite:///abs/file`); anything else is refused without ever showing
-    a password the URL may carry."""
-    value = raw.strip()
-    scheme = value.split(":", 1)[0].lower() if ":" in value else ""
-    if scheme == "sqlite":
-        if not sqlite_path(value):
-            raise ValueError("needs a file after sqlite:, e.g. sqlite:./data/agents.sqlite")
-        return value
-    if scheme in ("postgresql", "postgres"):
-        raise ValueError("this build supports only sqlite: storage URLs, not PostgreSQL; use "
-                         "sqlite:FILE (e.g. sqlite:./data/agents.sqlite) or leave it unset")
-    raise ValueError("must be sqlite:FILE (e.g. sqlite:./data/agents.sqlite)")
+# Until the handlers, hub and runtime run on the storage port (docs/storage.md), a server on
+# PostgreSQL would not be one: refused at start, in these words.
+POSTGRESQL_NOT_WIRED = ("PostgreSQL storage is not wired into the server yet; use sqlite:FILE "
+                        "(e.g. sqlite:./data/agents.sqlite) or leave it unset")
+
+
+def storage_url(raw: str) -> StorageURL:
+    """`sqlite:FILE` (also `sqlite:///abs/file`), read by the one parser (server.storage.url);
+    `postgresql://` parses but is refused until it is wired. Errors never show a password."""
+    try:
+        url = parse_storage_url(raw)
+    except StorageURLError as exc:
+        raise ValueError(str(exc)) from None
+    if url.is_postgresql:
+        raise ValueError(POSTGRESQL_NOT_WIRED)
+    return url
 
 
 def boolean(raw: str) -> bool:
@@ -153,24 +157,6 @@ def provider_networks(raw: str) -> str:
     from server.providers.network import check_networks_value  # only when the setting is given
 
     return check_networks_value(raw)
-
-
-def sqlite_path(url: str) -> str:
-    rest = url.split(":", 1)[1]
-    return rest[2:] if rest.startswith("//") else rest
-
-
-def redact_url(raw: str) -> str:
-    """The URL with any password replaced, safe to print."""
-    try:
-        parts = urlsplit(raw.strip())
-    except ValueError:
-        return "(a URL that cannot be parsed)"
-    if parts.password is None and "@" not in parts.netloc:
-        return raw.strip()
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[1]
-    return parts._replace(netloc=f"{user}:***@{host}" if user else f"***@{host}").geturl()
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -195,7 +181,7 @@ SETTINGS: list[Setting] = [
     Setting("--port", "HTTP_PORT", "port", port, "PORT", "TCP port of everything: `/api/message` (HTTP actions), `/agents/ws`, `/api/health`, `/api/version`, `/metrics`"),
     Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file"),
     Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database; `<data-dir>/agents.sqlite` when only --data-dir is given"),
-    Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` sets the database file (this build supports sqlite: only)", "`sqlite:` + the database"),
+    Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` sets the database file (`postgresql://` is refused: not wired into the server yet)", "`sqlite:` + the database"),
     Setting(None, "SECRETS_KEY", None, text, "BASE64", "base64 of 32 bytes; encrypts stored secrets (AES-256-GCM)", "`<data-dir>/secrets.key`, created 0600 on first start"),
     Setting("--log-level", "LOG_LEVEL", "log_level", log_level, "LEVEL", "DEBUG, INFO (one access line per action), WARNING or ERROR"),
     Setting("--log-format", "LOG_FORMAT", "log_format", log_format, "FORMAT", "`text`, or `json` (one JSON object per line)"),
@@ -268,13 +254,13 @@ def load_config(args: argparse.Namespace | None = None, env: Mapping[str, str] |
                 value = s.read(raw)
             except ValueError as exc:
                 if s.attr == "storage_url":
-                    source = source.replace(repr(raw), repr(redact_url(raw)))
+                    source = source.replace(repr(raw), repr(redact(raw)))
                 raise ConfigError(f"{source}: {exc}") from None
         obj, name = _target(cfg, s.attr)
         setattr(obj, name, value)
         given.add(s.attr)
     if cfg.storage_url is not None:
-        db_path = sqlite_path(cfg.storage_url)
+        db_path = cfg.storage_url.path
         if "db_path" in given and os.path.abspath(cfg.db_path) != os.path.abspath(db_path):
             raise ConfigError(f"the storage URL names {db_path} and the db path {cfg.db_path}; "
                               "give one of --storage-url and --db-path")

@@ -88,15 +88,25 @@ MISTAKES = [
     (["--max-inflight", "0"], {},
      "seed-agents serve: --max-inflight '0': must be a whole number of at least 1"),
     (["--storage-url", "postgresql://agents:hunter2@db.example/agents"], {},
-     "seed-agents serve: --storage-url 'postgresql://agents:***@db.example/agents': this build "
-     "supports only sqlite: storage URLs, not PostgreSQL; use sqlite:FILE (e.g. "
+     "seed-agents serve: --storage-url 'postgresql://agents:***@db.example/agents': PostgreSQL "
+     "storage is not wired into the server yet; use sqlite:FILE (e.g. sqlite:./data/agents.sqlite) "
+     "or leave it unset"),
+    ([], {"SEED_AGENTS_STORAGE_URL": "postgres://agents:hunter2@db.example/agents?password=hunter2"},
+     "seed-agents serve: SEED_AGENTS_STORAGE_URL='postgres://agents:***@db.example/agents?password=***': "
+     "PostgreSQL storage is not wired into the server yet; use sqlite:FILE (e.g. "
      "sqlite:./data/agents.sqlite) or leave it unset"),
+    (["--storage-url", "postgresql://agents:hunter2@db.example:99999/agents"], {},
+     "seed-agents serve: --storage-url 'postgresql://agents:***@db.example:99999/agents': "
+     "postgresql://: malformed host or port"),
     ([], {"SEED_AGENTS_STORAGE_URL": "mysql://root:hunter2@db/x"},
-     "seed-agents serve: SEED_AGENTS_STORAGE_URL='mysql://root:***@db/x': must be sqlite:FILE "
-     "(e.g. sqlite:./data/agents.sqlite)"),
+     "seed-agents serve: SEED_AGENTS_STORAGE_URL='mysql://root:***@db/x': scheme 'mysql' is not "
+     "supported: use sqlite:FILE or postgresql://..."),
     (["--storage-url", "sqlite:"], {},
-     "seed-agents serve: --storage-url 'sqlite:': needs a file after sqlite:, e.g. "
+     "seed-agents serve: --storage-url 'sqlite:': sqlite: needs a file path, e.g. "
      "sqlite:./data/agents.sqlite"),
+    (["--storage-url", "   "], {},
+     "seed-agents serve: --storage-url '   ': storage URL is missing: use sqlite:FILE or "
+     "postgresql://..."),
     (["--storage-url", "sqlite:a.sqlite", "--db-path", "b.sqlite"], {},
      "seed-agents serve: the storage URL names a.sqlite and the db path b.sqlite; give one of "
      "--storage-url and --db-path"),

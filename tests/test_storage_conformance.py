@@ -223,7 +223,7 @@ async def test_a_session_runs_its_queue_in_order_one_at_a_time(cluster):
     first = await a.claim_run("A", 30_000, T0 + 10)
     second = await b.claim_run("B", 30_000, T0 + 10)
     assert (first["id"], second["id"]) == ("r1", "r3")
-    assert first["accountId"] == ACCOUNT and first["leaseOwner"] == "A"
+    assert first["account"] == ACCOUNT and first["leaseOwner"] == "A"
     assert await b.claim_run("B", 30_000, T0 + 10) is None  # r2 waits for r1
     await a.finish_run("r1", "A", "succeeded", None, T0 + 20)
     nxt = await b.claim_run("B", 30_000, T0 + 30)
@@ -246,13 +246,43 @@ async def test_an_expired_lease_is_reclaimed_and_the_late_finish_refused(cluster
     assert not await a.renew_lease("r1", "A", 1_000, T0 + 2_001)
     with pytest.raises(LeaseLost):
         await a.finish_run("r1", "A", "succeeded", None, T0 + 2_002)
-    done = await b.finish_run("r1", "B", "failed", "provider said no", T0 + 2_003)
-    assert done["status"] == "failed" and "provider said no" in str(done["error"])
+    done = await b.finish_run("r1", "B", "failed", {"code": "provider-error", "message": "provider said no"},
+                              T0 + 2_003)
+    assert done["status"] == "failed" and done["error"]["message"] == "provider said no"
     with pytest.raises(LeaseLost):  # answered exactly once
         await b.finish_run("r1", "B", "succeeded", None, T0 + 2_004)
     assert (await a.get_run("r1"))["status"] == "failed"
     with pytest.raises(NotFound):
         await a.finish_run("nope", "A", "succeeded", None, T0)
+
+
+async def park(cluster, store, run_id: str, now: int) -> None:
+    """running -> waiting, as a runtime parks a run (the port has no park call yet)."""
+    if cluster.kind == "sqlite":
+        from server.store import runs as runs_q
+
+        await store.db.write(runs_q.set_run_status, run_id, "waiting", now)
+    else:
+        import psycopg
+
+        with psycopg.connect(cluster.url.dsn(), autocommit=True) as conn:
+            conn.execute("UPDATE runs SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL,"
+                         " updated_at = %s WHERE id = %s", (now, run_id))
+
+
+async def test_a_waiting_run_holds_no_lease_but_keeps_its_session_busy(cluster):
+    a, b = await cluster.servers(2, shared_state=True)
+    await seed(a)
+    await enqueue(a, "r1", "s1", T0)
+    await enqueue(a, "r2", "s1", T0 + 1)
+    assert (await a.claim_run("A", 1_000, T0 + 10))["id"] == "r1"
+    await park(cluster, a, "r1", T0 + 20)
+    assert not await a.renew_lease("r1", "A", 1_000, T0 + 30)  # parked: nobody holds it
+    assert await b.requeue_expired(T0 + 1_000_000) == []  # and no lease can run out
+    assert await b.claim_run("B", 1_000, T0 + 40) is None  # r2 waits behind the parked r1
+    assert (await a.get_run("r1"))["status"] == "waiting"
+    with pytest.raises(LeaseLost):
+        await a.finish_run("r1", "A", "succeeded", None, T0 + 50)
 
 
 # -- the schema gate -------------------------------------------------------------------------
@@ -394,3 +424,77 @@ async def test_servers_draining_the_queue_run_each_session_in_order_and_each_run
         if sum(map(len, finished.values())) == 18:
             break
     assert finished == expected
+
+
+# -- the same shapes from both drivers -------------------------------------------------------
+LEASE_KEYS = ("leaseOwner", "leaseExpiresAt", "userEventId", "modelOverride")
+
+
+async def shape_script(store) -> list:
+    """One sequence of port calls; every value they return, in order."""
+    out: list = []
+
+    async def setup(tx):
+        await tx.ensure_account(ACCOUNT, T0)
+        out.append(await tx.create_agent("a1", ACCOUNT, {"name": "agent"}, "/tmp/a1", T0))
+        out.append(await tx.create_session("s1", ACCOUNT, "a1", "first", T0 + 1))
+        out.append(await tx.create_session("s2", ACCOUNT, "a1", None, T0 + 2, parent_session_id="s1"))
+        out.append(await tx.set_session_status("s2", "streaming", T0 + 3))
+
+    await store.transaction(setup)
+    payloads = [{"type": "message", "role": "user", "content": "hi"},
+                {"type": "message", "role": "assistant", "content": "hello"},
+                {"type": "tool", "name": "search"}]
+    for i, payload in enumerate(payloads):
+        out += await store.transaction(lambda tx, p=payload, i=i: tx.append_event("s1", p, f"e{i}", T0 + 10 + i))
+    out += [await store.get_session("s1"), await store.get_session("s2"), await store.get_agent("a1")]
+    root = await store.transaction(
+        lambda tx: tx.enqueue_run("r1", ACCOUNT, "a1", "s1", "e0", T0 + 20, title="first"))
+    child = await store.transaction(
+        lambda tx: tx.enqueue_run("r2", ACCOUNT, "a1", "s2", None, T0 + 21, origin="agent", parent=root))
+    out += [root, child, await store.get_agent("a1")]
+    first = await store.claim_run("A", 30_000, T0 + 30)
+    second = await store.claim_run("A", 30_000, T0 + 31)
+    out += [first, second, await store.claim_run("A", 30_000, T0 + 32)]
+    out.append(await store.renew_lease("r1", "A", 60_000, T0 + 33))
+    out.append(await store.requeue_expired(T0 + 31 + 30_001))  # r2's lease ran out, r1's did not
+    out += [await store.get_run("r2"), await store.claim_run("B", 30_000, T0 + 40_000)]
+    error, usage = {"code": "provider-error", "message": "no"}, {"input": 3, "output": 4, "total": 7}
+    out.append(await store.finish_run("r1", "A", "failed", error, T0 + 40_001, usage=usage))
+    out.append(await store.finish_run("r2", "B", "succeeded", None, T0 + 40_002))
+    out += [await store.get_run("r1"), await store.get_agent("a1"), await store.get_session("s1")]
+    return out
+
+
+async def test_both_drivers_return_the_same_shapes(tmp_path, postgres_url):
+    from server.store import runs as runs_q
+
+    lite = make_storage(sqlite_url(str(tmp_path / "agents.sqlite")))
+    pg = make_storage(postgres_url)
+    await lite.open()
+    await pg.open()
+    try:
+        got_lite, got_pg = await shape_script(lite), await shape_script(pg)
+    finally:
+        await lite.close()
+        await pg.close()
+    for i, (a, b) in enumerate(zip(got_lite, got_pg)):
+        assert a == b, f"step {i}: SQLite gave {a!r}, PostgreSQL gave {b!r}"
+    assert len(got_lite) == len(got_pg)
+    # Not both wrong the same way: what server.store itself would say.
+    out = got_pg
+    session, child, agent = out[10], out[11], out[12]
+    assert session["activity"] == {"messageAt": T0 + 11, "messageFrom": "assistant"}
+    assert session["childSessionCount"] == 1 and child["parentSessionId"] == "s1"
+    assert agent["activity"] == {"at": T0 + 12, "kind": "tool", "sessionId": "s1",
+                                 "messageAt": T0 + 11, "messageFrom": "assistant"}
+    assert agent["busy"] is False and out[15]["busy"] is True and out[-2]["busy"] is False
+    root, run_child, first = out[13], out[14], out[16]
+    assert run_child["rootRunId"] == "r1" and run_child["parentRunId"] == "r1" and run_child["depth"] == 1
+    assert first["userEventId"] == "e0" and first["startedAt"] == T0 + 30 and first["attempt"] == 1
+    assert out[20] == ["r2"] and out[21]["status"] == "queued" and out[22]["attempt"] == 2
+    claimed = {k: v for k, v in first.items() if k not in LEASE_KEYS}
+    assert out[23] == runs_q.transition(claimed, "failed", T0 + 40_001,
+                                        error={"code": "provider-error", "message": "no"},
+                                        usage={"input": 3, "output": 4, "total": 7})
+    assert out[24]["finishedAt"] == T0 + 40_002 and "error" not in out[24]

@@ -168,3 +168,77 @@ async def test_the_postgresql_schema_has_every_table_and_column_of_the_sqlite_sc
         "the SQLite schema (schema/baseline.sql) and the PostgreSQL one (schema/postgres/) differ: "
         f"add a PostgreSQL migration mirroring the SQLite change. Missing in PostgreSQL: {missing}; "
         f"only in PostgreSQL: {extra}")
+
+
+async def test_a_version_1_database_is_migrated_to_the_run_trees_with_its_data(postgres_url):
+    """Rows written at PostgreSQL version 1 (SQLite version 2's shapes) read back in today's
+    shapes, with the backfill SQLite's migration 0004 gives."""
+    first = PgSchemaTarget.current()
+    await (await open_store(postgres_url, target=PgSchemaTarget(1, first.migrations[:1]))).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO accounts VALUES ('acct', 1)")
+        conn.execute("INSERT INTO agents VALUES ('a1', 'acct', %s, '/tmp/a1', 'idle', 1, 1)", (b"\xa0",))
+        conn.execute("INSERT INTO sessions (id, account_id, agent_id, title, status, created_at, updated_at)"
+                     " VALUES ('s1', 'acct', 'a1', 'Trip', 'streaming', 1, 1)")
+        conn.execute("INSERT INTO runs (id, account_id, agent_id, session_id, status, attempt, created_at,"
+                     " updated_at, error, lease_owner, lease_expires_at) VALUES"
+                     " ('r1', 'acct', 'a1', 's1', 'failed', 1, 10, 20, 'boom', NULL, NULL),"
+                     " ('r2', 'acct', 'a1', 's1', 'running', 1, 30, 31, NULL, 'srv-1', 99)")
+        conn.execute("INSERT INTO model_providers VALUES ('acct', 'p', %s, 1, 1)", (b"\xa0",))
+    store = await open_store(postgres_url)
+    try:
+        assert store.schema_version == pg_schema.CURRENT_VERSION
+        failed, running = await store.get_run("r1"), await store.get_run("r2")
+        assert failed == {"id": "r1", "account": "acct", "rootRunId": "r1", "depth": 0, "kind": "agent",
+                          "agentId": "a1", "origin": "user", "title": "Trip", "status": "failed",
+                          "attempt": 1, "createdAt": 10, "updatedAt": 20, "sessionId": "s1",
+                          "startedAt": 10, "finishedAt": 20,
+                          "error": {"code": "run-failed", "message": "boom"}}
+        assert running["status"] == "running" and "finishedAt" not in running
+        assert (await store.get_agent("a1"))["busy"] is True
+        assert await store.requeue_expired(100) == ["r2"]  # its lease survived the migration
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            (provider_id,) = conn.execute("SELECT id FROM model_providers").fetchone()
+        assert len(provider_id) == 36 and provider_id[14] == "4"  # a UUID v4
+    finally:
+        await store.close()
+
+
+async def test_only_claimed_and_running_runs_hold_a_lease(postgres_url):
+    store = await open_store(postgres_url)
+    await store.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO accounts VALUES ('acct', 1)")
+        conn.execute("INSERT INTO agents VALUES ('a1', 'acct', %s, '/tmp/a1', 'idle', 1, 1)", (b"\xa0",))
+        conn.execute("INSERT INTO sessions (id, account_id, agent_id, status, created_at, updated_at)"
+                     " VALUES ('s1', 'acct', 'a1', 'idle', 1, 1)")
+        insert = ("INSERT INTO runs (id, account_id, agent_id, session_id, status, created_at, updated_at,"
+                  " root_run_id, lease_owner, lease_expires_at) VALUES (%s, 'acct', 'a1', 's1', %s, 1, 1, %s, %s, %s)")
+        for status, owner in (("waiting", "srv"), ("queued", "srv"), ("claimed", None), ("running", None)):
+            with pytest.raises(psycopg.errors.CheckViolation):
+                conn.execute(insert, (f"bad-{status}", status, f"bad-{status}", owner, None if owner is None else 5))
+        conn.execute(insert, ("r1", "waiting", "r1", None, None))
+        # One run of a session past the queue at a time: a waiting run keeps the next one out.
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(insert, ("r2", "claimed", "r2", "srv", 5))
+
+
+async def test_a_claimed_run_whose_server_died_goes_back_to_the_queue(postgres_url):
+    """A server that claimed a run and died before starting it: the lease runs out the same way."""
+    store = await open_store(postgres_url)
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("INSERT INTO accounts VALUES ('acct', 1)")
+            conn.execute("INSERT INTO agents VALUES ('a1', 'acct', %s, '/tmp/a1', 'idle', 1, 1)", (b"\xa0",))
+            conn.execute("INSERT INTO runs (id, account_id, agent_id, status, created_at, updated_at,"
+                         " root_run_id, lease_owner, lease_expires_at)"
+                         " VALUES ('r1', 'acct', 'a1', 'claimed', 1, 1, 'r1', 'srv-1', 1000)")
+        assert await store.renew_lease("r1", "srv-1", 1_000, 500)  # held until 1500
+        assert not await store.renew_lease("r1", "srv-2", 1_000, 500)
+        assert await store.requeue_expired(1_400) == []
+        assert await store.requeue_expired(1_501) == ["r1"]
+        assert (await store.get_run("r1"))["status"] == "queued"
+        again = await store.claim_run("srv-2", 1_000, 2_000)
+        assert again["id"] == "r1" and again["attempt"] == 1 and again["leaseOwner"] == "srv-2"
+    finally:
+        await store.close()

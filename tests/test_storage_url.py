@@ -66,3 +66,14 @@ def test_make_storage_picks_the_driver_by_scheme(tmp_path):
 
     assert isinstance(make_storage(f"sqlite:{tmp_path / 'a.sqlite'}"), SqliteStorage)
     assert isinstance(make_storage(f"postgresql://u:{SECRET}@127.0.0.1/x"), PostgresStorage)
+
+
+def test_redact_shows_any_refused_input_without_its_password():
+    from server.storage.url import redact
+
+    assert redact(f"mysql://root:{SECRET}@db/x") == "mysql://root:***@db/x"
+    assert redact(f"postgres://u:{SECRET}@h:notaport/d?sslpassword={SECRET}") == \
+        "postgres://u:***@h:notaport/d?sslpassword=***"
+    assert redact("postgresql://seed@h/d") == "postgresql://seed@h/d"  # a user name is not a secret
+    assert redact("sqlite:") == "sqlite:" and redact("agents.sqlite") == "agents.sqlite"
+    assert redact(f"http://u:{SECRET}@[::1/x") == "(a URL that cannot be parsed)"

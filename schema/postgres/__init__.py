@@ -1,15 +1,16 @@
 """The PostgreSQL schema: numbered migrations `NNNN_*.sql`, applied in order by the gate.
 
 PostgreSQL keeps its own version sequence (in the `schema_version` table), separate from
-SQLite's `PRAGMA user_version`: version 1 mirrors SQLite version 2 plus run leases. A change to
-the SQLite schema needs a PostgreSQL migration that mirrors it.
+SQLite's `PRAGMA user_version`: version 1 mirrors SQLite version 2 plus run leases, version 2
+mirrors SQLite versions 3 and 4. A change to the SQLite schema needs a PostgreSQL migration that
+mirrors it (tests/test_storage_postgres.py checks every table and column).
 """
 from __future__ import annotations
 
 import re
 from importlib import resources
 
-CURRENT_VERSION = 1
+CURRENT_VERSION = 2
 # Written into schema_version.app, so the gate can tell our schema from someone else's table.
 APP = "seed-agents"
 

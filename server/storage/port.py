@@ -91,17 +91,21 @@ class StorageTx(Protocol):
                            now: int) -> dict: ...
 
     async def create_session(self, session_id: str, account_id: str, agent_id: str,
-                             title: str | None, now: int) -> dict: ...
+                             title: str | None, now: int, *,
+                             parent_session_id: str | None = None) -> dict: ...
 
     async def set_session_status(self, session_id: str, status: str, now: int) -> dict: ...
 
     async def append_event(self, session_id: str, payload: dict, event_id: str,
                            now: int) -> tuple[dict, bytes]:
         """(SessionEvent, stored body). seq = the session's counter + 1, bumped in this
-        transaction (dense and unique under concurrent writers on every server)."""
+        transaction (dense and unique under concurrent writers on every server), with the
+        activity rollup of the session and its agent (SessionInfo / AgentInfo `activity`)."""
 
     async def enqueue_run(self, run_id: str, account_id: str, agent_id: str, session_id: str | None,
-                          user_event_id: str | None, now: int) -> dict: ...
+                          user_event_id: str | None, now: int, *, title: str = "", origin: str = "user",
+                          parent: dict | None = None) -> dict:
+        """A queued run (RunInfo): a root, or a child of `parent` (a RunInfo) in its tree."""
 
     async def notify(self, notice: Notice) -> None:
         """Publish `notice` when (and only if) this transaction commits."""
@@ -160,18 +164,23 @@ class StoragePort(Protocol):
 
     # -- the run queue ----------------------------------------------------------------------
     async def claim_run(self, owner: str, lease_ms: int, now: int) -> dict | None:
-        """Take the oldest queued run whose session has no older active run: it becomes
-        'running' (attempt + 1) with `owner`'s lease until now + lease_ms. Two claimers never
-        get the same run. The RunInfo gets "accountId", "leaseOwner", "leaseExpiresAt" (and
-        "userEventId" when set). None when nothing is claimable."""
+        """Take the oldest queued run whose session has no older queued run and no live one
+        (claimed, running, waiting): it becomes 'running' as server.store.runs.transition moves
+        it (attempt + 1, startedAt the first time, error cleared) with `owner`'s lease until
+        now + lease_ms. Two claimers never get the same run. The RunInfo gets "leaseOwner",
+        "leaseExpiresAt", and as server.store.runs.queued_runs gives them, "userEventId" and the
+        session's "modelOverride" when set. None when nothing is claimable."""
 
     async def renew_lease(self, run_id: str, owner: str, lease_ms: int, now: int) -> bool:
         """Extend the lease to now + lease_ms; False if `owner` no longer holds the run."""
 
     async def requeue_expired(self, now: int) -> list[str]:
-        """Running runs whose lease ran out go back to 'queued' (oldest first); their ids."""
+        """Claimed or running runs whose lease ran out go back to 'queued' (oldest first); their
+        ids. (Only those two statuses hold a lease; a waiting run is parked, held by nobody.)"""
 
-    async def finish_run(self, run_id: str, owner: str, status: str, error: str | None,
-                         now: int) -> dict:
-        """Move a running run to succeeded / failed / canceled, once: raises LeaseLost when
-        `owner` no longer holds it (its lease was taken over, or it was already finished)."""
+    async def finish_run(self, run_id: str, owner: str, status: str, error: dict | None,
+                         now: int, *, usage: dict | None = None) -> dict:
+        """Move a running run to succeeded / failed / canceled, once, as
+        server.store.runs.transition does (finishedAt; `error` {code, message} only on 'failed',
+        a default one if None; `usage` replaced when given): raises LeaseLost when `owner` no
+        longer holds it (its lease was taken over, or it was already finished)."""

@@ -13,6 +13,11 @@ hold across servers is held by the database itself:
 - runs: `FOR UPDATE SKIP LOCKED` picks a queued run no other claimer holds, a lease
   (`lease_owner`, `lease_expires_at`) names the server running it, and every later change
   checks the lease in its WHERE, so a server that lost its run cannot finish it.
+
+Rows become the contract's dicts through server.store's own row functions (sessions.session_info,
+runs.run_info, agents.agent_info): the column lists below follow theirs, so both drivers return
+the same shapes (tests/test_storage_conformance.py compares them), and status moves stamp the
+fields server.store.runs.transition stamps.
 """
 from __future__ import annotations
 
@@ -28,12 +33,27 @@ from server.storage.pg_gate import PgSchemaGateError, PgSchemaTarget, pass_gate
 from server.storage.port import IdempotencyConflict, LeaseLost, Notice, OnceResult, StorageError, T
 from server.storage.url import StorageURL, scrub
 from server.store import codec
+from server.store.agents import agent_info
 from server.store.errors import NotFound
+from server.store.events import activity_of
+from server.store.runs import run_info
+from server.store.sessions import session_info
 
-_SESSION = "id, account_id, agent_id, title, status, created_at, updated_at"
-_RUN = "id, agent_id, session_id, status, attempt, created_at, updated_at, error"
-_AGENT = "id, account_id, definition, state_dir, status, created_at, updated_at"
+# The columns of server.store's row functions, in their order (PostgreSQL spellings).
+_LIVE = "('queued', 'claimed', 'running', 'waiting')"
+_SESSION = ("id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id,"
+            " run_id, model_override, description, message_at, message_from,"
+            " (SELECT count(*) FROM sessions c WHERE c.parent_session_id = sessions.id)")
+_RUN = ("id, account_id, root_run_id, parent_run_id, depth, kind, agent_id, session_id, origin,"
+        " title, status, attempt, created_at, updated_at, started_at, finished_at, usage,"
+        " error_code, error")
+_RUN_N = 19
+_AGENT = ("id, account_id, definition, state_dir, status, created_at, updated_at, public_read,"
+          " activity_at, activity_kind, activity_session_id, message_at, message_from,"
+          f" EXISTS (SELECT 1 FROM runs WHERE runs.agent_id = agents.id AND runs.status IN {_LIVE})")
 _CLAIM_RETRIES = 5
+# RunInfo.error of a run failed without a reason (server.store.runs.transition's default).
+_DEFAULT_ERROR = {"code": "run-failed", "message": "the run failed"}
 
 
 class StorageUnavailable(StorageError):
@@ -198,9 +218,9 @@ class PostgresStorage:
     async def claim_run(self, owner: str, lease_ms: int, now: int) -> dict | None:
         for _ in range(_CLAIM_RETRIES):
             try:
-                row = await self._one(_CLAIM_SQL, (owner, now + lease_ms, now))
+                row = await self._one(_CLAIM_SQL, (now, owner, now + lease_ms, now))
             except pg_errors.UniqueViolation:
-                # Another server started this session's older run a moment ago (the one-running
+                # Another server started this session's older run a moment ago (the one-live
                 # index caught it): pick again.
                 continue
             if row is None:
@@ -210,29 +230,36 @@ class PostgresStorage:
 
     async def renew_lease(self, run_id: str, owner: str, lease_ms: int, now: int) -> bool:
         row = await self._one(
-            "UPDATE runs SET lease_expires_at = %s WHERE id = %s AND status = 'running' AND lease_owner = %s"
-            " RETURNING 1", (now + lease_ms, run_id, owner))
+            "UPDATE runs SET lease_expires_at = %s WHERE id = %s AND status IN ('claimed', 'running')"
+            " AND lease_owner = %s RETURNING 1", (now + lease_ms, run_id, owner))
         return row is not None
 
     async def requeue_expired(self, now: int) -> list[str]:
         async with self._p().connection() as conn:
             cur = await conn.execute(
-                "WITH gone AS (SELECT id FROM runs WHERE status = 'running' AND lease_expires_at < %s"
-                "  FOR UPDATE SKIP LOCKED)"
+                "WITH gone AS (SELECT id FROM runs WHERE status IN ('claimed', 'running')"
+                "  AND lease_expires_at < %s FOR UPDATE SKIP LOCKED)"
                 " UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL,"
-                " updated_at = GREATEST(updated_at, %s) FROM gone WHERE runs.id = gone.id"
+                " error_code = NULL, error = NULL, updated_at = GREATEST(updated_at, %s)"
+                " FROM gone WHERE runs.id = gone.id"
                 " RETURNING runs.id, runs.created_at, runs.pos", (now, now))
             rows = await cur.fetchall()
         return [r[0] for r in sorted(rows, key=lambda r: (r[1], r[2]))]
 
-    async def finish_run(self, run_id: str, owner: str, status: str, error: str | None, now: int) -> dict:
+    async def finish_run(self, run_id: str, owner: str, status: str, error: dict | None, now: int, *,
+                         usage: dict | None = None) -> dict:
         if status not in ("succeeded", "failed", "canceled"):
             raise ValueError(f"finish_run: {status!r} is not a final status")
+        # As server.store.runs.transition: an error only on 'failed' (a default one if none
+        # given), finishedAt stamped, usage replaced when given.
+        err = (error or _DEFAULT_ERROR) if status == "failed" else None
         row = await self._one(
-            f"UPDATE runs SET status = %s, error = %s, lease_owner = NULL, lease_expires_at = NULL,"
+            f"UPDATE runs SET status = %s, error_code = %s, error = %s, finished_at = %s,"
+            f" usage = coalesce(%s, usage), lease_owner = NULL, lease_expires_at = NULL,"
             f" updated_at = GREATEST(updated_at, %s)"
             f" WHERE id = %s AND status = 'running' AND lease_owner = %s RETURNING {_RUN}",
-            (status, error, now, run_id, owner))
+            (status, None if err is None else err["code"], None if err is None else err["message"], now,
+             None if usage is None else codec.encode(usage), now, run_id, owner))
         if row is None:
             if await self.get_run(run_id) is None:
                 raise NotFound(f"run {run_id} not found")
@@ -240,64 +267,43 @@ class PostgresStorage:
         return run_info(row)
 
 
-# The oldest queued run whose session has no older queued run and no running one, locked so no
-# other claimer takes it (SKIP LOCKED moves on to the next candidate instead of waiting).
+# The oldest queued run whose session has no older queued run and no live one (claimed, running
+# or waiting), locked so no other claimer takes it (SKIP LOCKED moves on to the next candidate
+# instead of waiting). Entering 'running' is server.store.runs.transition's: an attempt counted,
+# startedAt stamped the first time, the error cleared.
 _CLAIM_SQL = f"""
 WITH pick AS (
     SELECT r.id FROM runs r
     WHERE r.status = 'queued'
       AND (r.session_id IS NULL OR NOT EXISTS (
           SELECT 1 FROM runs o
-          WHERE o.session_id = r.session_id AND o.status IN ('queued', 'running') AND o.id <> r.id
-            AND (o.status = 'running' OR (o.created_at, o.pos) < (r.created_at, r.pos))))
+          WHERE o.session_id = r.session_id AND o.status IN {_LIVE} AND o.id <> r.id
+            AND (o.status <> 'queued' OR (o.created_at, o.pos) < (r.created_at, r.pos))))
     ORDER BY r.created_at, r.pos
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
-UPDATE runs SET status = 'running', attempt = attempt + 1, error = NULL, lease_owner = %s,
-       lease_expires_at = %s, updated_at = GREATEST(updated_at, %s)
+UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = coalesce(started_at, %s),
+       error_code = NULL, error = NULL, lease_owner = %s, lease_expires_at = %s,
+       updated_at = GREATEST(updated_at, %s)
 FROM pick WHERE runs.id = pick.id
-RETURNING {', '.join('runs.' + c for c in _RUN.split(', '))}, runs.account_id, runs.user_event_id,
+RETURNING {', '.join('runs.' + c for c in _RUN.split(', '))}, runs.user_event_id,
+          (SELECT s.model_override FROM sessions s WHERE s.id = runs.session_id),
           runs.lease_owner, runs.lease_expires_at
 """
 
 
 def _claimed(row: tuple) -> dict:
-    info = run_info(row[:8])
-    info["accountId"] = row[8]
-    if row[9] is not None:
-        info["userEventId"] = row[9]
-    info["leaseOwner"] = row[10]
-    info["leaseExpiresAt"] = row[11]
+    """RunInfo plus the runtime's keys, as server.store.runs.queued_runs gives them (userEventId,
+    the session's modelOverride), and the lease."""
+    info = run_info(row[:_RUN_N])
+    user_event_id, override, lease_owner, lease_expires_at = row[_RUN_N:]
+    if user_event_id is not None:
+        info["userEventId"] = user_event_id
+    if override is not None:
+        info["modelOverride"] = codec.decode(override)
+    info["leaseOwner"] = lease_owner
+    info["leaseExpiresAt"] = lease_expires_at
     return info
-
-
-# Row -> contract dict, for this driver's own column lists. They give the shapes server.store
-# gives for SQLite schema version 2; when the SQLite shapes grow (schema version 3 adds run trees
-# and session lineage), these follow with the PostgreSQL migration that mirrors it.
-def session_info(row: tuple) -> dict:
-    session_id, account_id, agent_id, title, status, created_at, updated_at = row
-    info = {"id": session_id, "account": account_id, "agentId": agent_id, "status": status,
-            "createdAt": created_at, "updatedAt": updated_at}
-    if title is not None:
-        info["title"] = title
-    return info
-
-
-def run_info(row: tuple) -> dict:
-    run_id, agent_id, session_id, status, attempt, created_at, updated_at, error = row
-    info = {"id": run_id, "agentId": agent_id, "status": status, "attempt": attempt,
-            "createdAt": created_at, "updatedAt": updated_at}
-    if session_id is not None:
-        info["sessionId"] = session_id
-    if error is not None:
-        info["error"] = error
-    return info
-
-
-def agent_info(row: tuple) -> dict:
-    agent_id, account_id, definition, state_dir, status, created_at, updated_at = row
-    return {"id": agent_id, "account": account_id, "definition": codec.decode(definition),
-            "stateDir": state_dir, "status": status, "createdAt": created_at, "updatedAt": updated_at}
 
 
 class PgTx:
@@ -318,17 +324,20 @@ class PgTx:
     async def create_agent(self, agent_id: str, account_id: str, definition: dict, state_dir: str,
                            now: int) -> dict:
         await self._conn.execute(
-            f"INSERT INTO agents ({_AGENT}) VALUES (%s, %s, %s, %s, 'idle', %s, %s)",
+            "INSERT INTO agents (id, account_id, definition, state_dir, status, created_at, updated_at)"
+            " VALUES (%s, %s, %s, %s, 'idle', %s, %s)",
             (agent_id, account_id, codec.encode(definition), state_dir, now, now))
-        return {"id": agent_id, "account": account_id, "definition": definition, "stateDir": state_dir,
-                "status": "idle", "createdAt": now, "updatedAt": now}
+        return agent_info((agent_id, account_id, definition, state_dir, "idle", now, now, False,
+                           None, None, None, None, None, False))
 
     async def create_session(self, session_id: str, account_id: str, agent_id: str, title: str | None,
-                             now: int) -> dict:
+                             now: int, *, parent_session_id: str | None = None) -> dict:
         await self._conn.execute(
-            f"INSERT INTO sessions ({_SESSION}) VALUES (%s, %s, %s, %s, 'idle', %s, %s)",
-            (session_id, account_id, agent_id, title, now, now))
-        return session_info((session_id, account_id, agent_id, title, "idle", now, now))
+            "INSERT INTO sessions (id, account_id, agent_id, title, status, created_at, updated_at,"
+            " parent_session_id) VALUES (%s, %s, %s, %s, 'idle', %s, %s, %s)",
+            (session_id, account_id, agent_id, title, now, now, parent_session_id))
+        return session_info((session_id, account_id, agent_id, title, "idle", now, now, parent_session_id,
+                             None, None, None, None, None, 0))
 
     async def set_session_status(self, session_id: str, status: str, now: int) -> dict:
         row = await self._one(
@@ -340,26 +349,51 @@ class PgTx:
 
     async def append_event(self, session_id: str, payload: dict, event_id: str,
                            now: int) -> tuple[dict, bytes]:
+        # As server.store.events.append_event: the seq and the session's latest message (messages
+        # only), then the event and its agent's latest activity (every event). The agent's row is
+        # shared by all its sessions, so its lock is taken last, in the statement before COMMIT:
+        # appends to one agent's sessions wait on each other only for the commit itself.
+        kind, message_from = activity_of(payload)
         row = await self._one(
-            "UPDATE sessions SET last_seq = last_seq + 1, updated_at = GREATEST(updated_at, %s)"
-            " WHERE id = %s RETURNING last_seq", (now, session_id))
+            "UPDATE sessions SET last_seq = last_seq + 1, updated_at = GREATEST(updated_at, %(now)s),"
+            " message_at = CASE WHEN %(from)s::text IS NULL THEN message_at"
+            "  ELSE GREATEST(coalesce(message_at, 0), %(now)s) END,"
+            " message_from = coalesce(%(from)s::text, message_from)"
+            " WHERE id = %(sid)s RETURNING last_seq, agent_id",
+            {"now": now, "from": message_from, "sid": session_id})
         if row is None:
             raise NotFound(f"session {session_id} not found")
-        seq = row[0]
+        seq, agent_id = row
         event = {"id": event_id, "sessionId": session_id, "seq": seq, "event": payload, "createdAt": now}
         body = codec.encode(event)
         await self._conn.execute(
-            "INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (%s, %s, %s, %s, %s)",
-            (session_id, seq, event_id, now, body))
+            "WITH e AS (INSERT INTO session_events (session_id, seq, id, created_at, body)"
+            "  VALUES (%(sid)s, %(seq)s, %(eid)s, %(now)s, %(body)s))"
+            " UPDATE agents SET activity_at = GREATEST(coalesce(activity_at, 0), %(now)s),"
+            " activity_kind = %(kind)s,"
+            " activity_session_id = CASE WHEN %(from)s::text IS NULL THEN activity_session_id ELSE %(sid)s END,"
+            " message_at = CASE WHEN %(from)s::text IS NULL THEN message_at"
+            "  ELSE GREATEST(coalesce(message_at, 0), %(now)s) END,"
+            " message_from = coalesce(%(from)s::text, message_from)"
+            " WHERE id = %(agent)s",
+            {"sid": session_id, "seq": seq, "eid": event_id, "now": now, "body": body, "kind": kind,
+             "from": message_from, "agent": agent_id})
         return event, body
 
     async def enqueue_run(self, run_id: str, account_id: str, agent_id: str, session_id: str | None,
-                          user_event_id: str | None, now: int) -> dict:
+                          user_event_id: str | None, now: int, *, title: str = "", origin: str = "user",
+                          parent: dict | None = None) -> dict:
+        root = run_id if parent is None else parent["rootRunId"]
+        parent_id = None if parent is None else parent["id"]
+        depth = 0 if parent is None else parent["depth"] + 1
         await self._conn.execute(
             "INSERT INTO runs (id, account_id, agent_id, session_id, user_event_id, status, attempt,"
-            " created_at, updated_at) VALUES (%s, %s, %s, %s, %s, 'queued', 0, %s, %s)",
-            (run_id, account_id, agent_id, session_id, user_event_id, now, now))
-        return run_info((run_id, agent_id, session_id, "queued", 0, now, now, None))
+            " created_at, updated_at, root_run_id, parent_run_id, depth, kind, origin, title)"
+            " VALUES (%s, %s, %s, %s, %s, 'queued', 0, %s, %s, %s, %s, %s, 'agent', %s, %s)",
+            (run_id, account_id, agent_id, session_id, user_event_id, now, now, root, parent_id, depth,
+             origin, title))
+        return run_info((run_id, account_id, root, parent_id, depth, "agent", agent_id, session_id, origin,
+                         title, "queued", 0, now, now, None, None, None, None, None))
 
     async def notify(self, notice: Notice) -> None:
         # NOTIFY inside the transaction: PostgreSQL delivers it at commit, and never on rollback.

@@ -6,11 +6,13 @@ and its file format: nothing here changes the schema.
 
 What SQLite gives across processes: the seq counter, idempotency and replay signatures hold for
 several connections on one file (each write is a BEGIN IMMEDIATE transaction; the file lock
-orders them). What it does not: the runs table has no lease columns, so run leases live in this
-object's memory, and notices travel within this process only. That is single-process
+orders them). What it does not: the runs table has no lease columns (schema/baseline.sql is the
+single-server schema), so run leases live in this object's memory, and notices travel within
+this process only. That is single-process
 semantics, which is what an embedded SQLite deployment is (`shared_across_processes = False`):
 one server owns the file's queue. A run a dead process left 'running' has no lease here, so
 `requeue_expired` puts it back in the queue (the same as the runtime's requeue at start).
+Status moves go through server.store.runs.move_run, so they stamp what the store stamps.
 """
 from __future__ import annotations
 
@@ -33,26 +35,19 @@ from server.store.database import Database
 from server.store.errors import NotFound
 from server.store.gate import SchemaTarget
 
-# The oldest queued run whose session has no older queued run and no live one. server.store has
-# no such query yet (its runtime keeps one worker per session instead). "Live" is written as
-# "not final" so it holds for every status set the runs table has had.
-_FINAL = "('succeeded', 'failed', 'canceled')"
+# The oldest queued run whose session has no older queued run and no live one (claimed,
+# running, waiting). server.store has no such query (its runtime keeps one worker per session
+# instead). The inner WHERE repeats runs.ACTIVE, the partial index's condition, verbatim.
 _CLAIMABLE = (
-    "SELECT r.id, r.account_id, r.user_event_id FROM runs r WHERE r.status = 'queued'"
+    "SELECT r.id, r.user_event_id, (SELECT s.model_override FROM sessions s WHERE s.id = r.session_id)"
+    " FROM runs r WHERE r.status = 'queued'"
     " AND (r.session_id IS NULL OR NOT EXISTS ("
-    f" SELECT 1 FROM runs o WHERE o.session_id = r.session_id AND o.status NOT IN {_FINAL}"
+    f" SELECT 1 FROM runs o WHERE o.session_id = r.session_id AND o.{runs_q.ACTIVE}"
     "  AND o.id <> r.id AND (o.status <> 'queued' OR o.created_at < r.created_at"
     "   OR (o.created_at = r.created_at AND o.rowid < r.rowid))))"
     " ORDER BY r.created_at, r.rowid LIMIT 1")
-# Status moves of the lease protocol, written here rather than through runs.set_run_status: they
-# are the driver's own (claim counts an attempt, finish clears nothing else) and touch only
-# columns every version of the runs table has.
-_TO_RUNNING = ("UPDATE runs SET status = 'running', attempt = attempt + 1, error = NULL,"
-               " updated_at = max(updated_at, ?) WHERE id = ? AND status = 'queued'")
-_TO_QUEUED = ("UPDATE runs SET status = 'queued', updated_at = max(updated_at, ?)"
-              " WHERE id = ? AND status = 'running'")
-_TO_FINAL = ("UPDATE runs SET status = ?, error = ?, updated_at = max(updated_at, ?)"
-             " WHERE id = ? AND status = 'running'")
+# The statuses that hold a lease (docs/storage.md): a server has the run in hand.
+_LEASED = ("claimed", "running")
 
 
 def _drive(coro: Awaitable[Any]) -> Any:
@@ -157,29 +152,31 @@ class SqliteStorage:
             row = conn.execute(_CLAIMABLE).fetchone()
             if row is None:
                 return None
-            run_id, account_id, user_event_id = row
-            conn.execute(_TO_RUNNING, (now, run_id))
-            info = runs_q.get_run(conn, run_id)
+            run_id, user_event_id, override = row
+            info = runs_q.move_run(conn, runs_q.get_run(conn, run_id), "running", now)
+            assert info is not None  # read and moved in one write job
             self._leases[run_id] = (owner, now + lease_ms)
-            info["accountId"] = account_id
             if user_event_id is not None:
                 info["userEventId"] = user_event_id
+            if override is not None:
+                info["modelOverride"] = codec.decode(override)
             info["leaseOwner"] = owner
             info["leaseExpiresAt"] = now + lease_ms
             return info
 
         return await self.db.write(job)
 
-    def _holds(self, conn: apsw.Connection, run_id: str, owner: str) -> bool:
+    def _held(self, conn: apsw.Connection, run_id: str, owner: str) -> dict | None:
+        """The run if `owner` holds its lease, else None."""
         lease = self._leases.get(run_id)
         if lease is None or lease[0] != owner:
-            return False
+            return None
         run = runs_q.get_run(conn, run_id)
-        return run is not None and run["status"] == "running"
+        return run if run is not None and run["status"] in _LEASED else None
 
     async def renew_lease(self, run_id: str, owner: str, lease_ms: int, now: int) -> bool:
         def job(conn: apsw.Connection) -> bool:
-            if not self._holds(conn, run_id, owner):
+            if self._held(conn, run_id, owner) is None:
                 return False
             self._leases[run_id] = (owner, now + lease_ms)
             return True
@@ -188,31 +185,33 @@ class SqliteStorage:
 
     async def requeue_expired(self, now: int) -> list[str]:
         def job(conn: apsw.Connection) -> list[str]:
-            running = [rid for (rid,) in conn.execute(
-                "SELECT id FROM runs WHERE status = 'running' ORDER BY created_at, rowid")]
+            held = [runs_q.get_run(conn, rid) for (rid,) in conn.execute(
+                "SELECT id FROM runs WHERE status IN ('claimed', 'running') ORDER BY created_at, rowid")]
             requeued = []
-            for run_id in running:
-                lease = self._leases.get(run_id)
-                if lease is None or lease[1] < now:
-                    conn.execute(_TO_QUEUED, (now, run_id))
-                    self._leases.pop(run_id, None)
-                    requeued.append(run_id)
+            for run in held:
+                lease = self._leases.get(run["id"])
+                if (lease is None or lease[1] < now) and runs_q.move_run(conn, run, "queued", now):
+                    self._leases.pop(run["id"], None)
+                    requeued.append(run["id"])
             return requeued
 
         return await self.db.write(job)
 
-    async def finish_run(self, run_id: str, owner: str, status: str, error: str | None, now: int) -> dict:
+    async def finish_run(self, run_id: str, owner: str, status: str, error: dict | None, now: int, *,
+                         usage: dict | None = None) -> dict:
         if status not in ("succeeded", "failed", "canceled"):
             raise ValueError(f"finish_run: {status!r} is not a final status")
 
         def job(conn: apsw.Connection) -> dict:
             if runs_q.get_run(conn, run_id) is None:
                 raise NotFound(f"run {run_id} not found")
-            if not self._holds(conn, run_id, owner):
+            run = self._held(conn, run_id, owner)
+            if run is None or run["status"] != "running":
                 raise LeaseLost(f"run {run_id} is no longer held by {owner}")
-            conn.execute(_TO_FINAL, (status, error, now, run_id))
+            done = runs_q.move_run(conn, run, status, now, error=error, usage=usage)
+            assert done is not None  # read and moved in one write job
             self._leases.pop(run_id, None)
-            return runs_q.get_run(conn, run_id)
+            return done
 
         return await self.db.write(job)
 
@@ -232,8 +231,9 @@ class SqliteTx:
         return agents_q.create_agent(self._conn, agent_id, account_id, definition, state_dir, now)
 
     async def create_session(self, session_id: str, account_id: str, agent_id: str, title: str | None,
-                             now: int) -> dict:
-        return sessions_q.create_session(self._conn, session_id, account_id, agent_id, title, now)
+                             now: int, *, parent_session_id: str | None = None) -> dict:
+        return sessions_q.create_session(self._conn, session_id, account_id, agent_id, title, now,
+                                         parent_session_id=parent_session_id)
 
     async def set_session_status(self, session_id: str, status: str, now: int) -> dict:
         return sessions_q.set_session_status(self._conn, session_id, status, now)
@@ -243,8 +243,10 @@ class SqliteTx:
         return events_q.append_event(self._conn, session_id, payload, event_id, now)
 
     async def enqueue_run(self, run_id: str, account_id: str, agent_id: str, session_id: str | None,
-                          user_event_id: str | None, now: int) -> dict:
-        return runs_q.create_run(self._conn, run_id, account_id, agent_id, session_id, user_event_id, now)
+                          user_event_id: str | None, now: int, *, title: str = "", origin: str = "user",
+                          parent: dict | None = None) -> dict:
+        return runs_q.create_run(self._conn, run_id, account_id, agent_id, session_id, user_event_id, now,
+                                 title=title, origin=origin, parent=parent)
 
     async def notify(self, notice: Notice) -> None:
         encode_notice(notice)  # refuse an oversized notice here too, inside the transaction

@@ -1,9 +1,11 @@
 """The storage URL: `sqlite:FILE` (the default) or `postgresql://...` (CONTRACT section 7).
 
-A parsed URL shows itself only in redacted form (`str`, `repr`, `display`): a password in the
-user-info or in a `password=` query parameter becomes `***`. Parse errors never quote the input
-either, since it may hold a password; they name the scheme and what is wrong. Only `dsn()` gives
-the real text, for the driver's connect call.
+The one parser of storage URLs: server.config reads --storage-url / SEED_AGENTS_STORAGE_URL
+with it, and the drivers are chosen by it. A parsed URL shows itself only in redacted form (`str`,
+`repr`, `display`): a password in the user-info or in a `password=` query parameter becomes
+`***`. Parse errors never quote the input either, since it may hold a password; they name the
+scheme and what is wrong, and whoever must show the input shows `redact(text)`. Only `dsn()`
+gives the real text, for the driver's connect call.
 """
 from __future__ import annotations
 
@@ -47,9 +49,12 @@ class StorageURL:
 def sqlite_url(path: str) -> StorageURL:
     """The default URL for a database file path (`sqlite:` + the path)."""
     if not path:
-        raise StorageURLError("storage URL sqlite: needs a file path (sqlite:FILE)")
+        raise StorageURLError(_NO_FILE)
     text = f"sqlite:{path}"
     return StorageURL("sqlite", path, text, text)
+
+
+_NO_FILE = "sqlite: needs a file path, e.g. sqlite:./data/agents.sqlite"
 
 
 def parse_storage_url(text: str | None) -> StorageURL:
@@ -59,13 +64,13 @@ def parse_storage_url(text: str | None) -> StorageURL:
     scheme, sep, rest = text.partition(":")
     scheme = scheme.lower()
     if not sep:
-        raise StorageURLError("storage URL has no scheme: use sqlite:FILE or postgresql://...")
+        raise StorageURLError("no scheme: use sqlite:FILE or postgresql://...")
     if scheme == "sqlite":
         return _sqlite(rest)
     if scheme in ("postgresql", "postgres"):
         return _postgresql(text)
     shown = scheme if scheme.isalnum() and len(scheme) <= 20 else "?"
-    raise StorageURLError(f"storage URL scheme {shown!r} is not supported: use sqlite:FILE or postgresql://...")
+    raise StorageURLError(f"scheme {shown!r} is not supported: use sqlite:FILE or postgresql://...")
 
 
 def _sqlite(rest: str) -> StorageURL:
@@ -74,12 +79,12 @@ def _sqlite(rest: str) -> StorageURL:
         # URL form: sqlite:///abs/path or sqlite://localhost/abs/path; a remote host is not a file.
         authority, _, tail = rest[2:].partition("/")
         if authority not in ("", "localhost"):
-            raise StorageURLError("storage URL sqlite:// names a host; SQLite needs a local file (sqlite:FILE)")
+            raise StorageURLError("sqlite:// names a host; SQLite needs a local file (sqlite:FILE)")
         path = "/" + tail
         if path == "/":
             path = ""
     if not path:
-        raise StorageURLError("storage URL sqlite: needs a file path (sqlite:FILE)")
+        raise StorageURLError(_NO_FILE)
     return sqlite_url(path)
 
 
@@ -88,18 +93,31 @@ def _postgresql(text: str) -> StorageURL:
         parts = urlsplit(text)
         port = parts.port  # raises ValueError on a bad port
     except ValueError:
-        raise StorageURLError("storage URL postgresql://: malformed host or port") from None
+        raise StorageURLError("postgresql://: malformed host or port") from None
     if not text.lower().startswith(("postgresql://", "postgres://")):
-        raise StorageURLError("storage URL must start with postgresql://")
+        raise StorageURLError("a PostgreSQL URL must start with postgresql://")
     query = parse_qsl(parts.query, keep_blank_values=True)
     if not parts.hostname and not any(k == "host" for k, _ in query):
-        raise StorageURLError("storage URL postgresql:// names no host")
+        raise StorageURLError("postgresql:// names no host")
     if port is not None and not 0 < port < 65536:
-        raise StorageURLError("storage URL postgresql://: port out of range")
+        raise StorageURLError("postgresql://: port out of range")
     return StorageURL("postgresql", None, text, _redact(parts, query))
 
 
-def _redact(parts, query: list[tuple[str, str]]) -> str:
+def redact(text: str) -> str:
+    """Any URL-like text (parsed or not, of any scheme) safe to show: a user-info password and
+    secret query parameters become ***. For quoting the input of a refused URL."""
+    try:
+        parts = urlsplit(text)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        return "(a URL that cannot be parsed)"
+    if not text.strip():
+        return text
+    return _redact(parts, query, parts.scheme)
+
+
+def _redact(parts, query: list[tuple[str, str]], scheme: str = "postgresql") -> str:
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostport = netloc.rpartition("@")
@@ -107,7 +125,7 @@ def _redact(parts, query: list[tuple[str, str]]) -> str:
         netloc = f"{user}:{REDACTED}@{hostport}" if has_password else f"{user}@{hostport}"
     shown_query = urlencode([(k, REDACTED if k.lower() in _SECRET_PARAMS else v) for k, v in query],
                             safe="*/=-,")
-    return urlunsplit(("postgresql", netloc, parts.path, shown_query, ""))
+    return urlunsplit((scheme, netloc, parts.path, shown_query, ""))
 
 
 def scrub(text: str, url: StorageURL) -> str:
