@@ -44,6 +44,13 @@ class Outbound:
     def queued_bytes(self) -> int:
         return self._bytes
 
+    def held_bytes(self) -> int:
+        """Everything this socket holds in the server and has not written: the queue, this loop
+        iteration's batch and the transport's buffer (the metric seed_agents_outbound_bytes)."""
+        transport = getattr(self.ws, "transport", None)
+        buffered = transport.get_write_buffer_size() if transport is not None and not transport.is_closing() else 0
+        return self._bytes + self._pending_bytes + buffered
+
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name="outbound")
 
@@ -103,6 +110,16 @@ class Outbound:
         while self._bytes > self.low_water and not self.closed:
             self._room.clear()
             await self._room.wait()
+
+    async def wait_fits(self, size: int) -> None:
+        """Flow control for replay: wait until `size` more bytes fit under the bound, or nothing
+        is queued (a frame larger than the bound still goes out, alone)."""
+        while self._bytes and self._bytes + size > self.max_bytes and not self.closed:
+            self._room.clear()   # set again by the writer after its next batch, at low water
+            await self._room.wait()
+
+    def fits(self, size: int) -> bool:
+        return not self._bytes or self._bytes + size <= self.max_bytes
 
     async def _run(self) -> None:
         ws, queue = self.ws, self._queue

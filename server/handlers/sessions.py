@@ -4,6 +4,7 @@ from __future__ import annotations
 from protocol.actions import request_fingerprint
 from protocol.blocks import system_prompt_markdown
 from server.app import new_id
+from server.cache import text_bytes
 from server.handlers.access import own_agent, own_session
 from server.handlers.idempotency import once
 from server.handlers.pages import INLINE_PAGE_BYTES, MAX_ANSWER_BYTES, sessions_with_agents
@@ -16,25 +17,22 @@ from server.wire_values import RawEvents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
 MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES  # a page also ends past this many bytes of events (nextAfterSeq says where)
-_PROMPT_CACHE_MAX = 10_000
 
 
 def system_prompt(app, agent_id: str) -> str:
     """An agent's system prompt as Markdown (a block tree converted), cached rather than decoded
     on every GetSession; UpdateAgent and DeleteAgent drop the entry (forget_system_prompt)."""
-    cache = app.cache.setdefault("system_prompts", {})
+    cache = app.cache["system_prompts"]   # bounded in bytes (--prompt-cache-bytes)
     prompt = cache.get(agent_id)
     if prompt is None:
         agent = app.db.read(agents_q.get_agent, agent_id)
         prompt = system_prompt_markdown((agent or {}).get("definition", {}))
-        if len(cache) >= _PROMPT_CACHE_MAX:
-            cache.clear()
-        cache[agent_id] = prompt
+        cache.put(agent_id, prompt, text_bytes(agent_id) + text_bytes(prompt))
     return prompt
 
 
 def forget_system_prompt(app, agent_id: str) -> None:
-    app.cache.setdefault("system_prompts", {}).pop(agent_id, None)
+    app.cache["system_prompts"].pop(agent_id, None)
 
 
 async def create_session(app, env, action) -> dict:
