@@ -39,6 +39,7 @@ class Outbound:
         self.task: asyncio.Task | None = None
         self._pending: list[bytes] = []   # complete frames for this loop iteration's write
         self._pending_bytes = 0
+        self._writing = 0   # bytes of the batch being written (held_bytes counts them once)
 
     @property
     def queued_bytes(self) -> int:
@@ -49,7 +50,7 @@ class Outbound:
         iteration's batch and the transport's buffer (the metric seed_agents_outbound_bytes)."""
         transport = getattr(self.ws, "transport", None)
         buffered = transport.get_write_buffer_size() if transport is not None and not transport.is_closing() else 0
-        return self._bytes + self._pending_bytes + buffered
+        return self._bytes + self._pending_bytes + max(0, buffered - self._writing)
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name="outbound")
@@ -148,7 +149,9 @@ class Outbound:
                     sent += len(data)
                     if seq:
                         self.last_sent[key] = seq
+                self._writing = sent   # counted in _bytes and, once written, in the transport's buffer
                 await ws.send_frames(batch)
+                self._writing = 0
                 self._bytes -= sent
                 if self._bytes <= self.low_water:
                     self._room.set()
