@@ -301,3 +301,61 @@ async def test_replay_to_a_socket_that_does_not_read_stays_within_the_outbound_b
             raw.close()
         await writer.close()
         await srv.stop()
+
+
+async def test_list_sessions_pages_end_before_their_agents_pass_4_mib(tmp_path):
+    """ListSessions carries the AgentInfo of each session's agent: 24 sessions of 24 agents with
+    ~255 KB definitions (6 MB) come in pages under 4 MiB, every session once."""
+    srv = await start_server(make_config(tmp_path, rate_per_second=1000.0, rate_burst=1000))
+    a = keypair("A")
+    c = await V2Client.open(srv.url)
+    try:
+        sids = set()
+        for i in range(24):
+            r = await c.call(a, {"_": "CreateAgent", "definition": definition(f"a{i}", BIG)})
+            r = await c.call(a, {"_": "CreateSession", "agentId": r["agentId"]})
+            sids.add(r["sessionId"])
+        seen, pages, cursor = [], [], None
+        while True:
+            action = {"_": "ListSessions", "limit": 100}
+            if cursor is not None:
+                action["cursor"] = cursor
+            before = len(c.frames)
+            r = await c.call(a, action)
+            assert r["_"] == "ListSessionsResponse", r
+            pages.append(len(c.frames[before]))
+            seen += [s["id"] for s in r["sessions"]]
+            assert {s["agentId"] for s in r["sessions"]} == {x["id"] for x in r["agents"]}
+            cursor = r.get("nextCursor")
+            if cursor is None:
+                break
+        assert sorted(seen) == sorted(sids) and len(pages) >= 2, pages
+        assert max(pages) <= MAX_ANSWER_BYTES, pages
+    finally:
+        await c.close()
+        await srv.stop()
+
+
+async def test_an_account_has_at_most_1000_model_providers(tmp_path):
+    from server.handlers.providers import MAX_PROVIDERS
+
+    srv = await start_server(make_config(tmp_path, rate_per_second=5000.0, rate_burst=5000))
+    a = keypair("A")
+    clients = [await V2Client.open(srv.url) for _ in range(4)]
+    try:
+        def provider(i):
+            return {"_": "SetModelProvider", "name": f"p{i}", "provider": {"type": "ollama"}}
+
+        for start in range(0, MAX_PROVIDERS, 100):
+            rs = await asyncio.gather(*[clients[i % 4].call(a, provider(i)) for i in range(start, start + 100)])
+            assert all(r["_"] == "SetModelProviderResponse" for r in rs), rs[0]
+        r = await clients[0].call(a, provider(MAX_PROVIDERS))
+        assert r["_"] == "Error" and r["status"] == 400 and str(MAX_PROVIDERS) in r["message"], r
+        r = await clients[0].call(a, provider(7))   # replacing one by name is still fine
+        assert r["_"] == "SetModelProviderResponse", r
+        r = await clients[0].call(a, {"_": "ListModelProviders"})
+        assert len(r["providers"]) == MAX_PROVIDERS + 1   # with the built-in echo
+    finally:
+        for c in clients:
+            await c.close()
+        await srv.stop()
