@@ -35,6 +35,7 @@ _H0, _H1, _H2, _H4, _H5 = _HEAD[0], _HEAD[1], _HEAD[2], _HEAD[4], _HEAD[5]
 _CACHE_LIMIT = 4096  # entries per cache; cleared when full (cheaper than LRU bookkeeping)
 _STR_CACHE_MAX_LEN = 64  # only short strings (keys, type names, ids) are worth caching
 _ORDER_CACHE_MAX_KEYS = 32
+_ORDER_CACHE_MAX_CHARS = 512  # all keys of a cached key set together: an entry stays ~2 KB, the cache ~8 MB
 _str_cache: dict[str, bytes] = {}
 _order_cache: dict[tuple, tuple] = {}
 
@@ -84,7 +85,8 @@ def _key_order(keys: tuple) -> tuple:
     order = tuple(pairs)
     # Only small key sets (the shapes of real messages) are remembered, so the cache stays small
     # whatever maps a client sends.
-    if len(keys) <= _ORDER_CACHE_MAX_KEYS:
+    # Every key counts: a client's map of long keys would otherwise pin megabytes per entry.
+    if len(keys) <= _ORDER_CACHE_MAX_KEYS and sum(len(k) for k in keys) <= _ORDER_CACHE_MAX_CHARS:
         if len(_order_cache) >= _CACHE_LIMIT:
             _order_cache.clear()
         _order_cache[keys] = order

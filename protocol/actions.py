@@ -24,6 +24,10 @@ MAX_ID = 200  # agent/session/run ids, clientRequestId, clientMessageId
 MAX_CURSOR = 1_000  # opaque ListSessions cursor handed out by the server
 MAX_TITLE = 1_000
 MAX_SYSTEM_PROMPT = 100_000  # characters of text, or of the Markdown a block tree makes
+# Bytes of an AgentDefinition as DAG-CBOR: every AgentInfo carries it (ListAgents, GetAgent,
+# agent events), so it bounds those answers; a 100,000-character prompt (as text or as the
+# desktop's block tree) fits with room to spare.
+MAX_DEFINITION_BYTES = 256 * 1024
 MAX_MESSAGE_TEXT = 200_000  # all text parts of one message, joined
 MAX_CONTENT_PARTS = 256
 MAX_CONTEXT_LINES = 10_000  # all context lines of one message
@@ -32,6 +36,7 @@ MAX_SECRET_VALUE = 64 * 1024  # bytes
 MAX_CAPABILITY = 64 * 1024  # bytes of a capability blob
 MAX_URL = 2_000
 MIN_LIMIT, MAX_LIMIT = 1, 10_000
+MAX_AGENTS_PAGE = 1_000  # ListAgents.limit: its default and cap (the answer is also bounded in bytes)
 # Every integer a client sends is a JavaScript number on the Seed side, and seqs and Unix ms end
 # up in SQLite (signed 64-bit): past 2^53 - 1 a JS client cannot even write the value exactly,
 # and past 2^63 - 1 SQLite cannot store it. So integer fields are 0..2^53 - 1 unless a field
@@ -183,6 +188,8 @@ class GetAgent:
 @dataclass(frozen=True)
 class ListAgents:
     ts: int
+    limit: int | None = None  # additions of ours, ignored by Seed clients: see docs/protocol.md
+    cursor: dict | None = None  # {updatedBefore, idAfter}, as a previous nextCursor gave it
 
 
 @dataclass(frozen=True)
@@ -395,8 +402,18 @@ def _system_prompt(d: _Fields) -> str:
     return markdown
 
 
-def _create_agent(f: _Fields, ts: int) -> CreateAgent:
+def _bounded_definition(f: _Fields) -> dict:
+    """`definition` as a map of at most MAX_DEFINITION_BYTES of DAG-CBOR (the value is never
+    quoted back: only its size)."""
     definition = f.mapping("definition")
+    size = len(encode(definition))
+    if size > MAX_DEFINITION_BYTES:
+        raise f.fail("definition", f"must be at most {MAX_DEFINITION_BYTES} bytes as DAG-CBOR, got {size}")
+    return definition
+
+
+def _create_agent(f: _Fields, ts: int) -> CreateAgent:
+    definition = _bounded_definition(f)
     d = _Fields(definition, f"{f.name}.definition")
     return CreateAgent(
         ts,
@@ -439,6 +456,20 @@ def _session_cursor(f: _Fields) -> dict | None:
             "idBefore": c.text("idBefore", MAX_ID, allow_empty=True)}
 
 
+def _agents_cursor(f: _Fields) -> dict | None:
+    """{updatedBefore, idAfter}: ListAgents' nextCursor (newest update first, then id)."""
+    raw = f.mapping("cursor", required=False)
+    if raw is None:
+        return None
+    c = _Fields(raw, f"{f.name}.cursor")
+    return {"updatedBefore": c.integer("updatedBefore", 0, None, required=True),
+            "idAfter": c.text("idAfter", MAX_ID, allow_empty=True)}
+
+
+def _list_agents(f: _Fields, ts: int) -> ListAgents:
+    return ListAgents(ts, f.integer("limit", MIN_LIMIT, MAX_AGENTS_PAGE), _agents_cursor(f))
+
+
 def _list_sessions(f: _Fields, ts: int) -> ListSessions:
     include = _boolean(f, "includeChildren")
     return ListSessions(
@@ -454,7 +485,7 @@ def _list_sessions(f: _Fields, ts: int) -> ListSessions:
 def _definition(f: _Fields) -> tuple[dict, str]:
     """The AgentDefinition map (kept whole) after the checks CreateAgent and UpdateAgent share;
     returns it with its modelProvider."""
-    definition = f.mapping("definition")
+    definition = _bounded_definition(f)
     d = _Fields(definition, f"{f.name}.definition")
     d.text("name", MAX_NAME)
     d.text("systemPrompt", MAX_SYSTEM_PROMPT, allow_empty=True)
@@ -588,10 +619,6 @@ def _subscribe(f: _Fields, ts: int) -> Subscribe:
     return Subscribe(ts, key, match.group(1), match.group(2), f.integer("afterSeq", 0, None))
 
 
-def _no_fields(cls: type):  # noqa: ANN202
-    return lambda f, ts: cls(ts)
-
-
 _PARSERS = {
     "RegisterSigner": _register_signer,
     "SetSecret": _set_secret,
@@ -600,7 +627,7 @@ _PARSERS = {
     "ListModelProviders": _list_model_providers,
     "CreateAgent": _create_agent,
     "GetAgent": _get_agent,
-    "ListAgents": _no_fields(ListAgents),
+    "ListAgents": _list_agents,
     "CreateSession": _create_session,
     "ListSessions": _list_sessions,
     "GetSession": _get_session,

@@ -7,6 +7,7 @@ import time
 import uuid
 
 from protocol import events
+from server.cache import ByteBudgetCache, text_bytes
 from server.config import Config
 from server.frames import Outgoing
 from server.hub import Hub
@@ -17,8 +18,6 @@ from server.store import signatures as sig_q
 from server.store.database import Database
 from server.store.filemodes import make_private_dir, warn_if_wide
 from server.store.secrets import SecretBox, load_secrets_key
-
-_OWNER_CACHE_MAX = 100_000
 
 
 def now_ms() -> int:
@@ -42,9 +41,20 @@ class App:
         self.runtime = None  # set in start(); see server.runtime.runner
         self.connections: set = set()
         self.sockets_by_account: dict[str, int] = {}
-        self._signers: set[tuple[str, str]] = set()   # (account, signer) pairs known to be registered
+        # (account, signer) pairs known to be registered; a miss is one primary-key read.
+        self._signers = ByteBudgetCache("signers", config.owner_cache_bytes)
         self._tasks: list[asyncio.Task] = []
-        self.cache: dict[str, dict] = {}   # small read caches of immutable values, by name
+        # Every in-memory cache, by name, each bounded in bytes (server/cache.py) and exported
+        # as seed_agents_cache_*{cache=name}.
+        self.cache: dict[str, ByteBudgetCache] = {c.name: c for c in (
+            ByteBudgetCache("system_prompts", config.prompt_cache_bytes),
+            ByteBudgetCache("session_owner", config.owner_cache_bytes),
+            ByteBudgetCache("agent_owner", config.owner_cache_bytes),
+            ByteBudgetCache("history", config.history_cache_bytes),
+            self._signers)}
+        for cache in self.cache.values():
+            self.metrics.watch_cache(cache)
+        self.metrics.watch_outbound(self.connections)
         self.now_ms = now_ms
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -96,17 +106,17 @@ class App:
 
     # -- authorization state ---------------------------------------------------------------
     def signer_known(self, account_id: str, signer_id: str) -> bool:
-        if (account_id, signer_id) in self._signers:
+        if self._signers.get((account_id, signer_id)):
             return True
         from server.store import accounts
 
         if self.db.read(accounts.is_signer, account_id, signer_id):
-            self._signers.add((account_id, signer_id))
+            self.remember_signer(account_id, signer_id)
             return True
         return False
 
     def remember_signer(self, account_id: str, signer_id: str) -> None:
-        self._signers.add((account_id, signer_id))
+        self._signers.put((account_id, signer_id), True, len(account_id) + len(signer_id))
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_at
@@ -197,22 +207,20 @@ class App:
         else:
             self._send(event, key, "agents/" + agent_id)
 
-    # Owners never change, so they are cached (bounded; a miss is one primary-key read).
+    # Owners never change, so they are cached (bounded in bytes; a miss is one primary-key read).
     def _session_owner(self, session_id: str) -> str:
-        owners = self.cache.setdefault("session_owner", {})
+        owners = self.cache["session_owner"]
         owner = owners.get(session_id)
         if owner is None:
             from server.store import sessions as sessions_q
 
             session = self.db.read(sessions_q.get_session, session_id)
             owner = session["account"] if session is not None else ""
-            if len(owners) >= _OWNER_CACHE_MAX:
-                owners.clear()
-            owners[session_id] = owner
+            owners.put(session_id, owner, text_bytes(session_id) + len(owner))
         return owner
 
     def _agent_owner(self, agent_id: str) -> str | None:
-        owners = self.cache.setdefault("agent_owner", {})
+        owners = self.cache["agent_owner"]
         owner = owners.get(agent_id)
         if owner is None:
             from server.store import agents as agents_q
@@ -220,7 +228,5 @@ class App:
             owner = self.db.read(agents_q.agent_account, agent_id)
             if owner is None:
                 return None
-            if len(owners) >= _OWNER_CACHE_MAX:
-                owners.clear()
-            owners[agent_id] = owner
+            owners.put(agent_id, owner, text_bytes(agent_id) + len(owner))
         return owner

@@ -59,6 +59,10 @@ class Config:
     http_header_timeout: float = 10.0   # first byte of a request to the end of its headers
     http_body_timeout: float = 30.0     # end of the headers to the end of the body
     http_idle_timeout: float = 60.0     # a keep-alive connection with no request in progress
+    # In-memory caches, each bounded in bytes (server/cache.py; metrics seed_agents_cache_*).
+    history_cache_bytes: int = 64 << 20   # the runtime's per-session message histories
+    prompt_cache_bytes: int = 16 << 20    # agents' system prompts as Markdown (GetSession, turns)
+    owner_cache_bytes: int = 16 << 20     # each of: session owners, agent owners, registered signers
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -201,6 +205,9 @@ SETTINGS: list[Setting] = [
     Setting("--http-header-timeout", "HTTP_HEADER_TIMEOUT", "http_header_timeout", seconds, "SECONDS", "an HTTP request whose headers take longer is answered 408 and closed"),
     Setting("--http-body-timeout", "HTTP_BODY_TIMEOUT", "http_body_timeout", seconds, "SECONDS", "an HTTP request whose body takes longer after its headers is answered 408 and closed"),
     Setting("--http-idle-timeout", "HTTP_IDLE_TIMEOUT", "http_idle_timeout", seconds, "SECONDS", "a keep-alive HTTP connection with no request this long is closed"),
+    Setting("--history-cache-bytes", "HISTORY_CACHE_BYTES", "history_cache_bytes", count, "BYTES", "memory for the sessions' message histories the runtime keeps between turns (least recently used dropped; a dropped one is read again from the database)"),
+    Setting("--prompt-cache-bytes", "PROMPT_CACHE_BYTES", "prompt_cache_bytes", count, "BYTES", "memory for agents' system prompts as Markdown (least recently used dropped)"),
+    Setting("--owner-cache-bytes", "OWNER_CACHE_BYTES", "owner_cache_bytes", count, "BYTES", "memory for each of the caches of session owners, agent owners and registered signers (least recently used dropped)"),
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
 ]

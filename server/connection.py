@@ -23,8 +23,11 @@ log = logging.getLogger("seed_agents.connection")
 
 __all__ = ["V2", "Connection", "framing_for", "new_connection_id"]
 
-# Read actions whose handlers never await: run inline in the socket's reader (see _on_frame).
-INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders"})
+# Reads answered in the socket's reader, one at a time (see _on_frame): no task each, and since the
+# reader waits for outbound room before each, their answers (up to 4 MiB) stay within the socket's
+# bound. The ones that can be large read off the loop (Database.read_async) meanwhile.
+INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders",
+                            "ListRuns"})
 # One numbering for WebSocket and HTTP connections: the replay rule tells them apart by id.
 new_connection_id = itertools.count(1).__next__
 

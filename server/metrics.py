@@ -23,7 +23,32 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
 
+        self.cache_bytes = Gauge("seed_agents_cache_bytes", "Bytes held by an in-memory cache (its entries' "
+                                 "sizes plus a fixed overhead each)", ["cache"], registry=r)
+        self.cache_entries = Gauge("seed_agents_cache_entries", "Entries in an in-memory cache", ["cache"],
+                                   registry=r)
+        self.cache_budget = Gauge("seed_agents_cache_budget_bytes", "Byte budget of an in-memory cache",
+                                  ["cache"], registry=r)
+        self.outbound_bytes = Gauge("seed_agents_outbound_bytes", "Bytes queued to WebSocket clients and not "
+                                    "yet written (all sockets)", registry=r)
+        self.outbound_bytes_max = Gauge("seed_agents_outbound_bytes_max_socket", "Most bytes queued to one "
+                                        "socket and not yet written, now", registry=r)
+
         self._action_children: dict[tuple[str, int], tuple] = {}
+
+    def watch_cache(self, cache) -> None:
+        """Export a server.cache.ByteBudgetCache: read when /metrics is scraped."""
+        self.cache_bytes.labels(cache.name).set_function(lambda: cache.bytes)
+        self.cache_entries.labels(cache.name).set_function(lambda: len(cache))
+        self.cache_budget.labels(cache.name).set(cache.budget)
+
+    def watch_outbound(self, connections) -> None:
+        """Export the bytes queued to the open sockets (`connections`: objects with `outbound`)."""
+        def held() -> list[int]:
+            return [c.outbound.held_bytes() for c in list(connections) if getattr(c, "outbound", None)]
+
+        self.outbound_bytes.set_function(lambda: sum(held()))
+        self.outbound_bytes_max.set_function(lambda: max(held(), default=0))
 
     def action_done(self, name: str, status: int, seconds: float) -> None:
         # labels() costs a few microseconds a call; the hot path reuses the children.

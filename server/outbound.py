@@ -39,10 +39,18 @@ class Outbound:
         self.task: asyncio.Task | None = None
         self._pending: list[bytes] = []   # complete frames for this loop iteration's write
         self._pending_bytes = 0
+        self._writing = 0   # bytes of the batch being written (held_bytes counts them once)
 
     @property
     def queued_bytes(self) -> int:
         return self._bytes
+
+    def held_bytes(self) -> int:
+        """Everything this socket holds in the server and has not written: the queue, this loop
+        iteration's batch and the transport's buffer (the metric seed_agents_outbound_bytes)."""
+        transport = getattr(self.ws, "transport", None)
+        buffered = transport.get_write_buffer_size() if transport is not None and not transport.is_closing() else 0
+        return self._bytes + self._pending_bytes + max(0, buffered - self._writing)
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name="outbound")
@@ -104,6 +112,16 @@ class Outbound:
             self._room.clear()
             await self._room.wait()
 
+    async def wait_fits(self, size: int) -> None:
+        """Flow control for replay: wait until `size` more bytes fit under the bound, or nothing
+        is queued (a frame larger than the bound still goes out, alone)."""
+        while self._bytes and self._bytes + size > self.max_bytes and not self.closed:
+            self._room.clear()   # set again by the writer after its next batch, at low water
+            await self._room.wait()
+
+    def fits(self, size: int) -> bool:
+        return not self._bytes or self._bytes + size <= self.max_bytes
+
     async def _run(self) -> None:
         ws, queue = self.ws, self._queue
         try:
@@ -131,7 +149,9 @@ class Outbound:
                     sent += len(data)
                     if seq:
                         self.last_sent[key] = seq
+                self._writing = sent   # counted in _bytes and, once written, in the transport's buffer
                 await ws.send_frames(batch)
+                self._writing = 0
                 self._bytes -= sent
                 if self._bytes <= self.low_water:
                     self._room.set()

@@ -13,6 +13,7 @@ import asyncio
 import logging
 
 from protocol import events
+from protocol.actions import MAX_DEFINITION_BYTES
 from server.frames import Outgoing
 from server.store import agents as agents_q
 from server.store import codec
@@ -23,6 +24,14 @@ from server.store import sessions as sessions_q
 log = logging.getLogger("seed_agents.subscriptions")
 
 REPLAY_PAGE_BYTES = 1 << 20   # a replay frame holds at most this much (or `replay_page` events)
+CHANGE_BYTES = 16 * 1024      # a `change` frame, at most (SessionInfo, RunInfo; AgentInfo adds its definition)
+
+
+def replay_page_bytes(max_bytes: int) -> int:
+    """A replay page's byte bound for a socket whose outbound bound is `max_bytes`: a page is
+    queued only once the socket is down to its low-water mark (1/8 of the bound), so with pages
+    of at most a quarter of the bound a replay that keeps up never crosses it."""
+    return min(REPLAY_PAGE_BYTES, max(16 * 1024, max_bytes // 4))
 
 
 class Subscription:
@@ -46,6 +55,9 @@ class Subscription:
     async def start(self) -> None:
         kind, _, ident = self.key.partition("/")
         current = None
+        # The current value waits for room like a replay page (an AgentInfo can be 256 KiB), before
+        # it is read, so no newer change published meanwhile can precede it.
+        await self.conn.outbound.wait_fits(CHANGE_BYTES + (MAX_DEFINITION_BYTES if kind == "agents" else 0))
         if kind == "agents":
             current = self.conn.app.db.read(agents_q.get_agent, ident)
         elif kind == "runs":
@@ -94,29 +106,40 @@ class SessionSubscription(Subscription):
     async def start(self) -> None:
         self.task = asyncio.current_task()
         conn, app = self.conn, self.conn.app
-        session = app.db.read(sessions_q.get_session, self.session_id)
+        outbound = conn.outbound
+        # Replay stays within the socket's outbound bound: a page is built, then queued only
+        # when it fits under the bound (else the replay waits for the socket to drain and reads
+        # it again), so a client that does not read holds at most the bound; live events on top
+        # cut it off with 1013 naming the last seq it was sent, as any slow consumer.
+        outbound.last_sent.setdefault(self.key, self.after_seq)
+        await outbound.wait_fits(CHANGE_BYTES)
+        session = app.db.read(sessions_q.get_session, self.session_id)   # no await from here to the send
         conn.send_event(Outgoing(self.key, events.change(self.key, session)), bounded=False)
-        conn.outbound.last_sent.setdefault(self.key, self.after_seq)
         page = app.config.limits.replay_page
+        page_bytes = replay_page_bytes(outbound.max_bytes)
+        need = page_bytes
         sent = 0
-        while not conn.outbound.closed:
+        while True:
+            await outbound.wait_fits(need)
+            if outbound.closed:
+                return
             rows, more = app.db.read(events_q.event_bodies_page, self.session_id, self.last_seq, page,
-                                     REPLAY_PAGE_BYTES)
+                                     page_bytes)
+            frames = list(conn.framing.replay(self.key, rows)) if rows else []
+            need = sum(len(frame) for frame, _seq in frames)
+            if not outbound.fits(need):
+                continue  # bigger than planned (one big event): wait for that much room, read again
+            for frame, seq in frames:   # v2: one batched frame; v1: one each
+                outbound.put(frame, self.key, seq, bounded=False)   # it fits (checked above)
             if rows:
-                self._send_page(rows)
                 sent += len(rows)
                 self.last_seq = rows[-1][0]
+            need = page_bytes
             if not more:
                 break  # no await from that read to the flip below
-            await conn.outbound.wait_room()
         self.replaying = False
         app.metrics.replayed.inc(sent)
         conn.send(conn.framing.replayed(self.key, self.last_seq))   # v2 only: None in v1
         if self.missed_change:
             session = app.db.read(sessions_q.get_session, self.session_id)
-            conn.send_event(Outgoing(self.key, events.change(self.key, session)), bounded=False)
-
-    def _send_page(self, rows: list) -> None:
-        conn, key = self.conn, self.key
-        for frame, seq in conn.framing.replay(key, rows):   # v2: one batched frame; v1: one each
-            conn.outbound.put(frame, key, seq, bounded=False)
+            conn.send_event(Outgoing(self.key, events.change(self.key, session)))

@@ -132,7 +132,7 @@ async def test_a_replayed_envelope_is_409_across_http_and_websocket(server):
     write = sign_envelope(a, {"_": "CreateAgent", "definition": {
         "name": "x", "systemPrompt": "", "modelProvider": "echo", "model": "m"}})
     read = sign_envelope(a, {"_": "ListAgents"})
-    read2 = sign_envelope(a, {"_": "ListAgents", "limit": 5})
+    read2 = sign_envelope(a, {"_": "ListAgents", "n": 5})
     async with httpx.AsyncClient() as http:
         status, value = await post(http, base, write)
         assert status == 200 and value["_"] == "CreateAgentResponse"
@@ -155,7 +155,7 @@ async def test_a_replayed_envelope_is_409_across_http_and_websocket(server):
 async def test_a_thousand_requests_on_one_keep_alive_connection(quick_server):
     base = base_url(quick_server)
     a = keypair("A")
-    bodies = [sign_envelope(a, {"_": "ListAgents", "limit": 1 + i}) for i in range(1000)]
+    bodies = [sign_envelope(a, {"_": "ListAgents", "n": 1 + i}) for i in range(1000)]
     raw = await RawHttp.open(quick_server)
     statuses = []
     for i in range(0, 1000, 50):   # pipelined in groups of 50, all on one connection
@@ -168,7 +168,7 @@ async def test_a_thousand_requests_on_one_keep_alive_connection(quick_server):
     raw.close()
     async with httpx.AsyncClient() as http:   # and through a client library's keep-alive pool
         for i in range(20):
-            assert (await act(http, base, a, {"_": "ListAgents", "limit": 2000 + i}))[0] == 200
+            assert (await act(http, base, a, {"_": "ListAgents", "n": 2000 + i}))[0] == 200
 
 
 async def test_a_client_that_disconnects_mid_body_loses_nothing(server):
@@ -186,7 +186,7 @@ async def test_a_client_that_disconnects_mid_body_loses_nothing(server):
         # The same envelope sent whole afterwards is executed once (it was never claimed).
         status, value = await post(http, base, body)
         assert status == 200 and value["_"] == "CreateAgentResponse"
-        status, value = await act(http, base, a, {"_": "ListAgents", "limit": 10})
+        status, value = await act(http, base, a, {"_": "ListAgents", "n": 10})
         assert [x["definition"]["name"] for x in value["agents"]] == ["half"]
     # A client that sends a whole write and leaves before the answer: the write still commits,
     # once, and the server goes on serving.
@@ -199,7 +199,7 @@ async def test_a_client_that_disconnects_mid_body_loses_nothing(server):
         async with asyncio.timeout(10):
             names: list = []
             for i in range(1000):
-                status, value = await act(http, base, a, {"_": "ListAgents", "limit": 20 + i})
+                status, value = await act(http, base, a, {"_": "ListAgents", "n": 20 + i})
                 names = sorted(x["definition"]["name"] for x in value["agents"])
                 if "left" in names:
                     break
@@ -266,14 +266,14 @@ async def test_account_switch_is_refused_by_name_and_the_socket_keeps_its_accoun
     r = await v1.send(b, {"_": "ListAgents"})
     assert r["status"] == 403 and "WebSocket account switch is not allowed" in r["message"]
     assert a.account_id in r["message"] and "Signer is not authorized" not in r["message"]
-    assert (await v1.send(a, {"_": "ListAgents", "limit": 3}))["_"] == "ListAgentsResponse"
+    assert (await v1.send(a, {"_": "ListAgents", "n": 3}))["_"] == "ListAgentsResponse"
     await v1.close()
     v2 = await V2Client.open(server.url)
     assert (await v2.call(b, {"_": "ListAgents"}))["_"] == "ListAgentsResponse"
     r = await v2.call(a, {"_": "ListAgents"})
     assert r["status"] == 403 and "WebSocket account switch is not allowed" in r["message"]
     assert "Signer is not authorized" not in r["message"]
-    assert (await v2.call(b, {"_": "ListAgents", "limit": 3}))["_"] == "ListAgentsResponse"
+    assert (await v2.call(b, {"_": "ListAgents", "n": 3}))["_"] == "ListAgentsResponse"
     await v2.close()
 
 

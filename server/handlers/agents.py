@@ -8,6 +8,7 @@ from protocol.errors import ProtocolError, quote
 from server.app import new_id
 from server.handlers.access import own_agent
 from server.handlers.idempotency import once
+from server.handlers.pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
 from server.runtime.state_dirs import make_state_dir
 from server.store import agents as agents_q
 from server.store import providers as providers_q
@@ -52,12 +53,20 @@ async def create_agent(app, env, action) -> dict:
 async def get_agent(app, env, action) -> dict:
     def read(conn):
         agent = own_agent(conn, env.account_id, action.agent_id)
-        return agent, sessions_q.sessions_of_agent(conn, action.agent_id, 1000)
+        return agent, sessions_q.sessions_of_agent(conn, action.agent_id, AGENT_SESSIONS)
 
-    agent, sessions = app.db.read(read)
+    # Off the event loop: the definition (up to 256 KiB) and 1000 sessions are decoded there.
+    agent, sessions = await app.db.read_async(read)
     return {"_": "GetAgentResponse", "agent": agent, "sessions": sessions}
 
 
 async def list_agents(app, env, action) -> dict:
-    agents = app.db.read(agents_q.list_agents, env.account_id)
-    return {"_": "ListAgentsResponse", "agents": agents}
+    """One page: at most `limit` (default and cap 1000) agents, ending before the answer passes
+    4 MiB; `nextCursor` when more remain (an addition a Seed client ignores: docs/protocol.md)."""
+    agents, cursor = await app.db.read_async(
+        agents_q.list_agents_page, env.account_id, action.limit or AGENTS_PAGE, action.cursor,
+        MAX_ANSWER_BYTES)
+    response = {"_": "ListAgentsResponse", "agents": agents}
+    if cursor is not None:
+        response["nextCursor"] = cursor
+    return response

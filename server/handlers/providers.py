@@ -6,11 +6,15 @@ from __future__ import annotations
 import hashlib
 import uuid
 
+from protocol.errors import ProtocolError
 from server.app import new_id
 from server.handlers.access import own_agent
 from server.store import providers as providers_q
 
 BUILTIN_ECHO = "echo"
+# Providers per account: ListModelProviders answers them all, so their number is bounded
+# (a RedactedModelProvider is a few hundred bytes: 1000 of them stay well under 1 MiB).
+MAX_PROVIDERS = 1_000
 
 
 def redacted(row: dict) -> dict:
@@ -33,8 +37,15 @@ def builtin_echo(account_id: str) -> dict:
 
 async def set_model_provider(app, env, action) -> dict:
     now = app.now_ms()
-    row = await app.db.write(providers_q.set_provider, env.account_id, action.name, action.provider, now,
-                             new_id())
+
+    def job(conn):
+        if providers_q.get_provider(conn, env.account_id, action.name) is None \
+                and providers_q.count_providers(conn, env.account_id) >= MAX_PROVIDERS:
+            raise ProtocolError(400, f"SetModelProvider: an account has at most {MAX_PROVIDERS} model "
+                                     "providers (delete one with DeleteModelProvider first)")
+        return providers_q.set_provider(conn, env.account_id, action.name, action.provider, now, new_id())
+
+    row = await app.db.write(job)
     app.notify_account(env.account_id, "model-provider-changed")
     return {"_": "SetModelProviderResponse", "provider": redacted(row)}
 

@@ -6,6 +6,7 @@ from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 
 DEFAULT_LIMIT = 100
+MAX_RUNS_PAGE = 1_000   # server cap on ListRuns.limit: a RunInfo is a few KiB at most (title <= 1000 characters)
 MAX_TREE = 10_000  # runs of one tree read at once (CancelRun walks the whole tree)
 
 
@@ -15,7 +16,7 @@ async def get_run(app, env, action) -> dict:
 
 
 async def list_runs(app, env, action) -> dict:
-    limit = action.limit or DEFAULT_LIMIT
+    limit = min(action.limit or DEFAULT_LIMIT, MAX_RUNS_PAGE)
 
     def read(conn):
         if action.selector == "rootRunId":

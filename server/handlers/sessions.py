@@ -4,8 +4,10 @@ from __future__ import annotations
 from protocol.actions import request_fingerprint
 from protocol.blocks import system_prompt_markdown
 from server.app import new_id
+from server.cache import text_bytes
 from server.handlers.access import own_agent, own_session
 from server.handlers.idempotency import once
+from server.handlers.pages import INLINE_PAGE_BYTES, MAX_ANSWER_BYTES, sessions_with_agents
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import events as events_q
@@ -14,26 +16,23 @@ from server.store import sessions as sessions_q
 from server.wire_values import RawEvents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
-MAX_RESPONSE_BYTES = 4 << 20  # a page also ends past this many bytes of events (nextAfterSeq says where)
-_PROMPT_CACHE_MAX = 10_000
+MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES  # a page also ends past this many bytes of events (nextAfterSeq says where)
 
 
 def system_prompt(app, agent_id: str) -> str:
     """An agent's system prompt as Markdown (a block tree converted), cached rather than decoded
     on every GetSession; UpdateAgent and DeleteAgent drop the entry (forget_system_prompt)."""
-    cache = app.cache.setdefault("system_prompts", {})
+    cache = app.cache["system_prompts"]   # bounded in bytes (--prompt-cache-bytes)
     prompt = cache.get(agent_id)
     if prompt is None:
         agent = app.db.read(agents_q.get_agent, agent_id)
         prompt = system_prompt_markdown((agent or {}).get("definition", {}))
-        if len(cache) >= _PROMPT_CACHE_MAX:
-            cache.clear()
-        cache[agent_id] = prompt
+        cache.put(agent_id, prompt, text_bytes(agent_id) + text_bytes(prompt))
     return prompt
 
 
 def forget_system_prompt(app, agent_id: str) -> None:
-    app.cache.setdefault("system_prompts", {}).pop(agent_id, None)
+    app.cache["system_prompts"].pop(agent_id, None)
 
 
 async def create_session(app, env, action) -> dict:
@@ -69,11 +68,13 @@ async def list_sessions(app, env, action) -> dict:
         sessions, cursor = sessions_q.list_sessions(
             conn, env.account_id, action.agent_id, action.limit or 100, action.cursor,
             parent_session_id=action.parent_session_id, include_children=action.include_children)
-        agent_ids = sorted({s["agentId"] for s in sessions})
-        agents = [a for a in (agents_q.get_agent(conn, i) for i in agent_ids) if a is not None]
-        return sessions, agents, cursor
+        # The agents (definitions up to 256 KiB each) bound the page in bytes too.
+        kept, agents = sessions_with_agents(conn, sessions)
+        if len(kept) < len(sessions):
+            cursor = {"updatedBefore": kept[-1]["updatedAt"], "idBefore": kept[-1]["id"]}
+        return kept, agents, cursor
 
-    sessions, agents, cursor = app.db.read(read)
+    sessions, agents, cursor = await app.db.read_async(read)
     response = {"_": "ListSessionsResponse", "sessions": sessions, "agents": agents}
     if cursor is not None:
         response["nextCursor"] = cursor
@@ -86,10 +87,16 @@ async def get_session(app, env, action) -> dict:
 
     def read(conn):
         session = own_session(conn, env.account_id, action.session_id)
-        rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES)
+        rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, INLINE_PAGE_BYTES)
         return session, rows, more
 
+    # The common small page is read right here; a page of big events goes on off the loop.
     session, rows, more = app.db.read(read)
+    size = sum(len(body) for _seq, body in rows)
+    if more and len(rows) < limit and size < MAX_RESPONSE_BYTES:
+        rest, more = await app.db.read_async(events_q.event_bodies_page, action.session_id, rows[-1][0],
+                                             limit - len(rows), MAX_RESPONSE_BYTES - size)
+        rows += rest
     response = {"_": "GetSessionResponse", "session": session}
     # Stored event bytes go out as they are in CBOR; JSON decodes them on demand.
     response["events"] = RawEvents([bytes(body) for _seq, body in rows])

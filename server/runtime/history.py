@@ -9,7 +9,11 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
+from server.cache import text_bytes
 from server.providers.base import ChatMessage
+
+HISTORY_OVERHEAD = 600   # bytes a SessionHistory costs empty (object, deque), about
+ENTRY_OVERHEAD = 200     # bytes an Entry costs besides its text, about
 
 
 def user_text(content: str, context_lines: tuple[str, ...]) -> str:
@@ -27,6 +31,10 @@ class Entry:
     context_lines: tuple[str, ...] = ()
 
 
+def entry_bytes(entry: Entry) -> int:
+    return ENTRY_OVERHEAD + text_bytes(entry.content) + sum(text_bytes(line) + 60 for line in entry.context_lines)
+
+
 def entry_of(event: dict) -> Entry | None:
     payload = event.get("event") or {}
     if payload.get("type") != "message" or not isinstance(payload.get("content"), str):
@@ -39,11 +47,13 @@ def entry_of(event: dict) -> Entry | None:
 
 
 class SessionHistory:
-    """The last `limit` messages of one session, extended as events are appended."""
+    """The last `limit` messages of one session, extended as events are appended. `bytes` is
+    what it holds, about (the runtime's cache is bounded by it: server/cache.py)."""
 
     def __init__(self, limit: int) -> None:
         self.last_seq = 0
         self.entries: collections.deque[Entry] = collections.deque(maxlen=limit)
+        self.bytes = HISTORY_OVERHEAD
 
     def extend(self, events: list[dict]) -> None:
         for event in events:
@@ -52,7 +62,10 @@ class SessionHistory:
             self.last_seq = event["seq"]
             entry = entry_of(event)
             if entry is not None:
+                if len(self.entries) == self.entries.maxlen:
+                    self.bytes -= entry_bytes(self.entries[0])   # the deque drops it
                 self.entries.append(entry)
+                self.bytes += entry_bytes(entry)
 
     def has(self, event_id: str) -> bool:
         return any(e.event_id == event_id for e in self.entries)

@@ -38,7 +38,6 @@ log = logging.getLogger("seed_agents.runtime")
 # The model sees at most this many of the session's latest events (ending with the turn's own
 # user message): a long session must not make every turn decode its whole history.
 HISTORY_EVENTS = 500
-HISTORY_SESSIONS = 256   # sessions whose history stays in memory between turns (least recent dropped)
 
 
 
@@ -56,7 +55,7 @@ class Runtime:
         # Sessions deleted while their worker lived: the worker publishes and writes nothing
         # more for them, and ends (removed when the worker ends).
         self.gone: set[str] = set()
-        self.histories: dict[str, SessionHistory] = {}   # insertion order = least recent first
+        self.histories = app.cache["history"]   # bounded in bytes (--history-cache-bytes)
         self.http: httpx.AsyncClient | None = None
         self.closing = False
 
@@ -247,9 +246,7 @@ class Runtime:
             history.extend(events)
             if len(events) < 1000:
                 break
-        self.histories[session_id] = history
-        while len(self.histories) > HISTORY_SESSIONS:
-            self.histories.pop(next(iter(self.histories)))
+        self.histories.put(session_id, history, history.bytes)
         if user_event_id and not history.has(user_event_id):
             # A run so far behind that its message fell out of the window: read it alone.
             seq = self.app.db.read(events_q.event_seq, user_event_id)

@@ -51,6 +51,39 @@ def list_agents(conn: apsw.Connection, account_id: str, role: str = OWNER) -> li
     return [agent_info(row, role) for row in rows]
 
 
+def definition_size(conn: apsw.Connection, agent_id: str) -> int:
+    """Bytes of the agent's stored definition (0 when there is no such agent)."""
+    row = conn.execute("SELECT length(definition) FROM agents WHERE id = ?", (agent_id,)).fetchone()
+    return 0 if row is None or row[0] is None else row[0]
+
+
+AGENT_INFO_OVERHEAD = 512   # bytes an AgentInfo adds to its definition, at most (ids, times, dirs)
+
+
+def list_agents_page(conn: apsw.Connection, account_id: str, limit: int, cursor: dict | None,
+                     max_bytes: int, role: str = OWNER) -> tuple[list[dict], dict | None]:
+    """One page of `list_agents`: at most `limit` agents, and it also ends before the stored
+    definitions (plus AGENT_INFO_OVERHEAD each) pass `max_bytes` (one agent at least). Returns
+    (agents, next cursor or None); the cursor is {updatedBefore, idAfter} (order: updated_at
+    DESC, id), keyset on the agents_by_account index."""
+    where, params = "account_id = ?", [account_id]
+    if cursor is not None:
+        # "updated_at <= ?" bounds the index range; the OR skips rows already returned.
+        where += " AND updated_at <= ? AND (updated_at < ? OR id > ?)"
+        params += [cursor["updatedBefore"], cursor["updatedBefore"], cursor["idAfter"]]
+    rows, size, more = [], 0, False
+    for row in conn.execute(f"SELECT {_COLUMNS} FROM agents WHERE {where} ORDER BY updated_at DESC, id LIMIT ?",
+                            (*params, limit + 1)):
+        cost = len(row[2]) + AGENT_INFO_OVERHEAD
+        if len(rows) == limit or (rows and size + cost > max_bytes):
+            more = True
+            break
+        rows.append(row)
+        size += cost
+    next_cursor = {"updatedBefore": rows[-1][6], "idAfter": rows[-1][0]} if more else None
+    return [agent_info(row, role) for row in rows], next_cursor
+
+
 def set_agent_status(conn: apsw.Connection, agent_id: str, status: str, now: int,
                      role: str = OWNER) -> dict:
     row = conn.execute(

@@ -1,7 +1,10 @@
 """Database: the async façade over one SQLite file.
 
 Reads run synchronously on the caller's thread with a dedicated reader connection: they are
-short indexed lookups, and apsw releases the GIL while SQLite works. Writes go to one writer
+short indexed lookups, and apsw releases the GIL while SQLite works. A read whose answer can be
+large (ListAgents, GetAgent, a GetSession page past its first part) uses `read_async`: it runs on
+a small pool of reader threads, each with its own connection, so the event loop keeps serving
+everyone else meanwhile. Writes go to one writer
 thread that group-commits: it takes every queued job (up to `batch_limit`), runs them in one
 `BEGIN IMMEDIATE` transaction, each in its own savepoint so a failing job is rolled back alone,
 commits once (one fsync for the batch), and only then resolves the callers, in job order. The
@@ -49,8 +52,12 @@ class _Job:
         self.value = exc
 
 
+READER_THREADS = 2   # read_async threads (the machine's cores serve the loop and the writer too)
+
+
 class Database:
-    """One writer thread (group commit) plus one reader connection for the event-loop thread."""
+    """One writer thread (group commit), one reader connection for the event-loop thread, and a
+    small pool of reader threads for large reads."""
 
     def __init__(self, path: str, *, batch_limit: int = 256, target: SchemaTarget | None = None) -> None:
         self.path = path
@@ -62,6 +69,9 @@ class Database:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # orders submit against close: no job lands after _STOP
         self._accepting = False
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None   # read_async, made on first use
+        self._pool_readers: list[apsw.Connection] = []
+        self._local = threading.local()
         # Counters for metrics and the bench: committed batches and the jobs they carried.
         self.batches = 0
         self.jobs = 0
@@ -120,6 +130,12 @@ class Database:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)   # no read in flight past this point
+        for conn in self._pool_readers:
+            conn.close()
+        self._pool_readers.clear()
 
     # -- reads -----------------------------------------------------------------------------
     def read(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -127,6 +143,27 @@ class Database:
         conn = self.reader
         if conn.in_transaction:  # nested read: already inside a snapshot
             return fn(conn, *args)
+        conn.execute("BEGIN")
+        try:
+            return fn(conn, *args)
+        finally:
+            conn.execute("COMMIT")
+
+    async def read_async(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`read`, but on a reader thread with its own connection (one snapshot too): for reads
+        whose answer can be large, so the event loop is not held while they decode."""
+        if self._reader is None:
+            raise DatabaseClosed("database is not open")
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(READER_THREADS, thread_name_prefix="db-reader")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._read_on_thread, fn, args)
+
+    def _read_on_thread(self, fn: Callable[..., Any], args: tuple) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = open_reader(self.path, target=self._target)
+            with self._lock:
+                self._pool_readers.append(conn)
         conn.execute("BEGIN")
         try:
             return fn(conn, *args)

@@ -35,6 +35,10 @@ def get_provider(conn: apsw.Connection, account_id: str, name: str) -> dict | No
     return None if row is None else _provider(row)
 
 
+def count_providers(conn: apsw.Connection, account_id: str) -> int:
+    return conn.execute("SELECT count(*) FROM model_providers WHERE account_id = ?", (account_id,)).fetchone()[0]
+
+
 def list_providers(conn: apsw.Connection, account_id: str) -> list[dict]:
     """[{id, name, config, createdAt, updatedAt}] ordered by name."""
     rows = conn.execute(
