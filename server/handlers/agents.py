@@ -6,10 +6,11 @@ import os
 from protocol.actions import request_fingerprint
 from protocol.errors import ProtocolError, quote
 from server.app import new_id
-from server.handlers.access import own_agent
+from server.handlers.access import READER, agent_for
 from server.handlers.idempotency import once
 from server.runtime.state_dirs import make_state_dir
 from server.store import agents as agents_q
+from server.store import collaborators as collab_q
 from server.store import providers as providers_q
 from server.store import sessions as sessions_q
 
@@ -51,7 +52,7 @@ async def create_agent(app, env, action) -> dict:
 
 async def get_agent(app, env, action) -> dict:
     def read(conn):
-        agent = own_agent(conn, env.account_id, action.agent_id)
+        agent = agent_for(conn, env.account_id, action.agent_id, READER)
         return agent, sessions_q.sessions_of_agent(conn, action.agent_id, 1000)
 
     agent, sessions = app.db.read(read)
@@ -59,5 +60,11 @@ async def get_agent(app, env, action) -> dict:
 
 
 async def list_agents(app, env, action) -> dict:
-    agents = app.db.read(agents_q.list_agents, env.account_id)
+    def read(conn):
+        # Own agents, then (apart, so the owner's query stays as it is) those shared with the
+        # caller: accepted grants only; a public agent of another account is never listed.
+        return collab_q.merge_agents(agents_q.list_agents(conn, env.account_id),
+                                     collab_q.list_shared_agents(conn, env.account_id))
+
+    agents = app.db.read(read)
     return {"_": "ListAgentsResponse", "agents": agents}

@@ -4,10 +4,11 @@ from __future__ import annotations
 from protocol.actions import request_fingerprint
 from protocol.blocks import system_prompt_markdown
 from server.app import new_id
-from server.handlers.access import own_agent, own_session
+from server.handlers.access import READER, WRITER, agent_access, agent_for, agent_role, session_for
 from server.handlers.idempotency import once
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
+from server.store import collaborators as collab_q
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
@@ -41,9 +42,10 @@ async def create_session(app, env, action) -> dict:
     account_id = env.account_id
 
     def effect(conn):
-        own_agent(conn, account_id, action.agent_id)
+        # A writer's session is the owner's data: the row carries the owner's account.
+        owner = agent_for(conn, account_id, action.agent_id, WRITER)["account"]
         session_id = new_id()
-        session = sessions_q.create_session(conn, session_id, account_id, action.agent_id, action.title, now)
+        session = sessions_q.create_session(conn, session_id, owner, action.agent_id, action.title, now)
         agent = agents_q.touch_agent(conn, action.agent_id, now)
         return {"_": "CreateSessionResponse", "sessionId": session_id}, [(session, agent)]
 
@@ -54,7 +56,8 @@ async def create_session(app, env, action) -> dict:
     response, created = await app.db.write(job)
     for session, agent in created:
         app.publish_session(session, created=True)
-        app.notify_account(account_id, "session-created", agent_id=session["agentId"], session_id=session["id"])
+        app.notify_account(session["account"], "session-created", agent_id=session["agentId"],
+                           session_id=session["id"])
         if agent is not None:
             app.publish_change("agents/" + agent["id"], agent)
     return response
@@ -62,15 +65,30 @@ async def create_session(app, env, action) -> dict:
 
 async def list_sessions(app, env, action) -> dict:
     def read(conn):
+        # A shared agent's sessions are listed under its owner's account.
+        account = env.account_id
+        roles: dict[str, str] = {}
         if action.agent_id is not None:
-            own_agent(conn, env.account_id, action.agent_id)
+            roles[action.agent_id] = agent_access(conn, env.account_id, action.agent_id, READER)
+            account = agents_q.agent_account(conn, action.agent_id)
         if action.parent_session_id is not None:
-            own_session(conn, env.account_id, action.parent_session_id)
-        sessions, cursor = sessions_q.list_sessions(
-            conn, env.account_id, action.agent_id, action.limit or 100, action.cursor,
-            parent_session_id=action.parent_session_id, include_children=action.include_children)
-        agent_ids = sorted({s["agentId"] for s in sessions})
-        agents = [a for a in (agents_q.get_agent(conn, i) for i in agent_ids) if a is not None]
+            account = session_for(conn, env.account_id, action.parent_session_id, READER)["account"]
+        shared = {} if account != env.account_id or action.agent_id is not None \
+            or action.parent_session_id is not None else collab_q.shared_agents(conn, env.account_id)
+        limit = action.limit or 100
+        if shared:   # own sessions and those of the agents shared with the caller
+            sessions, cursor = collab_q.sessions_page(conn, env.account_id, sorted(shared), limit,
+                                                      action.cursor, action.include_children)
+        else:
+            sessions, cursor = sessions_q.list_sessions(
+                conn, account, action.agent_id, limit, action.cursor,
+                parent_session_id=action.parent_session_id, include_children=action.include_children)
+        agents = []
+        for agent_id in sorted({s["agentId"] for s in sessions}):
+            role = roles.get(agent_id) or shared.get(agent_id) or agent_role(conn, env.account_id, agent_id)
+            agent = agents_q.get_agent(conn, agent_id, role) if role is not None else None
+            if agent is not None:
+                agents.append(agent)
         return sessions, agents, cursor
 
     sessions, agents, cursor = app.db.read(read)
@@ -85,7 +103,7 @@ async def get_session(app, env, action) -> dict:
     after = action.after_seq or 0
 
     def read(conn):
-        session = own_session(conn, env.account_id, action.session_id)
+        session = session_for(conn, env.account_id, action.session_id, READER)
         rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES)
         return session, rows, more
 
@@ -103,8 +121,7 @@ async def update_session(app, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
-        session = own_session(conn, env.account_id, action.session_id)
-        own_agent(conn, env.account_id, session["agentId"])
+        session_for(conn, env.account_id, action.session_id, WRITER)
         return sessions_q.update_session(conn, action.session_id, now, title=action.title,
                                          set_override=action.set_model_override,
                                          model_override=action.model_override)
@@ -118,18 +135,19 @@ async def delete_session(app, env, action) -> dict:
     """Stop the live run, then one transaction: the session's live runs end 'canceled', its runs
     keep their history with the session detached, children become top level, the session and
     its events go. Subscribers of sessions/<id> get the notice, then nothing more."""
-    session = app.db.read(own_session, env.account_id, action.session_id)
+    session = app.db.read(session_for, env.account_id, action.session_id, WRITER)
     session_id, agent_id = session["id"], session["agentId"]
     app.runtime.abandon_sessions([session_id])
     now = app.now_ms()
 
     def job(conn):
-        own_session(conn, env.account_id, session_id)  # again: it may have gone meanwhile
+        session_for(conn, env.account_id, session_id, WRITER)  # again: it may have gone meanwhile
         canceled = runs_q.cancel_runs(conn, runs_q.active_runs_of_session(conn, session_id), now)
         children = [row[0] for row in conn.execute(
             "SELECT id FROM sessions WHERE parent_session_id = ?", (session_id,))]
         sessions_q.delete_session(conn, session_id)
-        lifecycle_q.forget_idempotency(conn, env.account_id, {session_id})
+        for member in {session["account"], env.account_id}:
+            lifecycle_q.forget_idempotency(conn, member, {session_id})
         agent = agents_q.touch_agent(conn, agent_id, now)
         return canceled, [sessions_q.get_session(conn, c) for c in children], agent
 
