@@ -33,6 +33,7 @@ class Grants:
         self._accounts: dict[str, set[str]] = {}          # agent -> accounts in _subs
         self._locks: dict[str, list] = {}              # agent -> [lock, users]
         self._audience: dict[str, tuple[str, ...]] = {}   # agent -> accepted collaborators
+        self._leaving: dict[str, set[str]] = {}           # agent -> accounts losing access now
 
     # -- the index -------------------------------------------------------------------------
     def track(self, sub) -> None:
@@ -143,7 +144,29 @@ class Grants:
     # -- who hears about an agent ------------------------------------------------------------
     def audience(self, agent_id: str) -> tuple[str, ...]:
         """The agent's accepted collaborators (cached; every change of them goes through
-        `forget_audience`)."""
+        `forget_audience`), less those whose access is being removed right now."""
+        accounts = self._audience_of(agent_id)
+        leaving = self._leaving.get(agent_id)
+        if leaving:
+            accounts = tuple(a for a in accounts if a not in leaving and "*" not in leaving)
+        return accounts
+
+    @contextlib.contextmanager
+    def leaving(self, agent_id: str, accounts):
+        """While access is being removed (from before the write until the cache is fresh
+        again), the leaving accounts (`"*"`: all) get no more notices of the agent."""
+        entry = self._leaving.setdefault(agent_id, set())
+        added = set(accounts) - entry
+        entry |= added
+        try:
+            yield
+        finally:
+            self.forget_audience(agent_id)
+            entry -= added
+            if not entry and self._leaving.get(agent_id) is entry:
+                del self._leaving[agent_id]
+
+    def _audience_of(self, agent_id: str) -> tuple[str, ...]:
         accounts = self._audience.get(agent_id)
         if accounts is None:
             members = self.app.db.read(collab_q.members, agent_id)

@@ -42,15 +42,15 @@ async def delete_agent(app, env, action) -> dict:
 
     async with app.grants.changing(agent_id):
         members = app.db.read(collab_q.members, agent_id)   # who hears of it, read before it goes
-        app.grants.cut_agent(agent_id, why)   # guests' subscriptions end before the write
+        with app.grants.leaving(agent_id, ["*"]):
+            app.grants.cut_agent(agent_id, why)   # guests' subscriptions end before the write
 
-        def job(conn):
-            agent_for(conn, env.account_id, agent_id, OWNER)  # again: a concurrent delete may have won
-            return lifecycle_q.delete_agent(conn, agent_id)
+            def job(conn):
+                agent_for(conn, env.account_id, agent_id, OWNER)  # again: a concurrent delete may have won
+                return lifecycle_q.delete_agent(conn, agent_id)
 
-        deleted_sessions = await app.db.write(job)
-        app.grants.cut_agent(agent_id, why)
-        app.grants.forget_audience(agent_id)
+            deleted_sessions = await app.db.write(job)
+            app.grants.cut_agent(agent_id, why)
     app.runtime.abandon_sessions(deleted_sessions)  # any created after the first look
     forget_system_prompt(app, agent_id)
     await asyncio.to_thread(remove_state_dir, app.config.data_dir, agent["stateDir"])

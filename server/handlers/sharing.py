@@ -47,6 +47,7 @@ async def invite_agent_collaborator(app, env, action) -> dict:
             return collab_q.invite(conn, agent_id, invitee, action.role, now)
 
         collaborator = await app.db.write(job)
+        app.grants.forget_audience(agent_id)
         app.grants.refresh(agent_id, [invitee], f"access to agent {agent_id} changed")
     _changed(app, agent_id, env.account_id, invitee)
     app.notify_only(invitee, INVITES_CHANGED, agent_id=agent_id)
@@ -85,16 +86,17 @@ async def remove_agent_collaborator(app, env, action) -> dict:
             return owners_q.agent_access(conn, agent_id)[1]
 
         public_read = app.db.read(check)
-        if not public_read:
-            app.grants.cut_account(target, agent_id, why)   # before the write: nothing leaks after it
+        with app.grants.leaving(agent_id, [target]):
+            if not public_read:
+                app.grants.cut_account(target, agent_id, why)   # before the write: nothing leaks after it
 
-        def job(conn):
-            agent_access(conn, env.account_id, agent_id, OWNER)
-            if collab_q.remove(conn, agent_id, target) is None:
-                raise ProtocolError(404, f"account {target} is not a collaborator of agent {agent_id}")
+            def job(conn):
+                agent_access(conn, env.account_id, agent_id, OWNER)
+                if collab_q.remove(conn, agent_id, target) is None:
+                    raise ProtocolError(404, f"account {target} is not a collaborator of agent {agent_id}")
 
-        await app.db.write(job)
-        app.grants.refresh(agent_id, [target], why)
+            await app.db.write(job)
+            app.grants.refresh(agent_id, [target], why)
     _changed(app, agent_id, env.account_id, target)
     app.notify_only(target, INVITES_CHANGED, agent_id=agent_id)
     return {"_": "RemoveAgentCollaboratorResponse", "agentId": agent_id, "accountId": target}
@@ -117,6 +119,7 @@ async def accept_agent_invite(app, env, action) -> dict:
             return owner, agents_q.get_agent(conn, agent_id, agent_role(conn, env.account_id, agent_id))
 
         owner, agent = await app.db.write(job)
+        app.grants.forget_audience(agent_id)
         app.grants.refresh(agent_id, [env.account_id], f"access to agent {agent_id} changed")
     _changed(app, agent_id, owner, env.account_id)
     app.notify_only(env.account_id, INVITES_CHANGED, agent_id=agent_id)
