@@ -134,5 +134,5 @@ def test_foreign_check_reads_only_primary_keys_of_small_columns(store, check, id
     store.exec_trace = None
     for sql in ACCESS_READS.values():
         plan = [d for *_, d in store.execute("EXPLAIN QUERY PLAN " + sql.replace("?", "'x'")).fetchall()]
-        assert len(plan) == 1 and plan[0].startswith("SEARCH") and "PRIMARY KEY" in plan[0] or \
-            "(id=?)" in plan[0], plan
+        assert len(plan) == 1 and plan[0].startswith("SEARCH"), plan
+        assert "PRIMARY KEY" in plan[0] or "(id=?)" in plan[0], plan
