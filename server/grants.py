@@ -44,15 +44,16 @@ class Grants:
             return
         account = sub.conn.account_id
         role, agent_id = self.app.db.read(key_role, account, kind, ident)
+        if role == OWNER:   # the class default: nothing stored on the owner's subscriptions
+            return
         sub.role = role or OWNER
-        if role == OWNER:
-            return
         sub.agent_id = agent_id
-        if role is None:   # not expected: Subscribe checked with no await since
-            self.cut([sub], f"{sub.key} not found")
-            return
         self._subs.setdefault((account, agent_id), set()).add(sub)
         self._accounts.setdefault(agent_id, set()).add(account)
+        if role is None:
+            # Not expected (Subscribe checked, with no await since). Ended on the next loop
+            # turn, once the connection has finished starting it (its replay task included).
+            asyncio.get_running_loop().call_soon(self.cut, [sub], f"{sub.key} not found")
 
     def untrack(self, sub) -> None:
         agent_id = getattr(sub, "agent_id", None)

@@ -38,3 +38,17 @@ async def test_sharing_methods_round_trip(server):
         with pytest.raises(AgentsError) as e:
             await guest.accept_agent_invite(agent_id)
         assert e.value.status == 404
+
+
+async def test_sharing_over_http(server):
+    """The HTTP endpoint answers the sharing actions like any other (no subscriptions there)."""
+    owner_kp, guest_kp = Keypair.generate(), Keypair.generate()
+    async with AgentsClient.connect(server.http_url, owner_kp) as owner, \
+            AgentsClient.connect(server.http_url, guest_kp) as guest:
+        agent_id = (await owner.create_agent(ECHO))["agentId"]
+        await owner.invite_agent_collaborator(agent_id, guest_kp.account_id, "reader")
+        assert [i["agentId"] for i in (await guest.list_agent_invites())["invites"]] == [agent_id]
+        assert (await guest.accept_agent_invite(agent_id))["agent"]["accessRole"] == "reader"
+        with pytest.raises(AgentsError) as e:
+            await guest.create_session(agent_id)
+        assert e.value.status == 403 and e.value.message == "Write access is required"
