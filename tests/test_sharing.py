@@ -192,11 +192,17 @@ async def test_reinvite_changes_the_role_and_keeps_acceptance(server):
     o, w, r, s, agent_id, session_id = await shared(server)
     try:
         assert await r.status(text_message(session_id)) == 403
+        await r.ok({"_": "Subscribe", "key": "agents/" + agent_id})
         again = await o.ok({"_": "InviteAgentCollaborator", "agentId": agent_id,
                             "accountId": READER.account_id, "role": "writer"})
         assert again["collaborator"]["role"] == "writer" and again["collaborator"]["status"] == "accepted"
         assert await r.status(text_message(session_id)) == 200
         assert (await r.ok({"_": "GetAgent", "agentId": agent_id}))["agent"]["accessRole"] == "writer"
+        # The open subscription follows the new role at once.
+        await o.ok({"_": "SetAgentPublicRead", "agentId": agent_id, "publicRead": True})
+        change = await r.wait_for(lambda e: e["_"] == "change" and e["key"] == "agents/" + agent_id
+                                  and e["value"].get("publicRead") is True)
+        assert change["value"]["accessRole"] == "writer"
         # A pending invitation re-invited stays pending, with the new role.
         await o.ok({"_": "InviteAgentCollaborator", "agentId": agent_id, "accountId": STRANGER.account_id,
                     "role": "writer"})
@@ -360,5 +366,37 @@ async def test_missing_agent_and_foreign_look_alike_for_sharing_actions(server):
             b = await s.call(make(missing))
             assert a["status"] == b["status"] == 404
             assert a["message"].replace(agent_id, "<id>") == b["message"].replace(missing, "<id>")
+    finally:
+        await close(o, w, r, s)
+
+
+async def test_list_sessions_pages_own_and_shared_as_one_list(server):
+    o, w, r, s, agent_id, session_id = await shared(server)
+    try:
+        for i in range(3):
+            await o.ok({"_": "CreateSession", "agentId": agent_id, "title": f"o{i}"})
+        mine, _ = await setup_session(r.client, READER)
+        await r.ok({"_": "CreateSession", "agentId": mine, "title": "r1"})
+        everything = (await r.ok({"_": "ListSessions", "limit": 100}))["sessions"]
+        assert len(everything) == 6   # 4 of the shared agent, 2 of the reader's own
+        order = [(x["updatedAt"], x["id"]) for x in everything]
+        assert order == sorted(order, reverse=True)
+        paged, cursor = [], None
+        while True:
+            action = {"_": "ListSessions", "limit": 2}
+            if cursor is not None:
+                action["cursor"] = cursor
+            page = await r.ok(action)
+            paged += page["sessions"]
+            roles = {a["id"]: a["accessRole"] for a in page["agents"]}
+            assert all(roles[x["agentId"]] == ("owner" if x["agentId"] == mine else "reader")
+                       for x in page["sessions"])
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                break
+        assert [x["id"] for x in paged] == [x["id"] for x in everything]
+        # The stranger's listing shows none of it; the owner's shows only its own.
+        assert (await s.ok({"_": "ListSessions"}))["sessions"] == []
+        assert {x["agentId"] for x in (await o.ok({"_": "ListSessions"}))["sessions"]} == {agent_id}
     finally:
         await close(o, w, r, s)
