@@ -73,8 +73,8 @@ async def list_sessions(app, env, action) -> dict:
             account = agents_q.agent_account(conn, action.agent_id)
         if action.parent_session_id is not None:
             account = session_for(conn, env.account_id, action.parent_session_id, READER)["account"]
-        shared = {} if account != env.account_id or action.agent_id is not None \
-            or action.parent_session_id is not None else collab_q.shared_agents(conn, env.account_id)
+        unfiltered = action.agent_id is None and action.parent_session_id is None
+        shared = collab_q.shared_agents(conn, env.account_id) if unfiltered else {}
         limit = action.limit or 100
         if shared:   # own sessions and those of the agents shared with the caller
             sessions, cursor = collab_q.sessions_page(conn, env.account_id, sorted(shared), limit,

@@ -13,7 +13,6 @@ from server.store import agents as agents_q
 from server.store import codec
 from server.store import sessions as sessions_q
 
-_ORDER_AGENTS = lambda a: (-a["updatedAt"], a["id"])  # noqa: E731 - ListAgents' order
 
 
 def collaborator_info(account_id: str, role: str, status: str, created_at: int, updated_at: int) -> dict:
@@ -138,7 +137,7 @@ def merge_agents(own: list[dict], shared: list[dict]) -> list[dict]:
     """One list, newest update first (ListAgents' order)."""
     if not shared:
         return own
-    return sorted(own + shared, key=_ORDER_AGENTS)
+    return sorted(own + shared, key=lambda a: (-a["updatedAt"], a["id"]))
 
 
 def sessions_page(conn: apsw.Connection, account_id: str, agent_ids, limit: int,
