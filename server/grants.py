@@ -20,7 +20,7 @@ import contextlib
 
 from protocol import events
 from server.frames import Outgoing
-from server.handlers.access import OWNER, agent_role, key_role
+from server.handlers.access import OWNER, READER, agent_role, key_role
 from server.store import collaborators as collab_q
 
 _AUDIENCE_MAX = 100_000
@@ -46,10 +46,11 @@ class Grants:
         role, agent_id = self.app.db.read(key_role, account, kind, ident)
         if role == OWNER:   # the class default: nothing stored on the owner's subscriptions
             return
-        sub.role = role or OWNER
-        sub.agent_id = agent_id
-        self._subs.setdefault((account, agent_id), set()).add(sub)
-        self._accounts.setdefault(agent_id, set()).add(account)
+        sub.role = role or READER
+        if agent_id is not None:
+            sub.agent_id = agent_id
+            self._subs.setdefault((account, agent_id), set()).add(sub)
+            self._accounts.setdefault(agent_id, set()).add(account)
         if role is None:
             # Not expected (Subscribe checked, with no await since). Ended on the next loop
             # turn, once the connection has finished starting it (its replay task included).
