@@ -137,7 +137,7 @@ class Harness:
     async def _start(self) -> None:
         from server.main import start_server
 
-        self.server = await start_server(make_config(self.tmp_path))
+        self.server = await start_server(make_config(self.tmp_path, rate_per_second=100_000, rate_burst=100_000))
         self.clients = {n: await V2Client.open(self.server.url) for n in NAMES}
 
     async def _stop(self) -> None:
