@@ -188,3 +188,10 @@ def harness(tmp_path_factory):
 @given(st.lists(ops, min_size=1, max_size=25))
 def test_access_outcomes_follow_the_reference_model(harness, steps):
     harness.run(harness.scenario(steps))
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(ops, min_size=1, max_size=60))
+def test_access_outcomes_follow_the_reference_model_long(harness, steps):
+    harness.run(harness.scenario(steps))
