@@ -122,3 +122,34 @@ def cancel_run(run_id: str) -> dict:
 
 def delete_model_provider(name: str) -> dict:
     return _action("DeleteModelProvider", name=name)
+
+
+# -- sharing ----------------------------------------------------------------------------------
+
+def invite_agent_collaborator(agent_id: str, account_id: str, role: str) -> dict:
+    """`role`: "reader" or "writer"; inviting again changes the role."""
+    return _action("InviteAgentCollaborator", agentId=agent_id, accountId=account_id, role=role)
+
+
+def list_agent_collaborators(agent_id: str) -> dict:
+    return _action("ListAgentCollaborators", agentId=agent_id)
+
+
+def remove_agent_collaborator(agent_id: str, account_id: str) -> dict:
+    return _action("RemoveAgentCollaborator", agentId=agent_id, accountId=account_id)
+
+
+def list_agent_invites() -> dict:
+    return _action("ListAgentInvites")
+
+
+def accept_agent_invite(agent_id: str) -> dict:
+    return _action("AcceptAgentInvite", agentId=agent_id)
+
+
+def decline_agent_invite(agent_id: str) -> dict:
+    return _action("DeclineAgentInvite", agentId=agent_id)
+
+
+def set_agent_public_read(agent_id: str, public_read: bool) -> dict:
+    return _action("SetAgentPublicRead", agentId=agent_id, publicRead=public_read)

@@ -27,7 +27,9 @@ from protocol.principals import principal_from_string
 
 from clients import actions
 from clients.errors import AgentsError
-from clients.shapes import (AgentIdResponse, CancelRunResponse, CreateAgentResponse,
+from clients.shapes import (AgentIdResponse, AgentResponse, InviteAgentCollaboratorResponse,
+                            ListAgentCollaboratorsResponse, ListAgentInvitesResponse,
+                            RemoveAgentCollaboratorResponse, CancelRunResponse, CreateAgentResponse,
                             CreateSessionResponse, DeleteSessionResponse, GetAgentResponse,
                             GetRunResponse, GetSessionResponse, ListAgentsResponse,
                             ListModelProvidersResponse, ListRunsResponse, ListSessionsResponse,
@@ -207,6 +209,29 @@ class AgentsClient:
 
     async def delete_model_provider(self, name: str) -> NameResponse:
         return await self.call(actions.delete_model_provider(name))  # type: ignore[return-value]
+
+    # -- sharing (owner: invite, remove, public read; invitee: accept, decline) -------------
+    async def invite_agent_collaborator(self, agent_id: str, account_id: str,
+                                        role: str) -> InviteAgentCollaboratorResponse:
+        return await self.call(actions.invite_agent_collaborator(agent_id, account_id, role))  # type: ignore[return-value]
+
+    async def list_agent_collaborators(self, agent_id: str) -> ListAgentCollaboratorsResponse:
+        return await self.call(actions.list_agent_collaborators(agent_id))  # type: ignore[return-value]
+
+    async def remove_agent_collaborator(self, agent_id: str, account_id: str) -> RemoveAgentCollaboratorResponse:
+        return await self.call(actions.remove_agent_collaborator(agent_id, account_id))  # type: ignore[return-value]
+
+    async def list_agent_invites(self) -> ListAgentInvitesResponse:
+        return await self.call(actions.list_agent_invites())  # type: ignore[return-value]
+
+    async def accept_agent_invite(self, agent_id: str) -> AgentResponse:
+        return await self.call(actions.accept_agent_invite(agent_id))  # type: ignore[return-value]
+
+    async def decline_agent_invite(self, agent_id: str) -> AgentIdResponse:
+        return await self.call(actions.decline_agent_invite(agent_id))  # type: ignore[return-value]
+
+    async def set_agent_public_read(self, agent_id: str, public_read: bool) -> AgentResponse:
+        return await self.call(actions.set_agent_public_read(agent_id, public_read))  # type: ignore[return-value]
 
 
 class _Connecting:

@@ -203,3 +203,43 @@ class ListRunsResponse(TypedDict):
 class CancelRunResponse(TypedDict):
     runId: str
     canceled: bool            # False when the run had already ended
+
+
+class AgentCollaboratorInfo(TypedDict):
+    accountId: str
+    role: Literal["owner", "reader", "writer"]
+    status: Literal["accepted", "pending"]
+    createdAt: int
+    updatedAt: int
+
+
+class AgentInviteInfo(TypedDict):
+    agentId: str
+    agentName: str
+    ownerAccountId: str
+    role: Literal["reader", "writer"]
+    createdAt: int
+    updatedAt: int
+
+
+class InviteAgentCollaboratorResponse(TypedDict):
+    collaborator: AgentCollaboratorInfo
+
+
+class ListAgentCollaboratorsResponse(TypedDict):
+    agentId: str
+    publicRead: bool
+    collaborators: list[AgentCollaboratorInfo]   # the owner first
+
+
+class RemoveAgentCollaboratorResponse(TypedDict):
+    agentId: str
+    accountId: str
+
+
+class ListAgentInvitesResponse(TypedDict):
+    invites: list[AgentInviteInfo]
+
+
+class AgentResponse(TypedDict):            # AcceptAgentInvite, SetAgentPublicRead
+    agent: AgentInfo

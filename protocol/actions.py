@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from .blocks import BlockTreeError, check_tree, to_markdown
 from .dagcbor import encode
 from .errors import ProtocolError, quote
+from .principals import principal_from_string
 
 # Bounds. They keep one request's cost (storage, model context, memory) proportionate; a client
 # that crosses one gets a 400 naming the field and the limit.
@@ -317,11 +318,58 @@ class DeleteModelProvider:
     name: str
 
 
+@dataclass(frozen=True)
+class InviteAgentCollaborator:
+    ts: int
+    agent_id: str
+    account_id: str   # a valid principal string (z6Mk...)
+    role: str         # reader | writer
+
+
+@dataclass(frozen=True)
+class ListAgentCollaborators:
+    ts: int
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class RemoveAgentCollaborator:
+    ts: int
+    agent_id: str
+    account_id: str
+
+
+@dataclass(frozen=True)
+class ListAgentInvites:
+    ts: int
+
+
+@dataclass(frozen=True)
+class AcceptAgentInvite:
+    ts: int
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class DeclineAgentInvite:
+    ts: int
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class SetAgentPublicRead:
+    ts: int
+    agent_id: str
+    public_read: bool
+
+
 Action = (RegisterSigner | SetSecret | SetModelProvider | ListModelProviders | ListProviderModels
           | CreateAgent
           | GetAgent | ListAgents | CreateSession | ListSessions | GetSession | MessageSession
           | StopSession | Subscribe | UpdateAgent | DeleteAgent | UpdateSession | DeleteSession
-          | RetrySession | GetRun | ListRuns | CancelRun | DeleteModelProvider)
+          | RetrySession | GetRun | ListRuns | CancelRun | DeleteModelProvider
+          | InviteAgentCollaborator | ListAgentCollaborators | RemoveAgentCollaborator
+          | ListAgentInvites | AcceptAgentInvite | DeclineAgentInvite | SetAgentPublicRead)
 
 
 # --- parsers ------------------------------------------------------------------------------
@@ -619,6 +667,39 @@ def _subscribe(f: _Fields, ts: int) -> Subscribe:
     return Subscribe(ts, key, match.group(1), match.group(2), f.integer("afterSeq", 0, None))
 
 
+COLLABORATOR_ROLES = ("reader", "writer")
+
+
+def _account_id(f: _Fields) -> str:
+    """A collaborator's account: a valid principal string, as accounts are named everywhere."""
+    value = f.text("accountId", MAX_ID)
+    try:
+        principal_from_string(value)
+    except ProtocolError as exc:
+        raise f.fail("accountId", f"must be an account id (z6Mk...): {exc.message}") from None
+    return value
+
+
+def _invite_agent_collaborator(f: _Fields, ts: int) -> InviteAgentCollaborator:
+    agent_id, account_id = f.text("agentId", MAX_ID), _account_id(f)
+    role = f.text("role", MAX_NAME)
+    if role not in COLLABORATOR_ROLES:
+        raise f.fail("role", f"must be 'reader' or 'writer', got {quote(role)}")
+    return InviteAgentCollaborator(ts, agent_id, account_id, role)
+
+
+def _set_agent_public_read(f: _Fields, ts: int) -> SetAgentPublicRead:
+    agent_id = f.text("agentId", MAX_ID)
+    value = f.get("publicRead", True)
+    if type(value) is not bool:
+        raise f.fail("publicRead", f"must be a boolean, got {_kind(value)}")
+    return SetAgentPublicRead(ts, agent_id, value)
+
+
+def _no_fields(cls: type):  # noqa: ANN202
+    return lambda f, ts: cls(ts)
+
+
 _PARSERS = {
     "RegisterSigner": _register_signer,
     "SetSecret": _set_secret,
@@ -643,6 +724,14 @@ _PARSERS = {
     "ListRuns": _list_runs,
     "CancelRun": _id_action(CancelRun, "runId"),
     "DeleteModelProvider": lambda f, ts: DeleteModelProvider(ts, f.text("name", MAX_NAME)),
+    "InviteAgentCollaborator": _invite_agent_collaborator,
+    "ListAgentCollaborators": _id_action(ListAgentCollaborators, "agentId"),
+    "RemoveAgentCollaborator": lambda f, ts: RemoveAgentCollaborator(ts, f.text("agentId", MAX_ID),
+                                                                     _account_id(f)),
+    "ListAgentInvites": _no_fields(ListAgentInvites),
+    "AcceptAgentInvite": _id_action(AcceptAgentInvite, "agentId"),
+    "DeclineAgentInvite": _id_action(DeclineAgentInvite, "agentId"),
+    "SetAgentPublicRead": _set_agent_public_read,
 }
 
 ACTION_NAMES = frozenset(_PARSERS)

@@ -33,6 +33,9 @@ class App:
         self.config = config
         self.db = Database(config.db_path)
         self.hub = Hub()
+        from server.grants import Grants  # (it reads through the handlers' access function)
+
+        self.grants = Grants(self)
         self.metrics = Metrics()
         self.guard = ReplayGuard(config.clock_window_ms)
         self.limiter = RateLimiter(config.limits.rate_per_second, config.limits.rate_burst)
@@ -166,9 +169,14 @@ class App:
 
     def publish_agent(self, agent: dict, *, created: bool = False) -> None:
         """AgentInfo: to the agent and its account; every change after the creation (status,
-        definition, activity) is also announced as `agent-updated`."""
+        definition, activity) is also announced as `agent-updated`. `accessRole` is each
+        subscriber's own: guests of the agent get the writer's or reader's copy (built once)."""
         key = "agents/" + agent["id"]
-        self._send(Outgoing(key, events.change(key, agent)), key, "account/" + agent["account"])
+        event = Outgoing(key, events.change(key, agent))
+        if self.grants.has_guests(agent["id"]):
+            event.variants = {role: Outgoing(key, events.change(key, {**agent, "accessRole": role}))
+                              for role in ("writer", "reader")}
+        self._send(event, key, "account/" + agent["account"])
         if not created:
             self.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
 
@@ -194,18 +202,35 @@ class App:
 
     def notify_account(self, account_id: str, reason: str, *, agent_id: str | None = None,
                        session_id: str | None = None) -> None:
-        """An account notice: to the account, and to the agent it names."""
+        """An account notice: to the account, and to the agent it names; a notice naming a
+        shared agent also reaches each accepted collaborator's `account/<id>`, keyed by it."""
+        value = self._notice(reason, agent_id, session_id)
+        key = "account/" + account_id
+        event = Outgoing(key, events.change(key, value))
+        if agent_id is None:
+            self._send(event, key)
+            return
+        self._send(event, key, "agents/" + agent_id)
+        for collaborator in self.grants.audience(agent_id):
+            if collaborator != account_id:
+                self.notify_only(collaborator, reason, agent_id=agent_id, session_id=session_id)
+
+    def notify_only(self, account_id: str, reason: str, *, agent_id: str | None = None,
+                    session_id: str | None = None) -> None:
+        """An account notice to that account's own key alone (an invitee, a removed
+        collaborator, each collaborator of a shared agent)."""
+        key = "account/" + account_id
+        if self.hub.subscriber_count(key):
+            self._send(Outgoing(key, events.change(key, self._notice(reason, agent_id, session_id))), key)
+
+    @staticmethod
+    def _notice(reason: str, agent_id: str | None, session_id: str | None) -> dict:
         value: dict = {"reason": reason}
         if agent_id is not None:
             value["agentId"] = agent_id
         if session_id is not None:
             value["sessionId"] = session_id
-        key = "account/" + account_id
-        event = Outgoing(key, events.change(key, value))
-        if agent_id is None:
-            self._send(event, key)
-        else:
-            self._send(event, key, "agents/" + agent_id)
+        return value
 
     # Owners never change, so they are cached (bounded in bytes; a miss is one primary-key read).
     def _session_owner(self, session_id: str) -> str:

@@ -210,6 +210,7 @@ class Connection:
         self.send(self.framing.subscribed(request, key, outcome.envelope.account_id, outcome.response))
         self.subs[key] = sub
         self.app.hub.add(key, sub)  # before the replay reads, so nothing published is missed
+        self.app.grants.track(sub)  # its role; a guest's is indexed for revocation (server/grants.py)
         self.app.metrics.subscriptions.inc()
         sub.task = self._spawn(self._run_subscription(sub))
 
@@ -228,5 +229,6 @@ class Connection:
             del self.subs[key]
             self.app.metrics.subscriptions.dec()
         self.app.hub.remove(key, sub)
+        self.app.grants.untrack(sub)
         if sub.task is not None and sub.task is not asyncio.current_task():
             sub.task.cancel()

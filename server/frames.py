@@ -4,13 +4,16 @@ from __future__ import annotations
 
 
 class Outgoing:
-    __slots__ = ("key", "seq", "value", "body", "_frames")
+    __slots__ = ("key", "seq", "value", "body", "variants", "_frames")
 
     def __init__(self, key: str, value: dict, *, seq: int = 0, body: bytes | None = None) -> None:
         self.key = key
         self.value = value       # the event map (for append: {_, key, event})
         self.seq = seq           # seq of a durable append, else 0
         self.body = body         # stored DAG-CBOR of the SessionEvent, for appends
+        # An AgentInfo change carries the caller's accessRole: role -> the event as that role
+        # sees it, for the subscribers that are not the owner (at most two more, built once).
+        self.variants: dict[str, "Outgoing"] | None = None
         self._frames: dict[str, bytes] = {}
 
     def frame(self, framing) -> bytes:

@@ -41,12 +41,20 @@ class Subscription:
     appends carry their own session's seq), and none of them is replayed on such a key. Their
     appends are sent untracked, so they never move a `sessions/` stream's "last seq sent"."""
 
+    # The subscriber's role on what the key names (server/grants.py sets it, and changes it
+    # when a grant changes); `agent_id` is set for a subscriber that is not the owner.
+    role = "owner"
+    agent_id: str | None = None
+
     def __init__(self, conn, key: str) -> None:
         self.conn = conn
         self.key = key
         self.task: asyncio.Task | None = None
 
     def deliver(self, event: Outgoing) -> None:
+        variants = event.variants
+        if variants is not None:   # an AgentInfo change: this subscriber's accessRole
+            event = variants.get(self.role, event)
         self.conn.send_event(event, track=False)
 
     def follows(self, key: str) -> bool:
@@ -59,7 +67,7 @@ class Subscription:
         # it is read, so no newer change published meanwhile can precede it.
         await self.conn.outbound.wait_fits(CHANGE_BYTES + (MAX_DEFINITION_BYTES if kind == "agents" else 0))
         if kind == "agents":
-            current = self.conn.app.db.read(agents_q.get_agent, ident)
+            current = self.conn.app.db.read(agents_q.get_agent, ident, self.role)
         elif kind == "runs":
             current = self.conn.app.db.read(runs_q.get_run, ident)
         if current is not None:

@@ -6,8 +6,8 @@ request loads the row (and decodes an agent's definition). Shown three ways:
   text a missing id gets;
 - an agent whose stored definition cannot be decoded: the foreign path still answers 404 (it
   never decodes), while the owner's own read of it fails (so decoding would have shown);
-- at the store level, the foreign path runs one statement, a primary-key search that reads only
-  account_id.
+- at the store level, the foreign path runs only primary-key searches of small columns (the
+  owner and public_read, then the account's grant in agent_collaborators): never the definition.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from server.handlers.access import own_agent, own_run, own_session
+from server.handlers.access import agent_for, run_for, session_for
 from server.store import agents, runs, sessions
 from server.store.gate import open_database
 from tests.wsraw import V2Client, keypair, setup_session
@@ -98,9 +98,20 @@ def store(tmp_path):
     conn.close()
 
 
+# What the access check may read before access is settled: owners and flags by primary key,
+# then the caller's grant by primary key. Nothing else (above all no definition).
+ACCESS_READS = {
+    "agents": "SELECT account_id, public_read FROM agents WHERE id = ?",
+    "sessions": "SELECT account_id, agent_id FROM sessions WHERE id = ?",
+    "runs": "SELECT account_id, agent_id FROM runs WHERE id = ?",
+    "grant": ("SELECT role FROM agent_collaborators WHERE agent_id = ? AND account_id = ?"
+              " AND status = 'accepted'"),
+}
+
+
 @pytest.mark.parametrize("check, ident, table", [
-    (own_agent, "a1", "agents"), (own_session, "s1", "sessions"), (own_run, "r1", "runs")])
-def test_foreign_check_is_one_primary_key_search_of_account_id(store, check, ident, table):
+    (agent_for, "a1", "agents"), (session_for, "s1", "sessions"), (run_for, "r1", "runs")])
+def test_foreign_check_reads_only_primary_keys_of_small_columns(store, check, ident, table):
     seen: list[str] = []
 
     def tracer(cursor, sql, bindings):
@@ -113,11 +124,15 @@ def test_foreign_check_is_one_primary_key_search_of_account_id(store, check, ide
         with pytest.raises(Exception) as e:
             check(store, account, target)
         assert getattr(e.value, "status", None) == 404
-        assert seen == [f"SELECT account_id FROM {table} WHERE id = ?"], seen
+        assert seen and seen[0] == ACCESS_READS[table], seen
+        assert set(seen) <= set(ACCESS_READS.values()), seen
+        if target == "missing":
+            assert seen == [ACCESS_READS[table]], seen   # nothing more for a missing id
     seen.clear()
     assert check(store, "acct-A", ident)["id"] == ident   # the owner gets the whole row
-    assert len(seen) == 2
+    assert len(seen) == 2 and seen[0] == ACCESS_READS[table], seen
     store.exec_trace = None
-    plan = [d for *_, d in store.execute(
-        f"EXPLAIN QUERY PLAN SELECT account_id FROM {table} WHERE id = ?", ("x",)).fetchall()]
-    assert len(plan) == 1 and plan[0].startswith("SEARCH") and "(id=?)" in plan[0], plan
+    for sql in ACCESS_READS.values():
+        plan = [d for *_, d in store.execute("EXPLAIN QUERY PLAN " + sql.replace("?", "'x'")).fetchall()]
+        assert len(plan) == 1 and plan[0].startswith("SEARCH"), plan
+        assert "PRIMARY KEY" in plan[0] or "(id=?)" in plan[0], plan

@@ -306,3 +306,26 @@ def test_request_fingerprint_ignores_ts_only():
     assert len(request_fingerprint(one)) == 32
     assert request_fingerprint(one) != request_fingerprint({**one, "title": "t"})
     assert request_fingerprint(one) == request_fingerprint(dict(reversed(list(one.items()))))
+
+
+ACCOUNT = "z6MktHobXTyFWLMftzkEnYPafSk4SAQwGB9WyWiVqSBsH7Vy"
+
+
+def test_sharing_actions():
+    inv = parse_action(act("InviteAgentCollaborator", agentId="a", accountId=ACCOUNT, role="writer"))
+    assert (inv.agent_id, inv.account_id, inv.role) == ("a", ACCOUNT, "writer")
+    refused(act("InviteAgentCollaborator", agentId="a", accountId=ACCOUNT, role="owner"),
+            "InviteAgentCollaborator.role", "'reader' or 'writer'")
+    refused(act("InviteAgentCollaborator", agentId="a", accountId="bob", role="reader"),
+            "InviteAgentCollaborator.accountId", "account id")
+    refused(act("RemoveAgentCollaborator", agentId="a", accountId="z6Mk"), "RemoveAgentCollaborator.accountId")
+    assert parse_action(act("RemoveAgentCollaborator", agentId="a", accountId=ACCOUNT)).account_id == ACCOUNT
+    assert parse_action(act("SetAgentPublicRead", agentId="a", publicRead=False)).public_read is False
+    refused(act("SetAgentPublicRead", agentId="a", publicRead=1), "SetAgentPublicRead.publicRead", "boolean")
+    refused(act("SetAgentPublicRead", agentId="a"), "SetAgentPublicRead.publicRead", "required")
+    for name in ("ListAgentCollaborators", "AcceptAgentInvite", "DeclineAgentInvite"):
+        assert parse_action(act(name, agentId="a")).agent_id == "a"
+        refused(act(name), f"{name}.agentId")
+    assert parse_action(act("ListAgentInvites")).ts == TS
+    assert {"ListAgentCollaborators", "ListAgentInvites"} <= READ_ACTIONS
+    assert not {"InviteAgentCollaborator", "AcceptAgentInvite", "SetAgentPublicRead"} & READ_ACTIONS

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.store import (accounts, agents, events, idempotency, providers, runs, secrets_table,
-                          sessions, signatures)
+from server.store import (accounts, agents, collaborators, events, idempotency, owners, providers, runs,
+                          secrets_table, sessions, signatures)
 from server.store.gate import open_database
 
 A = "z6MkAccount"
@@ -71,6 +71,28 @@ def exercise(conn) -> None:
     runs.requeue_interrupted(conn, 11)
     runs.queued_runs_of_session(conn, "s00", 10)
     runs.cancel_queued_runs_of_session(conn, "s00", 12)
+    # Sharing: the access check, grants, invitations, and the listings of shared agents.
+    B = "z6MkOther"
+    agents.create_agent(conn, "b0", B, {"name": "theirs"}, "/d", 1)
+    sessions.create_session(conn, "sb0", B, "b0", None, 2)
+    collaborators.invite(conn, "b0", A, "reader", 3)
+    collaborators.invite(conn, "a1", B, "writer", 3)
+    collaborators.invites_of(conn, B)
+    collaborators.accept(conn, "b0", A, 4)
+    collaborators.decline(conn, "a1", B)
+    collaborators.get(conn, "b0", A)
+    collaborators.accepted_role(conn, "b0", A)
+    collaborators.collaborators_of(conn, "b0")
+    collaborators.members(conn, "b0")
+    collaborators.shared_agents(conn, A)
+    collaborators.list_shared_agents(conn, A)
+    collaborators.set_public_read(conn, "b0", True, 5)
+    _, cursor = collaborators.sessions_page(conn, A, ["b0"], 2, None, True)
+    collaborators.sessions_page(conn, A, ["b0"], 2, cursor, False)
+    owners.agent_access(conn, "b0")
+    owners.session_access(conn, "sb0")
+    owners.run_access(conn, "r1")
+    collaborators.remove(conn, "b0", A)
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +138,9 @@ def test_no_full_scan_and_no_sort(plans):
     ("WHERE root_run_id = ?", "runs_by_root"),
     ("FROM runs WHERE agent_id", "runs_by_agent"),
     ("WHERE runs.agent_id = agents.id", "runs_active_by_agent"),   # AgentInfo.busy
+    ("FROM agent_collaborators INDEXED BY agent_collaborators_by_account", "agent_collaborators_by_account"),
+    ("FROM agent_collaborators c INDEXED BY", "agent_collaborators_by_account"),   # ListAgentInvites
+    ("FROM agent_collaborators WHERE agent_id = ? AND account_id = ?", "PRIMARY KEY"),  # the access check
 ])
 def test_hot_queries_use_their_index(plans, fragment, index):
     matching = {sql: plan for sql, plan in plans.items() if fragment in sql}

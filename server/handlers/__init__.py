@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
                              providers,
-                             runs, secrets, sessions, signers, subscribe)
+                             runs, secrets, sessions, sharing, signers, subscribe)
 
 HANDLERS = {
     "RegisterSigner": signers.register_signer,
@@ -30,4 +30,11 @@ HANDLERS = {
     "ListRuns": runs.list_runs,
     "CancelRun": runs.cancel_run,
     "DeleteModelProvider": provider_removal.delete_model_provider,
+    "InviteAgentCollaborator": sharing.invite_agent_collaborator,
+    "ListAgentCollaborators": sharing.list_agent_collaborators,
+    "RemoveAgentCollaborator": sharing.remove_agent_collaborator,
+    "ListAgentInvites": sharing.list_agent_invites,
+    "AcceptAgentInvite": sharing.accept_agent_invite,
+    "DeclineAgentInvite": sharing.decline_agent_invite,
+    "SetAgentPublicRead": sharing.set_agent_public_read,
 }

@@ -1,17 +1,29 @@
-"""Ownership checks: another account's resource is 404, never 403 (it must not confirm existence).
+"""The access model in one place (CONTRACT section 4, "Access").
 
-The owner is read first, from the primary key and the account_id column only; the row is loaded
-(and an agent's definition decoded) only for its owner. So "exists, not yours" and "does not
-exist" give the same answer at the same cost.
+`agent_role` answers "what may this account do to this agent": `owner`, an accepted
+collaborator's `writer` or `reader`, `reader` for anyone when the owner turned public read on,
+or None. Every handler and every subscription asks it (through the helpers below), and the live
+grants index (server/grants.py) asks it again whenever a grant changes.
+
+No access at all is 404 with the very text a missing id gets (it must not confirm existence);
+too little is 403. The owner is read first, from the primary key and two small columns; a row is
+loaded (and an agent's definition decoded) only once access is settled, so "exists, not yours"
+and "does not exist" give the same answer and never decode anything.
 """
 from __future__ import annotations
 
 from protocol.actions import MAX_ID
 from protocol.errors import ProtocolError, quote
 from server.store import agents as agents_q
+from server.store import collaborators as collab_q
 from server.store import owners as owners_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
+
+OWNER, WRITER, READER = "owner", "writer", "reader"
+_RANK = {READER: 1, WRITER: 2, OWNER: 3}
+WRITE_REQUIRED = "Write access is required"
+OWNER_REQUIRED = "Only the agent owner can do this"
 
 
 def _not_found(kind: str, ident: str) -> ProtocolError:
@@ -27,19 +39,90 @@ def _load(row: dict | None, kind: str, ident: str) -> dict:
     return row
 
 
-def own_agent(conn, account_id: str, agent_id: str) -> dict:
-    if owners_q.agent_owner(conn, agent_id) != account_id:
-        raise _not_found("agent", agent_id)
-    return _load(agents_q.get_agent(conn, agent_id), "agent", agent_id)
+def guest_role(conn, account_id: str, agent_id: str, public_read: bool) -> str | None:
+    """The role of an account that does not own the agent: its accepted grant, else `reader`
+    when the agent is public, else None (a pending invitation gives nothing)."""
+    grant = collab_q.accepted_role(conn, agent_id, account_id)
+    if grant is not None:
+        return grant
+    return READER if public_read else None
 
 
-def own_session(conn, account_id: str, session_id: str) -> dict:
-    if owners_q.session_owner(conn, session_id) != account_id:
-        raise _not_found("session", session_id)
+def agent_role(conn, account_id: str, agent_id: str) -> str | None:
+    """The one access function: the caller's role on an agent, or None (no such agent, or no
+    access). Indexed reads only: agents by primary key, then agent_collaborators by primary key."""
+    row = owners_q.agent_access(conn, agent_id)
+    if row is None:
+        return None
+    owner, public_read = row
+    if owner == account_id:
+        return OWNER
+    return guest_role(conn, account_id, agent_id, public_read)
+
+
+def require(role: str | None, need: str, kind: str, ident: str) -> str:
+    """`role` when it is at least `need`; 404 without access, 403 with too little."""
+    if role is None:
+        raise _not_found(kind, ident)
+    if _RANK[role] < _RANK[need]:
+        raise ProtocolError(403, WRITE_REQUIRED if need == WRITER else OWNER_REQUIRED)
+    return role
+
+
+def agent_access(conn, account_id: str, agent_id: str, need: str = READER) -> str:
+    """The caller's role on the agent, checked against `need` (nothing is loaded)."""
+    return require(agent_role(conn, account_id, agent_id), need, "agent", agent_id)
+
+
+def agent_for(conn, account_id: str, agent_id: str, need: str = READER) -> dict:
+    """The AgentInfo (with the caller's accessRole) once access is at least `need`."""
+    role = agent_access(conn, account_id, agent_id, need)
+    return _load(agents_q.get_agent(conn, agent_id, role), "agent", agent_id)
+
+
+def session_role(conn, account_id: str, session_id: str) -> tuple[str | None, str | None]:
+    """(role, agent id) for a session: its owner in one primary-key read, anyone else through
+    the session's agent."""
+    row = owners_q.session_access(conn, session_id)
+    if row is None:
+        return None, None
+    owner, agent_id = row
+    if owner == account_id:
+        return OWNER, agent_id
+    return agent_role(conn, account_id, agent_id), agent_id
+
+
+def session_access(conn, account_id: str, session_id: str, need: str = READER) -> str:
+    return require(session_role(conn, account_id, session_id)[0], need, "session", session_id)
+
+
+def session_for(conn, account_id: str, session_id: str, need: str = READER) -> dict:
+    """The SessionInfo (the owner's row) once the caller's access is at least `need`."""
+    session_access(conn, account_id, session_id, need)
     return _load(sessions_q.get_session(conn, session_id), "session", session_id)
 
 
-def own_run(conn, account_id: str, run_id: str) -> dict:
-    if owners_q.run_owner(conn, run_id) != account_id:
-        raise _not_found("run", run_id)
+def run_role(conn, account_id: str, run_id: str) -> tuple[str | None, str | None]:
+    row = owners_q.run_access(conn, run_id)
+    if row is None:
+        return None, None
+    owner, agent_id = row
+    if owner == account_id:
+        return OWNER, agent_id
+    return agent_role(conn, account_id, agent_id), agent_id
+
+
+def run_for(conn, account_id: str, run_id: str, need: str = READER) -> dict:
+    require(run_role(conn, account_id, run_id)[0], need, "run", run_id)
     return _load(runs_q.get_run(conn, run_id), "run", run_id)
+
+
+def key_role(conn, account_id: str, kind: str, ident: str) -> tuple[str | None, str | None]:
+    """(role, agent id) for what a subscription key names (agents/, sessions/ or runs/)."""
+    if kind == "agents":
+        return agent_role(conn, account_id, ident), ident
+    if kind == "sessions":
+        return session_role(conn, account_id, ident)
+    if kind == "runs":
+        return run_role(conn, account_id, ident)
+    return None, None

@@ -3,26 +3,28 @@ from __future__ import annotations
 
 import asyncio
 
-from server.handlers.access import own_agent
+from server.handlers.access import OWNER, WRITER, agent_for
 from server.handlers.agents import check_provider_name
 from server.handlers.sessions import forget_system_prompt
 from server.runtime.state_dirs import remove_state_dir
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
+from server.store import collaborators as collab_q
 
 
 async def update_agent(app, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
-        own_agent(conn, env.account_id, action.agent_id)
-        check_provider_name(conn, env.account_id, action.model_provider)
+        agent = agent_for(conn, env.account_id, action.agent_id, WRITER)
+        # The owner's providers: turns of a shared agent run on the owner's account.
+        check_provider_name(conn, agent["account"], action.model_provider)
         lifecycle_q.set_definition(conn, action.agent_id, action.definition, now)
-        return agents_q.get_agent(conn, action.agent_id)
+        return agents_q.get_agent(conn, action.agent_id, agent["accessRole"])
 
     agent = await app.db.write(job)
     forget_system_prompt(app, agent["id"])  # the next turn and GetSession read the new one
-    app.publish_agent(agent)   # with its `agent-updated` notice
+    app.publish_agent({**agent, "accessRole": OWNER})   # with its `agent-updated` notice
     return {"_": "UpdateAgentResponse", "agent": agent}
 
 
@@ -31,17 +33,24 @@ async def delete_agent(app, env, action) -> dict:
     collaborators and idempotency records in one transaction; remove its state directory; send
     `agent-deleted`. A crash after the commit leaves a directory without a row, which the next
     start removes (runtime.state_dirs); before it, nothing changed."""
-    agent = app.db.read(own_agent, env.account_id, action.agent_id)
+    agent = app.db.read(agent_for, env.account_id, action.agent_id, OWNER)
     agent_id = agent["id"]
     session_ids = app.db.read(lambda conn: [r[0] for r in conn.execute(
         "SELECT id FROM sessions WHERE agent_id = ?", (agent_id,))])
     app.runtime.abandon_sessions(session_ids)
+    why = f"agent {agent_id} was deleted"
 
-    def job(conn):
-        own_agent(conn, env.account_id, agent_id)  # again: a concurrent delete may have won
-        return lifecycle_q.delete_agent(conn, agent_id)
+    async with app.grants.changing(agent_id):
+        members = app.db.read(collab_q.members, agent_id)   # who hears of it, read before it goes
+        with app.grants.leaving(agent_id, ["*"]):
+            app.grants.cut_agent(agent_id, why)   # guests' subscriptions end before the write
 
-    deleted_sessions = await app.db.write(job)
+            def job(conn):
+                agent_for(conn, env.account_id, agent_id, OWNER)  # again: a concurrent delete may have won
+                return lifecycle_q.delete_agent(conn, agent_id)
+
+            deleted_sessions = await app.db.write(job)
+            app.grants.cut_agent(agent_id, why)
     app.runtime.abandon_sessions(deleted_sessions)  # any created after the first look
     forget_system_prompt(app, agent_id)
     await asyncio.to_thread(remove_state_dir, app.config.data_dir, agent["stateDir"])
@@ -50,4 +59,7 @@ async def delete_agent(app, env, action) -> dict:
         app.publish_gone(key, {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id})
     app.publish_gone("agents/" + agent_id, {"reason": "agent-deleted", "agentId": agent_id})
     app.notify_account(agent["account"], "agent-deleted", agent_id=agent_id)
+    for account, (_role, status) in members.items():
+        app.notify_only(account, "agent-deleted" if status == "accepted" else "agent-invites-changed",
+                        agent_id=agent_id)
     return {"_": "DeleteAgentResponse", "agentId": agent_id}

@@ -6,11 +6,12 @@ import os
 from protocol.actions import request_fingerprint
 from protocol.errors import ProtocolError, quote
 from server.app import new_id
-from server.handlers.access import own_agent
+from server.handlers.access import READER, agent_for
 from server.handlers.idempotency import once
 from server.handlers.pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
 from server.runtime.state_dirs import make_state_dir
 from server.store import agents as agents_q
+from server.store import collaborators as collab_q
 from server.store import providers as providers_q
 from server.store import sessions as sessions_q
 
@@ -52,7 +53,7 @@ async def create_agent(app, env, action) -> dict:
 
 async def get_agent(app, env, action) -> dict:
     def read(conn):
-        agent = own_agent(conn, env.account_id, action.agent_id)
+        agent = agent_for(conn, env.account_id, action.agent_id, READER)
         return agent, sessions_q.sessions_of_agent(conn, action.agent_id, AGENT_SESSIONS)
 
     # Off the event loop: the definition (up to 256 KiB) and 1000 sessions are decoded there.
@@ -61,10 +62,12 @@ async def get_agent(app, env, action) -> dict:
 
 
 async def list_agents(app, env, action) -> dict:
-    """One page: at most `limit` (default and cap 1000) agents, ending before the answer passes
-    4 MiB; `nextCursor` when more remain (an addition a Seed client ignores: docs/protocol.md)."""
+    """One page of the caller's own agents and those shared with it (accepted grants only; a
+    public agent of another account is never listed): at most `limit` (default and cap 1000),
+    ending before the answer passes 4 MiB; `nextCursor` when more remain (an addition a Seed
+    client ignores: docs/protocol.md)."""
     agents, cursor = await app.db.read_async(
-        agents_q.list_agents_page, env.account_id, action.limit or AGENTS_PAGE, action.cursor,
+        collab_q.agents_page, env.account_id, action.limit or AGENTS_PAGE, action.cursor,
         MAX_ANSWER_BYTES)
     response = {"_": "ListAgentsResponse", "agents": agents}
     if cursor is not None:

@@ -6,7 +6,7 @@ import asyncio
 from protocol.actions import request_fingerprint
 from protocol.errors import ProtocolError
 from server.app import new_id
-from server.handlers.access import own_agent, own_session
+from server.handlers.access import WRITER, session_for
 from server.handlers.idempotency import once
 from server.store import agents as agents_q
 from server.store import events as events_q
@@ -35,12 +35,12 @@ async def message_session(app, env, action) -> dict:
     session_id = action.session_id
 
     def effect(conn):
-        session = own_session(conn, account_id, session_id)
-        own_agent(conn, account_id, session["agentId"])
+        session = session_for(conn, account_id, session_id, WRITER)
+        owner = session["account"]   # the run is the owner's; meta names the real sender
         user_event_id, run_id = new_id(), new_id()
         event, body = events_q.append_event(conn, session_id, user_payload(env, action), user_event_id, now)
         title = session.get("title") or sessions_q.title_from_text(action.text)
-        run = runs_q.create_run(conn, run_id, account_id, session["agentId"], session_id, user_event_id, now,
+        run = runs_q.create_run(conn, run_id, owner, session["agentId"], session_id, user_event_id, now,
                                 title=title)
         session = sessions_q.set_session_status(conn, session_id, "streaming", now)
         agent = agents_q.touch_agent(conn, session["agentId"], now)   # busy, with the new activity
@@ -60,7 +60,8 @@ async def message_session(app, env, action) -> dict:
             app.publish_change("runs/" + run["rootRunId"], run)
             app.publish_change("sessions/" + session_id, session)
             app.publish_change("agents/" + agent["id"], agent)
-            app.notify_account(account_id, "session-event", agent_id=session["agentId"], session_id=session_id)
+            app.notify_account(session["account"], "session-event", agent_id=session["agentId"],
+                               session_id=session_id)
             app.runtime.kick(session_id)
 
     # Right after the response is queued (the caller queues it without awaiting): the sender
@@ -76,8 +77,7 @@ async def retry_session(app, env, action) -> dict:
     account_id, session_id = env.account_id, action.session_id
 
     def job(conn):
-        session = own_session(conn, account_id, session_id)
-        own_agent(conn, account_id, session["agentId"])
+        session = session_for(conn, account_id, session_id, WRITER)
         if runs_q.active_runs_of_session(conn, session_id):
             raise ProtocolError(409, f"session {session_id} has a live run; retry after it ends "
                                      "(or StopSession)")
@@ -86,7 +86,7 @@ async def retry_session(app, env, action) -> dict:
             got = "no run" if latest is None else f"its latest run {latest['status']}"
             raise ProtocolError(409, f"session {session_id} has nothing to retry: {got}; "
                                      "RetrySession re-runs a failed turn")
-        run = runs_q.create_run(conn, new_id(), account_id, session["agentId"], session_id,
+        run = runs_q.create_run(conn, new_id(), session["account"], session["agentId"], session_id,
                                 runs_q.user_event_of(conn, latest["id"]), now, title=latest["title"])
         session = sessions_q.set_session_status(conn, session_id, "streaming", now)
         agents_q.touch_agent(conn, session["agentId"], now)
@@ -95,12 +95,12 @@ async def retry_session(app, env, action) -> dict:
     run, session = await app.db.write(job)
     app.publish_change("runs/" + run["rootRunId"], run)
     app.publish_change("sessions/" + session_id, session)
-    app.notify_account(account_id, "session-event", agent_id=session["agentId"], session_id=session_id)
+    app.notify_account(session["account"], "session-event", agent_id=session["agentId"], session_id=session_id)
     app.runtime.kick(session_id)
     return {"_": "RetrySessionResponse", "sessionId": session_id, "assistantEventId": "", "runId": run["id"]}
 
 
 async def stop_session(app, env, action) -> dict:
-    app.db.read(own_session, env.account_id, action.session_id)
+    app.db.read(session_for, env.account_id, action.session_id, WRITER)
     stopped = await app.runtime.stop_session(action.session_id)
     return {"_": "StopSessionResponse", "sessionId": action.session_id, "stopped": stopped}

@@ -14,11 +14,13 @@ AGENTS_PAGE = MAX_AGENTS_PAGE   # ListAgents' default and cap (ListAgents.limit)
 AGENT_SESSIONS = 1_000          # GetAgent: the agent's latest sessions (each a small SessionInfo)
 
 
-def sessions_with_agents(conn, sessions: list[dict], max_bytes: int = MAX_ANSWER_BYTES) -> tuple[list[dict], list[dict]]:
+def sessions_with_agents(conn, sessions: list[dict], role_of=lambda agent_id: "owner",
+                         max_bytes: int = MAX_ANSWER_BYTES) -> tuple[list[dict], list[dict]]:
     """ListSessions' (sessions, agents): the sessions in order, each with its agent's AgentInfo
-    once, cut before the bytes pass `max_bytes` (one session at least). The caller's cursor is
-    the last session kept when the list was cut. Runs on a reader thread (Database.read_async):
-    database reads only, no app state."""
+    once (with the caller's `role_of(agent_id)` as accessRole; None leaves it out), cut before
+    the bytes pass `max_bytes` (one session at least). The caller's cursor is the last session
+    kept when the list was cut. Runs on a reader thread (Database.read_async): database reads
+    only, no app state."""
     kept: list[dict] = []
     agents: dict[str, dict] = {}
     size = 0
@@ -33,5 +35,6 @@ def sessions_with_agents(conn, sessions: list[dict], max_bytes: int = MAX_ANSWER
         kept.append(session)
         size += cost
         if new_agent:
-            agents[agent_id] = agents_q.get_agent(conn, agent_id)
+            role = role_of(agent_id)
+            agents[agent_id] = agents_q.get_agent(conn, agent_id, role) if role is not None else None
     return kept, [agents[i] for i in sorted(agents) if agents[i] is not None]

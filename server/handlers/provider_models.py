@@ -15,8 +15,9 @@ from server.handlers.provider_lookup import provider_for
 async def list_provider_models(app, env, action) -> dict:
     account = env.account_id
     if action.agent_id is not None:
-        # The provider names of that agent's owner (another account's agent is 404).
-        account = app.db.read(access.own_agent, env.account_id, action.agent_id)["account"]
+        # The provider names of that agent's owner (an agent out of reach is 404). Writers
+        # only: they are who pick models, and the list is a network call on the owner's key.
+        account = app.db.read(access.agent_for, env.account_id, action.agent_id, access.WRITER)["account"]
     try:
         provider = provider_for(app, account, action.provider)
     except ProviderNotFound:

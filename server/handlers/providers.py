@@ -8,7 +8,7 @@ import uuid
 
 from protocol.errors import ProtocolError
 from server.app import new_id
-from server.handlers.access import own_agent
+from server.handlers.access import READER, agent_for
 from server.store import providers as providers_q
 
 BUILTIN_ECHO = "echo"
@@ -55,7 +55,7 @@ async def list_model_providers(app, env, action) -> dict:
         owner = env.account_id
         if action.agent_id is not None:
             # The providers of the agent's owner (sharing: a collaborator sees the owner's).
-            owner = own_agent(conn, env.account_id, action.agent_id)["account"]
+            owner = agent_for(conn, env.account_id, action.agent_id, READER)["account"]
         return owner, providers_q.list_providers(conn, owner)
 
     owner, rows = app.db.read(read)

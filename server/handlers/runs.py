@@ -1,7 +1,7 @@
 """GetRun, ListRuns and CancelRun. Run changes are published on runs/<rootRunId>."""
 from __future__ import annotations
 
-from server.handlers.access import own_agent, own_run, own_session
+from server.handlers.access import READER, WRITER, agent_access, run_for, session_access
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 
@@ -11,7 +11,7 @@ MAX_TREE = 10_000  # runs of one tree read at once (CancelRun walks the whole tr
 
 
 async def get_run(app, env, action) -> dict:
-    run = app.db.read(own_run, env.account_id, action.run_id)
+    run = app.db.read(run_for, env.account_id, action.run_id, READER)
     return {"_": "GetRunResponse", "run": run}
 
 
@@ -20,12 +20,12 @@ async def list_runs(app, env, action) -> dict:
 
     def read(conn):
         if action.selector == "rootRunId":
-            own_run(conn, env.account_id, action.target)
+            run_for(conn, env.account_id, action.target, READER)
             return runs_q.runs_of_tree(conn, action.target, action.status, limit)
         if action.selector == "sessionId":
-            own_session(conn, env.account_id, action.target)
+            session_access(conn, env.account_id, action.target, READER)
             return runs_q.runs_of_session(conn, action.target, action.status, limit)
-        own_agent(conn, env.account_id, action.target)
+        agent_access(conn, env.account_id, action.target, READER)
         return runs_q.runs_of_agent(conn, action.target, action.status, limit)
 
     return {"_": "ListRunsResponse", "runs": app.db.read(read)}
@@ -37,7 +37,7 @@ async def cancel_run(app, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
-        run = own_run(conn, env.account_id, action.run_id)
+        run = run_for(conn, env.account_id, action.run_id, WRITER)
         tree = runs_q.runs_of_tree(conn, run["rootRunId"], None, MAX_TREE)
         targets = [run, *runs_q.descendants(tree, run["id"])]
         canceled = runs_q.cancel_runs(conn, targets, now)

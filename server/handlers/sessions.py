@@ -5,11 +5,12 @@ from protocol.actions import request_fingerprint
 from protocol.blocks import system_prompt_markdown
 from server.app import new_id
 from server.cache import text_bytes
-from server.handlers.access import own_agent, own_session
+from server.handlers.access import READER, WRITER, agent_access, agent_for, agent_role, session_for
 from server.handlers.idempotency import once
 from server.handlers.pages import INLINE_PAGE_BYTES, MAX_ANSWER_BYTES, sessions_with_agents
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
+from server.store import collaborators as collab_q
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
@@ -40,9 +41,10 @@ async def create_session(app, env, action) -> dict:
     account_id = env.account_id
 
     def effect(conn):
-        own_agent(conn, account_id, action.agent_id)
+        # A writer's session is the owner's data: the row carries the owner's account.
+        owner = agent_for(conn, account_id, action.agent_id, WRITER)["account"]
         session_id = new_id()
-        session = sessions_q.create_session(conn, session_id, account_id, action.agent_id, action.title, now)
+        session = sessions_q.create_session(conn, session_id, owner, action.agent_id, action.title, now)
         agent = agents_q.touch_agent(conn, action.agent_id, now)
         return {"_": "CreateSessionResponse", "sessionId": session_id}, [(session, agent)]
 
@@ -53,7 +55,8 @@ async def create_session(app, env, action) -> dict:
     response, created = await app.db.write(job)
     for session, agent in created:
         app.publish_session(session, created=True)
-        app.notify_account(account_id, "session-created", agent_id=session["agentId"], session_id=session["id"])
+        app.notify_account(session["account"], "session-created", agent_id=session["agentId"],
+                           session_id=session["id"])
         if agent is not None:
             app.publish_change("agents/" + agent["id"], agent)
     return response
@@ -61,15 +64,30 @@ async def create_session(app, env, action) -> dict:
 
 async def list_sessions(app, env, action) -> dict:
     def read(conn):
+        # A shared agent's sessions are listed under its owner's account.
+        account = env.account_id
+        roles: dict[str, str] = {}
         if action.agent_id is not None:
-            own_agent(conn, env.account_id, action.agent_id)
+            roles[action.agent_id] = agent_access(conn, env.account_id, action.agent_id, READER)
+            account = agents_q.agent_account(conn, action.agent_id)
         if action.parent_session_id is not None:
-            own_session(conn, env.account_id, action.parent_session_id)
-        sessions, cursor = sessions_q.list_sessions(
-            conn, env.account_id, action.agent_id, action.limit or 100, action.cursor,
-            parent_session_id=action.parent_session_id, include_children=action.include_children)
+            account = session_for(conn, env.account_id, action.parent_session_id, READER)["account"]
+        unfiltered = action.agent_id is None and action.parent_session_id is None
+        shared = collab_q.shared_agents(conn, env.account_id) if unfiltered else {}
+        limit = action.limit or 100
+        if shared:   # own sessions and those of the agents shared with the caller
+            sessions, cursor = collab_q.sessions_page(conn, env.account_id, sorted(shared), limit,
+                                                      action.cursor, action.include_children)
+        else:
+            sessions, cursor = sessions_q.list_sessions(
+                conn, account, action.agent_id, limit, action.cursor,
+                parent_session_id=action.parent_session_id, include_children=action.include_children)
+
+        def role_of(agent_id: str) -> str | None:
+            return roles.get(agent_id) or shared.get(agent_id) or agent_role(conn, env.account_id, agent_id)
+
         # The agents (definitions up to 256 KiB each) bound the page in bytes too.
-        kept, agents = sessions_with_agents(conn, sessions)
+        kept, agents = sessions_with_agents(conn, sessions, role_of)
         if len(kept) < len(sessions):
             cursor = {"updatedBefore": kept[-1]["updatedAt"], "idBefore": kept[-1]["id"]}
         return kept, agents, cursor
@@ -86,7 +104,7 @@ async def get_session(app, env, action) -> dict:
     after = action.after_seq or 0
 
     def read(conn):
-        session = own_session(conn, env.account_id, action.session_id)
+        session = session_for(conn, env.account_id, action.session_id, READER)
         rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, INLINE_PAGE_BYTES)
         return session, rows, more
 
@@ -110,8 +128,7 @@ async def update_session(app, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
-        session = own_session(conn, env.account_id, action.session_id)
-        own_agent(conn, env.account_id, session["agentId"])
+        session_for(conn, env.account_id, action.session_id, WRITER)
         return sessions_q.update_session(conn, action.session_id, now, title=action.title,
                                          set_override=action.set_model_override,
                                          model_override=action.model_override)
@@ -125,18 +142,19 @@ async def delete_session(app, env, action) -> dict:
     """Stop the live run, then one transaction: the session's live runs end 'canceled', its runs
     keep their history with the session detached, children become top level, the session and
     its events go. Subscribers of sessions/<id> get the notice, then nothing more."""
-    session = app.db.read(own_session, env.account_id, action.session_id)
+    session = app.db.read(session_for, env.account_id, action.session_id, WRITER)
     session_id, agent_id = session["id"], session["agentId"]
     app.runtime.abandon_sessions([session_id])
     now = app.now_ms()
 
     def job(conn):
-        own_session(conn, env.account_id, session_id)  # again: it may have gone meanwhile
+        session_for(conn, env.account_id, session_id, WRITER)  # again: it may have gone meanwhile
         canceled = runs_q.cancel_runs(conn, runs_q.active_runs_of_session(conn, session_id), now)
         children = [row[0] for row in conn.execute(
             "SELECT id FROM sessions WHERE parent_session_id = ?", (session_id,))]
         sessions_q.delete_session(conn, session_id)
-        lifecycle_q.forget_idempotency(conn, env.account_id, {session_id})
+        for member in {session["account"], env.account_id}:
+            lifecycle_q.forget_idempotency(conn, member, {session_id})
         agent = agents_q.touch_agent(conn, agent_id, now)
         return canceled, [sessions_q.get_session(conn, c) for c in children], agent
 

@@ -1,26 +1,33 @@
 """Subscribe: the access check and the response value. The stream itself (replay, then live)
-belongs to the connection, since only it knows how to frame and pace events."""
+belongs to the connection, since only it knows how to frame and pace events; server/grants.py
+notes each subscriber's role and ends a guest's subscriptions when its access goes."""
 from __future__ import annotations
 
 from protocol.errors import ProtocolError, quote
-from server.handlers.access import own_agent, own_run, own_session
+from server.handlers.access import OWNER, READER, _not_found, key_role, require
 
-_CHECKS = {"agents": own_agent, "sessions": own_session, "runs": own_run}
+_KINDS = {"agents": "agent", "sessions": "session", "runs": "run"}
 
 
-def check_access(app, account_id: str, key: str) -> tuple[str, str]:
+def check_access(app, account_id: str, key: str) -> tuple[str, str | None]:
+    """(role, agent id) of the account on what `key` names; 404 without read access."""
     kind, _, ident = key.partition("/")
     if kind == "account":
         if ident != account_id:
             raise ProtocolError(404, f"{quote(key)} not found; subscribe to account/{account_id}")
-        return kind, ident
-    check = _CHECKS.get(kind)
-    if check is None or not ident:
+        return OWNER, None
+    if kind not in _KINDS or not ident:
         raise ProtocolError(400, f"key {quote(key)} must be account/<id>, agents/<id>, sessions/<id> or runs/<id>")
-    app.db.read(check, account_id, ident)
-    return kind, ident
+    role, agent_id = app.db.read(key_role, account_id, kind, ident)
+    return require(role, READER, _KINDS[kind], ident), agent_id
 
 
 async def subscribe(app, env, action) -> dict:
-    check_access(app, env.account_id, action.key)
+    role, agent_id = check_access(app, env.account_id, action.key)
+    if role != OWNER and app.grants.changing_now(agent_id):
+        # A change of access to this agent is running: wait for it, then check again. From
+        # here to the hub's registration nothing awaits, so a revocation either sees this
+        # subscription (and ends it) or this check sees the revocation.
+        await app.grants.settled(agent_id)
+        check_access(app, env.account_id, action.key)
     return {"_": "SubscribeResponse", "key": action.key, "accountId": env.account_id}

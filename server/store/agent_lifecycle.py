@@ -59,9 +59,13 @@ def delete_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
     conn.execute("DELETE FROM sessions WHERE agent_id = ?", (agent_id,))
     # TODO(lead, at merge): agent_collaborators comes from the `shapes` branch; once both are
     # merged the table always exists and this check can go.
+    members = [account_id]
     if _has_table(conn, "agent_collaborators"):
-        conn.execute("DELETE FROM agent_collaborators WHERE agent_id = ?", (agent_id,))
-    forget_idempotency(conn, account_id, {agent_id, *session_ids})
+        # Collaborators' own idempotency records (a writer's CreateSession) go too.
+        members += [a for (a,) in conn.execute(
+            "DELETE FROM agent_collaborators WHERE agent_id = ? RETURNING account_id", (agent_id,))]
+    for member in members:
+        forget_idempotency(conn, member, {agent_id, *session_ids})
     conn.execute("DELETE FROM agents WHERE id = ?", (agent_id,))
     return session_ids
 

@@ -1,25 +1,26 @@
-"""Who owns a row, from the primary key and the account_id column alone.
+"""Who owns a row, from the primary key and small columns alone.
 
-The ownership check runs before anything else of the row is read, so a foreign id costs the same
-as a missing one: no definition is decoded, no large column is touched (handlers/access.py).
+The access check (handlers/access.py) runs before anything else of the row is read, so a
+foreign id never decodes a definition nor touches a large column.
 """
 from __future__ import annotations
 
 import apsw
 
 
-def _owner(conn: apsw.Connection, sql: str, row_id: str) -> str | None:
-    row = conn.execute(sql, (row_id,)).fetchone()
-    return None if row is None else row[0]
+def agent_access(conn: apsw.Connection, agent_id: str) -> tuple[str, bool] | None:
+    """(owning account, public read) of an agent, or None."""
+    row = conn.execute("SELECT account_id, public_read FROM agents WHERE id = ?", (agent_id,)).fetchone()
+    return None if row is None else (row[0], bool(row[1]))
 
 
-def agent_owner(conn: apsw.Connection, agent_id: str) -> str | None:
-    return _owner(conn, "SELECT account_id FROM agents WHERE id = ?", agent_id)
+def session_access(conn: apsw.Connection, session_id: str) -> tuple[str, str] | None:
+    """(owning account, agent id) of a session, or None."""
+    row = conn.execute("SELECT account_id, agent_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if row is None else (row[0], row[1])
 
 
-def session_owner(conn: apsw.Connection, session_id: str) -> str | None:
-    return _owner(conn, "SELECT account_id FROM sessions WHERE id = ?", session_id)
-
-
-def run_owner(conn: apsw.Connection, run_id: str) -> str | None:
-    return _owner(conn, "SELECT account_id FROM runs WHERE id = ?", run_id)
+def run_access(conn: apsw.Connection, run_id: str) -> tuple[str, str] | None:
+    """(owning account, agent id) of a run, or None."""
+    row = conn.execute("SELECT account_id, agent_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None else (row[0], row[1])

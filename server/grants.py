@@ -1,0 +1,182 @@
+"""Live access: the subscriptions that reach an agent through a grant or public read, so a
+change of access reaches them at once (CONTRACT section 5: "a subscriber that loses access ...
+stops receiving at once").
+
+- `track` / `untrack` keep an index (account, agent) -> that account's subscriptions of that
+  agent, for every subscriber that is not the owner. A revocation costs the revoked account's
+  subscriptions of the agent (public read off: the agent's guest subscriptions), never a walk
+  of the hub, which stays indexed by key.
+- Changes of access to one agent run one at a time (`changing`), and a guest's Subscribe waits
+  until none is running (`settled`), then checks and registers with no await in between.
+- `cut` ends subscriptions *before* the write that removes access is submitted (and `refresh`
+  sweeps again after its commit): from the moment of the commit on, not one event of the agent
+  reaches them. Each ends with `{_: "error", key, message, status: 404}`.
+- `audience` caches each agent's accepted collaborators, for the account notices they receive.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from protocol import events
+from server.frames import Outgoing
+from server.handlers.access import OWNER, READER, agent_role, key_role
+from server.store import collaborators as collab_q
+
+_AUDIENCE_MAX = 100_000
+
+
+class Grants:
+    def __init__(self, app) -> None:
+        self.app = app
+        self._subs: dict[tuple[str, str], set] = {}       # (account, agent) -> guest subscriptions
+        self._accounts: dict[str, set[str]] = {}          # agent -> accounts in _subs
+        self._locks: dict[str, list] = {}              # agent -> [lock, users]
+        self._audience: dict[str, tuple[str, ...]] = {}   # agent -> accepted collaborators
+        self._leaving: dict[str, set[str]] = {}           # agent -> accounts losing access now
+
+    # -- the index -------------------------------------------------------------------------
+    def track(self, sub) -> None:
+        """A subscription was just registered in the hub: note its role (AgentInfo in live
+        events is the subscriber's view) and index it when it is a guest's."""
+        kind, _, ident = sub.key.partition("/")
+        if kind == "account":
+            return
+        account = sub.conn.account_id
+        role, agent_id = self.app.db.read(key_role, account, kind, ident)
+        if role == OWNER:   # the class default: nothing stored on the owner's subscriptions
+            return
+        sub.role = role or READER
+        if agent_id is not None:
+            sub.agent_id = agent_id
+            self._subs.setdefault((account, agent_id), set()).add(sub)
+            self._accounts.setdefault(agent_id, set()).add(account)
+        if role is None:
+            # Not expected (Subscribe checked, with no await since). Ended on the next loop
+            # turn, once the connection has finished starting it (its replay task included).
+            asyncio.get_running_loop().call_soon(self.cut, [sub], f"{sub.key} not found")
+
+    def untrack(self, sub) -> None:
+        agent_id = getattr(sub, "agent_id", None)
+        if agent_id is None:
+            return
+        account = sub.conn.account_id
+        subs = self._subs.get((account, agent_id))
+        if subs is None:
+            return
+        subs.discard(sub)
+        if not subs:
+            del self._subs[(account, agent_id)]
+            accounts = self._accounts.get(agent_id)
+            if accounts is not None:
+                accounts.discard(account)
+                if not accounts:
+                    del self._accounts[agent_id]
+
+    def has_guests(self, agent_id: str) -> bool:
+        return agent_id in self._accounts
+
+    def guest_accounts(self, agent_id: str) -> list[str]:
+        return list(self._accounts.get(agent_id, ()))
+
+    def subscriptions(self, account: str, agent_id: str) -> list:
+        return list(self._subs.get((account, agent_id), ()))
+
+    # -- serializing changes of access -----------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def changing(self, agent_id: str):
+        """Changes of access to one agent, one at a time."""
+        entry = self._locks.get(agent_id)
+        if entry is None:
+            entry = self._locks[agent_id] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0 and self._locks.get(agent_id) is entry:
+                del self._locks[agent_id]
+
+    def changing_now(self, agent_id: str | None) -> bool:
+        entry = self._locks.get(agent_id)
+        return entry is not None and entry[0].locked()
+
+    async def settled(self, agent_id: str) -> None:
+        """Wait until no change of access to the agent is running."""
+        while True:
+            entry = self._locks.get(agent_id)
+            if entry is None or not entry[0].locked():
+                return
+            async with entry[0]:
+                pass
+
+    # -- ending and updating subscriptions ---------------------------------------------------
+    def cut(self, subs, why: str) -> None:
+        """End subscriptions now: an error event naming the key, then nothing more."""
+        for sub in subs:
+            conn = sub.conn
+            note = Outgoing(sub.key, {**events.error_event(f"{why}: subscription {sub.key} ended", 404),
+                                      "key": sub.key})
+            conn.send_event(note, bounded=False, track=False)
+            conn._drop_subscription(sub.key, sub)
+            self.untrack(sub)   # also when the connection had already let it go
+
+    def cut_account(self, account: str, agent_id: str, why: str) -> None:
+        self.cut(self.subscriptions(account, agent_id), why)
+
+    def cut_agent(self, agent_id: str, why: str) -> None:
+        for account in self.guest_accounts(agent_id):
+            self.cut_account(account, agent_id, why)
+
+    def refresh(self, agent_id: str, accounts, why: str) -> None:
+        """After a commit: each account's role on the agent read again; its subscriptions take
+        the new role, or end when it has none."""
+        for account in accounts:
+            subs = self.subscriptions(account, agent_id)
+            if not subs:
+                continue
+            role = self.app.db.read(agent_role, account, agent_id)
+            if role is None:
+                self.cut(subs, why)
+            else:
+                for sub in subs:
+                    sub.role = role
+
+    # -- who hears about an agent ------------------------------------------------------------
+    def audience(self, agent_id: str) -> tuple[str, ...]:
+        """The agent's accepted collaborators (cached; every change of them goes through
+        `forget_audience`), less those whose access is being removed right now."""
+        accounts = self._audience_of(agent_id)
+        leaving = self._leaving.get(agent_id)
+        if leaving:
+            accounts = tuple(a for a in accounts if a not in leaving and "*" not in leaving)
+        return accounts
+
+    @contextlib.contextmanager
+    def leaving(self, agent_id: str, accounts):
+        """While access is being removed (from before the write until the cache is fresh
+        again), the leaving accounts (`"*"`: all) get no more notices of the agent."""
+        entry = self._leaving.setdefault(agent_id, set())
+        added = set(accounts) - entry
+        entry |= added
+        try:
+            yield
+        finally:
+            self.forget_audience(agent_id)
+            entry -= added
+            if not entry and self._leaving.get(agent_id) is entry:
+                del self._leaving[agent_id]
+
+    def _audience_of(self, agent_id: str) -> tuple[str, ...]:
+        accounts = self._audience.get(agent_id)
+        if accounts is None:
+            members = self.app.db.read(collab_q.members, agent_id)
+            accounts = tuple(sorted(a for a, (_role, status) in members.items() if status == "accepted"))
+            if len(self._audience) >= _AUDIENCE_MAX:
+                self._audience.clear()
+            self._audience[agent_id] = accounts
+        return accounts
+
+    def forget_audience(self, agent_id: str) -> None:
+        self._audience.pop(agent_id, None)
