@@ -25,6 +25,12 @@ __all__ = ["V2", "Connection", "framing_for", "new_connection_id"]
 
 # Read actions whose handlers never await: run inline in the socket's reader (see _on_frame).
 INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders"})
+# A socket whose frames keep failing verification (or are not requests at all) is closed 1008:
+# more than JUNK_BURST of them, refilled at JUNK_PER_SECOND. A client that signs correctly
+# never comes near it; each of those frames also costs the socket's own rate bucket.
+JUNK_BURST = 100
+JUNK_PER_SECOND = 10.0
+JUNK_CLOSE_REASON = "too many frames that failed verification"
 # One numbering for WebSocket and HTTP connections: the replay rule tells them apart by id.
 new_connection_id = itertools.count(1).__next__
 
@@ -48,7 +54,8 @@ class Connection:
                                  slow_close_timeout=app.config.slow_close_timeout,
                                  on_cut_off=self._on_slow_consumer)
         self.inflight = asyncio.Semaphore(limits.inflight_per_socket)
-        self.unbound_bucket = TokenBucket(limits.rate_per_second, limits.rate_burst)
+        self.own_bucket = TokenBucket(limits.rate_per_second, limits.rate_burst)   # every frame
+        self.junk = TokenBucket(JUNK_PER_SECOND, JUNK_BURST)   # frames that fail verification
         self.tasks: set[asyncio.Task] = set()
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
 
@@ -75,7 +82,9 @@ class Connection:
             self.outbound.close_after_queued(*self.close_after_answer)
 
     # -- account binding -------------------------------------------------------------------
-    def bind_account(self, account_id: str) -> None:
+    def check_bind(self, account_id: str) -> None:
+        """May this socket act for `account_id`? Raises the refusal; binds nothing (the socket
+        binds only once the action has passed every verification step: `bind_account`)."""
         if self.account_id == account_id:
             return
         if self.account_id is not None:
@@ -89,7 +98,12 @@ class Connection:
             # The 429 goes out first, then the close (a close sent at once would overtake it).
             self.close_after_answer = (1008, f"too many connections for this account (limit {limit})")
             raise ProtocolError(429, f"too many connections for this account (limit {limit})")
-        self.app.sockets_by_account[account_id] = count + 1
+
+    def bind_account(self, account_id: str) -> None:
+        """Bind after `check_bind` passed (with no await since, so it still holds)."""
+        if self.account_id == account_id:
+            return
+        self.app.sockets_by_account[account_id] = self.app.sockets_by_account.get(account_id, 0) + 1
         self.account_id = account_id
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -161,6 +175,7 @@ class Connection:
         elif type(read) is Unsubscribe:
             self._unsubscribe(read)
         else:
+            self._unverified()
             self.send(framing.refusal(read))
 
     async def _run(self, request: Request) -> None:
@@ -171,11 +186,19 @@ class Connection:
 
     async def _answer(self, request: Request) -> None:
         outcome = await execute(self.app, self, request.envelope)
+        if outcome.junk:
+            self._unverified()
         name = outcome.envelope.name if outcome.envelope is not None else None
         if name == "Subscribe" and outcome.response.get("_") != "Error":
             self._start_subscription(outcome, request)
         else:
             self.send(self.framing.answer(request, outcome.response, name))
+
+    def _unverified(self) -> None:
+        """One more frame that was not a verified action: past the junk bound the socket is
+        closed 1008, right after the answer to this frame."""
+        if not self.junk.take() and self.close_after_answer is None:
+            self.close_after_answer = (1008, JUNK_CLOSE_REASON)
 
     def _unsubscribe(self, request: Unsubscribe) -> None:
         key = request.key

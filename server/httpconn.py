@@ -42,13 +42,16 @@ class HttpPeer:
     (for the replay rule a keep-alive connection is one connection), bound to no account (an
     HTTP request stands alone)."""
 
-    __slots__ = ("id", "account_id", "unbound_bucket")
+    __slots__ = ("id", "account_id", "own_bucket")
     transport = "http"   # for the access log
 
     def __init__(self, bucket: TokenBucket) -> None:
         self.id = new_connection_id()
         self.account_id = None
-        self.unbound_bucket = bucket
+        self.own_bucket = bucket   # every request costs it, verified or not
+
+    def check_bind(self, account_id: str) -> None:
+        """An HTTP request binds nothing."""
 
     def bind_account(self, account_id: str) -> None:
         """An HTTP request binds nothing."""
