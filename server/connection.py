@@ -7,12 +7,15 @@ import asyncio
 import itertools
 import logging
 
+from websockets.exceptions import ConnectionClosed
+
 from protocol.errors import ProtocolError
 from protocol.framing_types import Refusal, Request, Unsubscribe
 from protocol.framing_v1 import V1Framing
 from protocol.framing_v2 import SUBPROTOCOL as V2
 from protocol.framing_v2 import V2Framing
 from protocol.v2 import peek_action_name
+from server import memtrim
 from server.dispatch import Outcome, error, execute
 from server.frames import Outgoing
 from server.outbound import Outbound
@@ -26,10 +29,8 @@ __all__ = ["V2", "Connection", "framing_for", "new_connection_id"]
 # Read actions whose handlers never await: run inline in the socket's reader (see _on_frame).
 INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders"})
 # A socket whose frames keep failing verification (or are not requests at all) is closed 1008:
-# more than JUNK_BURST of them, refilled at JUNK_PER_SECOND. A client that signs correctly
-# never comes near it; each of those frames also costs the socket's own rate bucket.
-JUNK_BURST = 100
-JUNK_PER_SECOND = 10.0
+# more than `--max-unverified` of them, a tenth of which refills per second. A client that signs
+# correctly never comes near it; each of those frames also costs the socket's own rate bucket.
 JUNK_CLOSE_REASON = "too many frames that failed verification"
 # One numbering for WebSocket and HTTP connections: the replay rule tells them apart by id.
 new_connection_id = itertools.count(1).__next__
@@ -55,7 +56,7 @@ class Connection:
                                  on_cut_off=self._on_slow_consumer)
         self.inflight = asyncio.Semaphore(limits.inflight_per_socket)
         self.own_bucket = TokenBucket(limits.rate_per_second, limits.rate_burst)   # every frame
-        self.junk = TokenBucket(JUNK_PER_SECOND, JUNK_BURST)   # frames that fail verification
+        self.junk = TokenBucket(limits.unverified_burst / 10, limits.unverified_burst)   # failed verification
         self.tasks: set[asyncio.Task] = set()
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
 
@@ -73,11 +74,13 @@ class Connection:
         self.outbound.put(event.frame(self.framing), event.key, event.seq if track else 0,
                           bounded=bounded)
 
-    def send(self, frame: bytes | None) -> None:
-        """A response or notice: unbounded here, the reader loop applies back-pressure."""
+    def send(self, frame: bytes | None, *, bounded: bool = True) -> None:
+        """A response or notice, bounded like events (and the reader stops reading a socket
+        whose queue is past its low-water mark); `bounded=False`: part of a replay, which paces
+        itself with `wait_room`."""
         if frame is None:
             return
-        self.outbound.put(frame, bounded=False)
+        self.outbound.put_answer(frame, bounded=bounded)
         if self.close_after_answer is not None:
             self.outbound.close_after_queued(*self.close_after_answer)
 
@@ -119,9 +122,10 @@ class Connection:
                 if self.outbound.closed:
                     break
                 await self._on_frame(message)
-        except Exception as exc:  # noqa: BLE001 - a closed socket ends here too
-            if not isinstance(exc, (asyncio.CancelledError,)) and "ConnectionClosed" not in type(exc).__name__:
-                log.exception("connection %s failed", self.id)
+        except ConnectionClosed:
+            pass   # the peer went away, or was dropped (write timeout, slow consumer)
+        except Exception:  # noqa: BLE001 - logged; the socket is closed by the transport
+            log.exception("connection %s failed", self.id)
         finally:
             await self._cleanup()
 
@@ -144,6 +148,7 @@ class Connection:
                 app.sockets_by_account.pop(self.account_id, None)
             self.account_id = None
         await self.outbound.close()
+        memtrim.soon()   # what this socket's buffers held goes back to the system
 
     def _on_slow_consumer(self) -> None:
         self.app.metrics.slow_consumers.inc()

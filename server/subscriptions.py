@@ -111,7 +111,7 @@ class SessionSubscription(Subscription):
             await conn.outbound.wait_room()
         self.replaying = False
         app.metrics.replayed.inc(sent)
-        conn.send(conn.framing.replayed(self.key, self.last_seq))   # v2 only: None in v1
+        conn.send(conn.framing.replayed(self.key, self.last_seq), bounded=False)   # v2 only: None in v1
         if self.missed_change:
             session = app.db.read(sessions_q.get_session, self.session_id)
             conn.send_event(Outgoing(self.key, events.change(self.key, session)), bounded=False)

@@ -9,7 +9,7 @@ import asyncio
 
 from protocol import dagcbor
 from protocol.envelope import sign_envelope
-from server.connection import JUNK_BURST, JUNK_CLOSE_REASON
+from server.connection import JUNK_CLOSE_REASON
 from tests.wsraw import V2Client, keypair
 from clients.raw import signed_request_frame, unique_ts
 
@@ -130,7 +130,7 @@ async def test_an_honest_client_past_its_rate_gets_429_and_keeps_its_socket(serv
     client = await V2Client.open(server.url)
     try:
         limits = server.app.config.limits
-        answers = await burst(client, kp, limits.rate_burst + JUNK_BURST + 50)
+        answers = await burst(client, kp, limits.rate_burst + limits.unverified_burst + 50)
         limited = [a for a in answers if a["_"] == "Error"]
         assert limited and all(a["status"] == 429 for a in limited), limited[:3]
         await asyncio.wait_for(_until_answered(client, kp), 10)
