@@ -21,6 +21,7 @@ from server.frames import Outgoing
 from server.outbound import Outbound
 from server.ratelimit import TokenBucket
 from server.subscriptions import SessionSubscription, Subscription
+from server.wsconn import ws_frame
 
 log = logging.getLogger("seed_agents.connection")
 
@@ -74,13 +75,13 @@ class Connection:
         self.outbound.put(event.frame(self.framing), event.key, event.seq if track else 0,
                           bounded=bounded)
 
-    def send(self, frame: bytes | None, *, bounded: bool = True) -> None:
+    def send(self, message: bytes | str | None, *, bounded: bool = True) -> None:
         """A response or notice, bounded like events (and the reader stops reading a socket
         whose queue is past its low-water mark); `bounded=False`: part of a replay, which paces
         itself with `wait_room`."""
-        if frame is None:
+        if message is None:
             return
-        self.outbound.put_answer(frame, bounded=bounded)
+        self.outbound.put_answer(ws_frame(message), bounded=bounded)
         if self.close_after_answer is not None:
             self.outbound.close_after_queued(*self.close_after_answer)
 

@@ -14,6 +14,7 @@ import logging
 
 from protocol import events
 from server.frames import Outgoing
+from server.wsconn import ws_frame
 from server.store import agents as agents_q
 from server.store import codec
 from server.store import events as events_q
@@ -118,5 +119,5 @@ class SessionSubscription(Subscription):
 
     def _send_page(self, rows: list) -> None:
         conn, key = self.conn, self.key
-        for frame, seq in conn.framing.replay(key, rows):   # v2: one batched frame; v1: one each
-            conn.outbound.put(frame, key, seq, bounded=False)
+        for message, seq in conn.framing.replay(key, rows):   # v2: one batched frame; v1: one each
+            conn.outbound.put(ws_frame(message), key, seq, bounded=False)

@@ -2,10 +2,11 @@
 bound what an unread connection costs. Every use of websockets' internals lives here, and
 tests/test_wsconn_fence.py fails when the websockets code this module relies on changes.
 
-- Writing prebuilt frames: an event's frame is built once (protocol/ws_frames.py) and shared by
-  every socket, and a socket's frames of one loop turn leave in one write. Server frames are
-  unmasked and websockets' protocol keeps no state about data frames it did not build, so they
-  go straight to the transport (`write_frames`), never through `send()`.
+- Prebuilt frames: `ws_frame` puts the RFC 6455 header on a framing's message, so an event's
+  frame is built once and shared by every socket (server frames are unmasked), and a socket's
+  frames of one loop turn leave in one write. websockets' protocol keeps no state about data
+  frames it did not build, so they go straight to the transport (`write_frames`), never
+  through `send()`.
 - `send_data` is websockets' own, but consecutive chunks leave in one write, and every byte is
   counted: the write-progress watchdog compares what was written with what the kernel took.
 - Inbound bytes are bounded: websockets bounds its queue in frames (`max_queue`), each up to
@@ -27,7 +28,7 @@ from websockets.protocol import OPEN
 
 log = logging.getLogger("seed_agents.wsconn")
 
-__all__ = ["BatchingServerConnection", "FRAME_OVERHEAD", "WRITE_HIGH", "WRITE_LOW"]
+__all__ = ["BatchingServerConnection", "FRAME_OVERHEAD", "WRITE_HIGH", "WRITE_LOW", "ws_frame"]
 
 # What one queued inbound frame costs besides its payload (the Frame object, its bytes header).
 FRAME_OVERHEAD = 200
@@ -38,6 +39,22 @@ WRITE_LOW = 16 * 1024
 
 _QUEUE = 1   # reasons reading is paused: the inbound queue is full
 _WRITE = 2   # ...the write buffer is over its high-water mark
+
+
+def ws_frame(message: bytes | str) -> bytes:
+    """A complete, unfragmented, unmasked server frame: binary for bytes, text for str."""
+    if type(message) is str:
+        message, opcode = message.encode(), 0x81
+    else:
+        opcode = 0x82
+    n = len(message)
+    if n < 126:
+        head = bytes((opcode, n))
+    elif n < 0x10000:
+        head = bytes((opcode, 126)) + n.to_bytes(2, "big")
+    else:
+        head = bytes((opcode, 127)) + n.to_bytes(8, "big")
+    return head + message
 
 
 class _ByteCountingQueue(SimpleQueue):
