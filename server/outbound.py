@@ -59,6 +59,7 @@ class Outbound:
         self.closed = False        # nothing more is accepted
         self.close_queued = False  # close_after_queued was called: close() lets that finish
         ws.on_writable = self._schedule
+        ws.on_lost = self._lost
 
     @property
     def queued_bytes(self) -> int:
@@ -157,6 +158,13 @@ class Outbound:
                 self.last_sent[key] = seq
         if self._bytes <= self.low_water or self.closed:
             self._room.set()
+
+    def _lost(self) -> None:
+        """The TCP connection is gone: nothing more goes out, and whoever waits for room (the
+        reader, a replay) stops waiting."""
+        self.closed = True
+        self._drop_queued()
+        self._room.set()
 
     def _drop_queued(self) -> None:
         self._queue.clear()

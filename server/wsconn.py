@@ -105,6 +105,7 @@ class BatchingServerConnection(ServerConnection):
         self.inbound_bytes = inbound_bytes
         self.write_timeout = write_timeout     # None: no watchdog (a close with its own deadline)
         self.on_writable = None                # called when the write buffer drains (Outbound)
+        self.on_lost = None                    # called once the TCP connection is gone (Outbound)
         self.written = 0                       # bytes handed to the transport, ever
         self._accepted_at_check = 0            # what the kernel had taken at the last check
         self._watchdog: asyncio.TimerHandle | None = None
@@ -218,5 +219,7 @@ class BatchingServerConnection(ServerConnection):
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
-        self.on_writable = None
+        on_lost, self.on_lost, self.on_writable = self.on_lost, None, None
         super().connection_lost(exc)
+        if on_lost is not None:
+            on_lost()

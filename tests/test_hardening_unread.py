@@ -14,6 +14,7 @@ import os
 import socket
 import time
 
+import httpx
 from protocol import dagcbor
 from protocol.envelope import sign_envelope
 from clients.raw import client_frame, signed_request_frame, tcp_handshake, unique_ts
@@ -32,9 +33,9 @@ CONNECTIONS = 20
 # about 2.5 MiB; 4 MiB leaves room for the allocator.
 PER_CONNECTION = 4 << 20
 TCP_ESTABLISHED = 1   # tcpi_state of Linux's TCP_INFO; a FIN or RST from the server leaves it
-# What may stay after they go: measured about 16 MiB for these 20 (0.8 MiB each) that the
-# allocator keeps even after malloc_trim (server/memtrim.py); see docs/operations.md "Limits".
-LEFT_OVER = 24 << 20
+# What may stay after they go: measured about 7 MiB for these 20 that the allocator keeps
+# even after malloc_trim (server/memtrim.py); see docs/operations.md "Limits".
+LEFT_OVER = 12 << 20
 
 
 def rss(pid: int) -> int:
@@ -85,6 +86,20 @@ async def dropped(sock: socket.socket, timeout: float) -> bool:
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+def open_connections(port: int) -> float:
+    """The server's own count of open WebSocket connections (its /metrics)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("seed_agents_connections{"))
+
+
+async def wait_connections(port: int, count: int, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while (now := open_connections(port)) != count and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return now
 
 
 async def wait_rss_below(pid: int, limit: int, timeout: float) -> int:
@@ -153,6 +168,8 @@ async def test_twenty_connections_that_send_and_never_read_cost_a_bounded_amount
         assert all(await asyncio.gather(*(dropped(s, WRITE_TIMEOUT + 30) for s in socks)))
         stop.set()
         assert await meanwhile > 0   # the normal client was served all along
+        # The server let go of them: only the normal client's socket is left.
+        assert await wait_connections(srv.port, 1, 10) == 1
 
         after = await wait_rss_below(pid, baseline + LEFT_OVER, 60)
         print(f"after they went: {after / 2**20:.1f} MiB (baseline {baseline / 2**20:.1f} MiB)")
@@ -191,6 +208,7 @@ async def test_a_ping_flood_whose_pongs_are_never_read_is_dropped(tmp_path):
         peak = sampler.stop()
         stop.set()
         assert await meanwhile > 0
+        assert await wait_connections(srv.port, 1, 10) == 1
         print(f"\nping flood: {sum(sent) / 2**20:.1f} MiB of pings on {len(socks)} sockets; server RSS "
               f"{baseline / 2**20:.1f} -> peak {peak / 2**20:.1f} MiB; dropped within {took:.1f} s")
         assert peak - baseline < len(socks) * PER_CONNECTION, (baseline, peak)
