@@ -115,7 +115,6 @@ class Connection:
         app = self.app
         app.connections.add(self)
         app.metrics.connections.labels(self.framing.name).inc()
-        self.outbound.start()
         try:
             self.send(self.framing.connected(app.now_ms()))
             async for message in self.ws:

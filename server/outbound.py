@@ -65,9 +65,6 @@ class Outbound:
     def queued_bytes(self) -> int:
         return self._bytes
 
-    def start(self) -> None:
-        """Nothing to start: writes are scheduled on the loop as frames arrive."""
-
     def put(self, frame: bytes, key: str | None = None, seq: int = 0, *, bounded: bool = True) -> bool:
         """Queue an event's frame; written at the end of this loop turn. A frame that would
         take the queue past the bound cuts the socket off (`bounded=False`: a replay page,
