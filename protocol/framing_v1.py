@@ -2,7 +2,8 @@
 binary DAG-CBOR envelopes in (or a text frame holding a JSON array of their byte values), JSON
 text out, requests answered in the order received, `subscribed` / `error` for Subscribe.
 
-Pure: frames in, complete WebSocket frames out (server/connection.py moves them).
+Pure: frames in, messages out (text: str); server/wsconn.py puts the WebSocket frame header on
+them, once per event for every socket (server/frames.py).
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from multiformats import CID
 from . import dagcbor, events
 from .framing_types import Refusal, Request
 from .v2 import peek_action_name
-from .ws_frames import ws_frame
 
 __all__ = ["V1Framing", "dumps"]
 
@@ -38,8 +38,8 @@ def dumps(value: object) -> str:
     return _encoder.encode(value)
 
 
-def _text(value: dict) -> bytes:
-    return ws_frame(dumps(value))
+def _text(value: dict) -> str:
+    return dumps(value)   # a text message
 
 
 def byte_array(text: str) -> bytes | None:
@@ -76,10 +76,10 @@ class V1Framing:
         return Request(None, message)
 
     # -- writing ---------------------------------------------------------------------------
-    def connected(self, now_ms: int) -> bytes | None:
+    def connected(self, now_ms: int) -> str | None:
         return _text({"_": "connected", "connectedAt": now_ms})
 
-    def answer(self, request: Request, response: dict, action: str | None) -> bytes:
+    def answer(self, request: Request, response: dict, action: str | None) -> str:
         """An action's response; a failed Subscribe has v1's lower-case error event."""
         if response.get("_") == "Error":
             if action is None:
@@ -88,26 +88,26 @@ class V1Framing:
                 return self.subscribe_failed(request, response)
         return _text(response)
 
-    def subscribed(self, request: Request, key: str, account_id: str, response: dict) -> bytes:
+    def subscribed(self, request: Request, key: str, account_id: str, response: dict) -> str:
         return _text(events.subscribed(key, account_id))
 
-    def subscribe_failed(self, request: Request, error: dict) -> bytes:
+    def subscribe_failed(self, request: Request, error: dict) -> str:
         return _text(events.error_event(error["message"], error["status"]))
 
-    def refusal(self, refusal: Refusal) -> bytes:
+    def refusal(self, refusal: Refusal) -> str:
         return _text(refusal.value)
 
-    def error_event(self, message: str, status: int) -> bytes:
+    def error_event(self, message: str, status: int) -> str:
         return _text(events.error_event(message, status))
 
-    def event(self, value: dict, body: bytes | None = None) -> bytes:
+    def event(self, value: dict, body: bytes | None = None) -> str:
         return _text(value)   # JSON: the decoded SessionEvent in `value`, never the stored bytes
 
-    def replay(self, key: str, rows: list) -> list[tuple[bytes, int]]:
+    def replay(self, key: str, rows: list) -> list[tuple[str, int]]:
         """Durable events read back for a replay: one `append` frame each, with its seq."""
         return [(_text(events.append(key, dagcbor.decode_trusted(bytes(body)))), seq) for seq, body in rows]
 
-    def replayed(self, key: str, seq: int) -> bytes | None:
+    def replayed(self, key: str, seq: int) -> str | None:
         return None   # v1 has no end-of-replay marker
 
 

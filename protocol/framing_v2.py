@@ -2,7 +2,8 @@
 both ways, `{id, envelope}` requests run concurrently and answered `{id, response}`, unsigned
 `Unsubscribe`, CBOR events with stored event bytes spliced in, batched replay and `replayed`.
 
-Pure: frames in, complete WebSocket frames out (server/connection.py moves them). Reading the
+Pure: frames in, messages out (binary: bytes); server/wsconn.py puts the WebSocket frame header
+on them, once per event for every socket (server/frames.py). Reading the
 request's bytes (slicing a canonical frame, peeking its id) is protocol/v2.py.
 """
 from __future__ import annotations
@@ -14,7 +15,6 @@ from .errors import ProtocolError
 from .framing_types import Refusal, Request, Unsubscribe
 from .v2 import decode_v2_request, peek_id, split_request
 from .wire_values import encode_value
-from .ws_frames import ws_frame
 
 SUBPROTOCOL = "seed-agents.v2"
 
@@ -82,35 +82,35 @@ class V2Framing:
         return None   # v2 sends nothing on open
 
     def answer(self, request: Request, response: dict, action: str | None) -> bytes:
-        return ws_frame(response_frame(request.id, response))
+        return response_frame(request.id, response)
 
     def subscribed(self, request: Request, key: str, account_id: str, response: dict) -> bytes:
-        return ws_frame(response_frame(request.id, response))
+        return response_frame(request.id, response)
 
     def subscribe_failed(self, request: Request, error: dict) -> bytes:
-        return ws_frame(response_frame(request.id, error))
+        return response_frame(request.id, error)
 
     def unsubscribed(self, request: Unsubscribe) -> bytes:
-        return ws_frame(response_frame(request.id, {"_": "UnsubscribeResponse", "key": request.key}))
+        return response_frame(request.id, {"_": "UnsubscribeResponse", "key": request.key})
 
     def refusal(self, refusal: Refusal) -> bytes:
         if refusal.id is None:   # nobody to answer by id: an error event on the socket
             value = refusal.value
-            return ws_frame(dagcbor.encode(events.error_event(value["message"], value["status"])))
-        return ws_frame(response_frame(refusal.id, refusal.value))
+            return dagcbor.encode(events.error_event(value["message"], value["status"]))
+        return response_frame(refusal.id, refusal.value)
 
     def error_event(self, message: str, status: int) -> bytes:
-        return ws_frame(dagcbor.encode(events.error_event(message, status)))
+        return dagcbor.encode(events.error_event(message, status))
 
     def event(self, value: dict, body: bytes | None = None) -> bytes:
         """An event map; an `append` whose stored SessionEvent bytes are known splices them."""
         if body is not None:
-            return ws_frame(append_cbor(value["key"], body))
-        return ws_frame(dagcbor.encode(value))
+            return append_cbor(value["key"], body)
+        return dagcbor.encode(value)
 
     def replay(self, key: str, rows: list) -> list[tuple[bytes, int]]:
         """Durable events read back for a replay: one batched `append` frame."""
-        return [(ws_frame(append_batch_cbor(key, [bytes(body) for _seq, body in rows])), rows[-1][0])]
+        return [(append_batch_cbor(key, [bytes(body) for _seq, body in rows]), rows[-1][0])]
 
     def replayed(self, key: str, seq: int) -> bytes | None:
-        return ws_frame(dagcbor.encode(events.replayed(key, seq)))
+        return dagcbor.encode(events.replayed(key, seq))

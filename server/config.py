@@ -32,6 +32,7 @@ class Limits:
     inflight_per_socket: int = 64     # v2 requests running at once on one socket
     outbound_queue_bytes: int = 8 << 20   # a subscriber further behind than this is cut off (1013)
     replay_page: int = 1000           # events read and framed at once during replay
+    unverified_burst: int = 100       # frames failing verification before the socket closes 1008 (a tenth refills per second)
 
 
 @dataclass
@@ -46,6 +47,8 @@ class Config:
     ping_timeout: float = 20.0
     shutdown_timeout: float = 10.0
     slow_close_timeout: float = 35.0  # contract: wait at least 30 s for the closing handshake
+    write_timeout: float = 30.0       # a WebSocket peer whose writes make no progress this long is dropped
+    allowed_origins: str = "*"        # browser origins that may use the server ("*": any; no Origin: always)
     # Providers (docs/operations.md "Providers"): timeouts, where provider URLs may connect
     # ("" = by listen address: loopback servers add loopback and private networks), and
     # whether hosted types may use a stored baseUrl instead of their public endpoint.
@@ -157,6 +160,21 @@ def seconds(raw: str) -> float:
     return rate(raw)
 
 
+def origins(raw: str) -> str:
+    """`*`, or comma-separated origins as browsers send them (`scheme://host[:port]`, or
+    `null`), kept in that normalized form."""
+    value = raw.strip()
+    if value == "*":
+        return value
+    parts = [p.strip().rstrip("/").lower() for p in value.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("must be * or comma-separated origins (e.g. https://app.example,http://localhost:5173)")
+    for part in parts:
+        if part != "null" and not re.fullmatch(r"[a-z][a-z0-9+.-]*://[^/\s?#]+", part):
+            raise ValueError(f"{part!r} is not an origin: scheme://host[:port], with no path")
+    return ",".join(parts)
+
+
 def provider_networks(raw: str) -> str:
     from server.providers.network import check_networks_value  # only when the setting is given
 
@@ -197,6 +215,7 @@ SETTINGS: list[Setting] = [
     Setting("--rate-limit", "RATE_LIMIT", "limits.rate_per_second", rate, "PER_SECOND", "actions per second per account (more is 429)"),
     Setting("--rate-burst", "RATE_BURST", "limits.rate_burst", count, "N", "burst of actions above the rate"),
     Setting("--max-inflight", "MAX_INFLIGHT", "limits.inflight_per_socket", count, "N", "v2 requests running at once per socket"),
+    Setting("--max-unverified", "MAX_UNVERIFIED", "limits.unverified_burst", count, "N", "frames that fail verification a socket may send (a tenth of that refills per second) before it is closed 1008"),
     Setting("--outbound-queue-bytes", "OUTBOUND_QUEUE_BYTES", "limits.outbound_queue_bytes", count, "BYTES", "how far a subscriber may fall behind before it is cut off (close 1013; it resumes)"),
     Setting("--provider-first-token-timeout", "PROVIDER_FIRST_TOKEN_TIMEOUT", "provider_first_token_timeout", seconds, "SECONDS", "a provider turn fails when no first token came within this time"),
     Setting("--provider-idle-timeout", "PROVIDER_IDLE_TIMEOUT", "provider_idle_timeout", seconds, "SECONDS", "a provider turn fails when its stream is silent this long"),
@@ -210,6 +229,8 @@ SETTINGS: list[Setting] = [
     Setting("--owner-cache-bytes", "OWNER_CACHE_BYTES", "owner_cache_bytes", count, "BYTES", "memory for each of the caches of session owners, agent owners and registered signers (least recently used dropped)"),
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
+    Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),
+    Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
 ]
 
 

@@ -7,17 +7,21 @@ import asyncio
 import itertools
 import logging
 
+from websockets.exceptions import ConnectionClosed
+
 from protocol.errors import ProtocolError
 from protocol.framing_types import Refusal, Request, Unsubscribe
 from protocol.framing_v1 import V1Framing
 from protocol.framing_v2 import SUBPROTOCOL as V2
 from protocol.framing_v2 import V2Framing
 from protocol.v2 import peek_action_name
+from server import memtrim
 from server.dispatch import Outcome, error, execute
 from server.frames import Outgoing
 from server.outbound import Outbound
 from server.ratelimit import TokenBucket
 from server.subscriptions import SessionSubscription, Subscription
+from server.wsconn import ws_frame
 
 log = logging.getLogger("seed_agents.connection")
 
@@ -28,6 +32,10 @@ __all__ = ["V2", "Connection", "framing_for", "new_connection_id"]
 # bound. The ones that can be large read off the loop (Database.read_async) meanwhile.
 INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders",
                             "ListRuns"})
+# A socket whose frames keep failing verification (or are not requests at all) is closed 1008:
+# more than `--max-unverified` of them, a tenth of which refills per second. A client that signs
+# correctly never comes near it; each of those frames also costs the socket's own rate bucket.
+JUNK_CLOSE_REASON = "too many frames that failed verification"
 # One numbering for WebSocket and HTTP connections: the replay rule tells them apart by id.
 new_connection_id = itertools.count(1).__next__
 
@@ -51,7 +59,8 @@ class Connection:
                                  slow_close_timeout=app.config.slow_close_timeout,
                                  on_cut_off=self._on_slow_consumer)
         self.inflight = asyncio.Semaphore(limits.inflight_per_socket)
-        self.unbound_bucket = TokenBucket(limits.rate_per_second, limits.rate_burst)
+        self.own_bucket = TokenBucket(limits.rate_per_second, limits.rate_burst)   # every frame
+        self.junk = TokenBucket(limits.unverified_burst / 10, limits.unverified_burst)   # failed verification
         self.tasks: set[asyncio.Task] = set()
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
 
@@ -69,16 +78,20 @@ class Connection:
         self.outbound.put(event.frame(self.framing), event.key, event.seq if track else 0,
                           bounded=bounded)
 
-    def send(self, frame: bytes | None) -> None:
-        """A response or notice: unbounded here, the reader loop applies back-pressure."""
-        if frame is None:
+    def send(self, message: bytes | str | None, *, bounded: bool = True) -> None:
+        """A response or notice, bounded like events (and the reader stops reading a socket
+        whose queue is past its low-water mark); `bounded=False`: part of a replay, which paces
+        itself with `wait_room`."""
+        if message is None:
             return
-        self.outbound.put(frame, bounded=False)
+        self.outbound.put_answer(ws_frame(message), bounded=bounded)
         if self.close_after_answer is not None:
             self.outbound.close_after_queued(*self.close_after_answer)
 
     # -- account binding -------------------------------------------------------------------
-    def bind_account(self, account_id: str) -> None:
+    def check_bind(self, account_id: str) -> None:
+        """May this socket act for `account_id`? Raises the refusal; binds nothing (the socket
+        binds only once the action has passed every verification step: `bind_account`)."""
         if self.account_id == account_id:
             return
         if self.account_id is not None:
@@ -92,7 +105,12 @@ class Connection:
             # The 429 goes out first, then the close (a close sent at once would overtake it).
             self.close_after_answer = (1008, f"too many connections for this account (limit {limit})")
             raise ProtocolError(429, f"too many connections for this account (limit {limit})")
-        self.app.sockets_by_account[account_id] = count + 1
+
+    def bind_account(self, account_id: str) -> None:
+        """Bind after `check_bind` passed (with no await since, so it still holds)."""
+        if self.account_id == account_id:
+            return
+        self.app.sockets_by_account[account_id] = self.app.sockets_by_account.get(account_id, 0) + 1
         self.account_id = account_id
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -100,7 +118,6 @@ class Connection:
         app = self.app
         app.connections.add(self)
         app.metrics.connections.labels(self.framing.name).inc()
-        self.outbound.start()
         try:
             self.send(self.framing.connected(app.now_ms()))
             async for message in self.ws:
@@ -108,9 +125,10 @@ class Connection:
                 if self.outbound.closed:
                     break
                 await self._on_frame(message)
-        except Exception as exc:  # noqa: BLE001 - a closed socket ends here too
-            if not isinstance(exc, (asyncio.CancelledError,)) and "ConnectionClosed" not in type(exc).__name__:
-                log.exception("connection %s failed", self.id)
+        except ConnectionClosed:
+            pass   # the peer went away, or was dropped (write timeout, slow consumer)
+        except Exception:  # noqa: BLE001 - logged; the socket is closed by the transport
+            log.exception("connection %s failed", self.id)
         finally:
             await self._cleanup()
 
@@ -133,6 +151,7 @@ class Connection:
                 app.sockets_by_account.pop(self.account_id, None)
             self.account_id = None
         await self.outbound.close()
+        memtrim.soon()   # what this socket's buffers held goes back to the system
 
     def _on_slow_consumer(self) -> None:
         self.app.metrics.slow_consumers.inc()
@@ -164,6 +183,7 @@ class Connection:
         elif type(read) is Unsubscribe:
             self._unsubscribe(read)
         else:
+            self._unverified()
             self.send(framing.refusal(read))
 
     async def _run(self, request: Request) -> None:
@@ -174,11 +194,19 @@ class Connection:
 
     async def _answer(self, request: Request) -> None:
         outcome = await execute(self.app, self, request.envelope)
+        if outcome.junk:
+            self._unverified()
         name = outcome.envelope.name if outcome.envelope is not None else None
         if name == "Subscribe" and outcome.response.get("_") != "Error":
             self._start_subscription(outcome, request)
         else:
             self.send(self.framing.answer(request, outcome.response, name))
+
+    def _unverified(self) -> None:
+        """One more frame that was not a verified action: past the junk bound the socket is
+        closed 1008, right after the answer to this frame."""
+        if not self.junk.take() and self.close_after_answer is None:
+            self.close_after_answer = (1008, JUNK_CLOSE_REASON)
 
     def _unsubscribe(self, request: Unsubscribe) -> None:
         key = request.key

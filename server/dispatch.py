@@ -27,6 +27,7 @@ class Outcome:
     response: dict
     envelope: VerifiedEnvelope | None = None
     action: object | None = None
+    junk: bool = False   # refused by a verification step (1-6): not the account's own action
 
 
 def _verify_failure_reason(status: int) -> str:
@@ -38,15 +39,17 @@ async def execute(app, conn, envelope) -> Outcome:
     started = time.perf_counter()
     name = "unknown"
     limits = app.config.limits
+    verified = False
     try:
-        # A socket already bound to an account is rate-limited before the costly signature check.
-        pre_limited = conn.account_id is not None
-        if pre_limited and not app.limiter.allow(conn.account_id):
-            raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
-        if not pre_limited and not conn.unbound_bucket.take():
-            # A socket with no account yet has a bucket of its own, so a stream of frames that
-            # never verify still meets a limit before each costs a signature check.
+        # Every frame costs the connection's own bucket first: a stream of frames that never
+        # verify meets a limit before each costs a signature check, and is never charged to an
+        # account it merely names.
+        if not conn.own_bucket.take():
             raise ProtocolError(429, "rate limit: too many actions on this connection; slow down")
+        # A socket bound to an account (by one of that account's own verified actions) skips the
+        # signature check when the account's bucket is already empty: a look, not a charge.
+        if conn.account_id is not None and not app.limiter.ready(conn.account_id):
+            raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         try:
             env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
                                   max_size=limits.max_frame, max_depth=limits.max_depth)
@@ -58,16 +61,24 @@ async def execute(app, conn, envelope) -> Outcome:
         if env.signer != env.account and not app.signer_known(env.account_id, env.signer_id):
             app.metrics.verify_failures.labels("unauthorized_signer").inc()
             raise ProtocolError(403, NOT_AUTHORIZED)
-        if env.name != "RegisterSigner":
-            # RegisterSigner is signed by the delegate for itself, right before it retries for
-            # the issuer's account on the same socket: it must not bind the socket to itself.
-            conn.bind_account(env.account_id)  # 403 on a switch; closes 1008 past the socket limit
-        if not pre_limited and not app.limiter.allow(env.account_id):
+        # RegisterSigner is signed by the delegate for itself, right before it retries for the
+        # issuer's account on the same socket: it must not bind the socket to itself.
+        binds = env.name != "RegisterSigner"
+        if binds:
+            conn.check_bind(env.account_id)  # 403 on a switch; 429 (then close 1008) past the socket limit
+        if not app.limiter.ready(env.account_id):
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
-        # Step 6: replay.
+        # Step 6: replay. Nothing above charged or bound anything to the account, so a captured
+        # envelope replayed from another connection (409 here) costs its owner nothing.
         is_read = env.name in READ_ACTIONS
         now = app.now_ms()
         app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=now)
+        # Verified as the account, every step included: only now is the account charged (the
+        # token seen above is still there: no await since) and the socket bound.
+        app.limiter.take(env.account_id)
+        if binds:
+            conn.bind_account(env.account_id)
+        verified = True
         if not is_read:
             # Queued before the action's own write, and the writer commits in order: a write's
             # claim is durable before its response goes out.
@@ -78,7 +89,9 @@ async def execute(app, conn, envelope) -> Outcome:
         response = await HANDLERS[env.name](app, env, action)
         outcome = Outcome(response, env, action)
     except ProtocolError as exc:
-        outcome = Outcome(error(exc.status, exc.message))
+        # A rate limit is not junk: it is already bounded, and it is what an honest client
+        # that sends too fast sees.
+        outcome = Outcome(error(exc.status, exc.message), junk=not verified and exc.status != 429)
     except NotFound as exc:   # a row that vanished between check and use
         outcome = Outcome(error(404, str(exc)))
     except InvalidCursor as exc:

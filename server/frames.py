@@ -2,6 +2,8 @@
 for it is built at most once, on first use, and shared by every socket of that framing."""
 from __future__ import annotations
 
+from server.wsconn import ws_frame
+
 
 class Outgoing:
     __slots__ = ("key", "seq", "value", "body", "variants", "_frames")
@@ -20,5 +22,5 @@ class Outgoing:
         """The complete WebSocket frame of this event in `framing` (protocol/framing_v1.py, _v2.py)."""
         frame = self._frames.get(framing.name)
         if frame is None:
-            frame = self._frames[framing.name] = framing.event(self.value, self.body)
+            frame = self._frames[framing.name] = ws_frame(framing.event(self.value, self.body))
         return frame

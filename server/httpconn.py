@@ -25,6 +25,8 @@ from protocol.framing_http import WS_PATH, HttpFraming, Route
 from protocol.framing_types import Refusal, Request
 from server.connection import new_connection_id
 from server.dispatch import execute
+from server.origins import REFUSED, policy
+from protocol.events import error_response
 from server.ratelimit import TokenBucket
 
 log = logging.getLogger("seed_agents.http")
@@ -42,13 +44,16 @@ class HttpPeer:
     (for the replay rule a keep-alive connection is one connection), bound to no account (an
     HTTP request stands alone)."""
 
-    __slots__ = ("id", "account_id", "unbound_bucket")
+    __slots__ = ("id", "account_id", "own_bucket")
     transport = "http"   # for the access log
 
     def __init__(self, bucket: TokenBucket) -> None:
         self.id = new_connection_id()
         self.account_id = None
-        self.unbound_bucket = bucket
+        self.own_bucket = bucket   # every request costs it, verified or not
+
+    def check_bind(self, account_id: str) -> None:
+        """An HTTP request binds nothing."""
 
     def bind_account(self, account_id: str) -> None:
         """An HTTP request binds nothing."""
@@ -70,6 +75,7 @@ class HttpConnection(asyncio.Protocol):
         self.body_timeout = cfg.http_body_timeout
         self.idle_timeout = cfg.http_idle_timeout
         self.max_frame = cfg.limits.max_frame
+        self.origins = policy(cfg.allowed_origins)
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
@@ -181,7 +187,7 @@ class HttpConnection(asyncio.Protocol):
         if route.kind != "message":
             self._set_deadline(self.body_timeout)
             return
-        content_type = content_length = None
+        content_type = content_length = origin = None
         expect = b""
         for name, value in self.headers:
             lname = name.lower()
@@ -191,7 +197,11 @@ class HttpConnection(asyncio.Protocol):
                 content_length = int(value)   # llhttp has checked it is a number
             elif lname == b"expect":
                 expect = value.lower()
+            elif lname == b"origin":
+                origin = value.decode("latin-1")
         refusal = self.framing.check_head(content_type, content_length)
+        if refusal is None and not self.origins.allows(origin):
+            refusal = Refusal(None, error_response(403, REFUSED))
         if refusal is not None and refusal.value["status"] == 413:
             # Answered now; the body is never read (the connection closes after the answer).
             self._final(self.framing.refusal(refusal, keep_alive=False))

@@ -1,4 +1,6 @@
-"""Per-account token buckets (CONTRACT section 6: 100 actions/s with bursts of 200 by default)."""
+"""Token buckets: one per account (CONTRACT section 6: 100 actions/s with bursts of 200 by
+default), charged only by that account's verified actions, and one per connection, charged by
+every frame it sends (server/dispatch.py)."""
 from __future__ import annotations
 
 import time
@@ -11,10 +13,18 @@ class TokenBucket:
         self.rate, self.burst = rate, float(burst)
         self.tokens, self.stamp = float(burst), time.monotonic()
 
-    def take(self) -> bool:
+    def _refill(self) -> None:
         now = time.monotonic()
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
+
+    def ready(self) -> bool:
+        """Is a token there? (A look: nothing is taken.)"""
+        self._refill()
+        return self.tokens >= 1.0
+
+    def take(self) -> bool:
+        self._refill()
         if self.tokens >= 1.0:
             self.tokens -= 1.0
             return True
@@ -26,10 +36,20 @@ class RateLimiter:
         self.rate, self.burst = rate, burst
         self._buckets: dict[str, TokenBucket] = {}
 
-    def allow(self, account_id: str) -> bool:
+    def _bucket(self, account_id: str) -> TokenBucket:
         bucket = self._buckets.get(account_id)
         if bucket is None:
             if len(self._buckets) > 100_000:  # forget idle accounts rather than grow forever
                 self._buckets.clear()
             bucket = self._buckets[account_id] = TokenBucket(self.rate, self.burst)
-        return bucket.take()
+        return bucket
+
+    def ready(self, account_id: str) -> bool:
+        """Has the account a token left? A look only: never charges (an unverified frame that
+        merely names the account must not cost it anything)."""
+        bucket = self._buckets.get(account_id)
+        return bucket is None or bucket.ready()
+
+    def take(self, account_id: str) -> bool:
+        """Charge one of the account's own verified actions."""
+        return self._bucket(account_id).take()

@@ -15,6 +15,7 @@ import logging
 from protocol import events
 from protocol.actions import MAX_DEFINITION_BYTES
 from server.frames import Outgoing
+from server.wsconn import ws_frame
 from server.store import agents as agents_q
 from server.store import codec
 from server.store import events as events_q
@@ -133,11 +134,12 @@ class SessionSubscription(Subscription):
                 return
             rows, more = app.db.read(events_q.event_bodies_page, self.session_id, self.last_seq, page,
                                      page_bytes)
-            frames = list(conn.framing.replay(self.key, rows)) if rows else []
+            # v2: one batched frame; v1: one each; the WebSocket header added once here
+            frames = [(ws_frame(m), seq) for m, seq in conn.framing.replay(self.key, rows)] if rows else []
             need = sum(len(frame) for frame, _seq in frames)
             if not outbound.fits(need):
                 continue  # bigger than planned (one big event): wait for that much room, read again
-            for frame, seq in frames:   # v2: one batched frame; v1: one each
+            for frame, seq in frames:
                 outbound.put(frame, self.key, seq, bounded=False)   # it fits (checked above)
             if rows:
                 sent += len(rows)
@@ -147,7 +149,7 @@ class SessionSubscription(Subscription):
                 break  # no await from that read to the flip below
         self.replaying = False
         app.metrics.replayed.inc(sent)
-        conn.send(conn.framing.replayed(self.key, self.last_seq))   # v2 only: None in v1
+        conn.send(conn.framing.replayed(self.key, self.last_seq), bounded=False)   # v2 only: None in v1
         if self.missed_change:
             session = app.db.read(sessions_q.get_session, self.session_id)
             conn.send_event(Outgoing(self.key, events.change(self.key, session)))

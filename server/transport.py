@@ -20,6 +20,7 @@ from websockets.server import ServerProtocol
 from protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
 from server.connection import V2, Connection
 from server.httpconn import HttpConnection, build_commit
+from server.origins import REFUSED, policy
 from server.wsconn import BatchingServerConnection
 
 log = logging.getLogger("seed_agents.transport")
@@ -27,6 +28,8 @@ log = logging.getLogger("seed_agents.transport")
 __all__ = ["WS_PATH", "start_transport"]
 
 OPEN_TIMEOUT = 10.0   # the WebSocket opening handshake, once handed over
+# websockets' inbound queue, in frames (high, low); it is also bounded in bytes (wsconn.py).
+MAX_QUEUE = (32, 8)
 
 
 def _select_subprotocol(_protocol, offered):
@@ -60,12 +63,19 @@ async def start_transport(app) -> AgentsServer:
     limits = config.limits
     framing = HttpFraming(max_frame=limits.max_frame, max_depth=limits.max_depth)
     build_commit()   # once, at start: it may run git
+    origins = policy(config.allowed_origins)
+
+    def check_origin(ws: BatchingServerConnection, request):
+        """A web page from an origin the operator did not allow gets 403, not a socket."""
+        if not origins.allows(request.headers.get("Origin")):
+            return ws.respond(403, REFUSED + "\n")
+        return None
 
     async def run_socket(ws: BatchingServerConnection) -> None:
         """As websockets' own per-connection handler does: handshake, then our Connection."""
         try:
             async with asyncio.timeout(OPEN_TIMEOUT):
-                await ws.handshake(None, _cors_on_refusal, SERVER)
+                await ws.handshake(check_origin, _cors_on_refusal, SERVER)
             if ws.protocol.state is not OPEN:
                 ws.transport.abort()
                 return
@@ -95,7 +105,9 @@ async def start_transport(app) -> AgentsServer:
             ping_interval=config.ping_interval or None,
             ping_timeout=config.ping_timeout or None,
             close_timeout=5,
-            max_queue=32,
+            max_queue=MAX_QUEUE,
+            inbound_bytes=limits.max_frame,   # queued client frames, in bytes, before reading stops
+            write_timeout=config.write_timeout,
         )
         transport.set_protocol(ws)
         ws.connection_made(transport)   # starts run_socket (server.handler) as a task

@@ -1,45 +1,168 @@
-"""The server's WebSocket connection class: websockets' own, plus writing several queued
-frames with one system call.
+"""The server's WebSocket connection: websockets' own, plus what it lacks for a server that must
+bound what an unread connection costs. Every use of websockets' internals lives here, and
+tests/test_wsconn_fence.py fails when the websockets code this module relies on changes.
 
-A turn sends each subscriber a handful of small frames in a burst (partials, appends,
-changes); writing them one `send()` at a time costs a write and a drain per frame per socket,
-which dominated fan-out to hundreds of sockets.
+- Prebuilt frames: `ws_frame` puts the RFC 6455 header on a framing's message, so an event's
+  frame is built once and shared by every socket (server frames are unmasked), and a socket's
+  frames of one loop turn leave in one write. websockets' protocol keeps no state about data
+  frames it did not build, so they go straight to the transport (`write_frames`), never
+  through `send()`.
+- `send_data` is websockets' own, but consecutive chunks leave in one write, and every byte is
+  counted: the write-progress watchdog compares what was written with what the kernel took.
+- Inbound bytes are bounded: websockets bounds its queue in frames (`max_queue`), each up to
+  `max_size`; here the queue is also bounded in bytes, and reading also stops while the write
+  buffer is over its high-water mark (so a ping flood whose pongs are never read cannot grow
+  it).
+- A peer whose writes make no progress for `write_timeout` seconds is dropped (the transport is
+  aborted), whatever is waiting: our frames, a pong, a keepalive ping, a close frame.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
+
+from websockets.asyncio.messages import Assembler, SimpleQueue
 from websockets.asyncio.server import ServerConnection
+from websockets.frames import Frame
 from websockets.protocol import OPEN
+
+log = logging.getLogger("seed_agents.wsconn")
+
+__all__ = ["BatchingServerConnection", "FRAME_OVERHEAD", "WRITE_HIGH", "WRITE_LOW", "ws_frame"]
+
+# What one queued inbound frame costs besides its payload (the Frame object, its bytes header).
+FRAME_OVERHEAD = 200
+# The transport's write buffer: above WRITE_HIGH the connection stops reading and writers wait;
+# below WRITE_LOW they resume.
+WRITE_HIGH = 64 * 1024
+WRITE_LOW = 16 * 1024
+
+_QUEUE = 1   # reasons reading is paused: the inbound queue is full
+_WRITE = 2   # ...the write buffer is over its high-water mark
+
+
+def ws_frame(message: bytes | str) -> bytes:
+    """A complete, unfragmented, unmasked server frame: binary for bytes, text for str."""
+    if type(message) is str:
+        message, opcode = message.encode(), 0x81
+    else:
+        opcode = 0x82
+    n = len(message)
+    if n < 126:
+        head = bytes((opcode, n))
+    elif n < 0x10000:
+        head = bytes((opcode, 126)) + n.to_bytes(2, "big")
+    else:
+        head = bytes((opcode, 127)) + n.to_bytes(8, "big")
+    return head + message
+
+
+class _ByteCountingQueue(SimpleQueue):
+    """websockets' frame queue, counting the bytes it holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def put(self, item: Frame) -> None:
+        self.bytes += len(item.data) + FRAME_OVERHEAD
+        super().put(item)
+
+    async def get(self, block: bool = True) -> Frame:
+        item = await super().get(block)
+        self.bytes -= len(item.data) + FRAME_OVERHEAD
+        return item
+
+    def put_back(self, items) -> None:
+        self.bytes += sum(len(item.data) + FRAME_OVERHEAD for item in items)
+        super().put_back(items)
+
+
+class _ByteBoundedAssembler(Assembler):
+    """websockets' Assembler, paused by bytes as well as by frames: reading stops once the
+    queued frames hold more than `high_bytes`, and resumes at `high_bytes // 4`."""
+
+    def __init__(self, high: int, low: int, high_bytes: int, pause, resume) -> None:
+        super().__init__(high, low, pause=pause, resume=resume)
+        self.frames = _ByteCountingQueue()
+        self.high_bytes, self.low_bytes = high_bytes, high_bytes // 4
+
+    def maybe_pause(self) -> None:
+        if not self.paused and (len(self.frames) > self.high or self.frames.bytes > self.high_bytes):
+            self.paused = True
+            self.pause()
+
+    def maybe_resume(self) -> None:
+        if self.paused and len(self.frames) <= self.low and self.frames.bytes <= self.low_bytes:
+            self.paused = False
+            self.resume()
 
 
 class BatchingServerConnection(ServerConnection):
-    async def send_frames(self, frames: list[bytes]) -> None:
-        """Write complete frames in order, in one call, then wait for the buffer to drain
-        (websockets' send_context: nothing is written unless the socket is open)."""
-        async with self.send_context():
-            self.transport.writelines(frames)
+    def __init__(self, protocol, server, *, inbound_bytes: int, write_timeout: float | None,
+                 **kw) -> None:
+        super().__init__(protocol, server, write_limit=(WRITE_HIGH, WRITE_LOW), **kw)
+        self.inbound_bytes = inbound_bytes
+        self.write_timeout = write_timeout     # None: no watchdog (a close with its own deadline)
+        self.on_writable = None                # called when the write buffer drains (Outbound)
+        self.on_lost = None                    # called once the TCP connection is gone (Outbound)
+        self.written = 0                       # bytes handed to the transport, ever
+        self._accepted_at_check = 0            # what the kernel had taken at the last check
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._read_pauses = 0                  # _QUEUE | _WRITE
 
-    def write_frames(self, frames: list[bytes]) -> None:
-        """Write complete, already-built frames (see server.frames.ws_frame) in one call.
+    # -- reading: paused by the inbound queue (frames or bytes) or by the write backlog --------
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)   # websockets' (and it starts the handler task)
+        self.recv_messages = _ByteBoundedAssembler(
+            self.max_queue_high, self.max_queue_low or self.max_queue_high // 4, self.inbound_bytes,
+            pause=lambda: self._pause_reading(_QUEUE), resume=lambda: self._resume_reading(_QUEUE))
 
-        Server frames are unmasked, so an event's frame is built once and shared by every
-        subscriber; websockets' protocol keeps no state about data frames it did not build.
-        Nothing is written once the closing handshake has begun."""
-        if self.protocol.state is not OPEN:
+    def _pause_reading(self, reason: int) -> None:
+        if not self._read_pauses and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self._read_pauses |= reason
+
+    def _resume_reading(self, reason: int) -> None:
+        if not self._read_pauses & reason:
             return
-        if len(frames) == 1:
-            self.transport.write(frames[0])
-        else:
-            self.transport.writelines(frames)
+        self._read_pauses &= ~reason
+        if not self._read_pauses and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._pause_reading(_WRITE)
+        self._arm_watchdog()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._resume_reading(_WRITE)
+        if self.on_writable is not None:
+            self.on_writable()
+
+    # -- writing -----------------------------------------------------------------------------
+    def writing_paused(self) -> bool:
+        """Is the write buffer over its high-water mark (wait for `on_writable`)?"""
+        return self.paused
+
+    def write_frames(self, frames: list[bytes]) -> bool:
+        """Write complete, already-built frames in one call. Nothing is written once the
+        closing handshake has begun (websockets then owns the socket): returns False."""
+        if self.protocol.state is not OPEN or self.transport.is_closing():
+            return False
+        self._write(frames)
+        return True
 
     def send_data(self) -> None:
-        # As the library does, but consecutive chunks go out in one transport write.
+        # websockets' own, but consecutive chunks go out in one transport write, counted.
         pending: list[bytes] = []
         for data in self.protocol.data_to_send():
             if data:
                 pending.append(data)
                 continue
             if pending:
-                self.transport.writelines(pending)
+                self._write(pending)
                 pending = []
             # An empty chunk asks to half-close the TCP connection (the library's rule).
             if self.transport.can_write_eof():
@@ -49,7 +172,54 @@ class BatchingServerConnection(ServerConnection):
                     pass
             else:
                 self.transport.close()
-        if len(pending) == 1:
-            self.transport.write(pending[0])
-        elif pending:
-            self.transport.writelines(pending)
+        if pending:
+            self._write(pending)
+
+    def _write(self, chunks: list[bytes]) -> None:
+        transport = self.transport
+        self.written += sum(map(len, chunks))   # before the write: it may call pause_writing
+        if len(chunks) == 1:
+            transport.write(chunks[0])
+        else:
+            transport.writelines(chunks)
+        if self._watchdog is None and transport.get_write_buffer_size():
+            self._arm_watchdog()
+
+    # -- the write-progress watchdog -----------------------------------------------------------
+    def _accepted(self) -> int:
+        """Bytes the kernel has taken from us, ever."""
+        return self.written - self.transport.get_write_buffer_size()
+
+    def _arm_watchdog(self) -> None:
+        if self._watchdog is None and self.write_timeout is not None and not self.transport.is_closing():
+            self._accepted_at_check = self._accepted()
+            self._watchdog = self.loop.call_later(self.write_timeout, self._check_progress)
+
+    def _check_progress(self) -> None:
+        self._watchdog = None
+        transport = self.transport
+        if transport.is_closing() or self.write_timeout is None or not transport.get_write_buffer_size():
+            return   # closed, or a close with its own deadline, or nothing waits: disarmed
+        if self._accepted() > self._accepted_at_check:
+            self._arm_watchdog()   # progress: watch the next interval
+            return
+        log.info("dropping a peer whose writes made no progress for %g s (%d bytes waiting)",
+                 self.write_timeout, transport.get_write_buffer_size())
+        transport.abort()
+
+    def without_write_timeout(self) -> None:
+        """For a close that keeps its own deadline (the slow-consumer close waits 30 s or more
+        for the client to read up to the close frame)."""
+        self.write_timeout = None
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    def connection_lost(self, exc) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        on_lost, self.on_lost, self.on_writable = self.on_lost, None, None
+        super().connection_lost(exc)
+        if on_lost is not None:
+            on_lost()

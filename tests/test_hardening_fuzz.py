@@ -63,7 +63,7 @@ VECTOR_KEYS = [Keypair.from_seed(bytes.fromhex(k["seedHex"])) for k in ENVELOPES
 _vector_ts = sorted(c["action"]["ts"] for c in ENVELOPES["cases"] if type(c["action"].get("ts")) is int)
 VECTOR_NOW = _vector_ts[len(_vector_ts) // 2]   # a server clock at which the vectors are fresh
 
-LIMITS = dict(rate_per_second=1e9, rate_burst=10**9, sockets_per_account=10**9)
+LIMITS = dict(rate_per_second=1e9, rate_burst=10**9, sockets_per_account=10**9, unverified_burst=10**9)
 
 
 # -- values and actions ----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The three framings as pure objects: bytes in, bytes out, no socket."""
+"""The three framings as pure objects: bytes in, messages out (server/wsconn.py frames them), no
+socket."""
 from __future__ import annotations
 
 import json
@@ -13,12 +14,6 @@ from protocol.wire_values import RawEvents
 from tests.wsraw import keypair
 
 KP = keypair("framings")
-
-
-def payload(ws_frame: bytes) -> bytes:
-    """The payload of an unmasked server frame."""
-    n = ws_frame[1]
-    return ws_frame[2 + {126: 2, 127: 8}.get(n, 0):]
 
 
 def test_v1_reads_binary_and_byte_array_text_alike():
@@ -36,12 +31,12 @@ def test_v1_answers_json_text_and_a_failed_subscribe_as_the_error_event():
     v1 = V1Framing(1 << 20)
     sub = Request(None, sign_envelope(KP, {"_": "Subscribe", "key": "sessions/x"}))
     err = {"_": "Error", "status": 404, "message": "no such session"}
-    assert v1.answer(sub, err, None)[0] == 0x81   # a text frame
-    assert json.loads(payload(v1.answer(sub, err, None))) == {"_": "error", "message": "no such session",
+    assert type(v1.answer(sub, err, None)) is str   # a text message
+    assert json.loads(v1.answer(sub, err, None)) == {"_": "error", "message": "no such session",
                                                              "status": 404}
     other = Request(None, sign_envelope(KP, {"_": "ListAgents"}))
-    assert json.loads(payload(v1.answer(other, err, None))) == err
-    assert json.loads(payload(v1.event({"_": "change", "key": "k", "value": {"b": b"\x01"}}))) == \
+    assert json.loads(v1.answer(other, err, None)) == err
+    assert json.loads(v1.event({"_": "change", "key": "k", "value": {"b": b"\x01"}})) == \
         {"_": "change", "key": "k", "value": {"b": {"/": {"bytes": "AQ"}}}}
     assert v1.replayed("k", 3) is None
 
@@ -54,13 +49,13 @@ def test_v2_reads_requests_and_controls_and_answers_by_id():
     assert v2.read(dagcbor.encode({"id": 8, "_": "Unsubscribe", "key": "k"})) == Unsubscribe(8, "k")
     assert v2.read("text").id is None
     answer = v2.answer(read, {"_": "ListAgentsResponse", "agents": RawEvents([])}, "ListAgents")
-    assert answer[0] == 0x82 and dagcbor.decode(payload(answer)) == {
+    assert type(answer) is bytes and dagcbor.decode(answer) == {
         "id": 7, "response": {"_": "ListAgentsResponse", "agents": []}}
     body = dagcbor.encode({"seq": 1})
     spliced = v2.event({"_": "append", "key": "sessions/s", "event": None}, body)
-    assert dagcbor.decode(payload(spliced)) == {"_": "append", "key": "sessions/s", "event": {"seq": 1}}
+    assert dagcbor.decode(spliced) == {"_": "append", "key": "sessions/s", "event": {"seq": 1}}
     (frame, seq), = v2.replay("sessions/s", [(1, body), (2, dagcbor.encode({"seq": 2}))])
-    assert seq == 2 and dagcbor.decode(payload(frame))["events"] == [{"seq": 1}, {"seq": 2}]
+    assert seq == 2 and dagcbor.decode(frame)["events"] == [{"seq": 1}, {"seq": 2}]
 
 
 def test_http_routes_head_checks_and_answers():

@@ -1,0 +1,81 @@
+"""`--allowed-origins` (docs/operations.md "Security"): a web page from an origin the operator
+did not allow gets 403 on the WebSocket upgrade and on POST /api/message; an allowed origin and
+requests with no Origin (the desktop, scripts) work; the default `*` lets any page in (the Seed
+web app runs from its own origin; tests/test_browser.py drives a real browser)."""
+from __future__ import annotations
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from protocol import dagcbor
+from protocol.envelope import sign_envelope
+from server.config import ConfigError, load_config
+from server.main import start_server
+from tests.conftest import make_config
+from tests.httpraw import assert_cors, base_url
+from tests.wsraw import V2, keypair
+
+APP = "https://app.example"
+
+
+@pytest.fixture
+async def strict(tmp_path):
+    running = await start_server(make_config(tmp_path, allowed_origins=f"{APP},http://localhost:5173"))
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def open_with(url: str, origin: str | None):
+    return await connect(url, subprotocols=[V2], origin=origin, proxy=None, open_timeout=5)
+
+
+async def post_with(server, origin: str | None) -> httpx.Response:
+    headers = {"Content-Type": "application/cbor"}
+    if origin is not None:
+        headers["Origin"] = origin
+    body = sign_envelope(keypair("origins"), {"_": "ListAgents"})
+    async with httpx.AsyncClient() as http:
+        return await http.post(base_url(server) + "/api/message", content=body, headers=headers)
+
+
+async def test_a_page_from_another_origin_gets_403_on_the_upgrade(strict):
+    with pytest.raises(InvalidStatus) as refused:
+        await open_with(strict.url, "https://evil.example")
+    response = refused.value.response
+    assert response.status_code == 403
+    assert b"--allowed-origins" in response.body
+    assert response.headers["Access-Control-Allow-Origin"] == "*"
+
+
+@pytest.mark.parametrize("origin", [APP, APP + "/", "HTTP://LOCALHOST:5173", None])
+async def test_allowed_origins_and_requests_without_one_get_a_socket(strict, origin):
+    ws = await open_with(strict.url, origin)
+    await ws.close()
+
+
+async def test_a_page_from_another_origin_gets_403_on_post(strict):
+    r = await post_with(strict, "https://evil.example")
+    assert r.status_code == 403
+    assert_cors(r.headers)
+    answer = dagcbor.decode(r.content)
+    assert answer["_"] == "Error" and answer["status"] == 403 and "--allowed-origins" in answer["message"]
+    for origin in (APP, None):
+        r = await post_with(strict, origin)
+        assert r.status_code == 200 and dagcbor.decode(r.content)["_"] == "ListAgentsResponse"
+
+
+async def test_by_default_any_origin_may_use_the_server(server):
+    ws = await open_with(server.url, "https://anywhere.example")
+    await ws.close()
+    r = await post_with(server, "https://anywhere.example")
+    assert r.status_code == 200
+
+
+@pytest.mark.parametrize("value", ["https://app.example/path", "app.example", " , "])
+def test_a_value_that_is_not_an_origin_is_refused_at_start(value):
+    with pytest.raises(ConfigError, match="SEED_AGENTS_ALLOWED_ORIGINS"):
+        load_config(None, {"SEED_AGENTS_ALLOWED_ORIGINS": value})
