@@ -29,7 +29,8 @@ __all__ = ["WS_PATH", "start_transport"]
 
 OPEN_TIMEOUT = 10.0   # the WebSocket opening handshake, once handed over
 # websockets' inbound queue, in frames (high, low); it is also bounded in bytes (wsconn.py).
-MAX_QUEUE = (32, 8)
+MAX_QUEUE_FRAMES = 32
+MAX_QUEUE = (MAX_QUEUE_FRAMES, MAX_QUEUE_FRAMES // 4)
 
 
 def _select_subprotocol(_protocol, offered):
