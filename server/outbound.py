@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from websockets.exceptions import ConnectionClosed
 
+from server.wsconn import WRITE_HIGH
+
 log = logging.getLogger("seed_agents.outbound")
 
 _BATCH_FRAMES = 256          # frames written together at most
@@ -156,7 +158,11 @@ class Outbound:
                 break
             batch: list[bytes] = []
             sent = 0
-            while queue and len(batch) < _BATCH_FRAMES and sent < _BATCH_BYTES and type(queue[0]) is not Close:
+            # No more than the transport's room under its high-water mark (one frame at least):
+            # what a socket holds is then its queue plus at most one frame past that mark.
+            limit = min(_BATCH_BYTES, max(1, WRITE_HIGH - ws.transport.get_write_buffer_size()))
+            while queue and len(batch) < _BATCH_FRAMES and type(queue[0]) is not Close and \
+                    (not batch or sent + len(queue[0]) <= limit):
                 frame = queue.popleft()
                 batch.append(frame)
                 sent += len(frame)
