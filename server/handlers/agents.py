@@ -5,7 +5,7 @@ import os
 
 from protocol.actions import request_fingerprint
 from protocol.errors import ProtocolError, quote
-from server.app import new_id
+from server.clock import new_id
 from server.handlers.access import own_agent
 from server.handlers.idempotency import once
 from server.runtime.state_dirs import make_state_dir

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from server.app import new_id
+from server.clock import new_id
 from server.handlers.access import own_agent
 from server.store import providers as providers_q
 

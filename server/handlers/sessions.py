@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from protocol.actions import request_fingerprint
 from protocol.blocks import system_prompt_markdown
-from server.app import new_id
+from server.clock import new_id
 from server.handlers.access import own_agent, own_session
 from server.handlers.idempotency import once
 from server.store import agent_lifecycle as lifecycle_q
