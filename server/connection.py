@@ -17,14 +17,13 @@ from server.dispatch import Outcome, error, execute
 from server.frames import Outgoing
 from server.outbound import Outbound
 from server.ratelimit import TokenBucket
+from server.routes import INLINE_ACTIONS
 from server.subscriptions import SessionSubscription, Subscription
 
 log = logging.getLogger("seed_agents.connection")
 
 __all__ = ["V2", "Connection", "framing_for", "new_connection_id"]
 
-# Read actions whose handlers never await: run inline in the socket's reader (see _on_frame).
-INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders"})
 # One numbering for WebSocket and HTTP connections: the replay rule tells them apart by id.
 new_connection_id = itertools.count(1).__next__
 

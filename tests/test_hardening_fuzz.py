@@ -35,7 +35,7 @@ from websockets.asyncio.client import connect
 
 from clients.raw import signed_request_frame
 from protocol import dagcbor
-from protocol.actions import ACTION_NAMES
+from protocol.actions import ACTIONS
 from protocol.envelope import build_envelope
 from protocol.keys import Keypair
 from server import jsonwire
@@ -184,7 +184,7 @@ def actions(ids: list[str]):
 
 def free_actions(ids: list[str]):
     fields = field_values(ids)
-    names = st.sampled_from(sorted(ACTION_NAMES)) | text | values
+    names = st.sampled_from(sorted(ACTIONS)) | text | values
 
     @st.composite
     def build(draw):
