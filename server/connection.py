@@ -198,9 +198,8 @@ class Connection:
         old = self.subs.get(key)
         if old is not None:
             self._drop_subscription(key, old)
-        kind, _, ident = key.partition("/")
-        if kind == "sessions":
-            sub: Subscription = SessionSubscription(self, key, ident, action.after_seq or 0)
+        if action.kind == "sessions":
+            sub: Subscription = SessionSubscription(self, key, action.target, action.after_seq or 0)
         else:
             sub = Subscription(self, key)
         self.send(self.framing.subscribed(request, key, outcome.envelope.account_id, outcome.response))

@@ -38,12 +38,12 @@ from protocol import dagcbor
 from protocol.actions import ACTIONS
 from protocol.envelope import build_envelope
 from protocol.keys import Keypair
-from server import jsonwire
+from protocol.framing_v1 import dumps as json_dumps
 from server.app import App
 from server.connection import Connection
 from server.dispatch import execute
 from server.main import start_server
-from server.wire_values import encode_value
+from protocol.wire_values import encode_value
 from tests.conftest import make_config
 from tests.vectors import load
 from tests.wsraw import V2, keypair
@@ -332,7 +332,7 @@ def check_answer(response: object) -> None:
     else:
         assert type(response.get("_")) is str and response["_"].endswith("Response"), response
     # both framings can send it
-    jsonwire.dumps(response)
+    json_dumps(response)
     encode_value(response)
 
 

@@ -11,7 +11,7 @@ from server.store import agents as agents_q
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
-from server.wire_values import RawEvents
+from protocol.wire_values import RawEvents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
 MAX_RESPONSE_BYTES = 4 << 20  # a page also ends past this many bytes of events (nextAfterSeq says where)

@@ -8,19 +8,16 @@ from server.handlers.access import own_agent, own_run, own_session
 _CHECKS = {"agents": own_agent, "sessions": own_session, "runs": own_run}
 
 
-def check_access(app, account_id: str, key: str) -> tuple[str, str]:
-    kind, _, ident = key.partition("/")
-    if kind == "account":
-        if ident != account_id:
-            raise ProtocolError(404, f"{quote(key)} not found; subscribe to account/{account_id}")
-        return kind, ident
-    check = _CHECKS.get(kind)
-    if check is None or not ident:
-        raise ProtocolError(400, f"key {quote(key)} must be account/<id>, agents/<id>, sessions/<id> or runs/<id>")
-    app.db.read(check, account_id, ident)
-    return kind, ident
+def check_access(app, account_id: str, action) -> None:
+    """404 unless the account may read what the key names (the key's form was checked by
+    protocol.actions: `action.kind` is one of account, agents, sessions, runs)."""
+    if action.kind == "account":
+        if action.target != account_id:
+            raise ProtocolError(404, f"{quote(action.key)} not found; subscribe to account/{account_id}")
+        return
+    app.db.read(_CHECKS[action.kind], account_id, action.target)
 
 
 async def subscribe(app, env, action) -> dict:
-    check_access(app, env.account_id, action.key)
+    check_access(app, env.account_id, action)
     return {"_": "SubscribeResponse", "key": action.key, "accountId": env.account_id}

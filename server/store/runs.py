@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import apsw
 
+from protocol.actions import RUN_STATUSES as STATUSES   # the contract's list, kept once
 from server.store import codec
 from server.store.errors import NotFound
 
-STATUSES = ("queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled")
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 LIVE = frozenset(STATUSES) - TERMINAL
 # The legal moves. running -> queued is the requeue of a run a dead process left behind.
