@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
+from server.providers.network import check_networks_value
+
 
 @dataclass
 class Limits:
@@ -150,8 +152,6 @@ def seconds(raw: str) -> float:
 
 
 def provider_networks(raw: str) -> str:
-    from server.providers.network import check_networks_value  # only when the setting is given
-
     return check_networks_value(raw)
 
 
