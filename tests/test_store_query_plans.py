@@ -66,7 +66,7 @@ def exercise(conn) -> None:
     runs.session_status_from_runs(conn, "s00")
     runs.requeue_interrupted(conn, 11)
     runs.queued_runs_of_session(conn, "s00", 10)
-    runs.cancel_queued_runs_of_session(conn, "s00", 12)
+    runs.cancel_runs(conn, runs.active_runs_of_session(conn, "s00"), 12)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -87,7 +88,7 @@ class SessionWorker:
 
 class Runtime:
     def __init__(self, db: Database, config: Config, metrics: Metrics, publisher: Publisher,
-                 box: SecretBox, now_ms) -> None:  # noqa: ANN001
+                 box: SecretBox, now_ms: Callable[[], int]) -> None:
         self.db = db
         self.config = config
         self.metrics = metrics

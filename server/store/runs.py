@@ -176,12 +176,6 @@ def cancel_runs(conn: apsw.Connection, runs: list[dict], now: int) -> list[dict]
     return out
 
 
-def cancel_queued_runs_of_session(conn: apsw.Connection, session_id: str, now: int) -> list[dict]:
-    """Every queued run of the session becomes 'canceled'; returns them."""
-    queued = [r for r in active_runs_of_session(conn, session_id) if r["status"] == "queued"]
-    return cancel_runs(conn, queued, now)
-
-
 def latest_run_of_session(conn: apsw.Connection, session_id: str) -> dict | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM runs WHERE session_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
