@@ -151,7 +151,7 @@ class Connection:
         if type(read) is Request:
             envelope = read.envelope
             if not framing.concurrent or (type(envelope) is bytes and peek_action_name(envelope) in INLINE_ACTIONS):
-                # v1 answers in the order received; in v2 a read that never waits (Get*/List*)
+                # v1 answers in the order received; in v2 a read that never waits (routes.py: inline)
                 # is answered right here, without the cost of a task per request.
                 await self._answer(read)
                 return
