@@ -17,8 +17,12 @@ import tempfile
 import time
 
 from bench import dbsetup
-from bench.harness import (SERVER_CPU, CpuMeter, Server, cpu_summary, keypair, latency_figures, now_ms,
-                           profile_window, run_load, summary)
+from bench.conditions import SERVER_CPU
+from bench.load import keypair
+from bench.meters import CpuMeter, cpu_summary
+from bench.processes import Server, profile_window, run_load
+from bench.stats import latency_figures, summary
+from clients.raw import now_ms
 from bench.rpc import CONCURRENCY, EVENT_CHARS, _actions, _sign, raw_verify, sizes
 
 

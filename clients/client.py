@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 from protocol.envelope import build_envelope
 from protocol.keys import Keypair
-from protocol.principals import principal_from_string
+from protocol.principals import principal_from_string, principal_to_string
 
 from clients import actions
 from clients.errors import AgentsError
@@ -98,8 +98,6 @@ class AgentsClient:
 
     @property
     def account_id(self) -> str:
-        from protocol.principals import principal_to_string
-
         return principal_to_string(self.account)
 
     def _sign(self, action: dict) -> dict:

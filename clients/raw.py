@@ -17,6 +17,7 @@ import struct
 import time
 
 from websockets.asyncio.client import connect as ws_connect
+from websockets.utils import apply_mask   # the library's C helper when it is built
 
 from clients.wire import SUBPROTOCOL as V2
 from clients.wire import decode_frame
@@ -240,8 +241,6 @@ async def tcp_handshake(host: str, port: int, *, path: str = "/agents/ws",
 
 def client_frame(payload: bytes, opcode: int = 0x2) -> bytes:
     """One final, masked client frame (a client must mask, RFC 6455 section 5.3)."""
-    from websockets.utils import apply_mask   # the library's C helper when it is built
-
     n = len(payload)
     if n < 126:
         head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)

@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from clients.wire import append_seq, flatten
-
-if TYPE_CHECKING:
-    from clients.transport import Transport
 
 DEFAULT_BUFFER = 1024
 
 
+class Unsubscriber(Protocol):
+    """What a subscription needs of its client (clients.transport.Transport): a way to end it."""
+
+    async def _unsubscribe(self, sub: "Subscription") -> None: ...
+
+
 class Subscription:
-    def __init__(self, client: "Transport", key: str, after_seq: int | None,
+    def __init__(self, client: Unsubscriber, key: str, after_seq: int | None,
                  maxsize: int = DEFAULT_BUFFER) -> None:
         self.key = key
         self.is_session = key.startswith("sessions/")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -22,7 +23,6 @@ from .principals import principal_from_string
 # that crosses one gets a 400 naming the field and the limit.
 MAX_NAME = 200  # names of secrets, providers, agents, models
 MAX_ID = 200  # agent/session/run ids, clientRequestId, clientMessageId
-MAX_CURSOR = 1_000  # opaque ListSessions cursor handed out by the server
 MAX_TITLE = 1_000
 MAX_SYSTEM_PROMPT = 100_000  # characters of text, or of the Markdown a block tree makes
 # Bytes of an AgentDefinition as DAG-CBOR: every AgentInfo carries it (ListAgents, GetAgent,
@@ -48,7 +48,6 @@ PROVIDER_TYPES = frozenset(
     {"echo", "openai", "openrouter", "deepseek", "groq", "xai", "ollama", "custom", "anthropic",
      "google"}
 )
-SUBSCRIPTION_KINDS = ("account", "agents", "sessions", "runs")
 _SUBSCRIPTION_KEY = re.compile(r"(account|agents|sessions|runs)/([^/\s]+)")
 
 
@@ -700,43 +699,59 @@ def _no_fields(cls: type):  # noqa: ANN202
     return lambda f, ts: cls(ts)
 
 
-_PARSERS = {
-    "RegisterSigner": _register_signer,
-    "SetSecret": _set_secret,
-    "SetModelProvider": _set_model_provider,
-    "ListProviderModels": _list_provider_models,
-    "ListModelProviders": _list_model_providers,
-    "CreateAgent": _create_agent,
-    "GetAgent": _get_agent,
-    "ListAgents": _list_agents,
-    "CreateSession": _create_session,
-    "ListSessions": _list_sessions,
-    "GetSession": _get_session,
-    "MessageSession": _message_session,
-    "StopSession": _stop_session,
-    "Subscribe": _subscribe,
-    "UpdateAgent": _update_agent,
-    "DeleteAgent": _id_action(DeleteAgent, "agentId"),
-    "UpdateSession": _update_session,
-    "DeleteSession": _id_action(DeleteSession, "sessionId"),
-    "RetrySession": _id_action(RetrySession, "sessionId"),
-    "GetRun": _id_action(GetRun, "runId"),
-    "ListRuns": _list_runs,
-    "CancelRun": _id_action(CancelRun, "runId"),
-    "DeleteModelProvider": lambda f, ts: DeleteModelProvider(ts, f.text("name", MAX_NAME)),
-    "InviteAgentCollaborator": _invite_agent_collaborator,
-    "ListAgentCollaborators": _id_action(ListAgentCollaborators, "agentId"),
-    "RemoveAgentCollaborator": lambda f, ts: RemoveAgentCollaborator(ts, f.text("agentId", MAX_ID),
-                                                                     _account_id(f)),
-    "ListAgentInvites": _no_fields(ListAgentInvites),
-    "AcceptAgentInvite": _id_action(AcceptAgentInvite, "agentId"),
-    "DeclineAgentInvite": _id_action(DeclineAgentInvite, "agentId"),
-    "SetAgentPublicRead": _set_agent_public_read,
-}
+@dataclass(frozen=True, slots=True)
+class ActionKind:
+    """What the contract says of one action name: how its fields are read, and whether it is a
+    read. A read may be repeated on the connection that first sent it (CONTRACT section 2, step
+    6), so `read` is said here for each action, never derived from its name."""
 
-ACTION_NAMES = frozenset(_PARSERS)
-# Reads may be repeated on the connection that first sent them (CONTRACT section 2, step 6).
-READ_ACTIONS = frozenset(n for n in _PARSERS if n.startswith(("Get", "List")) or n == "Subscribe")
+    parse: Callable[[_Fields, int], Action]
+    read: bool
+
+
+def _read(parse) -> ActionKind:  # noqa: ANN001
+    return ActionKind(parse, read=True)
+
+
+def _write(parse) -> ActionKind:  # noqa: ANN001
+    return ActionKind(parse, read=False)
+
+
+# Every action of the contract, one line each. The server's half (handler, inline) is in
+# server/routes.py, which refuses to start unless both tables name the same actions.
+ACTIONS: dict[str, ActionKind] = {
+    "RegisterSigner": _write(_register_signer),
+    "SetSecret": _write(_set_secret),
+    "SetModelProvider": _write(_set_model_provider),
+    "ListProviderModels": _read(_list_provider_models),
+    "ListModelProviders": _read(_list_model_providers),
+    "CreateAgent": _write(_create_agent),
+    "GetAgent": _read(_get_agent),
+    "ListAgents": _read(_list_agents),
+    "CreateSession": _write(_create_session),
+    "ListSessions": _read(_list_sessions),
+    "GetSession": _read(_get_session),
+    "MessageSession": _write(_message_session),
+    "StopSession": _write(_stop_session),
+    "Subscribe": _read(_subscribe),
+    "UpdateAgent": _write(_update_agent),
+    "DeleteAgent": _write(_id_action(DeleteAgent, "agentId")),
+    "UpdateSession": _write(_update_session),
+    "DeleteSession": _write(_id_action(DeleteSession, "sessionId")),
+    "RetrySession": _write(_id_action(RetrySession, "sessionId")),
+    "GetRun": _read(_id_action(GetRun, "runId")),
+    "ListRuns": _read(_list_runs),
+    "CancelRun": _write(_id_action(CancelRun, "runId")),
+    "DeleteModelProvider": _write(lambda f, ts: DeleteModelProvider(ts, f.text("name", MAX_NAME))),
+    "InviteAgentCollaborator": _write(_invite_agent_collaborator),
+    "ListAgentCollaborators": _read(_id_action(ListAgentCollaborators, "agentId")),
+    "RemoveAgentCollaborator": _write(lambda f, ts: RemoveAgentCollaborator(ts, f.text("agentId", MAX_ID),
+                                                                            _account_id(f))),
+    "ListAgentInvites": _read(_no_fields(ListAgentInvites)),
+    "AcceptAgentInvite": _write(_id_action(AcceptAgentInvite, "agentId")),
+    "DeclineAgentInvite": _write(_id_action(DeclineAgentInvite, "agentId")),
+    "SetAgentPublicRead": _write(_set_agent_public_read),
+}
 
 
 def parse_action(action: dict) -> Action:
@@ -747,13 +762,13 @@ def parse_action(action: dict) -> Action:
     name = action.get("_")
     if type(name) is not str:
         raise ProtocolError(400, "an action needs a text field '_' naming it")
-    parser = _PARSERS.get(name)
-    if parser is None:
+    kind = ACTIONS.get(name)
+    if kind is None:
         raise ProtocolError(400, f"unknown action {quote(name)}")
     ts = action.get("ts")
     if type(ts) is not int:
         raise ProtocolError(400, f"{name}.ts must be an integer (Unix ms), got {_kind(ts)}")
-    return parser(_Fields(action, name), ts)
+    return kind.parse(_Fields(action, name), ts)
 
 
 def request_fingerprint(action: dict) -> bytes:

@@ -12,11 +12,6 @@ def append(key: str, event: dict) -> dict:
     return {"_": "append", "key": key, "event": event}
 
 
-def append_batch(key: str, events: list[dict]) -> dict:
-    """Several durable events at once (v2 replay may batch)."""
-    return {"_": "append", "key": key, "events": list(events)}
-
-
 def append_partial(key: str, partial_id: str, patch: dict) -> dict:
     """A live-only streaming piece: patch is {textDelta?, done?, usage?}; never stored."""
     return {"_": "appendPartial", "key": key, "partialId": partial_id, "patch": patch}

@@ -4,28 +4,24 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
 
 from protocol import events
 from server.cache import ByteBudgetCache, text_bytes
+from server.clock import now_ms
 from server.config import Config
 from server.frames import Outgoing
 from server.hub import Hub
 from server.metrics import Metrics
 from server.ratelimit import RateLimiter
 from server.replay_guard import ReplayGuard
+from server.runtime.runner import Runtime
+from server.store import accounts as accounts_q
+from server.store import agents as agents_q
+from server.store import sessions as sessions_q
 from server.store import signatures as sig_q
 from server.store.database import Database
 from server.store.filemodes import make_private_dir, warn_if_wide
 from server.store.secrets import SecretBox, load_secrets_key
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def new_id() -> str:
-    return str(uuid.uuid4())
 
 
 class App:
@@ -41,7 +37,7 @@ class App:
         self.limiter = RateLimiter(config.limits.rate_per_second, config.limits.rate_burst)
         self.secrets: SecretBox | None = None
         self.started_at = time.monotonic()
-        self.runtime = None  # set in start(); see server.runtime.runner
+        self.runtime: Runtime | None = None  # made in start(), once the secrets key is read
         self.connections: set = set()
         self.sockets_by_account: dict[str, int] = {}
         # (account, signer) pairs known to be registered; a miss is one primary-key read.
@@ -62,8 +58,6 @@ class App:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        from server.runtime.runner import Runtime  # the runtime needs a started app
-
         make_private_dir(self.config.data_dir)   # 0700; files in it 0600 (store/filemodes.py)
         self.secrets = SecretBox(load_secrets_key(self.config.data_dir, os.environ))
         await self.db.start()
@@ -72,7 +66,8 @@ class App:
         # `now` is also the start time: reads signed at or before it are refused unless known
         # (a SIGKILLed process may have answered them; server/replay_guard.py)
         self.guard.load(self.db.read(sig_q.unexpired_signatures, now), started_ms=now)
-        self.runtime = Runtime(self)
+        self.runtime = Runtime(self.db, self.config, self.metrics, self, self.secrets, self.now_ms,
+                               self.cache["history"])
         await self.runtime.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
 
@@ -111,9 +106,7 @@ class App:
     def signer_known(self, account_id: str, signer_id: str) -> bool:
         if self._signers.get((account_id, signer_id)):
             return True
-        from server.store import accounts
-
-        if self.db.read(accounts.is_signer, account_id, signer_id):
+        if self.db.read(accounts_q.is_signer, account_id, signer_id):
             self.remember_signer(account_id, signer_id)
             return True
         return False
@@ -237,8 +230,6 @@ class App:
         owners = self.cache["session_owner"]
         owner = owners.get(session_id)
         if owner is None:
-            from server.store import sessions as sessions_q
-
             session = self.db.read(sessions_q.get_session, session_id)
             owner = session["account"] if session is not None else ""
             owners.put(session_id, owner, text_bytes(session_id) + len(owner))
@@ -248,8 +239,6 @@ class App:
         owners = self.cache["agent_owner"]
         owner = owners.get(agent_id)
         if owner is None:
-            from server.store import agents as agents_q
-
             owner = self.db.read(agents_q.agent_account, agent_id)
             if owner is None:
                 return None

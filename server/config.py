@@ -18,6 +18,8 @@ from typing import Callable, Mapping
 
 from server.storage.url import StorageURL, StorageURLError, parse_storage_url, redact
 
+from server.providers.network import check_networks_value
+
 
 @dataclass
 class Limits:
@@ -176,8 +178,6 @@ def origins(raw: str) -> str:
 
 
 def provider_networks(raw: str) -> str:
-    from server.providers.network import check_networks_value  # only when the setting is given
-
     return check_networks_value(raw)
 
 

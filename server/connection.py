@@ -20,6 +20,7 @@ from server.dispatch import Outcome, error, execute
 from server.frames import Outgoing
 from server.outbound import Outbound
 from server.ratelimit import TokenBucket
+from server.routes import INLINE_ACTIONS
 from server.subscriptions import SessionSubscription, Subscription
 from server.wsconn import ws_frame
 
@@ -27,11 +28,6 @@ log = logging.getLogger("seed_agents.connection")
 
 __all__ = ["V2", "Connection", "framing_for", "new_connection_id"]
 
-# Reads answered in the socket's reader, one at a time (see _on_frame): no task each, and since the
-# reader waits for outbound room before each, their answers (up to 4 MiB) stay within the socket's
-# bound. The ones that can be large read off the loop (Database.read_async) meanwhile.
-INLINE_ACTIONS = frozenset({"GetAgent", "ListAgents", "GetSession", "ListSessions", "ListModelProviders",
-                            "ListRuns"})
 # A socket whose frames keep failing verification (or are not requests at all) is closed 1008:
 # more than `--max-unverified` of them, a tenth of which refills per second. A client that signs
 # correctly never comes near it; each of those frames also costs the socket's own rate bucket.
@@ -174,7 +170,7 @@ class Connection:
         if type(read) is Request:
             envelope = read.envelope
             if not framing.concurrent or (type(envelope) is bytes and peek_action_name(envelope) in INLINE_ACTIONS):
-                # v1 answers in the order received; in v2 a read that never waits (Get*/List*)
+                # v1 answers in the order received; in v2 a read that never waits (routes.py: inline)
                 # is answered right here, without the cost of a task per request.
                 await self._answer(read)
                 return
@@ -230,9 +226,8 @@ class Connection:
         old = self.subs.get(key)
         if old is not None:
             self._drop_subscription(key, old)
-        kind, _, ident = key.partition("/")
-        if kind == "sessions":
-            sub: Subscription = SessionSubscription(self, key, ident, action.after_seq or 0)
+        if action.kind == "sessions":
+            sub: Subscription = SessionSubscription(self, key, action.target, action.after_seq or 0)
         else:
             sub = Subscription(self, key)
         self.send(self.framing.subscribed(request, key, outcome.envelope.account_id, outcome.response))

@@ -8,12 +8,12 @@ import logging
 import time
 from dataclasses import dataclass
 
-from protocol.actions import READ_ACTIONS, parse_action
+from protocol.actions import parse_action
 from protocol.envelope import VerifiedEnvelope, verify_envelope
 from protocol.errors import ProtocolError
 from protocol.events import error_response as error
 from server import accesslog
-from server.handlers import HANDLERS
+from server.routes import ROUTES
 from server.store.errors import InvalidCursor, NotFound
 
 log = logging.getLogger("seed_agents.dispatch")
@@ -56,7 +56,8 @@ async def execute(app, conn, envelope) -> Outcome:
         except ProtocolError as exc:
             app.metrics.verify_failures.labels(_verify_failure_reason(exc.status)).inc()
             raise
-        name = env.name if env.name in HANDLERS else "unknown"
+        route = ROUTES.get(env.name)
+        name = env.name if route is not None else "unknown"
         # Step 5: the signer acts for the account, or is registered for it.
         if env.signer != env.account and not app.signer_known(env.account_id, env.signer_id):
             app.metrics.verify_failures.labels("unauthorized_signer").inc()
@@ -70,7 +71,7 @@ async def execute(app, conn, envelope) -> Outcome:
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         # Step 6: replay. Nothing above charged or bound anything to the account, so a captured
         # envelope replayed from another connection (409 here) costs its owner nothing.
-        is_read = env.name in READ_ACTIONS
+        is_read = route is not None and route.read
         now = app.now_ms()
         app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=now)
         # Verified as the account, every step included: only now is the account charged (the
@@ -86,7 +87,7 @@ async def execute(app, conn, envelope) -> Outcome:
         elif app.guard.must_persist(is_read, env.ts, now):
             await app.save_signatures_durably()   # signed ahead of our clock (replay_guard.py)
         action = parse_action(env.action)
-        response = await HANDLERS[env.name](app, env, action)
+        response = await route.handler(app, env, action)
         outcome = Outcome(response, env, action)
     except ProtocolError as exc:
         # A rate limit is not junk: it is already bounded, and it is what an honest client

@@ -40,15 +40,6 @@ class Hub:
         it later reaches anyone."""
         self._by_key.pop(key, None)
 
-    def subscriber_count(self, key: str | None = None) -> int:
-        if key is not None:
-            return len(self._by_key.get(key, ()))
-        return sum(len(s) for s in self._by_key.values())
-
-    def publish(self, event: Outgoing) -> int:
-        """Deliver to the subscribers of the event's own key."""
-        return self.publish_to((event.key,), event)
-
     def publish_to(self, keys, event: Outgoing) -> int:
         """Deliver one event (encoded at most once per framing, shared by all) to the
         subscribers of `keys`, most specific first (the event's own key, then the broader keys

@@ -35,15 +35,15 @@ from websockets.asyncio.client import connect
 
 from clients.raw import signed_request_frame
 from protocol import dagcbor
-from protocol.actions import ACTION_NAMES
+from protocol.actions import ACTIONS
 from protocol.envelope import build_envelope
 from protocol.keys import Keypair
-from server import jsonwire
+from protocol.framing_v1 import dumps as json_dumps
 from server.app import App
 from server.connection import Connection
 from server.dispatch import execute
 from server.main import start_server
-from server.wire_values import encode_value
+from protocol.wire_values import encode_value
 from tests.conftest import make_config
 from tests.vectors import load
 from tests.wsraw import V2, keypair
@@ -184,7 +184,7 @@ def actions(ids: list[str]):
 
 def free_actions(ids: list[str]):
     fields = field_values(ids)
-    names = st.sampled_from(sorted(ACTION_NAMES)) | text | values
+    names = st.sampled_from(sorted(ACTIONS)) | text | values
 
     @st.composite
     def build(draw):
@@ -332,7 +332,7 @@ def check_answer(response: object) -> None:
     else:
         assert type(response.get("_")) is str and response["_"].endswith("Response"), response
     # both framings can send it
-    jsonwire.dumps(response)
+    json_dumps(response)
     encode_value(response)
 
 

@@ -11,7 +11,7 @@ import apsw
 
 import schema
 from protocol import dagcbor
-from server.handlers.secrets import secret_aad
+from server.store.secrets_table import secret_aad
 from server.store.secrets import SecretBox, load_secrets_key
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script

@@ -99,7 +99,7 @@ def test_queued_runs_of_session_and_cancel(conn):
     queued = runs.queued_runs_of_session(conn, "s1", 10)
     assert [r["id"] for r in queued] == ["r1", "r2", "r3"] and queued[0]["userEventId"] == "e1"
     assert [r["id"] for r in runs.queued_runs_of_session(conn, "s1", 1)] == ["r1"]
-    canceled = runs.cancel_queued_runs_of_session(conn, "s1", 12)
+    canceled = runs.cancel_runs(conn, runs.queued_runs_of_session(conn, "s1", 10), 12)
     assert sorted(r["id"] for r in canceled) == ["r1", "r2", "r3"]
     assert all(r["status"] == "canceled" and r["updatedAt"] == 12 and r["finishedAt"] == 12 for r in canceled)
     assert runs.get_run(conn, "r0")["status"] == "running"   # the live run is the runtime's to stop

@@ -8,6 +8,8 @@ import sys
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
+from protocol.principals import principal_from_string
+
 from clients.client import DEFAULT_URL, AgentsClient
 from clients.errors import AgentsError
 from clients.keyfile import ENV_KEY, KeyFileError, read_key, resolve_key_path
@@ -87,8 +89,6 @@ async def open_client(args: argparse.Namespace, keypair=None, **options):
     account = getattr(args, "account", None) or os.environ.get(ENV_ACCOUNT) or None
     if account is not None:
         try:
-            from protocol.principals import principal_from_string
-
             principal_from_string(account)
         except Exception as exc:  # noqa: BLE001 - any decoding fault is the same mistake
             raise CliError(f"--account {account!r} is not an account id (z6Mk...): {exc}", code=2) from None

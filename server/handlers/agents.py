@@ -5,7 +5,7 @@ import os
 
 from protocol.actions import request_fingerprint
 from protocol.errors import ProtocolError, quote
-from server.app import new_id
+from server.clock import new_id
 from server.handlers.access import READER, agent_for
 from server.handlers.idempotency import once
 from server.handlers.pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES

@@ -5,7 +5,7 @@ import asyncio
 
 from protocol.actions import request_fingerprint
 from protocol.errors import ProtocolError
-from server.app import new_id
+from server.clock import new_id
 from server.handlers.access import WRITER, session_for
 from server.handlers.idempotency import once
 from server.store import agents as agents_q

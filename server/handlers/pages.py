@@ -9,7 +9,6 @@ from protocol.dagcbor import encode
 from server.store import agents as agents_q
 
 MAX_ANSWER_BYTES = 4 << 20
-INLINE_PAGE_BYTES = 256 << 10   # a GetSession page read on the event loop; the rest off it
 AGENTS_PAGE = MAX_AGENTS_PAGE   # ListAgents' default and cap (ListAgents.limit)
 AGENT_SESSIONS = 1_000          # GetAgent: the agent's latest sessions (each a small SessionInfo)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from protocol.errors import quote, ProtocolError
 from server.handlers import access
 from server.providers.base import ProviderError, ProviderNotFound
-from server.handlers.provider_lookup import provider_for
 
 
 async def list_provider_models(app, env, action) -> dict:
@@ -19,7 +18,7 @@ async def list_provider_models(app, env, action) -> dict:
         # only: they are who pick models, and the list is a network call on the owner's key.
         account = app.db.read(access.agent_for, env.account_id, action.agent_id, access.WRITER)["account"]
     try:
-        provider = provider_for(app, account, action.provider)
+        provider = app.runtime.providers.provider(account, action.provider)
     except ProviderNotFound:
         raise ProtocolError(404, f"model provider {quote(action.provider)} not found") from None
     except ProviderError as exc:

@@ -7,7 +7,7 @@ import hashlib
 import uuid
 
 from protocol.errors import ProtocolError
-from server.app import new_id
+from server.clock import new_id
 from server.handlers.access import READER, agent_for
 from server.store import providers as providers_q
 

@@ -2,17 +2,12 @@
 RedactedSecret = {id, name, metadata?, hasValue: true, createdAt, updatedAt}: never the value."""
 from __future__ import annotations
 
-from server.app import new_id
+from server.clock import new_id
 from server.store import secrets_table as secrets_q
 
 
-def secret_aad(account_id: str, name: str) -> bytes:
-    # Binds a ciphertext to its row: it cannot be moved to another account or name.
-    return f"{account_id}\x00{name}".encode()
-
-
 async def set_secret(app, env, action) -> dict:
-    sealed = app.secrets.seal(action.value, secret_aad(env.account_id, action.name))
+    sealed = app.secrets.seal(action.value, secrets_q.secret_aad(env.account_id, action.name))
     now = app.now_ms()
     info = await app.db.write(secrets_q.set_secret, env.account_id, action.name, sealed, action.metadata, now,
                               new_id())
@@ -21,10 +16,3 @@ async def set_secret(app, env, action) -> dict:
         secret["metadata"] = info["metadata"]
     secret.update(hasValue=True, createdAt=info["createdAt"], updatedAt=info["updatedAt"])
     return {"_": "SetSecretResponse", "secret": secret}
-
-
-def read_secret(app, account_id: str, name: str) -> bytes | None:
-    sealed = app.db.read(secrets_q.get_secret_ciphertext, account_id, name)
-    if sealed is None:
-        return None
-    return app.secrets.open(bytes(sealed), secret_aad(account_id, name))

@@ -3,18 +3,18 @@ from __future__ import annotations
 
 from protocol.actions import request_fingerprint
 from protocol.blocks import system_prompt_markdown
-from server.app import new_id
+from server.clock import new_id
 from server.cache import text_bytes
 from server.handlers.access import READER, WRITER, agent_access, agent_for, agent_role, session_for
 from server.handlers.idempotency import once
-from server.handlers.pages import INLINE_PAGE_BYTES, MAX_ANSWER_BYTES, sessions_with_agents
+from server.handlers.pages import MAX_ANSWER_BYTES, sessions_with_agents
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import collaborators as collab_q
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
-from server.wire_values import RawEvents
+from protocol.wire_values import RawEvents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
 MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES  # a page also ends past this many bytes of events (nextAfterSeq says where)
@@ -105,16 +105,12 @@ async def get_session(app, env, action) -> dict:
 
     def read(conn):
         session = session_for(conn, env.account_id, action.session_id, READER)
-        rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, INLINE_PAGE_BYTES)
+        rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES)
         return session, rows, more
 
-    # The common small page is read right here; a page of big events goes on off the loop.
+    # Read on the loop, without an await: GetSession is answered inline (server/routes.py). A
+    # page is stored bytes copied as they are (nothing decoded), at most 4 MiB of them.
     session, rows, more = app.db.read(read)
-    size = sum(len(body) for _seq, body in rows)
-    if more and len(rows) < limit and size < MAX_RESPONSE_BYTES:
-        rest, more = await app.db.read_async(events_q.event_bodies_page, action.session_id, rows[-1][0],
-                                             limit - len(rows), MAX_RESPONSE_BYTES - size)
-        rows += rest
     response = {"_": "GetSessionResponse", "session": session}
     # Stored event bytes go out as they are in CBOR; JSON decodes them on demand.
     response["events"] = RawEvents([bytes(body) for _seq, body in rows])

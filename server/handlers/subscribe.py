@@ -9,25 +9,25 @@ from server.handlers.access import OWNER, READER, _not_found, key_role, require
 _KINDS = {"agents": "agent", "sessions": "session", "runs": "run"}
 
 
-def check_access(app, account_id: str, key: str) -> tuple[str, str | None]:
-    """(role, agent id) of the account on what `key` names; 404 without read access."""
-    kind, _, ident = key.partition("/")
+def check_access(app, account_id: str, action) -> tuple[str, str | None]:
+    """(role, agent id) of the account on what the key names; 404 without read access (the
+    key's form was checked by protocol.actions: `action.kind` is one of account, agents,
+    sessions, runs)."""
+    kind, ident = action.kind, action.target
     if kind == "account":
         if ident != account_id:
-            raise ProtocolError(404, f"{quote(key)} not found; subscribe to account/{account_id}")
+            raise ProtocolError(404, f"{quote(action.key)} not found; subscribe to account/{account_id}")
         return OWNER, None
-    if kind not in _KINDS or not ident:
-        raise ProtocolError(400, f"key {quote(key)} must be account/<id>, agents/<id>, sessions/<id> or runs/<id>")
     role, agent_id = app.db.read(key_role, account_id, kind, ident)
     return require(role, READER, _KINDS[kind], ident), agent_id
 
 
 async def subscribe(app, env, action) -> dict:
-    role, agent_id = check_access(app, env.account_id, action.key)
+    role, agent_id = check_access(app, env.account_id, action)
     if role != OWNER and app.grants.changing_now(agent_id):
         # A change of access to this agent is running: wait for it, then check again. From
         # here to the hub's registration nothing awaits, so a revocation either sees this
         # subscription (and ends it) or this check sees the revocation.
         await app.grants.settled(agent_id)
-        check_access(app, env.account_id, action.key)
+        check_access(app, env.account_id, action)
     return {"_": "SubscribeResponse", "key": action.key, "accountId": env.account_id}

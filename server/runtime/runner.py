@@ -15,23 +15,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import httpx
 
 from protocol.blocks import system_prompt_markdown
-from server.app import new_id
 from protocol.errors import quote
+from server.clock import new_id
+from server.cache import ByteBudgetCache
+from server.config import Config
+from server.metrics import Metrics
 from server.providers.base import ProviderError, ProviderNotFound, TextDelta, Usage
-from server.handlers.provider_lookup import provider_for
 from server.providers.network import NetworkPolicy, provider_client
+from server.providers.registry import ProviderSettings
 from server.runtime.history import SessionHistory
+from server.runtime.provider_lookup import ProviderLookup
+from server.runtime.publisher import Publisher
+from server.runtime.state_dirs import reconcile_state_dirs
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
+from server.store.database import Database
 from server.store.errors import NotFound
-from server.runtime.state_dirs import reconcile_state_dirs
+from server.store.secrets import SecretBox
 
 log = logging.getLogger("seed_agents.runtime")
 
@@ -40,29 +49,63 @@ log = logging.getLogger("seed_agents.runtime")
 HISTORY_EVENTS = 500
 
 
-
-
 def run_error(code: str, message: str) -> dict:
     return {"code": code, "message": message}
 
 
+@dataclass(slots=True)
+class TurnResult:
+    """How one turn ended, and what it produced."""
+
+    status: str                      # succeeded | failed | canceled
+    started: float                   # perf_counter() at the turn's start
+    provider_type: str | None = None
+    model: str = ""
+    text: str = ""
+    usage: Usage | None = None
+    error: dict | None = None        # {code, message} when failed
+
+
+class SessionWorker:
+    """The one task that runs a session's runs, one at a time, and what stops it."""
+
+    __slots__ = ("task", "run_id", "stopped_run", "gone")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task | None = None
+        self.run_id: str | None = None        # the run whose turn is executing, between turns None
+        self.stopped_run: str | None = None   # that turn was stopped (not shut down): it ends 'canceled'
+        # The session was deleted while the worker lived: it publishes and writes nothing more
+        # for it, and ends.
+        self.gone = False
+
+    def stop_turn(self, run_id: str | None = None) -> None:
+        """Cancel the executing turn (only if it runs `run_id`, when given)."""
+        if self.run_id is not None and (run_id is None or run_id == self.run_id):
+            self.stopped_run = self.run_id
+            self.task.cancel()
+
+
 class Runtime:
-    def __init__(self, app) -> None:
-        self.app = app
-        self.workers: dict[str, asyncio.Task] = {}
-        self.live: dict[str, tuple[str, asyncio.Task]] = {}   # session id -> (run id, task)
-        self.stopped_runs: set[str] = set()
-        # Sessions deleted while their worker lived: the worker publishes and writes nothing
-        # more for them, and ends (removed when the worker ends).
-        self.gone: set[str] = set()
-        self.histories = app.cache["history"]   # bounded in bytes (--history-cache-bytes)
+    def __init__(self, db: Database, config: Config, metrics: Metrics, publisher: Publisher,
+                 box: SecretBox, now_ms: Callable[[], int], histories: ByteBudgetCache) -> None:
+        self.db = db
+        self.config = config
+        self.metrics = metrics
+        self.publisher = publisher
+        self.box = box
+        self.now_ms = now_ms
+        self.workers: dict[str, SessionWorker] = {}
+        self.histories = histories   # bounded in bytes (--history-cache-bytes)
         self.http: httpx.AsyncClient | None = None
+        self.providers: ProviderLookup | None = None   # set in start(), with the HTTP client
         self.closing = False
 
     async def start(self) -> None:
-        config = self.app.config
+        config = self.config
         self.http = provider_client(NetworkPolicy.for_server(config.provider_networks, config.host))
-        now = self.app.now_ms()
+        self.providers = ProviderLookup(self.db, self.box, self.http, ProviderSettings.from_config(config))
+        now = self.now_ms()
 
         def recover(conn):
             # Whatever a dead process left half-done: its running runs go back to the queue, and
@@ -72,16 +115,16 @@ class Runtime:
             for session_id in sessions_q.ids_with_status(conn, "streaming"):
                 sessions_q.set_session_status(conn, session_id, runs_q.session_status_from_runs(conn, session_id), now)
 
-        await self.app.db.write(recover)
-        ids, dirs = self.app.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
-        await asyncio.to_thread(reconcile_state_dirs, self.app.config.data_dir, ids, dirs)
-        for run in self.app.db.read(runs_q.queued_runs, 100_000):
+        await self.db.write(recover)
+        ids, dirs = self.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
+        await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
+        for run in self.db.read(runs_q.queued_runs, 100_000):
             if "sessionId" in run:
                 self.kick(run["sessionId"])
 
     async def stop(self) -> None:
         self.closing = True
-        tasks = list(self.workers.values())
+        tasks = [w.task for w in self.workers.values()]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -93,66 +136,62 @@ class Runtime:
     def kick(self, session_id: str) -> None:
         if self.closing or session_id in self.workers:
             return
-        self.workers[session_id] = asyncio.create_task(self._worker(session_id), name=f"runs:{session_id}")
+        worker = self.workers[session_id] = SessionWorker()
+        worker.task = asyncio.create_task(self._worker(session_id, worker), name=f"runs:{session_id}")
 
-    async def _worker(self, session_id: str) -> None:
+    async def _worker(self, session_id: str, worker: SessionWorker) -> None:
         try:
-            while not self.closing and session_id not in self.gone:
-                runs = self.app.db.read(runs_q.queued_runs_of_session, session_id, 1)
+            while not self.closing and not worker.gone:
+                runs = self.db.read(runs_q.queued_runs_of_session, session_id, 1)
                 if not runs:
                     break  # no await between this read and leaving the table below
-                await self._execute(runs[0])
+                await self._execute(runs[0], worker)
         finally:
-            if self.workers.get(session_id) is asyncio.current_task():
+            if self.workers.get(session_id) is worker:
                 del self.workers[session_id]
-                self.gone.discard(session_id)
 
     def publish_runs(self, runs: list[dict]) -> None:
         for run in runs:
-            self.app.publish_change("runs/" + run["rootRunId"], runs_q.public(run))
+            self.publisher.publish_run(runs_q.public(run))
 
     def interrupt(self, run_ids) -> None:
         """Cancel the turns executing these runs (their rows were already ended by the caller)."""
         wanted = set(run_ids)
-        for run_id, task in list(self.live.values()):
-            if run_id in wanted:
-                self.stopped_runs.add(run_id)
-                task.cancel()
+        for worker in list(self.workers.values()):
+            if worker.run_id in wanted:
+                worker.stop_turn(worker.run_id)
 
     async def stop_session(self, session_id: str) -> bool:
         """StopSession: cancel the session's queued runs and its live one; the session ends
         idle. True when a run was live or queued."""
-        now = self.app.now_ms()
+        now = self.now_ms()
 
         def job(conn):
             canceled = runs_q.cancel_runs(conn, runs_q.active_runs_of_session(conn, session_id), now)
             status = runs_q.session_status_from_runs(conn, session_id)
             return canceled, sessions_q.set_session_status(conn, session_id, status, now)
 
-        canceled, session = await self.app.db.write(job)
+        canceled, session = await self.db.write(job)
         self.publish_runs(canceled)
-        self.app.publish_change("sessions/" + session_id, session)
+        self.publisher.publish_session(session)
         self.interrupt(r["id"] for r in canceled)
         return bool(canceled)
 
     def abandon_sessions(self, session_ids) -> None:
         """The sessions are being deleted: their workers publish nothing more, and a live turn is
         canceled (its final write then finds the session gone and writes nothing)."""
-        ids = set(session_ids)
-        self.gone.update(sid for sid in ids if sid in self.workers)
-        for session_id in ids:
-            live = self.live.get(session_id)
-            if live is not None:
-                self.stopped_runs.add(live[0])
-                live[1].cancel()
+        for session_id in set(session_ids):
+            worker = self.workers.get(session_id)
+            if worker is not None:
+                worker.gone = True
+                worker.stop_turn()
 
     # -- one run ---------------------------------------------------------------------------
-    async def _execute(self, run: dict) -> None:
-        app = self.app
+    async def _execute(self, run: dict, worker: SessionWorker) -> None:
+        publisher = self.publisher
         run_id, session_id = run["id"], run["sessionId"]
         user_event_id = run.get("userEventId", "")
-        started = time.perf_counter()
-        now = app.now_ms()
+        now = self.now_ms()
 
         running = runs_q.transition(run, "running", now)
         before, agent_id = run["status"], run["agentId"]
@@ -163,58 +202,54 @@ class Runtime:
 
         # Registered as live before the first await, so a StopSession arriving at any point
         # of this run finds it and cancels it.
-        self.live[session_id] = (run_id, asyncio.current_task())
-        agent = app.db.read(agents_q.get_agent, run["agentId"])
+        worker.run_id = run_id
+        agent = self.db.read(agents_q.get_agent, run["agentId"])
         if agent is None:  # deleted between the queue read and now: its runs went with it
-            del self.live[session_id]
+            worker.run_id = None
             return
-        text_parts: list[str] = []
-        usage: Usage | None = None
         definition = agent["definition"]
-        provider_type = None
-        model = definition.get("model", "")
-        gone = self.gone
+        result = TurnResult("succeeded", time.perf_counter(), model=definition.get("model", ""))
+        text_parts: list[str] = []
         try:
             # Not waited for: the turn goes on while it commits (the writer keeps order, so it
             # lands before the reply). If the process dies first, the run is still 'queued' in
             # the file and simply runs again at start, as a 'running' one would.
-            app.db.write_nowait(begin)
+            self.db.write_nowait(begin)
             run = running
             agent = {**agent, "status": "running", "updatedAt": max(agent["updatedAt"], now)}
-            app.publish_change("runs/" + run["rootRunId"], runs_q.public(run))
-            app.publish_change("agents/" + agent["id"], agent)
-            provider, provider_type, model = self._provider_for(agent, run.get("modelOverride"))
+            publisher.publish_run(runs_q.public(run))
+            publisher.publish_agent(agent)
+            provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
             messages = self._history(session_id, definition, user_event_id,
-                                     include_context=provider_type != "echo")
-            async for item in provider.stream(model, messages):
+                                     include_context=result.provider_type != "echo")
+            async for item in provider.stream(result.model, messages):
                 if isinstance(item, TextDelta):
-                    if item.text and session_id not in gone:
+                    if item.text and not worker.gone:
                         text_parts.append(item.text)
-                        app.publish_partial(session_id, run_id, {"textDelta": item.text})
+                        publisher.publish_partial(session_id, run_id, {"textDelta": item.text})
                 elif isinstance(item, Usage):
-                    usage = item
-            outcome = ("succeeded", None)
+                    result.usage = item
         except asyncio.CancelledError:
-            if run_id not in self.stopped_runs:
+            if worker.stopped_run != run_id:
                 raise  # shutdown: the run stays 'running' in the file and is requeued at start
-            self.stopped_runs.discard(run_id)
-            outcome = ("canceled", None)
+            worker.stopped_run = None
+            result.status = "canceled"
         except ProviderError as exc:
-            outcome = ("failed", run_error("provider-error", exc.message))
+            result.status, result.error = "failed", run_error("provider-error", exc.message)
         except Exception as exc:  # a bug in a provider must not wedge the session
             log.exception("run %s failed", run_id)
-            outcome = ("failed", run_error("internal-error",
-                                           f"internal error while running the model: {type(exc).__name__}"))
+            result.status, result.error = "failed", run_error(
+                "internal-error", f"internal error while running the model: {type(exc).__name__}")
         finally:
-            if self.live.get(session_id, (None,))[0] == run_id:
-                del self.live[session_id]
-        if session_id in gone:
+            worker.run_id = None
+        if worker.gone:
             return  # deleted meanwhile: nothing more is written or published for it
+        result.text = "".join(text_parts)
         done_patch: dict = {"done": True}
-        if usage is not None and outcome[0] == "succeeded":
-            done_patch["usage"] = usage.to_wire()
-        app.publish_partial(session_id, run_id, done_patch)
-        await self._finish(run, agent, provider_type, model, outcome, "".join(text_parts), usage, started)
+        if result.usage is not None and result.status == "succeeded":
+            done_patch["usage"] = result.usage.to_wire()
+        publisher.publish_partial(session_id, run_id, done_patch)
+        await self._finish(run, agent, result, worker)
 
     def _provider_for(self, agent: dict, override: dict | None = None):
         """(provider, its type, model) for a turn: the session's model override while its
@@ -223,12 +258,12 @@ class Runtime:
         name, model = definition.get("modelProvider", "echo"), definition.get("model", "")
         if override is not None:
             try:
-                provider = provider_for(self.app, agent["account"], override["provider"])
+                provider = self.providers.provider(agent["account"], override["provider"])
                 return provider, provider.name, override["model"]
             except ProviderNotFound:
                 pass   # the override's provider was deleted: the agent's own is used
         try:
-            provider = provider_for(self.app, agent["account"], name)
+            provider = self.providers.provider(agent["account"], name)
         except ProviderNotFound:
             raise ProviderError(f"model provider {quote(name)} is not configured for this account "
                                 "(it was deleted, or never set): set it again with "
@@ -239,49 +274,50 @@ class Runtime:
         history = self.histories.pop(session_id, None)   # re-inserted below: most recent last
         if history is None:
             history = SessionHistory(HISTORY_EVENTS)
-            first = max(0, self.app.db.read(events_q.last_seq, session_id) - HISTORY_EVENTS)
+            first = max(0, self.db.read(events_q.last_seq, session_id) - HISTORY_EVENTS)
             history.last_seq = first
         while True:   # only what was appended since this session's last turn
-            events = self.app.db.read(events_q.events_after, session_id, history.last_seq, 1000)
+            events = self.db.read(events_q.events_after, session_id, history.last_seq, 1000)
             history.extend(events)
             if len(events) < 1000:
                 break
         self.histories.put(session_id, history, history.bytes)
         if user_event_id and not history.has(user_event_id):
             # A run so far behind that its message fell out of the window: read it alone.
-            seq = self.app.db.read(events_q.event_seq, user_event_id)
+            seq = self.db.read(events_q.event_seq, user_event_id)
             if seq is not None:
                 own = SessionHistory(1)
-                own.extend(self.app.db.read(events_q.events_after, session_id, seq - 1, 1))
+                own.extend(self.db.read(events_q.events_after, session_id, seq - 1, 1))
                 history = history.with_entry(own.entries[0]) if own.entries else history
         return history.messages(system_prompt_markdown(definition), user_event_id,
                                 include_context=include_context)
 
-    async def _finish(self, run, agent, provider_type, model, outcome, text, usage, started) -> None:
-        app = self.app
-        status, err = outcome
-        run_id, session_id = run["id"], run["sessionId"]
-        now = app.now_ms()
-        definition = agent["definition"]
-        usage_wire = None if usage is None else usage.to_wire()
-        ended = runs_q.transition(run, status, now, error=err, usage=usage_wire)
-        gone = self.gone
+    async def _finish(self, run: dict, agent: dict, result: TurnResult, worker: SessionWorker) -> None:
+        """The turn's one transaction: the run's ending, the reply (or the error event), the
+        session's and the agent's status; then their publication."""
+        publisher = self.publisher
+        status = result.status
+        session_id = run["sessionId"]
+        now = self.now_ms()
+        usage_wire = None if result.usage is None else result.usage.to_wire()
+        ended = runs_q.transition(run, status, now, error=result.error, usage=usage_wire)
 
         def job(conn):
-            if session_id in gone:
+            if worker.gone:
                 return None  # deleted: write nothing
             wrote = runs_q.save_run(conn, "running", ended)
             appended = titled = None
             if wrote and status == "succeeded":
-                meta: dict = {"provider": provider_type or definition.get("modelProvider", ""),
-                              "model": model,
-                              "durationMs": int((time.perf_counter() - started) * 1000)}
+                meta: dict = {"provider": result.provider_type or agent["definition"].get("modelProvider", ""),
+                              "model": result.model,
+                              "durationMs": int((time.perf_counter() - result.started) * 1000)}
                 if usage_wire is not None:
                     meta["usage"] = usage_wire
-                payload = {"type": "message", "role": "assistant", "content": text, "meta": meta}
+                payload = {"type": "message", "role": "assistant", "content": result.text, "meta": meta}
                 appended = events_q.append_event(conn, session_id, payload, new_id(), now)
             elif wrote and status == "failed":
-                appended = events_q.append_event(conn, session_id, {"type": "error", "message": err["message"]},
+                appended = events_q.append_event(conn, session_id,
+                                                 {"type": "error", "message": result.error["message"]},
                                                  new_id(), now)
             # else: a cancel or a deletion ended the run first; its ending stands.
             try:
@@ -298,20 +334,20 @@ class Runtime:
                 a = None
             return appended, ended if wrote else None, titled or session, a
 
-        done = await app.db.write(job)
-        app.metrics.runs.labels(status).inc()
-        if done is None or session_id in gone:
+        done = await self.db.write(job)
+        self.metrics.runs.labels(status).inc()
+        if done is None or worker.gone:
             return
         appended, r, session, a = done
         if appended is not None:
             event, body = appended
-            app.publish_append(session_id, event, body)
+            publisher.publish_append(session_id, event, body)
         if r is not None:
-            app.publish_change("runs/" + r["rootRunId"], runs_q.public(r))
-        app.publish_change("sessions/" + session_id, session)
+            publisher.publish_run(runs_q.public(r))
+        publisher.publish_session(session)
         if a is not None:
-            app.publish_change("agents/" + a["id"], a)
-            app.notify_account(a["account"], "session-event", agent_id=a["id"], session_id=session_id)
+            publisher.publish_agent(a)
+            publisher.notify_account(a["account"], "session-event", agent_id=a["id"], session_id=session_id)
 
     @staticmethod
     def _auto_title(conn, session_id: str, now: int) -> dict | None:

@@ -22,10 +22,6 @@ def agents_root(data_dir: str) -> str:
     return os.path.join(os.path.abspath(data_dir), "agents")
 
 
-def state_dir_for(data_dir: str, agent_id: str) -> str:
-    return os.path.join(agents_root(data_dir), agent_id)
-
-
 def _inside(root: str, path: str) -> bool:
     path = os.path.abspath(path)
     return os.path.dirname(path) == root

@@ -1,21 +1,20 @@
 """DAG-CBOR for stored maps (definitions, configs, event bodies), via protocol.dagcbor.
 
-Imported lazily so the store module loads without the protocol package. Stored bytes are the
-canonical encoding, because event bodies are spliced into wire frames without re-encoding.
+Stored bytes are the canonical encoding, because event bodies are spliced into wire frames
+without re-encoding.
 """
 from __future__ import annotations
 
 from typing import Any
 
-def encode(value: Any) -> bytes:
-    from protocol import dagcbor
+from protocol import dagcbor
 
+
+def encode(value: Any) -> bytes:
     return dagcbor.encode(value)
 
 
 def decode(data: bytes) -> Any:
     """Stored bytes are ours and canonical (checked when they were written), so they skip the
     strict checks: a turn decodes its whole history, and that must stay cheap."""
-    from protocol import dagcbor
-
     return dagcbor.decode_trusted(bytes(data))

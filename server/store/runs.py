@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import apsw
 
+from protocol.actions import RUN_STATUSES as STATUSES   # the contract's list, kept once
 from server.store import codec
 from server.store.errors import NotFound
 
-STATUSES = ("queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled")
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 LIVE = frozenset(STATUSES) - TERMINAL
 # The legal moves. running -> queued is the requeue of a run a dead process left behind.
@@ -174,12 +174,6 @@ def cancel_runs(conn: apsw.Connection, runs: list[dict], now: int) -> list[dict]
             if moved is not None:
                 out.append(moved)
     return out
-
-
-def cancel_queued_runs_of_session(conn: apsw.Connection, session_id: str, now: int) -> list[dict]:
-    """Every queued run of the session becomes 'canceled'; returns them."""
-    queued = [r for r in active_runs_of_session(conn, session_id) if r["status"] == "queued"]
-    return cancel_runs(conn, queued, now)
 
 
 def latest_run_of_session(conn: apsw.Connection, session_id: str) -> dict | None:

@@ -31,6 +31,21 @@ def set_secret(conn: apsw.Connection, account_id: str, name: str, ciphertext: by
     return info
 
 
+def secret_aad(account_id: str, name: str) -> bytes:
+    """The additional data a secret is sealed with: it binds a ciphertext to its row, so it
+    cannot be moved to another account or name."""
+    return f"{account_id}\x00{name}".encode()
+
+
+def read_secret(conn: apsw.Connection, box, account_id: str, name: str) -> bytes | None:  # noqa: ANN001
+    """The opened value of secret `name` of `account_id` (`box`: the server's SecretBox), or
+    None when there is no such secret."""
+    sealed = get_secret_ciphertext(conn, account_id, name)
+    if sealed is None:
+        return None
+    return box.open(bytes(sealed), secret_aad(account_id, name))
+
+
 def get_secret_ciphertext(conn: apsw.Connection, account_id: str, name: str) -> bytes | None:
     row = conn.execute("SELECT ciphertext FROM secrets WHERE account_id = ? AND name = ?",
                        (account_id, name)).fetchone()

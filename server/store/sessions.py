@@ -79,10 +79,6 @@ def sessions_of_agent(conn: apsw.Connection, agent_id: str, limit: int) -> list[
     return [session_info(row) for row in rows]
 
 
-def session_ids_of_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
-    return [sid for (sid,) in conn.execute("SELECT id FROM sessions WHERE agent_id = ?", (agent_id,))]
-
-
 def set_session_status(conn: apsw.Connection, session_id: str, status: str, now: int) -> dict:
     row = conn.execute(
         f"UPDATE sessions SET status = ?, updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",

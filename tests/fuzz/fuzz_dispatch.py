@@ -64,10 +64,10 @@ class Target:
         self.app.guard.started_ms = ts[0] - 1
         handler = _FailOnError(level=logging.ERROR)
         logging.getLogger("seed_agents").addHandler(handler)
-        from server import jsonwire
-        from server.wire_values import encode_value
+        from protocol.framing_v1 import dumps as json_dumps
+        from protocol.wire_values import encode_value
 
-        self.jsonwire, self.encode_value = jsonwire, encode_value
+        self.json_dumps, self.encode_value = json_dumps, encode_value
 
     def one(self, data: bytes) -> None:
         envelope: object = data[1:]
@@ -84,7 +84,7 @@ class Target:
             assert len(response["message"]) <= MAX_MESSAGE, response["message"][:300]
         else:
             assert str(response.get("_", "")).endswith("Response"), response
-        self.jsonwire.dumps(response)
+        self.json_dumps(response)
         self.encode_value(response)
 
     def close(self) -> None:

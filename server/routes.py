@@ -1,0 +1,87 @@
+"""One route per action: the protocol's half (how it is parsed, whether it is a read) joined with
+the server's (its handler, whether it may run inline).
+
+Adding an action is one line in `protocol.actions.ACTIONS` and one line in `HANDLING` below;
+the server refuses to import unless both name the same actions.
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from protocol.actions import ACTIONS
+from server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
+                             providers, runs, secrets, sessions, sharing, signers, subscribe)
+
+Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
+
+
+@dataclass(frozen=True, slots=True)
+class Handling:
+    handler: Handler
+    # The handler never awaits (a read from the loop thread's reader), so v2 answers it in the
+    # socket's reader without a task per request. tests/test_routes.py proves it never awaits.
+    inline: bool = False
+
+
+def _inline(handler: Handler) -> Handling:
+    return Handling(handler, inline=True)
+
+
+HANDLING: dict[str, Handling] = {
+    "RegisterSigner": Handling(signers.register_signer),
+    "SetSecret": Handling(secrets.set_secret),
+    "SetModelProvider": Handling(providers.set_model_provider),
+    "ListModelProviders": _inline(providers.list_model_providers),
+    "ListProviderModels": Handling(provider_models.list_provider_models),
+    "CreateAgent": Handling(agents.create_agent),
+    # These three decode definitions and may answer megabytes: they read off the loop
+    # (Database.read_async), so they await and run as the socket's tasks.
+    "GetAgent": Handling(agents.get_agent),
+    "ListAgents": Handling(agents.list_agents),
+    "CreateSession": Handling(sessions.create_session),
+    "ListSessions": Handling(sessions.list_sessions),
+    "GetSession": _inline(sessions.get_session),
+    "MessageSession": Handling(messages.message_session),
+    "StopSession": Handling(messages.stop_session),
+    "Subscribe": Handling(subscribe.subscribe),
+    "UpdateAgent": Handling(agent_lifecycle.update_agent),
+    "DeleteAgent": Handling(agent_lifecycle.delete_agent),
+    "UpdateSession": Handling(sessions.update_session),
+    "DeleteSession": Handling(sessions.delete_session),
+    "RetrySession": Handling(messages.retry_session),
+    "GetRun": Handling(runs.get_run),
+    "ListRuns": Handling(runs.list_runs),
+    "CancelRun": Handling(runs.cancel_run),
+    "DeleteModelProvider": Handling(provider_removal.delete_model_provider),
+    "InviteAgentCollaborator": Handling(sharing.invite_agent_collaborator),
+    "ListAgentCollaborators": Handling(sharing.list_agent_collaborators),
+    "RemoveAgentCollaborator": Handling(sharing.remove_agent_collaborator),
+    "ListAgentInvites": Handling(sharing.list_agent_invites),
+    "AcceptAgentInvite": Handling(sharing.accept_agent_invite),
+    "DeclineAgentInvite": Handling(sharing.decline_agent_invite),
+    "SetAgentPublicRead": Handling(sharing.set_agent_public_read),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    name: str
+    read: bool        # feeds the replay guard (CONTRACT section 2, step 6)
+    handler: Handler
+    inline: bool
+
+
+def _join() -> dict[str, Route]:
+    unhandled, unknown = ACTIONS.keys() - HANDLING.keys(), HANDLING.keys() - ACTIONS.keys()
+    if unhandled or unknown:
+        raise ImportError(f"server/routes.py and protocol.actions.ACTIONS disagree: no handler for "
+                          f"{sorted(unhandled)}, no action for {sorted(unknown)}")
+    if any(h.inline and not ACTIONS[n].read for n, h in HANDLING.items()):
+        raise ImportError("only reads may run inline")
+    return {name: Route(name, kind.read, HANDLING[name].handler, HANDLING[name].inline)
+            for name, kind in ACTIONS.items()}
+
+
+ROUTES: dict[str, Route] = _join()
+INLINE_ACTIONS = frozenset(name for name, route in ROUTES.items() if route.inline)

@@ -1,0 +1,48 @@
+"""The provider an account means by a name: its stored config, its key opened, built with the
+operator's settings on the runtime's guarded HTTP client. Shared by the runtime (each turn) and
+ListProviderModels (through `app.runtime.providers`), so both read a provider the same way.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from protocol.errors import quote
+from server.providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec
+from server.providers.registry import ProviderSettings, make_provider
+from server.store import providers as providers_q
+from server.store import secrets_table as secrets_q
+from server.store.database import Database
+from server.store.secrets import SecretBox
+
+
+class ProviderLookup:
+    def __init__(self, db: Database, box: SecretBox, http: httpx.AsyncClient,
+                 settings: ProviderSettings) -> None:
+        self.db = db
+        self.box = box
+        self.http = http
+        self.settings = settings
+
+    def spec(self, account_id: str, name: str) -> ProviderSpec:
+        """The spec of provider `name` of `account_id` (the built-in `echo` when none is stored
+        under that name); ProviderNotFound when there is none, ProviderError when its key is gone."""
+        row = self.db.read(providers_q.get_provider, account_id, name)
+        if row is None:
+            if name != "echo":
+                raise ProviderNotFound(f"model provider {quote(name)} is not configured for this account")
+            return ProviderSpec(type="echo")
+        config = row["config"]
+        api_key = None
+        secret_name = (config.get("secretRefs") or {}).get("apiKey")
+        if secret_name:
+            raw = self.db.read(secrets_q.read_secret, self.box, account_id, secret_name)
+            if raw is None:
+                raise ProviderError(f"secret {quote(secret_name)} named by provider {quote(name)} is not set")
+            api_key = raw.decode("utf-8", "replace").strip()
+        return ProviderSpec(type=config["type"], base_url=config.get("baseUrl"), api_key=api_key,
+                            model_defaults=dict(config.get("modelDefaults") or {}))
+
+    def provider(self, account_id: str, name: str) -> Provider:
+        """The ready provider `name` of `account_id`."""
+        return make_provider(self.spec(account_id, name), self.http, self.settings)

@@ -1,0 +1,26 @@
+"""What the runtime may tell the world: the publishing half of the app, handed to the runtime
+so that it never reaches into the app (server.app.App is the one implementation)."""
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Publisher(Protocol):
+    def publish_append(self, session_id: str, event: dict, body: bytes) -> None:
+        """A durable event (with its stored bytes) of the session."""
+
+    def publish_partial(self, session_id: str, partial_id: str, patch: dict) -> None:
+        """An `appendPartial` of a reply being streamed."""
+
+    def publish_run(self, run: dict) -> None:
+        """A RunInfo after a change."""
+
+    def publish_session(self, session: dict) -> None:
+        """A SessionInfo after a change."""
+
+    def publish_agent(self, agent: dict) -> None:
+        """An AgentInfo after a change."""
+
+    def notify_account(self, account_id: str, reason: str, *, agent_id: str | None = None,
+                       session_id: str | None = None) -> None:
+        """An account notice."""

@@ -1,0 +1,118 @@
+"""The structure drawn from the imports: no import circle in server/ or clients/, and protocol/
+imports nothing but the standard library and its declared dependencies. Read from the source
+with `ast`, so a circle hidden behind `if TYPE_CHECKING:` counts too; imports inside functions
+are the deliberate lazy ones (the `seed-agents` dispatcher, the optional PostgreSQL driver)."""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("protocol", "server", "clients")
+# protocol/'s third-party imports, each a dependency declared in pyproject.toml.
+PROTOCOL_DEPENDENCIES = {"cbor2", "nacl", "multiformats"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _top_level_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Modules `name` imports at module level (in `if` blocks too, never inside functions)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    found.add(sub if sub in modules else base)
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(ast.parse(path.read_text(), str(path)).body)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _top_level_imports(name, path, modules) for name, path in modules.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_no_import_circle():
+    assert _circles(_graph()) == []
+
+
+def test_the_circle_finder_finds_circles():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_protocol_imports_only_the_standard_library_and_its_dependencies():
+    for name, imports in _graph().items():
+        if not name.startswith("protocol"):
+            continue
+        for imported in imports:
+            top = imported.partition(".")[0]
+            assert (top == "protocol" or top in sys.stdlib_module_names
+                    or top in PROTOCOL_DEPENDENCIES), f"{name} imports {imported}"
+
+
+def test_clients_import_no_server_code():
+    for name, imports in _graph().items():
+        if name.startswith("clients"):
+            assert not [i for i in imports if i.partition(".")[0] == "server"], name
