@@ -213,7 +213,7 @@ class App:
         """An account notice to that account's own key alone (an invitee, a removed
         collaborator, each collaborator of a shared agent)."""
         key = "account/" + account_id
-        if self.hub.subscriber_count(key):
+        if self.hub.has_subscribers(key):   # built only for someone
             self._send(Outgoing(key, events.change(key, self._notice(reason, agent_id, session_id))), key)
 
     @staticmethod

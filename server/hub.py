@@ -35,6 +35,9 @@ class Hub:
             if not subs:
                 del self._by_key[key]
 
+    def has_subscribers(self, key: str) -> bool:
+        return key in self._by_key   # a key's set is removed with its last subscriber
+
     def drop(self, key: str) -> None:
         """Forget every subscriber of `key` (what it names was deleted): nothing published on
         it later reaches anyone."""
