@@ -80,16 +80,20 @@ def agent_for(conn, account_id: str, agent_id: str, need: str = READER) -> dict:
     return _load(agents_q.get_agent(conn, agent_id, role), "agent", agent_id)
 
 
-def session_role(conn, account_id: str, session_id: str) -> tuple[str | None, str | None]:
-    """(role, agent id) for a session: its owner in one primary-key read, anyone else through
-    the session's agent."""
-    row = owners_q.session_access(conn, session_id)
+def _role_through_agent(conn, account_id: str, row: tuple[str, str] | None) -> tuple[str | None, str | None]:
+    """(role, agent id) from a row's (owning account, agent id): its owner at once, anyone else
+    through the row's agent; (None, None) for no row."""
     if row is None:
         return None, None
     owner, agent_id = row
     if owner == account_id:
         return OWNER, agent_id
     return agent_role(conn, account_id, agent_id), agent_id
+
+
+def session_role(conn, account_id: str, session_id: str) -> tuple[str | None, str | None]:
+    """(role, agent id) for a session (one primary-key read for its owner)."""
+    return _role_through_agent(conn, account_id, owners_q.session_access(conn, session_id))
 
 
 def session_access(conn, account_id: str, session_id: str, need: str = READER) -> str:
@@ -103,13 +107,7 @@ def session_for(conn, account_id: str, session_id: str, need: str = READER) -> d
 
 
 def run_role(conn, account_id: str, run_id: str) -> tuple[str | None, str | None]:
-    row = owners_q.run_access(conn, run_id)
-    if row is None:
-        return None, None
-    owner, agent_id = row
-    if owner == account_id:
-        return OWNER, agent_id
-    return agent_role(conn, account_id, agent_id), agent_id
+    return _role_through_agent(conn, account_id, owners_q.run_access(conn, run_id))
 
 
 def run_for(conn, account_id: str, run_id: str, need: str = READER) -> dict:

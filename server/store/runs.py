@@ -204,36 +204,29 @@ def session_status_from_runs(conn: apsw.Connection, session_id: str) -> str:
 
 # -- listing ---------------------------------------------------------------------------------
 
-def runs_of_tree(conn: apsw.Connection, root_run_id: str, status: str | None, limit: int) -> list[dict]:
-    """A tree's runs, oldest first (for drawing the tree)."""
-    where, params = "root_run_id = ?", [root_run_id]
+def _runs_where(conn: apsw.Connection, where: str, params: list, status: str | None, order: str,
+                limit: int) -> list[dict]:
     if status is not None:
         where, params = where + " AND status = ?", params + [status]
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at, rowid LIMIT ?",
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY {order} LIMIT ?",
                         (*params, limit)).fetchall()
     return [run_info(row) for row in rows]
 
 
+def runs_of_tree(conn: apsw.Connection, root_run_id: str, status: str | None, limit: int) -> list[dict]:
+    """A tree's runs, oldest first (for drawing the tree)."""
+    return _runs_where(conn, "root_run_id = ?", [root_run_id], status, "created_at, rowid", limit)
+
+
 def runs_of_session(conn: apsw.Connection, session_id: str, status: str | None, limit: int) -> list[dict]:
     """The root runs that reference the session, newest first."""
-    where, params = "session_id = ? AND parent_run_id IS NULL", [session_id]
-    if status is not None:
-        where, params = where + " AND status = ?", params + [status]
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at DESC, rowid DESC LIMIT ?",
-        (*params, limit)).fetchall()
-    return [run_info(row) for row in rows]
+    return _runs_where(conn, "session_id = ? AND parent_run_id IS NULL", [session_id], status,
+                       "created_at DESC, rowid DESC", limit)
 
 
 def runs_of_agent(conn: apsw.Connection, agent_id: str, status: str | None, limit: int) -> list[dict]:
     """The agent's runs, newest first."""
-    where, params = "agent_id = ?", [agent_id]
-    if status is not None:
-        where, params = where + " AND status = ?", params + [status]
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at DESC, rowid DESC LIMIT ?",
-        (*params, limit)).fetchall()
-    return [run_info(row) for row in rows]
+    return _runs_where(conn, "agent_id = ?", [agent_id], status, "created_at DESC, rowid DESC", limit)
 
 
 def descendants(tree: list[dict], run_id: str) -> list[dict]:
