@@ -1,6 +1,6 @@
 """Fuzzing the real decode-verify-dispatch path with arbitrary and mutated frames.
 
-Sources: arbitrary bytes; the reference envelopes of ../shared/vectors/envelopes.json (verified
+Sources: arbitrary bytes; the reference envelopes of tests/vectors/envelopes.json (verified
 against a server clock set to their time); fresh envelopes signed now, whose actions carry
 arbitrary values in the fields the handlers read (so many pass the signature and reach the
 handlers, some with ids of real agents and sessions); and structural edits of an envelope

@@ -6,7 +6,7 @@ Each input is one frame: a v1 binary envelope, or (first byte odd) the decoded v
 the way v2 does. It goes through `server.dispatch.execute` of a started in-process app with a
 fresh connection, exactly as tests/test_hardening_fuzz.py does under hypothesis; any exception,
 any answer that is not a response or an Error with a contract status, or any error logged by the
-server stops the run. The server clock is frozen at the time of ../shared/vectors/envelopes.json,
+server stops the run. The server clock is frozen at the time of tests/vectors/envelopes.json,
 so seed the corpus with those frames: `tests/fuzz/fuzz_dispatch.py --write-seeds DIR` writes them
 (as v1 and as v2 inputs) into DIR. Without atheris the same target runs once over the files and directories
 given (a corpus replay), and over the reference vectors when none are given.
