@@ -36,7 +36,7 @@ from server.store import codec
 from server.store.agents import agent_info
 from server.store.errors import NotFound
 from server.store.events import activity_of
-from server.store.runs import run_info
+from server.store.runs import run_info, tree_position
 from server.store.sessions import session_info
 
 # The columns of server.store's row functions, in their order (PostgreSQL spellings).
@@ -383,9 +383,7 @@ class PgTx:
     async def enqueue_run(self, run_id: str, account_id: str, agent_id: str, session_id: str | None,
                           user_event_id: str | None, now: int, *, title: str = "", origin: str = "user",
                           parent: dict | None = None) -> dict:
-        root = run_id if parent is None else parent["rootRunId"]
-        parent_id = None if parent is None else parent["id"]
-        depth = 0 if parent is None else parent["depth"] + 1
+        root, parent_id, depth = tree_position(run_id, parent)
         await self._conn.execute(
             "INSERT INTO runs (id, account_id, agent_id, session_id, user_event_id, status, attempt,"
             " created_at, updated_at, root_run_id, parent_run_id, depth, kind, origin, title)"

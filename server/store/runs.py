@@ -88,13 +88,18 @@ def move_run(conn: apsw.Connection, run: dict, to: str, now: int, **kw) -> dict 
     return moved if save_run(conn, run["status"], moved) else None
 
 
+def tree_position(run_id: str, parent: dict | None) -> tuple[str, str | None, int]:
+    """(root run id, parent run id, depth) of a new run under `parent` (a RunInfo), or a root."""
+    if parent is None:
+        return run_id, None, 0
+    return parent["rootRunId"], parent["id"], parent["depth"] + 1
+
+
 def create_run(conn: apsw.Connection, run_id: str, account_id: str, agent_id: str,
                session_id: str | None, user_event_id: str | None, now: int, *,
                title: str = "", origin: str = "user", parent: dict | None = None) -> dict:
     """A queued run; a root unless `parent` (a RunInfo) is given."""
-    root = run_id if parent is None else parent["rootRunId"]
-    parent_id = None if parent is None else parent["id"]
-    depth = 0 if parent is None else parent["depth"] + 1
+    root, parent_id, depth = tree_position(run_id, parent)
     conn.execute(
         "INSERT INTO runs (id, account_id, agent_id, session_id, user_event_id, status, attempt,"
         " created_at, updated_at, root_run_id, parent_run_id, depth, kind, origin, title)"
