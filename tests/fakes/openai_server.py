@@ -73,12 +73,16 @@ class Script:
     json_body: str | None = None  # answer 200 with this JSON body, not a stream (stream ignored)
 
 
-class FakeOpenAI:
-    def __init__(self, script: Script | None = None, *, host: str = "127.0.0.1", port: int = 0):
-        self.default = script or Script()
-        self.scripts: deque[Script] = deque()
+class LoopbackFake:
+    """A real HTTP server on loopback that records requests and answers them from scripts
+    (`default`, or the next one `enqueue`d); the fake providers share this life cycle and
+    define `_handle` (one connection) and `base_url`."""
+
+    def __init__(self, default, *, host: str = "127.0.0.1", port: int = 0) -> None:  # noqa: ANN001
+        self.default = default
+        self.scripts: deque = deque()
         self.requests: list[RecordedRequest] = []
-        # Indexes into `requests` of the chat responses the client closed before they ended.
+        # Indexes into `requests` of the streamed responses the client closed before they ended.
         self.disconnects: list[int] = []
         self.connections = 0  # accepted so far; shows whether clients reuse connections
         self.host = host
@@ -86,12 +90,11 @@ class FakeOpenAI:
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task] = set()
 
-    # -- lifecycle -------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
 
-    async def start(self) -> FakeOpenAI:
-        self._server = await asyncio.start_server(
-            self._handle, self.host, self.port, limit=1 << 20
-        )
+    async def start(self):  # noqa: ANN201
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 20)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -106,18 +109,14 @@ class FakeOpenAI:
         await self._server.wait_closed()
         self._server = None
 
-    async def __aenter__(self) -> FakeOpenAI:
+    async def __aenter__(self):  # noqa: ANN204
         return await self.start()
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    def enqueue(self, *scripts: Script) -> None:
-        """Answer the next chat requests with these scripts, in order, then the default."""
+    def enqueue(self, *scripts) -> None:  # noqa: ANN002
+        """Answer the next requests with these scripts, in order, then the default."""
         self.scripts.extend(scripts)
 
     async def wait_for_disconnect(self, count: int = 1, timeout: float = 5.0) -> None:
@@ -129,6 +128,15 @@ class FakeOpenAI:
         async with asyncio.timeout(timeout):
             while len(self.requests) < count:
                 await asyncio.sleep(_POLL_SECONDS)
+
+
+class FakeOpenAI(LoopbackFake):
+    def __init__(self, script: Script | None = None, *, host: str = "127.0.0.1", port: int = 0):
+        super().__init__(script or Script(), host=host, port=port)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
 
     # -- connection ------------------------------------------------------------------------
 

@@ -8,14 +8,13 @@ The HTTP helpers are the OpenAI fake's (asyncio streams, keep-alive, Content-Len
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .openai_server import RecordedRequest, _chunk, _head, _pause, _read_request, _send, _send_json
+from .openai_server import (LoopbackFake, RecordedRequest, _chunk, _head, _pause, _read_request, _send,
+                            _send_json)
 
-_POLL_SECONDS = 0.005
 
 
 @dataclass
@@ -36,58 +35,17 @@ class Script:
     stop: bool = True  # end with the provider's stop signal
 
 
-class FakeSSEServer:
+class FakeSSEServer(LoopbackFake):
     default_script = Script
 
     def __init__(self, script: Script | None = None, *, key: str | None = None,
                  host: str = "127.0.0.1", port: int = 0) -> None:
-        self.default = script or Script()
+        super().__init__(script or Script(), host=host, port=port)
         self.key = key  # when set, requests must carry it the provider's way, else 401/403
-        self.scripts: deque[Script] = deque()
-        self.requests: list[RecordedRequest] = []
-        self.disconnects: list[int] = []
-        self.connections = 0
-        self.host, self.port = host, port
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task] = set()
-
-    async def start(self):  # noqa: ANN201
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 20)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def close(self) -> None:
-        if self._server is None:
-            return
-        self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
-
-    async def __aenter__(self):  # noqa: ANN204
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
-
-    def enqueue(self, *scripts: Script) -> None:
-        self.scripts.extend(scripts)
-
-    async def wait_for_requests(self, count: int = 1, timeout: float = 5.0) -> None:
-        async with asyncio.timeout(timeout):
-            while len(self.requests) < count:
-                await asyncio.sleep(_POLL_SECONDS)
-
-    async def wait_for_disconnect(self, count: int = 1, timeout: float = 5.0) -> None:
-        async with asyncio.timeout(timeout):
-            while len(self.disconnects) < count:
-                await asyncio.sleep(_POLL_SECONDS)
 
     # -- subclass hooks --------------------------------------------------------------------
 
