@@ -19,7 +19,7 @@ from server.store import accounts as accounts_q
 from server.store import agents as agents_q
 from server.store import sessions as sessions_q
 from server.store import signatures as sig_q
-from server.store.database import Database
+from server.storage import database_for
 from server.store.filemodes import make_private_dir, warn_if_wide
 from server.store.secrets import SecretBox, load_secrets_key
 
@@ -27,7 +27,7 @@ from server.store.secrets import SecretBox, load_secrets_key
 class App:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.db = Database(config.db_path)
+        self.db = database_for(config)   # SQLite file or PostgreSQL: the same store functions
         self.hub = Hub()
         from server.grants import Grants  # (it reads through the handlers' access function)
 
@@ -61,7 +61,7 @@ class App:
         make_private_dir(self.config.data_dir)   # 0700; files in it 0600 (store/filemodes.py)
         self.secrets = SecretBox(load_secrets_key(self.config.data_dir, os.environ))
         await self.db.start()
-        warn_if_wide(self.config.data_dir, self.config.db_path)
+        warn_if_wide(self.config.data_dir, None if self.db.shared else self.config.db_path)
         now = self.now_ms()
         # `now` is also the start time: reads signed at or before it are refused unless known
         # (a SIGKILLed process may have answered them; server/replay_guard.py)

@@ -131,22 +131,13 @@ def log_format(raw: str) -> str:
     return value
 
 
-# Until the handlers, hub and runtime run on the storage port (docs/storage.md), a server on
-# PostgreSQL would not be one: refused at start, in these words.
-POSTGRESQL_NOT_WIRED = ("PostgreSQL storage is not wired into the server yet; use sqlite:FILE "
-                        "(e.g. sqlite:./data/agents.sqlite) or leave it unset")
-
-
 def storage_url(raw: str) -> StorageURL:
-    """`sqlite:FILE` (also `sqlite:///abs/file`), read by the one parser (server.storage.url);
-    `postgresql://` parses but is refused until it is wired. Errors never show a password."""
+    """`sqlite:FILE` (also `sqlite:///abs/file`) or `postgresql://...`, read by the one parser
+    (server.storage.url). Errors never show a password."""
     try:
-        url = parse_storage_url(raw)
+        return parse_storage_url(raw)
     except StorageURLError as exc:
         raise ValueError(str(exc)) from None
-    if url.is_postgresql:
-        raise ValueError(POSTGRESQL_NOT_WIRED)
-    return url
 
 
 def boolean(raw: str) -> bool:
@@ -203,7 +194,7 @@ SETTINGS: list[Setting] = [
     Setting("--port", "HTTP_PORT", "port", port, "PORT", "TCP port of everything: `/api/message` (HTTP actions), `/agents/ws`, `/api/health`, `/api/version`, `/metrics`"),
     Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file"),
     Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database; `<data-dir>/agents.sqlite` when only --data-dir is given"),
-    Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` sets the database file (`postgresql://` is refused: not wired into the server yet)", "`sqlite:` + the database"),
+    Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` (the database file) or `postgresql://...` (several servers may share it; docs/operations.md)", "`sqlite:` + the database"),
     Setting(None, "SECRETS_KEY", None, text, "BASE64", "base64 of 32 bytes; encrypts stored secrets (AES-256-GCM)", "`<data-dir>/secrets.key`, created 0600 on first start"),
     Setting("--log-level", "LOG_LEVEL", "log_level", log_level, "LEVEL", "DEBUG, INFO (one access line per action), WARNING or ERROR"),
     Setting("--log-format", "LOG_FORMAT", "log_format", log_format, "FORMAT", "`text`, or `json` (one JSON object per line)"),
@@ -287,7 +278,11 @@ def load_config(args: argparse.Namespace | None = None, env: Mapping[str, str] |
         obj, name = _target(cfg, s.attr)
         setattr(obj, name, value)
         given.add(s.attr)
-    if cfg.storage_url is not None:
+    if cfg.storage_url is not None and cfg.storage_url.is_postgresql:
+        if "db_path" in given:
+            raise ConfigError("the storage URL names a PostgreSQL database and --db-path a SQLite file; "
+                              "give one of --storage-url and --db-path")
+    elif cfg.storage_url is not None:
         db_path = cfg.storage_url.path
         if "db_path" in given and os.path.abspath(cfg.db_path) != os.path.abspath(db_path):
             raise ConfigError(f"the storage URL names {db_path} and the db path {cfg.db_path}; "

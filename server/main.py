@@ -12,6 +12,7 @@ from server import logs
 from server.app import App
 from server.config import Config, ConfigError, add_arguments, load_config
 from server.dblock import DatabaseLock, DatabaseLocked
+from server.storage.port import StorageError
 from server.store.gate import SchemaGateError
 from server.store.secrets import SecretsKeyError
 from server.store.filemodes import make_private_dir
@@ -56,8 +57,11 @@ class RunningServer:
 async def start_server(config: Config) -> RunningServer:
     """Lock the database (DatabaseLocked when another server has it), open it through the
     schema gate, listen. The lock is held until `stop()`, or until the process ends."""
-    lock = DatabaseLock(config.db_path)
-    lock.acquire()
+    shared = config.storage_url is not None and config.storage_url.is_postgresql
+    # One process per SQLite file; PostgreSQL is shared by design (several servers as one).
+    lock = None if shared else DatabaseLock(config.db_path)
+    if lock is not None:
+        lock.acquire()
     try:
         app = App(config)
         await app.start()
@@ -67,7 +71,8 @@ async def start_server(config: Config) -> RunningServer:
             await app.stop()
             raise
     except BaseException:
-        lock.release()
+        if lock is not None:
+            lock.release()
         raise
     running = RunningServer(app, ws_server)
     running.lock = lock
@@ -77,7 +82,7 @@ async def start_server(config: Config) -> RunningServer:
 async def serve_until_signalled(config: Config) -> None:
     running = await start_server(config)
     log.info("seed-agents listening on %s (Seed desktop: %s; database %s)",
-             running.url, running.http_url, config.db_path)
+             running.url, running.http_url, running.app.db.path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -94,8 +99,10 @@ class StartError(Exception):
 
 def check_dirs(config: Config) -> None:
     """The data dir and the database's folder exist (made if need be) and are usable."""
-    for what, folder in (("data dir", config.data_dir),
-                         ("database folder", os.path.dirname(os.path.abspath(config.db_path)))):
+    folders = [("data dir", config.data_dir)]
+    if config.storage_url is None or not config.storage_url.is_postgresql:
+        folders.append(("database folder", os.path.dirname(os.path.abspath(config.db_path))))
+    for what, folder in folders:
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise StartError(f"the {what} {folder} is not a directory")
         try:
@@ -112,7 +119,7 @@ def run(config: Config) -> int:
     try:
         check_dirs(config)
         asyncio.run(serve_until_signalled(config))
-    except (StartError, DatabaseLocked, SchemaGateError) as exc:
+    except (StartError, DatabaseLocked, SchemaGateError, StorageError) as exc:
         print(f"seed-agents: {exc}", file=sys.stderr)
         return 2
     except SecretsKeyError as exc:

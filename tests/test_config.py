@@ -87,14 +87,13 @@ MISTAKES = [
      "seed-agents serve: SEED_AGENTS_HTTP_PORT='-1': a port must be a whole number from 0 to 65535"),
     (["--max-inflight", "0"], {},
      "seed-agents serve: --max-inflight '0': must be a whole number of at least 1"),
-    (["--storage-url", "postgresql://agents:hunter2@db.example/agents"], {},
-     "seed-agents serve: --storage-url 'postgresql://agents:***@db.example/agents': PostgreSQL "
-     "storage is not wired into the server yet; use sqlite:FILE (e.g. sqlite:./data/agents.sqlite) "
-     "or leave it unset"),
-    ([], {"SEED_AGENTS_STORAGE_URL": "postgres://agents:hunter2@db.example/agents?password=hunter2"},
-     "seed-agents serve: SEED_AGENTS_STORAGE_URL='postgres://agents:***@db.example/agents?password=***': "
-     "PostgreSQL storage is not wired into the server yet; use sqlite:FILE (e.g. "
-     "sqlite:./data/agents.sqlite) or leave it unset"),
+    (["--storage-url", "postgresql://agents:hunter2@db.example/agents", "--db-path", "b.sqlite"], {},
+     "seed-agents serve: the storage URL names a PostgreSQL database and --db-path a SQLite file; "
+     "give one of --storage-url and --db-path"),
+    ([], {"SEED_AGENTS_STORAGE_URL": "postgres://agents:hunter2@db.example/agents?password=hunter2",
+          "SEED_AGENTS_DB_PATH": "b.sqlite"},
+     "seed-agents serve: the storage URL names a PostgreSQL database and --db-path a SQLite file; "
+     "give one of --storage-url and --db-path"),
     (["--storage-url", "postgresql://agents:hunter2@db.example:99999/agents"], {},
      "seed-agents serve: --storage-url 'postgresql://agents:***@db.example:99999/agents': "
      "postgresql://: malformed host or port"),
@@ -152,8 +151,8 @@ def test_sqlite_storage_url_sets_the_database_file():
     assert (cfg.db_path, cfg.data_dir) == ("/tmp/x/a.sqlite", "/tmp/y")
     assert load_config(None, env={"SEED_AGENTS_STORAGE_URL": "sqlite:///abs/b.sqlite"}).db_path == "/abs/b.sqlite"
     assert load_config(None, env={"SEED_AGENTS_DATA_DIR": "/d"}).db_path == "/d/agents.sqlite"
-    with pytest.raises(ConfigError):
-        load_config(None, env={"SEED_AGENTS_STORAGE_URL": "postgres://u:p@h/d"})
+    pg = load_config(None, env={"SEED_AGENTS_STORAGE_URL": "postgres://u:hunter2@h/d"}).storage_url
+    assert pg.is_postgresql and "hunter2" not in f"{pg} {pg!r}"
 
 
 def test_flags_win_over_variables_which_win_over_defaults():

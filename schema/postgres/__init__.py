@@ -2,7 +2,8 @@
 
 PostgreSQL keeps its own version sequence (in the `schema_version` table), separate from
 SQLite's `PRAGMA user_version`: version 1 mirrors SQLite version 2 plus run leases, version 2
-mirrors SQLite versions 3 and 4. A change to the SQLite schema needs a PostgreSQL migration that
+mirrors SQLite versions 3 and 4, version 3 makes flags integers (the store functions
+are shared). A change to the SQLite schema needs a PostgreSQL migration that
 mirrors it (tests/test_storage_postgres.py checks every table and column).
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-CURRENT_VERSION = 2
+CURRENT_VERSION = 3
 # Written into schema_version.app, so the gate can tell our schema from someone else's table.
 APP = "seed-agents"
 

@@ -13,6 +13,20 @@ from __future__ import annotations
 from server.storage.url import StorageURL, StorageURLError, parse_storage_url
 
 
+def database_for(config):
+    """The store the configuration names: `server.store.database.Database` on the SQLite file,
+    or `PgDatabase` on the PostgreSQL URL (not yet started: `await db.start()` passes the
+    schema gate). Both run the same `server.store` functions."""
+    url = config.storage_url
+    if url is not None and url.is_postgresql:
+        from server.storage.pg_database import PgDatabase   # psycopg is imported only when used
+
+        return PgDatabase(url)
+    from server.store.database import Database
+
+    return Database(config.db_path)
+
+
 def make_storage(url: StorageURL | str, **options):
     """The driver for `url` (not yet open: `await storage.open()` passes the schema gate)."""
     if isinstance(url, str):
@@ -26,4 +40,4 @@ def make_storage(url: StorageURL | str, **options):
     return PostgresStorage(url, **options)
 
 
-__all__ = ["StorageURL", "StorageURLError", "make_storage", "parse_storage_url"]
+__all__ = ["StorageURL", "StorageURLError", "database_for", "make_storage", "parse_storage_url"]

@@ -59,6 +59,9 @@ class Database:
     """One writer thread (group commit), one reader connection for the event-loop thread, and a
     small pool of reader threads for large reads."""
 
+    shared = False     # one server process owns the file (server/dblock.py)
+    dialect = "sqlite"
+
     def __init__(self, path: str, *, batch_limit: int = 256, target: SchemaTarget | None = None) -> None:
         self.path = path
         self.batch_limit = batch_limit

@@ -45,10 +45,11 @@ def create_private_file(path: str) -> None:
         os.close(fd)
 
 
-def wide_modes(data_dir: str, db_path: str) -> list[tuple[str, int]]:
-    """[(path, mode)] of the data dir and database files that group or others may access."""
+def wide_modes(data_dir: str, db_path: str | None) -> list[tuple[str, int]]:
+    """[(path, mode)] of the data dir and database files (None: not on this disk, e.g.
+    PostgreSQL) that group or others may access."""
     found = []
-    paths = [(data_dir, DIR_MODE)] + [(db_path + s, FILE_MODE) for s in DB_SUFFIXES]
+    paths = [(data_dir, DIR_MODE)] + [(db_path + s, FILE_MODE) for s in DB_SUFFIXES if db_path]
     for path, _wanted in paths:
         try:
             mode = os.stat(path).st_mode & 0o777
@@ -59,7 +60,7 @@ def wide_modes(data_dir: str, db_path: str) -> list[tuple[str, int]]:
     return found
 
 
-def warn_if_wide(data_dir: str, db_path: str) -> list[tuple[str, int]]:
+def warn_if_wide(data_dir: str, db_path: str | None) -> list[tuple[str, int]]:
     wide = wide_modes(data_dir, db_path)
     for path, mode in wide:
         wanted = "700" if os.path.isdir(path) else "600"

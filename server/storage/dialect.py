@@ -1,0 +1,119 @@
+"""The store's SQL, written once in SQLite's dialect, rewritten for PostgreSQL.
+
+`server.store` is one set of query functions for both drivers. Its SQL uses the common ground of
+the two databases (`ON CONFLICT`, `RETURNING`, row values, `coalesce`, `CASE`), and only these
+spellings differ; `to_postgres` rewrites them, once per distinct statement (cached):
+
+- placeholders: `?` becomes `%s`, and a numbered `?N` becomes `%s` with its parameter repeated
+  in place (psycopg binds positionally); a literal `%` is doubled;
+- the two-argument scalar `max(a, b)` / `min(a, b)` becomes `GREATEST` / `LEAST` (the one-
+  argument aggregates are left alone);
+- `rowid` (SQLite's insertion order, the run queue's tie-break) becomes `pos`, the identity
+  column PostgreSQL's `runs` table has for it;
+- an `INDEXED BY name` hint (SQLite's planner needs it where PostgreSQL's does not) is dropped.
+
+Quoted text ('...', "...") is copied untouched. Pure code: no connection, testable with strings.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_INDEXED_BY = re.compile(r"\s*INDEXED\s+BY\s+[A-Za-z_][A-Za-z_0-9]*", re.IGNORECASE)
+
+
+class Statement:
+    """A rewritten statement: its PostgreSQL text and, for numbered placeholders, the order in
+    which the caller's parameters fill the positional ones (None: as given)."""
+
+    __slots__ = ("text", "order")
+
+    def __init__(self, text: str, order: tuple[int, ...] | None) -> None:
+        self.text = text
+        self.order = order
+
+    def params(self, params) -> tuple:
+        if self.order is None:
+            return tuple(params)
+        return tuple(params[i] for i in self.order)
+
+
+@lru_cache(maxsize=4096)
+def to_postgres(sql: str) -> Statement:
+    out: list[str] = []
+    order: list[int] = []
+    numbered = False
+    plain = 0
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in ("'", '"'):
+            end = sql.find(c, i + 1)
+            while end != -1 and end + 1 < n and sql[end + 1] == c:   # a doubled quote inside
+                end = sql.find(c, end + 2)
+            end = n - 1 if end == -1 else end
+            out.append(sql[i:end + 1].replace("%", "%%"))
+            i = end + 1
+        elif c == "?":
+            j = i + 1
+            while j < n and sql[j].isdigit():
+                j += 1
+            if j > i + 1:
+                numbered = True
+                order.append(int(sql[i + 1:j]) - 1)
+            else:
+                order.append(plain)
+                plain += 1
+            out.append("%s")
+            i = j
+        elif c == "%":
+            out.append("%%")
+            i += 1
+        elif c.isalpha() or c == "_":
+            m = _WORD.match(sql, i)
+            word = m.group(0)
+            lower = word.lower()
+            if lower == "indexed" and _INDEXED_BY.match(sql, i):
+                i = _INDEXED_BY.match(sql, i).end()
+                continue
+            if lower in ("max", "min") and _is_scalar_call(sql, m.end()):
+                out.append("GREATEST" if lower == "max" else "LEAST")
+            elif lower == "rowid":
+                out.append("pos")
+            else:
+                out.append(word)
+            i = m.end()
+        else:
+            out.append(c)
+            i += 1
+    if numbered and plain:
+        raise ValueError("a statement mixes ? and ?N placeholders")
+    return Statement("".join(out), tuple(order) if numbered else None)
+
+
+def _is_scalar_call(sql: str, at: int) -> bool:
+    """Is the word ending at `at` called with two or more arguments (a comma at its top level)?"""
+    i, n = at, len(sql)
+    while i < n and sql[i].isspace():
+        i += 1
+    if i >= n or sql[i] != "(":
+        return False
+    depth = 0
+    quote = None
+    for j in range(i, n):
+        c = sql[j]
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in ("'", '"'):
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return False
+        elif c == "," and depth == 1:
+            return True
+    return False

@@ -1,0 +1,355 @@
+"""PgDatabase: the `Database` façade over PostgreSQL, so every store function runs on either.
+
+The server talks to its store in one way whatever the driver: `read(fn, *args)`,
+`read_async`, `write`, `write_nowait`, `write_sync`, where `fn(conn, *args)` is a function of
+`server.store`. `server.store.database.Database` runs them on SQLite; this class runs the same
+functions on PostgreSQL through psycopg 3, with `PgConn` presenting a psycopg connection the way
+the store uses apsw's (`execute`, `executemany`, `changes`) and `server.storage.dialect`
+rewriting the few SQLite spellings.
+
+- `read`: on the caller's thread (the event loop's), on one reader connection, in one
+  REPEATABLE READ READ ONLY transaction, so `fn` sees one snapshot as it does on SQLite. It is a
+  round trip to the database that the loop waits for (a loopback one on a LAN is ~0.1-0.3 ms):
+  the price of keeping the store's synchronous, await-free reads, on which the subscription
+  and grant invariants rest. Large reads use `read_async` (threads, as on SQLite).
+- writes: one writer thread runs the jobs in the order they were submitted, each in its own
+  transaction (READ COMMITTED). Not batched as SQLite's writer is: a transaction holding two
+  jobs' row locks could deadlock with another server's. A job that fails with a serialization
+  failure, a deadlock or a unique violation (two servers racing on an idempotency key) is run
+  again from the start, up to `RETRIES` times: the second run sees the winner's commit.
+- What must hold across servers is held by the database: the per-session seq counter row, the
+  unique keys of idempotency records and replay signatures (`claim_signature`), and the run
+  leases (server.store.leases).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+from typing import Any, Callable
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from server.storage.dialect import to_postgres
+from server.storage.pg_gate import PgSchemaTarget, pass_gate
+from server.storage.port import StorageError
+from server.storage.url import StorageURL, scrub
+from server.store.database import DatabaseClosed
+
+log = logging.getLogger(__name__)
+
+RETRIES = 4
+READER_THREADS = 2
+_STOP = object()
+# Run again from the start: another transaction won a race this one can now see.
+_RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached; the message names the redacted URL only."""
+
+
+def _param(value: Any) -> Any:
+    # SQLite stores a bool as 0/1 and gives back ints; the shared schema uses integers for flags.
+    if value is True or value is False:
+        return int(value)
+    if type(value) is memoryview:
+        return bytes(value)
+    return value
+
+
+class _Rows:
+    """What apsw's cursor gives the store: iteration, fetchone, fetchall."""
+
+    __slots__ = ("_cur",)
+
+    def __init__(self, cur: psycopg.Cursor) -> None:
+        self._cur = cur
+
+    def fetchone(self):
+        return self._cur.fetchone() if self._cur.description is not None else None
+
+    def fetchall(self):
+        return self._cur.fetchall() if self._cur.description is not None else []
+
+    def __iter__(self):
+        return iter(self._cur) if self._cur.description is not None else iter(())
+
+
+class PgConn:
+    """A psycopg connection as the store functions use apsw's."""
+
+    __slots__ = ("raw", "_changes")
+
+    dialect = "postgresql"
+
+    def __init__(self, raw: psycopg.Connection) -> None:
+        self.raw = raw
+        self._changes = 0
+
+    def execute(self, sql: str, params=()) -> _Rows:
+        stmt = to_postgres(sql)
+        cur = self.raw.cursor()
+        cur.execute(stmt.text, [_param(p) for p in stmt.params(params)] if params else None)
+        self._changes = max(cur.rowcount, 0)
+        return _Rows(cur)
+
+    def executemany(self, sql: str, seq) -> None:
+        stmt = to_postgres(sql)
+        cur = self.raw.cursor()
+        rows = [[_param(p) for p in stmt.params(params)] for params in seq]
+        if rows:
+            cur.executemany(stmt.text, rows)
+        self._changes = max(cur.rowcount, 0)
+
+    def changes(self) -> int:
+        return self._changes
+
+
+class _Job:
+    __slots__ = ("fn", "args", "future", "loop", "ok", "value")
+
+    def __init__(self, fn, args, future, loop) -> None:
+        self.fn, self.args, self.future, self.loop = fn, args, future, loop
+        self.ok = False
+        self.value: Any = None
+
+
+class PgDatabase:
+    shared = True          # several servers on one store: leases and notices cross processes
+    dialect = "postgresql"
+
+    def __init__(self, url: StorageURL, *, connect_timeout: float = 10.0,
+                 target: PgSchemaTarget | None = None) -> None:
+        if not url.is_postgresql:
+            raise ValueError(f"not a postgresql:// URL: {url}")
+        self.url = url
+        self.path = str(url)   # what logs and errors may show (redacted)
+        self._timeout = connect_timeout
+        self._target = target or PgSchemaTarget.current()
+        self._version = 0
+        self._reader: PgConn | None = None
+        self._reading = False
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._accepting = False
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool_conns: list[PgConn] = []
+        self._local = threading.local()
+        self.database = ""
+        self.schema = ""
+        self.batches = 0
+        self.jobs = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def schema_version(self) -> int:
+        return self._version
+
+    def _connect(self) -> PgConn:
+        try:
+            raw = psycopg.connect(self.url.dsn(), autocommit=True, connect_timeout=max(1, int(self._timeout)),
+                                  cursor_factory=psycopg.ClientCursor)
+        except psycopg.Error as exc:
+            raise StorageUnavailable(f"cannot connect to {self.url}: {scrub(str(exc).strip(), self.url)}") from None
+        raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        return PgConn(raw)
+
+    async def start(self) -> None:
+        """Pass the schema gate (may raise PgSchemaGateError), then open the connections."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.url.dsn(), autocommit=True,
+                                                         connect_timeout=max(1, int(self._timeout)))
+        except psycopg.Error as exc:
+            raise StorageUnavailable(f"cannot connect to {self.url}: {scrub(str(exc).strip(), self.url)}") from None
+        try:
+            self._version = await pass_gate(conn, str(self.url), self._target)
+            cur = await conn.execute("SELECT current_database(), current_schema()")
+            self.database, self.schema = await cur.fetchone()
+        finally:
+            await conn.close()
+        await asyncio.to_thread(self._open_connections)
+
+    def start_sync(self) -> None:
+        """`start` for scripts and tools that have no event loop running."""
+        asyncio.run(self.start())
+
+    def _open_connections(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("database already started")
+        self._reader = self._connect()
+        self._reader.raw.read_only = True
+        writer = self._connect()
+        writer.raw.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        self._thread = threading.Thread(target=self._run, args=(writer,), name="db-writer:postgresql",
+                                        daemon=True)
+        self._accepting = True
+        self._thread.start()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.close_sync)
+
+    def close_sync(self) -> None:
+        with self._lock:
+            thread = self._thread
+            if self._accepting:
+                self._accepting = False
+                self._queue.put(_STOP)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for conn in [self._reader, *self._pool_conns]:
+            if conn is not None:
+                conn.raw.close()
+        self._reader = None
+        self._pool_conns.clear()
+
+    # -- reads -----------------------------------------------------------------------------
+    def read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(conn, *args)` in one read-only snapshot, on the caller's thread."""
+        conn = self._reader
+        if conn is None:
+            raise DatabaseClosed("database is not open")
+        if self._reading:   # nested read: already inside the snapshot
+            return fn(conn, *args)
+        self._reading = True
+        try:
+            return self._in_snapshot(conn, fn, args)
+        except psycopg.OperationalError:
+            # The connection broke (a database restart, a network cut): a read can simply be
+            # run again, once, on a new one.
+            log.warning("reader connection to %s lost; reconnecting", self.url)
+            conn.raw.close()
+            self._reader = conn = self._connect()
+            conn.raw.read_only = True
+            return self._in_snapshot(conn, fn, args)
+        finally:
+            self._reading = False
+
+    @staticmethod
+    def _in_snapshot(conn: PgConn, fn, args) -> Any:
+        with conn.raw.transaction():
+            return fn(conn, *args)
+
+    async def read_async(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._reader is None:
+            raise DatabaseClosed("database is not open")
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(READER_THREADS, thread_name_prefix="db-reader")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._read_on_thread, fn, args)
+
+    def _read_on_thread(self, fn, args) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.raw.closed:
+            conn = self._local.conn = self._connect()
+            conn.raw.read_only = True
+            with self._lock:
+                self._pool_conns.append(conn)
+        return self._in_snapshot(conn, fn, args)
+
+    # -- writes ----------------------------------------------------------------------------
+    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._submit(_Job(fn, args, future, loop))
+        return await future
+
+    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._submit(_Job(fn, args, None, None))
+
+    def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("write_sync from inside a write job would wait for itself")
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._submit(_Job(fn, args, future, None))
+        return future.result()
+
+    def _submit(self, job: _Job) -> None:
+        with self._lock:
+            if not self._accepting:
+                raise DatabaseClosed("database is closed or not started")
+            self._queue.put(job)
+
+    def _run(self, conn: PgConn) -> None:
+        try:
+            while True:
+                job = self._queue.get()
+                if job is _STOP:
+                    break
+                conn = self._run_job(conn, job)
+                _deliver(job)
+        finally:
+            while True:   # whatever was queued behind the stop
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not _STOP:
+                    job.value = DatabaseClosed("database closed before this write ran")
+                    _deliver(job)
+            conn.raw.close()
+
+    def _run_job(self, conn: PgConn, job: _Job) -> PgConn:
+        for attempt in range(RETRIES):
+            try:
+                with conn.raw.transaction():
+                    job.value = job.fn(conn, *job.args)
+                job.ok = True
+                self.jobs += 1
+                self.batches += 1
+                return conn
+            except _RETRYABLE as exc:
+                if attempt == RETRIES - 1:
+                    job.value = exc
+                    return conn
+            except psycopg.OperationalError as exc:
+                # The connection broke mid-job: whether a COMMIT in flight landed is unknown, so
+                # the job is reported failed, not run again; the next job gets a new connection.
+                job.value = exc
+                log.warning("writer connection to %s lost (%s); reconnecting", self.url, type(exc).__name__)
+                conn.raw.close()
+                try:
+                    return self._writer_connection()
+                except StorageUnavailable:
+                    return conn   # still down: the next job fails on the closed one and tries again
+            except Exception as exc:
+                job.value = exc
+                return conn
+        return conn
+
+    def _writer_connection(self) -> PgConn:
+        conn = self._connect()
+        conn.raw.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        return conn
+
+
+def _deliver(job: _Job) -> None:
+    if job.future is None:
+        if not job.ok:
+            log.error("background write %s failed: %r", getattr(job.fn, "__name__", job.fn), job.value)
+    elif job.loop is None:
+        if job.future.set_running_or_notify_cancel():
+            if job.ok:
+                job.future.set_result(job.value)
+            else:
+                job.future.set_exception(job.value)
+    else:
+        try:
+            job.loop.call_soon_threadsafe(_settle, job)
+        except RuntimeError:   # the loop is closed: nobody is left to wait
+            pass
+
+
+def _settle(job: _Job) -> None:
+    if job.future.done():
+        return
+    if job.ok:
+        job.future.set_result(job.value)
+    else:
+        job.future.set_exception(job.value)
