@@ -6,6 +6,7 @@ import os
 import time
 
 from protocol import events
+from protocol.errors import ProtocolError
 from server.cache import ByteBudgetCache, text_bytes
 from server.clock import now_ms
 from server.config import Config
@@ -65,7 +66,12 @@ class App:
         now = self.now_ms()
         # `now` is also the start time: reads signed at or before it are refused unless known
         # (a SIGKILLed process may have answered them; server/replay_guard.py)
-        self.guard.load(self.db.read(sig_q.unexpired_signatures, now), started_ms=now)
+        if self.db.shared:
+            # Every claim is in the database before its answer (claim_everywhere), so nothing a
+            # dead server answered can be unknown here: no start-time rule, nothing to preload.
+            self.guard.load([], started_ms=None)
+        else:
+            self.guard.load(self.db.read(sig_q.unexpired_signatures, now), started_ms=now)
         self.runtime = Runtime(self.db, self.config, self.metrics, self, self.secrets, self.now_ms,
                                self.cache["history"])
         await self.runtime.start()
@@ -81,14 +87,24 @@ class App:
 
     def save_signatures(self) -> None:
         rows = self.guard.take_unsaved()
-        if rows:
+        if rows and not self.db.shared:   # shared: each was claimed in the database already
             self.db.write_nowait(sig_q.claim_signatures, rows, self.now_ms())
+
+    async def claim_everywhere(self, sig: bytes, expires_at: int, is_read: bool, now: int) -> None:
+        """The claim in the shared database (several servers): 409 when another server holds
+        it. A write's claim is durable before its answer; a read's is committed without waiting
+        for the disk (docs/storage.md: only a database crash could forget it)."""
+        if not await self.db.claim_signature(sig, expires_at, now, durable=not is_read):
+            self.guard.forget(sig)
+            raise ProtocolError(409, "replayed envelope: this signature was already accepted (by "
+                                     "another server); sign the action again (new ts) and use "
+                                     "idempotency ids for retries")
 
     async def save_signatures_durably(self) -> None:
         """Queue the unsaved claims and wait for their commit (a read signed ahead of the server
         clock must be durable before it is answered)."""
         rows = self.guard.take_unsaved()
-        if rows:
+        if rows and not self.db.shared:
             await self.db.write(sig_q.claim_signatures, rows, self.now_ms())
 
     async def _housekeeping(self) -> None:

@@ -73,9 +73,15 @@ async def execute(app, conn, envelope) -> Outcome:
         # envelope replayed from another connection (409 here) costs its owner nothing.
         is_read = route is not None and route.read
         now = app.now_ms()
-        app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=now)
+        fresh, expires_at = app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=now)
+        if fresh and app.db.shared:
+            # Several servers: the signature's row in the shared database is the claim that
+            # counts, made before anything is answered (another server may have taken it).
+            await app.claim_everywhere(env.sig, expires_at, is_read, now)
+            if not app.limiter.ready(env.account_id):   # the await let other frames spend it
+                raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         # Verified as the account, every step included: only now is the account charged (the
-        # token seen above is still there: no await since) and the socket bound.
+        # token seen above is still there: looked at again after any await) and the socket bound.
         app.limiter.take(env.account_id)
         if binds:
             conn.bind_account(env.account_id)

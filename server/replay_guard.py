@@ -61,6 +61,11 @@ class ReplayGuard:
         server clock would still be fresh after a quick restart (see the module docstring)."""
         return is_read and ts > now
 
+    def forget(self, sig: bytes) -> None:
+        """Undo this process's claim of `sig` (another server holds it: it stays refused there)."""
+        self._seen.pop(sig, None)
+        self._unsaved = [row for row in self._unsaved if row[0] != sig]
+
     def take_unsaved(self) -> list[tuple[bytes, int]]:
         """Claims to persist. Reads are flushed in batches (a wake-up of the writer thread per
         read would cost more than the read); a write flushes them all before its own job."""

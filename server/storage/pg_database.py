@@ -138,6 +138,7 @@ class PgDatabase:
         self._lock = threading.Lock()
         self._accepting = False
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._claims: concurrent.futures.ThreadPoolExecutor | None = None
         self._pool_conns: list[PgConn] = []
         self._local = threading.local()
         self.database = ""
@@ -201,9 +202,10 @@ class PgDatabase:
                 self._queue.put(_STOP)
         if thread is not None and thread is not threading.current_thread():
             thread.join()
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        for pool in (self._pool, self._claims):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._pool = self._claims = None
         for conn in [self._reader, *self._pool_conns]:
             if conn is not None:
                 conn.raw.close()
@@ -252,6 +254,35 @@ class PgDatabase:
             with self._lock:
                 self._pool_conns.append(conn)
         return self._in_snapshot(conn, fn, args)
+
+    # -- replay claims (several servers) ---------------------------------------------------
+    async def claim_signature(self, sig: bytes, expires_at: int, now: int, *, durable: bool) -> bool:
+        """One statement on a connection of its own (not queued behind the writer's jobs): True
+        when this server now holds the signature, False when a live claim exists anywhere.
+        `durable=False` commits without waiting for the disk (`synchronous_commit = off`): the
+        row is visible to every server at once, and only a database crash could forget it."""
+        if self._reader is None:
+            raise DatabaseClosed("database is not open")
+        if self._claims is None:
+            self._claims = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="db-claims")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._claims, self._claim_on_thread, bytes(sig), expires_at, now, durable)
+
+    def _claim_on_thread(self, sig: bytes, expires_at: int, now: int, durable: bool) -> bool:
+        conns = getattr(self._local, "claims", None)
+        if conns is None or any(c.raw.closed for c in conns.values()):
+            conns = self._local.claims = {}
+            for flag in (True, False):
+                conn = conns[flag] = self._connect()
+                if not flag:
+                    conn.raw.execute("SET synchronous_commit = off")
+                with self._lock:
+                    self._pool_conns.append(conn)
+        cur = conns[durable].raw.execute(
+            "INSERT INTO accepted_signatures (sig, expires_at) VALUES (%s, %s)"
+            " ON CONFLICT (sig) DO UPDATE SET expires_at = excluded.expires_at"
+            " WHERE accepted_signatures.expires_at < %s", (sig, expires_at, now))
+        return cur.rowcount > 0
 
     # -- writes ----------------------------------------------------------------------------
     async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
