@@ -22,6 +22,7 @@ from server.store import sessions as sessions_q
 from server.store import signatures as sig_q
 from server.storage import database_for
 from server.store.filemodes import make_private_dir, warn_if_wide
+from server.store import key_check
 from server.store.secrets import SecretBox, load_secrets_key
 
 
@@ -62,6 +63,11 @@ class App:
         make_private_dir(self.config.data_dir)   # 0700; files in it 0600 (store/filemodes.py)
         self.secrets = SecretBox(load_secrets_key(self.config.data_dir, os.environ))
         await self.db.start()
+        if self.db.shared and not await self.db.write(key_check.same_key, self.secrets):
+            await self.db.close()
+            raise key_check.SecretsKeyMismatch(f"this server's secrets key is not the key the other servers on "
+                                  f"{self.db.path} use (secrets sealed by one must open on all): "
+                                  "give every server the same SEED_AGENTS_SECRETS_KEY")
         warn_if_wide(self.config.data_dir, None if self.db.shared else self.config.db_path)
         now = self.now_ms()
         # `now` is also the start time: reads signed at or before it are refused unless known

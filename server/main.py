@@ -14,6 +14,7 @@ from server.config import Config, ConfigError, add_arguments, load_config
 from server.dblock import DatabaseLock, DatabaseLocked
 from server.storage.port import StorageError
 from server.store.gate import SchemaGateError
+from server.store.key_check import SecretsKeyMismatch
 from server.store.secrets import SecretsKeyError
 from server.store.filemodes import make_private_dir
 from server.transport import WS_PATH, start_transport
@@ -119,7 +120,7 @@ def run(config: Config) -> int:
     try:
         check_dirs(config)
         asyncio.run(serve_until_signalled(config))
-    except (StartError, DatabaseLocked, SchemaGateError, StorageError) as exc:
+    except (StartError, DatabaseLocked, SchemaGateError, StorageError, SecretsKeyMismatch) as exc:
         print(f"seed-agents: {exc}", file=sys.stderr)
         return 2
     except SecretsKeyError as exc:

@@ -52,6 +52,12 @@ class StorageUnavailable(StorageError):
     """The database cannot be reached; the message names the redacted URL only."""
 
 
+def _reason(exc: Exception, url: StorageURL) -> str:
+    """libpq's first line (its hints follow on others), with no password in it."""
+    text = str(exc).strip().splitlines()
+    return scrub(text[0].strip() if text else type(exc).__name__, url)
+
+
 def _param(value: Any) -> Any:
     # SQLite stores a bool as 0/1 and gives back ints; the shared schema uses integers for flags.
     if value is True or value is False:
@@ -156,7 +162,7 @@ class PgDatabase:
             raw = psycopg.connect(self.url.dsn(), autocommit=True, connect_timeout=max(1, int(self._timeout)),
                                   cursor_factory=psycopg.ClientCursor)
         except psycopg.Error as exc:
-            raise StorageUnavailable(f"cannot connect to {self.url}: {scrub(str(exc).strip(), self.url)}") from None
+            raise StorageUnavailable(f"cannot connect to {self.url}: {_reason(exc, self.url)}") from None
         raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         return PgConn(raw)
 
@@ -166,7 +172,7 @@ class PgDatabase:
             conn = await psycopg.AsyncConnection.connect(self.url.dsn(), autocommit=True,
                                                          connect_timeout=max(1, int(self._timeout)))
         except psycopg.Error as exc:
-            raise StorageUnavailable(f"cannot connect to {self.url}: {scrub(str(exc).strip(), self.url)}") from None
+            raise StorageUnavailable(f"cannot connect to {self.url}: {_reason(exc, self.url)}") from None
         try:
             self._version = await pass_gate(conn, str(self.url), self._target)
             cur = await conn.execute("SELECT current_database(), current_schema()")
