@@ -14,7 +14,7 @@ from protocol.errors import ProtocolError
 from protocol.events import error_response as error
 from server import accesslog
 from server.routes import ROUTES
-from server.store.errors import InvalidCursor, NotFound
+from server.store.errors import InvalidCursor, NotFound, UnstorableText
 
 log = logging.getLogger("seed_agents.dispatch")
 
@@ -103,6 +103,8 @@ async def execute(app, conn, envelope) -> Outcome:
         outcome = Outcome(error(404, str(exc)))
     except InvalidCursor as exc:
         outcome = Outcome(error(400, f"cursor: {exc}"))
+    except UnstorableText as exc:
+        outcome = Outcome(error(400, str(exc)))
     except Exception:  # a bug must not take the connection down; the detail goes to the log
         log.exception("action %s failed", name)
         outcome = Outcome(error(500, "internal error"))

@@ -10,7 +10,8 @@ spellings differ; `to_postgres` rewrites them, once per distinct statement (cach
   argument aggregates are left alone);
 - `rowid` (SQLite's insertion order, the run queue's tie-break) becomes `pos`, the identity
   column PostgreSQL's `runs` table has for it;
-- an `INDEXED BY name` hint (SQLite's planner needs it where PostgreSQL's does not) is dropped.
+- an `INDEXED BY name` hint (SQLite's planner needs it where PostgreSQL's does not) is dropped,
+  and so is the unary `+` before a column, SQLite's way of keeping an index out of a plan.
 
 Quoted text ('...', "...") is copied untouched. Pure code: no connection, testable with strings.
 """
@@ -70,6 +71,8 @@ def to_postgres(sql: str) -> Statement:
         elif c == "%":
             out.append("%%")
             i += 1
+        elif c == "+" and i + 1 < n and (sql[i + 1].isalpha() or sql[i + 1] == "_") and _operand_expected(out):
+            i += 1   # unary plus on a column: a planner hint in SQLite, an error in PostgreSQL
         elif c.isalpha() or c == "_":
             m = _WORD.match(sql, i)
             word = m.group(0)
@@ -90,6 +93,18 @@ def to_postgres(sql: str) -> Statement:
     if numbered and plain:
         raise ValueError("a statement mixes ? and ?N placeholders")
     return Statement("".join(out), tuple(order) if numbered else None)
+
+
+_BEFORE_OPERAND = {"and", "or", "not", "where", "on", "when", "then", "else", "select", "by", "set"}
+
+
+def _operand_expected(out: list[str]) -> bool:
+    """Does the text so far end where an operand starts (so a `+` there is unary)?"""
+    text = "".join(out[-8:]).rstrip()
+    if not text or text[-1] in "(,=<>":
+        return True
+    word = _WORD.search(text.split()[-1]) if text.split() else None
+    return word is not None and text.split()[-1].lower() in _BEFORE_OPERAND
 
 
 def _is_scalar_call(sql: str, at: int) -> bool:

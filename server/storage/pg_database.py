@@ -38,6 +38,7 @@ from server.storage.pg_gate import PgSchemaTarget, pass_gate
 from server.storage.port import StorageError
 from server.storage.url import StorageURL, scrub
 from server.store.database import DatabaseClosed
+from server.store.errors import UnstorableText
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ def _param(value: Any) -> Any:
     # SQLite stores a bool as 0/1 and gives back ints; the shared schema uses integers for flags.
     if value is True or value is False:
         return int(value)
+    if type(value) is str and "\x00" in value:
+        raise UnstorableText("text with a NUL character (U+0000) cannot be stored; remove it")
     if type(value) is memoryview:
         return bytes(value)
     return value

@@ -8,3 +8,8 @@ class NotFound(LookupError):
 
 class InvalidCursor(ValueError):
     """A list cursor that this store did not hand out (the caller answers 400)."""
+
+
+class UnstorableText(ValueError):
+    """Text the database cannot hold: PostgreSQL's text type has no U+0000 (the caller answers
+    400). SQLite stores it; a deployment on PostgreSQL refuses it, never half-written."""
