@@ -46,6 +46,7 @@ class Connection:
     def __init__(self, app, ws) -> None:
         self.id = new_connection_id()
         self.app = app
+        self.inline_reads = not app.db.shared
         self.ws = ws
         limits = app.config.limits
         self.framing = framing_for(ws.subprotocol, limits)
@@ -169,9 +170,11 @@ class Connection:
         read = framing.read(message)
         if type(read) is Request:
             envelope = read.envelope
-            if not framing.concurrent or (type(envelope) is bytes and peek_action_name(envelope) in INLINE_ACTIONS):
+            if not framing.concurrent or (self.inline_reads and type(envelope) is bytes
+                                          and peek_action_name(envelope) in INLINE_ACTIONS):
                 # v1 answers in the order received; in v2 a read that never waits (routes.py: inline)
-                # is answered right here, without the cost of a task per request.
+                # is answered right here, without the cost of a task per request. (On a shared
+                # store every read waits for the database, so none is inline there.)
                 await self._answer(read)
                 return
             await self.inflight.acquire()  # back-pressure: at most N requests of this socket at once

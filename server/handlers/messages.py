@@ -101,6 +101,6 @@ async def retry_session(app, env, action) -> dict:
 
 
 async def stop_session(app, env, action) -> dict:
-    app.db.read(session_for, env.account_id, action.session_id, WRITER)
+    await app.db.aread(session_for, env.account_id, action.session_id, WRITER)
     stopped = await app.runtime.stop_session(action.session_id)
     return {"_": "StopSessionResponse", "sessionId": action.session_id, "stopped": stopped}

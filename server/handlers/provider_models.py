@@ -16,7 +16,7 @@ async def list_provider_models(app, env, action) -> dict:
     if action.agent_id is not None:
         # The provider names of that agent's owner (an agent out of reach is 404). Writers
         # only: they are who pick models, and the list is a network call on the owner's key.
-        account = app.db.read(access.agent_for, env.account_id, action.agent_id, access.WRITER)["account"]
+        account = (await app.db.aread(access.agent_for, env.account_id, action.agent_id, access.WRITER))["account"]
     try:
         provider = app.runtime.providers.provider(account, action.provider)
     except ProviderNotFound:

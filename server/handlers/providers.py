@@ -58,7 +58,7 @@ async def list_model_providers(app, env, action) -> dict:
             owner = agent_for(conn, env.account_id, action.agent_id, READER)["account"]
         return owner, providers_q.list_providers(conn, owner)
 
-    owner, rows = app.db.read(read)
+    owner, rows = await app.db.aread(read)
     providers = [] if any(r["name"] == BUILTIN_ECHO for r in rows) else [builtin_echo(owner)]
     providers += [redacted(r) for r in rows]
     return {"_": "ListModelProvidersResponse", "providers": providers}

@@ -11,7 +11,7 @@ MAX_TREE = 10_000  # runs of one tree read at once (CancelRun walks the whole tr
 
 
 async def get_run(app, env, action) -> dict:
-    run = app.db.read(run_for, env.account_id, action.run_id, READER)
+    run = await app.db.aread(run_for, env.account_id, action.run_id, READER)
     return {"_": "GetRunResponse", "run": run}
 
 
@@ -28,7 +28,7 @@ async def list_runs(app, env, action) -> dict:
         agent_access(conn, env.account_id, action.target, READER)
         return runs_q.runs_of_agent(conn, action.target, action.status, limit)
 
-    return {"_": "ListRunsResponse", "runs": app.db.read(read)}
+    return {"_": "ListRunsResponse", "runs": await app.db.aread(read)}
 
 
 async def cancel_run(app, env, action) -> dict:

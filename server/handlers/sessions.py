@@ -108,9 +108,10 @@ async def get_session(app, env, action) -> dict:
         rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES)
         return session, rows, more
 
-    # Read on the loop, without an await: GetSession is answered inline (server/routes.py). A
-    # page is stored bytes copied as they are (nothing decoded), at most 4 MiB of them.
-    session, rows, more = app.db.read(read)
+    # On SQLite, read on the loop without suspending: GetSession is answered inline
+    # (server/routes.py); on PostgreSQL off the loop (Database.aread). A page is stored bytes
+    # copied as they are (nothing decoded), at most 4 MiB of them.
+    session, rows, more = await app.db.aread(read)
     response = {"_": "GetSessionResponse", "session": session}
     # Stored event bytes go out as they are in CBOR; JSON decodes them on demand.
     response["events"] = RawEvents([bytes(body) for _seq, body in rows])
@@ -138,7 +139,7 @@ async def delete_session(app, env, action) -> dict:
     """Stop the live run, then one transaction: the session's live runs end 'canceled', its runs
     keep their history with the session detached, children become top level, the session and
     its events go. Subscribers of sessions/<id> get the notice, then nothing more."""
-    session = app.db.read(session_for, env.account_id, action.session_id, WRITER)
+    session = await app.db.aread(session_for, env.account_id, action.session_id, WRITER)
     session_id, agent_id = session["id"], session["agentId"]
     app.runtime.abandon_sessions([session_id])
     now = app.now_ms()

@@ -103,7 +103,7 @@ async def remove_agent_collaborator(app, env, action) -> dict:
 
 
 async def list_agent_invites(app, env, action) -> dict:
-    invites = app.db.read(collab_q.invites_of, env.account_id)
+    invites = await app.db.aread(collab_q.invites_of, env.account_id)
     return {"_": "ListAgentInvitesResponse", "invites": invites}
 
 

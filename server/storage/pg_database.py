@@ -43,7 +43,7 @@ from server.store.errors import UnstorableText
 log = logging.getLogger(__name__)
 
 RETRIES = 4
-READER_THREADS = 2
+READER_THREADS = 4   # handlers' reads wait on the network here, not on the CPU
 _STOP = object()
 # Run again from the start: another transaction won a race this one can now see.
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
@@ -247,6 +247,11 @@ class PgDatabase:
     def _in_snapshot(conn: PgConn, fn, args) -> Any:
         with conn.raw.transaction():
             return fn(conn, *args)
+
+    async def aread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A handler's read: a round trip to the database, so it runs on a reader thread and the
+        event loop serves everyone else meanwhile."""
+        return await self.read_async(fn, *args)
 
     async def read_async(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._reader is None:

@@ -152,6 +152,12 @@ class Database:
         finally:
             conn.execute("COMMIT")
 
+    async def aread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A handler's read: `read` itself here (it never suspends, so an inline handler stays
+        inline), while on PostgreSQL, where a read is a network round trip, it runs off the loop
+        (server/storage/pg_database.py)."""
+        return self.read(fn, *args)
+
     async def read_async(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`read`, but on a reader thread with its own connection (one snapshot too): for reads
         whose answer can be large, so the event loop is not held while they decode."""
