@@ -226,7 +226,8 @@ class Cluster:
             _, key, notice = entry
             kind_of_key, _, ident = key.partition("/")
             if kind_of_key == "sessions":
-                app.runtime.abandon_sessions([ident])
+                if app.runtime is not None:   # (notices are heard from before the runtime starts)
+                    app.runtime.abandon_sessions([ident])
             elif kind_of_key == "agents":
                 app.cache["system_prompts"].pop(ident, None)
             app._publish_gone(key, notice)
@@ -258,26 +259,37 @@ class Cluster:
         stop(run_ids)
 
     def resync(self, reason: str) -> None:
-        """Notices may have been lost: what they would have said is read from the database."""
+        """Notices may have been lost (and those queued but not yet handled were dropped): what
+        they would have said is read from the database. Costs a read per local guest account,
+        running turn and live subscription; it happens on a reconnect, rarely."""
         from server.subscriptions import SessionSubscription
 
         self.resyncs += 1
         app = self.app
         log.warning("re-reading live state from the database: %s", reason)
         app.cache["system_prompts"].clear()
-        app.grants.resync()
+        app.grants.resync()   # revocations
         runtime = app.runtime
         workers = getattr(runtime, "workers", {}) if runtime is not None else {}
-        ended = []
-        for worker in list(workers.values()):
+        ended, deleted = [], []
+        for session_id, worker in list(workers.items()):   # runs stopped or sessions deleted elsewhere
+            if app.db.read(sessions_q.get_session, session_id) is None:
+                deleted.append(session_id)
+                continue
             run_id = getattr(worker, "run_id", None)
             if run_id is not None:
                 run = app.db.read(runs_q.get_run, run_id)
                 if run is None or run["status"] in runs_q.TERMINAL:
                     ended.append(run_id)
+        if deleted:
+            runtime.abandon_sessions(deleted)
         if ended:
             self._interrupt(ended)
         for conn in list(app.connections):
-            for sub in list(conn.subs.values()):
+            for key, sub in list(conn.subs.items()):
                 if isinstance(sub, SessionSubscription):
-                    sub.catch_up()
+                    sub.catch_up()   # appends past its last seq; its deletion
+                elif key.startswith("agents/") and app.hub.has_subscribers(key):
+                    agent_id = key.partition("/")[2]
+                    if app.db.read(agents_q.agent_account, agent_id) is None:
+                        app._publish_gone(key, {"reason": "agent-deleted", "agentId": agent_id})

@@ -22,7 +22,9 @@ import pytest
 from server.clock import new_id
 from server.main import start_server
 from server.storage.url import parse_storage_url
+from server.store import collaborators as collab_q
 from server.store import events as events_q
+from server.store import sessions as sessions_q
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.wsraw import V2Client, flatten, keypair, setup_session
@@ -299,6 +301,35 @@ async def test_lost_listen_connection_is_made_good_from_the_database(cluster, po
     await sub.close()
 
 
+async def test_resync_ends_what_was_deleted_or_revoked_while_not_listening(cluster, postgres_base_url):  # noqa: F811
+    """Changes whose notices A never heard (committed on B without announcing them): after a
+    lost LISTEN connection, A ends the subscriptions of a deleted session and of a guest whose
+    access was removed, as the notices would have."""
+    a, b, _c = cluster
+    owner = await open_client(b)
+    watcher = await open_client(a)
+    guest = await open_client(a)
+    agent_id, session_id = await setup_session(owner, OWNER)
+    r = await owner.call(OWNER, {"_": "CreateSession", "agentId": agent_id})
+    doomed = r["sessionId"]
+    await owner.call(OWNER, {"_": "InviteAgentCollaborator", "agentId": agent_id,
+                             "accountId": GUEST.account_id, "role": "reader"})
+    await guest.call(GUEST, {"_": "AcceptAgentInvite", "agentId": agent_id})
+    await guest.call(GUEST, {"_": "Subscribe", "key": "sessions/" + session_id})
+    await watcher.call(OWNER, {"_": "Subscribe", "key": "sessions/" + doomed})
+    await b.app.db.write(sessions_q.delete_session, doomed)
+    await b.app.db.write(collab_q.remove, agent_id, GUEST.account_id)
+    with psycopg.connect(postgres_base_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (a.app.cluster.bus.listener_pid,))
+    gone = await next_event(watcher, is_change("sessions/" + doomed, reason="session-deleted"))
+    assert gone["value"] == {"reason": "session-deleted", "agentId": agent_id, "sessionId": doomed}
+    ended = await next_event(guest, lambda e: e["_"] == "error")
+    assert ended["key"] == "sessions/" + session_id and ended["status"] == 404
+    await owner.close()
+    await watcher.close()
+    await guest.close()
+
+
 @pytest.mark.skipif(not RUNS_WORK_ON_POSTGRES, reason="runs on PostgreSQL need the run leases "
                     "(server.store.leases, branch pg-runtime)")
 async def test_turn_run_on_another_server_streams_its_partials_here(cluster):
@@ -347,3 +378,29 @@ async def test_relay_orders_random_interleavings(cluster):
     assert await seqs_until(sub, last["seq"]) == list(range(1, last["seq"] + 1))
     await writer.close()
     await sub.close()
+
+
+@pytest.mark.skipif(not RUNS_WORK_ON_POSTGRES, reason="runs on PostgreSQL need the run leases "
+                    "(server.store.leases, branch pg-runtime)")
+@pytest.mark.parametrize("how", ["StopSession", "CancelRun"])
+async def test_stop_on_one_server_ends_the_turn_running_on_another(cluster, how):
+    from tests.fakes.openai_server import FakeOpenAI, Script
+    from tests.test_runtime_turns import provider_session
+
+    async with FakeOpenAI(Script(first_delay=30)) as fake:
+        clients = [await open_client(s) for s in cluster]
+        _agent_id, session_id = await provider_session(clients[1], OWNER, fake)
+        r = await clients[1].call(OWNER, {"_": "MessageSession", "sessionId": session_id,
+                                          "content": [{"type": "text", "text": "slow"}]})
+        run_id = r["runId"]
+        await fake.wait_for_requests(1)
+        running = next(i for i, s in enumerate(cluster) if session_id in s.app.runtime.workers)
+        other = clients[(running + 1) % len(cluster)]
+        action = ({"_": "StopSession", "sessionId": session_id} if how == "StopSession"
+                  else {"_": "CancelRun", "runId": run_id})
+        assert (await other.call(OWNER, action))["_"] == how + "Response"
+        await fake.wait_for_disconnect(timeout=10)   # the turn on the other server was stopped
+        got = await other.call(OWNER, {"_": "GetRun", "runId": run_id})
+        assert got["run"]["status"] == "canceled"
+        for c in clients:
+            await c.close()
