@@ -84,8 +84,8 @@ class Cluster:
         if self._queue and self._tasks:   # what this server published reaches the others
             try:
                 await asyncio.wait_for(self._flush(), flush_timeout)
-            except asyncio.TimeoutError:
-                log.warning("stopping with %d notices unsent", len(self._queue))
+            except Exception:   # the database is gone or slow: a later append fills their gap
+                log.warning("stopping with notices unsent to the other servers")
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -101,21 +101,20 @@ class Cluster:
             await self._send_queued()
 
     # -- outgoing --------------------------------------------------------------------------
-    def _put(self, entry: list) -> None:
-        self._queue.append(json.dumps(entry, separators=(",", ":"), ensure_ascii=False))
+    def _put(self, entry: list) -> bool:
+        text = json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
+        if len(text.encode("utf-8")) > MAX_ENTRY_BYTES:
+            return False   # PostgreSQL would refuse the payload (and the batch with it)
+        self._queue.append(text)
         self._wake.set()
+        return True
 
     def append(self, session_id: str, seq: int, owner: str) -> None:
         self._put(["a", session_id, seq, owner])
 
     def partial(self, session_id: str, partial_id: str, patch: dict, owner: str) -> None:
-        text = json.dumps(["p", session_id, partial_id, patch, owner], separators=(",", ":"),
-                          ensure_ascii=False)
-        if len(text.encode("utf-8")) > MAX_ENTRY_BYTES:
+        if not self._put(["p", session_id, partial_id, patch, owner]):
             self.dropped_partials += 1   # other servers' subscribers get the durable reply only
-            return
-        self._queue.append(text)
-        self._wake.set()
 
     def session(self, session: dict, created: bool) -> None:
         self._put(["s", session["id"], int(created), session["agentId"], session["account"]])
@@ -128,7 +127,8 @@ class Cluster:
         self._put(["r", run_id, run.get("rootRunId") or run_id, owner, run.get("status")])
 
     def gone(self, key: str, notice: dict) -> None:
-        self._put(["x", key, notice])
+        if not self._put(["x", key, notice]):   # ids are short: not expected
+            log.warning("a deletion notice too large to send was dropped: %s", key)
 
     def notice(self, account_id: str, reason: str, agent_id: str | None, session_id: str | None,
                only: bool) -> None:
@@ -147,14 +147,17 @@ class Cluster:
             await self._wake.wait()
             self._wake.clear()
             if self._queue:
-                await self._send_queued()
+                try:
+                    await self._send_queued()   # retries lost connections itself
+                except Exception:   # anything else: that batch is lost, the sender goes on
+                    log.exception("notices to the other servers could not be sent")
 
     async def _send_queued(self) -> None:
         entries, self._queue = self._queue, []
         self._access_queued.clear()
         head = '{"t":"%s","d":{"o":"%s","n":[' % (TOPIC, self.origin)
         payloads, batch, size = [], [], 0
-        for entry in entries:   # every entry is under MAX_ENTRY_BYTES (partials checked; ids are short)
+        for entry in entries:   # each under MAX_ENTRY_BYTES (_put refuses larger)
             n = len(entry.encode("utf-8")) + 1
             if batch and size + n > MAX_ENTRY_BYTES:
                 payloads.append(head + ",".join(batch) + "]}}")

@@ -35,11 +35,13 @@ RUNS_WORK_ON_POSTGRES = importlib.util.find_spec("server.store.leases") is not N
 
 @pytest.fixture
 async def cluster(tmp_path, postgres_url):  # noqa: F811  (the fixture above)
-    """Three servers on one schema: PostgreSQL has no file lock, so they share one process."""
+    """Three servers on one schema: PostgreSQL has no file lock, so they share one process.
+    Run leases are long (renewed every 40 s), so a run stopped elsewhere can only be noticed
+    in time through the relay's notice."""
     servers = []
     try:
         for name in ("a", "b", "c"):
-            cfg = make_config(tmp_path / name)
+            cfg = make_config(tmp_path / name, run_lease=120.0)
             cfg.storage_url = parse_storage_url(postgres_url)
             servers.append(await start_server(cfg))
         yield servers
