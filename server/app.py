@@ -40,6 +40,9 @@ class App:
         self.secrets: SecretBox | None = None
         self.started_at = time.monotonic()
         self.runtime: Runtime | None = None  # made in start(), once the secrets key is read
+        # Several servers on one database (PostgreSQL): publications cross to the others
+        # (server/cluster.py). None on SQLite, where publishing pays one `is None` test.
+        self.cluster = None
         self.connections: set = set()
         self.sockets_by_account: dict[str, int] = {}
         # (account, signer) pairs known to be registered; a miss is one primary-key read.
@@ -76,6 +79,11 @@ class App:
             # Every claim is in the database before its answer (claim_everywhere), so nothing a
             # dead server answered can be unknown here: no start-time rule, nothing to preload.
             self.guard.load([], started_ms=None)
+            from server.cluster import Cluster   # psycopg only where PostgreSQL is used
+
+            cluster = Cluster.for_app(self)
+            await cluster.start()   # listening before anything is published or subscribed
+            self.cluster = cluster
         else:
             self.guard.load(self.db.read(sig_q.unexpired_signatures, now), started_ms=now)
         self.runtime = Runtime(self.db, self.config, self.metrics, self, self.secrets, self.now_ms,
@@ -88,6 +96,9 @@ class App:
             t.cancel()
         if self.runtime is not None:
             await self.runtime.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
+            self.cluster = None
         self.save_signatures()
         await self.db.close()
 
@@ -144,20 +155,36 @@ class App:
     # it is routed to; an event keeps its own key (`sessions/<id>` also when an `agents/` or
     # `account/` subscriber receives it). The hub indexes subscribers by key, so publishing
     # costs only the subscribers of those keys.
+    #
+    # Each public method is what a handler or the runtime calls: on a shared database it also
+    # tells the other servers (self.cluster); its `_` twin publishes here only. The cluster's
+    # relay calls the twins for another server's publication, and nested calls use them, so
+    # one publication crosses once.
     def _send(self, event: Outgoing, *keys: str) -> None:
         self.metrics.published.inc()
         self.hub.publish_to(keys, event)
 
     def publish_append(self, session_id: str, event: dict, body: bytes) -> None:
         """A durable event: to its session and to the account that owns the session."""
+        owner = self._session_owner(session_id)
+        if self.cluster is not None:
+            self.cluster.append(session_id, event["seq"], owner)
+        self._publish_append(session_id, event, body, owner)
+
+    def _publish_append(self, session_id: str, event: dict, body: bytes, owner: str) -> None:
         key = "sessions/" + session_id
         self._send(Outgoing(key, events.append(key, event), seq=event["seq"], body=body),
-                   key, "account/" + self._session_owner(session_id))
+                   key, "account/" + owner)
 
     def publish_partial(self, session_id: str, partial_id: str, patch: dict) -> None:
+        owner = self._session_owner(session_id)
+        if self.cluster is not None:
+            self.cluster.partial(session_id, partial_id, patch, owner)
+        self._publish_partial(session_id, partial_id, patch, owner)
+
+    def _publish_partial(self, session_id: str, partial_id: str, patch: dict, owner: str) -> None:
         key = "sessions/" + session_id
-        self._send(Outgoing(key, events.append_partial(key, partial_id, patch)),
-                   key, "account/" + self._session_owner(session_id))
+        self._send(Outgoing(key, events.append_partial(key, partial_id, patch)), key, "account/" + owner)
 
     def publish_change(self, key: str, value: dict) -> None:
         """The new value of what `key` names, routed by its kind (see publish_session,
@@ -169,23 +196,33 @@ class App:
             self.publish_agent(value)
         elif kind == "runs":
             self.publish_run(value)
-        else:
+        else:   # no other kind is published today; such a change stays on this server
             self._send(Outgoing(key, events.change(key, value)), key)
 
     def publish_session(self, session: dict, *, created: bool = False) -> None:
         """SessionInfo: to the session, its agent and its account; every change after the
         creation is also announced as `session-updated`."""
+        if self.cluster is not None:
+            self.cluster.session(session, created)
+        self._publish_session(session, created=created)
+
+    def _publish_session(self, session: dict, *, created: bool = False) -> None:
         key = "sessions/" + session["id"]
         self._send(Outgoing(key, events.change(key, session)),
                    key, "agents/" + session["agentId"], "account/" + session["account"])
         if not created:
-            self.notify_account(session["account"], "session-updated", agent_id=session["agentId"],
-                                session_id=session["id"])
+            self._notify_account(session["account"], "session-updated", agent_id=session["agentId"],
+                                 session_id=session["id"])
 
     def publish_agent(self, agent: dict, *, created: bool = False) -> None:
         """AgentInfo: to the agent and its account; every change after the creation (status,
         definition, activity) is also announced as `agent-updated`. `accessRole` is each
         subscriber's own: guests of the agent get the writer's or reader's copy (built once)."""
+        if self.cluster is not None:
+            self.cluster.agent(agent, created)
+        self._publish_agent(agent, created=created)
+
+    def _publish_agent(self, agent: dict, *, created: bool = False) -> None:
         key = "agents/" + agent["id"]
         event = Outgoing(key, events.change(key, agent))
         if self.grants.has_guests(agent["id"]):
@@ -193,15 +230,20 @@ class App:
                               for role in ("writer", "reader")}
         self._send(event, key, "account/" + agent["account"])
         if not created:
-            self.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
+            self._notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
 
     def publish_run(self, run: dict) -> None:
         """RunInfo: as a `change` on `runs/<rootRunId>` (the key a client follows a tree by;
         the value's `id` says which run changed), to the subscribers of the root, of the run
         itself when it is not the root, and of its account."""
+        owner = run.get("account") or self._agent_owner(run["agentId"])
+        if self.cluster is not None:
+            self.cluster.run(run, owner)
+        self._publish_run(run, owner)
+
+    def _publish_run(self, run: dict, owner: str | None) -> None:
         run_id = run["id"]
         root = run.get("rootRunId") or run_id
-        owner = run.get("account") or self._agent_owner(run["agentId"])
         key = "runs/" + root
         keys = [key] if root == run_id else [key, "runs/" + run_id]
         if owner is not None:
@@ -212,6 +254,11 @@ class App:
         """The last event of a deleted session or agent: `change` with the deletion notice
         (`{reason, agentId, sessionId?}`) to that key's subscribers, who then receive nothing
         more (the hub forgets the key)."""
+        if self.cluster is not None:
+            self.cluster.gone(key, notice)
+        self._publish_gone(key, notice)
+
+    def _publish_gone(self, key: str, notice: dict) -> None:
         self._send(Outgoing(key, events.change(key, notice)), key)
         self.hub.drop(key)
 
@@ -219,6 +266,12 @@ class App:
                        session_id: str | None = None) -> None:
         """An account notice: to the account, and to the agent it names; a notice naming a
         shared agent also reaches each accepted collaborator's `account/<id>`, keyed by it."""
+        if self.cluster is not None:
+            self.cluster.notice(account_id, reason, agent_id, session_id, only=False)
+        self._notify_account(account_id, reason, agent_id=agent_id, session_id=session_id)
+
+    def _notify_account(self, account_id: str, reason: str, *, agent_id: str | None = None,
+                        session_id: str | None = None) -> None:
         value = self._notice(reason, agent_id, session_id)
         key = "account/" + account_id
         event = Outgoing(key, events.change(key, value))
@@ -228,12 +281,18 @@ class App:
         self._send(event, key, "agents/" + agent_id)
         for collaborator in self.grants.audience(agent_id):
             if collaborator != account_id:
-                self.notify_only(collaborator, reason, agent_id=agent_id, session_id=session_id)
+                self._notify_only(collaborator, reason, agent_id=agent_id, session_id=session_id)
 
     def notify_only(self, account_id: str, reason: str, *, agent_id: str | None = None,
                     session_id: str | None = None) -> None:
         """An account notice to that account's own key alone (an invitee, a removed
         collaborator, each collaborator of a shared agent)."""
+        if self.cluster is not None:
+            self.cluster.notice(account_id, reason, agent_id, session_id, only=True)
+        self._notify_only(account_id, reason, agent_id=agent_id, session_id=session_id)
+
+    def _notify_only(self, account_id: str, reason: str, *, agent_id: str | None = None,
+                     session_id: str | None = None) -> None:
         key = "account/" + account_id
         if self.hub.has_subscribers(key):   # built only for someone
             self._send(Outgoing(key, events.change(key, self._notice(reason, agent_id, session_id))), key)

@@ -12,6 +12,10 @@ stops receiving at once").
   sweeps again after its commit): from the moment of the commit on, not one event of the agent
   reaches them. Each ends with `{_: "error", key, message, status: 404}`.
 - `audience` caches each agent's accepted collaborators, for the account notices they receive.
+- Across servers (server/cluster.py): every change of access ends in `forget_audience` after its
+  commit, which also tells the other servers; each then drops its cached audience and re-checks
+  its own guest subscriptions of the agent (`changed_elsewhere`), so a revocation on one server
+  ends the subscriptions on all of them as soon as its notice arrives.
 """
 from __future__ import annotations
 
@@ -179,4 +183,22 @@ class Grants:
         return accounts
 
     def forget_audience(self, agent_id: str) -> None:
+        """After a change of access commits: the cached audience is stale, here and elsewhere."""
         self._audience.pop(agent_id, None)
+        cluster = self.app.cluster
+        if cluster is not None:
+            cluster.access(agent_id)
+
+    # -- changes made by another server --------------------------------------------------------
+    def changed_elsewhere(self, agent_id: str) -> None:
+        """Access to the agent changed on another server (committed): each local guest's role is
+        read again; a subscription that lost access ends now."""
+        self._audience.pop(agent_id, None)
+        self.refresh(agent_id, self.guest_accounts(agent_id), f"access to agent {agent_id} was removed")
+
+    def resync(self) -> None:
+        """Notices of changes elsewhere may have been lost: every cached audience is dropped and
+        every guest subscription re-checked."""
+        self._audience.clear()
+        for agent_id in list(self._accounts):
+            self.refresh(agent_id, self.guest_accounts(agent_id), f"access to agent {agent_id} was removed")

@@ -6,6 +6,12 @@ reads them from the database); after it, an append at or below the last seq sent
 duplicate and is dropped, and one past a gap first pulls the missing events from the
 database. The switch from replay to live happens with no await between the last database
 read and the flag flip, and a publish always follows its commit, so nothing falls between.
+
+Across servers (server/cluster.py) the same holds: another server's append is published here
+only after this server read it from the database, so after its commit; and appends of two
+servers may arrive out of order (seq 6 before 5), which the gap fill and the seq filter absorb
+(5 committed before 6 was assigned: the per-session counter row). A lost notice stream
+(`Resync`) is made good by `catch_up`.
 """
 from __future__ import annotations
 
@@ -87,6 +93,7 @@ class SessionSubscription(Subscription):
         self.last_seq = after_seq      # last durable seq queued to the socket
         self.replaying = True
         self.missed_change = False
+        self.agent_of_session: str | None = None   # read at start (a deletion notice names it)
 
     def deliver(self, event: Outgoing) -> None:
         if self.replaying:
@@ -104,13 +111,32 @@ class SessionSubscription(Subscription):
         else:
             self.conn.send_event(event)
 
-    def _fill_gap(self, upto: int) -> None:
+    def _fill_gap(self, upto: int) -> int:
         app = self.conn.app
         rows = app.db.read(events_q.event_bodies_after, self.session_id, self.last_seq, upto - self.last_seq)
         for seq, body in rows:   # rare: decoded for every framing alike
             self.conn.send_event(Outgoing(self.key, events.append(self.key, codec.decode(body)),
                                           seq=seq, body=bytes(body)))
             self.last_seq = seq
+        return len(rows)
+
+    def catch_up(self) -> None:
+        """Notices from other servers may have been lost (a Resync): send what the database
+        holds past the last seq sent, and the session as it is now. A session deleted
+        meanwhile ends the subscription with the deletion notice, as it would have live."""
+        if self.replaying or self.conn.outbound.closed:
+            return   # a replay reads the database anyway
+        app = self.conn.app
+        session = app.db.read(sessions_q.get_session, self.session_id)
+        if session is None:
+            if self.agent_of_session is not None:
+                app._publish_gone(self.key, {"reason": "session-deleted", "agentId": self.agent_of_session,
+                                             "sessionId": self.session_id})
+            return
+        page = app.config.limits.replay_page
+        while not self.conn.outbound.closed and self._fill_gap(self.last_seq + page) == page:
+            pass   # a slow consumer is cut off by its outbound bound, as with live events
+        self.conn.send_event(Outgoing(self.key, events.change(self.key, session)))
 
     async def start(self) -> None:
         self.task = asyncio.current_task()
@@ -123,6 +149,8 @@ class SessionSubscription(Subscription):
         outbound.last_sent.setdefault(self.key, self.after_seq)
         await outbound.wait_fits(CHANGE_BYTES)
         session = app.db.read(sessions_q.get_session, self.session_id)   # no await from here to the send
+        if session is not None:
+            self.agent_of_session = session["agentId"]
         conn.send_event(Outgoing(self.key, events.change(self.key, session)), bounded=False)
         page = app.config.limits.replay_page
         page_bytes = replay_page_bytes(outbound.max_bytes)

@@ -9,6 +9,10 @@ by the periodic check), the listener reconnects with backoff, LISTENs again, and
 hands every subscription a Resync: notices sent while it was away are gone, and the subscriber
 fills the gap from the database, past its last seq. Listening again before the Resync means
 nothing published after the re-read can be missed.
+
+Sending: through the pool when one is given (server.storage.postgres), else on one sending
+connection of the bus's own (`send`, used by server/cluster.py), which reconnects and sends again
+what a lost connection may not have delivered (receivers tolerate a repeat, never a loss).
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ def channel_for(database: str, schema: str) -> str:
 
 
 class PgNoticeBus:
-    def __init__(self, dsn: str, channel: str, pool, *, display: str,
+    def __init__(self, dsn: str, channel: str, pool=None, *, display: str,
                  max_pending: int = DEFAULT_MAX_PENDING) -> None:
         self._dsn = dsn
         self._display = display
@@ -52,11 +56,44 @@ class PgNoticeBus:
         self._conn: psycopg.AsyncConnection | None = None
         self.listener_pid: int | None = None  # the LISTEN backend (tests terminate it)
         self.reconnects = 0
+        self._sender: psycopg.AsyncConnection | None = None
+        self._send_lock = asyncio.Lock()
 
     async def publish(self, notice: Notice) -> None:
         payload = encode_notice(notice)
+        if self._pool is None:
+            await self.send([payload])
+            return
         async with self._pool.connection() as conn:
             await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, payload))
+
+    async def send(self, payloads: list[str]) -> None:
+        """NOTIFY each payload (already encoded, each under the size limit), in order, in one
+        transaction: one round trip's worth of work for the batch, delivered together. A lost
+        connection is replaced and the batch sent again (a repeat is harmless to receivers)."""
+        delay = 0.05
+        async with self._send_lock:   # one sender at a time keeps the order
+            while True:
+                try:
+                    if self._sender is None or self._sender.closed:
+                        self._sender = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+                    conn = self._sender
+                    async with conn.transaction():
+                        async with conn.cursor() as cur:
+                            await cur.executemany("SELECT pg_notify(%s, %s)",
+                                                  [(self.channel, p) for p in payloads])
+                    return
+                except psycopg.Error as exc:
+                    log.warning("sending notices on %s failed (%s); retrying in %.2fs",
+                                self._display, type(exc).__name__, delay)
+                    sender, self._sender = self._sender, None
+                    if sender is not None:
+                        try:
+                            await sender.close()
+                        except Exception:  # closing a broken connection may itself fail
+                            pass
+                    await asyncio.sleep(delay)  # backoff between attempts
+                    delay = min(delay * 2, RECONNECT_MAX_S)
 
     async def subscribe(self) -> Subscription:
         sub = Subscription(self._subs.discard, self._max_pending)
@@ -81,6 +118,12 @@ class PgNoticeBus:
                 pass
         for sub in list(self._subs):
             await sub.close()
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            try:
+                await sender.close()
+            except Exception:  # already broken
+                pass
 
     def _fan_out(self, item: Notice | Resync) -> None:
         for sub in list(self._subs):

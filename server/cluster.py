@@ -1,0 +1,298 @@
+"""Several servers on one PostgreSQL database as one: each server's publications are carried to
+the others as small notices (LISTEN/NOTIFY, server/storage/pg_bus.py), and theirs are replayed
+into the local hub.
+
+Only when the database is shared (`app.db.shared`); a SQLite server never builds one, and its
+publishing pays one `is None` test.
+
+Outgoing: every App publication queues one entry (`Cluster.append`, `session`, ...), tagged with
+this server's origin id. One sender task packs what is queued into as few NOTIFY payloads as fit
+(each under the size limit) and sends them in order in one transaction. Publications happen
+after their commit, so a notice never names what another server cannot read yet.
+
+Incoming: one task reads the bus in arrival order (so in order per origin, as PostgreSQL
+delivers one sender's notices in commit order), skips its own origin, and calls the App's local
+publishing (`_publish_*`, which never re-broadcasts):
+- a durable event is read back from the database by its seq, and only when someone here follows
+  its session or account; the subscriptions' seq filter and gap fill (server/subscriptions.py)
+  give every subscriber each seq once, in order, whatever order two origins' notices arrive in:
+  the per-session counter row lock means seq N has committed before N+1 is assigned, so a gap
+  seen on N+1 is always readable;
+- a change (session, agent, run) is read as it is now and published (AgentInfo variants per
+  role from this server's grants); deletions and account notices as they are; partials travel
+  in the notice itself (never stored), and one too large for a notice is dropped and counted;
+- side effects: an UpdateAgent elsewhere drops the cached system prompt; a change of access
+  elsewhere re-checks this server's guest subscriptions of the agent (a revoked one ends at once,
+  as it does locally); a run that ended elsewhere stops the turn running it here; a session
+  deleted elsewhere is abandoned by the local runtime.
+- a `Resync` (the LISTEN connection was lost, or this reader fell too far behind): caches that
+  notices keep fresh are dropped, guest subscriptions re-checked, and every live session
+  subscription sends what the database holds past its last seq.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+
+from server.storage.notices import MAX_NOTICE_BYTES, Resync
+from server.storage.pg_bus import PgNoticeBus, channel_for
+from server.store import agents as agents_q
+from server.store import codec
+from server.store import events as events_q
+from server.store import runs as runs_q
+from server.store import sessions as sessions_q
+
+log = logging.getLogger("seed_agents.cluster")
+
+TOPIC = "cluster"
+# Room for the payload's envelope ({"t":..,"d":{"o":..,"n":[..]}}) around the entries.
+_ENVELOPE_BYTES = 100
+MAX_ENTRY_BYTES = MAX_NOTICE_BYTES - _ENVELOPE_BYTES
+
+
+class Cluster:
+    def __init__(self, app, bus: PgNoticeBus) -> None:
+        self.app = app
+        self.bus = bus
+        self.origin = uuid.uuid4().hex[:16]   # this server (an App), for as long as it runs
+        self._queue: list[str] = []           # encoded entries, in publication order
+        self._access_queued: set[str] = set()   # agents with an access entry not yet sent
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._sub = None
+        self.sent = 0                # entries sent
+        self.received = 0            # entries from other servers handled
+        self.dropped_partials = 0    # partials too large for a notice
+        self.resyncs = 0
+
+    @classmethod
+    def for_app(cls, app) -> Cluster:
+        db = app.db
+        bus = PgNoticeBus(db.url.dsn(), channel_for(db.database, db.schema), display=str(db.url))
+        return cls(app, bus)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        """LISTEN first (what is published after this returns is heard), then the tasks."""
+        self._sub = await self.bus.subscribe()
+        self._tasks = [asyncio.create_task(self._send_forever(), name="cluster-send"),
+                       asyncio.create_task(self._receive_forever(), name="cluster-receive")]
+
+    async def stop(self, flush_timeout: float = 2.0) -> None:
+        if self._queue and self._tasks:   # what this server published reaches the others
+            try:
+                await asyncio.wait_for(self._flush(), flush_timeout)
+            except Exception:   # the database is gone or slow: a later append fills their gap
+                log.warning("stopping with notices unsent to the other servers")
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._tasks = []
+        await self.bus.close()
+
+    async def _flush(self) -> None:
+        while self._queue:
+            await self._send_queued()
+
+    # -- outgoing --------------------------------------------------------------------------
+    def _put(self, entry: list) -> bool:
+        text = json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
+        if len(text.encode("utf-8")) > MAX_ENTRY_BYTES:
+            return False   # PostgreSQL would refuse the payload (and the batch with it)
+        self._queue.append(text)
+        self._wake.set()
+        return True
+
+    def append(self, session_id: str, seq: int, owner: str) -> None:
+        self._put(["a", session_id, seq, owner])
+
+    def partial(self, session_id: str, partial_id: str, patch: dict, owner: str) -> None:
+        if not self._put(["p", session_id, partial_id, patch, owner]):
+            self.dropped_partials += 1   # other servers' subscribers get the durable reply only
+
+    def session(self, session: dict, created: bool) -> None:
+        self._put(["s", session["id"], int(created), session["agentId"], session["account"]])
+
+    def agent(self, agent: dict, created: bool) -> None:
+        self._put(["g", agent["id"], int(created), agent["account"]])
+
+    def run(self, run: dict, owner: str | None) -> None:
+        run_id = run["id"]
+        self._put(["r", run_id, run.get("rootRunId") or run_id, owner, run.get("status")])
+
+    def gone(self, key: str, notice: dict) -> None:
+        if not self._put(["x", key, notice]):   # ids are short: not expected
+            log.warning("a deletion notice too large to send was dropped: %s", key)
+
+    def notice(self, account_id: str, reason: str, agent_id: str | None, session_id: str | None,
+               only: bool) -> None:
+        self._put(["n", account_id, reason, agent_id, session_id, int(only)])
+
+    def access(self, agent_id: str) -> None:
+        """Access to the agent changed (after the commit): the others re-check their guests.
+        One unsent entry per agent is enough: it is handled after the latest commit anyway."""
+        if agent_id in self._access_queued:
+            return
+        self._access_queued.add(agent_id)
+        self._put(["c", agent_id])
+
+    async def _send_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._queue:
+                try:
+                    await self._send_queued()   # retries lost connections itself
+                except Exception:   # anything else: that batch is lost, the sender goes on
+                    log.exception("notices to the other servers could not be sent")
+
+    async def _send_queued(self) -> None:
+        entries, self._queue = self._queue, []
+        self._access_queued.clear()
+        head = '{"t":"%s","d":{"o":"%s","n":[' % (TOPIC, self.origin)
+        payloads, batch, size = [], [], 0
+        for entry in entries:   # each under MAX_ENTRY_BYTES (_put refuses larger)
+            n = len(entry.encode("utf-8")) + 1
+            if batch and size + n > MAX_ENTRY_BYTES:
+                payloads.append(head + ",".join(batch) + "]}}")
+                batch, size = [], 0
+            batch.append(entry)
+            size += n
+        if batch:
+            payloads.append(head + ",".join(batch) + "]}}")
+        await self.bus.send(payloads)
+        self.sent += len(entries)
+
+    # -- incoming --------------------------------------------------------------------------
+    async def _receive_forever(self) -> None:
+        while True:
+            item = await self._sub.get()
+            try:
+                if isinstance(item, Resync):
+                    self.resync(item.reason)
+                    continue
+                data = item.data
+                if item.topic != TOPIC or data.get("o") == self.origin:
+                    continue
+                for entry in data.get("n", ()):
+                    self.received += 1
+                    self.handle(entry)
+            except Exception:   # one bad notice must not stop the relay
+                log.exception("a notice from another server could not be handled")
+
+    def handle(self, entry: list) -> None:
+        """One entry from another server, replayed into the local hub."""
+        app = self.app
+        hub = app.hub
+        kind = entry[0]
+        if kind == "a":
+            _, session_id, seq, owner = entry
+            if hub.has_subscribers("sessions/" + session_id) or hub.has_subscribers("account/" + owner):
+                rows = app.db.read(events_q.event_bodies_after, session_id, seq - 1, 1)
+                if rows and rows[0][0] == seq:
+                    body = bytes(rows[0][1])
+                    app._publish_append(session_id, codec.decode(body), body, owner)
+        elif kind == "p":
+            _, session_id, partial_id, patch, owner = entry
+            if hub.has_subscribers("sessions/" + session_id) or hub.has_subscribers("account/" + owner):
+                app._publish_partial(session_id, partial_id, patch, owner)
+        elif kind == "s":
+            _, session_id, created, agent_id, owner = entry
+            if (hub.has_subscribers("sessions/" + session_id)
+                    or self._follows_agent(agent_id, owner)):
+                session = app.db.read(sessions_q.get_session, session_id)
+                if session is not None:
+                    app._publish_session(session, created=bool(created))
+        elif kind == "g":
+            _, agent_id, created, owner = entry
+            app.cache["system_prompts"].pop(agent_id, None)   # UpdateAgent elsewhere
+            if self._follows_agent(agent_id, owner):
+                agent = app.db.read(agents_q.get_agent, agent_id)
+                if agent is not None:
+                    app._publish_agent(agent, created=bool(created))
+        elif kind == "r":
+            _, run_id, root, owner, status = entry
+            if status in runs_q.TERMINAL:
+                self._interrupt([run_id])   # ended elsewhere: the turn running it here stops
+            keys = ("runs/" + root, "runs/" + run_id, "account/" + (owner or ""))
+            if any(hub.has_subscribers(k) for k in keys):
+                run = app.db.read(runs_q.get_run, run_id)
+                if run is not None:
+                    app._publish_run(runs_q.public(run), owner)
+        elif kind == "x":
+            _, key, notice = entry
+            kind_of_key, _, ident = key.partition("/")
+            if kind_of_key == "sessions":
+                if app.runtime is not None:   # (notices are heard from before the runtime starts)
+                    app.runtime.abandon_sessions([ident])
+            elif kind_of_key == "agents":
+                app.cache["system_prompts"].pop(ident, None)
+            app._publish_gone(key, notice)
+        elif kind == "n":
+            _, account_id, reason, agent_id, session_id, only = entry
+            if only:
+                app._notify_only(account_id, reason, agent_id=agent_id, session_id=session_id)
+            else:
+                app._notify_account(account_id, reason, agent_id=agent_id, session_id=session_id)
+        elif kind == "c":
+            app.grants.changed_elsewhere(entry[1])
+        else:
+            log.warning("ignored a notice of unknown kind %r", kind)
+
+    def _follows_agent(self, agent_id: str, owner: str) -> bool:
+        """Does anyone here hear of the agent: its key, its owner's account, or a collaborator's
+        account (the account notices a change brings)."""
+        hub = self.app.hub
+        if hub.has_subscribers("agents/" + agent_id) or hub.has_subscribers("account/" + owner):
+            return True
+        return any(hub.has_subscribers("account/" + a) for a in self.app.grants.audience(agent_id))
+
+    def _interrupt(self, run_ids: list[str]) -> None:
+        runtime = self.app.runtime
+        if runtime is None:
+            return
+        # `interrupt_runs` once runs are leased across servers (pg-runtime); `interrupt` until then.
+        stop = getattr(runtime, "interrupt_runs", None) or runtime.interrupt
+        stop(run_ids)
+
+    def resync(self, reason: str) -> None:
+        """Notices may have been lost (and those queued but not yet handled were dropped): what
+        they would have said is read from the database. Costs a read per local guest account,
+        running turn and live subscription; it happens on a reconnect, rarely."""
+        from server.subscriptions import SessionSubscription
+
+        self.resyncs += 1
+        app = self.app
+        log.warning("re-reading live state from the database: %s", reason)
+        app.cache["system_prompts"].clear()
+        app.grants.resync()   # revocations
+        runtime = app.runtime
+        workers = getattr(runtime, "workers", {}) if runtime is not None else {}
+        ended, deleted = [], []
+        for session_id, worker in list(workers.items()):   # runs stopped or sessions deleted elsewhere
+            if app.db.read(sessions_q.get_session, session_id) is None:
+                deleted.append(session_id)
+                continue
+            run_id = getattr(worker, "run_id", None)
+            if run_id is not None:
+                run = app.db.read(runs_q.get_run, run_id)
+                if run is None or run["status"] in runs_q.TERMINAL:
+                    ended.append(run_id)
+        if deleted:
+            runtime.abandon_sessions(deleted)
+        if ended:
+            self._interrupt(ended)
+        for conn in list(app.connections):
+            for key, sub in list(conn.subs.items()):
+                if isinstance(sub, SessionSubscription):
+                    sub.catch_up()   # appends past its last seq; its deletion
+                elif key.startswith("agents/") and app.hub.has_subscribers(key):
+                    agent_id = key.partition("/")[2]
+                    if app.db.read(agents_q.agent_account, agent_id) is None:
+                        app._publish_gone(key, {"reason": "agent-deleted", "agentId": agent_id})
