@@ -1,0 +1,147 @@
+"""The run queue shared by several servers (a PostgreSQL store): claims, leases, renewals.
+
+One `RunLeases` per process, used by the runtime only when `db.shared`. It claims queued runs
+under this process's lease (`server.store.leases`), when told that this server queued one
+(`wake`), every `--run-poll-interval`, and right after requeueing runs whose lease ran out; it
+renews the leases it holds every third of `--run-lease`, and tells the runtime which runs it lost
+(ended or requeued elsewhere), so their turns stop and their results are dropped. A clean stop
+hands the held runs back to the queue at once; a dead server's come back when its leases run out.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Callable
+
+from server.store import agents as agents_q
+from server.store import leases as leases_q
+from server.store.database import DatabaseClosed
+from server.store.errors import NotFound
+
+log = logging.getLogger("seed_agents.runtime")
+
+# Runs claimed in one transaction (at most one per session); a full batch claims again at once.
+CLAIM_BATCH = 16
+
+
+def server_id() -> str:
+    """This process's name in `runs.lease_owner`: readable by an operator, never reused."""
+    return f"{socket.gethostname()[:64]}/{os.getpid()}/{secrets.token_hex(4)}"
+
+
+class RunLeases:
+    def __init__(self, db, now_ms: Callable[[], int], lease_seconds: float, poll_seconds: float) -> None:
+        self.db = db
+        self.now_ms = now_ms
+        self.owner = server_id()
+        self.lease_ms = max(1, int(lease_seconds * 1000))
+        self.renew_every = lease_seconds / 3
+        self.poll_every = poll_seconds
+        self.held: set[str] = set()   # runs this process holds the lease of (claimed, not yet ended)
+        self._wake: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    def start(self, dispatch: Callable[[list[dict], dict[str, dict]], None],
+              lost: Callable[[str], None], publish_runs: Callable[[list[dict]], None]) -> None:
+        """`dispatch(runs, agents by id)` gets each batch of claimed runs (already running, their
+        agents marked running); `lost(run_id)` is called for a held run whose lease is gone;
+        `publish_runs` gets the runs requeued after their lease ran out."""
+        self._wake = asyncio.Event()
+        self._dispatch, self._lost, self._publish_runs = dispatch, lost, publish_runs
+        self._tasks = [asyncio.create_task(self._claim_loop(), name="runs:claim"),
+                       asyncio.create_task(self._renew_loop(), name="runs:renew")]
+
+    def wake(self) -> None:
+        """A run was queued (or a session's run ended): claim now rather than at the next poll."""
+        if self._wake is not None:
+            self._wake.set()
+
+    def holds(self, run_id: str) -> bool:
+        return run_id in self.held
+
+    def drop(self, run_id: str) -> None:
+        """The run's lease ended here (its answer committed, or it was lost or stopped)."""
+        self.held.discard(run_id)
+
+    async def stop(self) -> list[dict]:
+        """Stop claiming and renewing; hand the runs still held back to the queue (returned)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if not self.held:
+            return []
+        held, self.held = list(self.held), set()
+        try:
+            return await self.db.write(leases_q.release, self.owner, held, self.now_ms())
+        except Exception as exc:   # the store is gone: the leases simply run out
+            log.warning("could not hand back %d runs at stop (%s); they return to the queue when "
+                        "their lease runs out", len(held), type(exc).__name__)
+            return []
+
+    # -- the loops ----------------------------------------------------------------------------
+    async def _claim_loop(self) -> None:
+        while True:
+            try:
+                full = await self._claim_pass()
+            except DatabaseClosed:
+                return
+            except Exception:
+                log.exception("claiming runs failed; trying again at the next poll")
+                full = False
+            if full:
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.poll_every)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def _claim_pass(self) -> bool:
+        """Requeue expired leases, then claim a batch; True when the batch was full."""
+        now = self.now_ms()
+        owner, lease_ms = self.owner, self.lease_ms
+
+        def job(conn):
+            requeued = leases_q.requeue_expired(conn, now)
+            claimed = leases_q.claim(conn, owner, lease_ms, now, CLAIM_BATCH)
+            agents: dict[str, dict] = {}
+            # One order for the agents' row locks on every server (no deadlock between claimers).
+            for agent_id in sorted({r["agentId"] for r in claimed}):
+                try:
+                    agents[agent_id] = agents_q.set_agent_status(conn, agent_id, "running", now)
+                except NotFound:
+                    pass
+            return requeued, claimed, agents
+
+        requeued, claimed, agents = await self.db.write(job)
+        if requeued:
+            log.info("requeued %d runs whose lease ran out", len(requeued))
+            self._publish_runs(requeued)
+        if claimed:
+            self.held.update(r["id"] for r in claimed)
+            self._dispatch(claimed, agents)
+        return len(claimed) == CLAIM_BATCH
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.renew_every)
+            asked = list(self.held)
+            if not asked:
+                continue
+            try:
+                kept = await self.db.write(leases_q.renew, self.owner, asked, self.lease_ms)
+            except DatabaseClosed:
+                return
+            except Exception as exc:
+                # Not renewed this time; the lease still runs, and the next renewal tries again.
+                log.warning("renewing %d run leases failed (%s)", len(asked), type(exc).__name__)
+                continue
+            for run_id in asked:
+                if run_id not in kept and run_id in self.held:
+                    self.held.discard(run_id)
+                    log.info("run %s is no longer held by this server (ended or requeued elsewhere)", run_id)
+                    self._lost(run_id)
