@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
+
 from server.storage.url import parse_storage_url
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
@@ -83,3 +85,136 @@ async def test_a_turn_completes_on_postgresql(tmp_path, postgres_url):
         runs = (await c.call(a, {"_": "ListRuns", "sessionId": sid}))["runs"]
         assert [(r["status"], r["attempt"]) for r in runs] == [("succeeded", 1)]
         await c.close()
+
+
+async def provider_agent(c, kp, fake) -> str:
+    """An agent of `kp` whose model is the fake OpenAI-compatible server; its id."""
+    r = await c.call(kp, {"_": "SetModelProvider", "name": "fake", "provider": {
+        "type": "custom", "baseUrl": fake.base_url}})
+    assert r["_"] == "SetModelProviderResponse", r
+    r = await c.call(kp, {"_": "CreateAgent", "definition": {
+        "name": "Fake", "systemPrompt": "", "modelProvider": "fake", "model": "m"}})
+    assert r["_"] == "CreateAgentResponse", r
+    return r["agentId"]
+
+
+async def new_session(c, kp, agent_id: str) -> str:
+    r = await c.call(kp, {"_": "CreateSession", "agentId": agent_id})
+    assert r["_"] == "CreateSessionResponse", r
+    return r["sessionId"]
+
+
+def runs_done(server) -> float:
+    return sum(server.app.metrics.runs.labels(s)._value.get() for s in ("succeeded", "failed", "canceled"))
+
+
+async def test_two_servers_answer_each_run_once_and_each_session_in_order(tmp_path, postgres_url):
+    a = keypair("A")
+    sessions, per_session = 6, 4
+    async with FakeOpenAI(Script(echo=True, chunk_delay=0.01)) as fake, \
+            servers(tmp_path, postgres_url, 2) as (s1, s2):
+        c1, c2 = await V2Client.open(s1.url), await V2Client.open(s2.url)
+        agent_id = await provider_agent(c1, a, fake)
+        sids = [await new_session(c1, a, agent_id) for _ in range(sessions)]
+        # Every session gets its messages at once, half through each server: the runs queue up
+        # and both servers claim from the one queue.
+        await asyncio.gather(*(send(c1 if i % 2 else c2, a, sid, f"s{i} m{k}")
+                               for k in range(per_session) for i, sid in enumerate(sids)))
+        for sid in sids:
+            await wait_session(c1, a, sid, "idle", timeout=30)
+        for i, sid in enumerate(sids):
+            got = [m for m in messages(await events_of(c2, a, sid)) if m[0] == "assistant"]
+            # Each run answered once, in the order its messages were sent.
+            assert got == [("assistant", f"echo: s{i} m{k}") for k in range(per_session)], got
+            runs = (await c1.call(a, {"_": "ListRuns", "sessionId": sid}))["runs"]
+            assert sorted((r["status"], r["attempt"]) for r in runs) == [("succeeded", 1)] * per_session
+        # One provider call per run: no run was executed twice; and both servers took part.
+        assert len(fake.requests) == sessions * per_session
+        assert runs_done(s1) + runs_done(s2) == sessions * per_session
+        assert runs_done(s1) > 0 and runs_done(s2) > 0
+        await c1.close(); await c2.close()
+
+
+def run_row(url: str, run_id: str) -> tuple:
+    """(status, lease_owner, lease_expires_at, attempt) of a run, read straight from PostgreSQL."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT status, lease_owner, lease_expires_at, attempt FROM runs WHERE id = %s",
+                            (run_id,)).fetchone()
+
+
+async def test_a_dead_servers_run_is_requeued_after_its_lease_and_answered_once(tmp_path, postgres_url):
+    a = keypair("A")
+    async with FakeOpenAI(Script(echo=True)) as fake:
+        fake.enqueue(Script(hang=True))   # the first turn (on the server that dies) never ends
+        doomed = ServerProcess(tmp_path / "doomed", extra=[
+            "--storage-url", postgres_url, "--run-lease", str(LEASE), "--run-poll-interval", "0.2"]).start()
+        try:
+            c = await V2Client.open(doomed.url)
+            agent_id = await provider_agent(c, a, fake)
+            sid = await new_session(c, a, agent_id)
+            run_id = (await send(c, a, sid, "survive this"))["runId"]
+            await fake.wait_for_requests(1, timeout=10)
+            await c.close()
+            async with servers(tmp_path, postgres_url, 1) as (survivor,):
+                # While the doomed server lives it renews its lease: the run outlives its first
+                # lease and stays its own, however often the survivor looks for expired ones.
+                _, owner, first_expiry, _ = await asyncio.to_thread(run_row, postgres_url, run_id)
+                async with asyncio.timeout(3 * LEASE):
+                    while (row := await asyncio.to_thread(run_row, postgres_url, run_id))[2] < first_expiry + 1000 * LEASE:
+                        await asyncio.sleep(0.1)
+                assert row[:2] == ("running", owner) and len(fake.requests) == 1
+                assert owner != survivor.app.runtime.leases.owner
+                doomed.kill()
+                c = await V2Client.open(survivor.url)
+                got = await wait_session(c, a, sid, "idle", timeout=4 * LEASE)
+                assert messages(got["events"]) == [("user", "survive this"), ("assistant", "echo: survive this")]
+                run = (await c.call(a, {"_": "GetRun", "runId": run_id}))["run"]
+                assert (run["status"], run["attempt"]) == ("succeeded", 2)
+                assert len(fake.requests) == 2
+                assert await asyncio.to_thread(run_row, postgres_url, run_id) == ("succeeded", None, None, 2)
+                agent = (await c.call(a, {"_": "GetAgent", "agentId": agent_id}))["agent"]
+                assert agent["status"] == "idle"
+                await c.close()
+        finally:
+            doomed.kill()
+
+
+async def hanging_turn(servers_, c, kp, fake):
+    """A session whose turn hangs in the provider; (session id, run id, the server running it)."""
+    agent_id = await provider_agent(c, kp, fake)
+    sid = await new_session(c, kp, agent_id)
+    run_id = (await send(c, kp, sid, "hang on"))["runId"]
+    await fake.wait_for_requests(1, timeout=10)
+    holder = next(s for s in servers_ if run_id in s.app.runtime.leases.held)
+    return sid, run_id, holder
+
+
+@pytest.mark.parametrize("action", ["StopSession", "CancelRun"])
+async def test_a_stop_sent_to_one_server_ends_the_turn_running_on_another(tmp_path, postgres_url, action):
+    a = keypair("A")
+    async with FakeOpenAI(Script(hang=True)) as fake, servers(tmp_path, postgres_url, 2) as both:
+        c = await V2Client.open(both[0].url)
+        sid, run_id, holder = await hanging_turn(both, c, a, fake)
+        other = both[1] if holder is both[0] else both[0]
+        c2 = await V2Client.open(other.url)
+        if action == "StopSession":
+            r = await c2.call(a, {"_": "StopSession", "sessionId": sid})
+            assert r["_"] == "StopSessionResponse" and r["stopped"] is True, r
+        else:
+            r = await c2.call(a, {"_": "CancelRun", "runId": run_id})
+            assert r["_"] == "CancelRunResponse" and r["canceled"] is True, r
+        # The holder notices at its next renewal (a third of the lease) and drops the provider call.
+        await fake.wait_for_disconnect(1, timeout=LEASE)
+        got = await wait_session(c, a, sid, "idle", timeout=LEASE)
+        assert messages(got["events"]) == [("user", "hang on")]
+        run = (await c.call(a, {"_": "GetRun", "runId": run_id}))["run"]
+        assert run["status"] == "canceled"
+        async with asyncio.timeout(LEASE):
+            while holder.app.runtime.workers:   # the holder's worker ended and wrote nothing more
+                await asyncio.sleep(0.02)
+        assert messages(await events_of(c2, a, sid)) == [("user", "hang on")]
+        assert run_id not in holder.app.runtime.leases.held
+        assert len(fake.requests) == 1
+        await c.close(); await c2.close()
