@@ -54,6 +54,10 @@ async def events_of(c, kp, session_id: str) -> list[dict]:
     return r["events"]
 
 
+async def session_info(c, kp, session_id: str) -> dict:
+    return (await c.call(kp, {"_": "GetSession", "sessionId": session_id}))["session"]
+
+
 async def wait_session(c, kp, session_id: str, status: str, timeout: float = 15.0) -> dict:
     """Polls GetSession (a condition, bounded in time) until the session has `status`."""
     async with asyncio.timeout(timeout):
@@ -166,8 +170,11 @@ async def test_a_dead_servers_run_is_requeued_after_its_lease_and_answered_once(
                         await asyncio.sleep(0.1)
                 assert row[:2] == ("running", owner) and len(fake.requests) == 1
                 assert owner != survivor.app.runtime.leases.owner
-                doomed.kill()
+                # Nor did its start reset what the live server is doing.
                 c = await V2Client.open(survivor.url)
+                assert (await session_info(c, a, sid))["status"] == "streaming"
+                assert (await c.call(a, {"_": "GetAgent", "agentId": agent_id}))["agent"]["status"] == "running"
+                doomed.kill()
                 got = await wait_session(c, a, sid, "idle", timeout=4 * LEASE)
                 assert messages(got["events"]) == [("user", "survive this"), ("assistant", "echo: survive this")]
                 run = (await c.call(a, {"_": "GetRun", "runId": run_id}))["run"]

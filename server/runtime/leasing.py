@@ -43,6 +43,7 @@ class RunLeases:
         self.held: set[str] = set()   # runs this process holds the lease of (claimed, not yet ended)
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
+        self._stopping = False
 
     def start(self, dispatch: Callable[[list[dict], dict[str, dict]], None],
               lost: Callable[[str], None], publish_runs: Callable[[list[dict]], None]) -> None:
@@ -68,7 +69,11 @@ class RunLeases:
 
     async def stop(self) -> list[dict]:
         """Stop claiming and renewing; hand the runs still held back to the queue (returned)."""
-        for task in self._tasks:
+        # The claim loop ends its pass rather than being canceled in it: a claim canceled while
+        # its write commits would leave runs held here that nobody hands back.
+        self._stopping = True
+        self.wake()
+        for task in self._tasks[1:]:   # the renewals
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
@@ -84,7 +89,7 @@ class RunLeases:
 
     # -- the loops ----------------------------------------------------------------------------
     async def _claim_loop(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 full = await self._claim_pass()
             except DatabaseClosed:
@@ -92,7 +97,7 @@ class RunLeases:
             except Exception:
                 log.exception("claiming runs failed; trying again at the next poll")
                 full = False
-            if full:
+            if full or self._stopping:
                 continue
             try:
                 await asyncio.wait_for(self._wake.wait(), self.poll_every)
