@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import socket
+import time
 from collections.abc import Callable
 
 from server.store import agents as agents_q
@@ -40,7 +41,9 @@ class RunLeases:
         self.lease_ms = max(1, int(lease_seconds * 1000))
         self.renew_every = lease_seconds / 3
         self.poll_every = poll_seconds
-        self.held: set[str] = set()   # runs this process holds the lease of (claimed, not yet ended)
+        # The runs this process holds the lease of (claimed, not yet ended), each with when its
+        # lease was last confirmed (time.monotonic() before the claim or renewal was sent).
+        self.held: dict[str, float] = {}
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
@@ -65,7 +68,7 @@ class RunLeases:
 
     def drop(self, run_id: str) -> None:
         """The run's lease ended here (its answer committed, or it was lost or stopped)."""
-        self.held.discard(run_id)
+        self.held.pop(run_id, None)
 
     async def stop(self) -> list[dict]:
         """Stop claiming and renewing; hand the runs still held back to the queue (returned)."""
@@ -79,7 +82,7 @@ class RunLeases:
         self._tasks = []
         if not self.held:
             return []
-        held, self.held = list(self.held), set()
+        held, self.held = list(self.held), {}
         try:
             return await self.db.write(leases_q.release, self.owner, held, self.now_ms())
         except Exception as exc:   # the store is gone: the leases simply run out
@@ -107,7 +110,7 @@ class RunLeases:
 
     async def _claim_pass(self) -> bool:
         """Requeue expired leases, then claim a batch; True when the batch was full."""
-        now = self.now_ms()
+        now, sent = self.now_ms(), time.monotonic()
         owner, lease_ms = self.owner, self.lease_ms
 
         def job(conn):
@@ -127,7 +130,7 @@ class RunLeases:
             log.info("requeued %d runs whose lease ran out", len(requeued))
             self._publish_runs(requeued)
         if claimed:
-            self.held.update(r["id"] for r in claimed)
+            self.held.update((r["id"], sent) for r in claimed)
             self._dispatch(claimed, agents)
         return len(claimed) == CLAIM_BATCH
 
@@ -137,16 +140,23 @@ class RunLeases:
             asked = list(self.held)
             if not asked:
                 continue
+            sent = time.monotonic()
             try:
                 kept = await self.db.write(leases_q.renew, self.owner, asked, self.lease_ms)
             except DatabaseClosed:
                 return
             except Exception as exc:
-                # Not renewed this time; the lease still runs, and the next renewal tries again.
+                # Not renewed this time; the next renewal tries again. A lease not confirmed for
+                # a whole lease may be another server's run by now: its turn stops here.
                 log.warning("renewing %d run leases failed (%s)", len(asked), type(exc).__name__)
-                continue
+                stale = time.monotonic() - self.lease_ms / 1000
+                kept = {run_id for run_id in asked if self.held.get(run_id, stale) > stale}
+            else:
+                for run_id in kept:
+                    if run_id in self.held:
+                        self.held[run_id] = sent
             for run_id in asked:
                 if run_id not in kept and run_id in self.held:
-                    self.held.discard(run_id)
-                    log.info("run %s is no longer held by this server (ended or requeued elsewhere)", run_id)
+                    del self.held[run_id]
+                    log.info("run %s is no longer held by this server (ended, or its lease ran out)", run_id)
                     self._lost(run_id)
