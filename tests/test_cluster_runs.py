@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from unittest.mock import ANY
 
 import pytest
 
@@ -186,6 +187,38 @@ async def test_a_dead_servers_run_is_requeued_after_its_lease_and_answered_once(
                 await c.close()
         finally:
             doomed.kill()
+
+
+async def test_a_server_that_stops_renewing_loses_the_run_and_its_late_answer_is_dropped(tmp_path, postgres_url):
+    """The holder lives on but renews nothing (its lease tasks end): the other server requeues
+    the run after the lease and runs it; the holder's stale turn ends while that one still runs,
+    and writes nothing (its lease is gone, though the run is 'running' again)."""
+    a = keypair("A")
+    async with FakeOpenAI(Script()) as fake, servers(tmp_path, postgres_url, 2) as both:
+        fake.enqueue(Script(chunks=["stale"], first_delay=2.5 * LEASE),           # the holder's call
+                     Script(chunks=["second", " server"], first_delay=2.5 * LEASE))  # the other's
+        c = await V2Client.open(both[0].url)
+        agent_id = await provider_agent(c, a, fake)
+        sid = await new_session(c, a, agent_id)
+        run_id = (await send(c, a, sid, "who answers?"))["runId"]
+        await fake.wait_for_requests(1, timeout=10)
+        holder = next(s for s in both if run_id in s.app.runtime.leases.held)
+        for task in holder.app.runtime.leases._tasks:   # no more renewals, claims or requeues
+            task.cancel()
+        await fake.wait_for_requests(2, timeout=3 * LEASE)   # requeued, claimed by the other
+        async with asyncio.timeout(3 * LEASE):   # the holder's stale turn ends...
+            while holder.app.runtime.workers:
+                await asyncio.sleep(0.02)
+        # ... and wrote nothing, while the other server's turn still runs.
+        assert messages(await events_of(c, a, sid)) == [("user", "who answers?")]
+        assert await asyncio.to_thread(run_row, postgres_url, run_id) == \
+            ("running", next(s for s in both if s is not holder).app.runtime.leases.owner, ANY, 2)
+        got = await wait_session(c, a, sid, "idle", timeout=3 * LEASE)
+        assert messages(got["events"]) == [("user", "who answers?"), ("assistant", "second server")]
+        assert len(fake.requests) == 2
+        run = (await c.call(a, {"_": "GetRun", "runId": run_id}))["run"]
+        assert (run["status"], run["attempt"]) == ("succeeded", 2)
+        await c.close()
 
 
 async def hanging_turn(servers_, c, kp, fake):

@@ -41,9 +41,10 @@ class RunLeases:
         self.lease_ms = max(1, int(lease_seconds * 1000))
         self.renew_every = lease_seconds / 3
         self.poll_every = poll_seconds
-        # The runs this process holds the lease of (claimed, not yet ended), each with when its
-        # lease was last confirmed (time.monotonic() before the claim or renewal was sent).
-        self.held: dict[str, float] = {}
+        # The runs this process holds the lease of (claimed, not yet ended): run id -> (the
+        # attempt it claimed, when the lease was last confirmed: time.monotonic() before the
+        # claim or renewal was sent). A run requeued and claimed again here is a new attempt.
+        self.held: dict[str, tuple[int, float]] = {}
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
@@ -63,12 +64,16 @@ class RunLeases:
         if self._wake is not None:
             self._wake.set()
 
-    def holds(self, run_id: str) -> bool:
-        return run_id in self.held
+    def holds(self, run_id: str, attempt: int) -> bool:
+        held = self.held.get(run_id)
+        return held is not None and held[0] == attempt
 
-    def drop(self, run_id: str) -> None:
-        """The run's lease ended here (its answer committed, or it was lost or stopped)."""
-        self.held.pop(run_id, None)
+    def drop(self, run_id: str, attempt: int | None = None) -> None:
+        """The run's lease ended here (its answer committed, or it was lost or stopped); with
+        `attempt`, only if that is the attempt held."""
+        held = self.held.get(run_id)
+        if held is not None and (attempt is None or held[0] == attempt):
+            del self.held[run_id]
 
     async def stop(self) -> list[dict]:
         """Stop claiming and renewing; hand the runs still held back to the queue (returned)."""
@@ -130,7 +135,7 @@ class RunLeases:
             log.info("requeued %d runs whose lease ran out", len(requeued))
             self._publish_runs(requeued)
         if claimed:
-            self.held.update((r["id"], sent) for r in claimed)
+            self.held.update((r["id"], (r["attempt"], sent)) for r in claimed)
             self._dispatch(claimed, agents)
         return len(claimed) == CLAIM_BATCH
 
@@ -150,11 +155,11 @@ class RunLeases:
                 # a whole lease may be another server's run by now: its turn stops here.
                 log.warning("renewing %d run leases failed (%s)", len(asked), type(exc).__name__)
                 stale = time.monotonic() - self.lease_ms / 1000
-                kept = {run_id for run_id in asked if self.held.get(run_id, stale) > stale}
+                kept = {run_id for run_id in asked if self.held.get(run_id, (0, stale))[1] > stale}
             else:
                 for run_id in kept:
                     if run_id in self.held:
-                        self.held[run_id] = sent
+                        self.held[run_id] = (self.held[run_id][0], sent)
             for run_id in asked:
                 if run_id not in kept and run_id in self.held:
                     del self.held[run_id]

@@ -176,6 +176,10 @@ class Runtime:
         for run in runs:
             session_id = run["sessionId"]
             worker = self.workers.get(session_id)
+            if worker is not None and worker.run_id == run["id"]:
+                # Still executing an older attempt of it here (its lease ran out while this
+                # server stalled, and it was requeued): that turn can no longer answer it.
+                worker.stop_turn(run["id"])
             if worker is None:
                 worker = self.workers[session_id] = SessionWorker()
                 worker.task = asyncio.create_task(self._claimed_worker(session_id, worker),
@@ -195,13 +199,13 @@ class Runtime:
                     # so the run returns to the queue when it runs out and is answered then.
                     log.exception("run %s could not be ended; it is requeued when its lease runs out",
                                   run["id"])
-                    self.leases.drop(run["id"])
+                    self.leases.drop(run["id"], run["attempt"])
         finally:
             if self.workers.get(session_id) is worker:
                 del self.workers[session_id]
             if worker.gone:   # a deleted session's runs: their rows were ended with it
                 for run, _ in worker.claimed:
-                    self.leases.drop(run["id"])
+                    self.leases.drop(run["id"], run["attempt"])
             self.leases.wake()   # the session's next run may be claimable now
 
     def _lease_lost(self, run_id: str) -> None:
@@ -290,11 +294,11 @@ class Runtime:
         if agent is None:  # deleted between the queue read and now: its runs went with it
             worker.run_id = None
             if shared:
-                self.leases.drop(run_id)
+                self.leases.drop(run_id, run["attempt"])
             return
         definition = agent["definition"]
         result = TurnResult("succeeded", time.perf_counter(), model=definition.get("model", ""))
-        if shared and not self.leases.holds(run_id):
+        if shared and not self.leases.holds(run_id, run["attempt"]):
             # Ended elsewhere (or its lease lost) between the claim and now: no turn at all.
             worker.run_id = None
             result.status = "canceled"
@@ -337,6 +341,8 @@ class Runtime:
         finally:
             worker.run_id = None
         if worker.gone:
+            if shared:   # (its row was ended with the session: the lease went with it)
+                self.leases.drop(run_id, run["attempt"])
             return  # deleted meanwhile: nothing more is written or published for it
         result.text = "".join(text_parts)
         done_patch: dict = {"done": True}
@@ -440,7 +446,7 @@ class Runtime:
 
         done = await self.db.write(job)
         if owner is not None:
-            self.leases.drop(run["id"])
+            self.leases.drop(run["id"], run["attempt"])
         self.metrics.runs.labels(status).inc()
         if done is None or worker.gone:
             return
