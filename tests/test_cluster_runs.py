@@ -175,7 +175,20 @@ async def test_a_dead_servers_run_is_requeued_after_its_lease_and_answered_once(
                 c = await V2Client.open(survivor.url)
                 assert (await session_info(c, a, sid))["status"] == "streaming"
                 assert (await c.call(a, {"_": "GetAgent", "agentId": agent_id}))["agent"]["status"] == "running"
+                watcher = await V2Client.open(survivor.url)
+                await watcher.call(a, {"_": "Subscribe", "key": f"sessions/{sid}"})
                 doomed.kill()
+                # A subscriber sees the dead turn end (done), then the new turn's partials.
+                partials = []
+                async with asyncio.timeout(4 * LEASE):
+                    while not partials or "textDelta" in partials[-1] or len(partials) < 2:
+                        e = await watcher.event()
+                        if e["_"] == "appendPartial":
+                            assert e["partialId"] == run_id
+                            partials.append(e["patch"])
+                assert partials[0] == {"done": True}
+                assert "".join(p.get("textDelta", "") for p in partials) == "echo: survive this"
+                await watcher.close()
                 got = await wait_session(c, a, sid, "idle", timeout=4 * LEASE)
                 assert messages(got["events"]) == [("user", "survive this"), ("assistant", "echo: survive this")]
                 run = (await c.call(a, {"_": "GetRun", "runId": run_id}))["run"]

@@ -50,12 +50,12 @@ class RunLeases:
         self._stopping = False
 
     def start(self, dispatch: Callable[[list[dict], dict[str, dict]], None],
-              lost: Callable[[str], None], publish_runs: Callable[[list[dict]], None]) -> None:
+              lost: Callable[[str], None], requeued: Callable[[list[dict]], None]) -> None:
         """`dispatch(runs, agents by id)` gets each batch of claimed runs (already running, their
         agents marked running); `lost(run_id)` is called for a held run whose lease is gone;
-        `publish_runs` gets the runs requeued after their lease ran out."""
+        `requeued` gets the runs requeued after their lease ran out."""
         self._wake = asyncio.Event()
-        self._dispatch, self._lost, self._publish_runs = dispatch, lost, publish_runs
+        self._dispatch, self._lost, self._requeued = dispatch, lost, requeued
         self._tasks = [asyncio.create_task(self._claim_loop(), name="runs:claim"),
                        asyncio.create_task(self._renew_loop(), name="runs:renew")]
 
@@ -133,7 +133,7 @@ class RunLeases:
         requeued, claimed, agents = await self.db.write(job)
         if requeued:
             log.info("requeued %d runs whose lease ran out", len(requeued))
-            self._publish_runs(requeued)
+            self._requeued(requeued)
         if claimed:
             self.held.update((r["id"], (r["attempt"], sent)) for r in claimed)
             self._dispatch(claimed, agents)

@@ -137,7 +137,7 @@ class Runtime:
         ids, dirs = self.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
         await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
         if self.shared:
-            self.leases.start(self._claimed, self._lease_lost, self.publish_runs)
+            self.leases.start(self._claimed, self._lease_lost, self._requeued)
             return
         for run in self.db.read(runs_q.queued_runs, 100_000):
             if "sessionId" in run:
@@ -152,7 +152,7 @@ class Runtime:
             await asyncio.gather(*tasks, return_exceptions=True)
         if self.leases is not None:
             # The runs it held go back to the queue now, for the other servers to claim.
-            self.publish_runs(await self.leases.stop())
+            self._requeued(await self.leases.stop())
         if self.http is not None:
             await self.http.aclose()
 
@@ -207,6 +207,14 @@ class Runtime:
                 for run, _ in worker.claimed:
                     self.leases.drop(run["id"], run["attempt"])
             self.leases.wake()   # the session's next run may be claimable now
+
+    def _requeued(self, runs: list[dict]) -> None:
+        """Runs back in the queue (a lease ran out, or this server stopped): their interrupted
+        turns end for clients (a `done` partial, as every turn does), and the runs show queued."""
+        for run in runs:
+            if "sessionId" in run:
+                self.publisher.publish_partial(run["sessionId"], run["id"], {"done": True})
+        self.publish_runs(runs)
 
     def _lease_lost(self, run_id: str) -> None:
         for worker in list(self.workers.values()):
