@@ -142,12 +142,12 @@ class RunLeases:
     async def _renew_loop(self) -> None:
         while True:
             await asyncio.sleep(self.renew_every)
-            asked = list(self.held)
+            asked = {run_id: attempt for run_id, (attempt, _) in self.held.items()}
             if not asked:
                 continue
             sent = time.monotonic()
             try:
-                kept = await self.db.write(leases_q.renew, self.owner, asked, self.lease_ms)
+                kept = await self.db.write(leases_q.renew, self.owner, list(asked), self.lease_ms)
             except DatabaseClosed:
                 return
             except Exception as exc:
@@ -158,10 +158,11 @@ class RunLeases:
                 kept = {run_id for run_id in asked if self.held.get(run_id, (0, stale))[1] > stale}
             else:
                 for run_id in kept:
-                    if run_id in self.held:
-                        self.held[run_id] = (self.held[run_id][0], sent)
-            for run_id in asked:
-                if run_id not in kept and run_id in self.held:
+                    if self.holds(run_id, asked[run_id]):
+                        self.held[run_id] = (asked[run_id], sent)
+            for run_id, attempt in asked.items():
+                # (Only the attempt asked about: one claimed again meanwhile has a fresh lease.)
+                if run_id not in kept and self.holds(run_id, attempt):
                     del self.held[run_id]
                     log.info("run %s is no longer held by this server (ended, or its lease ran out)", run_id)
                     self._lost(run_id)

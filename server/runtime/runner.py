@@ -414,12 +414,15 @@ class Runtime:
         def job(conn):
             if worker.gone:
                 return None  # deleted: write nothing
-            if owner is None or leases_q.holds(conn, run["id"], owner, run["attempt"]):
+            if owner is None or (status != "canceled" and leases_q.holds(conn, run["id"], owner, run["attempt"])):
                 wrote = runs_q.save_run(conn, "running", ended)
             else:
                 # Shared store, lease lost: a run ended elsewhere (StopSession, CancelRun) keeps
                 # that ending, and its session and agent settle below as for a local stop; a run
                 # requeued (maybe running on another server now) is not this server's to touch.
+                # (A turn canceled here always lost its lease: a stop ends the run's row first,
+                # and a lease found lost is never written as 'canceled', even if the store, back
+                # from an outage, still shows it held: it runs out, and the run is run again.)
                 current = runs_q.get_run(conn, run["id"])
                 if current is None or current["status"] not in runs_q.TERMINAL:
                     return None
