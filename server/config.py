@@ -68,6 +68,10 @@ class Config:
     history_cache_bytes: int = 64 << 20   # the runtime's per-session message histories
     prompt_cache_bytes: int = 16 << 20    # agents' system prompts as Markdown (GetSession, turns)
     owner_cache_bytes: int = 16 << 20     # each of: session owners, agent owners, registered signers
+    # Runs on a shared store (PostgreSQL; server/runtime/leasing.py): how long a server's claim on
+    # a run lasts unrenewed (renewed every third of it), and how often idle servers look for work.
+    run_lease: float = 15.0
+    run_poll_interval: float = 1.0
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -153,6 +157,13 @@ def seconds(raw: str) -> float:
     return rate(raw)
 
 
+def lease_seconds(raw: str) -> float:
+    value = rate(raw)
+    if not 1 <= value <= 300:
+        raise ValueError("must be a number of seconds from 1 to 300")
+    return value
+
+
 def origins(raw: str) -> str:
     """`*`, or comma-separated origins as browsers send them (`scheme://host[:port]`, or
     `null`), kept in that normalized form."""
@@ -218,6 +229,8 @@ SETTINGS: list[Setting] = [
     Setting("--history-cache-bytes", "HISTORY_CACHE_BYTES", "history_cache_bytes", count, "BYTES", "memory for the sessions' message histories the runtime keeps between turns (least recently used dropped; a dropped one is read again from the database)"),
     Setting("--prompt-cache-bytes", "PROMPT_CACHE_BYTES", "prompt_cache_bytes", count, "BYTES", "memory for agents' system prompts as Markdown (least recently used dropped)"),
     Setting("--owner-cache-bytes", "OWNER_CACHE_BYTES", "owner_cache_bytes", count, "BYTES", "memory for each of the caches of session owners, agent owners and registered signers (least recently used dropped)"),
+    Setting("--run-lease", "RUN_LEASE", "run_lease", lease_seconds, "SECONDS", "with a shared (PostgreSQL) store: a server holds a run it executes for this long, renewing it every third of it; the runs of a server that died go back to the queue when it runs out"),
+    Setting("--run-poll-interval", "RUN_POLL_INTERVAL", "run_poll_interval", seconds, "SECONDS", "with a shared (PostgreSQL) store: how often a server looks for queued runs (and for expired leases) besides when it queues a run itself"),
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),

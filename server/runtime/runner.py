@@ -9,12 +9,20 @@ Run statuses move only through `runs.transition`; the RunInfo a turn publishes i
 writes. Writes that end a run are conditional on its status (`runs.save_run`), so a run that a
 CancelRun, StopSession or deletion already ended keeps that ending: the turn writes no reply for
 it, and for a deleted session it writes and publishes nothing at all.
+
+On a shared store (`db.shared`: several servers on one PostgreSQL database) the queue is read by
+claiming (`server.runtime.leasing`): a claimed run arrives already running under this server's
+lease, and its ending is written only while this server still holds that lease (checked in the
+ending's own transaction), so each run is answered once. A turn whose lease is lost (the run was
+stopped, canceled or requeued elsewhere) is canceled and its result dropped. At start a shared
+server touches only expired leases: the other servers' runs, agents and sessions are theirs.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,12 +38,14 @@ from server.providers.base import ProviderError, ProviderNotFound, TextDelta, Us
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
 from server.runtime.history import SessionHistory
+from server.runtime.leasing import RunLeases
 from server.runtime.provider_lookup import ProviderLookup
 from server.runtime.publisher import Publisher
 from server.runtime.state_dirs import reconcile_state_dirs
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import events as events_q
+from server.store import leases as leases_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 from server.store.database import Database
@@ -69,10 +79,13 @@ class TurnResult:
 class SessionWorker:
     """The one task that runs a session's runs, one at a time, and what stops it."""
 
-    __slots__ = ("task", "run_id", "stopped_run", "gone")
+    __slots__ = ("task", "run_id", "stopped_run", "gone", "claimed")
 
     def __init__(self) -> None:
         self.task: asyncio.Task | None = None
+        # Shared store: the runs claimed for this session, with their agents, not yet executed
+        # (the claim hands over one at a time; a next one can arrive while the last one ends).
+        self.claimed: deque[tuple[dict, dict | None]] = deque()
         self.run_id: str | None = None        # the run whose turn is executing, between turns None
         self.stopped_run: str | None = None   # that turn was stopped (not shut down): it ends 'canceled'
         # The session was deleted while the worker lived: it publishes and writes nothing more
@@ -100,6 +113,8 @@ class Runtime:
         self.http: httpx.AsyncClient | None = None
         self.providers: ProviderLookup | None = None   # set in start(), with the HTTP client
         self.closing = False
+        self.shared = db.shared
+        self.leases = RunLeases(db, now_ms, config.run_lease, config.run_poll_interval) if self.shared else None
 
     async def start(self) -> None:
         config = self.config
@@ -115,9 +130,15 @@ class Runtime:
             for session_id in sessions_q.ids_with_status(conn, "streaming"):
                 sessions_q.set_session_status(conn, session_id, runs_q.session_status_from_runs(conn, session_id), now)
 
-        await self.db.write(recover)
+        if not self.shared:
+            # (Shared: a running run may be another live server's; only an expired lease says it
+            # is not, and the claim loop requeues those.)
+            await self.db.write(recover)
         ids, dirs = self.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
         await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
+        if self.shared:
+            self.leases.start(self._claimed, self._lease_lost, self._requeued)
+            return
         for run in self.db.read(runs_q.queued_runs, 100_000):
             if "sessionId" in run:
                 self.kick(run["sessionId"])
@@ -129,15 +150,76 @@ class Runtime:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self.leases is not None:
+            # The runs it held go back to the queue now, for the other servers to claim.
+            self._requeued(await self.leases.stop())
         if self.http is not None:
             await self.http.aclose()
 
     # -- scheduling ------------------------------------------------------------------------
     def kick(self, session_id: str) -> None:
-        if self.closing or session_id in self.workers:
+        if self.closing:
+            return
+        if self.shared:
+            self.leases.wake()   # whichever run is oldest and claimable, not only this session's
+            return
+        if session_id in self.workers:
             return
         worker = self.workers[session_id] = SessionWorker()
         worker.task = asyncio.create_task(self._worker(session_id, worker), name=f"runs:{session_id}")
+
+    def _claimed(self, runs: list[dict], agents: dict[str, dict]) -> None:
+        """Shared store: runs just claimed (running under this server's lease) go to their
+        sessions' workers."""
+        if self.closing:
+            return   # still held: stop() hands them back to the queue
+        for run in runs:
+            session_id = run["sessionId"]
+            worker = self.workers.get(session_id)
+            if worker is not None and worker.run_id == run["id"]:
+                # Still executing an older attempt of it here (its lease ran out while this
+                # server stalled, and it was requeued): that turn can no longer answer it.
+                worker.stop_turn(run["id"])
+            if worker is None:
+                worker = self.workers[session_id] = SessionWorker()
+                worker.task = asyncio.create_task(self._claimed_worker(session_id, worker),
+                                                  name=f"runs:{session_id}")
+            worker.claimed.append((run, agents.get(run["agentId"])))
+
+    async def _claimed_worker(self, session_id: str, worker: SessionWorker) -> None:
+        try:
+            while worker.claimed and not self.closing and not worker.gone:
+                run, agent = worker.claimed.popleft()
+                try:
+                    await self._execute(run, worker, agent)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    # (e.g. the store unreachable at the ending): the lease is let go unrenewed,
+                    # so the run returns to the queue when it runs out and is answered then.
+                    log.exception("run %s could not be ended; it is requeued when its lease runs out",
+                                  run["id"])
+                    self.leases.drop(run["id"], run["attempt"])
+        finally:
+            if self.workers.get(session_id) is worker:
+                del self.workers[session_id]
+            if worker.gone:   # a deleted session's runs: their rows were ended with it
+                for run, _ in worker.claimed:
+                    self.leases.drop(run["id"], run["attempt"])
+            self.leases.wake()   # the session's next run may be claimable now
+
+    def _requeued(self, runs: list[dict]) -> None:
+        """Runs back in the queue (a lease ran out, or this server stopped): their interrupted
+        turns end for clients (a `done` partial, as every turn does), and the runs show queued."""
+        for run in runs:
+            if "sessionId" in run:
+                self.publisher.publish_partial(run["sessionId"], run["id"], {"done": True})
+        self.publish_runs(runs)
+
+    def _lease_lost(self, run_id: str) -> None:
+        for worker in list(self.workers.values()):
+            if worker.run_id == run_id:
+                worker.stop_turn(run_id)
 
     async def _worker(self, session_id: str, worker: SessionWorker) -> None:
         try:
@@ -156,7 +238,16 @@ class Runtime:
 
     def interrupt(self, run_ids) -> None:
         """Cancel the turns executing these runs (their rows were already ended by the caller)."""
+        self.interrupt_runs(run_ids)
+
+    def interrupt_runs(self, run_ids) -> None:
+        """Cancel this server's turns of these runs, if it runs any of them: the runs were ended
+        (StopSession, CancelRun, a deletion) here or, on a shared store, on another server. A
+        claimed run not yet started is dropped too (its lease went with its ending)."""
         wanted = set(run_ids)
+        if self.leases is not None:
+            for run_id in wanted:
+                self.leases.drop(run_id)
         for worker in list(self.workers.values()):
             if worker.run_id in wanted:
                 worker.stop_turn(worker.run_id)
@@ -187,36 +278,49 @@ class Runtime:
                 worker.stop_turn()
 
     # -- one run ---------------------------------------------------------------------------
-    async def _execute(self, run: dict, worker: SessionWorker) -> None:
+    async def _execute(self, run: dict, worker: SessionWorker, claimed_agent: dict | None = None) -> None:
+        """One run: `run` is queued, or on a shared store claimed (already running under this
+        server's lease, `claimed_agent` marked running in the claim's transaction)."""
         publisher = self.publisher
         run_id, session_id = run["id"], run["sessionId"]
         user_event_id = run.get("userEventId", "")
         now = self.now_ms()
+        shared = self.shared
 
-        running = runs_q.transition(run, "running", now)
-        before, agent_id = run["status"], run["agentId"]
+        if not shared:
+            running = runs_q.transition(run, "running", now)
+            before, agent_id = run["status"], run["agentId"]
 
-        def begin(conn):
-            if runs_q.save_run(conn, before, running):
-                agents_q.set_agent_status(conn, agent_id, "running", now)
+            def begin(conn):
+                if runs_q.save_run(conn, before, running):
+                    agents_q.set_agent_status(conn, agent_id, "running", now)
 
         # Registered as live before the first await, so a StopSession arriving at any point
         # of this run finds it and cancels it.
         worker.run_id = run_id
-        agent = self.db.read(agents_q.get_agent, run["agentId"])
+        agent = claimed_agent if shared else self.db.read(agents_q.get_agent, run["agentId"])
         if agent is None:  # deleted between the queue read and now: its runs went with it
             worker.run_id = None
+            if shared:
+                self.leases.drop(run_id, run["attempt"])
             return
         definition = agent["definition"]
         result = TurnResult("succeeded", time.perf_counter(), model=definition.get("model", ""))
+        if shared and not self.leases.holds(run_id, run["attempt"]):
+            # Ended elsewhere (or its lease lost) between the claim and now: no turn at all.
+            worker.run_id = None
+            result.status = "canceled"
+            await self._finish(run, agent, result, worker)
+            return
         text_parts: list[str] = []
         try:
-            # Not waited for: the turn goes on while it commits (the writer keeps order, so it
-            # lands before the reply). If the process dies first, the run is still 'queued' in
-            # the file and simply runs again at start, as a 'running' one would.
-            self.db.write_nowait(begin)
-            run = running
-            agent = {**agent, "status": "running", "updatedAt": max(agent["updatedAt"], now)}
+            if not shared:
+                # Not waited for: the turn goes on while it commits (the writer keeps order, so
+                # it lands before the reply). If the process dies first, the run is still
+                # 'queued' in the file and simply runs again at start, as a 'running' one would.
+                self.db.write_nowait(begin)
+                run = running
+                agent = {**agent, "status": "running", "updatedAt": max(agent["updatedAt"], now)}
             publisher.publish_run(runs_q.public(run))
             publisher.publish_agent(agent)
             provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
@@ -231,7 +335,9 @@ class Runtime:
                     result.usage = item
         except asyncio.CancelledError:
             if worker.stopped_run != run_id:
-                raise  # shutdown: the run stays 'running' in the file and is requeued at start
+                # Shutdown: the run stays 'running' in the file and is requeued at start (on a
+                # shared store, handed back to the queue by stop()).
+                raise
             worker.stopped_run = None
             result.status = "canceled"
         except ProviderError as exc:
@@ -243,6 +349,8 @@ class Runtime:
         finally:
             worker.run_id = None
         if worker.gone:
+            if shared:   # (its row was ended with the session: the lease went with it)
+                self.leases.drop(run_id, run["attempt"])
             return  # deleted meanwhile: nothing more is written or published for it
         result.text = "".join(text_parts)
         done_patch: dict = {"done": True}
@@ -301,11 +409,24 @@ class Runtime:
         now = self.now_ms()
         usage_wire = None if result.usage is None else result.usage.to_wire()
         ended = runs_q.transition(run, status, now, error=result.error, usage=usage_wire)
+        owner = self.leases.owner if self.shared else None
 
         def job(conn):
             if worker.gone:
                 return None  # deleted: write nothing
-            wrote = runs_q.save_run(conn, "running", ended)
+            if owner is None or (status != "canceled" and leases_q.holds(conn, run["id"], owner, run["attempt"])):
+                wrote = runs_q.save_run(conn, "running", ended)
+            else:
+                # Shared store, lease lost: a run ended elsewhere (StopSession, CancelRun) keeps
+                # that ending, and its session and agent settle below as for a local stop; a run
+                # requeued (maybe running on another server now) is not this server's to touch.
+                # (A turn canceled here always lost its lease: a stop ends the run's row first,
+                # and a lease found lost is never written as 'canceled', even if the store, back
+                # from an outage, still shows it held: it runs out, and the run is run again.)
+                current = runs_q.get_run(conn, run["id"])
+                if current is None or current["status"] not in runs_q.TERMINAL:
+                    return None
+                wrote = False
             appended = titled = None
             if wrote and status == "succeeded":
                 meta: dict = {"provider": result.provider_type or agent["definition"].get("modelProvider", ""),
@@ -335,6 +456,8 @@ class Runtime:
             return appended, ended if wrote else None, titled or session, a
 
         done = await self.db.write(job)
+        if owner is not None:
+            self.leases.drop(run["id"], run["attempt"])
         self.metrics.runs.labels(status).inc()
         if done is None or worker.gone:
             return

@@ -27,7 +27,7 @@ _MOVES = {
     "waiting": frozenset({"queued", "running", "succeeded", "failed", "canceled"}),
 }
 
-_COLUMNS = ("id, account_id, root_run_id, parent_run_id, depth, kind, agent_id, session_id, origin,"
+COLUMNS = ("id, account_id, root_run_id, parent_run_id, depth, kind, agent_id, session_id, origin,"
             " title, status, attempt, created_at, updated_at, started_at, finished_at, usage,"
             " error_code, error")
 _N = 19
@@ -67,14 +67,23 @@ def transition(run: dict, to: str, now: int, *, error: dict | None = None,
     return out
 
 
+_SAVE = ("UPDATE runs SET status = ?, attempt = ?, updated_at = ?, started_at = ?, finished_at = ?,"
+         " usage = ?, error_code = ?, error = ?{lease} WHERE id = ? AND status = ?")
+_SAVE_SQLITE = _SAVE.format(lease="")
+# On a shared store (PostgreSQL) a run holds a lease exactly while claimed or running
+# (runs_lease_check): a move to any other status ends it. Moves into claimed/running take a
+# lease, which only server.store.leases.claim gives.
+_SAVE_LEASE_ENDS = _SAVE.format(lease=", lease_owner = NULL, lease_expires_at = NULL")
+
+
 def save_run(conn: apsw.Connection, before: str, run: dict) -> bool:
     """Write `run`'s mutable fields if the row is still in status `before`; False otherwise
     (someone else moved or deleted it first, and nothing was written)."""
     error = run.get("error")
     usage = run.get("usage")
+    ends_lease = getattr(conn, "dialect", "sqlite") == "postgresql" and run["status"] not in ("claimed", "running")
     conn.execute(
-        "UPDATE runs SET status = ?, attempt = ?, updated_at = ?, started_at = ?, finished_at = ?,"
-        " usage = ?, error_code = ?, error = ? WHERE id = ? AND status = ?",
+        _SAVE_LEASE_ENDS if ends_lease else _SAVE_SQLITE,
         (run["status"], run["attempt"], run["updatedAt"], run.get("startedAt"), run.get("finishedAt"),
          None if usage is None else codec.encode(usage),
          None if error is None else error["code"], None if error is None else error["message"],
@@ -111,7 +120,7 @@ def create_run(conn: apsw.Connection, run_id: str, account_id: str, agent_id: st
 
 
 def get_run(conn: apsw.Connection, run_id: str) -> dict | None:
-    row = conn.execute(f"SELECT {_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    row = conn.execute(f"SELECT {COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
     return None if row is None else run_info(row)
 
 
@@ -131,7 +140,7 @@ def user_event_of(conn: apsw.Connection, run_id: str) -> str | None:
     return None if row is None else row[0]
 
 
-def _queued(rows: list) -> list[dict]:
+def queued_rows(rows: list) -> list[dict]:
     """RunInfo plus the runtime's own keys: userEventId (when set) and modelOverride (the
     session's, when set), read in the same statement so a turn needs no second lookup."""
     out = []
@@ -145,27 +154,27 @@ def _queued(rows: list) -> list[dict]:
     return out
 
 
-_QUEUED_EXTRA = ", user_event_id, (SELECT s.model_override FROM sessions s WHERE s.id = runs.session_id)"
+QUEUED_EXTRA = ", user_event_id, (SELECT s.model_override FROM sessions s WHERE s.id = runs.session_id)"
 
 
 def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
     """Queued runs, oldest first (with userEventId / modelOverride, see `_queued`)."""
-    return _queued(conn.execute(
-        f"SELECT {_COLUMNS}{_QUEUED_EXTRA} FROM runs WHERE status = 'queued'"
+    return queued_rows(conn.execute(
+        f"SELECT {COLUMNS}{QUEUED_EXTRA} FROM runs WHERE status = 'queued'"
         " ORDER BY created_at, rowid LIMIT ?", (limit,)).fetchall())
 
 
 def queued_runs_of_session(conn: apsw.Connection, session_id: str, limit: int) -> list[dict]:
     """The session's queued runs, oldest first (the per-session worker takes them in order)."""
-    return _queued(conn.execute(
-        f"SELECT {_COLUMNS}{_QUEUED_EXTRA} FROM runs WHERE session_id = ? AND {ACTIVE}"
+    return queued_rows(conn.execute(
+        f"SELECT {COLUMNS}{QUEUED_EXTRA} FROM runs WHERE session_id = ? AND {ACTIVE}"
         " AND status = 'queued' ORDER BY created_at, rowid LIMIT ?", (session_id, limit)).fetchall())
 
 
 def active_runs_of_session(conn: apsw.Connection, session_id: str) -> list[dict]:
     """Live (non-terminal) runs of the session, oldest first."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE session_id = ? AND {ACTIVE}"
+        f"SELECT {COLUMNS} FROM runs WHERE session_id = ? AND {ACTIVE}"
         " ORDER BY created_at, rowid", (session_id,)).fetchall()
     return [run_info(row) for row in rows]
 
@@ -183,14 +192,14 @@ def cancel_runs(conn: apsw.Connection, runs: list[dict], now: int) -> list[dict]
 
 def latest_run_of_session(conn: apsw.Connection, session_id: str) -> dict | None:
     row = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE session_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+        f"SELECT {COLUMNS} FROM runs WHERE session_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
         (session_id,)).fetchone()
     return None if row is None else run_info(row)
 
 
 def requeue_interrupted(conn: apsw.Connection, now: int) -> list[str]:
     """Runs a dead process left claimed or running go back to 'queued'; their ids, oldest first."""
-    rows = conn.execute(f"SELECT {_COLUMNS}, rowid FROM runs WHERE status IN ('claimed', 'running')").fetchall()
+    rows = conn.execute(f"SELECT {COLUMNS}, rowid FROM runs WHERE status IN ('claimed', 'running')").fetchall()
     rows.sort(key=lambda row: (row[12], row[_N]))  # created_at, then rowid: oldest first, no SQL sort
     return [r["id"] for r in (run_info(row[:_N]) for row in rows) if move_run(conn, r, "queued", now)]
 
@@ -213,7 +222,7 @@ def _runs_where(conn: apsw.Connection, where: str, params: list, status: str | N
                 limit: int) -> list[dict]:
     if status is not None:
         where, params = where + " AND status = ?", params + [status]
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY {order} LIMIT ?",
+    rows = conn.execute(f"SELECT {COLUMNS} FROM runs WHERE {where} ORDER BY {order} LIMIT ?",
                         (*params, limit)).fetchall()
     return [run_info(row) for row in rows]
 
