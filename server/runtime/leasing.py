@@ -108,7 +108,10 @@ class RunLeases:
             if full or self._stopping:
                 continue
             try:
-                await asyncio.wait_for(self._wake.wait(), self.poll_every)
+                # asyncio.timeout, not wait_for: on 3.11 a cancel that lands as the wait ends can
+                # be lost by wait_for, and this loop would then outlive its stop.
+                async with asyncio.timeout(self.poll_every):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()
