@@ -1,7 +1,8 @@
 """The SQLite driver before and after a change, in one run (issue 16: "keeps today's speed,
 within 5%"):
 
-    python -m bench.sqlite_ab [--before REF] [--after REF|.] [--quick] [--rounds N] [--profile DIR]
+    python -m bench.sqlite_ab [--before REF] [--after REF|.] [--quick] [--rounds N]
+                              [--wait-quiet SECONDS] [--profile DIR] [--json FILE]
 
 Two source trees: `--before` (default b319136, main before the storage port) and `--after`
 (default `.`, this working tree as it is on disk; a git ref is extracted like the before tree,
@@ -11,32 +12,40 @@ in bench.processes) on a fresh SQLite data dir seeded by that tree's own `bench.
 the file is what that tree's store writes): one echo agent and a session of 20 events of
 ~630 bytes (the `rpc` benchmark's ~12.7 KB GetSession answer), all for one account.
 
-Both servers run for the whole benchmark. Each round is one load process (pinned to the load
-CPU, this tree's load code for both, envelopes pre-signed before each timed phase) that
-measures every cell on one tree and then on the other; the order alternates between rounds
-(before first in even rounds, after first in odd ones), so the drift of a shared machine falls
-on both trees alike. The cells:
+Both servers run for the whole benchmark; only one is loaded at a time. Each round is one load
+process (pinned to the load CPU; this tree's load code for both trees; envelopes pre-signed
+before each timed chunk). For each cell it opens its sockets (and sessions) on both trees,
+warms both up, then sends CHUNKS timed chunks to each tree, alternating A B B A A B ... where A
+is the tree that goes first in this round (before in even rounds, after in odd ones): drift of
+the shared machine at any scale longer than a chunk (0.1-0.5 s) falls on both trees alike.
+The cells:
 
 - `GetSession c1` and `GetSession c16`: v2 GetSession of the 20-event session, closed loop with
-  1 or 16 requests outstanding (over 1 or 16 sockets): actions/s and p50 latency;
+  1 or 16 requests outstanding (over 1 or 16 sockets);
 - `turns c1` and `turns c8`: MessageSession to the echo agent on 1 or 8 sessions (a socket
   subscribed to each, one turn at a time per session), each turn timed from the send until the
-  durable assistant append arrives: turns/s (and p50 turn latency).
+  durable assistant append arrives.
 
-Every timed phase has a short warm-up, a bounded count and a time cap. Reported per cell and
-figure: the median over the rounds of each tree, after/before of those medians, and the spread
-of the per-round ratios (each round's after against the same round's before): median, min and
-max. Also the CPU the other processes of the machine took from the server's and the load's
-CPU during the timed phases (`foreign`), and the load average at start and end. Nothing is
-asserted. `--profile DIR` runs both servers under pyinstrument (bench.profiled_server, sampling
-only during timed phases) and writes DIR/{before,after}.{txt,top.txt,pyisession}; the profiler
-slows the servers, so its ratios mean nothing, only its shares do.
+Figures per cell: throughput (actions or turns per second), p50 latency, and the server's CPU
+time per action (all its threads, exact, from /proc/PID/task/*/schedstat): the work an action
+costs, which a neighbour's load moves much less than it moves wall time. Reported: the median
+over the rounds for each tree, after/before of those medians, and the per-round ratios (a
+round's after against the same round's before): median, min and max. Also the CPU that other
+processes took from the server's and the load's CPU during the timed chunks (`foreign`) and the
+load average at start and end; `--wait-quiet SECONDS` makes each round first wait (bounded)
+until both CPUs are less than 20% busy. Every phase is bounded in count and in time
+(CELL_CAP_S), every process by a timeout. Nothing is asserted.
+
+`--profile DIR` runs both servers under pyinstrument (bench.profiled_server of each tree,
+sampling only during the timed chunks) and writes DIR/{before,after}.{txt,top.txt,pyisession};
+the profiler slows the servers, so its ratios mean nothing, only its shares do.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import math
 import os
 import shutil
 import signal
@@ -366,6 +375,25 @@ def _spread(values: list[float], digits: int = 3) -> dict:
             "max": round(max(values), digits)}
 
 
+# Two-sided 95% quantiles of Student's t by degrees of freedom (1-30; 1.96 beyond).
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042)
+
+
+def geomean_ci(ratios: list[float]) -> dict:
+    """The geometric mean of per-round ratios and its 95% confidence interval (t on the logs):
+    where the true after/before lies, given how much the rounds scatter."""
+    logs = [math.log(r) for r in ratios if r > 0]
+    if not logs:
+        return {"geomean": None, "ci95": None}
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return {"geomean": round(math.exp(mean), 3), "ci95": None}
+    half = (_T95[len(logs) - 2] if len(logs) - 1 <= len(_T95) else 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return {"geomean": round(math.exp(mean), 3), "ci95": [round(math.exp(mean - half), 3), round(math.exp(mean + half), 3)]}
+
+
 def summarize(rounds: list[dict]) -> dict:
     cells = {}
     for cell in CELLS:
@@ -377,7 +405,7 @@ def summarize(rounds: list[dict]) -> dict:
             cells[f"{cell} {fig}"] = {
                 "before_median": round(mb, 3), "after_median": round(ma, 3),
                 "ratio_of_medians": round(ma / mb, 3) if mb else None,
-                "pair_ratios": _spread(pairs), "better": "higher" if fig == "per_s" else "lower",
+                "pair_ratios": {**_spread(pairs), **geomean_ci(pairs)}, "better": "higher" if fig == "per_s" else "lower",
                 "before_runs": [round(x, 3) for x in b], "after_runs": [round(x, 3) for x in a]}
     noise = {}
     for name in ("before", "after"):
@@ -390,15 +418,18 @@ def summarize(rounds: list[dict]) -> dict:
 
 
 def table(summary: dict) -> str:
-    lines = ["| cell | figure | before (median) | after (median) | after / before | per-round ratios: median [min..max] |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| cell | figure | before (median) | after (median) | after / before (medians) "
+             "| per-round ratios: median [min..max] | geometric mean (95% CI) |",
+             "|---|---|---|---|---|---|---|"]
     for key, c in summary["cells"].items():
         cell, fig = key.rsplit(" ", 1)
         unit, name, digits = {"per_s": ("/s", "turns/s" if cell.startswith("turns") else "actions/s", 0),
                               "p50_ms": (" ms", "p50", 2), "cpu_us": (" us", "server CPU per action", 0)}[fig]
         p = c["pair_ratios"]
         lines.append(f"| {cell} | {name} | {c['before_median']:,.{digits}f}{unit} | {c['after_median']:,.{digits}f}{unit} "
-                     f"| {c['ratio_of_medians']:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] |")
+                     f"| {c['ratio_of_medians']:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] "
+                     f"| {p['geomean']:.3f} ({p['ci95'][0]:.3f}..{p['ci95'][1]:.3f}) |" if p["ci95"] else
+                     f"| {c['ratio_of_medians']:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] | - |")
     return "\n".join(lines)
 
 
@@ -416,8 +447,10 @@ def resolve(ref: str, into: Path) -> tuple[Path, str]:
     return extract(ref, into), commit
 
 
-def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profile_dir: str | None) -> dict:
+def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profile_dir: str | None,
+         quiet_s: float = 0.0) -> dict:
     from bench.load import keypair
+    from bench.run import wait_quiet
 
     n_rounds, counts = sizes(quick)
     n_rounds = rounds or n_rounds
@@ -445,6 +478,7 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
         out["rounds_data"] = []
         for r in range(n_rounds):
             order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
+            busy = wait_quiet(quiet_s) if quiet_s else None   # both servers idle: others' load
             res = run_load("bench.sqlite_ab:round_load",
                            {"targets": targets, "order": order, "counts": counts, "chunks": CHUNKS,
                             "round_no": r, "profile": bool(profile_dir)},
@@ -452,7 +486,7 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
             for name, srv in servers.items():
                 if not srv.alive():
                     raise RuntimeError(f"the {name} server died: {srv.log_tail()}")
-            res["order"] = order
+            res["order"], res["cpus_busy_before_round"] = order, busy
             out["rounds_data"].append(res)
             print(f"round {r + 1}/{n_rounds} ({' then '.join(order)}): " + "; ".join(
                 f"{cell} " + "/".join(f"{res[n][cell]['per_s']:.0f}" for n in ("before", "after"))
@@ -476,11 +510,13 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=None, help="rounds (each tree once per round; at least 1)")
     parser.add_argument("--profile", metavar="DIR", default=None,
                         help="run both servers under pyinstrument, profiles in DIR (ratios then mean nothing)")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help="before each round wait (at most SECONDS) until both CPUs are less than 20%% busy")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the whole result to FILE")
     args = parser.parse_args()
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    result = main(args.before, args.after, args.quick, args.rounds, args.profile)
+    result = main(args.before, args.after, args.quick, args.rounds, args.profile, args.wait_quiet)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print()
