@@ -107,6 +107,7 @@ class TreeServer:
         args = ["--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(data_dir),
                 "--log-level", "WARNING", *RAISED_LIMITS]
         if profile_dir:
+            os.makedirs(profile_dir, exist_ok=True)
             prefix = os.path.join(os.path.abspath(profile_dir), name)
             self.cmd = [sys.executable, "-m", "bench.profiled_server", prefix, "--window", "--", *args]
         else:
