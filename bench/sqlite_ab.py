@@ -333,7 +333,7 @@ def _combine(chunks: list[dict]) -> dict:
 
 
 async def round_load(targets: dict, order: list[str], counts: dict, chunks: int, round_no: int,
-                     profile: bool = False) -> dict:
+                     profile: bool = False, cells: list[str] = CELLS) -> dict:
     """One round, cell by cell. For each cell both trees get their sockets (and sessions) and a
     warm-up, then `chunks` timed chunks each, alternating A B B A A B ... from `order`, so drift
     at the scale of a chunk (a fraction of a second) falls on both. `targets` maps a tree's name
@@ -344,7 +344,7 @@ async def round_load(targets: dict, order: list[str], counts: dict, chunks: int,
     for t in targets.values():
         t["last_ts"] = 0
     out: dict = {name: {} for name in targets}
-    for cell in CELLS:
+    for cell in cells:
         kind, conc = cell.split(" c")
         make = _GetSessions if kind == "GetSession" else _Turns
         drivers = {name: make(kp, targets[name], int(conc), f"r{round_no}-{name}-c{conc}") for name in order}
@@ -396,8 +396,9 @@ def geomean_ci(ratios: list[float]) -> dict:
 
 
 def summarize(rounds: list[dict]) -> dict:
+    measured = [c for c in CELLS if c in rounds[0]["before"]]
     cells = {}
-    for cell in CELLS:
+    for cell in measured:
         for fig in FIGURES:
             b = [r["before"][cell][fig] for r in rounds]
             a = [r["after"][cell][fig] for r in rounds]
@@ -410,11 +411,11 @@ def summarize(rounds: list[dict]) -> dict:
                 "before_runs": [round(x, 3) for x in b], "after_runs": [round(x, 3) for x in a]}
     noise = {}
     for name in ("before", "after"):
-        phases = [r[name][cell]["cpu"] for r in rounds for cell in CELLS]
+        phases = [r[name][cell]["cpu"] for r in rounds for cell in measured]
         noise[name] = {k: _spread([p[k] for p in phases if k in p], 2)
                        for k in ("main_busy", "server_cpu_foreign", "load_cpu_foreign", "load_busy")
                        if any(k in p for p in phases)}
-    errors = {name: sum(r[name][cell]["errors"] for r in rounds for cell in CELLS) for name in ("before", "after")}
+    errors = {name: sum(r[name][cell]["errors"] for r in rounds for cell in measured) for name in ("before", "after")}
     return {"cells": cells, "cpu_during_timed_phases": noise, "errors": errors}
 
 
@@ -449,7 +450,7 @@ def resolve(ref: str, into: Path) -> tuple[Path, str]:
 
 
 def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profile_dir: str | None,
-         quiet_s: float = 0.0) -> dict:
+         quiet_s: float = 0.0, cells: list[str] = CELLS) -> dict:
     from bench.load import keypair
     from bench.run import wait_quiet
 
@@ -457,7 +458,7 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
     n_rounds = rounds or n_rounds
     started = time.monotonic()
     out: dict = {"machine": machine_info(), "loadavg_start": os.getloadavg(), "quick": quick,
-                 "rounds": n_rounds, "chunks": CHUNKS, "counts": counts}
+                 "rounds": n_rounds, "chunks": CHUNKS, "counts": counts, "cells": list(cells)}
     account = keypair(LABEL).account_id
     tmp = Path(tempfile.mkdtemp(prefix="bench-sqlite-ab-"))
     servers: dict[str, TreeServer] = {}
@@ -482,7 +483,7 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
             busy = wait_quiet(quiet_s) if quiet_s else None   # both servers idle: others' load
             res = run_load("bench.sqlite_ab:round_load",
                            {"targets": targets, "order": order, "counts": counts, "chunks": CHUNKS,
-                            "round_no": r, "profile": bool(profile_dir)},
+                            "round_no": r, "profile": bool(profile_dir), "cells": list(cells)},
                            timeout=len(CELLS) * 2 * (CHUNKS + 1) * CELL_CAP_S + 120)
             for name, srv in servers.items():
                 if not srv.alive():
@@ -491,7 +492,7 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
             out["rounds_data"].append(res)
             print(f"round {r + 1}/{n_rounds} ({' then '.join(order)}): " + "; ".join(
                 f"{cell} " + "/".join(f"{res[n][cell]['per_s']:.0f}" for n in ("before", "after"))
-                for cell in CELLS) + " per s (before/after)", flush=True)
+                for cell in cells) + " per s (before/after)", flush=True)
     finally:
         for srv in servers.values():
             srv.stop()
@@ -513,11 +514,14 @@ if __name__ == "__main__":
                         help="run both servers under pyinstrument, profiles in DIR (ratios then mean nothing)")
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
                         help="before each round wait (at most SECONDS) until both CPUs are less than 20%% busy")
+    parser.add_argument("--cells", nargs="+", choices=CELLS, default=list(CELLS), metavar="CELL",
+                        help=f"measure only these cells (quoted: {', '.join(repr(c) for c in CELLS)})")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the whole result to FILE")
     args = parser.parse_args()
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    result = main(args.before, args.after, args.quick, args.rounds, args.profile, args.wait_quiet)
+    result = main(args.before, args.after, args.quick, args.rounds, args.profile, args.wait_quiet,
+                  [c for c in CELLS if c in args.cells])
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print()
