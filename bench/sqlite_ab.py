@@ -66,8 +66,6 @@ LABEL = "sqlite-ab"
 EVENTS, EVENT_CHARS = 20, 400        # as bench.rpc: ~630-byte events, a ~12.7 KB answer
 CELLS = ("GetSession c1", "GetSession c16", "turns c1", "turns c8")
 CELL_CAP_S = 60.0                    # no timed phase runs longer than this
-
-
 CHUNKS = 4                           # timed chunks per tree, cell and round
 
 
@@ -81,6 +79,14 @@ def sizes(quick: bool) -> tuple[int, dict[str, int]]:
 
 # -- the servers ---------------------------------------------------------------------------------
 
+def tree_env(tree: Path) -> dict:
+    """The environment of a tree's processes: its own code first, and no SEED_AGENTS_* setting
+    of the caller's (a SEED_AGENTS_STORAGE_URL would move the server off its SQLite file)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_AGENTS_")}
+    env["PYTHONPATH"] = str(tree)
+    return env
+
+
 def seed(tree: Path, data_dir: Path, account_id: str) -> dict:
     """The agent and the 20-event session, written by `tree`'s own store code before its server
     starts (a tree's server may refuse a file another tree's schema wrote)."""
@@ -89,7 +95,7 @@ def seed(tree: Path, data_dir: Path, account_id: str) -> dict:
             "print(json.dumps(dbsetup.build(a[0], a[1], {'get': (a[2], a[3])})))")
     args = json.dumps([str(data_dir), account_id, EVENTS, EVENT_CHARS])
     out = subprocess.run([sys.executable, "-c", code, args], cwd=str(tree), capture_output=True,
-                         text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(tree)))
+                         text=True, timeout=120, env=tree_env(tree))
     if out.returncode != 0:
         raise RuntimeError(f"seeding with {tree}/bench/dbsetup.py failed:\n{out.stderr[-2000:]}")
     built = json.loads(out.stdout.strip().splitlines()[-1])
@@ -123,7 +129,7 @@ class TreeServer:
         with open(self.log_path, "ab") as log:
             # taskset execs the command, so the child's pid is the server's own (for /proc).
             self.proc = subprocess.Popen([*pin_prefix(SERVER_CPU), *self.cmd], cwd=str(self.tree),
-                                         env=dict(os.environ, PYTHONPATH=str(self.tree)),
+                                         env=tree_env(self.tree),
                                          stdout=log, stderr=log, preexec_fn=_raise_nofile_child)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -428,10 +434,9 @@ def table(summary: dict) -> str:
         unit, name, digits = {"per_s": ("/s", "turns/s" if cell.startswith("turns") else "actions/s", 0),
                               "p50_ms": (" ms", "p50", 2), "cpu_us": (" us", "server CPU per action", 0)}[fig]
         p = c["pair_ratios"]
+        ci = f"{p['geomean']:.3f} ({p['ci95'][0]:.3f}..{p['ci95'][1]:.3f})" if p["ci95"] else "-"
         lines.append(f"| {cell} | {name} | {c['before_median']:,.{digits}f}{unit} | {c['after_median']:,.{digits}f}{unit} "
-                     f"| {c['ratio_of_medians']:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] "
-                     f"| {p['geomean']:.3f} ({p['ci95'][0]:.3f}..{p['ci95'][1]:.3f}) |" if p["ci95"] else
-                     f"| {c['ratio_of_medians']:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] | - |")
+                     f"| {c['ratio_of_medians']:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] | {ci} |")
     return "\n".join(lines)
 
 
