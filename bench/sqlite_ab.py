@@ -1,0 +1,535 @@
+"""The SQLite driver before and after a change, in one run (issue 16: "keeps today's speed,
+within 5%"):
+
+    python -m bench.sqlite_ab [--before REF] [--after REF|.] [--quick] [--rounds N]
+                              [--wait-quiet SECONDS] [--profile DIR] [--json FILE]
+
+Two source trees: `--before` (default b319136, main before the storage port) and `--after`
+(default `.`, this working tree as it is on disk; a git ref is extracted like the before tree,
+with `git archive` into a temporary directory). Each tree runs as its own child server
+(`python -m server.main` of that tree, pinned to the server CPU, on loopback, limits raised as
+in bench.processes) on a fresh SQLite data dir seeded by that tree's own `bench.dbsetup` (so
+the file is what that tree's store writes): one echo agent and a session of 20 events of
+~630 bytes (the `rpc` benchmark's ~12.7 KB GetSession answer), all for one account.
+
+Both servers run for the whole benchmark; only one is loaded at a time. Each round is one load
+process (pinned to the load CPU; this tree's load code for both trees; envelopes pre-signed
+before each timed chunk). For each cell it opens its sockets (and sessions) on both trees,
+warms both up, then sends CHUNKS timed chunks to each tree, alternating A B B A A B ... where A
+is the tree that goes first in this round (before in even rounds, after in odd ones): drift of
+the shared machine at any scale longer than a chunk (0.1-0.5 s) falls on both trees alike.
+The cells:
+
+- `GetSession c1` and `GetSession c16`: v2 GetSession of the 20-event session, closed loop with
+  1 or 16 requests outstanding (over 1 or 16 sockets);
+- `turns c1` and `turns c8`: MessageSession to the echo agent on 1 or 8 sessions (a socket
+  subscribed to each, one turn at a time per session), each turn timed from the send until the
+  durable assistant append arrives.
+
+Figures per cell: throughput (actions or turns per second), p50 latency, and the server's CPU
+time per action (all its threads, exact, from /proc/PID/task/*/schedstat): the work an action
+costs, which a neighbour's load moves much less than it moves wall time. Reported: the median
+over the rounds for each tree, after/before of those medians, and the per-round ratios (a
+round's after against the same round's before): median, min and max. Also the CPU that other
+processes took from the server's and the load's CPU during the timed chunks (`foreign`) and the
+load average at start and end; `--wait-quiet SECONDS` makes each round first wait (bounded)
+until both CPUs are less than 20% busy. Every phase is bounded in count and in time
+(CELL_CAP_S), every process by a timeout. Nothing is asserted.
+
+`--profile DIR` runs both servers under pyinstrument (bench.profiled_server of each tree,
+sampling only during the timed chunks) and writes DIR/{before,after}.{txt,top.txt,pyisession};
+the profiler slows the servers, so its ratios mean nothing, only its shares do.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from bench.bench_bounds import extract
+from bench.conditions import machine_info, pin_prefix, ROOT, SERVER_CPU
+from bench.processes import _raise_nofile_child, free_port, RAISED_LIMITS, run_load
+
+DEFAULT_BEFORE = "b319136"
+LABEL = "sqlite-ab"
+EVENTS, EVENT_CHARS = 20, 400        # as bench.rpc: ~630-byte events, a ~12.7 KB answer
+CELLS = ("GetSession c1", "GetSession c16", "turns c1", "turns c8")
+CELL_CAP_S = 60.0                    # no timed phase runs longer than this
+CHUNKS = 4                           # timed chunks per tree, cell and round
+
+
+def sizes(quick: bool) -> tuple[int, dict[str, int]]:
+    """(rounds, requests or turns per tree, cell and round; split into CHUNKS chunks of
+    0.1-0.5 s each on this machine)."""
+    if quick:
+        return 5, {"GetSession c1": 800, "GetSession c16": 2000, "turns c1": 160, "turns c8": 480}
+    return 10, {"GetSession c1": 1600, "GetSession c16": 4000, "turns c1": 320, "turns c8": 960}
+
+
+# -- the servers ---------------------------------------------------------------------------------
+
+def tree_env(tree: Path) -> dict:
+    """The environment of a tree's processes: its own code first, and no SEED_AGENTS_* setting
+    of the caller's (a SEED_AGENTS_STORAGE_URL would move the server off its SQLite file)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_AGENTS_")}
+    env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def seed(tree: Path, data_dir: Path, account_id: str) -> dict:
+    """The agent and the 20-event session, written by `tree`'s own store code before its server
+    starts (a tree's server may refuse a file another tree's schema wrote)."""
+    code = ("import json, sys\nfrom bench import dbsetup\n"
+            "a = json.loads(sys.argv[1])\n"
+            "print(json.dumps(dbsetup.build(a[0], a[1], {'get': (a[2], a[3])})))")
+    args = json.dumps([str(data_dir), account_id, EVENTS, EVENT_CHARS])
+    out = subprocess.run([sys.executable, "-c", code, args], cwd=str(tree), capture_output=True,
+                         text=True, timeout=120, env=tree_env(tree))
+    if out.returncode != 0:
+        raise RuntimeError(f"seeding with {tree}/bench/dbsetup.py failed:\n{out.stderr[-2000:]}")
+    built = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"session_id": built["sessions"]["get"], "agent_id": built["agentId"],
+            "event_bytes": built["event_bytes"]["get"]}
+
+
+class TreeServer:
+    """`python -m server.main` of one source tree (cwd and PYTHONPATH set to it), pinned to the
+    server CPU, on a free loopback port, with its data dir (seeded before)."""
+
+    def __init__(self, name: str, tree: Path, data_dir: Path, profile_dir: str | None) -> None:
+        self.name, self.tree, self.data_dir = name, tree, data_dir
+        self.port = free_port()
+        args = ["--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(data_dir),
+                "--log-level", "WARNING", *RAISED_LIMITS]
+        if profile_dir:
+            os.makedirs(profile_dir, exist_ok=True)
+            prefix = os.path.join(os.path.abspath(profile_dir), name)
+            self.cmd = [sys.executable, "-m", "bench.profiled_server", prefix, "--window", "--", *args]
+        else:
+            self.cmd = [sys.executable, "-m", "server.main", *args]
+        self.log_path = data_dir / "server.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/agents/ws"
+
+    def start(self, timeout: float = 30.0) -> "TreeServer":
+        with open(self.log_path, "ab") as log:
+            # taskset execs the command, so the child's pid is the server's own (for /proc).
+            self.proc = subprocess.Popen([*pin_prefix(SERVER_CPU), *self.cmd], cwd=str(self.tree),
+                                         env=tree_env(self.tree),
+                                         stdout=log, stderr=log, preexec_fn=_raise_nofile_child)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} server exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/health", timeout=0.5) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.name} server did not start: {self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if not self.alive():
+            return
+        self.proc.send_signal(signal.SIGTERM)   # SIGTERM: a profiled server writes its profile
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+# -- the load (runs in a load process, bench.processes.run_load) ---------------------------------
+
+def server_cpu_ns(pid: int) -> int:
+    """CPU time of all the server's threads so far, in ns (/proc/PID/task/*/schedstat: exact,
+    unlike the 10 ms ticks of /proc/PID/stat)."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+class _Window:
+    """Around a timed phase: the profiled server samples only inside it (SIGUSR1/SIGUSR2)."""
+
+    def __init__(self, pid: int, on: bool) -> None:
+        self.pid, self.on = pid, on
+
+    def __enter__(self) -> "_Window":
+        if self.on:
+            os.kill(self.pid, signal.SIGUSR1)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.on:
+            os.kill(self.pid, signal.SIGUSR2)
+
+
+class _GetSessions:
+    """GetSession of the seeded session on one tree: `c` requests outstanding over min(c, 16)
+    sockets, each bound to the account before anything is timed."""
+
+    def __init__(self, kp, target: dict, c: int, tag: str) -> None:
+        self.kp, self.target, self.c = kp, target, c
+        self.sockets: list = []
+
+    async def open(self) -> None:
+        from bench.load import Rpc
+
+        for _ in range(min(self.c, 16)):
+            self.sockets.append(await Rpc.open(self.target["url"]))
+            await self.sockets[-1].call(self.kp, {"_": "ListModelProviders"})
+
+    def sign(self, count: int) -> list[bytes]:
+        from clients.raw import now_ms
+        from protocol.envelope import sign_envelope
+
+        # Every frame distinct: one ts per batch (past the last one), limits 21..9999 (every
+        # answer carries the same 20 events).
+        ts = max(now_ms(), self.target["last_ts"] + 2)
+        self.target["last_ts"] = ts + count // 9979 + 1
+        return [sign_envelope(self.kp, {"_": "GetSession", "sessionId": self.target["session_id"],
+                                        "limit": 21 + i % 9979}, ts=ts + i // 9979)
+                for i in range(count)]
+
+    async def run(self, frames: list[bytes]) -> dict:
+        from bench.load import closed_loop
+
+        res = await closed_loop(self.sockets, frames, self.c, timeout=CELL_CAP_S)
+        return {"latencies": res["latencies"], "seconds": res["seconds"], "errors": res["errors"],
+                "first_error": res["first_error"]}
+
+    async def close(self) -> None:
+        for s in self.sockets:
+            await s.close()
+
+
+class _Turns:
+    """MessageSession turns to the echo agent on one tree: `c` fresh sessions, each on its own
+    socket subscribed to it, one turn at a time per session; a turn ends when the durable
+    assistant append arrives."""
+
+    def __init__(self, kp, target: dict, c: int, tag: str) -> None:
+        self.kp, self.target, self.c, self.tag = kp, target, c, tag
+        self.lanes: list = []   # (socket, session id, arrivals) per concurrent session
+        self.signed = 0
+
+    async def open(self) -> None:
+        from bench.load import is_assistant_append, is_error_event, Rpc
+
+        for _ in range(self.c):
+            arrivals: asyncio.Queue = asyncio.Queue()
+
+            def on_event(frame: bytes, q=arrivals) -> None:
+                if is_assistant_append(frame):
+                    q.put_nowait((time.perf_counter(), is_error_event(frame)))
+
+            rpc = await Rpc.open(self.target["url"], on_event=on_event)
+            self.lanes.append((rpc, None, arrivals))
+            sid = (await rpc.call(self.kp, {"_": "CreateSession", "agentId": self.target["agent_id"]}))["sessionId"]
+            await rpc.call(self.kp, {"_": "Subscribe", "key": f"sessions/{sid}"})
+            self.lanes[-1] = (rpc, sid, arrivals)
+
+    def sign(self, count: int) -> list[list[bytes]]:
+        from clients.raw import unique_ts
+        from protocol.envelope import sign_envelope
+
+        first, self.signed = self.signed, self.signed + count
+        return [[sign_envelope(self.kp, {"_": "MessageSession", "sessionId": sid,
+                                         "content": [{"type": "text", "text": f"turn {i} says hello world"}],
+                                         "clientMessageId": f"{self.tag}-{i}"}, ts=unique_ts())
+                 for i in range(first + k, first + count, self.c)]
+                for k, (_, sid, _) in enumerate(self.lanes)]
+
+    async def run(self, per_lane: list[list[bytes]]) -> dict:
+        from bench.load import is_error_response
+        from clients.raw import signed_request_frame
+
+        latencies: list[float] = []
+        errors = [0]
+        deadline = time.perf_counter() + CELL_CAP_S
+
+        async def lane(rpc, arrivals, frames) -> None:
+            for env in frames:
+                if time.perf_counter() > deadline:
+                    return
+                req_id, fut = rpc.register()
+                t0 = time.perf_counter()
+                await rpc.ws.send(signed_request_frame(req_id, env))
+                response = await asyncio.wait_for(fut, 30)
+                arrived, failed = await asyncio.wait_for(arrivals.get(), 30)
+                latencies.append(arrived - t0)
+                errors[0] += bool(failed or is_error_response(response))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(lane(rpc, q, frames) for (rpc, _, q), frames in zip(self.lanes, per_lane)))
+        return {"latencies": latencies, "seconds": time.perf_counter() - started, "errors": errors[0],
+                "first_error": None}
+
+    async def close(self) -> None:
+        for rpc, _, _ in self.lanes:
+            await rpc.close()
+
+
+async def _timed(driver, count: int, profile: bool) -> dict:
+    """One timed chunk on one tree: frames signed first, then sent; the server's CPU time
+    (exact, all threads) and the CpuMeter figures around it."""
+    from bench.meters import CpuMeter
+
+    frames = driver.sign(count)
+    pid = driver.target["pid"]
+    cpu0 = server_cpu_ns(pid)
+    with _Window(pid, profile), CpuMeter(pid) as meter:
+        res = await driver.run(frames)
+    res["cpu_ns"] = server_cpu_ns(pid) - cpu0
+    res["meter"] = meter.result
+    return res
+
+
+def _combine(chunks: list[dict]) -> dict:
+    """One tree's figures for a cell in a round, from its chunks."""
+    from bench.stats import latency_figures
+
+    latencies = [x for ch in chunks for x in ch["latencies"]]
+    seconds = sum(ch["seconds"] for ch in chunks)
+    lat = latency_figures(latencies)
+    wall = sum(ch["meter"]["wall_s"] for ch in chunks) or 1.0
+    keys = [k for k in chunks[0]["meter"] if k != "wall_s"]
+    return {"per_s": lat["n"] / seconds, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"],
+            "cpu_us": sum(ch["cpu_ns"] for ch in chunks) / 1000 / max(1, lat["n"]),
+            "n": lat["n"], "errors": sum(ch["errors"] for ch in chunks),
+            "first_error": next((ch["first_error"] for ch in chunks if ch["first_error"]), None),
+            "chunk_per_s": [round(len(ch["latencies"]) / ch["seconds"], 1) for ch in chunks],
+            "cpu": {k: sum(ch["meter"][k] * ch["meter"]["wall_s"] for ch in chunks) / wall for k in keys}}
+
+
+async def round_load(targets: dict, order: list[str], counts: dict, chunks: int, round_no: int,
+                     profile: bool = False, cells: list[str] = CELLS) -> dict:
+    """One round, cell by cell. For each cell both trees get their sockets (and sessions) and a
+    warm-up, then `chunks` timed chunks each, alternating A B B A A B ... from `order`, so drift
+    at the scale of a chunk (a fraction of a second) falls on both. `targets` maps a tree's name
+    to {url, pid, session_id, agent_id}."""
+    from bench.load import keypair
+
+    kp = keypair(LABEL)
+    for t in targets.values():
+        t["last_ts"] = 0
+    out: dict = {name: {} for name in targets}
+    for cell in cells:
+        kind, conc = cell.split(" c")
+        make = _GetSessions if kind == "GetSession" else _Turns
+        drivers = {name: make(kp, targets[name], int(conc), f"r{round_no}-{name}-c{conc}") for name in order}
+        try:
+            for name in order:
+                await drivers[name].open()
+                await _timed(drivers[name], max(4 * int(conc), counts[cell] // 10), False)   # warm-up
+            timed: dict = {name: [] for name in order}
+            for j in range(chunks):
+                for name in (order if j % 2 == 0 else order[::-1]):
+                    timed[name].append(await _timed(drivers[name], counts[cell] // chunks, profile))
+            for name in order:
+                out[name][cell] = _combine(timed[name])
+        finally:
+            for d in drivers.values():
+                await d.close()
+    return out
+
+
+# -- the run and its summary ---------------------------------------------------------------------
+
+# Throughput and p50 latency are what the issue asks for; the server's CPU time per action (all
+# its threads, from /proc) is the work each costs, which a neighbour's load moves much less.
+FIGURES = ("per_s", "p50_ms", "cpu_us")
+
+
+def _spread(values: list[float], digits: int = 3) -> dict:
+    return {"median": round(statistics.median(values), digits), "min": round(min(values), digits),
+            "max": round(max(values), digits)}
+
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom (1-30; 1.96 beyond).
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042)
+
+
+def geomean_ci(ratios: list[float]) -> dict:
+    """The geometric mean of per-round ratios and its 95% confidence interval (t on the logs):
+    where the true after/before lies, given how much the rounds scatter."""
+    logs = [math.log(r) for r in ratios if r > 0]
+    if not logs:
+        return {"geomean": None, "ci95": None}
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return {"geomean": round(math.exp(mean), 3), "ci95": None}
+    half = (_T95[len(logs) - 2] if len(logs) - 1 <= len(_T95) else 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return {"geomean": round(math.exp(mean), 3), "ci95": [round(math.exp(mean - half), 3), round(math.exp(mean + half), 3)]}
+
+
+def summarize(rounds: list[dict]) -> dict:
+    measured = [c for c in CELLS if c in rounds[0]["before"]]
+    cells = {}
+    for cell in measured:
+        for fig in FIGURES:
+            b = [r["before"][cell][fig] for r in rounds]
+            a = [r["after"][cell][fig] for r in rounds]
+            pairs = [x / y for x, y in zip(a, b) if y]
+            mb, ma = statistics.median(b), statistics.median(a)
+            cells[f"{cell} {fig}"] = {
+                "before_median": round(mb, 3), "after_median": round(ma, 3),
+                "ratio_of_medians": round(ma / mb, 3) if mb else None,
+                "pair_ratios": {**_spread(pairs), **geomean_ci(pairs)}, "better": "higher" if fig == "per_s" else "lower",
+                "before_runs": [round(x, 3) for x in b], "after_runs": [round(x, 3) for x in a]}
+    noise = {}
+    for name in ("before", "after"):
+        phases = [r[name][cell]["cpu"] for r in rounds for cell in measured]
+        noise[name] = {k: _spread([p[k] for p in phases if k in p], 2)
+                       for k in ("main_busy", "server_cpu_foreign", "load_cpu_foreign", "load_busy")
+                       if any(k in p for p in phases)}
+    errors = {name: sum(r[name][cell]["errors"] for r in rounds for cell in measured) for name in ("before", "after")}
+    return {"cells": cells, "cpu_during_timed_phases": noise, "errors": errors}
+
+
+def table(summary: dict) -> str:
+    lines = ["| cell | figure | before (median) | after (median) | after / before (medians) "
+             "| per-round ratios: median [min..max] | geometric mean (95% CI) |",
+             "|---|---|---|---|---|---|---|"]
+    for key, c in summary["cells"].items():
+        cell, fig = key.rsplit(" ", 1)
+        unit, name, digits = {"per_s": ("/s", "turns/s" if cell.startswith("turns") else "actions/s", 0),
+                              "p50_ms": (" ms", "p50", 2), "cpu_us": (" us", "server CPU per action", 0)}[fig]
+        p = c["pair_ratios"]
+        ci = f"{p['geomean']:.3f} ({p['ci95'][0]:.3f}..{p['ci95'][1]:.3f})" if p["ci95"] else "-"
+        lines.append(f"| {cell} | {name} | {c['before_median']:,.{digits}f}{unit} | {c['after_median']:,.{digits}f}{unit} "
+                     f"| {c['ratio_of_medians']:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] | {ci} |")
+    return "\n".join(lines)
+
+
+def resolve(ref: str, into: Path) -> tuple[Path, str]:
+    """A tree for `ref` (`.` is this working tree as it is) and the commit it names."""
+    if ref == ".":
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "server", "protocol", "schema"],
+                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        return ROOT, f"working tree at {head}" + (" (uncommitted server changes)" if dirty else "")
+    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    into.mkdir(parents=True)
+    return extract(ref, into), commit
+
+
+def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profile_dir: str | None,
+         quiet_s: float = 0.0, cells: list[str] = CELLS) -> dict:
+    from bench.load import keypair
+    from bench.run import wait_quiet
+
+    n_rounds, counts = sizes(quick)
+    n_rounds = rounds or n_rounds
+    started = time.monotonic()
+    out: dict = {"machine": machine_info(), "loadavg_start": os.getloadavg(), "quick": quick,
+                 "rounds": n_rounds, "chunks": CHUNKS, "counts": counts, "cells": list(cells)}
+    account = keypair(LABEL).account_id
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sqlite-ab-"))
+    servers: dict[str, TreeServer] = {}
+    try:
+        trees = {}
+        for name, ref in (("before", before_ref), ("after", after_ref)):
+            tree, described = resolve(ref, tmp / f"tree-{name}")
+            trees[name] = tree
+            out[f"{name}_tree"] = {"ref": ref, "commit": described}
+        targets = {}
+        for name, tree in trees.items():
+            data = tmp / f"data-{name}"
+            seeded = seed(tree, data, account)
+            servers[name] = TreeServer(name, tree, data, profile_dir).start()
+            targets[name] = {"url": servers[name].url, "pid": servers[name].proc.pid, **seeded}
+        out["event_bytes"] = {n: t.pop("event_bytes") for n, t in targets.items()}
+        print(f"before: {out['before_tree']['commit']}, after: {out['after_tree']['commit']}; "
+              f"{n_rounds} rounds", flush=True)
+        out["rounds_data"] = []
+        for r in range(n_rounds):
+            order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
+            busy = wait_quiet(quiet_s) if quiet_s else None   # both servers idle: others' load
+            res = run_load("bench.sqlite_ab:round_load",
+                           {"targets": targets, "order": order, "counts": counts, "chunks": CHUNKS,
+                            "round_no": r, "profile": bool(profile_dir), "cells": list(cells)},
+                           timeout=len(CELLS) * 2 * (CHUNKS + 1) * CELL_CAP_S + 120)
+            for name, srv in servers.items():
+                if not srv.alive():
+                    raise RuntimeError(f"the {name} server died: {srv.log_tail()}")
+            res["order"], res["cpus_busy_before_round"] = order, busy
+            out["rounds_data"].append(res)
+            print(f"round {r + 1}/{n_rounds} ({' then '.join(order)}): " + "; ".join(
+                f"{cell} " + "/".join(f"{res[n][cell]['per_s']:.0f}" for n in ("before", "after"))
+                for cell in cells) + " per s (before/after)", flush=True)
+    finally:
+        for srv in servers.values():
+            srv.stop()
+        if not os.environ.get("BENCH_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+    out["loadavg_end"] = os.getloadavg()
+    out["seconds"] = round(time.monotonic() - started, 1)
+    out["summary"] = summarize(out["rounds_data"])
+    return out
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--before", default=DEFAULT_BEFORE, help=f"git ref of the before tree (default {DEFAULT_BEFORE})")
+    parser.add_argument("--after", default=".", help="git ref of the after tree, or . for this working tree (default)")
+    parser.add_argument("--quick", action="store_true", help="5 rounds of smaller phases (default: 10 rounds)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (each tree once per round; at least 1)")
+    parser.add_argument("--profile", metavar="DIR", default=None,
+                        help="run both servers under pyinstrument, profiles in DIR (ratios then mean nothing)")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help="before each round wait (at most SECONDS) until both CPUs are less than 20%% busy")
+    parser.add_argument("--cells", nargs="+", choices=CELLS, default=list(CELLS), metavar="CELL",
+                        help=f"measure only these cells (quoted: {', '.join(repr(c) for c in CELLS)})")
+    parser.add_argument("--json", metavar="FILE", default=None, help="also write the whole result to FILE")
+    args = parser.parse_args()
+    if args.rounds is not None and args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    result = main(args.before, args.after, args.quick, args.rounds, args.profile, args.wait_quiet,
+                  [c for c in CELLS if c in args.cells])
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    print()
+    print(table(result["summary"]))
+    print()
+    print(json.dumps({k: v for k, v in result.items() if k != "rounds_data"}, indent=2))
