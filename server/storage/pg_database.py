@@ -93,7 +93,9 @@ class PgConn:
     def execute(self, sql: str, params=()) -> _Rows:
         stmt = to_postgres(sql)
         cur = self.raw.cursor()
-        cur.execute(stmt.text, [_param(p) for p in stmt.params(params)] if params else None)
+        # Always a parameter list, even an empty one: psycopg reads `%%` as `%` only when it
+        # binds parameters, and the rewrite doubled every literal `%`.
+        cur.execute(stmt.text, [_param(p) for p in stmt.params(params)])
         self._changes = max(cur.rowcount, 0)
         return _Rows(cur)
 
