@@ -19,11 +19,6 @@ def set_definition(conn: apsw.Connection, agent_id: str, definition: dict, now: 
         raise NotFound(f"agent {agent_id} not found")
 
 
-def _has_table(conn: apsw.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
-                        (name,)).fetchone() is not None
-
-
 def forget_idempotency(conn: apsw.Connection, account_id: str, idents: set[str]) -> int:
     """Drop the account's idempotency records whose stored response names one of `idents` as
     its agentId or sessionId (CreateAgent, CreateSession, MessageSession answers), so a retried
@@ -57,13 +52,9 @@ def delete_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
     # One statement each: a tree's parent links are checked when the statement ends.
     conn.execute("DELETE FROM runs WHERE agent_id = ?", (agent_id,))
     conn.execute("DELETE FROM sessions WHERE agent_id = ?", (agent_id,))
-    # TODO(lead, at merge): agent_collaborators comes from the `shapes` branch; once both are
-    # merged the table always exists and this check can go.
-    members = [account_id]
-    if _has_table(conn, "agent_collaborators"):
-        # Collaborators' own idempotency records (a writer's CreateSession) go too.
-        members += [a for (a,) in conn.execute(
-            "DELETE FROM agent_collaborators WHERE agent_id = ? RETURNING account_id", (agent_id,))]
+    # Collaborators' own idempotency records (a writer's CreateSession) go too.
+    members = [account_id, *(a for (a,) in conn.execute(
+        "DELETE FROM agent_collaborators WHERE agent_id = ? RETURNING account_id", (agent_id,)))]
     for member in members:
         forget_idempotency(conn, member, {agent_id, *session_ids})
     conn.execute("DELETE FROM agents WHERE id = ?", (agent_id,))
