@@ -35,7 +35,7 @@ from psycopg import errors as pg_errors
 
 from server.storage.dialect import to_postgres
 from server.storage.pg_gate import PgSchemaTarget, pass_gate
-from server.storage.port import StorageError
+from server.storage.errors import StorageError
 from server.storage.url import StorageURL, scrub
 from server.store.database import DatabaseClosed
 
