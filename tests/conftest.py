@@ -34,8 +34,9 @@ def make_config(tmp_path, **limits):
 # `@pytest.mark.storages("sqlite", "postgresql")` on a module or test runs each test that uses
 # the `server` fixture once per storage named (the closest marker wins, so one test can narrow
 # its module's list); PostgreSQL gives each run a fresh schema (tests/pg.py) and skips with the
-# reason where none is reachable. SEED_AGENTS_TEST_STORAGE=postgresql runs every other test of
-# the `server` fixture on PostgreSQL too, to explore; `make test` leaves it unset.
+# reason where none is reachable. SEED_AGENTS_TEST_STORAGE (e.g. `postgresql`, or
+# `sqlite,postgresql`) runs every unmarked test of the `server` fixture on the storages it
+# lists, to explore; `make test` leaves it unset.
 STORAGES = ("sqlite", "postgresql")
 STORAGE_ENV = "SEED_AGENTS_TEST_STORAGE"
 

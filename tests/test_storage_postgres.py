@@ -314,3 +314,26 @@ async def test_a_lost_listen_connection_reconnects_and_asks_for_a_resync(postgre
             await pool.close()
         await a.close()
         await b.close()
+
+
+# -- lost connections ------------------------------------------------------------------------
+async def test_a_lost_connection_is_replaced_a_read_rerun_and_a_write_reported(postgres_url):
+    """A database restart or a network cut: a read simply runs again on a new connection; a
+    write job whose connection broke is reported failed (its COMMIT may or may not have landed,
+    so it is never run twice), and the next job runs on a new connection."""
+    db = await open_db(postgres_url)
+    try:
+        await db.write(accounts_q.ensure_account, "acct", T0)
+        writer_pid = await db.write(lambda conn: conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        reader_pid = db.read(lambda conn: conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            for pid in (writer_pid, reader_pid):
+                assert conn.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+        assert db.read(lambda conn: conn.execute("SELECT count(*) FROM accounts").fetchone()[0]) == 1
+        with pytest.raises(psycopg.OperationalError):
+            await db.write(accounts_q.ensure_account, "lost", T0)
+        await db.write(accounts_q.ensure_account, "next", T0)
+        ids = db.read(lambda conn: [a for (a,) in conn.execute("SELECT id FROM accounts ORDER BY id")])
+        assert ids == ["acct", "next"]
+    finally:
+        await db.close()
