@@ -12,7 +12,7 @@ from server import logs
 from server.app import App
 from server.config import Config, ConfigError, add_arguments, load_config
 from server.dblock import DatabaseLock, DatabaseLocked
-from server.storage.port import StorageError
+from server.storage.errors import StorageError
 from server.store.gate import SchemaGateError
 from server.store.key_check import SecretsKeyMismatch
 from server.store.secrets import SecretsKeyError

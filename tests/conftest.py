@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.pg import postgres_base_url, postgres_url  # noqa: E402,F401  (fixtures, for `server` on PostgreSQL)
+
 # A fixed secrets key for in-process servers, so tests never write key files outside tmp_path.
 os.environ.setdefault("SEED_AGENTS_SECRETS_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
 
@@ -28,11 +30,57 @@ def make_config(tmp_path, **limits):
     return cfg
 
 
+# -- which storage a `server` runs on -------------------------------------------------------
+# `@pytest.mark.storages("sqlite", "postgresql")` on a module or test runs each test that uses
+# the `server` fixture once per storage named (the closest marker wins, so one test can narrow
+# its module's list); PostgreSQL gives each run a fresh schema (tests/pg.py) and skips with the
+# reason where none is reachable. SEED_AGENTS_TEST_STORAGE (e.g. `postgresql`, or
+# `sqlite,postgresql`) runs every unmarked test of the `server` fixture on the storages it
+# lists, to explore; `make test` leaves it unset.
+STORAGES = ("sqlite", "postgresql")
+STORAGE_ENV = "SEED_AGENTS_TEST_STORAGE"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "storages(*kinds): run the test's `server` fixture on each "
+                                       "storage named: 'sqlite', 'postgresql' (tests/conftest.py)")
+
+
+def pytest_generate_tests(metafunc):
+    if "storage" not in metafunc.fixturenames:   # no `server` of this file (or a module's own)
+        return
+    marker = metafunc.definition.get_closest_marker("storages")
+    kinds = tuple(marker.args) if marker is not None else tuple(
+        k.strip() for k in os.environ.get(STORAGE_ENV, "").split(",") if k.strip())
+    if not kinds:
+        return
+    unknown = set(kinds) - set(STORAGES)
+    if unknown:
+        raise pytest.UsageError(f"unknown storage {sorted(unknown)}; choose from {STORAGES}")
+    metafunc.parametrize("storage", kinds, indirect=True)
+
+
 @pytest.fixture
-async def server(tmp_path):
+def storage(request):
+    """The storage the `server` fixture runs on: 'sqlite' unless parametrized (above)."""
+    return getattr(request, "param", "sqlite")
+
+
+def server_config(tmp_path, storage: str, request, **limits):
+    """make_config, on the storage named: for 'postgresql', a fresh schema (tests/pg.py)."""
+    cfg = make_config(tmp_path, **limits)
+    if storage == "postgresql":
+        from server.storage.url import parse_storage_url
+
+        cfg.storage_url = parse_storage_url(request.getfixturevalue("postgres_url"))
+    return cfg
+
+
+@pytest.fixture
+async def server(tmp_path, storage, request):
     from server.main import start_server
 
-    running = await start_server(make_config(tmp_path))
+    running = await start_server(server_config(tmp_path, storage, request))
     try:
         yield running
     finally:

@@ -7,6 +7,9 @@ import pytest
 from clients import AgentsClient, AgentsError
 from protocol.keys import Keypair
 
+# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
+pytestmark = pytest.mark.storages("sqlite", "postgresql")
+
 ECHO = {"name": "shared", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo"}
 
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.storage.notices import LocalNoticeBus, decode_notice, encode_notice
-from server.storage.port import MAX_NOTICE_BYTES, Notice, Resync
+from server.storage.notices import MAX_NOTICE_BYTES, LocalNoticeBus, Notice, Resync, decode_notice, encode_notice
 
 
 def test_a_notice_round_trips_and_big_ones_are_refused():
@@ -36,3 +35,12 @@ async def test_a_subscriber_that_falls_behind_gets_one_resync_instead_of_unbound
     assert isinstance(item, Resync) and "fell behind" in item.reason
     # After the Resync the queue holds only what came after it (here: at most max_pending).
     assert slow.pending() <= 3
+
+
+def test_the_old_import_path_names_the_same_objects():
+    import server.storage.errors as errors
+    import server.storage.notices as notices
+    import server.storage.port as port
+
+    assert (port.Notice, port.Resync, port.MAX_NOTICE_BYTES, port.StorageError) == \
+        (notices.Notice, notices.Resync, notices.MAX_NOTICE_BYTES, errors.StorageError)

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from server.storage import make_storage
+from server.storage import database_for
 from server.storage.url import StorageURLError, parse_storage_url, scrub, sqlite_url
 
 SECRET = "s3cr3t-Pa55"
@@ -60,12 +60,22 @@ def test_a_percent_encoded_password_is_scrubbed_in_both_forms():
     assert scrub("p@ss/word and p%40ss%2Fword", url) == "*** and ***"
 
 
-def test_make_storage_picks_the_driver_by_scheme(tmp_path):
-    from server.storage.postgres import PostgresStorage
-    from server.storage.sqlite import SqliteStorage
+def test_the_url_picks_the_facade_without_connecting(tmp_path):
+    from types import SimpleNamespace
 
-    assert isinstance(make_storage(f"sqlite:{tmp_path / 'a.sqlite'}"), SqliteStorage)
-    assert isinstance(make_storage(f"postgresql://u:{SECRET}@127.0.0.1/x"), PostgresStorage)
+    from server.storage.pg_database import PgDatabase
+    from server.store.database import Database
+
+    lite = database_for(SimpleNamespace(storage_url=parse_storage_url(f"sqlite:{tmp_path / 'a.sqlite'}"),
+                                        db_path=str(tmp_path / "a.sqlite")))
+    assert isinstance(lite, Database) and lite.path == str(tmp_path / "a.sqlite")
+    assert (lite.shared, lite.dialect) == (False, "sqlite")
+    pg = database_for(SimpleNamespace(storage_url=parse_storage_url(f"postgresql://u:{SECRET}@127.0.0.1/x"),
+                                      db_path=str(tmp_path / "unused.sqlite")))
+    assert isinstance(pg, PgDatabase) and (pg.shared, pg.dialect) == (True, "postgresql")
+    assert SECRET not in pg.path and SECRET not in repr(pg.url)
+    default = database_for(SimpleNamespace(storage_url=None, db_path=str(tmp_path / "b.sqlite")))
+    assert isinstance(default, Database) and default.path == str(tmp_path / "b.sqlite")
 
 
 def test_redact_shows_any_refused_input_without_its_password():

@@ -1,12 +1,13 @@
-"""The storage port and its drivers, chosen by one URL (CONTRACT section 7, docs/storage.md).
+"""Where the store lives, chosen by one URL (CONTRACT section 7, docs/storage.md).
+
+The server has one set of store functions (`server.store`) and two façades that run them:
+`server.store.database.Database` on a SQLite file, and `pg_database.PgDatabase` on PostgreSQL.
 
 - `url`: `sqlite:FILE` | `postgresql://...`, shown only redacted.
-- `port`: the interface (StoragePort, StorageTx, NoticeBus) and its errors.
-- `sqlite`: the port over today's apsw store (server.store), single-process leases and notices.
-- `postgres`, `pg_gate`, `pg_bus`: psycopg 3 + pool, the PostgreSQL schema gate, LISTEN/NOTIFY.
-- `notices`: notice encoding, bounded subscriptions, the in-process bus.
-
-Not wired yet: handlers, hub and runtime still call server.store directly (docs/storage.md).
+- `pg_database`, `dialect`: PgDatabase, and the rewrite of the store's SQLite SQL for PostgreSQL.
+- `pg_gate`: the PostgreSQL schema gate (schema/postgres/).
+- `notices`, `pg_bus`: small notices between servers (LISTEN/NOTIFY), bounded subscriptions.
+- `errors`: StorageError, the storage's own refusals.
 """
 from __future__ import annotations
 
@@ -27,17 +28,4 @@ def database_for(config):
     return Database(config.db_path)
 
 
-def make_storage(url: StorageURL | str, **options):
-    """The driver for `url` (not yet open: `await storage.open()` passes the schema gate)."""
-    if isinstance(url, str):
-        url = parse_storage_url(url)
-    if url.is_sqlite:
-        from server.storage.sqlite import SqliteStorage
-
-        return SqliteStorage(url, **options)
-    from server.storage.postgres import PostgresStorage  # psycopg is imported only when used
-
-    return PostgresStorage(url, **options)
-
-
-__all__ = ["StorageURL", "StorageURLError", "database_for", "make_storage", "parse_storage_url"]
+__all__ = ["StorageURL", "StorageURLError", "database_for", "parse_storage_url"]

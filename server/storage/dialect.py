@@ -11,7 +11,8 @@ spellings differ; `to_postgres` rewrites them, once per distinct statement (cach
 - `rowid` (SQLite's insertion order, the run queue's tie-break) becomes `pos`, the identity
   column PostgreSQL's `runs` table has for it;
 - an `INDEXED BY name` hint (SQLite's planner needs it where PostgreSQL's does not) is dropped,
-  and so is the unary `+` before a column, SQLite's way of keeping an index out of a plan.
+  and so is the unary `+` before a column (`AND +account_id = ?`, SQLite's way of keeping an
+  index out of the plan; PostgreSQL has no unary `+` for text).
 
 Quoted text ('...', "...") is copied untouched. Pure code: no connection, testable with strings.
 """
@@ -21,7 +22,7 @@ import re
 from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
-_INDEXED_BY = re.compile(r"\s*INDEXED\s+BY\s+[A-Za-z_][A-Za-z_0-9]*", re.IGNORECASE)
+_INDEXED_BY = re.compile(r"INDEXED\s+BY\s+[A-Za-z_][A-Za-z_0-9]*\s*", re.IGNORECASE)
 
 
 class Statement:
@@ -71,8 +72,8 @@ def to_postgres(sql: str) -> Statement:
         elif c == "%":
             out.append("%%")
             i += 1
-        elif c == "+" and i + 1 < n and (sql[i + 1].isalpha() or sql[i + 1] == "_") and _operand_expected(out):
-            i += 1   # unary plus on a column: a planner hint in SQLite, an error in PostgreSQL
+        elif c == "+" and i + 1 < n and (sql[i + 1].isalpha() or sql[i + 1] == "_") and _is_prefix(sql, i):
+            i += 1   # the hint's `+` goes; the column stays
         elif c.isalpha() or c == "_":
             m = _WORD.match(sql, i)
             word = m.group(0)
@@ -95,16 +96,24 @@ def to_postgres(sql: str) -> Statement:
     return Statement("".join(out), tuple(order) if numbered else None)
 
 
-_BEFORE_OPERAND = {"and", "or", "not", "where", "on", "when", "then", "else", "select", "by", "set"}
+# Words after which a `+` starts an operand (is unary) rather than adding to one.
+_BEFORE_OPERAND = frozenset({"and", "or", "not", "where", "on", "when", "then", "else", "select", "by",
+                             "set", "having", "returning", "case"})
 
 
-def _operand_expected(out: list[str]) -> bool:
-    """Does the text so far end where an operand starts (so a `+` there is unary)?"""
-    text = "".join(out[-8:]).rstrip()
-    if not text or text[-1] in "(,=<>":
+def _is_prefix(sql: str, at: int) -> bool:
+    """Is the `+` at `at` unary (nothing it could add to before it)?"""
+    i = at - 1
+    while i >= 0 and sql[i].isspace():
+        i -= 1
+    if i < 0 or sql[i] in "(,=<>!":
         return True
-    word = _WORD.search(text.split()[-1]) if text.split() else None
-    return word is not None and text.split()[-1].lower() in _BEFORE_OPERAND
+    if not (sql[i].isalnum() or sql[i] == "_"):
+        return False
+    j = i
+    while j >= 0 and (sql[j].isalnum() or sql[j] == "_"):
+        j -= 1
+    return sql[j + 1:i + 1].lower() in _BEFORE_OPERAND
 
 
 def _is_scalar_call(sql: str, at: int) -> bool:

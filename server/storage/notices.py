@@ -9,11 +9,33 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass, field
 from typing import Callable
 
-from server.storage.port import MAX_NOTICE_BYTES, Notice, Resync
-
 DEFAULT_MAX_PENDING = 10_000
+# A notice's encoded size limit: PostgreSQL's NOTIFY payload must stay under 8000 bytes.
+MAX_NOTICE_BYTES = 7900
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A small cross-server message: `topic` (e.g. "sessions/<id>") and a JSON-able `data` map.
+
+    Durable events travel as a notice naming the seq; subscribers read the bytes back from the
+    database, so replay-then-live keeps its order, no gap and no duplicate. Partials, which are
+    never stored, may travel in `data` itself."""
+
+    topic: str
+    data: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Resync:
+    """Told to subscribers when notices may have been missed (a lost LISTEN connection that was
+    reconnected, a subscriber that fell behind): each must re-read what it follows from the
+    database past its last seq."""
+
+    reason: str
 
 
 def encode_notice(notice: Notice) -> str:

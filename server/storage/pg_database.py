@@ -35,7 +35,7 @@ from psycopg import errors as pg_errors
 
 from server.storage.dialect import to_postgres
 from server.storage.pg_gate import PgSchemaTarget, pass_gate
-from server.storage.port import StorageError
+from server.storage.errors import StorageError
 from server.storage.url import StorageURL, scrub
 from server.store.database import DatabaseClosed
 from server.store.errors import UnstorableText
@@ -102,7 +102,9 @@ class PgConn:
     def execute(self, sql: str, params=()) -> _Rows:
         stmt = to_postgres(sql)
         cur = self.raw.cursor()
-        cur.execute(stmt.text, [_param(p) for p in stmt.params(params)] if params else None)
+        # Always a parameter list, even an empty one: psycopg reads `%%` as `%` only when it
+        # binds parameters, and the rewrite doubled every literal `%`.
+        cur.execute(stmt.text, [_param(p) for p in stmt.params(params)])
         self._changes = max(cur.rowcount, 0)
         return _Rows(cur)
 

@@ -53,8 +53,8 @@ def delete_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
     conn.execute("DELETE FROM runs WHERE agent_id = ?", (agent_id,))
     conn.execute("DELETE FROM sessions WHERE agent_id = ?", (agent_id,))
     # Collaborators' own idempotency records (a writer's CreateSession) go too.
-    members = [account_id] + [a for (a,) in conn.execute(
-        "DELETE FROM agent_collaborators WHERE agent_id = ? RETURNING account_id", (agent_id,))]
+    members = [account_id, *(a for (a,) in conn.execute(
+        "DELETE FROM agent_collaborators WHERE agent_id = ? RETURNING account_id", (agent_id,)))]
     for member in members:
         forget_idempotency(conn, member, {agent_id, *session_ids})
     conn.execute("DELETE FROM agents WHERE id = ?", (agent_id,))
