@@ -14,7 +14,6 @@ from tests.procs import free_port
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
 # needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
-TURNS = pytest.mark.storages("sqlite")
 
 ECHO = {"name": "helper", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo"}
 
@@ -34,7 +33,6 @@ def seqs(items):
     return [i["event"]["seq"] for i in items if i["_"] == "append"]
 
 
-@TURNS
 async def test_every_action_round_trips(server):
     async with AgentsClient.connect(server.url, Keypair.generate()) as client:
         request_id = str(uuid.uuid4())
@@ -80,7 +78,6 @@ async def settled_events(client, session_id, count):
             await asyncio.sleep(0.02)
 
 
-@TURNS
 async def test_context_lines_reach_the_model_but_not_the_content(server):
     async with AgentsClient.connect(server.url, Keypair.generate()) as client:
         agent_id = (await client.create_agent(ECHO))["agentId"]
@@ -138,7 +135,6 @@ async def test_unreachable_server_is_status_0_naming_the_url():
     assert url in err.value.message
 
 
-@TURNS
 async def test_subscription_replays_then_streams_live(server):
     async with AgentsClient.connect(server.url, Keypair.generate()) as client:
         agent_id = (await client.create_agent(ECHO))["agentId"]
@@ -201,7 +197,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@TURNS
 async def test_account_and_agent_subscriptions_get_what_the_server_routes_to_them(server):
     """The server sends an event once per socket, through its most specific subscription, with
     the event's own key; the client hands each to the subscription it came for."""

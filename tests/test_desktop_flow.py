@@ -5,10 +5,14 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 
 from protocol.capability import make_capability
 from tests.httpraw import act, assert_cors, base_url
 from tests.wsraw import V1, keypair
+
+# The desktop's whole flow on the default store and on a shared PostgreSQL one.
+pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 
 async def read_until_assistant(v1: V1) -> list[dict]:

@@ -16,7 +16,6 @@ from tests.wsraw import V2Client, flatten, keypair, setup_session
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
 # needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
-TURNS = pytest.mark.storages("sqlite")
 
 
 _last_ts = 0
@@ -76,7 +75,6 @@ async def test_update_session_title_and_model_override(server):
     await c.close(); await c2.close()
 
 
-@TURNS
 async def test_model_override_is_used_while_its_provider_exists(server):
     a = keypair("A")
     async with FakeOpenAI(Script(chunks=["from fake"])) as fake:
@@ -104,7 +102,6 @@ async def _events_when(c, kp, sid, n):
     return got["events"] if len(got["events"]) >= n else None
 
 
-@TURNS
 async def test_automatic_title_and_a_user_title_set_during_a_turn_survives(server):
     a = keypair("A")
     async with FakeOpenAI(Script(chunks=["slow", " reply"], first_delay=0.5)) as fake:
@@ -141,7 +138,6 @@ async def test_stop_session_answers_stopped_false_when_nothing_ran(server):
     await c.close(); await c2.close()
 
 
-@TURNS
 async def test_retry_after_a_provider_failure(server):
     a, b = keypair("A"), keypair("B")
     async with FakeOpenAI(Script(chunks=["second", " time"])) as fake:
@@ -195,7 +191,6 @@ async def test_retry_while_a_run_is_live_is_409(server):
         await c.close()
 
 
-@TURNS
 async def test_delete_session_detaches_runs_and_children(server):
     a, b = keypair("A"), keypair("B")
     c = await V2Client.open(server.url)
@@ -238,7 +233,6 @@ async def test_delete_session_detaches_runs_and_children(server):
     await c.close(); await c2.close()
 
 
-@TURNS
 async def test_delete_while_a_reply_streams(server):
     a = keypair("A")
     async with FakeOpenAI(Script(chunks=[f"w{i} " for i in range(200)], chunk_delay=0.01)) as fake:

@@ -15,7 +15,6 @@ from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
 # needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
-TURNS = pytest.mark.storages("sqlite")
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 API_KEY = "sk-shapes-NEVER-SHOWN-91c2"
@@ -53,7 +52,6 @@ async def settled_agent(c, kp, agent_id) -> dict:
             await asyncio.sleep(0.02)
 
 
-@TURNS
 async def test_agent_and_session_info_carry_role_busy_and_activity(server):
     a = keypair("A")
     c = await V2Client.open(server.url)
@@ -87,7 +85,6 @@ async def test_agent_and_session_info_carry_role_busy_and_activity(server):
     await c.close()
 
 
-@TURNS
 async def test_an_error_event_moves_at_and_kind_but_not_the_message_marks(server):
     a = keypair("A")
     c = await V2Client.open(server.url)
@@ -110,7 +107,6 @@ async def test_an_error_event_moves_at_and_kind_but_not_the_message_marks(server
     await c.close()
 
 
-@TURNS
 async def test_busy_is_true_while_a_run_is_queued_or_running(server):
     a = keypair("A")
     async with FakeOpenAI(Script(first_delay=30)) as fake:   # a turn that waits until stopped
@@ -203,7 +199,6 @@ async def test_redacted_secret_and_provider_shapes_never_show_the_key(server):
     await d.close()
 
 
-@TURNS
 async def test_block_system_prompt_round_trip_and_the_model_sees_markdown(server):
     a = keypair("A")
     async with FakeOpenAI(Script(chunks=["ok"])) as fake:

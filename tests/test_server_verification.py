@@ -14,7 +14,6 @@ from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
 # needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
-TURNS = pytest.mark.storages("sqlite")
 
 
 def now_ms():
@@ -215,7 +214,6 @@ async def test_idempotency_exactly_once_under_concurrency(server):
         await c.close()
 
 
-@TURNS
 async def test_unsubscribe(server):
     a = keypair("A")
     c = await V2Client.open(server.url)

@@ -12,7 +12,6 @@ from tests.wsraw import V1, V2Client, keypair, setup_session
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
 # needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
-TURNS = pytest.mark.storages("sqlite")
 
 OWNER, WRITER, READER, STRANGER = (keypair("share-owner"), keypair("share-writer"),
                                    keypair("share-reader"), keypair("share-stranger"))
@@ -225,7 +224,6 @@ async def test_reinvite_changes_the_role_and_keeps_acceptance(server):
         await close(o, w, r, s)
 
 
-@TURNS
 async def test_writers_message_is_answered_and_seen_live_by_all_three(server):
     o, w, r, s, agent_id, session_id = await shared(server)
     try:
