@@ -35,12 +35,3 @@ async def test_a_subscriber_that_falls_behind_gets_one_resync_instead_of_unbound
     assert isinstance(item, Resync) and "fell behind" in item.reason
     # After the Resync the queue holds only what came after it (here: at most max_pending).
     assert slow.pending() <= 3
-
-
-def test_the_old_import_path_names_the_same_objects():
-    import server.storage.errors as errors
-    import server.storage.notices as notices
-    import server.storage.port as port
-
-    assert (port.Notice, port.Resync, port.MAX_NOTICE_BYTES, port.StorageError) == \
-        (notices.Notice, notices.Resync, notices.MAX_NOTICE_BYTES, errors.StorageError)

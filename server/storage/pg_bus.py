@@ -24,7 +24,8 @@ import psycopg
 from psycopg import sql
 
 from server.storage.notices import DEFAULT_MAX_PENDING, Subscription, decode_notice, encode_notice
-from server.storage.port import Notice, Resync, StorageError
+from server.storage.errors import StorageError
+from server.storage.notices import Notice, Resync
 
 log = logging.getLogger(__name__)
 
