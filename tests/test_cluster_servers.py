@@ -45,7 +45,7 @@ from protocol.capability import make_capability
 from protocol.keys import Keypair
 from server.config import SETTINGS
 from tests.fakes.openai_server import FakeOpenAI, Script
-from tests.pg import postgres_url  # noqa: F401  (fixture)
+from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
 
 LEASE_S = 3            # --run-lease of the cluster: a dead server's runs come back after this
