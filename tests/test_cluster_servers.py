@@ -249,18 +249,26 @@ async def shared_sessions(writers: list[ServerProcess], watchers_on: list[Server
     watch_clients = []
     watchers: list[Watcher] = []
     try:
+        # Every random choice drawn up front, in a fixed order, so the seed replays them all
+        # (the afterSeq is a drawn fraction of the seq the subscriber finds when it joins).
+        pauses = {(w, s): [rng.uniform(0, 0.08) for _ in range(TURNS)]
+                  for w in range(len(writers)) for s in range(SESSIONS)}
+        joins = {(i, s, k): (rng.uniform(0, 0.6), rng.random())
+                 for i in range(len(watchers_on)) for s in range(SESSIONS) for k in range(SUBSCRIBERS)}
+
         async def writer(w: int, sid: str, s: int) -> None:
             for t in range(TURNS):
-                await asyncio.sleep(rng.uniform(0, 0.08))
+                await asyncio.sleep(pauses[w, s][t])
                 text = f"w{w} s{s} t{t}"
                 await write_clients[w].message_session(sid, text, client_message_id=f"{seed}-{w}-{s}-{t}")
 
         async def subscriber(srv_index: int, srv: ServerProcess, sid: str, s: int, k: int) -> None:
-            await asyncio.sleep(rng.uniform(0, 0.6))   # join while the writers write
+            delay, fraction = joins[srv_index, s, k]
+            await asyncio.sleep(delay)   # join while the writers write
             c = await client(srv, kp)
             watch_clients.append(c)
             now = (await c.get_session(sid))["events"]
-            after = rng.randint(0, now[-1]["seq"] if now else 0)
+            after = round(fraction * (now[-1]["seq"] if now else 0))
             watchers.append(await join(f"subscriber {k} of session {s} on server {srv.port} "
                                        f"(#{srv_index})", c, sid, after))
 
@@ -356,9 +364,10 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
             lost: list[tuple[str, str, str]] = []
             victim_client = await client(victim, kp)
 
+            targets = [[rng.choice(echo_sessions) for _ in range(20)] for _ in range(3)]
+
             async def hammer(k: int) -> None:
-                for i in range(20):
-                    sid = echo_sessions[rng.randrange(len(echo_sessions))]
+                for i, sid in enumerate(targets[k]):
                     text, cmid = f"kill h{k} n{i}", f"{seed}-h{k}-{i}"
                     try:
                         acked[text] = await victim_client.message_session(sid, text, client_message_id=cmid)
