@@ -143,6 +143,16 @@ def wire_seqs(monkeypatch):
     return seen
 
 
+async def until(condition, what: str, timeout: float = WAIT_S) -> None:
+    """Wait (bounded) until `condition()` holds; else fail saying `what` did not happen."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not condition():
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"{what}: not within {timeout} s") from None
+
+
 # -- what the sessions hold ----------------------------------------------------------------
 
 async def all_events(c: AgentsClient, session_id: str) -> list[dict]:
@@ -353,7 +363,8 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
             async with await client(servers[1], kp) as c2:
                 for i, sid in enumerate(slow_ids):
                     await c2.message_session(sid, f"slow {i}", client_message_id=f"{seed}-slow-{i}")
-            await fake.wait_for_requests(SLOW_SESSIONS, timeout=WAIT_S)
+            await until(lambda: len(fake.requests) >= SLOW_SESSIONS,
+                        f"{context}: the {SLOW_SESSIONS} slow turns reaching the provider")
             holders = {srv.port: connections_to(fake.port, srv.proc.pid) for srv in servers}
             victim = max(servers, key=lambda srv: holders[srv.port])
             assert holders[victim.port] >= 1, f"{context}: no server streams from the fake: {holders}"
@@ -376,20 +387,21 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
                         return
 
             hammers = [asyncio.create_task(hammer(k)) for k in range(3)]
-            async with asyncio.timeout(WAIT_S):
-                while len(acked) < 6 and not all(h.done() for h in hammers):
-                    await asyncio.sleep(0.005)
+            await until(lambda: len(acked) >= 6 or all(h.done() for h in hammers),
+                        f"{context}: 6 turns acknowledged by the victim")
             victim.kill()   # mid-turn: the slow replies are streaming, the writer is writing
             killed_at = time.monotonic()
             await asyncio.gather(*hammers)
             await victim_client.close()
 
             # The victim's streams come back on another server once its lease runs out.
-            requests_before = SLOW_SESSIONS
-            async with asyncio.timeout(WAIT_S):
-                while len(fake.requests) < requests_before + holders[victim.port]:
-                    await asyncio.sleep(0.02)
+            await until(lambda: len(fake.requests) >= SLOW_SESSIONS + holders[victim.port],
+                        f"{context}: the {holders[victim.port]} runs of the killed server {victim.port} "
+                        "starting again elsewhere")
             took = time.monotonic() - killed_at
+            print(f"killed {victim.port} streaming {holders[victim.port]} of the slow turns "
+                  f"(streams per server {holders}); they started again {took:.1f} s later; "
+                  f"{len(acked)} turns acknowledged by it, {len(lost)} lost in flight")
             assert took <= 2 * LEASE_S + 2, f"{context}: the runs came back {took:.1f} s after the kill"
 
             # A call lost with the victim, retried elsewhere with its clientMessageId: applied once.
