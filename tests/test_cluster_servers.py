@@ -402,7 +402,9 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
             print(f"killed {victim.port} streaming {holders[victim.port]} of the slow turns "
                   f"(streams per server {holders}); they started again {took:.1f} s later; "
                   f"{len(acked)} turns acknowledged by it, {len(lost)} lost in flight")
-            assert took <= 2 * LEASE_S + 2, f"{context}: the runs came back {took:.1f} s after the kill"
+            # The lease runs out at most LEASE_S after the kill; the others look for expired leases
+            # every second (--run-poll-interval); the rest is margin for a loaded 2-core machine.
+            assert took <= LEASE_S + 4, f"{context}: the runs came back {took:.1f} s after the kill"
 
             # A call lost with the victim, retried elsewhere with its clientMessageId: applied once.
             async with await client(survivors[0], kp) as c1:
