@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import shutil
@@ -185,13 +186,14 @@ async def turns_load(url: str, label: str, agent_id: str, runs: int, turns: int)
     from bench.turns import _session_socket, _turns
 
     kp = keypair(label)
+    tag = uuid.uuid4().hex[:8]
     rows = []
     for r in range(runs + 1):
         rpc, session_id, arrivals = await _session_socket(url, kp, agent_id)
         try:
             if r == 0:   # warm-up; also the check that turns work at all here
-                await _first_within(_turns(rpc, kp, session_id, arrivals, 1, f"probe-{r}"), "the first turn")
-            res = await _turns(rpc, kp, session_id, arrivals, turns // 4 if r == 0 else turns, f"t{r}")
+                await _first_within(_turns(rpc, kp, session_id, arrivals, 1, f"{tag}-probe-{r}"), "the first turn")
+            res = await _turns(rpc, kp, session_id, arrivals, turns // 4 if r == 0 else turns, f"{tag}-{r}")
         finally:
             await rpc.close()
         if r:
@@ -224,13 +226,14 @@ async def concurrent_turns_load(urls: list[str], label: str, agent_id: str, sess
     from bench.turns import _session_socket, _turns
 
     kp = keypair(label)
+    tag = uuid.uuid4().hex[:8]   # clientMessageIds are the account's: never reuse another cell's
     sockets = [await _session_socket(urls[i % len(urls)], kp, agent_id) for i in range(sessions)]
     try:
-        await _first_within(asyncio.gather(*(_turns(rpc, kp, sid, arr, 1, f"warm-{i}")
+        await _first_within(asyncio.gather(*(_turns(rpc, kp, sid, arr, 1, f"{tag}-warm-{i}")
                                              for i, (rpc, sid, arr) in enumerate(sockets))),
                             "the first turns")
         t0 = time.perf_counter()
-        results = await asyncio.gather(*(_turns(rpc, kp, sid, arr, turns_per_session, f"c-{i}")
+        results = await asyncio.gather(*(_turns(rpc, kp, sid, arr, turns_per_session, f"{tag}-{i}")
                                          for i, (rpc, sid, arr) in enumerate(sockets)))
         elapsed = time.perf_counter() - t0
     finally:
@@ -358,6 +361,8 @@ def part_b(pg_url: str, quick: bool) -> dict:
     label = "cluster-b"
     kp = keypair(label)
     out: dict = {}
+    # Servers on one database share one secrets key (docs/operations.md, "Several servers").
+    os.environ.setdefault("SEED_AGENTS_SECRETS_KEY", base64.b64encode(os.urandom(32)).decode())
     with PgSchema(pg_url) as schema:
         dirs = [tempfile.mkdtemp(prefix=f"bench-cluster-b{i}-") for i in (1, 2)]
         built = prepared("postgresql", schema.url, dirs[0], kp.account_id, {"get": 20})
