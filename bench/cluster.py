@@ -70,8 +70,8 @@ def sizes(quick: bool) -> dict:
 # -- storage set-up (not timed) ------------------------------------------------------------
 
 def _loopback_only(url: str) -> None:
-    host = urlsplit(url).hostname or ""
-    if host not in ("127.0.0.1", "::1", "localhost"):
+    host = urlsplit(url).hostname or ""   # none: libpq's local Unix socket
+    if host not in ("", "127.0.0.1", "::1", "localhost"):
         raise SystemExit(f"bench.cluster runs on loopback only; the URL names host {host!r}")
 
 
