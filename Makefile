@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test stress bench bench-quick clean
+.PHONY: run test stress bench bench-quick bench-cluster clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python -m bench.run --quick
+
+# Several servers on PostgreSQL (docs/performance.md): needs SEED_AGENTS_TEST_POSTGRES_URL;
+# `make bench-cluster PART=b` runs one part.
+bench-cluster: $(STAMP)
+	$(BIN)/python -m bench.cluster $(if $(PART),--part $(PART))
 
 clean:
 	rm -rf $(VENV) build *.egg-info
