@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
 import os
 import random
 import time
@@ -43,7 +42,6 @@ from clients.subscription import Subscription
 from clients.wire import append_seq, flatten
 from protocol.capability import make_capability
 from protocol.keys import Keypair
-from server.config import SETTINGS
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
@@ -57,15 +55,6 @@ SLOW_SESSIONS = 3      # sessions of the slow agent, streaming when the kill com
 # Limits are not under test here (a settle poll alone would pass 100 actions/s).
 LIMITS = ["--rate-limit", "100000", "--rate-burst", "100000", "--log-level", "WARNING"]
 ECHO = {"name": "echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}
-
-RUN_LEASE = any(s.flag == "--run-lease" for s in SETTINGS)
-RELAY = importlib.util.find_spec("server.cluster") is not None
-CLUSTER_READY = RUN_LEASE and RELAY
-NOT_READY = ("needs runs across servers (--run-lease, branch pg-runtime) and the relay of live "
-             "events (server/cluster.py, branch pg-relay): " +
-             ", ".join(name for name, ok in (("--run-lease", RUN_LEASE), ("server/cluster.py", RELAY))
-                       if not ok) + " missing")
-
 
 def seed_for_test() -> int:
     return int(os.environ.get("SEED_AGENTS_TEST_SEED") or random.randrange(1 << 32))
@@ -451,15 +440,12 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
                 await c.close()
 
 
-@pytest.mark.xfail(not CLUSTER_READY, reason=NOT_READY, run=False)
 async def test_three_servers_on_one_postgresql(tmp_path, postgres_url, wire_seqs, monkeypatch):  # noqa: F811
     seed = seed_for_test()
     print(f"seed {seed} (SEED_AGENTS_TEST_SEED={seed} replays it)")
     rng = random.Random(seed)
     monkeypatch.setenv("SEED_AGENTS_SECRETS_KEY", base64.b64encode(os.urandom(32)).decode())
-    extra = ["--storage-url", postgres_url, *LIMITS]
-    if RUN_LEASE:
-        extra += ["--run-lease", str(LEASE_S)]
+    extra = ["--storage-url", postgres_url, *LIMITS, "--run-lease", str(LEASE_S)]
     servers = await start_servers(tmp_path, 3, extra)
     try:
         kp = Keypair.generate()

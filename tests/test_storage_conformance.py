@@ -25,6 +25,7 @@ from server.store import agents as agents_q
 from server.store import collaborators as collab_q
 from server.store import events as events_q
 from server.store import idempotency as idem_q
+from server.store import key_check
 from server.store import owners as owners_q
 from server.store import provider_removal as removal_q
 from server.store import providers as providers_q
@@ -464,6 +465,10 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(sessions_q.delete_session, "s2")
     r(sessions_q.get_session, "s1")
     r(runs_q.get_run, "r2")
+    # The shared secrets key: recorded by the first key, accepted again, refused for another.
+    await w(key_check.same_key, SecretBox(bytes(32)))
+    await w(key_check.same_key, SecretBox(bytes(32)))
+    await w(key_check.same_key, SecretBox(bytes([1]) * 32))
     return out
 
 
