@@ -84,6 +84,7 @@ class App:
             cluster = Cluster.for_app(self)
             await cluster.start()   # listening before anything is published or subscribed
             self.cluster = cluster
+            self.metrics.watch_cluster(cluster)
         else:
             self.guard.load(self.db.read(sig_q.unexpired_signatures, now), started_ms=now)
         self.runtime = Runtime(self.db, self.config, self.metrics, self, self.secrets, self.now_ms,

@@ -18,6 +18,16 @@ class Metrics:
         self.published = Counter("seed_agents_events_published", "Events published to the hub", registry=r)
         self.slow_consumers = Counter("seed_agents_slow_consumers", "Sockets cut off for not reading", registry=r)
         self.runs = Counter("seed_agents_runs", "Runs finished", ["status"], registry=r)
+        # Several servers on PostgreSQL (server/cluster.py, server/runtime/leasing.py).
+        self.runs_requeued = Counter("seed_agents_runs_requeued", "Runs this server put back in the "
+                                     "queue: a lease ran out (a server died or stalled), or it stopped",
+                                     registry=r)
+        self.cluster_notices = Gauge("seed_agents_cluster_notices", "Notices sent to and received from "
+                                     "the other servers", ["direction"], registry=r)
+        self.cluster_resyncs = Gauge("seed_agents_cluster_resyncs", "Times this server re-read the "
+                                     "database after losing notices (LISTEN reconnected)", registry=r)
+        self.cluster_partials_dropped = Gauge("seed_agents_cluster_partials_dropped", "Partials too large "
+                                              "for a notice, not sent to the other servers", registry=r)
         self.latency = Histogram(
             "seed_agents_action_seconds", "Action latency from frame to response", ["action"], registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
@@ -41,6 +51,13 @@ class Metrics:
         self.cache_bytes.labels(cache.name).set_function(lambda: cache.bytes)
         self.cache_entries.labels(cache.name).set_function(lambda: len(cache))
         self.cache_budget.labels(cache.name).set(cache.budget)
+
+    def watch_cluster(self, cluster) -> None:
+        """The notice counters of `cluster` (server/cluster.py), read when scraped."""
+        self.cluster_notices.labels("sent").set_function(lambda: cluster.sent)
+        self.cluster_notices.labels("received").set_function(lambda: cluster.received)
+        self.cluster_resyncs.set_function(lambda: cluster.resyncs)
+        self.cluster_partials_dropped.set_function(lambda: cluster.dropped_partials)
 
     def watch_outbound(self, connections) -> None:
         """Export the bytes queued to the open sockets (`connections`: objects with `outbound`)."""

@@ -85,6 +85,15 @@ def runs_finished(srv: ServerProcess) -> int:
                    if line.startswith("seed_agents_runs_total{")))
 
 
+REQUEUED = "seed_agents_runs_requeued_total"
+
+
+def metric(srv: ServerProcess, name: str) -> float:
+    """One unlabelled sample of this server's /metrics."""
+    text = httpx.get(f"http://127.0.0.1:{srv.port}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " "))
+
+
 def connections_to(port: int, pid: int) -> int:
     """Established TCP connections of process `pid` to 127.0.0.1:`port` (Linux /proc)."""
     inodes = set()
@@ -378,6 +387,7 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
             hammers = [asyncio.create_task(hammer(k)) for k in range(3)]
             await until(lambda: len(acked) >= 6 or all(h.done() for h in hammers),
                         f"{context}: 6 turns acknowledged by the victim")
+            requeued_before = {srv.port: metric(srv, REQUEUED) for srv in servers if srv is not victim}
             victim.kill()   # mid-turn: the slow replies are streaming, the writer is writing
             killed_at = time.monotonic()
             await asyncio.gather(*hammers)
@@ -417,6 +427,12 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
             assert [len(rs) for rs in runs.values()] == [1] * SLOW_SESSIONS, runs
             assert attempts.count(2) == holders[victim.port], (
                 f"{context}: attempts {attempts}, the victim held {holders[victim.port]} runs")
+            # The survivors say so on /metrics: they requeued the dead server's runs (its slow
+            # streams, and any echo turn of the writer's it held when it died).
+            requeued = sum(metric(srv, REQUEUED) - requeued_before[srv.port] for srv in survivors)
+            assert requeued >= holders[victim.port], (
+                f"{context}: survivors requeued {requeued} runs after the kill, the victim streamed "
+                f"{holders[victim.port]}")
 
             # The victim's subscribers resume on a survivor with afterSeq and miss nothing.
             async with await client(survivors[-1], kp) as c3:

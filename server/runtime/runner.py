@@ -211,6 +211,7 @@ class Runtime:
     def _requeued(self, runs: list[dict]) -> None:
         """Runs back in the queue (a lease ran out, or this server stopped): their interrupted
         turns end for clients (a `done` partial, as every turn does), and the runs show queued."""
+        self.metrics.runs_requeued.inc(len(runs))
         for run in runs:
             if "sessionId" in run:
                 self.publisher.publish_partial(run["sessionId"], run["id"], {"done": True})
