@@ -37,7 +37,7 @@ from server.storage.dialect import to_postgres
 from server.storage.pg_gate import PgSchemaTarget, pass_gate
 from server.storage.errors import StorageError
 from server.storage.url import StorageURL, scrub
-from server.store.database import DatabaseClosed
+from server.store.database import DatabaseClosed, Job, WriteQueue, deliver
 from server.store.errors import UnstorableText
 
 log = logging.getLogger(__name__)
@@ -120,16 +120,7 @@ class PgConn:
         return self._changes
 
 
-class _Job:
-    __slots__ = ("fn", "args", "future", "loop", "ok", "value")
-
-    def __init__(self, fn, args, future, loop) -> None:
-        self.fn, self.args, self.future, self.loop = fn, args, future, loop
-        self.ok = False
-        self.value: Any = None
-
-
-class PgDatabase:
+class PgDatabase(WriteQueue):
     shared = True          # several servers on one store: leases and notices cross processes
     dialect = "postgresql"
 
@@ -300,29 +291,7 @@ class PgDatabase:
             " WHERE accepted_signatures.expires_at < %s", (sig, expires_at, now))
         return cur.rowcount > 0
 
-    # -- writes ----------------------------------------------------------------------------
-    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._submit(_Job(fn, args, future, loop))
-        return await future
-
-    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
-        self._submit(_Job(fn, args, None, None))
-
-    def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("write_sync from inside a write job would wait for itself")
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        self._submit(_Job(fn, args, future, None))
-        return future.result()
-
-    def _submit(self, job: _Job) -> None:
-        with self._lock:
-            if not self._accepting:
-                raise DatabaseClosed("database is closed or not started")
-            self._queue.put(job)
-
+    # -- the writer thread (jobs come in through WriteQueue's write, write_nowait, write_sync)
     def _run(self, conn: PgConn) -> None:
         try:
             while True:
@@ -330,7 +299,7 @@ class PgDatabase:
                 if job is _STOP:
                     break
                 conn = self._run_job(conn, job)
-                _deliver(job)
+                deliver([job])
         finally:
             while True:   # whatever was queued behind the stop
                 try:
@@ -339,10 +308,10 @@ class PgDatabase:
                     break
                 if job is not _STOP:
                     job.value = DatabaseClosed("database closed before this write ran")
-                    _deliver(job)
+                    deliver([job])
             conn.raw.close()
 
-    def _run_job(self, conn: PgConn, job: _Job) -> PgConn:
+    def _run_job(self, conn: PgConn, job: Job) -> PgConn:
         for attempt in range(RETRIES):
             try:
                 with conn.raw.transaction():
@@ -374,29 +343,3 @@ class PgDatabase:
         conn = self._connect()
         conn.raw.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
         return conn
-
-
-def _deliver(job: _Job) -> None:
-    if job.future is None:
-        if not job.ok:
-            log.error("background write %s failed: %r", getattr(job.fn, "__name__", job.fn), job.value)
-    elif job.loop is None:
-        if job.future.set_running_or_notify_cancel():
-            if job.ok:
-                job.future.set_result(job.value)
-            else:
-                job.future.set_exception(job.value)
-    else:
-        try:
-            job.loop.call_soon_threadsafe(_settle, job)
-        except RuntimeError:   # the loop is closed: nobody is left to wait
-            pass
-
-
-def _settle(job: _Job) -> None:
-    if job.future.done():
-        return
-    if job.ok:
-        job.future.set_result(job.value)
-    else:
-        job.future.set_exception(job.value)

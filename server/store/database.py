@@ -36,7 +36,7 @@ class WriteAborted(RuntimeError):
     """SQLite rolled back the whole batch transaction (e.g. disk full); this job did not commit."""
 
 
-class _Job:
+class Job:
     __slots__ = ("fn", "args", "future", "loop", "ok", "value")
 
     def __init__(self, fn: Callable, args: tuple, future: Any, loop: asyncio.AbstractEventLoop | None):
@@ -55,7 +55,47 @@ class _Job:
 READER_THREADS = 2   # read_async threads (the machine's cores serve the loop and the writer too)
 
 
-class Database:
+class WriteQueue:
+    """The submitting side of a writer thread, shared by both drivers' façades: jobs go into
+    `_queue` in order, under `_lock` so none lands after the stop; the driver's writer thread
+    runs them and settles each with `deliver`."""
+
+    _queue: queue.SimpleQueue
+    _lock: threading.Lock
+    _accepting: bool
+    _thread: threading.Thread | None
+
+    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(conn, *args)` on the writer thread; returns its result once committed.
+
+        Cancelling the caller does not cancel the write: once queued it runs and commits.
+        `fn` must not BEGIN/COMMIT itself and must return plain values (no live cursors).
+        """
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._submit(Job(fn, args, future, loop))
+        return await future
+
+    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue a write nobody waits for (in order with the others); a failure is only logged."""
+        self._submit(Job(fn, args, None, None))
+
+    def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Blocking `write` for scripts, tests and other threads."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("write_sync from inside a write job would wait for itself")
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._submit(Job(fn, args, future, None))
+        return future.result()
+
+    def _submit(self, job: Job) -> None:
+        with self._lock:
+            if not self._accepting:
+                raise DatabaseClosed("database is closed or not started")
+            self._queue.put(job)
+
+
+class Database(WriteQueue):
     """One writer thread (group commit), one reader connection for the event-loop thread, and a
     small pool of reader threads for large reads."""
 
@@ -179,36 +219,6 @@ class Database:
         finally:
             conn.execute("COMMIT")
 
-    # -- writes ----------------------------------------------------------------------------
-    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run `fn(conn, *args)` on the writer thread; returns its result once committed.
-
-        Cancelling the caller does not cancel the write: once queued it runs and commits.
-        `fn` must not BEGIN/COMMIT itself and must return plain values (no live cursors).
-        """
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._submit(_Job(fn, args, future, loop))
-        return await future
-
-    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Queue a write nobody waits for (still batched); a failure is only logged."""
-        self._submit(_Job(fn, args, None, None))
-
-    def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Blocking `write` for scripts, tests and other threads."""
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("write_sync from inside a write job would wait for itself")
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        self._submit(_Job(fn, args, future, None))
-        return future.result()
-
-    def _submit(self, job: _Job) -> None:
-        with self._lock:
-            if not self._accepting:
-                raise DatabaseClosed("database is closed or not started")
-            self._queue.put(job)
-
     # -- the writer thread -----------------------------------------------------------------
     def _run(self) -> None:
         conn = self._writer
@@ -240,13 +250,13 @@ class Database:
                         log.exception("rollback after a failed batch failed")
                     for job in batch:
                         job.fail(exc)
-                _deliver(batch)
+                deliver(batch)
         finally:
             self._fail_leftovers()
             conn.close()
             self._writer = None
 
-    def _commit(self, conn: apsw.Connection, batch: list[_Job]) -> None:
+    def _commit(self, conn: apsw.Connection, batch: list[Job]) -> None:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except apsw.Error as exc:  # e.g. another process held the lock past busy_timeout
@@ -294,12 +304,12 @@ class Database:
             if job is not _STOP:
                 job.fail(DatabaseClosed("database closed before this write ran"))
                 leftovers.append(job)
-        _deliver(leftovers)
+        deliver(leftovers)
 
 
-def _deliver(batch: list[_Job]) -> None:
+def deliver(batch: list[Job]) -> None:
     """Hand results back: one loop callback per event loop, settling futures in job order."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+    by_loop: dict[asyncio.AbstractEventLoop, list[Job]] = {}
     for job in batch:
         if job.future is None:
             if not job.ok:
@@ -320,7 +330,7 @@ def _deliver(batch: list[_Job]) -> None:
             pass
 
 
-def _settle(jobs: list[_Job]) -> None:
+def _settle(jobs: list[Job]) -> None:
     for job in jobs:
         if job.future.done():  # the caller was cancelled; the write still happened
             continue
