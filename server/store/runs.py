@@ -28,8 +28,8 @@ _MOVES = {
 }
 
 COLUMNS = ("id, account_id, root_run_id, parent_run_id, depth, kind, agent_id, session_id, origin,"
-            " title, status, attempt, created_at, updated_at, started_at, finished_at, usage,"
-            " error_code, error")
+           " title, status, attempt, created_at, updated_at, started_at, finished_at, usage,"
+           " error_code, error")
 _N = 19
 # The WHERE of the partial index runs_active_by_session, written out verbatim: SQLite uses a
 # partial index only when the query repeats its condition, so "status = 'queued'" alone would
@@ -158,7 +158,7 @@ QUEUED_EXTRA = ", user_event_id, (SELECT s.model_override FROM sessions s WHERE 
 
 
 def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
-    """Queued runs, oldest first (with userEventId / modelOverride, see `_queued`)."""
+    """Queued runs, oldest first (with userEventId / modelOverride, see `queued_rows`)."""
     return queued_rows(conn.execute(
         f"SELECT {COLUMNS}{QUEUED_EXTRA} FROM runs WHERE status = 'queued'"
         " ORDER BY created_at, rowid LIMIT ?", (limit,)).fetchall())
