@@ -153,13 +153,19 @@ class PgDatabase(WriteQueue):
     def schema_version(self) -> int:
         return self._version
 
-    def _connect(self) -> PgConn:
+    def _connect(self, *, reader: bool) -> PgConn:
+        """A reader's transactions are read-only snapshots (REPEATABLE READ); a writer's are
+        READ COMMITTED, PostgreSQL's default, under which the counter row orders appenders."""
         try:
             raw = psycopg.connect(self.url.dsn(), autocommit=True, connect_timeout=max(1, int(self._timeout)),
                                   cursor_factory=psycopg.ClientCursor)
         except psycopg.Error as exc:
             raise StorageUnavailable(f"cannot connect to {self.url}: {_reason(exc, self.url)}") from None
-        raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        if reader:
+            raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            raw.read_only = True
+        else:
+            raw.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
         return PgConn(raw)
 
     async def start(self) -> None:
@@ -184,10 +190,8 @@ class PgDatabase(WriteQueue):
     def _open_connections(self) -> None:
         if self._thread is not None:
             raise RuntimeError("database already started")
-        self._reader = self._connect()
-        self._reader.raw.read_only = True
-        writer = self._connect()
-        writer.raw.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        self._reader = self._connect(reader=True)
+        writer = self._connect(reader=False)
         self._thread = threading.Thread(target=self._run, args=(writer,), name="db-writer:postgresql",
                                         daemon=True)
         self._accepting = True
@@ -230,8 +234,7 @@ class PgDatabase(WriteQueue):
             # run again, once, on a new one.
             log.warning("reader connection to %s lost; reconnecting", self.url)
             conn.raw.close()
-            self._reader = conn = self._connect()
-            conn.raw.read_only = True
+            self._reader = conn = self._connect(reader=True)
             return self._in_snapshot(conn, fn, args)
         finally:
             self._reading = False
@@ -256,8 +259,7 @@ class PgDatabase(WriteQueue):
     def _read_on_thread(self, fn, args) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None or conn.raw.closed:
-            conn = self._local.conn = self._connect()
-            conn.raw.read_only = True
+            conn = self._local.conn = self._connect(reader=True)
             with self._lock:
                 self._pool_conns.append(conn)
         return self._in_snapshot(conn, fn, args)
@@ -280,7 +282,7 @@ class PgDatabase(WriteQueue):
         if conns is None or any(c.raw.closed for c in conns.values()):
             conns = self._local.claims = {}
             for flag in (True, False):
-                conn = conns[flag] = self._connect()
+                conn = conns[flag] = self._connect(reader=False)
                 if not flag:
                     conn.raw.execute("SET synchronous_commit = off")
                 with self._lock:
@@ -331,15 +333,10 @@ class PgDatabase(WriteQueue):
                 log.warning("writer connection to %s lost (%s); reconnecting", self.url, type(exc).__name__)
                 conn.raw.close()
                 try:
-                    return self._writer_connection()
+                    return self._connect(reader=False)
                 except StorageUnavailable:
                     return conn   # still down: the next job fails on the closed one and tries again
             except Exception as exc:
                 job.value = exc
                 return conn
-        return conn
-
-    def _writer_connection(self) -> PgConn:
-        conn = self._connect()
-        conn.raw.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
         return conn
