@@ -21,16 +21,22 @@ def baseline_sql() -> str:
     return resources.files(__name__).joinpath("baseline.sql").read_text(encoding="utf-8")
 
 
-def migrations() -> list[tuple[int, str]]:
-    """[(version, sql)] ascending; applying entry v to a database at v-1 brings it to v."""
+def numbered_migrations(folder, current: int, what: str) -> list[tuple[int, str]]:
+    """[(version, sql)] of the `NNNN_*.sql` files in `folder` (an importlib.resources
+    Traversable), ascending; applying entry v to a database at v-1 brings it to v."""
     found: list[tuple[int, str]] = []
-    for entry in resources.files(__name__).joinpath("migrations").iterdir():
+    for entry in folder.iterdir():
         match = _MIGRATION_NAME.match(entry.name)
         if match:
             found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
     found.sort()
     versions = [v for v, _ in found]
     # A gap or a stray number would make some old database unreachable: fail loudly at import use.
-    if versions != list(range(1, CURRENT_VERSION + 1)):
-        raise RuntimeError(f"schema migrations must be numbered 1..{CURRENT_VERSION}, found {versions}")
+    if versions != list(range(1, current + 1)):
+        raise RuntimeError(f"{what} migrations must be numbered 1..{current}, found {versions}")
     return found
+
+
+def migrations() -> list[tuple[int, str]]:
+    """SQLite's migrations, [(version, sql)] ascending."""
+    return numbered_migrations(resources.files(__name__).joinpath("migrations"), CURRENT_VERSION, "schema")
