@@ -13,7 +13,6 @@ end-to-end test below runs only once `server.store.leases` exists.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import random
 
 import psycopg
@@ -27,10 +26,10 @@ from server.store import events as events_q
 from server.store import sessions as sessions_q
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
+from tests.test_sharing_revocation import grant_read
 from tests.wsraw import V2Client, flatten, keypair, setup_session
 
 OWNER, GUEST = keypair("cluster-owner"), keypair("cluster-guest")
-RUNS_WORK_ON_POSTGRES = importlib.util.find_spec("server.store.leases") is not None
 
 
 @pytest.fixture
@@ -205,15 +204,7 @@ async def test_access_removed_on_one_server_ends_subscriptions_on_another(cluste
     owner = await open_client(b)
     guest = await open_client(a)
     agent_id, session_id = await setup_session(owner, OWNER)
-    if how == "remove":
-        await owner.call(OWNER, {"_": "InviteAgentCollaborator", "agentId": agent_id,
-                                 "accountId": GUEST.account_id, "role": "reader"})
-        assert (await guest.call(GUEST, {"_": "AcceptAgentInvite", "agentId": agent_id}))["_"] \
-            == "AcceptAgentInviteResponse"
-        revoke = {"_": "RemoveAgentCollaborator", "agentId": agent_id, "accountId": GUEST.account_id}
-    else:
-        await owner.call(OWNER, {"_": "SetAgentPublicRead", "agentId": agent_id, "publicRead": True})
-        revoke = {"_": "SetAgentPublicRead", "agentId": agent_id, "publicRead": False}
+    revoke = await grant_read(owner, OWNER, guest, GUEST, agent_id, how)
     keys = ["sessions/" + session_id, "agents/" + agent_id]
     for key in keys:
         got = await guest.call(GUEST, {"_": "Subscribe", "key": key})
@@ -332,8 +323,6 @@ async def test_resync_ends_what_was_deleted_or_revoked_while_not_listening(clust
     await guest.close()
 
 
-@pytest.mark.skipif(not RUNS_WORK_ON_POSTGRES, reason="runs on PostgreSQL need the run leases "
-                    "(server.store.leases, branch pg-runtime)")
 async def test_turn_run_on_another_server_streams_its_partials_here(cluster):
     a, b, _c = cluster
     writer = await open_client(b)
@@ -382,8 +371,6 @@ async def test_relay_orders_random_interleavings(cluster):
     await sub.close()
 
 
-@pytest.mark.skipif(not RUNS_WORK_ON_POSTGRES, reason="runs on PostgreSQL need the run leases "
-                    "(server.store.leases, branch pg-runtime)")
 @pytest.mark.parametrize("how", ["StopSession", "CancelRun"])
 async def test_stop_on_one_server_ends_the_turn_running_on_another(cluster, how):
     from tests.fakes.openai_server import FakeOpenAI, Script

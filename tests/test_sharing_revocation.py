@@ -32,18 +32,23 @@ async def until(client: V2Client, pred, timeout: float = 10) -> dict:
     return await asyncio.wait_for(go(), timeout)
 
 
+async def grant_read(owner: V2Client, owner_kp, guest: V2Client, guest_kp, agent_id: str, how: str) -> dict:
+    """Give the guest read access to the agent (`how`: "remove", a reader collaborator it
+    accepts; else public read); returns the action that takes that access away again."""
+    if how == "remove":
+        await owner.call(owner_kp, {"_": "InviteAgentCollaborator", "agentId": agent_id,
+                                    "accountId": guest_kp.account_id, "role": "reader"})
+        assert (await guest.call(guest_kp, {"_": "AcceptAgentInvite", "agentId": agent_id}))["_"] \
+            == "AcceptAgentInviteResponse"
+        return {"_": "RemoveAgentCollaborator", "agentId": agent_id, "accountId": guest_kp.account_id}
+    await owner.call(owner_kp, {"_": "SetAgentPublicRead", "agentId": agent_id, "publicRead": True})
+    return {"_": "SetAgentPublicRead", "agentId": agent_id, "publicRead": False}
+
+
 async def one_round(owner: V2Client, guest: V2Client, agent_id: str, how: str, rng: random.Random) -> int:
     r = await owner.call(OWNER, {"_": "CreateSession", "agentId": agent_id})
     session_id = r["sessionId"]
-    if how == "remove":
-        await owner.call(OWNER, {"_": "InviteAgentCollaborator", "agentId": agent_id,
-                                 "accountId": GUEST.account_id, "role": "reader"})
-        assert (await guest.call(GUEST, {"_": "AcceptAgentInvite", "agentId": agent_id}))["_"] \
-            == "AcceptAgentInviteResponse"
-        revoke = {"_": "RemoveAgentCollaborator", "agentId": agent_id, "accountId": GUEST.account_id}
-    else:
-        await owner.call(OWNER, {"_": "SetAgentPublicRead", "agentId": agent_id, "publicRead": True})
-        revoke = {"_": "SetAgentPublicRead", "agentId": agent_id, "publicRead": False}
+    revoke = await grant_read(owner, OWNER, guest, GUEST, agent_id, how)
     keys = ["sessions/" + session_id, "agents/" + agent_id]
     for key in keys:
         got = await guest.call(GUEST, {"_": "Subscribe", "key": key})
