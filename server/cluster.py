@@ -257,9 +257,7 @@ class Cluster:
         runtime = self.app.runtime
         if runtime is None:
             return
-        # `interrupt_runs` once runs are leased across servers (pg-runtime); `interrupt` until then.
-        stop = getattr(runtime, "interrupt_runs", None) or runtime.interrupt
-        stop(run_ids)
+        runtime.interrupt_runs(run_ids)
 
     def resync(self, reason: str) -> None:
         """Notices may have been lost (and those queued but not yet handled were dropped): what
@@ -273,13 +271,13 @@ class Cluster:
         app.cache["system_prompts"].clear()
         app.grants.resync()   # revocations
         runtime = app.runtime
-        workers = getattr(runtime, "workers", {}) if runtime is not None else {}
+        workers = runtime.workers if runtime is not None else {}
         ended, deleted = [], []
         for session_id, worker in list(workers.items()):   # runs stopped or sessions deleted elsewhere
             if app.db.read(sessions_q.get_session, session_id) is None:
                 deleted.append(session_id)
                 continue
-            run_id = getattr(worker, "run_id", None)
+            run_id = worker.run_id
             if run_id is not None:
                 run = app.db.read(runs_q.get_run, run_id)
                 if run is None or run["status"] in runs_q.TERMINAL:

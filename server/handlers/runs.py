@@ -51,5 +51,5 @@ async def cancel_run(app, env, action) -> dict:
     app.runtime.publish_runs(canceled)
     for session in sessions:
         app.publish_change("sessions/" + session["id"], session)
-    app.runtime.interrupt(r["id"] for r in canceled)
+    app.runtime.interrupt_runs(r["id"] for r in canceled)
     return {"_": "CancelRunResponse", "runId": action.run_id, "canceled": was_live and bool(canceled)}

@@ -237,10 +237,6 @@ class Runtime:
         for run in runs:
             self.publisher.publish_run(runs_q.public(run))
 
-    def interrupt(self, run_ids) -> None:
-        """Cancel the turns executing these runs (their rows were already ended by the caller)."""
-        self.interrupt_runs(run_ids)
-
     def interrupt_runs(self, run_ids) -> None:
         """Cancel this server's turns of these runs, if it runs any of them: the runs were ended
         (StopSession, CancelRun, a deletion) here or, on a shared store, on another server. A
@@ -266,7 +262,7 @@ class Runtime:
         canceled, session = await self.db.write(job)
         self.publish_runs(canceled)
         self.publisher.publish_session(session)
-        self.interrupt(r["id"] for r in canceled)
+        self.interrupt_runs(r["id"] for r in canceled)
         return bool(canceled)
 
     def abandon_sessions(self, session_ids) -> None:
