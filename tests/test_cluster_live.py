@@ -63,15 +63,6 @@ async def write_events(server, session_id: str, texts, *, publish: bool = True) 
     return out
 
 
-async def next_event(client: V2Client, pred, timeout: float = 15) -> dict:
-    async def go():
-        while True:
-            e = await client.events.get()
-            if pred(e):
-                return e
-    return await asyncio.wait_for(go(), timeout)
-
-
 async def seqs_until(client: V2Client, last: int, timeout: float = 30) -> list[int]:
     """Every seq of the appends the client receives until it has seen `last`."""
     seqs: list[int] = []
@@ -150,27 +141,27 @@ async def test_changes_notices_and_deletion_reach_other_servers(cluster):
     watcher = await open_client(a)
     await watcher.call(OWNER, {"_": "Subscribe", "key": "account/" + OWNER.account_id})
     agent_id, session_id = await setup_session(writer, OWNER)
-    created = await next_event(watcher, is_change("account/" + OWNER.account_id, reason="session-created"))
+    created = await watcher.event_where(is_change("account/" + OWNER.account_id, reason="session-created"), 15)
     assert created["value"] == {"reason": "session-created", "agentId": agent_id, "sessionId": session_id}
     key = "sessions/" + session_id
     await watcher.call(OWNER, {"_": "Subscribe", "key": key})
     await watcher.call(OWNER, {"_": "Subscribe", "key": "agents/" + agent_id})
-    await next_event(watcher, is_change(key))   # the current value, first
+    await watcher.event_where(is_change(key), 15)   # the current value, first
     r = await writer.call(OWNER, {"_": "UpdateSession", "sessionId": session_id, "title": "Plans"})
     assert r["_"] == "UpdateSessionResponse", r
-    await next_event(watcher, is_change(key, title="Plans"))
-    await next_event(watcher, is_change("account/" + OWNER.account_id, reason="session-updated"))
+    await watcher.event_where(is_change(key, title="Plans"), 15)
+    await watcher.event_where(is_change("account/" + OWNER.account_id, reason="session-updated"), 15)
     r = await writer.call(OWNER, {"_": "UpdateAgent", "agentId": agent_id, "definition": {
         "name": "Renamed", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo-1"}})
     assert r["_"] == "UpdateAgentResponse", r
-    changed = await next_event(watcher, lambda e: e["_"] == "change" and e["key"] == "agents/" + agent_id
-                               and e["value"].get("definition", {}).get("name") == "Renamed")
+    changed = await watcher.event_where(lambda e: e["_"] == "change" and e["key"] == "agents/" + agent_id
+                                        and e["value"].get("definition", {}).get("name") == "Renamed", 15)
     assert changed["value"]["accessRole"] == "owner"
     r = await writer.call(OWNER, {"_": "DeleteSession", "sessionId": session_id})
     assert r["_"] == "DeleteSessionResponse", r
-    gone = await next_event(watcher, is_change(key, reason="session-deleted"))
+    gone = await watcher.event_where(is_change(key, reason="session-deleted"), 15)
     assert gone["value"] == {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id}
-    await next_event(watcher, is_change("account/" + OWNER.account_id, reason="session-deleted"))
+    await watcher.event_where(is_change("account/" + OWNER.account_id, reason="session-deleted"), 15)
     # Nothing of the deleted session reaches A afterwards: the marker's answer comes with no
     # event of that key before it.
     await watcher.call(OWNER, {"_": "ListAgents"})
@@ -190,8 +181,8 @@ async def test_update_agent_elsewhere_changes_the_system_prompt_here(cluster):
     await reader.call(OWNER, {"_": "Subscribe", "key": "agents/" + agent_id})
     await writer.call(OWNER, {"_": "UpdateAgent", "agentId": agent_id, "definition": {
         "name": "Echo", "systemPrompt": "be thorough", "modelProvider": "echo", "model": "echo-1"}})
-    await next_event(reader, lambda e: e["_"] == "change" and e["key"] == "agents/" + agent_id
-                     and e["value"].get("definition", {}).get("systemPrompt") == "be thorough")
+    await reader.event_where(lambda e: e["_"] == "change" and e["key"] == "agents/" + agent_id
+                             and e["value"].get("definition", {}).get("systemPrompt") == "be thorough", 15)
     got = await reader.call(OWNER, {"_": "GetSession", "sessionId": session_id})
     assert got["systemPromptMarkdown"] == "be thorough"
     await writer.close()
@@ -210,11 +201,11 @@ async def test_access_removed_on_one_server_ends_subscriptions_on_another(cluste
         got = await guest.call(GUEST, {"_": "Subscribe", "key": key})
         assert got["_"] == "SubscribeResponse", got
     await write_events(b, session_id, ["before"])
-    await next_event(guest, lambda e: e["_"] == "append" and [x["seq"] for x in flatten(e)] == [1])
+    await guest.event_where(lambda e: e["_"] == "append" and [x["seq"] for x in flatten(e)] == [1], 15)
     assert (await owner.call(OWNER, revoke))["_"] == revoke["_"] + "Response"
     ended = set()
     while ended != set(keys):
-        e = await next_event(guest, lambda e: e["_"] in ("error", "append"))
+        e = await guest.event_where(lambda e: e["_"] in ("error", "append"), 15)
         assert e["_"] == "error", e   # no event of the agent before its subscriptions end
         assert e["status"] == 404
         ended.add(e["key"])
@@ -314,9 +305,9 @@ async def test_resync_ends_what_was_deleted_or_revoked_while_not_listening(clust
     await b.app.db.write(collab_q.remove, agent_id, GUEST.account_id)
     with psycopg.connect(postgres_base_url, autocommit=True) as conn:
         conn.execute("SELECT pg_terminate_backend(%s)", (a.app.cluster.bus.listener_pid,))
-    gone = await next_event(watcher, is_change("sessions/" + doomed, reason="session-deleted"))
+    gone = await watcher.event_where(is_change("sessions/" + doomed, reason="session-deleted"), 15)
     assert gone["value"] == {"reason": "session-deleted", "agentId": agent_id, "sessionId": doomed}
-    ended = await next_event(guest, lambda e: e["_"] == "error")
+    ended = await guest.event_where(lambda e: e["_"] == "error", 15)
     assert ended["key"] == "sessions/" + session_id and ended["status"] == 404
     await owner.close()
     await watcher.close()

@@ -23,15 +23,6 @@ OWNER, GUEST = keypair("race-owner"), keypair("race-guest")
 LONG = " ".join(f"w{i}" for i in range(800))   # echo streams one partial per word
 
 
-async def until(client: V2Client, pred, timeout: float = 10) -> dict:
-    async def go():
-        while True:
-            e = await client.events.get()
-            if pred(e):
-                return e
-    return await asyncio.wait_for(go(), timeout)
-
-
 async def grant_read(owner: V2Client, owner_kp, guest: V2Client, guest_kp, agent_id: str, how: str) -> dict:
     """Give the guest read access to the agent (`how`: "remove", a reader collaborator it
     accepts; else public read); returns the action that takes that access away again."""
@@ -65,7 +56,7 @@ async def one_round(owner: V2Client, guest: V2Client, agent_id: str, how: str, r
     wanted = rng.randrange(0, 250)
     seen, finished = 0, False
     while seen < wanted:
-        e = await until(owner, lambda e: e["_"] in ("appendPartial", "append"))
+        e = await owner.event_where(lambda e: e["_"] in ("appendPartial", "append"))
         if e["_"] == "append" and e["event"]["event"].get("role") == "assistant":
             finished = True
             break
@@ -76,7 +67,7 @@ async def one_round(owner: V2Client, guest: V2Client, agent_id: str, how: str, r
     assert marker["_"] == "ListAgentInvitesResponse"
     # Let the owner's turn finish, then look once more: still nothing of the agent.
     if not finished:
-        await until(owner, lambda e: e["_"] == "append" and e["event"]["event"].get("role") == "assistant")
+        await owner.event_where(lambda e: e["_"] == "append" and e["event"]["event"].get("role") == "assistant")
     await guest.call(GUEST, {"_": "ListAgentInvites"})
     frames = [decode_frame(f) for f in guest.frames[start:]]
     ended = [i for i, f in enumerate(frames) if f.get("_") == "error"]

@@ -34,6 +34,15 @@ class V2Client(RawV2):
     async def event(self, timeout=10) -> dict:
         return await asyncio.wait_for(self.events.get(), timeout)
 
+    async def event_where(self, pred, timeout: float = 10) -> dict:
+        """The first queued event for which `pred` holds (the ones before it are dropped)."""
+        async def go():
+            while True:
+                e = await self.events.get()
+                if pred(e):
+                    return e
+        return await asyncio.wait_for(go(), timeout)
+
     async def answer_is_next_frame(self, kp: Keypair) -> None:
         """Nothing else arrives before a harmless marker request's answer: it is the next frame
         after the ones already received, and no event is waiting."""
