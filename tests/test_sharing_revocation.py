@@ -10,7 +10,6 @@ read turned off.
 """
 from __future__ import annotations
 
-import asyncio
 import random
 
 import pytest
