@@ -17,107 +17,17 @@ from urllib.parse import urlsplit
 from .blocks import BlockTreeError, check_tree, to_markdown
 from .dagcbor import encode
 from .errors import ProtocolError, quote
+from .fields import (MAX_AGENTS_PAGE, MAX_CAPABILITY, MAX_CONTENT_PARTS, MAX_CONTEXT_LINE,  # noqa: F401
+                     MAX_CONTEXT_LINES, MAX_DEFINITION_BYTES, MAX_ID, MAX_LIMIT, MAX_MESSAGE_TEXT,
+                     MAX_NAME, MAX_SAFE_INTEGER, MAX_SECRET_VALUE, MAX_SYSTEM_PROMPT, MAX_TITLE,
+                     MAX_URL, MIN_LIMIT, PROVIDER_TYPES)
+from .fields import (ActionKind, Fields as _Fields, check_integer, check_text as _check_text,
+                     id_action as _id_action, kind_of as _kind, no_fields as _no_fields,
+                     read as _read, write as _write)
 from .principals import principal_from_string
+from . import actions_files, actions_identities, actions_tools, actions_triggers
 
-# Bounds. They keep one request's cost (storage, model context, memory) proportionate; a client
-# that crosses one gets a 400 naming the field and the limit.
-MAX_NAME = 200  # names of secrets, providers, agents, models
-MAX_ID = 200  # agent/session/run ids, clientRequestId, clientMessageId
-MAX_TITLE = 1_000
-MAX_SYSTEM_PROMPT = 100_000  # characters of text, or of the Markdown a block tree makes
-# Bytes of an AgentDefinition as DAG-CBOR: every AgentInfo carries it (ListAgents, GetAgent,
-# agent events), so it bounds those answers; a 100,000-character prompt (as text or as the
-# desktop's block tree) fits with room to spare.
-MAX_DEFINITION_BYTES = 256 * 1024
-MAX_MESSAGE_TEXT = 200_000  # all text parts of one message, joined
-MAX_CONTENT_PARTS = 256
-MAX_CONTEXT_LINES = 10_000  # all context lines of one message
-MAX_CONTEXT_LINE = 10_000  # characters in one context line
-MAX_SECRET_VALUE = 64 * 1024  # bytes
-MAX_CAPABILITY = 64 * 1024  # bytes of a capability blob
-MAX_URL = 2_000
-MIN_LIMIT, MAX_LIMIT = 1, 10_000
-MAX_AGENTS_PAGE = 1_000  # ListAgents.limit: its default and cap (the answer is also bounded in bytes)
-# Every integer a client sends is a JavaScript number on the Seed side, and seqs and Unix ms end
-# up in SQLite (signed 64-bit): past 2^53 - 1 a JS client cannot even write the value exactly,
-# and past 2^63 - 1 SQLite cannot store it. So integer fields are 0..2^53 - 1 unless a field
-# says narrower (docs/protocol.md, "Integers"); anything else is a 400 at parse time.
-MAX_SAFE_INTEGER = 2**53 - 1
-
-PROVIDER_TYPES = frozenset(
-    {"echo", "openai", "openrouter", "deepseek", "groq", "xai", "ollama", "custom", "anthropic",
-     "google"}
-)
 _SUBSCRIPTION_KEY = re.compile(r"(account|agents|sessions|runs)/([^/\s]+)")
-
-
-class _Fields:
-    """Reads one action's fields, naming `Action.field` in every refusal."""
-
-    __slots__ = ("action", "name")
-
-    def __init__(self, action: dict, name: str) -> None:
-        self.action = action
-        self.name = name
-
-    def fail(self, field: str, problem: str) -> ProtocolError:
-        return ProtocolError(400, f"{self.name}.{field} {problem}")
-
-    def get(self, field: str, required: bool) -> object:
-        value = self.action.get(field)
-        if value is None and required:
-            raise self.fail(field, "is required")
-        return value
-
-    def text(self, field: str, limit: int, *, required: bool = True,
-             allow_empty: bool = False) -> str | None:
-        value = self.get(field, required)
-        if value is None:
-            return None
-        return _check_text(value, limit, allow_empty, lambda p: self.fail(field, p))
-
-    def integer(self, field: str, lo: int, hi: int | None, *, required: bool = False) -> int | None:
-        """An integer in lo..hi; `hi=None` means the largest safe integer (2^53 - 1)."""
-        value = self.get(field, required)
-        if value is None:
-            return None
-        return check_integer(value, lo, MAX_SAFE_INTEGER if hi is None else hi,
-                             lambda p: self.fail(field, p))
-
-    def mapping(self, field: str, *, required: bool = True) -> dict | None:
-        value = self.get(field, required)
-        if value is None:
-            return None
-        if type(value) is not dict:
-            raise self.fail(field, f"must be a map, got {_kind(value)}")
-        return value
-
-
-def check_integer(value: object, lo: int, hi: int, fail) -> int:  # noqa: ANN001
-    """`value` if it is an integer in lo..hi, else `fail(problem)` is raised. Shared with readers
-    of integers packed inside other fields (the ListSessions cursor), so every integer a client
-    can send meets the same range check before it reaches SQLite."""
-    if type(value) is not int:
-        raise fail(f"must be an integer, got {_kind(value)}")
-    if not lo <= value <= hi:
-        raise fail(f"must be an integer between {lo} and {hi}, got {quote(value)}")
-    return value
-
-
-def _check_text(value: object, limit: int, allow_empty: bool, fail) -> str:  # noqa: ANN001
-    if type(value) is not str:
-        raise fail(f"must be text, got {_kind(value)}")
-    if len(value) > limit:
-        raise fail(f"must be text of at most {limit} characters, got {len(value)}")
-    if not allow_empty and not value.strip():
-        raise fail("must not be empty")
-    return value
-
-
-def _kind(v: object) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a float", str: "text",
-            bytes: "a byte string", list: "an array", dict: "a map",
-            type(None): "null"}.get(type(v), type(v).__name__)
 
 
 # --- actions ------------------------------------------------------------------------------
@@ -592,9 +502,6 @@ def _list_runs(f: _Fields, ts: int) -> ListRuns:
     return ListRuns(ts, given[0][0], given[0][1], status, f.integer("limit", MIN_LIMIT, MAX_LIMIT))
 
 
-def _id_action(cls: type, field: str):  # noqa: ANN202
-    return lambda f, ts: cls(ts, f.text(field, MAX_ID))
-
 
 def _get_session(f: _Fields, ts: int) -> GetSession:
     return GetSession(
@@ -695,27 +602,6 @@ def _set_agent_public_read(f: _Fields, ts: int) -> SetAgentPublicRead:
     return SetAgentPublicRead(ts, agent_id, value)
 
 
-def _no_fields(cls: type):  # noqa: ANN202
-    return lambda f, ts: cls(ts)
-
-
-@dataclass(frozen=True, slots=True)
-class ActionKind:
-    """What the contract says of one action name: how its fields are read, and whether it is a
-    read. A read may be repeated on the connection that first sent it (CONTRACT section 2, step
-    6), so `read` is said here for each action, never derived from its name."""
-
-    parse: Callable[[_Fields, int], Action]
-    read: bool
-
-
-def _read(parse) -> ActionKind:  # noqa: ANN001
-    return ActionKind(parse, read=True)
-
-
-def _write(parse) -> ActionKind:  # noqa: ANN001
-    return ActionKind(parse, read=False)
-
 
 # Every action of the contract, one line each. The server's half (handler, inline) is in
 # server/routes.py, which refuses to start unless both tables name the same actions.
@@ -752,6 +638,10 @@ ACTIONS: dict[str, ActionKind] = {
     "DeclineAgentInvite": _write(_id_action(DeclineAgentInvite, "agentId")),
     "SetAgentPublicRead": _write(_set_agent_public_read),
 }
+# Each area's actions live in a module of their own (protocol/actions_<area>.py).
+for _area in (actions_identities, actions_files, actions_tools, actions_triggers):
+    assert not ACTIONS.keys() & _area.ACTIONS.keys(), "an action is declared twice"
+    ACTIONS.update(_area.ACTIONS)
 
 
 def parse_action(action: dict) -> Action:

@@ -162,3 +162,13 @@ CREATE TABLE accepted_signatures (
     expires_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX accepted_signatures_by_expiry ON accepted_signatures (expires_at);
+
+-- Version 5: signing identities.
+
+-- Version 6: files (memory, attachments, uploads).
+
+-- Version 7: the tool loop.
+
+-- Version 8: delegation and tools.
+
+-- Version 9: triggers.

@@ -61,6 +61,14 @@ HANDLING: dict[str, Handling] = {
     "AcceptAgentInvite": Handling(sharing.accept_agent_invite),
     "DeclineAgentInvite": Handling(sharing.decline_agent_invite),
     "SetAgentPublicRead": Handling(sharing.set_agent_public_read),
+    # --- signing identities ---
+
+    # --- files: memory, attachments, uploads ---
+
+    # --- tools, delegation and the run tree ---
+
+    # --- triggers ---
+
 }
 
 

@@ -1,0 +1,1 @@
+-- Version 5: reserved for signing identities; filled in by the change that adds them.

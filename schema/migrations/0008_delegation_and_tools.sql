@@ -1,0 +1,1 @@
+-- Version 8: reserved for delegation and tools; filled in by the change that adds them.

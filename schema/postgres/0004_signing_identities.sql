@@ -1,0 +1,1 @@
+-- Version 4: reserved for signing identities; filled in by the change that adds them.

@@ -1,0 +1,1 @@
+-- Version 5: reserved for files; filled in by the change that adds them.

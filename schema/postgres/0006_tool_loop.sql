@@ -1,0 +1,1 @@
+-- Version 6: reserved for tool loop; filled in by the change that adds them.

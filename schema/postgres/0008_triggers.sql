@@ -1,0 +1,1 @@
+-- Version 8: reserved for triggers; filled in by the change that adds them.
