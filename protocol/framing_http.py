@@ -139,6 +139,13 @@ class HttpFraming:
         return self.answer(204, b"", None, keep_alive=keep_alive,
                            extra=f"Access-Control-Max-Age: {PREFLIGHT_MAX_AGE}\r\n".encode())
 
+    def too_many_probes(self, *, keep_alive: bool = False) -> bytes:
+        """A GET probe past its connection's or its address's rate (docs/operations.md
+        "Security"); the connection closes after it, so a pipelined flood ends there."""
+        return self.json(429, {"status": "error", "message": "rate limit: too many requests that are not "
+                                                             "actions; slow down"},
+                         keep_alive=keep_alive, extra=b"Retry-After: 1\r\n")
+
     def continue_(self) -> bytes:
         """The interim answer to `Expect: 100-continue` once the head checks passed."""
         return b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -156,6 +163,19 @@ class HttpFraming:
         head.append(b"Connection: keep-alive\r\n\r\n" if keep_alive else b"Connection: close\r\n\r\n")
         head.append(body)
         return b"".join(head)
+
+
+_ANY_ORIGIN = b"Access-Control-Allow-Origin: *\r\n"
+
+
+def with_origin(answer: bytes, origin: str | None) -> bytes:
+    """An answer whose CORS headers name `origin` (the request's, matched against
+    `--allowed-origins`) instead of `*`, with `Vary: Origin` so caches keep them apart; without
+    a matched origin (a request from no web page) the allow-origin line is left out. The line
+    replaced is the head's: it comes before the body."""
+    line = (b"Access-Control-Allow-Origin: " + origin.encode("latin-1") + b"\r\nVary: Origin\r\n"
+            if origin else b"Vary: Origin\r\n")
+    return answer.replace(_ANY_ORIGIN, line, 1)
 
 
 def _phrase(status: int) -> str:

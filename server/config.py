@@ -35,6 +35,8 @@ class Limits:
     outbound_queue_bytes: int = 8 << 20   # a subscriber further behind than this is cut off (1013)
     replay_page: int = 1000           # events read and framed at once during replay
     unverified_burst: int = 100       # frames failing verification before the socket closes 1008 (a tenth refills per second)
+    connections_per_address: int = 256   # open connections (HTTP and WebSocket) from one client address
+    probe_rate: float = 50.0          # GET probes (health, version, metrics, ...) per second per client address
 
 
 @dataclass
@@ -64,6 +66,7 @@ class Config:
     http_header_timeout: float = 10.0   # first byte of a request to the end of its headers
     http_body_timeout: float = 30.0     # end of the headers to the end of the body
     http_idle_timeout: float = 60.0     # a keep-alive connection with no request in progress
+    first_action_timeout: float = 30.0  # a WebSocket with no verified action this long after opening is closed
     # In-memory caches, each bounded in bytes (server/cache.py; metrics seed_agents_cache_*).
     history_cache_bytes: int = 64 << 20   # the runtime's per-session message histories
     prompt_cache_bytes: int = 16 << 20    # agents' system prompts as Markdown (GetSession, turns)
@@ -233,8 +236,11 @@ SETTINGS: list[Setting] = [
     Setting("--run-poll-interval", "RUN_POLL_INTERVAL", "run_poll_interval", seconds, "SECONDS", "with a shared (PostgreSQL) store: how often a server looks for queued runs (and for expired leases) besides when it queues a run itself"),
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
-    Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),
+    Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
+    Setting("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", "limits.connections_per_address", count, "N", "open connections (HTTP and WebSocket) from one client address; more are refused with HTTP 503 (behind a reverse proxy every client has the proxy's address: raise it)"),
+    Setting("--probe-rate", "PROBE_RATE", "limits.probe_rate", rate, "PER_SECOND", "GET requests that are not actions (health, version, metrics, ...) per second per client address, bursts of twice that; each connection also 10/s, bursts of 20 (more is 429 and the connection closes)"),
+    Setting("--first-action-timeout", "FIRST_ACTION_TIMEOUT", "first_action_timeout", seconds, "SECONDS", "a WebSocket that has sent no verified action this long after opening is closed (1008)"),
 ]
 
 
