@@ -23,7 +23,7 @@ from ._dagcbor_encode import _encode_into, _head, encode
 from ._dagcbor_strict import cid_from_link_bytes, strict_decode
 from .errors import DagCborError
 
-__all__ = ["DagCborError", "encode", "decode", "decode_canonical", "decode_if_canonical"]
+__all__ = ["DagCborError", "encode", "decode", "decode_canonical", "decode_if_canonical", "check_items"]
 
 DEFAULT_MAX_SIZE = 1 << 20
 DEFAULT_MAX_DEPTH = 64
@@ -31,6 +31,11 @@ DEFAULT_MAX_DEPTH = 64
 # it about half a second. Canonical input of any size takes the C fast path; non-canonical
 # input (unsorted keys, short floats: the liberal cases of CONTRACT section 2) must be small.
 STRICT_MAX_SIZE = 64 * 1024
+# Items (CBOR heads: every value, key, array and map) one input may hold. Decoding costs per item,
+# not per byte: a megabyte of empty maps is a million Python objects and most of a second of
+# CPU to decode and re-encode. Since an item takes at least a byte, only inputs longer than
+# this are counted (`check_items`), before anything is decoded.
+DEFAULT_MAX_ITEMS = 16 * 1024
 
 _loads = cbor2.loads
 _CBORTag = cbor2.CBORTag
@@ -59,6 +64,33 @@ def _as_bytes(data: object) -> bytes:
     raise DagCborError(400, f"expected DAG-CBOR bytes, got {type(data).__name__}")
 
 
+def check_items(data: bytes, max_items: int = DEFAULT_MAX_ITEMS) -> None:
+    """DagCborError(400) when `data` holds more than `max_items` items. A flat walk over the
+    heads (strings' contents are skipped), which stops at the bound: at most `max_items` steps.
+    Malformed input is left for the decoder to refuse."""
+    if len(data) <= max_items:
+        return
+    pos, end, n = 0, len(data), 0
+    while pos < end:
+        n += 1
+        if n > max_items:
+            raise DagCborError(400, f"input holds more than {max_items} items (values, keys, arrays "
+                                    "and maps); the limit is per envelope")
+        head = data[pos]
+        info = head & 0x1F
+        pos += 1
+        if info < 24:
+            arg = info
+        elif info < 28:
+            width = 1 << (info - 24)
+            arg = int.from_bytes(data[pos:pos + width], "big")
+            pos += width
+        else:
+            return   # indefinite lengths and reserved values: the decoder refuses them
+        if head >> 5 in (2, 3):   # byte and text strings: skip the content
+            pos += arg
+
+
 def decode_if_canonical(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[object, bool]:
     """(value, True) when `data` is exactly one item in canonical DAG-CBOR, else (None, False).
 
@@ -84,6 +116,7 @@ def decode_canonical(
     data = _as_bytes(data)
     if len(data) > max_size:
         raise DagCborError(413, f"input is {len(data)} bytes; the limit is {max_size} bytes")
+    check_items(data)
     value, canonical = decode_if_canonical(data, max_depth=max_depth)
     if canonical:
         return value, True

@@ -53,6 +53,7 @@ LINGER_SECONDS = 2.0         # after a refusal with an unread body: read and dro
 _PIPELINE_PAUSE = 4          # requests waiting on one connection before it stops being read
 PIPELINE_MAX = 16            # requests read and not yet answered; the rest of a read waits unparsed
 _FEED_PIECE = 4096           # bytes given to the parser at once (the bounds above hold within a read)
+_BODY_PIECE = 64 * 1024      # the same within a body, whose bytes cost a callback per piece
 _WRITE_HIGH = 256 * 1024     # a response writer waits while the socket holds more than this
 # Per connection, requests that are not actions (the address has its own bucket, --probe-rate).
 CONN_PROBE_RATE, CONN_PROBE_BURST = 10.0, 20
@@ -188,7 +189,7 @@ class HttpConnection(asyncio.Protocol):
                 if len(self.queue) >= PIPELINE_MAX:
                     self._pause_reading()
                     break
-                piece = memoryview(data)[pos:pos + _FEED_PIECE]
+                piece = memoryview(data)[pos:pos + (_BODY_PIECE if self.phase == "body" else _FEED_PIECE)]
                 before = self.phase
                 self._completed = False
                 self._piece_body = 0

@@ -79,3 +79,22 @@ def raw_socket(port: int, rcvbuf: int = 4096) -> socket.socket:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def attackers(kind: str, port: int, seconds: float, count: int, *extra: str) -> "asyncio.subprocess.Process":
+    """`count` attackers of `kind` (tests/hostile_attack.py) in a child process of their own;
+    `finish(proc)` waits for it and returns what they saw."""
+    import sys
+    from tests.procs import ROOT
+
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.hostile_attack", kind, str(port), str(seconds), str(count), *extra,
+        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=asyncio.subprocess.PIPE)
+
+
+async def finish(proc) -> dict:
+    import json
+
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, out
+    return json.loads(out.decode().strip().splitlines()[-1])
