@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .blocks import BlockTreeError, check_tree, to_markdown
-from .dagcbor import encode
+from .dagcbor import check_items, encode
+from .errors import DagCborError
 from .errors import ProtocolError, quote
 from .fields import (MAX_AGENTS_PAGE, MAX_CAPABILITY, MAX_CONTENT_PARTS, MAX_CONTEXT_LINE,  # noqa: F401
-                     MAX_CONTEXT_LINES, MAX_DEFINITION_BYTES, MAX_ID, MAX_LIMIT, MAX_MESSAGE_TEXT,
+                     MAX_CONTEXT_LINES, MAX_DEFINITION_BYTES, MAX_DEFINITION_ITEMS, MAX_ID, MAX_LIMIT, MAX_MESSAGE_TEXT,
                      MAX_NAME, MAX_SAFE_INTEGER, MAX_SECRET_VALUE, MAX_SYSTEM_PROMPT, MAX_TITLE,
                      MAX_URL, MIN_LIMIT, PROVIDER_TYPES)
 from .fields import (ActionKind, Fields as _Fields, check_integer, check_text as _check_text,
@@ -363,9 +364,14 @@ def _bounded_definition(f: _Fields) -> dict:
     """`definition` as a map of at most MAX_DEFINITION_BYTES of DAG-CBOR (the value is never
     quoted back: only its size)."""
     definition = f.mapping("definition")
-    size = len(encode(definition))
-    if size > MAX_DEFINITION_BYTES:
-        raise f.fail("definition", f"must be at most {MAX_DEFINITION_BYTES} bytes as DAG-CBOR, got {size}")
+    encoded = encode(definition)
+    if len(encoded) > MAX_DEFINITION_BYTES:
+        raise f.fail("definition", f"must be at most {MAX_DEFINITION_BYTES} bytes as DAG-CBOR, got {len(encoded)}")
+    try:
+        check_items(encoded, MAX_DEFINITION_ITEMS)
+    except DagCborError:
+        raise f.fail("definition", f"must hold at most {MAX_DEFINITION_ITEMS} items (values, keys, arrays "
+                                   "and maps)") from None
     return definition
 
 

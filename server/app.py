@@ -22,7 +22,7 @@ from server.store import sessions as sessions_q
 from server.store import signatures as sig_q
 from server.storage import database_for
 from server.store.filemodes import make_private_dir, warn_if_wide
-from server.store import key_check
+from server.store import codec, key_check
 from server.store.secrets import SecretBox, load_secrets_key
 
 
@@ -55,6 +55,7 @@ class App:
             ByteBudgetCache("session_owner", config.owner_cache_bytes),
             ByteBudgetCache("agent_owner", config.owner_cache_bytes),
             ByteBudgetCache("history", config.history_cache_bytes),
+            ByteBudgetCache("definitions", config.prompt_cache_bytes),
             self._signers)}
         for cache in self.cache.values():
             self.metrics.watch_cache(cache)
@@ -215,10 +216,24 @@ class App:
             self._notify_account(session["account"], "session-updated", agent_id=session["agentId"],
                                  session_id=session["id"])
 
+    def agent_decoded(self, agent: dict) -> dict:
+        """The AgentInfo with its definition decoded, when the writer left it as stored bytes
+        (store/agents.agent_info): decoded once per agent and version, then reused."""
+        raw = agent["definition"]
+        if type(raw) is not bytes:
+            return agent
+        cache = self.cache["definitions"]
+        known = cache.get(agent["id"])
+        if known is None or known[0] != raw:
+            known = (raw, codec.decode(raw))
+            cache.put(agent["id"], known, 4 * len(raw) + 256)
+        return {**agent, "definition": known[1]}
+
     def publish_agent(self, agent: dict, *, created: bool = False) -> None:
         """AgentInfo: to the agent and its account; every change after the creation (status,
         definition, activity) is also announced as `agent-updated`. `accessRole` is each
         subscriber's own: guests of the agent get the writer's or reader's copy (built once)."""
+        agent = self.agent_decoded(agent)
         if self.cluster is not None:
             self.cluster.agent(agent, created)
         self._publish_agent(agent, created=created)

@@ -43,7 +43,7 @@ async def message_session(app, env, action) -> dict:
         run = runs_q.create_run(conn, run_id, owner, session["agentId"], session_id, user_event_id, now,
                                 title=title)
         session = sessions_q.set_session_status(conn, session_id, "streaming", now)
-        agent = agents_q.touch_agent(conn, session["agentId"], now)   # busy, with the new activity
+        agent = agents_q.touch_agent(conn, session["agentId"], now, decoded=False)   # busy, with the new activity
         response = {"_": "MessageSessionResponse", "sessionId": session_id, "assistantEventId": "",
                     "userEventId": user_event_id, "runId": run_id}
         return response, [(event, body, run, session, agent)]
@@ -89,7 +89,7 @@ async def retry_session(app, env, action) -> dict:
         run = runs_q.create_run(conn, new_id(), session["account"], session["agentId"], session_id,
                                 runs_q.user_event_of(conn, latest["id"]), now, title=latest["title"])
         session = sessions_q.set_session_status(conn, session_id, "streaming", now)
-        agents_q.touch_agent(conn, session["agentId"], now)
+        agents_q.touch_agent(conn, session["agentId"], now, decoded=False)
         return run, session
 
     run, session = await app.db.write(job)

@@ -290,7 +290,7 @@ class Runtime:
 
             def begin(conn):
                 if runs_q.save_run(conn, before, running):
-                    agents_q.set_agent_status(conn, agent_id, "running", now)
+                    agents_q.set_agent_status(conn, agent_id, "running", now, decoded=False)
 
         # Registered as live before the first await, so a StopSession arriving at any point
         # of this run finds it and cancels it.
@@ -447,7 +447,7 @@ class Runtime:
                 titled = self._auto_title(conn, session_id, now)
             try:
                 a = agents_q.set_agent_status(conn, agent["id"], "error" if wrote and status == "failed" else "idle",
-                                              now)
+                                              now, decoded=False)
             except NotFound:
                 a = None
             return appended, ended if wrote else None, titled or session, a
