@@ -316,6 +316,9 @@ def _provider(f: _Fields) -> ProviderConfig:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise p.fail("baseUrl", f"must be an http:// or https:// URL, got {quote(base_url)}")
+        if parts.query or parts.fragment or "?" in base_url or "#" in base_url:
+            # Paths are appended to it: a query would swallow them (.../users?page=/models).
+            raise p.fail("baseUrl", "may not have a query (?) or a fragment (#)")
     refs = p.mapping("secretRefs", required=False)
     api_key = None
     if refs is not None:

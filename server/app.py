@@ -242,7 +242,7 @@ class App:
         key = "agents/" + agent["id"]
         event = Outgoing(key, events.change(key, agent))
         if self.grants.has_guests(agent["id"]):
-            event.variants = {role: Outgoing(key, events.change(key, {**agent, "accessRole": role}))
+            event.variants = {role: Outgoing(key, events.change(key, agents_q.as_seen_by(agent, role)))
                               for role in ("writer", "reader")}
         self._send(event, key, "account/" + agent["account"])
         if not created:

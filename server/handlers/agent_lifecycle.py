@@ -20,12 +20,12 @@ async def update_agent(app, env, action) -> dict:
         # The owner's providers: turns of a shared agent run on the owner's account.
         check_provider_name(conn, agent["account"], action.model_provider)
         lifecycle_q.set_definition(conn, action.agent_id, action.definition, now)
-        return agents_q.get_agent(conn, action.agent_id, agent["accessRole"])
+        return agents_q.get_agent(conn, action.agent_id, OWNER), agent["accessRole"]
 
-    agent = await app.db.write(job)
+    agent, role = await app.db.write(job)
     forget_system_prompt(app, agent["id"])  # the next turn and GetSession read the new one
-    app.publish_agent({**agent, "accessRole": OWNER})   # with its `agent-updated` notice
-    return {"_": "UpdateAgentResponse", "agent": agent}
+    app.publish_agent(agent)   # with its `agent-updated` notice
+    return {"_": "UpdateAgentResponse", "agent": agents_q.as_seen_by(agent, role)}
 
 
 async def delete_agent(app, env, action) -> dict:

@@ -33,7 +33,7 @@ _RESERVED = ("model", "messages", "stream", "system")
 class AnthropicProvider(HttpProvider):
     @property
     def url(self) -> str:
-        return self.base_url + "/v1/messages"
+        return self.endpoint("v1/messages")
 
     def _headers(self) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
@@ -117,7 +117,7 @@ class AnthropicProvider(HttpProvider):
         models: list[ModelInfo] = []
         params: dict[str, Any] = {"limit": 1000}
         for _ in range(MAX_MODEL_PAGES):
-            page = await self._get_json(self.base_url + "/v1/models", self._headers(),
+            page = await self._get_json(self.endpoint("v1/models"), self._headers(),
                                         "/v1/models", params)
             for entry in page.get("data") or ():
                 if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:

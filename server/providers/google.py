@@ -32,7 +32,7 @@ _RESERVED = ("contents", "systemInstruction", "system_instruction")
 class GoogleProvider(HttpProvider):
     def url_for(self, model: str) -> str:
         model = model.removeprefix("models/")
-        return f"{self.base_url}/v1beta/models/{quote(model, safe='-._~')}:streamGenerateContent?alt=sse"
+        return self.endpoint(f"v1beta/models/{quote(model, safe='-._~')}:streamGenerateContent", {"alt": "sse"})
 
     def _headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self._spec.api_key} if self._spec.api_key else {}
@@ -105,7 +105,7 @@ class GoogleProvider(HttpProvider):
         models: list[ModelInfo] = []
         params: dict[str, Any] = {"pageSize": 1000}
         for _ in range(MAX_MODEL_PAGES):
-            page = await self._get_json(self.base_url + "/v1beta/models", self._headers(),
+            page = await self._get_json(self.endpoint("v1beta/models"), self._headers(),
                                         "/v1beta/models", params)
             for entry in page.get("models") or ():
                 if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):

@@ -33,7 +33,7 @@ _RESERVED = ("model", "messages", "stream")
 class OpenAICompatProvider(HttpProvider):
     @property
     def url(self) -> str:
-        return self.base_url + "/chat/completions"
+        return self.endpoint("chat/completions")
 
     def request_body(self, model: str, messages: list[ChatMessage]) -> dict[str, Any]:
         body = {k: v for k, v in self._spec.model_defaults.items() if k not in _RESERVED}
@@ -107,7 +107,7 @@ class OpenAICompatProvider(HttpProvider):
         return self._stream_error(kind if isinstance(kind, str) else None)
 
     async def list_models(self) -> list[ModelInfo]:
-        body = await self._get_json(self.base_url + "/models", self._headers(), "/models")
+        body = await self._get_json(self.endpoint("models"), self._headers(), "/models")
         models = []
         for entry in body.get("data") or ():
             if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:

@@ -128,6 +128,13 @@ def settle_running_agents(conn: apsw.Connection, now: int) -> int:
     return conn.changes()
 
 
+def as_seen_by(info: dict, role: str) -> dict:
+    """An owner's AgentInfo as a collaborator (`role`) sees it: its accessRole, and no stateDir."""
+    if role == OWNER:
+        return info
+    return {**info, "accessRole": role, "stateDir": ""}
+
+
 def agent_info(row: tuple, role: str = OWNER, *, decoded: bool = True) -> dict:
     """AgentInfo from a row of _COLUMNS; `role` is the caller's accessRole. `decoded=False`
     leaves the definition as its stored bytes: the writer thread, which every account's writes
@@ -139,6 +146,8 @@ def agent_info(row: tuple, role: str = OWNER, *, decoded: bool = True) -> dict:
         definition = codec.decode(definition)
     elif not decoded and type(definition) is not dict:
         definition = bytes(definition)
+    if role != OWNER:
+        state_dir = ""   # a path on the server's disk: its owner's business only
     info = {"id": agent_id, "account": account_id, "definition": definition, "stateDir": state_dir,
             "status": status, "createdAt": created_at, "updatedAt": updated_at,
             "accessRole": role, "publicRead": bool(public_read), "busy": bool(busy)}
