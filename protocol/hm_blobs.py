@@ -22,13 +22,14 @@ Proven against the library's own bytes: tests/hm_vectors/, tests/test_hm_blobs.p
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from multiformats import CID
 
 from . import dagcbor
-from .hm_markdown import flatten_to_operations, parse_markdown, random_block_id
+from .hm_diff import blocks_map, compute_replace_ops, from_api_node, rebind_table_identities, to_api_node
+from .hm_markdown import flatten_to_operations, parse_markdown, random_block_id, to_hm_nodes
 from .keys import Keypair
 from .principals import principal_from_string
 
@@ -45,6 +46,9 @@ __all__ = [
     "new_account_blobs",
     "profile_blobs",
     "metadata_operations",
+    "DocumentBase",
+    "NoChanges",
+    "document_blobs",
 ]
 
 DAG_CBOR = 0x71
@@ -179,3 +183,48 @@ def _avatar(icon_cid: str | None) -> str | None:
     return icon_cid if icon_cid.startswith("ipfs://") else f"ipfs://{icon_cid}"
 
 
+
+
+@dataclass(frozen=True)
+class DocumentBase:
+    """A published document to update in place: its genesis, its current heads and their
+    depth (from ListChanges), and its blocks as Resource answers them."""
+
+    genesis: str
+    heads: tuple[str, ...]
+    depth: int
+    content: list = field(default_factory=list)
+
+
+class NoChanges(ValueError):
+    """The Markdown says exactly what the document already says."""
+
+
+def document_blobs(seed: bytes, markdown: str, ts_ms: int, *, path: str = "", base: DocumentBase | None = None,
+                   new_id: Callable[[], str] = random_block_id) -> tuple[str, list[Blob]]:
+    """A document version from Markdown, as the reference publishes one: (version, blobs).
+
+    `path` is the document's path in the signer's account ("" for the home document, else
+    "/a/b"). Without `base` it is a new document: its genesis change, one change holding the
+    front matter as metadata and every block, and the ref (generation = ts_ms). With `base` it
+    is a new version in place: one change (deps = the current heads) holding the front matter
+    and the block operations from the current blocks to the new ones, and the ref. Blocks keep
+    their ids when the Markdown carries them (`<!-- id:… -->`, as blocks_to_markdown writes).
+    NoChanges when an update would change nothing.
+    """
+    kp = _keypair(seed)
+    tree, metadata = parse_markdown(markdown, new_id)
+    if base is None:
+        ops = metadata_operations(metadata) + flatten_to_operations(tree)
+        genesis = genesis_blob(seed)
+        change = change_blob(seed, ops, ts_ms, genesis.cid, [genesis.cid], 1)
+        ref = ref_blob(seed, kp.account_id, path, genesis.cid, [change.cid], ts_ms, ts_ms)
+        return change.cid, [genesis, change, ref]
+    old = [to_api_node(n) for n in base.content]
+    new_tree = rebind_table_identities(old, [from_api_node(n) for n in to_hm_nodes(tree)])
+    ops = metadata_operations(metadata) + compute_replace_ops(blocks_map(old), new_tree)
+    if not ops:
+        raise NoChanges("the document already says exactly this")
+    change = change_blob(seed, ops, ts_ms, base.genesis, list(base.heads), base.depth + 1)
+    ref = ref_blob(seed, kp.account_id, path, base.genesis, [change.cid], ts_ms, ts_ms)
+    return change.cid, [change, ref]
