@@ -35,6 +35,7 @@ __all__ = [
     "emit_frontmatter",
     "render_inline",
     "blocks_to_markdown",
+    "slugify",
 ]
 
 ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
@@ -1307,3 +1308,8 @@ def blocks_to_markdown(metadata: dict, content: list[dict], *, ipfs_gateway: boo
     out = [emit_frontmatter(metadata or {})[:-1]]
     _render_nodes(content or [], "", None, 0, ipfs_gateway, out)
     return "\n".join(out) + "\n"
+
+
+def slugify(name: str) -> str:
+    """A document path segment from its name, as the reference server's `slugifyLocal`."""
+    return re.sub(r"^-+|-+$", "", re.sub(r"[^a-z0-9]+", "-", _trim(name.lower()))) or "untitled"
