@@ -79,7 +79,7 @@ class HmClient:
     """A Seed hypermedia server at `base_url`, over `http` (one is made when not given, on the
     provider network policy's loopback default; the server passes its runtime's client)."""
 
-    def __init__(self, base_url: str, http: httpx.AsyncClient | None = None, *,
+    def __init__(self, base_url: str, http: httpx.AsyncClient | None = None,
                  timeout: float = DEFAULT_TIMEOUT, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
         self.base_url = base_url.rstrip("/")
         self.display = display_url(self.base_url)
@@ -191,7 +191,7 @@ class HmClient:
                 version, blobs = document_blobs(seed, markdown, ts_ms, path=hm_id.api_path, base=base, new_id=new_id)
             except NoChanges:
                 return str(document.get("version") or ".".join(base.heads))
-            except (KeyError, TypeError, AttributeError):
+            except (KeyError, TypeError, AttributeError, RecursionError):
                 raise self._error("Resource", "answered a document that is not well formed") from None
         elif kind in ("not-found", "tombstone"):
             if len(hm_id.path) > 1:
@@ -228,7 +228,7 @@ class HmClient:
             if not isinstance(metadata, dict) or not isinstance(content, list):
                 raise TypeError
             return blocks_to_markdown(metadata, content)
-        except (TypeError, KeyError, AttributeError, ValueError):
+        except (TypeError, KeyError, AttributeError, ValueError, RecursionError):
             raise self._error("Resource", f"answered a {what} that is not well formed ({hm_id.base})") from None
 
     async def _not_found(self, hm_id: HmId) -> HmNotFound:
@@ -270,7 +270,7 @@ class HmClient:
                                           headers={"Accept": "application/json", **headers})
         response = await self.http.send(request, stream=True)
         try:
-            if response.status_code == 404:
+            if response.status_code == 404 and method == "GET":
                 raise HmNotFound(f"the Seed hypermedia server at {self.display} found nothing ({key})")
             if response.status_code >= 400 or response.status_code < 200:
                 raise self._error(key, f"refused the request with HTTP {response.status_code}")
@@ -288,7 +288,7 @@ class HmClient:
             await response.aclose()
         try:
             value = json.loads(b"".join(chunks))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise self._error(key, "answered something that is not JSON") from None
         # superjson's envelope: the value under "json" (bigints and dates are strings there).
         if isinstance(value, dict) and "json" in value and set(value) <= {"json", "meta"}:

@@ -158,7 +158,7 @@ async def test_reading_refusals(hm, client):
         await client.read_document(f"hm://{ACCOUNT}/missing")
 
 
-@pytest.mark.parametrize("kind", ["refuse", "garbage", "wrong-shape", "huge", "hang"])
+@pytest.mark.parametrize("kind", ["refuse", "garbage", "wrong-shape", "huge", "hang", "deep"])
 async def test_a_failing_server_while_reading_or_publishing(hm, kind):
     async with HmClient(hm.base_url, timeout=0.5) as client:
         await client.publish_blobs(hm_blobs.new_account_blobs(SEED, "A", TS))
