@@ -224,6 +224,7 @@ const PARSE_CASES = [
   '1) paren list\n2) second',
   '`` code with ` tick ``',
   'nested **bold _italic_ bold** end',
+  '---\nname: 2024-01-01\ndate: 2024-01-01\ncount: 1_000\noctal: 0o17\nhex: 0x1f\nratio: 1.5\nflag: yes\nshowActivity: 0\nlist: [1, two]\ntheme: {headerLayout: Center}\n---\nBody',
   '[unclosed link(https://x)',
   '',
 ]
@@ -268,6 +269,14 @@ const FRONTMATTER_CASES = [
   {name: '@at sign'},
   {name: 'a: b: c'},
   {name: 'key #hash'},
+  {name: '2024-01-01'},
+  {name: '1_000'},
+  {name: 'yes'},
+  {name: '0o17'},
+  {name: '.inf'},
+  {name: '~'},
+  {name: '1.5e3'},
+  {count: 3, ratio: 1.5, theme: {headerLayout: 'Center'}, tags: ['a', 'b']},
 ]
 
 const DOC_V1 = `---
