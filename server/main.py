@@ -132,14 +132,15 @@ def start_line(running: RunningServer) -> str:
 
 
 async def serve_until_signalled(config: Config) -> None:
-    running = await start_server(config)
-    log.info("%s", start_line(running))
-    for warning in exposure_warnings(config):
-        log.warning("%s", warning)
+    # Handlers first: a SIGTERM that comes as soon as the start line is out still stops cleanly.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    running = await start_server(config)
+    log.info("%s", start_line(running))
+    for warning in exposure_warnings(config):
+        log.warning("%s", warning)
     await stop.wait()
     log.info("seed-agents stopping")
     await running.stop()
