@@ -56,7 +56,10 @@ class Served:
         raise AssertionError(f"no start line: {self.lines} (exit {self.proc.poll()})")
 
     def finish(self, timeout: float = 20) -> tuple[int, str]:
-        out, _ = self.proc.communicate(timeout=timeout)
+        # Read through the same buffered file as readline() did (communicate(timeout=...) reads
+        # the raw pipe and would miss what readline() had already buffered).
+        out = self.proc.stdout.read()
+        self.proc.wait(timeout)
         return self.proc.returncode, "\n".join(self.lines) + ("\n" if self.lines else "") + out
 
     def stop(self) -> int:
