@@ -15,18 +15,26 @@ INSTALLER ?= uv
 
 .PHONY: run test stress bench bench-quick bench-cluster clean
 
+# Without pip: ensurepip alone takes seconds, and uv needs none. pip is added when it is used.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --without-pip $(VENV)
+
+ENSURE_PIP = { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade; }
+PIP_INSTALL = $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on
+# uv into the venv: already there, or by the system's pip (--python: no pip in the venv needed),
+# or by the venv's own pip.
+GET_UV = $(BIN)/python -m uv --version >/dev/null 2>&1 \
+	|| $(PYTHON) -m pip --python $(BIN)/python install --disable-pip-version-check --progress-bar on 'uv>=0.4' \
+	|| { $(ENSURE_PIP) && $(PIP_INSTALL) 'uv>=0.4'; }
 
 # $(call install,EXTRAS): this project (editable) with those extras, by uv or else by pip, with
 # their progress on screen.
 define install
 	@echo "installing seed-agents$(1) into $(VENV) ($(INSTALLER))"
-	@if [ "$(INSTALLER)" = uv ] && { $(BIN)/python -m uv --version >/dev/null 2>&1 \
-	        || $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on 'uv>=0.4'; }; then \
+	@if [ "$(INSTALLER)" = uv ] && { $(GET_UV); }; then \
 	    $(BIN)/python -m uv pip install --python $(BIN)/python -e '.$(1)'; \
 	else \
-	    $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.$(1)'; \
+	    $(ENSURE_PIP) && $(PIP_INSTALL) -e '.$(1)'; \
 	fi
 endef
 
