@@ -12,6 +12,7 @@ import sys
 import warnings
 
 from clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
+from clients.commands import completion, runs
 from clients.commands.common import CliError, common_parser, explain, url_of
 from clients.errors import AgentsError
 
@@ -30,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_parser()
     for module in (keys, providers, agents, sessions, send, chat, tail, signers):
         module.register(sub, common)
+    for module in (runs, completion):
+        module.register(sub, common)
     return parser
 
 
@@ -43,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: `{argv[0]}` is answered by the installed `seed-agents` command "
               "(server.console), not by clients.cli alone", file=sys.stderr)
         return 2
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    completion.autocomplete(parser)   # a shell asking for completions: answered, then exit
+    args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
     try:
         result = args.run(args)

@@ -324,6 +324,7 @@ def _provider(f: _Fields) -> ProviderConfig:
     if refs is not None:
         api_key = _Fields(refs, f"{p.name}.secretRefs").text("apiKey", MAX_NAME, required=False)
     defaults = p.mapping("modelDefaults", required=False)
+    p.text("defaultModel", MAX_NAME, required=False)   # checked; kept in the stored map, listed
     return ProviderConfig(kind, base_url, api_key, defaults)
 
 

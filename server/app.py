@@ -26,6 +26,17 @@ from server.store import codec, key_check
 from server.store.secrets import SecretBox, load_secrets_key
 
 
+def key_check_refusal(shared: bool, where: str) -> str:
+    """The one sentence of a start refused by the secrets key check."""
+    if shared:
+        return (f"this server's secrets key is not the key the other servers on {where} use (secrets "
+                "sealed by one must open on all): give every server the same SEED_AGENTS_SECRETS_KEY")
+    return (f"the secrets in {os.path.abspath(where)} were sealed with another secrets key than this "
+            "server's (SEED_AGENTS_SECRETS_KEY, else <data-dir>/secrets.key): start it with the key "
+            "they were sealed with, or with --accept-new-secrets-key true to start anyway and set "
+            "each provider's key again (`seed-agents providers set NAME ...`)")
+
+
 class App:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -67,11 +78,12 @@ class App:
         make_private_dir(self.config.data_dir)   # 0700; files in it 0600 (store/filemodes.py)
         self.secrets = SecretBox(load_secrets_key(self.config.data_dir, os.environ))
         await self.db.start()
-        if self.db.shared and not await self.db.write(key_check.same_key, self.secrets):
-            await self.db.close()
-            raise key_check.SecretsKeyMismatch(f"this server's secrets key is not the key the other servers on "
-                                  f"{self.db.path} use (secrets sealed by one must open on all): "
-                                  "give every server the same SEED_AGENTS_SECRETS_KEY")
+        if not await self.db.write(key_check.same_key, self.secrets):
+            if self.config.accept_new_secrets_key:
+                await self.db.write(key_check.record_key, self.secrets)
+            else:
+                await self.db.close()
+                raise key_check.SecretsKeyMismatch(key_check_refusal(self.db.shared, self.db.path))
         warn_if_wide(self.config.data_dir, None if self.db.shared else self.config.db_path)
         now = self.now_ms()
         # `now` is also the start time: reads signed at or before it are refused unless known

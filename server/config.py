@@ -75,6 +75,10 @@ class Config:
     # a run lasts unrenewed (renewed every third of it), and how often idle servers look for work.
     run_lease: float = 15.0
     run_poll_interval: float = 1.0
+    # Start-up (docs/operations.md "Secrets key"): start even though the database's secrets were
+    # sealed under another key; and where /metrics is served ("same" port, "off", or HOST:PORT).
+    accept_new_secrets_key: bool = False
+    metrics_listen: str = "same"
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -182,6 +186,40 @@ def origins(raw: str) -> str:
     return ",".join(parts)
 
 
+def metrics_listen(raw: str) -> str:
+    """`same`, `off`, or HOST:PORT (`[::1]:9464` for an IPv6 address)."""
+    value = raw.strip()
+    if value.lower() in ("same", "off"):
+        return value.lower()
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError("must be same, off, or HOST:PORT (e.g. 127.0.0.1:9464)")
+    port(port_text)
+    return value
+
+
+def metrics_address(value: str) -> tuple[str, int]:
+    """HOST:PORT of a `metrics_listen` value (brackets of an IPv6 address removed)."""
+    host, _, port_text = value.rpartition(":")
+    return host.strip("[]"), int(port_text)
+
+
+def default_data_dir(cwd: str | None = None) -> str:
+    """`./data` in a checkout of this repository (what `make run` uses), else the per-user data
+    folder (platformdirs: `$XDG_DATA_HOME/seed-agents`, by default ~/.local/share/seed-agents),
+    so a server started from any other folder finds the same database every time."""
+    cwd = cwd or os.getcwd()
+    try:
+        with open(os.path.join(cwd, "pyproject.toml"), encoding="utf-8") as f:
+            if 'name = "seed-agents"' in f.read(4096):
+                return "./data"
+    except OSError:
+        pass
+    import platformdirs
+
+    return platformdirs.user_data_dir("seed-agents", appauthor=False)
+
+
 def provider_networks(raw: str) -> str:
     return check_networks_value(raw)
 
@@ -206,8 +244,8 @@ class Setting:
 SETTINGS: list[Setting] = [
     Setting("--host", "HTTP_HOSTNAME", "host", text, "HOST", "address to listen on (0.0.0.0: every interface)"),
     Setting("--port", "HTTP_PORT", "port", port, "PORT", "TCP port of everything: `/api/message` (HTTP actions), `/agents/ws`, `/api/health`, `/api/version`, `/metrics`"),
-    Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file"),
-    Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database; `<data-dir>/agents.sqlite` when only --data-dir is given"),
+    Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file", "`./data` in a checkout of this repository (`make run`), else `$XDG_DATA_HOME/seed-agents` (`~/.local/share/seed-agents`)"),
+    Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database", "`<data-dir>/agents.sqlite`"),
     Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` (the database file) or `postgresql://...` (several servers may share it; docs/operations.md)", "`sqlite:` + the database"),
     Setting(None, "SECRETS_KEY", None, text, "BASE64", "base64 of 32 bytes; encrypts stored secrets (AES-256-GCM)", "`<data-dir>/secrets.key`, created 0600 on first start"),
     Setting("--log-level", "LOG_LEVEL", "log_level", log_level, "LEVEL", "DEBUG, INFO (one access line per action), WARNING or ERROR"),
@@ -241,6 +279,8 @@ SETTINGS: list[Setting] = [
     Setting("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", "limits.connections_per_address", count, "N", "open connections (HTTP and WebSocket) from one client address; more are refused with HTTP 503 (behind a reverse proxy every client has the proxy's address: raise it)"),
     Setting("--probe-rate", "PROBE_RATE", "limits.probe_rate", rate, "PER_SECOND", "GET requests that are not actions (health, version, metrics, ...) per second per client address, bursts of twice that; each connection also 10/s, bursts of 20 (more is 429 and the connection closes)"),
     Setting("--first-action-timeout", "FIRST_ACTION_TIMEOUT", "first_action_timeout", seconds, "SECONDS", "a WebSocket that has sent no verified action this long after opening is closed (1008)"),
+    Setting("--accept-new-secrets-key", "ACCEPT_NEW_SECRETS_KEY", "accept_new_secrets_key", boolean, "BOOL", "start even when the database's secrets were sealed under another secrets key (otherwise refused, exit 2); the database then records this key, and each provider key stored under the old one must be set again (`seed-agents providers set NAME ...`)"),
+    Setting("--metrics-listen", "METRICS_LISTEN", "metrics_listen", metrics_listen, "WHERE", "where `/metrics` is served: `same` (the server's port), `off`, or `HOST:PORT` of its own (e.g. `127.0.0.1:9464`); a warning at start when it is reachable beyond loopback"),
 ]
 
 
@@ -307,8 +347,10 @@ def load_config(args: argparse.Namespace | None = None, env: Mapping[str, str] |
             raise ConfigError(f"the storage URL names {db_path} and the db path {cfg.db_path}; "
                               "give one of --storage-url and --db-path")
         cfg.db_path, given = db_path, given | {"db_path"}
-    # A data dir given alone carries the database with it.
-    if "data_dir" in given and "db_path" not in given:
+    if "data_dir" not in given:
+        cfg.data_dir = default_data_dir()
+    # The database lives in the data dir unless it was named.
+    if "db_path" not in given:
         cfg.db_path = os.path.join(cfg.data_dir, "agents.sqlite")
     return cfg
 

@@ -287,7 +287,7 @@ class HttpConnection(asyncio.Protocol):
         self.phase = "body"
         self.head_fed = 0
         method = self.parser.get_method().decode("latin-1")
-        self.route = route = self.framing.route(method, self.url.decode("latin-1"))
+        self.route = route = self.framing.route(method, self.url.decode("latin-1"), self.headers)
         content_type = content_length = origin = None
         expect = b""
         origins = 0
@@ -325,7 +325,7 @@ class HttpConnection(asyncio.Protocol):
         if refusal is not None and (refusal.value["status"] == 413 or expect == b"100-continue"):
             # Answered now; the body is never read (the connection closes after the answer). A
             # client waiting for 100 Continue gets its refusal instead, at once.
-            self._final(self.framing.refusal(refusal, keep_alive=False))
+            self._final(self.framing.refusal(refusal, keep_alive=False, route=route))
             raise _Stop
         self.refusal = refusal
         if refusal is None and expect == b"100-continue" and not self.queue and self.worker is None:
@@ -438,7 +438,11 @@ class HttpConnection(asyncio.Protocol):
                     outcome = await execute(app, self.peer, read.envelope)
                     return framing.response(outcome.response, keep_alive=keep_alive)
                 refusal = read
-            return framing.refusal(refusal, keep_alive=keep_alive)
+            return framing.refusal(refusal, keep_alive=keep_alive, route=route)
+        if kind == "index":
+            return framing.index(route, {"version": VERSION, "schemaVersion": app.db.schema_version,
+                                         "uptime": round(app.uptime(), 3), "commit": build_commit()},
+                                 keep_alive=keep_alive)
         if kind == "health":
             return framing.json(200, {"status": "ok", "ok": True, "uptime": round(app.uptime(), 3),
                                       "version": VERSION, "schemaVersion": app.db.schema_version},

@@ -69,10 +69,13 @@ class AgentsServer(Server):
             conn.shutdown()
 
 
-async def start_transport(app) -> AgentsServer:
+async def start_transport(app, start_serving: bool = True) -> AgentsServer:
+    """Bind the port; with `start_serving=False` nothing is accepted (nor listened for) until
+    `await server.start_serving()`, so a taken port is found before anything is written."""
     config = app.config
     limits = config.limits
-    framing = HttpFraming(max_frame=limits.max_frame, max_depth=limits.max_depth)
+    framing = HttpFraming(max_frame=limits.max_frame, max_depth=limits.max_depth,
+                          metrics=config.metrics_listen == "same")
     build_commit()   # once, at start: it may run git
     origins = policy(config.allowed_origins)
     cors_on_refusal = _cors_on_refusal(origins)
@@ -134,7 +137,8 @@ async def start_transport(app) -> AgentsServer:
         return HttpConnection(app, framing, server, upgrade)
 
     async def create_server() -> asyncio.Server:
-        return await asyncio.get_running_loop().create_server(factory, config.host, config.port)
+        return await asyncio.get_running_loop().create_server(factory, config.host, config.port,
+                                                              start_serving=start_serving)
 
     server = AgentsServer(create_server, run_socket, logging.getLogger("websockets.server"))
     app.metrics.watch_http(server.http_connections)

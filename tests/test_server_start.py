@@ -99,7 +99,7 @@ async def test_a_second_server_on_the_same_database_refuses_until_the_first_is_g
     await asyncio.to_thread(first.start)
     start_line = [line for line in first.log.read_text().splitlines() if "listening on" in line][0]
     assert start_line.endswith(f"seed-agents listening on {first.url} (Seed desktop: "
-                               f"http://127.0.0.1:{first.port}; database {data}/agents.sqlite)")
+                               f"http://127.0.0.1:{first.port}; database {data}/agents.sqlite, new database)")
     try:
         second = await asyncio.to_thread(start_second, data)
         assert (second.returncode, second.stdout) == (2, "")

@@ -80,12 +80,12 @@ async def retry_session(app, env, action) -> dict:
         session = session_for(conn, account_id, session_id, WRITER)
         if runs_q.active_runs_of_session(conn, session_id):
             raise ProtocolError(409, f"session {session_id} has a live run; retry after it ends "
-                                     "(or StopSession)")
+                                     "(or stop it: `seed-agents sessions stop`)")
         latest = runs_q.latest_run_of_session(conn, session_id)
         if latest is None or latest["status"] != "failed":
             got = "no run" if latest is None else f"its latest run {latest['status']}"
             raise ProtocolError(409, f"session {session_id} has nothing to retry: {got}; "
-                                     "RetrySession re-runs a failed turn")
+                                     "only a failed turn can be retried")
         run = runs_q.create_run(conn, new_id(), session["account"], session["agentId"], session_id,
                                 runs_q.user_event_of(conn, latest["id"]), now, title=latest["title"])
         session = sessions_q.set_session_status(conn, session_id, "streaming", now)
