@@ -72,6 +72,10 @@ class Config:
     # a run lasts unrenewed (renewed every third of it), and how often idle servers look for work.
     run_lease: float = 15.0
     run_poll_interval: float = 1.0
+    # The Seed hypermedia server agents' identities are published to (None: created locally
+    # only; server/identity_publish.py), and how long one publication may take.
+    hm_server_url: str | None = None
+    hm_server_timeout: float = 30.0
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -183,6 +187,14 @@ def provider_networks(raw: str) -> str:
     return check_networks_value(raw)
 
 
+def http_url(raw: str) -> str:
+    """An http:// or https:// URL with a host, kept without a trailing slash."""
+    value = raw.strip().rstrip("/")
+    if not re.fullmatch(r"https?://[^/\s?#]+(/[^\s?#]*)?", value, re.I):
+        raise ValueError("must be an http:// or https:// URL with a host (e.g. https://hyper.media)")
+    return value
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 ENV_PREFIX = "SEED_AGENTS_"
@@ -235,6 +247,8 @@ SETTINGS: list[Setting] = [
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
+    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents' accounts are published to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
+    Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
 ]
 
 
