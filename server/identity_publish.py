@@ -9,29 +9,28 @@ the caller then stores nothing.
 """
 from __future__ import annotations
 
-import httpx
-
 from protocol import hm_blobs, unixfs
 from protocol.errors import ProtocolError
 from server.hm_client import HmClient, HmError
 
 
-async def _publish(config, blobs: list, what: str) -> None:  # noqa: ANN001
-    url = config.hm_server_url
-    # A client of its own per publication: identities change rarely, and nothing stays open.
-    async with httpx.AsyncClient(timeout=config.hm_server_timeout, follow_redirects=False) as http:
-        try:
-            await HmClient(url, http).publish_blobs(blobs)
-        except HmError as exc:
-            raise ProtocolError(502, f"Failed to publish {what} to the HM server {url}: {exc}") from None
+async def _publish(app, blobs: list, what: str) -> None:  # noqa: ANN001
+    # Over the runtime's guarded HTTP client, as the agents' hm:// tools go: the HM server is
+    # reached under the same network policy (--provider-networks).
+    client = HmClient(app.config.hm_server_url, app.runtime.providers.http,
+                      timeout=app.config.hm_server_timeout)
+    try:
+        await client.publish_blobs(blobs)
+    except HmError as exc:   # one sentence naming the server, never its answer
+        raise ProtocolError(502, f"Failed to publish {what}: {exc}") from None
 
 
-async def publish_new_account(config, seed: bytes, name: str, ts_ms: int) -> None:  # noqa: ANN001
+async def publish_new_account(app, seed: bytes, name: str, ts_ms: int) -> None:  # noqa: ANN001
     """The new account's profile and home document."""
-    await _publish(config, hm_blobs.new_account_blobs(seed, name, ts_ms), "the agent account")
+    await _publish(app, hm_blobs.new_account_blobs(seed, name, ts_ms), "the agent account")
 
 
-async def publish_profile(config, seed: bytes, name: str, ts_ms: int, icon: bytes | None,  # noqa: ANN001
+async def publish_profile(app, seed: bytes, name: str, ts_ms: int, icon: bytes | None,  # noqa: ANN001
                           icon_uri: str | None) -> str | None:
     """A new profile (name, and the avatar: `icon` bytes published now as UnixFS, else the
     `icon_uri` already published, else none). Returns the avatar's `ipfs://<cid>`."""
@@ -41,5 +40,5 @@ async def publish_profile(config, seed: bytes, name: str, ts_ms: int, icon: byte
         root, blobs = unixfs.file_blobs(icon)
         icon_cid = str(root)
     blobs = [*blobs, *hm_blobs.profile_blobs(seed, name, ts_ms, icon_cid)]
-    await _publish(config, blobs, "the agent account profile")
+    await _publish(app, blobs, "the agent account profile")
     return f"ipfs://{icon_cid}" if icon_cid else None

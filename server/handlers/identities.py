@@ -17,6 +17,7 @@ from protocol.actions import request_fingerprint
 from protocol.actions_identities import SEED_SIZE, signing_keys_of
 from protocol.errors import ProtocolError, quote
 from protocol.keys import Keypair
+from server import identity_publish
 from server.clock import new_id
 from server.handlers.access import OWNER, READER, agent_for
 from server.handlers.idempotency import once
@@ -110,9 +111,7 @@ async def create_signing_identity(app, env, action) -> dict:
     label = action.label or f"Agent account {identity_id[:10]}"
     server_url = None
     if _publishing(app):
-        from server import identity_publish   # only with an HM server: its client and blobs
-
-        await identity_publish.publish_new_account(app.config, seed, label, now)
+        await identity_publish.publish_new_account(app, seed, label, now)
         server_url = app.config.hm_server_url
     return await _store_new(app, env, action, "CreateSigningIdentity", seed, label, server_url,
                             "created", now)
@@ -150,13 +149,11 @@ async def update_signing_identity(app, env, action) -> dict:
     now = app.now_ms()
     icon_uri, server_url = None, None
     if _publishing(app):
-        from server import identity_publish
-
         seed = app.db.read(identities_q.open_seed, app.secrets, account_id, action.name)
         if seed is None:
             raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
         icon_uri = await identity_publish.publish_profile(
-            app.config, seed, action.label, now, action.icon.data if action.icon else None,
+            app, seed, action.label, now, action.icon.data if action.icon else None,
             current.get("icon"))
         server_url = app.config.hm_server_url
 
