@@ -15,7 +15,9 @@ from .fields import MAX_ID, MAX_NAME, ActionKind, Fields, kind_of, read, write
 
 SEED_SIZE = 32              # an Ed25519 seed (RFC 8032)
 MAX_LABEL = MAX_NAME        # characters of a label (the profile name published with it)
-MAX_ICON_BYTES = 2 << 20    # an avatar image; the reference desktop sends small PNG/JPEG/WebP/GIF files
+# An avatar image. The frame limit (1 MiB, CONTRACT section 6) bounds it first; this keeps the
+# bound when an operator raises --max-frame-bytes.
+MAX_ICON_BYTES = 1 << 20
 MAX_MIME_TYPE = 200
 MAX_FILE_NAME = 1_000
 
