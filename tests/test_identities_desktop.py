@@ -334,3 +334,28 @@ async def test_two_concurrent_creates_with_one_request_id_make_one_identity(publ
     assert [i["id"] for i in await d.identities()] == [first[1]["identity"]["id"]]
     message = await d.refused({**action, "label": "Other"}, 409)
     assert "was already used with a different request" in message
+
+
+# -- the health answer ------------------------------------------------------------------------
+
+
+async def test_the_health_answer_states_every_capability_truthfully(publishing, local, hm_port, http):
+    for proc, hm_url in ((publishing, f"http://127.0.0.1:{hm_port}"), (local, None)):
+        for path in ("/api/health", "/agents/api/health"):
+            r = await http.get(f"http://127.0.0.1:{proc.port}{path}")
+            body = r.json()
+            assert r.status_code == 200 and body["ok"] is True and body["status"] == "ok"
+            capabilities = {k: v for k, v in body.items()
+                            if k not in ("status", "ok", "uptime", "version", "schemaVersion")}
+            expected = {
+                # No --searxng-url or crawler here: the desktop must not offer web search.
+                "webTools": {"search": False, "readBrowser": False},
+                "subscriptionAuth": False,
+                "codeExec": False,
+                "codeExecReason": "This agent server has no code sandbox, so it cannot run code",
+                "codeExecReasonCode": "config-disabled",
+                "codeExecRuntimes": [],
+            }
+            if hm_url:
+                expected.update(hmServerUrl=hm_url, ipfsServerUrl=hm_url)
+            assert capabilities == expected
