@@ -242,6 +242,11 @@ async def test_bad_seeds_labels_and_icons_are_refused_and_store_nothing(publishi
     listed = await d.identities()
     assert [i["name"] for i in listed] == [imported["name"], identity["name"]]
     assert all("seed" not in i and seed.hex() not in repr(i) for i in listed)
+    # Sealed at rest: the seed is in no file of the server (database, WAL, log).
+    for path in publishing.data_dir.rglob("*"):
+        if path.is_file() and path.name != "secrets.key":
+            data = path.read_bytes()
+            assert seed not in data and seed.hex().encode() not in data, path
 
 
 @pytest.mark.parametrize("kind", ["refuse", "hang", "garbage", "drop"])
