@@ -5,6 +5,7 @@ emitFrontmatter, case by case."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -56,3 +57,33 @@ def test_a_read_document_round_trips_to_the_same_markdown():
 def test_random_block_ids_have_the_library_alphabet():
     ids = {md.random_block_id() for _ in range(50)}
     assert len(ids) == 50 and all(len(i) == 8 and set(i) <= set(md.ID_CHARS) for i in ids)
+
+
+@pytest.mark.parametrize("markdown", ["[" * 20_000, "![" * 10_000, "[a](" * 5_000,
+                                      "".join("  " * i + "- x\n" for i in range(200))])
+def test_pathological_markdown_is_refused_quickly(markdown):
+    # The library rescans from every `[` (quadratic); we stop past a work bound instead of hanging.
+    start = time.perf_counter()
+    with pytest.raises(md.MarkdownTooComplex):
+        md.parse_markdown(markdown)
+    assert time.perf_counter() - start < 5
+
+
+def test_overlapping_styles_from_a_server_cost_a_bounded_time():
+    n = 3000  # nested ranges: every segment has every span open
+    text = "x" * (2 * n)
+    annotations = [{"type": "Link", "link": f"https://x.y/{i}", "starts": [i], "ends": [2 * n - i]} for i in range(n)]
+    start = time.perf_counter()
+    with pytest.raises(md.MarkdownTooComplex):
+        md.render_inline(text, annotations, False)
+    assert time.perf_counter() - start < 5
+
+
+def test_large_ordinary_documents_convert_in_linear_time():
+    markdown = "".join(f"## Part {i}\n\nSome **bold** text with a [link](https://x.y/{i}) and `code`.\n\n- a\n- b\n\n"
+                       for i in range(1000))
+    start = time.perf_counter()
+    tree, metadata = md.parse_markdown(markdown)
+    rendered = md.blocks_to_markdown(metadata, md.to_hm_nodes(tree))
+    assert "Part 999" in rendered
+    assert time.perf_counter() - start < 5
