@@ -13,6 +13,7 @@ import warnings
 
 from clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
 from clients.commands import completion, runs
+from clients.commands import identities
 from clients.commands.common import CliError, common_parser, explain, url_of
 from clients.errors import AgentsError
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub, common)
     for module in (runs, completion):
         module.register(sub, common)
+    identities.register(sub, common)
     return parser
 
 

@@ -79,6 +79,10 @@ class Config:
     # sealed under another key; and where /metrics is served ("same" port, "off", or HOST:PORT).
     accept_new_secrets_key: bool = False
     metrics_listen: str = "same"
+    # The Seed hypermedia server agents' identities are published to (None: created locally
+    # only; server/identity_publish.py), and how long one publication may take.
+    hm_server_url: str | None = None
+    hm_server_timeout: float = 30.0
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -224,6 +228,14 @@ def provider_networks(raw: str) -> str:
     return check_networks_value(raw)
 
 
+def http_url(raw: str) -> str:
+    """An http:// or https:// URL with a host, kept without a trailing slash."""
+    value = raw.strip().rstrip("/")
+    if not re.fullmatch(r"https?://[^/\s?#]+(/[^\s?#]*)?", value, re.I):
+        raise ValueError("must be an http:// or https:// URL with a host (e.g. https://hyper.media)")
+    return value
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 ENV_PREFIX = "SEED_AGENTS_"
@@ -281,6 +293,8 @@ SETTINGS: list[Setting] = [
     Setting("--first-action-timeout", "FIRST_ACTION_TIMEOUT", "first_action_timeout", seconds, "SECONDS", "a WebSocket that has sent no verified action this long after opening is closed (1008)"),
     Setting("--accept-new-secrets-key", "ACCEPT_NEW_SECRETS_KEY", "accept_new_secrets_key", boolean, "BOOL", "start even when the database's secrets were sealed under another secrets key (otherwise refused, exit 2); the database then records this key, and each provider key stored under the old one must be set again (`seed-agents providers set NAME ...`)"),
     Setting("--metrics-listen", "METRICS_LISTEN", "metrics_listen", metrics_listen, "WHERE", "where `/metrics` is served: `same` (the server's port), `off`, or `HOST:PORT` of its own (e.g. `127.0.0.1:9464`); a warning at start when it is reachable beyond loopback"),
+    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents' accounts are published to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
+    Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
 ]
 
 

@@ -39,6 +39,7 @@ from protocol.framing_http import with_origin
 from server import memtrim
 from server.connection import new_connection_id
 from server.dispatch import execute
+from server.health import health
 from server.origins import DUPLICATE, REFUSED, policy
 from server.peers import address_of
 from protocol.events import error_response
@@ -444,9 +445,7 @@ class HttpConnection(asyncio.Protocol):
                                          "uptime": round(app.uptime(), 3), "commit": build_commit()},
                                  keep_alive=keep_alive)
         if kind == "health":
-            return framing.json(200, {"status": "ok", "ok": True, "uptime": round(app.uptime(), 3),
-                                      "version": VERSION, "schemaVersion": app.db.schema_version},
-                                keep_alive=keep_alive)
+            return framing.json(200, health(app, VERSION), keep_alive=keep_alive)
         if kind == "version":
             value = {"version": VERSION, "schemaVersion": app.db.schema_version}
             if build_commit():

@@ -118,6 +118,9 @@ MISTAKES = [
      "seed-agents: secrets key in $SEED_AGENTS_SECRETS_KEY must be base64 of 32 bytes, it decodes "
      "to 5 bytes; set it to base64 of 32 random bytes (`head -c 32 /dev/urandom | base64`) or "
      "unset it to use the key file"),
+    ([], {"SEED_AGENTS_HM_SERVER_URL": "hyper.media"},
+     "seed-agents serve: SEED_AGENTS_HM_SERVER_URL='hyper.media': must be an http:// or https:// URL "
+     "with a host (e.g. https://hyper.media)"),
 ]
 
 

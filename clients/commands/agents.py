@@ -1,8 +1,12 @@
 """`agents create`, `agents list` and `agents delete`."""
 from __future__ import annotations
 
+import contextlib
+import uuid
+
 from clients.commands.common import CliError, open_client, say
 from clients.commands.resolve import agent_id, all_agents
+from clients.errors import AgentsError
 from clients.render import as_json, table, when
 
 
@@ -11,7 +15,18 @@ async def create(args) -> int:
         model = args.model or await default_model(client, args.provider)
         definition = {"name": args.name, "systemPrompt": args.system_prompt,
                       "modelProvider": args.provider, "model": model}
-        response = await client.create_agent(definition)
+        identity = None
+        if not args.no_identity:
+            # As the Seed desktop does: the agent gets an account of its own first, named after it.
+            identity = (await client.create_signing_identity(args.name, str(uuid.uuid4())))["identity"]
+            definition.update(signingKey=identity["name"], signingKeys=[identity["name"]])
+        try:
+            response = await client.create_agent(definition)
+        except AgentsError:
+            if identity is not None:   # no orphan account left behind (the desktop does the same)
+                with contextlib.suppress(AgentsError):
+                    await client.delete_signing_identity(identity["name"])
+            raise
     print(response["agentId"])
     return 0
 
@@ -65,6 +80,8 @@ def register(sub, common) -> None:
                    help="a model provider of the account, or the built-in echo (default)")
     p.add_argument("--model", default=None, help="model name (default: the one the provider was "
                    "set with, `providers set NAME --model M`; echo for the echo provider)")
+    p.add_argument("--no-identity", action="store_true",
+                   help="do not make the agent a Seed account of its own (a signing identity) first")
     p.set_defaults(run=create)
     p = asub.add_parser("list", parents=[common], help="list agents, newest update first",
                         description="List your agents: id, name, status, provider/model, last update.")

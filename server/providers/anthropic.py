@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .base import ChatMessage, ModelInfo, TextDelta, Usage
+from . import reasoning
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
 
 API_VERSION = "2023-06-01"
@@ -59,7 +60,7 @@ class AnthropicProvider(HttpProvider):
             body["system"] = system
         body["messages"] = turns
         body["stream"] = True
-        return body
+        return reasoning.apply_anthropic(body, self._spec.type, model, self.reasoning_level)
 
     async def stream(
         self, model: str, messages: list[ChatMessage]

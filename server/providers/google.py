@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .base import ChatMessage, ModelInfo, TextDelta, Usage
+from . import reasoning
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
 
 _RESERVED = ("contents", "systemInstruction", "system_instruction")
@@ -53,7 +54,7 @@ class GoogleProvider(HttpProvider):
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
         body["contents"] = contents
-        return body
+        return reasoning.apply_google(body, self._spec.type, model, self.reasoning_level)
 
     async def stream(
         self, model: str, messages: list[ChatMessage]

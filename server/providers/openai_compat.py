@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .base import ChatMessage, ModelInfo, TextDelta, Usage
+from . import reasoning
 from .http_stream import HttpProvider, StreamState, non_negative_int
 
 # Request fields the caller owns; model_defaults may never replace them.
@@ -45,7 +46,7 @@ class OpenAICompatProvider(HttpProvider):
         body["model"] = model
         body["messages"] = [{"role": m.role, "content": m.content} for m in messages]
         body["stream"] = True
-        return body
+        return reasoning.apply_openai(body, self._spec.type, model, self.reasoning_level)
 
     def _headers(self) -> dict[str, str]:
         if self._spec.api_key:

@@ -364,6 +364,8 @@ class Runtime:
         if override is not None:
             try:
                 provider = self.providers.provider(agent["account"], override["provider"])
+                # The override's level, or none: an override without one means off.
+                provider.reasoning_level = override.get("reasoningLevel")
                 return provider, provider.name, override["model"]
             except ProviderNotFound:
                 pass   # the override's provider was deleted: the agent's own is used
@@ -374,6 +376,7 @@ class Runtime:
                                 "(it was deleted, or never set): set it again (`seed-agents providers "
                                 f"set {name} ...`, or the desktop's provider settings) or pick another "
                                 "provider for the agent") from None
+        provider.reasoning_level = definition.get("reasoningLevel")
         return provider, provider.name, model
 
     def _history(self, session_id: str, definition: dict, user_event_id: str, *, include_context: bool):
