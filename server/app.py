@@ -20,11 +20,16 @@ from server.store import accounts as accounts_q
 from server.store import agents as agents_q
 from server.store import sessions as sessions_q
 from server.store import signatures as sig_q
+from server.store import uploads as uploads_q
 from server.storage import database_for
 from server.store.filemodes import make_private_dir, warn_if_wide
 from server.store import key_check
 from server.store.secrets import SecretBox, load_secrets_key
 
+# Upload-sized frames (protocol/frame_limits.py) verified and stored at once, server-wide: what
+# 50 clients uploading 8 MiB chunks together cost in memory is this many chunks being worked on,
+# plus the frame each socket has read (docs/operations.md, "Files").
+UPLOAD_SLOTS = 4
 
 class App:
     def __init__(self, config: Config) -> None:
@@ -60,6 +65,7 @@ class App:
             self.metrics.watch_cache(cache)
         self.metrics.watch_outbound(self.connections)
         self.now_ms = now_ms
+        self.upload_slots = asyncio.Semaphore(UPLOAD_SLOTS)   # upload chunks worked on at once (dispatch)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -135,6 +141,8 @@ class App:
                 now = self.now_ms()
                 self.guard.prune(now)
                 self.db.write_nowait(sig_q.prune_signatures, now)
+            if ticks % 600 == 0:   # uploads untouched for an hour go, with their staged bytes
+                self.db.write_nowait(uploads_q.sweep, self.now_ms())
 
     # -- authorization state ---------------------------------------------------------------
     def signer_known(self, account_id: str, signer_id: str) -> bool:

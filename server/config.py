@@ -72,6 +72,12 @@ class Config:
     # a run lasts unrenewed (renewed every third of it), and how often idle servers look for work.
     run_lease: float = 15.0
     run_poll_interval: float = 1.0
+    # Files (docs/operations.md "Files"): bytes per account (0: no quota), files per agent, the
+    # largest file one answer carries whole (larger ones are read in ranges), and downloads.
+    file_quota_bytes: int = 0
+    memory_max_files: int = 10_000
+    file_answer_bytes: int = 16 << 20
+    download_max_bytes: int = 512 << 20
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -119,6 +125,13 @@ def _int(raw: str) -> int:
         return int(raw.strip().replace("_", ""))
     except ValueError:
         raise ValueError("must be a whole number") from None
+
+
+def byte_count(raw: str) -> int:
+    value = _int(raw)
+    if value < 0:
+        raise ValueError("must be a whole number of bytes, 0 or more")
+    return value
 
 
 def log_level(raw: str) -> str:
@@ -235,6 +248,10 @@ SETTINGS: list[Setting] = [
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
+    Setting("--file-quota-bytes", "FILE_QUOTA_BYTES", "file_quota_bytes", byte_count, "BYTES", "bytes of files (agent memory, session attachments, uploads in progress) one account may hold; 0: no quota (more is 413)"),
+    Setting("--memory-max-files", "MEMORY_MAX_FILES", "memory_max_files", count, "N", "files in one agent's memory (more is 413)"),
+    Setting("--file-answer-bytes", "FILE_ANSWER_BYTES", "file_answer_bytes", count, "BYTES", "largest file (or range) ReadAgentMemoryFile and ReadSessionAttachment return in one answer; larger files are read in ranges (offset, length)"),
+    Setting("--download-max-bytes", "DOWNLOAD_MAX_BYTES", "download_max_bytes", count, "BYTES", "largest file DownloadAgentMemoryFile fetches (larger is 413, nothing kept)"),
 ]
 
 

@@ -171,10 +171,12 @@ class Connection:
         if type(read) is Request:
             envelope = read.envelope
             if not framing.concurrent or (self.inline_reads and type(envelope) is bytes
-                                          and peek_action_name(envelope) in INLINE_ACTIONS):
+                                          and peek_action_name(envelope) in INLINE_ACTIONS) \
+                    or (type(envelope) is bytes and len(envelope) > self.app.config.limits.max_frame):
                 # v1 answers in the order received; in v2 a read that never waits (routes.py: inline)
                 # is answered right here, without the cost of a task per request. (On a shared
-                # store every read waits for the database, so none is inline there.)
+                # store every read waits for the database, so none is inline there.) An upload
+                # chunk too: the socket is not read further until it is stored (one at a time).
                 await self._answer(read)
                 return
             await self.inflight.acquire()  # back-pressure: at most N requests of this socket at once
