@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 from clients.commands.common import open_client, say
+from clients.commands.memory import upload_attachment
 from clients.commands.reply import last_seq, send_message, stream_reply
 
 
@@ -14,10 +15,11 @@ def write_out(text: str) -> None:
 
 async def send(args) -> int:
     async with open_client(args) as client:
+        attached = [(await upload_attachment(client, args.session, path))["id"] for path in args.attach or ()]
         # Subscribe first, from the current end, so the reply cannot slip past unseen.
         start = await last_seq(client, args.session)
         async with await client.subscribe(f"sessions/{args.session}", after_seq=start) as sub:
-            sent = await send_message(client, args.session, args.text)
+            sent = await send_message(client, args.session, args.text, attached)
             streamed: list[str] = []
 
             def write(text: str) -> None:
@@ -51,4 +53,6 @@ def register(sub, common) -> None:
                        description="Send TEXT to SESSION and print the reply as it streams.")
     p.add_argument("session", metavar="SESSION")
     p.add_argument("text", metavar="TEXT")
+    p.add_argument("--attach", metavar="FILE", action="append",
+                   help="attach a file to the message (repeatable; over 2 MiB it goes in chunks)")
     p.set_defaults(run=send)
