@@ -13,7 +13,9 @@ from clients import actions
 from protocol.keys import Keypair
 from server.store import blobs
 
-pytestmark = pytest.mark.storages("sqlite", "postgresql")
+# SQLite unless marked: the tests marked both run on PostgreSQL too (the store's own tests,
+# tests/test_store_files.py, run every file function on both).
+BOTH = pytest.mark.storages("sqlite", "postgresql")
 
 ECHO = {"name": "helper", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}
 
@@ -36,6 +38,7 @@ def clean(server) -> None:
     assert server.app.db.read(blobs.check) == []
 
 
+@BOTH
 async def test_memory_round_trip_as_the_memory_tab_does(server):
     async with AgentsClient.connect(server.url, Keypair.generate()) as c:
         agent_id, _ = await setup(c)
@@ -63,6 +66,7 @@ async def test_memory_round_trip_as_the_memory_tab_does(server):
     clean(server)
 
 
+@BOTH
 @pytest.mark.parametrize("size", [0, 1, 7_900_000])
 async def test_chunked_upload_round_trips_into_memory_and_attachments(server, size):
     data = os.urandom(size)
@@ -101,6 +105,7 @@ async def test_attachments_are_stored_once_and_go_with_their_sessions(server):
                                                     "session_attachments": 0, "file_uploads": 0}
 
 
+@BOTH
 async def test_a_message_lists_its_attachments_on_the_user_event(server):
     async with AgentsClient.connect(server.url, Keypair.generate()) as c:
         agent_id, session_id = await setup(c)
@@ -127,6 +132,7 @@ async def test_hostile_paths_each_get_one_clear_error(server):
     clean(server)
 
 
+@BOTH
 async def test_upload_order_size_hash_and_ownership_are_enforced(server):
     owner, other = Keypair.generate(), Keypair.generate()
     async with AgentsClient.connect(server.url, owner) as c, AgentsClient.connect(server.url, other) as o:

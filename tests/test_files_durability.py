@@ -151,6 +151,7 @@ async def test_a_300_mib_upload_round_trips_with_the_server_rss_flat(tmp_path, s
                 peak = max(peak, rss(srv.proc.pid))
             assert got == size and back.digest() == digest.digest()
             # flat: a few chunks' worth of buffers, nowhere near the file's 300 MiB
+            print(f"server RSS {base / MiB:.0f} MiB before, {peak / MiB:.0f} MiB at most ({kind})")
             assert peak - base < 100 * MiB, (base, peak)
     finally:
         srv.kill()
