@@ -25,11 +25,8 @@ from server.storage import database_for
 from server.store.filemodes import make_private_dir, warn_if_wide
 from server.store import key_check
 from server.store.secrets import SecretBox, load_secrets_key
+from server.upload_gate import UploadGate
 
-# Upload-sized frames (protocol/frame_limits.py) verified and stored at once, server-wide: what
-# 50 clients uploading 8 MiB chunks together cost in memory is this many chunks being worked on,
-# plus the frame each socket has read (docs/operations.md, "Files").
-UPLOAD_SLOTS = 4
 
 class App:
     def __init__(self, config: Config) -> None:
@@ -65,7 +62,7 @@ class App:
             self.metrics.watch_cache(cache)
         self.metrics.watch_outbound(self.connections)
         self.now_ms = now_ms
-        self.upload_slots = asyncio.Semaphore(UPLOAD_SLOTS)   # upload chunks worked on at once (dispatch)
+        self.upload_gate = UploadGate()   # upload chunks worked on at once (server/upload_gate.py)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:

@@ -121,7 +121,11 @@ class Connection:
                 await self.outbound.wait_room()  # a client that does not read stops being read
                 if self.outbound.closed:
                     break
-                await self._on_frame(message)
+                if len(message) > self.app.config.limits.max_frame:   # an upload chunk (server/upload_gate.py)
+                    async with self.app.upload_gate.slot():
+                        await self._on_frame(message)
+                else:
+                    await self._on_frame(message)
         except ConnectionClosed:
             pass   # the peer went away, or was dropped (write timeout, slow consumer)
         except Exception:  # noqa: BLE001 - logged; the socket is closed by the transport

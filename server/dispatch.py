@@ -46,7 +46,7 @@ async def execute(app, conn, envelope) -> Outcome:
     if type(envelope) is bytes and len(envelope) > app.config.limits.max_frame:
         # An upload chunk (protocol/frame_limits.py): only a few are worked on at once in the
         # whole server, so concurrent uploads cost memory per chunk in flight, not per client.
-        async with app.upload_slots:
+        async with app.upload_gate.slot():
             return await _execute(app, conn, envelope)
     return await _execute(app, conn, envelope)
 

@@ -238,3 +238,51 @@ async def test_sigkill_mid_upload_commit_and_delete_leaves_whole_or_nothing(tmp_
 async def test_sigkill_many_rounds(tmp_path, stores):
     outcomes = await _kill_rounds(tmp_path, stores, 30)
     assert outcomes["upload"] == {"nothing"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stores", ["sqlite"], indirect=True)
+async def test_fifty_concurrent_8_mib_chunk_uploads_stay_within_the_documented_rss(tmp_path, stores):
+    """docs/operations.md "Files": each socket holds the chunk it sent, and only UPLOAD_SLOTS chunks
+    are worked on at once, so 50 uploaders cost about 50 chunks, not 50 x (every copy of one)."""
+    kind, flags, where = stores
+    (srv,) = servers(tmp_path, flags)
+    srv.start()
+    n, step = int(os.environ.get("SEED_AGENTS_TEST_UPLOADERS", "50")), 8 * MiB
+    chunk = os.urandom(step)
+    try:
+        # one account each: an account may have 8 uploads in progress
+        clients = [await AgentsClient.connect(srv.url, Keypair.generate()) for _ in range(n)]
+        try:
+            agents = [(await c.create_agent(ECHO))["agentId"] for c in clients]
+            ups = [(await c.call(actions.begin_file_upload(
+                {"kind": "memory", "agentId": a, "path": "u"}, 2 * step)))["uploadId"]
+                for a, c in zip(agents, clients)]
+            base = peak = rss(srv.proc.pid)
+            done = asyncio.Event()
+
+            async def sample():
+                nonlocal peak
+                while not done.is_set():
+                    peak = max(peak, rss(srv.proc.pid))
+                    await asyncio.sleep(0.01)
+
+            sampler = asyncio.ensure_future(sample())
+            # all at once, one chunk each, then the second: each socket waits for a slot meanwhile
+            for offset in (0, step):
+                await asyncio.gather(*(c.call(actions.append_file_upload_chunk(u, offset, chunk))
+                                       for c, u in zip(clients, ups)))
+                peak = max(peak, rss(srv.proc.pid))
+            done.set()
+            await sampler
+            for c, u in zip(clients, ups):
+                await c.call(actions.commit_file_upload(u, hashlib.sha256(chunk + chunk).hexdigest()))
+            for a, c in zip(agents, clients):
+                assert (await c.list_agent_memory(a))["totalBytes"] == 2 * step
+            print(f"server RSS {base / MiB:.0f} MiB before, {peak / MiB:.0f} MiB at most with {n} uploaders")
+            assert peak - base < n * 2 * step + 150 * MiB, (base, peak)   # two chunks a socket, plus the slots
+        finally:
+            for c in clients:
+                await c.close()
+    finally:
+        srv.kill()
