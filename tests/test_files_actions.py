@@ -3,6 +3,7 @@ delete, search), attachments, chunked uploads; access, limits and hostile input,
 error with nothing lost. Runs on SQLite and PostgreSQL."""
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 
@@ -231,3 +232,26 @@ async def test_ipfs_upload_says_why_it_cannot_yet(server):
         await c.write_agent_memory_file(agent_id, "a.md", "x")
         await refused(c.call({"_": "UploadAgentMemoryFileToIpfs", "agentId": agent_id, "path": "a.md"}), 501,
                       "hypermedia server")
+
+
+@pytest.mark.slow
+async def test_ten_thousand_tiny_files_then_the_limit(server):
+    server.app.config.limits.rate_per_second = server.app.config.limits.rate_burst = 1_000_000
+    server.app.limiter = type(server.app.limiter)(1_000_000, 1_000_000)
+    n = server.app.config.memory_max_files
+    async with AgentsClient.connect(server.url, Keypair.generate()) as c:
+        agent_id, _ = await setup(c)
+        sem = asyncio.Semaphore(32)
+
+        async def put(i):
+            async with sem:
+                await c.write_agent_memory_file(agent_id, f"d{i % 100}/f{i}.txt", f"note {i} word{i % 7}")
+
+        await asyncio.gather(*(put(i) for i in range(n)))
+        listed = await c.list_agent_memory(agent_id)
+        assert sum(e["type"] == "file" for e in listed["entries"]) == n
+        found = (await c.search_agent_memory(agent_id, "word3", 50))["results"]
+        assert len(found) == 50 and all("**word3**" in r["snippet"] for r in found)
+        await refused(c.write_agent_memory_file(agent_id, "one-more.txt", "x"), 413, f"holds {n} files")
+        await c.write_agent_memory_file(agent_id, "d0/f0.txt", "replacing is fine")
+    clean(server)
