@@ -29,7 +29,9 @@ from .principals import principal_from_string
 from .reasoning import REASONING_LEVELS
 from . import actions_files, actions_identities, actions_tools, actions_triggers
 from .actions_identities import check_signing_keys
+from .file_rules import MAX_MESSAGE_ATTACHMENTS
 
+_ATTACHMENT_ID = re.compile(r"[0-9a-f]{64}")
 _SUBSCRIPTION_KEY = re.compile(r"(account|agents|sessions|runs)/([^/\s]+)")
 
 
@@ -144,13 +146,19 @@ class ContextPart:
 
 
 @dataclass(frozen=True)
+class AttachmentPart:
+    id: str  # an attachment of the session (UploadSessionAttachment's id: sha256 hex)
+
+
+@dataclass(frozen=True)
 class MessageSession:
     ts: int
     session_id: str
-    content: tuple[TextPart | ContextPart, ...]
+    content: tuple[TextPart | ContextPart | AttachmentPart, ...]
     text: str  # the text parts joined with "\n": the user event's content
     context_lines: tuple[str, ...]  # every context line in order: for the model only
     client_message_id: str | None = None
+    attachment_ids: tuple[str, ...] = ()  # the attachment parts' ids, in order, each once
 
 
 @dataclass(frozen=True)
@@ -553,7 +561,8 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
     if not 1 <= len(content) <= MAX_CONTENT_PARTS:
         raise f.fail("content", f"must have between 1 and {MAX_CONTENT_PARTS} parts, "
                                 f"got {len(content)}")
-    parts: list[TextPart | ContextPart] = []
+    parts: list[TextPart | ContextPart | AttachmentPart] = []
+    attachments: list[str] = []
     texts: list[str] = []
     lines: list[str] = []
     for i, part in enumerate(content):
@@ -578,8 +587,17 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
             if len(lines) > MAX_CONTEXT_LINES:
                 raise f.fail("content", f"has more than {MAX_CONTEXT_LINES} context lines")
             parts.append(ContextPart(tuple(part_lines)))
+        elif kind == "attachment":
+            ident = p.text("id", MAX_ID)
+            if not _ATTACHMENT_ID.fullmatch(ident):
+                raise p.fail("id", f"must be an attachment id (64 hexadecimal digits), got {quote(ident)}")
+            if ident not in attachments:
+                attachments.append(ident)
+            if len(attachments) > MAX_MESSAGE_ATTACHMENTS:
+                raise f.fail("content", f"has more than {MAX_MESSAGE_ATTACHMENTS} attachments")
+            parts.append(AttachmentPart(ident))
         else:
-            raise p.fail("type", f"must be 'text' or 'context', got {quote(kind)}")
+            raise p.fail("type", f"must be 'text', 'context' or 'attachment', got {quote(kind)}")
     if not any(t.strip() for t in texts):
         raise f.fail("content", "needs at least one text part that is not blank")
     text = "\n".join(texts)
@@ -587,7 +605,7 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
         raise f.fail("content", f"text must total at most {MAX_MESSAGE_TEXT} characters, "
                                 f"got {len(text)}")
     return MessageSession(ts, f.text("sessionId", MAX_ID), tuple(parts), text, tuple(lines),
-                          f.text("clientMessageId", MAX_ID, required=False))
+                          f.text("clientMessageId", MAX_ID, required=False), tuple(attachments))
 
 
 def _list_model_providers(f: _Fields, ts: int) -> ListModelProviders:

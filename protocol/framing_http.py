@@ -15,6 +15,7 @@ from . import dagcbor
 from .events import error_response
 from .framing_types import Refusal, Request
 from .front_page import page_html, page_value
+from .frame_limits import envelope_limit, frame_limit, largest
 from .v2 import peek_action_name
 from .wire_values import encode_value
 
@@ -114,18 +115,31 @@ class HttpFraming:
         if media_type(content_type) != CBOR:
             return Refusal(None, error_response(415, f"the body must be {CBOR} (a DAG-CBOR SignedActionEnvelope); "
                                                f"got {content_type or 'no Content-Type'}"))
-        if content_length is not None and content_length > self.max_frame:
-            return self.body_too_large(content_length)
+        if content_length is not None and content_length > largest(self.max_frame):
+            return self.body_too_large(content_length)   # (its action's own limit: `read`)
         return None
 
-    def body_too_large(self, size: int) -> Refusal:
-        return Refusal(None, error_response(413, f"body of {size} bytes is over the limit of {self.max_frame}"))
+    def body_too_large(self, size: int, head: bytes = b"") -> Refusal:
+        limit = envelope_limit(head, self.max_frame) if head else self.max_frame
+        return Refusal(None, error_response(413, f"body of {size} bytes is over the limit of {limit}"))
+
+    def body_limit(self, pieces: list[bytes]) -> int:
+        """The limit of a body whose first pieces are `pieces`: its action's (an upload may be
+        larger), read from its first bytes."""
+        head = bytearray()
+        for piece in pieces:
+            head += piece[:256 - len(head)]
+            if len(head) >= 256:
+                break
+        return envelope_limit(bytes(head), self.max_frame)
 
     def read(self, body: bytes) -> Request | Refusal:
         """A complete body: an envelope for the pipeline, or Subscribe's 400 (a subscription
         needs a socket to deliver on). Anything else, garbage included, goes to the pipeline,
         which answers with the contract's statuses."""
         name = peek_action_name(body)
+        if len(body) > self.max_frame and len(body) > frame_limit(name, self.max_frame):
+            return self.body_too_large(len(body))
         if name is None:
             try:   # not canonical: decode to learn the action's name (verification decodes again)
                 value = dagcbor.decode(body, max_size=self.max_frame, max_depth=self.max_depth)

@@ -20,10 +20,12 @@ from server.store import accounts as accounts_q
 from server.store import agents as agents_q
 from server.store import sessions as sessions_q
 from server.store import signatures as sig_q
+from server.store import uploads as uploads_q
 from server.storage import database_for
 from server.store.filemodes import make_private_dir, warn_if_wide
 from server.store import codec, key_check
 from server.store.secrets import SecretBox, load_secrets_key
+from server.upload_gate import UploadGate
 
 
 def key_check_refusal(shared: bool, where: str) -> str:
@@ -72,6 +74,7 @@ class App:
             self.metrics.watch_cache(cache)
         self.metrics.watch_outbound(self.connections)
         self.now_ms = now_ms
+        self.upload_gate = UploadGate()   # upload chunks worked on at once (server/upload_gate.py)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -148,6 +151,8 @@ class App:
                 now = self.now_ms()
                 self.guard.prune(now)
                 self.db.write_nowait(sig_q.prune_signatures, now)
+            if ticks % 600 == 0:   # uploads untouched for an hour go, with their staged bytes
+                self.db.write_nowait(uploads_q.sweep, self.now_ms())
 
     # -- authorization state ---------------------------------------------------------------
     def signer_known(self, account_id: str, signer_id: str) -> bool:

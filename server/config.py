@@ -83,6 +83,12 @@ class Config:
     # only; server/identity_publish.py), and how long one publication may take.
     hm_server_url: str | None = None
     hm_server_timeout: float = 30.0
+    # Files (docs/operations.md "Files"): bytes per account (0: no quota), files per agent, the
+    # largest file one answer carries whole (larger ones are read in ranges), and downloads.
+    file_quota_bytes: int = 0
+    memory_max_files: int = 10_000
+    file_answer_bytes: int = 16 << 20
+    download_max_bytes: int = 512 << 20
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -130,6 +136,13 @@ def _int(raw: str) -> int:
         return int(raw.strip().replace("_", ""))
     except ValueError:
         raise ValueError("must be a whole number") from None
+
+
+def byte_count(raw: str) -> int:
+    value = _int(raw)
+    if value < 0:
+        raise ValueError("must be a whole number of bytes, 0 or more")
+    return value
 
 
 def log_level(raw: str) -> str:
@@ -295,6 +308,10 @@ SETTINGS: list[Setting] = [
     Setting("--metrics-listen", "METRICS_LISTEN", "metrics_listen", metrics_listen, "WHERE", "where `/metrics` is served: `same` (the server's port), `off`, or `HOST:PORT` of its own (e.g. `127.0.0.1:9464`); a warning at start when it is reachable beyond loopback"),
     Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents' accounts are published to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
     Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
+    Setting("--file-quota-bytes", "FILE_QUOTA_BYTES", "file_quota_bytes", byte_count, "BYTES", "bytes of files (agent memory, session attachments, uploads in progress) one account may hold; 0: no quota (more is 413)"),
+    Setting("--memory-max-files", "MEMORY_MAX_FILES", "memory_max_files", count, "N", "files in one agent's memory (more is 413)"),
+    Setting("--file-answer-bytes", "FILE_ANSWER_BYTES", "file_answer_bytes", count, "BYTES", "largest file (or range) ReadAgentMemoryFile and ReadSessionAttachment return in one answer; larger files are read in ranges (offset, length)"),
+    Setting("--download-max-bytes", "DOWNLOAD_MAX_BYTES", "download_max_bytes", count, "BYTES", "largest file DownloadAgentMemoryFile fetches (larger is 413, nothing kept)"),
 ]
 
 

@@ -131,7 +131,11 @@ class Connection:
                 await self.outbound.wait_room()  # a client that does not read stops being read
                 if self.outbound.closed:
                     break
-                await self._on_frame(message)
+                if len(message) > self.app.config.limits.max_frame:   # an upload chunk (server/upload_gate.py)
+                    async with self.app.upload_gate.slot():
+                        await self._on_frame(message)
+                else:
+                    await self._on_frame(message)
         except ConnectionClosed:
             pass   # the peer went away, or was dropped (write timeout, slow consumer)
         except Exception:  # noqa: BLE001 - logged; the socket is closed by the transport
@@ -189,10 +193,12 @@ class Connection:
         if type(read) is Request:
             envelope = read.envelope
             if not framing.concurrent or (self.inline_reads and type(envelope) is bytes
-                                          and peek_action_name(envelope) in INLINE_ACTIONS):
+                                          and peek_action_name(envelope) in INLINE_ACTIONS) \
+                    or (type(envelope) is bytes and len(envelope) > self.app.config.limits.max_frame):
                 # v1 answers in the order received; in v2 a read that never waits (routes.py: inline)
                 # is answered right here, without the cost of a task per request. (On a shared
-                # store every read waits for the database, so none is inline there.)
+                # store every read waits for the database, so none is inline there.) An upload
+                # chunk too: the socket is not read further until it is stored (one at a time).
                 await self._answer(read)
                 return
             await self.inflight.acquire()  # back-pressure: at most N requests of this socket at once

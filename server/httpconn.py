@@ -338,7 +338,7 @@ class HttpConnection(asyncio.Protocol):
         if self.route is None or self.route.kind != "message" or self.refusal is not None:
             return   # a body nobody reads is dropped as it comes
         self.body_size += len(data)
-        if self.body_size > self.max_frame:
+        if self.body_size > self.max_frame and self.body_size > self.framing.body_limit(self.body or [data]):
             self.body = []
             self._final(self.framing.refusal(self.framing.body_too_large(self.body_size), keep_alive=False))
             raise _Stop

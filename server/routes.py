@@ -13,6 +13,7 @@ from protocol.actions import ACTIONS
 from server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
                              providers, runs, secrets, sessions, sharing, signers, subscribe)
 from server.handlers import identities
+from server.handlers import attachments, memory_download, memory_files, uploads
 
 Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
 
@@ -70,6 +71,19 @@ HANDLING: dict[str, Handling] = {
     "DeleteSigningIdentity": Handling(identities.delete_signing_identity),
 
     # --- files: memory, attachments, uploads ---
+    "ListAgentMemory": Handling(memory_files.list_agent_memory),
+    "ReadAgentMemoryFile": Handling(memory_files.read_agent_memory_file),
+    "WriteAgentMemoryFile": Handling(memory_files.write_agent_memory_file),
+    "DeleteAgentMemoryFile": Handling(memory_files.delete_agent_memory_file),
+    "DownloadAgentMemoryFile": Handling(memory_download.download_agent_memory_file),
+    "UploadAgentMemoryFileToIpfs": Handling(memory_files.upload_agent_memory_file_to_ipfs),
+    "SearchAgentMemory": Handling(memory_files.search_agent_memory),
+    "UploadSessionAttachment": Handling(attachments.upload_session_attachment),
+    "ReadSessionAttachment": Handling(attachments.read_session_attachment),
+    "BeginFileUpload": Handling(uploads.begin_file_upload),
+    "AppendFileUploadChunk": Handling(uploads.append_file_upload_chunk),
+    "CommitFileUpload": Handling(uploads.commit_file_upload),
+    "AbortFileUpload": Handling(uploads.abort_file_upload),
 
     # --- tools, delegation and the run tree ---
 

@@ -18,6 +18,7 @@ from websockets.protocol import OPEN
 from websockets.server import ServerProtocol
 
 from protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
+from protocol.frame_limits import largest
 from server.connection import V2, Connection
 from server.httpconn import HttpConnection, build_commit
 from server.origins import DUPLICATE, REFUSED, policy
@@ -116,7 +117,8 @@ async def start_transport(app, start_serving: bool = True) -> AgentsServer:
         protocol = ServerProtocol(
             subprotocols=[V2],
             select_subprotocol=_select_subprotocol,
-            max_size=4 * limits.max_frame,   # past the 413 range the socket closes with 1009
+            # past the 413 range (4x the limit, or an upload chunk's frame) the socket closes with 1009
+            max_size=max(4 * limits.max_frame, largest(limits.max_frame)),
             # compression off: per-message deflate costs CPU and memory per socket for little gain
         )
         ws = BatchingServerConnection(

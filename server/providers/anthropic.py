@@ -22,6 +22,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from . import media
 from .base import ChatMessage, ModelInfo, TextDelta, Usage
 from . import reasoning
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
@@ -52,9 +53,9 @@ class AnthropicProvider(HttpProvider):
                 continue
             role = "assistant" if m.role == "assistant" else "user"
             if turns and turns[-1]["role"] == role:
-                turns[-1]["content"] += "\n\n" + m.content
+                turns[-1]["content"] = media.anthropic_join(turns[-1]["content"], media.anthropic_blocks(m))
             else:
-                turns.append({"role": role, "content": m.content})
+                turns.append({"role": role, "content": media.anthropic_blocks(m)})
         body["model"] = model
         if system:
             body["system"] = system

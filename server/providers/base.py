@@ -15,9 +15,16 @@ from .redact import REDACTED, display_url, scrub
 
 
 @dataclass(frozen=True)
+class Image:
+    mime_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     role: str  # 'system' | 'user' | 'assistant'
     content: str
+    images: tuple[Image, ...] = ()  # a user message's attached images (models that accept them)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
+from . import media
 from .base import ChatMessage, ModelInfo, TextDelta, Usage
 from . import reasoning
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
@@ -48,9 +49,9 @@ class GoogleProvider(HttpProvider):
                 continue
             role = "model" if m.role == "assistant" else "user"
             if contents and contents[-1]["role"] == role:
-                contents[-1]["parts"].append({"text": m.content})
+                contents[-1]["parts"].extend(media.google_parts(m))
             else:
-                contents.append({"role": role, "parts": [{"text": m.content}]})
+                contents.append({"role": role, "parts": media.google_parts(m)})
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
         body["contents"] = contents

@@ -23,6 +23,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from . import media
 from .base import ChatMessage, ModelInfo, TextDelta, Usage
 from . import reasoning
 from .http_stream import HttpProvider, StreamState, non_negative_int
@@ -44,7 +45,7 @@ class OpenAICompatProvider(HttpProvider):
         options = options if isinstance(options, dict) else {}
         body["stream_options"] = {**options, "include_usage": True}
         body["model"] = model
-        body["messages"] = [{"role": m.role, "content": m.content} for m in messages]
+        body["messages"] = [{"role": m.role, "content": media.openai_content(m)} for m in messages]
         body["stream"] = True
         return reasoning.apply_openai(body, self._spec.type, model, self.reasoning_level)
 

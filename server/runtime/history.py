@@ -29,10 +29,12 @@ class Entry:
     role: str                      # 'user' | 'assistant'
     content: str
     context_lines: tuple[str, ...] = ()
+    attachments: tuple[dict, ...] = ()   # a user message's SessionAttachmentInfo maps
 
 
 def entry_bytes(entry: Entry) -> int:
-    return ENTRY_OVERHEAD + text_bytes(entry.content) + sum(text_bytes(line) + 60 for line in entry.context_lines)
+    return (ENTRY_OVERHEAD + text_bytes(entry.content) + sum(text_bytes(line) + 60 for line in entry.context_lines)
+            + 300 * len(entry.attachments))
 
 
 def entry_of(event: dict) -> Entry | None:
@@ -43,7 +45,9 @@ def entry_of(event: dict) -> Entry | None:
     if role not in ("user", "assistant"):
         return None
     lines = payload.get("contextLines") if role == "user" else None
-    return Entry(event["seq"], event.get("id", ""), role, payload["content"], tuple(lines or ()))
+    files = payload.get("attachments") if role == "user" else None
+    files = tuple(a for a in files if isinstance(a, dict)) if isinstance(files, list) else ()
+    return Entry(event["seq"], event.get("id", ""), role, payload["content"], tuple(lines or ()), files)
 
 
 class SessionHistory:
@@ -77,25 +81,31 @@ class SessionHistory:
         copy.entries.extend(sorted([*self.entries, entry], key=lambda e: e.seq))
         return copy
 
-    def messages(self, system_prompt: str, user_event_id: str, *, include_context: bool) -> list[ChatMessage]:
+    def messages(self, system_prompt: str, user_event_id: str, *, include_context: bool,
+                 attachments=None) -> list[ChatMessage]:
         """What the model sees for the run answering `user_event_id`.
 
         User messages after it belong to runs still queued and are left out; replies to earlier
         turns that landed after it was sent are kept, before it, so the run's own message comes
         last. The built-in echo provider answers the user event's content exactly (CONTRACT
-        section 4), so it is given the messages without their context lines."""
+        section 4), so it is given the messages without their context lines. `attachments`
+        (server/runtime/attachment_view.py) turns a message's attachments into text and images."""
         own = next((e for e in reversed(self.entries) if e.event_id == user_event_id), None)
         out = [ChatMessage("system", system_prompt)] if system_prompt else []
         for e in self.entries:
             if e is own or (own is not None and e.role == "user" and e.seq > own.seq):
                 continue
-            out.append(self._message(e, include_context))
+            out.append(self._message(e, include_context, attachments, False))
         if own is not None:
-            out.append(self._message(own, include_context))
+            out.append(self._message(own, include_context, attachments, True))
         return out
 
     @staticmethod
-    def _message(e: Entry, include_context: bool) -> ChatMessage:
+    def _message(e: Entry, include_context: bool, attachments=None, own: bool = False) -> ChatMessage:
         if e.role == "user":
-            return ChatMessage("user", user_text(e.content, e.context_lines) if include_context else e.content)
+            text = user_text(e.content, e.context_lines) if include_context else e.content
+            if e.attachments and include_context and attachments is not None:
+                extra, images = attachments(e.attachments, own)
+                return ChatMessage("user", text + extra, images)
+            return ChatMessage("user", text)
         return ChatMessage("assistant", e.content)

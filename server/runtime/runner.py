@@ -37,6 +37,8 @@ from server.metrics import Metrics
 from server.providers.base import ProviderError, ProviderNotFound, TextDelta, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
+from server.providers.capabilities import accepts_images
+from server.runtime.attachment_view import AttachmentView
 from server.runtime.history import SessionHistory
 from server.runtime.leasing import RunLeases
 from server.runtime.provider_lookup import ProviderLookup
@@ -322,7 +324,9 @@ class Runtime:
             publisher.publish_agent(agent)
             provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
             messages = self._history(session_id, definition, user_event_id,
-                                     include_context=result.provider_type != "echo")
+                                     include_context=result.provider_type != "echo",
+                                     attachments=AttachmentView(self.db.read, session_id,
+                                                                accepts_images(result.provider_type, result.model)))
             async for item in provider.stream(result.model, messages):
                 if isinstance(item, TextDelta):
                     if item.text and not worker.gone:
@@ -379,7 +383,8 @@ class Runtime:
         provider.reasoning_level = definition.get("reasoningLevel")
         return provider, provider.name, model
 
-    def _history(self, session_id: str, definition: dict, user_event_id: str, *, include_context: bool):
+    def _history(self, session_id: str, definition: dict, user_event_id: str, *, include_context: bool,
+                 attachments=None):
         history = self.histories.pop(session_id, None)   # re-inserted below: most recent last
         if history is None:
             history = SessionHistory(HISTORY_EVENTS)
@@ -399,7 +404,7 @@ class Runtime:
                 own.extend(self.db.read(events_q.events_after, session_id, seq - 1, 1))
                 history = history.with_entry(own.entries[0]) if own.entries else history
         return history.messages(system_prompt_markdown(definition), user_event_id,
-                                include_context=include_context)
+                                include_context=include_context, attachments=attachments)
 
     async def _finish(self, run: dict, agent: dict, result: TurnResult, worker: SessionWorker) -> None:
         """The turn's one transaction: the run's ending, the reply (or the error event), the
