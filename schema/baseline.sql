@@ -168,6 +168,8 @@ CREATE INDEX accepted_signatures_by_expiry ON accepted_signatures (expires_at);
 -- Version 6: files (memory, attachments, uploads).
 
 -- Version 7: the tool loop.
+ALTER TABLE sessions ADD COLUMN plan BLOB; -- DAG-CBOR RunPlan {title?, steps, ownerRunId?, settledAt?}
+ALTER TABLE runs ADD COLUMN unmet_obligations BLOB; -- DAG-CBOR [UnmetObligation]
 
 -- Version 8: delegation and tools.
 
