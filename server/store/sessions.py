@@ -10,6 +10,7 @@ from __future__ import annotations
 import apsw
 
 from server.store import codec
+from server.store import files_lifecycle as files_q
 from server.store.errors import InvalidCursor, NotFound
 
 _COLUMNS = ("id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id,"
@@ -132,6 +133,7 @@ def delete_session(conn: apsw.Connection, session_id: str) -> None:
     conn.execute("UPDATE runs SET session_id = NULL WHERE session_id = ?", (session_id,))
     conn.execute("UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?", (session_id,))
     conn.execute("DELETE FROM session_events WHERE session_id = ?", (session_id,))
+    files_q.delete_session_files(conn, session_id)
     conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
 
