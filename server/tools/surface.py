@@ -16,7 +16,7 @@ import json
 
 from protocol import tool_registry as registry
 from server.providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from server.tools import self_tools, session_tools
+from server.tools import memory_tools, self_tools, session_tools
 from server.tools.context import ToolContext, ToolFailure, ToolResult
 
 # The verbs offered to the model on this server (delegate and return_result come with
@@ -88,6 +88,11 @@ class ToolSurface:
         address = params["address"].strip()
         options = params.get("options") if isinstance(params.get("options"), dict) else {}
         ctx = self.ctx
+        memory_path = memory_tools.memory_path_of(address)
+        if memory_path is not None:
+            return memory_tools.read(ctx, memory_path)
+        if address.startswith("attachment:"):
+            return memory_tools.read_attachment(ctx, address[len("attachment:"):].strip())
         if address in ("~/tools", "~/tools/") or address.startswith("~/tools/"):
             return self_tools.read_tools(ctx, address[len("~/tools/"):].strip("/"), self.verbs)
         if address in ("~/self", "~/self/"):
@@ -98,7 +103,7 @@ class ToolSurface:
             return session_tools.read_run(ctx, address[len("run:"):].strip())
         if address.startswith(("https://", "http://")):
             return await self._web().read_page(address)
-        if address.startswith(("~/memory", "attachment:", "hm://", "activity:", "~/triggers", "ipfs://")):
+        if address.startswith(("hm://", "activity:", "~/triggers", "ipfs://")):
             raise ToolFailure(f"reading {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: ~/memory/…, ~/tools/…, "
                           "~/triggers/…, ~/self, hm://…, ipfs://…, https://…, activity:, attachment:<id>, "
@@ -106,7 +111,10 @@ class ToolSurface:
 
     async def _write(self, params: dict) -> ToolResult:
         address = params["address"].strip()
-        if address.startswith(("~/memory", "hm://", "~/triggers", "ipfs://", "~/tools")):
+        memory_path = memory_tools.memory_path_of(address)
+        if memory_path is not None:
+            return await memory_tools.write(self.ctx, memory_path, params)
+        if address.startswith(("hm://", "~/triggers", "ipfs://", "~/tools")):
             raise ToolFailure(f"writing {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Writable: ~/memory/<path>, ~/tools/<name>, "
                           "~/triggers/<name>, ipfs://, or hm://<account>/<path>.")
@@ -124,6 +132,8 @@ class ToolSurface:
         errors = registry.input_errors(tool, tool_input)
         if errors:
             return _contract(tool, errors)
+        if name == "search":
+            return memory_tools.search(ctx, tool_input)
         if name == "web_search":
             return await self._web().search(tool_input)
         if name == "navigate":
