@@ -38,7 +38,7 @@ async def test_the_network_policy_holds_for_redirects_and_huge_pages(tmp_path, w
     web.redirect("/r", "http://169.254.169.254/latest/meta-data/")
     web.redirect("/r2", web.url("/r"))   # a chain ends there too
     web.huge("/big", 50 << 20)
-    server = await serve(tmp_path, tool_fetch_bytes=1 << 20, max_tool_output_chars=5000)
+    server = await serve(tmp_path, tool_fetch_bytes=256 << 10, max_tool_output_chars=5000)
     try:
         async with FakeOpenAI() as fake:
             fake.enqueue(Script(chunks=[], tool_calls=[navigate("n1", web.url("/r")), navigate("n2", web.url("/r2")),

@@ -6,7 +6,8 @@ JSON search API (`GET /search?format=json&q=...`, the shape SearXNG answers).
         web.page("/a.html", "<html>...</html>")
         web.redirect("/r", "http://169.254.169.254/latest/meta-data/")
         web.huge("/big", 50 << 20)             # bytes actually sent: web.sent["/big"]
-        web.hang("/slow")
+        web.hang("/stuck")
+        web.slow("/slow", 5.0, "text")         # answers after 5 s
         web.search_results = [{"title": ..., "url": ..., "content": ...}]
         web.url("/a.html"); web.requests       # [(method, path)]
 
@@ -60,6 +61,10 @@ class FakeWeb:
 
     def hang(self, path: str) -> None:
         self.routes[path] = ("hang",)
+
+    def slow(self, path: str, seconds: float, body: str = "slow text") -> None:
+        """A page that answers after `seconds` (or never, if the client goes first)."""
+        self.routes[path] = ("slow", seconds, body.encode())
 
     async def start(self) -> "FakeWeb":
         self._server = await asyncio.start_server(self._handle, self.host, self.port)
@@ -122,6 +127,10 @@ class FakeWeb:
         if kind == "hang":
             await _pause(reader, None)
             return False
+        if kind == "slow":
+            if await _pause(reader, route[1]):
+                return False
+            return await self._send(writer, 200, route[2], "text/plain; charset=utf-8")
         # huge: streamed in 64 KiB chunks until the client stops reading or closes
         writer.write(_head(200, "text/html; charset=utf-8", chunked=True))
         piece = (b"<p>" + b"kite " * 13000 + b"</p>\n")[:65536]
