@@ -423,7 +423,8 @@ class Runtime:
         loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
                         provider=provider, model=result.model, provider_type=result.provider_type,
                         history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
-                        budgets=self.budgets, still_ours=still_ours, gone=lambda: worker.gone, rebuild=messages)
+                        budgets=self.budgets, still_ours=still_ours, gone=lambda: worker.gone, rebuild=messages,
+                        metrics=self.metrics)
         try:
             outcome = await loop.run_turn()
         finally:
