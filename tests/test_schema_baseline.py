@@ -88,6 +88,7 @@ def test_expected_tables_and_strictness():
     assert set(tables) == {"server_config", "accounts", "account_signers", "model_providers", "secrets",
                            "agents", "sessions", "session_events", "runs", "idempotency",
                            "accepted_signatures", "agent_collaborators",
+                           "signing_identities",
                            "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
