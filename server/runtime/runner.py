@@ -48,6 +48,7 @@ from server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 from server.tools.context import Park, ToolContext
 from server.tools.surface import ToolSurface, offered_callables
 from server.tools.web import WebAccess
+from server.hm_client import HmClient
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import events as events_q
@@ -133,6 +134,7 @@ class Runtime:
         self.http: httpx.AsyncClient | None = None
         self.providers: ProviderLookup | None = None   # set in start(), with the HTTP client
         self.web: WebAccess | None = None               # the web tools' access, set in start()
+        self.hm: HmClient | None = None                 # the agents' hm:// tools, when there is an HM server
         self.budgets = Budgets.from_config(config)
         self.closing = False
         self.shared = db.shared
@@ -146,6 +148,8 @@ class Runtime:
         self.web = WebAccess(self.http, config.tool_fetch_bytes, config.tool_timeout, config.searxng_url,
                              httpx.AsyncClient(timeout=config.tool_timeout, trust_env=False)
                              if config.searxng_url else None)
+        if config.hm_server_url:
+            self.hm = HmClient(config.hm_server_url, self.http, timeout=config.hm_server_timeout)
         now = self.now_ms()
 
         def recover(conn):
@@ -412,7 +416,8 @@ class Runtime:
         if not echo:
             callables = offered_callables(bool(self.config.searxng_url))
             surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
-                                              session_id, run_id, web=self.web, callables=callables))
+                                              session_id, run_id, web=self.web, hm=self.hm, box=self.box,
+                                              callables=callables))
             system = (system + "\n\n" if system else "") + tool_guide(surface.verbs, callables)
 
         def messages():
