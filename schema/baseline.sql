@@ -261,6 +261,8 @@ CREATE INDEX file_uploads_by_agent ON file_uploads (agent_id);
 CREATE INDEX file_uploads_by_session ON file_uploads (session_id);
 
 -- Version 7: the tool loop.
+ALTER TABLE sessions ADD COLUMN plan BLOB; -- DAG-CBOR RunPlan {title?, steps, ownerRunId?, settledAt?}
+ALTER TABLE runs ADD COLUMN unmet_obligations BLOB; -- DAG-CBOR [UnmetObligation]
 
 -- Version 8: delegation and tools.
 

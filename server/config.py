@@ -89,6 +89,16 @@ class Config:
     memory_max_files: int = 10_000
     file_answer_bytes: int = 16 << 20
     download_max_bytes: int = 512 << 20
+    # The tool loop (server/runtime/tool_loop.py; docs/operations.md "Tools and budgets"): each
+    # budget ends a run with an error event when spent; a tool's output is cut to what the model
+    # is fed; web pages are read up to a size; web_search needs a SearXNG.
+    max_tool_steps: int = 50
+    max_run_tokens: int = 2_000_000
+    max_run_seconds: float = 900.0
+    max_tool_output_chars: int = 40_000
+    tool_timeout: float = 60.0
+    tool_fetch_bytes: int = 5 << 20
+    searxng_url: str = ""
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -312,6 +322,13 @@ SETTINGS: list[Setting] = [
     Setting("--memory-max-files", "MEMORY_MAX_FILES", "memory_max_files", count, "N", "files in one agent's memory (more is 413)"),
     Setting("--file-answer-bytes", "FILE_ANSWER_BYTES", "file_answer_bytes", count, "BYTES", "largest file (or range) ReadAgentMemoryFile and ReadSessionAttachment return in one answer; larger files are read in ranges (offset, length)"),
     Setting("--download-max-bytes", "DOWNLOAD_MAX_BYTES", "download_max_bytes", count, "BYTES", "largest file DownloadAgentMemoryFile fetches (larger is 413, nothing kept)"),
+    Setting("--max-tool-steps", "MAX_TOOL_STEPS", "max_tool_steps", count, "N", "a run whose model asks for more tool steps (model replies with tool calls) than this fails with an error event"),
+    Setting("--max-run-tokens", "MAX_RUN_TOKENS", "max_run_tokens", count, "TOKENS", "a run whose model steps have used more tokens (input + output, all steps) than this fails with an error event before its next step"),
+    Setting("--max-run-seconds", "MAX_RUN_SECONDS", "max_run_seconds", rate, "SECONDS", "a run still working after this long (model steps and tools together) is stopped and fails with an error event"),
+    Setting("--max-tool-output-chars", "MAX_TOOL_OUTPUT_CHARS", "max_tool_output_chars", count, "CHARS", "a tool result fed back to the model (and recorded) is cut to this many characters, with a note saying what was cut"),
+    Setting("--tool-timeout", "TOOL_TIMEOUT", "tool_timeout", rate, "SECONDS", "a tool call still running after this long is abandoned and answered with an error (the run goes on)"),
+    Setting("--tool-fetch-bytes", "TOOL_FETCH_BYTES", "tool_fetch_bytes", count, "BYTES", "a web page an agent reads is downloaded up to this many bytes; the rest is not read"),
+    Setting("--searxng-url", "SEARXNG_URL", "searxng_url", http_url, "URL", "the SearXNG instance (JSON API) behind the agents' `web_search` tool; unset: `web_search` is not offered", "unset"),
 ]
 
 
