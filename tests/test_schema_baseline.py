@@ -80,13 +80,16 @@ def test_version_3_adds_the_shapes_columns():
     assert "runs_active_by_agent.xinfo" in v3 and "runs_active_by_agent.xinfo" not in v2
 
 
+VERSION_8_TABLES = {"run_event_waits", "run_journal", "tool_documents", "mcp_servers"}
+
+
 def test_expected_tables_and_strictness():
     conn = from_baseline()
     tables = {name: (strict, wr) for _, name, _, _, wr, strict in conn.execute("PRAGMA table_list")
               if not name.startswith("sqlite_")}
     assert set(tables) == {"server_config", "accounts", "account_signers", "model_providers", "secrets",
                            "agents", "sessions", "session_events", "runs", "idempotency",
-                           "accepted_signatures", "agent_collaborators"}
+                           "accepted_signatures", "agent_collaborators"} | VERSION_8_TABLES
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 
