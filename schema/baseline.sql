@@ -181,7 +181,9 @@ CREATE INDEX accepted_signatures_by_expiry ON accepted_signatures (expires_at);
 
 -- Version 8: delegation and tools (the runs columns are above).
 CREATE INDEX runs_wake ON runs (wake_at) WHERE status = 'waiting' AND wake_at IS NOT NULL;
-CREATE INDEX runs_by_parent ON runs (parent_run_id, created_at) WHERE parent_run_id IS NOT NULL;
+-- One child per delegate call: a retried turn can never spawn a call's child twice.
+CREATE UNIQUE INDEX runs_child_of_call ON runs (parent_run_id, parent_tool_call_id)
+    WHERE parent_tool_call_id IS NOT NULL;
 
 -- One row per open wait of a parked run (what would wake it early); deleted when it is
 -- delivered, times out, or its run ends.

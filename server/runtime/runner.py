@@ -39,11 +39,13 @@ from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
 from server.runtime.history import SessionHistory
 from server.runtime.leasing import RunLeases
+from server.runtime.parked import Park, ParkedRuns
 from server.runtime.provider_lookup import ProviderLookup
 from server.runtime.publisher import Publisher
 from server.runtime.state_dirs import reconcile_state_dirs
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
+from server.store import delegation as delegation_q
 from server.store import events as events_q
 from server.store import leases as leases_q
 from server.store import runs as runs_q
@@ -74,6 +76,8 @@ class TurnResult:
     text: str = ""
     usage: Usage | None = None
     error: dict | None = None        # {code, message} when failed
+    park: Park | None = None         # status 'waiting': how the turn parks (server/runtime/parked.py)
+    output: object = None            # a child's result (return_result's), else {text} is recorded
 
 
 class SessionWorker:
@@ -115,6 +119,7 @@ class Runtime:
         self.closing = False
         self.shared = db.shared
         self.leases = RunLeases(db, now_ms, config.run_lease, config.run_poll_interval) if self.shared else None
+        self.parked = ParkedRuns(self)   # parked runs: their clock, signals, parking a turn
 
     async def start(self) -> None:
         config = self.config
@@ -136,6 +141,7 @@ class Runtime:
             await self.db.write(recover)
         ids, dirs = self.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
         await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
+        self.parked.start()
         if self.shared:
             self.leases.start(self._claimed, self._lease_lost, self._requeued)
             return
@@ -145,6 +151,7 @@ class Runtime:
 
     async def stop(self) -> None:
         self.closing = True
+        self.parked.stop()
         tasks = [w.task for w in self.workers.values()]
         for task in tasks:
             task.cancel()
@@ -255,12 +262,14 @@ class Runtime:
         now = self.now_ms()
 
         def job(conn):
-            canceled = runs_q.cancel_runs(conn, runs_q.active_runs_of_session(conn, session_id), now)
+            canceled, settled = delegation_q.cancel_subtrees(
+                conn, runs_q.active_runs_of_session(conn, session_id), now, new_id)
             status = runs_q.session_status_from_runs(conn, session_id)
-            return canceled, sessions_q.set_session_status(conn, session_id, status, now)
+            return canceled, settled, sessions_q.set_session_status(conn, session_id, status, now)
 
-        canceled, session = await self.db.write(job)
+        canceled, settled, session = await self.db.write(job)
         self.publish_runs(canceled)
+        self.parked.publish(settled)   # the subtree's sessions, parents told of canceled children
         self.publisher.publish_session(session)
         self.interrupt_runs(r["id"] for r in canceled)
         return bool(canceled)
@@ -354,6 +363,9 @@ class Runtime:
         if result.usage is not None and result.status == "succeeded":
             done_patch["usage"] = result.usage.to_wire()
         publisher.publish_partial(session_id, run_id, done_patch)
+        if result.status == "waiting":
+            await self.parked.park_turn(run, agent, result.park, worker)
+            return
         await self._finish(run, agent, result, worker)
 
     def _provider_for(self, agent: dict, override: dict | None = None):
@@ -424,7 +436,13 @@ class Runtime:
                 if current is None or current["status"] not in runs_q.TERMINAL:
                     return None
                 wrote = False
-            appended = titled = None
+            appended = titled = settled = None
+            if wrote and "parentRunId" in run:
+                # A child: its result is recorded, and its parent told (woken if it was the last).
+                if status == "succeeded":
+                    delegation_q.set_output(conn, run["id"], result.output if result.output is not None
+                                            else {"text": result.text})
+                settled = delegation_q.children_ended(conn, [ended], now, new_id)
             if wrote and status == "succeeded":
                 meta: dict = {"provider": result.provider_type or agent["definition"].get("modelProvider", ""),
                               "model": result.model,
@@ -450,7 +468,7 @@ class Runtime:
                                               now)
             except NotFound:
                 a = None
-            return appended, ended if wrote else None, titled or session, a
+            return appended, ended if wrote else None, titled or session, a, settled
 
         done = await self.db.write(job)
         if owner is not None:
@@ -458,12 +476,14 @@ class Runtime:
         self.metrics.runs.labels(status).inc()
         if done is None or worker.gone:
             return
-        appended, r, session, a = done
+        appended, r, session, a, settled = done
         if appended is not None:
             event, body = appended
             publisher.publish_append(session_id, event, body)
         if r is not None:
             publisher.publish_run(runs_q.public(r))
+        if settled is not None:
+            self.parked.publish(settled)
         publisher.publish_session(session)
         if a is not None:
             publisher.publish_agent(a)
