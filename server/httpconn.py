@@ -23,6 +23,7 @@ import httptools
 
 from protocol.framing_http import WS_PATH, HttpFraming, Route
 from protocol.framing_types import Refusal, Request
+from server.handlers.tools import CODE_EXEC_HEALTH
 from server.connection import new_connection_id
 from server.dispatch import execute
 from server.origins import REFUSED, policy
@@ -306,7 +307,8 @@ class HttpConnection(asyncio.Protocol):
             return framing.refusal(refusal, keep_alive=keep_alive)
         if kind == "health":
             return framing.json(200, {"status": "ok", "ok": True, "uptime": round(app.uptime(), 3),
-                                      "version": VERSION, "schemaVersion": app.db.schema_version},
+                                      "version": VERSION, "schemaVersion": app.db.schema_version,
+                                      **CODE_EXEC_HEALTH},
                                 keep_alive=keep_alive)
         if kind == "version":
             value = {"version": VERSION, "schemaVersion": app.db.schema_version}

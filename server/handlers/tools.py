@@ -13,6 +13,13 @@ from protocol.tool_documents import BUILTINS, tool_info
 from server.handlers.access import READER, WRITER, agent_for
 from server.store import tool_documents as tools_q
 
+# No code sandbox here: `execute` and authored lambdas cannot run, and the health answer says so
+# (the desktop greys those out from these flags).
+CODE_EXEC_REASON = ("this server has no code sandbox: the execute tool and authored (lambda) tools are stored "
+                    "but cannot run")
+CODE_EXEC_HEALTH = {"codeExec": False, "codeExecReason": CODE_EXEC_REASON, "codeExecReasonCode": "no-sandbox",
+                    "codeExecRuntimes": []}
+
 
 def granted(definition: dict, doc: dict) -> bool:
     if doc["kind"] != "builtin":
