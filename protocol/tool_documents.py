@@ -16,6 +16,7 @@ import re
 
 import jsonschema
 
+from . import tool_registry as registry
 from .capability import capability_cid
 from .dagcbor import encode
 from .errors import ProtocolError, quote
@@ -26,46 +27,14 @@ MAX_TEXT_BYTES = 16 * 1024
 MAX_SCHEMA_BYTES = 64 * 1024
 RUNTIMES = ("typescript", "python")
 MCP_SEPARATOR = "__"
-
-# The model-facing surface (CONTRACT section 8, the reference's tool-registry.ts): the verbs are
-# always on; the callables are what an agent's `definition.tools` grants. `binding` is the
-# executor id; a builtin document is (re)written whenever this table changes its CID.
 _OBJECT = {"type": "object"}
-BUILTINS: dict[str, dict] = {
-    "read": {"verb": True, "description": "Read what an address names: agent memory (memory/...), session "
-             "attachments, hm:// documents, https:// pages (fetched under the network policy), ~/tools.",
-             "input": {"type": "object", "properties": {"address": {"type": "string"}}, "required": ["address"]}},
-    "write": {"verb": True, "description": "Write to what an address names: agent memory files, hm:// documents "
-              "(published with the agent's signing identity).",
-              "input": {"type": "object", "properties": {"address": {"type": "string"}, "content": {}},
-                        "required": ["address"]}},
-    "call": {"verb": True, "description": "Call a callable tool by name with its input (search, web_search, a "
-             "remote MCP tool <server>__<tool>, ...).",
-             "input": {"type": "object", "properties": {"tool": {"type": "string"}, "input": {}},
-                       "required": ["tool"]}},
-    "delegate": {"verb": True, "description": "Spawn a child run to do work for you: pass `brief`, the child's "
-                 "first message. With `output` (a JSON schema) the child answers through return_result, "
-                 "checked against it. Your turn parks until every child spawned in this reply resolves.",
-                 "input": {"type": "object", "properties": {
-                     "title": {"type": "string"}, "brief": {"type": "string"}, "output": {"type": "object"},
-                     "await": {"type": "boolean"}}, "required": ["brief"]},
-                 "output": {"type": "object", "properties": {
-                     "status": {"type": "string", "enum": ["succeeded", "failed", "canceled", "detached"]},
-                     "sessionId": {"type": "string"}, "runId": {"type": "string"}, "output": {},
-                     "error": {"type": "object"}}}},
-    "plan": {"verb": True, "description": "Maintain the visible plan for the current task.",
-             "input": {"type": "object", "properties": {"title": {"type": "string"}, "steps": {"type": "array"}},
-                       "required": ["steps"]}},
-    "search": {"verb": False, "description": "Search the agent's memory and Seed content by text.",
-               "input": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
-    "web_search": {"verb": False, "description": "Search the web (needs the server's SearXNG backend).",
-                   "input": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
-    "execute": {"verb": False, "description": "Run code in a sandbox (this server has none: codeExec is false).",
-                "input": {"type": "object", "properties": {"code": {"type": "string"}, "runtime": {"type": "string"}},
-                          "required": ["code"]}},
-}
-# Names no authored document may take: builtins, verbs, and the hidden child-result mechanism.
-RESERVED = frozenset(BUILTINS) | {"return_result", "status"}
+
+# Builtin documents are the callable tools of the shipped registry (protocol/tool_registry.py,
+# as the reference materializes its callableToolRegistry); the verbs are always on and are not
+# documents. `binding` is the executor id; a builtin row is rewritten when its CID changes.
+BUILTINS = registry.CALLABLES
+# Names no authored document may take: every tool and verb of the registry (return_result too).
+RESERVED = frozenset(registry.TOOLS)
 
 
 def encode_document(doc: dict) -> tuple[str, bytes]:
@@ -82,10 +51,10 @@ def summary_from_description(description: str) -> str:
 
 def builtin_document(name: str) -> dict:
     tool = BUILTINS[name]
-    doc = {"name": name, "kind": "builtin", "summary": summary_from_description(tool["description"]),
-           "description": tool["description"], "input": tool["input"], "binding": name}
-    if "output" in tool:
-        doc["output"] = tool["output"]
+    doc = {"name": name, "kind": "builtin", "summary": summary_from_description(tool.description),
+           "description": tool.description, "input": tool.input_schema, "binding": name}
+    if tool.output_schema is not None:
+        doc["output"] = tool.output_schema
     return doc
 
 

@@ -72,6 +72,16 @@ class Config:
     # a run lasts unrenewed (renewed every third of it), and how often idle servers look for work.
     run_lease: float = 15.0
     run_poll_interval: float = 1.0
+    # The tool loop (server/runtime/tool_loop.py; docs/operations.md "Tools and budgets"): each
+    # budget ends a run with an error event when spent; a tool's output is cut to what the model
+    # is fed; web pages are read up to a size; web_search needs a SearXNG.
+    max_tool_steps: int = 50
+    max_run_tokens: int = 2_000_000
+    max_run_seconds: float = 900.0
+    max_tool_output_chars: int = 40_000
+    tool_timeout: float = 60.0
+    tool_fetch_bytes: int = 5 << 20
+    searxng_url: str = ""
     # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
     mcp_timeout: float = 30.0
     limits: Limits = None  # type: ignore[assignment]
@@ -166,6 +176,13 @@ def lease_seconds(raw: str) -> float:
     return value
 
 
+def http_url(raw: str) -> str:
+    raw = raw.strip()
+    if not raw.startswith(("http://", "https://")) or len(raw) < 10:
+        raise ValueError("must be an http:// or https:// URL")
+    return raw.rstrip("/")
+
+
 def origins(raw: str) -> str:
     """`*`, or comma-separated origins as browsers send them (`scheme://host[:port]`, or
     `null`), kept in that normalized form."""
@@ -238,6 +255,13 @@ SETTINGS: list[Setting] = [
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
+    Setting("--max-tool-steps", "MAX_TOOL_STEPS", "max_tool_steps", count, "N", "a run whose model asks for more tool steps (model replies with tool calls) than this fails with an error event"),
+    Setting("--max-run-tokens", "MAX_RUN_TOKENS", "max_run_tokens", count, "TOKENS", "a run whose model steps have used more tokens (input + output, all steps) than this fails with an error event before its next step"),
+    Setting("--max-run-seconds", "MAX_RUN_SECONDS", "max_run_seconds", rate, "SECONDS", "a run still working after this long (model steps and tools together) is stopped and fails with an error event"),
+    Setting("--max-tool-output-chars", "MAX_TOOL_OUTPUT_CHARS", "max_tool_output_chars", count, "CHARS", "a tool result fed back to the model (and recorded) is cut to this many characters, with a note saying what was cut"),
+    Setting("--tool-timeout", "TOOL_TIMEOUT", "tool_timeout", rate, "SECONDS", "a tool call still running after this long is abandoned and answered with an error (the run goes on)"),
+    Setting("--tool-fetch-bytes", "TOOL_FETCH_BYTES", "tool_fetch_bytes", count, "BYTES", "a web page an agent reads is downloaded up to this many bytes; the rest is not read"),
+    Setting("--searxng-url", "SEARXNG_URL", "searxng_url", http_url, "URL", "the SearXNG instance (JSON API) behind the agents' `web_search` tool; unset: `web_search` is not offered", "unset"),
 ]
 
 

@@ -13,7 +13,7 @@ import types
 import pytest
 
 from server.clock import new_id
-from server.runtime.parked import Delegation, Park
+from server.runtime.parked import Delegation, ParkRequest as Park
 from server.store import agents as agents_q
 from server.store import events as events_q
 from server.store import journal as journal_q

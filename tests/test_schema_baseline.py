@@ -85,11 +85,14 @@ VERSION_8_TABLES = {"run_event_waits", "run_journal", "tool_documents", "mcp_ser
 
 def test_expected_tables_and_strictness():
     conn = from_baseline()
-    tables = {name: (strict, wr) for _, name, _, _, wr, strict in conn.execute("PRAGMA table_list")
-              if not name.startswith("sqlite_")}
+    # Plain tables only: an FTS5 table (`virtual`) and its `shadow` tables are SQLite's own.
+    tables = {name: (strict, wr) for _, name, kind, _, wr, strict in conn.execute("PRAGMA table_list")
+              if not name.startswith("sqlite_") and kind == "table"}
     assert set(tables) == {"server_config", "accounts", "account_signers", "model_providers", "secrets",
                            "agents", "sessions", "session_events", "runs", "idempotency",
-                           "accepted_signatures", "agent_collaborators"} | VERSION_8_TABLES
+                           "accepted_signatures", "agent_collaborators",
+                           "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"
+                           } | VERSION_8_TABLES
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 

@@ -3,7 +3,7 @@
 Listing brings the agent's builtin documents and MCP projections up to date first (a write only
 when a CID changed), as the reference does on every listing and at every run start. Rows belong
 to the agent's owner, whoever asks. `granted` says whether the agent's grants offer the tool: a
-verb always, a callable builtin when `definition.tools` names it (or has no list at all), an
+builtin (a callable of the registry) when `definition.tools` names it (or has no list at all), an
 authored or MCP tool always. A tool is offered to the model when it is granted and enabled.
 """
 from __future__ import annotations
@@ -24,8 +24,7 @@ CODE_EXEC_HEALTH = {"codeExec": False, "codeExecReason": CODE_EXEC_REASON, "code
 def granted(definition: dict, doc: dict) -> bool:
     if doc["kind"] != "builtin":
         return True
-    tool = BUILTINS.get(doc["name"])
-    if tool is None or tool["verb"]:
+    if doc["name"] not in BUILTINS:
         return True
     grants = definition.get("tools")
     return type(grants) is not list or doc["name"] in grants

@@ -45,7 +45,7 @@ class Delegation:
 
 
 @dataclass(slots=True)
-class Park:
+class ParkRequest:
     """How a turn parks: on its delegate calls' children, or on a signal (event wait)."""
 
     delegations: list[Delegation]
@@ -165,7 +165,7 @@ class ParkedRuns:
                 self.rt.kick(run["sessionId"])
 
     # -- parking a turn ----------------------------------------------------------------------
-    async def park_turn(self, run: dict, agent: dict, park: Park, worker) -> dict | None:  # noqa: ANN001
+    async def park_turn(self, run: dict, agent: dict, park: ParkRequest, worker) -> dict | None:  # noqa: ANN001
         """The turn of `run` (running here) parks: its delegate calls become children and it
         waits for them (or for its event wait), in one transaction. Returns the parked run, or
         None when nothing was written (the run was ended or its lease lost meanwhile). A turn
