@@ -23,7 +23,7 @@ import httptools
 
 from protocol.framing_http import WS_PATH, HttpFraming, Route
 from protocol.framing_types import Refusal, Request
-from server.handlers.tools import CODE_EXEC_HEALTH
+from server.tools.agent_tools import CODE_EXEC_HEALTH
 from server.connection import new_connection_id
 from server.dispatch import execute
 from server.origins import REFUSED, policy

@@ -9,26 +9,10 @@ authored or MCP tool always. A tool is offered to the model when it is granted a
 from __future__ import annotations
 
 from protocol.errors import ProtocolError, quote
-from protocol.tool_documents import BUILTINS, tool_info
+from protocol.tool_documents import tool_info
 from server.handlers.access import READER, WRITER, agent_for
+from server.tools.agent_tools import granted
 from server.store import tool_documents as tools_q
-
-# No code sandbox here: `execute` and authored lambdas cannot run, and the health answer says so
-# (the desktop greys those out from these flags).
-CODE_EXEC_REASON = ("this server has no code sandbox: the execute tool and authored (lambda) tools are stored "
-                    "but cannot run")
-CODE_EXEC_HEALTH = {"codeExec": False, "codeExecReason": CODE_EXEC_REASON, "codeExecReasonCode": "no-sandbox",
-                    "codeExecRuntimes": []}
-
-
-def granted(definition: dict, doc: dict) -> bool:
-    if doc["kind"] != "builtin":
-        return True
-    if doc["name"] not in BUILTINS:
-        return True
-    grants = definition.get("tools")
-    return type(grants) is not list or doc["name"] in grants
-
 
 def infos(agent: dict, rows: list[dict]) -> list[dict]:
     definition = agent["definition"]

@@ -187,6 +187,8 @@ class ParkedRuns:
             created: list[dict] = []
             calls: list[str] = []
             spawned = delegation_q.child_count(conn, session_id)
+            left = delegation_q.tokens_left(delegation_q.budget_of(conn, run["id"]), current,
+                                            rt.config.max_run_tokens)
             for d in park.delegations:
                 refusal = None
                 if current["depth"] + 1 > delegation_q.MAX_DEPTH:
@@ -204,7 +206,7 @@ class ParkedRuns:
                     session, child, appends = delegation_q.create_child(
                         conn, current, session_id, child_session_id=new_id(), child_run_id=new_id(),
                         tool_call_id=d.tool_call_id, title=d.title, brief=d.brief, spec=d.spec, now=now,
-                        event_ids=(new_id(), new_id()))
+                        event_ids=(new_id(), new_id()), budget={"tokens": left})
                     spawned += 1
                     created.append(session)
                     out.runs.append(child)

@@ -20,6 +20,8 @@ server touches only expired leases: the other servers' runs, agents and sessions
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import time
 from collections import deque
@@ -47,7 +49,9 @@ from server.runtime.publisher import Publisher
 from server.runtime.state_dirs import reconcile_state_dirs
 from server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 from server.tools.context import Park, ToolContext
-from server.tools.surface import ToolSurface, offered_callables
+from server.tools import agent_tools
+from server.tools.delegation_tools import Delegating
+from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 from server.tools.web import WebAccess
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
@@ -385,8 +389,10 @@ class Runtime:
         if result.usage is not None and result.status == "succeeded":
             done_patch["usage"] = result.usage.to_wire()
         publisher.publish_partial(session_id, run_id, done_patch)
-        if result.status == "waiting":
-            await self.parked.park_turn(run, agent, result.park, worker)
+        if result.park is not None and result.status == "succeeded":
+            # A tool's answer comes later (the turn's delegate calls): the run parks, holding no
+            # worker, and is woken when its children have ended.
+            await self.parked.park_turn(run, agent, ParkRequest(result.delegations or []), worker)
             return
         await self._finish(run, agent, result, worker)
 
@@ -419,10 +425,8 @@ class Runtime:
         surface = None
         system = system_prompt_markdown(definition)
         if not echo:
-            callables = offered_callables(bool(self.config.searxng_url))
-            surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
-                                              session_id, run_id, web=self.web, callables=callables))
-            system = (system + "\n\n" if system else "") + tool_guide(surface.verbs, callables)
+            surface, guide = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
+            system = (system + "\n\n" if system else "") + guide
 
         def messages():
             history = self._history(session_id, user_event_id)
@@ -435,13 +439,59 @@ class Runtime:
         loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
                         provider=provider, model=result.model, provider_type=result.provider_type,
                         history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
-                        budgets=self.budgets, still_ours=still_ours, gone=lambda: worker.gone, rebuild=messages)
+                        budgets=self._budgets_for(run), still_ours=still_ours, gone=lambda: worker.gone,
+                        rebuild=messages)
         try:
             outcome = await loop.run_turn()
         finally:
             result.usage = loop.out.usage   # what the steps used, however the turn ended
         result.text, result.step_usage = outcome.text, outcome.step_usage
         result.message_started, result.unmet, result.park = outcome.message_started, outcome.unmet, outcome.park
+        if surface is not None and surface.delegating is not None:
+            self._delegation_outcome(surface.delegating, result)
+
+    async def _surface(self, run: dict, agent: dict, offered: tuple[str, ...]):  # noqa: ANN202
+        """The turn's tool surface and the system prompt's tool guide: the registry's callables
+        the agent holds enabled and granted (its tool documents, brought up to date first), its MCP
+        and authored tools, delegate, and return_result for a typed child."""
+        rows = await agent_tools.documents(self.db, agent, self.now_ms())
+        callables = agent_tools.offered(agent, rows, offered)
+        spec = self.db.read(delegation_q.child_input, run["id"]) if "parentRunId" in run else None
+        if spec and type(spec.get("tools")) is list:   # a child narrowed by its spawner
+            callables = tuple(c for c in callables if c in spec["tools"])
+        schema = spec.get("output") if spec else None
+        delegating = Delegating(run["depth"], self.db.read(delegation_q.child_count, run["sessionId"]), schema)
+        verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()))
+        docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
+        surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
+                                          run["sessionId"], run["id"], web=self.web, callables=callables),
+                              verbs, delegating, docs)
+        guide = tool_guide(verbs, callables)
+        extra = docs.guide_lines()
+        if extra:
+            guide += "\n\nThe agent's own tools, also through `call`:\n" + "\n".join(extra)
+        return surface, guide
+
+    def _budgets_for(self, run: dict) -> Budgets:
+        """The server's budgets, the tokens narrowed to the run's share of its tree's budget."""
+        budget = self.db.read(delegation_q.budget_of, run["id"])
+        if not budget:
+            return self.budgets
+        allowance = min(self.budgets.tokens, budget.get("tokens", self.budgets.tokens))
+        return dataclasses.replace(self.budgets, tokens=max(0, allowance - budget.get("spentByChildren", 0)))
+
+    @staticmethod
+    def _delegation_outcome(state: Delegating, result: TurnResult) -> None:
+        """A parking turn carries its delegate calls; a typed child its result, or it fails."""
+        result.delegations = state.calls
+        if state.result_schema is None or result.park is not None:
+            return
+        if state.result is not None:
+            result.output = state.result
+            result.text = json.dumps(state.result, ensure_ascii=False)[:20_000]
+        elif result.status == "succeeded":
+            result.status, result.error = "failed", run_error(
+                "typed-result", "the delegated task ended without a result that fits its output schema")
 
     def _history(self, session_id: str, user_event_id: str) -> SessionHistory:
         history = self.histories.pop(session_id, None)   # re-inserted below: most recent last

@@ -145,6 +145,8 @@ class ToolLoop:
     async def _loop(self) -> None:
         out = self.out
         await self.resume_open_calls()
+        if out.park is not None:
+            return   # a resumed call parks the run again (a delegate call whose turn had not parked)
         while True:
             self._activity({"phase": "thinking"})
             text, calls, reasoning, usage = await self._model_step(self._with_plan_state())
@@ -169,8 +171,8 @@ class ToolLoop:
                         continue   # its result comes later; the call stays open
                     await self._record_result(call, result, started)
                 self._check_tokens()
-                if out.park is not None:
-                    return
+                if out.park is not None or (self.surface is not None and self.surface.finished):
+                    return   # parked (delegation), or a typed child delivered its result
                 continue
             self._check_tokens()
             owed = plans.open_steps(self.db.read(sessions_q.get_plan, self.session_id), self.run_id)

@@ -51,7 +51,7 @@ def child_count(conn, session_id: str) -> int:
 
 def create_child(conn, parent: dict, parent_session_id: str, *, child_session_id: str, child_run_id: str,
                  tool_call_id: str, title: str, brief: str, spec: dict, now: int,
-                 event_ids: tuple[str, str]) -> tuple[dict, dict, list[tuple[str, dict, bytes]]]:
+                 event_ids: tuple[str, str], budget: dict) -> tuple[dict, dict, list[tuple[str, dict, bytes]]]:
     """The child session (brief as its first user message) and its queued run under `parent`;
     the parent's session gets the `tool_spawn` event. Returns (session, run, appends)."""
     session = sessions_q.create_session(conn, child_session_id, parent["account"], parent["agentId"], title,
@@ -64,9 +64,8 @@ def create_child(conn, parent: dict, parent_session_id: str, *, child_session_id
                                         event_ids[0], now)
     run = runs_q.create_run(conn, child_run_id, parent["account"], parent["agentId"], child_session_id,
                             brief_event[0]["id"], now, title=title, origin="agent", parent=parent)
-    conn.execute("UPDATE runs SET parent_tool_call_id = ?, input = ?, budget = (SELECT budget FROM runs"
-                 " WHERE id = ?) WHERE id = ?",
-                 (tool_call_id, codec.encode(spec), parent["id"], child_run_id))
+    conn.execute("UPDATE runs SET parent_tool_call_id = ?, input = ?, budget = ? WHERE id = ?",
+                 (tool_call_id, codec.encode(spec), codec.encode(budget), child_run_id))
     run["parentToolCallId"] = tool_call_id
     spawn = events_q.append_event(conn, parent_session_id,
                                   {"type": "tool_spawn", "toolCallId": tool_call_id, "name": "delegate",
@@ -74,6 +73,22 @@ def create_child(conn, parent: dict, parent_session_id: str, *, child_session_id
                                    "actor": "agent"}, event_ids[1], now)
     session = sessions_q.get_session(conn, child_session_id) or session
     return session, run, [(child_session_id, *brief_event), (parent_session_id, *spawn)]
+
+
+def budget_of(conn, run_id: str) -> dict:
+    """The run's share of its tree's budget: {tokens?: what it may use, spentByChildren?: what
+    its ended children used}; {} for a root with the server's budgets."""
+    row = conn.execute("SELECT budget FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return {} if row is None or row[0] is None else codec.decode(row[0])
+
+
+def tokens_left(budget: dict, run: dict, server_tokens: int) -> int:
+    """Tokens the run (and so its subtree) may still spend: its own allowance less what it and its
+    ended children used. A child gets what its parent has left when it is spawned: one budget,
+    shared down the tree."""
+    allowance = min(server_tokens, budget.get("tokens", server_tokens))
+    used = (run.get("usage") or {}).get("total", 0)
+    return max(0, allowance - used - budget.get("spentByChildren", 0))
 
 
 def child_input(conn, run_id: str) -> dict | None:
@@ -117,10 +132,15 @@ def children_ended(conn, ended: list[dict], now: int, new_id) -> Settled:  # noq
         if parent is None or parent["status"] in runs_q.TERMINAL or "sessionId" not in parent:
             continue
         answer = delegate_answer(child, run_output(conn, child["id"]))
+        spent = (child.get("usage") or {}).get("total", 0)
+        if spent:
+            budget = budget_of(conn, parent_id)
+            budget["spentByChildren"] = budget.get("spentByChildren", 0) + spent
+            conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (codec.encode(budget), parent_id))
         payload: dict = {"type": "tool_result", "toolCallId": call_id, "name": "delegate", "output": answer,
-                         "actor": "agent"}
-        if child["status"] != "succeeded":
-            payload["error"] = answer["error"]["message"] if "error" in answer else child["status"]
+                         "actor": "agent", "meta": {"runId": parent_id}}
+        # (A child that failed or was canceled is still an answer: its status and error are in
+        # the output, which the model reads whole; the call itself did not fail.)
         try:
             event, body = events_q.append_event(conn, parent["sessionId"], payload, new_id(), now)
         except NotFound:

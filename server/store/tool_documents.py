@@ -67,6 +67,25 @@ def refresh(conn, agent: dict, now: int) -> None:
              if type(picked) is list else [], now)
 
 
+def needs_refresh(conn, agent: dict, rows: list[dict]) -> bool:
+    """Would `refresh` change anything? (Read-only: most run starts need no write.)"""
+    have = {r["doc"]["name"]: r["cid"] for r in rows}
+    for name in BUILTINS:
+        if have.get(name) != encode_document(builtin_document(name))[0]:
+            return True
+    picked = agent["definition"].get("mcpServers")
+    picked = [p for p in picked if type(p) is str] if type(picked) is list else []
+    wanted = {}
+    if picked:
+        for server in mcp_q.list_servers(conn, agent["account"]):
+            if server["name"] in picked and server["enabled"]:
+                for tool in server["tools"]:
+                    doc = mcp_document(server["name"], tool)
+                    wanted[doc["name"]] = encode_document(doc)[0]
+    mcp_rows = {r["doc"]["name"]: r["cid"] for r in rows if r["doc"]["kind"] == "mcp"}
+    return mcp_rows != wanted
+
+
 def _row(row: tuple) -> dict:
     name, kind, cid, doc, enabled, created_at, updated_at = row
     return {"doc": codec.decode(doc), "cid": cid, "enabled": bool(enabled), "createdAt": created_at,
