@@ -24,7 +24,8 @@ def test_reads_are_said_per_action():
     put here on purpose, not slip in through a name prefix)."""
     assert {n for n, r in ROUTES.items() if r.read} == {
         "ListProviderModels", "ListModelProviders", "GetAgent", "ListAgents", "ListSessions",
-        "GetSession", "Subscribe", "GetRun", "ListRuns", "ListAgentCollaborators", "ListAgentInvites"} | TOOL_READS
+        "GetSession", "Subscribe", "GetRun", "ListRuns", "ListAgentCollaborators", "ListAgentInvites",
+        "ListSigningIdentities"} | TOOL_READS
 
 
 TOOL_READS = {"ListAgentTools", "GetRunJournal", "ListMcpServers"}   # section 8: tools and the run tree

@@ -91,8 +91,8 @@ def test_expected_tables_and_strictness():
     assert set(tables) == {"server_config", "accounts", "account_signers", "model_providers", "secrets",
                            "agents", "sessions", "session_events", "runs", "idempotency",
                            "accepted_signatures", "agent_collaborators",
-                           "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"
-                           } | VERSION_8_TABLES
+                           "signing_identities",
+                           "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"} | VERSION_8_TABLES
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 

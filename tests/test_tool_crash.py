@@ -11,6 +11,7 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.fakes.web_server import FakeWeb
+from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.procs import ServerProcess
 from tests.test_tool_loop import agent_session, call
 from tests.wsraw import V2Client, keypair
@@ -83,3 +84,48 @@ async def test_kill_between_call_and_result(tmp_path):
 @pytest.mark.slow
 async def test_kill_between_call_and_result_20_rounds(tmp_path):
     await kill_rounds(tmp_path, 20)
+
+
+async def test_a_run_taken_over_on_postgresql_continues_from_its_last_step(tmp_path, postgres_url):
+    """Server A records a call and dies with the tool running; server B (same PostgreSQL) takes
+    the run when A's lease runs out and continues it from the recorded call."""
+    from server.main import start_server
+    from server.storage.url import parse_storage_url
+    from tests.conftest import make_config
+
+    a = ServerProcess(tmp_path / "a", extra=["--allow-provider-base-url", "true", "--storage-url", postgres_url,
+                                             "--run-lease", "1.5", "--run-poll-interval", "0.2"]).start()
+    b = None
+    try:
+        async with FakeOpenAI() as fake, FakeWeb() as web:
+            web.slow("/slow", 30.0)
+            fake.enqueue(Script(chunks=[], tool_calls=[
+                call("w1", "write", {"address": "~/memory/a.txt", "options": {"fromUrl": web.url("/slow")}})]),
+                Script(chunks=["continued on b"]))
+            kp = keypair("takeover")
+            c = await V2Client.open(a.url)
+            _, sid = await agent_session(c, kp, "custom", fake.base_url)
+            await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [{"type": "text", "text": "go"}]})
+            await c.event_where(lambda e: e.get("_") == "append" and e["event"]["event"]["type"] == "tool_call",
+                                timeout=15)
+            async with asyncio.timeout(10):
+                while ("GET", "/slow") not in web.requests:
+                    await asyncio.sleep(0.01)
+            a.kill()
+            await c.close()
+            cfg = make_config(tmp_path / "b", allow_provider_base_url=True, run_lease=1.5, run_poll_interval=0.2)
+            cfg.storage_url = parse_storage_url(postgres_url)
+            b = await start_server(cfg)
+            c = await V2Client.open(b.url)
+            got = await settled(c, kp, sid)
+            events = [e["event"] for e in got["events"]]
+            assert [e["type"] for e in events] == ["message", "tool_call", "tool_result", "message"], events
+            assert "interrupted" in events[2]["error"] and events[3]["content"] == "continued on b"
+            assert web.requests.count(("GET", "/slow")) == 1
+            runs = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
+            assert runs[0]["status"] == "succeeded" and runs[0]["attempt"] == 2
+            await c.close()
+    finally:
+        a.kill()
+        if b is not None:
+            await b.stop()

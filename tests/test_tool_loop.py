@@ -11,13 +11,14 @@ import json
 import pytest
 
 from server.main import start_server
-from tests.conftest import make_config
+from tests.conftest import server_config
 from tests.fakes import sse_base
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.google_server import FakeGoogle
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Script as OpenAIScript
 from tests.fakes.web_server import FakeWeb
+from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.wsraw import V2Client, flatten, keypair
 
 FAMILIES = [
@@ -33,13 +34,10 @@ async def web():
         yield w
 
 
-async def started(tmp_path, **settings):
-    return await start_server(make_config(tmp_path, allow_provider_base_url=True, **settings))
-
-
 @pytest.fixture
-async def server(tmp_path, web):
-    running = await started(tmp_path, searxng_url=web.url(""))
+async def server(tmp_path, web, storage, request):
+    running = await start_server(server_config(tmp_path, storage, request, allow_provider_base_url=True,
+                                               searxng_url=web.url("")))
     try:
         yield running
     finally:
@@ -82,6 +80,7 @@ async def run_turn(c, kp, sid, text="go", timeout=30):
                 return patches, appends
 
 
+@pytest.mark.storages("sqlite", "postgresql")
 @pytest.mark.parametrize("fake_cls, script_cls, type_, step_total", FAMILIES)
 async def test_a_turn_that_uses_every_kind_of_tool(server, web, fake_cls, script_cls, type_, step_total):
     kp = keypair("loop-" + type_)

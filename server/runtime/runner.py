@@ -404,6 +404,8 @@ class Runtime:
         if override is not None:
             try:
                 provider = self.providers.provider(agent["account"], override["provider"])
+                # The override's level, or none: an override without one means off.
+                provider.reasoning_level = override.get("reasoningLevel")
                 return provider, provider.name, override["model"]
             except ProviderNotFound:
                 pass   # the override's provider was deleted: the agent's own is used
@@ -413,6 +415,7 @@ class Runtime:
             raise ProviderError(f"model provider {quote(name)} is not configured for this account "
                                 "(it was deleted, or never set): set it again with "
                                 "SetModelProvider or pick another provider for the agent") from None
+        provider.reasoning_level = definition.get("reasoningLevel")
         return provider, provider.name, model
 
     async def _turn(self, run: dict, agent: dict, worker: SessionWorker, provider, result: TurnResult) -> None:  # noqa: ANN001
@@ -440,7 +443,7 @@ class Runtime:
                         provider=provider, model=result.model, provider_type=result.provider_type,
                         history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
                         budgets=self._budgets_for(run), still_ours=still_ours, gone=lambda: worker.gone,
-                        rebuild=messages)
+                        rebuild=messages, metrics=self.metrics)
         try:
             outcome = await loop.run_turn()
         finally:

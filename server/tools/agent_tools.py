@@ -10,17 +10,9 @@ from __future__ import annotations
 
 from protocol.tool_documents import BUILTINS, summary_from_description
 from server.mcp.calls import call_mcp_tool
+from server.health import CODE_EXEC_REASON
 from server.store import tool_documents as tools_q
 from server.tools.context import ToolFailure, ToolResult
-
-
-# No code sandbox here: `execute` and authored lambdas cannot run, and the health answer says so
-# (the desktop greys those out from these flags).
-CODE_EXEC_REASON = ("this server has no code sandbox: the execute tool and authored (lambda) tools are stored "
-                    "but cannot run")
-CODE_EXEC_HEALTH = {"codeExec": False, "codeExecReason": CODE_EXEC_REASON, "codeExecReasonCode": "no-sandbox",
-                    "codeExecRuntimes": []}
-
 
 
 def granted(definition: dict, doc: dict) -> bool:
@@ -50,7 +42,8 @@ class AgentTools:
     async def call(self, name: str, value) -> ToolResult:  # noqa: ANN001
         doc = self.docs[name]
         if doc["kind"] == "lambda":
-            raise ToolFailure(f"{name} is an authored tool, and {CODE_EXEC_REASON}")
+            raise ToolFailure(f"{name} is an authored (lambda) tool, which is stored but cannot run: "
+                              f"{CODE_EXEC_REASON.lower()} (health: codeExec false)")
         output, error = await call_mcp_tool(self.db, self.box, self.config, self.account_id, self.agent_id, name,
                                             {} if value is None else value)
         if error is not None:
