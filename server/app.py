@@ -283,6 +283,20 @@ class App:
             keys.append("account/" + owner)
         self._send(Outgoing(key, events.change(key, run)), *keys)
 
+    def publish_journal(self, run: dict, entry: dict) -> None:
+        """A run journal entry (RunJournalEntryInfo of `run`): to `runs/<rootRunId>`, the key a
+        tree is followed by, and to the run's own key when it is not the root."""
+        owner = run.get("account") or self._agent_owner(run["agentId"])
+        if self.cluster is not None:
+            self.cluster.journal(run, entry["seq"], owner)
+        self._publish_journal(run, entry)
+
+    def _publish_journal(self, run: dict, entry: dict) -> None:
+        root = run.get("rootRunId") or run["id"]
+        key = "runs/" + root
+        keys = [key] if root == run["id"] else [key, "runs/" + run["id"]]
+        self._send(Outgoing(key, events.journal_append(key, entry)), *keys)
+
     def publish_gone(self, key: str, notice: dict) -> None:
         """The last event of a deleted session or agent: `change` with the deletion notice
         (`{reason, agentId, sessionId?}`) to that key's subscribers, who then receive nothing

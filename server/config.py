@@ -99,6 +99,8 @@ class Config:
     tool_timeout: float = 60.0
     tool_fetch_bytes: int = 5 << 20
     searxng_url: str = ""
+    # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
+    mcp_timeout: float = 30.0
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -307,6 +309,7 @@ SETTINGS: list[Setting] = [
     Setting("--owner-cache-bytes", "OWNER_CACHE_BYTES", "owner_cache_bytes", count, "BYTES", "memory for each of the caches of session owners, agent owners and registered signers (least recently used dropped)"),
     Setting("--run-lease", "RUN_LEASE", "run_lease", lease_seconds, "SECONDS", "with a shared (PostgreSQL) store: a server holds a run it executes for this long, renewing it every third of it; the runs of a server that died go back to the queue when it runs out"),
     Setting("--run-poll-interval", "RUN_POLL_INTERVAL", "run_poll_interval", seconds, "SECONDS", "with a shared (PostgreSQL) store: how often a server looks for queued runs (and for expired leases) besides when it queues a run itself"),
+    Setting("--mcp-timeout", "MCP_TIMEOUT", "mcp_timeout", seconds, "SECONDS", "a remote MCP server's discovery (RefreshMcpServer) or tool call fails when it takes longer (calls also run under --provider-networks)"),
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),

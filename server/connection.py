@@ -21,7 +21,7 @@ from server.frames import Outgoing
 from server.outbound import Outbound
 from server.ratelimit import TokenBucket
 from server.routes import INLINE_ACTIONS
-from server.subscriptions import SessionSubscription, Subscription
+from server.subscriptions import RunTreeSubscription, SessionSubscription, Subscription
 from server.wsconn import ws_frame
 
 log = logging.getLogger("seed_agents.connection")
@@ -255,6 +255,8 @@ class Connection:
             self._drop_subscription(key, old)
         if action.kind == "sessions":
             sub: Subscription = SessionSubscription(self, key, action.target, action.after_seq or 0)
+        elif action.kind == "runs":
+            sub = RunTreeSubscription(self, key)
         else:
             sub = Subscription(self, key)
         self.send(self.framing.subscribed(request, key, outcome.envelope.account_id, outcome.response))

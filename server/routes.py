@@ -14,6 +14,7 @@ from server.handlers import (agent_lifecycle, agents, messages, provider_models,
                              providers, runs, secrets, sessions, sharing, signers, subscribe)
 from server.handlers import identities
 from server.handlers import attachments, memory_download, memory_files, uploads
+from server.handlers import mcp, run_signals, session_tools, tools
 
 Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
 
@@ -86,6 +87,16 @@ HANDLING: dict[str, Handling] = {
     "AbortFileUpload": Handling(uploads.abort_file_upload),
 
     # --- tools, delegation and the run tree ---
+    "ListAgentTools": Handling(tools.list_agent_tools),
+    "SaveAgentTool": Handling(tools.save_agent_tool),
+    "DeleteAgentTool": Handling(tools.delete_agent_tool),
+    "InvokeSessionTool": Handling(session_tools.invoke_session_tool),
+    "SignalRun": Handling(run_signals.signal_run),
+    "GetRunJournal": Handling(run_signals.get_run_journal),
+    "ListMcpServers": Handling(mcp.list_mcp_servers),
+    "SetMcpServer": Handling(mcp.set_mcp_server),
+    "DeleteMcpServer": Handling(mcp.delete_mcp_server),
+    "RefreshMcpServer": Handling(mcp.refresh_mcp_server),
 
     # --- triggers ---
 

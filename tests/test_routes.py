@@ -27,7 +27,10 @@ def test_reads_are_said_per_action():
         "GetSession", "Subscribe", "GetRun", "ListRuns", "ListAgentCollaborators", "ListAgentInvites",
         "ListSigningIdentities",
         # files
-        "ListAgentMemory", "ReadAgentMemoryFile", "SearchAgentMemory", "ReadSessionAttachment"}
+        "ListAgentMemory", "ReadAgentMemoryFile", "SearchAgentMemory", "ReadSessionAttachment"} | TOOL_READS
+
+
+TOOL_READS = {"ListAgentTools", "GetRunJournal", "ListMcpServers"}   # section 8: tools and the run tree
 
 
 def _samples(agent_id: str, session_id: str) -> dict[str, list[dict]]:

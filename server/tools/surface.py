@@ -16,7 +16,7 @@ import json
 
 from protocol import tool_registry as registry
 from server.providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from server.tools import hm_tools, memory_tools, self_tools, session_tools
+from server.tools import agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools
 from server.tools.context import ToolContext, ToolFailure, ToolResult
 
 # The verbs offered to the model on this server (delegate and return_result come with
@@ -48,12 +48,27 @@ def parse_arguments(call: ToolCall) -> tuple[dict | None, str | None]:
 
 
 class ToolSurface:
-    def __init__(self, ctx: ToolContext, verbs: tuple[str, ...] = OFFERED_VERBS) -> None:
+    def __init__(self, ctx: ToolContext, verbs: tuple[str, ...] = OFFERED_VERBS,
+                 delegating: delegation_tools.Delegating | None = None,
+                 agent_docs: agent_tools.AgentTools | None = None) -> None:
         self.ctx = ctx
         self.verbs = verbs
+        self.delegating = delegating   # delegate / return_result state (server/tools/delegation_tools.py)
+        self.agent_docs = agent_docs   # the agent's MCP and authored tools (server/tools/agent_tools.py)
+
+    @property
+    def finished(self) -> bool:
+        """A typed child delivered its result (or may no more): its turn ends now."""
+        return self.delegating is not None and self.delegating.finished
 
     def provider_tools(self) -> tuple[ToolSpec, ...]:
-        return provider_tools(self.verbs)
+        specs = provider_tools(self.verbs)
+        if self.delegating is not None and self.delegating.result_schema is not None:
+            # return_result's real parameters are the spawner's output schema (the reference swaps
+            # them in at session start).
+            specs = tuple(ToolSpec(t.name, t.description, self.delegating.result_schema)
+                          if t.name == "return_result" else t for t in specs)
+        return specs
 
     async def run(self, call: ToolCall) -> ToolResult:
         tool = registry.VERBS.get(call.name)
@@ -76,6 +91,10 @@ class ToolSurface:
                 return await self._write(params)
             if tool.name == "call":
                 return await self._call(params)
+            if tool.name == "delegate" and self.delegating is not None:
+                return delegation_tools.delegate(self.delegating, call.id, params)
+            if tool.name == "return_result" and self.delegating is not None:
+                return delegation_tools.return_result(self.delegating, params)
             if tool.name == "plan":
                 return await session_tools.plan(self.ctx, params)
             return await session_tools.status(self.ctx, params)
@@ -126,6 +145,8 @@ class ToolSurface:
     async def _call(self, params: dict) -> ToolResult:
         name = registry.normalize_name(params["tool"])
         ctx = self.ctx
+        if self.agent_docs is not None and self.agent_docs.has(name):
+            return await self.agent_docs.call(name, params.get("input"))
         tool = registry.CALLABLES.get(name)
         if tool is None or name not in ctx.callables:
             if name == "execute":
