@@ -72,6 +72,22 @@ class Config:
     # a run lasts unrenewed (renewed every third of it), and how often idle servers look for work.
     run_lease: float = 15.0
     run_poll_interval: float = 1.0
+    # The Seed hypermedia server agents read from (triggers' activity feed; "" = none).
+    hm_server_url: str = ""
+    # Triggers (server/triggers/): bounds per agent, history kept per trigger, webhook bounds,
+    # the activity feed's polling, and the triggers' clock (test servers speed it up).
+    trigger_max_per_agent: int = 100
+    trigger_firings_per_hour: int = 120
+    trigger_history: int = 200
+    webhook_max_body: int = 64 * 1024
+    webhook_rate_limit: float = 5.0
+    activity_poll_interval: float = 30.0
+    activity_page_size: int = 50
+    activity_max_pages: int = 5
+    trigger_clock_speed: float = 1.0
+    trigger_clock_epoch_ms: int | None = None
+    trigger_clock_offset_ms: int = 0
+    trigger_clock: object = None   # tests only: a clock object (server/triggers/clock.py), not a setting
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -183,6 +199,24 @@ def provider_networks(raw: str) -> str:
     return check_networks_value(raw)
 
 
+def http_url(raw: str) -> str:
+    value = raw.strip().rstrip("/")
+    if not re.fullmatch(r"https?://[^/\s?#]+(/[^\s?#]*)?", value):
+        raise ValueError("must be an http:// or https:// URL (e.g. https://hyper.media)")
+    return value
+
+
+def signed_ms(raw: str) -> int:
+    return _int(raw)
+
+
+def epoch_ms(raw: str) -> int:
+    value = _int(raw)
+    if value < 0:
+        raise ValueError("must be Unix milliseconds (0 or more)")
+    return value
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 ENV_PREFIX = "SEED_AGENTS_"
@@ -235,6 +269,18 @@ SETTINGS: list[Setting] = [
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
+    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents read from and publish to; activity triggers poll its feed", "none"),
+    Setting("--trigger-max-per-agent", "TRIGGER_MAX_PER_AGENT", "trigger_max_per_agent", count, "N", "triggers one agent may have (more is 409)"),
+    Setting("--trigger-firings-per-hour", "TRIGGER_FIRINGS_PER_HOUR", "trigger_firings_per_hour", count, "N", "trigger firings per agent per hour that start work; past it a firing is recorded as skipped"),
+    Setting("--trigger-history", "TRIGGER_HISTORY", "trigger_history", count, "N", "firings kept per trigger (older ones are pruned; a pruned webhook Idempotency-Key can be used again)"),
+    Setting("--webhook-max-body", "WEBHOOK_MAX_BODY", "webhook_max_body", count, "BYTES", "largest webhook body (`POST /agents/hooks/<triggerId>`; larger is 413)"),
+    Setting("--webhook-rate-limit", "WEBHOOK_RATE_LIMIT", "webhook_rate_limit", rate, "PER_SECOND", "webhook calls per second from one client address (a burst of four times that; more is 429)"),
+    Setting("--activity-poll-interval", "ACTIVITY_POLL_INTERVAL", "activity_poll_interval", seconds, "SECONDS", "how often the HM server's activity feed is read for accounts with activity triggers"),
+    Setting("--activity-page-size", "ACTIVITY_PAGE_SIZE", "activity_page_size", count, "N", "events asked per activity feed page"),
+    Setting("--activity-max-pages", "ACTIVITY_MAX_PAGES", "activity_max_pages", count, "N", "activity feed pages read per account per poll"),
+    Setting("--trigger-clock-speed", "TRIGGER_CLOCK_SPEED", "trigger_clock_speed", rate, "FACTOR", "tests only: the triggers' clock runs this many times faster than the wall clock"),
+    Setting("--trigger-clock-epoch-ms", "TRIGGER_CLOCK_EPOCH_MS", "trigger_clock_epoch_ms", epoch_ms, "MS", "tests only: when the triggers' sped-up clock equals the wall clock (give several servers the same one)", "the server's start"),
+    Setting("--trigger-clock-offset-ms", "TRIGGER_CLOCK_OFFSET_MS", "trigger_clock_offset_ms", signed_ms, "MS", "tests only: shifts the triggers' clock by this many milliseconds"),
 ]
 
 

@@ -28,6 +28,7 @@ from server.dispatch import execute
 from server.origins import REFUSED, policy
 from protocol.events import error_response
 from server.ratelimit import TokenBucket
+from server.triggers import webhook
 
 log = logging.getLogger("seed_agents.http")
 
@@ -183,7 +184,10 @@ class HttpConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         method = self.parser.get_method().decode("latin-1")
-        self.route = route = self.framing.route(method, self.url.decode("latin-1"))
+        url = self.url.decode("latin-1")
+        self.route = route = webhook.hook_route(method, url) or self.framing.route(method, url)
+        if route.kind == "hook":   # server/triggers/webhook.py: its own body cap, checked here
+            self._hook_body_cap(next((int(v) for n, v in self.headers if n.lower() == b"content-length"), 0))
         if route.kind != "message":
             self._set_deadline(self.body_timeout)
             return
@@ -212,6 +216,11 @@ class HttpConnection(asyncio.Protocol):
         self._set_deadline(self.body_timeout)
 
     def on_body(self, data: bytes) -> None:
+        if self.route is not None and self.route.kind == "hook":
+            self.body_size += len(data)
+            self._hook_body_cap(self.body_size)
+            self.body.append(data)
+            return
         if self.route is None or self.route.kind != "message" or self.refusal is not None:
             return   # a body nobody reads is dropped as it comes
         self.body_size += len(data)
@@ -220,6 +229,14 @@ class HttpConnection(asyncio.Protocol):
             self._final(self.framing.refusal(self.framing.body_too_large(self.body_size), keep_alive=False))
             raise _Stop
         self.body.append(data)
+
+    def _hook_body_cap(self, size: int) -> None:
+        cap = self.app.config.webhook_max_body
+        if size > cap:
+            self.body = []
+            self._final(self.framing.json(413, {"status": "error", "message": f"webhook body of {size} bytes "
+                                                f"is over the limit of {cap}"}, keep_alive=False))
+            raise _Stop
 
     def on_message_complete(self) -> None:
         self._cancel_deadline()
@@ -232,9 +249,10 @@ class HttpConnection(asyncio.Protocol):
             self.transport.pause_reading()   # what follows is the WebSocket's, read after the handover
             self._start_worker()
             return
-        body = b"".join(self.body) if route.kind == "message" else None
+        body = b"".join(self.body) if route.kind in ("message", "hook") else None
         method = self.parser.get_method().decode("latin-1")
-        self.queue.append((route, method, (self.refusal, body), keep_alive))
+        extra = self.headers if route.kind in ("hook", "hook_method") else self.refusal
+        self.queue.append((route, method, (extra, body), keep_alive))
         self._reset_request()
         if not keep_alive:
             self.discarding = True   # nothing after a `Connection: close` request is read
@@ -304,6 +322,11 @@ class HttpConnection(asyncio.Protocol):
                     return framing.response(outcome.response, keep_alive=keep_alive)
                 refusal = read
             return framing.refusal(refusal, keep_alive=keep_alive)
+        if kind in ("hook", "hook_method"):
+            headers, body = payload
+            peer = self.transport.get_extra_info("peername") or ("?",)
+            return await webhook.answer(app, framing, route.path, method, headers, body or b"", str(peer[0]),
+                                        keep_alive)
         if kind == "health":
             return framing.json(200, {"status": "ok", "ok": True, "uptime": round(app.uptime(), 3),
                                       "version": VERSION, "schemaVersion": app.db.schema_version},

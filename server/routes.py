@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from protocol.actions import ACTIONS
 from server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
                              providers, runs, secrets, sessions, sharing, signers, subscribe)
+from server.handlers import triggers
 
 Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
 
@@ -68,6 +69,11 @@ HANDLING: dict[str, Handling] = {
     # --- tools, delegation and the run tree ---
 
     # --- triggers ---
+    "ListAgentTriggers": Handling(triggers.list_agent_triggers),
+    "GetAgentTrigger": Handling(triggers.get_agent_trigger),
+    "CreateAgentTrigger": Handling(triggers.create_agent_trigger),
+    "UpdateAgentTrigger": Handling(triggers.update_agent_trigger),
+    "DeleteAgentTrigger": Handling(triggers.delete_agent_trigger),
 
 }
 

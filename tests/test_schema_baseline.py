@@ -86,7 +86,10 @@ def test_expected_tables_and_strictness():
               if not name.startswith("sqlite_")}
     assert set(tables) == {"server_config", "accounts", "account_signers", "model_providers", "secrets",
                            "agents", "sessions", "session_events", "runs", "idempotency",
-                           "accepted_signatures", "agent_collaborators"}
+                           "accepted_signatures", "agent_collaborators"} | {
+        # version 9: triggers
+        "agent_triggers", "trigger_firings", "trigger_event_claims", "activity_watermarks",
+        "webhook_trigger_credentials"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 

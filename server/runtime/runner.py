@@ -115,6 +115,9 @@ class Runtime:
         self.closing = False
         self.shared = db.shared
         self.leases = RunLeases(db, now_ms, config.run_lease, config.run_poll_interval) if self.shared else None
+        # (conn, ended RunInfo) -> publications: called inside the transaction that ends a run
+        # (server/triggers/service.py: run-completed triggers fire in it, exactly once).
+        self.run_ended: Callable | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -407,6 +410,7 @@ class Runtime:
         usage_wire = None if result.usage is None else result.usage.to_wire()
         ended = runs_q.transition(run, status, now, error=result.error, usage=usage_wire)
         owner = self.leases.owner if self.shared else None
+        after: list = []
 
         def job(conn):
             if worker.gone:
@@ -438,6 +442,9 @@ class Runtime:
                                                  {"type": "error", "message": result.error["message"]},
                                                  new_id(), now)
             # else: a cancel or a deletion ended the run first; its ending stands.
+            final = ended if wrote else runs_q.get_run(conn, run["id"])
+            if self.run_ended is not None and final is not None and final["status"] in runs_q.TERMINAL:
+                after[:] = self.run_ended(conn, final)
             try:
                 session = sessions_q.set_session_status(conn, session_id,
                                                         runs_q.session_status_from_runs(conn, session_id), now)
@@ -456,6 +463,8 @@ class Runtime:
         if owner is not None:
             self.leases.drop(run["id"], run["attempt"])
         self.metrics.runs.labels(status).inc()
+        for publish in after:   # what the run's ending started (run-completed triggers)
+            publish()
         if done is None or worker.gone:
             return
         appended, r, session, a = done
