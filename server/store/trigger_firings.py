@@ -59,7 +59,7 @@ def insert_firing(conn: apsw.Connection, firing_id: str, trigger: dict, key: str
 def firings_of_trigger(conn: apsw.Connection, trigger_id: str, limit: int) -> list[dict]:
     """Newest first."""
     rows = conn.execute(f"SELECT {COLUMNS} FROM trigger_firings WHERE trigger_id = ?"
-                        " ORDER BY created_at DESC, id DESC LIMIT ?", (trigger_id, limit)).fetchall()
+                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT ?", (trigger_id, limit)).fetchall()
     return [firing_info(row) for row in rows]
 
 
@@ -72,10 +72,10 @@ def fired_since(conn: apsw.Connection, agent_id: str, since: int) -> int:
 def prune(conn: apsw.Connection, trigger_id: str, keep: int) -> int:
     """Drop the trigger's firings past the newest `keep`; returns how many went."""
     rows = conn.execute("SELECT id FROM trigger_firings WHERE trigger_id = ?"
-                        " ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?"
+                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT -1 OFFSET ?"
                         if getattr(conn, "dialect", "sqlite") != "postgresql" else
                         "SELECT id FROM trigger_firings WHERE trigger_id = ?"
-                        " ORDER BY created_at DESC, id DESC OFFSET ?", (trigger_id, keep)).fetchall()
+                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC OFFSET ?", (trigger_id, keep)).fetchall()
     if rows:
         conn.executemany("DELETE FROM trigger_firings WHERE id = ?", rows)
     return len(rows)
@@ -95,7 +95,7 @@ def set_run_status(conn: apsw.Connection, firing_id: str, status: str) -> None:
 def sessions_of_trigger(conn: apsw.Connection, trigger_id: str, limit: int) -> list[tuple[str, dict]]:
     """(session id, firing) of the sessions the trigger started, newest first."""
     rows = conn.execute(f"SELECT {COLUMNS} FROM trigger_firings WHERE trigger_id = ? AND session_id IS NOT NULL"
-                        " ORDER BY created_at DESC, id DESC LIMIT ?", (trigger_id, limit)).fetchall()
+                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT ?", (trigger_id, limit)).fetchall()
     return [(row[5], firing_info(row)) for row in rows]
 
 

@@ -165,7 +165,7 @@ def record_outcome(conn: apsw.Connection, trigger_id: str, now: int, *, fired: b
     """After a firing: `fired` stamps lastFiredAt; an error counts a failure (and backs off for
     `backoff_ms`); a success after failures clears them."""
     if error is None:
-        conn.execute("UPDATE agent_triggers SET last_fired_at = CASE WHEN ? THEN ? ELSE last_fired_at END,"
+        conn.execute("UPDATE agent_triggers SET last_fired_at = CASE WHEN ? = 1 THEN ? ELSE last_fired_at END,"
                      " last_checked_at = ? WHERE id = ?", (int(fired), now, now, trigger_id))
         return
     conn.execute("UPDATE agent_triggers SET failures = failures + 1, last_error = ?, last_checked_at = ?,"
