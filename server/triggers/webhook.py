@@ -65,7 +65,7 @@ def secret_matches(presented: str | None, stored_hash: bytes | None) -> bool:
     digest (or a stand-in when there is none, so a missing trigger costs the same)."""
     digest = secret_hash(presented or "")
     same = hmac.compare_digest(digest, stored_hash if stored_hash is not None else _STAND_IN)
-    return same and stored_hash is not None and presented is not None
+    return bool(same & (stored_hash is not None) & (presented is not None))   # (no short circuit)
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
