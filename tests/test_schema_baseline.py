@@ -82,11 +82,13 @@ def test_version_3_adds_the_shapes_columns():
 
 def test_expected_tables_and_strictness():
     conn = from_baseline()
-    tables = {name: (strict, wr) for _, name, _, _, wr, strict in conn.execute("PRAGMA table_list")
-              if not name.startswith("sqlite_")}
+    # Plain tables only: an FTS5 table (`virtual`) and its `shadow` tables are SQLite's own.
+    tables = {name: (strict, wr) for _, name, kind, _, wr, strict in conn.execute("PRAGMA table_list")
+              if not name.startswith("sqlite_") and kind == "table"}
     assert set(tables) == {"server_config", "accounts", "account_signers", "model_providers", "secrets",
                            "agents", "sessions", "session_events", "runs", "idempotency",
-                           "accepted_signatures", "agent_collaborators"} | {
+                           "accepted_signatures", "agent_collaborators",
+                           "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"} | {
         # version 9: triggers
         "agent_triggers", "trigger_firings", "trigger_event_claims", "activity_watermarks",
         "webhook_trigger_credentials"}

@@ -102,6 +102,10 @@ async def test_a_wrong_password_fails_clearly_without_showing_it(postgres_base_u
 
 # Columns only the PostgreSQL schema has: the queue position and the run lease.
 PG_ONLY_COLUMNS = {("runs", "pos"), ("runs", "lease_owner"), ("runs", "lease_expires_at")}
+# Full-text search: SQLite's FTS5 table and its shadow tables, PostgreSQL's key and tsvector.
+PG_ONLY_COLUMNS |= {("memory_search", "pos"), ("memory_search", "vector")}
+SQLITE_ONLY_TABLES = {"memory_search_data", "memory_search_idx", "memory_search_content",
+                      "memory_search_docsize", "memory_search_config"}
 
 
 def sqlite_columns() -> dict[tuple[str, str], str]:
@@ -112,7 +116,8 @@ def sqlite_columns() -> dict[tuple[str, str], str]:
     conn = apsw.Connection(":memory:")
     try:
         conn.execute(schema.baseline_sql())
-        names = [t for (t,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+        names = [t for (t,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
+                 if t not in SQLITE_ONLY_TABLES]
         return {(t, row[1]): row[2].upper() for t in names for row in conn.execute(f"PRAGMA table_info({t})")}
     finally:
         conn.close()

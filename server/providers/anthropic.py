@@ -1,8 +1,11 @@
 """Anthropic's Messages API, streamed (`POST {base}/v1/messages` with `stream: true`).
 
 Events (https://docs.anthropic.com/en/api/messages-streaming): `message_start` (input usage),
-`content_block_start`, `content_block_delta` (`text_delta` pieces are the reply; thinking and
-tool deltas are not text and are skipped), `content_block_stop`, `message_delta` (stop reason,
+`content_block_start`, `content_block_delta` (`text_delta` pieces are the reply;
+`input_json_delta` pieces are a `tool_use` block's input, yielded as one ToolCall at its
+`content_block_stop`; `thinking_delta` / `signature_delta` build `thinking` blocks, kept with
+`redacted_thinking` ones and yielded as one Reasoning, since the API wants them back unchanged
+before the `tool_use` blocks of the next step), `content_block_stop`, `message_delta` (stop reason,
 cumulative output usage), `message_stop`, `ping`, and `error` (a mid-stream failure such as
 `overloaded_error`). The reply is complete at `message_stop`; a stream that ends before it
 without a stop reason was cut off.
@@ -12,7 +15,9 @@ cached tokens), `cacheRead`/`cacheWrite` are `cache_read_input_tokens` /
 `cache_creation_input_tokens`, `total` the sum of the four.
 
 The system prompt goes in `system`; the Messages API wants user/assistant turns, so consecutive
-messages of one role are joined. `max_tokens` is required by the API: `modelDefaults.max_tokens`
+messages of one role are joined (as text while they are plain text, else as content blocks: an
+assistant step is its thinking, text and `tool_use` blocks; results are `tool_result` blocks in
+the next user turn). Tools go in `tools` as `{name, description, input_schema}`. `max_tokens` is required by the API: `modelDefaults.max_tokens`
 or 4096.
 """
 
@@ -22,12 +27,15 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .base import ChatMessage, ModelInfo, TextDelta, Usage
+import json
+
+from .base import (MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, Reasoning, TextDelta, ToolCall,
+                   ToolSpec, Usage)
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
-_RESERVED = ("model", "messages", "stream", "system")
+_RESERVED = ("model", "messages", "stream", "system", "tools")
 
 
 class AnthropicProvider(HttpProvider):
@@ -41,7 +49,8 @@ class AnthropicProvider(HttpProvider):
             headers["x-api-key"] = self._spec.api_key
         return headers
 
-    def request_body(self, model: str, messages: list[ChatMessage]) -> dict[str, Any]:
+    def request_body(self, model: str, messages: list[ChatMessage],
+                     tools: tuple[ToolSpec, ...] = ()) -> dict[str, Any]:
         body = {k: v for k, v in self._spec.model_defaults.items() if k not in _RESERVED}
         body.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
@@ -50,23 +59,39 @@ class AnthropicProvider(HttpProvider):
             if m.role == "system":
                 continue
             role = "assistant" if m.role == "assistant" else "user"
-            if turns and turns[-1]["role"] == role:
-                turns[-1]["content"] += "\n\n" + m.content
+            if m.role == "tool" or m.tool_calls or m.reasoning:
+                blocks = _blocks(m)
             else:
-                turns.append({"role": role, "content": m.content})
+                blocks = None
+            if turns and turns[-1]["role"] == role:
+                last = turns[-1]
+                if blocks is None and isinstance(last["content"], str):
+                    last["content"] += "\n\n" + m.content
+                    continue
+                if isinstance(last["content"], str):
+                    last["content"] = [{"type": "text", "text": last["content"]}] if last["content"] else []
+                last["content"] += blocks if blocks is not None else (
+                    [{"type": "text", "text": m.content}] if m.content else [])
+            else:
+                turns.append({"role": role, "content": m.content if blocks is None else blocks})
         body["model"] = model
         if system:
             body["system"] = system
         body["messages"] = turns
+        if tools:
+            body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                             for t in tools]
         body["stream"] = True
         return body
 
     async def stream(
-        self, model: str, messages: list[ChatMessage]
-    ) -> AsyncIterator[TextDelta | Usage]:
+        self, model: str, messages: list[ChatMessage], tools: tuple[ToolSpec, ...] = ()
+    ) -> AsyncIterator[TextDelta | ToolCall | Reasoning | Usage]:
         deadline = asyncio.get_running_loop().time() + self._first_token_timeout
-        response = await self._open(self.url, self.request_body(model, messages),
+        response = await self._open(self.url, self.request_body(model, messages, tools),
                                     self._headers(), "/v1/messages", deadline)
+        blocks: dict[int, dict] = {}      # open content blocks by index (tool_use, thinking)
+        thinking: list[dict] = []
         state = StreamState()
         counts = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
                   "cache_creation_input_tokens": 0}
@@ -81,10 +106,24 @@ class AnthropicProvider(HttpProvider):
                 kind = data.get("type", kind)
                 if kind == "content_block_delta":
                     delta = data.get("delta")
-                    if isinstance(delta, dict) and delta.get("type") == "text_delta":
+                    if not isinstance(delta, dict):
+                        continue
+                    if delta.get("type") == "text_delta":
                         text = delta.get("text")
                         if isinstance(text, str) and text:
                             yield TextDelta(text)
+                    else:
+                        _block_delta(blocks.get(data.get("index")), delta)
+                elif kind == "content_block_start":
+                    block = data.get("content_block")
+                    if isinstance(block, dict) and block.get("type") in _KEPT_BLOCKS:
+                        blocks[data.get("index")] = _open_block(block)
+                elif kind == "content_block_stop":
+                    block = blocks.pop(data.get("index"), None)
+                    if block is not None and block["type"] == "tool_use":
+                        yield _tool_call(block)
+                    elif block is not None:
+                        thinking.append(_thinking(block))
                 elif kind == "message_start":
                     message = data.get("message")
                     if isinstance(message, dict) and isinstance(message.get("usage"), dict):
@@ -97,6 +136,8 @@ class AnthropicProvider(HttpProvider):
                         state.finished = True
                 elif kind == "message_stop":
                     state.finished = True
+                    if thinking:
+                        yield Reasoning(tuple(thinking))
                     if seen_usage:
                         yield _usage(counts)
                     await self._drain(events)
@@ -107,6 +148,8 @@ class AnthropicProvider(HttpProvider):
                     raise self._stream_error(err.get("type") if isinstance(err, dict) else None)
             if not state.finished:
                 raise self._error("stream ended before message_stop (the reply was cut off)")
+            if thinking:
+                yield Reasoning(tuple(thinking))
             if seen_usage:
                 yield _usage(counts)
         finally:
@@ -147,3 +190,66 @@ def _usage(counts: dict[str, int]) -> Usage:
                  cache_read=counts["cache_read_input_tokens"],
                  cache_write=counts["cache_creation_input_tokens"], total=total)
 
+
+
+_KEPT_BLOCKS = ("tool_use", "thinking", "redacted_thinking")
+
+
+def _open_block(block: dict) -> dict:
+    kind = block["type"]
+    if kind == "tool_use":
+        return {"type": kind, "id": str(block.get("id") or ""), "name": str(block.get("name") or ""),
+                "json": [], "size": 0, "oversize": False}
+    if kind == "thinking":
+        return {"type": kind, "thinking": [str(block.get("thinking") or "")],
+                "signature": str(block.get("signature") or "")}
+    return {"type": kind, "data": str(block.get("data") or "")}
+
+
+def _block_delta(block: dict | None, delta: dict) -> None:
+    if block is None:
+        return
+    kind = delta.get("type")
+    if kind == "input_json_delta" and block["type"] == "tool_use" and not block["oversize"]:
+        piece = delta.get("partial_json")
+        if isinstance(piece, str):
+            block["size"] += len(piece)
+            if block["size"] > MAX_TOOL_ARGUMENT_CHARS:
+                block["oversize"], block["json"] = True, []
+            else:
+                block["json"].append(piece)
+    elif kind == "thinking_delta" and block["type"] == "thinking":
+        if isinstance(delta.get("thinking"), str):
+            block["thinking"].append(delta["thinking"])
+    elif kind == "signature_delta" and block["type"] == "thinking":
+        if isinstance(delta.get("signature"), str):
+            block["signature"] += delta["signature"]
+
+
+def _tool_call(block: dict) -> ToolCall:
+    # An empty input streams no delta at all: the call's input is then {}.
+    return ToolCall(block["id"], block["name"], "".join(block["json"]) or "{}", block["oversize"])
+
+
+def _thinking(block: dict) -> dict:
+    if block["type"] == "thinking":
+        return {"type": "thinking", "thinking": "".join(block["thinking"]), "signature": block["signature"]}
+    return {"type": "redacted_thinking", "data": block["data"]}
+
+
+def _blocks(m: ChatMessage) -> list[dict]:
+    """A message as content blocks (tool steps and their results)."""
+    if m.role == "tool":
+        return [{"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content,
+                 **({"is_error": True} if m.is_error else {})}]
+    out: list[dict] = [dict(b) for b in m.reasoning]
+    if m.content:
+        out.append({"type": "text", "text": m.content})
+    for call in m.tool_calls:
+        try:
+            arguments = json.loads(call.arguments)
+        except ValueError:
+            arguments = None
+        out.append({"type": "tool_use", "id": call.id, "name": call.name,
+                    "input": arguments if isinstance(arguments, dict) else {}})
+    return out

@@ -1,8 +1,14 @@
 """The shapes every model provider shares: what goes in, what streams out, how it fails.
 
-A provider turns a chat history into a stream of `TextDelta` (the reply, in order) and at most
-one `Usage` (token counts, after the last delta). Anything that goes wrong is a `ProviderError`
-whose message a person can act on and that never carries the API key.
+A provider turns a chat history (and the tools the model may call) into a stream of `TextDelta`
+(the reply, in order), `ToolCall` (each call whole, once its arguments are complete), at most one
+`Reasoning` (thinking the provider wants handed back on the next step) and at most one `Usage`
+(token counts, last). Anything that goes wrong is a `ProviderError` whose message a person can act
+on and that never carries the API key.
+
+Tool calls and their results travel in the history as provider-neutral messages (an assistant
+`ChatMessage` with `tool_calls`, then one `role="tool"` message per result); each provider module
+turns them into its own wire format.
 """
 
 from __future__ import annotations
@@ -14,10 +20,50 @@ from typing import Protocol, runtime_checkable
 from .redact import REDACTED, display_url, scrub
 
 
+# A tool call's arguments beyond this many characters are not kept (the call is answered with an
+# error instead): a model streaming megabytes of arguments must not fill the server's memory.
+MAX_TOOL_ARGUMENT_CHARS = 256 * 1024
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model made: `arguments` is the JSON text as it arrived (possibly malformed);
+    `oversize` when it passed MAX_TOOL_ARGUMENT_CHARS (then `arguments` is empty); `extra` is
+    provider state to hand back with the call (Gemini's `thoughtSignature`)."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+    oversize: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """Thinking blocks a provider requires back on the next step of a tool loop (Anthropic's
+    `thinking` / `redacted_thinking` blocks, signatures included), opaque to everything else."""
+
+    blocks: tuple = ()
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model: derived from its declaration (protocol/tool_registry.py)."""
+
+    name: str
+    description: str
+    parameters: dict
+
+
 @dataclass(frozen=True)
 class ChatMessage:
-    role: str  # 'system' | 'user' | 'assistant'
+    role: str  # 'system' | 'user' | 'assistant' | 'tool'
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()     # assistant: the calls of this step
+    tool_call_id: str = ""                     # tool: the call this result answers
+    name: str = ""                             # tool: the tool's name (Gemini wants it back)
+    is_error: bool = False                     # tool: the result is an error
+    reasoning: tuple = ()                      # assistant: Reasoning.blocks of this step
 
 
 @dataclass(frozen=True)
@@ -99,8 +145,10 @@ class Provider(Protocol):
 
     name: str
 
-    def stream(self, model: str, messages: list[ChatMessage]) -> AsyncIterator[TextDelta | Usage]:
-        """Yield the reply as TextDelta in order, then at most one Usage; raise ProviderError."""
+    def stream(self, model: str, messages: list[ChatMessage],
+               tools: tuple[ToolSpec, ...] = ()) -> AsyncIterator[TextDelta | ToolCall | Reasoning | Usage]:
+        """Yield the reply as TextDelta in order and ToolCall as each completes, then at most one
+        Reasoning and one Usage; raise ProviderError."""
         ...
 
     async def list_models(self) -> list[ModelInfo]:

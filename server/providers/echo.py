@@ -49,7 +49,7 @@ class EchoProvider:
     name = "echo"
 
     async def stream(
-        self, model: str, messages: list[ChatMessage]
+        self, model: str, messages: list[ChatMessage], tools=()  # noqa: ANN001 - never calls them
     ) -> AsyncIterator[TextDelta | Usage]:
         reply = echo_reply(messages)
         for i, piece in enumerate(echo_deltas(reply[len(PREFIX):])):

@@ -14,6 +14,12 @@ Usage as the contract counts it (and as pi-ai does): `cacheRead` is `cachedConte
 `totalTokenCount`.
 
 The key goes in the `x-goog-api-key` header, never in the URL (URLs get logged).
+
+Tools go in `tools[0].functionDeclarations` with the schema as `parametersJsonSchema` (full JSON
+Schema; the older `parameters` field refuses `additionalProperties`). A call arrives whole as a
+`functionCall` part (`{name, args, id?}`), possibly with a `thoughtSignature` that must be handed
+back on that part in the next step (Gemini 2.5+ with thinking); results go back as
+`functionResponse` parts of a user turn, `response: {output}` or `{error}`.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
-from .base import ChatMessage, ModelInfo, TextDelta, Usage
+import json
+
+from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
 
-_RESERVED = ("contents", "systemInstruction", "system_instruction")
+_RESERVED = ("contents", "systemInstruction", "system_instruction", "tools")
 
 
 class GoogleProvider(HttpProvider):
@@ -37,7 +45,8 @@ class GoogleProvider(HttpProvider):
     def _headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self._spec.api_key} if self._spec.api_key else {}
 
-    def request_body(self, model: str, messages: list[ChatMessage]) -> dict[str, Any]:
+    def request_body(self, model: str, messages: list[ChatMessage],
+                     tools: tuple[ToolSpec, ...] = ()) -> dict[str, Any]:
         # modelDefaults are request fields (generationConfig, safetySettings, ...).
         body = {k: v for k, v in self._spec.model_defaults.items() if k not in _RESERVED}
         system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
@@ -46,23 +55,29 @@ class GoogleProvider(HttpProvider):
             if m.role == "system":
                 continue
             role = "model" if m.role == "assistant" else "user"
+            parts = _parts(m)
             if contents and contents[-1]["role"] == role:
-                contents[-1]["parts"].append({"text": m.content})
+                contents[-1]["parts"].extend(parts)
             else:
-                contents.append({"role": role, "parts": [{"text": m.content}]})
+                contents.append({"role": role, "parts": parts})
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
         body["contents"] = contents
+        if tools:
+            body["tools"] = [{"functionDeclarations": [
+                {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}
+                for t in tools]}]
         return body
 
     async def stream(
-        self, model: str, messages: list[ChatMessage]
-    ) -> AsyncIterator[TextDelta | Usage]:
+        self, model: str, messages: list[ChatMessage], tools: tuple[ToolSpec, ...] = ()
+    ) -> AsyncIterator[TextDelta | ToolCall | Usage]:
         deadline = asyncio.get_running_loop().time() + self._first_token_timeout
-        response = await self._open(self.url_for(model), self.request_body(model, messages),
+        response = await self._open(self.url_for(model), self.request_body(model, messages, tools),
                                     self._headers(), ":streamGenerateContent", deadline)
         state = StreamState()
         usage: Usage | None = None
+        calls: list[ToolCall] = []   # yielded at the end: a stream cut after one is no reply
         events = self._sse(response, deadline, state)
         try:
             async for event in events:
@@ -89,12 +104,18 @@ class GoogleProvider(HttpProvider):
                     state.finished = True
                 content = candidate.get("content")
                 for part in (content.get("parts") or ()) if isinstance(content, dict) else ():
-                    if isinstance(part, dict) and not part.get("thought"):
+                    if not isinstance(part, dict):
+                        continue
+                    if isinstance(part.get("functionCall"), dict):
+                        calls.append(_tool_call(part))
+                    elif not part.get("thought"):
                         text = part.get("text")
                         if isinstance(text, str) and text:
                             yield TextDelta(text)
             if not state.finished:
                 raise self._error("stream ended without a finishReason (the reply was cut off)")
+            for call in calls:
+                yield call
             if usage is not None:
                 yield usage
         finally:
@@ -132,3 +153,34 @@ def _usage(meta: dict) -> Usage:
               + non_negative_int(meta.get("thoughtsTokenCount")))
     total = non_negative_int(meta.get("totalTokenCount")) or prompt + output
     return Usage(input=max(0, prompt - cached), output=output, cache_read=cached, total=total)
+
+
+def _tool_call(part: dict) -> ToolCall:
+    call = part["functionCall"]
+    args = call.get("args")
+    text = json.dumps(args if args is not None else {})
+    oversize = len(text) > MAX_TOOL_ARGUMENT_CHARS
+    extra = {"thoughtSignature": part["thoughtSignature"]} if isinstance(part.get("thoughtSignature"), str) else {}
+    return ToolCall(str(call.get("id") or ""), str(call.get("name") or ""),
+                    "{}" if oversize else text, oversize, extra)
+
+
+def _parts(m: ChatMessage) -> list[dict]:
+    if m.role == "tool":
+        try:
+            value = json.loads(m.content)
+        except ValueError:
+            value = m.content
+        response = {"error": value} if m.is_error else {"output": value}
+        return [{"functionResponse": {"name": m.name, "response": response}}]
+    parts: list[dict] = [{"text": m.content}] if m.content or not m.tool_calls else []
+    for call in m.tool_calls:
+        try:
+            args = json.loads(call.arguments)
+        except ValueError:
+            args = None
+        part: dict = {"functionCall": {"name": call.name, "args": args if isinstance(args, dict) else {}}}
+        if "thoughtSignature" in call.extra:
+            part["thoughtSignature"] = call.extra["thoughtSignature"]
+        parts.append(part)
+    return parts

@@ -14,6 +14,12 @@ timeouts and errors). Decisions worth knowing:
 - A chunk carrying `error` (OpenRouter reports mid-stream failures that way) is a ProviderError
   with a fixed phrase; what the provider said goes to the log.
 - The model list is `GET {base_url}/models` (`data[].id`, and `name` where OpenRouter gives one).
+- Tools go in `tools` as `{type: "function", function: {name, description, parameters}}`. A call
+  streams as `delta.tool_calls[]` pieces keyed by `index` (several indexes: parallel calls); the
+  id and name come in the first piece, `function.arguments` is concatenated. The calls are
+  yielded whole when the stream ends (after `finish_reason`), in index order. History: an
+  assistant message carries `tool_calls` (content null when it said nothing), each result is a
+  `role: "tool"` message with `tool_call_id`.
 """
 
 from __future__ import annotations
@@ -23,11 +29,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .base import ChatMessage, ModelInfo, TextDelta, Usage
+from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
 from .http_stream import HttpProvider, StreamState, non_negative_int
 
 # Request fields the caller owns; model_defaults may never replace them.
-_RESERVED = ("model", "messages", "stream")
+_RESERVED = ("model", "messages", "stream", "tools")
 
 
 class OpenAICompatProvider(HttpProvider):
@@ -35,7 +41,8 @@ class OpenAICompatProvider(HttpProvider):
     def url(self) -> str:
         return self.base_url + "/chat/completions"
 
-    def request_body(self, model: str, messages: list[ChatMessage]) -> dict[str, Any]:
+    def request_body(self, model: str, messages: list[ChatMessage],
+                     tools: tuple[ToolSpec, ...] = ()) -> dict[str, Any]:
         body = {k: v for k, v in self._spec.model_defaults.items() if k not in _RESERVED}
         # Ask for the usage chunk; a stream_options given in the defaults is kept, but
         # include_usage is always on because meta.usage depends on it.
@@ -43,7 +50,11 @@ class OpenAICompatProvider(HttpProvider):
         options = options if isinstance(options, dict) else {}
         body["stream_options"] = {**options, "include_usage": True}
         body["model"] = model
-        body["messages"] = [{"role": m.role, "content": m.content} for m in messages]
+        body["messages"] = [_wire_message(m) for m in messages]
+        if tools:
+            body["tools"] = [{"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in tools]
         body["stream"] = True
         return body
 
@@ -53,17 +64,20 @@ class OpenAICompatProvider(HttpProvider):
         return {}
 
     async def stream(
-        self, model: str, messages: list[ChatMessage]
-    ) -> AsyncIterator[TextDelta | Usage]:
+        self, model: str, messages: list[ChatMessage], tools: tuple[ToolSpec, ...] = ()
+    ) -> AsyncIterator[TextDelta | ToolCall | Usage]:
         deadline = asyncio.get_running_loop().time() + self._first_token_timeout
-        response = await self._open(self.url, self.request_body(model, messages),
+        response = await self._open(self.url, self.request_body(model, messages, tools),
                                     self._headers(), "/chat/completions", deadline)
         state = StreamState()
         usage: Usage | None = None
+        calls = _CallPieces()
         events = self._sse(response, deadline, state)
         try:
             async for event in events:
                 if event.data == "[DONE]":
+                    for call in calls.whole():
+                        yield call
                     if usage is not None:
                         yield usage
                     await self._drain(events)
@@ -82,11 +96,17 @@ class OpenAICompatProvider(HttpProvider):
                     if choice.get("index", 0) != 0:
                         continue
                     delta = choice.get("delta")
-                    text = delta.get("content") if isinstance(delta, dict) else None
+                    if not isinstance(delta, dict):
+                        continue
+                    text = delta.get("content")
                     if isinstance(text, str) and text:
                         yield TextDelta(text)
+                    if delta.get("tool_calls"):
+                        calls.add(delta["tool_calls"])
             if not state.finished:
                 raise self._error("stream ended without [DONE] (the reply was cut off)")
+            for call in calls.whole():
+                yield call
             if usage is not None:
                 yield usage
         finally:
@@ -132,3 +152,56 @@ def _usage(chunk: dict) -> Usage | None:
     completion = non_negative_int(raw.get("completion_tokens"))
     total = non_negative_int(raw.get("total_tokens")) or prompt + completion
     return Usage(input=prompt, output=completion, cache_read=cached, total=total)
+
+
+def _wire_message(m: ChatMessage) -> dict:
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+    if m.role == "assistant" and m.tool_calls:
+        return {"role": "assistant", "content": m.content or None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.tool_calls]}
+    return {"role": m.role, "content": m.content}
+
+
+class _CallPieces:
+    """Tool calls assembled from `delta.tool_calls` pieces, by index."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls: dict[int, dict] = {}
+
+    def add(self, pieces) -> None:  # noqa: ANN001 - whatever the provider sent
+        if not isinstance(pieces, list):
+            return
+        for piece in pieces:
+            if not isinstance(piece, dict):
+                continue
+            index = piece.get("index", len(self.calls))
+            if not isinstance(index, int) or isinstance(index, bool):
+                index = len(self.calls)
+            call = self.calls.setdefault(index, {"id": "", "name": "", "args": [], "size": 0,
+                                                 "oversize": False})
+            if isinstance(piece.get("id"), str) and piece["id"]:
+                call["id"] = piece["id"]
+            function = piece.get("function")
+            if not isinstance(function, dict):
+                continue
+            if isinstance(function.get("name"), str) and function["name"] and not call["name"]:
+                call["name"] = function["name"]
+            args = function.get("arguments")
+            if isinstance(args, dict):   # some servers (Ollama) send the arguments parsed
+                args = json.dumps(args)
+            if isinstance(args, str) and args and not call["oversize"]:
+                call["size"] += len(args)
+                if call["size"] > MAX_TOOL_ARGUMENT_CHARS:
+                    call["oversize"], call["args"] = True, []
+                else:
+                    call["args"].append(args)
+
+    def whole(self) -> list[ToolCall]:
+        out = [ToolCall(c["id"], c["name"], "".join(c["args"]) or "{}", c["oversize"])
+               for _, c in sorted(self.calls.items())]
+        self.calls.clear()
+        return out

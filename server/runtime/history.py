@@ -1,5 +1,6 @@
 """The model's view of a session: system prompt, then user and assistant messages in seq order,
-with context lines attached to the user message they came with.
+with context lines attached to the user message they came with, and the tool steps of the agent
+(each `tool_call` event grouped into one assistant step, each result right after its call).
 
 Each session's messages are kept in memory between turns (`SessionHistory`): a turn reads only
 the events appended since the last one, instead of decoding the session's log again.
@@ -7,13 +8,15 @@ the events appended since the last one, instead of decoding the session's log ag
 from __future__ import annotations
 
 import collections
+import json
 from dataclasses import dataclass
 
 from server.cache import text_bytes
-from server.providers.base import ChatMessage
+from server.providers.base import ChatMessage, ToolCall
 
 HISTORY_OVERHEAD = 600   # bytes a SessionHistory costs empty (object, deque), about
 ENTRY_OVERHEAD = 200     # bytes an Entry costs besides its text, about
+MISSING_RESULT = "(no result was recorded for this call)"
 
 
 def user_text(content: str, context_lines: tuple[str, ...]) -> str:
@@ -22,13 +25,25 @@ def user_text(content: str, context_lines: tuple[str, ...]) -> str:
     return content
 
 
+def result_text(payload: dict) -> str:
+    """What the model is handed for a tool_result event (its output as JSON, or its error)."""
+    if "error" in payload:
+        return str(payload["error"])
+    output = payload.get("output")
+    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     seq: int
     event_id: str
-    role: str                      # 'user' | 'assistant'
-    content: str
+    role: str                      # 'user' | 'assistant' | 'tool_call' | 'tool'
+    content: str                   # message text; a call's arguments (JSON); a result's text
     context_lines: tuple[str, ...] = ()
+    run_id: str = ""               # the run that wrote it (meta.runId), when a run did
+    call_id: str = ""              # tool_call / tool: the call's id
+    name: str = ""                 # tool_call / tool: the tool's name
+    is_error: bool = False         # tool: the result is an error
 
 
 def entry_bytes(entry: Entry) -> int:
@@ -37,17 +52,32 @@ def entry_bytes(entry: Entry) -> int:
 
 def entry_of(event: dict) -> Entry | None:
     payload = event.get("event") or {}
-    if payload.get("type") != "message" or not isinstance(payload.get("content"), str):
+    kind = payload.get("type")
+    meta = payload.get("meta")
+    run_id = meta.get("runId", "") if isinstance(meta, dict) else ""
+    run_id = run_id if isinstance(run_id, str) else ""
+    if kind in ("tool_call", "tool_result"):
+        if payload.get("actor") == "user":
+            return None   # a person's own use of a verb is not the model's step to replay
+        if kind == "tool_call" and isinstance(payload.get("id"), str) and isinstance(payload.get("name"), str):
+            return Entry(event["seq"], event.get("id", ""), "tool_call",
+                         json.dumps(payload.get("input", {}), ensure_ascii=False), (), run_id,
+                         payload["id"], payload["name"])
+        if kind == "tool_result" and isinstance(payload.get("toolCallId"), str):
+            return Entry(event["seq"], event.get("id", ""), "tool", result_text(payload), (), run_id,
+                         payload["toolCallId"], str(payload.get("name", "")), "error" in payload)
+        return None
+    if kind != "message" or not isinstance(payload.get("content"), str):
         return None
     role = payload.get("role")
     if role not in ("user", "assistant"):
         return None
     lines = payload.get("contextLines") if role == "user" else None
-    return Entry(event["seq"], event.get("id", ""), role, payload["content"], tuple(lines or ()))
+    return Entry(event["seq"], event.get("id", ""), role, payload["content"], tuple(lines or ()), run_id)
 
 
 class SessionHistory:
-    """The last `limit` messages of one session, extended as events are appended. `bytes` is
+    """The last `limit` entries of one session, extended as events are appended. `bytes` is
     what it holds, about (the runtime's cache is bounded by it: server/cache.py)."""
 
     def __init__(self, limit: int) -> None:
@@ -77,25 +107,74 @@ class SessionHistory:
         copy.entries.extend(sorted([*self.entries, entry], key=lambda e: e.seq))
         return copy
 
-    def messages(self, system_prompt: str, user_event_id: str, *, include_context: bool) -> list[ChatMessage]:
-        """What the model sees for the run answering `user_event_id`.
+    def open_calls(self, run_id: str) -> list[Entry]:
+        """The run's recorded tool calls that have no recorded result (it was interrupted)."""
+        answered = {e.call_id for e in self.entries if e.role == "tool"}
+        return [e for e in self.entries if e.role == "tool_call" and e.run_id == run_id
+                and e.call_id not in answered]
+
+    def call_ids(self) -> set[str]:
+        return {e.call_id for e in self.entries if e.role == "tool_call"}
+
+    def messages(self, system_prompt: str, user_event_id: str, *, include_context: bool,
+                 run_id: str = "") -> list[ChatMessage]:
+        """What the model sees for the run `run_id` answering `user_event_id`.
 
         User messages after it belong to runs still queued and are left out; replies to earlier
         turns that landed after it was sent are kept, before it, so the run's own message comes
-        last. The built-in echo provider answers the user event's content exactly (CONTRACT
-        section 4), so it is given the messages without their context lines."""
+        before the run's own steps (what `run_id` recorded: tool steps, messages, continuation
+        prompts), which come last. The built-in echo provider answers the user event's content
+        exactly (CONTRACT section 4), so it is given the messages without their context lines."""
         own = next((e for e in reversed(self.entries) if e.event_id == user_event_id), None)
-        out = [ChatMessage("system", system_prompt)] if system_prompt else []
+        before: list[Entry] = []
+        mine: list[Entry] = []
         for e in self.entries:
-            if e is own or (own is not None and e.role == "user" and e.seq > own.seq):
+            if e is own:
                 continue
-            out.append(self._message(e, include_context))
-        if own is not None:
-            out.append(self._message(own, include_context))
-        return out
+            if run_id and e.run_id == run_id:
+                mine.append(e)
+            elif own is not None and e.seq > own.seq and e.role == "user":
+                continue
+            else:
+                before.append(e)
+        ordered = before + ([own] if own is not None else []) + mine
+        out = [ChatMessage("system", system_prompt)] if system_prompt else []
+        return out + replay(ordered, include_context)
 
-    @staticmethod
-    def _message(e: Entry, include_context: bool) -> ChatMessage:
+
+def replay(entries: list[Entry], include_context: bool) -> list[ChatMessage]:
+    """Entries as provider-neutral messages: consecutive calls are one assistant step (joined
+    to the text the model said just before them), each answered right after it; a call with no
+    recorded result is answered as such (providers refuse an unanswered call), and a result
+    whose call is not in view is left out."""
+    results = {e.call_id: e for e in entries if e.role == "tool"}
+    out: list[ChatMessage] = []
+    step: list[Entry] = []
+
+    def flush() -> None:
+        if not step:
+            return
+        calls = tuple(ToolCall(e.call_id, e.name, e.content) for e in step)
+        text = ""
+        if out and out[-1].role == "assistant" and not out[-1].tool_calls:
+            text = out.pop().content
+        out.append(ChatMessage("assistant", text, tool_calls=calls))
+        for e in step:
+            r = results.get(e.call_id)
+            out.append(ChatMessage("tool", r.content if r else MISSING_RESULT, tool_call_id=e.call_id,
+                                   name=e.name, is_error=r.is_error if r else True))
+        step.clear()
+
+    for e in entries:
+        if e.role == "tool_call":
+            step.append(e)
+            continue
+        if e.role == "tool":
+            continue   # placed with its call
+        flush()
         if e.role == "user":
-            return ChatMessage("user", user_text(e.content, e.context_lines) if include_context else e.content)
-        return ChatMessage("assistant", e.content)
+            out.append(ChatMessage("user", user_text(e.content, e.context_lines) if include_context else e.content))
+        else:
+            out.append(ChatMessage("assistant", e.content))
+    flush()
+    return out

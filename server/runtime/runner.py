@@ -34,7 +34,9 @@ from server.clock import new_id
 from server.cache import ByteBudgetCache
 from server.config import Config
 from server.metrics import Metrics
-from server.providers.base import ProviderError, ProviderNotFound, TextDelta, Usage
+from protocol import plans
+from protocol import tool_registry
+from server.providers.base import ProviderError, ProviderNotFound, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
 from server.runtime.history import SessionHistory
@@ -42,6 +44,10 @@ from server.runtime.leasing import RunLeases
 from server.runtime.provider_lookup import ProviderLookup
 from server.runtime.publisher import Publisher
 from server.runtime.state_dirs import reconcile_state_dirs
+from server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
+from server.tools.context import Park, ToolContext
+from server.tools.surface import ToolSurface, offered_callables
+from server.tools.web import WebAccess
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import events as events_q
@@ -72,8 +78,22 @@ class TurnResult:
     provider_type: str | None = None
     model: str = ""
     text: str = ""
-    usage: Usage | None = None
+    usage: Usage | None = None       # the run's, all model steps
     error: dict | None = None        # {code, message} when failed
+    step_usage: Usage | None = None  # the model step that wrote the final message
+    message_started: float = 0.0     # perf_counter() since which the final message counts
+    unmet: list | None = None        # obligations the run ended owing
+    park: Park | None = None         # a tool's answer comes later: the run waits
+
+
+def tool_guide(verbs: tuple[str, ...], callables: tuple[str, ...]) -> str:
+    """What the system prompt says about the tools (derived from their declarations only: no
+    tool output ever reaches the system prompt)."""
+    lines = ["## Tools", "", "Verbs (offered as tools):"]
+    lines += [f"- {tool_registry.summary_line(tool_registry.VERBS[v])}" for v in verbs]
+    lines += ["", "Callable with the `call` verb (read `~/tools/<name>` for a full contract):"]
+    lines += [f"- {tool_registry.summary_line(tool_registry.CALLABLES[c])}" for c in callables]
+    return "\n".join(lines)
 
 
 class SessionWorker:
@@ -112,6 +132,8 @@ class Runtime:
         self.histories = histories   # bounded in bytes (--history-cache-bytes)
         self.http: httpx.AsyncClient | None = None
         self.providers: ProviderLookup | None = None   # set in start(), with the HTTP client
+        self.web: WebAccess | None = None               # the web tools' access, set in start()
+        self.budgets = Budgets.from_config(config)
         self.closing = False
         self.shared = db.shared
         self.leases = RunLeases(db, now_ms, config.run_lease, config.run_poll_interval) if self.shared else None
@@ -123,6 +145,10 @@ class Runtime:
         config = self.config
         self.http = provider_client(NetworkPolicy.for_server(config.provider_networks, config.host))
         self.providers = ProviderLookup(self.db, self.box, self.http, ProviderSettings.from_config(config))
+        # Web tools fetch through the providers' guarded client: one network policy for both.
+        self.web = WebAccess(self.http, config.tool_fetch_bytes, config.tool_timeout, config.searxng_url,
+                             httpx.AsyncClient(timeout=config.tool_timeout, trust_env=False)
+                             if config.searxng_url else None)
         now = self.now_ms()
 
         def recover(conn):
@@ -158,6 +184,8 @@ class Runtime:
             self._requeued(await self.leases.stop())
         if self.http is not None:
             await self.http.aclose()
+        if self.web is not None and self.web.search_http is not None:
+            await self.web.search_http.aclose()
 
     # -- scheduling ------------------------------------------------------------------------
     def kick(self, session_id: str) -> None:
@@ -312,7 +340,6 @@ class Runtime:
             result.status = "canceled"
             await self._finish(run, agent, result, worker)
             return
-        text_parts: list[str] = []
         try:
             if not shared:
                 # Not waited for: the turn goes on while it commits (the writer keeps order, so
@@ -324,15 +351,11 @@ class Runtime:
             publisher.publish_run(runs_q.public(run))
             publisher.publish_agent(agent)
             provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
-            messages = self._history(session_id, definition, user_event_id,
-                                     include_context=result.provider_type != "echo")
-            async for item in provider.stream(result.model, messages):
-                if isinstance(item, TextDelta):
-                    if item.text and not worker.gone:
-                        text_parts.append(item.text)
-                        publisher.publish_partial(session_id, run_id, {"textDelta": item.text})
-                elif isinstance(item, Usage):
-                    result.usage = item
+            await self._turn(run, agent, worker, provider, result)
+        except BudgetSpent as exc:
+            result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
+        except TurnGone:
+            result.status = "canceled"   # the session went, or the run is no longer this server's
         except asyncio.CancelledError:
             if worker.stopped_run != run_id:
                 # Shutdown: the run stays 'running' in the file and is requeued at start (on a
@@ -352,7 +375,6 @@ class Runtime:
             if shared:   # (its row was ended with the session: the lease went with it)
                 self.leases.drop(run_id, run["attempt"])
             return  # deleted meanwhile: nothing more is written or published for it
-        result.text = "".join(text_parts)
         done_patch: dict = {"done": True}
         if result.usage is not None and result.status == "succeeded":
             done_patch["usage"] = result.usage.to_wire()
@@ -378,7 +400,41 @@ class Runtime:
                                 "SetModelProvider or pick another provider for the agent") from None
         return provider, provider.name, model
 
-    def _history(self, session_id: str, definition: dict, user_event_id: str, *, include_context: bool):
+    async def _turn(self, run: dict, agent: dict, worker: SessionWorker, provider, result: TurnResult) -> None:  # noqa: ANN001
+        """The run's model steps and tool calls (server/runtime/tool_loop.py); fills `result`."""
+        run_id, session_id = run["id"], run["sessionId"]
+        user_event_id = run.get("userEventId", "")
+        definition = agent["definition"]
+        # The built-in echo provider answers exactly (CONTRACT section 4): no tools, no context.
+        echo = result.provider_type == "echo"
+        surface = None
+        system = system_prompt_markdown(definition)
+        if not echo:
+            callables = offered_callables(bool(self.config.searxng_url))
+            surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
+                                              session_id, run_id, web=self.web, callables=callables))
+            system = (system + "\n\n" if system else "") + tool_guide(surface.verbs, callables)
+
+        def messages():
+            history = self._history(session_id, user_event_id)
+            return history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
+
+        still_ours = None
+        if self.shared:
+            owner, attempt = self.leases.owner, run["attempt"]
+            still_ours = lambda conn: leases_q.holds(conn, run_id, owner, attempt)  # noqa: E731
+        loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
+                        provider=provider, model=result.model, provider_type=result.provider_type,
+                        history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
+                        budgets=self.budgets, still_ours=still_ours, gone=lambda: worker.gone, rebuild=messages)
+        try:
+            outcome = await loop.run_turn()
+        finally:
+            result.usage = loop.out.usage   # what the steps used, however the turn ended
+        result.text, result.step_usage = outcome.text, outcome.step_usage
+        result.message_started, result.unmet, result.park = outcome.message_started, outcome.unmet, outcome.park
+
+    def _history(self, session_id: str, user_event_id: str) -> SessionHistory:
         history = self.histories.pop(session_id, None)   # re-inserted below: most recent last
         if history is None:
             history = SessionHistory(HISTORY_EVENTS)
@@ -397,8 +453,7 @@ class Runtime:
                 own = SessionHistory(1)
                 own.extend(self.db.read(events_q.events_after, session_id, seq - 1, 1))
                 history = history.with_entry(own.entries[0]) if own.entries else history
-        return history.messages(system_prompt_markdown(definition), user_event_id,
-                                include_context=include_context)
+        return history
 
     async def _finish(self, run: dict, agent: dict, result: TurnResult, worker: SessionWorker) -> None:
         """The turn's one transaction: the run's ending, the reply (or the error event), the
@@ -409,6 +464,7 @@ class Runtime:
         now = self.now_ms()
         usage_wire = None if result.usage is None else result.usage.to_wire()
         ended = runs_q.transition(run, status, now, error=result.error, usage=usage_wire)
+        nonlocal_ended = [ended]   # the job may add what the run ended owing
         owner = self.leases.owner if self.shared else None
         after: list = []
 
@@ -428,15 +484,24 @@ class Runtime:
                 if current is None or current["status"] not in runs_q.TERMINAL:
                     return None
                 wrote = False
-            appended = titled = None
+            appended = titled = notice = None
             if wrote and status == "succeeded":
                 meta: dict = {"provider": result.provider_type or agent["definition"].get("modelProvider", ""),
                               "model": result.model,
-                              "durationMs": int((time.perf_counter() - result.started) * 1000)}
-                if usage_wire is not None:
-                    meta["usage"] = usage_wire
+                              "durationMs": int((time.perf_counter() - (result.message_started or result.started))
+                                                * 1000)}
+                step_usage = result.step_usage if result.step_usage is not None else result.usage
+                if step_usage is not None:
+                    meta["usage"] = step_usage.to_wire()
+                meta["runId"] = run["id"]
                 payload = {"type": "message", "role": "assistant", "content": result.text, "meta": meta}
                 appended = events_q.append_event(conn, session_id, payload, new_id(), now)
+                if result.unmet:
+                    owed = result.unmet[0]["steps"]
+                    notice = events_q.append_event(conn, session_id, {
+                        "type": "message", "role": "user", "actor": "system", "content": plans.unmet_notice(owed),
+                        "meta": {"runId": run["id"]}}, new_id(), now)
+                    nonlocal_ended[0] = runs_q.set_unmet_obligations(conn, ended, result.unmet)
             elif wrote and status == "failed":
                 appended = events_q.append_event(conn, session_id,
                                                  {"type": "error", "message": result.error["message"]},
@@ -457,7 +522,7 @@ class Runtime:
                                               now)
             except NotFound:
                 a = None
-            return appended, ended if wrote else None, titled or session, a
+            return appended, notice, nonlocal_ended[0] if wrote else None, titled or session, a
 
         done = await self.db.write(job)
         if owner is not None:
@@ -467,10 +532,11 @@ class Runtime:
             publish()
         if done is None or worker.gone:
             return
-        appended, r, session, a = done
-        if appended is not None:
-            event, body = appended
-            publisher.publish_append(session_id, event, body)
+        appended, notice, r, session, a = done
+        for written in (appended, notice):
+            if written is not None:
+                event, body = written
+                publisher.publish_append(session_id, event, body)
         if r is not None:
             publisher.publish_run(runs_q.public(r))
         publisher.publish_session(session)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import apsw
 
 from server.store import codec
+from server.store import files_lifecycle as files_q
 from server.store import triggers as triggers_q
 from server.store.errors import NotFound
 
@@ -50,6 +51,8 @@ def delete_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
     conn.execute(f"UPDATE runs SET session_id = NULL WHERE session_id IN ({own}) AND agent_id != ?",
                  (agent_id, agent_id))
     conn.execute(f"DELETE FROM session_events WHERE session_id IN ({own})", (agent_id,))
+    # Its files: memory, the sessions' attachments, uploads in progress (bytes freed here too).
+    files_q.delete_agent_files(conn, agent_id, session_ids)
     # One statement each: a tree's parent links are checked when the statement ends.
     conn.execute("DELETE FROM runs WHERE agent_id = ?", (agent_id,))
     conn.execute("DELETE FROM sessions WHERE agent_id = ?", (agent_id,))

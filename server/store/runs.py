@@ -1,7 +1,8 @@
 """Runs: durable executions forming a tree, and the queue the runtime takes work from.
 
 RunInfo = {id, account, rootRunId, parentRunId?, depth, kind, agentId, sessionId?, origin, title,
-status, attempt, createdAt, updatedAt, startedAt?, finishedAt?, usage?, error?: {code, message}}.
+status, attempt, createdAt, updatedAt, startedAt?, finishedAt?, usage?, error?: {code, message},
+unmetObligations?}.
 
 Every status change goes through `transition` (pure: checks the move, stamps the times) and is
 written with `save_run`, which writes only if the row is still in the status the change started
@@ -29,8 +30,8 @@ _MOVES = {
 
 COLUMNS = ("id, account_id, root_run_id, parent_run_id, depth, kind, agent_id, session_id, origin,"
            " title, status, attempt, created_at, updated_at, started_at, finished_at, usage,"
-           " error_code, error")
-_N = 19
+           " error_code, error, unmet_obligations")
+_N = 20
 # The WHERE of the partial index runs_active_by_session, written out verbatim: SQLite uses a
 # partial index only when the query repeats its condition, so "status = 'queued'" alone would
 # walk the session's whole run history.
@@ -116,7 +117,7 @@ def create_run(conn: apsw.Connection, run_id: str, account_id: str, agent_id: st
         (run_id, account_id, agent_id, session_id, user_event_id, now, now, root, parent_id, depth,
          origin, title))
     return run_info((run_id, account_id, root, parent_id, depth, "agent", agent_id, session_id, origin,
-                     title, "queued", 0, now, now, None, None, None, None, None))
+                     title, "queued", 0, now, now, None, None, None, None, None, None))
 
 
 def get_run(conn: apsw.Connection, run_id: str) -> dict | None:
@@ -259,7 +260,7 @@ def descendants(tree: list[dict], run_id: str) -> list[dict]:
 
 def run_info(row: tuple) -> dict:
     (run_id, account_id, root, parent, depth, kind, agent_id, session_id, origin, title, status, attempt,
-     created_at, updated_at, started_at, finished_at, usage, error_code, error) = row
+     created_at, updated_at, started_at, finished_at, usage, error_code, error, unmet) = row
     info = {"id": run_id, "account": account_id, "rootRunId": root, "depth": depth, "kind": kind,
             "agentId": agent_id, "origin": origin, "title": title, "status": status, "attempt": attempt,
             "createdAt": created_at, "updatedAt": updated_at}
@@ -275,7 +276,23 @@ def run_info(row: tuple) -> dict:
         info["usage"] = codec.decode(usage)
     if error is not None:
         info["error"] = {"code": error_code or "run-failed", "message": error}
+    if unmet is not None:
+        info["unmetObligations"] = codec.decode(unmet)
     return info
+
+
+def set_usage(conn: apsw.Connection, run_id: str, usage: dict) -> dict | None:
+    """The run's usage so far (the tool loop writes it at each step); the RunInfo, or None when
+    the run is no longer running."""
+    row = conn.execute(f"UPDATE runs SET usage = ? WHERE id = ? AND status = 'running' RETURNING {COLUMNS}",
+                       (codec.encode(usage), run_id)).fetchone()
+    return None if row is None else run_info(row)
+
+
+def set_unmet_obligations(conn: apsw.Connection, run: dict, obligations: list[dict]) -> dict:
+    """Record what the run ended owing (the tool loop's plan obligations); the RunInfo with it."""
+    conn.execute("UPDATE runs SET unmet_obligations = ? WHERE id = ?", (codec.encode(obligations), run["id"]))
+    return {**run, "unmetObligations": obligations}
 
 
 def public(run: dict) -> dict:

@@ -1,5 +1,5 @@
 """Sessions: SessionInfo = {id, account, agentId, title?, status, createdAt, updatedAt,
-parentSessionId?, runId?, childSessionCount?, modelOverride?, description?, activity?}.
+parentSessionId?, runId?, childSessionCount?, modelOverride?, description?, activity?, plan?}.
 
 Lists are newest update first, paged with a keyset cursor {updatedBefore, idBefore} (the last
 row's updated_at and id, ordered both descending), so a page costs the same however deep it is
@@ -10,11 +10,12 @@ from __future__ import annotations
 import apsw
 
 from server.store import codec
+from server.store import files_lifecycle as files_q
 from server.store.errors import InvalidCursor, NotFound
 
 _COLUMNS = ("id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id,"
             " run_id, model_override, description, message_at, message_from,"
-            " (SELECT count(*) FROM sessions c WHERE c.parent_session_id = sessions.id)")
+            " (SELECT count(*) FROM sessions c WHERE c.parent_session_id = sessions.id), plan")
 _INSERT = "id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id"
 _ORDER = "ORDER BY updated_at DESC, id DESC"
 TITLE_CHARS = 60  # automatic titles: the first line of the first message, trimmed to this
@@ -26,7 +27,7 @@ def create_session(conn: apsw.Connection, session_id: str, account_id: str, agen
         f"INSERT INTO sessions ({_INSERT}) VALUES (?, ?, ?, ?, 'idle', ?, ?, ?)",
         (session_id, account_id, agent_id, title, now, now, parent_session_id))
     return session_info((session_id, account_id, agent_id, title, "idle", now, now, parent_session_id,
-                         None, None, None, None, None, 0))
+                         None, None, None, None, None, 0, None))
 
 
 def get_session(conn: apsw.Connection, session_id: str) -> dict | None:
@@ -132,6 +133,7 @@ def delete_session(conn: apsw.Connection, session_id: str) -> None:
     conn.execute("UPDATE runs SET session_id = NULL WHERE session_id = ?", (session_id,))
     conn.execute("UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?", (session_id,))
     conn.execute("DELETE FROM session_events WHERE session_id = ?", (session_id,))
+    files_q.delete_session_files(conn, session_id)
     conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
 
@@ -142,7 +144,7 @@ def ids_with_status(conn: apsw.Connection, status: str) -> list[str]:
 
 def session_info(row: tuple) -> dict:
     (session_id, account_id, agent_id, title, status, created_at, updated_at, parent, run_id,
-     override, description, message_at, message_from, children) = row
+     override, description, message_at, message_from, children, plan) = row
     info = {"id": session_id, "account": account_id, "agentId": agent_id, "status": status,
             "createdAt": created_at, "updatedAt": updated_at}
     if title is not None:
@@ -159,4 +161,40 @@ def session_info(row: tuple) -> dict:
         info["description"] = description
     if message_at is not None:   # the session's latest message (append_event writes it)
         info["activity"] = {"messageAt": message_at, "messageFrom": message_from}
+    if plan is not None:
+        info["plan"] = codec.decode(plan)
     return info
+
+
+def get_plan(conn: apsw.Connection, session_id: str) -> dict | None:
+    row = conn.execute("SELECT plan FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if row is None or row[0] is None else codec.decode(row[0])
+
+
+def set_plan(conn: apsw.Connection, session_id: str, plan: dict, now: int) -> dict:
+    """The plan verb: the session's checklist replaced; the SessionInfo after it."""
+    row = conn.execute(
+        f"UPDATE sessions SET plan = ?, updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
+        (codec.encode(plan), now, session_id)).fetchone()
+    if row is None:
+        raise NotFound(f"session {session_id} not found")
+    return session_info(row)
+
+
+def set_agent_status(conn: apsw.Connection, session_id: str, now: int, *, title: str | None,
+                     description: str | None) -> dict:
+    """The status verb: the agent's title (never over one the user typed; it becomes the
+    agent's) and description; the SessionInfo after it."""
+    sets, params = ["updated_at = max(updated_at, ?)"], [now]
+    if title is not None:
+        sets.append("title = CASE WHEN title_source = 'user' THEN title ELSE ? END")
+        sets.append("title_source = CASE WHEN title_source = 'user' THEN 'user' ELSE 'agent' END")
+        params.append(title)
+    if description is not None:
+        sets.append("description = ?")
+        params.append(description)
+    row = conn.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ? RETURNING {_COLUMNS}",
+                       (*params, session_id)).fetchone()
+    if row is None:
+        raise NotFound(f"session {session_id} not found")
+    return session_info(row)

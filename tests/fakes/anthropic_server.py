@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from .openai_server import RecordedRequest
-from .sse_base import FakeSSEServer, Script, split_words
+from .sse_base import FakeSSEServer, Script, arguments_text, split_words
 
 DEFAULT_USAGE = {"input_tokens": 11, "output_tokens": 5, "cache_read_input_tokens": 7,
                  "cache_creation_input_tokens": 3}
@@ -72,7 +72,10 @@ class FakeAnthropic(FakeSSEServer):
         pieces = list(script.chunks)
         if script.echo:
             last = next((m for m in reversed(body["messages"]) if m["role"] == "user"), None)
-            pieces = split_words("echo: " + (last["content"] if last else ""))
+            content = last["content"] if last else ""
+            if isinstance(content, list):
+                content = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+            pieces = split_words("echo: " + content)
         start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
         events = [
             (_event("message_start", {"type": "message_start", "message": {
@@ -83,14 +86,41 @@ class FakeAnthropic(FakeSSEServer):
                                             "content_block": {"type": "text", "text": ""}}), False),
             (_event("ping", {"type": "ping"}), False),
         ]
-        events += [(_event("content_block_delta", {"type": "content_block_delta", "index": 0,
+        index = 0
+        if script.thinking is not None:
+            events[1] = (_event("content_block_start", {"type": "content_block_start", "index": 0,
+                                                        "content_block": {"type": "thinking", "thinking": ""}}), False)
+            events += [
+                (_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                    "type": "thinking_delta", "thinking": script.thinking}}), False),
+                (_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                    "type": "signature_delta", "signature": "sig-" + str(len(script.thinking))}}), False),
+                (_event("content_block_stop", {"type": "content_block_stop", "index": 0}), False),
+                (_event("content_block_start", {"type": "content_block_start", "index": 1,
+                                                "content_block": {"type": "text", "text": ""}}), False)]
+            index = 1
+        events += [(_event("content_block_delta", {"type": "content_block_delta", "index": index,
                                                    "delta": {"type": "text_delta", "text": p}}), True)
                    for p in pieces]
-        events.append((_event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        events.append((_event("content_block_stop", {"type": "content_block_stop", "index": index}),
                        False))
+        for call in script.tool_calls:
+            index += 1
+            args = arguments_text(call)
+            events.append((_event("content_block_start", {"type": "content_block_start", "index": index,
+                                                          "content_block": {"type": "tool_use", "id": call["id"],
+                                                                            "name": call["name"], "input": {}}}), False))
+            half = len(args) // 2
+            for piece in ((args[:half],) if script.cut_tool_call else (args[:half], args[half:])):
+                events.append((_event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
+                    "type": "input_json_delta", "partial_json": piece}}), False))
+            if script.cut_tool_call:
+                return events
+            events.append((_event("content_block_stop", {"type": "content_block_stop", "index": index}), False))
         if script.stop:
+            reason = "tool_use" if script.tool_calls else "end_turn"
             events.append((_event("message_delta", {
-                "type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None},
                 "usage": {"output_tokens": usage.get("output_tokens", 0)}}), False))
             events.append((_event("message_stop", {"type": "message_stop"}), False))
         return events

@@ -75,14 +75,29 @@ class FakeGoogle(FakeSSEServer):
         pieces = list(script.chunks)
         if script.echo:
             last = next((c for c in reversed(body["contents"]) if c["role"] == "user"), None)
-            pieces = split_words("echo: " + ("".join(p["text"] for p in last["parts"]) if last else ""))
+            pieces = split_words("echo: " + ("".join(p.get("text", "") for p in last["parts"]) if last else ""))
         events = []
+        calls = list(script.tool_calls)
         for i, piece in enumerate(pieces):
             candidate: dict = {"content": {"parts": [{"text": piece}], "role": "model"}, "index": 0}
-            if i == len(pieces) - 1 and script.stop:
+            if i == len(pieces) - 1 and script.stop and not calls:
                 candidate["finishReason"] = "STOP"
             events.append((_data({"candidates": [candidate], "usageMetadata": usage,
                                   "modelVersion": self.model_of(request)}), True))
+        if calls:
+            # Gemini sends each call whole, as a part (with a thought signature when thinking).
+            parts = []
+            for call in calls:
+                args = call.get("arguments", {})
+                part = {"functionCall": {"name": call["name"], "args": args if isinstance(args, dict) else {}}}
+                if call.get("signature"):
+                    part["thoughtSignature"] = call["signature"]
+                parts.append(part)
+            candidate = {"content": {"parts": parts, "role": "model"}, "index": 0}
+            if script.stop and not script.cut_tool_call:
+                candidate["finishReason"] = "STOP"
+            events.append((_data({"candidates": [candidate], "usageMetadata": usage}), False))
+            return events
         if not pieces and script.stop:
             events.append((_data({"candidates": [{"content": {"parts": [], "role": "model"},
                                                   "finishReason": "STOP", "index": 0}],

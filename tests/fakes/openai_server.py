@@ -71,6 +71,11 @@ class Script:
     hang: bool = False  # read the request, then never answer (until the client gives up)
     raw_events: Sequence[str] | None = None  # exact `data:` payloads instead of the generated ones
     json_body: str | None = None  # answer 200 with this JSON body, not a stream (stream ignored)
+    # Tool calls after the text, each {"id", "name", "arguments"} (arguments: a JSON text, which
+    # may be malformed, or a value to encode), streamed as delta.tool_calls pieces by index (several:
+    # parallel calls); finish_reason becomes "tool_calls".
+    tool_calls: Sequence[dict] = ()
+    cut_tool_call: bool = False  # the stream ends in the middle of the first call's arguments
 
 
 class LoopbackFake:
@@ -175,6 +180,8 @@ class FakeOpenAI(LoopbackFake):
         self.requests.append(request)
         if path.endswith("/chat/completions") and request.method == "POST":
             script = self.scripts.popleft() if self.scripts else self.default
+            if callable(script):   # a function of the request (a scripted model that looks)
+                script = script(request)
             index = len(self.requests) - 1
             try:
                 outcome = await self._chat(script, request, reader, writer)
@@ -350,8 +357,19 @@ def _events(script: Script, request: RecordedRequest) -> list[tuple[bytes, bool]
 
         events = [(chunk(choice({"role": "assistant", "content": ""})), False)]
         events += [(chunk(choice({"content": p})), True) for p in _reply_pieces(script, body)]
+        for i, call in enumerate(script.tool_calls):
+            args = call.get("arguments", {})
+            args = args if isinstance(args, str) else json.dumps(args)
+            half = len(args) // 2
+            events.append((chunk(choice({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                                         "function": {"name": call["name"], "arguments": ""}}]})), False))
+            events.append((chunk(choice({"tool_calls": [{"index": i, "function": {"arguments": args[:half]}}]})), False))
+            if script.cut_tool_call:
+                return [(f"data: {p}\n\n".encode(), c) for p, c in events]
+            events.append((chunk(choice({"tool_calls": [{"index": i, "function": {"arguments": args[half:]}}]})), False))
         if script.finish_reason:
-            events.append((chunk(choice({}, script.finish_reason)), False))
+            reason = "tool_calls" if script.tool_calls and script.finish_reason == "stop" else script.finish_reason
+            events.append((chunk(choice({}, reason)), False))
         # Like OpenAI: the usage chunk only when the client asked for it.
         wants_usage = (body.get("stream_options") or {}).get("include_usage")
         if script.usage is not None and wants_usage:

@@ -8,6 +8,7 @@ The HTTP helpers are the OpenAI fake's (asyncio streams, keep-alive, Content-Len
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,11 @@ class Script:
     drop_after: int | None = None  # abort the socket after N chunks (no stop event)
     hang: bool = False  # read the request, then never answer
     stop: bool = True  # end with the provider's stop signal
+    # Tool calls after the text, each {"id", "name", "arguments"} (arguments: a JSON text, which
+    # may be malformed, or a value to encode); the stop reason becomes the provider's tool one.
+    tool_calls: Sequence[dict] = ()
+    cut_tool_call: bool = False  # the stream ends in the middle of the first call's arguments
+    thinking: str | None = None  # Anthropic: a signed thinking block before the text
 
 
 class FakeSSEServer(LoopbackFake):
@@ -83,6 +89,8 @@ class FakeSSEServer(LoopbackFake):
                     await _send(writer, status, "application/json", value)
                     continue
                 script = self.scripts.popleft() if self.scripts else self.default
+                if callable(script):   # a function of the request (a scripted model that looks)
+                    script = script(request)
                 index = len(self.requests) - 1
                 try:
                     outcome = await self._play(script, request, reader, writer)
@@ -142,3 +150,8 @@ def split_words(text: str) -> list[str]:
     """Words with the following space kept, so the pieces join back to `text`."""
     words = text.split(" ")
     return [w + " " for w in words[:-1]] + [words[-1]]
+
+
+def arguments_text(call: dict) -> str:
+    args = call.get("arguments", {})
+    return args if isinstance(args, str) else json.dumps(args)

@@ -1,0 +1,405 @@
+"""A turn is a loop: the model answers or calls tools; the server runs the calls and feeds the
+results back, until the model answers without calling anything, or a budget ends the run.
+
+Strategy-blind: the same loop runs for a local queue and for a run claimed from a shared store
+(the runner hands it `still_ours`, the lease check that guards every write on a shared store).
+
+Durable, in this order for each step (docs/protocol.md "The tool loop"):
+1. the model's step streams (text as `appendPartial` textDelta, `activity` patches around it);
+2. one transaction records what the step said before its calls (an assistant message), every
+   `tool_call` event of the step and the run's usage so far;
+3. each call runs, then one transaction records its `tool_result` with the call's id, before the
+   next call or model step. A crash between 2 and 3 leaves a call without a result: when the run
+   is taken up again (requeued at start, or claimed by another server), `resume_open_calls`
+   answers it before the first model step, by running it again when the tool has no side
+   effect, and otherwise by recording that it was interrupted (so a write never happens twice
+   for one recorded call).
+
+A tool that answers later (delegation) returns `ToolResult(park=Park(...))`: its call stays open,
+the loop records the other results of the step and ends with `TurnResult.park` set; the runner
+parks the run (`waiting`). That is the one place a tool can park a run.
+
+Budgets (server/config.py): tool steps per run, tokens per run, wall time per run, and the
+characters of a tool result fed back (cut with a note). A spent budget ends the run with a
+`budget-exceeded` error.
+
+Plans: a plan the model keeps with the `plan` verb is shown to it each step (`<plan_state>`, never
+stored), and a run that ends its answer with steps of its own plan still open is handed a
+continuation prompt (a user message with actor `system`), at most MAX_CONTINUATIONS times; then
+it ends succeeded, owing them (`unmetObligations`, and a notice on the log).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from protocol import plans
+from server.clock import new_id
+from server.providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
+from server.runtime.history import SessionHistory, result_text
+from server.store import events as events_q
+from server.store import runs as runs_q
+from server.store import sessions as sessions_q
+from server.store.errors import NotFound
+from server.tools.context import Park, ToolResult
+from server.tools.surface import SIDE_EFFECTS, ToolSurface, parse_arguments
+
+log = logging.getLogger("seed_agents.runtime")
+
+MAX_CONTINUATIONS = 3
+DETAIL_CHARS = 120
+# Tool calls one model step may make; more are answered with an error, not run.
+MAX_CALLS_PER_STEP = 32
+
+
+class BudgetSpent(Exception):
+    """A budget of the run is spent; the message says which and how to change it."""
+
+
+class TurnGone(Exception):
+    """The session was deleted, or (shared store) the run is no longer this server's: the turn
+    writes nothing more."""
+
+
+@dataclass(frozen=True)
+class Budgets:
+    steps: int
+    tokens: int
+    seconds: float
+    output_chars: int
+    tool_timeout: float
+
+    @classmethod
+    def from_config(cls, config) -> "Budgets":  # noqa: ANN001
+        return cls(config.max_tool_steps, config.max_run_tokens, config.max_run_seconds,
+                   config.max_tool_output_chars, config.tool_timeout)
+
+
+@dataclass
+class LoopOutcome:
+    text: str = ""                      # the final answer
+    step_usage: Usage | None = None     # the usage of the step that produced it
+    usage: Usage | None = None          # the run's, all steps
+    message_started: float = 0.0        # perf_counter() since which the final message counts
+    unmet: list = field(default_factory=list)   # obligations still open at the end
+    park: Park | None = None
+
+
+def add_usage(a: Usage | None, b: Usage | None) -> Usage | None:
+    if b is None:
+        return a
+    if a is None:
+        return b
+    return Usage(a.input + b.input, a.output + b.output, a.cache_read + b.cache_read,
+                 a.cache_write + b.cache_write, a.total + b.total)
+
+
+class ToolLoop:
+    def __init__(self, *, db, publisher, now_ms: Callable[[], int], run: dict, agent: dict,  # noqa: ANN001
+                 provider, model: str, provider_type: str, history: SessionHistory,
+                 messages: list[ChatMessage], surface: ToolSurface | None, budgets: Budgets,
+                 still_ours: Callable | None, gone: Callable[[], bool],
+                 rebuild: Callable[[], list[ChatMessage]]) -> None:
+        self.db = db
+        self.publisher = publisher
+        self.now_ms = now_ms
+        self.run = run
+        self.run_id = run["id"]
+        self.session_id = run["sessionId"]
+        self.agent = agent
+        self.provider = provider
+        self.model = model
+        self.provider_type = provider_type
+        self.history = history
+        self.messages = messages
+        self.surface = surface
+        self.tools = surface.provider_tools() if surface is not None else ()
+        self.budgets = budgets
+        self.still_ours = still_ours     # shared store: (conn) -> bool, checked in every write
+        self.gone = gone
+        self.rebuild = rebuild           # the messages again, from the history (after a resume)
+        self.steps = 0
+        self.continuations = 0
+        self.used_ids = history.call_ids()
+        self.out = LoopOutcome()
+        self.deadline = 0.0
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run_turn(self) -> LoopOutcome:
+        out = self.out
+        out.message_started = time.perf_counter()
+        self._activity({"phase": "starting"})
+        try:
+            async with asyncio.timeout(self.budgets.seconds):
+                await self._loop()
+        except TimeoutError:
+            raise BudgetSpent(f"the run was still working after {self.budgets.seconds:g} s, the most a run "
+                              "may take on this server (--max-run-seconds); it was stopped") from None
+        return out
+
+    async def _loop(self) -> None:
+        out = self.out
+        await self.resume_open_calls()
+        while True:
+            self._activity({"phase": "thinking"})
+            text, calls, reasoning, usage = await self._model_step(self._with_plan_state())
+            out.usage = add_usage(out.usage, usage)
+            if calls:
+                self.steps += 1
+                if self.steps > self.budgets.steps:
+                    raise BudgetSpent(f"the model asked for more than {self.budgets.steps} tool steps, the most a "
+                                      "run may take on this server (--max-tool-steps); it was stopped")
+                recorded = await self._record_calls(text, calls, usage)
+                self.messages.append(ChatMessage("assistant", text, tool_calls=tuple(c for c, _ in recorded),
+                                                 reasoning=reasoning.blocks if reasoning else ()))
+                self._usage_patch()
+                for n, (call, params) in enumerate(recorded):
+                    if n >= MAX_CALLS_PER_STEP:
+                        result, started = ToolResult(error=f"not run: a step may make at most {MAX_CALLS_PER_STEP} "
+                                                           "tool calls"), None
+                    else:
+                        result, started = await self._run_call(call, params)
+                    if result.park is not None:
+                        out.park = out.park or result.park
+                        continue   # its result comes later; the call stays open
+                    await self._record_result(call, result, started)
+                self._check_tokens()
+                if out.park is not None:
+                    return
+                continue
+            self._check_tokens()
+            owed = plans.open_steps(self.db.read(sessions_q.get_plan, self.session_id), self.run_id)
+            if owed and self.continuations < MAX_CONTINUATIONS:
+                self.continuations += 1
+                await self._record_continuation(text, usage, owed)
+                continue
+            out.text, out.step_usage = text, usage
+            if owed:
+                out.unmet = [{"kind": "plan", "steps": owed}]
+            self._activity({"phase": "finalizing"})
+            return
+
+    def _check_tokens(self) -> None:
+        used = self.out.usage.total if self.out.usage is not None else 0
+        if used > self.budgets.tokens:
+            raise BudgetSpent(f"the run used {used} tokens, more than the {self.budgets.tokens} a run may use on "
+                              "this server (--max-run-tokens); it was stopped")
+
+    # -- one model step ---------------------------------------------------------------------
+
+    async def _model_step(self, messages: list[ChatMessage]):  # noqa: ANN202
+        parts: list[str] = []
+        calls: list[ToolCall] = []
+        reasoning: Reasoning | None = None
+        usage: Usage | None = None
+        publisher, session_id, run_id = self.publisher, self.session_id, self.run_id
+        async for item in self.provider.stream(self.model, messages, self.tools):
+            if isinstance(item, TextDelta):
+                if item.text and not self.gone():
+                    if not parts:
+                        self._activity({"phase": "responding"})
+                    parts.append(item.text)
+                    publisher.publish_partial(session_id, run_id, {"textDelta": item.text})
+            elif isinstance(item, ToolCall):
+                calls.append(item)
+            elif isinstance(item, Reasoning):
+                reasoning = item
+            elif isinstance(item, Usage):
+                usage = item
+        return "".join(parts), calls, reasoning, usage
+
+    def _with_plan_state(self) -> list[ChatMessage]:
+        if self.surface is None:
+            return self.messages
+        plan = self.db.read(sessions_q.get_plan, self.session_id)
+        if not plan or (plans.is_settled(plan) and plan.get("ownerRunId") != self.run_id):
+            return self.messages   # a finished checklist of an earlier run is history
+        block = plans.plan_state_block(plan)
+        return self.messages + [ChatMessage("system", block)] if block else self.messages
+
+    # -- recording --------------------------------------------------------------------------
+
+    def _meta(self, usage: Usage | None = None, started: float | None = None) -> dict:
+        meta: dict = {"model": self.model, "provider": self.provider_type, "runId": self.run_id}
+        if usage is not None:
+            meta["usage"] = usage.to_wire()
+        if started is not None:
+            meta["durationMs"] = int((time.perf_counter() - started) * 1000)
+        return meta
+
+    def _call_id(self, call: ToolCall) -> str:
+        call_id = call.id if call.id and len(call.id) <= 200 and call.id not in self.used_ids else ""
+        call_id = call_id or "call_" + new_id()
+        self.used_ids.add(call_id)
+        return call_id
+
+    async def _write(self, payloads: list[dict], extra=None):  # noqa: ANN001, ANN202
+        """Append `payloads` (and run `extra(conn)`) in one transaction, then publish them."""
+        now = self.now_ms()
+        session_id, still_ours = self.session_id, self.still_ours
+
+        def job(conn):
+            if still_ours is not None and not still_ours(conn):
+                return None
+            try:
+                appended = [events_q.append_event(conn, session_id, p, new_id(), now) for p in payloads]
+            except NotFound:
+                return None   # the session was deleted meanwhile
+            return appended, extra(conn, now) if extra is not None else None
+
+        done = await self.db.write(job)
+        if done is None or self.gone():
+            raise TurnGone()
+        appended, extra_out = done
+        for event, body in appended:
+            self.publisher.publish_append(session_id, event, body)
+        return extra_out
+
+    async def _record_calls(self, text: str, calls: list[ToolCall], usage: Usage | None):
+        """The step's text (when it said something) and its calls, with the run's usage so far."""
+        payloads: list[dict] = []
+        if text.strip():
+            payloads.append({"type": "message", "role": "assistant", "content": text,
+                             "meta": self._meta(usage, self.out.message_started)})
+        recorded: list[tuple[ToolCall, dict | None]] = []
+        for n, call in enumerate(calls):
+            call_id = self._call_id(call)
+            params, _ = parse_arguments(call)
+            if n >= MAX_CALLS_PER_STEP:
+                params = None
+            recorded.append((ToolCall(call_id, call.name[:200], json.dumps(params if params is not None else {}),
+                                      call.oversize, call.extra), params))
+            payloads.append({"type": "tool_call", "id": call_id, "name": call.name[:200],
+                             "input": params if params is not None else {}, "actor": "agent",
+                             "meta": self._meta(usage if n == 0 else None)})
+        usage_wire = self.out.usage.to_wire() if self.out.usage is not None else None
+        run = await self._write(payloads, (lambda conn, now: self._save_usage(conn, usage_wire)))
+        if run is not None:
+            self.publisher.publish_run(runs_q.public(run))
+        self.out.message_started = time.perf_counter()
+        # The model is handed back its calls as it made them (malformed arguments included).
+        return [(ToolCall(c.id, c.name, original.arguments if not original.oversize else "{}", original.oversize,
+                          original.extra), params)
+                for (c, params), original in zip(recorded, calls)]
+
+    def _save_usage(self, conn, usage_wire: dict | None) -> dict | None:  # noqa: ANN001
+        if usage_wire is None:
+            return None
+        return runs_q.set_usage(conn, self.run_id, usage_wire)
+
+    async def _run_call(self, call: ToolCall, params: dict | None) -> tuple[ToolResult, float]:
+        """(the call's result, when it started); a tool that fails or hangs is answered with an
+        error, and the run goes on."""
+        detail = _detail(params)
+        self._activity({"phase": "tool", "toolName": call.name, "toolCallId": call.id,
+                        **({"detail": detail} if detail else {})})
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.budgets.tool_timeout):
+                result = await self.surface.run(call)
+        except TimeoutError:
+            result = ToolResult(error=f"{call.name} did not finish within {self.budgets.tool_timeout:g} s "
+                                      "(--tool-timeout); it was stopped")
+        except Exception as exc:  # a bug in a tool must not end the run
+            log.exception("tool %s failed in run %s", call.name, self.run_id)
+            result = ToolResult(error=f"{call.name} failed: internal error ({type(exc).__name__})")
+        return result, started
+
+    async def _record_result(self, call: ToolCall, result: ToolResult, started: float | None) -> None:
+        payload = self.result_payload(call.id, call.name, result, started)
+        await self._write([payload])
+        self.messages.append(ChatMessage("tool", result_text(payload), tool_call_id=call.id, name=call.name,
+                                         is_error="error" in payload))
+        self._activity({"phase": "thinking"})
+
+    def result_payload(self, call_id: str, name: str, result: ToolResult, started: float | None) -> dict:
+        payload: dict = {"type": "tool_result", "toolCallId": call_id, "name": name, "actor": "agent"}
+        limit = self.budgets.output_chars
+        if result.error is not None:
+            payload["error"] = _cut(result.error, limit)
+        else:
+            payload["output"] = bounded_output(result.output, limit)
+        payload["meta"] = self._meta(None, started)
+        return payload
+
+    async def _record_continuation(self, text: str, usage: Usage | None, owed: list[str]) -> None:
+        payloads = []
+        if text.strip():
+            payloads.append({"type": "message", "role": "assistant", "content": text,
+                             "meta": self._meta(usage, self.out.message_started)})
+        prompt = {"type": "message", "role": "user", "actor": "system", "content": plans.continuation_prompt(owed),
+                  "meta": {"runId": self.run_id}}
+        payloads.append(prompt)
+        await self._write(payloads)
+        if text.strip():
+            self.messages.append(ChatMessage("assistant", text))
+        self.messages.append(ChatMessage("user", prompt["content"]))
+        self.out.message_started = time.perf_counter()
+
+    # -- resuming ---------------------------------------------------------------------------
+
+    async def resume_open_calls(self) -> None:
+        """Answer the calls this run recorded without a result (the server stopped between a call
+        and its result): a tool without side effects runs again; one with side effects is not
+        run twice, the model is told it was interrupted."""
+        open_calls = self.history.open_calls(self.run_id)
+        if not open_calls:
+            return
+        for entry in open_calls:
+            call = ToolCall(entry.call_id, entry.name, entry.content)
+            params, _ = parse_arguments(call)
+            started = None
+            if entry.name in SIDE_EFFECTS or self.surface is None:
+                result = ToolResult(error=(
+                    f"interrupted: the server stopped while this {entry.name} call was running, and it was not run "
+                    "again, so it may or may not have taken effect. Check (read the address) before trying again."))
+            else:
+                result, started = await self._run_call(call, params)
+                if result.park is not None:
+                    self.out.park = self.out.park or result.park
+                    continue
+            await self._write([self.result_payload(entry.call_id, entry.name, result, started)])
+        # The messages were built before these results existed: build them again.
+        self.messages[:] = self.rebuild()
+
+    # -- live patches -----------------------------------------------------------------------
+
+    def _activity(self, activity: dict) -> None:
+        if not self.gone():
+            self.publisher.publish_partial(self.session_id, self.run_id, {"activity": activity})
+
+    def _usage_patch(self) -> None:
+        if self.out.usage is not None and not self.gone():
+            self.publisher.publish_partial(self.session_id, self.run_id, {"usage": self.out.usage.to_wire()})
+
+
+def bounded_output(value, limit: int):  # noqa: ANN001, ANN201
+    """A tool's output as recorded and fed back: itself when its JSON fits `limit` characters,
+    else its text cut there with a note saying what was cut."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= limit:
+        return value
+    return {"truncated": True,
+            "note": (f"This result was {len(text)} characters; only the first {limit} are shown "
+                     "(--max-tool-output-chars). Ask for less (a narrower address or query) to see the rest."),
+            "content": text[:limit]}
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters cut)"
+
+
+def _detail(params: dict | None) -> str:
+    if not params:
+        return ""
+    for key in ("address", "tool", "url", "query", "title"):
+        value = params.get(key)
+        if isinstance(value, str) and value:
+            return value if len(value) <= DETAIL_CHARS else value[:DETAIL_CHARS - 1] + "…"
+    return ""
+

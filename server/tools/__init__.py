@@ -1,0 +1,2 @@
+"""The tools an agent's model calls during a turn: `surface.py` dispatches a call (checked
+against its declaration in protocol/tool_registry.py) to the module of its group."""

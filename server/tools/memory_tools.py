@@ -1,0 +1,135 @@
+"""The agent's own files: `~/memory/…` for `read` and `write`, the `search` tool (full text over
+memory), and `attachment:<id>` (a file attached to this conversation).
+
+Every function acts on the agent of the context and the session of the context: an address can
+name a path, never another agent or session, so the agent reads and writes only its own memory
+(server/store/memory.py, bytes in server/store/blobs.py).
+"""
+from __future__ import annotations
+
+from protocol import file_rules
+from protocol.errors import ProtocolError
+from server.store import attachments as attachments_q
+from server.store import blobs
+from server.store import memory as memory_q
+from server.tools.context import ToolContext, ToolFailure, ToolResult
+
+# A file the model reads is cut to this many bytes (the loop cuts its output again, in characters).
+READ_BYTES = 256 * 1024
+SEARCH_DEFAULT = 10
+
+
+def memory_path_of(address: str) -> str | None:
+    """'' for the root, the normalized path, or None when `address` is not a memory address."""
+    if address in ("~/memory", "~/memory/"):
+        return ""
+    if not address.startswith("~/memory/"):
+        return None
+    try:
+        return file_rules.memory_path(address[len("~/memory/"):])
+    except ProtocolError as exc:
+        raise ToolFailure(exc.message) from None
+
+
+def read(ctx: ToolContext, path: str) -> ToolResult:
+    agent_id = ctx.agent["id"]
+
+    def job(conn):
+        info = memory_q.file_info(conn, agent_id, path) if path else None
+        if info is None:
+            return "dir", memory_q.list_dir(conn, agent_id, path or None)
+        data = blobs.read_range(conn, info.blob_id, 0, min(info.size, READ_BYTES))
+        return "file", (info, data)
+
+    try:
+        kind, value = ctx.db.read(job)
+    except ProtocolError as exc:
+        if not path and exc.status == 404:
+            value, kind = {"path": "", "entries": [], "totalBytes": 0}, "dir"
+        else:
+            raise ToolFailure(exc.message) from None
+    if kind == "dir":
+        entries = [{"path": e["path"], "type": e["type"], "size": e["size"]} for e in value["entries"]]
+        where = f"{path}/" if path else "Memory root"
+        return ToolResult({"summary": f"{where}: {len(entries)} entries.", "path": path, "entries": entries})
+    info, data = value
+    text = file_rules.utf8_or_none(data) if info.is_text else None
+    if text is None and info.is_text and len(data) < info.size:
+        text = data.decode("utf-8", "ignore")   # cut inside a character: drop the broken end
+    if text is None:
+        return ToolResult({"summary": f"{path} is a binary file of {info.size} bytes: not shown.",
+                           "path": path, "size": info.size,
+                           **({"mimeType": m} if (m := file_rules.infer_mime_type(path)) else {})})
+    out = {"summary": f"Read {path} ({info.size} bytes).", "path": path, "content": text}
+    if len(data) < info.size:
+        out["truncated"] = True
+        out["summary"] += f" Only its first {len(data)} bytes are shown."
+    return ToolResult(out)
+
+
+async def write(ctx: ToolContext, path: str, params: dict) -> ToolResult:
+    if not path:
+        raise ToolFailure("write needs a file path under ~/memory/")
+    options = params.get("options") if isinstance(params.get("options"), dict) else {}
+    unknown = set(options) - {"delete", "fromUrl", "fromAttachment"}
+    if unknown:
+        raise ToolFailure(f"unknown option(s) for a memory write: {', '.join(sorted(unknown))}")
+    agent_id, account = ctx.agent["id"], ctx.account
+    now = ctx.now_ms()
+    if options.get("delete") is True:
+        removed = await ctx.db.write(lambda conn: memory_q.delete_path(conn, agent_id, path))
+        if not removed:
+            raise ToolFailure(f"nothing at ~/memory/{path} to delete")
+        return ToolResult({"summary": f"Deleted ~/memory/{path}.", "path": path, "deleted": True})
+    if isinstance(options.get("fromUrl"), str):
+        if ctx.web is None:
+            raise ToolFailure("downloading a URL is not available on this server")
+        final, _, data, cut = await ctx.web.fetch(options["fromUrl"])
+        if cut:
+            raise ToolFailure(f"{final} is larger than this server downloads for an agent (--tool-fetch-bytes)")
+    elif isinstance(options.get("fromAttachment"), str):
+        attachment_id = options["fromAttachment"]
+        try:
+            _, data = ctx.db.read(attachments_q.read, ctx.session_id, attachment_id,
+                                  file_rules.MAX_SESSION_ATTACHMENT_BYTES)
+        except ProtocolError as exc:
+            raise ToolFailure(exc.message) from None
+    elif isinstance(params.get("content"), str):
+        data = params["content"].encode()
+    else:
+        raise ToolFailure("a memory write needs `content` (or options fromUrl / fromAttachment / delete)")
+    try:
+        entry = await ctx.db.write(lambda conn: memory_q.write_file(conn, agent_id, account, path, data, now))
+    except ProtocolError as exc:
+        raise ToolFailure(exc.message) from None
+    return ToolResult({"summary": f"Wrote ~/memory/{path} ({len(data)} bytes).", "path": path,
+                       "size": entry.get("size", len(data))})
+
+
+def search(ctx: ToolContext, params: dict) -> ToolResult:
+    limit = params.get("pageSize") if isinstance(params.get("pageSize"), int) else SEARCH_DEFAULT
+    found = ctx.db.read(memory_q.search, ctx.agent["id"], params["query"], limit)
+    results = [{"title": r["path"], "url": f"~/memory/{r['path']}", "snippet": r["snippet"], "score": r["score"]}
+               for r in found]
+    markdown = "\n".join(f"- ~/memory/{r['path']} — {r['snippet']}" for r in found)
+    summary = (f"{len(results)} memory files match \"{params['query']}\"." if results
+               else f"No results found for \"{params['query']}\".")
+    return ToolResult({"summary": summary, "results": results, "markdown": markdown})
+
+
+def read_attachment(ctx: ToolContext, attachment_id: str) -> ToolResult:
+    try:
+        meta, data = ctx.db.read(attachments_q.read, ctx.session_id, attachment_id, READ_BYTES, 0, READ_BYTES)
+    except ProtocolError as exc:
+        raise ToolFailure(exc.message) from None
+    text = file_rules.utf8_or_none(data)
+    if text is None and len(data) == READ_BYTES:
+        text = data.decode("utf-8", "ignore") if file_rules.utf8_or_none(data[:1024]) is not None else None
+    if text is None:
+        return ToolResult({"summary": f"Attachment {meta.get('name', attachment_id)} is binary "
+                                      f"({meta['size']} bytes): not shown.", "attachment": meta})
+    out = {"summary": f"Read attachment {meta.get('name', attachment_id)} ({meta['size']} bytes).",
+           "attachment": meta, "content": text}
+    if meta["size"] > len(data):
+        out["truncated"] = True
+    return ToolResult(out)

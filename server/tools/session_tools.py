@@ -1,0 +1,103 @@
+"""The session's own state and the account's other conversations: the `plan` and `status`
+verbs, and the `thread:` / `run:` addresses of `read`."""
+from __future__ import annotations
+
+import json
+
+from protocol import plans
+from server.store import events as events_q
+from server.store import runs as runs_q
+from server.store import sessions as sessions_q
+from server.tools.context import ToolContext, ToolFailure, ToolResult
+
+THREAD_LIST_DEFAULT = 20
+THREAD_LIST_MAX = 100
+THREAD_EVENTS = 200          # a transcript read shows at most its latest events ...
+THREAD_CHARS = 2000          # ... each cut to this many characters
+
+
+async def plan(ctx: ToolContext, params: dict) -> ToolResult:
+    written = plans.normalize_plan(params)
+    now = ctx.now_ms()
+
+    def job(conn):
+        previous = sessions_q.get_plan(conn, ctx.session_id)
+        return sessions_q.set_plan(conn, ctx.session_id, plans.next_plan(previous, written, ctx.run_id, now), now)
+
+    session = await ctx.db.write(job)
+    ctx.publisher.publish_session(session)   # (announced to the account as session-updated)
+    return ToolResult({"ok": True, "steps": len(session["plan"]["steps"])})
+
+
+async def status(ctx: ToolContext, params: dict) -> ToolResult:
+    title = params.get("title")
+    title = " ".join(title.split())[:sessions_q.TITLE_CHARS] if isinstance(title, str) and title.strip() else None
+    description = params.get("description")
+    description = description.strip()[:1000] if isinstance(description, str) else None
+    now = ctx.now_ms()
+    session = await ctx.db.write(lambda conn: sessions_q.set_agent_status(
+        conn, ctx.session_id, now, title=title, description=description))
+    ctx.publisher.publish_session(session)
+    out = {"ok": True}
+    for key in ("title", "description"):
+        if key in session:
+            out[key] = session[key]
+    return ToolResult(out)
+
+
+def read_thread(ctx: ToolContext, thread_id: str, options: dict) -> ToolResult:
+    if not thread_id:
+        return ToolResult(_thread_list(ctx, options))
+    session = ctx.db.read(sessions_q.get_session, thread_id)
+    if session is None or session["account"] != ctx.account:
+        # Another account's conversation is not there, as far as this agent can tell.
+        raise ToolFailure(f"no thread {thread_id!r} among your conversations (read thread: to list them)")
+    last = ctx.db.read(events_q.last_seq, thread_id)
+    events = ctx.db.read(events_q.events_after, thread_id, max(0, last - THREAD_EVENTS), THREAD_EVENTS)
+    lines = [f"# {session.get('title') or 'Untitled conversation'}", ""]
+    for event in events:
+        lines.append(_event_line(event["event"]))
+    return ToolResult({"summary": f"Thread {thread_id}: {len(events)} events.", "session": session,
+                       "markdown": "\n".join(lines)})
+
+
+def _thread_list(ctx: ToolContext, options: dict) -> dict:
+    limit = options.get("limit")
+    limit = min(THREAD_LIST_MAX, limit) if isinstance(limit, int) and limit > 0 else THREAD_LIST_DEFAULT
+    agent_id = options.get("agentId") if isinstance(options.get("agentId"), str) else None
+    query = options.get("query").lower() if isinstance(options.get("query"), str) else None
+    sessions, _ = ctx.db.read(sessions_q.list_sessions, ctx.account, agent_id,
+                              THREAD_LIST_MAX if query else limit, None)
+    if query:
+        sessions = [s for s in sessions if query in (s.get("title") or "").lower()
+                    or query in (s.get("description") or "").lower()][:limit]
+    entries = [{"id": s["id"], "title": s.get("title") or "", "agentId": s["agentId"],
+                "updatedAt": s["updatedAt"], **({"description": s["description"]} if "description" in s else {})}
+               for s in sessions]
+    markdown = "\n".join(f"- thread:{e['id']} — {e['title'] or 'Untitled'}" for e in entries)
+    return {"summary": f"{len(entries)} conversations.", "threads": entries, "markdown": markdown}
+
+
+def _event_line(payload: dict) -> str:
+    kind = payload.get("type")
+    if kind == "message":
+        text = str(payload.get("content", ""))
+        return f"**{payload.get('role', '?')}**: {_cut(text)}"
+    if kind == "tool_call":
+        return f"→ {payload.get('name', '?')} {_cut(json.dumps(payload.get('input'), ensure_ascii=False))}"
+    if kind == "tool_result":
+        body = payload.get("error") if "error" in payload else payload.get("output")
+        return f"← {payload.get('name', '?')} {_cut(json.dumps(body, ensure_ascii=False))}"
+    return f"[{kind}] {_cut(str(payload.get('message', '')))}"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= THREAD_CHARS else text[:THREAD_CHARS] + f"… ({len(text) - THREAD_CHARS} more characters)"
+
+
+def read_run(ctx: ToolContext, run_id: str) -> ToolResult:
+    run = ctx.db.read(runs_q.get_run, run_id) if run_id else None
+    if run is None or run["account"] != ctx.account:
+        raise ToolFailure(f"no run {run_id!r} among your runs")
+    run = runs_q.public(run)
+    return ToolResult({"summary": f"Run {run_id}: {run['status']}.", "run": run})

@@ -1,0 +1,164 @@
+"""One turn's tool surface: which verbs the model is offered, and running one call.
+
+A call is checked against its tool's declaration (protocol/tool_registry.py) before anything
+runs. A call the model got wrong (an unknown tool, arguments that are not JSON, input that does
+not match the schema) is answered with the tool's contract or the listing, as the reference
+does ("touch-expand"), so the model can correct itself; it never ends the run. The verbs' address
+forms are dispatched here to the module of each group; a form whose part lands later answers
+"not available on this server yet".
+
+`SIDE_EFFECTS` names the verbs whose effect must never happen twice for one recorded call: after
+a crash between such a call and its result, the call is answered as interrupted, not run again.
+"""
+from __future__ import annotations
+
+import json
+
+from protocol import tool_registry as registry
+from server.providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
+from server.tools import memory_tools, self_tools, session_tools
+from server.tools.context import ToolContext, ToolFailure, ToolResult
+
+# The verbs offered to the model on this server (delegate and return_result come with
+# delegation; until then they are neither offered nor listed).
+OFFERED_VERBS = ("read", "write", "call", "plan", "status")
+SIDE_EFFECTS = frozenset({"write"})
+NOT_YET = "is not available on this server yet"
+
+
+def offered_callables(web_search: bool) -> tuple[str, ...]:
+    return ("search", *(("web_search",) if web_search else ()), "navigate")
+
+
+def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS) -> tuple[ToolSpec, ...]:
+    return tuple(ToolSpec(*registry.provider_tool(registry.VERBS[v])) for v in verbs)
+
+
+def parse_arguments(call: ToolCall) -> tuple[dict | None, str | None]:
+    """(input, None) or (None, what is wrong with the call's arguments)."""
+    if call.oversize:
+        return None, f"the arguments were larger than {MAX_TOOL_ARGUMENT_CHARS} characters"
+    try:
+        value = json.loads(call.arguments) if call.arguments.strip() else {}
+    except ValueError:
+        return None, "the arguments were not valid JSON (cut off, or malformed)"
+    if not isinstance(value, dict):
+        return None, "the arguments must be a JSON object"
+    return value, None
+
+
+class ToolSurface:
+    def __init__(self, ctx: ToolContext, verbs: tuple[str, ...] = OFFERED_VERBS) -> None:
+        self.ctx = ctx
+        self.verbs = verbs
+
+    def provider_tools(self) -> tuple[ToolSpec, ...]:
+        return provider_tools(self.verbs)
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        tool = registry.VERBS.get(call.name)
+        if tool is None or tool.name not in self.verbs:
+            if tool is not None:   # a verb of the reference this server has not got yet
+                return ToolResult(error=f"{call.name} {NOT_YET}")
+            return ToolResult(self_tools.tools_listing(
+                self.ctx, self.verbs, f"No tool named {call.name!r}. Here is what you can use."))
+        params, fault = parse_arguments(call)
+        if fault is None:
+            errors = registry.input_errors(tool, params)
+        else:
+            errors = [fault]
+        if errors:
+            return _contract(tool, errors)
+        try:
+            if tool.name == "read":
+                return await self._read(params)
+            if tool.name == "write":
+                return await self._write(params)
+            if tool.name == "call":
+                return await self._call(params)
+            if tool.name == "plan":
+                return await session_tools.plan(self.ctx, params)
+            return await session_tools.status(self.ctx, params)
+        except ToolFailure as exc:
+            return ToolResult(error=str(exc))
+
+    # -- verbs -------------------------------------------------------------------------------
+
+    async def _read(self, params: dict) -> ToolResult:
+        address = params["address"].strip()
+        options = params.get("options") if isinstance(params.get("options"), dict) else {}
+        ctx = self.ctx
+        memory_path = memory_tools.memory_path_of(address)
+        if memory_path is not None:
+            return memory_tools.read(ctx, memory_path)
+        if address.startswith("attachment:"):
+            return memory_tools.read_attachment(ctx, address[len("attachment:"):].strip())
+        if address in ("~/tools", "~/tools/") or address.startswith("~/tools/"):
+            return self_tools.read_tools(ctx, address[len("~/tools/"):].strip("/"), self.verbs)
+        if address in ("~/self", "~/self/"):
+            return self_tools.read_self(ctx, self.verbs)
+        if address.startswith("thread:"):
+            return session_tools.read_thread(ctx, address[len("thread:"):].strip(), options)
+        if address.startswith("run:"):
+            return session_tools.read_run(ctx, address[len("run:"):].strip())
+        if address.startswith(("https://", "http://")):
+            return await self._web().read_page(address)
+        if address.startswith(("hm://", "activity:", "~/triggers", "ipfs://")):
+            raise ToolFailure(f"reading {_form(address)} {NOT_YET}")
+        raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: ~/memory/…, ~/tools/…, "
+                          "~/triggers/…, ~/self, hm://…, ipfs://…, https://…, activity:, attachment:<id>, "
+                          "thread: or thread:<id>, run:<id>.")
+
+    async def _write(self, params: dict) -> ToolResult:
+        address = params["address"].strip()
+        memory_path = memory_tools.memory_path_of(address)
+        if memory_path is not None:
+            return await memory_tools.write(self.ctx, memory_path, params)
+        if address.startswith(("hm://", "~/triggers", "ipfs://", "~/tools")):
+            raise ToolFailure(f"writing {_form(address)} {NOT_YET}")
+        raise ToolFailure(f"Unrecognized address: {address[:200]}. Writable: ~/memory/<path>, ~/tools/<name>, "
+                          "~/triggers/<name>, ipfs://, or hm://<account>/<path>.")
+
+    async def _call(self, params: dict) -> ToolResult:
+        name = registry.normalize_name(params["tool"])
+        ctx = self.ctx
+        tool = registry.CALLABLES.get(name)
+        if tool is None or name not in ctx.callables:
+            if name == "execute":
+                raise ToolFailure("execute needs a code sandbox, which this server has not got (codeExec: false)")
+            return ToolResult(self_tools.tools_listing(
+                ctx, self.verbs, f"No callable tool named {name}. Here is what you can call."))
+        tool_input = params.get("input") if isinstance(params.get("input"), dict) else {}
+        errors = registry.input_errors(tool, tool_input)
+        if errors:
+            return _contract(tool, errors)
+        if name == "search":
+            return memory_tools.search(ctx, tool_input)
+        if name == "web_search":
+            return await self._web().search(tool_input)
+        if name == "navigate":
+            url = tool_input["url"].strip()
+            if url.startswith(("https://", "http://")):
+                return await self._web().read_page(url)
+            raise ToolFailure(f"navigate reads https:// pages here; hm:// documents {NOT_YET}")
+        raise ToolFailure(f"{name} {NOT_YET}")
+
+    def _web(self):  # noqa: ANN202
+        if self.ctx.web is None:
+            raise ToolFailure(f"reading the web {NOT_YET}")
+        return self.ctx.web
+
+
+def _form(address: str) -> str:
+    for form in ("~/memory", "~/tools", "~/triggers", "hm://", "ipfs://", "attachment:", "activity:"):
+        if address.startswith(form):
+            return form
+    return address[:40]
+
+
+def _contract(tool: registry.Tool, errors: list[str]) -> ToolResult:
+    return ToolResult({
+        "summary": f"Input for {tool.name} did not match its contract — here it is; call again with valid input.",
+        "contract": registry.contract_markdown(tool),
+        "validationErrors": errors,
+    })
