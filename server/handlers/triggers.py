@@ -8,16 +8,14 @@ account as `trigger-created` / `trigger-updated` / `trigger-deleted` (the refere
 from __future__ import annotations
 
 from protocol.actions import request_fingerprint
-from protocol.errors import ProtocolError, quote
-from server.clock import new_id
+from protocol.errors import ProtocolError
 from server.handlers.access import OWNER, READER, WRITER, agent_access, agent_role, require
 from server.handlers.idempotency import once
 from server.store import agents as agents_q
 from server.store import sessions as sessions_q
 from server.store import trigger_firings as firings_q
 from server.store import triggers as triggers_q
-from server.triggers import schedule as sched
-from server.triggers import webhook
+from server.triggers import manage, webhook
 
 LIST_LIMIT = 1_000       # triggers in one ListAgentTriggers answer (the per-agent bound is lower)
 SESSIONS_SHOWN = 50      # sessions a GetAgentTrigger answer lists, newest first
@@ -36,25 +34,6 @@ def trigger_for(conn, account_id: str, trigger_id: str, need: str) -> tuple[dict
     if trigger is None:
         raise ProtocolError(404, f"trigger {trigger_id} not found")
     return trigger, role
-
-
-def _check_source(conn, owner: str, source: dict) -> None:
-    """What parsing cannot know: that a zone or cron expression exists, that a named agent is
-    the owner's."""
-    if source["type"] == "schedule":
-        try:
-            sched.check(source["schedule"])
-        except sched.ScheduleError as exc:
-            raise ProtocolError(400, f"source.schedule: {exc}") from None
-    if source["type"] == "run-completed" and "agentId" in source:
-        if agents_q.agent_account(conn, source["agentId"]) != owner:
-            raise ProtocolError(400, f"source.agentId {quote(source['agentId'])} is not an agent of this account")
-
-
-def _first_due(source: dict, enabled: bool, now: int) -> int | None:
-    if not enabled or source["type"] != "schedule":
-        return None
-    return sched.first_slot(source["schedule"], now)
 
 
 async def list_agent_triggers(app, env, action) -> dict:
@@ -104,20 +83,8 @@ async def create_agent_trigger(app, env, action) -> dict:
 
     def effect(conn):
         agent_access(conn, account_id, action.agent_id, WRITER)
-        owner = agents_q.agent_account(conn, action.agent_id)
-        _check_source(conn, owner, spec.source)
-        limit = app.config.trigger_max_per_agent
-        if triggers_q.count_of_agent(conn, action.agent_id) >= limit:
-            raise ProtocolError(409, f"agent {action.agent_id} has {limit} triggers, the most it may have "
-                                     "(delete one first)")
-        if triggers_q.name_taken(conn, action.agent_id, spec.name):
-            raise ProtocolError(409, f"agent {action.agent_id} already has a trigger named {quote(spec.name)}")
-        trigger_id = new_id()
-        trigger = triggers_q.create_trigger(conn, trigger_id, owner, action.agent_id, spec.name, spec.enabled,
-                                            spec.source, spec.prompt, spec.continuation, now,
-                                            _first_due(spec.source, spec.enabled, now))
-        if secret is not None:
-            webhook.store_secret(conn, app.secrets, trigger_id, owner, secret, now)
+        owner = agents_q.agent_account(conn, action.agent_id)   # a writer's trigger is the owner's
+        trigger = manage.create(conn, app, owner, action.agent_id, spec, now, secret)
         return {"_": "CreateAgentTriggerResponse", "trigger": triggers_q.public(trigger)}, [trigger]
 
     def job(conn):
@@ -138,22 +105,7 @@ async def update_agent_trigger(app, env, action) -> dict:
 
     def job(conn):
         before, _role = trigger_for(conn, env.account_id, action.trigger_id, WRITER)
-        if patch.source is not None:
-            _check_source(conn, before["account"], patch.source)
-        if patch.name is not None and triggers_q.name_taken(conn, before["agentId"], patch.name, but=before["id"]):
-            raise ProtocolError(409, f"agent {before['agentId']} already has a trigger named {quote(patch.name)}")
-        source = patch.source or before["source"]
-        enabled = before["enabled"] if patch.enabled is None else patch.enabled
-        # A new source, or a trigger turned back on, starts its schedule from now (what was
-        # missed while it was off is not fired).
-        retime = patch.source is not None or enabled != before["enabled"]
-        trigger = triggers_q.update_trigger(conn, before["id"], now, name=patch.name, enabled=patch.enabled,
-                                            source=patch.source, prompt=patch.prompt,
-                                            continuation=patch.continuation,
-                                            next_due_at=_first_due(source, enabled, now), retime=retime)
-        if secret is not None and triggers_q.credentials(conn, before["id"]) is None:
-            webhook.store_secret(conn, app.secrets, before["id"], before["account"], secret, now)
-        return trigger
+        return manage.update(conn, app, before, patch, now, secret)
 
     trigger = await app.db.write(job)
     app.triggers.changed(trigger)

@@ -25,6 +25,8 @@ from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 from server.store import trigger_firings as firings_q
 from server.store import triggers as triggers_q
+from server.triggers import tool_run
+from server.triggers.event import Event
 
 HOUR_MS = 3_600_000
 MAX_CHAIN_HOPS = 8            # run-completed firings feeding each other (the reference's guard)
@@ -39,23 +41,9 @@ class FiringError(Exception):
 
 
 @dataclass(slots=True)
-class Event:
-    """What a source hands to admission."""
-
-    key: str                       # the firing's stable key
-    summary: str                   # one line, for the session title and the firing list
-    activity: dict                 # the event itself (untrusted when it came from outside)
-    scheduled_at: int | None = None
-    body_digest: bytes | None = None
-    chain_depth: int = 0
-    skip: str | None = None        # recorded as skipped, with this reason, instead of firing
-
-
-@dataclass(slots=True)
 class Policy:
     per_hour: int                  # firings per agent per hour that start work
     keep: int                      # firings kept per trigger
-    tools: object | None = None    # the tool loop's registry, when the server has one
 
 
 @dataclass(slots=True)
@@ -135,10 +123,7 @@ def _continue(conn, app, trigger: dict, event: Event, firing_id: str, now: int, 
         raise FiringError("a wake continuation signals a parked run, and this server has no parked "
                           "runs yet (delegation is not in this build): nothing was signaled")
     if kind == "tool":
-        if policy.tools is None:
-            raise FiringError(f"a tool continuation runs one tool headless, and this server has no "
-                              f"tool loop yet: tool {continuation['tool']!r} was not run")
-        raise FiringError(f"tool {continuation['tool']!r} is not available to headless runs")
+        return headless_tool(conn, app, trigger, event, firing_id, continuation)
     return new_thread(conn, app, trigger, event, firing_id, now)
 
 
@@ -180,3 +165,27 @@ def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, now: int)
         app.runtime.kick(session_id)
 
     return session_id, run_id, [publish]
+
+
+def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, continuation: dict):
+    """The session that is the tool run's transcript, with the call recorded; the tool runs
+    after the commit (server/triggers/tool_run.py)."""
+    tool, tool_input = continuation["tool"], continuation.get("input") or {}
+    if not tool_run.runnable(tool):
+        raise FiringError(f"tool {tool!r} is not one this server runs headless "
+                          f"(one of: {', '.join(tool_run.OFFERED_VERBS)}; callable tools go through 'call')")
+    owner, agent_id = trigger["account"], trigger["agentId"]
+    now = app.now_ms()
+    session_id, call_id = new_id(), "trigger-" + firing_id
+    title = f"{trigger['name']} — tool {tool} ({event.summary})"[:TITLE_CHARS]
+    session = sessions_q.create_session(conn, session_id, owner, agent_id, title, now)
+    appended, body = events_q.append_event(conn, session_id, tool_run.call_payload(call_id, tool, tool_input,
+                                                                                   firing_id), new_id(), now)
+
+    def publish() -> None:
+        app.publish_session(session, created=True)
+        app.notify_account(owner, "session-created", agent_id=agent_id, session_id=session_id)
+        app.publish_append(session_id, appended, body)
+        app.triggers.spawn(tool_run.run_tool(app, trigger, firing_id, session_id, call_id, tool, tool_input))
+
+    return session_id, None, [publish]

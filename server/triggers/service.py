@@ -4,6 +4,7 @@ runtime's run-end hook (`run_ended`, called inside the transaction that ends a r
 deliveries (`server/triggers/webhook.py`)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from server.store import trigger_firings as firings_q
@@ -24,6 +25,7 @@ class Triggers:
         self.policy = Policy(per_hour=cfg.trigger_firings_per_hour, keep=cfg.trigger_history)
         self.scheduler = Scheduler(app, self.clock, self.policy)
         self.activity = None
+        self._tasks: set[asyncio.Task] = set()   # headless tool runs under way
 
     async def start(self) -> None:
         self.scheduler.start()
@@ -34,7 +36,16 @@ class Triggers:
             self.activity.start()
         self.app.runtime.run_ended = self.run_ended
 
+    def spawn(self, work) -> None:
+        """Run `work` (a coroutine) as a task this object ends at stop."""
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.scheduler.stop()
         if self.activity is not None:
             await self.activity.stop()

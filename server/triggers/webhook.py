@@ -26,7 +26,7 @@ from protocol.framing_http import Route
 from protocol.fields import MAX_ID
 from server.ratelimit import TokenBucket
 from server.store import triggers as triggers_q
-from server.triggers.firing import Event
+from server.triggers.event import Event
 
 HOOK_PREFIX = "/agents/hooks/"
 SECRET_PREFIX = "whsec_"
