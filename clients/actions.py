@@ -153,3 +153,26 @@ def decline_agent_invite(agent_id: str) -> dict:
 
 def set_agent_public_read(agent_id: str, public_read: bool) -> dict:
     return _action("SetAgentPublicRead", agentId=agent_id, publicRead=public_read)
+
+
+# -- triggers -----------------------------------------------------------------------------------
+
+def list_agent_triggers(agent_id: str) -> dict:
+    return _action("ListAgentTriggers", agentId=agent_id)
+
+
+def get_agent_trigger(trigger_id: str) -> dict:
+    return _action("GetAgentTrigger", triggerId=trigger_id)
+
+
+def create_agent_trigger(agent_id: str, trigger: dict, client_request_id: str | None = None) -> dict:
+    """`trigger`: {name, source, prompt, enabled?, continuation?} (AgentTriggerInput)."""
+    return _action("CreateAgentTrigger", agentId=agent_id, trigger=trigger, clientRequestId=client_request_id)
+
+
+def update_agent_trigger(trigger_id: str, patch: dict) -> dict:
+    return _action("UpdateAgentTrigger", triggerId=trigger_id, patch=patch)
+
+
+def delete_agent_trigger(trigger_id: str) -> dict:
+    return _action("DeleteAgentTrigger", triggerId=trigger_id)
