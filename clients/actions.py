@@ -245,3 +245,26 @@ def message_with_attachments(session_id: str, text: str, attachment_ids: Sequenc
     """MessageSession with a text part and one `attachment` part per id."""
     content = [{"type": "text", "text": text}] + [{"type": "attachment", "id": a} for a in attachment_ids]
     return _action("MessageSession", sessionId=session_id, content=content, clientMessageId=client_message_id)
+
+
+# -- triggers -----------------------------------------------------------------------------------
+
+def list_agent_triggers(agent_id: str) -> dict:
+    return _action("ListAgentTriggers", agentId=agent_id)
+
+
+def get_agent_trigger(trigger_id: str) -> dict:
+    return _action("GetAgentTrigger", triggerId=trigger_id)
+
+
+def create_agent_trigger(agent_id: str, trigger: dict, client_request_id: str | None = None) -> dict:
+    """`trigger`: {name, source, prompt, enabled?, continuation?} (AgentTriggerInput)."""
+    return _action("CreateAgentTrigger", agentId=agent_id, trigger=trigger, clientRequestId=client_request_id)
+
+
+def update_agent_trigger(trigger_id: str, patch: dict) -> dict:
+    return _action("UpdateAgentTrigger", triggerId=trigger_id, patch=patch)
+
+
+def delete_agent_trigger(trigger_id: str) -> dict:
+    return _action("DeleteAgentTrigger", triggerId=trigger_id)

@@ -15,6 +15,7 @@ from clients.commands import agents, chat, keys, providers, send, sessions, sign
 from clients.commands import completion, runs
 from clients.commands import identities
 from clients.commands import memory
+from clients.commands import triggers
 from clients.commands.common import CliError, common_parser, explain, url_of
 from clients.errors import AgentsError
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (runs, completion):
         module.register(sub, common)
     identities.register(sub, common)
+    triggers.register(sub, common)
     return parser
 
 

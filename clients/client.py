@@ -328,6 +328,24 @@ class AgentsClient:
         return await self.call(actions.message_with_attachments(session_id, text, attachment_ids,
                                                                 client_message_id))  # type: ignore[return-value]
 
+    # -- triggers (CONTRACT section 8) --------------------------------------------------------
+    async def list_agent_triggers(self, agent_id: str) -> dict:
+        return await self.call(actions.list_agent_triggers(agent_id))
+
+    async def get_agent_trigger(self, trigger_id: str) -> dict:
+        """The trigger, the sessions it started, its recent firings, and for editors of a
+        webhook trigger `webhook: {path, secret}`."""
+        return await self.call(actions.get_agent_trigger(trigger_id))
+
+    async def create_agent_trigger(self, agent_id: str, trigger: dict, client_request_id: str | None = None) -> dict:
+        return await self.call(actions.create_agent_trigger(agent_id, trigger, client_request_id))
+
+    async def update_agent_trigger(self, trigger_id: str, patch: dict) -> dict:
+        return await self.call(actions.update_agent_trigger(trigger_id, patch))
+
+    async def delete_agent_trigger(self, trigger_id: str) -> dict:
+        return await self.call(actions.delete_agent_trigger(trigger_id))
+
 
 class _Connecting:
     """What `AgentsClient.connect` returns: await it, or use it with `async with`."""

@@ -53,6 +53,7 @@ class App:
         self.secrets: SecretBox | None = None
         self.started_at = time.monotonic()
         self.runtime: Runtime | None = None  # made in start(), once the secrets key is read
+        self.triggers = None   # server/triggers/service.Triggers, made in start() after the runtime
         # Several servers on one database (PostgreSQL): publications cross to the others
         # (server/cluster.py). None on SQLite, where publishing pays one `is None` test.
         self.cluster = None
@@ -106,11 +107,17 @@ class App:
         self.runtime = Runtime(self.db, self.config, self.metrics, self, self.secrets, self.now_ms,
                                self.cache["history"])
         await self.runtime.start()
+        from server.triggers.service import Triggers   # (its modules read the store and the runtime)
+
+        self.triggers = Triggers(self)
+        await self.triggers.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
 
     async def stop(self) -> None:
         for t in self._tasks:
             t.cancel()
+        if self.triggers is not None:
+            await self.triggers.stop()
         if self.runtime is not None:
             await self.runtime.stop()
         if self.cluster is not None:

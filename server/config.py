@@ -101,6 +101,21 @@ class Config:
     searxng_url: str = ""
     # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
     mcp_timeout: float = 30.0
+    hm_server_url: str | None = None   # (the same setting as h21b's; triggers read its activity feed)
+    # Triggers (server/triggers/): bounds per agent, history kept per trigger, webhook bounds,
+    # the activity feed's polling, and the triggers' clock (test servers speed it up).
+    trigger_max_per_agent: int = 100
+    trigger_firings_per_hour: int = 120
+    trigger_history: int = 200
+    webhook_max_body: int = 64 * 1024
+    webhook_rate_limit: float = 5.0
+    activity_poll_interval: float = 30.0
+    activity_page_size: int = 50
+    activity_max_pages: int = 5
+    trigger_clock_speed: float = 1.0
+    trigger_clock_epoch_ms: int | None = None
+    trigger_clock_offset_ms: int = 0
+    trigger_clock: object = None   # tests only: a clock object (server/triggers/clock.py), not a setting
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -261,6 +276,17 @@ def http_url(raw: str) -> str:
     return value
 
 
+def signed_ms(raw: str) -> int:
+    return _int(raw)
+
+
+def epoch_ms(raw: str) -> int:
+    value = _int(raw)
+    if value < 0:
+        raise ValueError("must be Unix milliseconds (0 or more)")
+    return value
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 ENV_PREFIX = "SEED_AGENTS_"
@@ -332,6 +358,18 @@ SETTINGS: list[Setting] = [
     Setting("--tool-timeout", "TOOL_TIMEOUT", "tool_timeout", rate, "SECONDS", "a tool call still running after this long is abandoned and answered with an error (the run goes on)"),
     Setting("--tool-fetch-bytes", "TOOL_FETCH_BYTES", "tool_fetch_bytes", count, "BYTES", "a web page an agent reads is downloaded up to this many bytes; the rest is not read"),
     Setting("--searxng-url", "SEARXNG_URL", "searxng_url", http_url, "URL", "the SearXNG instance (JSON API) behind the agents' `web_search` tool; unset: `web_search` is not offered", "unset"),
+    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents' accounts are published to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
+    Setting("--trigger-max-per-agent", "TRIGGER_MAX_PER_AGENT", "trigger_max_per_agent", count, "N", "triggers one agent may have (more is 409)"),
+    Setting("--trigger-firings-per-hour", "TRIGGER_FIRINGS_PER_HOUR", "trigger_firings_per_hour", count, "N", "trigger firings per agent per hour that start work; past it a firing is recorded as skipped"),
+    Setting("--trigger-history", "TRIGGER_HISTORY", "trigger_history", count, "N", "firings kept per trigger (older ones are pruned; a pruned webhook Idempotency-Key can be used again)"),
+    Setting("--webhook-max-body", "WEBHOOK_MAX_BODY", "webhook_max_body", count, "BYTES", "largest webhook body (`POST /agents/hooks/<triggerId>`; larger is 413)"),
+    Setting("--webhook-rate-limit", "WEBHOOK_RATE_LIMIT", "webhook_rate_limit", rate, "PER_SECOND", "webhook calls per second from one client address (a burst of four times that; more is 429)"),
+    Setting("--activity-poll-interval", "ACTIVITY_POLL_INTERVAL", "activity_poll_interval", seconds, "SECONDS", "how often the HM server's activity feed is read for accounts with activity triggers"),
+    Setting("--activity-page-size", "ACTIVITY_PAGE_SIZE", "activity_page_size", count, "N", "events asked per activity feed page"),
+    Setting("--activity-max-pages", "ACTIVITY_MAX_PAGES", "activity_max_pages", count, "N", "activity feed pages read per account per poll"),
+    Setting("--trigger-clock-speed", "TRIGGER_CLOCK_SPEED", "trigger_clock_speed", rate, "FACTOR", "tests only: the triggers' clock runs this many times faster than the wall clock"),
+    Setting("--trigger-clock-epoch-ms", "TRIGGER_CLOCK_EPOCH_MS", "trigger_clock_epoch_ms", epoch_ms, "MS", "tests only: when the triggers' sped-up clock equals the wall clock (give several servers the same one)", "the server's start"),
+    Setting("--trigger-clock-offset-ms", "TRIGGER_CLOCK_OFFSET_MS", "trigger_clock_offset_ms", signed_ms, "MS", "tests only: shifts the triggers' clock by this many milliseconds"),
 ]
 
 

@@ -44,6 +44,7 @@ from server.origins import DUPLICATE, REFUSED, policy
 from server.peers import address_of
 from protocol.events import error_response
 from server.ratelimit import TokenBucket
+from server.triggers import webhook
 
 log = logging.getLogger("seed_agents.http")
 
@@ -288,7 +289,10 @@ class HttpConnection(asyncio.Protocol):
         self.phase = "body"
         self.head_fed = 0
         method = self.parser.get_method().decode("latin-1")
-        self.route = route = self.framing.route(method, self.url.decode("latin-1"), self.headers)
+        url = self.url.decode("latin-1")
+        self.route = route = webhook.hook_route(method, url) or self.framing.route(method, url, self.headers)
+        if route.kind == "hook":   # server/triggers/webhook.py: its own body cap, checked here
+            self._hook_body_cap(next((int(v) for n, v in self.headers if n.lower() == b"content-length"), 0))
         content_type = content_length = origin = None
         expect = b""
         origins = 0
@@ -335,6 +339,11 @@ class HttpConnection(asyncio.Protocol):
 
     def on_body(self, data: bytes) -> None:
         self._piece_body += len(data)
+        if self.route is not None and self.route.kind == "hook":
+            self.body_size += len(data)
+            self._hook_body_cap(self.body_size)
+            self.body.append(data)
+            return
         if self.route is None or self.route.kind != "message" or self.refusal is not None:
             return   # a body nobody reads is dropped as it comes
         self.body_size += len(data)
@@ -343,6 +352,14 @@ class HttpConnection(asyncio.Protocol):
             self._final(self.framing.refusal(self.framing.body_too_large(self.body_size), keep_alive=False))
             raise _Stop
         self.body.append(data)
+
+    def _hook_body_cap(self, size: int) -> None:
+        cap = self.app.config.webhook_max_body
+        if size > cap:
+            self.body = []
+            self._final(self.framing.json(413, {"status": "error", "message": f"webhook body of {size} bytes "
+                                                f"is over the limit of {cap}"}, keep_alive=False))
+            raise _Stop
 
     def on_message_complete(self) -> None:
         self._cancel_deadline()
@@ -357,12 +374,13 @@ class HttpConnection(asyncio.Protocol):
             self.transport.pause_reading()   # what follows is the WebSocket's, read after the handover
             self._start_worker()
             return
-        if route.kind != "message" and not self._probe_allowed():
+        if route.kind not in ("message", "hook") and not self._probe_allowed():
             self._final(self.framing.too_many_probes())
             raise _Stop
-        body = b"".join(self.body) if route.kind == "message" else None
+        body = b"".join(self.body) if route.kind in ("message", "hook") else None
         method = self.parser.get_method().decode("latin-1")
-        self.queue.append((route, method, (self.refusal, body), keep_alive, self.origin))
+        extra = self.headers if route.kind in ("hook", "hook_method") else self.refusal
+        self.queue.append((route, method, (extra, body), keep_alive, self.origin))
         self._reset_request()
         if not keep_alive:
             self.discarding = True   # nothing after a `Connection: close` request is read
@@ -444,6 +462,11 @@ class HttpConnection(asyncio.Protocol):
             return framing.index(route, {"version": VERSION, "schemaVersion": app.db.schema_version,
                                          "uptime": round(app.uptime(), 3), "commit": build_commit()},
                                  keep_alive=keep_alive)
+        if kind in ("hook", "hook_method"):
+            headers, body = payload
+            peer = self.transport.get_extra_info("peername") or ("?",)
+            return await webhook.answer(app, framing, route.path, method, headers, body or b"", str(peer[0]),
+                                        keep_alive)
         if kind == "health":
             return framing.json(200, health(app, VERSION), keep_alive=keep_alive)
         if kind == "version":

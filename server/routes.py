@@ -15,6 +15,7 @@ from server.handlers import (agent_lifecycle, agents, messages, provider_models,
 from server.handlers import identities
 from server.handlers import attachments, memory_download, memory_files, uploads
 from server.handlers import mcp, run_signals, session_tools, tools
+from server.handlers import triggers
 
 Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
 
@@ -99,6 +100,11 @@ HANDLING: dict[str, Handling] = {
     "RefreshMcpServer": Handling(mcp.refresh_mcp_server),
 
     # --- triggers ---
+    "ListAgentTriggers": Handling(triggers.list_agent_triggers),
+    "GetAgentTrigger": Handling(triggers.get_agent_trigger),
+    "CreateAgentTrigger": Handling(triggers.create_agent_trigger),
+    "UpdateAgentTrigger": Handling(triggers.update_agent_trigger),
+    "DeleteAgentTrigger": Handling(triggers.delete_agent_trigger),
 
 }
 

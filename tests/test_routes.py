@@ -27,7 +27,8 @@ def test_reads_are_said_per_action():
         "GetSession", "Subscribe", "GetRun", "ListRuns", "ListAgentCollaborators", "ListAgentInvites",
         "ListSigningIdentities",
         # files
-        "ListAgentMemory", "ReadAgentMemoryFile", "SearchAgentMemory", "ReadSessionAttachment"} | TOOL_READS
+        "ListAgentMemory", "ReadAgentMemoryFile", "SearchAgentMemory", "ReadSessionAttachment"} | TOOL_READS | {
+        "ListAgentTriggers", "GetAgentTrigger"}   # triggers
 
 
 TOOL_READS = {"ListAgentTools", "GetRunJournal", "ListMcpServers"}   # section 8: tools and the run tree

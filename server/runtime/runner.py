@@ -150,6 +150,9 @@ class Runtime:
         self.shared = db.shared
         self.leases = RunLeases(db, now_ms, config.run_lease, config.run_poll_interval) if self.shared else None
         self.parked = ParkedRuns(self)   # parked runs: their clock, signals, parking a turn
+        # (conn, ended RunInfo) -> publications: called inside the transaction that ends a run
+        # (server/triggers/service.py: run-completed triggers fire in it, exactly once).
+        self.run_ended: Callable | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -539,6 +542,7 @@ class Runtime:
         ended = runs_q.transition(run, status, now, error=result.error, usage=usage_wire)
         nonlocal_ended = [ended]   # the job may add what the run ended owing
         owner = self.leases.owner if self.shared else None
+        after: list = []
 
         def job(conn):
             if worker.gone:
@@ -585,6 +589,9 @@ class Runtime:
                                                  {"type": "error", "message": result.error["message"]},
                                                  new_id(), now)
             # else: a cancel or a deletion ended the run first; its ending stands.
+            final = ended if wrote else runs_q.get_run(conn, run["id"])
+            if self.run_ended is not None and final is not None and final["status"] in runs_q.TERMINAL:
+                after[:] = self.run_ended(conn, final)
             try:
                 session = sessions_q.set_session_status(conn, session_id,
                                                         runs_q.session_status_from_runs(conn, session_id), now)
@@ -603,6 +610,8 @@ class Runtime:
         if owner is not None:
             self.leases.drop(run["id"], run["attempt"])
         self.metrics.runs.labels(status).inc()
+        for publish in after:   # what the run's ending started (run-completed triggers)
+            publish()
         if done is None or worker.gone:
             return
         appended, notice, r, session, a, settled = done

@@ -16,7 +16,8 @@ import json
 
 from protocol import tool_registry as registry
 from server.providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from server.tools import agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools
+from server.tools import (agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools,
+                          trigger_tools)
 from server.tools.context import ToolContext, ToolFailure, ToolResult
 
 # The verbs offered to the model on this server (delegate and return_result come with
@@ -122,9 +123,11 @@ class ToolSurface:
             return session_tools.read_run(ctx, address[len("run:"):].strip())
         if address.startswith(("https://", "http://")):
             return await self._web().read_page(address)
+        if address in ("~/triggers", "~/triggers/") or address.startswith("~/triggers/"):
+            return trigger_tools.read(ctx, address[len("~/triggers"):])
         if address.startswith("hm://"):
             return await hm_tools.read(ctx, address)
-        if address.startswith(("activity:", "~/triggers", "ipfs://")):
+        if address.startswith(("activity:", "ipfs://")):
             raise ToolFailure(f"reading {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: ~/memory/…, ~/tools/…, "
                           "~/triggers/…, ~/self, hm://…, ipfs://…, https://…, activity:, attachment:<id>, "
@@ -135,6 +138,9 @@ class ToolSurface:
         memory_path = memory_tools.memory_path_of(address)
         if memory_path is not None:
             return await memory_tools.write(self.ctx, memory_path, params)
+        if address.startswith("~/triggers/"):
+            # (the publisher is the app: the triggers' checks, secrets key and scheduler)
+            return await trigger_tools.write(self.ctx, address[len("~/triggers/"):], params, self.ctx.publisher)
         if address.startswith("hm://"):
             return await hm_tools.write(self.ctx, address, params)
         if address.startswith(("~/triggers", "ipfs://", "~/tools")):
