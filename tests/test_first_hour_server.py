@@ -193,19 +193,18 @@ def test_an_ipv6_host_is_bracketed_in_the_urls(tmp_path):
     assert "listening on ws://[::1]:" in server.line and "(Seed desktop: http://[::1]:" in server.line
 
 
-def test_metrics_beyond_loopback_warn_and_can_be_turned_off_or_moved(tmp_path):
-    port = free_port()
+def test_metrics_beyond_loopback_warn_and_can_be_moved_or_turned_off(tmp_path):
+    port, metrics_port = free_port(), free_port()
     wide = Served(["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(tmp_path / "a")],
                   serve_env(tmp_path), tmp_path).wait_listening()
     try:
         assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200
     finally:
         wide.stop()
-        log = wide.output
     assert (f"/metrics is served on the server's port (0.0.0.0:{port}), reachable beyond this machine: "
-            "set --metrics-listen off, or --metrics-listen 127.0.0.1:9464 to serve it on loopback only") in log
+            "set --metrics-listen off, or --metrics-listen 127.0.0.1:9464 to serve it on loopback only"
+            ) in wide.output
 
-    metrics_port = free_port()
     moved = Served(["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(tmp_path / "b"),
                     "--metrics-listen", f"127.0.0.1:{metrics_port}"], serve_env(tmp_path), tmp_path).wait_listening()
     try:
@@ -214,17 +213,18 @@ def test_metrics_beyond_loopback_warn_and_can_be_turned_off_or_moved(tmp_path):
         assert r.status_code == 200 and "seed_agents_connections" in r.text
     finally:
         moved.stop()
-        log = moved.output
-    assert "/metrics is served" not in log
+    assert "/metrics is served" not in moved.output
 
-    off = Served(["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(tmp_path / "c"),
-                  "--metrics-listen", "off"], serve_env(tmp_path), tmp_path).wait_listening()
-    try:
-        assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 404
-    finally:
-        off.stop()
-        log = off.output
-    assert "/metrics is served" not in log
+    # off: no warning, and the route is gone (what the framing answers without a listener)
+    from protocol.framing_http import HttpFraming
+    from server.config import Config
+    from server.main import exposure_warnings
+
+    assert exposure_warnings(Config(host="0.0.0.0", metrics_listen="off")) == []
+    assert exposure_warnings(Config(host="0.0.0.0", metrics_listen="0.0.0.0:9464"))[0].startswith(
+        "/metrics is served on 0.0.0.0:9464, reachable beyond this machine")
+    assert exposure_warnings(Config(host="127.0.0.1")) == []
+    assert HttpFraming(max_frame=1, max_depth=1, metrics=False).route("GET", "/metrics").kind == "not_found"
 
 
 # -- HTTP: the front page and JSON refusals ------------------------------------------------------
