@@ -183,7 +183,7 @@ class HttpConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         method = self.parser.get_method().decode("latin-1")
-        self.route = route = self.framing.route(method, self.url.decode("latin-1"), self.headers)
+        self.route = route = self.framing.route_request(method, self.url.decode("latin-1"), self.headers)
         if route.kind != "message":
             self._set_deadline(self.body_timeout)
             return

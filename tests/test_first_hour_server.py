@@ -224,7 +224,7 @@ def test_metrics_beyond_loopback_warn_and_can_be_moved_or_turned_off(tmp_path):
     assert exposure_warnings(Config(host="0.0.0.0", metrics_listen="0.0.0.0:9464"))[0].startswith(
         "/metrics is served on 0.0.0.0:9464, reachable beyond this machine")
     assert exposure_warnings(Config(host="127.0.0.1")) == []
-    assert HttpFraming(max_frame=1, max_depth=1, metrics=False).route("GET", "/metrics").kind == "not_found"
+    assert HttpFraming(max_frame=1, max_depth=1, metrics=False).route_request("GET", "/metrics").kind == "not_found"
 
 
 # -- HTTP: the front page and JSON refusals ------------------------------------------------------
