@@ -12,8 +12,8 @@ import sys
 import warnings
 
 from clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
-from clients.commands import completion, runs
 from clients.commands.common import CliError, common_parser, explain, url_of
+from clients.commands import completion, runs
 from clients.errors import AgentsError
 
 PROG = "seed-agents"
@@ -29,9 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the version and the schema version")
     sub.add_parser("serve", help="run the server (see `seed-agents serve --help`)", add_help=False)
     common = common_parser()
-    for module in (keys, providers, agents, sessions, send, chat, tail, signers):
-        module.register(sub, common)
-    for module in (runs, completion):
+    for module in (keys, providers, agents, sessions, send, chat, tail, signers, runs, completion):
         module.register(sub, common)
     return parser
 
