@@ -286,3 +286,9 @@ async def test_a_postgresql_start_line_shows_the_url_without_its_password(tmp_pa
         await running.stop()
     password = parse_storage_url(postgres_url).dsn().split("@")[0].rpartition(":")[2]
     assert "database postgresql://" in line and ":***@" in line and f":{password}@" not in line
+    assert line.endswith(", new database)")   # a fresh schema, as SQLite says of a new file
+    again = await start_server(cfg)
+    try:
+        assert not start_line(again).endswith(", new database)")
+    finally:
+        await again.stop()
