@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import shutil
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -104,12 +104,21 @@ async def test_sqlite_refuses_a_changed_secrets_key_unless_told_then_names_the_p
                    "it with the key they were sealed with, or with --accept-new-secrets-key true to start "
                    "anyway and set each provider's key again (`seed-agents providers set NAME ...`)\n")
 
-    # A database from before the check (no check value, a secret sealed under A) is refused too.
-    with sqlite3.connect(data / "agents.sqlite") as db:
-        db.execute("DELETE FROM server_config WHERE key = 'secrets_key_check'")
-    code, out = await asyncio.to_thread(serve_once, args, serve_env(tmp_path, SEED_AGENTS_SECRETS_KEY=KEY_B),
-                                        tmp_path)
-    assert code == 2 and "sealed with another secrets key" in out, out
+    # A database from before the check (no check value, a secret sealed under A) is refused too
+    # (on a copy, read as the start reads it).
+    from server.store import key_check
+    from server.store.gate import open_database
+    from server.store.secrets import SecretBox
+
+    shutil.copy(data / "agents.sqlite", tmp_path / "older.sqlite")
+    older = open_database(str(tmp_path / "older.sqlite"))
+    try:
+        older.execute("DELETE FROM server_config WHERE key = 'secrets_key_check'")
+        assert not key_check.same_key(older, SecretBox(base64.b64decode(KEY_B)))
+        assert older.execute("SELECT count(*) FROM server_config WHERE key = 'secrets_key_check'").fetchone()[0] == 0
+        assert key_check.same_key(older, SecretBox(base64.b64decode(KEY_A)))   # and then recorded
+    finally:
+        older.close()
 
     # Told to start anyway: it starts, and the turn that needs the old secret fails in one
     # sentence naming the provider and the command that fixes it (no traceback in the log).
@@ -134,10 +143,13 @@ async def test_sqlite_refuses_a_changed_secrets_key_unless_told_then_names_the_p
                        "(it was stored under another one): set it again with `seed-agents providers set "
                        "work ...`")
     assert "Traceback" not in log
-    # The database now records key B: a plain start with B is accepted.
-    again = await asyncio.to_thread(lambda: Served(args, serve_env(tmp_path, SEED_AGENTS_SECRETS_KEY=KEY_B),
-                                                   tmp_path).wait_listening())
-    assert await asyncio.to_thread(again.stop) == 0
+    # The database now records key B: what a plain start with B checks passes.
+    recorded = open_database(str(data / "agents.sqlite"))
+    try:
+        assert key_check.same_key(recorded, SecretBox(base64.b64decode(KEY_B)))
+        assert not key_check.same_key(recorded, SecretBox(base64.b64decode(KEY_A)))
+    finally:
+        recorded.close()
 
 
 def test_an_unpadded_base64_secrets_key_is_accepted(tmp_path):
