@@ -189,13 +189,21 @@ def test_outside_a_checkout_the_data_goes_to_the_per_user_folder_and_the_start_l
     assert again.line.endswith(f"; database {db})"), again.line   # the same one, not new
 
 
-def test_in_a_checkout_the_default_stays_data_and_the_path_is_absolute(tmp_path):
+def test_in_a_checkout_the_default_stays_data(tmp_path, monkeypatch):
+    """(`make run` in a checkout: tests/test_readme.py sees its start line name ./data.)"""
+    from server.config import default_data_dir, load_config
+
     checkout = tmp_path / "checkout"
     checkout.mkdir()
     (checkout / "pyproject.toml").write_text('[project]\nname = "seed-agents"\n')
-    server = Served(["--port", "0"], serve_env(tmp_path), checkout).wait_listening()
-    assert server.stop() == 0
-    assert server.line.endswith(f"; database {checkout}/data/agents.sqlite, new database)"), server.line
+    assert default_data_dir(str(checkout)) == "./data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_data_dir(str(tmp_path)) == str(tmp_path / "xdg" / "seed-agents")
+    monkeypatch.chdir(checkout)
+    config = load_config(None, {})
+    assert (config.data_dir, config.db_path) == ("./data", "./data/agents.sqlite")
+    config = load_config(None, {"SEED_AGENTS_DATA_DIR": "/srv/agents"})
+    assert (config.data_dir, config.db_path) == ("/srv/agents", "/srv/agents/agents.sqlite")
 
 
 def test_an_ipv6_host_is_bracketed_in_the_urls(tmp_path):
