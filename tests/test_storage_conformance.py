@@ -491,6 +491,9 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(key_check.same_key, SecretBox(bytes(32)))
     await w(key_check.same_key, SecretBox(bytes(32)))
     await w(key_check.same_key, SecretBox(bytes([1]) * 32))
+    # --accept-new-secrets-key: the other key recorded, then accepted.
+    await w(key_check.record_key, SecretBox(bytes([1]) * 32))
+    await w(key_check.same_key, SecretBox(bytes([1]) * 32))
     return out
 
 
