@@ -718,6 +718,8 @@ def parse_frontmatter(markdown: str) -> tuple[str, dict]:
     metadata: dict = {}
     try:
         parsed = {} if _trim(yaml_block) == "" else yaml.load(yaml_block, Loader=_YamlLoader)
+        if isinstance(parsed, list):  # JavaScript's Object.entries of an array: its indexes
+            parsed = {str(i): v for i, v in enumerate(parsed)}
         if not parsed or not isinstance(parsed, dict):
             return rest, metadata
         for key, value in parsed.items():

@@ -480,8 +480,51 @@ function randomCase(index) {
   }
 }
 
+// Random updates: a random document, then its rendering edited at random (lines changed,
+// dropped, added, swapped), diffed as writeDocumentUpdate does; compared by the operations' digest.
+function editLines(r, text) {
+  const lines = text.split('\n')
+  const edits = 1 + Math.floor(r() * 4)
+  for (let e = 0; e < edits && lines.length > 1; e++) {
+    const at = 1 + Math.floor(r() * (lines.length - 1))
+    const kind = Math.floor(r() * 4)
+    if (kind === 0) lines[at] = lines[at].replace(/[A-Za-zα-ω]+/, word(r))
+    else if (kind === 1) lines.splice(at, 1)
+    else if (kind === 2) lines.splice(at, 0, pick(r, ['', '- ' + inline(r), inline(r), '## ' + inline(r)]))
+    else if (at + 1 < lines.length) [lines[at], lines[at + 1]] = [lines[at + 1], lines[at]]
+  }
+  return lines.join('\n')
+}
+function randomUpdate(index) {
+  const r = mulberry32(7000 + index)
+  const oldMarkdown = randomDocument(r)
+  seedRandom(6000 + index)
+  const old = parseMarkdown(oldMarkdown)
+  const oldContent = markdownBlockNodesToHMBlockNodes(old.tree)
+  const markdown = editLines(r, blocksToMarkdown({metadata: old.metadata, content: oldContent}))
+  seedRandom(6500 + index)
+  const parsed = parseMarkdown(markdown)
+  const oldNodes = oldContent.map((node) => toAPIBlockNode(node))
+  const newTree = rebindTableIdentities(
+    oldNodes,
+    markdownBlockNodesToHMBlockNodes(parsed.tree).map((node) => hmBlockNodeToBlockNode(node)),
+  )
+  const ops = metadataOps(parsed.metadata).concat(computeReplaceOps(createBlocksMap(oldNodes), newTree))
+  // The old blocks are the old Markdown's (its parse is held to the library by the cases above).
+  return {
+    oldMarkdown,
+    oldSeed: 6000 + index,
+    oldContent: digest(dagEncode(JSON.parse(JSON.stringify(oldContent)))),
+    markdown,
+    randomSeed: 6500 + index,
+    ops: digest(dagEncode(ops)),
+    count: ops.length,
+  }
+}
+
 const documents = {
   library: '@seed-hypermedia/client@0.0.83',
+  updates: Array.from({length: 120}, (_, i) => randomUpdate(i)),
   parse: PARSE_CASES.map((md, i) => caseRecord(md, 100 + i)),
   random: Array.from({length: 300}, (_, i) => randomCase(i)),
   frontmatter: FRONTMATTER_CASES.map((metadata) => ({metadata, rendered: emitFrontmatter(metadata)})),
