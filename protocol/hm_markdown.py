@@ -31,6 +31,7 @@ __all__ = [
     "random_block_id",
     "MarkdownTooComplex",
     "MAX_NESTING",
+    "js_ordered",
     "parse_inline",
     "parse_frontmatter",
     "parse_markdown",
@@ -63,6 +64,20 @@ _DOT = "[^\n\r\u2028\u2029]"  # JavaScript's `.` (no s flag)
 
 def _trim(s: str) -> str:
     return s.strip(_WS)
+
+
+_INDEX_KEY = re.compile(r"0|[1-9][0-9]*")
+
+
+def js_ordered(d: dict) -> dict:
+    """`d` in a JavaScript object's key order: keys that are array indexes ("0", "17") first,
+    ascending, then the others as inserted. The library iterates objects (front matter, its
+    block maps), so where that order reaches bytes (SetAttributes, DeleteBlocks) it is ours too."""
+    index = [k for k in d if isinstance(k, str) and _INDEX_KEY.fullmatch(k) and int(k) < 4294967295]
+    if not index:
+        return d
+    seen = set(index)
+    return {**{k: d[k] for k in sorted(index, key=int)}, **{k: v for k, v in d.items() if k not in seen}}
 
 
 def _u16(s: str) -> int:
@@ -736,7 +751,7 @@ def parse_frontmatter(markdown: str) -> tuple[str, dict]:
                 metadata[key] = _js_truthy(metadata[key])
     except (yaml.YAMLError, ValueError, RecursionError):
         return markdown, {}
-    return rest, metadata
+    return rest, js_ordered(metadata)
 
 
 # ─── Block tree ──────────────────────────────────────────────────────────────

@@ -225,6 +225,7 @@ const PARSE_CASES = [
   '1) paren list\n2) second',
   '`` code with ` tick ``',
   'nested **bold _italic_ bold** end',
+  '---\nb: 1\n0: x\nname: N\n1: y\n---\nNumeric keys',
   '---\nname: 2024-01-01\ndate: 2024-01-01\ncount: 1_000\noctal: 0o17\nhex: 0x1f\nratio: 1.5\nflag: yes\nshowActivity: 0\nlist: [1, two]\ntheme: {headerLayout: Center}\n---\nBody',
   '[unclosed link(https://x)',
   '',
@@ -442,8 +443,20 @@ function randomDocument(r) {
     else if (kind === 7) lines.push(ind + '| a | b |', ind + '| --- | --- |', ind + '| ' + word(r) + ' | ' + word(r) + ' |')
     else if (kind === 8) lines.push(ind + `![${word(r)}](${pick(r, ['https://ex.com/p.png', 'local.png', 'ipfs://bafy'])})`)
     else if (kind === 9) lines.push(ind + inline(r) + ` <!-- id:${word(r).replace(/[^A-Za-z0-9_-]/g, '') || 'z'}0000 -->`)
-    else if (kind === 10) lines.push('')
-    else lines.push(ind + `<!-- id:c${i}c${i}c${i} -->`)
+    else if (kind === 10) lines.push(pick(r, ['', '\t- tabbed', 'crlf line\r', '  ']))
+    else if (kind === 11)
+      lines.push(
+        pick(r, [
+          ind + `<!-- id:c${i}c${i}c${i} -->`,
+          ind + `<!-- id:e${i}e${i} type:Embed -->`,
+          ind + `<hm://z6MkihWCQTrdYSzB7D7VVPKWSAvRBFA6n9eL35fGHJqN2RuD> <!-- id:m${i} type:Embed -->`,
+          ind + `[${word(r)}](https://ex.com/b) <!-- id:b${i} type:Button attrs:{"alignment":"center"} -->`,
+          ind + `${inline(r)} <!-- id:p${i} attrs:{"childrenType":"Grid","columnCount":2} -->`,
+          ind + `<!-- end:c${Math.max(0, i - 1)}c${Math.max(0, i - 1)}c${Math.max(0, i - 1)} -->`,
+          ind + `| x <!-- col:k${i} attrs:{"width":120} --> | y |`,
+          ind + `> ${inline(r)}\n${ind}> > nested ${word(r)}`,
+        ]),
+      )
     if (r() < 0.5) lines.push('')
   }
   return lines.join('\n')
@@ -522,13 +535,18 @@ function randomUpdate(index) {
   }
 }
 
+// A longer soak (not committed): HM_RANDOM=5000 HM_DOCUMENTS_OUT=/tmp/documents.json node make_vectors.mjs
+const RANDOM_DOCUMENTS = Number(process.env.HM_RANDOM || 300)
+const RANDOM_UPDATES = Math.round(RANDOM_DOCUMENTS * 0.4)
+const DOCUMENTS_OUT = process.env.HM_DOCUMENTS_OUT || new URL('./documents.json', import.meta.url)
+
 const documents = {
   library: '@seed-hypermedia/client@0.0.83',
-  updates: Array.from({length: 120}, (_, i) => randomUpdate(i)),
+  updates: Array.from({length: RANDOM_UPDATES}, (_, i) => randomUpdate(i)),
   parse: PARSE_CASES.map((md, i) => caseRecord(md, 100 + i)),
-  random: Array.from({length: 300}, (_, i) => randomCase(i)),
+  random: Array.from({length: RANDOM_DOCUMENTS}, (_, i) => randomCase(i)),
   frontmatter: FRONTMATTER_CASES.map((metadata) => ({metadata, rendered: emitFrontmatter(metadata)})),
   document: await documentVectors(),
 }
-writeFileSync(new URL('./documents.json', import.meta.url), JSON.stringify(documents, null, 1) + '\n')
+writeFileSync(DOCUMENTS_OUT, JSON.stringify(documents, null, 1) + '\n')
 console.log('wrote documents.json')
