@@ -1068,7 +1068,7 @@ def _yaml_value(value, indent: str) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        return "".join(f"\n{indent}  {k}: {_yaml_value(v, indent + '  ')}".rstrip(" ")
+        return "".join(f"\n{indent}  {_yaml_string(str(k), '')}: {_yaml_value(v, indent + '  ')}".rstrip(" ")
                        for k, v in value.items() if v is not None)
     if isinstance(value, list):
         if not value:
@@ -1083,7 +1083,7 @@ def emit_frontmatter(metadata: dict) -> str:
     if not entries:
         return "---\n---\n"
     entries.sort(key=lambda kv: (_rank(kv[0]), _locale_key(kv[0])))
-    body = "\n".join(f"{k}: {_yaml_value(v, '')}".replace(": \n", ":\n") for k, v in entries)
+    body = "\n".join(f"{_yaml_string(k, '')}: {_yaml_value(v, '')}".replace(": \n", ":\n") for k, v in entries)
     return "---\n" + body + "\n---\n"
 
 
