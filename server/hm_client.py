@@ -265,6 +265,8 @@ class HmClient:
                 return await self._exchange(key, method, path, body, headers or {})
         except TimeoutError:
             raise self._error(key, f"did not answer within {self.timeout:g} s") from None
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol):
+            raise self._error(key, "is not an http(s) URL the client can use") from None
         except httpx.HTTPError as exc:
             if _policy_refused(exc):
                 raise self._error(key, "is in a network the server's provider network policy refuses "

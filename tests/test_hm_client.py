@@ -89,6 +89,13 @@ async def test_a_server_that_is_not_there(unused_tcp_port):
             await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Agent", TS))
 
 
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "http://[::1", "no scheme"])
+async def test_an_unusable_server_url(url):
+    async with HmClient(url) as client:
+        with pytest.raises(HmError, match="not an http"):
+            await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Agent", TS))
+
+
 async def test_the_network_policy_applies(hm):
     async with HmClient(hm.base_url, provider_client(NetworkPolicy.parse("public"))) as client:
         with pytest.raises(HmError, match="network policy refuses"):
