@@ -178,6 +178,8 @@ const accounts = {
     await unixfsVector(262144, 7),
     await unixfsVector(262145, 11),
     await unixfsVector(700001, 13),
+    // More chunks than a node links (the importer's balanced layout: 174 a node): nodes nest.
+    await unixfsVector(262144 * 175 + 1000, 17),
   ],
 }
 writeFileSync(new URL('./accounts.json', import.meta.url), JSON.stringify(accounts, null, 1) + '\n')
