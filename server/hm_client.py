@@ -32,6 +32,7 @@ import httpx
 from protocol import dagcbor
 from protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
 from protocol.hm_ids import HmId, parse_hm_id
+from protocol.unixfs import file_blobs
 from protocol.hm_markdown import (MarkdownTooComplex, blocks_to_markdown, parse_frontmatter, random_block_id,
                                   slugify)
 from server.providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
@@ -112,6 +113,13 @@ class HmClient:
         if not isinstance(cids, list) or not all(isinstance(c, str) for c in cids):
             raise self._error("PublishBlobs", "answered something that is not a PublishBlobs answer")
         return cids
+
+    async def publish_file(self, data: bytes) -> str:
+        """Publish bytes as UnixFS (protocol/unixfs.py) in one call; their root CID (an icon's
+        avatar is `ipfs://<cid>`)."""
+        root, blobs = await asyncio.to_thread(file_blobs, data)
+        await self.publish_blobs(blobs)
+        return root
 
     async def resource(self, hm_id: str) -> dict:
         """`Resource`: the document (or redirect, tombstone, not-found...) at a packed hm:// id."""

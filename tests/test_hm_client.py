@@ -54,10 +54,12 @@ async def test_publish_blobs_body_is_the_library_request_encoding(hm):
 
 
 async def test_unixfs_icon_then_profile(hm):
-    root, blobs = file_blobs(b"\x89PNG\r\n\x1a\n" + bytes(300_000))
+    icon = b"\x89PNG\r\n\x1a\n" + bytes(300_000)
+    root, blobs = file_blobs(icon)
     async with HmClient(hm.base_url) as client:
-        await client.publish_blobs(blobs)
+        assert await client.publish_file(icon) == root
         await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Agent", TS, root))
+    assert [[b.cid for b in call] for call in hm.published[:1]] == [[b.cid for b in blobs]]
     assert hm.get(root) is not None
     assert hm.profile(hm_blobs.account_id(SEED))["avatar"] == f"ipfs://{root}"
 
