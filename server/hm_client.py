@@ -32,9 +32,9 @@ import httpx
 from protocol import dagcbor
 from protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
 from protocol.hm_ids import HmId, parse_hm_id
-from protocol.unixfs import file_blobs
 from protocol.hm_markdown import (MarkdownTooComplex, blocks_to_markdown, parse_frontmatter, random_block_id,
                                   slugify)
+from protocol.unixfs import file_blobs
 from server.providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
 from server.providers.redact import display_url
 
