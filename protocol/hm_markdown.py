@@ -743,11 +743,14 @@ def parse_frontmatter(markdown: str) -> tuple[str, dict]:
             metadata[key if isinstance(key, str) else _js_string(key)] = _plain(value)
         if "name" not in metadata and parsed.get("title") is not None:
             metadata["name"] = _js_string(parsed["title"])
-        for key in _METADATA_STRING_KEYS:
-            if key in metadata and metadata[key] is not None and not isinstance(metadata[key], str):
-                metadata[key] = _js_string(metadata[key])
-        for key in _METADATA_BOOLEAN_KEYS:
-            if key in metadata and metadata[key] is not None and not isinstance(metadata[key], bool):
+        for key in _METADATA_STRING_KEYS:  # null becomes undefined there: the key goes
+            if key in metadata and not isinstance(metadata[key], str):
+                if metadata[key] is None:
+                    del metadata[key]
+                else:
+                    metadata[key] = _js_string(metadata[key])
+        for key in _METADATA_BOOLEAN_KEYS:  # Boolean(null) is false
+            if key in metadata and not isinstance(metadata[key], bool):
                 metadata[key] = _js_truthy(metadata[key])
     except (yaml.YAMLError, ValueError, RecursionError):
         return markdown, {}
@@ -1069,7 +1072,7 @@ def _yaml_value(value, indent: str) -> str:
         if not value:
             return "{}"
         return "".join(f"\n{indent}  {_yaml_string(str(k), '')}: {_yaml_value(v, indent + '  ')}".rstrip(" ")
-                       for k, v in value.items() if v is not None)
+                       for k, v in value.items())
     if isinstance(value, list):
         if not value:
             return "[]"
@@ -1079,7 +1082,7 @@ def _yaml_value(value, indent: str) -> str:
 
 def emit_frontmatter(metadata: dict) -> str:
     """`emitFrontmatter`: `---` YAML `---`, keys in the library's order."""
-    entries = [(k, v) for k, v in (metadata or {}).items() if v is not None]
+    entries = list((metadata or {}).items())  # null is written (`key: null`); absent keys are not
     if not entries:
         return "---\n---\n"
     entries.sort(key=lambda kv: (_rank(kv[0]), _locale_key(kv[0])))

@@ -228,6 +228,8 @@ const PARSE_CASES = [
   '`` code with ` tick ``',
   'nested **bold _italic_ bold** end',
   '---\nb: 1\n0: x\nname: N\n1: y\n---\nNumeric keys',
+  '---\nname: ~\ntitle: T\nsummary:\nshowOutline: ~\nshowActivity: []\nfoo: ~\nbar: null\n---\nNulls',
+  '---\ntitle: Only a title\n---\nBody',
   '---\nname: 2024-01-01\ndate: 2024-01-01\ncount: 1_000\noctal: 0o17\nhex: 0x1f\nratio: 1.5\nflag: yes\nshowActivity: 0\nlist: [1, two]\ntheme: {headerLayout: Center}\n---\nBody',
   '[unclosed link(https://x)',
   '',
@@ -281,6 +283,7 @@ const FRONTMATTER_CASES = [
   {name: '~'},
   {name: '1.5e3'},
   {count: 3, ratio: 1.5, theme: {headerLayout: 'Center'}, tags: ['a', 'b']},
+  {name: 'n', foo: null, gone: undefined},
 ]
 
 const DOC_V1 = `---
