@@ -174,7 +174,11 @@ class HmClient:
         `hm_url` naming no document yet: a new document at that path (its parent must exist).
         Only the key's own account can be written. All blobs go in one PublishBlobs call.
         """
-        if len(markdown.encode("utf-8", "surrogatepass")) > MAX_MARKDOWN_BYTES:
+        try:
+            size = len(markdown.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("the Markdown is not valid Unicode (it has a lone surrogate)") from None
+        if size > MAX_MARKDOWN_BYTES:
             raise ValueError(f"a document is at most {MAX_MARKDOWN_BYTES} bytes of Markdown")
         account = account_id(seed)
         if hm_url is None:

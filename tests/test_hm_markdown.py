@@ -9,6 +9,8 @@ import json
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from protocol import dagcbor, hm_blobs
 from protocol import hm_markdown as md
@@ -123,3 +125,22 @@ def test_random_updates_diff_as_the_library(case):
     ops = dagcbor.decode(blobs[0].data)["body"]["ops"]
     assert len(ops) == case["count"]
     assert _sha(dagcbor.encode(ops)) == case["ops"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(["# ", "- ", "1. ", "> ", "```", "$$", "|", "![", "[", "](", ")", "**",
+                                           "_", "`", "<!-- id:x -->", "<!-- end:x -->", "\n", "\n\n", "  ", "\t",
+                                           "---\n", "name: x\n", "<u>", "</u>", "<br>", "<hm://a>", "\\", "~~"]),
+                          st.text(max_size=8)), max_size=40).map("".join))
+def test_any_text_converts_or_is_refused_cleanly(markdown):
+    try:
+        tree, metadata = md.parse_markdown(markdown, block_ids(1))
+    except md.MarkdownTooComplex:
+        return
+    md.flatten_to_operations(tree)
+    rendered = md.blocks_to_markdown(metadata, md.to_hm_nodes(tree))
+    assert isinstance(rendered, str)
+    try:
+        hm_blobs.document_blobs(bytes(32), markdown, 1, new_id=block_ids(2))
+    except Exception as exc:  # only text that is not valid Unicode cannot become CBOR
+        assert "surrogate" in str(exc)
