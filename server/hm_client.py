@@ -245,7 +245,8 @@ class HmClient:
             content = document.get("content") or []
             if not isinstance(metadata, dict) or not isinstance(content, list):
                 raise TypeError
-            return blocks_to_markdown(metadata, content)
+            # JSON may carry lone surrogates ("\ud800"); Markdown handed on must be valid Unicode.
+            return _LONE_SURROGATE.sub("\ufffd", blocks_to_markdown(metadata, content))
         except MarkdownTooComplex:
             raise self._error("Resource", f"answered a {what} too complex to render ({hm_id.base})") from None
         except (TypeError, KeyError, AttributeError, ValueError, RecursionError):
@@ -318,6 +319,7 @@ class HmClient:
         return value
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _HEADING_LINE = re.compile(r"^[ \t]*#{1,6}[ \t]+(.+?)[ \t]*(?:<!--.*-->)?[ \t]*$", re.M)
 
 

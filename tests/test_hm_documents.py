@@ -174,3 +174,18 @@ async def test_a_failing_server_while_reading_or_publishing(hm, kind):
         with pytest.raises(HmError):
             await client.publish_document(SEED, "# Home\n\nnew text", f"hm://{ACCOUNT}", TS + 1)
         assert len(hm.published) == 1  # the account only: nothing half published
+
+
+async def test_a_document_with_lone_surrogates_reads_as_valid_unicode(hm, client):
+    await client.publish_blobs(hm_blobs.new_account_blobs(SEED, "A", TS))
+    original = hm._resource
+
+    def with_surrogate(hm_id):
+        answer = original(hm_id)
+        answer["document"]["content"][0]["block"]["text"] = "bad \ud800 text"
+        return answer
+
+    hm._resource = with_surrogate
+    markdown = await client.read_document(f"hm://{ACCOUNT}")
+    assert "bad \ufffd text" in markdown
+    markdown.encode("utf-8")
