@@ -189,3 +189,16 @@ async def test_a_document_with_lone_surrogates_reads_as_valid_unicode(hm, client
     markdown = await client.read_document(f"hm://{ACCOUNT}")
     assert "bad \ufffd text" in markdown
     markdown.encode("utf-8")
+
+
+async def test_an_account_home_document_is_updated_in_place(hm, client):
+    await client.publish_blobs(hm_blobs.new_account_blobs(SEED, "Research agent", TS, new_id=block_ids(3)))
+    home = f"hm://{ACCOUNT}"
+    before = await client.read_document(home)
+    edited = before.replace("This is an agentic account.", "I read papers about **tides**.")
+    version = await client.publish_document(SEED, edited, home, TS + 1)
+    change, ref = hm.published[-1]
+    value = dagcbor.decode(change.data)
+    assert value["depth"] == 2 and [str(d) for d in value["deps"]] == [hm.published[0][2].cid]
+    assert [str(h) for h in dagcbor.decode(ref.data)["heads"]] == [version]
+    assert await client.read_document(home) == edited
