@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import secrets
 from typing import Callable
@@ -30,6 +31,7 @@ __all__ = [
     "random_block_id",
     "MarkdownTooComplex",
     "MAX_NESTING",
+    "js_ordered",
     "parse_inline",
     "parse_frontmatter",
     "parse_markdown",
@@ -62,6 +64,20 @@ _DOT = "[^\n\r\u2028\u2029]"  # JavaScript's `.` (no s flag)
 
 def _trim(s: str) -> str:
     return s.strip(_WS)
+
+
+_INDEX_KEY = re.compile(r"0|[1-9][0-9]*")
+
+
+def js_ordered(d: dict) -> dict:
+    """`d` in a JavaScript object's key order: keys that are array indexes ("0", "17") first,
+    ascending, then the others as inserted. The library iterates objects (front matter, its
+    block maps), so where that order reaches bytes (SetAttributes, DeleteBlocks) it is ours too."""
+    index = [k for k in d if isinstance(k, str) and _INDEX_KEY.fullmatch(k) and int(k) < 4294967295]
+    if not index:
+        return d
+    seen = set(index)
+    return {**{k: d[k] for k in sorted(index, key=int)}, **{k: v for k, v in d.items() if k not in seen}}
 
 
 def _u16(s: str) -> int:
@@ -630,6 +646,12 @@ _CLOSE_FM_RE = re.compile(r"\n---[ \t]*(?:\n|$)")
 
 
 def _js_string(value) -> str:
+    """JavaScript's String(value) for what YAML gives."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
     if value is True:
         return "true"
     if value is False:
@@ -642,19 +664,57 @@ def _js_string(value) -> str:
 
 
 def _js_truthy(value) -> bool:
+    if isinstance(value, (list, dict)):
+        return True  # JavaScript: every object is truthy, empty or not
     return bool(value)
 
 
 class _YamlLoader(yaml.SafeLoader):
-    """YAML 1.2 core booleans only (the library's `yaml` package): yes/no/on/off stay strings."""
+    """YAML 1.2's core schema, as the library's `yaml` package reads front matter: only
+    true/false are booleans (yes/no/on/off stay strings), no timestamps (dates stay strings),
+    decimal / 0o / 0x integers, plain floats and .inf/.nan."""
 
 
+_CORE = {
+    "tag:yaml.org,2002:bool": (r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    "tag:yaml.org,2002:int": (r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    "tag:yaml.org,2002:float": (r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$", "-+0123456789."),
+}
 _YamlLoader.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+    k: [(tag, rx) for tag, rx in v if tag not in _CORE and tag != "tag:yaml.org,2002:timestamp"]
     for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_YamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+for _tag, (_rx, _first) in _CORE.items():
+    _YamlLoader.add_implicit_resolver(_tag, re.compile(_rx), list(_first))
+
+
+def _core_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    text = loader.construct_scalar(node)
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text, 10)
+
+
+_YamlLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
+
+
+def _plain(value, depth: int = 0):
+    """A front matter value as DAG-CBOR can carry it: non-finite floats, huge integers and other
+    YAML types become text, map keys strings (the library would fail to encode some of these)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value if -(1 << 63) <= value < (1 << 64) else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _js_string(value)
+    if depth < 16 and isinstance(value, list):
+        return [_plain(v, depth + 1) for v in value]
+    if depth < 16 and isinstance(value, dict):
+        return {_js_string(k) if not isinstance(k, str) else k: _plain(v, depth + 1) for k, v in value.items()}
+    return _js_string(value)
 
 
 def parse_frontmatter(markdown: str) -> tuple[str, dict]:
@@ -673,12 +733,14 @@ def parse_frontmatter(markdown: str) -> tuple[str, dict]:
     metadata: dict = {}
     try:
         parsed = {} if _trim(yaml_block) == "" else yaml.load(yaml_block, Loader=_YamlLoader)
+        if isinstance(parsed, list):  # JavaScript's Object.entries of an array: its indexes
+            parsed = {str(i): v for i, v in enumerate(parsed)}
         if not parsed or not isinstance(parsed, dict):
             return rest, metadata
         for key, value in parsed.items():
             if key == "title":
                 continue
-            metadata[str(key)] = value
+            metadata[key if isinstance(key, str) else _js_string(key)] = _plain(value)
         if "name" not in metadata and parsed.get("title") is not None:
             metadata["name"] = _js_string(parsed["title"])
         for key in _METADATA_STRING_KEYS:
@@ -687,9 +749,9 @@ def parse_frontmatter(markdown: str) -> tuple[str, dict]:
         for key in _METADATA_BOOLEAN_KEYS:
             if key in metadata and metadata[key] is not None and not isinstance(metadata[key], bool):
                 metadata[key] = _js_truthy(metadata[key])
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, RecursionError):
         return markdown, {}
-    return rest, metadata
+    return rest, js_ordered(metadata)
 
 
 # ─── Block tree ──────────────────────────────────────────────────────────────
@@ -1011,7 +1073,7 @@ def _yaml_value(value, indent: str) -> str:
     if isinstance(value, list):
         if not value:
             return "[]"
-        return "".join(f"\n{indent}- {_yaml_value(v, indent + '  ')}" for v in value)
+        return "".join(f"\n{indent}  - {_yaml_value(v, indent + '    ')}" for v in value)
     return _yaml_string(str(value), indent)
 
 

@@ -103,6 +103,8 @@ class HmClient:
 
     async def publish_blobs(self, blobs: list[Blob]) -> list[str]:
         """Publish `blobs` in one `PublishBlobs` call (all or nothing); the CIDs it stored."""
+        if not blobs:
+            return []
         body = dagcbor.encode({"blobs": [{"cid": b.cid, "data": b.data} for b in blobs]})
         answer = await self._call("PublishBlobs", "POST", "/api/PublishBlobs", body=body,
                                   headers={"Content-Type": "application/cbor"})

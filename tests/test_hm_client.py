@@ -67,6 +67,7 @@ async def test_unixfs_icon_then_profile(hm):
     ("garbage", "answered something that is not JSON"),
     ("wrong-shape", "answered something that is not a PublishBlobs answer"),
     ("huge", "answered more than"),
+    ("huge-stream", "answered more than"),
     ("drop", "could not be reached"),
     ("hang", "did not answer within 0.5 s"),
 ])

@@ -4,15 +4,22 @@ emitFrontmatter, case by case."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 
 import pytest
 
+from protocol import dagcbor, hm_blobs
 from protocol import hm_markdown as md
 from tests.hm_vectors import block_ids, load
 
 DOCUMENTS = load("documents")
+GENESIS = hm_blobs.genesis_blob(bytes(32)).cid
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _plain(value):
@@ -87,3 +94,32 @@ def test_large_ordinary_documents_convert_in_linear_time():
     rendered = md.blocks_to_markdown(metadata, md.to_hm_nodes(tree))
     assert "Part 999" in rendered
     assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize("case", DOCUMENTS["random"], ids=lambda c: str(c["randomSeed"]))
+def test_random_documents_equal_the_library_by_digest(case):
+    # 300 documents drawn from every construct (make_vectors.mjs randomDocument): the DAG-CBOR
+    # of the operations and the rendered Markdown hash to the library's.
+    tree, metadata = md.parse_markdown(case["markdown"], block_ids(case["randomSeed"]))
+    assert _sha(dagcbor.encode(md.flatten_to_operations(tree))) == case["ops"]
+    assert _sha(dagcbor.encode(hm_blobs.metadata_operations(metadata))) == case["metadata"]
+    assert _sha(md.blocks_to_markdown(metadata, md.to_hm_nodes(tree)).encode()) == case["rendered"]
+
+
+@pytest.mark.parametrize("case", DOCUMENTS["updates"], ids=lambda c: str(c["randomSeed"]))
+def test_random_updates_diff_as_the_library(case):
+    # A random document's rendering edited at random, diffed against its blocks
+    # (make_vectors.mjs randomUpdate): the change's operations hash to the library's.
+    old_tree, _ = md.parse_markdown(case["oldMarkdown"], block_ids(case["oldSeed"]))
+    old_content = md.to_hm_nodes(old_tree)
+    assert _sha(dagcbor.encode(old_content)) == case["oldContent"]
+    base = hm_blobs.DocumentBase(genesis=GENESIS, heads=(GENESIS,), depth=1, content=old_content)
+    try:
+        _, blobs = hm_blobs.document_blobs(bytes(32), case["markdown"], 1, base=base,
+                                           new_id=block_ids(case["randomSeed"]))
+    except hm_blobs.NoChanges:
+        assert case["count"] == 0
+        return
+    ops = dagcbor.decode(blobs[0].data)["body"]["ops"]
+    assert len(ops) == case["count"]
+    assert _sha(dagcbor.encode(ops)) == case["ops"]

@@ -55,11 +55,11 @@ from protocol import dagcbor
 from protocol.hm_ids import HmId, parse_hm_id
 from protocol.principals import principal_to_string
 
-from .openai_server import _read_request, _send, _send_json
+from .openai_server import _chunk, _head, _read_request, _send, _send_json
 
 __all__ = ["FakeHmServer", "FakeHmProcess", "fake_hm_in_thread", "StoredBlob", "FAILURES", "REFUSAL_SECRET"]
 
-FAILURES = ("refuse", "hang", "garbage", "huge", "drop", "wrong-shape", "deep")
+FAILURES = ("refuse", "hang", "garbage", "huge", "huge-stream", "drop", "wrong-shape", "deep")
 # What a refusal's body says: a client error must never repeat it.
 REFUSAL_SECRET = "internal trace 7f3a: token=hm-secret-do-not-echo"
 HUGE_ANSWER_BYTES = 9 * 1024 * 1024
@@ -154,7 +154,7 @@ class FakeHmServer:
 
     def fail(self, kind: str, times: int = 1) -> None:
         """Answer the next `times` requests badly: refuse (500), hang (never answer), garbage
-        (200, not JSON), huge (200, 9 MiB), drop (close the connection), wrong-shape (200, JSON
+        (200, not JSON), huge (200, 9 MiB), huge-stream (the same, chunked), drop (close the connection), wrong-shape (200, JSON
         of another shape), deep (200, a document nested 3000 levels)."""
         if kind not in FAILURES:
             raise ValueError(f"unknown failure {kind!r}; one of {FAILURES}")
@@ -409,6 +409,17 @@ class FakeHmServer:
             body = ('{"json": {"type": "document", "document": {"metadata": {}, "content": [%s]}}}'
                     % content.replace("%s", ""))
             await _send(writer, 200, "application/json", body.encode())
+        elif kind == "huge-stream":  # no Content-Length: the size shows only while reading
+            writer.write(_head(200, "application/json", chunked=True))
+            piece = _chunk(b"x" * 65536)
+            try:
+                for _ in range(HUGE_ANSWER_BYTES // 65536 + 1):
+                    writer.write(piece)
+                    await writer.drain()
+            except ConnectionError:
+                return False
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
         elif kind == "huge":
             await _send(writer, 200, "application/json", b'{"json": "' + b"x" * HUGE_ANSWER_BYTES + b'"}')
         elif kind == "drop":
