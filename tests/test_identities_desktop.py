@@ -264,7 +264,7 @@ async def test_bad_seeds_labels_and_icons_are_refused_and_store_nothing(publishi
             assert seed not in data and seed.hex().encode() not in data, path
 
 
-@pytest.mark.parametrize("kind", ["refuse", "hang", "garbage", "drop"])
+@pytest.mark.parametrize("kind", ["refuse", "hang", "garbage", "drop", "wrong-shape", "huge"])
 async def test_an_hm_server_failure_is_a_502_naming_it_and_stores_nothing(publishing, hm, http, kind):
     d = desk(http, publishing, f"hm-{kind}")
     hm.fail(kind)
