@@ -75,7 +75,7 @@ class Config:
     # The Seed hypermedia server agents' identities are published to (None: created locally
     # only; server/identity_publish.py), and how long one publication may take.
     hm_server_url: str | None = None
-    hm_server_timeout: float = 30.0
+    hm_server_timeout: float = 15.0   # server.hm_client.DEFAULT_TIMEOUT
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
