@@ -474,6 +474,7 @@ async def shape_script(db, called: set[str] | None = None) -> list:
             sealed, "Label", None, "created", T0 + 70)
     r(identities_q.get_identity, ACCOUNT, name)
     r(identities_q.open_seed, box, ACCOUNT, name)
+    r(identities_q.origin_of, ACCOUNT, name)
     r(identities_q.list_identities, ACCOUNT)
     r(identities_q.list_identities, ACCOUNT, [name])
     r(identities_q.count_identities, ACCOUNT)
