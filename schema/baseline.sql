@@ -172,3 +172,6 @@ CREATE INDEX accepted_signatures_by_expiry ON accepted_signatures (expires_at);
 -- Version 8: delegation and tools.
 
 -- Version 9: triggers.
+
+-- Version 10: hostile clients (capability expiry).
+ALTER TABLE account_signers ADD COLUMN expires_at INTEGER;

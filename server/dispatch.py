@@ -85,6 +85,7 @@ async def execute(app, conn, envelope) -> Outcome:
         app.limiter.take(env.account_id)
         if binds:
             conn.bind_account(env.account_id)
+        conn.signers.add(env.signer_id)   # UnregisterSigner closes the sockets it acted on
         verified = True
         if not is_read:
             # Queued before the action's own write, and the writer commits in order: a write's

@@ -65,13 +65,14 @@ class HttpPeer:
     (for the replay rule a keep-alive connection is one connection), bound to no account (an
     HTTP request stands alone)."""
 
-    __slots__ = ("id", "account_id", "own_bucket")
+    __slots__ = ("id", "account_id", "own_bucket", "signers")
     transport = "http"   # for the access log
 
     def __init__(self, bucket: TokenBucket) -> None:
         self.id = new_connection_id()
         self.account_id = None
         self.own_bucket = bucket   # every request costs it, verified or not
+        self.signers: set[str] = set()   # (kept for the pipeline's sake; nothing is bound)
 
     def check_bind(self, account_id: str) -> None:
         """An HTTP request binds nothing."""

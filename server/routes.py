@@ -61,6 +61,7 @@ HANDLING: dict[str, Handling] = {
     "AcceptAgentInvite": Handling(sharing.accept_agent_invite),
     "DeclineAgentInvite": Handling(sharing.decline_agent_invite),
     "SetAgentPublicRead": Handling(sharing.set_agent_public_read),
+    "UnregisterSigner": Handling(signers.unregister_signer),
     # --- signing identities ---
 
     # --- files: memory, attachments, uploads ---
