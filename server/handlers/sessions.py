@@ -159,7 +159,7 @@ async def delete_session(app, env, action) -> dict:
     app.runtime.abandon_sessions([session_id])  # a worker a message started meanwhile
     notice = {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id}
     app.publish_gone("sessions/" + session_id, notice)
-    app.runtime.publish_runs([{k: v for k, v in r.items() if k != "sessionId"} for r in canceled])
+    app.runtime.publish_runs([{**{k: v for k, v in r.items() if k != "sessionId"}, "title": ""} for r in canceled])
     for child in children:
         if child is not None:
             app.publish_change("sessions/" + child["id"], child)
