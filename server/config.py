@@ -36,7 +36,7 @@ class Limits:
     replay_page: int = 1000           # events read and framed at once during replay
     unverified_burst: int = 100       # frames failing verification before the socket closes 1008 (a tenth refills per second)
     connections_per_address: int = 256   # open connections (HTTP and WebSocket) from one client address
-    probe_rate: float = 50.0          # GET probes (health, version, metrics, ...) per second per client address
+    probe_rate: float = 100.0         # GET probes (health, version, metrics, ...) per second per client address
 
 
 @dataclass
@@ -239,7 +239,7 @@ SETTINGS: list[Setting] = [
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
     Setting("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", "limits.connections_per_address", count, "N", "open connections (HTTP and WebSocket) from one client address; more are refused with HTTP 503 (behind a reverse proxy every client has the proxy's address: raise it)"),
-    Setting("--probe-rate", "PROBE_RATE", "limits.probe_rate", rate, "PER_SECOND", "GET requests that are not actions (health, version, metrics, ...) per second per client address, bursts of twice that; each connection also 10/s, bursts of 20 (more is 429 and the connection closes)"),
+    Setting("--probe-rate", "PROBE_RATE", "limits.probe_rate", rate, "PER_SECOND", "GET requests that are not actions (health, version, metrics, ...) per second per client address, bursts of twice that; each connection also 50/s, bursts of 100 (more is 429 and the connection closes)"),
     Setting("--first-action-timeout", "FIRST_ACTION_TIMEOUT", "first_action_timeout", seconds, "SECONDS", "a WebSocket that has sent no verified action this long after opening is closed (1008)"),
 ]
 

@@ -56,7 +56,7 @@ _FEED_PIECE = 4096           # bytes given to the parser at once (the bounds abo
 _BODY_PIECE = 64 * 1024      # the same within a body, whose bytes cost a callback per piece
 _WRITE_HIGH = 256 * 1024     # a response writer waits while the socket holds more than this
 # Per connection, requests that are not actions (the address has its own bucket, --probe-rate).
-CONN_PROBE_RATE, CONN_PROBE_BURST = 10.0, 20
+CONN_PROBE_RATE, CONN_PROBE_BURST = 50.0, 100
 CHUNK_FRAMING = 16           # bytes of chunk framing allowed per chunk beyond MAX_HEAD_BYTES
 
 
