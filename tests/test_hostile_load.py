@@ -66,7 +66,7 @@ async def test_an_honest_client_is_served_while_four_attackers_run_findings_1_to
     latencies, seen, cpu, grown = await honest_under_attack(tmp_path, 5)
     report(latencies, seen, cpu, grown, 5)
     assert seen.get("bombs 401", 0) + seen.get("bombs 400", 0) > 10 and seen.get("header 431", 0) > 10
-    assert seen.get("pipeline 429", 0) > 10
+    assert seen.get("pipeline 429", 0) >= 4   # every flood connection ends there
     # Before the fixes the median alone was seconds (3.5 s under bombs, 3 s under probe floods).
     # On a shared 2-core machine (load average near 10 while this was written) a tail of a few
     # hundred ms is the neighbours'; the slow run below holds the real bound.
