@@ -287,51 +287,64 @@ class HttpConnection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self.phase = "body"
         self.head_fed = 0
+        self._check_any_head()
         method = self.parser.get_method().decode("latin-1")
         self.route = route = self.framing.route(method, self.url.decode("latin-1"))
+        if route.kind != "message":
+            self._set_deadline(self.body_timeout)
+            return
         content_type = content_length = origin = None
         expect = b""
-        origins = 0
-        chunked = False
         for name, value in self.headers:
             lname = name.lower()
             if lname == b"content-type":
                 content_type = value.decode("latin-1")
             elif lname == b"content-length":
                 content_length = int(value)   # llhttp has checked it is a number
-            elif lname == b"transfer-encoding":
-                chunked = True
             elif lname == b"expect":
                 expect = value.lower()
             elif lname == b"origin":
                 origin = value.decode("latin-1")
-                origins += 1
-        self.origin = origin
-        if origins > 1:
-            # Which one would a check read? Refused outright (a browser sends one).
-            self._final(self.framing.json(400, {"status": "error", "message": DUPLICATE}, keep_alive=False))
-            raise _Stop
-        if self.parser.should_upgrade() and (chunked or content_length):
-            # The parser skips the body of a request that switches protocols and would read it
-            # as the next request: a proxy's rules could be bypassed that way. Refused.
-            self._final(self.framing.json(400, {"status": "error", "message": "a request asking to upgrade "
-                                               "the connection may not have a body"}, keep_alive=False))
-            raise _Stop
-        if route.kind != "message":
-            self._set_deadline(self.body_timeout)
-            return
         refusal = self.framing.check_head(content_type, content_length)
         if refusal is None and not self.origins.allows(origin):
             refusal = Refusal(None, error_response(403, REFUSED))
-        if refusal is not None and (refusal.value["status"] == 413 or expect == b"100-continue"):
-            # Answered now; the body is never read (the connection closes after the answer). A
-            # client waiting for 100 Continue gets its refusal instead, at once.
+        if refusal is not None and refusal.value["status"] == 413:
+            # Answered now; the body is never read (the connection closes after the answer).
+            self._final(self.framing.refusal(refusal, keep_alive=False))
+            raise _Stop
+        if refusal is not None and expect == b"100-continue":
+            # The client waits for 100 Continue before it sends the body: its refusal instead,
+            # at once, and the connection closes (the body is never read).
             self._final(self.framing.refusal(refusal, keep_alive=False))
             raise _Stop
         self.refusal = refusal
         if refusal is None and expect == b"100-continue" and not self.queue and self.worker is None:
             self._write(self.framing.continue_())
         self._set_deadline(self.body_timeout)
+
+    def _check_any_head(self) -> None:
+        """Checks every request's head passes, whatever its route: one Origin at most (its
+        value kept for the CORS headers), and no body behind a request that asks to switch
+        protocols. A refusal is queued and _Stop raised."""
+        origin, origins, body = None, 0, False
+        for name, value in self.headers:
+            lname = name.lower()
+            if lname == b"origin":
+                origin = value.decode("latin-1")
+                origins += 1
+            elif lname == b"transfer-encoding" or (lname == b"content-length" and int(value) > 0):
+                body = True
+        self.origin = origin
+        if origins > 1:
+            # Which one would a check read? Refused outright (a browser sends one).
+            self._final(self.framing.json(400, {"status": "error", "message": DUPLICATE}, keep_alive=False))
+            raise _Stop
+        if body and self.parser.should_upgrade():
+            # The parser skips the body of a request that switches protocols and would read it
+            # as the next request: a proxy's rules could be bypassed that way. Refused.
+            self._final(self.framing.json(400, {"status": "error", "message": "a request asking to upgrade "
+                                               "the connection may not have a body"}, keep_alive=False))
+            raise _Stop
 
     def on_body(self, data: bytes) -> None:
         self._piece_body += len(data)
