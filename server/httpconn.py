@@ -35,14 +35,16 @@ import httptools
 
 from protocol.framing_http import WS_PATH, HttpFraming, Route
 from protocol.framing_types import Refusal, Request
-from protocol.framing_http import with_origin
-from server import memtrim
 from server.connection import new_connection_id
 from server.dispatch import execute
-from server.origins import DUPLICATE, REFUSED, policy
-from server.peers import address_of
+from server.origins import REFUSED, policy
 from protocol.events import error_response
 from server.ratelimit import TokenBucket
+
+from protocol.framing_http import with_origin
+from server import memtrim
+from server.origins import DUPLICATE
+from server.peers import address_of
 
 log = logging.getLogger("seed_agents.http")
 
