@@ -60,6 +60,9 @@ _WRITE_HIGH = 256 * 1024     # a response writer waits while the socket holds mo
 # Per connection, requests that are not actions (the address has its own bucket, --probe-rate).
 CONN_PROBE_RATE, CONN_PROBE_BURST = 50.0, 100
 CHUNK_FRAMING = 16           # bytes of chunk framing allowed per chunk beyond MAX_HEAD_BYTES
+# Route kinds that are not probes: actions, which have their buckets (server/dispatch.py); an
+# area whose requests are limited on their own terms adds its kinds here.
+_NOT_PROBES = frozenset({"message"})
 
 
 class HttpPeer:
@@ -366,15 +369,15 @@ class HttpConnection(asyncio.Protocol):
         self._completed = True
         route = self.route
         keep_alive = self.parser.should_keep_alive() and not self.shutting_down
+        if route.kind not in _NOT_PROBES and not self.parser.should_upgrade() and not self._probe_allowed():
+            self._final(self.framing.too_many_probes())
+            raise _Stop
         if route.kind == "ws" and self.parser.should_upgrade():
             self.queue.append((_UPGRADE, "GET", self._request_head(), False))
             self.upgraded = True
             self.transport.pause_reading()   # what follows is the WebSocket's, read after the handover
             self._start_worker()
             return
-        if route.kind != "message" and not self._probe_allowed():
-            self._final(self.framing.too_many_probes())
-            raise _Stop
         body = b"".join(self.body) if route.kind == "message" else None
         method = self.parser.get_method().decode("latin-1")
         self.queue.append((route, method, (self.refusal, body), keep_alive, self.origin))
