@@ -12,7 +12,6 @@ import socket
 import sys
 import time
 
-from protocol import dagcbor
 from protocol.envelope import sign_envelope
 from clients.raw import unique_ts
 from tests.httpraw import request

@@ -8,12 +8,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from protocol import dagcbor
 from protocol.errors import ProtocolError
 from protocol.envelope import verify_envelope
 from tests.hostile import attackers, cpu_seconds, finish, percentile
 from tests.hostile_attack import MAPS, bomb
-from tests.httpraw import RawHttp, request
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, keypair
 
