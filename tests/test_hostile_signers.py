@@ -1,13 +1,14 @@
 """A leaked device key (docs/protocol.md "Capabilities"): a capability may carry `expiresAt`,
 after which its delegate no longer acts for the account; and the account can take a delegate's
 key back with UnregisterSigner, signed by its own key only, which also closes at once every
-socket that acted through that key. Over real sockets."""
+socket that acted through that key, on every server of a shared store. Over real sockets."""
 from __future__ import annotations
 
 import asyncio
 import time
 
 from protocol.capability import make_capability
+from tests.pg import postgres_url  # noqa: F401  (fixture)
 from tests.wsraw import V2Client, keypair
 
 
@@ -68,3 +69,34 @@ async def test_unregister_signer_refuses_the_key_and_closes_its_sockets(server):
     finally:
         for c in (reg, device, owner):
             await c.close()
+
+
+async def test_unregister_signer_closes_the_keys_sockets_on_every_server_of_a_shared_store(tmp_path, postgres_url):  # noqa: F811
+    from server.main import start_server
+    from server.storage.url import parse_storage_url
+    from tests.conftest import make_config
+
+    servers = []
+    issuer, delegate = keypair("cluster unreg issuer"), keypair("cluster unreg delegate")
+    try:
+        for name in ("a", "b"):
+            cfg = make_config(tmp_path / name)
+            cfg.storage_url = parse_storage_url(postgres_url)
+            servers.append(await start_server(cfg))
+        a, b = servers
+        device = await V2Client.open(b.url)   # the delegate works through server b
+        owner = await V2Client.open(a.url)    # the account takes the key back through server a
+        blob = make_capability(issuer, delegate.principal, "AGENT", now_ms())
+        assert (await device.call(delegate, {"_": "RegisterSigner", "capability": blob}))["_"] == "RegisterSignerResponse"
+        assert (await device.call(delegate, {"_": "ListAgents"}, account=issuer.principal))["_"] == "ListAgentsResponse"
+        r = await owner.call(issuer, {"_": "UnregisterSigner", "signerId": delegate.account_id})
+        assert r["_"] == "UnregisterSignerResponse", r
+        await asyncio.wait_for(device.ws.wait_closed(), 10)
+        assert device.ws.close_code == 1008
+        again = await V2Client.open(b.url)   # b forgot the key too (its cache was told)
+        assert (await again.call(delegate, {"_": "ListAgents", "n": 2}, account=issuer.principal))["status"] == 403
+        await again.close()
+        await owner.close()
+    finally:
+        for s in servers:
+            await s.stop()
