@@ -369,7 +369,8 @@ class HttpConnection(asyncio.Protocol):
         self._completed = True
         route = self.route
         keep_alive = self.parser.should_keep_alive() and not self.shutting_down
-        if route.kind not in _NOT_PROBES and not self.parser.should_upgrade() and not self._probe_allowed():
+        upgrade = route.kind == "ws" and self.parser.should_upgrade()
+        if route.kind not in _NOT_PROBES and not upgrade and not self._probe_allowed():
             self._final(self.framing.too_many_probes())
             raise _Stop
         if route.kind == "ws" and self.parser.should_upgrade():

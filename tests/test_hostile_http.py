@@ -162,6 +162,11 @@ async def test_probes_are_limited_per_address_across_connections(running):
                 break
         raw.close()
     assert 20 <= statuses.count(200) <= 25 and 429 in statuses
+    # An Upgrade header does not make a probe free.
+    raw = await RawHttp.open(running)
+    await raw.send(request("GET", "/api/health", headers={"Connection": "Upgrade", "Upgrade": "h2c"}))
+    assert (await raw.response())[0] == 429
+    raw.close()
 
 
 async def test_pipelined_actions_are_all_answered_in_order_under_the_pipeline_bound(running):
