@@ -60,9 +60,9 @@ async def http_connections(port: int) -> float:
 
 # -- 1. answers nobody reads ---------------------------------------------------------------------
 async def test_unread_http_answers_are_dropped_after_the_write_timeout_and_the_memory_returns(tmp_path):
-    write_timeout = 3.0
+    write_timeout = 2.0
     srv = ServerProcess(tmp_path / "srv", extra=[
-        "--write-timeout", str(write_timeout), "--http-idle-timeout", "3",
+        "--write-timeout", str(write_timeout), "--http-idle-timeout", "2",
         "--rate-limit", "100000", "--rate-burst", "100000"]).start()
     pid = srv.proc.pid
     kp = keypair("unread http")
