@@ -182,6 +182,8 @@ class HttpConnection(asyncio.Protocol):
         if self.upgraded:
             self.upgrade_tail += data
             return
+        if self.discarding or self.closed:
+            return   # a final answer is decided: what still arrives is dropped, never kept
         self.pending = self.pending + data if self.pending else data
         self._feed()
 
@@ -222,7 +224,7 @@ class HttpConnection(asyncio.Protocol):
                     pos = len(data)
                     break
         finally:
-            self.pending = data[pos:] if pos < len(data) else b""
+            self.pending = data[pos:] if pos < len(data) and not self.discarding else b""
 
     def _count_piece(self, before: str, size: int) -> bool:
         """Count a piece that ended no request: all head, or all body and its framing. True when

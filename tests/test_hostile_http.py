@@ -315,3 +315,31 @@ async def test_a_socket_with_no_verified_action_is_closed_after_the_deadline(run
     await asyncio.sleep(0.5)
     assert (await acting.call(kp, {"_": "ListAgents", "n": 2}))["_"] == "ListAgentsResponse"
     await acting.close()
+
+
+async def test_what_arrives_after_a_final_answer_is_dropped_not_kept(tmp_path):
+    srv = ServerProcess(tmp_path / "srv").start()
+    pid = srv.proc.pid
+    try:
+        base = rss(pid)
+        peak = Peak(pid)
+        raw = await RawHttp.open(srv)
+        await raw.send(b"POST /api/message HTTP/1.1\r\nHost: x\r\nContent-Type: application/cbor\r\n"
+                       b"Content-Length: %d\r\n\r\n" % (1 << 30))
+        status, _h, _b = await raw.response(timeout=5)
+        assert status == 413
+        # The client goes on sending its body while the server lingers before closing.
+        sent, chunk = 0, b"\0" * (1 << 20)
+        try:
+            async with asyncio.timeout(1.5):
+                while sent < 256 << 20:
+                    await raw.send(chunk)
+                    sent += len(chunk)
+        except (TimeoutError, ConnectionError, OSError):
+            pass
+        top = peak.stop()
+        raw.close()
+        print(f"\n{sent >> 20} MiB sent after a 413: server RSS +{(top - base) / 2**20:.1f} MiB at most")
+        assert top - base < 16 << 20
+    finally:
+        srv.kill()
