@@ -63,6 +63,8 @@ CHUNK_FRAMING = 16           # bytes of chunk framing allowed per chunk beyond M
 # Route kinds that are not probes: actions, which have their buckets (server/dispatch.py); an
 # area whose requests are limited on their own terms adds its kinds here.
 _NOT_PROBES = frozenset({"message"})
+JUNK_REFUSED = ("too many actions from this address failed verification; slow down (a tenth of "
+                "--max-unverified refills per second)")
 
 
 class HttpPeer:
@@ -324,6 +326,11 @@ class HttpConnection(asyncio.Protocol):
             # at once, and the connection closes (the body is never read).
             self._final(self.framing.refusal(refusal, keep_alive=False))
             raise _Stop
+        if refusal is None and not self.addresses.junk_ready(self.address or ""):
+            # This address's actions keep failing verification: no more of its bodies are read
+            # (each costs at least a hash of up to a megabyte) until its bucket refills.
+            self._final(self.framing.refusal(Refusal(None, error_response(429, JUNK_REFUSED)), keep_alive=False))
+            raise _Stop
         self.refusal = refusal
         if refusal is None and expect == b"100-continue" and not self.queue and self.worker is None:
             self._write(self.framing.continue_())
@@ -458,6 +465,8 @@ class HttpConnection(asyncio.Protocol):
                 read = framing.read(body)
                 if isinstance(read, Request):
                     outcome = await execute(app, self.peer, read.envelope)
+                    if outcome.junk:
+                        self.addresses.junk(self.address or "")
                     return framing.response(outcome.response, keep_alive=keep_alive)
                 refusal = read
             return framing.refusal(refusal, keep_alive=keep_alive)

@@ -44,16 +44,22 @@ async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 
 async def bombs(port: int, stop: float, n: int, seen: dict) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    """Bomb after bomb on a keep-alive connection; a new one when the server closes it."""
     frame = request("POST", "/api/message", bomb(keypair(f"bomber {n}"), junk_signature=n % 2 == 0), CBOR)
-    try:
-        while time.monotonic() < stop:
-            writer.write(frame)
-            await writer.drain()
-            status, _body = await asyncio.wait_for(_response(reader), 30)
-            seen[status] = seen.get(status, 0) + 1
-    finally:
-        writer.close()
+    while time.monotonic() < stop:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while time.monotonic() < stop:
+                writer.write(frame)
+                await writer.drain()
+                status, _body = await asyncio.wait_for(_response(reader), 30)
+                seen[status] = seen.get(status, 0) + 1
+                if status == 429:
+                    break   # refused before its body: the server closes
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
 
 
 async def unread(port: int, stop: float, n: int, seen: dict, session: str = "") -> None:
