@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("protocol", "server", "clients")
 # protocol/'s third-party imports, each a dependency declared in pyproject.toml.
-PROTOCOL_DEPENDENCIES = {"cbor2", "nacl", "multiformats"}
+PROTOCOL_DEPENDENCIES = {"cbor2", "nacl", "multiformats", "yaml"}  # yaml: Seed front matter (hm_markdown)
 
 
 def _modules() -> dict[str, Path]:
