@@ -274,3 +274,23 @@ async def test_ten_thousand_tiny_files_then_the_limit(server):
         await refused(c.write_agent_memory_file(agent_id, "one-more.txt", "x"), 413, f"holds {n} files")
         await c.write_agent_memory_file(agent_id, "d0/f0.txt", "replacing is fine")
     clean(server)
+
+
+@pytest.mark.parametrize("over", ["ws", "http"])
+async def test_upload_actions_carry_a_full_chunk_and_no_other_action_grows(server, over):
+    url = server.url if over == "ws" else server.url.replace("ws://", "http://").removesuffix("/agents/ws")
+    async with AgentsClient.connect(url, Keypair.generate()) as c:
+        agent_id, session_id = await setup(c)
+        chunk = os.urandom(8 * 1024 * 1024)   # the largest chunk: over 8x the plain frame limit
+        begin = await c.call(actions.begin_file_upload({"kind": "memory", "agentId": agent_id, "path": "c"},
+                                                       len(chunk)))
+        assert (await c.call(actions.append_file_upload_chunk(begin["uploadId"], 0, chunk)))["received"] == len(chunk)
+        await c.call(actions.commit_file_upload(begin["uploadId"]))
+        two = os.urandom(2 * 1024 * 1024)   # the desktop's single-shot uploads
+        assert (await c.write_agent_memory_file(agent_id, "two", two))["entry"]["size"] == len(two)
+        assert (await c.upload_session_attachment(session_id, "two.bin", two))["attachment"]["size"] == len(two)
+        # any other action keeps the 1 MiB limit, whatever it carries
+        big = await refused(c.call({"_": "SetSecret", "name": "s", "value": os.urandom(2 * 1024 * 1024)}), 413)
+        assert "limit" in str(big)
+        if over == "ws":
+            assert (await c.list_agent_memory(agent_id))["totalBytes"] == len(chunk) + len(two)   # socket still open
