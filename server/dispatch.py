@@ -12,6 +12,7 @@ from protocol.actions import parse_action
 from protocol.envelope import VerifiedEnvelope, verify_envelope
 from protocol.errors import ProtocolError
 from protocol.frame_limits import envelope_limit, frame_limit
+from server.upload_gate import arrived_ms
 from protocol.events import error_response as error
 from server import accesslog
 from server.routes import ROUTES
@@ -46,7 +47,7 @@ async def execute(app, conn, envelope) -> Outcome:
     if type(envelope) is bytes and len(envelope) > app.config.limits.max_frame:
         # An upload chunk (protocol/frame_limits.py): only a few are worked on at once in the
         # whole server, so concurrent uploads cost memory per chunk in flight, not per client.
-        async with app.upload_gate.slot():
+        async with app.upload_gate.slot(app.now_ms()):
             return await _execute(app, conn, envelope)
     return await _execute(app, conn, envelope)
 
@@ -67,7 +68,7 @@ async def _execute(app, conn, envelope) -> Outcome:
         if conn.account_id is not None and not app.limiter.ready(conn.account_id):
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         try:
-            env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
+            env = verify_envelope(envelope, now_ms=arrived_ms(app.now_ms()), window_ms=app.config.clock_window_ms,
                                   max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
         except ProtocolError as exc:
             app.metrics.verify_failures.labels(_verify_failure_reason(exc.status)).inc()

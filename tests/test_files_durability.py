@@ -10,6 +10,7 @@ import base64
 import hashlib
 import os
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -245,46 +246,53 @@ async def test_sigkill_many_rounds(tmp_path, stores):
 async def test_concurrent_8_mib_chunk_uploads_stay_within_the_documented_rss(tmp_path, stores):
     """docs/operations.md "Files": each socket holds the chunk it sent, and only UPLOAD_SLOTS chunks
     are worked on at once, so N uploaders cost about 2N chunks, not N x (every copy of one).
-    20 uploaders by default (SEED_AGENTS_TEST_UPLOADERS=50 for the issue's figure: on a loaded
-    2-core machine the last of 50 waits long enough for a client's 20 s ping timeout)."""
+    The chunks are signed before they are sent (raw sockets), so the test process's own signing
+    does not stall its sockets' keepalive while the server makes them wait their turn."""
+    from clients.raw import RawV2, unique_ts
+    from protocol.envelope import sign_envelope
+
     kind, flags, where = stores
     (srv,) = servers(tmp_path, flags)
     srv.start()
-    n, step = int(os.environ.get("SEED_AGENTS_TEST_UPLOADERS", "20")), 8 * MiB
+    n, step = int(os.environ.get("SEED_AGENTS_TEST_UPLOADERS", "50")), 8 * MiB
     chunk = os.urandom(step)
+    keys = [Keypair.generate() for _ in range(n)]   # one account each: 8 uploads in progress per account
+    socks = [await RawV2.open(srv.url, decode=True) for _ in range(n)]
     try:
-        # one account each: an account may have 8 uploads in progress
-        clients = [await AgentsClient.connect(srv.url, Keypair.generate()) for _ in range(n)]
-        try:
-            agents = [(await c.create_agent(ECHO))["agentId"] for c in clients]
-            ups = [(await c.call(actions.begin_file_upload(
-                {"kind": "memory", "agentId": a, "path": "u"}, 2 * step)))["uploadId"]
-                for a, c in zip(agents, clients)]
-            base = peak = rss(srv.proc.pid)
-            done = asyncio.Event()
+        agents, ups = [], []
+        for kp, sock in zip(keys, socks):
+            agent = (await sock.call(kp, {"_": "CreateAgent", "definition": ECHO}))["agentId"]
+            begin = await sock.call(kp, actions.begin_file_upload({"kind": "memory", "agentId": agent, "path": "u"},
+                                                                  2 * step))
+            agents.append(agent)
+            ups.append(begin["uploadId"])
+        base = peak = rss(srv.proc.pid)
+        done = asyncio.Event()
 
-            async def sample():
-                nonlocal peak
-                while not done.is_set():
-                    peak = max(peak, rss(srv.proc.pid))
-                    await asyncio.sleep(0.01)
-
-            sampler = asyncio.ensure_future(sample())
-            # all at once, one chunk each, then the second: each socket waits for a slot meanwhile
-            for offset in (0, step):
-                await asyncio.gather(*(c.call(actions.append_file_upload_chunk(u, offset, chunk))
-                                       for c, u in zip(clients, ups)))
+        async def sample():
+            nonlocal peak
+            while not done.is_set():
                 peak = max(peak, rss(srv.proc.pid))
-            done.set()
-            await sampler
-            for c, u in zip(clients, ups):
-                await c.call(actions.commit_file_upload(u, hashlib.sha256(chunk + chunk).hexdigest()))
-            for a, c in zip(agents, clients):
-                assert (await c.list_agent_memory(a))["totalBytes"] == 2 * step
-            print(f"server RSS {base / MiB:.0f} MiB before, {peak / MiB:.0f} MiB at most with {n} uploaders")
-            assert peak - base < n * 2 * step + 150 * MiB, (base, peak)   # two chunks a socket, plus the slots
-        finally:
-            for c in clients:
-                await c.close()
+                await asyncio.sleep(0.01)
+
+        sampler = asyncio.ensure_future(sample())
+        waits = []
+        for offset in (0, step):
+            envelopes = [sign_envelope(kp, actions.append_file_upload_chunk(u, offset, chunk), ts=unique_ts())
+                         for kp, u in zip(keys, ups)]
+            started = time.monotonic()
+            answers = await asyncio.gather(*(sock.request(e, timeout=300) for sock, e in zip(socks, envelopes)))
+            waits.append(time.monotonic() - started)
+            assert all(a.get("received") == offset + step for a in answers), [a for a in answers if "received" not in a][:3]
+        done.set()
+        await sampler
+        for kp, sock, u in zip(keys, socks, ups):
+            answer = await sock.call(kp, actions.commit_file_upload(u, hashlib.sha256(chunk + chunk).hexdigest()))
+            assert answer["_"] == "CommitFileUploadResponse", answer
+        print(f"server RSS {base / MiB:.0f} MiB before, {peak / MiB:.0f} MiB at most with {n} uploaders"
+              f" (each round of {n} chunks took {', '.join(f'{w:.1f}' for w in waits)} s)")
+        assert peak - base < n * 2 * step + 150 * MiB, (base, peak)   # two chunks a socket, plus the slots
     finally:
+        for sock in socks:
+            await sock.close()
         srv.kill()
