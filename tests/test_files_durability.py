@@ -119,6 +119,7 @@ async def test_uploaded_through_one_server_read_through_another(tmp_path, stores
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("stores", ["sqlite", "postgresql"], indirect=True)
 async def test_a_300_mib_upload_round_trips_with_the_server_rss_flat(tmp_path, stores):
     kind, flags, where = stores
@@ -235,6 +236,7 @@ async def test_sigkill_mid_upload_commit_and_delete_leaves_whole_or_nothing(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("stores", ["sqlite", "postgresql"], indirect=True)
 async def test_sigkill_many_rounds(tmp_path, stores):
     outcomes = await _kill_rounds(tmp_path, stores, 30)
@@ -242,6 +244,7 @@ async def test_sigkill_many_rounds(tmp_path, stores):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("stores", ["sqlite"], indirect=True)
 async def test_concurrent_8_mib_chunk_uploads_stay_within_the_documented_rss(tmp_path, stores):
     """docs/operations.md "Files": each socket holds the chunk it sent, and only UPLOAD_SLOTS chunks
