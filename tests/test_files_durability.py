@@ -240,6 +240,7 @@ async def test_sigkill_mid_upload_commit_and_delete_leaves_whole_or_nothing(tmp_
 @pytest.mark.parametrize("stores", ["sqlite", "postgresql"], indirect=True)
 async def test_sigkill_many_rounds(tmp_path, stores):
     outcomes = await _kill_rounds(tmp_path, stores, 30)
+    print(f"after a SIGKILL, by stage: {outcomes}")
     assert outcomes["upload"] == {"nothing"}
 
 
