@@ -174,6 +174,8 @@ async def _kill_round(tmp_path: Path, flags: list[str], where: str, rng: random.
             target = {"kind": "memory", "agentId": agent_id, "path": "f.bin"}
             if stage == "delete":
                 await c.upload_file(target, data)
+                for i in range(3):   # more to delete, so the kill can land inside the transaction
+                    await c.upload_file({**target, "path": f"more/{i}"}, os.urandom(len(data)))
                 call = c.delete_agent(agent_id)
             else:
                 begin = await c.call(actions.begin_file_upload(target, len(data)))
@@ -187,7 +189,7 @@ async def _kill_round(tmp_path: Path, flags: list[str], where: str, rng: random.
                     call = c.call(actions.commit_file_upload(upload_id, hashlib.sha256(data).hexdigest()))
             task = asyncio.ensure_future(call)
             # the kill point: somewhere between sending the action and well after its answer
-            await asyncio.sleep(rng.uniform(0, 0.15))
+            await asyncio.sleep(rng.uniform(0, 0.03 if stage == "delete" else 0.15))
             srv.kill()
             try:
                 await task
@@ -207,7 +209,7 @@ async def _kill_round(tmp_path: Path, flags: list[str], where: str, rng: random.
         # what the sweep leaves an hour later: no chunk without a file
         await db.write(uploads_q.sweep, 2**53 - 1)
         counts = db.read(blobs.counts)
-        expected_chunks = 0 if info is None else -(-len(data) // blobs.CHUNK_BYTES)
+        expected_chunks = 0 if info is None else -(-len(data) // blobs.CHUNK_BYTES) * (4 if stage == "delete" else 1)
         assert counts["file_uploads"] == 0 and counts["file_chunks"] == expected_chunks, (stage, found, counts)
         if db.read(owners_q.agent_access, agent_id) is not None:   # the next round starts empty
             await db.write(agent_lifecycle.delete_agent, agent_id)
