@@ -97,7 +97,7 @@ async def test_an_mcp_server_end_to_end(server, calc):
         assert r["tool"]["enabled"] is False
         r = await c.call(kp, {"_": "InvokeSessionTool", "sessionId": sid, "verb": "call",
                               "input": {"tool": "calc__fail", "input": {}}})
-        assert "disabled" in r["error"]
+        assert "No callable tool named calc__fail" in r["output"]["summary"]   # answered with the listing
 
         # the server goes away: a refresh fails (502) and keeps what it knew
         await calc.stop()

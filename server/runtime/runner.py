@@ -483,6 +483,15 @@ class Runtime:
         allowance = min(self.budgets.tokens, budget.get("tokens", self.budgets.tokens))
         return dataclasses.replace(self.budgets, tokens=max(0, allowance - budget.get("spentByChildren", 0)))
 
+    async def user_surface(self, agent: dict, session_id: str) -> ToolSurface:
+        """The verbs a person runs on a session's log (InvokeSessionTool): the agent's own tools,
+        as its model would have them, without delegation (a person does not spawn children)."""
+        rows = await agent_tools.documents(self.db, agent, self.now_ms())
+        callables = agent_tools.offered(agent, rows, offered_callables(bool(self.config.searxng_url)))
+        docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
+        return ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent, session_id, "",
+                                       web=self.web, callables=callables), OFFERED_VERBS, None, docs)
+
     @staticmethod
     def _delegation_outcome(state: Delegating, result: TurnResult) -> None:
         """A parking turn carries its delegate calls; a typed child its result, or it fails."""
