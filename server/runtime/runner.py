@@ -173,6 +173,7 @@ class Runtime:
         await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
         self.parked.start()
         if self.shared:
+            self.leases.after_pass = self.parked.refresh
             self.leases.start(self._claimed, self._lease_lost, self._requeued)
             return
         for run in self.db.read(runs_q.queued_runs, 100_000):
