@@ -13,6 +13,7 @@ import warnings
 
 from clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
 from clients.commands import identities
+from clients.commands import mcp
 from clients.commands.common import CliError, common_parser, explain, url_of
 from clients.errors import AgentsError
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (keys, providers, agents, sessions, send, chat, tail, signers):
         module.register(sub, common)
     identities.register(sub, common)
+    mcp.register(sub, common)
     return parser
 
 

@@ -61,7 +61,7 @@ async def one_round(server: ServerProcess, fake, n: int) -> None:
     await asyncio.sleep(random.uniform(0.0, 0.3))
     await c.close()
     server.kill()
-    server.start()
+    server.start(timeout=90)   # (a busy machine can take a while to start a process)
     c = await V2Client.open(server.url)
     async with asyncio.timeout(40):
         while True:
@@ -82,7 +82,7 @@ async def one_round(server: ServerProcess, fake, n: int) -> None:
 async def rounds(tmp_path, count: int) -> None:
     async with FakeOpenAI() as fake:
         fake.default = model
-        server = ServerProcess(tmp_path / "data").start()
+        server = ServerProcess(tmp_path / "data").start(timeout=90)
         try:
             for n in range(count):
                 await one_round(server, fake, n)

@@ -179,3 +179,27 @@ async def test_the_network_policy_holds_for_mcp(tmp_path):
     finally:
         await calc.stop()
         await running.stop()
+
+
+async def test_the_mcp_commands(server, calc, tmp_path):
+    """`seed-agents mcp add/ls/refresh/rm` as a person runs them (child processes)."""
+    from tests.test_cli_commands import cli_env, run_cli
+
+    env = cli_env(tmp_path, server.url.replace("ws://", "http://").rsplit("/agents/ws", 1)[0])
+    code, _, err = await run_cli(env, "keygen")
+    assert code == 0, err
+    secret = tmp_path / "key.txt"
+    secret.write_text("s3cret-key\n")
+    code, out, err = await run_cli(env, "mcp", "add", "calc", calc.url, "--secret-header", f"x-api-key={secret}")
+    assert code == 0, err
+    assert out.startswith("calc  ") and "2 tools  ok" in out
+    code, out, err = await run_cli(env, "mcp", "ls", "--tools")
+    assert code == 0 and "calc__add" in out and "s3cret" not in out, (out, err)
+    code, out, err = await run_cli(env, "mcp", "refresh", "calc")
+    assert code == 0 and "ok" in out, err
+    code, out, err = await run_cli(env, "mcp", "rm", "calc")
+    assert code == 0 and "removed calc" in err
+    code, out, err = await run_cli(env, "mcp", "rm", "calc")
+    assert code == 1 and "no MCP server named calc" in err and "Traceback" not in err
+    code, out, err = await run_cli(env, "mcp", "add", "Bad", calc.url)
+    assert code == 1 and "Traceback" not in err
