@@ -202,3 +202,42 @@ async def test_delegation_limits_are_answered_to_the_model(server):
         tree = (await c.call(kp, {"_": "ListRuns", "rootRunId": root}))["runs"]
         assert len(tree) == 11 and all(t["status"] == "succeeded" for t in tree)
         await c.close()
+
+
+async def test_a_model_waits_for_a_signal(server):
+    """`call` wait parks the run on a signal; SignalRun from another socket wakes it with its
+    payload, which the model reads as the call's result; a second signal finds nothing waiting."""
+    kp = keypair("model-wait")
+    async with FakeOpenAI() as fake:
+        def waiter(request):
+            tools = tool_messages(request.body or {})
+            if not tools:
+                return Script(chunks=["Asking."], tool_calls=[call("w1", "call", {"tool": "wait", "input": {
+                    "signal": "approved", "label": "approval from the reviewer"}})])
+            return Script(chunks=["Got: " + tools[0]["content"]])
+        fake.default = waiter
+        c = await V2Client.open(server.url)
+        _, sid = await agent_session(c, kp, "custom", fake.base_url)
+        root = (await c.call(kp, {"_": "MessageSession", "sessionId": sid,
+                                  "content": [{"type": "text", "text": "ask"}]}))["runId"]
+        async with asyncio.timeout(20):
+            while True:
+                run = (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]
+                if run["status"] == "waiting":
+                    break
+                await asyncio.sleep(0.05)
+        assert run["wait"] == {"reason": "event", "answerWith": "approved", "label": "approval from the reviewer"}
+        other = await V2Client.open(server.url)
+        r = await other.call(kp, {"_": "SignalRun", "runId": root, "signal": "approved", "payload": {"ok": 1}})
+        assert r["delivered"] is True
+        r = await other.call(kp, {"_": "SignalRun", "runId": root, "signal": "approved", "payload": {"ok": 1}})
+        assert r["delivered"] is False
+        async with asyncio.timeout(20):
+            while (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]["status"] != "succeeded":
+                await asyncio.sleep(0.05)
+        events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
+        answer = next(e for e in events if e["type"] == "tool_result" and e["toolCallId"] == "w1")
+        assert answer["output"] == {"delivered": True, "source": "signal", "signal": "approved", "payload": {"ok": 1}}
+        assert events[-1]["content"].startswith("Got: ") and '"ok": 1' in events[-1]["content"]
+        for client in (other, c):
+            await client.close()

@@ -119,11 +119,7 @@ class ParkedRuns:
         done = parking.time_out(conn, run_id, now)
         if done is None:
             return None
-        moved, entry = done
-        settled = Settled(runs=[moved], woken=[moved])
-        if entry is not None:
-            settled.journal.append((moved, entry))
-        return settled
+        return woken(*done)
 
     # -- signals -----------------------------------------------------------------------------
     async def signal(self, run_id: str, name: str, payload) -> bool:  # noqa: ANN001
@@ -135,11 +131,7 @@ class ParkedRuns:
             done = parking.signal(conn, run_id, name, payload, now)
             if done is None:
                 return None
-            moved, entry = done
-            settled = Settled(runs=[moved], woken=[moved])
-            if entry is not None:
-                settled.journal.append((moved, entry))
-            return settled
+            return woken(*done)
 
         settled = await self.rt.db.write(job)
         if settled is None:
@@ -262,6 +254,18 @@ class ParkedRuns:
         if moved["status"] == "waiting":
             self.arm(parking.wake_time({**park.wait} if park.wait else {"reason": "children"}))
         return moved
+
+
+def woken(moved: dict, entry: dict | None) -> Settled:
+    """What a wake settled: the run back in the queue, its journal entry, and the tool_result
+    answering the call that opened the wait (server.store.parking.wake)."""
+    answer = moved.pop("_answer", None)
+    settled = Settled(runs=[moved], woken=[moved])
+    if entry is not None:
+        settled.journal.append((moved, entry))
+    if answer is not None:
+        settled.appends.append(answer)
+    return settled
 
 
 def refused(conn, session_id: str, call_id: str, message: str, now: int):  # noqa: ANN001

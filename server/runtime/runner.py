@@ -50,7 +50,7 @@ from server.runtime.state_dirs import reconcile_state_dirs
 from server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 from server.tools.context import Park, ToolContext
 from server.tools import agent_tools
-from server.tools.delegation_tools import Delegating
+from server.tools.delegation_tools import WAIT_DESCRIPTION, Delegating, event_wait
 from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 from server.tools.web import WebAccess
 from server.store import agent_lifecycle as lifecycle_q
@@ -91,6 +91,7 @@ class TurnResult:
     unmet: list | None = None        # obligations the run ended owing
     park: Park | None = None         # a tool's answer comes later: the run waits
     delegations: list | None = None  # the turn's delegate calls (server/runtime/parked.py)
+    wait: dict | None = None         # the turn's `wait` call (server/tools/delegation_tools.py)
     output: object = None            # a typed child's result (return_result's), else {text} is recorded
 
 
@@ -393,7 +394,10 @@ class Runtime:
         if result.park is not None and result.status == "succeeded":
             # A tool's answer comes later (the turn's delegate calls): the run parks, holding no
             # worker, and is woken when its children have ended.
-            await self.parked.park_turn(run, agent, ParkRequest(result.delegations or []), worker)
+            request = ParkRequest(result.delegations or [])
+            if result.wait is not None:   # the turn's `wait` call: parked on a signal
+                request.wait, request.match = event_wait(result.wait, self.now_ms())
+            await self.parked.park_turn(run, agent, request, worker)
             return
         await self._finish(run, agent, result, worker)
 
@@ -470,7 +474,7 @@ class Runtime:
         surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
                                           run["sessionId"], run["id"], web=self.web, callables=callables),
                               verbs, delegating, docs)
-        guide = tool_guide(verbs, callables)
+        guide = tool_guide(verbs, callables) + "\n- " + WAIT_DESCRIPTION
         extra = docs.guide_lines()
         if extra:
             guide += "\n\nThe agent's own tools, also through `call`:\n" + "\n".join(extra)
@@ -496,7 +500,7 @@ class Runtime:
     @staticmethod
     def _delegation_outcome(state: Delegating, result: TurnResult) -> None:
         """A parking turn carries its delegate calls; a typed child its result, or it fails."""
-        result.delegations = state.calls
+        result.delegations, result.wait = state.calls, state.wait
         if state.result_schema is None or result.park is not None:
             return
         if state.result is not None:

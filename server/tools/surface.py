@@ -90,7 +90,7 @@ class ToolSurface:
             if tool.name == "write":
                 return await self._write(params)
             if tool.name == "call":
-                return await self._call(params)
+                return await self._call({**params, "__call_id": call.id})
             if tool.name == "delegate" and self.delegating is not None:
                 return delegation_tools.delegate(self.delegating, call.id, params)
             if tool.name == "return_result" and self.delegating is not None:
@@ -141,6 +141,8 @@ class ToolSurface:
     async def _call(self, params: dict) -> ToolResult:
         name = registry.normalize_name(params["tool"])
         ctx = self.ctx
+        if name == "wait" and self.delegating is not None:
+            return delegation_tools.wait(self.delegating, params.get("__call_id", ""), params.get("input"))
         if self.agent_docs is not None and self.agent_docs.has(name):
             return await self.agent_docs.call(name, params.get("input"))
         tool = registry.CALLABLES.get(name)
