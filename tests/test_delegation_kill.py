@@ -95,5 +95,6 @@ async def test_sigkill_while_children_run_and_the_parent_is_parked(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 async def test_sigkill_twenty_rounds(tmp_path):
     await rounds(tmp_path, 20)
