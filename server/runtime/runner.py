@@ -36,7 +36,7 @@ from server.config import Config
 from server.metrics import Metrics
 from protocol import plans
 from protocol import tool_registry
-from server.providers.base import ProviderError, ProviderNotFound, Usage
+from server.providers.base import ChatMessage, ProviderError, ProviderNotFound, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
 from server.runtime.history import SessionHistory
@@ -413,16 +413,21 @@ class Runtime:
         echo = result.provider_type == "echo"
         surface = None
         system = system_prompt_markdown(definition)
+        guide = None
         if not echo:
             callables = offered_callables(bool(self.config.searxng_url))
             surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
                                               session_id, run_id, web=self.web, hm=self.hm, box=self.box,
                                               callables=callables))
-            system = (system + "\n\n" if system else "") + tool_guide(surface.verbs, callables)
+            # A system message of its own, after the agent's prompt (which stays exactly the agent's).
+            guide = ChatMessage("system", tool_guide(surface.verbs, callables))
 
         def messages():
             history = self._history(session_id, user_event_id)
-            return history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
+            out = history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
+            if guide is not None:
+                out.insert(1 if system else 0, guide)
+            return out
 
         still_ours = None
         if self.shared:
