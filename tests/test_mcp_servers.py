@@ -81,7 +81,7 @@ async def test_an_mcp_server_end_to_end(server, calc):
         assert got["k1"]["output"] == {"result": 42}
         assert "fail" in got["k2"]["error"]
         assert "does not fit calc__add's input schema" in got["k3"]["error"]
-        system = fake.requests[0].body["messages"][0]["content"]
+        system = "\n".join(m["content"] for m in fake.requests[0].body["messages"] if m["role"] == "system")
         assert "calc__add" in system and "calc__fail" in system
 
         # the user runs the same tool from the palette

@@ -38,7 +38,7 @@ from server.config import Config
 from server.metrics import Metrics
 from protocol import plans
 from protocol import tool_registry
-from server.providers.base import ProviderError, ProviderNotFound, Usage
+from server.providers.base import ChatMessage, ProviderError, ProviderNotFound, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
 from server.runtime.history import SessionHistory
@@ -53,6 +53,7 @@ from server.tools import agent_tools
 from server.tools.delegation_tools import WAIT_DESCRIPTION, Delegating, event_wait
 from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 from server.tools.web import WebAccess
+from server.hm_client import HmClient
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import delegation as delegation_q
@@ -142,6 +143,7 @@ class Runtime:
         self.http: httpx.AsyncClient | None = None
         self.providers: ProviderLookup | None = None   # set in start(), with the HTTP client
         self.web: WebAccess | None = None               # the web tools' access, set in start()
+        self.hm: HmClient | None = None                 # the agents' hm:// tools, when there is an HM server
         self.budgets = Budgets.from_config(config)
         self.closing = False
         self.shared = db.shared
@@ -156,6 +158,8 @@ class Runtime:
         self.web = WebAccess(self.http, config.tool_fetch_bytes, config.tool_timeout, config.searxng_url,
                              httpx.AsyncClient(timeout=config.tool_timeout, trust_env=False)
                              if config.searxng_url else None)
+        if config.hm_server_url:
+            self.hm = HmClient(config.hm_server_url, self.http, timeout=config.hm_server_timeout)
         now = self.now_ms()
 
         def recover(conn):
@@ -432,13 +436,18 @@ class Runtime:
         echo = result.provider_type == "echo"
         surface = None
         system = system_prompt_markdown(definition)
+        guide = None
         if not echo:
-            surface, guide = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
-            system = (system + "\n\n" if system else "") + guide
+            surface, text = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
+            # A system message of its own, after the agent's prompt (which stays exactly the agent's).
+            guide = ChatMessage("system", text)
 
         def messages():
             history = self._history(session_id, user_event_id)
-            return history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
+            out = history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
+            if guide is not None:
+                out.insert(1 if system else 0, guide)
+            return out
 
         still_ours = None
         if self.shared:
@@ -472,7 +481,8 @@ class Runtime:
         verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()))
         docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
         surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
-                                          run["sessionId"], run["id"], web=self.web, callables=callables),
+                                          run["sessionId"], run["id"], web=self.web, hm=self.hm, box=self.box,
+                                          callables=callables),
                               verbs, delegating, docs)
         guide = tool_guide(verbs, callables) + "\n- " + WAIT_DESCRIPTION
         extra = docs.guide_lines()
@@ -495,7 +505,8 @@ class Runtime:
         callables = agent_tools.offered(agent, rows, offered_callables(bool(self.config.searxng_url)))
         docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
         return ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent, session_id, "",
-                                       web=self.web, callables=callables), OFFERED_VERBS, None, docs)
+                                       web=self.web, hm=self.hm, box=self.box, callables=callables),
+                           OFFERED_VERBS, None, docs)
 
     @staticmethod
     def _delegation_outcome(state: Delegating, result: TurnResult) -> None:

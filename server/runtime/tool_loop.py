@@ -406,7 +406,9 @@ class ToolLoop:
     # -- live patches -----------------------------------------------------------------------
 
     def _activity(self, activity: dict) -> None:
-        if not self.gone():
+        # (Not for the built-in echo provider, which is offered no tools: its turns stream its
+        # reply and nothing else, as they always have.)
+        if self.surface is not None and not self.gone():
             self.publisher.publish_partial(self.session_id, self.run_id, {"activity": activity})
 
     def _usage_patch(self) -> None:
