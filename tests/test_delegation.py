@@ -174,6 +174,7 @@ async def test_a_parent_delegates_to_three_typed_children(server):
             await client.close()
 
 
+@pytest.mark.storages("sqlite")
 async def test_delegation_limits_are_answered_to_the_model(server):
     """Depth and children per session are the reference's; a call past one is answered with an
     error the model reads, and the turn goes on."""
@@ -204,6 +205,7 @@ async def test_delegation_limits_are_answered_to_the_model(server):
         await c.close()
 
 
+@pytest.mark.storages("sqlite")
 async def test_a_model_waits_for_a_signal(server):
     """`call` wait parks the run on a signal; SignalRun from another socket wakes it with its
     payload, which the model reads as the call's result; a second signal finds nothing waiting."""

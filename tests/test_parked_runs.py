@@ -120,6 +120,7 @@ async def test_signal_from_another_socket_wakes_the_run_once(server):
     await c.close()
 
 
+@pytest.mark.storages("sqlite")   # (store-agnostic: both stores run the tests above)
 async def test_a_reader_cannot_signal_and_a_stranger_sees_nothing(server):
     kp, c, agent, session_id = await setup(server, "parked-access")
     run = await running_turn(server.app, session_id, agent["id"], agent["account"])
@@ -138,6 +139,7 @@ async def test_a_reader_cannot_signal_and_a_stranger_sees_nothing(server):
     await c.close()
 
 
+@pytest.mark.storages("sqlite")   # (store-agnostic: both stores run the tests above)
 async def test_the_clock_ends_a_wait_and_cancel_ends_a_parked_run(server):
     kp, c, agent, session_id = await setup(server, "parked-clock")
     app = server.app
@@ -214,6 +216,7 @@ async def test_a_parking_turn_spawns_children_and_wakes_when_the_last_ends(serve
         await client.close()
 
 
+@pytest.mark.storages("sqlite")   # (store-agnostic: both stores run the tests above)
 async def test_cancelling_a_parked_parent_cancels_its_children(server):
     kp, c, agent, session_id = await setup(server, "parked-cancel-tree")
     app = server.app
