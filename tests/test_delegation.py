@@ -149,6 +149,10 @@ async def test_a_parent_delegates_to_three_typed_children(server):
         results = [e for e in b_events if e["type"] == "tool_result"]
         assert "does not fit the required schema" in results[0]["error"]
         assert results[1]["output"] == {"accepted": True}
+        b_journal = (await c.call(kp, {"_": "GetRunJournal", "runId": children["part B"]["id"]}))["entries"]
+        assert [(e["entry"]["kind"], e["entry"]["tool"], e["entry"].get("ok")) for e in b_journal] == [
+            ("call", "return_result", None), ("result", "return_result", False),
+            ("call", "return_result", None), ("result", "return_result", True)]
         # the child saw the schema as return_result's parameters
         b_request = next(r.body for r in fake.requests if first_user(r.body or {}).startswith("child B"))
         offered = {t["function"]["name"]: t["function"]["parameters"] for t in b_request["tools"]}

@@ -57,6 +57,7 @@ from server.hm_client import HmClient
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import delegation as delegation_q
+from server.store.journal import JournalFull
 from server.store import events as events_q
 from server.store import leases as leases_q
 from server.store import runs as runs_q
@@ -372,6 +373,8 @@ class Runtime:
             result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
         except TurnGone:
             result.status = "canceled"   # the session went, or the run is no longer this server's
+        except JournalFull as exc:   # the storage design's caps: the run ends journal-cap
+            result.status, result.error = "failed", run_error("journal-cap", str(exc))
         except asyncio.CancelledError:
             if worker.stopped_run != run_id:
                 # Shutdown: the run stays 'running' in the file and is requeued at start (on a

@@ -46,6 +46,7 @@ from server.clock import new_id
 from server.providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
 from server.runtime.history import SessionHistory, result_text
 from server.store import events as events_q
+from server.store import journal as journal_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 from server.store.errors import NotFound
@@ -274,14 +275,19 @@ class ToolLoop:
                 appended = [events_q.append_event(conn, session_id, p, new_id(), now) for p in payloads]
             except NotFound:
                 return None   # the session was deleted meanwhile
-            return appended, extra(conn, now) if extra is not None else None
+            # The run's journal points at its calls and results (raises JournalFull at its cap).
+            journaled = journal_q.record_tool_events(conn, run_id, appended, now)
+            return appended, journaled, extra(conn, now) if extra is not None else None
 
+        run_id = self.run_id
         done = await self.db.write(job)
         if done is None or self.gone():
             raise TurnGone()
-        appended, extra_out = done
+        appended, journaled, extra_out = done
         for event, body in appended:
             self.publisher.publish_append(session_id, event, body)
+        for entry in journaled:
+            self.publisher.publish_journal(self.run, entry)
         return extra_out
 
     async def _record_calls(self, text: str, calls: list[ToolCall], usage: Usage | None):
