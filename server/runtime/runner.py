@@ -35,8 +35,7 @@ from server.cache import ByteBudgetCache
 from server.config import Config
 from server.metrics import Metrics
 from protocol import plans
-from protocol import tool_registry
-from server.providers.base import ChatMessage, ProviderError, ProviderNotFound, Usage
+from server.providers.base import ProviderError, ProviderNotFound, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
 from server.runtime.history import SessionHistory
@@ -85,16 +84,6 @@ class TurnResult:
     message_started: float = 0.0     # perf_counter() since which the final message counts
     unmet: list | None = None        # obligations the run ended owing
     park: Park | None = None         # a tool's answer comes later: the run waits
-
-
-def tool_guide(verbs: tuple[str, ...], callables: tuple[str, ...]) -> str:
-    """What the system prompt says about the tools (derived from their declarations only: no
-    tool output ever reaches the system prompt)."""
-    lines = ["## Tools", "", "Verbs (offered as tools):"]
-    lines += [f"- {tool_registry.summary_line(tool_registry.VERBS[v])}" for v in verbs]
-    lines += ["", "Callable with the `call` verb (read `~/tools/<name>` for a full contract):"]
-    lines += [f"- {tool_registry.summary_line(tool_registry.CALLABLES[c])}" for c in callables]
-    return "\n".join(lines)
 
 
 class SessionWorker:
@@ -413,21 +402,15 @@ class Runtime:
         echo = result.provider_type == "echo"
         surface = None
         system = system_prompt_markdown(definition)
-        guide = None
         if not echo:
             callables = offered_callables(bool(self.config.searxng_url))
             surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
                                               session_id, run_id, web=self.web, hm=self.hm, box=self.box,
                                               callables=callables))
-            # A system message of its own, after the agent's prompt (which stays exactly the agent's).
-            guide = ChatMessage("system", tool_guide(surface.verbs, callables))
 
         def messages():
             history = self._history(session_id, user_event_id)
-            out = history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
-            if guide is not None:
-                out.insert(1 if system else 0, guide)
-            return out
+            return history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
 
         still_ours = None
         if self.shared:

@@ -30,8 +30,18 @@ def offered_callables(web_search: bool) -> tuple[str, ...]:
     return ("search", *(("web_search",) if web_search else ()), "navigate")
 
 
-def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS) -> tuple[ToolSpec, ...]:
-    return tuple(ToolSpec(*registry.provider_tool(registry.VERBS[v])) for v in verbs)
+def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = ()) -> tuple[ToolSpec, ...]:
+    """The verbs as the model is offered them. `call` says which tools it reaches, one summary
+    line each (the reference lists them in the model's context; here they travel with the tool
+    that uses them, so the agent's system prompt stays exactly the agent's)."""
+    out = []
+    for verb in verbs:
+        name, description, parameters = registry.provider_tool(registry.VERBS[verb])
+        if verb == "call" and callables:
+            description += "\n\nCallable tools:\n" + "\n".join(
+                f"- {registry.summary_line(registry.CALLABLES[c])}" for c in callables)
+        out.append(ToolSpec(name, description, parameters))
+    return tuple(out)
 
 
 def parse_arguments(call: ToolCall) -> tuple[dict | None, str | None]:
@@ -53,7 +63,7 @@ class ToolSurface:
         self.verbs = verbs
 
     def provider_tools(self) -> tuple[ToolSpec, ...]:
-        return provider_tools(self.verbs)
+        return provider_tools(self.verbs, self.ctx.callables)
 
     async def run(self, call: ToolCall) -> ToolResult:
         tool = registry.VERBS.get(call.name)
