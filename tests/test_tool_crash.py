@@ -82,6 +82,7 @@ async def test_kill_between_call_and_result(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 async def test_kill_between_call_and_result_20_rounds(tmp_path):
     await kill_rounds(tmp_path, 20)
 

@@ -170,7 +170,7 @@ class ToolLoop:
                 if self.steps > self.budgets.steps:
                     raise BudgetSpent(f"the model asked for more than {self.budgets.steps} tool steps, the most a "
                                       "run may take on this server (--max-tool-steps); it was stopped")
-                recorded = await self._record_calls(text, calls, usage)
+                recorded = await self._record_calls(text, calls, usage, reasoning)
                 self.messages.append(ChatMessage("assistant", text, tool_calls=tuple(c for c, _ in recorded),
                                                  reasoning=reasoning.blocks if reasoning else ()))
                 self._usage_patch()
@@ -282,8 +282,12 @@ class ToolLoop:
             self.publisher.publish_append(session_id, event, body)
         return extra_out
 
-    async def _record_calls(self, text: str, calls: list[ToolCall], usage: Usage | None):
-        """The step's text (when it said something) and its calls, with the run's usage so far."""
+    async def _record_calls(self, text: str, calls: list[ToolCall], usage: Usage | None,
+                            reasoning: Reasoning | None = None):
+        """The step's text (when it said something) and its calls, with the run's usage so far.
+        What the provider wants back with them (Anthropic's signed thinking blocks, Gemini's
+        thought signatures) is kept in the calls' `meta`, so a run taken up again after a crash
+        hands the provider the same step."""
         payloads: list[dict] = []
         if text.strip():
             payloads.append({"type": "message", "role": "assistant", "content": text,
@@ -296,9 +300,13 @@ class ToolLoop:
                 params = None
             recorded.append((ToolCall(call_id, call.name[:200], json.dumps(params if params is not None else {}),
                                       call.oversize, call.extra), params))
+            meta = self._meta(usage if n == 0 else None)
+            if n == 0 and reasoning is not None and reasoning.blocks:
+                meta["reasoning"] = list(reasoning.blocks)
+            if call.extra:
+                meta["providerState"] = dict(call.extra)
             payloads.append({"type": "tool_call", "id": call_id, "name": call.name[:200],
-                             "input": params if params is not None else {}, "actor": "agent",
-                             "meta": self._meta(usage if n == 0 else None)})
+                             "input": params if params is not None else {}, "actor": "agent", "meta": meta})
         usage_wire = self.out.usage.to_wire() if self.out.usage is not None else None
         run = await self._write(payloads, (lambda conn, now: self._save_usage(conn, usage_wire)))
         if run is not None:
