@@ -342,6 +342,8 @@ class Runtime:
             publisher.publish_agent(agent)
             provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
             await self._turn(run, agent, worker, provider, result)
+            if result.park is not None:
+                result.status = "waiting"   # a tool answers later: the run is parked, not ended
         except BudgetSpent as exc:
             result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
         except TurnGone:
