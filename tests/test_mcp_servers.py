@@ -81,8 +81,8 @@ async def test_an_mcp_server_end_to_end(server, calc):
         assert got["k1"]["output"] == {"result": 42}
         assert "fail" in got["k2"]["error"]
         assert "does not fit calc__add's input schema" in got["k3"]["error"]
-        system = "\n".join(m["content"] for m in fake.requests[0].body["messages"] if m["role"] == "system")
-        assert "calc__add" in system and "calc__fail" in system
+        call_tool = next(t for t in fake.requests[0].body["tools"] if t["function"]["name"] == "call")
+        assert "calc__add" in call_tool["function"]["description"]   # listed with the callables
 
         # the user runs the same tool from the palette
         r = await c.call(kp, {"_": "InvokeSessionTool", "sessionId": sid, "verb": "call",

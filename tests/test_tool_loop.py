@@ -99,8 +99,9 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
     doc = f"hm://{identity['accountId']}/kites"
     steps = [
         # 1: write a memory file (Anthropic: after a signed thinking block, handed back next step)
-        script_cls(chunks=["Let me note that."], tool_calls=[call("c1", "write", {
-            "address": "~/memory/notes/kites.md", "content": "The red kite has a forked tail."})],
+        script_cls(chunks=["Let me note that."], tool_calls=[{**call("c1", "write", {
+            "address": "~/memory/notes/kites.md", "content": "The red kite has a forked tail."}),
+            "signature": "gemini-sig-1"}],   # (Gemini: a thought signature to hand back)
             **({"thinking": "I should write it down."} if type_ == "anthropic" else {})),
         # 2: two calls at once: read it back, and search memory
         script_cls(chunks=[], tool_calls=[
@@ -219,6 +220,9 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
                          for p in content["parts"] if "functionResponse" in p]
             assert [r["name"] for r in responses] == ["write", "read", "call", "call", "call", "write", "read", "plan"]
             assert responses[1]["response"]["output"]["content"] == "The red kite has a forked tail."
+            first_call = next(p for content in last["contents"] if content["role"] == "model"
+                              for p in content["parts"] if "functionCall" in p)
+            assert first_call["thoughtSignature"] == "gemini-sig-1"
         await c.close()
 
 

@@ -37,8 +37,7 @@ from server.cache import ByteBudgetCache
 from server.config import Config
 from server.metrics import Metrics
 from protocol import plans
-from protocol import tool_registry
-from server.providers.base import ChatMessage, ProviderError, ProviderNotFound, Usage
+from server.providers.base import ProviderError, ProviderNotFound, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
 from server.runtime.history import SessionHistory
@@ -50,7 +49,7 @@ from server.runtime.state_dirs import reconcile_state_dirs
 from server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 from server.tools.context import Park, ToolContext
 from server.tools import agent_tools
-from server.tools.delegation_tools import WAIT_DESCRIPTION, Delegating, event_wait
+from server.tools.delegation_tools import Delegating, event_wait
 from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 from server.tools.web import WebAccess
 from server.hm_client import HmClient
@@ -95,16 +94,6 @@ class TurnResult:
     delegations: list | None = None  # the turn's delegate calls (server/runtime/parked.py)
     wait: dict | None = None         # the turn's `wait` call (server/tools/delegation_tools.py)
     output: object = None            # a typed child's result (return_result's), else {text} is recorded
-
-
-def tool_guide(verbs: tuple[str, ...], callables: tuple[str, ...]) -> str:
-    """What the system prompt says about the tools (derived from their declarations only: no
-    tool output ever reaches the system prompt)."""
-    lines = ["## Tools", "", "Verbs (offered as tools):"]
-    lines += [f"- {tool_registry.summary_line(tool_registry.VERBS[v])}" for v in verbs]
-    lines += ["", "Callable with the `call` verb (read `~/tools/<name>` for a full contract):"]
-    lines += [f"- {tool_registry.summary_line(tool_registry.CALLABLES[c])}" for c in callables]
-    return "\n".join(lines)
 
 
 class SessionWorker:
@@ -369,6 +358,8 @@ class Runtime:
             publisher.publish_agent(agent)
             provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
             await self._turn(run, agent, worker, provider, result)
+            if result.park is not None:
+                result.status = "waiting"   # a tool answers later: the run is parked, not ended
         except BudgetSpent as exc:
             result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
         except TurnGone:
@@ -398,7 +389,7 @@ class Runtime:
         if result.usage is not None and result.status == "succeeded":
             done_patch["usage"] = result.usage.to_wire()
         publisher.publish_partial(session_id, run_id, done_patch)
-        if result.park is not None and result.status == "succeeded":
+        if result.park is not None and result.status == "waiting":
             # A tool's answer comes later (the turn's delegate calls): the run parks, holding no
             # worker, and is woken when its children have ended.
             request = ParkRequest(result.delegations or [])
@@ -439,18 +430,12 @@ class Runtime:
         echo = result.provider_type == "echo"
         surface = None
         system = system_prompt_markdown(definition)
-        guide = None
         if not echo:
-            surface, text = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
-            # A system message of its own, after the agent's prompt (which stays exactly the agent's).
-            guide = ChatMessage("system", text)
+            surface = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
 
         def messages():
             history = self._history(session_id, user_event_id)
-            out = history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
-            if guide is not None:
-                out.insert(1 if system else 0, guide)
-            return out
+            return history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
 
         still_ours = None
         if self.shared:
@@ -471,7 +456,7 @@ class Runtime:
             self._delegation_outcome(surface.delegating, result)
 
     async def _surface(self, run: dict, agent: dict, offered: tuple[str, ...]):  # noqa: ANN202
-        """The turn's tool surface and the system prompt's tool guide: the registry's callables
+        """The turn's tool surface: the registry's callables
         the agent holds enabled and granted (its tool documents, brought up to date first), its MCP
         and authored tools, delegate, and return_result for a typed child."""
         rows = await agent_tools.documents(self.db, agent, self.now_ms())
@@ -487,11 +472,7 @@ class Runtime:
                                           run["sessionId"], run["id"], web=self.web, hm=self.hm, box=self.box,
                                           callables=callables),
                               verbs, delegating, docs)
-        guide = tool_guide(verbs, callables) + "\n- " + WAIT_DESCRIPTION
-        extra = docs.guide_lines()
-        if extra:
-            guide += "\n\nThe agent's own tools, also through `call`:\n" + "\n".join(extra)
-        return surface, guide
+        return surface
 
     def _budgets_for(self, run: dict) -> Budgets:
         """The server's budgets, the tokens narrowed to the run's share of its tree's budget."""

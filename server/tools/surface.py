@@ -30,8 +30,18 @@ def offered_callables(web_search: bool) -> tuple[str, ...]:
     return ("search", *(("web_search",) if web_search else ()), "navigate")
 
 
-def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS) -> tuple[ToolSpec, ...]:
-    return tuple(ToolSpec(*registry.provider_tool(registry.VERBS[v])) for v in verbs)
+def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = ()) -> tuple[ToolSpec, ...]:
+    """The verbs as the model is offered them. `call` says which tools it reaches, one summary
+    line each (the reference lists them in the model's context; here they travel with the tool
+    that uses them, so the agent's system prompt stays exactly the agent's)."""
+    out = []
+    for verb in verbs:
+        name, description, parameters = registry.provider_tool(registry.VERBS[verb])
+        if verb == "call" and callables:
+            description += "\n\nCallable tools:\n" + "\n".join(
+                f"- {registry.summary_line(registry.CALLABLES[c])}" for c in callables)
+        out.append(ToolSpec(name, description, parameters))
+    return tuple(out)
 
 
 def parse_arguments(call: ToolCall) -> tuple[dict | None, str | None]:
@@ -62,13 +72,23 @@ class ToolSurface:
         return self.delegating is not None and self.delegating.finished
 
     def provider_tools(self) -> tuple[ToolSpec, ...]:
-        specs = provider_tools(self.verbs)
-        if self.delegating is not None and self.delegating.result_schema is not None:
-            # return_result's real parameters are the spawner's output schema (the reference swaps
-            # them in at session start).
-            specs = tuple(ToolSpec(t.name, t.description, self.delegating.result_schema)
-                          if t.name == "return_result" else t for t in specs)
-        return specs
+        specs = provider_tools(self.verbs, self.ctx.callables)
+        extra = []
+        if self.delegating is not None:
+            extra.append(delegation_tools.WAIT_DESCRIPTION)
+        if self.agent_docs is not None:
+            extra += [line[2:] for line in self.agent_docs.guide_lines()]
+        out = []
+        for t in specs:
+            if t.name == "call" and extra:   # this server's and the agent's own callables, listed with the rest
+                t = ToolSpec(t.name, t.description + ("\n" if self.ctx.callables else "\n\nCallable tools:\n")
+                             + "\n".join(f"- {line}" for line in extra), t.parameters)
+            elif t.name == "return_result" and self.delegating is not None \
+                    and self.delegating.result_schema is not None:
+                # its real parameters are the spawner's output schema (the reference swaps them in)
+                t = ToolSpec(t.name, t.description, self.delegating.result_schema)
+            out.append(t)
+        return tuple(out)
 
     async def run(self, call: ToolCall) -> ToolResult:
         tool = registry.VERBS.get(call.name)
