@@ -5,9 +5,7 @@ the parker's notice, or, if that was lost with the parker, at its next look at t
 from __future__ import annotations
 
 import asyncio
-import types
 
-from server.runtime.parked import ParkRequest
 from server.store import agents as agents_q
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.test_cluster_runs import servers

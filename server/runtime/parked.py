@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from server.clock import new_id
 from server.store import agents as agents_q
 from server.store import delegation as delegation_q
+from server.store import events as events_q
 from server.store import journal as journal_q
 from server.store import leases as leases_q
 from server.store import parking
@@ -270,7 +271,5 @@ def woken(moved: dict, entry: dict | None) -> Settled:
 
 def refused(conn, session_id: str, call_id: str, message: str, now: int):  # noqa: ANN001
     """A delegate call over a limit: answered at once with an error `tool_result`."""
-    from server.store import events as events_q
-
     return events_q.append_event(conn, session_id, {"type": "tool_result", "toolCallId": call_id, "name": "delegate",
                                                     "error": message, "actor": "agent"}, new_id(), now)
