@@ -125,6 +125,8 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
     async with fake_cls() as fake:
         fake.enqueue(*steps)
         agent_id, sid = await agent_session(c, kp, type_, fake.base_url, signing_key=identity["name"])
+        watcher = await V2Client.open(server.url)   # follows the account: its runs' changes
+        await watcher.call(kp, {"_": "Subscribe", "key": f"account/{kp.account_id}"})
         patches, appends = await run_turn(c, kp, sid)
 
         events = [a["event"] for a in appends]
@@ -187,6 +189,13 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
         # The run's usage, the session's plan, and the replay a desktop gets on opening it.
         runs = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
         assert runs[0]["status"] == "succeeded" and runs[0]["usage"]["total"] == 8 * step_total
+        run_changes = []
+        while not run_changes or run_changes[-1]["status"] != "succeeded":
+            e = await watcher.event_where(lambda e: e.get("_") == "change" and e["key"] == f"runs/{runs[0]['id']}")
+            run_changes.append(e["value"])
+        totals = [r["usage"]["total"] for r in run_changes if "usage" in r]
+        assert totals == [step_total * n for n in range(1, 8)] + [8 * step_total], totals   # each step, then the end
+        await watcher.close()
         detail = await c.call(kp, {"_": "GetSession", "sessionId": sid})
         assert [e["event"] for e in detail["events"]] == events
         plan = detail["session"]["plan"]
