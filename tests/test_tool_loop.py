@@ -302,3 +302,32 @@ async def test_the_agent_publishes_only_as_the_identities_it_names(server, hm):
         assert '".."' in errors[3]
         assert len(hm.published) == published_before
     await c.close()
+
+
+async def test_attachments_are_read_and_saved_to_memory(server):
+    """`attachment:<id>` reads a file of this conversation (and only this one); `write` saves one
+    to memory with fromAttachment."""
+    from server.store import attachments as attachments_q
+
+    kp = keypair("attachments")
+    async with FakeOpenAI() as fake:
+        c = await V2Client.open(server.url)
+        _, sid = await agent_session(c, kp, "custom", fake.base_url)
+        _, other_sid = await agent_session(c, kp, "custom", fake.base_url)
+        db = server.app.db
+        info = await db.write(lambda conn: attachments_q.save(conn, sid, kp.account_id, "notes.txt", "text/plain",
+                                                              b"kites eat worms", 1))
+        other = await db.write(lambda conn: attachments_q.save(conn, other_sid, kp.account_id, "x.txt", "text/plain",
+                                                               b"elsewhere", 1))
+        fake.enqueue(OpenAIScript(chunks=[], tool_calls=[
+            call("a1", "read", {"address": f"attachment:{info['id']}"}),
+            call("a2", "read", {"address": f"attachment:{other['id']}"}),
+            call("a3", "write", {"address": "~/memory/saved.txt", "options": {"fromAttachment": info["id"]}}),
+            call("a4", "read", {"address": "~/memory/"})]), OpenAIScript(chunks=["ok"]))
+        _, appends = await run_turn(c, kp, sid)
+        r1, r2, r3, r4 = [a["event"] for a in appends if a["event"]["type"] == "tool_result"]
+        assert r1["output"]["content"] == "kites eat worms"
+        assert "Attachment not found" in r2["error"]   # another conversation's file is not here
+        assert r3["output"]["size"] == 15
+        assert r4["output"]["entries"] == [{"path": "saved.txt", "type": "file", "size": 15}]
+        await c.close()
