@@ -201,7 +201,8 @@ class ToolLoop:
                     return   # parked (delegation), or a typed child delivered its result
                 continue
             self._check_tokens()
-            owed = plans.open_steps(self.db.read(sessions_q.get_plan, self.session_id), self.run_id)
+            owed = [] if self.surface is None else plans.open_steps(
+                self.db.read(sessions_q.get_plan, self.session_id), self.run_id)
             if owed and self.continuations < MAX_CONTINUATIONS:
                 self.continuations += 1
                 await self._record_continuation(text, usage, owed)

@@ -129,9 +129,9 @@ class ToolSurface:
         ctx = self.ctx
         memory_path = memory_tools.memory_path_of(address)
         if memory_path is not None:
-            return memory_tools.read(ctx, memory_path)
+            return await memory_tools.read(ctx, memory_path)
         if address.startswith("attachment:"):
-            return memory_tools.read_attachment(ctx, address[len("attachment:"):].strip())
+            return await memory_tools.read_attachment(ctx, address[len("attachment:"):].strip())
         if address in ("~/tools", "~/tools/") or address.startswith("~/tools/"):
             return self_tools.read_tools(ctx, address[len("~/tools/"):].strip("/"), self.verbs)
         if address in ("~/self", "~/self/"):
@@ -180,7 +180,7 @@ class ToolSurface:
         if errors:
             return _contract(tool, errors)
         if name == "search":
-            return memory_tools.search(ctx, tool_input)
+            return await memory_tools.search(ctx, tool_input)
         if name == "web_search":
             return await self._web().search(tool_input)
         if name == "navigate":
