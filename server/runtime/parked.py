@@ -101,13 +101,15 @@ class ParkedRuns:
             while True:
                 now = self.rt.now_ms()
                 due = self.rt.db.read(parking.due, now, WAKE_BATCH)
+                progress = 0
                 for run_id in due:
                     done = await self.rt.db.write(self._time_out, run_id, now)
                     if done is not None:
-                        woken += 1
+                        progress += 1
                         self.publish(done)
-                if len(due) < WAKE_BATCH:
-                    break
+                woken += progress
+                if len(due) < WAKE_BATCH or not progress:
+                    break   # (a full batch none of which moved is not read again in a loop)
         except Exception:
             log.exception("waking parked runs failed; trying again in a second")
             self.arm(self.rt.now_ms() + 1000)
