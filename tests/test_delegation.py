@@ -247,3 +247,22 @@ async def test_a_model_waits_for_a_signal(server):
         assert events[-1]["content"].startswith("Got: ") and '"ok": 1' in events[-1]["content"]
         for client in (other, c):
             await client.close()
+
+
+def test_a_typed_child_taken_up_again_keeps_its_delivered_result():
+    """After a crash between its accepted return_result and its ending, a typed child's next
+    attempt starts finished with that result (it is not asked again, nor failed for lacking one)."""
+    from server.runtime.history import Entry
+    from server.tools.delegation_tools import Delegating
+
+    entries = [Entry(1, "e1", "user", "brief"),
+               Entry(2, "e2", "tool_call", '{"answer": 7}', run_id="c", call_id="r1", name="return_result"),
+               Entry(3, "e3", "tool", "does not fit", run_id="c", call_id="r1", name="return_result", is_error=True),
+               Entry(4, "e4", "tool_call", '{"answer": "seven"}', run_id="c", call_id="r2", name="return_result"),
+               Entry(5, "e5", "tool", '{"accepted": true}', run_id="c", call_id="r2", name="return_result")]
+    state = Delegating(1, 0, SCHEMA)
+    state.restore(entries, "c")
+    assert state.finished and state.result == {"answer": "seven"}
+    fresh = Delegating(1, 0, SCHEMA)
+    fresh.restore(entries[:3], "c")
+    assert not fresh.finished and fresh.result is None

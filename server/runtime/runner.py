@@ -466,6 +466,8 @@ class Runtime:
             callables = tuple(c for c in callables if c in spec["tools"])
         schema = spec.get("output") if spec else None
         delegating = Delegating(run["depth"], self.db.read(delegation_q.child_count, run["sessionId"]), schema)
+        if schema is not None:   # taken up again after a crash: a result it already delivered stands
+            delegating.restore(self._history(run["sessionId"], run.get("userEventId", "")).entries, run["id"])
         verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()))
         docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
         surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,

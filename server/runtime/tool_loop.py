@@ -161,8 +161,8 @@ class ToolLoop:
     async def _loop(self) -> None:
         out = self.out
         await self.resume_open_calls()
-        if out.park is not None:
-            return   # a resumed call parks the run again (a delegate call whose turn had not parked)
+        if out.park is not None or (self.surface is not None and self.surface.finished):
+            return   # a resumed call parks the run again, or a typed child had delivered its result
         while True:
             self._activity({"phase": "thinking"})
             step_started = time.perf_counter()

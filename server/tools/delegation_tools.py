@@ -23,6 +23,8 @@ ends the child's turn with that result.
 """
 from __future__ import annotations
 
+import json
+
 from protocol.errors import ProtocolError
 from protocol.tool_documents import check_schema, schema_errors
 from server.runtime.parked import Delegation
@@ -46,6 +48,17 @@ class Delegating:
         self.bad_results = 0
         self.finished = False               # the turn ends now (a result was accepted, or refused for good)
         self.wait: dict | None = None       # this turn's wait: {toolCallId, signal?, label?, timeoutMs?}
+
+    def restore(self, entries, run_id: str) -> None:  # noqa: ANN001
+        """A run taken up again (after a crash) keeps what its earlier attempt recorded: an
+        accepted return_result (its input, in the session's history) is the result."""
+        accepted = {e.call_id for e in entries if e.role == "tool" and e.name == "return_result" and not e.is_error}
+        for e in entries:
+            if e.role == "tool_call" and e.name == "return_result" and e.run_id == run_id and e.call_id in accepted:
+                try:
+                    self.result, self.finished = json.loads(e.content), True
+                except ValueError:
+                    pass
 
 
 def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
