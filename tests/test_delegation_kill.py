@@ -17,6 +17,7 @@ from tests.test_tool_loop import agent_session, call
 from tests.wsraw import V2Client, keypair
 
 CHILDREN = 3
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 
 
 def model(request) -> Script:
@@ -24,10 +25,15 @@ def model(request) -> Script:
     brief, tools = first_user(body), tool_messages(body)
     if brief.startswith("fan out"):
         if not tools:
-            return Script(chunks=[], tool_calls=[call(f"d{i}", "delegate", {"brief": f"child {i}"})
+            # one typed child (it answers through return_result), the others plain
+            return Script(chunks=[], tool_calls=[call(f"d{i}", "delegate", {"brief": f"child {i}",
+                                                                          **({"output": SCHEMA} if i == 0 else {})})
                                                  for i in range(CHILDREN)])
         return Script(chunks=["all done"])
     # a child takes a moment, so the kill can land while it works
+    if brief == "child 0":
+        return Script(chunks=[], tool_calls=[call("r", "return_result", {"answer": "zero"})],
+                      first_delay=random.uniform(0.05, 0.4))
     return Script(chunks=["child ", "answer"], first_delay=random.uniform(0.05, 0.4), chunk_delay=0.1)
 
 
@@ -77,6 +83,8 @@ async def one_round(server: ServerProcess, fake, n: int) -> None:
     root_status = next(r[1] for r in state["runs"] if r[0] == root)
     assert root_status == "succeeded", state   # the parent did not wait forever
     assert state["results"] == CHILDREN, state   # each call answered once
+    typed = next(r for r in state["runs"] if r[2] == "d0")
+    assert typed[1] == "succeeded", state
 
 
 async def rounds(tmp_path, count: int) -> None:
