@@ -32,7 +32,8 @@ import httpx
 from protocol import dagcbor
 from protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
 from protocol.hm_ids import HmId, parse_hm_id
-from protocol.hm_markdown import blocks_to_markdown, parse_frontmatter, random_block_id, slugify
+from protocol.hm_markdown import (MarkdownTooComplex, blocks_to_markdown, parse_frontmatter, random_block_id,
+                                  slugify)
 from server.providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
 from server.providers.redact import display_url
 
@@ -102,6 +103,8 @@ class HmClient:
 
     async def publish_blobs(self, blobs: list[Blob]) -> list[str]:
         """Publish `blobs` in one `PublishBlobs` call (all or nothing); the CIDs it stored."""
+        if not blobs:
+            return []
         body = dagcbor.encode({"blobs": [{"cid": b.cid, "data": b.data} for b in blobs]})
         answer = await self._call("PublishBlobs", "POST", "/api/PublishBlobs", body=body,
                                   headers={"Content-Type": "application/cbor"})
@@ -141,10 +144,10 @@ class HmClient:
                 continue
             if kind == "document":
                 document = resource.get("document")
-                return self._render(document, hm_id, "document")
+                return await asyncio.to_thread(self._render, document, hm_id, "document")
             if kind == "comment":
-                return self._render({"metadata": {}, "content": (resource.get("comment") or {}).get("content")},
-                                    hm_id, "comment")
+                comment = {"metadata": {}, "content": (resource.get("comment") or {}).get("content")}
+                return await asyncio.to_thread(self._render, comment, hm_id, "comment")
             if kind == "tombstone":
                 raise HmNotFound(f"the document {hm_id.base} was deleted ({self.display})")
             if kind == "not-found":
@@ -188,9 +191,12 @@ class HmClient:
             except (ValueError, AttributeError, TypeError):
                 raise self._error("ListChanges", "answered a change list that is not a document's") from None
             try:
-                version, blobs = document_blobs(seed, markdown, ts_ms, path=hm_id.api_path, base=base, new_id=new_id)
+                version, blobs = await asyncio.to_thread(document_blobs, seed, markdown, ts_ms,
+                                                         path=hm_id.api_path, base=base, new_id=new_id)
             except NoChanges:
                 return str(document.get("version") or ".".join(base.heads))
+            except MarkdownTooComplex:
+                raise
             except (KeyError, TypeError, AttributeError, RecursionError):
                 raise self._error("Resource", "answered a document that is not well formed") from None
         elif kind in ("not-found", "tombstone"):
@@ -199,8 +205,8 @@ class HmClient:
                 if (await self._kind_of(parent))[0] != "document":
                     raise ValueError(f"cannot create {hm_id.base}: its parent {parent.base} does not exist")
             name = _document_name(markdown) or (hm_id.path[-1] if hm_id.path else "")
-            version, blobs = document_blobs(seed, markdown, ts_ms, path=hm_id.api_path,
-                                            defaults={"name": name} if name else None, new_id=new_id)
+            version, blobs = await asyncio.to_thread(document_blobs, seed, markdown, ts_ms, path=hm_id.api_path,
+                                                     defaults={"name": name} if name else None, new_id=new_id)
         else:
             raise ValueError(f"{hm_id.base} is a {kind or 'resource'} on the HM server, not a document")
         await self.publish_blobs(blobs)
@@ -228,6 +234,8 @@ class HmClient:
             if not isinstance(metadata, dict) or not isinstance(content, list):
                 raise TypeError
             return blocks_to_markdown(metadata, content)
+        except MarkdownTooComplex:
+            raise self._error("Resource", f"answered a {what} too complex to render ({hm_id.base})") from None
         except (TypeError, KeyError, AttributeError, ValueError, RecursionError):
             raise self._error("Resource", f"answered a {what} that is not well formed ({hm_id.base})") from None
 

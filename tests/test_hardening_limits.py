@@ -12,6 +12,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 
 from protocol import dagcbor
+from protocol.frame_limits import UPLOAD_FRAME_BYTES
 from protocol.envelope import build_envelope, sign_envelope
 from server.main import start_server
 from tests.conftest import make_config
@@ -110,7 +111,8 @@ async def test_frame_over_four_times_the_limit_closes_1009(start, framing):
     limit = 4096
     srv = await start(max_frame=limit)
     a = keypair("A")
-    huge = {"_": "SetSecret", "name": "s", "value": b"v" * (4 * limit)}
+    # over 4x the limit, and over an upload chunk's frame (protocol/frame_limits.py)
+    huge = {"_": "SetSecret", "name": "s", "value": b"v" * max(4 * limit, UPLOAD_FRAME_BYTES)}
     if framing == "v1":
         c = await V1.open(srv.url)
         await c.ws.send(sign_envelope(a, huge))

@@ -143,6 +143,8 @@ async def test_publishing_refusals(hm, client):
         await client.publish_document(SEED, "# Dup", None, TS + 1)
     with pytest.raises(ValueError, match="at most"):
         await client.publish_document(SEED, "# Big\n\n" + "x" * (1024 * 1024), None, TS)
+    with pytest.raises(ValueError, match="too complex"):
+        await client.publish_document(SEED, "# Brackets\n\n" + "[" * 50_000, None, TS)
     assert len(hm.published) == 1
 
 

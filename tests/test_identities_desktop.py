@@ -5,6 +5,7 @@ input: each gets one clear error and nothing is half stored or half published.""
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import time
 import uuid
@@ -20,6 +21,7 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.hm_server import REFUSAL_SECRET, FakeHmServer
 from tests.fakes.sse_base import Script
 from tests.httpraw import post
+from tests.pg import PG_URL_ENV, with_schema
 from tests.procs import ServerProcess, free_port
 from tests.wsraw import keypair
 
@@ -80,9 +82,22 @@ def publishing(tmp_path_factory, hm_port):
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    proc = _server(tmp_path_factory, "local", [])
+    """No HM server; on PostgreSQL where one is configured (SEED_AGENTS_TEST_POSTGRES_URL), so
+    the identities' SQL runs through a real server on both stores, else on SQLite."""
+    url = os.environ.get(PG_URL_ENV, "").strip()
+    schema = None
+    if url:
+        import psycopg
+
+        schema = "t_" + uuid.uuid4().hex[:16]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+    proc = _server(tmp_path_factory, "local", ["--storage-url", with_schema(url, schema)] if schema else [])
     yield proc
     proc.kill()
+    if schema:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture
@@ -242,6 +257,11 @@ async def test_bad_seeds_labels_and_icons_are_refused_and_store_nothing(publishi
     listed = await d.identities()
     assert [i["name"] for i in listed] == [imported["name"], identity["name"]]
     assert all("seed" not in i and seed.hex() not in repr(i) for i in listed)
+    # Sealed at rest: the seed is in no file of the server (database, WAL, log).
+    for path in publishing.data_dir.rglob("*"):
+        if path.is_file() and path.name != "secrets.key":
+            data = path.read_bytes()
+            assert seed not in data and seed.hex().encode() not in data, path
 
 
 @pytest.mark.parametrize("kind", ["refuse", "hang", "garbage", "drop"])

@@ -4,7 +4,9 @@ from __future__ import annotations
 import sys
 
 from clients.commands.common import open_client, say
+from clients.commands.memory import upload_attachment
 from clients.commands.reply import last_seq, send_message, stream_reply
+from clients.commands.resolve import session_id
 
 
 def write_out(text: str) -> None:
@@ -14,10 +16,12 @@ def write_out(text: str) -> None:
 
 async def send(args) -> int:
     async with open_client(args) as client:
+        session = await session_id(client, args.session)
+        attached = [(await upload_attachment(client, session, path))["id"] for path in args.attach or ()]
         # Subscribe first, from the current end, so the reply cannot slip past unseen.
-        start = await last_seq(client, args.session)
-        async with await client.subscribe(f"sessions/{args.session}", after_seq=start) as sub:
-            sent = await send_message(client, args.session, args.text)
+        start = await last_seq(client, session)
+        async with await client.subscribe(f"sessions/{session}", after_seq=start) as sub:
+            sent = await send_message(client, session, args.text, attached)
             streamed: list[str] = []
 
             def write(text: str) -> None:
@@ -49,6 +53,8 @@ def finish_reply(reply: dict | None, streamed: list[str]) -> int:
 def register(sub, common) -> None:
     p = sub.add_parser("send", parents=[common], help="send a message and print the reply",
                        description="Send TEXT to SESSION and print the reply as it streams.")
-    p.add_argument("session", metavar="SESSION")
+    p.add_argument("session", metavar="SESSION", help="the session's id, the start of its id, or its title")
     p.add_argument("text", metavar="TEXT")
+    p.add_argument("--attach", metavar="FILE", action="append",
+                   help="attach a file to the message (repeatable; over 2 MiB it goes in chunks)")
     p.set_defaults(run=send)
