@@ -12,6 +12,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 # "Installing"); it comes from PyPI through pip, and pip installs everything itself whenever uv
 # cannot be had. `make run INSTALLER=pip` skips uv.
 INSTALLER ?= uv
+comma := ,
 
 .PHONY: run test stress bench bench-quick bench-cluster clean
 
@@ -21,10 +22,11 @@ $(BIN)/python:
 
 ENSURE_PIP = { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade; }
 PIP_INSTALL = $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on
-# uv into the venv: already there, or by the system's pip (--python: no pip in the venv needed),
-# or by the venv's own pip.
+# uv into the venv: already there, or by the system's pip (--python: no pip in the venv needed;
+# its errors hidden, as a system without pip, or with one older than 22.3, just goes on), or by
+# the venv's own pip.
 GET_UV = $(BIN)/python -m uv --version >/dev/null 2>&1 \
-	|| $(PYTHON) -m pip --python $(BIN)/python install --disable-pip-version-check --progress-bar on 'uv>=0.4' \
+	|| $(PYTHON) -m pip --python $(BIN)/python install --disable-pip-version-check --progress-bar on 'uv>=0.4' 2>/dev/null \
 	|| { $(ENSURE_PIP) && $(PIP_INSTALL) 'uv>=0.4'; }
 
 # $(call install,EXTRAS): this project (editable) with those extras, by uv or else by pip, with
@@ -51,7 +53,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@touch $(STAMP)
 
 $(BENCH_STAMP): pyproject.toml $(STAMP)
-	$(call install,[test,bench])
+	$(call install,[test$(comma)bench])
 	@touch $(BENCH_STAMP)
 
 # Only what the user set reaches the server: `make run PORT=8080 HOST=0.0.0.0` become flags,

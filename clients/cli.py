@@ -12,11 +12,11 @@ import sys
 import warnings
 
 from clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
-from clients.commands import completion, runs
 from clients.commands import identities
 from clients.commands import memory
 from clients.commands import triggers
 from clients.commands.common import CliError, common_parser, explain, url_of
+from clients.commands import completion, runs
 from clients.errors import AgentsError
 
 PROG = "seed-agents"
@@ -32,12 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the version and the schema version")
     sub.add_parser("serve", help="run the server (see `seed-agents serve --help`)", add_help=False)
     common = common_parser()
-    for module in (keys, providers, agents, sessions, send, chat, tail, signers, memory):
+    for module in (keys, providers, agents, sessions, send, chat, tail, signers, memory, identities, triggers,
+                   runs, completion):
         module.register(sub, common)
-    for module in (runs, completion):
-        module.register(sub, common)
-    identities.register(sub, common)
-    triggers.register(sub, common)
     return parser
 
 

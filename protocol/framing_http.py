@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from . import dagcbor
 from .events import error_response
 from .framing_types import Refusal, Request
-from .front_page import page_html, page_value
 from .frame_limits import envelope_limit, frame_limit, largest
 from .v2 import peek_action_name
 from .wire_values import encode_value
@@ -54,7 +53,7 @@ class Route:
 
 def _known(path: str) -> bool:
     return path in MESSAGE_PATHS or path in HEALTH_PATHS or path in VERSION_PATHS \
-        or path == METRICS_PATH or path == WS_PATH or path == INDEX_PATH
+        or path == METRICS_PATH or path == WS_PATH
 
 
 def wants_json(accept: str | None) -> bool:
@@ -77,8 +76,28 @@ class HttpFraming:
         self.metrics = metrics   # /metrics on this port (--metrics-listen same)
 
     # -- reading ---------------------------------------------------------------------------
-    def route(self, method: str, target: str, headers=()) -> Route:
-        """`headers`: the request's (name, value) byte pairs; only Accept and Host are read."""
+    def route(self, method: str, target: str) -> Route:
+        path = target.split("?", 1)[0]
+        if not _known(path):
+            return Route("not_found", path)
+        if method == "OPTIONS":
+            return Route("preflight", path)
+        if path in MESSAGE_PATHS:
+            return Route("message" if method == "POST" else "bad_method", path)
+        if method != "GET":
+            return Route("bad_method", path)
+        if path in HEALTH_PATHS:
+            return Route("health", path)
+        if path in VERSION_PATHS:
+            return Route("version", path)
+        if path == METRICS_PATH:
+            return Route("metrics", path)
+        return Route("ws", path)
+
+    def route_request(self, method: str, target: str, headers=()) -> Route:
+        """`route`, plus what the request's head says about the client (`headers`: its
+        (name, value) byte pairs; only Accept and Host are read), the front page, and /metrics
+        when it is served elsewhere or not at all (--metrics-listen)."""
         accept = host = b""
         for name, value in headers:
             lname = name.lower()
@@ -86,28 +105,14 @@ class HttpFraming:
                 accept = value
             elif lname == b"host":
                 host = value
-        kind = self._kind(method, target.split("?", 1)[0])
-        return Route(kind, target.split("?", 1)[0], wants_json(accept.decode("latin-1")),
-                     host.decode("latin-1"))
-
-    def _kind(self, method: str, path: str) -> str:
-        if not _known(path) or (path == METRICS_PATH and not self.metrics):
-            return "not_found"
-        if method == "OPTIONS":
-            return "preflight"
-        if path in MESSAGE_PATHS:
-            return "message" if method == "POST" else "bad_method"
-        if method != "GET":
-            return "bad_method"
-        if path in HEALTH_PATHS:
-            return "health"
-        if path in VERSION_PATHS:
-            return "version"
-        if path == METRICS_PATH:
-            return "metrics"
+        path = target.split("?", 1)[0]
         if path == INDEX_PATH:
-            return "index"
-        return "ws"
+            route = Route("index" if method == "GET" else "preflight" if method == "OPTIONS" else "bad_method", path)
+        else:
+            route = self.route(method, target)
+            if route.path == METRICS_PATH and not self.metrics:
+                route = Route("not_found", path)
+        return Route(route.kind, route.path, wants_json(accept.decode("latin-1")), host.decode("latin-1"))
 
     def check_head(self, content_type: str | None, content_length: int | None) -> Refusal | None:
         """The checks made before any of the body is read: 415, then 413 on the declared size
@@ -187,6 +192,8 @@ class HttpFraming:
     def index(self, route: Route, about: dict, *, keep_alive: bool = True) -> bytes:
         """The front page (`GET /`): what this is, its version and health, how to connect the
         Seed desktop, where the docs are. JSON for a JSON client, else a small HTML page."""
+        from .front_page import page_html, page_value   # (here: only `GET /` needs it)
+
         value = page_value(route.host, about)
         if route.json:
             return self.json(200, value, keep_alive=keep_alive)

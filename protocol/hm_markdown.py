@@ -31,6 +31,7 @@ __all__ = [
     "random_block_id",
     "MarkdownTooComplex",
     "MAX_NESTING",
+    "js_ordered",
     "parse_inline",
     "parse_frontmatter",
     "parse_markdown",
@@ -63,6 +64,20 @@ _DOT = "[^\n\r\u2028\u2029]"  # JavaScript's `.` (no s flag)
 
 def _trim(s: str) -> str:
     return s.strip(_WS)
+
+
+_INDEX_KEY = re.compile(r"0|[1-9][0-9]*")
+
+
+def js_ordered(d: dict) -> dict:
+    """`d` in a JavaScript object's key order: keys that are array indexes ("0", "17") first,
+    ascending, then the others as inserted. The library iterates objects (front matter, its
+    block maps), so where that order reaches bytes (SetAttributes, DeleteBlocks) it is ours too."""
+    index = [k for k in d if isinstance(k, str) and _INDEX_KEY.fullmatch(k) and int(k) < 4294967295]
+    if not index:
+        return d
+    seen = set(index)
+    return {**{k: d[k] for k in sorted(index, key=int)}, **{k: v for k, v in d.items() if k not in seen}}
 
 
 def _u16(s: str) -> int:
@@ -718,6 +733,8 @@ def parse_frontmatter(markdown: str) -> tuple[str, dict]:
     metadata: dict = {}
     try:
         parsed = {} if _trim(yaml_block) == "" else yaml.load(yaml_block, Loader=_YamlLoader)
+        if isinstance(parsed, list):  # JavaScript's Object.entries of an array: its indexes
+            parsed = {str(i): v for i, v in enumerate(parsed)}
         if not parsed or not isinstance(parsed, dict):
             return rest, metadata
         for key, value in parsed.items():
@@ -726,15 +743,18 @@ def parse_frontmatter(markdown: str) -> tuple[str, dict]:
             metadata[key if isinstance(key, str) else _js_string(key)] = _plain(value)
         if "name" not in metadata and parsed.get("title") is not None:
             metadata["name"] = _js_string(parsed["title"])
-        for key in _METADATA_STRING_KEYS:
-            if key in metadata and metadata[key] is not None and not isinstance(metadata[key], str):
-                metadata[key] = _js_string(metadata[key])
-        for key in _METADATA_BOOLEAN_KEYS:
-            if key in metadata and metadata[key] is not None and not isinstance(metadata[key], bool):
+        for key in _METADATA_STRING_KEYS:  # null becomes undefined there: the key goes
+            if key in metadata and not isinstance(metadata[key], str):
+                if metadata[key] is None:
+                    del metadata[key]
+                else:
+                    metadata[key] = _js_string(metadata[key])
+        for key in _METADATA_BOOLEAN_KEYS:  # Boolean(null) is false
+            if key in metadata and not isinstance(metadata[key], bool):
                 metadata[key] = _js_truthy(metadata[key])
     except (yaml.YAMLError, ValueError, RecursionError):
         return markdown, {}
-    return rest, metadata
+    return rest, js_ordered(metadata)
 
 
 # ─── Block tree ──────────────────────────────────────────────────────────────
@@ -1051,8 +1071,8 @@ def _yaml_value(value, indent: str) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        return "".join(f"\n{indent}  {k}: {_yaml_value(v, indent + '  ')}".rstrip(" ")
-                       for k, v in value.items() if v is not None)
+        return "".join(f"\n{indent}  {_yaml_string(str(k), '')}: {_yaml_value(v, indent + '  ')}".rstrip(" ")
+                       for k, v in value.items())
     if isinstance(value, list):
         if not value:
             return "[]"
@@ -1062,11 +1082,11 @@ def _yaml_value(value, indent: str) -> str:
 
 def emit_frontmatter(metadata: dict) -> str:
     """`emitFrontmatter`: `---` YAML `---`, keys in the library's order."""
-    entries = [(k, v) for k, v in (metadata or {}).items() if v is not None]
+    entries = list((metadata or {}).items())  # null is written (`key: null`); absent keys are not
     if not entries:
         return "---\n---\n"
     entries.sort(key=lambda kv: (_rank(kv[0]), _locale_key(kv[0])))
-    body = "\n".join(f"{k}: {_yaml_value(v, '')}".replace(": \n", ":\n") for k, v in entries)
+    body = "\n".join(f"{_yaml_string(k, '')}: {_yaml_value(v, '')}".replace(": \n", ":\n") for k, v in entries)
     return "---\n" + body + "\n---\n"
 
 

@@ -46,6 +46,10 @@ class Config:
     db_path: str = "./data/agents.sqlite"
     data_dir: str = "./data"
     storage_url: StorageURL | None = None  # when set, `sqlite:FILE`; it has set db_path
+    # Start-up (docs/operations.md "Secrets key"): start even though the database's secrets were
+    # sealed under another key; and where /metrics is served ("same" port, "off", or HOST:PORT).
+    accept_new_secrets_key: bool = False
+    metrics_listen: str = "same"
     clock_window_ms: int = 30_000
     ping_interval: float = 20.0
     ping_timeout: float = 20.0
@@ -75,14 +79,10 @@ class Config:
     # a run lasts unrenewed (renewed every third of it), and how often idle servers look for work.
     run_lease: float = 15.0
     run_poll_interval: float = 1.0
-    # Start-up (docs/operations.md "Secrets key"): start even though the database's secrets were
-    # sealed under another key; and where /metrics is served ("same" port, "off", or HOST:PORT).
-    accept_new_secrets_key: bool = False
-    metrics_listen: str = "same"
     # The Seed hypermedia server agents' identities are published to (None: created locally
     # only; server/identity_publish.py), and how long one publication may take.
     hm_server_url: str | None = None
-    hm_server_timeout: float = 30.0
+    hm_server_timeout: float = 15.0   # server.hm_client.DEFAULT_TIMEOUT
     # Files (docs/operations.md "Files"): bytes per account (0: no quota), files per agent, the
     # largest file one answer carries whole (larger ones are read in ranges), and downloads.
     file_quota_bytes: int = 0
@@ -310,6 +310,8 @@ SETTINGS: list[Setting] = [
     Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database", "`<data-dir>/agents.sqlite`"),
     Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` (the database file) or `postgresql://...` (several servers may share it; docs/operations.md)", "`sqlite:` + the database"),
     Setting(None, "SECRETS_KEY", None, text, "BASE64", "base64 of 32 bytes; encrypts stored secrets (AES-256-GCM)", "`<data-dir>/secrets.key`, created 0600 on first start"),
+    Setting("--accept-new-secrets-key", "ACCEPT_NEW_SECRETS_KEY", "accept_new_secrets_key", boolean, "BOOL", "start even when the database's secrets were sealed under another secrets key (otherwise refused, exit 2); the database then records this key, and each provider key stored under the old one must be set again (`seed-agents providers set NAME ...`)"),
+    Setting("--metrics-listen", "METRICS_LISTEN", "metrics_listen", metrics_listen, "WHERE", "where `/metrics` is served: `same` (the server's port), `off`, or `HOST:PORT` of its own (e.g. `127.0.0.1:9464`); a warning at start when it is reachable beyond loopback"),
     Setting("--log-level", "LOG_LEVEL", "log_level", log_level, "LEVEL", "DEBUG, INFO (one access line per action), WARNING or ERROR"),
     Setting("--log-format", "LOG_FORMAT", "log_format", log_format, "FORMAT", "`text`, or `json` (one JSON object per line)"),
     Setting("--max-frame-bytes", "MAX_FRAME_BYTES", "limits.max_frame", count, "BYTES", "largest envelope (larger is 413)"),
@@ -342,9 +344,7 @@ SETTINGS: list[Setting] = [
     Setting("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", "limits.connections_per_address", count, "N", "open connections (HTTP and WebSocket) from one client address; more are refused with HTTP 503 (behind a reverse proxy every client has the proxy's address: raise it)"),
     Setting("--probe-rate", "PROBE_RATE", "limits.probe_rate", rate, "PER_SECOND", "GET requests that are not actions (health, version, metrics, ...) per second per client address, bursts of twice that; each connection also 10/s, bursts of 20 (more is 429 and the connection closes)"),
     Setting("--first-action-timeout", "FIRST_ACTION_TIMEOUT", "first_action_timeout", seconds, "SECONDS", "a WebSocket that has sent no verified action this long after opening is closed (1008)"),
-    Setting("--accept-new-secrets-key", "ACCEPT_NEW_SECRETS_KEY", "accept_new_secrets_key", boolean, "BOOL", "start even when the database's secrets were sealed under another secrets key (otherwise refused, exit 2); the database then records this key, and each provider key stored under the old one must be set again (`seed-agents providers set NAME ...`)"),
-    Setting("--metrics-listen", "METRICS_LISTEN", "metrics_listen", metrics_listen, "WHERE", "where `/metrics` is served: `same` (the server's port), `off`, or `HOST:PORT` of its own (e.g. `127.0.0.1:9464`); a warning at start when it is reachable beyond loopback"),
-    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents' accounts are published to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
+    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents read from and publish to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
     Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
     Setting("--file-quota-bytes", "FILE_QUOTA_BYTES", "file_quota_bytes", byte_count, "BYTES", "bytes of files (agent memory, session attachments, uploads in progress) one account may hold; 0: no quota (more is 413)"),
     Setting("--memory-max-files", "MEMORY_MAX_FILES", "memory_max_files", count, "N", "files in one agent's memory (more is 413)"),

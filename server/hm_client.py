@@ -34,6 +34,7 @@ from protocol.hm_blobs import Blob, NoChanges, account_id, document_base, docume
 from protocol.hm_ids import HmId, parse_hm_id
 from protocol.hm_markdown import (MarkdownTooComplex, blocks_to_markdown, parse_frontmatter, random_block_id,
                                   slugify)
+from protocol.unixfs import file_blobs
 from server.providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
 from server.providers.redact import display_url
 
@@ -113,6 +114,13 @@ class HmClient:
             raise self._error("PublishBlobs", "answered something that is not a PublishBlobs answer")
         return cids
 
+    async def publish_file(self, data: bytes) -> str:
+        """Publish bytes as UnixFS (protocol/unixfs.py) in one call; their root CID (an icon's
+        avatar is `ipfs://<cid>`)."""
+        root, blobs = await asyncio.to_thread(file_blobs, data)
+        await self.publish_blobs(blobs)
+        return root
+
     async def resource(self, hm_id: str) -> dict:
         """`Resource`: the document (or redirect, tombstone, not-found...) at a packed hm:// id."""
         return await self._get_object("Resource", {"id": hm_id})
@@ -166,7 +174,11 @@ class HmClient:
         `hm_url` naming no document yet: a new document at that path (its parent must exist).
         Only the key's own account can be written. All blobs go in one PublishBlobs call.
         """
-        if len(markdown.encode("utf-8", "surrogatepass")) > MAX_MARKDOWN_BYTES:
+        try:
+            size = len(markdown.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("the Markdown is not valid Unicode (it has a lone surrogate)") from None
+        if size > MAX_MARKDOWN_BYTES:
             raise ValueError(f"a document is at most {MAX_MARKDOWN_BYTES} bytes of Markdown")
         account = account_id(seed)
         if hm_url is None:
@@ -233,7 +245,8 @@ class HmClient:
             content = document.get("content") or []
             if not isinstance(metadata, dict) or not isinstance(content, list):
                 raise TypeError
-            return blocks_to_markdown(metadata, content)
+            # JSON may carry lone surrogates ("\ud800"); Markdown handed on must be valid Unicode.
+            return _LONE_SURROGATE.sub("\ufffd", blocks_to_markdown(metadata, content))
         except MarkdownTooComplex:
             raise self._error("Resource", f"answered a {what} too complex to render ({hm_id.base})") from None
         except (TypeError, KeyError, AttributeError, ValueError, RecursionError):
@@ -265,6 +278,8 @@ class HmClient:
                 return await self._exchange(key, method, path, body, headers or {})
         except TimeoutError:
             raise self._error(key, f"did not answer within {self.timeout:g} s") from None
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol):
+            raise self._error(key, "is not an http(s) URL the client can use") from None
         except httpx.HTTPError as exc:
             if _policy_refused(exc):
                 raise self._error(key, "is in a network the server's provider network policy refuses "
@@ -304,6 +319,7 @@ class HmClient:
         return value
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _HEADING_LINE = re.compile(r"^[ \t]*#{1,6}[ \t]+(.+?)[ \t]*(?:<!--.*-->)?[ \t]*$", re.M)
 
 

@@ -290,7 +290,7 @@ class HttpConnection(asyncio.Protocol):
         self.head_fed = 0
         method = self.parser.get_method().decode("latin-1")
         url = self.url.decode("latin-1")
-        self.route = route = webhook.hook_route(method, url) or self.framing.route(method, url, self.headers)
+        self.route = route = webhook.hook_route(method, url) or self.framing.route_request(method, url, self.headers)
         if route.kind == "hook":   # server/triggers/webhook.py: its own body cap, checked here
             self._hook_body_cap(next((int(v) for n, v in self.headers if n.lower() == b"content-length"), 0))
         content_type = content_length = origin = None

@@ -85,6 +85,7 @@ async def start_server(config: Config) -> RunningServer:
         new = not shared and not os.path.exists(config.db_path)
         await app.start()
         started = True
+        new = new or bool(getattr(app.db, "created", False))   # PostgreSQL: an empty schema
         await ws_server.start_serving()
     except BaseException:
         ws_server.close()

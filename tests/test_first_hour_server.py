@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import shutil
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -104,12 +104,21 @@ async def test_sqlite_refuses_a_changed_secrets_key_unless_told_then_names_the_p
                    "it with the key they were sealed with, or with --accept-new-secrets-key true to start "
                    "anyway and set each provider's key again (`seed-agents providers set NAME ...`)\n")
 
-    # A database from before the check (no check value, a secret sealed under A) is refused too.
-    with sqlite3.connect(data / "agents.sqlite") as db:
-        db.execute("DELETE FROM server_config WHERE key = 'secrets_key_check'")
-    code, out = await asyncio.to_thread(serve_once, args, serve_env(tmp_path, SEED_AGENTS_SECRETS_KEY=KEY_B),
-                                        tmp_path)
-    assert code == 2 and "sealed with another secrets key" in out, out
+    # A database from before the check (no check value, a secret sealed under A) is refused too
+    # (on a copy, read as the start reads it).
+    from server.store import key_check
+    from server.store.gate import open_database
+    from server.store.secrets import SecretBox
+
+    shutil.copy(data / "agents.sqlite", tmp_path / "older.sqlite")
+    older = open_database(str(tmp_path / "older.sqlite"))
+    try:
+        older.execute("DELETE FROM server_config WHERE key = 'secrets_key_check'")
+        assert not key_check.same_key(older, SecretBox(base64.b64decode(KEY_B)))
+        assert older.execute("SELECT count(*) FROM server_config WHERE key = 'secrets_key_check'").fetchone()[0] == 0
+        assert key_check.same_key(older, SecretBox(base64.b64decode(KEY_A)))   # and then recorded
+    finally:
+        older.close()
 
     # Told to start anyway: it starts, and the turn that needs the old secret fails in one
     # sentence naming the provider and the command that fixes it (no traceback in the log).
@@ -134,10 +143,13 @@ async def test_sqlite_refuses_a_changed_secrets_key_unless_told_then_names_the_p
                        "(it was stored under another one): set it again with `seed-agents providers set "
                        "work ...`")
     assert "Traceback" not in log
-    # The database now records key B: a plain start with B is accepted.
-    again = await asyncio.to_thread(lambda: Served(args, serve_env(tmp_path, SEED_AGENTS_SECRETS_KEY=KEY_B),
-                                                   tmp_path).wait_listening())
-    assert await asyncio.to_thread(again.stop) == 0
+    # The database now records key B: what a plain start with B checks passes.
+    recorded = open_database(str(data / "agents.sqlite"))
+    try:
+        assert key_check.same_key(recorded, SecretBox(base64.b64decode(KEY_B)))
+        assert not key_check.same_key(recorded, SecretBox(base64.b64decode(KEY_A)))
+    finally:
+        recorded.close()
 
 
 def test_an_unpadded_base64_secrets_key_is_accepted(tmp_path):
@@ -177,13 +189,21 @@ def test_outside_a_checkout_the_data_goes_to_the_per_user_folder_and_the_start_l
     assert again.line.endswith(f"; database {db})"), again.line   # the same one, not new
 
 
-def test_in_a_checkout_the_default_stays_data_and_the_path_is_absolute(tmp_path):
+def test_in_a_checkout_the_default_stays_data(tmp_path, monkeypatch):
+    """(`make run` in a checkout: tests/test_readme.py sees its start line name ./data.)"""
+    from server.config import default_data_dir, load_config
+
     checkout = tmp_path / "checkout"
     checkout.mkdir()
     (checkout / "pyproject.toml").write_text('[project]\nname = "seed-agents"\n')
-    server = Served(["--port", "0"], serve_env(tmp_path), checkout).wait_listening()
-    assert server.stop() == 0
-    assert server.line.endswith(f"; database {checkout}/data/agents.sqlite, new database)"), server.line
+    assert default_data_dir(str(checkout)) == "./data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_data_dir(str(tmp_path)) == str(tmp_path / "xdg" / "seed-agents")
+    monkeypatch.chdir(checkout)
+    config = load_config(None, {})
+    assert (config.data_dir, config.db_path) == ("./data", "./data/agents.sqlite")
+    config = load_config(None, {"SEED_AGENTS_DATA_DIR": "/srv/agents"})
+    assert (config.data_dir, config.db_path) == ("/srv/agents", "/srv/agents/agents.sqlite")
 
 
 def test_an_ipv6_host_is_bracketed_in_the_urls(tmp_path):
@@ -193,19 +213,18 @@ def test_an_ipv6_host_is_bracketed_in_the_urls(tmp_path):
     assert "listening on ws://[::1]:" in server.line and "(Seed desktop: http://[::1]:" in server.line
 
 
-def test_metrics_beyond_loopback_warn_and_can_be_turned_off_or_moved(tmp_path):
-    port = free_port()
+def test_metrics_beyond_loopback_warn_and_can_be_moved_or_turned_off(tmp_path):
+    port, metrics_port = free_port(), free_port()
     wide = Served(["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(tmp_path / "a")],
                   serve_env(tmp_path), tmp_path).wait_listening()
     try:
         assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200
     finally:
         wide.stop()
-        log = wide.output
     assert (f"/metrics is served on the server's port (0.0.0.0:{port}), reachable beyond this machine: "
-            "set --metrics-listen off, or --metrics-listen 127.0.0.1:9464 to serve it on loopback only") in log
+            "set --metrics-listen off, or --metrics-listen 127.0.0.1:9464 to serve it on loopback only"
+            ) in wide.output
 
-    metrics_port = free_port()
     moved = Served(["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(tmp_path / "b"),
                     "--metrics-listen", f"127.0.0.1:{metrics_port}"], serve_env(tmp_path), tmp_path).wait_listening()
     try:
@@ -214,17 +233,18 @@ def test_metrics_beyond_loopback_warn_and_can_be_turned_off_or_moved(tmp_path):
         assert r.status_code == 200 and "seed_agents_connections" in r.text
     finally:
         moved.stop()
-        log = moved.output
-    assert "/metrics is served" not in log
+    assert "/metrics is served" not in moved.output
 
-    off = Served(["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(tmp_path / "c"),
-                  "--metrics-listen", "off"], serve_env(tmp_path), tmp_path).wait_listening()
-    try:
-        assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 404
-    finally:
-        off.stop()
-        log = off.output
-    assert "/metrics is served" not in log
+    # off: no warning, and the route is gone (what the framing answers without a listener)
+    from protocol.framing_http import HttpFraming
+    from server.config import Config
+    from server.main import exposure_warnings
+
+    assert exposure_warnings(Config(host="0.0.0.0", metrics_listen="off")) == []
+    assert exposure_warnings(Config(host="0.0.0.0", metrics_listen="0.0.0.0:9464"))[0].startswith(
+        "/metrics is served on 0.0.0.0:9464, reachable beyond this machine")
+    assert exposure_warnings(Config(host="127.0.0.1")) == []
+    assert HttpFraming(max_frame=1, max_depth=1, metrics=False).route_request("GET", "/metrics").kind == "not_found"
 
 
 # -- HTTP: the front page and JSON refusals ------------------------------------------------------
@@ -286,3 +306,9 @@ async def test_a_postgresql_start_line_shows_the_url_without_its_password(tmp_pa
         await running.stop()
     password = parse_storage_url(postgres_url).dsn().split("@")[0].rpartition(":")[2]
     assert "database postgresql://" in line and ":***@" in line and f":{password}@" not in line
+    assert line.endswith(", new database)")   # a fresh schema, as SQLite says of a new file
+    again = await start_server(cfg)
+    try:
+        assert not start_line(again).endswith(", new database)")
+    finally:
+        await again.stop()

@@ -141,10 +141,10 @@ def nested(depth: int):
 async def test_nesting_deeper_than_64_is_400(start, framing):
     srv = await start()
     a = keypair("A")
-    # envelope (1) > action (2) > definition (3) > metadata lists: 3 + 61 = 64 levels pass,
-    # one more is refused
-    deep = {"_": "CreateAgent", "definition": {**AGENT, "metadata": nested(62)}}
-    shallow = {"_": "CreateAgent", "definition": {**AGENT, "metadata": nested(61)}}
+    # envelope (1) > action (2) > definition (3) > lists under a key the contract does not name
+    # (kept as sent; `metadata` must be a map): 3 + 61 = 64 levels pass, one more is refused
+    deep = {"_": "CreateAgent", "definition": {**AGENT, "extra": nested(62)}}
+    shallow = {"_": "CreateAgent", "definition": {**AGENT, "extra": nested(61)}}
     if framing == "v1":
         c = await V1.open(srv.url)
         r = await c.send(a, deep)

@@ -54,10 +54,12 @@ async def test_publish_blobs_body_is_the_library_request_encoding(hm):
 
 
 async def test_unixfs_icon_then_profile(hm):
-    root, blobs = file_blobs(b"\x89PNG\r\n\x1a\n" + bytes(300_000))
+    icon = b"\x89PNG\r\n\x1a\n" + bytes(300_000)
+    root, blobs = file_blobs(icon)
     async with HmClient(hm.base_url) as client:
-        await client.publish_blobs(blobs)
+        assert await client.publish_file(icon) == root
         await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Agent", TS, root))
+    assert [[b.cid for b in call] for call in hm.published[:1]] == [[b.cid for b in blobs]]
     assert hm.get(root) is not None
     assert hm.profile(hm_blobs.account_id(SEED))["avatar"] == f"ipfs://{root}"
 
@@ -86,6 +88,13 @@ async def test_each_server_failure_is_one_clear_error(hm, kind, phrase):
 async def test_a_server_that_is_not_there(unused_tcp_port):
     async with HmClient(f"http://127.0.0.1:{unused_tcp_port}") as client:
         with pytest.raises(HmError, match="could not be reached: it refused the connection"):
+            await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Agent", TS))
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "http://[::1", "no scheme"])
+async def test_an_unusable_server_url(url):
+    async with HmClient(url) as client:
+        with pytest.raises(HmError, match="not an http"):
             await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Agent", TS))
 
 

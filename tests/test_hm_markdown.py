@@ -9,12 +9,15 @@ import json
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from protocol import dagcbor, hm_blobs
 from protocol import hm_markdown as md
 from tests.hm_vectors import block_ids, load
 
 DOCUMENTS = load("documents")
+GENESIS = hm_blobs.genesis_blob(bytes(32)).cid
 
 
 def _sha(data: bytes) -> str:
@@ -103,3 +106,41 @@ def test_random_documents_equal_the_library_by_digest(case):
     assert _sha(dagcbor.encode(md.flatten_to_operations(tree))) == case["ops"]
     assert _sha(dagcbor.encode(hm_blobs.metadata_operations(metadata))) == case["metadata"]
     assert _sha(md.blocks_to_markdown(metadata, md.to_hm_nodes(tree)).encode()) == case["rendered"]
+
+
+@pytest.mark.parametrize("case", DOCUMENTS["updates"], ids=lambda c: str(c["randomSeed"]))
+def test_random_updates_diff_as_the_library(case):
+    # A random document's rendering edited at random, diffed against its blocks
+    # (make_vectors.mjs randomUpdate): the change's operations hash to the library's.
+    old_tree, _ = md.parse_markdown(case["oldMarkdown"], block_ids(case["oldSeed"]))
+    old_content = md.to_hm_nodes(old_tree)
+    assert _sha(dagcbor.encode(old_content)) == case["oldContent"]
+    base = hm_blobs.DocumentBase(genesis=GENESIS, heads=(GENESIS,), depth=1, content=old_content)
+    try:
+        _, blobs = hm_blobs.document_blobs(bytes(32), case["markdown"], 1, base=base,
+                                           new_id=block_ids(case["randomSeed"]))
+    except hm_blobs.NoChanges:
+        assert case["count"] == 0
+        return
+    ops = dagcbor.decode(blobs[0].data)["body"]["ops"]
+    assert len(ops) == case["count"]
+    assert _sha(dagcbor.encode(ops)) == case["ops"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(["# ", "- ", "1. ", "> ", "```", "$$", "|", "![", "[", "](", ")", "**",
+                                           "_", "`", "<!-- id:x -->", "<!-- end:x -->", "\n", "\n\n", "  ", "\t",
+                                           "---\n", "name: x\n", "<u>", "</u>", "<br>", "<hm://a>", "\\", "~~"]),
+                          st.text(max_size=8)), max_size=40).map("".join))
+def test_any_text_converts_or_is_refused_cleanly(markdown):
+    try:
+        tree, metadata = md.parse_markdown(markdown, block_ids(1))
+    except md.MarkdownTooComplex:
+        return
+    md.flatten_to_operations(tree)
+    rendered = md.blocks_to_markdown(metadata, md.to_hm_nodes(tree))
+    assert isinstance(rendered, str)
+    try:
+        hm_blobs.document_blobs(bytes(32), markdown, 1, new_id=block_ids(2))
+    except Exception as exc:  # only text that is not valid Unicode cannot become CBOR
+        assert "surrogate" in str(exc)

@@ -264,7 +264,7 @@ async def test_bad_seeds_labels_and_icons_are_refused_and_store_nothing(publishi
             assert seed not in data and seed.hex().encode() not in data, path
 
 
-@pytest.mark.parametrize("kind", ["refuse", "hang", "garbage", "drop"])
+@pytest.mark.parametrize("kind", ["refuse", "hang", "garbage", "drop", "wrong-shape", "huge"])
 async def test_an_hm_server_failure_is_a_502_naming_it_and_stores_nothing(publishing, hm, http, kind):
     d = desk(http, publishing, f"hm-{kind}")
     hm.fail(kind)
@@ -379,3 +379,31 @@ async def test_the_health_answer_states_every_capability_truthfully(publishing, 
             if hm_url:
                 expected.update(hmServerUrl=hm_url, ipfsServerUrl=hm_url)
             assert capabilities == expected
+
+
+async def test_an_account_made_before_there_was_an_hm_server_goes_up_whole_at_its_first_update(tmp_path, http):
+    from server.main import start_server
+    from tests.conftest import make_config
+
+    offline = await start_server(make_config(tmp_path))
+    try:
+        d = Desk(http, f"http://127.0.0.1:{offline.port}", keypair("offline-first"))
+        made = (await d.ok({"_": "CreateSigningIdentity", "label": "Early"}))["identity"]
+        imported = (await d.ok({"_": "ImportSigningIdentity", "seed": b"\x09" * 32, "label": "Theirs"}))["identity"]
+    finally:
+        await offline.stop()
+    async with FakeHmServer() as hm:
+        online = await start_server(make_config(tmp_path, hm_server_url=hm.base_url))
+        try:
+            d.base = f"http://127.0.0.1:{online.port}"
+            renamed = (await d.ok({"_": "UpdateSigningIdentity", "name": made["name"], "label": "Later"}))["identity"]
+            assert renamed["serverUrl"] == hm.base_url
+            assert [b.type for b in hm.published[-1]] == ["Profile", "Change", "Change", "Ref"]
+            assert hm.profile(made["accountId"])["name"] == "Later"
+            await d.ok({"_": "UpdateSigningIdentity", "name": made["name"], "label": "Later still"})
+            assert [b.type for b in hm.published[-1]] == ["Profile"]
+            # An imported account only ever gets a profile: its home document is its owner's.
+            await d.ok({"_": "UpdateSigningIdentity", "name": imported["name"], "label": "Theirs too"})
+            assert [b.type for b in hm.published[-1]] == ["Profile"] and len(hm.published) == 3
+        finally:
+            await online.stop()

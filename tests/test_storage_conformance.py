@@ -474,6 +474,7 @@ async def shape_script(db, called: set[str] | None = None) -> list:
             sealed, "Label", None, "created", T0 + 70)
     r(identities_q.get_identity, ACCOUNT, name)
     r(identities_q.open_seed, box, ACCOUNT, name)
+    r(identities_q.origin_of, ACCOUNT, name)
     r(identities_q.list_identities, ACCOUNT)
     r(identities_q.list_identities, ACCOUNT, [name])
     r(identities_q.count_identities, ACCOUNT)
@@ -490,6 +491,9 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     # The shared secrets key: recorded by the first key, accepted again, refused for another.
     await w(key_check.same_key, SecretBox(bytes(32)))
     await w(key_check.same_key, SecretBox(bytes(32)))
+    await w(key_check.same_key, SecretBox(bytes([1]) * 32))
+    # --accept-new-secrets-key: the other key recorded, then accepted.
+    await w(key_check.record_key, SecretBox(bytes([1]) * 32))
     await w(key_check.same_key, SecretBox(bytes([1]) * 32))
     return out
 

@@ -5,16 +5,17 @@ import contextlib
 import uuid
 
 from clients.commands.common import CliError, open_client, say
-from clients.commands.resolve import agent_id, all_agents
+from clients.commands.resolve import agent_id, all_agents, provider_model
 from clients.errors import AgentsError
 from clients.render import as_json, table, when
 
 
 async def create(args) -> int:
+    # Without --model: echo's own, or the one the provider was set with (`providers set --model`).
+    model = args.model or (args.provider if args.provider == "echo" else await provider_model(args, args.provider))
+    definition = {"name": args.name, "systemPrompt": args.system_prompt,
+                  "modelProvider": args.provider, "model": model}
     async with open_client(args) as client:
-        model = args.model or await default_model(client, args.provider)
-        definition = {"name": args.name, "systemPrompt": args.system_prompt,
-                      "modelProvider": args.provider, "model": model}
         identity = None
         if not args.no_identity:
             # As the Seed desktop does: the agent gets an account of its own first, named after it.
@@ -29,19 +30,6 @@ async def create(args) -> int:
             raise
     print(response["agentId"])
     return 0
-
-
-async def default_model(client, provider: str) -> str:
-    """The model `providers set NAME --model M` stored with the provider (echo: echo)."""
-    listed = (await client.list_model_providers()).get("providers", [])
-    entry = next((p for p in listed if p.get("name") == provider), None)
-    if entry is None:
-        raise CliError(f"you have no provider {provider!r}: add it with `seed-agents providers set "
-                       f"{provider} --type TYPE --model MODEL` (`seed-agents providers list` shows yours)")
-    if not entry.get("defaultModel"):
-        raise CliError(f"the provider {provider!r} has no model of its own: give --model, or store "
-                       f"one with `seed-agents providers set {provider} ... --model MODEL`")
-    return entry["defaultModel"]
 
 
 async def list_(args) -> int:
@@ -73,7 +61,8 @@ def register(sub, common) -> None:
                             description="Create and list the agents of your account.")
     asub = agents.add_subparsers(dest="agents_command", metavar="{create,list,delete}", required=True)
     p = asub.add_parser("create", parents=[common], help="create an agent and print its id",
-                        description="Create an agent and print its id.")
+                        description="Create an agent and print its id. Without --model it uses the "
+                                    "model its provider was set with (`providers set NAME --model M`).")
     p.add_argument("--name", required=True, help="a name for people (commands take it for the id)")
     p.add_argument("--system-prompt", default="", help="the system prompt (default empty)")
     p.add_argument("--provider", default="echo",

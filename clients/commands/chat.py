@@ -120,6 +120,8 @@ class Conversation:
         self.agent_id = agent_id
         self.session_id = ""
         self.sub = None
+        self.streamed: list[str] = []   # the reply being written, as it came
+        self.marked = False             # the thinking mark is on screen until the first piece
 
     def _hello(self, resumed: str = "") -> None:
         say(f"agent {self.agent_id}, session {self.session_id}{resumed}. Type a message; /help lists "
@@ -161,6 +163,7 @@ class Conversation:
             say(explain(exc, url))
             return
         streamed: list[str] = []
+        self.streamed, self.marked = streamed, interactive
         if interactive:
             write_out(THINKING)   # erased by the first token
 
@@ -170,15 +173,19 @@ class Conversation:
             streamed.append(piece)
             write_out(piece)
 
-        self.streamed = streamed
         reply = await stream_reply(self.sub, sent, write)
         if interactive and not streamed:
             write_out(ERASE)
         finish_reply(reply, streamed)
 
     async def stop(self) -> None:
-        """Ctrl-C during a reply: StopSession (the run is canceled at once, nothing more streams)."""
+        """Ctrl-C during a reply: StopSession (the run is canceled at once, nothing more streams),
+        and the line tidied: the thinking mark erased, or the cut reply ended."""
         await self.client.stop_session(self.session_id)
+        if self.streamed:
+            write_out("\n")
+        elif self.marked:
+            write_out(ERASE)
 
     async def command(self, line: str) -> bool:
         """Run a /command; False when it is /quit."""
@@ -286,7 +293,6 @@ def chat(args) -> int:
                                    interactive and sys.stdout.isatty(), url))
             except KeyboardInterrupt:
                 loop.run(conv.stop())
-                write_out("\n" if interactive and getattr(conv, "streamed", None) else "")
                 say("[stopped]")
                 interrupted = True
     finally:

@@ -146,7 +146,7 @@ def register(sub, common) -> None:
     p.add_argument("--json", action="store_true", help="print the providers as JSON, as the server gave them")
     p.set_defaults(run=list_)
     p = psub.add_parser("delete", parents=[common], help="delete a provider",
-                        description="Delete the provider NAME (DeleteModelProvider): its key "
+                        description="Delete the provider NAME: its key "
                                     "secret goes too when no other provider uses it.")
     p.add_argument("name", metavar="NAME")
     p.set_defaults(run=delete)

@@ -94,3 +94,31 @@ async def run_id(client, wanted: str, runs: Callable[[], Awaitable[list[dict]]])
     if FULL_ID.match(wanted):
         return wanted
     return pick("run", wanted, await runs(), lambda r: "", "seed-agents runs list")
+
+
+async def session_arg(args, name: str = "session") -> str:
+    """`args.<name>` as a full session id, asking the server only when it is not one already
+    (for a command that then opens its own client with the id)."""
+    from clients.commands.common import open_client
+
+    wanted = getattr(args, name)
+    if FULL_ID.match(wanted):
+        return wanted
+    async with open_client(args) as client:
+        return await session_id(client, wanted)
+
+
+async def provider_model(args, provider: str) -> str:
+    """The model `providers set NAME --model M` stored with `provider` (echo: echo)."""
+    from clients.commands.common import open_client
+
+    async with open_client(args) as client:
+        listed = (await client.list_model_providers()).get("providers", [])
+    entry = next((p for p in listed if p.get("name") == provider), None)
+    if entry is None:
+        raise CliError(f"you have no provider {provider!r}: add it with `seed-agents providers set "
+                       f"{provider} --type TYPE --model MODEL` (`seed-agents providers list` shows yours)")
+    if not entry.get("defaultModel"):
+        raise CliError(f"the provider {provider!r} has no model of its own: give --model, or store "
+                       f"one with `seed-agents providers set {provider} ... --model MODEL`")
+    return entry["defaultModel"]

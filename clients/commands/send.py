@@ -6,7 +6,7 @@ import sys
 from clients.commands.common import open_client, say
 from clients.commands.memory import upload_attachment
 from clients.commands.reply import last_seq, send_message, stream_reply
-from clients.commands.resolve import session_id
+from clients.commands.resolve import session_arg
 
 
 def write_out(text: str) -> None:
@@ -15,6 +15,7 @@ def write_out(text: str) -> None:
 
 
 async def send(args) -> int:
+    args.session = await session_arg(args)   # a title or id prefix as the full id
     async with open_client(args) as client:
         session = await session_id(client, args.session)
         attached = [(await upload_attachment(client, session, path))["id"] for path in args.attach or ()]
@@ -53,7 +54,7 @@ def finish_reply(reply: dict | None, streamed: list[str]) -> int:
 def register(sub, common) -> None:
     p = sub.add_parser("send", parents=[common], help="send a message and print the reply",
                        description="Send TEXT to SESSION and print the reply as it streams.")
-    p.add_argument("session", metavar="SESSION", help="the session's id, the start of its id, or its title")
+    p.add_argument("session", metavar="SESSION")
     p.add_argument("text", metavar="TEXT")
     p.add_argument("--attach", metavar="FILE", action="append",
                    help="attach a file to the message (repeatable; over 2 MiB it goes in chunks)")

@@ -150,11 +150,14 @@ async def update_signing_identity(app, env, action) -> dict:
     icon_uri, server_url = None, None
     if _publishing(app):
         seed = await app.db.aread(identities_q.open_seed, app.secrets, account_id, action.name)
-        if seed is None:
+        origin = await app.db.aread(identities_q.origin_of, account_id, action.name)
+        if seed is None or origin is None:
             raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
+        # An account this server made before it had an HM server was never published: it goes up
+        # whole (profile and home document). An imported one only ever gets a profile.
         icon_uri = await identity_publish.publish_profile(
             app, seed, action.label, now, action.icon.data if action.icon else None,
-            current.get("icon"))
+            current.get("icon"), with_home=origin == "created" and "serverUrl" not in current)
         server_url = app.config.hm_server_url
 
     def job(conn):

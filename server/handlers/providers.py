@@ -46,7 +46,7 @@ async def set_model_provider(app, env, action) -> dict:
         if providers_q.get_provider(conn, env.account_id, action.name) is None \
                 and providers_q.count_providers(conn, env.account_id) >= MAX_PROVIDERS:
             raise ProtocolError(400, f"SetModelProvider: an account has at most {MAX_PROVIDERS} model "
-                                     "providers (delete one with DeleteModelProvider first)")
+                                     "providers (delete one first: `seed-agents providers delete NAME`)")
         return providers_q.set_provider(conn, env.account_id, action.name, action.provider, now, new_id())
 
     row = await app.db.write(job)

@@ -411,9 +411,9 @@ class Runtime:
             provider = self.providers.provider(agent["account"], name)
         except ProviderNotFound:
             raise ProviderError(f"model provider {quote(name)} is not configured for this account "
-                                "(it was deleted, or never set): set it again (`seed-agents providers "
-                                f"set {name} ...`, or the desktop's provider settings) or pick another "
-                                "provider for the agent") from None
+                                f"(it was deleted, or never set): `seed-agents providers set {name} ...` "
+                                "(or the desktop's provider settings) sets it again; over the protocol, send "
+                                "SetModelProvider or pick another provider for the agent") from None
         provider.reasoning_level = definition.get("reasoningLevel")
         return provider, provider.name, model
 

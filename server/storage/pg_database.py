@@ -146,6 +146,7 @@ class PgDatabase(WriteQueue):
         self._timeout = connect_timeout
         self._target = target or PgSchemaTarget.current()
         self._version = 0
+        self.created = False   # the schema was empty when start() found it
         self._reader: PgConn | None = None
         self._reading = False
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -189,6 +190,11 @@ class PgDatabase(WriteQueue):
         except psycopg.Error as exc:
             raise StorageUnavailable(f"cannot connect to {self.url}: {_reason(exc, self.url)}") from None
         try:
+            try:   # an empty schema: the start line says "new database" (as on SQLite)
+                cur = await conn.execute("SELECT to_regclass(quote_ident(current_schema()) || '.schema_version') IS NULL")
+                self.created = bool((await cur.fetchone())[0])
+            except psycopg.Error:
+                pass   # the gate below says what is wrong
             self._version = await pass_gate(conn, str(self.url), self._target)
             cur = await conn.execute("SELECT current_database(), current_schema()")
             self.database, self.schema = await cur.fetchone()
