@@ -143,7 +143,9 @@ class ToolSurface:
             return trigger_tools.read(ctx, address[len("~/triggers"):])
         if address.startswith("hm://"):
             return await hm_tools.read(ctx, address)
-        if address.startswith(("activity:", "ipfs://")):
+        if address.startswith("activity:"):
+            return await hm_tools.read_activity(ctx, options)
+        if address.startswith("ipfs://"):
             raise ToolFailure(f"reading {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: ~/memory/…, ~/tools/…, "
                           "~/triggers/…, ~/self, hm://…, ipfs://…, https://…, activity:, attachment:<id>, "
