@@ -35,6 +35,8 @@ class Limits:
     outbound_queue_bytes: int = 8 << 20   # a subscriber further behind than this is cut off (1013)
     replay_page: int = 1000           # events read and framed at once during replay
     unverified_burst: int = 100       # frames failing verification before the socket closes 1008 (a tenth refills per second)
+    connections_per_address: int = 256   # open connections (HTTP and WebSocket) from one client address
+    probe_rate: float = 50.0          # GET probes (health, version, metrics, ...) per second per client address
 
 
 @dataclass
@@ -44,6 +46,10 @@ class Config:
     db_path: str = "./data/agents.sqlite"
     data_dir: str = "./data"
     storage_url: StorageURL | None = None  # when set, `sqlite:FILE`; it has set db_path
+    # Start-up (docs/operations.md "Secrets key"): start even though the database's secrets were
+    # sealed under another key; and where /metrics is served ("same" port, "off", or HOST:PORT).
+    accept_new_secrets_key: bool = False
+    metrics_listen: str = "same"
     clock_window_ms: int = 30_000
     ping_interval: float = 20.0
     ping_timeout: float = 20.0
@@ -64,6 +70,7 @@ class Config:
     http_header_timeout: float = 10.0   # first byte of a request to the end of its headers
     http_body_timeout: float = 30.0     # end of the headers to the end of the body
     http_idle_timeout: float = 60.0     # a keep-alive connection with no request in progress
+    first_action_timeout: float = 30.0  # a WebSocket with no verified action this long after opening is closed
     # In-memory caches, each bounded in bytes (server/cache.py; metrics seed_agents_cache_*).
     history_cache_bytes: int = 64 << 20   # the runtime's per-session message histories
     prompt_cache_bytes: int = 16 << 20    # agents' system prompts as Markdown (GetSession, turns)
@@ -75,7 +82,13 @@ class Config:
     # The Seed hypermedia server agents' identities are published to (None: created locally
     # only; server/identity_publish.py), and how long one publication may take.
     hm_server_url: str | None = None
-    hm_server_timeout: float = 30.0
+    hm_server_timeout: float = 15.0   # server.hm_client.DEFAULT_TIMEOUT
+    # Files (docs/operations.md "Files"): bytes per account (0: no quota), files per agent, the
+    # largest file one answer carries whole (larger ones are read in ranges), and downloads.
+    file_quota_bytes: int = 0
+    memory_max_files: int = 10_000
+    file_answer_bytes: int = 16 << 20
+    download_max_bytes: int = 512 << 20
     # The tool loop (server/runtime/tool_loop.py; docs/operations.md "Tools and budgets"): each
     # budget ends a run with an error event when spent; a tool's output is cut to what the model
     # is fed; web pages are read up to a size; web_search needs a SearXNG.
@@ -88,6 +101,20 @@ class Config:
     searxng_url: str = ""
     # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
     mcp_timeout: float = 30.0
+    # Triggers (server/triggers/): bounds per agent, history kept per trigger, webhook bounds,
+    # the activity feed's polling, and the triggers' clock (test servers speed it up).
+    trigger_max_per_agent: int = 100
+    trigger_firings_per_hour: int = 120
+    trigger_history: int = 200
+    webhook_max_body: int = 64 * 1024
+    webhook_rate_limit: float = 5.0
+    activity_poll_interval: float = 30.0
+    activity_page_size: int = 50
+    activity_max_pages: int = 5
+    trigger_clock_speed: float = 1.0
+    trigger_clock_epoch_ms: int | None = None
+    trigger_clock_offset_ms: int = 0
+    trigger_clock: object = None   # tests only: a clock object (server/triggers/clock.py), not a setting
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -135,6 +162,13 @@ def _int(raw: str) -> int:
         return int(raw.strip().replace("_", ""))
     except ValueError:
         raise ValueError("must be a whole number") from None
+
+
+def byte_count(raw: str) -> int:
+    value = _int(raw)
+    if value < 0:
+        raise ValueError("must be a whole number of bytes, 0 or more")
+    return value
 
 
 def log_level(raw: str) -> str:
@@ -195,6 +229,40 @@ def origins(raw: str) -> str:
     return ",".join(parts)
 
 
+def metrics_listen(raw: str) -> str:
+    """`same`, `off`, or HOST:PORT (`[::1]:9464` for an IPv6 address)."""
+    value = raw.strip()
+    if value.lower() in ("same", "off"):
+        return value.lower()
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError("must be same, off, or HOST:PORT (e.g. 127.0.0.1:9464)")
+    port(port_text)
+    return value
+
+
+def metrics_address(value: str) -> tuple[str, int]:
+    """HOST:PORT of a `metrics_listen` value (brackets of an IPv6 address removed)."""
+    host, _, port_text = value.rpartition(":")
+    return host.strip("[]"), int(port_text)
+
+
+def default_data_dir(cwd: str | None = None) -> str:
+    """`./data` in a checkout of this repository (what `make run` uses), else the per-user data
+    folder (platformdirs: `$XDG_DATA_HOME/seed-agents`, by default ~/.local/share/seed-agents),
+    so a server started from any other folder finds the same database every time."""
+    cwd = cwd or os.getcwd()
+    try:
+        with open(os.path.join(cwd, "pyproject.toml"), encoding="utf-8") as f:
+            if 'name = "seed-agents"' in f.read(4096):
+                return "./data"
+    except OSError:
+        pass
+    import platformdirs
+
+    return platformdirs.user_data_dir("seed-agents", appauthor=False)
+
+
 def provider_networks(raw: str) -> str:
     return check_networks_value(raw)
 
@@ -204,6 +272,17 @@ def http_url(raw: str) -> str:
     value = raw.strip().rstrip("/")
     if not re.fullmatch(r"https?://[^/\s?#]+(/[^\s?#]*)?", value, re.I):
         raise ValueError("must be an http:// or https:// URL with a host (e.g. https://hyper.media)")
+    return value
+
+
+def signed_ms(raw: str) -> int:
+    return _int(raw)
+
+
+def epoch_ms(raw: str) -> int:
+    value = _int(raw)
+    if value < 0:
+        raise ValueError("must be Unix milliseconds (0 or more)")
     return value
 
 
@@ -227,10 +306,12 @@ class Setting:
 SETTINGS: list[Setting] = [
     Setting("--host", "HTTP_HOSTNAME", "host", text, "HOST", "address to listen on (0.0.0.0: every interface)"),
     Setting("--port", "HTTP_PORT", "port", port, "PORT", "TCP port of everything: `/api/message` (HTTP actions), `/agents/ws`, `/api/health`, `/api/version`, `/metrics`"),
-    Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file"),
-    Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database; `<data-dir>/agents.sqlite` when only --data-dir is given"),
+    Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file", "`./data` in a checkout of this repository (`make run`), else `$XDG_DATA_HOME/seed-agents` (`~/.local/share/seed-agents`)"),
+    Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database", "`<data-dir>/agents.sqlite`"),
     Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` (the database file) or `postgresql://...` (several servers may share it; docs/operations.md)", "`sqlite:` + the database"),
     Setting(None, "SECRETS_KEY", None, text, "BASE64", "base64 of 32 bytes; encrypts stored secrets (AES-256-GCM)", "`<data-dir>/secrets.key`, created 0600 on first start"),
+    Setting("--accept-new-secrets-key", "ACCEPT_NEW_SECRETS_KEY", "accept_new_secrets_key", boolean, "BOOL", "start even when the database's secrets were sealed under another secrets key (otherwise refused, exit 2); the database then records this key, and each provider key stored under the old one must be set again (`seed-agents providers set NAME ...`)"),
+    Setting("--metrics-listen", "METRICS_LISTEN", "metrics_listen", metrics_listen, "WHERE", "where `/metrics` is served: `same` (the server's port), `off`, or `HOST:PORT` of its own (e.g. `127.0.0.1:9464`); a warning at start when it is reachable beyond loopback"),
     Setting("--log-level", "LOG_LEVEL", "log_level", log_level, "LEVEL", "DEBUG, INFO (one access line per action), WARNING or ERROR"),
     Setting("--log-format", "LOG_FORMAT", "log_format", log_format, "FORMAT", "`text`, or `json` (one JSON object per line)"),
     Setting("--max-frame-bytes", "MAX_FRAME_BYTES", "limits.max_frame", count, "BYTES", "largest envelope (larger is 413)"),
@@ -258,10 +339,17 @@ SETTINGS: list[Setting] = [
     Setting("--mcp-timeout", "MCP_TIMEOUT", "mcp_timeout", seconds, "SECONDS", "a remote MCP server's discovery (RefreshMcpServer) or tool call fails when it takes longer (calls also run under --provider-networks)"),
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
-    Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),
+    Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
-    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents' accounts are published to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
+    Setting("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", "limits.connections_per_address", count, "N", "open connections (HTTP and WebSocket) from one client address; more are refused with HTTP 503 (behind a reverse proxy every client has the proxy's address: raise it)"),
+    Setting("--probe-rate", "PROBE_RATE", "limits.probe_rate", rate, "PER_SECOND", "GET requests that are not actions (health, version, metrics, ...) per second per client address, bursts of twice that; each connection also 10/s, bursts of 20 (more is 429 and the connection closes)"),
+    Setting("--first-action-timeout", "FIRST_ACTION_TIMEOUT", "first_action_timeout", seconds, "SECONDS", "a WebSocket that has sent no verified action this long after opening is closed (1008)"),
+    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents read from and publish to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
     Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
+    Setting("--file-quota-bytes", "FILE_QUOTA_BYTES", "file_quota_bytes", byte_count, "BYTES", "bytes of files (agent memory, session attachments, uploads in progress) one account may hold; 0: no quota (more is 413)"),
+    Setting("--memory-max-files", "MEMORY_MAX_FILES", "memory_max_files", count, "N", "files in one agent's memory (more is 413)"),
+    Setting("--file-answer-bytes", "FILE_ANSWER_BYTES", "file_answer_bytes", count, "BYTES", "largest file (or range) ReadAgentMemoryFile and ReadSessionAttachment return in one answer; larger files are read in ranges (offset, length)"),
+    Setting("--download-max-bytes", "DOWNLOAD_MAX_BYTES", "download_max_bytes", count, "BYTES", "largest file DownloadAgentMemoryFile fetches (larger is 413, nothing kept)"),
     Setting("--max-tool-steps", "MAX_TOOL_STEPS", "max_tool_steps", count, "N", "a run whose model asks for more tool steps (model replies with tool calls) than this fails with an error event"),
     Setting("--max-run-tokens", "MAX_RUN_TOKENS", "max_run_tokens", count, "TOKENS", "a run whose model steps have used more tokens (input + output, all steps) than this fails with an error event before its next step"),
     Setting("--max-run-seconds", "MAX_RUN_SECONDS", "max_run_seconds", rate, "SECONDS", "a run still working after this long (model steps and tools together) is stopped and fails with an error event"),
@@ -269,6 +357,17 @@ SETTINGS: list[Setting] = [
     Setting("--tool-timeout", "TOOL_TIMEOUT", "tool_timeout", rate, "SECONDS", "a tool call still running after this long is abandoned and answered with an error (the run goes on)"),
     Setting("--tool-fetch-bytes", "TOOL_FETCH_BYTES", "tool_fetch_bytes", count, "BYTES", "a web page an agent reads is downloaded up to this many bytes; the rest is not read"),
     Setting("--searxng-url", "SEARXNG_URL", "searxng_url", http_url, "URL", "the SearXNG instance (JSON API) behind the agents' `web_search` tool; unset: `web_search` is not offered", "unset"),
+    Setting("--trigger-max-per-agent", "TRIGGER_MAX_PER_AGENT", "trigger_max_per_agent", count, "N", "triggers one agent may have (more is 409)"),
+    Setting("--trigger-firings-per-hour", "TRIGGER_FIRINGS_PER_HOUR", "trigger_firings_per_hour", count, "N", "trigger firings per agent per hour that start work; past it a firing is recorded as skipped"),
+    Setting("--trigger-history", "TRIGGER_HISTORY", "trigger_history", count, "N", "firings kept per trigger (older ones are pruned; a pruned webhook Idempotency-Key can be used again)"),
+    Setting("--webhook-max-body", "WEBHOOK_MAX_BODY", "webhook_max_body", count, "BYTES", "largest webhook body (`POST /agents/hooks/<triggerId>`; larger is 413)"),
+    Setting("--webhook-rate-limit", "WEBHOOK_RATE_LIMIT", "webhook_rate_limit", rate, "PER_SECOND", "webhook calls per second from one client address (a burst of four times that; more is 429)"),
+    Setting("--activity-poll-interval", "ACTIVITY_POLL_INTERVAL", "activity_poll_interval", seconds, "SECONDS", "how often the HM server's activity feed is read for accounts with activity triggers"),
+    Setting("--activity-page-size", "ACTIVITY_PAGE_SIZE", "activity_page_size", count, "N", "events asked per activity feed page"),
+    Setting("--activity-max-pages", "ACTIVITY_MAX_PAGES", "activity_max_pages", count, "N", "activity feed pages read per account per poll"),
+    Setting("--trigger-clock-speed", "TRIGGER_CLOCK_SPEED", "trigger_clock_speed", rate, "FACTOR", "tests only: the triggers' clock runs this many times faster than the wall clock"),
+    Setting("--trigger-clock-epoch-ms", "TRIGGER_CLOCK_EPOCH_MS", "trigger_clock_epoch_ms", epoch_ms, "MS", "tests only: when the triggers' sped-up clock equals the wall clock (give several servers the same one)", "the server's start"),
+    Setting("--trigger-clock-offset-ms", "TRIGGER_CLOCK_OFFSET_MS", "trigger_clock_offset_ms", signed_ms, "MS", "tests only: shifts the triggers' clock by this many milliseconds"),
 ]
 
 
@@ -335,8 +434,10 @@ def load_config(args: argparse.Namespace | None = None, env: Mapping[str, str] |
             raise ConfigError(f"the storage URL names {db_path} and the db path {cfg.db_path}; "
                               "give one of --storage-url and --db-path")
         cfg.db_path, given = db_path, given | {"db_path"}
-    # A data dir given alone carries the database with it.
-    if "data_dir" in given and "db_path" not in given:
+    if "data_dir" not in given:
+        cfg.data_dir = default_data_dir()
+    # The database lives in the data dir unless it was named.
+    if "db_path" not in given:
         cfg.db_path = os.path.join(cfg.data_dir, "agents.sqlite")
     return cfg
 

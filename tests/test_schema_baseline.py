@@ -92,7 +92,10 @@ def test_expected_tables_and_strictness():
                            "agents", "sessions", "session_events", "runs", "idempotency",
                            "accepted_signatures", "agent_collaborators",
                            "signing_identities",
-                           "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"} | VERSION_8_TABLES
+                           "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"} | VERSION_8_TABLES | {
+        # version 9: triggers
+        "agent_triggers", "trigger_firings", "trigger_event_claims", "activity_watermarks",
+        "webhook_trigger_credentials"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 

@@ -331,3 +331,32 @@ async def test_attachments_are_read_and_saved_to_memory(server):
         assert r3["output"]["size"] == 15
         assert r4["output"]["entries"] == [{"path": "saved.txt", "type": "file", "size": 15}]
         await c.close()
+
+
+async def test_the_activity_feed_is_read(tmp_path):
+    """`activity:` reads the HM server's feed (ListEvents), filters by author and event type."""
+    from tests.fakes.hm_activity import FakeHMActivity, comment_event, doc_update_event
+
+    kp = keypair("feed")
+    alice, bob = "z6MkAlice", "z6MkBob"
+    async with FakeHMActivity() as feed, FakeOpenAI() as fake:
+        feed.publish(doc_update_event("bafy1", alice, "notes", 1000), comment_event("bafy2", bob, alice, 2000))
+        running = await start_server(server_config(tmp_path, "sqlite", None, allow_provider_base_url=True,
+                                                   hm_server_url=feed.base_url))
+        try:
+            c = await V2Client.open(running.url)
+            fake.enqueue(OpenAIScript(chunks=[], tool_calls=[
+                call("f1", "read", {"address": "activity:", "options": {"pageSize": 10}}),
+                call("f2", "read", {"address": "activity:", "options": {"authors": [bob]}}),
+                call("f3", "read", {"address": "activity:", "options": {"eventTypes": ["doc-update"]}})]),
+                OpenAIScript(chunks=["ok"]))
+            _, sid = await agent_session(c, kp, "custom", fake.base_url)
+            _, appends = await run_turn(c, kp, sid)
+            every, by_bob, updates = [a["event"]["output"] for a in appends if a["event"]["type"] == "tool_result"]
+            assert [e["id"] for e in every["events"]] == ["bafy2", "bafy1"] and every["summary"].startswith("Loaded 2")
+            assert [e["id"] for e in by_bob["events"]] == ["bafy2"]
+            assert [e["id"] for e in updates["events"]] == ["bafy1"]
+            assert feed.list_requests()[0] == {"pageSize": "10", "currentAccount": kp.account_id}
+            await c.close()
+        finally:
+            await running.stop()

@@ -40,6 +40,8 @@ from protocol import plans
 from server.providers.base import ProviderError, ProviderNotFound, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
+from server.providers.capabilities import accepts_images
+from server.runtime.attachment_view import AttachmentView
 from server.runtime.history import SessionHistory
 from server.runtime.leasing import RunLeases
 from server.runtime.parked import ParkedRuns, ParkRequest
@@ -139,6 +141,9 @@ class Runtime:
         self.shared = db.shared
         self.leases = RunLeases(db, now_ms, config.run_lease, config.run_poll_interval) if self.shared else None
         self.parked = ParkedRuns(self)   # parked runs: their clock, signals, parking a turn
+        # (conn, ended RunInfo) -> publications: called inside the transaction that ends a run
+        # (server/triggers/service.py: run-completed triggers fire in it, exactly once).
+        self.run_ended: Callable | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -327,7 +332,7 @@ class Runtime:
 
             def begin(conn):
                 if runs_q.save_run(conn, before, running):
-                    agents_q.set_agent_status(conn, agent_id, "running", now)
+                    agents_q.set_agent_status(conn, agent_id, "running", now, decoded=False)
 
         # Registered as live before the first await, so a StopSession arriving at any point
         # of this run finds it and cancels it.
@@ -358,8 +363,6 @@ class Runtime:
             publisher.publish_agent(agent)
             provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
             await self._turn(run, agent, worker, provider, result)
-            if result.park is not None:
-                result.status = "waiting"   # a tool answers later: the run is parked, not ended
         except BudgetSpent as exc:
             result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
         except TurnGone:
@@ -389,7 +392,7 @@ class Runtime:
         if result.usage is not None and result.status == "succeeded":
             done_patch["usage"] = result.usage.to_wire()
         publisher.publish_partial(session_id, run_id, done_patch)
-        if result.park is not None and result.status == "waiting":
+        if result.park is not None and result.status in ("succeeded", "waiting"):
             # A tool's answer comes later (the turn's delegate calls): the run parks, holding no
             # worker, and is woken when its children have ended.
             request = ParkRequest(result.delegations or [])
@@ -416,7 +419,8 @@ class Runtime:
             provider = self.providers.provider(agent["account"], name)
         except ProviderNotFound:
             raise ProviderError(f"model provider {quote(name)} is not configured for this account "
-                                "(it was deleted, or never set): set it again with "
+                                f"(it was deleted, or never set): `seed-agents providers set {name} ...` "
+                                "(or the desktop's provider settings) sets it again; over the protocol, send "
                                 "SetModelProvider or pick another provider for the agent") from None
         provider.reasoning_level = definition.get("reasoningLevel")
         return provider, provider.name, model
@@ -433,9 +437,12 @@ class Runtime:
         if not echo:
             surface = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
 
+        attachments = AttachmentView(self.db.read, session_id, accepts_images(result.provider_type, result.model))
+
         def messages():
             history = self._history(session_id, user_event_id)
-            return history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
+            return history.messages(system, user_event_id, include_context=not echo, run_id=run_id,
+                                    attachments=attachments)
 
         still_ours = None
         if self.shared:
@@ -456,9 +463,10 @@ class Runtime:
             self._delegation_outcome(surface.delegating, result)
 
     async def _surface(self, run: dict, agent: dict, offered: tuple[str, ...]):  # noqa: ANN202
-        """The turn's tool surface: the registry's callables
-        the agent holds enabled and granted (its tool documents, brought up to date first), its MCP
-        and authored tools, delegate, and return_result for a typed child."""
+        """The turn's tool surface: the registry's callables the agent holds enabled and granted
+        (its tool documents, brought up to date first), its MCP and authored tools (listed in the
+        `call` verb's description with the callables), delegate, and return_result for a typed
+        child."""
         rows = await agent_tools.documents(self.db, agent, self.now_ms())
         callables = agent_tools.offered(agent, rows, offered)
         spec = self.db.read(delegation_q.child_input, run["id"]) if "parentRunId" in run else None
@@ -539,6 +547,7 @@ class Runtime:
         ended = runs_q.transition(run, status, now, error=result.error, usage=usage_wire)
         nonlocal_ended = [ended]   # the job may add what the run ended owing
         owner = self.leases.owner if self.shared else None
+        after: list = []
 
         def job(conn):
             if worker.gone:
@@ -585,6 +594,9 @@ class Runtime:
                                                  {"type": "error", "message": result.error["message"]},
                                                  new_id(), now)
             # else: a cancel or a deletion ended the run first; its ending stands.
+            final = ended if wrote else runs_q.get_run(conn, run["id"])
+            if self.run_ended is not None and final is not None and final["status"] in runs_q.TERMINAL:
+                after[:] = self.run_ended(conn, final)
             try:
                 session = sessions_q.set_session_status(conn, session_id,
                                                         runs_q.session_status_from_runs(conn, session_id), now)
@@ -594,7 +606,7 @@ class Runtime:
                 titled = self._auto_title(conn, session_id, now)
             try:
                 a = agents_q.set_agent_status(conn, agent["id"], "error" if wrote and status == "failed" else "idle",
-                                              now)
+                                              now, decoded=False)
             except NotFound:
                 a = None
             return appended, notice, nonlocal_ended[0] if wrote else None, titled or session, a, settled
@@ -603,6 +615,8 @@ class Runtime:
         if owner is not None:
             self.leases.drop(run["id"], run["attempt"])
         self.metrics.runs.labels(status).inc()
+        for publish in after:   # what the run's ending started (run-completed triggers)
+            publish()
         if done is None or worker.gone:
             return
         appended, notice, r, session, a, settled = done

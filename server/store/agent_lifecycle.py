@@ -9,6 +9,7 @@ import apsw
 
 from server.store import codec
 from server.store import files_lifecycle as files_q
+from server.store import triggers as triggers_q
 from server.store.errors import NotFound
 
 
@@ -60,6 +61,7 @@ def delete_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
         "DELETE FROM agent_collaborators WHERE agent_id = ? RETURNING account_id", (agent_id,)))]
     for member in members:
         forget_idempotency(conn, member, {agent_id, *session_ids})
+    triggers_q.delete_agent_triggers(conn, agent_id)
     conn.execute("DELETE FROM agents WHERE id = ?", (agent_id,))
     return session_ids
 

@@ -13,10 +13,12 @@ a crash between such a call and its result, the call is answered as interrupted,
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from protocol import tool_registry as registry
 from server.providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from server.tools import agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools
+from server.tools import (agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools,
+                          trigger_tools)
 from server.tools.context import ToolContext, ToolFailure, ToolResult
 
 # The verbs offered to the model on this server (delegate and return_result come with
@@ -30,16 +32,20 @@ def offered_callables(web_search: bool) -> tuple[str, ...]:
     return ("search", *(("web_search",) if web_search else ()), "navigate")
 
 
-def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = ()) -> tuple[ToolSpec, ...]:
+def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = (),
+                   own: Sequence[str] = ()) -> tuple[ToolSpec, ...]:
     """The verbs as the model is offered them. `call` says which tools it reaches, one summary
-    line each (the reference lists them in the model's context; here they travel with the tool
-    that uses them, so the agent's system prompt stays exactly the agent's)."""
+    line each: the registry's callables, then the agent's own tools (`own`, its MCP and authored
+    tools' lines). The reference lists them in the model's context; here they travel with the
+    tool that uses them, so the agent's system prompt stays exactly the agent's."""
     out = []
     for verb in verbs:
         name, description, parameters = registry.provider_tool(registry.VERBS[verb])
         if verb == "call" and callables:
             description += "\n\nCallable tools:\n" + "\n".join(
                 f"- {registry.summary_line(registry.CALLABLES[c])}" for c in callables)
+        if verb == "call" and own:
+            description += "\n\nYour own tools, also through `call`:\n" + "\n".join(own)
         out.append(ToolSpec(name, description, parameters))
     return tuple(out)
 
@@ -72,23 +78,16 @@ class ToolSurface:
         return self.delegating is not None and self.delegating.finished
 
     def provider_tools(self) -> tuple[ToolSpec, ...]:
-        specs = provider_tools(self.verbs, self.ctx.callables)
-        extra = []
-        if self.delegating is not None:
-            extra.append(delegation_tools.WAIT_DESCRIPTION)
-        if self.agent_docs is not None:
-            extra += [line[2:] for line in self.agent_docs.guide_lines()]
-        out = []
-        for t in specs:
-            if t.name == "call" and extra:   # this server's and the agent's own callables, listed with the rest
-                t = ToolSpec(t.name, t.description + ("\n" if self.ctx.callables else "\n\nCallable tools:\n")
-                             + "\n".join(f"- {line}" for line in extra), t.parameters)
-            elif t.name == "return_result" and self.delegating is not None \
-                    and self.delegating.result_schema is not None:
-                # its real parameters are the spawner's output schema (the reference swaps them in)
-                t = ToolSpec(t.name, t.description, self.delegating.result_schema)
-            out.append(t)
-        return tuple(out)
+        own = list(self.agent_docs.guide_lines()) if self.agent_docs is not None else []
+        if self.delegating is not None:   # this server's own callable: park until a signal
+            own.append("- " + delegation_tools.WAIT_DESCRIPTION)
+        specs = provider_tools(self.verbs, self.ctx.callables, own)
+        if self.delegating is not None and self.delegating.result_schema is not None:
+            # return_result's real parameters are the spawner's output schema (the reference swaps
+            # them in at session start).
+            specs = tuple(ToolSpec(t.name, t.description, self.delegating.result_schema)
+                          if t.name == "return_result" else t for t in specs)
+        return specs
 
     async def run(self, call: ToolCall) -> ToolResult:
         tool = registry.VERBS.get(call.name)
@@ -142,9 +141,13 @@ class ToolSurface:
             return session_tools.read_run(ctx, address[len("run:"):].strip())
         if address.startswith(("https://", "http://")):
             return await self._web().read_page(address)
+        if address in ("~/triggers", "~/triggers/") or address.startswith("~/triggers/"):
+            return trigger_tools.read(ctx, address[len("~/triggers"):])
         if address.startswith("hm://"):
             return await hm_tools.read(ctx, address)
-        if address.startswith(("activity:", "~/triggers", "ipfs://")):
+        if address.startswith("activity:"):
+            return await hm_tools.read_activity(ctx, options)
+        if address.startswith("ipfs://"):
             raise ToolFailure(f"reading {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: ~/memory/…, ~/tools/…, "
                           "~/triggers/…, ~/self, hm://…, ipfs://…, https://…, activity:, attachment:<id>, "
@@ -155,6 +158,9 @@ class ToolSurface:
         memory_path = memory_tools.memory_path_of(address)
         if memory_path is not None:
             return await memory_tools.write(self.ctx, memory_path, params)
+        if address.startswith("~/triggers/"):
+            # (the publisher is the app: the triggers' checks, secrets key and scheduler)
+            return await trigger_tools.write(self.ctx, address[len("~/triggers/"):], params, self.ctx.publisher)
         if address.startswith("hm://"):
             return await hm_tools.write(self.ctx, address, params)
         if address.startswith(("~/triggers", "ipfs://", "~/tools")):

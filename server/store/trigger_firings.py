@@ -1,0 +1,158 @@
+"""Trigger firings, activity claims and activity watermarks.
+
+TriggerFiringInfo = {id, triggerId, activityKey, status (created | skipped | error), createdAt,
+sessionId?, runId?, runStatus?, scheduledAt?, activity?, error?}. A firing's key is unique per
+(account, trigger): `insert_firing` returns None when the key was already taken, by this server
+before a restart or by another server on the same database.
+"""
+from __future__ import annotations
+
+import apsw
+
+from server.store import codec
+
+COLUMNS = ("id, trigger_id, activity_key, status, created_at, session_id, run_id, run_status,"
+           " scheduled_at, activity_cbor, error, body_digest, chain_depth")
+
+
+def firing_info(row: tuple) -> dict:
+    (firing_id, trigger_id, key, status, created_at, session_id, run_id, run_status, scheduled_at,
+     activity, error, digest, depth) = row
+    info = {"id": firing_id, "triggerId": trigger_id, "activityKey": key, "status": status,
+            "createdAt": created_at, "_digest": None if digest is None else bytes(digest),
+            "_chainDepth": depth}
+    for name, value in (("sessionId", session_id), ("runId", run_id), ("runStatus", run_status),
+                        ("scheduledAt", scheduled_at), ("error", error)):
+        if value is not None:
+            info[name] = value
+    if activity is not None:
+        info["activity"] = codec.decode(activity)
+    return info
+
+
+def public(firing: dict) -> dict:
+    return {k: v for k, v in firing.items() if not k.startswith("_")}
+
+
+def firing_by_key(conn: apsw.Connection, account_id: str, trigger_id: str, key: str) -> dict | None:
+    row = conn.execute(f"SELECT {COLUMNS} FROM trigger_firings WHERE account_id = ? AND trigger_id = ?"
+                       " AND activity_key = ?", (account_id, trigger_id, key)).fetchone()
+    return None if row is None else firing_info(row)
+
+
+def insert_firing(conn: apsw.Connection, firing_id: str, trigger: dict, key: str, status: str, now: int, *,
+                  session_id: str | None = None, run_id: str | None = None, scheduled_at: int | None = None,
+                  activity: dict | None = None, context: dict | None = None, body_digest: bytes | None = None,
+                  error: str | None = None, chain_depth: int = 0) -> dict | None:
+    """The firing, or None when (account, trigger, key) fired already (nothing is written)."""
+    row = conn.execute(
+        "INSERT INTO trigger_firings (id, account_id, agent_id, trigger_id, activity_key, status, session_id,"
+        " run_id, scheduled_at, activity_cbor, context_cbor, body_digest, error, chain_depth, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        f" ON CONFLICT (account_id, trigger_id, activity_key) DO NOTHING RETURNING {COLUMNS}",
+        (firing_id, trigger["account"], trigger["agentId"], trigger["id"], key, status, session_id, run_id,
+         scheduled_at, None if activity is None else codec.encode(activity),
+         None if context is None else codec.encode(context), body_digest, error, chain_depth, now)).fetchone()
+    return None if row is None else firing_info(row)
+
+
+def firings_of_trigger(conn: apsw.Connection, trigger_id: str, limit: int) -> list[dict]:
+    """Newest first."""
+    rows = conn.execute(f"SELECT {COLUMNS} FROM trigger_firings WHERE trigger_id = ?"
+                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT ?", (trigger_id, limit)).fetchall()
+    return [firing_info(row) for row in rows]
+
+
+def fired_since(conn: apsw.Connection, agent_id: str, since: int) -> int:
+    """Firings of the agent's triggers that started work since `since` (the hourly bound)."""
+    return conn.execute("SELECT count(*) FROM trigger_firings WHERE agent_id = ? AND created_at >= ?"
+                        " AND status = 'created'", (agent_id, since)).fetchone()[0]
+
+
+def prune(conn: apsw.Connection, trigger_id: str, keep: int) -> int:
+    """Drop the trigger's firings past the newest `keep`; returns how many went."""
+    rows = conn.execute("SELECT id FROM trigger_firings WHERE trigger_id = ?"
+                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT -1 OFFSET ?"
+                        if getattr(conn, "dialect", "sqlite") != "postgresql" else
+                        "SELECT id FROM trigger_firings WHERE trigger_id = ?"
+                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC OFFSET ?", (trigger_id, keep)).fetchall()
+    if rows:
+        conn.executemany("DELETE FROM trigger_firings WHERE id = ?", rows)
+    return len(rows)
+
+
+def firing_of_run(conn: apsw.Connection, run_id: str) -> tuple[str, str, int] | None:
+    """(firing id, trigger id, chain depth) of the firing that started this run."""
+    row = conn.execute("SELECT id, trigger_id, chain_depth FROM trigger_firings WHERE run_id = ?",
+                       (run_id,)).fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+def set_run_status(conn: apsw.Connection, firing_id: str, status: str) -> None:
+    conn.execute("UPDATE trigger_firings SET run_status = ? WHERE id = ?", (status, firing_id))
+
+
+def sessions_of_trigger(conn: apsw.Connection, trigger_id: str, limit: int) -> list[tuple[str, dict]]:
+    """(session id, firing) of the sessions the trigger started, newest first."""
+    rows = conn.execute(f"SELECT {COLUMNS} FROM trigger_firings WHERE trigger_id = ? AND session_id IS NOT NULL"
+                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT ?", (trigger_id, limit)).fetchall()
+    return [(row[5], firing_info(row)) for row in rows]
+
+
+# -- activity admission ------------------------------------------------------------------------
+def claim_event(conn: apsw.Connection, account_id: str, trigger_id: str, key: str, now: int) -> bool:
+    """True for the first claim of (account, trigger, key); False when it was claimed before."""
+    row = conn.execute("INSERT INTO trigger_event_claims (account_id, trigger_id, activity_key, created_at)"
+                       " VALUES (?, ?, ?, ?) ON CONFLICT (account_id, trigger_id, activity_key) DO NOTHING"
+                       " RETURNING 1", (account_id, trigger_id, key, now)).fetchone()
+    return row is not None
+
+
+# -- activity watermarks -----------------------------------------------------------------------
+def watermark(conn: apsw.Connection, account_id: str, server_url: str) -> dict | None:
+    """{seenKeys, lastSuccessAt, lastError?} or None before the account's first successful poll."""
+    row = conn.execute("SELECT cursor_cbor, last_success_at, last_error FROM activity_watermarks"
+                       " WHERE account_id = ? AND server_url = ?", (account_id, server_url)).fetchone()
+    if row is None or row[1] is None:
+        return None
+    cursor = codec.decode(row[0])
+    out = {"seenKeys": [k for k in cursor.get("seenKeys", []) if isinstance(k, str)]}
+    if row[1] is not None:
+        out["lastSuccessAt"] = row[1]
+    if row[2] is not None:
+        out["lastError"] = row[2]
+    return out
+
+
+def set_watermark(conn: apsw.Connection, account_id: str, server_url: str, seen_keys: list[str],
+                  polled_at: int, success_at: int) -> None:
+    conn.execute(
+        "INSERT INTO activity_watermarks (account_id, server_url, cursor_cbor, last_poll_at, last_success_at,"
+        " last_error) VALUES (?, ?, ?, ?, ?, NULL) ON CONFLICT (account_id, server_url) DO UPDATE SET"
+        " cursor_cbor = excluded.cursor_cbor, last_poll_at = excluded.last_poll_at,"
+        " last_success_at = excluded.last_success_at, last_error = NULL",
+        (account_id, server_url, codec.encode({"seenKeys": seen_keys}), polled_at, success_at))
+
+
+def watermark_error(conn: apsw.Connection, account_id: str, server_url: str, polled_at: int, error: str) -> None:
+    conn.execute(
+        "INSERT INTO activity_watermarks (account_id, server_url, cursor_cbor, last_poll_at, last_error)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, server_url) DO UPDATE SET"
+        " last_poll_at = excluded.last_poll_at, last_error = excluded.last_error",
+        (account_id, server_url, codec.encode({"seenKeys": []}), polled_at, error))
+
+
+def take_poll_lease(conn: apsw.Connection, account_id: str, server_url: str, owner: str, now: int,
+                    lease_ms: int) -> bool:
+    """Shared store: may `owner` poll the account's feed now? The lease of the run queue
+    (server/store/leases.py): one holder at a time, taken over once it has run out."""
+    conn.execute(
+        "INSERT INTO activity_watermarks (account_id, server_url, cursor_cbor) VALUES (?, ?, ?)"
+        " ON CONFLICT (account_id, server_url) DO NOTHING",
+        (account_id, server_url, codec.encode({"seenKeys": []})))
+    row = conn.execute(
+        "UPDATE activity_watermarks SET lease_owner = ?, lease_expires_at = ?"
+        " WHERE account_id = ? AND server_url = ?"
+        " AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < ?) RETURNING 1",
+        (owner, now + lease_ms, account_id, server_url, owner, now)).fetchone()
+    return row is not None

@@ -1,0 +1,66 @@
+"""Creating and changing triggers inside a write job: what the CreateAgentTrigger and
+UpdateAgentTrigger handlers and the agent's own `write ~/triggers/<name>` share (the checks
+parsing cannot make, the per-agent bound, unique names, the first slot, the webhook secret).
+Access is the caller's business; these functions take the owner's account."""
+from __future__ import annotations
+
+from protocol.actions_triggers import TriggerInput, TriggerPatch
+from protocol.errors import ProtocolError, quote
+from server.clock import new_id
+from server.store import agents as agents_q
+from server.store import triggers as triggers_q
+from server.triggers import schedule as sched
+from server.triggers import webhook
+
+
+def check_source(conn, owner: str, source: dict) -> None:
+    """What parsing cannot know: that a zone or cron expression exists, that a named agent is
+    the owner's. 400 otherwise."""
+    if source["type"] == "schedule":
+        try:
+            sched.check(source["schedule"])
+        except sched.ScheduleError as exc:
+            raise ProtocolError(400, f"source.schedule: {exc}") from None
+    if source["type"] == "run-completed" and "agentId" in source:
+        if agents_q.agent_account(conn, source["agentId"]) != owner:
+            raise ProtocolError(400, f"source.agentId {quote(source['agentId'])} is not an agent of this account")
+
+
+def first_due(source: dict, enabled: bool, now: int) -> int | None:
+    if not enabled or source["type"] != "schedule":
+        return None
+    return sched.first_slot(source["schedule"], now)
+
+
+def create(conn, app, owner: str, agent_id: str, spec: TriggerInput, now: int, secret: str | None) -> dict:
+    check_source(conn, owner, spec.source)
+    limit = app.config.trigger_max_per_agent
+    if triggers_q.count_of_agent(conn, agent_id) >= limit:
+        raise ProtocolError(409, f"agent {agent_id} has {limit} triggers, the most it may have (delete one first)")
+    if triggers_q.name_taken(conn, agent_id, spec.name):
+        raise ProtocolError(409, f"agent {agent_id} already has a trigger named {quote(spec.name)}")
+    trigger_id = new_id()
+    trigger = triggers_q.create_trigger(conn, trigger_id, owner, agent_id, spec.name, spec.enabled, spec.source,
+                                        spec.prompt, spec.continuation, now,
+                                        first_due(spec.source, spec.enabled, now))
+    if spec.source["type"] == "webhook":
+        webhook.store_secret(conn, app.secrets, trigger_id, owner, secret or webhook.new_secret(), now)
+    return trigger
+
+
+def update(conn, app, before: dict, patch: TriggerPatch, now: int, secret: str | None) -> dict:
+    if patch.source is not None:
+        check_source(conn, before["account"], patch.source)
+    if patch.name is not None and triggers_q.name_taken(conn, before["agentId"], patch.name, but=before["id"]):
+        raise ProtocolError(409, f"agent {before['agentId']} already has a trigger named {quote(patch.name)}")
+    source = patch.source or before["source"]
+    enabled = before["enabled"] if patch.enabled is None else patch.enabled
+    # A new source, or a trigger turned back on, starts its schedule from now (what was missed
+    # while it was off is not fired).
+    retime = patch.source is not None or enabled != before["enabled"]
+    trigger = triggers_q.update_trigger(conn, before["id"], now, name=patch.name, enabled=patch.enabled,
+                                        source=patch.source, prompt=patch.prompt, continuation=patch.continuation,
+                                        next_due_at=first_due(source, enabled, now), retime=retime)
+    if source["type"] == "webhook" and triggers_q.credentials(conn, before["id"]) is None:
+        webhook.store_secret(conn, app.secrets, before["id"], before["account"], secret or webhook.new_secret(), now)
+    return trigger

@@ -1,0 +1,129 @@
+"""`Triggers`: the app's one object for triggers, made at start. It owns the clock, the bounds,
+the schedule loop, the activity monitor, and the two ways other parts reach triggers: the
+runtime's run-end hook (`run_ended`, called inside the transaction that ends a run) and webhook
+deliveries (`server/triggers/webhook.py`)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from server.store import trigger_firings as firings_q
+from server.store import triggers as triggers_q
+from server.triggers.clock import TriggerClock
+from server.triggers.firing import Event, Policy, admit, backoff_ms
+from server.triggers.scheduler import Scheduler
+
+log = logging.getLogger("seed_agents.triggers")
+
+
+class Triggers:
+    def __init__(self, app, clock=None) -> None:
+        cfg = app.config
+        self.app = app
+        self.clock = clock or getattr(cfg, "trigger_clock", None) or TriggerClock(
+            cfg.trigger_clock_speed, cfg.trigger_clock_epoch_ms, cfg.trigger_clock_offset_ms)
+        self.policy = Policy(per_hour=cfg.trigger_firings_per_hour, keep=cfg.trigger_history)
+        self.scheduler = Scheduler(app, self.clock, self.policy)
+        self.activity = None
+        self._tasks: set[asyncio.Task] = set()   # headless tool runs under way
+
+    async def start(self) -> None:
+        self.scheduler.start()
+        if self.app.config.hm_server_url:
+            from server.triggers.activity_monitor import ActivityMonitor
+
+            self.activity = ActivityMonitor(self)
+            self.activity.start()
+        self.app.runtime.run_ended = self.run_ended
+
+    def spawn(self, work) -> None:
+        """Run `work` (a coroutine) as a task this object ends at stop."""
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.scheduler.stop()
+        if self.activity is not None:
+            await self.activity.stop()
+
+    def changed(self, trigger: dict | None = None) -> None:
+        """A trigger was created, changed or deleted here."""
+        self.scheduler.wake()
+        if self.activity is not None and trigger is not None and trigger["source"]["type"] in ACTIVITY:
+            self.activity.wake()
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    async def fire(self, trigger: dict, event: Event):
+        """Admit one firing of `trigger` now (webhook, activity); publishes after the commit."""
+        outcome = await self.app.db.write(self.admit_in, trigger["id"], event)
+        for do in outcome.publish if outcome is not None else ():
+            do()
+        return outcome
+
+    def admit_in(self, conn, trigger_id: str, event: Event):
+        """Inside a write job: the trigger as it is now (None when it is gone or disabled)."""
+        trigger = triggers_q.get_trigger(conn, trigger_id)
+        if trigger is None or not trigger["enabled"]:
+            return None
+        return admit(conn, self.app, trigger, event, self.clock.now_ms(), self.policy)
+
+    # -- run-completed --------------------------------------------------------------------------
+    def run_ended(self, conn, run: dict) -> list:
+        """Inside the transaction that ends `run` (server/runtime/runner.py): the firing that
+        started it learns how it ended (a failure counts towards the trigger's backoff), and the
+        account's run-completed triggers that match fire, keyed by the run's id. Returns the
+        publications for after the commit."""
+        now = self.clock.now_ms()
+        status = run["status"]
+        depth = 0
+        started = firings_q.firing_of_run(conn, run["id"])
+        if started is not None:
+            firing_id, trigger_id, chain = started
+            depth = chain + 1
+            firings_q.set_run_status(conn, firing_id, status)
+            if status == "succeeded":
+                triggers_q.clear_failures(conn, trigger_id)
+            elif status == "failed":
+                failures = triggers_q.failures_of(conn, trigger_id) + 1
+                message = (run.get("error") or {}).get("message", "the run failed")
+                triggers_q.record_outcome(conn, trigger_id, now, fired=False,
+                                          error=f"the run it started failed: {message}",
+                                          backoff_ms=backoff_ms(failures) if failures > 1 else None)
+        account = run.get("account")
+        if not account:
+            return []
+        publish: list = []
+        for trigger in triggers_q.enabled_of_type(conn, ("run-completed",), account):
+            source = trigger["source"]
+            if not run_matches(source, run):
+                continue
+            activity = {"type": "run-completed", "runId": run["id"], "runStatus": status,
+                        "runTitle": run.get("title", ""), "agentId": run["agentId"]}
+            if run.get("sessionId"):
+                activity["sessionId"] = run["sessionId"]
+            if run.get("error"):
+                activity["error"] = run["error"]
+            summary = f"{run.get('title') or 'a run'} {status}"
+            outcome = admit(conn, self.app, trigger, Event(run["id"], summary, activity, chain_depth=depth),
+                            now, self.policy)
+            publish += outcome.publish
+        return publish
+
+
+ACTIVITY = ("document-comment", "user-mention", "comment-reply", "site-update")
+
+
+def run_matches(source: dict, run: dict) -> bool:
+    if "agentId" in source and source["agentId"] != run["agentId"]:
+        return False
+    if "status" in source and source["status"] != run["status"]:
+        return False
+    if "titleMatch" in source and source["titleMatch"].lower() not in (run.get("title") or "").lower():
+        return False
+    return True

@@ -1,0 +1,88 @@
+"""The `tool` continuation: one tool run headless, without a model.
+
+The firing's transaction creates the session that is its transcript and records the call as a
+`tool_call` event (`actor: "trigger"`); after the commit the tool runs here through the tool
+loop's own surface (server/tools/surface.py: the same checks, address forms and network policy
+as a model's call), bounded by `--tool-timeout`, and its `tool_result` lands in the session. How
+it ended is the firing's `runStatus` (a failure counts towards the trigger's backoff).
+
+A server that dies while the tool runs leaves the call without a result: it is not run again
+(the firing's key is taken), as the tool loop treats a side-effecting call cut off by a crash.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from server.clock import new_id
+from server.providers.base import ToolCall
+from server.runtime.tool_loop import bounded_output
+from server.store import agents as agents_q
+from server.store import events as events_q
+from server.store import sessions as sessions_q
+from server.store import trigger_firings as firings_q
+from server.store import triggers as triggers_q
+from server.tools.context import ToolContext, ToolResult
+from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
+
+log = logging.getLogger("seed_agents.triggers")
+
+
+def runnable(tool: str) -> bool:
+    return tool in OFFERED_VERBS
+
+
+def call_payload(call_id: str, tool: str, tool_input: dict, firing_id: str) -> dict:
+    return {"type": "tool_call", "id": call_id, "name": tool, "input": tool_input, "actor": "trigger",
+            "meta": {"firingId": firing_id}}
+
+
+async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id: str, tool: str,
+                   tool_input: dict) -> None:
+    from server.triggers.firing import backoff_ms   # (firing imports this module)
+
+    config = app.config
+    agent = await app.db.aread(agents_q.get_agent, trigger["agentId"])
+    if agent is None:
+        return
+    ctx = ToolContext(app.db, app, app.now_ms, trigger["account"], agent, session_id, firing_id,
+                      web=app.runtime.web, callables=offered_callables(bool(config.searxng_url)))
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(config.tool_timeout):
+            result = await ToolSurface(ctx).run(ToolCall(call_id, tool, json.dumps(tool_input)))
+    except TimeoutError:
+        result = ToolResult(error=f"the tool did not finish within {config.tool_timeout:g} s")
+    except Exception as exc:  # noqa: BLE001 - a bug in a tool must not take the scheduler down
+        log.exception("headless tool %s of trigger %s failed", tool, trigger["id"])
+        result = ToolResult(error=f"internal error while running the tool: {type(exc).__name__}")
+    if result.park is not None:
+        result = ToolResult(error="this tool waits for something, which a headless run cannot do")
+    payload: dict = {"type": "tool_result", "toolCallId": call_id, "name": tool, "actor": "trigger",
+                     "meta": {"firingId": firing_id, "durationMs": int((time.perf_counter() - started) * 1000)}}
+    if result.error is not None:
+        payload["error"] = result.error[:config.max_tool_output_chars]
+    else:
+        payload["output"] = bounded_output(result.output, config.max_tool_output_chars)
+    now, clock_now = app.now_ms(), app.triggers.now_ms()
+
+    def job(conn):
+        firings_q.set_run_status(conn, firing_id, "failed" if result.error else "succeeded")
+        if result.error:
+            failures = triggers_q.failures_of(conn, trigger["id"]) + 1
+            triggers_q.record_outcome(conn, trigger["id"], clock_now, fired=False,
+                                      error=f"tool {tool!r} failed: {result.error[:500]}",
+                                      backoff_ms=backoff_ms(failures) if failures > 1 else None)
+        else:
+            triggers_q.clear_failures(conn, trigger["id"])
+        if sessions_q.get_session(conn, session_id) is None:
+            return None   # deleted meanwhile
+        return events_q.append_event(conn, session_id, payload, new_id(), now)
+
+    appended = await app.db.write(job)
+    if appended is not None:
+        event, body = appended
+        app.publish_append(session_id, event, body)
+        app.notify_account(trigger["account"], "session-event", agent_id=trigger["agentId"], session_id=session_id)

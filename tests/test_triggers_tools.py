@@ -1,0 +1,78 @@
+"""Triggers and the tool loop: the agent manages its own triggers (`write ~/triggers/<name>`,
+`read ~/triggers/`) through a scripted model, and a `tool` continuation runs one tool headless,
+its call and result in the firing's session."""
+from __future__ import annotations
+
+import json
+
+from server.triggers.clock import ManualClock
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import Script
+from tests.test_lifecycle_sessions import call
+from tests.test_tool_loop import agent_session, run_turn
+from tests.test_tool_loop import call as tool_call
+from tests.triggers_helpers import clocked_server, create_trigger, firings_when, get_trigger, make_agent, utc_ms
+from tests.wsraw import V2Client, keypair
+
+MIN = 60_000
+
+
+async def test_the_agent_manages_its_own_triggers(tmp_path, request):
+    clock = ManualClock(utc_ms("2026-06-01T07:00"))
+    weekly = {"type": "schedule", "schedule": {"kind": "weekly", "daysOfWeek": [1, 2, 3, 4, 5], "timeOfDay": "08:00",
+                                               "timezone": "Europe/Berlin"}}
+    steps = [
+        Script(chunks=[], tool_calls=[tool_call("c1", "write", {
+            "address": "~/triggers/morning", "content": json.dumps({"source": weekly, "prompt": "Plan my day"})})]),
+        Script(chunks=[], tool_calls=[tool_call("c2", "write", {
+            "address": "~/triggers/morning", "content": json.dumps({"enabled": False})})]),
+        Script(chunks=[], tool_calls=[tool_call("c3", "read", {"address": "~/triggers/"}),
+                                      tool_call("c4", "write", {"address": "~/triggers/bad",
+                                                                "content": json.dumps({"prompt": "p"})})]),
+        Script(chunks=["Done."]),
+    ]
+    async with FakeOpenAI() as fake, clocked_server(tmp_path, "sqlite", request, clock,
+                                                    allow_provider_base_url=True) as server:
+        fake.enqueue(*steps)
+        kp = keypair("self-managing")
+        c = await V2Client.open(server.url)
+        agent_id, sid = await agent_session(c, kp, "custom", fake.base_url)
+        _, appends = await run_turn(c, kp, sid)
+        results = {e["event"]["toolCallId"]: e["event"] for e in appends if e["event"]["type"] == "tool_result"}
+        assert results["c1"]["output"]["summary"] == "Created trigger morning."
+        assert results["c2"]["output"]["trigger"]["enabled"] is False
+        listing = results["c3"]["output"]
+        assert [t["name"] for t in listing["triggers"]] == ["morning"] and "Writing a trigger" in listing["markdown"]
+        # A new trigger without a source: the call fails with the reason and the contract.
+        assert "trigger.source is required" in results["c4"]["error"] and "Writing a trigger" in results["c4"]["error"]
+        triggers = (await call(c, kp, {"_": "ListAgentTriggers", "agentId": agent_id}))["triggers"]
+        assert [(t["name"], t["enabled"], t["source"], t["prompt"]) for t in triggers] == [
+            ("morning", False, weekly, "Plan my day")]
+        await c.close()
+
+
+async def test_a_tool_continuation_runs_one_tool_headless(tmp_path, request):
+    t0 = utc_ms("2026-06-01T07:00")
+    clock = ManualClock(t0)
+    async with clocked_server(tmp_path, "sqlite", request, clock) as server:
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        every = {"type": "schedule", "schedule": {"kind": "interval", "every": 1, "unit": "minutes"}}
+        good = await create_trigger(c, a, agent_id, every, name="note", prompt="", continuation={
+            "kind": "tool", "tool": "write", "input": {"address": "~/memory/ticks.md", "content": "tick"}})
+        bad = await create_trigger(c, a, agent_id, every, name="missing", prompt="", continuation={
+            "kind": "tool", "tool": "read", "input": {"address": "~/memory/nothing-here.md"}})
+        clock.advance(MIN)
+        for trigger, status in ((good, "succeeded"), (bad, "failed")):
+            firings = await firings_when(c, a, trigger["id"], lambda f: f and "runStatus" in f[0])
+            assert firings[0]["status"] == "created" and firings[0]["runStatus"] == status
+            events = [e["event"] for e in (await call(c, a, {"_": "GetSession", "sessionId": firings[0]["sessionId"]}))["events"]]
+            assert [(e["type"], e["actor"]) for e in events] == [("tool_call", "trigger"), ("tool_result", "trigger")]
+            assert events[1]["toolCallId"] == events[0]["id"]
+        note = [e["event"] for e in (await call(c, a, {"_": "GetSession", "sessionId": (await get_trigger(
+            c, a, good["id"]))["firings"][0]["sessionId"]}))["events"]]
+        assert note[1]["output"]["summary"].startswith("Wrote ~/memory/ticks.md")
+        got = (await get_trigger(c, a, bad["id"]))["trigger"]
+        assert "tool 'read' failed" in got["lastError"]
+        await c.close()
