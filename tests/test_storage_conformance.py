@@ -488,7 +488,6 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(idem_q.idem_get, ACCOUNT, "CreateSigningIdentity", "c2")
     await w(identities_q.delete_identity, ACCOUNT, name)
     await w(identities_q.delete_identity, ACCOUNT, name)
-    await delegation_shapes(db, w, r)
     # The shared secrets key: recorded by the first key, accepted again, refused for another.
     await w(key_check.same_key, SecretBox(bytes(32)))
     await w(key_check.same_key, SecretBox(bytes(32)))
@@ -496,6 +495,7 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     # --accept-new-secrets-key: the other key recorded, then accepted.
     await w(key_check.record_key, SecretBox(bytes([1]) * 32))
     await w(key_check.same_key, SecretBox(bytes([1]) * 32))
+    await delegation_shapes(db, w, r)   # (last: version 8's tables)
     return out
 
 
