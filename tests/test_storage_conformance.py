@@ -547,6 +547,7 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     r(parking_q.next_wake)
     r(parking_q.due, T0 + 200, 10)
     await w(parking_q.signal, "p2", "stop", None, T0 + 130)
+    await w(parking_q.signal_account, ACCOUNT, "go", {"x": 1}, T0 + 131)
     await w(parking_q.signal, "p2", "go", {"x": 1}, T0 + 131)
     await w(parking_q.time_out, "p3", T0 + 140)
     await w(parking_q.time_out, "p3", T0 + 160)

@@ -106,6 +106,19 @@ def signal(conn, run_id: str, name: str, payload, now: int) -> tuple[dict, dict 
     return None
 
 
+def signal_account(conn, account_id: str, name: str, payload, now: int) -> tuple[dict, dict | None] | None:  # noqa: ANN001
+    """A signal without a run (a trigger's `wake` continuation): the account's oldest open wait
+    this signal answers is delivered, as `signal` would; None when no wait takes it."""
+    rows = conn.execute("SELECT run_id, match FROM run_event_waits WHERE account_id = ? ORDER BY created_at",
+                        (account_id,)).fetchall()
+    for run_id, match in rows:
+        if signal_matches(codec.decode(match), name):
+            done = signal(conn, run_id, name, payload, now)
+            if done is not None:
+                return done
+    return None
+
+
 def signal_matches(match: dict, name: str) -> bool:
     """A wait naming a signal takes that one; a wait with no criteria takes any (reference)."""
     if match.get("signal") is not None:
