@@ -273,3 +273,51 @@ def update_agent_trigger(trigger_id: str, patch: dict) -> dict:
 
 def delete_agent_trigger(trigger_id: str) -> dict:
     return _action("DeleteAgentTrigger", triggerId=trigger_id)
+
+
+# -- tools, delegation and the run tree -------------------------------------------------------
+
+def list_agent_tools(agent_id: str) -> dict:
+    return _action("ListAgentTools", agentId=agent_id)
+
+
+def save_agent_tool(agent_id: str, tool: dict, previous_name: str | None = None,
+                    enabled: bool | None = None) -> dict:
+    """An authored tool ({name, description, input, output?, source, runtime}), or a builtin or
+    MCP tool's switch ({name} with `enabled`)."""
+    return _action("SaveAgentTool", agentId=agent_id, tool=tool, previousName=previous_name, enabled=enabled)
+
+
+def delete_agent_tool(agent_id: str, name: str) -> dict:
+    return _action("DeleteAgentTool", agentId=agent_id, name=name)
+
+
+def invoke_session_tool(session_id: str, verb: str, value) -> dict:  # noqa: ANN001
+    return _action("InvokeSessionTool", sessionId=session_id, verb=verb, input=value)
+
+
+def signal_run(run_id: str, signal: str, payload=None) -> dict:  # noqa: ANN001
+    return _action("SignalRun", runId=run_id, signal=signal, payload=payload)
+
+
+def get_run_journal(run_id: str, after_seq: int | None = None) -> dict:
+    return _action("GetRunJournal", runId=run_id, afterSeq=after_seq)
+
+
+def list_mcp_servers() -> dict:
+    return _action("ListMcpServers")
+
+
+def set_mcp_server(name: str, url: str, headers: dict | None = None, secret_headers: dict | None = None,
+                   enabled: bool | None = None) -> dict:
+    """`secret_headers` values are sealed on the server as secrets and never come back."""
+    return _action("SetMcpServer", name=name, url=url, headers=headers or None,
+                   secretHeaders=secret_headers or None, enabled=enabled)
+
+
+def delete_mcp_server(name: str) -> dict:
+    return _action("DeleteMcpServer", name=name)
+
+
+def refresh_mcp_server(name: str) -> dict:
+    return _action("RefreshMcpServer", name=name)

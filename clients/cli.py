@@ -15,6 +15,7 @@ from clients.commands import agents, chat, keys, providers, send, sessions, sign
 from clients.commands import identities
 from clients.commands import memory
 from clients.commands import triggers
+from clients.commands import mcp
 from clients.commands.common import CliError, common_parser, explain, url_of
 from clients.commands import completion, runs
 from clients.errors import AgentsError
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (keys, providers, agents, sessions, send, chat, tail, signers, memory, identities, triggers,
                    runs, completion):
         module.register(sub, common)
+    mcp.register(sub, common)
     return parser
 
 

@@ -351,6 +351,41 @@ class AgentsClient:
     async def delete_agent_trigger(self, trigger_id: str) -> dict:
         return await self.call(actions.delete_agent_trigger(trigger_id))
 
+    # -- tools, delegation and the run tree ------------------------------------------------------
+    async def list_agent_tools(self, agent_id: str) -> dict:
+        """{agentId, tools: [AgentToolInfo]} (builtins, authored tools, MCP tools; each with its CID)."""
+        return await self.call(actions.list_agent_tools(agent_id))
+
+    async def save_agent_tool(self, agent_id: str, tool: dict, previous_name: str | None = None,
+                              enabled: bool | None = None) -> dict:
+        return await self.call(actions.save_agent_tool(agent_id, tool, previous_name, enabled))
+
+    async def delete_agent_tool(self, agent_id: str, name: str) -> dict:
+        return await self.call(actions.delete_agent_tool(agent_id, name))
+
+    async def invoke_session_tool(self, session_id: str, verb: str, value) -> dict:  # noqa: ANN001
+        return await self.call(actions.invoke_session_tool(session_id, verb, value))
+
+    async def signal_run(self, run_id: str, signal: str, payload=None) -> dict:  # noqa: ANN001
+        """{runId, delivered}: delivered is False when the run was not waiting for this signal."""
+        return await self.call(actions.signal_run(run_id, signal, payload))
+
+    async def get_run_journal(self, run_id: str, after_seq: int | None = None) -> dict:
+        return await self.call(actions.get_run_journal(run_id, after_seq))
+
+    async def list_mcp_servers(self) -> dict:
+        return await self.call(actions.list_mcp_servers())
+
+    async def set_mcp_server(self, name: str, url: str, headers: dict | None = None,
+                             secret_headers: dict | None = None, enabled: bool | None = None) -> dict:
+        return await self.call(actions.set_mcp_server(name, url, headers, secret_headers, enabled))
+
+    async def delete_mcp_server(self, name: str) -> dict:
+        return await self.call(actions.delete_mcp_server(name))
+
+    async def refresh_mcp_server(self, name: str) -> dict:
+        return await self.call(actions.refresh_mcp_server(name))
+
 
 class _Connecting:
     """What `AgentsClient.connect` returns: await it, or use it with `async with`."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .dagcbor import encode
-from .errors import ProtocolError, quote
+from .errors import quote
 from .fields import MAX_ID, MAX_LIMIT, MAX_NAME, MAX_URL, MIN_LIMIT, ActionKind, Fields, id_action, kind_of, no_fields
 from .fields import read, write
 from .tool_documents import BUILTINS, MCP_SEPARATOR, NAME_PATTERN, lambda_document

@@ -229,6 +229,8 @@ class Cluster:
             _, run_id, root, owner, status = entry
             if status in runs_q.TERMINAL:
                 self._interrupt([run_id])   # ended elsewhere: the turn running it here stops
+            elif status == "waiting" and app.runtime is not None:
+                app.runtime.parked.refresh()   # parked elsewhere: this server's clock may wake it too
             keys = ("runs/" + root, "runs/" + run_id, "account/" + (owner or ""))
             if any(hub.has_subscribers(k) for k in keys):
                 run = app.db.read(runs_q.get_run, run_id)

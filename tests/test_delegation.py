@@ -149,6 +149,10 @@ async def test_a_parent_delegates_to_three_typed_children(server):
         results = [e for e in b_events if e["type"] == "tool_result"]
         assert "does not fit the required schema" in results[0]["error"]
         assert results[1]["output"] == {"accepted": True}
+        b_journal = (await c.call(kp, {"_": "GetRunJournal", "runId": children["part B"]["id"]}))["entries"]
+        assert [(e["entry"]["kind"], e["entry"]["tool"], e["entry"].get("ok")) for e in b_journal] == [
+            ("call", "return_result", None), ("result", "return_result", False),
+            ("call", "return_result", None), ("result", "return_result", True)]
         # the child saw the schema as return_result's parameters
         b_request = next(r.body for r in fake.requests if first_user(r.body or {}).startswith("child B"))
         offered = {t["function"]["name"]: t["function"]["parameters"] for t in b_request["tools"]}
@@ -174,6 +178,7 @@ async def test_a_parent_delegates_to_three_typed_children(server):
             await client.close()
 
 
+@pytest.mark.storages("sqlite")
 async def test_delegation_limits_are_answered_to_the_model(server):
     """Depth and children per session are the reference's; a call past one is answered with an
     error the model reads, and the turn goes on."""
@@ -202,3 +207,62 @@ async def test_delegation_limits_are_answered_to_the_model(server):
         tree = (await c.call(kp, {"_": "ListRuns", "rootRunId": root}))["runs"]
         assert len(tree) == 11 and all(t["status"] == "succeeded" for t in tree)
         await c.close()
+
+
+@pytest.mark.storages("sqlite")
+async def test_a_model_waits_for_a_signal(server):
+    """`call` wait parks the run on a signal; SignalRun from another socket wakes it with its
+    payload, which the model reads as the call's result; a second signal finds nothing waiting."""
+    kp = keypair("model-wait")
+    async with FakeOpenAI() as fake:
+        def waiter(request):
+            tools = tool_messages(request.body or {})
+            if not tools:
+                return Script(chunks=["Asking."], tool_calls=[call("w1", "call", {"tool": "wait", "input": {
+                    "signal": "approved", "label": "approval from the reviewer"}})])
+            return Script(chunks=["Got: " + tools[0]["content"]])
+        fake.default = waiter
+        c = await V2Client.open(server.url)
+        _, sid = await agent_session(c, kp, "custom", fake.base_url)
+        root = (await c.call(kp, {"_": "MessageSession", "sessionId": sid,
+                                  "content": [{"type": "text", "text": "ask"}]}))["runId"]
+        async with asyncio.timeout(20):
+            while True:
+                run = (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]
+                if run["status"] == "waiting":
+                    break
+                await asyncio.sleep(0.05)
+        assert run["wait"] == {"reason": "event", "answerWith": "approved", "label": "approval from the reviewer"}
+        other = await V2Client.open(server.url)
+        r = await other.call(kp, {"_": "SignalRun", "runId": root, "signal": "approved", "payload": {"ok": 1}})
+        assert r["delivered"] is True
+        r = await other.call(kp, {"_": "SignalRun", "runId": root, "signal": "approved", "payload": {"ok": 1}})
+        assert r["delivered"] is False
+        async with asyncio.timeout(20):
+            while (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]["status"] != "succeeded":
+                await asyncio.sleep(0.05)
+        events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
+        answer = next(e for e in events if e["type"] == "tool_result" and e["toolCallId"] == "w1")
+        assert answer["output"] == {"delivered": True, "source": "signal", "signal": "approved", "payload": {"ok": 1}}
+        assert events[-1]["content"].startswith("Got: ") and '"ok": 1' in events[-1]["content"]
+        for client in (other, c):
+            await client.close()
+
+
+def test_a_typed_child_taken_up_again_keeps_its_delivered_result():
+    """After a crash between its accepted return_result and its ending, a typed child's next
+    attempt starts finished with that result (it is not asked again, nor failed for lacking one)."""
+    from server.runtime.history import Entry
+    from server.tools.delegation_tools import Delegating
+
+    entries = [Entry(1, "e1", "user", "brief"),
+               Entry(2, "e2", "tool_call", '{"answer": 7}', run_id="c", call_id="r1", name="return_result"),
+               Entry(3, "e3", "tool", "does not fit", run_id="c", call_id="r1", name="return_result", is_error=True),
+               Entry(4, "e4", "tool_call", '{"answer": "seven"}', run_id="c", call_id="r2", name="return_result"),
+               Entry(5, "e5", "tool", '{"accepted": true}', run_id="c", call_id="r2", name="return_result")]
+    state = Delegating(1, 0, SCHEMA)
+    state.restore(entries, "c")
+    assert state.finished and state.result == {"answer": "seven"}
+    fresh = Delegating(1, 0, SCHEMA)
+    fresh.restore(entries[:3], "c")
+    assert not fresh.finished and fresh.result is None

@@ -120,6 +120,7 @@ async def test_signal_from_another_socket_wakes_the_run_once(server):
     await c.close()
 
 
+@pytest.mark.storages("sqlite")   # (store-agnostic: both stores run the tests above)
 async def test_a_reader_cannot_signal_and_a_stranger_sees_nothing(server):
     kp, c, agent, session_id = await setup(server, "parked-access")
     run = await running_turn(server.app, session_id, agent["id"], agent["account"])
@@ -138,6 +139,7 @@ async def test_a_reader_cannot_signal_and_a_stranger_sees_nothing(server):
     await c.close()
 
 
+@pytest.mark.storages("sqlite")   # (store-agnostic: both stores run the tests above)
 async def test_the_clock_ends_a_wait_and_cancel_ends_a_parked_run(server):
     kp, c, agent, session_id = await setup(server, "parked-clock")
     app = server.app
@@ -214,6 +216,7 @@ async def test_a_parking_turn_spawns_children_and_wakes_when_the_last_ends(serve
         await client.close()
 
 
+@pytest.mark.storages("sqlite")   # (store-agnostic: both stores run the tests above)
 async def test_cancelling_a_parked_parent_cancels_its_children(server):
     kp, c, agent, session_id = await setup(server, "parked-cancel-tree")
     app = server.app
@@ -254,3 +257,22 @@ def test_journal_caps(conn):
         journal_q.append(conn, "r2", {"kind": "log"}, 1)
     assert len(journal_q.entries(conn, "r2", 4990, 100)) == 10
     assert parking.next_wake(conn) is None
+
+
+def test_a_signal_without_a_run_finds_the_accounts_waiting_run(conn):
+    """What a trigger's `wake` continuation without a runId uses: the account's oldest wait that
+    the signal answers is delivered, once; another account's waits are not looked at."""
+    from server.store import sessions as sessions_q
+
+    agents_q.create_agent(conn, "a", "acct", {"name": "x", "systemPrompt": "", "modelProvider": "echo",
+                                              "model": "e"}, "dir", 1)
+    for n, (account, signal) in enumerate((("acct", "other"), ("acct", "go"), ("acct", "go"), ("else", "go"))):
+        sessions_q.create_session(conn, f"s{n}", account, "a", None, 1)
+        run = runs_q.create_run(conn, f"r{n}", account, "a", f"s{n}", None, 1)
+        run = runs_q.set_run_status(conn, run["id"], "running", 2)
+        parking.park(conn, run, {"reason": "event", "waitId": f"w{n}"}, 3 + n, match={"signal": signal})
+    woken, entry = parking.signal_account(conn, "acct", "go", {"v": 1}, 10)
+    assert woken["id"] == "r1" and woken["status"] == "queued" and entry["entry"]["delivery"]["payload"] == {"v": 1}
+    assert parking.signal_account(conn, "acct", "go", None, 11)[0]["id"] == "r2"
+    assert parking.signal_account(conn, "acct", "go", None, 12) is None   # r3 is another account's
+    assert runs_q.get_run(conn, "r3")["status"] == "waiting"

@@ -545,7 +545,88 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     # --accept-new-secrets-key: the other key recorded, then accepted.
     await w(key_check.record_key, SecretBox(bytes([1]) * 32))
     await w(key_check.same_key, SecretBox(bytes([1]) * 32))
+    await delegation_shapes(db, w, r)   # (last: version 8's tables)
     return out
+
+
+async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
+    """Delegation, parked runs, the journal, tool documents and MCP servers (version 8)."""
+    from server.store import delegation as del_q
+    from server.store import journal as journal_q
+    from server.store import mcp_servers as mcp_q
+    from server.store import parking as parking_q
+    from server.store import tool_documents as tools_q
+
+    ids = iter(f"d-{i}" for i in range(1000))
+
+    def new_id() -> str:
+        return next(ids)
+
+    def running(conn, run_id: str) -> None:   # as a claim leaves it (PostgreSQL: with a lease)
+        lease = ", lease_owner = 'shape', lease_expires_at = 9999999999999" if getattr(
+            conn, "dialect", "sqlite") == "postgresql" else ""
+        conn.execute(f"UPDATE runs SET status = 'running', attempt = 1{lease} WHERE id = ?", (run_id,))
+
+    for n in (1, 2, 3):
+        await w(sessions_q.create_session, f"sp{n}", ACCOUNT, "a1", f"parent {n}", T0 + 100 + n)
+        await w(runs_q.create_run, f"p{n}", ACCOUNT, "a1", f"sp{n}", None, T0 + 100 + n)
+        await db.write(running, f"p{n}")
+    parent = await w(parking_q.lock_run, "p1")
+    await w(del_q.create_child, parent, "sp1", child_session_id="cs1", child_run_id="c1", tool_call_id="t1",
+            title="child", brief="do it", spec={"brief": "do it"}, now=T0 + 110, event_ids=("e-c1", "e-sp1"),
+            budget={"tokens": 100})
+    r(del_q.child_count, "sp1")
+    r(del_q.child_input, "c1")
+    r(del_q.budget_of, "c1")
+    r(parking_q.live_children_of_calls, "p1", ["t1", "t2"])
+    await w(parking_q.park, parent, {"reason": "children", "toolCallIds": ["t1"]}, T0 + 111)
+    r(parking_q.stored_wait, "p1")
+    await w(journal_q.append, "p1", {"kind": "call", "tool": "delegate"}, T0 + 112)
+    await w(journal_q.record_tool_events, "p1", [({"seq": 3, "event": {"type": "tool_call", "id": "k",
+                                                                     "name": "read"}}, b"")], T0 + 113)
+    r(journal_q.entries, "p1", 0, 10)
+    r(journal_q.entry, "p1", 2)
+    r(journal_q.tree_entries, "p1", 10)
+    await w(del_q.set_output, "c1", {"text": "done"})
+    r(del_q.run_output, "c1")
+    await w(del_q.cancel_subtrees, [r(runs_q.get_run, "c1")], T0 + 114, new_id)   # the parent wakes
+    r(runs_q.get_run, "p1")
+    for n, wait in ((2, {"reason": "event", "waitId": "w2"}), (3, {"reason": "event", "waitId": "w3",
+                                                                  "timeoutAt": T0 + 150})):
+        await w(parking_q.park, r(runs_q.get_run, f"p{n}"), wait, T0 + 120, match={"signal": "go"})
+    r(parking_q.next_wake)
+    r(parking_q.due, T0 + 200, 10)
+    await w(parking_q.signal, "p2", "stop", None, T0 + 130)
+    await w(parking_q.signal_account, ACCOUNT, "go", {"x": 1}, T0 + 131)
+    await w(parking_q.signal, "p2", "go", {"x": 1}, T0 + 131)
+    await w(parking_q.time_out, "p3", T0 + 140)
+    await w(parking_q.time_out, "p3", T0 + 160)
+    await w(parking_q.end_waits, ["p3"])
+    # Tool documents and MCP servers.
+    await w(tools_q.ensure_builtins, ACCOUNT, "a1", T0 + 170)
+    r(tools_q.get_document, ACCOUNT, "a1", "search")
+    lam = {"name": "lam", "kind": "lambda", "summary": "s", "description": "d", "input": {"type": "object"},
+           "source": "x", "runtime": "python"}
+    await w(tools_q.save_lambda, ACCOUNT, "a1", lam, None, None, T0 + 171)
+    await w(tools_q.set_enabled, ACCOUNT, "a1", "search", False, T0 + 172)
+    await w(tools_q.delete_lambda, ACCOUNT, "a1", "lam")
+    await w(mcp_q.put_server, ACCOUNT, "srv", {"url": "https://x/mcp", "transport": "streamable-http",
+                                                "enabled": True}, T0 + 173, "m1")
+    await w(mcp_q.set_discovery, ACCOUNT, "srv", [{"name": "t", "inputSchema": {"type": "object"}}],
+            {"state": "ok"}, T0 + 174)
+    await w(mcp_q.set_discovery, ACCOUNT, "srv", None, {"state": "error", "error": "gone"}, T0 + 175)
+    r(mcp_q.get_server, ACCOUNT, "srv")
+    r(mcp_q.list_servers, ACCOUNT)
+    await w(lifecycle_q.set_definition, "a1", {"name": "agent", "model": "m", "mcpServers": ["srv"]}, T0 + 176)
+    r(mcp_q.agents_picking, ACCOUNT, "srv")
+    agent = r(agents_q.get_agent, "a1")
+    await w(tools_q.sync_mcp, ACCOUNT, "a1", ["srv"], T0 + 177)
+    rows = r(tools_q.list_documents, ACCOUNT, "a1")
+    r(tools_q.refreshed, agent, rows, T0 + 178)
+    await w(tools_q.refresh, agent, T0 + 179)
+    await w(tools_q.delete_server_documents, ACCOUNT, "srv")
+    await w(mcp_q.delete_server, ACCOUNT, "srv")
+    await w(tools_q.delete_agent_documents, "a1")
 
 
 def normalized(value):
@@ -593,6 +674,9 @@ async def test_both_drivers_return_the_same_shapes(tmp_path, postgres_url):
 
 # Store functions the script reaches only through another one (each named with its caller).
 CALLED_BY_OTHERS = {
+    "parking.wake": "parking.signal, parking.time_out",
+    "parking.child_ended": "delegation.children_ended",
+    "delegation.children_ended": "delegation.cancel_subtrees",
     "agents.record_activity": "events.append_event",
     "runs.save_run": "runs.move_run",
     "runs.move_run": "runs.set_run_status, runs.cancel_runs, runs.requeue_interrupted",

@@ -6,42 +6,32 @@ reads them on its next turn. `read` needs read access; `write` and `call` need w
 reader cannot change anything through the palette). Refused (409) while the session has a live
 run, as the reference does: the log is not written under a running turn.
 
-The verbs run through `server.runtime.verbs` when the tool loop provides them; this module adds
-what delegation and tools own: reading a tool document (`~/tools/<name>`) and calling an MCP tool
-(`call` with `<server>__<tool>`).
+The verb runs through the agent's own tool surface (server/tools/surface.py), as its model would
+run it: memory, ~/tools, web pages, the callables it holds, its MCP tools; a bad input is
+answered with the verb's contract, as for the model.
 """
 from __future__ import annotations
 
+import json
 import time
 
-from protocol.errors import ProtocolError, quote
+from protocol.errors import ProtocolError
 from protocol.actions_tools import WRITE_VERBS
-from protocol.tool_documents import MCP_SEPARATOR
 from server.clock import new_id
 from server.handlers.access import READER, WRITER, session_for
-from server.mcp.calls import call_mcp_tool
+from server.providers.base import ToolCall
 from server.store import agents as agents_q
 from server.store import events as events_q
 from server.store import runs as runs_q
-from server.store import tool_documents as tools_q
 
 
-async def run_verb(app, agent: dict, verb: str, value) -> tuple[object, str | None]:  # noqa: ANN001
-    """(output, error) of one verb run as the user, for the agent's owner's data."""
-    if verb == "read" and type(value) is dict and type(value.get("address")) is str \
-            and value["address"].startswith("~/tools/"):
-        name = value["address"][len("~/tools/"):]
-        row = app.db.read(tools_q.get_document, agent["account"], agent["id"], name)
-        if row is None:
-            return None, f"no tool {quote(name)} in ~/tools"
-        return {"cid": row["cid"], "enabled": row["enabled"], "document": row["doc"]}, None
-    if verb == "call" and type(value) is dict and type(value.get("tool")) is str and MCP_SEPARATOR in value["tool"]:
-        return await call_mcp_tool(app.db, app.secrets, app.config, agent["account"], agent["id"], value["tool"],
-                                   value.get("input", {}))
-    verbs = getattr(app.runtime, "verbs", None)
-    if verbs is None:
-        return None, f"the {verb} verb cannot act on that input on this server"
-    return await verbs.invoke_as_user(agent, verb, value)
+async def run_verb(app, agent: dict, session_id: str, call_id: str, verb: str, value) -> tuple[object, str | None]:  # noqa: ANN001
+    """(output, error) of one verb run as the user, through the agent's own tool surface."""
+    surface = await app.runtime.user_surface(agent, session_id)
+    result = await surface.run(ToolCall(call_id, verb, json.dumps(value, ensure_ascii=False, default=str)))
+    if result.park is not None:   # (no verb a person runs parks; said rather than hung)
+        return None, f"{verb} cannot wait here"
+    return result.output, result.error
 
 
 async def invoke_session_tool(app, env, action) -> dict:
@@ -55,9 +45,9 @@ async def invoke_session_tool(app, env, action) -> dict:
 
     session, agent = await app.db.aread(check)
     started = time.perf_counter()
-    output, error = await run_verb(app, agent, action.verb, action.input)
-    now = app.now_ms()
     call_id = new_id()
+    output, error = await run_verb(app, agent, session["id"], call_id, action.verb, action.input)
+    now = app.now_ms()
     meta = {"accountId": env.account_id, "signerId": env.signer_id,
             "durationMs": int((time.perf_counter() - started) * 1000)}
     result: dict = {"type": "tool_result", "toolCallId": call_id, "name": action.verb, "actor": "user", "meta": meta}

@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from protocol.dagcbor import encode
 from protocol.tool_documents import MAX_SCHEMA_BYTES, MAX_TEXT_BYTES, check_schema
 from protocol.errors import ProtocolError
-from server.mcp.network import McpNetworkRefused, TooLarge, mcp_http_client
+from server.mcp.network import MAX_RESPONSE_BYTES, McpNetworkRefused, TooLarge, mcp_http_client
 from server.providers.network import NetworkPolicy
 
 log = logging.getLogger("seed_agents.mcp")
@@ -47,6 +47,11 @@ def _phrase(exc: BaseException, what: str) -> McpError:
             return McpError(f"{what}: the MCP server's answer was too large")
         if isinstance(e, TimeoutError):
             return McpError(f"{what}: the MCP server did not answer in time")
+    for e in _chain(exc):
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        if type(status) is int and status >= 400:
+            return McpError(f"{what}: the MCP server answered HTTP {status}"
+                            + (" (check its secret headers)" if status in (401, 403) else ""))
     if any(type(e).__name__ in ("ConnectError", "ConnectTimeout") for e in _chain(exc)):
         return McpError(f"{what}: the MCP server could not be reached")
     return McpError(f"{what}: the MCP server's answer was not valid MCP")
@@ -75,7 +80,8 @@ class Remote:
     async def _session(self, body):  # noqa: ANN001
         http = mcp_http_client(self.policy, self.headers, self.timeout)
         async with http:
-            transport = streamable_http_client(self.url, http_client=http, terminate_on_close=False)
+            transport = streamable_http_client(self.url, http_client=http, terminate_on_close=False,
+                                               max_sse_event_size=MAX_RESPONSE_BYTES)
             async with Client(transport, mode="legacy", read_timeout_seconds=self.timeout) as client:
                 return await body(client)
 
@@ -94,25 +100,29 @@ class Remote:
             raise _phrase(exc, what) from None
 
     async def discover(self) -> tuple[list[dict], int]:
-        """(McpToolInfo list, how many tools were left out) — at most MAX_TOOLS kept."""
+        """(McpToolInfo list, how many tools were left out) — at most MAX_TOOLS kept. The pages
+        are fetched under the timeout; checking what they hold is this server's own work, after."""
         async def body(client):  # noqa: ANN001
-            tools: list[dict] = []
-            skipped = 0
+            raw: list = []
+            seen = 0
             cursor = None
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor)
-                for tool in page.tools:
-                    info = _tool_info(tool)
-                    if info is None or len(tools) >= MAX_TOOLS:
-                        skipped += 1
-                    else:
-                        tools.append(info)
+                seen += len(page.tools)
+                raw.extend(page.tools[:MAX_TOOLS - len(raw)])
                 cursor = page.next_cursor
-                if not cursor or len(tools) >= MAX_TOOLS:
+                if not cursor or seen >= 10 * MAX_TOOLS:
                     break
-            return tools, skipped
+            return raw, seen
 
-        return await self._run(body, "listing its tools failed")
+        raw, seen = await self._run(body, "listing its tools failed")
+        tools: list[dict] = []
+        checked: dict[bytes, bool] = {}   # schemas repeat: each distinct one is checked once
+        for tool in raw:
+            info = _tool_info(tool, checked)
+            if info is not None and len(tools) < MAX_TOOLS:
+                tools.append(info)
+        return tools, seen - len(tools)
 
     async def call(self, name: str, arguments: dict) -> tuple[object, str | None]:
         """(output, error): the tool's result as data, or the text of a tool-level error."""
@@ -123,7 +133,7 @@ class Remote:
         return await self._run(body, f"calling {name} failed")
 
 
-def _tool_info(tool) -> dict | None:  # noqa: ANN001
+def _tool_info(tool, checked: dict) -> dict | None:  # noqa: ANN001
     """McpToolInfo {name, description?, inputSchema} of an SDK Tool, or None when this server
     cannot carry it (a name that is not plain, a schema that is not a bounded JSON Schema)."""
     name = getattr(tool, "name", None)
@@ -131,10 +141,16 @@ def _tool_info(tool) -> dict | None:  # noqa: ANN001
         return None
     schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or {"type": "object"}
     try:
-        check_schema(schema, "inputSchema")
-        if len(encode(schema)) > MAX_SCHEMA_BYTES:
-            return None
-    except (ProtocolError, ValueError, TypeError):
+        key = encode(schema)
+    except (ValueError, TypeError):
+        return None
+    if key not in checked:
+        try:
+            check_schema(schema, "inputSchema")
+            checked[key] = len(key) <= MAX_SCHEMA_BYTES
+        except ProtocolError:
+            checked[key] = False
+    if not checked[key]:
         return None
     info: dict = {"name": name, "inputSchema": schema}
     description = getattr(tool, "description", None)

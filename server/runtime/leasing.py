@@ -48,6 +48,9 @@ class RunLeases:
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
+        # Called after each claim pass: the runtime re-reads the earliest wake time of parked runs
+        # (a run parked by a server that died never announced it), at the pace of the queue's poll.
+        self.after_pass: Callable[[], None] | None = None
 
     def start(self, dispatch: Callable[[list[dict], dict[str, dict]], None],
               lost: Callable[[str], None], requeued: Callable[[list[dict]], None]) -> None:
@@ -100,6 +103,8 @@ class RunLeases:
         while not self._stopping:
             try:
                 full = await self._claim_pass()
+                if self.after_pass is not None:
+                    self.after_pass()
             except DatabaseClosed:
                 return
             except Exception:

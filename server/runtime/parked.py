@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from server.clock import new_id
 from server.store import agents as agents_q
 from server.store import delegation as delegation_q
+from server.store import events as events_q
 from server.store import journal as journal_q
 from server.store import leases as leases_q
 from server.store import parking
@@ -100,13 +101,15 @@ class ParkedRuns:
             while True:
                 now = self.rt.now_ms()
                 due = self.rt.db.read(parking.due, now, WAKE_BATCH)
+                progress = 0
                 for run_id in due:
                     done = await self.rt.db.write(self._time_out, run_id, now)
                     if done is not None:
-                        woken += 1
+                        progress += 1
                         self.publish(done)
-                if len(due) < WAKE_BATCH:
-                    break
+                woken += progress
+                if len(due) < WAKE_BATCH or not progress:
+                    break   # (a full batch none of which moved is not read again in a loop)
         except Exception:
             log.exception("waking parked runs failed; trying again in a second")
             self.arm(self.rt.now_ms() + 1000)
@@ -119,11 +122,7 @@ class ParkedRuns:
         done = parking.time_out(conn, run_id, now)
         if done is None:
             return None
-        moved, entry = done
-        settled = Settled(runs=[moved], woken=[moved])
-        if entry is not None:
-            settled.journal.append((moved, entry))
-        return settled
+        return woken(*done)
 
     # -- signals -----------------------------------------------------------------------------
     async def signal(self, run_id: str, name: str, payload) -> bool:  # noqa: ANN001
@@ -135,11 +134,7 @@ class ParkedRuns:
             done = parking.signal(conn, run_id, name, payload, now)
             if done is None:
                 return None
-            moved, entry = done
-            settled = Settled(runs=[moved], woken=[moved])
-            if entry is not None:
-                settled.journal.append((moved, entry))
-            return settled
+            return woken(*done)
 
         settled = await self.rt.db.write(job)
         if settled is None:
@@ -264,9 +259,19 @@ class ParkedRuns:
         return moved
 
 
+def woken(moved: dict, entry: dict | None) -> Settled:
+    """What a wake settled: the run back in the queue, its journal entry, and the tool_result
+    answering the call that opened the wait (server.store.parking.wake)."""
+    answer = moved.pop("_answer", None)
+    settled = Settled(runs=[moved], woken=[moved])
+    if entry is not None:
+        settled.journal.append((moved, entry))
+    if answer is not None:
+        settled.appends.append(answer)
+    return settled
+
+
 def refused(conn, session_id: str, call_id: str, message: str, now: int):  # noqa: ANN001
     """A delegate call over a limit: answered at once with an error `tool_result`."""
-    from server.store import events as events_q
-
     return events_q.append_event(conn, session_id, {"type": "tool_result", "toolCallId": call_id, "name": "delegate",
                                                     "error": message, "actor": "agent"}, new_id(), now)

@@ -37,7 +37,6 @@ from server.cache import ByteBudgetCache
 from server.config import Config
 from server.metrics import Metrics
 from protocol import plans
-from protocol import tool_registry
 from server.providers.base import ProviderError, ProviderNotFound, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
@@ -52,13 +51,14 @@ from server.runtime.state_dirs import reconcile_state_dirs
 from server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 from server.tools.context import Park, ToolContext
 from server.tools import agent_tools
-from server.tools.delegation_tools import Delegating
+from server.tools.delegation_tools import Delegating, event_wait
 from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 from server.tools.web import WebAccess
 from server.hm_client import HmClient
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import delegation as delegation_q
+from server.store.journal import JournalFull
 from server.store import events as events_q
 from server.store import leases as leases_q
 from server.store import runs as runs_q
@@ -94,17 +94,8 @@ class TurnResult:
     unmet: list | None = None        # obligations the run ended owing
     park: Park | None = None         # a tool's answer comes later: the run waits
     delegations: list | None = None  # the turn's delegate calls (server/runtime/parked.py)
+    wait: dict | None = None         # the turn's `wait` call (server/tools/delegation_tools.py)
     output: object = None            # a typed child's result (return_result's), else {text} is recorded
-
-
-def tool_guide(verbs: tuple[str, ...], callables: tuple[str, ...]) -> str:
-    """What the system prompt says about the tools (derived from their declarations only: no
-    tool output ever reaches the system prompt)."""
-    lines = ["## Tools", "", "Verbs (offered as tools):"]
-    lines += [f"- {tool_registry.summary_line(tool_registry.VERBS[v])}" for v in verbs]
-    lines += ["", "Callable with the `call` verb (read `~/tools/<name>` for a full contract):"]
-    lines += [f"- {tool_registry.summary_line(tool_registry.CALLABLES[c])}" for c in callables]
-    return "\n".join(lines)
 
 
 class SessionWorker:
@@ -182,6 +173,7 @@ class Runtime:
         await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
         self.parked.start()
         if self.shared:
+            self.leases.after_pass = self.parked.refresh
             self.leases.start(self._claimed, self._lease_lost, self._requeued)
             return
         for run in self.db.read(runs_q.queued_runs, 100_000):
@@ -375,6 +367,8 @@ class Runtime:
             result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
         except TurnGone:
             result.status = "canceled"   # the session went, or the run is no longer this server's
+        except JournalFull as exc:   # the storage design's caps: the run ends journal-cap
+            result.status, result.error = "failed", run_error("journal-cap", str(exc))
         except asyncio.CancelledError:
             if worker.stopped_run != run_id:
                 # Shutdown: the run stays 'running' in the file and is requeued at start (on a
@@ -398,10 +392,13 @@ class Runtime:
         if result.usage is not None and result.status == "succeeded":
             done_patch["usage"] = result.usage.to_wire()
         publisher.publish_partial(session_id, run_id, done_patch)
-        if result.park is not None and result.status == "succeeded":
+        if result.park is not None and result.status in ("succeeded", "waiting"):
             # A tool's answer comes later (the turn's delegate calls): the run parks, holding no
             # worker, and is woken when its children have ended.
-            await self.parked.park_turn(run, agent, ParkRequest(result.delegations or []), worker)
+            request = ParkRequest(result.delegations or [])
+            if result.wait is not None:   # the turn's `wait` call: parked on a signal
+                request.wait, request.match = event_wait(result.wait, self.now_ms())
+            await self.parked.park_turn(run, agent, request, worker)
             return
         await self._finish(run, agent, result, worker)
 
@@ -438,8 +435,7 @@ class Runtime:
         surface = None
         system = system_prompt_markdown(definition)
         if not echo:
-            surface, guide = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
-            system = (system + "\n\n" if system else "") + guide
+            surface = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
 
         attachments = AttachmentView(self.db.read, session_id, accepts_images(result.provider_type, result.model))
 
@@ -467,9 +463,10 @@ class Runtime:
             self._delegation_outcome(surface.delegating, result)
 
     async def _surface(self, run: dict, agent: dict, offered: tuple[str, ...]):  # noqa: ANN202
-        """The turn's tool surface and the system prompt's tool guide: the registry's callables
-        the agent holds enabled and granted (its tool documents, brought up to date first), its MCP
-        and authored tools, delegate, and return_result for a typed child."""
+        """The turn's tool surface: the registry's callables the agent holds enabled and granted
+        (its tool documents, brought up to date first), its MCP and authored tools (listed in the
+        `call` verb's description with the callables), delegate, and return_result for a typed
+        child."""
         rows = await agent_tools.documents(self.db, agent, self.now_ms())
         callables = agent_tools.offered(agent, rows, offered)
         spec = self.db.read(delegation_q.child_input, run["id"]) if "parentRunId" in run else None
@@ -477,17 +474,15 @@ class Runtime:
             callables = tuple(c for c in callables if c in spec["tools"])
         schema = spec.get("output") if spec else None
         delegating = Delegating(run["depth"], self.db.read(delegation_q.child_count, run["sessionId"]), schema)
+        if schema is not None:   # taken up again after a crash: a result it already delivered stands
+            delegating.restore(self._history(run["sessionId"], run.get("userEventId", "")).entries, run["id"])
         verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()))
         docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
         surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
                                           run["sessionId"], run["id"], web=self.web, hm=self.hm, box=self.box,
                                           callables=callables),
                               verbs, delegating, docs)
-        guide = tool_guide(verbs, callables)
-        extra = docs.guide_lines()
-        if extra:
-            guide += "\n\nThe agent's own tools, also through `call`:\n" + "\n".join(extra)
-        return surface, guide
+        return surface
 
     def _budgets_for(self, run: dict) -> Budgets:
         """The server's budgets, the tokens narrowed to the run's share of its tree's budget."""
@@ -497,10 +492,20 @@ class Runtime:
         allowance = min(self.budgets.tokens, budget.get("tokens", self.budgets.tokens))
         return dataclasses.replace(self.budgets, tokens=max(0, allowance - budget.get("spentByChildren", 0)))
 
+    async def user_surface(self, agent: dict, session_id: str) -> ToolSurface:
+        """The verbs a person runs on a session's log (InvokeSessionTool): the agent's own tools,
+        as its model would have them, without delegation (a person does not spawn children)."""
+        rows = await agent_tools.documents(self.db, agent, self.now_ms())
+        callables = agent_tools.offered(agent, rows, offered_callables(bool(self.config.searxng_url)))
+        docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
+        return ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent, session_id, "",
+                                       web=self.web, hm=self.hm, box=self.box, callables=callables),
+                           OFFERED_VERBS, None, docs)
+
     @staticmethod
     def _delegation_outcome(state: Delegating, result: TurnResult) -> None:
         """A parking turn carries its delegate calls; a typed child its result, or it fails."""
-        result.delegations = state.calls
+        result.delegations, result.wait = state.calls, state.wait
         if state.result_schema is None or result.park is not None:
             return
         if state.result is not None:

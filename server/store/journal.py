@@ -58,3 +58,24 @@ def tree_entries(conn, root_run_id: str, limit: int) -> list[dict]:
         (root_run_id, limit)).fetchall()[::-1]
     return [{"runId": run_id, "seq": seq, "entry": codec.decode(body), "createdAt": created}
             for run_id, seq, body, created in rows]
+
+
+def record_tool_events(conn, run_id: str, appended: list[tuple[dict, bytes]], now: int) -> list[dict]:
+    """Journal a model run's tool calls and results as they are appended to its session: one
+    small entry each, pointing at its session event (`seq`), so the journal says what the run did
+    without copying inputs and outputs (the events hold them). A delegate call is journaled with
+    its child when the turn parks (server/runtime/parked.py), so it is left out here."""
+    out = []
+    for event, _body in appended:
+        payload = event["event"]
+        kind = payload.get("type")
+        if kind == "tool_call" and payload.get("name") != "delegate":
+            entry = {"kind": "call", "tool": payload.get("name"), "toolCallId": payload.get("id"),
+                     "eventSeq": event["seq"]}
+        elif kind == "tool_result":
+            entry = {"kind": "result", "tool": payload.get("name"), "toolCallId": payload.get("toolCallId"),
+                     "ok": "error" not in payload, "eventSeq": event["seq"]}
+        else:
+            continue
+        out.append(append(conn, run_id, entry, now))
+    return out

@@ -13,7 +13,10 @@ does not wait for it) or sees the parent parked (and shrinks its wait); never ne
 """
 from __future__ import annotations
 
+import uuid
+
 from server.store import codec
+from server.store import events as events_q
 from server.store import journal as journal_q
 from server.store import runs as runs_q
 
@@ -57,14 +60,22 @@ def park(conn, run: dict, wait: dict, now: int, *, match: dict | None = None) ->
     return moved
 
 
-def wake(conn, run: dict, now: int, resolution: dict | None = None) -> tuple[dict, dict | None] | None:
+def wake(conn, run: dict, now: int, resolution: dict | None = None,
+         answer: tuple[dict, object] | None = None) -> tuple[dict, dict | None] | None:
     """The waiting `run` (as locked) goes back to the queue, `resolution` journaled with it;
-    (the moved run, the journal entry) or None when it was not waiting any more."""
+    (the moved run, the journal entry) or None when it was not waiting any more. `answer`
+    (the wait, its output): a wait that a tool call opened is answered in the run's session,
+    as that call's `tool_result`, so the model reads what woke it (`woken_answer`)."""
     moved = runs_q.move_run(conn, run, "queued", now)
     if moved is None:
         return None
     conn.execute("DELETE FROM run_event_waits WHERE run_id = ?", (run["id"],))
     entry = None if resolution is None else journal_q.append(conn, run["id"], resolution, now)
+    if answer is not None and answer[0].get("toolCallId") and "sessionId" in run:
+        payload = {"type": "tool_result", "toolCallId": answer[0]["toolCallId"], "name": "call", "output": answer[1],
+                   "actor": "agent", "meta": {"runId": run["id"]}}
+        moved["_answer"] = (run["sessionId"], *events_q.append_event(conn, run["sessionId"], payload,
+                                                                     str(uuid.uuid4()), now))
     return moved, entry
 
 
@@ -91,7 +102,20 @@ def signal(conn, run_id: str, name: str, payload, now: int) -> tuple[dict, dict 
             entry = {"kind": "event", "waitId": wait_id, "delivery": delivery}
             if wait.get("callSeq") is not None:
                 entry["callSeq"] = wait["callSeq"]
-            return wake(conn, run, now, entry)
+            return wake(conn, run, now, entry, (wait, {"delivered": True, **delivery}))
+    return None
+
+
+def signal_account(conn, account_id: str, name: str, payload, now: int) -> tuple[dict, dict | None] | None:  # noqa: ANN001
+    """A signal without a run (a trigger's `wake` continuation): the account's oldest open wait
+    this signal answers is delivered, as `signal` would; None when no wait takes it."""
+    rows = conn.execute("SELECT run_id, match FROM run_event_waits WHERE account_id = ? ORDER BY created_at",
+                        (account_id,)).fetchall()
+    for run_id, match in rows:
+        if signal_matches(codec.decode(match), name):
+            done = signal(conn, run_id, name, payload, now)
+            if done is not None:
+                return done
     return None
 
 
@@ -128,7 +152,7 @@ def time_out(conn, run_id: str, now: int) -> tuple[dict, dict | None] | None:
         entry = {"kind": "event", "waitId": wait["waitId"], "timedOut": True}
     if wait.get("callSeq") is not None:
         entry["callSeq"] = wait["callSeq"]
-    return wake(conn, run, now, entry)
+    return wake(conn, run, now, entry, (wait, {"delivered": False, "timedOut": True}))
 
 
 def child_ended(conn, child: dict, now: int) -> tuple[dict, dict | None] | None:

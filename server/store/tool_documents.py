@@ -67,12 +67,21 @@ def refresh(conn, agent: dict, now: int) -> None:
              if type(picked) is list else [], now)
 
 
-def needs_refresh(conn, agent: dict, rows: list[dict]) -> bool:
-    """Would `refresh` change anything? (Read-only: most run starts need no write.)"""
-    have = {r["doc"]["name"]: r["cid"] for r in rows}
+def refreshed(conn, agent: dict, rows: list[dict], now: int) -> tuple[list[dict], bool]:
+    """(the agent's documents as `refresh` would leave them, whether it would change anything),
+    read-only: a run starts with its tools at once, and the write (when one is needed) is queued
+    without being waited for."""
+    have = {r["doc"]["name"]: r for r in rows}
+    out = {name: r for name, r in have.items() if r["doc"]["kind"] != "mcp"}
+    changed = False
     for name in BUILTINS:
-        if have.get(name) != encode_document(builtin_document(name))[0]:
-            return True
+        doc = builtin_document(name)
+        cid = encode_document(doc)[0]
+        row = have.get(name)
+        if row is None or row["cid"] != cid:
+            changed = True
+            out[name] = {"doc": doc, "cid": cid, "enabled": True if row is None else row["enabled"],
+                         "createdAt": now if row is None else row["createdAt"], "updatedAt": now}
     picked = agent["definition"].get("mcpServers")
     picked = [p for p in picked if type(p) is str] if type(picked) is list else []
     wanted = {}
@@ -81,9 +90,18 @@ def needs_refresh(conn, agent: dict, rows: list[dict]) -> bool:
             if server["name"] in picked and server["enabled"]:
                 for tool in server["tools"]:
                     doc = mcp_document(server["name"], tool)
-                    wanted[doc["name"]] = encode_document(doc)[0]
-    mcp_rows = {r["doc"]["name"]: r["cid"] for r in rows if r["doc"]["kind"] == "mcp"}
-    return mcp_rows != wanted
+                    wanted[doc["name"]] = doc
+    mcp_rows = {n: r for n, r in have.items() if r["doc"]["kind"] == "mcp"}
+    for name, doc in wanted.items():
+        cid = encode_document(doc)[0]
+        row = mcp_rows.get(name)
+        if row is None or row["cid"] != cid:
+            changed = True
+            row = {"doc": doc, "cid": cid, "enabled": True if row is None else row["enabled"],
+                   "createdAt": now if row is None else row["createdAt"], "updatedAt": now}
+        out[name] = row
+    changed = changed or bool(set(mcp_rows) - set(wanted))
+    return [out[n] for n in sorted(out)], changed
 
 
 def _row(row: tuple) -> dict:

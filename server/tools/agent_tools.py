@@ -53,12 +53,13 @@ class AgentTools:
 
 async def documents(db, agent: dict, now: int) -> list[dict]:  # noqa: ANN001
     """The agent's tool documents, brought up to date (builtins, MCP projections) when a CID
-    changed: at run start, as the reference syncs them."""
+    changed, at run start as the reference syncs them: the turn goes on with them at once, and the
+    write is queued without being waited for."""
     rows = db.read(tools_q.list_documents, agent["account"], agent["id"])
-    if db.read(tools_q.needs_refresh, agent, rows):
-        await db.write(tools_q.refresh, agent, now)
-        rows = db.read(tools_q.list_documents, agent["account"], agent["id"])
-    return rows
+    current, changed = db.read(tools_q.refreshed, agent, rows, now)
+    if changed:
+        db.write_nowait(tools_q.refresh, agent, now)
+    return current
 
 
 def offered(agent: dict, rows: list[dict], available: tuple[str, ...]) -> tuple[str, ...]:

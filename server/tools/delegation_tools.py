@@ -12,11 +12,18 @@ children; a call past either is answered at once with an error the model can act
 parking transaction checks again). Script children (`script`), other agents (`agentId`), anonymous
 personas (`prompt`) and detached children (`await: false`) are not served here: the call says so.
 
+`wait` (a callable of this server, through `call`): the turn parks until a `SignalRun` names the
+signal (any signal when none is named) or the timeout passes; the call is answered with what woke
+it ({delivered, signal?, payload?} or {delivered: false, timedOut: true}). One wait per turn, and
+not in a reply that also delegates.
+
 `return_result` (a typed child only): a payload that does not fit the schema is answered with the
 schema's complaints so the child can fix it, at most MAX_RESULT_ATTEMPTS times; a fitting one
 ends the child's turn with that result.
 """
 from __future__ import annotations
+
+import json
 
 from protocol.errors import ProtocolError
 from protocol.tool_documents import check_schema, schema_errors
@@ -40,6 +47,18 @@ class Delegating:
         self.result = None                  # the accepted return_result payload
         self.bad_results = 0
         self.finished = False               # the turn ends now (a result was accepted, or refused for good)
+        self.wait: dict | None = None       # this turn's wait: {toolCallId, signal?, label?, timeoutMs?}
+
+    def restore(self, entries, run_id: str) -> None:  # noqa: ANN001
+        """A run taken up again (after a crash) keeps what its earlier attempt recorded: an
+        accepted return_result (its input, in the session's history) is the result."""
+        accepted = {e.call_id for e in entries if e.role == "tool" and e.name == "return_result" and not e.is_error}
+        for e in entries:
+            if e.role == "tool_call" and e.name == "return_result" and e.run_id == run_id and e.call_id in accepted:
+                try:
+                    self.result, self.finished = json.loads(e.content), True
+                except ValueError:
+                    pass
 
 
 def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
@@ -55,6 +74,8 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
     if len(brief) > MAX_BRIEF_CHARS:
         raise ToolFailure(f"the brief is longer than {MAX_BRIEF_CHARS} characters; give the child less, or "
                           "write the material to memory and point to it")
+    if state.wait is not None:
+        raise ToolFailure("this reply already waits for a signal; delegate in another reply")
     if state.depth + 1 > delegation_q.MAX_DEPTH:
         raise ToolFailure(f"delegation is at most {delegation_q.MAX_DEPTH} levels deep and this run is at "
                           f"level {state.depth}; do this work yourself")
@@ -81,6 +102,38 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
         spec["tools"] = tools[:64]
     state.calls.append(Delegation(call_id, title, brief, spec))
     return ToolResult(park=Park("children", {"toolCallId": call_id}))
+
+
+MAX_WAIT_MS = 7 * 24 * 3600 * 1000
+WAIT_DESCRIPTION = ("wait — park this run until someone answers it with a signal (SignalRun, a trigger) or until "
+                    "timeoutMs passes; input {signal?, label?, timeoutMs?}; the call's result says what arrived")
+
+
+def wait(state: Delegating, call_id: str, value: object) -> ToolResult:
+    params = value if isinstance(value, dict) else {}
+    if state.calls or state.wait is not None:
+        raise ToolFailure("wait cannot share a reply with delegate calls or another wait; call it alone")
+    signal, label, timeout = params.get("signal"), params.get("label"), params.get("timeoutMs")
+    if signal is not None and (type(signal) is not str or not 0 < len(signal) <= 200):
+        raise ToolFailure("signal must be a name of at most 200 characters")
+    if label is not None and (type(label) is not str or len(label) > 200):
+        raise ToolFailure("label must be text of at most 200 characters")
+    if timeout is not None and (type(timeout) is not int or not 0 < timeout <= MAX_WAIT_MS):
+        raise ToolFailure(f"timeoutMs must be a whole number of milliseconds from 1 to {MAX_WAIT_MS}")
+    state.wait = {"toolCallId": call_id, **{k: v for k, v in (("signal", signal), ("label", label),
+                                                               ("timeoutMs", timeout)) if v is not None}}
+    return ToolResult(park=Park("event", {"toolCallId": call_id}))
+
+
+def event_wait(spec: dict, now: int) -> tuple[dict, dict]:
+    """(the stored RunWait, what answers it) of a turn's wait."""
+    wait = {"reason": "event", "waitId": spec["toolCallId"], "toolCallId": spec["toolCallId"],
+            "answerWith": spec.get("signal") or "continue"}
+    if spec.get("label"):
+        wait["label"] = spec["label"]
+    if spec.get("timeoutMs"):
+        wait["timeoutAt"] = now + spec["timeoutMs"]
+    return wait, ({"signal": spec["signal"]} if spec.get("signal") else {})
 
 
 def return_result(state: Delegating, params: dict) -> ToolResult:

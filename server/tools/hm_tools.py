@@ -9,12 +9,20 @@ is untrusted text for the model, nothing more.
 """
 from __future__ import annotations
 
+import asyncio
+import json
+
+import httpx
+
 from protocol.actions_identities import signing_keys_of
 from server.hm_client import HmError, HmNotFound
+from server.triggers import activity
 from server.store import identities as identities_q
 from server.tools.context import ToolContext, ToolFailure, ToolResult
 
 _WRITE_OPTIONS = {"name", "signer", "action"}
+FEED_PAGE_DEFAULT, FEED_PAGE_MAX = 20, 50
+FEED_BYTES = 4 << 20   # one ListEvents page read at most
 _ACTIONS = ("create", "update")
 
 
@@ -80,3 +88,70 @@ async def write(ctx: ToolContext, address: str, params: dict) -> ToolResult:
 
 def _yaml_text(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+async def read_activity(ctx: ToolContext, options: dict) -> ToolResult:
+    """`activity:` — the HM server's activity feed (`GET /api/ListEvents`, as the reference's
+    client asks it), one page, newest first; `resource` is passed to the server as
+    `filterResource`, `authors` and `eventTypes` are applied here to the page read."""
+    hm = _client(ctx)
+    size = options.get("pageSize")
+    size = max(1, min(FEED_PAGE_MAX, size)) if isinstance(size, int) and not isinstance(size, bool) \
+        else FEED_PAGE_DEFAULT
+    params = {"pageSize": str(size), "currentAccount": ctx.account}
+    if isinstance(options.get("pageToken"), str) and options["pageToken"]:
+        params["pageToken"] = options["pageToken"]
+    if isinstance(options.get("resource"), str) and options["resource"]:
+        params["filterResource"] = options["resource"]
+    try:
+        async with asyncio.timeout(hm.timeout):
+            async with hm.http.stream("GET", f"{hm.base_url}/api/ListEvents", params=params,
+                                      headers={"Accept": "application/json"}) as response:
+                if response.status_code != 200:
+                    raise ToolFailure(f"the activity feed of {hm.display} answered HTTP {response.status_code}")
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > FEED_BYTES:
+                        raise ToolFailure(f"an activity feed page of {hm.display} is over {FEED_BYTES} bytes")
+    except (TimeoutError, httpx.HTTPError) as exc:
+        raise ToolFailure(f"the activity feed of {hm.display} did not answer ({type(exc).__name__})") from None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        raise ToolFailure(f"the activity feed of {hm.display} did not answer JSON") from None
+    if isinstance(value, dict) and isinstance(value.get("json"), dict):
+        value = value["json"]   # superjson's envelope
+    events = value.get("events") if isinstance(value, dict) else None
+    if not isinstance(events, list):
+        raise ToolFailure(f"the activity feed of {hm.display} answered without an events list")
+    events = [e for e in events if isinstance(e, dict)]
+    authors = {a for a in options.get("authors") or () if isinstance(a, str)} if isinstance(
+        options.get("authors"), list) else set()
+    kinds = {k for k in options.get("eventTypes") or () if isinstance(k, str)} if isinstance(
+        options.get("eventTypes"), list) else set()
+    if authors:
+        events = [e for e in events if _author(e) in authors]
+    if kinds:
+        events = [e for e in events if e.get("type") in kinds]
+    lines = [f"- {activity.summary(e)}" for e in events]
+    out = {"summary": f"Loaded {len(events)} activity feed event{'s' if len(events) != 1 else ''}.",
+           "events": events, "markdown": "\n".join(lines)}
+    token = value.get("nextPageToken")
+    if isinstance(token, str) and token:
+        out["nextPageToken"] = token
+    return ToolResult(out)
+
+
+def _author(event: dict) -> str | None:
+    """The author's account uid, however the feed spells it (a uid, or {id: {uid}})."""
+    author = event.get("author")
+    if isinstance(author, str):
+        return author
+    if isinstance(author, dict):
+        inner = author.get("id")
+        if isinstance(inner, dict) and isinstance(inner.get("uid"), str):
+            return inner["uid"]
+        if isinstance(author.get("uid"), str):
+            return author["uid"]
+    return None

@@ -13,6 +13,7 @@ a crash between such a call and its result, the call is answered as interrupted,
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from protocol import tool_registry as registry
 from server.providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
@@ -31,8 +32,22 @@ def offered_callables(web_search: bool) -> tuple[str, ...]:
     return ("search", *(("web_search",) if web_search else ()), "navigate")
 
 
-def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS) -> tuple[ToolSpec, ...]:
-    return tuple(ToolSpec(*registry.provider_tool(registry.VERBS[v])) for v in verbs)
+def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = (),
+                   own: Sequence[str] = ()) -> tuple[ToolSpec, ...]:
+    """The verbs as the model is offered them. `call` says which tools it reaches, one summary
+    line each: the registry's callables, then the agent's own tools (`own`, its MCP and authored
+    tools' lines). The reference lists them in the model's context; here they travel with the
+    tool that uses them, so the agent's system prompt stays exactly the agent's."""
+    out = []
+    for verb in verbs:
+        name, description, parameters = registry.provider_tool(registry.VERBS[verb])
+        if verb == "call" and callables:
+            description += "\n\nCallable tools:\n" + "\n".join(
+                f"- {registry.summary_line(registry.CALLABLES[c])}" for c in callables)
+        if verb == "call" and own:
+            description += "\n\nYour own tools, also through `call`:\n" + "\n".join(own)
+        out.append(ToolSpec(name, description, parameters))
+    return tuple(out)
 
 
 def parse_arguments(call: ToolCall) -> tuple[dict | None, str | None]:
@@ -63,7 +78,10 @@ class ToolSurface:
         return self.delegating is not None and self.delegating.finished
 
     def provider_tools(self) -> tuple[ToolSpec, ...]:
-        specs = provider_tools(self.verbs)
+        own = list(self.agent_docs.guide_lines()) if self.agent_docs is not None else []
+        if self.delegating is not None:   # this server's own callable: park until a signal
+            own.append("- " + delegation_tools.WAIT_DESCRIPTION)
+        specs = provider_tools(self.verbs, self.ctx.callables, own)
         if self.delegating is not None and self.delegating.result_schema is not None:
             # return_result's real parameters are the spawner's output schema (the reference swaps
             # them in at session start).
@@ -91,7 +109,7 @@ class ToolSurface:
             if tool.name == "write":
                 return await self._write(params)
             if tool.name == "call":
-                return await self._call(params)
+                return await self._call({**params, "__call_id": call.id})
             if tool.name == "delegate" and self.delegating is not None:
                 return delegation_tools.delegate(self.delegating, call.id, params)
             if tool.name == "return_result" and self.delegating is not None:
@@ -110,9 +128,9 @@ class ToolSurface:
         ctx = self.ctx
         memory_path = memory_tools.memory_path_of(address)
         if memory_path is not None:
-            return memory_tools.read(ctx, memory_path)
+            return await memory_tools.read(ctx, memory_path)
         if address.startswith("attachment:"):
-            return memory_tools.read_attachment(ctx, address[len("attachment:"):].strip())
+            return await memory_tools.read_attachment(ctx, address[len("attachment:"):].strip())
         if address in ("~/tools", "~/tools/") or address.startswith("~/tools/"):
             return self_tools.read_tools(ctx, address[len("~/tools/"):].strip("/"), self.verbs)
         if address in ("~/self", "~/self/"):
@@ -127,7 +145,9 @@ class ToolSurface:
             return trigger_tools.read(ctx, address[len("~/triggers"):])
         if address.startswith("hm://"):
             return await hm_tools.read(ctx, address)
-        if address.startswith(("activity:", "ipfs://")):
+        if address.startswith("activity:"):
+            return await hm_tools.read_activity(ctx, options)
+        if address.startswith("ipfs://"):
             raise ToolFailure(f"reading {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: ~/memory/…, ~/tools/…, "
                           "~/triggers/…, ~/self, hm://…, ipfs://…, https://…, activity:, attachment:<id>, "
@@ -151,6 +171,8 @@ class ToolSurface:
     async def _call(self, params: dict) -> ToolResult:
         name = registry.normalize_name(params["tool"])
         ctx = self.ctx
+        if name == "wait" and self.delegating is not None:
+            return delegation_tools.wait(self.delegating, params.get("__call_id", ""), params.get("input"))
         if self.agent_docs is not None and self.agent_docs.has(name):
             return await self.agent_docs.call(name, params.get("input"))
         tool = registry.CALLABLES.get(name)
@@ -164,7 +186,7 @@ class ToolSurface:
         if errors:
             return _contract(tool, errors)
         if name == "search":
-            return memory_tools.search(ctx, tool_input)
+            return await memory_tools.search(ctx, tool_input)
         if name == "web_search":
             return await self._web().search(tool_input)
         if name == "navigate":
