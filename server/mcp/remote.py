@@ -13,9 +13,6 @@ import asyncio
 import logging
 import re
 
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-
 from protocol.dagcbor import encode
 from protocol.tool_documents import MAX_SCHEMA_BYTES, MAX_TEXT_BYTES, check_schema
 from protocol.errors import ProtocolError
@@ -80,6 +77,11 @@ class Remote:
     async def _session(self, body):  # noqa: ANN001
         http = mcp_http_client(self.policy, self.headers, self.timeout)
         async with http:
+            # The SDK costs about a second of imports: loaded when a server is first used, so a
+            # server with no MCP servers (and every CLI start) never pays for it.
+            from mcp import Client
+            from mcp.client.streamable_http import streamable_http_client
+
             transport = streamable_http_client(self.url, http_client=http, terminate_on_close=False,
                                                max_sse_event_size=MAX_RESPONSE_BYTES)
             async with Client(transport, mode="legacy", read_timeout_seconds=self.timeout) as client:
