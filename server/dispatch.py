@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -12,12 +13,15 @@ from protocol.actions import parse_action
 from protocol.envelope import VerifiedEnvelope, verify_envelope
 from protocol.errors import ProtocolError
 from protocol.frame_limits import envelope_limit, frame_limit
+from server.upload_gate import arrived_ms
 from protocol.events import error_response as error
 from server import accesslog
 from server.routes import ROUTES
 from server.store.errors import InvalidCursor, NotFound, UnstorableText
 
 log = logging.getLogger("seed_agents.dispatch")
+
+_THREAD_VERIFY_BYTES = 64 * 1024   # frames larger than this are verified on a worker thread
 
 NOT_AUTHORIZED = ("Signer is not authorized for this account: send RegisterSigner with a "
                   "Capability from the account, then retry")
@@ -46,7 +50,7 @@ async def execute(app, conn, envelope) -> Outcome:
     if type(envelope) is bytes and len(envelope) > app.config.limits.max_frame:
         # An upload chunk (protocol/frame_limits.py): only a few are worked on at once in the
         # whole server, so concurrent uploads cost memory per chunk in flight, not per client.
-        async with app.upload_gate.slot():
+        async with app.upload_gate.slot(app.now_ms()):
             return await _execute(app, conn, envelope)
     return await _execute(app, conn, envelope)
 
@@ -67,8 +71,16 @@ async def _execute(app, conn, envelope) -> Outcome:
         if conn.account_id is not None and not app.limiter.ready(conn.account_id):
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         try:
-            env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
-                                  max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
+            if type(envelope) is bytes and len(envelope) > _THREAD_VERIFY_BYTES:
+                # Hashing (and counting the items of) a large frame takes milliseconds: done off
+                # the loop, so the other clients' requests are served meanwhile (the signature
+                # check releases the GIL).
+                env = await asyncio.to_thread(
+                    verify_envelope, envelope, now_ms=arrived_ms(app.now_ms()), window_ms=app.config.clock_window_ms,
+                    max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
+            else:
+                env = verify_envelope(envelope, now_ms=arrived_ms(app.now_ms()), window_ms=app.config.clock_window_ms,
+                                      max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
         except ProtocolError as exc:
             app.metrics.verify_failures.labels(_verify_failure_reason(exc.status)).inc()
             raise
@@ -103,6 +115,7 @@ async def _execute(app, conn, envelope) -> Outcome:
         app.limiter.take(env.account_id)
         if binds:
             conn.bind_account(env.account_id)
+        conn.signers.add(env.signer_id)   # UnregisterSigner closes the sockets it acted on
         verified = True
         if not is_read:
             # Queued before the action's own write, and the writer commits in order: a write's
