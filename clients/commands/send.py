@@ -17,7 +17,7 @@ def write_out(text: str) -> None:
 async def send(args) -> int:
     args.session = await session_arg(args)   # a title or id prefix as the full id
     async with open_client(args) as client:
-        session = await session_id(client, args.session)
+        session = args.session
         attached = [(await upload_attachment(client, session, path))["id"] for path in args.attach or ()]
         # Subscribe first, from the current end, so the reply cannot slip past unseen.
         start = await last_seq(client, session)
