@@ -69,16 +69,11 @@ def fired_since(conn: apsw.Connection, agent_id: str, since: int) -> int:
                         " AND status = 'created'", (agent_id, since)).fetchone()[0]
 
 
-def prune(conn: apsw.Connection, trigger_id: str, keep: int) -> int:
-    """Drop the trigger's firings past the newest `keep`; returns how many went."""
-    rows = conn.execute("SELECT id FROM trigger_firings WHERE trigger_id = ?"
-                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT -1 OFFSET ?"
-                        if getattr(conn, "dialect", "sqlite") != "postgresql" else
-                        "SELECT id FROM trigger_firings WHERE trigger_id = ?"
-                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC OFFSET ?", (trigger_id, keep)).fetchall()
-    if rows:
-        conn.executemany("DELETE FROM trigger_firings WHERE id = ?", rows)
-    return len(rows)
+def prune(conn: apsw.Connection, trigger_id: str, keep: int) -> None:
+    """Drop the trigger's firings past the newest `keep` (one statement)."""
+    rest = "LIMIT -1 OFFSET ?" if getattr(conn, "dialect", "sqlite") != "postgresql" else "OFFSET ?"
+    conn.execute("DELETE FROM trigger_firings WHERE id IN (SELECT id FROM trigger_firings WHERE trigger_id = ?"
+                 f" ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC {rest})", (trigger_id, keep))
 
 
 def firing_of_run(conn: apsw.Connection, run_id: str) -> tuple[str, str, int] | None:

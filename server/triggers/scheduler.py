@@ -39,19 +39,19 @@ def schedule_summary(schedule: dict, slot: int) -> str:
 def fire_due(conn, app, policy, now: int, limit: int = BATCH) -> tuple[int, list]:
     """One batch: (triggers handled, publications)."""
     publish: list = []
+    fired: dict[str, int] = {}   # each agent's firings of the last hour, counted once per batch
     due = triggers_q.due_triggers(conn, now, limit)
     for trigger in due:
         schedule = trigger["source"]["schedule"]
         slots, following = sched.due_slots(schedule, trigger["_nextDueAt"], now, trigger["_nextDueAt"])
         # Only the latest missed slots are recorded (at most the history kept).
-        missed, latest = slots[:-1][-policy.keep:], slots[-1] if slots else None
+        missed, latest = slots[:-1][-policy.keep:], slots[-1]
         for slot in missed:
             admit(conn, app, trigger, _event(trigger, schedule, slot, now,
                                              skip="missed: no server was running at this slot; only "
-                                                  "the latest missed slot fires"), now, policy)
-        if latest is not None:
-            publish += admit(conn, app, trigger, _event(trigger, schedule, latest, now), now, policy).publish
-        triggers_q.set_next_due(conn, trigger["id"], following, now)
+                                                  "the latest missed slot fires"), now, policy, fired=fired)
+        publish += admit(conn, app, trigger, _event(trigger, schedule, latest, now), now, policy, fired=fired,
+                         next_due=following).publish
     return len(due), publish
 
 
