@@ -24,12 +24,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def start(tmp_path, request, fake, name="srv"):
+async def start(tmp_path, request, fake, name="srv", storage="sqlite"):
     from server.main import start_server
     from tests.conftest import server_config
 
     (tmp_path / name).mkdir(exist_ok=True)
-    return await start_server(server_config(tmp_path / name, "sqlite", request, hm_server_url=fake.base_url,
+    return await start_server(server_config(tmp_path / name, storage, request, hm_server_url=fake.base_url,
                                             activity_poll_interval=3600.0, activity_page_size=2,
                                             activity_max_pages=3))
 
@@ -110,9 +110,10 @@ async def test_paging_baseline_watermark_restart_and_one_firing_per_event(tmp_pa
         await server.stop()
 
 
-async def test_a_failing_feed_is_recorded_and_recovers(tmp_path, request):
+@pytest.mark.storages("sqlite", "postgresql")   # on PostgreSQL the poller holds a lease on the watermark
+async def test_a_failing_feed_is_recorded_and_recovers(tmp_path, request, storage):
     async with FakeHMActivity() as fake:
-        server = await start(tmp_path, request, fake)
+        server = await start(tmp_path, request, fake, storage=storage)
         a = keypair("A")
         c = await V2Client.open(server.url)
         agent_id = await make_agent(c, a)
