@@ -155,6 +155,38 @@ def set_agent_public_read(agent_id: str, public_read: bool) -> dict:
     return _action("SetAgentPublicRead", agentId=agent_id, publicRead=public_read)
 
 
+# -- signing identities -------------------------------------------------------------------------
+
+def list_signing_identities(agent_id: str | None = None) -> dict:
+    """With `agent_id`: the identities of that agent's owner (a collaborator sees only those the
+    agent's definition names)."""
+    return _action("ListSigningIdentities", agentId=agent_id)
+
+
+def create_signing_identity(label: str | None = None, client_request_id: str | None = None) -> dict:
+    return _action("CreateSigningIdentity", label=label, clientRequestId=client_request_id)
+
+
+def import_signing_identity(seed: bytes, label: str | None = None,
+                            client_request_id: str | None = None) -> dict:
+    """`seed`: the 32 bytes of the account key's Ed25519 seed."""
+    return _action("ImportSigningIdentity", seed=bytes(seed), label=label, clientRequestId=client_request_id)
+
+
+def update_signing_identity(name: str, label: str, icon: bytes | None = None,
+                            mime_type: str | None = None, file_name: str | None = None) -> dict:
+    """A new label (the published profile's name) and, with `icon`, a new avatar image."""
+    value = None
+    if icon is not None:
+        value = {k: v for k, v in (("data", bytes(icon)), ("mimeType", mime_type), ("fileName", file_name))
+                 if v is not None}
+    return _action("UpdateSigningIdentity", name=name, label=label, icon=value)
+
+
+def delete_signing_identity(name: str) -> dict:
+    return _action("DeleteSigningIdentity", name=name)
+
+
 # -- triggers -----------------------------------------------------------------------------------
 
 def list_agent_triggers(agent_id: str) -> dict:

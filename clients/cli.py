@@ -12,6 +12,7 @@ import sys
 import warnings
 
 from clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
+from clients.commands import identities
 from clients.commands import triggers
 from clients.commands.common import CliError, common_parser, explain, url_of
 from clients.errors import AgentsError
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_parser()
     for module in (keys, providers, agents, sessions, send, chat, tail, signers):
         module.register(sub, common)
+    identities.register(sub, common)
     triggers.register(sub, common)
     return parser
 

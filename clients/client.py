@@ -231,6 +231,27 @@ class AgentsClient:
     async def set_agent_public_read(self, agent_id: str, public_read: bool) -> AgentResponse:
         return await self.call(actions.set_agent_public_read(agent_id, public_read))  # type: ignore[return-value]
 
+    # -- signing identities (Seed account keys the server holds for the account's agents) ---
+    async def list_signing_identities(self, agent_id: str | None = None) -> dict:
+        """{identities: [SigningIdentity]} (clients.shapes.SigningIdentity), newest first."""
+        return await self.call(actions.list_signing_identities(agent_id))
+
+    async def create_signing_identity(self, label: str | None = None,
+                                      client_request_id: str | None = None) -> dict:
+        """{identity: SigningIdentity}: a new key, published to the server's HM server if it has one."""
+        return await self.call(actions.create_signing_identity(label, client_request_id))
+
+    async def import_signing_identity(self, seed: bytes, label: str | None = None,
+                                      client_request_id: str | None = None) -> dict:
+        return await self.call(actions.import_signing_identity(seed, label, client_request_id))
+
+    async def update_signing_identity(self, name: str, label: str, icon: bytes | None = None,
+                                      mime_type: str | None = None) -> dict:
+        return await self.call(actions.update_signing_identity(name, label, icon, mime_type))
+
+    async def delete_signing_identity(self, name: str) -> dict:
+        return await self.call(actions.delete_signing_identity(name))
+
     # -- triggers (CONTRACT section 8) --------------------------------------------------------
     async def list_agent_triggers(self, agent_id: str) -> dict:
         return await self.call(actions.list_agent_triggers(agent_id))

@@ -169,8 +169,9 @@ class StopSessionResponse(TypedDict):
     stopped: bool             # False when no run was live or queued
 
 
-class UpdateAgentResponse(TypedDict):
+class UpdateAgentResponse(TypedDict):   # `_: "GetAgentResponse"`, as the reference answers
     agent: AgentInfo
+    sessions: list[SessionInfo]
 
 
 class AgentIdResponse(TypedDict):       # DeleteAgent
@@ -243,3 +244,14 @@ class ListAgentInvitesResponse(TypedDict):
 
 class AgentResponse(TypedDict):            # AcceptAgentInvite, SetAgentPublicRead
     agent: AgentInfo
+
+
+class SigningIdentity(TypedDict, total=False):
+    id: str
+    name: str                 # what agent definitions name: signingKey, signingKeys
+    accountId: str            # the key's own Seed account (z6Mk...)
+    label: str
+    icon: str                 # ipfs://<cid> of the published avatar
+    serverUrl: str            # the HM server its profile is published to; absent: none
+    createdAt: int
+    updatedAt: int

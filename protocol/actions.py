@@ -25,7 +25,9 @@ from .fields import (ActionKind, Fields as _Fields, check_integer, check_text as
                      id_action as _id_action, kind_of as _kind, no_fields as _no_fields,
                      read as _read, write as _write)
 from .principals import principal_from_string
+from .reasoning import REASONING_LEVELS
 from . import actions_files, actions_identities, actions_tools, actions_triggers
+from .actions_identities import check_signing_keys
 
 _SUBSCRIPTION_KEY = re.compile(r"(account|agents|sessions|runs)/([^/\s]+)")
 
@@ -370,17 +372,49 @@ def _bounded_definition(f: _Fields) -> dict:
 
 
 def _create_agent(f: _Fields, ts: int) -> CreateAgent:
+    definition, name, prompt, provider, model = _agent_definition(f)
+    return CreateAgent(ts, definition, name, prompt, provider, model,
+                       f.text("clientRequestId", MAX_ID, required=False))
+
+
+MAX_ENABLED_MODELS = 32   # the reference's bounds on a definition's lists
+MAX_TOOLS = 32
+MAX_TOOL_NAME = 128
+
+
+def _agent_definition(f: _Fields) -> tuple[dict, str, str, str, str]:
+    """The AgentDefinition CreateAgent and UpdateAgent both take, every field checked: (the map
+    as sent, name, systemPrompt as Markdown, modelProvider, model). Whether the provider,
+    reasoning level and signing keys fit the account is the handler's question."""
     definition = _bounded_definition(f)
     d = _Fields(definition, f"{f.name}.definition")
-    return CreateAgent(
-        ts,
-        definition,
-        d.text("name", MAX_NAME),
-        _system_prompt(d),
-        d.text("modelProvider", MAX_NAME),
-        d.text("model", MAX_NAME),
-        f.text("clientRequestId", MAX_ID, required=False),
-    )
+    checked = (definition, d.text("name", MAX_NAME), _system_prompt(d), d.text("modelProvider", MAX_NAME),
+               d.text("model", MAX_NAME))
+    level = d.text("reasoningLevel", MAX_NAME, required=False)
+    if level is not None and level not in REASONING_LEVELS:
+        raise d.fail("reasoningLevel", f"must be one of {', '.join(REASONING_LEVELS)}, got {quote(level)}")
+    for i, ref in enumerate(_array(d, "enabledModels", MAX_ENABLED_MODELS)):
+        if type(ref) is not dict:
+            raise d.fail(f"enabledModels[{i}]", f"must be a map {{provider, model}}, got {_kind(ref)}")
+        m = _Fields(ref, f"{d.name}.enabledModels[{i}]")
+        m.text("provider", MAX_NAME)
+        m.text("model", MAX_NAME)
+    for i, tool in enumerate(_array(d, "tools", MAX_TOOLS)):
+        _check_text(tool, MAX_TOOL_NAME, False, lambda p, i=i: d.fail(f"tools[{i}]", p))
+    check_signing_keys(d)
+    d.mapping("metadata", required=False)
+    return checked
+
+
+def _array(d: _Fields, field: str, limit: int) -> list:
+    value = d.get(field, False)
+    if value is None:
+        return []
+    if type(value) is not list:
+        raise d.fail(field, f"must be an array, got {_kind(value)}")
+    if len(value) > limit:
+        raise d.fail(field, f"must have at most {limit} entries, got {len(value)}")
+    return value
 
 
 def _get_agent(f: _Fields, ts: int) -> GetAgent:
@@ -439,21 +473,9 @@ def _list_sessions(f: _Fields, ts: int) -> ListSessions:
     )
 
 
-def _definition(f: _Fields) -> tuple[dict, str]:
-    """The AgentDefinition map (kept whole) after the checks CreateAgent and UpdateAgent share;
-    returns it with its modelProvider."""
-    definition = _bounded_definition(f)
-    d = _Fields(definition, f"{f.name}.definition")
-    d.text("name", MAX_NAME)
-    d.text("systemPrompt", MAX_SYSTEM_PROMPT, allow_empty=True)
-    provider = d.text("modelProvider", MAX_NAME)
-    d.text("model", MAX_NAME)
-    return definition, provider
-
-
 def _update_agent(f: _Fields, ts: int) -> UpdateAgent:
     agent_id = f.text("agentId", MAX_ID)
-    definition, provider = _definition(f)
+    definition, _name, _prompt, provider, _model = _agent_definition(f)
     return UpdateAgent(ts, agent_id, definition, provider)
 
 
@@ -472,6 +494,8 @@ def _model_override(f: _Fields) -> tuple[bool, dict | None]:
     value = {"provider": m.text("provider", MAX_NAME), "model": m.text("model", MAX_NAME)}
     level = m.text("reasoningLevel", MAX_NAME, required=False)
     if level is not None:
+        if level not in REASONING_LEVELS:
+            raise m.fail("reasoningLevel", f"must be one of {', '.join(REASONING_LEVELS)}, got {quote(level)}")
         value["reasoningLevel"] = level
     return True, value
 

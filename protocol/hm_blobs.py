@@ -22,13 +22,15 @@ Proven against the library's own bytes: tests/hm_vectors/, tests/test_hm_blobs.p
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Callable
 
 from multiformats import CID
 
 from . import dagcbor
-from .hm_markdown import flatten_to_operations, parse_markdown, random_block_id
+from .hm_diff import blocks_map, compute_replace_ops, from_api_node, rebind_table_identities, to_api_node
+from .hm_markdown import flatten_to_operations, parse_markdown, random_block_id, to_hm_nodes
 from .keys import Keypair
 from .principals import principal_from_string
 
@@ -45,6 +47,10 @@ __all__ = [
     "new_account_blobs",
     "profile_blobs",
     "metadata_operations",
+    "DocumentBase",
+    "NoChanges",
+    "document_blobs",
+    "document_base",
 ]
 
 DAG_CBOR = 0x71
@@ -179,3 +185,89 @@ def _avatar(icon_cid: str | None) -> str | None:
     return icon_cid if icon_cid.startswith("ipfs://") else f"ipfs://{icon_cid}"
 
 
+
+
+@dataclass(frozen=True)
+class DocumentBase:
+    """A published document to update in place: its genesis, its current heads and their
+    depth (from ListChanges), and its blocks and metadata as Resource answers them."""
+
+    genesis: str
+    heads: tuple[str, ...]
+    depth: int
+    content: list = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+
+
+class NoChanges(ValueError):
+    """The Markdown says exactly what the document already says."""
+
+
+def document_blobs(seed: bytes, markdown: str, ts_ms: int, *, path: str = "", base: DocumentBase | None = None,
+                   defaults: dict | None = None,
+                   new_id: Callable[[], str] = random_block_id) -> tuple[str, list[Blob]]:
+    """A document version from Markdown, as the reference publishes one: (version, blobs).
+
+    `path` is the document's path in the signer's account ("" for the home document, else
+    "/a/b"). Without `base` it is a new document: its genesis change, one change holding the
+    front matter as metadata and every block, and the ref (generation = ts_ms). With `base` it
+    is a new version in place: one change (deps = the current heads) holding the front matter
+    and the block operations from the current blocks to the new ones, and the ref. Blocks keep
+    their ids when the Markdown carries them (`<!-- id:… -->`, as blocks_to_markdown writes).
+    `defaults` is metadata the front matter may override (e.g. a new document's name).
+    NoChanges when an update would change nothing.
+    """
+    kp = _keypair(seed)
+    tree, metadata = parse_markdown(markdown, new_id)
+    metadata = {**(defaults or {}), **metadata}
+    if base is None:
+        ops = metadata_operations(metadata) + flatten_to_operations(tree)
+        genesis = genesis_blob(seed)
+        change = change_blob(seed, ops, ts_ms, genesis.cid, [genesis.cid], 1)
+        ref = ref_blob(seed, kp.account_id, path, genesis.cid, [change.cid], ts_ms, ts_ms)
+        return change.cid, [genesis, change, ref]
+    old = [to_api_node(n) for n in base.content]
+    new_tree = rebind_table_identities(old, [from_api_node(n) for n in to_hm_nodes(tree)])
+    content_ops = compute_replace_ops(blocks_map(old), new_tree)
+    if not content_ops and all(base.metadata.get(k) == v for k, v in metadata.items()):
+        raise NoChanges("the document already says exactly this")
+    # As the reference: the front matter is set again whole, changed or not.
+    ops = metadata_operations(metadata) + content_ops
+    change = change_blob(seed, ops, ts_ms, base.genesis, list(base.heads), base.depth + 1)
+    ref = ref_blob(seed, kp.account_id, path, base.genesis, [change.cid], ts_ms, ts_ms)
+    return change.cid, [change, ref]
+
+
+def document_base(changes: list, content: list, metadata: dict | None = None) -> DocumentBase:
+    """A document's state from its ListChanges answer, as the library's `resolveDocumentState`:
+    the genesis is the change without deps, the heads are the changes nothing depends on, and a
+    change's depth is one more than its deepest dep's (the genesis is 0). ValueError when the
+    list is empty or not a change list."""
+    if not isinstance(changes, list) or not changes:
+        raise ValueError("the document has no changes")
+    deps_of: dict[str, list[str]] = {}
+    for change in changes:
+        cid, deps = change.get("id") if isinstance(change, dict) else None, (change or {}).get("deps") or []
+        if not isinstance(cid, str) or not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+            raise ValueError("a change has no id or malformed deps")
+        deps_of[cid] = deps
+    genesis = next((cid for cid, deps in deps_of.items() if not deps), None)
+    if genesis is None:
+        raise ValueError("no genesis change (a change without deps)")
+    depended = {d for deps in deps_of.values() for d in deps}
+    heads = tuple(cid for cid in deps_of if cid not in depended)
+    if not heads:
+        raise ValueError("no head changes")
+    dependents: dict[str, list[str]] = {}
+    for cid, deps in deps_of.items():
+        for d in deps:
+            dependents.setdefault(d, []).append(cid)
+    depth: dict[str, int] = {cid: 0 for cid, deps in deps_of.items() if not deps}
+    queue = deque(depth)
+    while queue:  # breadth first from the genesis, as the library: a change once all its deps are
+        for child in dependents.get(queue.popleft(), ()):
+            if child not in depth and all(d in depth for d in deps_of[child]):
+                depth[child] = max(depth[d] for d in deps_of[child]) + 1
+                queue.append(child)
+    return DocumentBase(genesis, heads, max(depth.get(h, 0) for h in heads), list(content or []),
+                        dict(metadata or {}))

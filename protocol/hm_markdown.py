@@ -31,6 +31,11 @@ __all__ = [
     "parse_frontmatter",
     "parse_markdown",
     "flatten_to_operations",
+    "to_hm_nodes",
+    "emit_frontmatter",
+    "render_inline",
+    "blocks_to_markdown",
+    "slugify",
 ]
 
 ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
@@ -871,3 +876,440 @@ def flatten_to_operations(tree: list[dict], parent_id: str = "") -> list[dict]:
     if ids:
         ops.append({"type": "MoveBlocks", "blocks": ids, "parent": parent_id})
     return ops
+
+
+def to_hm_nodes(tree: list[dict]) -> list[dict]:
+    """Parser nodes → the API's block nodes (`markdownBlockNodesToHMBlockNodes`): childrenType and
+    language move under `attributes`, `children` only when there are some."""
+    out = []
+    for node in tree:
+        blk = node["block"]
+        attributes = dict(blk.get("attributes") or {})
+        if blk.get("childrenType") is not None:
+            attributes["childrenType"] = blk["childrenType"]
+        if blk.get("language") is not None:
+            attributes["language"] = blk["language"]
+        annotations = []
+        for a in blk["annotations"]:
+            ann = {"type": a["type"], "starts": a["starts"], "ends": a["ends"]}
+            if "link" in a:
+                ann["link"] = a["link"]
+            if "attributes" in a:
+                ann["attributes"] = a["attributes"]
+            annotations.append(ann)
+        hm_block = {"type": blk["type"], "id": blk["id"], "text": blk["text"], "annotations": annotations,
+                    "attributes": attributes}
+        if blk.get("link") is not None:
+            hm_block["link"] = blk["link"]
+        hm_node: dict = {"block": hm_block}
+        if node["children"]:
+            hm_node["children"] = to_hm_nodes(node["children"])
+        out.append(hm_node)
+    return out
+
+
+# ─── Blocks → Markdown (the library's blocksToMarkdown) ──────────────────────
+
+_FM_KEY_ORDER = (
+    "name", "summary", "icon", "cover", "displayAuthor", "displayPublishTime", "schema", "childrenSchema",
+    "schemaDefinition", "siteUrl", "layout", "theme", "contentWidth", "childrenType", "showOutline",
+    "showActivity", "seedExperimentalLogo", "seedExperimentalHomeOrder", "importCategories", "importTags",
+)
+_PLAIN_FIRST = set("-?:,[]{}#&*!|>'\"%@`")
+_YAML_INDICATOR_RE = re.compile(r": |:$| #|^[\s]|[\s]$")
+
+
+def _rank(key: str) -> int:
+    return _FM_KEY_ORDER.index(key) if key in _FM_KEY_ORDER else len(_FM_KEY_ORDER)
+
+
+def _yaml_string(s: str, indent: str) -> str:
+    if "\n" in s:
+        chomp = "-" if not s.endswith("\n") else ("+" if s.endswith("\n\n") else "")
+        body = s[:-1] if s.endswith("\n") and chomp == "" else s
+        lines = body.split("\n")
+        return "|" + chomp + "".join("\n" + (indent + "  " + line if line else "") for line in lines)
+    plain = bool(s) and s[0] not in _PLAIN_FIRST and not _YAML_INDICATOR_RE.search(s)
+    if plain:
+        try:
+            plain = yaml.load(s, Loader=_YamlLoader) == s
+        except yaml.YAMLError:
+            plain = False
+    if plain:
+        return s
+    if '"' in s and "'" not in s:
+        return "'" + s + "'"
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _yaml_value(value, indent: str) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return _js_string(value)
+    if isinstance(value, str):
+        return _yaml_string(value, indent)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        return "".join(f"\n{indent}  {k}: {_yaml_value(v, indent + '  ')}".rstrip(" ")
+                       for k, v in value.items() if v is not None)
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        return "".join(f"\n{indent}- {_yaml_value(v, indent + '  ')}" for v in value)
+    return _yaml_string(str(value), indent)
+
+
+def emit_frontmatter(metadata: dict) -> str:
+    """`emitFrontmatter`: `---` YAML `---`, keys in the library's order."""
+    entries = [(k, v) for k, v in (metadata or {}).items() if v is not None]
+    if not entries:
+        return "---\n---\n"
+    entries.sort(key=lambda kv: (_rank(kv[0]), _locale_key(kv[0])))
+    body = "\n".join(f"{k}: {_yaml_value(v, '')}".replace(": \n", ":\n") for k, v in entries)
+    return "---\n" + body + "\n---\n"
+
+
+def _comment_json(value) -> str:
+    return json.dumps(_sort_keys(value), separators=(",", ":"), ensure_ascii=False).replace("--", "-\\u002d")
+
+
+def _block_comment(block_id: str, type_: str | None = None, attrs: dict | None = None) -> str:
+    s = f"<!-- id:{block_id}"
+    if type_:
+        s += f" type:{type_}"
+    if attrs:
+        s += f" attrs:{_comment_json(attrs)}"
+    return s + " -->"
+
+
+_NATIVE_TYPES = {"Paragraph", "Heading", "Code", "Math", "Image", "Table"}
+_LIST_TYPES = {"Unordered", "Ordered", "Blockquote"}
+
+
+def _is_native_attribute(type_: str, key: str, value, has_children: bool) -> bool:
+    if key == "childrenType":
+        if value in _LIST_TYPES:
+            return True
+        if value == "Group":
+            return has_children
+        return False
+    return type_ == "Code" and key == "language"
+
+
+def _extra_attributes(type_: str, attributes: dict, has_children: bool) -> dict:
+    return {k: v for k, v in attributes.items()
+            if v is not None and not _is_native_attribute(type_, k, v, has_children)}
+
+
+def _render_url(url: str) -> str:
+    return f"<{url}>" if re.search(r"[" + re.escape(_WS) + r"()<>]", url) else url
+
+
+def _u16_slice(s: str, start: int, end: int | None = None) -> str:
+    units = s.encode("utf-16-le", "surrogatepass")
+    piece = units[start * 2:] if end is None else units[start * 2:end * 2]
+    return piece.decode("utf-16-le", "surrogatepass")
+
+
+def _escape_inline(s: str, at_line_start: bool) -> str:
+    out = re.sub(r"[\\`*_~\[\]<]", lambda m: "\\" + m.group(0), s).replace("\n", "<br>")
+    if at_line_start:
+        out = re.sub(r"^(#|[-+>|$]|[0-9]+[.)])",
+                     lambda m: "\\" + m.group(0) if len(m.group(0)) == 1 else m.group(0)[:-1] + "\\" + m.group(0)[-1],
+                     out, count=1)
+        if out and out[0] in _WS:
+            out = "\\" + out
+    return out
+
+
+def _escape_trailing_whitespace(s: str) -> str:
+    return s[:-1] + "\\" + s[-1] if s and s[-1] in _WS else s
+
+
+def _spans(text: str, annotations: list | None) -> list[dict]:
+    spans = []
+    length = _u16(text)
+    for a in annotations or []:
+        starts = a.get("starts") or []
+        ends = a.get("ends") or []
+        link = a.get("link") or None
+        attrs = a.get("attributes") or None
+        key = a["type"] + " " + (link or "") + " " + (_comment_json(attrs) if attrs else "")
+        for i, s in enumerate(starts):
+            start = max(0, s)
+            end = min(length, ends[i] if i < len(ends) else -1)
+            if end <= start:
+                continue
+            spans.append({"start": start, "end": end, "type": a["type"], "link": link, "attributes": attrs,
+                          "key": key})
+    spans.sort(key=lambda x: (_locale_key(x["key"]), x["start"], x["end"]))
+    merged: list[dict] = []
+    for s in spans:
+        if merged and merged[-1]["key"] == s["key"] and s["start"] <= merged[-1]["end"]:
+            merged[-1]["end"] = max(merged[-1]["end"], s["end"])
+        else:
+            merged.append(dict(s))
+    return merged
+
+
+def _priority(s: dict) -> int:
+    return 2 if s["type"] == "Embed" else 1 if s["type"] == "Code" else 0
+
+
+def _opening_key(s: dict) -> tuple:
+    return (_priority(s), -s["end"], s["start"], _locale_key(s["type"]))
+
+
+_SPAN_STYLE = {v: k for k, v in _SPAN_STYLE_TO_TYPE.items()}
+
+
+def _markers(s: dict, chunk: str, full_text: str) -> tuple[str, str]:
+    t = s["type"]
+    if t == "Bold":
+        return "**", "**"
+    if t == "Italic":
+        return "_", "_"
+    if t == "Strike":
+        return "~~", "~~"
+    if t == "Underline":
+        return "<u>", "</u>"
+    if t == "Range":
+        return "<mark>", "</mark>"
+    if t == "Link":
+        return "[", f"]({_render_url(s['link'] or '')})"
+    if t == "Embed":
+        return f"<{s['link'] or ''}>", ""
+    if t == "Code":
+        fence_len = 1
+        for m in re.finditer(r"`+", _u16_slice(full_text, s["start"], s["end"])):
+            fence_len = max(fence_len, len(m.group(0)) + 1)
+        fence = "`" * fence_len
+        pad = " " if chunk and (chunk[0] in "` " or chunk[-1] in "` ") else ""
+        return fence + pad, pad + fence
+    prop = _SPAN_STYLE.get(t)
+    if prop:
+        value = str((s.get("attributes") or {}).get("value", ""))
+        value = value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+        return f'<span style="{prop}:{value}">', "</span>"
+    return "", ""
+
+
+def render_inline(text: str, annotations: list | None, at_line_start: bool) -> str:
+    """Text and annotations → inline Markdown (the library's renderInline)."""
+    spans = _spans(text, annotations)
+    if not spans:
+        return _escape_trailing_whitespace(_escape_inline(text, at_line_start))
+    points = sorted({0, _u16(text), *(s["start"] for s in spans), *(s["end"] for s in spans)})
+    stack: list[tuple[dict, str]] = []
+    out = ""
+    for p in range(len(points) - 1):
+        pos, nxt = points[p], points[p + 1]
+        active = [s for s in spans if s["start"] <= pos and s["end"] >= nxt]
+
+        def is_active(span: dict) -> bool:
+            return any(a is span for a in active)
+
+        survivors: list[dict] = []
+        first_inactive = next((i for i, (span, _) in enumerate(stack) if not is_active(span)), len(stack))
+        while len(stack) > first_inactive:
+            span, close = stack.pop()
+            out += close
+            if is_active(span):
+                survivors.insert(0, span)
+        opening = survivors + [s for s in active if not any(o is s for o, _ in stack)
+                               and not any(v is s for v in survivors)]
+        opening.sort(key=_opening_key)
+        inner = [entry for entry in stack if _priority(entry[0]) > 0]
+        if opening and inner:
+            for entry in reversed(inner):
+                out += entry[1]
+                stack.remove(entry)
+                opening.append(entry[0])
+            opening.sort(key=_opening_key)
+        chunk = _u16_slice(text, pos, nxt)
+        for s in opening:
+            open_, close = _markers(s, chunk, text)
+            out += open_
+            stack.append((s, close))
+        top = stack[-1][0] if stack else None
+        if top is not None and top["type"] == "Embed":
+            pass
+        elif top is not None and top["type"] == "Code":
+            out += chunk.replace("\n", "<br>")
+        else:
+            out += _escape_inline(chunk, at_line_start and out == "")
+    while stack:
+        out += stack.pop()[1]
+    return _escape_trailing_whitespace(out)
+
+
+def _table_markdown(node: dict, ind: str) -> str:
+    columns: list[dict] = []
+    rows: list[dict] = []
+    for child in node.get("children") or []:
+        block = child.get("block") or {}
+        if block.get("type") == "TableColumn":
+            attrs = _extra_attributes("TableColumn", block.get("attributes") or {}, False)
+            columns.append({"id": block["id"], "attributes": attrs})
+        elif block.get("type") == "TableRow":
+            cells: dict[str, dict] = {}
+            for cell_node in child.get("children") or []:
+                cell = cell_node.get("block") or {}
+                column_id = (cell.get("attributes") or {}).get("columnId")
+                if isinstance(column_id, str) and column_id and column_id not in cells:
+                    cells[column_id] = {"text": cell.get("text") or "", "annotations": cell.get("annotations")}
+            rows.append({"id": block["id"], "cells": cells,
+                         "isHeader": not rows and (block.get("attributes") or {}).get("isHeader") is True})
+    if not columns:
+        return ""
+
+    def row_cells(row: dict | None) -> list[str]:
+        out = []
+        for col in columns:
+            cell = row["cells"].get(col["id"]) if row else None
+            text = render_inline(cell["text"], cell["annotations"], False) if cell else ""
+            out.append(text.replace("|", "\\|").replace("\n", "<br>"))
+        return out
+
+    header = rows[0] if rows and rows[0]["isHeader"] else None
+    body = rows[1:] if header else rows
+    header_texts = row_cells(header)
+    header_cells = []
+    for idx, col in enumerate(columns):
+        attrs = f" attrs:{_comment_json(col['attributes'])}" if col["attributes"] else ""
+        text = header_texts[idx]
+        header_cells.append((text + " " if text else "") + f"<!-- col:{col['id']}{attrs} -->")
+    if header:
+        header_cells[-1] += " " + _block_comment(header["id"])
+    lines = [ind + "| " + " | ".join(header_cells) + " |", ind + "|" + "|".join(" --- " for _ in columns) + "|"]
+    for row in body:
+        cells = row_cells(row)
+        cells[-1] = (cells[-1] + " " if cells[-1] else "") + _block_comment(row["id"])
+        lines.append(ind + "| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _media_url(url: str, gateway: bool) -> str:
+    return f"https://ipfs.io/ipfs/{url[7:]}" if gateway and url.startswith("ipfs://") else url
+
+
+def _marker_for(children_type: str | None, index: int) -> str:
+    if children_type == "Unordered":
+        return "- "
+    if children_type == "Ordered":
+        return f"{index + 1}. "
+    if children_type == "Blockquote":
+        return "> "
+    return ""
+
+
+def _render_nodes(nodes: list[dict], ind: str, children_type: str | None, depth: int, gateway: bool,
+                  out: list[str]) -> None:
+    listy = children_type in _LIST_TYPES
+    for i, node in enumerate(nodes):
+        if i > 0 and not listy:
+            out.append("")
+        wrote_heading = _render_node(node, ind, _marker_for(children_type, i), depth, gateway, out)
+        nxt = nodes[i + 1] if i + 1 < len(nodes) else None
+        if wrote_heading and nxt is not None and nxt["block"]["type"] != "Heading":
+            out.append(ind + f"<!-- end:{node['block']['id']} -->")
+
+
+def _render_node(node: dict, ind: str, marker: str, depth: int, gateway: bool, out: list[str]) -> bool:
+    block = node["block"]
+    children = node.get("children") or []
+    type_ = block["type"]
+    text = block.get("text") or ""
+    link = block.get("link") or ""
+    attributes = block.get("attributes") or {}
+    children_type = attributes.get("childrenType")
+    if type_ == "Table":
+        extra = _extra_attributes(type_, attributes, False)
+        table = _table_markdown(node, ind + " " * len(marker))
+        out.append(ind + marker + _block_comment(block["id"], None if table else "Table", extra))
+        if table:
+            out.extend(table.split("\n"))
+        return False
+    extra = _extra_attributes(type_, attributes, bool(children))
+    comment = _block_comment(block["id"], None if type_ in _NATIVE_TYPES else type_, extra)
+    content_ind = ind + " " * len(marker)
+    wrote_heading = False
+    child_ind = content_ind if marker else ind + "  "
+    child_depth = 0
+    shorthand = False
+    if type_ == "Paragraph":
+        if not text and children and children_type in _LIST_TYPES and not marker:
+            out.append(ind + comment)
+            shorthand = True
+            child_ind = ind
+        elif not text:
+            out.append(ind + marker + comment)
+        else:
+            out.append(ind + marker + render_inline(text, block.get("annotations"), True) + " " + comment)
+    elif type_ == "Heading":
+        level = min(depth + 1, 6)
+        out.append(ind + marker + "#" * level + " " + render_inline(text, block.get("annotations"), False)
+                   + " " + comment)
+        if level < 6:
+            wrote_heading = not marker
+            child_ind = content_ind
+            child_depth = depth + 1
+        else:
+            child_ind = content_ind + "  "
+        if children:
+            out.append("")
+    elif type_ == "Code":
+        lang = attributes.get("language") or ""
+        fence_len = 3
+        for m in re.finditer(r"`+", text):
+            fence_len = max(fence_len, len(m.group(0)) + 1)
+        fence = "`" * fence_len
+        out.append(ind + marker + fence + lang + " " + comment)
+        out.extend(content_ind + line if line else "" for line in text.split("\n"))
+        out.append(content_ind + fence)
+    elif type_ == "Math":
+        out.append(ind + marker + "$$ " + comment)
+        out.extend(content_ind + line if line else "" for line in text.split("\n"))
+        out.append(content_ind + "$$")
+    elif type_ == "Image":
+        alt = render_inline(text, block.get("annotations"), False)
+        out.append(ind + marker + f"![{alt}]({_render_url(_media_url(link, gateway))}) " + comment)
+    else:
+        url = _render_url(_media_url(link, gateway))
+        visible = ""
+        if text and link:
+            visible = f"[{render_inline(text, block.get('annotations'), False)}]({url})"
+        elif link:
+            visible = f"<{_media_url(link, gateway)}>"
+        elif text:
+            visible = render_inline(text, block.get("annotations"), True)
+        out.append(ind + marker + (visible + " " if visible else "") + comment)
+        if not visible and children and children_type in _LIST_TYPES and not marker:
+            shorthand = True
+            child_ind = ind
+    if children:
+        if not shorthand and type_ != "Heading" and children_type not in _LIST_TYPES:
+            out.append("")
+        _render_nodes(children, child_ind, children_type, child_depth, gateway, out)
+    return wrote_heading
+
+
+def blocks_to_markdown(metadata: dict, content: list[dict], *, ipfs_gateway: bool = True) -> str:
+    """A document (metadata, API block nodes) as Markdown, as the library's `blocksToMarkdown`:
+    front matter, every block with its id in a comment, so parsing it back keeps the ids and an
+    update replaces only what changed. `ipfs://` media links are shown through the ipfs.io
+    gateway, as the library does by default."""
+    out = [emit_frontmatter(metadata or {})[:-1]]
+    _render_nodes(content or [], "", None, 0, ipfs_gateway, out)
+    return "\n".join(out) + "\n"
+
+
+def slugify(name: str) -> str:
+    """A document path segment from its name, as the reference server's `slugifyLocal`."""
+    return re.sub(r"^-+|-+$", "", re.sub(r"[^a-z0-9]+", "-", _trim(name.lower()))) or "untitled"

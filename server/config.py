@@ -72,6 +72,10 @@ class Config:
     # a run lasts unrenewed (renewed every third of it), and how often idle servers look for work.
     run_lease: float = 15.0
     run_poll_interval: float = 1.0
+    # The Seed hypermedia server agents' identities are published to (None: created locally
+    # only; server/identity_publish.py), and how long one publication may take.
+    hm_server_url: str | None = None
+    hm_server_timeout: float = 30.0
     # The tool loop (server/runtime/tool_loop.py; docs/operations.md "Tools and budgets"): each
     # budget ends a run with an error event when spent; a tool's output is cut to what the model
     # is fed; web pages are read up to a size; web_search needs a SearXNG.
@@ -82,7 +86,6 @@ class Config:
     tool_timeout: float = 60.0
     tool_fetch_bytes: int = 5 << 20
     searxng_url: str = ""
-    hm_server_url: str | None = None   # (the same setting as h21b's; triggers read its activity feed)
     # Triggers (server/triggers/): bounds per agent, history kept per trigger, webhook bounds,
     # the activity feed's polling, and the triggers' clock (test servers speed it up).
     trigger_max_per_agent: int = 100
@@ -189,13 +192,6 @@ def lease_seconds(raw: str) -> float:
     return value
 
 
-def http_url(raw: str) -> str:
-    raw = raw.strip()
-    if not raw.startswith(("http://", "https://")) or len(raw) < 10:
-        raise ValueError("must be an http:// or https:// URL")
-    return raw.rstrip("/")
-
-
 def origins(raw: str) -> str:
     """`*`, or comma-separated origins as browsers send them (`scheme://host[:port]`, or
     `null`), kept in that normalized form."""
@@ -213,6 +209,14 @@ def origins(raw: str) -> str:
 
 def provider_networks(raw: str) -> str:
     return check_networks_value(raw)
+
+
+def http_url(raw: str) -> str:
+    """An http:// or https:// URL with a host, kept without a trailing slash."""
+    value = raw.strip().rstrip("/")
+    if not re.fullmatch(r"https?://[^/\s?#]+(/[^\s?#]*)?", value, re.I):
+        raise ValueError("must be an http:// or https:// URL with a host (e.g. https://hyper.media)")
+    return value
 
 
 def signed_ms(raw: str) -> int:
@@ -278,6 +282,8 @@ SETTINGS: list[Setting] = [
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
+    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents' accounts are published to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
+    Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
     Setting("--max-tool-steps", "MAX_TOOL_STEPS", "max_tool_steps", count, "N", "a run whose model asks for more tool steps (model replies with tool calls) than this fails with an error event"),
     Setting("--max-run-tokens", "MAX_RUN_TOKENS", "max_run_tokens", count, "TOKENS", "a run whose model steps have used more tokens (input + output, all steps) than this fails with an error event before its next step"),
     Setting("--max-run-seconds", "MAX_RUN_SECONDS", "max_run_seconds", rate, "SECONDS", "a run still working after this long (model steps and tools together) is stopped and fails with an error event"),
@@ -285,7 +291,6 @@ SETTINGS: list[Setting] = [
     Setting("--tool-timeout", "TOOL_TIMEOUT", "tool_timeout", rate, "SECONDS", "a tool call still running after this long is abandoned and answered with an error (the run goes on)"),
     Setting("--tool-fetch-bytes", "TOOL_FETCH_BYTES", "tool_fetch_bytes", count, "BYTES", "a web page an agent reads is downloaded up to this many bytes; the rest is not read"),
     Setting("--searxng-url", "SEARXNG_URL", "searxng_url", http_url, "URL", "the SearXNG instance (JSON API) behind the agents' `web_search` tool; unset: `web_search` is not offered", "unset"),
-    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents' accounts are published to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
     Setting("--trigger-max-per-agent", "TRIGGER_MAX_PER_AGENT", "trigger_max_per_agent", count, "N", "triggers one agent may have (more is 409)"),
     Setting("--trigger-firings-per-hour", "TRIGGER_FIRINGS_PER_HOUR", "trigger_firings_per_hour", count, "N", "trigger firings per agent per hour that start work; past it a firing is recorded as skipped"),
     Setting("--trigger-history", "TRIGGER_HISTORY", "trigger_history", count, "N", "firings kept per trigger (older ones are pruned; a pruned webhook Idempotency-Key can be used again)"),

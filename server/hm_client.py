@@ -23,24 +23,37 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from typing import Callable
 from urllib.parse import quote_plus
 
 import httpx
 
 from protocol import dagcbor
-from protocol.hm_blobs import Blob
+from protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
+from protocol.hm_ids import HmId, parse_hm_id
+from protocol.hm_markdown import blocks_to_markdown, parse_frontmatter, random_block_id, slugify
 from server.providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
 from server.providers.redact import display_url
 
-__all__ = ["HmError", "HmClient", "DEFAULT_TIMEOUT", "DEFAULT_MAX_ANSWER_BYTES"]
+__all__ = ["HmError", "HmNotFound", "HmClient", "DEFAULT_TIMEOUT", "DEFAULT_MAX_ANSWER_BYTES",
+           "MAX_MARKDOWN_BYTES"]
 
 DEFAULT_TIMEOUT = 15.0
 # The largest answer read from an HM server; a document of a few thousand blocks is far below.
 DEFAULT_MAX_ANSWER_BYTES = 8 * 1024 * 1024
+# The largest Markdown published as one document.
+MAX_MARKDOWN_BYTES = 1024 * 1024
+# Redirects followed when reading (a document moved, then moved again).
+MAX_REDIRECTS = 3
 
 
 class HmError(Exception):
     """One clear sentence about what went wrong with the HM server (never its answer's text)."""
+
+
+class HmNotFound(HmError):
+    """The HM server has no document at that address (or it was deleted)."""
 
 
 def search_params(params: dict[str, str]) -> str:
@@ -66,7 +79,7 @@ class HmClient:
     """A Seed hypermedia server at `base_url`, over `http` (one is made when not given, on the
     provider network policy's loopback default; the server passes its runtime's client)."""
 
-    def __init__(self, base_url: str, http: httpx.AsyncClient | None = None, *,
+    def __init__(self, base_url: str, http: httpx.AsyncClient | None = None,
                  timeout: float = DEFAULT_TIMEOUT, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
         self.base_url = base_url.rstrip("/")
         self.display = display_url(self.base_url)
@@ -113,6 +126,119 @@ class HmClient:
         """`ListChanges`: every change of a document (`{changes: [{id, author, deps, ...}]}`)."""
         return await self._get_object("ListChanges", {"targetId": hm_id})
 
+    # -- documents ---------------------------------------------------------------------------
+
+    async def read_document(self, hm_url: str) -> str:
+        """The document at an `hm://` address as Markdown (protocol/hm_markdown.blocks_to_markdown:
+        front matter, blocks with their ids). ValueError for an address that is not one;
+        HmNotFound when there is no such document; HmError for anything else."""
+        hm_id = parse_hm_id(hm_url)
+        for _ in range(MAX_REDIRECTS + 1):
+            resource = await self.resource(hm_id.pack())
+            kind = resource.get("type")
+            if kind == "redirect":
+                hm_id = self._redirect_target(resource)
+                continue
+            if kind == "document":
+                document = resource.get("document")
+                return self._render(document, hm_id, "document")
+            if kind == "comment":
+                return self._render({"metadata": {}, "content": (resource.get("comment") or {}).get("content")},
+                                    hm_id, "comment")
+            if kind == "tombstone":
+                raise HmNotFound(f"the document {hm_id.base} was deleted ({self.display})")
+            if kind == "not-found":
+                raise await self._not_found(hm_id)
+            raise self._error("Resource", "answered something that is not a Resource answer")
+        raise self._error("Resource", f"redirected more than {MAX_REDIRECTS} times")
+
+    async def publish_document(self, seed: bytes, markdown: str, hm_url: str | None, ts_ms: int, *,
+                               new_id: Callable[[], str] = random_block_id) -> str:
+        """Publish Markdown as a document signed with `seed`; its new version (the change CID).
+
+        `hm_url` None: a new document in the key's account, at the slug of its name (front
+        matter `name`/`title`, else its first heading); refused when one is already there.
+        `hm_url` naming a document: a new version in place (the block diff from its current
+        blocks; nothing is published, and the current version answered, when nothing changed).
+        `hm_url` naming no document yet: a new document at that path (its parent must exist).
+        Only the key's own account can be written. All blobs go in one PublishBlobs call.
+        """
+        if len(markdown.encode("utf-8", "surrogatepass")) > MAX_MARKDOWN_BYTES:
+            raise ValueError(f"a document is at most {MAX_MARKDOWN_BYTES} bytes of Markdown")
+        account = account_id(seed)
+        if hm_url is None:
+            name = _document_name(markdown)
+            if not name:
+                raise ValueError("a new document needs a name: front matter `name:` or a first heading")
+            hm_id = HmId(account, (slugify(name),))
+        else:
+            hm_id = parse_hm_id(hm_url)
+            hm_id = HmId(hm_id.uid, hm_id.path)  # always the latest version
+            if hm_id.uid != account:
+                raise ValueError(f"this identity ({account}) can only publish in its own account, "
+                                 f"not in {hm_id.uid}")
+        kind, resource = await self._kind_of(hm_id)
+        if kind == "document" and hm_url is None:
+            raise ValueError(f"a document already exists at {hm_id.base}: pass its address to update it")
+        if kind == "document":
+            document = resource.get("document")
+            changes = (await self.list_changes(hm_id.pack())).get("changes")
+            try:
+                base = document_base(changes, document.get("content"), document.get("metadata"))
+            except (ValueError, AttributeError, TypeError):
+                raise self._error("ListChanges", "answered a change list that is not a document's") from None
+            try:
+                version, blobs = document_blobs(seed, markdown, ts_ms, path=hm_id.api_path, base=base, new_id=new_id)
+            except NoChanges:
+                return str(document.get("version") or ".".join(base.heads))
+            except (KeyError, TypeError, AttributeError, RecursionError):
+                raise self._error("Resource", "answered a document that is not well formed") from None
+        elif kind in ("not-found", "tombstone"):
+            if len(hm_id.path) > 1:
+                parent = HmId(hm_id.uid, hm_id.path[:-1])
+                if (await self._kind_of(parent))[0] != "document":
+                    raise ValueError(f"cannot create {hm_id.base}: its parent {parent.base} does not exist")
+            name = _document_name(markdown) or (hm_id.path[-1] if hm_id.path else "")
+            version, blobs = document_blobs(seed, markdown, ts_ms, path=hm_id.api_path,
+                                            defaults={"name": name} if name else None, new_id=new_id)
+        else:
+            raise ValueError(f"{hm_id.base} is a {kind or 'resource'} on the HM server, not a document")
+        await self.publish_blobs(blobs)
+        return version
+
+    async def _kind_of(self, hm_id: HmId) -> tuple[str, dict]:
+        """(the Resource answer's type, the answer); "not-found" for a 404 as well."""
+        try:
+            resource = await self.resource(hm_id.pack())
+        except HmNotFound:
+            return "not-found", {}
+        return str(resource.get("type") or ""), resource
+
+    def _redirect_target(self, resource: dict) -> HmId:
+        target = resource.get("redirectTarget")
+        try:
+            return HmId(str(target["uid"]), tuple(str(p) for p in target.get("path") or ()))
+        except (TypeError, KeyError, AttributeError):
+            raise self._error("Resource", "answered a redirect without a target") from None
+
+    def _render(self, document: object, hm_id: HmId, what: str) -> str:
+        try:
+            metadata = document.get("metadata") or {}
+            content = document.get("content") or []
+            if not isinstance(metadata, dict) or not isinstance(content, list):
+                raise TypeError
+            return blocks_to_markdown(metadata, content)
+        except (TypeError, KeyError, AttributeError, ValueError, RecursionError):
+            raise self._error("Resource", f"answered a {what} that is not well formed ({hm_id.base})") from None
+
+    async def _not_found(self, hm_id: HmId) -> HmNotFound:
+        if not hm_id.path:
+            account = await self.account(hm_id.uid)
+            if account.get("type") != "account":
+                return HmNotFound(f"the HM server at {self.display} knows no account {hm_id.uid}")
+            return HmNotFound(f"the account {hm_id.uid} has no home document on {self.display}")
+        return HmNotFound(f"there is no document at {hm_id.base} on {self.display}")
+
     # -- plumbing ----------------------------------------------------------------------------
 
     async def _get_object(self, key: str, params: dict[str, str]) -> dict:
@@ -144,6 +270,8 @@ class HmClient:
                                           headers={"Accept": "application/json", **headers})
         response = await self.http.send(request, stream=True)
         try:
+            if response.status_code == 404 and method == "GET":
+                raise HmNotFound(f"the Seed hypermedia server at {self.display} found nothing ({key})")
             if response.status_code >= 400 or response.status_code < 200:
                 raise self._error(key, f"refused the request with HTTP {response.status_code}")
             declared = response.headers.get("content-length")
@@ -160,9 +288,22 @@ class HmClient:
             await response.aclose()
         try:
             value = json.loads(b"".join(chunks))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise self._error(key, "answered something that is not JSON") from None
         # superjson's envelope: the value under "json" (bigints and dates are strings there).
         if isinstance(value, dict) and "json" in value and set(value) <= {"json", "meta"}:
             value = value["json"]
         return value
+
+
+_HEADING_LINE = re.compile(r"^[ \t]*#{1,6}[ \t]+(.+?)[ \t]*(?:<!--.*-->)?[ \t]*$", re.M)
+
+
+def _document_name(markdown: str) -> str:
+    """A new document's name: its front matter's, else its first heading's text."""
+    content, metadata = parse_frontmatter(markdown)
+    name = metadata.get("name")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    heading = _HEADING_LINE.search(content)
+    return heading.group(1).strip() if heading else ""

@@ -25,6 +25,7 @@ from protocol.framing_http import WS_PATH, HttpFraming, Route
 from protocol.framing_types import Refusal, Request
 from server.connection import new_connection_id
 from server.dispatch import execute
+from server.health import health
 from server.origins import REFUSED, policy
 from protocol.events import error_response
 from server.ratelimit import TokenBucket
@@ -328,9 +329,7 @@ class HttpConnection(asyncio.Protocol):
             return await webhook.answer(app, framing, route.path, method, headers, body or b"", str(peer[0]),
                                         keep_alive)
         if kind == "health":
-            return framing.json(200, {"status": "ok", "ok": True, "uptime": round(app.uptime(), 3),
-                                      "version": VERSION, "schemaVersion": app.db.schema_version},
-                                keep_alive=keep_alive)
+            return framing.json(200, health(app, VERSION), keep_alive=keep_alive)
         if kind == "version":
             value = {"version": VERSION, "schemaVersion": app.db.schema_version}
             if build_commit():

@@ -33,6 +33,15 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
 
+        # The tool loop (server/runtime/tool_loop.py).
+        self.tool_calls = Counter("seed_agents_tool_calls", "Tool calls answered, by verb and outcome "
+                                  "(ok, error)", ["tool", "outcome"], registry=r)
+        self.tool_step_overhead = Histogram(
+            "seed_agents_tool_step_overhead_seconds", "The loop's own time in one tool step: the step's wall "
+            "time less the model's stream and the tools' run time (recording, checks, publishing)", registry=r,
+            buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+        )
+
         self.cache_bytes = Gauge("seed_agents_cache_bytes", "Bytes held by an in-memory cache (its entries' "
                                  "sizes plus a fixed overhead each)", ["cache"], registry=r)
         self.cache_entries = Gauge("seed_agents_cache_entries", "Entries in an in-memory cache", ["cache"],

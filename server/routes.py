@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from protocol.actions import ACTIONS
 from server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
                              providers, runs, secrets, sessions, sharing, signers, subscribe)
+from server.handlers import identities
 from server.handlers import triggers
 
 Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
@@ -63,6 +64,11 @@ HANDLING: dict[str, Handling] = {
     "DeclineAgentInvite": Handling(sharing.decline_agent_invite),
     "SetAgentPublicRead": Handling(sharing.set_agent_public_read),
     # --- signing identities ---
+    "ListSigningIdentities": Handling(identities.list_signing_identities),
+    "CreateSigningIdentity": Handling(identities.create_signing_identity),
+    "ImportSigningIdentity": Handling(identities.import_signing_identity),
+    "UpdateSigningIdentity": Handling(identities.update_signing_identity),
+    "DeleteSigningIdentity": Handling(identities.delete_signing_identity),
 
     # --- files: memory, attachments, uploads ---
 

@@ -153,7 +153,7 @@ async def test_changes_notices_and_deletion_reach_other_servers(cluster):
     await watcher.event_where(is_change("account/" + OWNER.account_id, reason="session-updated"), 15)
     r = await writer.call(OWNER, {"_": "UpdateAgent", "agentId": agent_id, "definition": {
         "name": "Renamed", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo-1"}})
-    assert r["_"] == "UpdateAgentResponse", r
+    assert r["_"] == "GetAgentResponse", r
     changed = await watcher.event_where(lambda e: e["_"] == "change" and e["key"] == "agents/" + agent_id
                                         and e["value"].get("definition", {}).get("name") == "Renamed", 15)
     assert changed["value"]["accessRole"] == "owner"

@@ -59,3 +59,37 @@ def test_new_account_blobs_are_signed_linked_and_addressed():
 def test_account_id_refuses_a_seed_of_the_wrong_length():
     with pytest.raises(ValueError):
         hm_blobs.account_id(bytes(31))
+
+
+DOCUMENT = load("documents")["document"]
+
+
+def test_a_first_document_version_equals_the_library():
+    create = DOCUMENT["create"]
+    seed = bytes.fromhex(DOCUMENT["seed"])
+    version, blobs = hm_blobs.document_blobs(seed, create["markdown"], create["ts"], path=create["path"],
+                                             new_id=block_ids(create["randomSeed"]))
+    assert version == create["version"]
+    _check(blobs, create["blobs"])
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["plain markdown", "edited read-back with ids"])
+def test_an_update_in_place_equals_the_library(index):
+    create, update = DOCUMENT["create"], DOCUMENT["updates"][index]
+    seed = bytes.fromhex(DOCUMENT["seed"])
+    base = hm_blobs.DocumentBase(genesis=create["blobs"][0]["cid"], heads=(create["version"],), depth=1,
+                                 content=create["content"])
+    version, blobs = hm_blobs.document_blobs(seed, update["markdown"], update["ts"], path=create["path"],
+                                             base=base, new_id=block_ids(update["randomSeed"]))
+    assert version == update["version"]
+    _check(blobs, update["blobs"])
+
+
+def test_an_update_that_changes_nothing_is_refused():
+    create = DOCUMENT["create"]
+    seed = bytes.fromhex(DOCUMENT["seed"])
+    base = hm_blobs.DocumentBase(genesis=create["blobs"][0]["cid"], heads=(create["version"],), depth=1,
+                                 content=create["content"])
+    body = create["rendered"].split("---\n", 2)[2]  # no front matter: no metadata to set either
+    with pytest.raises(hm_blobs.NoChanges):
+        hm_blobs.document_blobs(seed, body, create["ts"] + 1, path=create["path"], base=base)

@@ -32,7 +32,7 @@ async def test_update_agent_changes_the_next_turn(server):
         await call(agent_watch, a, {"_": "Subscribe", "key": f"agents/{agent_id}"})
         await agent_watch.event()   # the current AgentInfo
         r = await call(c, a, {"_": "UpdateAgent", "agentId": agent_id, "definition": definition})
-        assert r["_"] == "UpdateAgentResponse" and r["agent"]["definition"] == definition
+        assert r["_"] == "GetAgentResponse" and r["agent"]["definition"] == definition
         assert r["agent"]["id"] == agent_id
         e = await agent_watch.event()
         assert e["_"] == "change" and e["value"]["definition"] == definition

@@ -51,11 +51,15 @@ async def test_update_session_title_and_model_override(server):
     a, b = keypair("A"), keypair("B")
     c = await V2Client.open(server.url)
     agent_id, sid = await setup_session(c, a)
+    # echo takes no reasoning level (protocol/reasoning.py): 400, and nothing changes
     r = await call(c, a, {"_": "UpdateSession", "sessionId": sid, "title": "Plans",
                          "modelOverride": {"provider": "echo", "model": "echo-2", "reasoningLevel": "low"}})
+    assert (r["_"], r["status"]) == ("Error", 400) and "reasoning level" in r["message"], r
+    r = await call(c, a, {"_": "UpdateSession", "sessionId": sid, "title": "Plans",
+                         "modelOverride": {"provider": "echo", "model": "echo-2"}})
     assert r["_"] == "UpdateSessionResponse"
     assert r["session"]["title"] == "Plans" and r["session"]["id"] == sid
-    assert r["session"]["modelOverride"] == {"provider": "echo", "model": "echo-2", "reasoningLevel": "low"}
+    assert r["session"]["modelOverride"] == {"provider": "echo", "model": "echo-2"}
     # absent leaves the override alone; null clears it
     r = await call(c, a, {"_": "UpdateSession", "sessionId": sid, "title": "Plans 2"})
     assert r["session"]["modelOverride"]["model"] == "echo-2"

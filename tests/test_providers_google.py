@@ -58,7 +58,8 @@ async def test_request_follows_the_gemini_api_and_keeps_the_key_out_of_the_url(f
     assert req.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     assert req.headers["x-goog-api-key"] == KEY and KEY not in req.path
     assert req.body == {
-        "generationConfig": {"temperature": 0.1},
+        # No reasoning level: thinking off, where the model allows it (providers/reasoning.py).
+        "generationConfig": {"temperature": 0.1, "thinkingConfig": {"thinkingBudget": 0}},
         "systemInstruction": {"parts": [{"text": "Be brief."}]},
         "contents": [{"role": "user", "parts": [{"text": "Say hi"}]},
                      {"role": "model", "parts": [{"text": "hi"}]},

@@ -24,7 +24,8 @@ def test_reads_are_said_per_action():
     put here on purpose, not slip in through a name prefix)."""
     assert {n for n, r in ROUTES.items() if r.read} == {
         "ListProviderModels", "ListModelProviders", "GetAgent", "ListAgents", "ListSessions",
-        "GetSession", "Subscribe", "GetRun", "ListRuns", "ListAgentCollaborators", "ListAgentInvites"} | {
+        "GetSession", "Subscribe", "GetRun", "ListRuns", "ListAgentCollaborators", "ListAgentInvites",
+        "ListSigningIdentities"} | {
         "ListAgentTriggers", "GetAgentTrigger"}   # triggers
 
 

@@ -88,6 +88,7 @@ def test_expected_tables_and_strictness():
     assert set(tables) == {"server_config", "accounts", "account_signers", "model_providers", "secrets",
                            "agents", "sessions", "session_events", "runs", "idempotency",
                            "accepted_signatures", "agent_collaborators",
+                           "signing_identities",
                            "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"} | {
         # version 9: triggers
         "agent_triggers", "trigger_firings", "trigger_event_claims", "activity_watermarks",

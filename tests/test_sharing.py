@@ -26,7 +26,9 @@ class Party:
 
     async def ok(self, action: dict) -> dict:
         r = await self.call(action)
-        assert r["_"] == action["_"] + "Response", (action, r)
+        # UpdateAgent answers GetAgentResponse, as the reference (docs/protocol.md).
+        answer = "GetAgentResponse" if action["_"] == "UpdateAgent" else action["_"] + "Response"
+        assert r["_"] == answer, (action, r)
         return r
 
     async def status(self, action: dict) -> int:

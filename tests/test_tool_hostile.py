@@ -192,3 +192,30 @@ async def test_stop_session_aborts_a_running_tool_and_others_go_on(tmp_path, web
             await c.close()
     finally:
         await server.stop()
+
+
+async def test_cancel_run_stops_the_loop_between_steps(tmp_path):
+    server = await serve(tmp_path)
+    try:
+        async with FakeOpenAI() as fake:
+            # One tool step, then a model step that takes its time: CancelRun lands there.
+            fake.enqueue(Script(chunks=[], tool_calls=[call("s1", "read", {"address": "~/self"})]),
+                         Script(chunks=["too late"], first_delay=20))
+            c = await V2Client.open(server.url)
+            kp = keypair("canceler")
+            _, sid = await agent_session(c, kp, "custom", fake.base_url)
+            await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [{"type": "text", "text": "go"}]})
+            await c.event_where(lambda e: e.get("_") == "append" and e["event"]["event"]["type"] == "tool_result")
+            await fake.wait_for_requests(2)
+            run_id = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"][0]["id"]
+            r = await c.call(kp, {"_": "CancelRun", "runId": run_id})
+            assert r["_"] != "Error", r
+            await fake.wait_for_disconnect()   # the model request in flight was closed
+            runs = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
+            assert runs[0]["status"] == "canceled"
+            events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
+            assert [e["type"] for e in events] == ["message", "tool_call", "tool_result"]
+            assert len(fake.requests) == 2
+            await c.close()
+    finally:
+        await server.stop()

@@ -15,6 +15,7 @@ from tests.conftest import server_config
 from tests.fakes import sse_base
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.google_server import FakeGoogle
+from tests.fakes.hm_server import FakeHmServer
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Script as OpenAIScript
 from tests.fakes.web_server import FakeWeb
@@ -35,23 +36,31 @@ async def web():
 
 
 @pytest.fixture
-async def server(tmp_path, web, storage, request):
+async def hm():
+    async with FakeHmServer() as h:
+        yield h
+
+
+@pytest.fixture
+async def server(tmp_path, web, hm, storage, request):
     running = await start_server(server_config(tmp_path, storage, request, allow_provider_base_url=True,
-                                               searxng_url=web.url("")))
+                                               searxng_url=web.url(""), hm_server_url=hm.base_url))
     try:
         yield running
     finally:
         await running.stop()
 
 
-async def agent_session(c, kp, type_, base_url, *, model="m"):
+async def agent_session(c, kp, type_, base_url, *, model="m", signing_key=None):
     r = await c.call(kp, {"_": "SetSecret", "name": "k", "value": b"sk-test"})
     assert r["_"] == "SetSecretResponse", r
     provider = {"type": type_, "baseUrl": base_url, "secretRefs": {"apiKey": "k"}}
     r = await c.call(kp, {"_": "SetModelProvider", "name": "p", "provider": provider})
     assert r["_"] == "SetModelProviderResponse", r
-    r = await c.call(kp, {"_": "CreateAgent", "definition": {
-        "name": "Looper", "systemPrompt": "You use tools.", "modelProvider": "p", "model": model}})
+    definition = {"name": "Looper", "systemPrompt": "You use tools.", "modelProvider": "p", "model": model}
+    if signing_key:
+        definition["signingKey"] = signing_key
+    r = await c.call(kp, {"_": "CreateAgent", "definition": definition})
     agent_id = r["agentId"]
     sid = (await c.call(kp, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
     await c.call(kp, {"_": "Subscribe", "key": f"sessions/{sid}"})
@@ -82,9 +91,12 @@ async def run_turn(c, kp, sid, text="go", timeout=30):
 
 @pytest.mark.storages("sqlite", "postgresql")
 @pytest.mark.parametrize("fake_cls, script_cls, type_, step_total", FAMILIES)
-async def test_a_turn_that_uses_every_kind_of_tool(server, web, fake_cls, script_cls, type_, step_total):
+async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, script_cls, type_, step_total):
     kp = keypair("loop-" + type_)
     page = web.url("/page.html")
+    c = await V2Client.open(server.url)
+    identity = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Kite Watcher"}))["identity"]
+    doc = f"hm://{identity['accountId']}/kites"
     steps = [
         # 1: write a memory file (Anthropic: after a signed thinking block, handed back next step)
         script_cls(chunks=["Let me note that."], tool_calls=[call("c1", "write", {
@@ -98,7 +110,11 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, fake_cls, script
         script_cls(chunks=[], tool_calls=[call("c4", "call", {"tool": "navigate", "input": {"url": page}})]),
         # 4: search the web (the fake SearXNG)
         script_cls(chunks=[], tool_calls=[call("c5", "call", {"tool": "web_search", "input": {"query": "kites"}})]),
-        # 5: a plan, all done
+        # 5, 6: publish a document as the agent's identity, and read it back from the HM server
+        script_cls(chunks=[], tool_calls=[call("h1", "write", {
+            "address": doc, "content": "Red kites soar over the hills.", "options": {"name": "Kites"}})]),
+        script_cls(chunks=[], tool_calls=[call("h2", "read", {"address": doc})]),
+        # 7: a plan, all done
         script_cls(chunks=[], tool_calls=[call("c6", "plan", {"title": "Kites", "steps": [
             {"id": "s1", "label": "Take notes", "status": "done"},
             {"id": "s2", "label": "Read about kites", "status": "done"}]})]),
@@ -107,8 +123,7 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, fake_cls, script
     ]
     async with fake_cls() as fake:
         fake.enqueue(*steps)
-        c = await V2Client.open(server.url)
-        agent_id, sid = await agent_session(c, kp, type_, fake.base_url)
+        agent_id, sid = await agent_session(c, kp, type_, fake.base_url, signing_key=identity["name"])
         patches, appends = await run_turn(c, kp, sid)
 
         events = [a["event"] for a in appends]
@@ -120,6 +135,8 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, fake_cls, script
             ("tool_call", "read"), ("tool_call", "call"), ("tool_result", "read"), ("tool_result", "call"),
             ("tool_call", "call"), ("tool_result", "call"),
             ("tool_call", "call"), ("tool_result", "call"),
+            ("tool_call", "write"), ("tool_result", "write"),
+            ("tool_call", "read"), ("tool_result", "read"),
             ("tool_call", "plan"), ("tool_result", "plan"),
             ("message", "assistant"),
         ], kinds
@@ -144,6 +161,11 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, fake_cls, script
         searched = result_of(tool="web_search", input={"query": "kites"})
         assert searched["results"][0]["url"] == "https://example.org/red-kite"
         assert ("GET", "/search?q=kites&format=json&categories=general&language=en") in web.requests
+        published = result_of(address=doc, content="Red kites soar over the hills.", options={"name": "Kites"})
+        assert published["signer"] == identity["name"] and published["version"]
+        read_back = result_of(address=doc)["markdown"]
+        assert "Red kites soar over the hills." in read_back and "name: Kites" in read_back
+        assert len(hm.published) == 2   # the identity's account, then the agent's document
 
         reply = events[-1]
         assert reply["content"] == "Red kites have forked tails."
@@ -155,15 +177,15 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, fake_cls, script
         assert phases[0] == "starting" and phases[-1] == "finalizing" and "responding" in phases
         tools = [(p["activity"]["toolName"], p["activity"]["toolCallId"]) for p in patches
                  if p.get("activity", {}).get("phase") == "tool"]
-        assert [name for name, _ in tools] == ["write", "read", "call", "call", "call", "plan"]
+        assert [name for name, _ in tools] == ["write", "read", "call", "call", "call", "write", "read", "plan"]
         assert {cid for _, cid in tools} == {e["id"] for e in calls}
         usages = [p["usage"]["total"] for p in patches if "usage" in p]
-        assert usages == sorted(usages) and usages[-1] == 6 * step_total
+        assert usages == sorted(usages) and usages[-1] == 8 * step_total
         assert patches[-1]["done"] is True
 
         # The run's usage, the session's plan, and the replay a desktop gets on opening it.
         runs = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
-        assert runs[0]["status"] == "succeeded" and runs[0]["usage"]["total"] == 6 * step_total
+        assert runs[0]["status"] == "succeeded" and runs[0]["usage"]["total"] == 8 * step_total
         detail = await c.call(kp, {"_": "GetSession", "sessionId": sid})
         assert [e["event"] for e in detail["events"]] == events
         plan = detail["session"]["plan"]
@@ -172,12 +194,12 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, fake_cls, script
 
         # Each step handed the model its earlier calls and results, in the provider's own format.
         bodies = [r.body for r in fake.requests if isinstance(r.body, dict)]
-        assert len(bodies) == 6
+        assert len(bodies) == 8
         last = bodies[-1]
         if type_ == "custom":
             assert [t["function"]["name"] for t in last["tools"]] == ["read", "write", "call", "plan", "status"]
             tool_msgs = [m for m in last["messages"] if m["role"] == "tool"]
-            assert [m["tool_call_id"] for m in tool_msgs] == ["c1", "c2", "c3", "c4", "c5", "c6"]
+            assert [m["tool_call_id"] for m in tool_msgs] == ["c1", "c2", "c3", "c4", "c5", "h1", "h2", "c6"]
             step2 = next(m for m in last["messages"] if m.get("tool_calls") and len(m["tool_calls"]) == 2)
             assert [tc["function"]["name"] for tc in step2["tool_calls"]] == ["read", "call"]
             first = next(m for m in last["messages"] if m.get("tool_calls"))
@@ -189,13 +211,13 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, fake_cls, script
             assert first["content"][0]["signature"] == "sig-23"
             results_blocks = [b for m in last["messages"] if m["role"] == "user" and isinstance(m["content"], list)
                               for b in m["content"] if b["type"] == "tool_result"]
-            assert [b["tool_use_id"] for b in results_blocks] == ["c1", "c2", "c3", "c4", "c5", "c6"]
+            assert [b["tool_use_id"] for b in results_blocks] == ["c1", "c2", "c3", "c4", "c5", "h1", "h2", "c6"]
         else:
             assert [d["name"] for d in last["tools"][0]["functionDeclarations"]] == \
                 ["read", "write", "call", "plan", "status"]
             responses = [p["functionResponse"] for content in last["contents"] if content["role"] == "user"
                          for p in content["parts"] if "functionResponse" in p]
-            assert [r["name"] for r in responses] == ["write", "read", "call", "call", "call", "plan"]
+            assert [r["name"] for r in responses] == ["write", "read", "call", "call", "call", "write", "read", "plan"]
             assert responses[1]["response"]["output"]["content"] == "The red kite has a forked tail."
         await c.close()
 
@@ -241,3 +263,29 @@ async def test_a_call_cut_off_mid_stream_fails_the_run_visibly(server, fake_cls,
         assert [e["type"] for e in events] == ["message", "error"]   # nothing half-recorded
         assert "cut off" in events[-1]["message"]
         await c.close()
+
+
+async def test_the_agent_publishes_only_as_the_identities_it_names(server, hm):
+    kp = keypair("publisher")
+    c = await V2Client.open(server.url)
+    mine = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Mine"}))["identity"]
+    other = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Not named"}))["identity"]
+    async with FakeOpenAI() as fake:
+        fake.enqueue(OpenAIScript(chunks=[], tool_calls=[
+            call("p1", "write", {"address": f"hm://{other['accountId']}/x", "content": "hi",
+                                 "options": {"signer": other["name"]}}),
+            call("p2", "write", {"address": f"hm://{other['accountId']}/x", "content": "hi"}),
+            call("p3", "write", {"address": f"hm://{mine['accountId']}/x", "content": "hi",
+                                 "options": {"bogus": True}}),
+            call("p4", "write", {"address": "~/memory/../../etc/passwd", "content": "x"})]),
+            OpenAIScript(chunks=["ok"]))
+        _, sid = await agent_session(c, kp, "custom", fake.base_url, signing_key=mine["name"])
+        published_before = len(hm.published)
+        _, appends = await run_turn(c, kp, sid)
+        errors = [a["event"]["error"] for a in appends if a["event"]["type"] == "tool_result"]
+        assert "you can publish only as " + mine["name"] in errors[0]
+        assert "can only publish in its own account" in errors[1]
+        assert "refused, not ignored" in errors[2]
+        assert '".."' in errors[3]
+        assert len(hm.published) == published_before
+    await c.close()

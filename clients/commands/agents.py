@@ -1,7 +1,11 @@
 """`agents create`, `agents list` and `agents delete`."""
 from __future__ import annotations
 
+import contextlib
+import uuid
+
 from clients.commands.common import CliError, open_client
+from clients.errors import AgentsError
 from clients.render import agent_line
 
 
@@ -12,7 +16,18 @@ async def create(args) -> int:
     definition = {"name": args.name, "systemPrompt": args.system_prompt,
                   "modelProvider": args.provider, "model": model}
     async with open_client(args) as client:
-        response = await client.create_agent(definition)
+        identity = None
+        if not args.no_identity:
+            # As the Seed desktop does: the agent gets an account of its own first, named after it.
+            identity = (await client.create_signing_identity(args.name, str(uuid.uuid4())))["identity"]
+            definition.update(signingKey=identity["name"], signingKeys=[identity["name"]])
+        try:
+            response = await client.create_agent(definition)
+        except AgentsError:
+            if identity is not None:   # no orphan account left behind (the desktop does the same)
+                with contextlib.suppress(AgentsError):
+                    await client.delete_signing_identity(identity["name"])
+            raise
     print(response["agentId"])
     return 0
 
@@ -43,6 +58,8 @@ def register(sub, common) -> None:
     p.add_argument("--provider", default="echo",
                    help="a model provider of the account, or the built-in echo (default)")
     p.add_argument("--model", default=None, help="model name (default echo for the echo provider)")
+    p.add_argument("--no-identity", action="store_true",
+                   help="do not make the agent a Seed account of its own (a signing identity) first")
     p.set_defaults(run=create)
     p = asub.add_parser("list", parents=[common], help="list agents, newest update first",
                         description="List your agents: id, name, status, provider/model.")

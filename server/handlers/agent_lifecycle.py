@@ -4,12 +4,15 @@ from __future__ import annotations
 import asyncio
 
 from server.handlers.access import OWNER, WRITER, agent_for
+from server.handlers.agent_definition import check_definition
 from server.handlers.agents import check_provider_name
+from server.handlers.pages import AGENT_SESSIONS
 from server.handlers.sessions import forget_system_prompt
 from server.runtime.state_dirs import remove_state_dir
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import collaborators as collab_q
+from server.store import sessions as sessions_q
 
 
 async def update_agent(app, env, action) -> dict:
@@ -19,13 +22,16 @@ async def update_agent(app, env, action) -> dict:
         agent = agent_for(conn, env.account_id, action.agent_id, WRITER)
         # The owner's providers: turns of a shared agent run on the owner's account.
         check_provider_name(conn, agent["account"], action.model_provider)
+        check_definition(conn, agent["account"], action.definition, agent["definition"], agent["accessRole"])
         lifecycle_q.set_definition(conn, action.agent_id, action.definition, now)
         return agents_q.get_agent(conn, action.agent_id, agent["accessRole"])
 
     agent = await app.db.write(job)
     forget_system_prompt(app, agent["id"])  # the next turn and GetSession read the new one
     app.publish_agent({**agent, "accessRole": OWNER})   # with its `agent-updated` notice
-    return {"_": "UpdateAgentResponse", "agent": agent}
+    # The reference's answer, GetAgentResponse: the desktop writes it into its agent cache.
+    sessions = await app.db.read_async(sessions_q.sessions_of_agent, agent["id"], AGENT_SESSIONS)
+    return {"_": "GetAgentResponse", "agent": agent, "sessions": sessions}
 
 
 async def delete_agent(app, env, action) -> dict:

@@ -6,6 +6,7 @@ import os
 from protocol.actions import request_fingerprint
 from protocol.errors import ProtocolError, quote
 from server.clock import new_id
+from server.handlers.agent_definition import check_definition
 from server.handlers.access import READER, agent_for
 from server.handlers.idempotency import once
 from server.handlers.pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
@@ -32,6 +33,7 @@ async def create_agent(app, env, action) -> dict:
 
     def effect(conn):
         check_provider_name(conn, account_id, definition["modelProvider"])
+        check_definition(conn, account_id, definition)
         agent_id = new_id()
         state_dir = os.path.join(app.config.data_dir, "agents", agent_id)
         agent = agents_q.create_agent(conn, agent_id, account_id, definition, state_dir, now)

@@ -6,6 +6,7 @@ from protocol.blocks import system_prompt_markdown
 from server.clock import new_id
 from server.cache import text_bytes
 from server.handlers.access import READER, WRITER, agent_access, agent_for, agent_role, session_for
+from server.handlers.agent_definition import check_level
 from server.handlers.idempotency import once
 from server.handlers.pages import MAX_ANSWER_BYTES, sessions_with_agents
 from server.store import agent_lifecycle as lifecycle_q
@@ -125,7 +126,11 @@ async def update_session(app, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
-        session_for(conn, env.account_id, action.session_id, WRITER)
+        session = session_for(conn, env.account_id, action.session_id, WRITER)
+        if action.model_override is not None:
+            override = action.model_override
+            check_level(conn, session["account"], override["provider"], override["model"],
+                        override.get("reasoningLevel"), "UpdateSession.modelOverride")
         return sessions_q.update_session(conn, action.session_id, now, title=action.title,
                                          set_override=action.set_model_override,
                                          model_override=action.model_override)

@@ -31,6 +31,7 @@ import json
 
 from .base import (MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, Reasoning, TextDelta, ToolCall,
                    ToolSpec, Usage)
+from . import reasoning
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
 
 API_VERSION = "2023-06-01"
@@ -82,7 +83,7 @@ class AnthropicProvider(HttpProvider):
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                              for t in tools]
         body["stream"] = True
-        return body
+        return reasoning.apply_anthropic(body, self._spec.type, model, self.reasoning_level)
 
     async def stream(
         self, model: str, messages: list[ChatMessage], tools: tuple[ToolSpec, ...] = ()

@@ -32,6 +32,7 @@ from urllib.parse import quote
 import json
 
 from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
+from . import reasoning
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
 
 _RESERVED = ("contents", "systemInstruction", "system_instruction", "tools")
@@ -67,7 +68,7 @@ class GoogleProvider(HttpProvider):
             body["tools"] = [{"functionDeclarations": [
                 {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}
                 for t in tools]}]
-        return body
+        return reasoning.apply_google(body, self._spec.type, model, self.reasoning_level)
 
     async def stream(
         self, model: str, messages: list[ChatMessage], tools: tuple[ToolSpec, ...] = ()

@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
+from . import reasoning
 from .http_stream import HttpProvider, StreamState, non_negative_int
 
 # Request fields the caller owns; model_defaults may never replace them.
@@ -56,7 +57,7 @@ class OpenAICompatProvider(HttpProvider):
                 "name": t.name, "description": t.description, "parameters": t.parameters}}
                 for t in tools]
         body["stream"] = True
-        return body
+        return reasoning.apply_openai(body, self._spec.type, model, self.reasoning_level)
 
     def _headers(self) -> dict[str, str]:
         if self._spec.api_key:

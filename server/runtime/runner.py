@@ -48,6 +48,7 @@ from server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 from server.tools.context import Park, ToolContext
 from server.tools.surface import ToolSurface, offered_callables
 from server.tools.web import WebAccess
+from server.hm_client import HmClient
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import events as events_q
@@ -133,6 +134,7 @@ class Runtime:
         self.http: httpx.AsyncClient | None = None
         self.providers: ProviderLookup | None = None   # set in start(), with the HTTP client
         self.web: WebAccess | None = None               # the web tools' access, set in start()
+        self.hm: HmClient | None = None                 # the agents' hm:// tools, when there is an HM server
         self.budgets = Budgets.from_config(config)
         self.closing = False
         self.shared = db.shared
@@ -149,6 +151,8 @@ class Runtime:
         self.web = WebAccess(self.http, config.tool_fetch_bytes, config.tool_timeout, config.searxng_url,
                              httpx.AsyncClient(timeout=config.tool_timeout, trust_env=False)
                              if config.searxng_url else None)
+        if config.hm_server_url:
+            self.hm = HmClient(config.hm_server_url, self.http, timeout=config.hm_server_timeout)
         now = self.now_ms()
 
         def recover(conn):
@@ -389,6 +393,8 @@ class Runtime:
         if override is not None:
             try:
                 provider = self.providers.provider(agent["account"], override["provider"])
+                # The override's level, or none: an override without one means off.
+                provider.reasoning_level = override.get("reasoningLevel")
                 return provider, provider.name, override["model"]
             except ProviderNotFound:
                 pass   # the override's provider was deleted: the agent's own is used
@@ -398,6 +404,7 @@ class Runtime:
             raise ProviderError(f"model provider {quote(name)} is not configured for this account "
                                 "(it was deleted, or never set): set it again with "
                                 "SetModelProvider or pick another provider for the agent") from None
+        provider.reasoning_level = definition.get("reasoningLevel")
         return provider, provider.name, model
 
     async def _turn(self, run: dict, agent: dict, worker: SessionWorker, provider, result: TurnResult) -> None:  # noqa: ANN001
@@ -412,7 +419,8 @@ class Runtime:
         if not echo:
             callables = offered_callables(bool(self.config.searxng_url))
             surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
-                                              session_id, run_id, web=self.web, callables=callables))
+                                              session_id, run_id, web=self.web, hm=self.hm, box=self.box,
+                                              callables=callables))
             system = (system + "\n\n" if system else "") + tool_guide(surface.verbs, callables)
 
         def messages():
@@ -426,7 +434,8 @@ class Runtime:
         loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
                         provider=provider, model=result.model, provider_type=result.provider_type,
                         history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
-                        budgets=self.budgets, still_ours=still_ours, gone=lambda: worker.gone, rebuild=messages)
+                        budgets=self.budgets, still_ours=still_ours, gone=lambda: worker.gone, rebuild=messages,
+                        metrics=self.metrics)
         try:
             outcome = await loop.run_turn()
         finally:

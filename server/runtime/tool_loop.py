@@ -8,8 +8,11 @@ Durable, in this order for each step (docs/protocol.md "The tool loop"):
 1. the model's step streams (text as `appendPartial` textDelta, `activity` patches around it);
 2. one transaction records what the step said before its calls (an assistant message), every
    `tool_call` event of the step and the run's usage so far;
-3. each call runs, then one transaction records its `tool_result` with the call's id, before the
-   next call or model step. A crash between 2 and 3 leaves a call without a result: when the run
+3. each call runs, then one transaction records its `tool_result` with the call's id. It is
+   queued before the next call or model step, and the writer commits in order, so it lands
+   before anything the next step records (the loop does not wait for its fsync; the step's calls
+   are waited for, since a call must be on disk before its tool runs). A crash between 2 and 3
+   (or before 3 committed) leaves a call without a result: when the run
    is taken up again (requeued at start, or claimed by another server), `resume_open_calls`
    answers it before the first model step, by running it again when the tool has no side
    effect, and otherwise by recording that it was interrupted (so a write never happens twice
@@ -38,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from protocol import plans
+from protocol.tool_registry import VERBS as _VERBS
 from server.clock import new_id
 from server.providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
 from server.runtime.history import SessionHistory, result_text
@@ -103,7 +107,7 @@ class ToolLoop:
                  provider, model: str, provider_type: str, history: SessionHistory,
                  messages: list[ChatMessage], surface: ToolSurface | None, budgets: Budgets,
                  still_ours: Callable | None, gone: Callable[[], bool],
-                 rebuild: Callable[[], list[ChatMessage]]) -> None:
+                 rebuild: Callable[[], list[ChatMessage]], metrics=None) -> None:  # noqa: ANN001
         self.db = db
         self.publisher = publisher
         self.now_ms = now_ms
@@ -122,11 +126,12 @@ class ToolLoop:
         self.still_ours = still_ours     # shared store: (conn) -> bool, checked in every write
         self.gone = gone
         self.rebuild = rebuild           # the messages again, from the history (after a resume)
+        self.metrics = metrics
         self.steps = 0
         self.continuations = 0
         self.used_ids = history.call_ids()
         self.out = LoopOutcome()
-        self.deadline = 0.0
+        self.pending: list[asyncio.Task] = []   # result writes not waited for (see the module doc)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -136,7 +141,14 @@ class ToolLoop:
         self._activity({"phase": "starting"})
         try:
             async with asyncio.timeout(self.budgets.seconds):
-                await self._loop()
+                try:
+                    await self._loop()
+                except asyncio.CancelledError:
+                    raise   # (the result writes in flight still commit, in order)
+                except BaseException:
+                    await self._settle_pending(quiet=True)
+                    raise
+                await self._settle_pending()
         except TimeoutError:
             raise BudgetSpent(f"the run was still working after {self.budgets.seconds:g} s, the most a run "
                               "may take on this server (--max-run-seconds); it was stopped") from None
@@ -147,7 +159,11 @@ class ToolLoop:
         await self.resume_open_calls()
         while True:
             self._activity({"phase": "thinking"})
-            text, calls, reasoning, usage = await self._model_step(self._with_plan_state())
+            step_started = time.perf_counter()
+            messages = self._with_plan_state()
+            model_started = time.perf_counter()
+            text, calls, reasoning, usage = await self._model_step(messages)
+            outside = time.perf_counter() - model_started   # the model's time, then the tools' too
             out.usage = add_usage(out.usage, usage)
             if calls:
                 self.steps += 1
@@ -164,10 +180,16 @@ class ToolLoop:
                                                            "tool calls"), None
                     else:
                         result, started = await self._run_call(call, params)
+                        outside += time.perf_counter() - started
+                    if self.metrics is not None:
+                        self.metrics.tool_calls.labels(call.name if call.name in _VERBS else "unknown",
+                                                       "error" if result.error is not None else "ok").inc()
                     if result.park is not None:
                         out.park = out.park or result.park
                         continue   # its result comes later; the call stays open
                     await self._record_result(call, result, started)
+                if self.metrics is not None:
+                    self.metrics.tool_step_overhead.observe(time.perf_counter() - step_started - outside)
                 self._check_tokens()
                 if out.park is not None:
                     return
@@ -310,9 +332,21 @@ class ToolLoop:
             result = ToolResult(error=f"{call.name} failed: internal error ({type(exc).__name__})")
         return result, started
 
+    async def _settle_pending(self, quiet: bool = False) -> None:
+        """Wait for the result writes still in flight (a session gone shows here too)."""
+        pending, self.pending = self.pending, []
+        for task in pending:
+            try:
+                await task
+            except Exception:
+                if not quiet:
+                    raise
+
     async def _record_result(self, call: ToolCall, result: ToolResult, started: float | None) -> None:
         payload = self.result_payload(call.id, call.name, result, started)
-        await self._write([payload])
+        if any(t.done() for t in self.pending):   # surface a failed one now (TurnGone)
+            await self._settle_pending()
+        self.pending.append(asyncio.create_task(self._write([payload]), name=f"result:{call.id}"))
         self.messages.append(ChatMessage("tool", result_text(payload), tool_call_id=call.id, name=call.name,
                                          is_error="error" in payload))
         self._activity({"phase": "thinking"})

@@ -46,4 +46,5 @@ class ToolContext:
     run_id: str
     web: Any = None                # server.tools.web.WebAccess, or None: no web tools
     hm: Any = None                 # an HM client (read_document / publish_document), or None
+    box: Any = None                # the secrets box: opens a signing identity's seed to publish
     callables: tuple[str, ...] = ()   # the callable tools this server offers (the `call` verb)

@@ -16,7 +16,7 @@ import json
 
 from protocol import tool_registry as registry
 from server.providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from server.tools import memory_tools, self_tools, session_tools, trigger_tools
+from server.tools import hm_tools, memory_tools, self_tools, session_tools, trigger_tools
 from server.tools.context import ToolContext, ToolFailure, ToolResult
 
 # The verbs offered to the model on this server (delegate and return_result come with
@@ -103,9 +103,11 @@ class ToolSurface:
             return session_tools.read_run(ctx, address[len("run:"):].strip())
         if address.startswith(("https://", "http://")):
             return await self._web().read_page(address)
+        if address.startswith("hm://"):
+            return await hm_tools.read(ctx, address)
         if address in ("~/triggers", "~/triggers/") or address.startswith("~/triggers/"):
             return trigger_tools.read(ctx, address[len("~/triggers"):])
-        if address.startswith(("hm://", "activity:", "ipfs://")):
+        if address.startswith(("activity:", "ipfs://")):
             raise ToolFailure(f"reading {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: ~/memory/…, ~/tools/…, "
                           "~/triggers/…, ~/self, hm://…, ipfs://…, https://…, activity:, attachment:<id>, "
@@ -116,10 +118,12 @@ class ToolSurface:
         memory_path = memory_tools.memory_path_of(address)
         if memory_path is not None:
             return await memory_tools.write(self.ctx, memory_path, params)
+        if address.startswith("hm://"):
+            return await hm_tools.write(self.ctx, address, params)
         if address.startswith("~/triggers/"):
             # (the publisher is the app: the triggers' checks, secrets key and scheduler)
             return await trigger_tools.write(self.ctx, address[len("~/triggers/"):], params, self.ctx.publisher)
-        if address.startswith(("hm://", "~/triggers", "ipfs://", "~/tools")):
+        if address.startswith(("~/triggers", "ipfs://", "~/tools")):
             raise ToolFailure(f"writing {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Writable: ~/memory/<path>, ~/tools/<name>, "
                           "~/triggers/<name>, ipfs://, or hm://<account>/<path>.")
@@ -145,7 +149,9 @@ class ToolSurface:
             url = tool_input["url"].strip()
             if url.startswith(("https://", "http://")):
                 return await self._web().read_page(url)
-            raise ToolFailure(f"navigate reads https:// pages here; hm:// documents {NOT_YET}")
+            if url.startswith("hm://"):
+                return await hm_tools.read(ctx, url)
+            raise ToolFailure("navigate opens https:// pages and hm:// documents")
         raise ToolFailure(f"{name} {NOT_YET}")
 
     def _web(self):  # noqa: ANN202

@@ -26,7 +26,7 @@ log = logging.getLogger("seed_agents.tools")
 MAX_REDIRECTS = 5
 USER_AGENT = "seed-agents (+https://seed.hyper.media)"
 # trafilatura's time grows with the HTML it is given; past this many characters the page is cut.
-EXTRACT_CHARS = 2_000_000
+EXTRACT_CHARS = 1_000_000
 SEARCH_DEFAULT, SEARCH_MAX = 10, 25
 
 

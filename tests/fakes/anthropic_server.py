@@ -47,6 +47,9 @@ class FakeAnthropic(FakeSSEServer):
             body = request.body if isinstance(request.body, dict) else {}
             if body.get("stream") is not True or "max_tokens" not in body:
                 return "json", 400, _error("invalid_request_error", "stream and max_tokens")
+            problem = _thinking_problem(body)
+            if problem:
+                return "json", 400, _error("invalid_request_error", problem)
             return "stream", None, None
         if path == "/v1/models" and request.method == "GET":
             params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
@@ -87,14 +90,15 @@ class FakeAnthropic(FakeSSEServer):
             (_event("ping", {"type": "ping"}), False),
         ]
         index = 0
-        if script.thinking is not None:
-            events[1] = (_event("content_block_start", {"type": "content_block_start", "index": 0,
-                                                        "content_block": {"type": "thinking", "thinking": ""}}), False)
-            events += [
+        thinking = script.thinking if script.thinking is not None else (THINKING_TEXT if "thinking" in body else None)
+        if thinking is not None:   # extended thinking streams first, in a signed thinking block
+            events[1:2] = [
+                (_event("content_block_start", {"type": "content_block_start", "index": 0,
+                                                "content_block": {"type": "thinking", "thinking": ""}}), False),
                 (_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-                    "type": "thinking_delta", "thinking": script.thinking}}), False),
+                    "type": "thinking_delta", "thinking": thinking}}), False),
                 (_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-                    "type": "signature_delta", "signature": "sig-" + str(len(script.thinking))}}), False),
+                    "type": "signature_delta", "signature": "sig-" + str(len(thinking))}}), False),
                 (_event("content_block_stop", {"type": "content_block_stop", "index": 0}), False),
                 (_event("content_block_start", {"type": "content_block_start", "index": 1,
                                                 "content_block": {"type": "text", "text": ""}}), False)]
@@ -124,6 +128,26 @@ class FakeAnthropic(FakeSSEServer):
                 "usage": {"output_tokens": usage.get("output_tokens", 0)}}), False))
             events.append((_event("message_stop", {"type": "message_stop"}), False))
         return events
+
+
+THINKING_TEXT = "Thinking it over, step by step."
+
+
+def _thinking_problem(body: dict) -> str | None:
+    """What the Messages API says of a `thinking` field it refuses (None when it takes it)."""
+    thinking = body.get("thinking")
+    if thinking is None:
+        return None
+    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled" or not isinstance(budget, int):
+        return "thinking: expected {type: enabled, budget_tokens}"
+    if budget < 1024:
+        return "thinking.budget_tokens: must be at least 1024"
+    if budget >= body["max_tokens"]:
+        return "max_tokens must be greater than thinking.budget_tokens"
+    if "temperature" in body or "top_k" in body:
+        return "temperature and top_k may not be set with thinking"
+    return None
 
 
 def _error(kind: str, message: str) -> dict:

@@ -48,6 +48,9 @@ class FakeGoogle(FakeSSEServer):
             body = request.body if isinstance(request.body, dict) else {}
             if not body.get("contents"):
                 return "json", 400, _error(400, "contents is not specified", "INVALID_ARGUMENT")
+            problem = _thinking_problem(body)
+            if problem:
+                return "json", 400, _error(400, problem, "INVALID_ARGUMENT")
             return "stream", None, None
         if path == "/v1beta/models" and request.method == "GET":
             params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
@@ -77,6 +80,12 @@ class FakeGoogle(FakeSSEServer):
             last = next((c for c in reversed(body["contents"]) if c["role"] == "user"), None)
             pieces = split_words("echo: " + ("".join(p.get("text", "") for p in last["parts"]) if last else ""))
         events = []
+        thinking = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
+        if thinking.get("thinkingBudget", 0) or thinking.get("thinkingLevel"):
+            # Thoughts come first, as parts marked `thought`: never the answer.
+            events.append((_data({"candidates": [{"content": {"parts": [
+                {"text": THINKING_TEXT, "thought": True}], "role": "model"}, "index": 0}],
+                "usageMetadata": usage}), False))
         calls = list(script.tool_calls)
         for i, piece in enumerate(pieces):
             candidate: dict = {"content": {"parts": [{"text": piece}], "role": "model"}, "index": 0}
@@ -103,6 +112,25 @@ class FakeGoogle(FakeSSEServer):
                                                   "finishReason": "STOP", "index": 0}],
                                   "usageMetadata": usage}), False))
         return events
+
+
+THINKING_TEXT = "Thinking it over, step by step."
+THINKING_LEVELS = ("minimal", "low", "medium", "high")
+
+
+def _thinking_problem(body: dict) -> str | None:
+    """What the Gemini API says of a thinkingConfig it refuses (None when it takes it)."""
+    thinking = (body.get("generationConfig") or {}).get("thinkingConfig")
+    if thinking is None:
+        return None
+    budget, level = thinking.get("thinkingBudget"), thinking.get("thinkingLevel")
+    if budget is not None and level is not None:
+        return "thinkingBudget and thinkingLevel cannot both be set"
+    if budget is not None and not (isinstance(budget, int) and 0 <= budget <= 32768):
+        return "thinkingBudget must be an integer from 0 to 32768"
+    if level is not None and level not in THINKING_LEVELS:
+        return f"thinkingLevel must be one of {', '.join(THINKING_LEVELS)}"
+    return None
 
 
 def _error(code: int, message: str, status: str) -> dict:

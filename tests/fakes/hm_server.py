@@ -49,7 +49,7 @@ from .openai_server import _read_request, _send, _send_json
 
 __all__ = ["FakeHmServer", "StoredBlob", "FAILURES", "REFUSAL_SECRET"]
 
-FAILURES = ("refuse", "hang", "garbage", "huge", "drop", "wrong-shape")
+FAILURES = ("refuse", "hang", "garbage", "huge", "drop", "wrong-shape", "deep")
 # What a refusal's body says: a client error must never repeat it.
 REFUSAL_SECRET = "internal trace 7f3a: token=hm-secret-do-not-echo"
 HUGE_ANSWER_BYTES = 9 * 1024 * 1024
@@ -145,7 +145,7 @@ class FakeHmServer:
     def fail(self, kind: str, times: int = 1) -> None:
         """Answer the next `times` requests badly: refuse (500), hang (never answer), garbage
         (200, not JSON), huge (200, 9 MiB), drop (close the connection), wrong-shape (200, JSON
-        of another shape)."""
+        of another shape), deep (200, a document nested 3000 levels)."""
         if kind not in FAILURES:
             raise ValueError(f"unknown failure {kind!r}; one of {FAILURES}")
         self.failures.append(_Failure(kind, times))
@@ -391,6 +391,14 @@ class FakeHmServer:
             await _send(writer, 200, "application/json", b"<html>" + REFUSAL_SECRET.encode() + b"</html>")
         elif kind == "wrong-shape":
             await _send_json(writer, 200, {"json": ["not", "an", "answer"]})
+        elif kind == "deep":  # a document nested past any sane depth
+            node = '{"block": {"type": "Paragraph", "id": "x", "text": "t"}, "children": [%s]}'
+            content = "%s"
+            for _ in range(3000):
+                content = node % content
+            body = ('{"json": {"type": "document", "document": {"metadata": {}, "content": [%s]}}}'
+                    % content.replace("%s", ""))
+            await _send(writer, 200, "application/json", body.encode())
         elif kind == "huge":
             await _send(writer, 200, "application/json", b'{"json": "' + b"x" * HUGE_ANSWER_BYTES + b'"}')
         elif kind == "drop":

@@ -54,6 +54,12 @@ class RecordedRequest:
     raw_body: bytes = b""
 
 
+# `reasoning_effort` values OpenAI takes; a request with a reasoning effort gets THINKING_TEXT
+# streamed as reasoning before its answer.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+THINKING_TEXT = "Thinking it over, step by step."
+
+
 @dataclass
 class Script:
     """How the fake answers one chat request."""
@@ -226,6 +232,12 @@ class FakeOpenAI(LoopbackFake):
         if script.json_body is not None:
             await _send(writer, 200, "application/json", script.json_body.encode())
             return "done"
+        effort = (request.body or {}).get("reasoning_effort") if isinstance(request.body, dict) else None
+        if effort is not None and effort not in REASONING_EFFORTS:   # as OpenAI refuses it
+            await _send_json(writer, 400, {"error": {"message": f"Unsupported value: {effort!r}",
+                                                     "type": "invalid_request_error",
+                                                     "param": "reasoning_effort"}})
+            return "done"
 
         events = _events(script, request)
         head = _head(200, "text/event-stream", chunked=True)
@@ -356,6 +368,10 @@ def _events(script: Script, request: RecordedRequest) -> list[tuple[bytes, bool]
             return [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
 
         events = [(chunk(choice({"role": "assistant", "content": ""})), False)]
+        if body.get("reasoning_effort") not in (None, "none"):
+            # Reasoning streams first, in its own field (DeepSeek's and OpenRouter's
+            # reasoning_content): never the answer.
+            events.append((chunk(choice({"reasoning_content": THINKING_TEXT})), False))
         events += [(chunk(choice({"content": p})), True) for p in _reply_pieces(script, body)]
         for i, call in enumerate(script.tool_calls):
             args = call.get("arguments", {})

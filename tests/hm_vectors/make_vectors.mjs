@@ -11,6 +11,14 @@ import * as blobs from '@seed-hypermedia/client/blobs'
 import {CID} from 'multiformats/cid'
 import {sha256} from 'multiformats/hashes/sha2'
 import {
+  blocksToMarkdown,
+  computeReplaceOps,
+  createBlocksMap,
+  emitFrontmatter,
+  hmBlockNodeToBlockNode,
+  markdownBlockNodesToHMBlockNodes,
+  rebindTableIdentities,
+  toAPIBlockNode,
   createChange,
   createChangeOps,
   createGenesisChange,
@@ -173,3 +181,229 @@ const accounts = {
 }
 writeFileSync(new URL('./accounts.json', import.meta.url), JSON.stringify(accounts, null, 1) + '\n')
 console.log('wrote accounts.json')
+
+// ─── Documents ──────────────────────────────────────────────────────────────
+
+// Markdown → blocks (parseMarkdown, flattenToOperations) and blocks → Markdown (blocksToMarkdown),
+// case by case, each with its own Math.random seed.
+const PARSE_CASES = [
+  'Hello world',
+  'Two\nlines joined\n\nNew paragraph',
+  '# Title\n\nIntro\n\n## Section\n\nBody text\n\n### Deeper\n\nDeep text\n\n## Second section\n\nMore',
+  '**bold** _italic_ *also italic* `code` ~~strike~~ <u>under</u> <mark>hi</mark>',
+  'A [link](https://example.com/a?b=c) and [**bold link**](https://x.y) and <https://auto.link/x>',
+  'Mention <hm://z6MkihWCQTrdYSzB7D7VVPKWSAvRBFA6n9eL35fGHJqN2RuD> inline',
+  'Escapes \\*not bold\\* and \\[not a link\\] and a\\_b',
+  'Emoji 🤖 then **bold** after — and ünïcödé [𝒳 link](https://x.y)',
+  '- one\n- two\n- three',
+  '1. first\n2. second\n3. third',
+  'Intro to a list:\n\n- a\n- b\n  - nested b1\n  - nested b2\n- c',
+  '- a\n  1. one\n  2. two\n- b',
+  '> quoted text\n> more quote',
+  '```\nplain code\n```',
+  '```python\ndef hello():\n    return "hi"\n```',
+  '````md\n```\ninner fence\n```\n````',
+  '![A diagram](https://example.com/diagram.png)',
+  '![](ipfs://bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku)',
+  '![local file](images/pic.png)',
+  'Text with inline ![img](https://x.y/i.png) image',
+  '$$\ne = mc^2\n$$',
+  '| Name | Age |\n| --- | --- |\n| Alice | 30 |\n| Bob | 4 |',
+  '| a | b |\n| c | d |',
+  '---\nname: My doc\nsummary: About things\n---\n# My doc\n\nBody',
+  '---\ntitle: Old title key\nshowOutline: yes\n---\nBody',
+  'Para with id <!-- id:abcd1234 -->\n\n# Heading <!-- id:head5678 -->\n\nChild <!-- id:child001 -->',
+  '<!-- id:list0001 -->\n- x <!-- id:item0001 -->\n- y <!-- id:item0002 -->',
+  '# H1\n\n- a\n- b\n\nafter list',
+  '#nospace\n####### seven',
+  '  indented paragraph\n\n    more indented',
+  'line one  \nline two<br>three',
+  'Tab\tseparated',
+  'crlf line\r\n# heading\r\n',
+  '* star list\n+ plus list',
+  '1) paren list\n2) second',
+  '`` code with ` tick ``',
+  'nested **bold _italic_ bold** end',
+  '[unclosed link(https://x)',
+  '',
+]
+
+function caseRecord(markdown, randomSeed) {
+  seedRandom(randomSeed)
+  const {tree, metadata} = parseMarkdown(markdown)
+  const ops = flattenToOperations(tree)
+  const content = markdownBlockNodesToHMBlockNodes(tree)
+  const rendered = blocksToMarkdown({metadata, content})
+  seedRandom(randomSeed + 1000)
+  const reparsed = parseMarkdown(rendered)
+  return {
+    markdown,
+    randomSeed,
+    tree,
+    metadata,
+    ops,
+    content,
+    rendered,
+    reparsedContent: markdownBlockNodesToHMBlockNodes(reparsed.tree),
+    reparsedMetadata: reparsed.metadata,
+  }
+}
+
+const FRONTMATTER_CASES = [
+  {},
+  {name: 'Plain name'},
+  {name: 'Colon: inside', summary: '# not a comment'},
+  {name: 'true'},
+  {name: '123'},
+  {name: "it's quoted"},
+  {name: '"double"'},
+  {name: '- dash first'},
+  {name: 'Ünïcödé 🤖'},
+  {name: 'multi\nline'},
+  {name: ''},
+  {name: ' padded '},
+  {showOutline: true, childrenType: 'Ordered', name: 'N', icon: 'ipfs://bafkrei', cover: 'https://x.y/c.png'},
+  {zeta: 'z', alpha: 'a', name: 'sorted'},
+  {name: 'null'},
+  {name: '@at sign'},
+  {name: 'a: b: c'},
+  {name: 'key #hash'},
+]
+
+const DOC_V1 = `---
+name: Field notes
+summary: What the agent saw today
+---
+# Field notes
+
+Intro paragraph with **bold**, _italic_, \`code\`, ~~strike~~ and a [link](https://example.com/a?b=c).
+
+## Lists
+
+Things to check:
+
+- first item
+- second item with [a link](https://seed.hyper.media)
+  - nested item
+- third item
+
+1. one
+2. two
+
+## Code
+
+\`\`\`python
+def hello():
+    return "hi"
+\`\`\`
+
+![A diagram](https://example.com/diagram.png)
+
+| Name | Age |
+| --- | --- |
+| Alice | 30 |
+`
+
+const DOC_V2_PLAIN = `---
+name: Field notes
+summary: Revised
+---
+# Field notes
+
+A new intro with a [different link](https://example.org).
+
+## Lists
+
+- only item
+
+## Code
+
+\`\`\`js
+console.log("hi")
+\`\`\`
+`
+
+async function documentVectors() {
+  const seed = seedBytes('seed-agents hm vector doc')
+  const keyPair = blobs.nobleKeyPairFromSeed(seed)
+  const signer = signerOf(keyPair)
+  const account = blobs.principalToString(keyPair.principal)
+  const path = '/field-notes'
+
+  // First version: as the reference server's writeDocumentCreate.
+  const ts1 = 1767230000000
+  seedRandom(4242)
+  const parsed1 = parseMarkdown(DOC_V1)
+  const blocks1 = markdownBlockNodesToHMBlockNodes(parsed1.tree)
+  const metadataOps = (metadata) => {
+    const attrs = Object.entries(metadata)
+      .filter((e) => e[1] !== undefined)
+      .map(([key, value]) => ({key: [key], value}))
+    return attrs.length ? [{type: 'SetAttributes', attrs}] : []
+  }
+  const ops1 = metadataOps(parsed1.metadata).concat(flattenToOperations(parsed1.tree))
+  const genesis = await createGenesisChange(signer)
+  const c1 = createChangeOps({ops: ops1, genesisCid: genesis.cid, deps: [genesis.cid], depth: 1, ts: BigInt(ts1)})
+  const change1 = await createChange(c1.unsignedBytes, signer)
+  const ref1 = await createVersionRef(
+    {space: account, path, genesis: genesis.cid.toString(), version: change1.cid.toString(), generation: ts1, ts: ts1},
+    signer,
+  )
+  const create = {
+    markdown: DOC_V1,
+    randomSeed: 4242,
+    ts: ts1,
+    path,
+    blobs: [blobEntry(genesis.cid, genesis.bytes), blobEntry(change1.cid, change1.bytes), await refBlob(ref1)],
+    version: change1.cid.toString(),
+    content: blocks1,
+    rendered: blocksToMarkdown({metadata: parsed1.metadata, content: blocks1}),
+  }
+
+  // Updates: as writeDocumentUpdate, against the first version's content.
+  async function update(markdown, randomSeed, ts) {
+    seedRandom(randomSeed)
+    const parsed = parseMarkdown(markdown)
+    const oldNodes = blocks1.map((node) => toAPIBlockNode(node))
+    const oldMap = createBlocksMap(oldNodes)
+    const newTree = rebindTableIdentities(
+      oldNodes,
+      markdownBlockNodesToHMBlockNodes(parsed.tree).map((node) => hmBlockNodeToBlockNode(node)),
+    )
+    const ops = metadataOps(parsed.metadata).concat(computeReplaceOps(oldMap, newTree))
+    const c = createChangeOps({ops, genesisCid: genesis.cid, deps: [change1.cid], depth: 2, ts: BigInt(ts)})
+    const change = await createChange(c.unsignedBytes, signer)
+    const ref = await createVersionRef(
+      {space: account, path, genesis: genesis.cid.toString(), version: change.cid.toString(), generation: ts, ts},
+      signer,
+    )
+    return {
+      markdown,
+      randomSeed,
+      ts,
+      ops,
+      blobs: [blobEntry(change.cid, change.bytes), await refBlob(ref)],
+      version: change.cid.toString(),
+    }
+  }
+  // An edit of the rendered first version keeps block ids: only what changed is replaced.
+  const edited = create.rendered
+    .replace('Intro paragraph with', 'Edited intro with')
+    .replace(/- third item[^\n]*\n/, '')
+    .concat('\nA closing paragraph.\n')
+  return {
+    seed: hex(seed),
+    accountId: account,
+    create,
+    updates: [await update(DOC_V2_PLAIN, 77, 1767233600000), await update(edited, 78, 1767237200000)],
+  }
+}
+
+const documents = {
+  library: '@seed-hypermedia/client@0.0.83',
+  parse: PARSE_CASES.map((md, i) => caseRecord(md, 100 + i)),
+  frontmatter: FRONTMATTER_CASES.map((metadata) => ({metadata, rendered: emitFrontmatter(metadata)})),
+  document: await documentVectors(),
+}
+writeFileSync(new URL('./documents.json', import.meta.url), JSON.stringify(documents, null, 1) + '\n')
+console.log('wrote documents.json')

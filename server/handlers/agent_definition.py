@@ -1,0 +1,44 @@
+"""What an agent definition (or a session's model override) may name on its owner's account,
+beyond its shape (protocol/actions.py checks that): a reasoning level the model takes, and
+signing identities the owner holds. Asked by CreateAgent, UpdateAgent and UpdateSession inside
+their write job, after the provider itself was found."""
+from __future__ import annotations
+
+from protocol.errors import ProtocolError, quote
+from protocol.reasoning import level_problem
+from server.handlers.identities import check_signing_keys
+from server.store import providers as providers_q
+
+
+def provider_type(conn, owner: str, name: str) -> str | None:  # noqa: ANN001
+    """The type of the owner's provider `name` (`echo` for the built-in), or None."""
+    row = providers_q.get_provider(conn, owner, name)
+    if row is not None:
+        return row["config"].get("type", "")
+    return "echo" if name == "echo" else None
+
+
+def check_level(conn, owner: str, provider: str, model: str, level: str | None, where: str) -> None:  # noqa: ANN001
+    """400 unless the model of that provider takes `level` (None always passes)."""
+    if level is None:
+        return
+    kind = provider_type(conn, owner, provider)
+    if kind is None:
+        raise ProtocolError(400, f"{where}.provider {quote(provider)} is not a model provider of the "
+                                 "agent's owner, so its reasoning level cannot be checked")
+    problem = level_problem(kind, model, level)
+    if problem is not None:
+        raise ProtocolError(400, f"{where}.reasoningLevel: {problem}")
+
+
+def check_definition(conn, owner: str, definition: dict, prior: dict | None = None,  # noqa: ANN001
+                     role: str = "owner") -> None:
+    """The definition's reasoning level fits its model, and its signing identities are the
+    owner's (only the owner changes them: `prior` is the definition replaced, on update)."""
+    level = definition.get("reasoningLevel")
+    if level is not None:
+        kind = provider_type(conn, owner, definition["modelProvider"]) or ""
+        problem = level_problem(kind, definition["model"], level)
+        if problem is not None:
+            raise ProtocolError(400, f"definition.reasoningLevel: {problem}")
+    check_signing_keys(conn, owner, definition, prior, role)

@@ -1,0 +1,201 @@
+"""Signing identities (CONTRACT section 8): Seed account keys the server holds for an account's
+agents. Answers carry SigningIdentity = {id, name, accountId, label?, icon?, serverUrl?,
+createdAt, updatedAt}; the seed never leaves the server.
+
+With an HM server set (`--hm-server-url`), creating an identity publishes the new account and
+renaming it (or giving it an icon) republishes its profile, BEFORE anything is written: a failed
+publication is a 502 and nothing is stored. Import publishes nothing (the account may already
+have a profile of its own). Decisions are in docs/protocol.md, "Signing identities".
+"""
+from __future__ import annotations
+
+import os
+
+import filetype
+
+from protocol.actions import request_fingerprint
+from protocol.actions_identities import SEED_SIZE, signing_keys_of
+from protocol.errors import ProtocolError, quote
+from protocol.keys import Keypair
+from server import identity_publish
+from server.clock import new_id
+from server.handlers.access import OWNER, READER, agent_for
+from server.handlers.idempotency import once
+from server.store import codec
+from server.store import idempotency as idem_q
+from server.store import identities as identities_q
+
+# Identities per account: ListSigningIdentities answers them all (a few hundred bytes each).
+MAX_IDENTITIES = 1_000
+# What a profile avatar may be: images a browser (and so the Seed desktop) shows, told by their
+# bytes, never by the mimeType a client claims.
+ICON_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP",
+              "image/avif": "AVIF", "image/bmp": "BMP", "image/x-icon": "ICO"}
+
+
+def identity_name(identity_id: str) -> str:
+    """The name agents use for an identity, as the reference makes it."""
+    return "hm-account-" + identity_id[:16]
+
+
+def _publishing(app) -> bool:  # noqa: ANN001
+    return bool(app.config.hm_server_url)
+
+
+async def list_signing_identities(app, env, action) -> dict:
+    def read(conn):
+        if action.agent_id is None:
+            return identities_q.list_identities(conn, env.account_id)
+        # The owner's identities of a shared agent. A collaborator sees only those the agent's
+        # definition names: the owner's other keys stay private.
+        agent = agent_for(conn, env.account_id, action.agent_id, READER)
+        names = None if agent["accessRole"] == OWNER else signing_keys_of(agent["definition"])
+        return identities_q.list_identities(conn, agent["account"], names)
+
+    return {"_": "ListSigningIdentitiesResponse", "identities": await app.db.read_async(read)}
+
+
+def _answered_before(app, env, action_name: str, client_id: str | None) -> dict | None:  # noqa: ANN001
+    """The first answer to this clientRequestId, so a retry neither makes a second key nor
+    publishes again (409 when the id came with another request). `once` checks again in the
+    write, which settles two concurrent first tries."""
+    if client_id is None:
+        return None
+    prior = app.db.read(idem_q.idem_get, env.account_id, action_name, client_id)
+    if prior is None:
+        return None
+    if bytes(prior[0]) != request_fingerprint(env.action):
+        raise ProtocolError(409, f"{action_name} id {quote(client_id)} was already used with a different request")
+    return codec.decode(prior[1])
+
+
+def _room_for_one(conn, account_id: str, action_name: str) -> None:  # noqa: ANN001
+    if identities_q.count_identities(conn, account_id) >= MAX_IDENTITIES:
+        raise ProtocolError(409, f"{action_name}: an account holds at most {MAX_IDENTITIES} signing "
+                                 "identities (delete one with DeleteSigningIdentity first)")
+
+
+async def _store_new(app, env, action, action_name: str, seed: bytes, label: str | None,  # noqa: ANN001
+                     server_url: str | None, origin: str, now: int) -> dict:
+    identity_id = Keypair.from_seed(seed).account_id
+    name = identity_name(identity_id)
+    account_id = env.account_id
+    sealed = app.secrets.seal(seed, identities_q.identity_aad(account_id, name))
+
+    def effect(conn):
+        existing = identities_q.get_identity(conn, account_id, name)
+        if existing is not None:
+            raise ProtocolError(409, f"This account key is already on the server ({existing['accountId']}, "
+                                     f"named {existing['name']})")
+        _room_for_one(conn, account_id, action_name)
+        identity = identities_q.insert_identity(conn, account_id, name, identity_id, new_id(), sealed,
+                                                label, server_url, origin, now)
+        return {"_": action_name + "Response", "identity": identity}, []
+
+    def job(conn):
+        return once(conn, account_id, action_name, action.client_request_id,
+                    request_fingerprint(env.action), now, effect)
+
+    response, _ = await app.db.write(job)
+    return response
+
+
+async def create_signing_identity(app, env, action) -> dict:
+    prior = _answered_before(app, env, "CreateSigningIdentity", action.client_request_id)
+    if prior is not None:
+        return prior
+    app.db.read(_room_for_one, env.account_id, "CreateSigningIdentity")   # before publishing anything
+    now = app.now_ms()
+    seed = os.urandom(SEED_SIZE)
+    identity_id = Keypair.from_seed(seed).account_id
+    label = action.label or f"Agent account {identity_id[:10]}"
+    server_url = None
+    if _publishing(app):
+        await identity_publish.publish_new_account(app, seed, label, now)
+        server_url = app.config.hm_server_url
+    return await _store_new(app, env, action, "CreateSigningIdentity", seed, label, server_url,
+                            "created", now)
+
+
+async def import_signing_identity(app, env, action) -> dict:
+    prior = _answered_before(app, env, "ImportSigningIdentity", action.client_request_id)
+    if prior is not None:
+        return prior
+    # Nothing is published: the account may already exist with a profile and content of its
+    # own, which a fresh profile would overwrite. The label is only what the client says;
+    # serverUrl is where the agents signing with it publish (the reference's choice).
+    return await _store_new(app, env, action, "ImportSigningIdentity", action.seed, action.label,
+                            app.config.hm_server_url or None, "imported", app.now_ms())
+
+
+def _check_icon(data: bytes) -> None:
+    found = filetype.guess_mime(data)
+    if found not in ICON_TYPES:
+        what = f"its bytes are {found}" if found else "its bytes are no image format known here"
+        raise ProtocolError(400, f"UpdateSigningIdentity.icon.data must be an image "
+                                 f"({', '.join(ICON_TYPES.values())}); {what}")
+
+
+async def update_signing_identity(app, env, action) -> dict:
+    account_id = env.account_id
+    if action.icon is not None:
+        _check_icon(action.icon.data)
+        if not _publishing(app):
+            raise ProtocolError(400, "UpdateSigningIdentity.icon needs an HM server to publish the image "
+                                     "to, and this server has none (--hm-server-url)")
+    current = app.db.read(identities_q.get_identity, account_id, action.name)
+    if current is None:
+        raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
+    now = app.now_ms()
+    icon_uri, server_url = None, None
+    if _publishing(app):
+        seed = app.db.read(identities_q.open_seed, app.secrets, account_id, action.name)
+        if seed is None:
+            raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
+        icon_uri = await identity_publish.publish_profile(
+            app, seed, action.label, now, action.icon.data if action.icon else None,
+            current.get("icon"))
+        server_url = app.config.hm_server_url
+
+    def job(conn):
+        if identities_q.get_identity(conn, account_id, action.name) is None:   # deleted meanwhile
+            raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
+        return identities_q.update_identity(conn, account_id, action.name, action.label, icon_uri,
+                                            server_url, now)
+
+    return {"_": "UpdateSigningIdentityResponse", "identity": await app.db.write(job)}
+
+
+async def delete_signing_identity(app, env, action) -> dict:
+    account_id = env.account_id
+
+    def job(conn):
+        # In the writer, with the check: no agent can start naming the key in between.
+        if identities_q.get_identity(conn, account_id, action.name) is None:
+            raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
+        users = identities_q.agents_signing_with(conn, account_id, action.name)
+        if users:
+            named = ", ".join(f"{quote(name)} ({agent_id})" for agent_id, name in users[:3])
+            more = f" and {len(users) - 3} more" if len(users) > 3 else ""
+            raise ProtocolError(409, f"signing identity {quote(action.name)} is still used by agent "
+                                     f"{named}{more}: remove it from the agent's signingKey and "
+                                     "signingKeys first")
+        identities_q.delete_identity(conn, account_id, action.name)
+        identities_q.forget_idempotency(conn, account_id, action.name)
+
+    await app.db.write(job)
+    return {"_": "DeleteSigningIdentityResponse", "name": action.name}
+
+
+def check_signing_keys(conn, owner: str, definition: dict, prior: dict | None, role: str) -> None:  # noqa: ANN001
+    """An agent definition may name only identities of its owner (400 otherwise), and only the
+    owner changes which ones (403): the keys live on the owner's account and decide what the
+    agent may publish as. `prior` is the definition being replaced (None on create)."""
+    names = signing_keys_of(definition)
+    if prior is not None and role != OWNER and set(names) != set(signing_keys_of(prior)):
+        raise ProtocolError(403, "Only the agent owner can change the agent's signing identities "
+                                 "(signingKey, signingKeys)")
+    missing = identities_q.missing_names(conn, owner, names)
+    if missing:
+        raise ProtocolError(400, f"definition signing key {quote(missing[0])} is not a signing identity "
+                                 "of the agent's owner (create or import it first)")

@@ -1,0 +1,30 @@
+"""The health answer (`GET /api/health`, `/agents/api/health`): liveness, and what this server can
+really do (CONTRACT section 8, "Health"). The Seed desktop offers tools from these flags and
+assumes a missing one is on, so every flag is stated, from the settings and from what is built:
+never a claim the server cannot keep.
+"""
+from __future__ import annotations
+
+# No code sandbox is built into this server, so `execute` cannot run: said with the reference's
+# machine-readable cause, so the desktop shows a plain "not supported" note.
+CODE_EXEC_REASON = "This agent server has no code sandbox, so it cannot run code"
+CODE_EXEC_REASON_CODE = "config-disabled"
+
+
+def health(app, version: str) -> dict:  # noqa: ANN001
+    config = app.config
+    value: dict = {"status": "ok", "ok": True, "uptime": round(app.uptime(), 3), "version": version,
+                   "schemaVersion": app.db.schema_version}
+    if config.hm_server_url:
+        # Documents and icons are read back from the HM server's gateway, as the reference
+        # does when no separate IPFS server is configured.
+        value["hmServerUrl"] = config.hm_server_url
+        value["ipfsServerUrl"] = config.hm_server_url
+    value["webTools"] = {"search": bool(getattr(config, "searxng_url", None)),
+                         "readBrowser": bool(getattr(config, "crawler_url", None))}
+    value["subscriptionAuth"] = False   # provider sign-in by OAuth is not offered: API keys only
+    value["codeExec"] = False
+    value["codeExecReason"] = CODE_EXEC_REASON
+    value["codeExecReasonCode"] = CODE_EXEC_REASON_CODE
+    value["codeExecRuntimes"] = []
+    return value

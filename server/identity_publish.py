@@ -1,0 +1,44 @@
+"""Publishing signing identities to the Seed hypermedia server (`--hm-server-url`).
+
+The blobs are built by protocol/hm_blobs.py byte for byte as `@seed-hypermedia/client` builds
+them, and sent in ONE `POST {hm}/api/PublishBlobs` (server/hm_client.py), so the server holds
+all of them or none: a new account is its profile, the genesis change, the change holding the
+home document and the version ref; a rename or a new icon is a new profile (with the icon's
+UnixFS blocks in the same call). Any failure is a 502 naming the server and never its answer;
+the caller then stores nothing.
+"""
+from __future__ import annotations
+
+from protocol import hm_blobs, unixfs
+from protocol.errors import ProtocolError
+from server.hm_client import HmClient, HmError
+
+
+async def _publish(app, blobs: list, what: str) -> None:  # noqa: ANN001
+    # Over the runtime's guarded HTTP client, as the agents' hm:// tools go: the HM server is
+    # reached under the same network policy (--provider-networks).
+    client = HmClient(app.config.hm_server_url, app.runtime.providers.http,
+                      timeout=app.config.hm_server_timeout)
+    try:
+        await client.publish_blobs(blobs)
+    except HmError as exc:   # one sentence naming the server, never its answer
+        raise ProtocolError(502, f"Failed to publish {what}: {exc}") from None
+
+
+async def publish_new_account(app, seed: bytes, name: str, ts_ms: int) -> None:  # noqa: ANN001
+    """The new account's profile and home document."""
+    await _publish(app, hm_blobs.new_account_blobs(seed, name, ts_ms), "the agent account")
+
+
+async def publish_profile(app, seed: bytes, name: str, ts_ms: int, icon: bytes | None,  # noqa: ANN001
+                          icon_uri: str | None) -> str | None:
+    """A new profile (name, and the avatar: `icon` bytes published now as UnixFS, else the
+    `icon_uri` already published, else none). Returns the avatar's `ipfs://<cid>`."""
+    blobs: list = []
+    icon_cid = icon_uri.removeprefix("ipfs://") if icon_uri else None
+    if icon is not None:
+        root, blobs = unixfs.file_blobs(icon)
+        icon_cid = str(root)
+    blobs = [*blobs, *hm_blobs.profile_blobs(seed, name, ts_ms, icon_cid)]
+    await _publish(app, blobs, "the agent account profile")
+    return f"ipfs://{icon_cid}" if icon_cid else None
