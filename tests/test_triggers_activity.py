@@ -164,3 +164,23 @@ def test_keys_collapse_a_citation_onto_its_comment():
     assert activity.firing_key(comment_event("bafyX", AUTHOR, ME, 1)) == "blob-bafyX"
     assert activity.event_key({"type": "doc-update", "id": "7"}) == "doc-update-7"
     assert activity.event_key({"weird": True}) is None
+
+
+async def test_a_hostile_feed_page_is_an_error_not_a_crash(tmp_path, request):
+    async with FakeHMActivity() as fake:
+        server = await start(tmp_path, request, fake)
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        await create_trigger(c, a, agent_id, {"type": "document-comment", "resource": f"hm://{DOC_OWNER}"})
+        monitor = server.app.triggers.activity
+        await settle(monitor)
+        deep: object = "x"
+        for _ in range(500):
+            deep = {"n": deep}
+        fake.publish({**comment_event("bafydeep", AUTHOR, DOC_OWNER, now_ms()), "extra": deep})
+        await monitor.poll_once()
+        mark = server.app.db.read(lambda conn: conn.execute("SELECT last_error FROM activity_watermarks").fetchone()[0])
+        assert "plain JSON" in mark
+        await c.close()
+        await server.stop()

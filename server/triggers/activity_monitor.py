@@ -19,7 +19,6 @@ another server once it runs out.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 
@@ -32,6 +31,7 @@ from server.store import triggers as triggers_q
 from server.store.database import DatabaseClosed
 from server.triggers import activity
 from server.triggers.firing import Event, admit
+from server.triggers.webhook import plain_json
 
 log = logging.getLogger("seed_agents.triggers")
 
@@ -39,6 +39,7 @@ ACTIVITY = ("document-comment", "user-mention", "comment-reply", "site-update")
 MAX_PAGE_BYTES = 8 << 20          # one feed page; larger is an error (the feed is untrusted)
 MAX_EVENT_BYTES = 64 * 1024       # an event kept with its firing (larger: only its key and summary)
 REQUEST_TIMEOUT = 20.0
+MAX_FEED_DEPTH = 60               # nesting of a feed page (its events are kept as DAG-CBOR)
 
 
 class FeedError(Exception):
@@ -174,10 +175,9 @@ class ActivityMonitor:
                         raise FeedError(f"a ListEvents page is over {MAX_PAGE_BYTES} bytes")
         except httpx.HTTPError as exc:
             raise FeedError(f"ListEvents failed ({type(exc).__name__})") from None
-        try:
-            value = json.loads(body)
-        except ValueError:
-            raise FeedError("ListEvents did not answer JSON") from None
+        value = plain_json(bytes(body), MAX_FEED_DEPTH)
+        if value is None:
+            raise FeedError(f"ListEvents did not answer plain JSON (nested at most {MAX_FEED_DEPTH} deep)")
         if isinstance(value, dict) and isinstance(value.get("json"), dict):
             value = value["json"]   # superjson's envelope, as the HM server sends it
         events = value.get("events") if isinstance(value, dict) else None
