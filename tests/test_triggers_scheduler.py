@@ -160,3 +160,27 @@ async def test_repeated_failures_back_off_and_show_the_last_error(tmp_path, requ
             assert r["_"] == "UpdateAgentTriggerResponse", r
         assert "lastError" not in r["trigger"]
         await c.close()
+
+
+async def test_hourly_bound_and_history_pruning(tmp_path, request):
+    t0 = utc_ms("2026-02-02T06:00")
+    clock = ManualClock(t0)
+    async with clocked_server(tmp_path, "sqlite", request, clock, trigger_firings_per_hour=2,
+                              trigger_history=4) as server:
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        trigger = await create_trigger(c, a, agent_id, every(10), name="busy")
+        for n in range(1, 6):
+            clock.advance(10 * MIN)
+            firings = await firings_when(c, a, trigger["id"], lambda f, n=n: f and f[-1]["scheduledAt"] == t0 + n * 10 * MIN)
+        # Two firings an hour start work; the rest of the hour is recorded as skipped. Only the
+        # latest four firings are kept.
+        assert [(f["scheduledAt"] - t0) // MIN for f in firings] == [20, 30, 40, 50]
+        assert [f["status"] for f in firings] == ["created", "skipped", "skipped", "skipped"]
+        assert "2 trigger firings per hour" in firings[-1]["error"]
+        clock.advance(70 * MIN)    # an hour past the first two: it starts work again
+        firings = await firings_when(c, a, trigger["id"], lambda f: f[-1]["scheduledAt"] == t0 + 120 * MIN)
+        assert firings[-1]["status"] == "created"
+        assert [f["status"] for f in firings][-2] == "skipped" and "missed" in firings[-2]["error"]
+        await c.close()
