@@ -4,7 +4,7 @@ is SIGKILLed while they fire. Every slot of every trigger fires exactly once: on
 slot key, no slot missing between the first and the last, each firing with exactly one session.
 
 `-m slow`: three servers, 50 triggers at a one-minute interval, a minute every 6 s (each firing
-starts a session and an echo run, so the cluster runs 8 turns a second besides), 10 slots. The default version: two servers (one killed), 8 triggers, a minute every 2 s, 4 slots."""
+starts a session and an echo run, so the cluster runs 8 turns a second besides), 10 slots. The default version: two servers (one killed), 8 triggers, a minute a second, 4 slots."""
 from __future__ import annotations
 
 import asyncio
@@ -74,7 +74,7 @@ async def _share_schedules(tmp_path: Path, url: str, count: int, triggers: int, 
 
 @pytest.mark.timeout(120)
 async def test_two_servers_share_schedules_one_killed(tmp_path, postgres_url):  # noqa: F811
-    await _share_schedules(tmp_path, postgres_url, count=2, triggers=8, speed=30, slots=4)
+    await _share_schedules(tmp_path, postgres_url, count=2, triggers=8, speed=60, slots=4)
 
 
 @pytest.mark.slow
