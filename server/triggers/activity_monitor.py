@@ -24,6 +24,7 @@ import time
 
 import httpx
 
+from protocol.actions_triggers import ACTIVITY_SOURCES
 from protocol.dagcbor import encode
 from server.runtime.leasing import server_id
 from server.store import trigger_firings as firings_q
@@ -35,7 +36,7 @@ from server.triggers.webhook import plain_json
 
 log = logging.getLogger("seed_agents.triggers")
 
-ACTIVITY = ("document-comment", "user-mention", "comment-reply", "site-update")
+ACTIVITY = ACTIVITY_SOURCES
 MAX_PAGE_BYTES = 8 << 20          # one feed page; larger is an error (the feed is untrusted)
 MAX_EVENT_BYTES = 64 * 1024       # an event kept with its firing (larger: only its key and summary)
 REQUEST_TIMEOUT = 20.0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime, timezone
 
 from server.store import triggers as triggers_q
 from server.store.database import DatabaseClosed
@@ -30,8 +31,6 @@ MAX_SLEEP = 30.0     # real seconds: the longest the timer is set for (see the m
 
 
 def schedule_summary(schedule: dict, slot: int) -> str:
-    from datetime import datetime, timezone
-
     at = datetime.fromtimestamp(slot / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return f"scheduled {schedule['kind']} at {at}"
 

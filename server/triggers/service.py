@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from protocol.actions_triggers import ACTIVITY_SOURCES
 from server.store import trigger_firings as firings_q
 from server.store import triggers as triggers_q
 from server.triggers.clock import TriggerClock
@@ -53,7 +54,7 @@ class Triggers:
     def changed(self, trigger: dict | None = None) -> None:
         """A trigger was created, changed or deleted here."""
         self.scheduler.wake()
-        if self.activity is not None and trigger is not None and trigger["source"]["type"] in ACTIVITY:
+        if self.activity is not None and trigger is not None and trigger["source"]["type"] in ACTIVITY_SOURCES:
             self.activity.wake()
 
     def now_ms(self) -> int:
@@ -114,9 +115,6 @@ class Triggers:
                             now, self.policy)
             publish += outcome.publish
         return publish
-
-
-ACTIVITY = ("document-comment", "user-mention", "comment-reply", "site-update")
 
 
 def run_matches(source: dict, run: dict) -> bool:
