@@ -38,6 +38,13 @@ async def test_interval_fires_each_slot_once_with_a_session(tmp_path, request):
         assert events[0]["role"] == "user" and events[0]["content"] == "Summarize the news"
         assert any("schedule" in line for line in events[0]["contextLines"])
         assert events[-1]["content"] == "echo: Summarize the news"
+        # GetSession carries the trigger card the desktop shows: the trigger as it was when it fired.
+        context = (await call(c, a, {"_": "GetSession", "sessionId": firings[0]["sessionId"]}))["triggerContext"]
+        assert (context["triggerId"], context["triggerName"], context["prompt"], context["firingId"]) == (
+            trigger["id"], "digest", "Summarize the news", firings[0]["id"])
+        assert context["activity"]["scheduledAt"] == t0 + 5 * MIN and context["status"] == "created"
+        plain = (await call(c, a, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
+        assert "triggerContext" not in await call(c, a, {"_": "GetSession", "sessionId": plain})
         got = await get_trigger(c, a, trigger["id"])
         assert got["trigger"]["lastFiredAt"] == t0 + 15 * MIN
         assert {s["id"] for s in got["sessions"]} == {f["sessionId"] for f in firings}

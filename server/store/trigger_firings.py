@@ -151,3 +151,26 @@ def take_poll_lease(conn: apsw.Connection, account_id: str, server_url: str, own
         " AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < ?) RETURNING 1",
         (owner, now + lease_ms, account_id, server_url, owner, now)).fetchone()
     return row is not None
+
+
+def trigger_context(conn: apsw.Connection, session_id: str) -> dict | None:
+    """AgentSessionTriggerContext of a session a firing started (GetSession `triggerContext`):
+    the trigger as it was at admission (its name, prompt and source), the event, the firing's
+    status. None for any other session (one indexed read)."""
+    row = conn.execute("SELECT id, trigger_id, activity_key, status, error, created_at, activity_cbor, context_cbor"
+                       " FROM trigger_firings WHERE session_id = ?", (session_id,)).fetchone()
+    if row is None:
+        return None
+    firing_id, trigger_id, key, status, error, created_at, activity, context = row
+    activity = codec.decode(activity) if activity is not None else {}
+    context = codec.decode(context) if context is not None else {}
+    prompt = context.get("prompt", "")
+    out = {"triggerId": trigger_id, "triggerName": context.get("name", ""), "firingId": firing_id,
+           "activityKey": key, "activitySummary": str(activity.get("summary", "")),
+           "source": context.get("source", {}), "firedAt": created_at,
+           "prompt": prompt if isinstance(prompt, str) else "", "activity": activity, "status": status}
+    if not isinstance(prompt, str):
+        out["promptBlocks"] = prompt
+    if error is not None:
+        out["error"] = error
+    return out
