@@ -165,6 +165,7 @@ async def test_over_http_a_wrong_secret_and_an_unknown_hook_cost_the_same(fast_h
                 times[name].append(time.perf_counter() - t)
                 assert r.status_code == 404
     wrong, missing = statistics.median(times["wrong"]), statistics.median(times["unknown"])
+    print(f"404 medians over HTTP: wrong secret {wrong * 1000:.3f} ms, unknown hook {missing * 1000:.3f} ms")
     spread = statistics.quantiles(times["wrong"] + times["unknown"], n=4)
     assert abs(wrong - missing) <= max(spread[2] - spread[0], 0.0002), (wrong, missing, spread)
     await c.close()
