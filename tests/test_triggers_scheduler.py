@@ -191,3 +191,22 @@ async def test_hourly_bound_and_history_pruning(tmp_path, request):
         assert firings[-1]["status"] == "created"
         assert [f["status"] for f in firings][-2] == "skipped" and "missed" in firings[-2]["error"]
         await c.close()
+
+
+async def test_firings_are_counted_on_metrics(tmp_path, request):
+    import httpx
+
+    t0 = utc_ms("2026-02-02T06:00")
+    clock = ManualClock(t0)
+    async with clocked_server(tmp_path, "sqlite", request, clock) as server:
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        trigger = await create_trigger(c, a, agent_id, every(1), name="counted")
+        clock.advance(3 * MIN)      # the latest fires, two missed slots are skipped
+        await firings_when(c, a, trigger["id"], lambda f: len(f) == 3)
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(server.http_url + "/metrics")).text
+        assert 'seed_agents_trigger_firings_total{source="schedule",status="created"} 1.0' in text
+        assert 'seed_agents_trigger_firings_total{source="schedule",status="skipped"} 2.0' in text
+        await c.close()

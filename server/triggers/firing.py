@@ -100,7 +100,8 @@ def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy, *,
         if created and fired is not None:
             fired[trigger["agentId"]] = fired.get(trigger["agentId"], 0) + 1
     firings_q.prune(conn, trigger["id"], policy.keep)
-    return Outcome(firing, True, publish)
+    counted = app.metrics.trigger_firings.labels(trigger["source"]["type"], firing["status"])
+    return Outcome(firing, True, [*publish, counted.inc])   # (counted once committed)
 
 
 def _held_back(conn, trigger: dict, event: Event, now: int, policy: Policy,

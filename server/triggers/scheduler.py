@@ -46,9 +46,10 @@ def fire_due(conn, app, policy, now: int, limit: int = BATCH) -> tuple[int, list
         # Only the latest missed slots are recorded (at most the history kept).
         missed, latest = slots[:-1][-policy.keep:], slots[-1]
         for slot in missed:
-            admit(conn, app, trigger, _event(trigger, schedule, slot, now,
-                                             skip="missed: no server was running at this slot; only "
-                                                  "the latest missed slot fires"), now, policy, fired=fired)
+            publish += admit(conn, app, trigger, _event(trigger, schedule, slot, now,
+                                                        skip="missed: no server was running at this slot; only "
+                                                             "the latest missed slot fires"), now, policy,
+                             fired=fired).publish
         publish += admit(conn, app, trigger, _event(trigger, schedule, latest, now), now, policy, fired=fired,
                          next_due=following).publish
     return len(due), publish
@@ -106,6 +107,7 @@ class Scheduler:
                 continue
             await self.clock.wait_until(due, self._wake, MAX_SLEEP)
             self.wakeups += 1
+            self.app.metrics.trigger_wakeups.inc()
 
     async def tick(self) -> int:
         """Fire what is due now; returns how many triggers were handled."""
