@@ -45,6 +45,15 @@ async def test_interval_fires_each_slot_once_with_a_session(tmp_path, request):
         assert context["activity"]["scheduledAt"] == t0 + 5 * MIN and context["status"] == "created"
         plain = (await call(c, a, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
         assert "triggerContext" not in await call(c, a, {"_": "GetSession", "sessionId": plain})
+        # The agent's session lists say which sessions a trigger started (the desktop's badge).
+        for listed in ((await call(c, a, {"_": "GetAgent", "agentId": agent_id}))["sessions"],
+                       (await call(c, a, {"_": "ListSessions", "agentId": agent_id}))["sessions"]):
+            by_id = {s["id"]: s for s in listed}
+            assert "startedByTrigger" not in by_id[plain]
+            badge = by_id[firings[0]["sessionId"]]["startedByTrigger"]
+            assert (badge["triggerId"], badge["triggerName"], badge["firingId"]) == (trigger["id"], "digest",
+                                                                                     firings[0]["id"])
+            assert badge["activitySummary"] == "scheduled interval at 2026-05-04 10:05 UTC"
         got = await get_trigger(c, a, trigger["id"])
         assert got["trigger"]["lastFiredAt"] == t0 + 15 * MIN
         assert {s["id"] for s in got["sessions"]} == {f["sessionId"] for f in firings}

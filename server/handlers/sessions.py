@@ -90,6 +90,7 @@ async def list_sessions(app, env, action) -> dict:
 
         # The agents (definitions up to 256 KiB each) bound the page in bytes too.
         kept, agents = sessions_with_agents(conn, sessions, role_of)
+        firings_q.attribute_sessions(conn, kept)   # startedByTrigger (triggers)
         if len(kept) < len(sessions):
             cursor = {"updatedBefore": kept[-1]["updatedAt"], "idBefore": kept[-1]["id"]}
         return kept, agents, cursor

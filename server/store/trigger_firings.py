@@ -47,12 +47,13 @@ def insert_firing(conn: apsw.Connection, firing_id: str, trigger: dict, key: str
     """The firing, or None when (account, trigger, key) fired already (nothing is written)."""
     row = conn.execute(
         "INSERT INTO trigger_firings (id, account_id, agent_id, trigger_id, activity_key, status, session_id,"
-        " run_id, scheduled_at, activity_cbor, context_cbor, body_digest, error, chain_depth, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " run_id, scheduled_at, activity_cbor, context_cbor, body_digest, error, chain_depth, created_at, summary)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         f" ON CONFLICT (account_id, trigger_id, activity_key) DO NOTHING RETURNING {COLUMNS}",
         (firing_id, trigger["account"], trigger["agentId"], trigger["id"], key, status, session_id, run_id,
          scheduled_at, None if activity is None else codec.encode(activity),
-         None if context is None else codec.encode(context), body_digest, error, chain_depth, now)).fetchone()
+         None if context is None else codec.encode(context), body_digest, error, chain_depth, now,
+         None if activity is None else activity.get("summary"))).fetchone()
     return None if row is None else firing_info(row)
 
 
@@ -174,3 +175,23 @@ def trigger_context(conn: apsw.Connection, session_id: str) -> dict | None:
     if error is not None:
         out["error"] = error
     return out
+
+
+def attribute_sessions(conn: apsw.Connection, sessions: list[dict]) -> None:
+    """Set `startedByTrigger` (AgentSessionTriggerSummary) on the sessions a trigger started: one
+    indexed read per 500 sessions, reading only small columns (never an event or a prompt)."""
+    ids = [s["id"] for s in sessions]
+    found: dict[str, dict] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        rows = conn.execute(
+            "SELECT f.session_id, f.id, f.trigger_id, f.activity_key, f.summary, f.created_at, t.name, t.source_cbor"
+            " FROM trigger_firings f JOIN agent_triggers t ON t.id = f.trigger_id"
+            f" WHERE f.session_id IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
+        for session_id, firing_id, trigger_id, key, summary, created_at, name, source in rows:
+            found[session_id] = {"triggerId": trigger_id, "triggerName": name, "firingId": firing_id,
+                                 "activityKey": key, "activitySummary": summary or key,
+                                 "source": codec.decode(source), "firedAt": created_at}
+    for session in sessions:
+        if session["id"] in found:
+            session["startedByTrigger"] = found[session["id"]]
