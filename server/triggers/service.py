@@ -13,6 +13,7 @@ from server.store import triggers as triggers_q
 from server.triggers.clock import TriggerClock
 from server.triggers.firing import Event, Policy, admit, backoff_ms
 from server.triggers.scheduler import Scheduler
+from server.triggers.webhook import Deliveries
 
 log = logging.getLogger("seed_agents.triggers")
 
@@ -27,6 +28,7 @@ class Triggers:
         self.scheduler = Scheduler(app, self.clock, self.policy)
         self.activity = None
         self._tasks: set[asyncio.Task] = set()   # headless tool runs under way
+        self.deliveries = Deliveries(cfg.webhook_rate_limit)   # webhook calls per client address
 
     async def start(self) -> None:
         self.scheduler.start()

@@ -147,10 +147,7 @@ async def answer(app, framing, path: str, method: str, headers, body: bytes, add
     if method != "POST":
         return framing.json(405, {"status": "error", "message": f"{method} is not allowed on webhooks (allowed: POST)"},
                             keep_alive=keep_alive, extra=b"Allow: POST\r\n")
-    deliveries = getattr(app, "webhook_deliveries", None)
-    if deliveries is None:
-        deliveries = app.webhook_deliveries = Deliveries(app.config.webhook_rate_limit)
-    if not deliveries.allow(address):
+    if not app.triggers.deliveries.allow(address):
         return framing.json(429, {"status": "error", "message": "too many webhook calls from this address; "
                                   "slow down"}, keep_alive=keep_alive, extra=b"Retry-After: 1\r\n")
     trigger_id = path[len(HOOK_PREFIX):]
