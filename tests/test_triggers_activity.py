@@ -184,3 +184,28 @@ async def test_a_hostile_feed_page_is_an_error_not_a_crash(tmp_path, request):
         assert "plain JSON" in mark
         await c.close()
         await server.stop()
+
+
+async def test_a_trigger_never_fires_for_what_happened_before_it(tmp_path, request):
+    """An account's feed read long ago (a stale watermark) holds events from before a new
+    trigger: they are new to the watermark but older than the trigger, and do not fire it."""
+    async with FakeHMActivity() as fake:
+        server = await start(tmp_path, request, fake)
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        first = await create_trigger(c, a, agent_id, {"type": "site-update", "resourcePrefix": "hm://elsewhere"},
+                                     name="first")
+        monitor = server.app.triggers.activity
+        await settle(monitor)                       # the watermark exists from now on
+        old = now_ms() - 3 * 3_600_000
+        fake.publish(comment_event("bafyhoursago", AUTHOR, DOC_OWNER, old))
+        late = await create_trigger(c, a, agent_id, {"type": "document-comment", "resource": f"hm://{DOC_OWNER}"},
+                                    name="late")
+        await settle(monitor)
+        fake.publish(comment_event("bafyfresh", AUTHOR, DOC_OWNER, now_ms()))
+        await monitor.poll_once()
+        assert [f["activityKey"] for f in await firings(c, a, late["id"])] == ["blob-bafyfresh"]
+        assert await firings(c, a, first["id"]) == []
+        await c.close()
+        await server.stop()

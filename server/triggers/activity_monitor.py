@@ -40,6 +40,9 @@ ACTIVITY = ACTIVITY_SOURCES
 MAX_PAGE_BYTES = 8 << 20          # one feed page; larger is an error (the feed is untrusted)
 MAX_EVENT_BYTES = 64 * 1024       # an event kept with its firing (larger: only its key and summary)
 REQUEST_TIMEOUT = 20.0
+# A trigger never fires for an event from before it was made, give or take this much (a comment
+# written just before, and seen by the HM server just after, still counts).
+BEFORE_GRACE_MS = 5 * 60_000
 MAX_FEED_DEPTH = 60               # nesting of a feed page (its events are kept as DAG-CBOR)
 
 
@@ -195,7 +198,10 @@ class ActivityMonitor:
         if key is not None:
             summary = activity.summary(event)
             kept = _bounded(event, key, summary)
+            at = activity.event_time_ms(event)
             for trigger in triggers_q.enabled_of_type(conn, ACTIVITY, account):
+                if at is not None and at < trigger["createdAt"] - BEFORE_GRACE_MS:
+                    continue   # before the trigger existed (a stale watermark must not backfire)
                 if not activity.matches(trigger["source"], event):
                     continue
                 if not firings_q.claim_event(conn, account, trigger["id"], key, now):
