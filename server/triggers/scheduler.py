@@ -8,9 +8,9 @@ stopped server missed are recorded as skipped; `next_due_at` moves past now in t
 transaction. A server killed mid-batch leaves the rows as they were, and the next server to look
 takes them.
 
-It never polls busily: between slots it sleeps. A change to a trigger here wakes it (`wake`);
-one made on another server of a cluster is seen at the latest `MAX_SLEEP` seconds later, since
-the timer is capped.
+It never polls busily: between slots it sleeps. A change to a trigger wakes it (`wake`): one made
+here at once, one made on another server of a cluster through that server's `trigger-*` account
+notice (server/cluster.py). The timer is also capped at `MAX_SLEEP`, should a notice be lost.
 """
 from __future__ import annotations
 

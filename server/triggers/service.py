@@ -54,9 +54,10 @@ class Triggers:
             await self.activity.stop()
 
     def changed(self, trigger: dict | None = None) -> None:
-        """A trigger was created, changed or deleted here."""
+        """A trigger was created, changed or deleted: here (`trigger` given), or on another server
+        of a cluster (its `trigger-*` notice, server/cluster.py)."""
         self.scheduler.wake()
-        if self.activity is not None and trigger is not None and trigger["source"]["type"] in ACTIVITY_SOURCES:
+        if self.activity is not None and (trigger is None or trigger["source"]["type"] in ACTIVITY_SOURCES):
             self.activity.wake()
 
     def now_ms(self) -> int:
