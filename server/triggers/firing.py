@@ -191,9 +191,10 @@ def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, sessio
     """The session that is the tool run's transcript, with the call recorded; the tool runs
     after the commit (server/triggers/tool_run.py)."""
     tool, tool_input = continuation["tool"], continuation.get("input") or {}
-    if not tool_run.runnable(tool):
-        raise FiringError(f"tool {tool!r} is not one this server runs headless "
-                          f"(one of: {', '.join(tool_run.OFFERED_VERBS)}; callable tools go through 'call')")
+    if not tool_run.runnable(tool, app.config):
+        raise FiringError(f"tool {tool!r} is not one this server runs headless: a verb "
+                          f"({', '.join(tool_run.OFFERED_VERBS)}) or a callable tool it offers "
+                          f"({', '.join(tool_run.offered_callables(bool(app.config.searxng_url)))})")
     owner, agent_id = trigger["account"], trigger["agentId"]
     now = app.now_ms()
     call_id = "trigger-" + firing_id
