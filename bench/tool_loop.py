@@ -1,7 +1,7 @@
 """The tool loop's own cost: a turn of 5 tool steps against a plain turn, on the fake
 OpenAI-compatible provider (a separate process answering at once), in one run.
 
-A plain turn is one model request. A 5-step turn is six: five answered with one tool call
+Every turn opens a fresh session. A plain turn is one model request. A 5-step turn is six: five answered with one tool call
 (`read ~/self`, which costs nothing itself) and the last with the reply; each step records its
 call and its result (two transactions) before the next request. So
 
@@ -44,27 +44,33 @@ async def _session(url: str, kp, agent_id: str):
 
 
 async def _turns(url: str, kp, agent_id: str, fake: httpx.AsyncClient, n: int, steps: int) -> list[float]:
+    """`n` turns, each the first of a fresh session (so every turn hands the model the same
+    history: a long session would time its growing requests instead of the loop)."""
+    out = []
+    for i in range(n):
+        out += await _one_turn(url, kp, agent_id, fake, i, steps)
+    return out
+
+
+async def _one_turn(url: str, kp, agent_id: str, fake: httpx.AsyncClient, i: int, steps: int) -> list[float]:
     from protocol.envelope import sign_envelope
 
     rpc, session_id, arrivals = await _session(url, kp, agent_id)
-    out = []
     try:
-        for i in range(n):
-            for _ in range(steps):
-                (await fake.post("/_fake/script", json=TOOL_STEP)).raise_for_status()
-            env = sign_envelope(kp, {"_": "MessageSession", "sessionId": session_id,
-                                     "content": [{"type": "text", "text": f"turn {i}"}]}, ts=unique_ts())
-            req_id, fut = rpc.register()
-            t0 = time.perf_counter()
-            await rpc.ws.send(signed_request_frame(req_id, env))
-            await asyncio.wait_for(fut, 30)
-            arrived, failed = await asyncio.wait_for(arrivals.get(), 30)
-            if failed:
-                raise RuntimeError("a turn failed")
-            out.append(arrived - t0)
+        for _ in range(steps):
+            (await fake.post("/_fake/script", json=TOOL_STEP)).raise_for_status()
+        env = sign_envelope(kp, {"_": "MessageSession", "sessionId": session_id,
+                                 "content": [{"type": "text", "text": f"turn {i}"}]}, ts=unique_ts())
+        req_id, fut = rpc.register()
+        t0 = time.perf_counter()
+        await rpc.ws.send(signed_request_frame(req_id, env))
+        await asyncio.wait_for(fut, 30)
+        arrived, failed = await asyncio.wait_for(arrivals.get(), 30)
+        if failed:
+            raise RuntimeError("a turn failed")
+        return [arrived - t0]
     finally:
         await rpc.close()
-    return out
 
 
 async def _fake_requests(fake: httpx.AsyncClient, n: int) -> list[float]:

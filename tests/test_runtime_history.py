@@ -37,3 +37,46 @@ def test_extend_skips_seen_events_and_non_messages_and_keeps_the_window():
     with_old = h.with_entry(old.entries[0])
     assert [e.seq for e in with_old.entries] == [1, 3, 4, 5]
     assert [e.seq for e in h.entries] == [3, 4, 5]   # the cached history is unchanged
+
+
+def test_a_runs_tool_steps_replay_after_its_message_in_each_providers_format():
+    """Read back from the events alone (as after a restart): the run's steps come after its own
+    message, each call answered right after it, thinking blocks and thought signatures kept; a
+    call without a result is answered as such; a later run's message waits."""
+    from server.providers.anthropic import AnthropicProvider
+    from server.providers.base import ProviderSpec
+    from server.providers.google import GoogleProvider
+    from server.providers.openai_compat import OpenAICompatProvider
+
+    thinking = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+    events = [
+        ev(1, "user", "go"),
+        ev(2, "user", "queued later"),
+        {"id": "e3", "seq": 3, "event": {"type": "tool_call", "id": "a", "name": "read", "input": {"address": "x"},
+                                         "actor": "agent", "meta": {"runId": "r1", "reasoning": [thinking],
+                                                                    "providerState": {"thoughtSignature": "ts"}}}},
+        {"id": "e4", "seq": 4, "event": {"type": "tool_call", "id": "b", "name": "write", "input": {},
+                                         "actor": "agent", "meta": {"runId": "r1"}}},
+        {"id": "e5", "seq": 5, "event": {"type": "tool_result", "toolCallId": "a", "name": "read",
+                                         "output": {"content": "hi"}, "meta": {"runId": "r1"}}},
+    ]
+    h = SessionHistory(500)
+    h.extend(events)
+    assert [e.call_id for e in h.open_calls("r1")] == ["b"]
+    messages = h.messages("sys", "e1", include_context=True, run_id="r1")
+    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "tool"]
+    step = messages[2]
+    assert [c.id for c in step.tool_calls] == ["a", "b"] and step.reasoning == (thinking,)
+    assert messages[3].content == '{"content": "hi"}' and not messages[3].is_error
+    assert messages[4].content == "(no result was recorded for this call)" and messages[4].is_error
+
+    spec = ProviderSpec("x", base_url="http://127.0.0.1:1")
+    body = AnthropicProvider(spec, None).request_body("m", messages)
+    assistant = body["messages"][1]["content"]
+    assert [b["type"] for b in assistant] == ["thinking", "tool_use", "tool_use"] and assistant[0] == thinking
+    assert [b["tool_use_id"] for b in body["messages"][2]["content"]] == ["a", "b"]
+    body = GoogleProvider(spec, None).request_body("m", messages)
+    assert body["contents"][1]["parts"][0]["thoughtSignature"] == "ts"
+    body = OpenAICompatProvider(spec, None).request_body("m", messages)
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "tool"]
+    assert body["messages"][2]["content"] is None

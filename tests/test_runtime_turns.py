@@ -79,11 +79,12 @@ async def test_streamed_reply_usage_and_history(server):
         first, second = fake.requests[-2].body, fake.requests[-1].body
         assert fake.requests[-1].headers["authorization"] == f"Bearer {API_KEY}"
         assert first["model"] == "fake-model" and first["stream"] is True and first["temperature"] == 0.25
-        # The system prompt is the agent's, then the tools it can use (from their declarations).
-        system = first["messages"][0]
-        assert system["role"] == "system" and system["content"].startswith("You are terse.\n\n## Tools\n")
+        assert first["messages"] == [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "first\n\nContext:\nnote A\nnote B"}]
+        # The tools it can use, from their declarations; `call` names what it reaches.
         assert [t["function"]["name"] for t in first["tools"]] == ["read", "write", "call", "plan", "status"]
-        assert first["messages"][1:] == [{"role": "user", "content": "first\n\nContext:\nnote A\nnote B"}]
+        assert "\n- search — " in first["tools"][2]["function"]["description"]
         assert second["messages"] == first["messages"] + [
             {"role": "assistant", "content": "Hello there"}, {"role": "user", "content": "second"}]
         # the key never comes back from any action

@@ -99,8 +99,9 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
     doc = f"hm://{identity['accountId']}/kites"
     steps = [
         # 1: write a memory file (Anthropic: after a signed thinking block, handed back next step)
-        script_cls(chunks=["Let me note that."], tool_calls=[call("c1", "write", {
-            "address": "~/memory/notes/kites.md", "content": "The red kite has a forked tail."})],
+        script_cls(chunks=["Let me note that."], tool_calls=[{**call("c1", "write", {
+            "address": "~/memory/notes/kites.md", "content": "The red kite has a forked tail."}),
+            "signature": "gemini-sig-1"}],   # (Gemini: a thought signature to hand back)
             **({"thinking": "I should write it down."} if type_ == "anthropic" else {})),
         # 2: two calls at once: read it back, and search memory
         script_cls(chunks=[], tool_calls=[
@@ -124,6 +125,8 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
     async with fake_cls() as fake:
         fake.enqueue(*steps)
         agent_id, sid = await agent_session(c, kp, type_, fake.base_url, signing_key=identity["name"])
+        watcher = await V2Client.open(server.url)   # follows the account: its runs' changes
+        await watcher.call(kp, {"_": "Subscribe", "key": f"account/{kp.account_id}"})
         patches, appends = await run_turn(c, kp, sid)
 
         events = [a["event"] for a in appends]
@@ -186,6 +189,13 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
         # The run's usage, the session's plan, and the replay a desktop gets on opening it.
         runs = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
         assert runs[0]["status"] == "succeeded" and runs[0]["usage"]["total"] == 8 * step_total
+        run_changes = []
+        while not run_changes or run_changes[-1]["status"] != "succeeded":
+            e = await watcher.event_where(lambda e: e.get("_") == "change" and e["key"] == f"runs/{runs[0]['id']}")
+            run_changes.append(e["value"])
+        totals = [r["usage"]["total"] for r in run_changes if "usage" in r]
+        assert totals == [step_total * n for n in range(1, 8)] + [8 * step_total], totals   # each step, then the end
+        await watcher.close()
         detail = await c.call(kp, {"_": "GetSession", "sessionId": sid})
         assert [e["event"] for e in detail["events"]] == events
         plan = detail["session"]["plan"]
@@ -219,6 +229,9 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
                          for p in content["parts"] if "functionResponse" in p]
             assert [r["name"] for r in responses] == ["write", "read", "call", "call", "call", "write", "read", "plan"]
             assert responses[1]["response"]["output"]["content"] == "The red kite has a forked tail."
+            first_call = next(p for content in last["contents"] if content["role"] == "model"
+                              for p in content["parts"] if "functionCall" in p)
+            assert first_call["thoughtSignature"] == "gemini-sig-1"
         await c.close()
 
 
@@ -289,3 +302,32 @@ async def test_the_agent_publishes_only_as_the_identities_it_names(server, hm):
         assert '".."' in errors[3]
         assert len(hm.published) == published_before
     await c.close()
+
+
+async def test_attachments_are_read_and_saved_to_memory(server):
+    """`attachment:<id>` reads a file of this conversation (and only this one); `write` saves one
+    to memory with fromAttachment."""
+    from server.store import attachments as attachments_q
+
+    kp = keypair("attachments")
+    async with FakeOpenAI() as fake:
+        c = await V2Client.open(server.url)
+        _, sid = await agent_session(c, kp, "custom", fake.base_url)
+        _, other_sid = await agent_session(c, kp, "custom", fake.base_url)
+        db = server.app.db
+        info = await db.write(lambda conn: attachments_q.save(conn, sid, kp.account_id, "notes.txt", "text/plain",
+                                                              b"kites eat worms", 1))
+        other = await db.write(lambda conn: attachments_q.save(conn, other_sid, kp.account_id, "x.txt", "text/plain",
+                                                               b"elsewhere", 1))
+        fake.enqueue(OpenAIScript(chunks=[], tool_calls=[
+            call("a1", "read", {"address": f"attachment:{info['id']}"}),
+            call("a2", "read", {"address": f"attachment:{other['id']}"}),
+            call("a3", "write", {"address": "~/memory/saved.txt", "options": {"fromAttachment": info["id"]}}),
+            call("a4", "read", {"address": "~/memory/"})]), OpenAIScript(chunks=["ok"]))
+        _, appends = await run_turn(c, kp, sid)
+        r1, r2, r3, r4 = [a["event"] for a in appends if a["event"]["type"] == "tool_result"]
+        assert r1["output"]["content"] == "kites eat worms"
+        assert "Attachment not found" in r2["error"]   # another conversation's file is not here
+        assert r3["output"]["size"] == 15
+        assert r4["output"]["entries"] == [{"path": "saved.txt", "type": "file", "size": 15}]
+        await c.close()

@@ -44,10 +44,13 @@ class Entry:
     call_id: str = ""              # tool_call / tool: the call's id
     name: str = ""                 # tool_call / tool: the tool's name
     is_error: bool = False         # tool: the result is an error
+    extra: dict | None = None      # tool_call: provider state to hand back (meta.providerState)
+    reasoning: tuple = ()          # tool_call: the step's thinking blocks (meta.reasoning, first call)
 
 
 def entry_bytes(entry: Entry) -> int:
-    return ENTRY_OVERHEAD + text_bytes(entry.content) + sum(text_bytes(line) + 60 for line in entry.context_lines)
+    return (ENTRY_OVERHEAD + text_bytes(entry.content) + sum(text_bytes(line) + 60 for line in entry.context_lines)
+            + sum(len(repr(block)) for block in entry.reasoning))
 
 
 def entry_of(event: dict) -> Entry | None:
@@ -60,9 +63,13 @@ def entry_of(event: dict) -> Entry | None:
         if payload.get("actor") == "user":
             return None   # a person's own use of a verb is not the model's step to replay
         if kind == "tool_call" and isinstance(payload.get("id"), str) and isinstance(payload.get("name"), str):
+            extra = meta.get("providerState") if isinstance(meta, dict) else None
+            reasoning = meta.get("reasoning") if isinstance(meta, dict) else None
             return Entry(event["seq"], event.get("id", ""), "tool_call",
                          json.dumps(payload.get("input", {}), ensure_ascii=False), (), run_id,
-                         payload["id"], payload["name"])
+                         payload["id"], payload["name"], extra=extra if isinstance(extra, dict) else None,
+                         reasoning=tuple(b for b in reasoning if isinstance(b, dict))
+                         if isinstance(reasoning, list) else ())
         if kind == "tool_result" and isinstance(payload.get("toolCallId"), str):
             return Entry(event["seq"], event.get("id", ""), "tool", result_text(payload), (), run_id,
                          payload["toolCallId"], str(payload.get("name", "")), "error" in payload)
@@ -154,11 +161,11 @@ def replay(entries: list[Entry], include_context: bool) -> list[ChatMessage]:
     def flush() -> None:
         if not step:
             return
-        calls = tuple(ToolCall(e.call_id, e.name, e.content) for e in step)
+        calls = tuple(ToolCall(e.call_id, e.name, e.content, extra=e.extra or {}) for e in step)
         text = ""
         if out and out[-1].role == "assistant" and not out[-1].tool_calls:
             text = out.pop().content
-        out.append(ChatMessage("assistant", text, tool_calls=calls))
+        out.append(ChatMessage("assistant", text, tool_calls=calls, reasoning=step[0].reasoning))
         for e in step:
             r = results.get(e.call_id)
             out.append(ChatMessage("tool", r.content if r else MISSING_RESULT, tool_call_id=e.call_id,

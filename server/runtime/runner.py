@@ -35,7 +35,6 @@ from server.cache import ByteBudgetCache
 from server.config import Config
 from server.metrics import Metrics
 from protocol import plans
-from protocol import tool_registry
 from server.providers.base import ProviderError, ProviderNotFound, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
@@ -85,16 +84,6 @@ class TurnResult:
     message_started: float = 0.0     # perf_counter() since which the final message counts
     unmet: list | None = None        # obligations the run ended owing
     park: Park | None = None         # a tool's answer comes later: the run waits
-
-
-def tool_guide(verbs: tuple[str, ...], callables: tuple[str, ...]) -> str:
-    """What the system prompt says about the tools (derived from their declarations only: no
-    tool output ever reaches the system prompt)."""
-    lines = ["## Tools", "", "Verbs (offered as tools):"]
-    lines += [f"- {tool_registry.summary_line(tool_registry.VERBS[v])}" for v in verbs]
-    lines += ["", "Callable with the `call` verb (read `~/tools/<name>` for a full contract):"]
-    lines += [f"- {tool_registry.summary_line(tool_registry.CALLABLES[c])}" for c in callables]
-    return "\n".join(lines)
 
 
 class SessionWorker:
@@ -356,6 +345,8 @@ class Runtime:
             publisher.publish_agent(agent)
             provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
             await self._turn(run, agent, worker, provider, result)
+            if result.park is not None:
+                result.status = "waiting"   # a tool answers later: the run is parked, not ended
         except BudgetSpent as exc:
             result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
         except TurnGone:
@@ -421,7 +412,6 @@ class Runtime:
             surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
                                               session_id, run_id, web=self.web, hm=self.hm, box=self.box,
                                               callables=callables))
-            system = (system + "\n\n" if system else "") + tool_guide(surface.verbs, callables)
 
         def messages():
             history = self._history(session_id, user_event_id)

@@ -7,7 +7,10 @@ Strategy-blind: the same loop runs for a local queue and for a run claimed from 
 Durable, in this order for each step (docs/protocol.md "The tool loop"):
 1. the model's step streams (text as `appendPartial` textDelta, `activity` patches around it);
 2. one transaction records what the step said before its calls (an assistant message), every
-   `tool_call` event of the step and the run's usage so far;
+   `tool_call` event of the step and the run's usage so far; when a call has side effects
+   (`surface.SIDE_EFFECTS`) it is committed before any call runs, else it is queued (the writer
+   commits in order, so it lands before the results; a crash before it commits only means the
+   model is asked for the step again);
 3. each call runs, then one transaction records its `tool_result` with the call's id. It is
    queued before the next call or model step, and the writer commits in order, so it lands
    before anything the next step records (the loop does not wait for its fsync; the step's calls
@@ -170,7 +173,7 @@ class ToolLoop:
                 if self.steps > self.budgets.steps:
                     raise BudgetSpent(f"the model asked for more than {self.budgets.steps} tool steps, the most a "
                                       "run may take on this server (--max-tool-steps); it was stopped")
-                recorded = await self._record_calls(text, calls, usage)
+                recorded = await self._record_calls(text, calls, usage, reasoning)
                 self.messages.append(ChatMessage("assistant", text, tool_calls=tuple(c for c, _ in recorded),
                                                  reasoning=reasoning.blocks if reasoning else ()))
                 self._usage_patch()
@@ -195,7 +198,8 @@ class ToolLoop:
                     return
                 continue
             self._check_tokens()
-            owed = plans.open_steps(self.db.read(sessions_q.get_plan, self.session_id), self.run_id)
+            owed = [] if self.surface is None else plans.open_steps(
+                self.db.read(sessions_q.get_plan, self.session_id), self.run_id)
             if owed and self.continuations < MAX_CONTINUATIONS:
                 self.continuations += 1
                 await self._record_continuation(text, usage, owed)
@@ -282,8 +286,12 @@ class ToolLoop:
             self.publisher.publish_append(session_id, event, body)
         return extra_out
 
-    async def _record_calls(self, text: str, calls: list[ToolCall], usage: Usage | None):
-        """The step's text (when it said something) and its calls, with the run's usage so far."""
+    async def _record_calls(self, text: str, calls: list[ToolCall], usage: Usage | None,
+                            reasoning: Reasoning | None = None):
+        """The step's text (when it said something) and its calls, with the run's usage so far.
+        What the provider wants back with them (Anthropic's signed thinking blocks, Gemini's
+        thought signatures) is kept in the calls' `meta`, so a run taken up again after a crash
+        hands the provider the same step."""
         payloads: list[dict] = []
         if text.strip():
             payloads.append({"type": "message", "role": "assistant", "content": text,
@@ -296,18 +304,31 @@ class ToolLoop:
                 params = None
             recorded.append((ToolCall(call_id, call.name[:200], json.dumps(params if params is not None else {}),
                                       call.oversize, call.extra), params))
+            meta = self._meta(usage if n == 0 else None)
+            if n == 0 and reasoning is not None and reasoning.blocks:
+                meta["reasoning"] = list(reasoning.blocks)
+            if call.extra:
+                meta["providerState"] = dict(call.extra)
             payloads.append({"type": "tool_call", "id": call_id, "name": call.name[:200],
-                             "input": params if params is not None else {}, "actor": "agent",
-                             "meta": self._meta(usage if n == 0 else None)})
+                             "input": params if params is not None else {}, "actor": "agent", "meta": meta})
         usage_wire = self.out.usage.to_wire() if self.out.usage is not None else None
-        run = await self._write(payloads, (lambda conn, now: self._save_usage(conn, usage_wire)))
-        if run is not None:
-            self.publisher.publish_run(runs_q.public(run))
+        write = self._write_calls(payloads, usage_wire)
+        if any(c.name in SIDE_EFFECTS for c in calls):
+            await write   # a call with side effects is on disk before it runs
+        else:
+            # Read-only calls: their record is queued ahead of their results; a crash before it
+            # commits only means the step is asked of the model again.
+            self.pending.append(asyncio.create_task(write, name=f"calls:{self.run_id}"))
         self.out.message_started = time.perf_counter()
         # The model is handed back its calls as it made them (malformed arguments included).
         return [(ToolCall(c.id, c.name, original.arguments if not original.oversize else "{}", original.oversize,
                           original.extra), params)
                 for (c, params), original in zip(recorded, calls)]
+
+    async def _write_calls(self, payloads: list[dict], usage_wire: dict | None) -> None:
+        run = await self._write(payloads, (lambda conn, now: self._save_usage(conn, usage_wire)))
+        if run is not None:
+            self.publisher.publish_run(runs_q.public(run))
 
     def _save_usage(self, conn, usage_wire: dict | None) -> dict | None:  # noqa: ANN001
         if usage_wire is None:
@@ -404,7 +425,9 @@ class ToolLoop:
     # -- live patches -----------------------------------------------------------------------
 
     def _activity(self, activity: dict) -> None:
-        if not self.gone():
+        # (Not for the built-in echo provider, which is offered no tools: its turns stream its
+        # reply and nothing else, as they always have.)
+        if self.surface is not None and not self.gone():
             self.publisher.publish_partial(self.session_id, self.run_id, {"activity": activity})
 
     def _usage_patch(self) -> None:

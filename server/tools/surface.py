@@ -30,8 +30,18 @@ def offered_callables(web_search: bool) -> tuple[str, ...]:
     return ("search", *(("web_search",) if web_search else ()), "navigate")
 
 
-def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS) -> tuple[ToolSpec, ...]:
-    return tuple(ToolSpec(*registry.provider_tool(registry.VERBS[v])) for v in verbs)
+def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = ()) -> tuple[ToolSpec, ...]:
+    """The verbs as the model is offered them. `call` says which tools it reaches, one summary
+    line each (the reference lists them in the model's context; here they travel with the tool
+    that uses them, so the agent's system prompt stays exactly the agent's)."""
+    out = []
+    for verb in verbs:
+        name, description, parameters = registry.provider_tool(registry.VERBS[verb])
+        if verb == "call" and callables:
+            description += "\n\nCallable tools:\n" + "\n".join(
+                f"- {registry.summary_line(registry.CALLABLES[c])}" for c in callables)
+        out.append(ToolSpec(name, description, parameters))
+    return tuple(out)
 
 
 def parse_arguments(call: ToolCall) -> tuple[dict | None, str | None]:
@@ -53,7 +63,7 @@ class ToolSurface:
         self.verbs = verbs
 
     def provider_tools(self) -> tuple[ToolSpec, ...]:
-        return provider_tools(self.verbs)
+        return provider_tools(self.verbs, self.ctx.callables)
 
     async def run(self, call: ToolCall) -> ToolResult:
         tool = registry.VERBS.get(call.name)
@@ -90,9 +100,9 @@ class ToolSurface:
         ctx = self.ctx
         memory_path = memory_tools.memory_path_of(address)
         if memory_path is not None:
-            return memory_tools.read(ctx, memory_path)
+            return await memory_tools.read(ctx, memory_path)
         if address.startswith("attachment:"):
-            return memory_tools.read_attachment(ctx, address[len("attachment:"):].strip())
+            return await memory_tools.read_attachment(ctx, address[len("attachment:"):].strip())
         if address in ("~/tools", "~/tools/") or address.startswith("~/tools/"):
             return self_tools.read_tools(ctx, address[len("~/tools/"):].strip("/"), self.verbs)
         if address in ("~/self", "~/self/"):
@@ -142,7 +152,7 @@ class ToolSurface:
         if errors:
             return _contract(tool, errors)
         if name == "search":
-            return memory_tools.search(ctx, tool_input)
+            return await memory_tools.search(ctx, tool_input)
         if name == "web_search":
             return await self._web().search(tool_input)
         if name == "navigate":

@@ -11,7 +11,6 @@ back is untrusted text: it reaches the model as a tool result and nothing else.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
@@ -179,6 +178,3 @@ def _web_connect_failure(exc: httpx.ConnectError) -> str:
         return "the address is outside the networks this server may reach (its network policy)"
     return reason
 
-
-def dumps(value) -> str:  # noqa: ANN001
-    return json.dumps(value, ensure_ascii=False)
