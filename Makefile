@@ -2,23 +2,66 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What each target needs, one stamp each: the server alone (`make run`), then the test extras
+# (`make test`; the name `.installed` is kept for anyone who runs `make .venv/.installed`), then
+# the benchmarks' extras (`make bench`).
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
+# uv installs the same pyproject.toml several times faster than pip (docs/operations.md,
+# "Installing"); it comes from PyPI through pip, and pip installs everything itself whenever uv
+# cannot be had. `make run INSTALLER=pip` skips uv.
+INSTALLER ?= uv
+comma := ,
 
 .PHONY: run test stress bench bench-quick bench-cluster clean
 
+# Without pip: ensurepip alone takes seconds, and uv needs none. pip is added when it is used.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(PYTHON) -m venv --without-pip $(VENV)
+
+ENSURE_PIP = { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade; }
+PIP_INSTALL = $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on
+# uv into the venv: already there, or by the system's pip (--python: no pip in the venv needed;
+# its errors hidden, as a system without pip, or with one older than 22.3, just goes on), or by
+# the venv's own pip.
+GET_UV = $(BIN)/python -m uv --version >/dev/null 2>&1 \
+	|| $(PYTHON) -m pip --python $(BIN)/python install --disable-pip-version-check --progress-bar on 'uv>=0.4' 2>/dev/null \
+	|| { $(ENSURE_PIP) && $(PIP_INSTALL) 'uv>=0.4'; }
+
+# $(call install,EXTRAS): this project (editable) with those extras, by uv or else by pip, with
+# their progress on screen.
+define install
+	@echo "installing seed-agents$(1) into $(VENV) ($(INSTALLER))"
+	@if [ "$(INSTALLER)" = uv ] && { $(GET_UV); }; then \
+	    $(BIN)/python -m uv pip install --python $(BIN)/python -e '.$(1)'; \
+	else \
+	    $(ENSURE_PIP) && $(PIP_INSTALL) -e '.$(1)'; \
+	fi
+endef
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then :; else $(MAKE) --no-print-directory install-run; fi
+	@touch $(RUN_STAMP)
+
+.PHONY: install-run
+install-run: | $(BIN)/python
+	$(call install,)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	touch $(STAMP)
+	$(call install,[test])
+	@touch $(STAMP)
+
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(call install,[test$(comma)bench])
+	@touch $(BENCH_STAMP)
 
 # Only what the user set reaches the server: `make run PORT=8080 HOST=0.0.0.0` become flags,
-# and the SEED_AGENTS_* variables work as documented (no flag here overrides them).
+# and the SEED_AGENTS_* variables work as documented (no flag here overrides them). Data goes to
+# ./data: the server's default inside a checkout.
 SERVE_FLAGS := $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT)) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/seed-agents serve $(SERVE_FLAGS)
 
 test: $(STAMP)
@@ -27,15 +70,15 @@ test: $(STAMP)
 stress: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run
 
-bench-quick: $(STAMP)
+bench-quick: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run --quick
 
 # Several servers on PostgreSQL (docs/performance.md): needs SEED_AGENTS_TEST_POSTGRES_URL;
 # `make bench-cluster PART=b` runs one part.
-bench-cluster: $(STAMP)
+bench-cluster: $(BENCH_STAMP)
 	$(BIN)/python -m bench.cluster $(if $(PART),--part $(PART))
 
 clean:

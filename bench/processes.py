@@ -36,7 +36,9 @@ PY = sys.executable
 # is measured (CONTRACT section 6 defaults are 100 actions/s, 64 sockets, 256 subs, 64 inflight).
 RAISED_LIMITS = ["--rate-limit", "1000000", "--rate-burst", "1000000",
                  "--max-sockets-per-account", "100000", "--max-subscriptions", "100000",
-                 "--max-inflight", "1024"]
+                 "--max-inflight", "1024",
+                 # every load socket comes from 127.0.0.1, and idle ones only subscribe late
+                 "--max-connections-per-address", "100000", "--first-action-timeout", "3600"]
 
 
 def free_port() -> int:

@@ -187,6 +187,66 @@ def delete_signing_identity(name: str) -> dict:
     return _action("DeleteSigningIdentity", name=name)
 
 
+# -- files: agent memory, session attachments, chunked uploads --------------------------------
+def list_agent_memory(agent_id: str) -> dict:
+    return _action("ListAgentMemory", agentId=agent_id)
+
+
+def read_agent_memory_file(agent_id: str, path: str, offset: int | None = None, length: int | None = None) -> dict:
+    return _action("ReadAgentMemoryFile", agentId=agent_id, path=path, offset=offset, length=length)
+
+
+def write_agent_memory_file(agent_id: str, path: str, content: str | bytes) -> dict:
+    return _action("WriteAgentMemoryFile", agentId=agent_id, path=path, content=content)
+
+
+def delete_agent_memory_file(agent_id: str, path: str) -> dict:
+    return _action("DeleteAgentMemoryFile", agentId=agent_id, path=path)
+
+
+def download_agent_memory_file(agent_id: str, url: str, path: str | None = None) -> dict:
+    return _action("DownloadAgentMemoryFile", agentId=agent_id, url=url, path=path)
+
+
+def search_agent_memory(agent_id: str, query: str, limit: int | None = None) -> dict:
+    return _action("SearchAgentMemory", agentId=agent_id, query=query, limit=limit)
+
+
+def upload_session_attachment(session_id: str, name: str, content: bytes, mime_type: str | None = None) -> dict:
+    return _action("UploadSessionAttachment", sessionId=session_id, name=name, mimeType=mime_type,
+                   content=bytes(content))
+
+
+def read_session_attachment(session_id: str, attachment_id: str, offset: int | None = None,
+                            length: int | None = None) -> dict:
+    return _action("ReadSessionAttachment", sessionId=session_id, attachmentId=attachment_id, offset=offset,
+                   length=length)
+
+
+def begin_file_upload(target: dict, size: int) -> dict:
+    """`target`: {kind: 'memory', agentId, path} or {kind: 'session-attachment', sessionId, name, mimeType?}."""
+    return _action("BeginFileUpload", target={k: v for k, v in target.items() if v is not None}, size=size)
+
+
+def append_file_upload_chunk(upload_id: str, offset: int, content: bytes) -> dict:
+    return _action("AppendFileUploadChunk", uploadId=upload_id, offset=offset, content=bytes(content))
+
+
+def commit_file_upload(upload_id: str, sha256: str | None = None) -> dict:
+    return _action("CommitFileUpload", uploadId=upload_id, sha256=sha256)
+
+
+def abort_file_upload(upload_id: str) -> dict:
+    return _action("AbortFileUpload", uploadId=upload_id)
+
+
+def message_with_attachments(session_id: str, text: str, attachment_ids: Sequence[str],
+                             client_message_id: str | None = None) -> dict:
+    """MessageSession with a text part and one `attachment` part per id."""
+    content = [{"type": "text", "text": text}] + [{"type": "attachment", "id": a} for a in attachment_ids]
+    return _action("MessageSession", sessionId=session_id, content=content, clientMessageId=client_message_id)
+
+
 # -- triggers -----------------------------------------------------------------------------------
 
 def list_agent_triggers(agent_id: str) -> dict:

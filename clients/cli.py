@@ -13,8 +13,10 @@ import warnings
 
 from clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
 from clients.commands import identities
+from clients.commands import memory
 from clients.commands import triggers
 from clients.commands.common import CliError, common_parser, explain, url_of
+from clients.commands import completion, runs
 from clients.errors import AgentsError
 
 PROG = "seed-agents"
@@ -30,10 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the version and the schema version")
     sub.add_parser("serve", help="run the server (see `seed-agents serve --help`)", add_help=False)
     common = common_parser()
-    for module in (keys, providers, agents, sessions, send, chat, tail, signers):
+    for module in (keys, providers, agents, sessions, send, chat, tail, signers, memory, identities, triggers,
+                   runs, completion):
         module.register(sub, common)
-    identities.register(sub, common)
-    triggers.register(sub, common)
     return parser
 
 
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: `{argv[0]}` is answered by the installed `seed-agents` command "
               "(server.console), not by clients.cli alone", file=sys.stderr)
         return 2
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    completion.autocomplete(parser)   # a shell asking for completions: answered, then exit
+    args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
     try:
         result = args.run(args)

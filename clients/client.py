@@ -252,6 +252,82 @@ class AgentsClient:
     async def delete_signing_identity(self, name: str) -> dict:
         return await self.call(actions.delete_signing_identity(name))
 
+    # -- files: memory, attachments, chunked uploads ---------------------------------------
+    async def list_agent_memory(self, agent_id: str) -> dict:
+        return await self.call(actions.list_agent_memory(agent_id))
+
+    async def read_agent_memory_file(self, agent_id: str, path: str, offset: int | None = None,
+                                     length: int | None = None) -> dict:
+        return await self.call(actions.read_agent_memory_file(agent_id, path, offset, length))
+
+    async def write_agent_memory_file(self, agent_id: str, path: str, content: str | bytes) -> dict:
+        return await self.call(actions.write_agent_memory_file(agent_id, path, content))
+
+    async def delete_agent_memory_file(self, agent_id: str, path: str) -> dict:
+        return await self.call(actions.delete_agent_memory_file(agent_id, path))
+
+    async def download_agent_memory_file(self, agent_id: str, url: str, path: str | None = None) -> dict:
+        return await self.call(actions.download_agent_memory_file(agent_id, url, path))
+
+    async def search_agent_memory(self, agent_id: str, query: str, limit: int | None = None) -> dict:
+        return await self.call(actions.search_agent_memory(agent_id, query, limit))
+
+    async def upload_session_attachment(self, session_id: str, name: str, content: bytes,
+                                        mime_type: str | None = None) -> dict:
+        return await self.call(actions.upload_session_attachment(session_id, name, content, mime_type))
+
+    async def read_session_attachment(self, session_id: str, attachment_id: str, offset: int | None = None,
+                                      length: int | None = None) -> dict:
+        return await self.call(actions.read_session_attachment(session_id, attachment_id, offset, length))
+
+    async def upload_file(self, target: dict, data, size: int | None = None, *, chunk_bytes: int = 3 << 20,
+                          on_progress: Callable[[int, int], None] | None = None) -> dict:
+        """Upload in chunks (Begin, Append..., Commit with the bytes' sha256), as the desktop does
+        for files over 2 MiB; `data` is bytes or a binary file object (read a chunk at a time).
+        Returns the CommitFileUploadResponse; on a failure the upload is aborted."""
+        import hashlib
+
+        total = len(data) if size is None else size
+        begin = await self.call(actions.begin_file_upload(target, total))
+        upload_id = begin["uploadId"]
+        step = min(chunk_bytes, begin["maxChunkBytes"])
+        digest = hashlib.sha256()
+        sent = 0
+        try:
+            while sent < total:
+                chunk = data[sent:sent + step] if isinstance(data, (bytes, bytearray, memoryview)) else data.read(step)
+                if not chunk:
+                    raise AgentsError(400, f"the file ended after {sent} of {total} bytes")
+                digest.update(chunk)
+                await self.call(actions.append_file_upload_chunk(upload_id, sent, chunk))
+                sent += len(chunk)
+                if on_progress is not None:
+                    on_progress(sent, total)
+            return await self.call(actions.commit_file_upload(upload_id, digest.hexdigest()))
+        except BaseException:
+            try:
+                await self.call(actions.abort_file_upload(upload_id))
+            except Exception:  # noqa: BLE001 - the upload may be gone already; it is swept anyway
+                pass
+            raise
+
+    async def read_file_ranges(self, read_action: Callable[[int, int], dict], size: int, *,
+                               range_bytes: int = 8 << 20):
+        """Yield a file's bytes range by range (`read_action(offset, length)` builds the read)."""
+        offset = 0
+        while offset < size:
+            answer = await self.call(read_action(offset, range_bytes))
+            data = answer["data"] if "data" in answer else answer["file"].get("data", b"")
+            if not data:
+                return
+            yield bytes(data)
+            offset += len(data)
+
+    async def message_with_attachments(self, session_id: str, text: str, attachment_ids: Sequence[str],
+                                       client_message_id: str | None = None) -> MessageSessionResponse:
+        return await self.call(actions.message_with_attachments(session_id, text, attachment_ids,
+                                                                client_message_id))  # type: ignore[return-value]
+
     # -- triggers (CONTRACT section 8) --------------------------------------------------------
     async def list_agent_triggers(self, agent_id: str) -> dict:
         return await self.call(actions.list_agent_triggers(agent_id))

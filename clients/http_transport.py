@@ -69,7 +69,8 @@ class HttpTransport:
         except httpx.HTTPError:
             raise AgentsError.lost(self.url) from None
         try:
-            response = dagcbor.decode(r.content, max_size=max(len(r.content), 1), max_depth=_MAX_DEPTH)
+            response = dagcbor.decode(r.content, max_size=max(len(r.content), 1), max_depth=_MAX_DEPTH,
+                                      max_items=None)
         except Exception:  # noqa: BLE001 - not our server, or a proxy's page
             raise AgentsError(r.status_code if r.status_code >= 400 else 500,
                               f"HTTP {r.status_code} with a body that is not CBOR") from None

@@ -31,3 +31,27 @@ def agent_line(agent: dict) -> str:
 def session_line(session: dict) -> str:
     return (f"{session.get('id')}  agent {session.get('agentId')}  {session.get('status', '')!s:<9}  "
             f"{session.get('title', '')}")
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell under a header row; the last column unpadded."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = []
+    for cells in [headers] + rows:
+        padded = [c.ljust(w) for c, w in zip(cells[:-1], widths[:-1])] + [cells[-1]]
+        lines.append("  ".join(padded).rstrip())
+    return "\n".join(lines)
+
+
+def as_json(value) -> str:
+    """A listing for scripts (`--json`): the server's values as they came."""
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, default=repr)
+
+
+def when(ms: int | None) -> str:
+    """A time in ms since the epoch as local `YYYY-MM-DD HH:MM:SS` ('' when unknown)."""
+    import time
+
+    if not ms:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))

@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 
 from websockets.asyncio.client import connect
@@ -33,6 +34,10 @@ BACKOFF_INITIAL = 0.1
 BACKOFF_MAX = 2.0
 
 
+_PLAIN_ANSWER_TO_TLS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST",
+                                  "PACKET_LENGTH_TOO_LONG", "UNKNOWN_PROTOCOL"})
+
+
 def _describe(exc: BaseException) -> tuple[str, str]:
     """(detail, cause): the cause tells a person's mistakes apart (see commands.common.explain)."""
     if isinstance(exc, ConnectionRefusedError):
@@ -41,6 +46,11 @@ def _describe(exc: BaseException) -> tuple[str, str]:
         return "timed out", "timeout"
     if isinstance(exc, socket.gaierror):
         return f"unknown host: {exc.strerror or exc}", "unknown-host"
+    if isinstance(exc, ssl.SSLError):
+        # A TLS client hello answered in plain text: an http:// server behind an https:// URL.
+        if getattr(exc, "reason", None) in _PLAIN_ANSWER_TO_TLS:
+            return "the server answered the TLS handshake in plain HTTP", "tls-plain"
+        return f"TLS failed: {exc.reason or exc}", "tls"
     if isinstance(exc, InvalidStatus):
         code = exc.response.status_code
         return f"HTTP {code} instead of a WebSocket", f"http-{code}"

@@ -24,7 +24,8 @@ def unsubscribe_frame(req_id: int, key: str) -> bytes:
 
 
 def decode_frame(data: bytes) -> dict:
-    value = dagcbor.decode(data, max_size=len(data), max_depth=_MAX_DEPTH)
+    # A server's answer may hold many items (a page of agents): only the size bounds it here.
+    value = dagcbor.decode(data, max_size=len(data), max_depth=_MAX_DEPTH, max_items=None)
     if not isinstance(value, dict):
         raise ValueError("a v2 server frame must be a map")
     return value

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .blocks import BlockTreeError, check_tree, to_markdown
-from .dagcbor import encode
+from .dagcbor import check_items, encode
+from .errors import DagCborError
 from .errors import ProtocolError, quote
 from .fields import (MAX_AGENTS_PAGE, MAX_CAPABILITY, MAX_CONTENT_PARTS, MAX_CONTEXT_LINE,  # noqa: F401
-                     MAX_CONTEXT_LINES, MAX_DEFINITION_BYTES, MAX_ID, MAX_LIMIT, MAX_MESSAGE_TEXT,
+                     MAX_CONTEXT_LINES, MAX_DEFINITION_BYTES, MAX_DEFINITION_ITEMS, MAX_ID, MAX_LIMIT, MAX_MESSAGE_TEXT,
                      MAX_NAME, MAX_SAFE_INTEGER, MAX_SECRET_VALUE, MAX_SYSTEM_PROMPT, MAX_TITLE,
                      MAX_URL, MIN_LIMIT, PROVIDER_TYPES)
 from .fields import (ActionKind, Fields as _Fields, check_integer, check_text as _check_text,
@@ -28,7 +29,9 @@ from .principals import principal_from_string
 from .reasoning import REASONING_LEVELS
 from . import actions_files, actions_identities, actions_tools, actions_triggers
 from .actions_identities import check_signing_keys
+from .file_rules import MAX_MESSAGE_ATTACHMENTS
 
+_ATTACHMENT_ID = re.compile(r"[0-9a-f]{64}")
 _SUBSCRIPTION_KEY = re.compile(r"(account|agents|sessions|runs)/([^/\s]+)")
 
 
@@ -143,13 +146,19 @@ class ContextPart:
 
 
 @dataclass(frozen=True)
+class AttachmentPart:
+    id: str  # an attachment of the session (UploadSessionAttachment's id: sha256 hex)
+
+
+@dataclass(frozen=True)
 class MessageSession:
     ts: int
     session_id: str
-    content: tuple[TextPart | ContextPart, ...]
+    content: tuple[TextPart | ContextPart | AttachmentPart, ...]
     text: str  # the text parts joined with "\n": the user event's content
     context_lines: tuple[str, ...]  # every context line in order: for the model only
     client_message_id: str | None = None
+    attachment_ids: tuple[str, ...] = ()  # the attachment parts' ids, in order, each once
 
 
 @dataclass(frozen=True)
@@ -317,11 +326,15 @@ def _provider(f: _Fields) -> ProviderConfig:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise p.fail("baseUrl", f"must be an http:// or https:// URL, got {quote(base_url)}")
+        if parts.query or parts.fragment or "?" in base_url or "#" in base_url:
+            # Paths are appended to it: a query would swallow them (.../users?page=/models).
+            raise p.fail("baseUrl", "may not have a query (?) or a fragment (#)")
     refs = p.mapping("secretRefs", required=False)
     api_key = None
     if refs is not None:
         api_key = _Fields(refs, f"{p.name}.secretRefs").text("apiKey", MAX_NAME, required=False)
     defaults = p.mapping("modelDefaults", required=False)
+    p.text("defaultModel", MAX_NAME, required=False)   # checked; kept in the stored map, listed
     return ProviderConfig(kind, base_url, api_key, defaults)
 
 
@@ -365,9 +378,14 @@ def _bounded_definition(f: _Fields) -> dict:
     """`definition` as a map of at most MAX_DEFINITION_BYTES of DAG-CBOR (the value is never
     quoted back: only its size)."""
     definition = f.mapping("definition")
-    size = len(encode(definition))
-    if size > MAX_DEFINITION_BYTES:
-        raise f.fail("definition", f"must be at most {MAX_DEFINITION_BYTES} bytes as DAG-CBOR, got {size}")
+    encoded = encode(definition)
+    if len(encoded) > MAX_DEFINITION_BYTES:
+        raise f.fail("definition", f"must be at most {MAX_DEFINITION_BYTES} bytes as DAG-CBOR, got {len(encoded)}")
+    try:
+        check_items(encoded, MAX_DEFINITION_ITEMS)
+    except DagCborError:
+        raise f.fail("definition", f"must hold at most {MAX_DEFINITION_ITEMS} items (values, keys, arrays "
+                                   "and maps)") from None
     return definition
 
 
@@ -543,7 +561,8 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
     if not 1 <= len(content) <= MAX_CONTENT_PARTS:
         raise f.fail("content", f"must have between 1 and {MAX_CONTENT_PARTS} parts, "
                                 f"got {len(content)}")
-    parts: list[TextPart | ContextPart] = []
+    parts: list[TextPart | ContextPart | AttachmentPart] = []
+    attachments: list[str] = []
     texts: list[str] = []
     lines: list[str] = []
     for i, part in enumerate(content):
@@ -568,8 +587,17 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
             if len(lines) > MAX_CONTEXT_LINES:
                 raise f.fail("content", f"has more than {MAX_CONTEXT_LINES} context lines")
             parts.append(ContextPart(tuple(part_lines)))
+        elif kind == "attachment":
+            ident = p.text("id", MAX_ID)
+            if not _ATTACHMENT_ID.fullmatch(ident):
+                raise p.fail("id", f"must be an attachment id (64 hexadecimal digits), got {quote(ident)}")
+            if ident not in attachments:
+                attachments.append(ident)
+            if len(attachments) > MAX_MESSAGE_ATTACHMENTS:
+                raise f.fail("content", f"has more than {MAX_MESSAGE_ATTACHMENTS} attachments")
+            parts.append(AttachmentPart(ident))
         else:
-            raise p.fail("type", f"must be 'text' or 'context', got {quote(kind)}")
+            raise p.fail("type", f"must be 'text', 'context' or 'attachment', got {quote(kind)}")
     if not any(t.strip() for t in texts):
         raise f.fail("content", "needs at least one text part that is not blank")
     text = "\n".join(texts)
@@ -577,7 +605,7 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
         raise f.fail("content", f"text must total at most {MAX_MESSAGE_TEXT} characters, "
                                 f"got {len(text)}")
     return MessageSession(ts, f.text("sessionId", MAX_ID), tuple(parts), text, tuple(lines),
-                          f.text("clientMessageId", MAX_ID, required=False))
+                          f.text("clientMessageId", MAX_ID, required=False), tuple(attachments))
 
 
 def _list_model_providers(f: _Fields, ts: int) -> ListModelProviders:

@@ -23,7 +23,7 @@ from ._dagcbor_encode import _encode_into, _head, encode
 from ._dagcbor_strict import cid_from_link_bytes, strict_decode
 from .errors import DagCborError
 
-__all__ = ["DagCborError", "encode", "decode", "decode_canonical", "decode_if_canonical"]
+__all__ = ["DagCborError", "encode", "decode", "decode_canonical", "decode_if_canonical", "check_items"]
 
 DEFAULT_MAX_SIZE = 1 << 20
 DEFAULT_MAX_DEPTH = 64
@@ -31,6 +31,11 @@ DEFAULT_MAX_DEPTH = 64
 # it about half a second. Canonical input of any size takes the C fast path; non-canonical
 # input (unsorted keys, short floats: the liberal cases of CONTRACT section 2) must be small.
 STRICT_MAX_SIZE = 64 * 1024
+# Items (CBOR heads: every value, key, array and map) one input may hold. Decoding costs per item,
+# not per byte: a megabyte of empty maps is a million Python objects and most of a second of
+# CPU to decode and re-encode. Since an item takes at least a byte, only inputs longer than
+# this are counted (`check_items`), before anything is decoded.
+DEFAULT_MAX_ITEMS = 16 * 1024
 
 _loads = cbor2.loads
 _CBORTag = cbor2.CBORTag
@@ -59,6 +64,87 @@ def _as_bytes(data: object) -> bytes:
     raise DagCborError(400, f"expected DAG-CBOR bytes, got {type(data).__name__}")
 
 
+def check_items(data: bytes, max_items: int = DEFAULT_MAX_ITEMS) -> None:
+    """DagCborError(400) when `data` holds more than `max_items` items. A flat walk over the
+    heads (strings' contents are skipped), which stops at the bound: at most `max_items` steps.
+    Malformed input is left for the decoder to refuse."""
+    if len(data) <= max_items:
+        return
+    pos, end, n = 0, len(data), 0
+    while pos < end:
+        n += 1
+        if n > max_items:
+            raise DagCborError(400, f"input holds more than {max_items} items (values, keys, arrays "
+                                    "and maps); the limit is per envelope")
+        head = data[pos]
+        info = head & 0x1F
+        pos += 1
+        if info < 24:
+            arg = info
+        elif info < 28:
+            width = 1 << (info - 24)
+            arg = int.from_bytes(data[pos:pos + width], "big")
+            pos += width
+        else:
+            return   # indefinite lengths and reserved values: the decoder refuses them
+        if head >> 5 in (2, 3):   # byte and text strings: skip the content
+            pos += arg
+
+
+def peek_text(data: bytes, key: str, max_items: int = 1024) -> str | None:
+    """The text value of `key` in a DAG-CBOR map, read from its bytes without decoding the rest
+    (its other values are skipped head by head, strings' contents unread); None when the map
+    has no such text, is not a map, or `key` is not found within `max_items` items. For names
+    in listings: a stored definition of thousands of items costs a few steps."""
+    want = key.encode()
+    end = len(data)
+
+    def head(pos: int) -> tuple[int, int, int]:
+        first = data[pos]
+        info = first & 0x1F
+        if info < 24:
+            return first >> 5, info, pos + 1
+        if info < 28:
+            width = 1 << (info - 24)
+            return first >> 5, int.from_bytes(data[pos + 1:pos + 1 + width], "big"), pos + 1 + width
+        raise ValueError("indefinite length")
+
+    try:
+        major, entries, pos = head(0)
+        if major != 5:
+            return None
+        steps = 0
+        for _ in range(entries):
+            major, n, pos = head(pos)
+            if major != 3:
+                return None
+            name = data[pos:pos + n]
+            pos += n
+            if name == want:
+                major, n, pos = head(pos)
+                if major != 3 or pos + n > end:
+                    return None
+                return data[pos:pos + n].decode("utf-8")
+            pending = 1   # skip one value, whatever it holds
+            while pending:
+                steps += 1
+                if steps > max_items or pos >= end:
+                    return None
+                major, n, pos = head(pos)
+                pending -= 1
+                if major in (2, 3):
+                    pos += n
+                elif major == 4:
+                    pending += n
+                elif major == 5:
+                    pending += 2 * n
+                elif major == 6:
+                    pending += 1
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return None
+    return None
+
+
 def decode_if_canonical(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[object, bool]:
     """(value, True) when `data` is exactly one item in canonical DAG-CBOR, else (None, False).
 
@@ -77,13 +163,17 @@ def decode_if_canonical(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> t
 
 
 def decode_canonical(
-    data: bytes, *, max_size: int = DEFAULT_MAX_SIZE, max_depth: int = DEFAULT_MAX_DEPTH
+    data: bytes, *, max_size: int = DEFAULT_MAX_SIZE, max_depth: int = DEFAULT_MAX_DEPTH,
+    max_items: int | None = DEFAULT_MAX_ITEMS,
 ) -> tuple[object, bool]:
     """(value, was_canonical): like `decode`, also telling whether `data` is exactly the
-    canonical encoding of the value (so callers can reuse the bytes instead of re-encoding)."""
+    canonical encoding of the value (so callers can reuse the bytes instead of re-encoding).
+    `max_items=None`: no bound on items (a client reading a server's answers)."""
     data = _as_bytes(data)
     if len(data) > max_size:
         raise DagCborError(413, f"input is {len(data)} bytes; the limit is {max_size} bytes")
+    if max_items is not None:
+        check_items(data, max_items)
     value, canonical = decode_if_canonical(data, max_depth=max_depth)
     if canonical:
         return value, True
@@ -108,7 +198,9 @@ def decode_trusted(data: bytes) -> object:
 
 
 def decode(
-    data: bytes, *, max_size: int = DEFAULT_MAX_SIZE, max_depth: int = DEFAULT_MAX_DEPTH
+    data: bytes, *, max_size: int = DEFAULT_MAX_SIZE, max_depth: int = DEFAULT_MAX_DEPTH,
+    max_items: int | None = DEFAULT_MAX_ITEMS,
 ) -> object:
-    """Decode one strict DAG-CBOR item; DagCborError (400, or 413 over `max_size`) otherwise."""
-    return decode_canonical(data, max_size=max_size, max_depth=max_depth)[0]
+    """Decode one strict DAG-CBOR item; DagCborError (400, or 413 over `max_size`; 400 over
+    `max_items`) otherwise."""
+    return decode_canonical(data, max_size=max_size, max_depth=max_depth, max_items=max_items)[0]

@@ -12,6 +12,13 @@ def append(key: str, event: dict) -> dict:
     return {"_": "append", "key": key, "event": event}
 
 
+def journal_append(key: str, entry: dict) -> dict:
+    """A run journal entry on `runs/<rootRunId>` (RunJournalEntryInfo spread into the event, as
+    the reference sends it: {_, key, runId, seq, entry, createdAt})."""
+    return {"_": "append", "key": key, "runId": entry["runId"], "seq": entry["seq"], "entry": entry["entry"],
+            "createdAt": entry["createdAt"]}
+
+
 def append_partial(key: str, partial_id: str, patch: dict) -> dict:
     """A live-only streaming piece: patch is {textDelta?, done?, usage?}; never stored."""
     return {"_": "appendPartial", "key": key, "partialId": partial_id, "patch": patch}

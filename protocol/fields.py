@@ -21,6 +21,10 @@ MAX_SYSTEM_PROMPT = 100_000  # characters of text, or of the Markdown a block tr
 # agent events), so it bounds those answers; a 100,000-character prompt (as text or as the
 # desktop's block tree) fits with room to spare.
 MAX_DEFINITION_BYTES = 256 * 1024
+# Items (values, keys, arrays, maps) of a definition: what decoding one costs (time and memory:
+# 256 KiB of empty maps would be 19 MB of Python objects) is per item. A prompt of hundreds of
+# blocks fits.
+MAX_DEFINITION_ITEMS = 8 * 1024
 MAX_MESSAGE_TEXT = 200_000  # all text parts of one message, joined
 MAX_CONTENT_PARTS = 256
 MAX_CONTEXT_LINES = 10_000  # all context lines of one message

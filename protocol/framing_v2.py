@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from . import dagcbor, events
 from .errors import ProtocolError
+from .frame_limits import envelope_limit
 from .framing_types import Refusal, Request, Unsubscribe
 from .v2 import decode_v2_request, peek_id, split_request
 from .wire_values import encode_value
@@ -56,9 +57,10 @@ class V2Framing:
         split = split_request(message)
         if split is not None:
             req_id, envelope = split
-            if len(envelope) > self.max_frame:
+            limit = envelope_limit(envelope, self.max_frame)   # an upload chunk may be larger
+            if len(envelope) > limit:
                 return Refusal(req_id, events.error_response(
-                    413, f"envelope of {len(envelope)} bytes is over the limit of {self.max_frame}"))
+                    413, f"envelope of {len(envelope)} bytes is over the limit of {limit}"))
             return Request(req_id, envelope)
         if len(message) > self.max_frame:
             # Not decoded at all: a large non-canonical frame would cost the strict reader

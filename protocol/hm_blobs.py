@@ -15,6 +15,8 @@ dag-cbor sha2-256 in base32 (`bafyrei…`), as the library prints it.
 What the reference agents server publishes: for a new account the profile, the home document's
 genesis, one change (the name as metadata plus the paragraph "This is an agentic account.") and
 its ref; for a rename or a new icon the profile alone (the icon as UnixFS first, see unixfs.py).
+A document version (`document_blobs`) is what the reference's `write` verb publishes: a new
+document's genesis, change and ref, or an update's change (the block diff, hm_diff.py) and ref.
 Pure: the time is an argument, and block ids come from a caller-given `new_id`.
 Proven against the library's own bytes: tests/hm_vectors/, tests/test_hm_blobs.py.
 """
@@ -153,8 +155,8 @@ def ref_blob(seed: bytes, space: str, path: str, genesis: str, heads: list[str],
 
 def metadata_operations(metadata: dict) -> list[dict]:
     """Document metadata as one SetAttributes operation (none when empty), as the reference's
-    `metadataToWriteSetAttributes`."""
-    attrs = [{"key": [k], "value": v} for k, v in metadata.items() if v is not None]
+    `metadataToWriteSetAttributes` (a None value is JavaScript's null, and is set)."""
+    attrs = [{"key": [k], "value": v} for k, v in metadata.items()]
     return [{"type": "SetAttributes", "attrs": attrs}] if attrs else []
 
 

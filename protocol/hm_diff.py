@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+from .hm_markdown import js_ordered
+
 __all__ = [
     "to_api_node",
     "from_api_node",
@@ -57,7 +59,12 @@ def from_api_node(node: dict) -> dict:
 
 
 def blocks_map(nodes: list[dict], parent_id: str = "") -> dict[str, dict]:
-    """`createBlocksMap`: block id → {parent, left sibling, block}."""
+    """`createBlocksMap`: block id → {parent, left sibling, block}, in the JavaScript object's
+    key order (ids that look like array indexes first), which DeleteBlocks inherits."""
+    return js_ordered(_blocks_map(nodes, parent_id))
+
+
+def _blocks_map(nodes: list[dict], parent_id: str = "") -> dict[str, dict]:
     result: dict[str, dict] = {}
     for idx, node in enumerate(nodes):
         block = node.get("block") or {}
@@ -67,7 +74,7 @@ def blocks_map(nodes: list[dict], parent_id: str = "") -> dict[str, dict]:
         result[block["id"]] = {"parent": parent_id, "left": ((prev or {}).get("block") or {}).get("id") or "",
                                "block": block}
         if node.get("children"):
-            result.update(blocks_map(node["children"], block["id"]))
+            result.update(_blocks_map(node["children"], block["id"]))
     return result
 
 

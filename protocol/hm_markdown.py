@@ -17,7 +17,9 @@ no randomness of its own.
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 import re
 import secrets
 from typing import Callable
@@ -27,6 +29,9 @@ import yaml
 __all__ = [
     "ID_CHARS",
     "random_block_id",
+    "MarkdownTooComplex",
+    "MAX_NESTING",
+    "js_ordered",
     "parse_inline",
     "parse_frontmatter",
     "parse_markdown",
@@ -44,8 +49,9 @@ NewId = Callable[[], str]
 
 
 def random_block_id() -> str:
-    """Eight characters of ID_CHARS, as the library's `generateBlockId`."""
-    return "".join(secrets.choice(ID_CHARS) for _ in range(8))
+    """Eight random characters of ID_CHARS, as the library's `generateBlockId` (ID_CHARS is
+    base64url's alphabet, so six random bytes in base64url are eight uniform characters)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(6)).decode("ascii")
 
 
 # JavaScript's whitespace (String.prototype.trim and regex \s): Python's str.strip and re's \s
@@ -60,8 +66,24 @@ def _trim(s: str) -> str:
     return s.strip(_WS)
 
 
+_INDEX_KEY = re.compile(r"0|[1-9][0-9]*")
+
+
+def js_ordered(d: dict) -> dict:
+    """`d` in a JavaScript object's key order: keys that are array indexes ("0", "17") first,
+    ascending, then the others as inserted. The library iterates objects (front matter, its
+    block maps), so where that order reaches bytes (SetAttributes, DeleteBlocks) it is ours too."""
+    index = [k for k in d if isinstance(k, str) and _INDEX_KEY.fullmatch(k) and int(k) < 4294967295]
+    if not index:
+        return d
+    seen = set(index)
+    return {**{k: d[k] for k in sorted(index, key=int)}, **{k: v for k, v in d.items() if k not in seen}}
+
+
 def _u16(s: str) -> int:
     """JavaScript's `s.length`: UTF-16 code units."""
+    if s.isascii():
+        return len(s)
     n = len(s)
     for ch in s:
         if ord(ch) > 0xFFFF:
@@ -90,23 +112,63 @@ def _decode_html_attr(s: str) -> str:
     return s.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def _find_backtick_run(s: str, start: int, n: int) -> int:
+class MarkdownTooComplex(ValueError):
+    """The Markdown would cost too much to convert (the library's scans are quadratic on some
+    inputs, e.g. thousands of unclosed `[`), or nests too deep."""
+
+
+# The inline scanner's work bound: a base plus this many steps per character of the text. The
+# library's rules rescan from every `[` and backtick run; on ordinary text that stays a few
+# steps per character, and only pathological text (thousands of unclosed brackets) exceeds it.
+_WORK_BASE = 1_000_000
+_WORK_PER_CHAR = 32
+# Deepest nesting of blocks (headings, lists, indentation) a Markdown document may have.
+MAX_NESTING = 128
+
+
+class _Work:
+    __slots__ = ("left",)
+
+    def __init__(self, steps: int) -> None:
+        self.left = steps
+
+    def spend(self, steps: int) -> None:
+        self.left -= steps
+        if self.left < 0:
+            raise MarkdownTooComplex("the text is too complex to convert (too many unclosed "
+                                     "brackets or backtick runs, or overlapping styles, in one block)")
+
+
+def _find_backtick_run(s: str, start: int, n: int, work: _Work | None = None) -> int:
+    """The next run of exactly `n` backticks from `start`, or -1."""
     i = start
+    found = -1
     while i < len(s):
         if s[i] == "`":
             k = 0
             while i + k < len(s) and s[i + k] == "`":
                 k += 1
             if k == n:
-                return i
+                found = i
+                break
             i += k
         else:
             i += 1
-    return -1
+    if work is not None:
+        work.spend(i - start)
+    return found
 
 
-def _read_link(s: str, open_at: int) -> tuple[str, str, int] | None:
+def _read_link(s: str, open_at: int, work: _Work | None = None) -> tuple[str, str, int] | None:
     """`[label](url)` starting at `open_at`: (label, url, end) or None."""
+    end, found = _scan_link(s, open_at, work)
+    if work is not None:
+        work.spend(end - open_at)
+    return found
+
+
+def _scan_link(s: str, open_at: int, work: _Work | None) -> tuple[int, tuple[str, str, int] | None]:
+    """(how far the scan went, the link or None)."""
     depth = 0
     i = open_at
     close = -1
@@ -119,7 +181,7 @@ def _read_link(s: str, open_at: int) -> tuple[str, str, int] | None:
             n = 0
             while i + n < len(s) and s[i + n] == "`":
                 n += 1
-            closer = _find_backtick_run(s, i + n, n)
+            closer = _find_backtick_run(s, i + n, n, work)
             i = i + n if closer == -1 else closer + n
             continue
         if c == "[":
@@ -131,14 +193,14 @@ def _read_link(s: str, open_at: int) -> tuple[str, str, int] | None:
                 break
         i += 1
     if close == -1 or s[close + 1:close + 2] != "(":
-        return None
+        return i, None
     label = s[open_at + 1:close]
     j = close + 2
     if s[j:j + 1] == "<":
         gt = s.find(">", j + 1)
         if gt == -1 or s[gt + 1:gt + 2] != ")":
-            return None
-        return label, s[j + 1:gt], gt + 2
+            return (len(s) if gt == -1 else gt), None
+        return gt, (label, s[j + 1:gt], gt + 2)
     parens = 0
     while j < len(s):
         c = s[j]
@@ -149,10 +211,10 @@ def _read_link(s: str, open_at: int) -> tuple[str, str, int] | None:
             parens += 1
         elif c == ")":
             if parens == 0:
-                return label, s[close + 2:j], j + 1
+                return j, (label, s[close + 2:j], j + 1)
             parens -= 1
         j += 1
-    return None
+    return j, None
 
 
 def _sort_keys(value):
@@ -206,8 +268,10 @@ def _merge_adjacent(annotations: list[dict]) -> list[dict]:
     return out
 
 
-def parse_inline(raw: str) -> tuple[str, list[dict]]:
-    """Inline Markdown → (plain text, annotations), as the library's `parseInlineFormatting`."""
+def parse_inline(raw: str, _work: _Work | None = None) -> tuple[str, list[dict]]:
+    """Inline Markdown → (plain text, annotations), as the library's `parseInlineFormatting`.
+    MarkdownTooComplex past the work bound."""
+    work = _work if _work is not None else _Work(_WORK_BASE + _WORK_PER_CHAR * len(raw))
     annotations: list[dict] = []
     stack: list[dict] = []
     parts: list[str] = []
@@ -268,7 +332,7 @@ def parse_inline(raw: str) -> tuple[str, list[dict]]:
             n = 0
             while i + n < n_raw and raw[i + n] == "`":
                 n += 1
-            closer = _find_backtick_run(raw, i + n, n)
+            closer = _find_backtick_run(raw, i + n, n, work)
             if closer != -1:
                 inner = raw[i + n:closer]
                 if len(inner) >= 2 and inner.startswith(" ") and inner.endswith(" ") and _trim(inner) != "":
@@ -339,16 +403,16 @@ def parse_inline(raw: str) -> tuple[str, list[dict]]:
                     i = end + 1
                     continue
         if ch == "!" and raw[i + 1:i + 2] == "[":
-            link = _read_link(raw, i + 1)
+            link = _read_link(raw, i + 1, work)
             if link:
-                append_parsed(*parse_inline(link[0]))
+                append_parsed(*parse_inline(link[0], work))
                 i = link[2]
                 continue
         if ch == "[":
-            link = _read_link(raw, i)
+            link = _read_link(raw, i, work)
             if link:
                 start = length
-                append_parsed(*parse_inline(link[0]))
+                append_parsed(*parse_inline(link[0], work))
                 if length > start:
                     annotations.append({"type": "Link", "starts": [start], "ends": [length], "link": link[1]})
                 i = link[2]
@@ -582,6 +646,12 @@ _CLOSE_FM_RE = re.compile(r"\n---[ \t]*(?:\n|$)")
 
 
 def _js_string(value) -> str:
+    """JavaScript's String(value) for what YAML gives."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
     if value is True:
         return "true"
     if value is False:
@@ -594,19 +664,57 @@ def _js_string(value) -> str:
 
 
 def _js_truthy(value) -> bool:
+    if isinstance(value, (list, dict)):
+        return True  # JavaScript: every object is truthy, empty or not
     return bool(value)
 
 
 class _YamlLoader(yaml.SafeLoader):
-    """YAML 1.2 core booleans only (the library's `yaml` package): yes/no/on/off stay strings."""
+    """YAML 1.2's core schema, as the library's `yaml` package reads front matter: only
+    true/false are booleans (yes/no/on/off stay strings), no timestamps (dates stay strings),
+    decimal / 0o / 0x integers, plain floats and .inf/.nan."""
 
 
+_CORE = {
+    "tag:yaml.org,2002:bool": (r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    "tag:yaml.org,2002:int": (r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    "tag:yaml.org,2002:float": (r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$", "-+0123456789."),
+}
 _YamlLoader.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+    k: [(tag, rx) for tag, rx in v if tag not in _CORE and tag != "tag:yaml.org,2002:timestamp"]
     for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_YamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+for _tag, (_rx, _first) in _CORE.items():
+    _YamlLoader.add_implicit_resolver(_tag, re.compile(_rx), list(_first))
+
+
+def _core_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    text = loader.construct_scalar(node)
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text, 10)
+
+
+_YamlLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
+
+
+def _plain(value, depth: int = 0):
+    """A front matter value as DAG-CBOR can carry it: non-finite floats, huge integers and other
+    YAML types become text, map keys strings (the library would fail to encode some of these)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value if -(1 << 63) <= value < (1 << 64) else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _js_string(value)
+    if depth < 16 and isinstance(value, list):
+        return [_plain(v, depth + 1) for v in value]
+    if depth < 16 and isinstance(value, dict):
+        return {_js_string(k) if not isinstance(k, str) else k: _plain(v, depth + 1) for k, v in value.items()}
+    return _js_string(value)
 
 
 def parse_frontmatter(markdown: str) -> tuple[str, dict]:
@@ -625,23 +733,28 @@ def parse_frontmatter(markdown: str) -> tuple[str, dict]:
     metadata: dict = {}
     try:
         parsed = {} if _trim(yaml_block) == "" else yaml.load(yaml_block, Loader=_YamlLoader)
+        if isinstance(parsed, list):  # JavaScript's Object.entries of an array: its indexes
+            parsed = {str(i): v for i, v in enumerate(parsed)}
         if not parsed or not isinstance(parsed, dict):
             return rest, metadata
         for key, value in parsed.items():
             if key == "title":
                 continue
-            metadata[str(key)] = value
+            metadata[key if isinstance(key, str) else _js_string(key)] = _plain(value)
         if "name" not in metadata and parsed.get("title") is not None:
             metadata["name"] = _js_string(parsed["title"])
-        for key in _METADATA_STRING_KEYS:
-            if key in metadata and metadata[key] is not None and not isinstance(metadata[key], str):
-                metadata[key] = _js_string(metadata[key])
-        for key in _METADATA_BOOLEAN_KEYS:
-            if key in metadata and metadata[key] is not None and not isinstance(metadata[key], bool):
+        for key in _METADATA_STRING_KEYS:  # null becomes undefined there: the key goes
+            if key in metadata and not isinstance(metadata[key], str):
+                if metadata[key] is None:
+                    del metadata[key]
+                else:
+                    metadata[key] = _js_string(metadata[key])
+        for key in _METADATA_BOOLEAN_KEYS:  # Boolean(null) is false
+            if key in metadata and not isinstance(metadata[key], bool):
                 metadata[key] = _js_truthy(metadata[key])
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, RecursionError):
         return markdown, {}
-    return rest, metadata
+    return rest, js_ordered(metadata)
 
 
 # ─── Block tree ──────────────────────────────────────────────────────────────
@@ -828,6 +941,8 @@ def parse_markdown(markdown: str, new_id: NewId = random_block_id) -> tuple[list
             stack.append({"node": target, "list": target["children"], "childIndent": info.indent,
                           "shorthand": info.marker_kind})
             frame = stack[-1]
+        if len(stack) > MAX_NESTING:
+            raise MarkdownTooComplex(f"the Markdown nests blocks more than {MAX_NESTING} levels deep")
         node, i, standalone = parse_block_at(i)
         frame["list"].append(node)
         frame["markerRun"] = info.marker_kind
@@ -956,22 +1071,22 @@ def _yaml_value(value, indent: str) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        return "".join(f"\n{indent}  {k}: {_yaml_value(v, indent + '  ')}".rstrip(" ")
-                       for k, v in value.items() if v is not None)
+        return "".join(f"\n{indent}  {_yaml_string(str(k), '')}: {_yaml_value(v, indent + '  ')}".rstrip(" ")
+                       for k, v in value.items())
     if isinstance(value, list):
         if not value:
             return "[]"
-        return "".join(f"\n{indent}- {_yaml_value(v, indent + '  ')}" for v in value)
+        return "".join(f"\n{indent}  - {_yaml_value(v, indent + '    ')}" for v in value)
     return _yaml_string(str(value), indent)
 
 
 def emit_frontmatter(metadata: dict) -> str:
     """`emitFrontmatter`: `---` YAML `---`, keys in the library's order."""
-    entries = [(k, v) for k, v in (metadata or {}).items() if v is not None]
+    entries = list((metadata or {}).items())  # null is written (`key: null`); absent keys are not
     if not entries:
         return "---\n---\n"
     entries.sort(key=lambda kv: (_rank(kv[0]), _locale_key(kv[0])))
-    body = "\n".join(f"{k}: {_yaml_value(v, '')}".replace(": \n", ":\n") for k, v in entries)
+    body = "\n".join(f"{_yaml_string(k, '')}: {_yaml_value(v, '')}".replace(": \n", ":\n") for k, v in entries)
     return "---\n" + body + "\n---\n"
 
 
@@ -1106,14 +1221,27 @@ def render_inline(text: str, annotations: list | None, at_line_start: bool) -> s
     if not spans:
         return _escape_trailing_whitespace(_escape_inline(text, at_line_start))
     points = sorted({0, _u16(text), *(s["start"] for s in spans), *(s["end"] for s in spans)})
+    # A sweep instead of the library's filter over every span per segment (same spans, same
+    # order): a span is active over [start, end), and every start and end is a point.
+    starting: dict[int, list[int]] = {}
+    ending: dict[int, list[int]] = {}
+    for idx, span in enumerate(spans):
+        starting.setdefault(span["start"], []).append(idx)
+        ending.setdefault(span["end"], []).append(idx)
+    live: set[int] = set()
     stack: list[tuple[dict, str]] = []
     out = ""
+    work = _Work(_WORK_BASE + _WORK_PER_CHAR * len(text))  # overlapping spans cost per segment
     for p in range(len(points) - 1):
         pos, nxt = points[p], points[p + 1]
-        active = [s for s in spans if s["start"] <= pos and s["end"] >= nxt]
+        live.difference_update(ending.get(pos, ()))
+        live.update(starting.get(pos, ()))
+        work.spend(len(live) + len(stack))
+        active = [spans[idx] for idx in sorted(live)]
+        active_ids = {id(a) for a in active}
 
         def is_active(span: dict) -> bool:
-            return any(a is span for a in active)
+            return id(span) in active_ids
 
         survivors: list[dict] = []
         first_inactive = next((i for i, (span, _) in enumerate(stack) if not is_active(span)), len(stack))
@@ -1122,8 +1250,8 @@ def render_inline(text: str, annotations: list | None, at_line_start: bool) -> s
             out += close
             if is_active(span):
                 survivors.insert(0, span)
-        opening = survivors + [s for s in active if not any(o is s for o, _ in stack)
-                               and not any(v is s for v in survivors)]
+        in_stack = {id(o) for o, _ in stack} | {id(v) for v in survivors}
+        opening = survivors + [s for s in active if id(s) not in in_stack]
         opening.sort(key=_opening_key)
         inner = [entry for entry in stack if _priority(entry[0]) > 0]
         if opening and inner:

@@ -2,7 +2,7 @@
 
 That is `ipfs-unixfs-importer` (15.x) with its defaults: fixed 262 144-byte chunks stored as raw
 leaves (CIDv1, codec raw 0x55, sha2-256); one chunk alone is the file (its CID is the raw
-leaf's); more chunks hang under dag-pb nodes (codec 0x70) of at most 1024 links each, balanced,
+leaf's); more chunks hang under dag-pb nodes (codec 0x70) of at most 174 links each, balanced,
 whose UnixFS data says `File`, the file size and each child's size. Blocks are listed in the
 order the importer stores them (leaves as they are cut, a repeated chunk once, then the nodes
 above them), as the library returns them.
@@ -20,7 +20,7 @@ from .hm_blobs import Blob, blob_cid
 __all__ = ["CHUNK_SIZE", "MAX_LINKS", "RAW", "DAG_PB", "file_blobs"]
 
 CHUNK_SIZE = 262_144
-MAX_LINKS = 1024
+MAX_LINKS = 174  # ipfs-unixfs-importer's balanced layout default (maxChildrenPerNode)
 RAW = 0x55
 DAG_PB = 0x70
 

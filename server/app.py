@@ -20,10 +20,23 @@ from server.store import accounts as accounts_q
 from server.store import agents as agents_q
 from server.store import sessions as sessions_q
 from server.store import signatures as sig_q
+from server.store import uploads as uploads_q
 from server.storage import database_for
 from server.store.filemodes import make_private_dir, warn_if_wide
-from server.store import key_check
+from server.store import codec, key_check
 from server.store.secrets import SecretBox, load_secrets_key
+from server.upload_gate import UploadGate
+
+
+def key_check_refusal(shared: bool, where: str) -> str:
+    """The one sentence of a start refused by the secrets key check."""
+    if shared:
+        return (f"this server's secrets key is not the key the other servers on {where} use (secrets "
+                "sealed by one must open on all): give every server the same SEED_AGENTS_SECRETS_KEY")
+    return (f"the secrets in {os.path.abspath(where)} were sealed with another secrets key than this "
+            "server's (SEED_AGENTS_SECRETS_KEY, else <data-dir>/secrets.key): start it with the key "
+            "they were sealed with, or with --accept-new-secrets-key true to start anyway and set "
+            "each provider's key again (`seed-agents providers set NAME ...`)")
 
 
 class App:
@@ -56,22 +69,25 @@ class App:
             ByteBudgetCache("session_owner", config.owner_cache_bytes),
             ByteBudgetCache("agent_owner", config.owner_cache_bytes),
             ByteBudgetCache("history", config.history_cache_bytes),
+            ByteBudgetCache("definitions", config.prompt_cache_bytes),
             self._signers)}
         for cache in self.cache.values():
             self.metrics.watch_cache(cache)
         self.metrics.watch_outbound(self.connections)
         self.now_ms = now_ms
+        self.upload_gate = UploadGate()   # upload chunks worked on at once (server/upload_gate.py)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         make_private_dir(self.config.data_dir)   # 0700; files in it 0600 (store/filemodes.py)
         self.secrets = SecretBox(load_secrets_key(self.config.data_dir, os.environ))
         await self.db.start()
-        if self.db.shared and not await self.db.write(key_check.same_key, self.secrets):
-            await self.db.close()
-            raise key_check.SecretsKeyMismatch(f"this server's secrets key is not the key the other servers on "
-                                  f"{self.db.path} use (secrets sealed by one must open on all): "
-                                  "give every server the same SEED_AGENTS_SECRETS_KEY")
+        if not await self.db.write(key_check.same_key, self.secrets):
+            if self.config.accept_new_secrets_key:
+                await self.db.write(key_check.record_key, self.secrets)
+            else:
+                await self.db.close()
+                raise key_check.SecretsKeyMismatch(key_check_refusal(self.db.shared, self.db.path))
         warn_if_wide(self.config.data_dir, None if self.db.shared else self.config.db_path)
         now = self.now_ms()
         # `now` is also the start time: reads signed at or before it are refused unless known
@@ -142,6 +158,8 @@ class App:
                 now = self.now_ms()
                 self.guard.prune(now)
                 self.db.write_nowait(sig_q.prune_signatures, now)
+            if ticks % 600 == 0:   # uploads untouched for an hour go, with their staged bytes
+                self.db.write_nowait(uploads_q.sweep, self.now_ms())
 
     # -- authorization state ---------------------------------------------------------------
     def signer_known(self, account_id: str, signer_id: str) -> bool:
@@ -222,10 +240,24 @@ class App:
             self._notify_account(session["account"], "session-updated", agent_id=session["agentId"],
                                  session_id=session["id"])
 
+    def agent_decoded(self, agent: dict) -> dict:
+        """The AgentInfo with its definition decoded, when the writer left it as stored bytes
+        (store/agents.agent_info): decoded once per agent and version, then reused."""
+        raw = agent["definition"]
+        if type(raw) is not bytes:
+            return agent
+        cache = self.cache["definitions"]
+        known = cache.get(agent["id"])
+        if known is None or known[0] != raw:
+            known = (raw, codec.decode(raw))
+            cache.put(agent["id"], known, 4 * len(raw) + 256)
+        return {**agent, "definition": known[1]}
+
     def publish_agent(self, agent: dict, *, created: bool = False) -> None:
         """AgentInfo: to the agent and its account; every change after the creation (status,
         definition, activity) is also announced as `agent-updated`. `accessRole` is each
         subscriber's own: guests of the agent get the writer's or reader's copy (built once)."""
+        agent = self.agent_decoded(agent)
         if self.cluster is not None:
             self.cluster.agent(agent, created)
         self._publish_agent(agent, created=created)
@@ -234,7 +266,7 @@ class App:
         key = "agents/" + agent["id"]
         event = Outgoing(key, events.change(key, agent))
         if self.grants.has_guests(agent["id"]):
-            event.variants = {role: Outgoing(key, events.change(key, {**agent, "accessRole": role}))
+            event.variants = {role: Outgoing(key, events.change(key, agents_q.as_seen_by(agent, role)))
                               for role in ("writer", "reader")}
         self._send(event, key, "account/" + agent["account"])
         if not created:
@@ -257,6 +289,20 @@ class App:
         if owner is not None:
             keys.append("account/" + owner)
         self._send(Outgoing(key, events.change(key, run)), *keys)
+
+    def publish_journal(self, run: dict, entry: dict) -> None:
+        """A run journal entry (RunJournalEntryInfo of `run`): to `runs/<rootRunId>`, the key a
+        tree is followed by, and to the run's own key when it is not the root."""
+        owner = run.get("account") or self._agent_owner(run["agentId"])
+        if self.cluster is not None:
+            self.cluster.journal(run, entry["seq"], owner)
+        self._publish_journal(run, entry)
+
+    def _publish_journal(self, run: dict, entry: dict) -> None:
+        root = run.get("rootRunId") or run["id"]
+        key = "runs/" + root
+        keys = [key] if root == run["id"] else [key, "runs/" + run["id"]]
+        self._send(Outgoing(key, events.journal_append(key, entry)), *keys)
 
     def publish_gone(self, key: str, notice: dict) -> None:
         """The last event of a deleted session or agent: `change` with the deletion notice

@@ -41,6 +41,7 @@ from server.storage.pg_bus import PgNoticeBus, channel_for
 from server.store import agents as agents_q
 from server.store import codec
 from server.store import events as events_q
+from server.store import journal as journal_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 
@@ -125,6 +126,10 @@ class Cluster:
     def run(self, run: dict, owner: str | None) -> None:
         run_id = run["id"]
         self._put(["r", run_id, run.get("rootRunId") or run_id, owner, run.get("status")])
+
+    def journal(self, run: dict, seq: int, owner: str | None) -> None:
+        run_id = run["id"]
+        self._put(["j", run_id, run.get("rootRunId") or run_id, seq, owner])
 
     def gone(self, key: str, notice: dict) -> None:
         if not self._put(["x", key, notice]):   # ids are short: not expected
@@ -225,6 +230,13 @@ class Cluster:
                 run = app.db.read(runs_q.get_run, run_id)
                 if run is not None:
                     app._publish_run(runs_q.public(run), owner)
+        elif kind == "j":
+            _, run_id, root, seq, _owner = entry
+            if hub.has_subscribers("runs/" + root) or hub.has_subscribers("runs/" + run_id):
+                found = app.db.read(journal_q.entry, run_id, seq)
+                run = app.db.read(runs_q.get_run, run_id)
+                if found is not None and run is not None:
+                    app._publish_journal(run, found)
         elif kind == "x":
             _, key, notice = entry
             kind_of_key, _, ident = key.partition("/")

@@ -35,6 +35,8 @@ class Limits:
     outbound_queue_bytes: int = 8 << 20   # a subscriber further behind than this is cut off (1013)
     replay_page: int = 1000           # events read and framed at once during replay
     unverified_burst: int = 100       # frames failing verification before the socket closes 1008 (a tenth refills per second)
+    connections_per_address: int = 256   # open connections (HTTP and WebSocket) from one client address
+    probe_rate: float = 50.0          # GET probes (health, version, metrics, ...) per second per client address
 
 
 @dataclass
@@ -44,6 +46,10 @@ class Config:
     db_path: str = "./data/agents.sqlite"
     data_dir: str = "./data"
     storage_url: StorageURL | None = None  # when set, `sqlite:FILE`; it has set db_path
+    # Start-up (docs/operations.md "Secrets key"): start even though the database's secrets were
+    # sealed under another key; and where /metrics is served ("same" port, "off", or HOST:PORT).
+    accept_new_secrets_key: bool = False
+    metrics_listen: str = "same"
     clock_window_ms: int = 30_000
     ping_interval: float = 20.0
     ping_timeout: float = 20.0
@@ -64,6 +70,7 @@ class Config:
     http_header_timeout: float = 10.0   # first byte of a request to the end of its headers
     http_body_timeout: float = 30.0     # end of the headers to the end of the body
     http_idle_timeout: float = 60.0     # a keep-alive connection with no request in progress
+    first_action_timeout: float = 30.0  # a WebSocket with no verified action this long after opening is closed
     # In-memory caches, each bounded in bytes (server/cache.py; metrics seed_agents_cache_*).
     history_cache_bytes: int = 64 << 20   # the runtime's per-session message histories
     prompt_cache_bytes: int = 16 << 20    # agents' system prompts as Markdown (GetSession, turns)
@@ -75,7 +82,13 @@ class Config:
     # The Seed hypermedia server agents' identities are published to (None: created locally
     # only; server/identity_publish.py), and how long one publication may take.
     hm_server_url: str | None = None
-    hm_server_timeout: float = 30.0
+    hm_server_timeout: float = 15.0   # server.hm_client.DEFAULT_TIMEOUT
+    # Files (docs/operations.md "Files"): bytes per account (0: no quota), files per agent, the
+    # largest file one answer carries whole (larger ones are read in ranges), and downloads.
+    file_quota_bytes: int = 0
+    memory_max_files: int = 10_000
+    file_answer_bytes: int = 16 << 20
+    download_max_bytes: int = 512 << 20
     # The tool loop (server/runtime/tool_loop.py; docs/operations.md "Tools and budgets"): each
     # budget ends a run with an error event when spent; a tool's output is cut to what the model
     # is fed; web pages are read up to a size; web_search needs a SearXNG.
@@ -86,6 +99,8 @@ class Config:
     tool_timeout: float = 60.0
     tool_fetch_bytes: int = 5 << 20
     searxng_url: str = ""
+    # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
+    mcp_timeout: float = 30.0
     # Triggers (server/triggers/): bounds per agent, history kept per trigger, webhook bounds,
     # the activity feed's polling, and the triggers' clock (test servers speed it up).
     trigger_max_per_agent: int = 100
@@ -149,6 +164,13 @@ def _int(raw: str) -> int:
         raise ValueError("must be a whole number") from None
 
 
+def byte_count(raw: str) -> int:
+    value = _int(raw)
+    if value < 0:
+        raise ValueError("must be a whole number of bytes, 0 or more")
+    return value
+
+
 def log_level(raw: str) -> str:
     value = raw.strip().upper()
     if value not in LOG_LEVELS:
@@ -207,6 +229,40 @@ def origins(raw: str) -> str:
     return ",".join(parts)
 
 
+def metrics_listen(raw: str) -> str:
+    """`same`, `off`, or HOST:PORT (`[::1]:9464` for an IPv6 address)."""
+    value = raw.strip()
+    if value.lower() in ("same", "off"):
+        return value.lower()
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError("must be same, off, or HOST:PORT (e.g. 127.0.0.1:9464)")
+    port(port_text)
+    return value
+
+
+def metrics_address(value: str) -> tuple[str, int]:
+    """HOST:PORT of a `metrics_listen` value (brackets of an IPv6 address removed)."""
+    host, _, port_text = value.rpartition(":")
+    return host.strip("[]"), int(port_text)
+
+
+def default_data_dir(cwd: str | None = None) -> str:
+    """`./data` in a checkout of this repository (what `make run` uses), else the per-user data
+    folder (platformdirs: `$XDG_DATA_HOME/seed-agents`, by default ~/.local/share/seed-agents),
+    so a server started from any other folder finds the same database every time."""
+    cwd = cwd or os.getcwd()
+    try:
+        with open(os.path.join(cwd, "pyproject.toml"), encoding="utf-8") as f:
+            if 'name = "seed-agents"' in f.read(4096):
+                return "./data"
+    except OSError:
+        pass
+    import platformdirs
+
+    return platformdirs.user_data_dir("seed-agents", appauthor=False)
+
+
 def provider_networks(raw: str) -> str:
     return check_networks_value(raw)
 
@@ -250,10 +306,12 @@ class Setting:
 SETTINGS: list[Setting] = [
     Setting("--host", "HTTP_HOSTNAME", "host", text, "HOST", "address to listen on (0.0.0.0: every interface)"),
     Setting("--port", "HTTP_PORT", "port", port, "PORT", "TCP port of everything: `/api/message` (HTTP actions), `/agents/ws`, `/api/health`, `/api/version`, `/metrics`"),
-    Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file"),
-    Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database; `<data-dir>/agents.sqlite` when only --data-dir is given"),
+    Setting("--data-dir", "DATA_DIR", "data_dir", text, "DIR", "agent state and the secrets key file", "`./data` in a checkout of this repository (`make run`), else `$XDG_DATA_HOME/seed-agents` (`~/.local/share/seed-agents`)"),
+    Setting("--db-path", "DB_PATH", "db_path", text, "FILE", "the SQLite database", "`<data-dir>/agents.sqlite`"),
     Setting("--storage-url", "STORAGE_URL", "storage_url", storage_url, "URL", "storage as one URL: `sqlite:FILE` (the database file) or `postgresql://...` (several servers may share it; docs/operations.md)", "`sqlite:` + the database"),
     Setting(None, "SECRETS_KEY", None, text, "BASE64", "base64 of 32 bytes; encrypts stored secrets (AES-256-GCM)", "`<data-dir>/secrets.key`, created 0600 on first start"),
+    Setting("--accept-new-secrets-key", "ACCEPT_NEW_SECRETS_KEY", "accept_new_secrets_key", boolean, "BOOL", "start even when the database's secrets were sealed under another secrets key (otherwise refused, exit 2); the database then records this key, and each provider key stored under the old one must be set again (`seed-agents providers set NAME ...`)"),
+    Setting("--metrics-listen", "METRICS_LISTEN", "metrics_listen", metrics_listen, "WHERE", "where `/metrics` is served: `same` (the server's port), `off`, or `HOST:PORT` of its own (e.g. `127.0.0.1:9464`); a warning at start when it is reachable beyond loopback"),
     Setting("--log-level", "LOG_LEVEL", "log_level", log_level, "LEVEL", "DEBUG, INFO (one access line per action), WARNING or ERROR"),
     Setting("--log-format", "LOG_FORMAT", "log_format", log_format, "FORMAT", "`text`, or `json` (one JSON object per line)"),
     Setting("--max-frame-bytes", "MAX_FRAME_BYTES", "limits.max_frame", count, "BYTES", "largest envelope (larger is 413)"),
@@ -278,12 +336,20 @@ SETTINGS: list[Setting] = [
     Setting("--owner-cache-bytes", "OWNER_CACHE_BYTES", "owner_cache_bytes", count, "BYTES", "memory for each of the caches of session owners, agent owners and registered signers (least recently used dropped)"),
     Setting("--run-lease", "RUN_LEASE", "run_lease", lease_seconds, "SECONDS", "with a shared (PostgreSQL) store: a server holds a run it executes for this long, renewing it every third of it; the runs of a server that died go back to the queue when it runs out"),
     Setting("--run-poll-interval", "RUN_POLL_INTERVAL", "run_poll_interval", seconds, "SECONDS", "with a shared (PostgreSQL) store: how often a server looks for queued runs (and for expired leases) besides when it queues a run itself"),
+    Setting("--mcp-timeout", "MCP_TIMEOUT", "mcp_timeout", seconds, "SECONDS", "a remote MCP server's discovery (RefreshMcpServer) or tool call fails when it takes longer (calls also run under --provider-networks)"),
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
-    Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer whose writes (our frames, pongs, pings) make no progress this long is dropped"),
+    Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
-    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents' accounts are published to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
+    Setting("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", "limits.connections_per_address", count, "N", "open connections (HTTP and WebSocket) from one client address; more are refused with HTTP 503 (behind a reverse proxy every client has the proxy's address: raise it)"),
+    Setting("--probe-rate", "PROBE_RATE", "limits.probe_rate", rate, "PER_SECOND", "GET requests that are not actions (health, version, metrics, ...) per second per client address, bursts of twice that; each connection also 10/s, bursts of 20 (more is 429 and the connection closes)"),
+    Setting("--first-action-timeout", "FIRST_ACTION_TIMEOUT", "first_action_timeout", seconds, "SECONDS", "a WebSocket that has sent no verified action this long after opening is closed (1008)"),
+    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents read from and publish to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
     Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
+    Setting("--file-quota-bytes", "FILE_QUOTA_BYTES", "file_quota_bytes", byte_count, "BYTES", "bytes of files (agent memory, session attachments, uploads in progress) one account may hold; 0: no quota (more is 413)"),
+    Setting("--memory-max-files", "MEMORY_MAX_FILES", "memory_max_files", count, "N", "files in one agent's memory (more is 413)"),
+    Setting("--file-answer-bytes", "FILE_ANSWER_BYTES", "file_answer_bytes", count, "BYTES", "largest file (or range) ReadAgentMemoryFile and ReadSessionAttachment return in one answer; larger files are read in ranges (offset, length)"),
+    Setting("--download-max-bytes", "DOWNLOAD_MAX_BYTES", "download_max_bytes", count, "BYTES", "largest file DownloadAgentMemoryFile fetches (larger is 413, nothing kept)"),
     Setting("--max-tool-steps", "MAX_TOOL_STEPS", "max_tool_steps", count, "N", "a run whose model asks for more tool steps (model replies with tool calls) than this fails with an error event"),
     Setting("--max-run-tokens", "MAX_RUN_TOKENS", "max_run_tokens", count, "TOKENS", "a run whose model steps have used more tokens (input + output, all steps) than this fails with an error event before its next step"),
     Setting("--max-run-seconds", "MAX_RUN_SECONDS", "max_run_seconds", rate, "SECONDS", "a run still working after this long (model steps and tools together) is stopped and fails with an error event"),
@@ -368,8 +434,10 @@ def load_config(args: argparse.Namespace | None = None, env: Mapping[str, str] |
             raise ConfigError(f"the storage URL names {db_path} and the db path {cfg.db_path}; "
                               "give one of --storage-url and --db-path")
         cfg.db_path, given = db_path, given | {"db_path"}
-    # A data dir given alone carries the database with it.
-    if "data_dir" in given and "db_path" not in given:
+    if "data_dir" not in given:
+        cfg.data_dir = default_data_dir()
+    # The database lives in the data dir unless it was named.
+    if "db_path" not in given:
         cfg.db_path = os.path.join(cfg.data_dir, "agents.sqlite")
     return cfg
 

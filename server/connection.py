@@ -21,7 +21,7 @@ from server.frames import Outgoing
 from server.outbound import Outbound
 from server.ratelimit import TokenBucket
 from server.routes import INLINE_ACTIONS
-from server.subscriptions import SessionSubscription, Subscription
+from server.subscriptions import RunTreeSubscription, SessionSubscription, Subscription
 from server.wsconn import ws_frame
 
 log = logging.getLogger("seed_agents.connection")
@@ -32,6 +32,9 @@ __all__ = ["V2", "Connection", "framing_for", "new_connection_id"]
 # more than `--max-unverified` of them, a tenth of which refills per second. A client that signs
 # correctly never comes near it; each of those frames also costs the socket's own rate bucket.
 JUNK_CLOSE_REASON = "too many frames that failed verification"
+# A socket costs a connection slot from its first byte: one that has not acted (a verified
+# action binds it to its account) within --first-action-timeout is closed, pings answered or not.
+NO_ACTION_REASON = "no verified action in time"
 # One numbering for WebSocket and HTTP connections: the replay rule tells them apart by id.
 new_connection_id = itertools.count(1).__next__
 
@@ -60,6 +63,7 @@ class Connection:
         self.junk = TokenBucket(limits.unverified_burst / 10, limits.unverified_burst)   # failed verification
         self.tasks: set[asyncio.Task] = set()
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
+        self._first_action: asyncio.TimerHandle | None = None
 
     @property
     def transport(self) -> str:
@@ -109,19 +113,29 @@ class Connection:
             return
         self.app.sockets_by_account[account_id] = self.app.sockets_by_account.get(account_id, 0) + 1
         self.account_id = account_id
+        if self._first_action is not None:
+            self._first_action.cancel()
+            self._first_action = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def serve(self) -> None:
         app = self.app
         app.connections.add(self)
         app.metrics.connections.labels(self.framing.name).inc()
+        timeout = app.config.first_action_timeout
+        if timeout and timeout > 0:
+            self._first_action = asyncio.get_running_loop().call_later(timeout, self._no_first_action)
         try:
             self.send(self.framing.connected(app.now_ms()))
             async for message in self.ws:
                 await self.outbound.wait_room()  # a client that does not read stops being read
                 if self.outbound.closed:
                     break
-                await self._on_frame(message)
+                if len(message) > self.app.config.limits.max_frame:   # an upload chunk (server/upload_gate.py)
+                    async with self.app.upload_gate.slot():
+                        await self._on_frame(message)
+                else:
+                    await self._on_frame(message)
         except ConnectionClosed:
             pass   # the peer went away, or was dropped (write timeout, slow consumer)
         except Exception:  # noqa: BLE001 - logged; the socket is closed by the transport
@@ -133,8 +147,16 @@ class Connection:
         if self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
+    def _no_first_action(self) -> None:
+        self._first_action = None
+        if self.account_id is None and not self.outbound.closed:
+            self.outbound.close_after_queued(1008, NO_ACTION_REASON)
+
     async def _cleanup(self) -> None:
         app = self.app
+        if self._first_action is not None:
+            self._first_action.cancel()
+            self._first_action = None
         app.connections.discard(self)
         app.metrics.connections.labels(self.framing.name).dec()
         self._on_cut_off()
@@ -171,10 +193,12 @@ class Connection:
         if type(read) is Request:
             envelope = read.envelope
             if not framing.concurrent or (self.inline_reads and type(envelope) is bytes
-                                          and peek_action_name(envelope) in INLINE_ACTIONS):
+                                          and peek_action_name(envelope) in INLINE_ACTIONS) \
+                    or (type(envelope) is bytes and len(envelope) > self.app.config.limits.max_frame):
                 # v1 answers in the order received; in v2 a read that never waits (routes.py: inline)
                 # is answered right here, without the cost of a task per request. (On a shared
-                # store every read waits for the database, so none is inline there.)
+                # store every read waits for the database, so none is inline there.) An upload
+                # chunk too: the socket is not read further until it is stored (one at a time).
                 await self._answer(read)
                 return
             await self.inflight.acquire()  # back-pressure: at most N requests of this socket at once
@@ -231,6 +255,8 @@ class Connection:
             self._drop_subscription(key, old)
         if action.kind == "sessions":
             sub: Subscription = SessionSubscription(self, key, action.target, action.after_seq or 0)
+        elif action.kind == "runs":
+            sub = RunTreeSubscription(self, key)
         else:
             sub = Subscription(self, key)
         self.send(self.framing.subscribed(request, key, outcome.envelope.account_id, outcome.response))

@@ -1,4 +1,5 @@
-"""One server per SQLite database: an OS lock on `<database>.lock`, held for the server's life.
+"""One server per SQLite database: an OS lock on `<database>.lock` (the database's path with
+symlinks resolved), held for the server's life.
 
 `fcntl.flock` belongs to the open file, so the kernel drops it when the process ends however it
 ends (SIGKILL included): a crash never leaves a stale lock behind. The file holds the owner's
@@ -23,7 +24,9 @@ class DatabaseLocked(Exception):
 class DatabaseLock:
     def __init__(self, db_path: str) -> None:
         self.db_path = db_path
-        self.path = db_path + ".lock"
+        # Named after the file the path resolves to: a second server given a symlink (or a
+        # path through a symlinked folder) to the same database finds the same lock.
+        self.path = os.path.realpath(db_path) + ".lock"
         self._fd: int | None = None
 
     def acquire(self) -> None:

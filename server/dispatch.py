@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from protocol.actions import parse_action
 from protocol.envelope import VerifiedEnvelope, verify_envelope
 from protocol.errors import ProtocolError
+from protocol.frame_limits import envelope_limit, frame_limit
 from protocol.events import error_response as error
 from server import accesslog
 from server.routes import ROUTES
@@ -30,12 +31,27 @@ class Outcome:
     junk: bool = False   # refused by a verification step (1-6): not the account's own action
 
 
+def _limit(envelope, default: int) -> int:
+    """The frame limit of this envelope's action (an upload action's is larger; verification
+    then proves the name read from the bytes is the action's: a canonical envelope is required)."""
+    return envelope_limit(envelope, default) if type(envelope) is bytes and len(envelope) > default else default
+
+
 def _verify_failure_reason(status: int) -> str:
     return {400: "malformed", 401: "signature_or_clock", 413: "too_large"}.get(status, str(status))
 
 
 async def execute(app, conn, envelope) -> Outcome:
     """`envelope` is the frame bytes (v1) or the decoded envelope map (v2)."""
+    if type(envelope) is bytes and len(envelope) > app.config.limits.max_frame:
+        # An upload chunk (protocol/frame_limits.py): only a few are worked on at once in the
+        # whole server, so concurrent uploads cost memory per chunk in flight, not per client.
+        async with app.upload_gate.slot():
+            return await _execute(app, conn, envelope)
+    return await _execute(app, conn, envelope)
+
+
+async def _execute(app, conn, envelope) -> Outcome:
     started = time.perf_counter()
     name = "unknown"
     limits = app.config.limits
@@ -52,10 +68,12 @@ async def execute(app, conn, envelope) -> Outcome:
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         try:
             env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
-                                  max_size=limits.max_frame, max_depth=limits.max_depth)
+                                  max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
         except ProtocolError as exc:
             app.metrics.verify_failures.labels(_verify_failure_reason(exc.status)).inc()
             raise
+        if type(envelope) is bytes and len(envelope) > frame_limit(env.name, limits.max_frame):
+            raise ProtocolError(413, f"envelope of {len(envelope)} bytes is over the limit of {limits.max_frame}")
         route = ROUTES.get(env.name)
         name = env.name if route is not None else "unknown"
         # Step 5: the signer acts for the account, or is registered for it.

@@ -32,7 +32,9 @@ import httpx
 from protocol import dagcbor
 from protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
 from protocol.hm_ids import HmId, parse_hm_id
-from protocol.hm_markdown import blocks_to_markdown, parse_frontmatter, random_block_id, slugify
+from protocol.hm_markdown import (MarkdownTooComplex, blocks_to_markdown, parse_frontmatter, random_block_id,
+                                  slugify)
+from protocol.unixfs import file_blobs
 from server.providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
 from server.providers.redact import display_url
 
@@ -102,6 +104,8 @@ class HmClient:
 
     async def publish_blobs(self, blobs: list[Blob]) -> list[str]:
         """Publish `blobs` in one `PublishBlobs` call (all or nothing); the CIDs it stored."""
+        if not blobs:
+            return []
         body = dagcbor.encode({"blobs": [{"cid": b.cid, "data": b.data} for b in blobs]})
         answer = await self._call("PublishBlobs", "POST", "/api/PublishBlobs", body=body,
                                   headers={"Content-Type": "application/cbor"})
@@ -109,6 +113,13 @@ class HmClient:
         if not isinstance(cids, list) or not all(isinstance(c, str) for c in cids):
             raise self._error("PublishBlobs", "answered something that is not a PublishBlobs answer")
         return cids
+
+    async def publish_file(self, data: bytes) -> str:
+        """Publish bytes as UnixFS (protocol/unixfs.py) in one call; their root CID (an icon's
+        avatar is `ipfs://<cid>`)."""
+        root, blobs = await asyncio.to_thread(file_blobs, data)
+        await self.publish_blobs(blobs)
+        return root
 
     async def resource(self, hm_id: str) -> dict:
         """`Resource`: the document (or redirect, tombstone, not-found...) at a packed hm:// id."""
@@ -141,10 +152,10 @@ class HmClient:
                 continue
             if kind == "document":
                 document = resource.get("document")
-                return self._render(document, hm_id, "document")
+                return await asyncio.to_thread(self._render, document, hm_id, "document")
             if kind == "comment":
-                return self._render({"metadata": {}, "content": (resource.get("comment") or {}).get("content")},
-                                    hm_id, "comment")
+                comment = {"metadata": {}, "content": (resource.get("comment") or {}).get("content")}
+                return await asyncio.to_thread(self._render, comment, hm_id, "comment")
             if kind == "tombstone":
                 raise HmNotFound(f"the document {hm_id.base} was deleted ({self.display})")
             if kind == "not-found":
@@ -163,7 +174,11 @@ class HmClient:
         `hm_url` naming no document yet: a new document at that path (its parent must exist).
         Only the key's own account can be written. All blobs go in one PublishBlobs call.
         """
-        if len(markdown.encode("utf-8", "surrogatepass")) > MAX_MARKDOWN_BYTES:
+        try:
+            size = len(markdown.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("the Markdown is not valid Unicode (it has a lone surrogate)") from None
+        if size > MAX_MARKDOWN_BYTES:
             raise ValueError(f"a document is at most {MAX_MARKDOWN_BYTES} bytes of Markdown")
         account = account_id(seed)
         if hm_url is None:
@@ -188,9 +203,12 @@ class HmClient:
             except (ValueError, AttributeError, TypeError):
                 raise self._error("ListChanges", "answered a change list that is not a document's") from None
             try:
-                version, blobs = document_blobs(seed, markdown, ts_ms, path=hm_id.api_path, base=base, new_id=new_id)
+                version, blobs = await asyncio.to_thread(document_blobs, seed, markdown, ts_ms,
+                                                         path=hm_id.api_path, base=base, new_id=new_id)
             except NoChanges:
                 return str(document.get("version") or ".".join(base.heads))
+            except MarkdownTooComplex:
+                raise
             except (KeyError, TypeError, AttributeError, RecursionError):
                 raise self._error("Resource", "answered a document that is not well formed") from None
         elif kind in ("not-found", "tombstone"):
@@ -199,8 +217,8 @@ class HmClient:
                 if (await self._kind_of(parent))[0] != "document":
                     raise ValueError(f"cannot create {hm_id.base}: its parent {parent.base} does not exist")
             name = _document_name(markdown) or (hm_id.path[-1] if hm_id.path else "")
-            version, blobs = document_blobs(seed, markdown, ts_ms, path=hm_id.api_path,
-                                            defaults={"name": name} if name else None, new_id=new_id)
+            version, blobs = await asyncio.to_thread(document_blobs, seed, markdown, ts_ms, path=hm_id.api_path,
+                                                     defaults={"name": name} if name else None, new_id=new_id)
         else:
             raise ValueError(f"{hm_id.base} is a {kind or 'resource'} on the HM server, not a document")
         await self.publish_blobs(blobs)
@@ -227,7 +245,10 @@ class HmClient:
             content = document.get("content") or []
             if not isinstance(metadata, dict) or not isinstance(content, list):
                 raise TypeError
-            return blocks_to_markdown(metadata, content)
+            # JSON may carry lone surrogates ("\ud800"); Markdown handed on must be valid Unicode.
+            return _LONE_SURROGATE.sub("\ufffd", blocks_to_markdown(metadata, content))
+        except MarkdownTooComplex:
+            raise self._error("Resource", f"answered a {what} too complex to render ({hm_id.base})") from None
         except (TypeError, KeyError, AttributeError, ValueError, RecursionError):
             raise self._error("Resource", f"answered a {what} that is not well formed ({hm_id.base})") from None
 
@@ -257,6 +278,8 @@ class HmClient:
                 return await self._exchange(key, method, path, body, headers or {})
         except TimeoutError:
             raise self._error(key, f"did not answer within {self.timeout:g} s") from None
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol):
+            raise self._error(key, "is not an http(s) URL the client can use") from None
         except httpx.HTTPError as exc:
             if _policy_refused(exc):
                 raise self._error(key, "is in a network the server's provider network policy refuses "
@@ -296,6 +319,7 @@ class HmClient:
         return value
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _HEADING_LINE = re.compile(r"^[ \t]*#{1,6}[ \t]+(.+?)[ \t]*(?:<!--.*-->)?[ \t]*$", re.M)
 
 

@@ -31,14 +31,17 @@ async def publish_new_account(app, seed: bytes, name: str, ts_ms: int) -> None: 
 
 
 async def publish_profile(app, seed: bytes, name: str, ts_ms: int, icon: bytes | None,  # noqa: ANN001
-                          icon_uri: str | None) -> str | None:
+                          icon_uri: str | None, *, with_home: bool = False) -> str | None:
     """A new profile (name, and the avatar: `icon` bytes published now as UnixFS, else the
-    `icon_uri` already published, else none). Returns the avatar's `ipfs://<cid>`."""
+    `icon_uri` already published, else none). Returns the avatar's `ipfs://<cid>`.
+    `with_home`: the whole new account (profile and home document), for an identity this server
+    made while it had no HM server, published at its first update once it has one."""
     blobs: list = []
     icon_cid = icon_uri.removeprefix("ipfs://") if icon_uri else None
     if icon is not None:
         root, blobs = unixfs.file_blobs(icon)
         icon_cid = str(root)
-    blobs = [*blobs, *hm_blobs.profile_blobs(seed, name, ts_ms, icon_cid)]
-    await _publish(app, blobs, "the agent account profile")
+    build = hm_blobs.new_account_blobs if with_home else hm_blobs.profile_blobs
+    blobs = [*blobs, *build(seed, name, ts_ms, icon_cid)]
+    await _publish(app, blobs, "the agent account" if with_home else "the agent account profile")
     return f"ipfs://{icon_cid}" if icon_cid else None

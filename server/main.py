@@ -10,16 +10,22 @@ import sys
 
 from server import logs
 from server.app import App
-from server.config import Config, ConfigError, add_arguments, load_config
+from server.config import Config, ConfigError, add_arguments, load_config, metrics_address
 from server.dblock import DatabaseLock, DatabaseLocked
 from server.storage.errors import StorageError
 from server.store.gate import SchemaGateError
 from server.store.key_check import SecretsKeyMismatch
 from server.store.secrets import SecretsKeyError
 from server.store.filemodes import make_private_dir
+from server.providers.network import is_loopback_host
 from server.transport import WS_PATH, start_transport
 
 log = logging.getLogger("seed_agents")
+
+
+def url_host(host: str) -> str:
+    """A host as it goes in a URL: an IPv6 address in brackets (`[::1]`)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 class RunningServer:
@@ -30,11 +36,13 @@ class RunningServer:
         self.ws_server = ws_server
         sock = next(iter(ws_server.sockets))
         self.host, self.port = sock.getsockname()[:2]
-        self.url = f"ws://{self.host}:{self.port}{WS_PATH}"
+        self.url = f"ws://{url_host(self.host)}:{self.port}{WS_PATH}"
         # What the Seed desktop's agent server setting takes (HTTP POST /api/message).
         local = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        self.http_url = f"http://{local}:{self.port}"
+        self.http_url = f"http://{url_host(local)}:{self.port}"
         self.lock: DatabaseLock | None = None
+        self.new_database = False   # the SQLite file was made by this start
+        self.metrics_server = None
 
     async def stop(self) -> None:
         app, server = self.app, self.ws_server
@@ -51,47 +59,107 @@ class RunningServer:
         except asyncio.TimeoutError:
             pass
         await app.stop()
+        if self.metrics_server is not None:
+            await asyncio.to_thread(stop_metrics_listener, self.metrics_server)
         if self.lock is not None:
             self.lock.release()
 
 
 async def start_server(config: Config) -> RunningServer:
-    """Lock the database (DatabaseLocked when another server has it), open it through the
-    schema gate, listen. The lock is held until `stop()`, or until the process ends."""
+    """Bind the port, then make the folders, lock the database (DatabaseLocked when another
+    server has it), open it through the schema gate, and accept connections. Nothing is
+    written before the port is bound: a server that cannot listen leaves no files behind. The
+    lock is held until `stop()`, or until the process ends."""
     shared = config.storage_url is not None and config.storage_url.is_postgresql
-    # One process per SQLite file; PostgreSQL is shared by design (several servers as one).
-    lock = None if shared else DatabaseLock(config.db_path)
-    if lock is not None:
-        lock.acquire()
+    app = App(config)   # writes nothing until start()
+    ws_server = await start_transport(app, start_serving=False)
+    lock = metrics_server = None
+    started = False
     try:
-        app = App(config)
+        metrics_server = start_metrics_listener(config, app)
+        check_dirs(config)
+        # One process per SQLite file; PostgreSQL is shared by design (several servers as one).
+        lock = None if shared else DatabaseLock(config.db_path)
+        if lock is not None:
+            lock.acquire()
+        new = not shared and not os.path.exists(config.db_path)
         await app.start()
-        try:
-            ws_server = await start_transport(app)
-        except BaseException:
-            await app.stop()
-            raise
+        started = True
+        new = new or bool(getattr(app.db, "created", False))   # PostgreSQL: an empty schema
+        await ws_server.start_serving()
     except BaseException:
+        ws_server.close()
+        await ws_server.wait_closed()
+        if metrics_server is not None:
+            await asyncio.to_thread(stop_metrics_listener, metrics_server)
+        if started:
+            await app.stop()
         if lock is not None:
             lock.release()
         raise
     running = RunningServer(app, ws_server)
     running.lock = lock
+    running.new_database = new
+    running.metrics_server = metrics_server
     return running
 
 
+def start_metrics_listener(config: Config, app: App):
+    """`--metrics-listen HOST:PORT`: /metrics on a port of its own (prometheus_client's server,
+    on a thread), or None when it is served on the main port or not at all."""
+    if config.metrics_listen in ("same", "off"):
+        return None
+    from prometheus_client import start_http_server
+
+    host, port = metrics_address(config.metrics_listen)
+    try:
+        return start_http_server(port, host, registry=app.metrics.registry)[0]
+    except OSError as exc:
+        raise OSError(exc.errno, f"{exc.strerror or exc} (--metrics-listen {config.metrics_listen})") from None
+
+
+def stop_metrics_listener(httpd) -> None:
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def start_line(running: RunningServer) -> str:
+    """What the server says once it listens: where, what the desktop takes, which database."""
+    app = running.app
+    where = app.db.path if app.db.shared else os.path.abspath(app.config.db_path)
+    new = ", new database" if running.new_database else ""
+    return (f"seed-agents listening on {running.url} (Seed desktop: {running.http_url}; "
+            f"database {where}{new})")
+
+
 async def serve_until_signalled(config: Config) -> None:
-    running = await start_server(config)
-    log.info("seed-agents listening on %s (Seed desktop: %s; database %s)",
-             running.url, running.http_url, running.app.db.path)
+    # Handlers first: a SIGTERM that comes as soon as the start line is out still stops cleanly.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    running = await start_server(config)
+    log.info("%s", start_line(running))
+    for warning in exposure_warnings(config):
+        log.warning("%s", warning)
     await stop.wait()
     log.info("seed-agents stopping")
     await running.stop()
     log.info("seed-agents stopped")
+
+
+def exposure_warnings(config: Config) -> list[str]:
+    """What is reachable beyond this machine that the operator may not mean to publish."""
+    if config.metrics_listen == "off":
+        return []
+    if config.metrics_listen == "same":
+        host, where = config.host, f"the server's port ({url_host(config.host)}:{config.port})"
+    else:
+        host, where = metrics_address(config.metrics_listen)[0], config.metrics_listen
+    if is_loopback_host(host):
+        return []
+    return [f"/metrics is served on {where}, reachable beyond this machine: set --metrics-listen off, "
+            f"or --metrics-listen 127.0.0.1:9464 to serve it on loopback only"]
 
 
 class StartError(Exception):
@@ -118,7 +186,6 @@ def check_dirs(config: Config) -> None:
 def run(config: Config) -> int:
     logs.setup(config.log_level, config.log_format)
     try:
-        check_dirs(config)
         asyncio.run(serve_until_signalled(config))
     except (StartError, DatabaseLocked, SchemaGateError, StorageError, SecretsKeyMismatch) as exc:
         print(f"seed-agents: {exc}", file=sys.stderr)

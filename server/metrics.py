@@ -59,6 +59,10 @@ class Metrics:
                                     "yet written (all sockets)", registry=r)
         self.outbound_bytes_max = Gauge("seed_agents_outbound_bytes_max_socket", "Most bytes queued to one "
                                         "socket and not yet written, now", registry=r)
+        self.http_connections = Gauge("seed_agents_http_connections", "Open HTTP connections (not yet "
+                                      "upgraded to a WebSocket)", registry=r)
+        self.http_dropped = Counter("seed_agents_http_dropped", "HTTP connections dropped by a hostile-client "
+                                    "bound", ["reason"], registry=r)
 
         self._action_children: dict[tuple[str, int], tuple] = {}
 
@@ -82,6 +86,10 @@ class Metrics:
 
         self.outbound_bytes.set_function(lambda: sum(held()))
         self.outbound_bytes_max.set_function(lambda: max(held(), default=0))
+
+    def watch_http(self, http_connections) -> None:
+        """Export the count of open HTTP connections (the transport's set), read when scraped."""
+        self.http_connections.set_function(lambda: len(http_connections))
 
     def action_done(self, name: str, status: int, seconds: float) -> None:
         # labels() costs a few microseconds a call; the hot path reuses the children.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+DUPLICATE = "more than one Origin header: a browser sends one"
 REFUSED = ("this origin may not use the server: the operator allows browser requests only from "
            "the origins of --allowed-origins")
 
@@ -21,6 +22,14 @@ class OriginPolicy:
         if origin is None or self.any:
             return True
         return origin.strip().rstrip("/").lower() in self.allowed
+
+    def matched(self, origin: str | None) -> str | None:
+        """The origin CORS headers name for this request: its own when the list allows it
+        (None with `*`, whose answers say `*`, and when it is not allowed)."""
+        if origin is None or self.any:
+            return None
+        normal = origin.strip().rstrip("/").lower()
+        return normal if normal in self.allowed else None
 
 
 @functools.lru_cache(maxsize=8)

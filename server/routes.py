@@ -13,6 +13,8 @@ from protocol.actions import ACTIONS
 from server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
                              providers, runs, secrets, sessions, sharing, signers, subscribe)
 from server.handlers import identities
+from server.handlers import attachments, memory_download, memory_files, uploads
+from server.handlers import mcp, run_signals, session_tools, tools
 from server.handlers import triggers
 
 Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
@@ -71,8 +73,31 @@ HANDLING: dict[str, Handling] = {
     "DeleteSigningIdentity": Handling(identities.delete_signing_identity),
 
     # --- files: memory, attachments, uploads ---
+    "ListAgentMemory": Handling(memory_files.list_agent_memory),
+    "ReadAgentMemoryFile": Handling(memory_files.read_agent_memory_file),
+    "WriteAgentMemoryFile": Handling(memory_files.write_agent_memory_file),
+    "DeleteAgentMemoryFile": Handling(memory_files.delete_agent_memory_file),
+    "DownloadAgentMemoryFile": Handling(memory_download.download_agent_memory_file),
+    "UploadAgentMemoryFileToIpfs": Handling(memory_files.upload_agent_memory_file_to_ipfs),
+    "SearchAgentMemory": Handling(memory_files.search_agent_memory),
+    "UploadSessionAttachment": Handling(attachments.upload_session_attachment),
+    "ReadSessionAttachment": Handling(attachments.read_session_attachment),
+    "BeginFileUpload": Handling(uploads.begin_file_upload),
+    "AppendFileUploadChunk": Handling(uploads.append_file_upload_chunk),
+    "CommitFileUpload": Handling(uploads.commit_file_upload),
+    "AbortFileUpload": Handling(uploads.abort_file_upload),
 
     # --- tools, delegation and the run tree ---
+    "ListAgentTools": Handling(tools.list_agent_tools),
+    "SaveAgentTool": Handling(tools.save_agent_tool),
+    "DeleteAgentTool": Handling(tools.delete_agent_tool),
+    "InvokeSessionTool": Handling(session_tools.invoke_session_tool),
+    "SignalRun": Handling(run_signals.signal_run),
+    "GetRunJournal": Handling(run_signals.get_run_journal),
+    "ListMcpServers": Handling(mcp.list_mcp_servers),
+    "SetMcpServer": Handling(mcp.set_mcp_server),
+    "DeleteMcpServer": Handling(mcp.delete_mcp_server),
+    "RefreshMcpServer": Handling(mcp.refresh_mcp_server),
 
     # --- triggers ---
     "ListAgentTriggers": Handling(triggers.list_agent_triggers),

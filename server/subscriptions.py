@@ -25,6 +25,7 @@ from server.wsconn import ws_frame
 from server.store import agents as agents_q
 from server.store import codec
 from server.store import events as events_q
+from server.store import journal as journal_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 
@@ -83,6 +84,44 @@ class Subscription:
     def close(self) -> None:
         if self.task is not None:
             self.task.cancel()
+
+
+class RunTreeSubscription(Subscription):
+    """`runs/<id>`: every run of the tree as it is now (a `change` each, oldest first), then its
+    journal (the latest REPLAY_JOURNAL entries), then live changes and journal appends.
+
+    What is published before the snapshot is read is dropped: every publication follows its
+    commit, so the snapshot, read later, already holds it. The snapshot is read and queued with
+    no await in between, so nothing published after the read can come before the flip."""
+
+    REPLAY_JOURNAL = 2_000
+
+    def __init__(self, conn, key: str) -> None:
+        super().__init__(conn, key)
+        self.replaying = True
+
+    def deliver(self, event: Outgoing) -> None:
+        if not self.replaying:
+            super().deliver(event)
+
+    async def start(self) -> None:
+        self.task = asyncio.current_task()
+        conn, app = self.conn, self.conn.app
+        ident = self.key.partition("/")[2]
+        await conn.outbound.wait_fits(replay_page_bytes(conn.outbound.max_bytes))
+        run = app.db.read(runs_q.get_run, ident)   # no await from here to the flip below
+        if run is not None:
+            tree = app.db.read(runs_q.runs_of_tree, run["rootRunId"], None, 10_000)
+            if run["id"] != run["rootRunId"]:   # a subtree's own key
+                tree = [run, *runs_q.descendants(tree, run["id"])]
+            for r in tree:
+                conn.send_event(Outgoing(self.key, events.change(self.key, runs_q.public(r))), bounded=False)
+            wanted = {r["id"] for r in tree}
+            entries = [e for e in app.db.read(journal_q.tree_entries, run["rootRunId"], self.REPLAY_JOURNAL)
+                       if e["runId"] in wanted][-self.REPLAY_JOURNAL:]
+            for entry in entries:
+                conn.send_event(Outgoing(self.key, events.journal_append(self.key, entry)), bounded=False)
+        self.replaying = False
 
 
 class SessionSubscription(Subscription):

@@ -18,9 +18,11 @@ from websockets.protocol import OPEN
 from websockets.server import ServerProtocol
 
 from protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
+from protocol.frame_limits import largest
 from server.connection import V2, Connection
 from server.httpconn import HttpConnection, build_commit
-from server.origins import REFUSED, policy
+from server.origins import DUPLICATE, REFUSED, policy
+from server.peers import AddressTable, address_of
 from server.wsconn import BatchingServerConnection
 
 log = logging.getLogger("seed_agents.transport")
@@ -38,12 +40,21 @@ def _select_subprotocol(_protocol, offered):
     return V2 if V2 in offered else None
 
 
-def _cors_on_refusal(_connection, _request, response):
-    """websockets' own refusals of a bad upgrade (400, 426) carry the CORS headers too."""
-    if response.status_code != 101:
-        for name, value in CORS_PAIRS:
-            response.headers[name] = value
-    return None
+def _cors_on_refusal(origins):
+    """websockets' own refusals of a bad upgrade (400, 426) carry the CORS headers too; with
+    `--allowed-origins` set they name the request's origin when it is allowed, else none."""
+    def process_response(_connection, request, response):
+        if response.status_code != 101:
+            for name, value in CORS_PAIRS:
+                if name == "Access-Control-Allow-Origin" and not origins.any:
+                    given = request.headers.get_all("Origin")
+                    value = origins.matched(given[0]) if len(given) == 1 else None
+                    response.headers["Vary"] = "Origin"
+                    if value is None:
+                        continue
+                response.headers[name] = value
+        return None
+    return process_response
 
 
 class AgentsServer(Server):
@@ -59,16 +70,23 @@ class AgentsServer(Server):
             conn.shutdown()
 
 
-async def start_transport(app) -> AgentsServer:
+async def start_transport(app, start_serving: bool = True) -> AgentsServer:
+    """Bind the port; with `start_serving=False` nothing is accepted (nor listened for) until
+    `await server.start_serving()`, so a taken port is found before anything is written."""
     config = app.config
     limits = config.limits
-    framing = HttpFraming(max_frame=limits.max_frame, max_depth=limits.max_depth)
+    framing = HttpFraming(max_frame=limits.max_frame, max_depth=limits.max_depth,
+                          metrics=config.metrics_listen == "same")
     build_commit()   # once, at start: it may run git
     origins = policy(config.allowed_origins)
+    cors_on_refusal = _cors_on_refusal(origins)
 
     def check_origin(ws: BatchingServerConnection, request):
         """A web page from an origin the operator did not allow gets 403, not a socket."""
-        if not origins.allows(request.headers.get("Origin")):
+        given = request.headers.get_all("Origin")
+        if len(given) > 1:
+            return ws.respond(400, DUPLICATE + "\n")
+        if not origins.allows(given[0] if given else None):
             return ws.respond(403, REFUSED + "\n")
         return None
 
@@ -76,7 +94,7 @@ async def start_transport(app) -> AgentsServer:
         """As websockets' own per-connection handler does: handshake, then our Connection."""
         try:
             async with asyncio.timeout(OPEN_TIMEOUT):
-                await ws.handshake(check_origin, _cors_on_refusal, SERVER)
+                await ws.handshake(check_origin, cors_on_refusal, SERVER)
             if ws.protocol.state is not OPEN:
                 ws.transport.abort()
                 return
@@ -92,13 +110,15 @@ async def start_transport(app) -> AgentsServer:
         except Exception:  # noqa: BLE001 - a handshake that failed or timed out
             ws.transport.abort()
         finally:
+            server.addresses.release(address_of(ws.transport))   # counted since the HTTP accept
             server.handler_tasks.discard(asyncio.current_task())
 
     def upgrade(transport: asyncio.Transport, data: bytes) -> None:
         protocol = ServerProtocol(
             subprotocols=[V2],
             select_subprotocol=_select_subprotocol,
-            max_size=4 * limits.max_frame,   # past the 413 range the socket closes with 1009
+            # past the 413 range (4x the limit, or an upload chunk's frame) the socket closes with 1009
+            max_size=max(4 * limits.max_frame, largest(limits.max_frame)),
             # compression off: per-message deflate costs CPU and memory per socket for little gain
         )
         ws = BatchingServerConnection(
@@ -119,7 +139,11 @@ async def start_transport(app) -> AgentsServer:
         return HttpConnection(app, framing, server, upgrade)
 
     async def create_server() -> asyncio.Server:
-        return await asyncio.get_running_loop().create_server(factory, config.host, config.port)
+        return await asyncio.get_running_loop().create_server(factory, config.host, config.port,
+                                                              start_serving=start_serving)
 
     server = AgentsServer(create_server, run_socket, logging.getLogger("websockets.server"))
+    app.metrics.watch_http(server.http_connections)
+    server.addresses = AddressTable(limits.connections_per_address, limits.probe_rate,
+                                    max(1, int(2 * limits.probe_rate)))
     return await server

@@ -95,3 +95,37 @@ def conn(tmp_path):
     c = open_database(str(tmp_path / "db.sqlite"))
     yield c
     c.close()
+
+
+# -- why tests were skipped: one line per reason, after the totals ---------------------------------
+_SKIP_KINDS = (("no PostgreSQL: ", "PostgreSQL"),)   # reason prefix -> what the tests need
+
+
+def _skip_lines(terminalreporter) -> list[str]:
+    from collections import Counter
+
+    reasons: Counter = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    lines = []
+    for reason, n in reasons.most_common():
+        kind = next((k for prefix, k in _SKIP_KINDS if reason.startswith(prefix)), "")
+        for prefix, _ in _SKIP_KINDS:
+            reason = reason.removeprefix(prefix)
+        lines.append(f"{n} {kind + ' ' if kind else ''}test{'s' if n != 1 else ''} skipped: {reason}")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.config._seed_skip_lines = _skip_lines(terminalreporter)
+
+
+def pytest_unconfigure(config):
+    """After pytest's own totals line, so `make test` ends with the reasons."""
+    lines = getattr(config, "_seed_skip_lines", None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if lines and reporter is not None:
+        for line in lines:
+            reporter.write_line(line)

@@ -56,5 +56,8 @@ def blob_bytes(entry: dict) -> bytes:
 
 
 def pattern_bytes(size: int, mul: int) -> bytes:
-    """make_vectors.mjs's patternBytes: the UnixFS vectors' file contents."""
-    return bytes(((i * mul + (i >> 8)) & 0xFF) for i in range(size))
+    """make_vectors.mjs's patternBytes: the UnixFS vectors' file contents (periodic every 65536
+    bytes, so built from one period)."""
+    period = bytes(((i * mul + (i >> 8)) & 0xFF) for i in range(min(size, 65536)))
+    whole, rest = divmod(size, 65536) if size > 65536 else (1, 0)
+    return (period * whole + period[:rest])[:size]

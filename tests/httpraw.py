@@ -24,7 +24,7 @@ async def post(http: httpx.AsyncClient, base: str, body: bytes, path: str = "/ap
                headers: dict | None = None) -> tuple[int, dict]:
     r = await http.post(base + path, content=body, headers=headers or CBOR_HEADERS)
     assert_cors(r.headers)
-    return r.status_code, dagcbor.decode(r.content)
+    return r.status_code, dagcbor.decode(r.content, max_size=max(len(r.content), 1), max_items=None)
 
 
 async def act(http: httpx.AsyncClient, base: str, kp, action: dict, **kw) -> tuple[int, dict]:

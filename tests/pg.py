@@ -33,7 +33,8 @@ def postgres_base_url() -> str:
 
     url = os.environ.get(PG_URL_ENV, "").strip()
     if not url:
-        unavailable(f"{PG_URL_ENV} is not set (.ci/run sets it after starting the cluster)")
+        unavailable(f"set {PG_URL_ENV} (postgresql://USER:PASSWORD@HOST/DB) or run .ci/run, which "
+                    "starts a cluster and sets it")
     try:
         shown = parse_storage_url(url)
     except StorageURLError as exc:

@@ -21,6 +21,8 @@ def free_port() -> int:
 
 
 class ServerProcess:
+    host = "127.0.0.1"
+
     def __init__(self, data_dir: Path, port: int | None = None, extra: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()

@@ -3,6 +3,7 @@ and every configuration mistake answered by one sentence and exit status 2, neve
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,8 @@ def test_markdown_command_prints_the_table():
 def test_serve_help_says_what_each_flag_does_its_default_and_its_variable():
     code, out, err = seed_agents("serve", "--help")
     assert code == 0, err
-    flat = " ".join(out.split())
+    # argparse may wrap a long default after a hyphen (`seed-\nagents`): join such words again.
+    flat = re.sub(r"(\w)- (\w)", r"\1-\2", " ".join(out.split()))
     for s in SETTINGS:
         if s.flag is None:
             continue
@@ -109,13 +111,16 @@ MISTAKES = [
     (["--storage-url", "sqlite:a.sqlite", "--db-path", "b.sqlite"], {},
      "seed-agents serve: the storage URL names a.sqlite and the db path b.sqlite; give one of "
      "--storage-url and --db-path"),
-    ([], {"SEED_AGENTS_SECRETS_KEY": "abc"},
+    ([], {"SEED_AGENTS_SECRETS_KEY": "ab!c"},
      "seed-agents: secrets key in $SEED_AGENTS_SECRETS_KEY is not valid base64; set it to base64 "
      "of 32 random bytes (`head -c 32 /dev/urandom | base64`) or unset it to use the key file"),
     ([], {"SEED_AGENTS_SECRETS_KEY": "c2hvcnQ="},
      "seed-agents: secrets key in $SEED_AGENTS_SECRETS_KEY must be base64 of 32 bytes, it decodes "
      "to 5 bytes; set it to base64 of 32 random bytes (`head -c 32 /dev/urandom | base64`) or "
      "unset it to use the key file"),
+    ([], {"SEED_AGENTS_HM_SERVER_URL": "hyper.media"},
+     "seed-agents serve: SEED_AGENTS_HM_SERVER_URL='hyper.media': must be an http:// or https:// URL "
+     "with a host (e.g. https://hyper.media)"),
 ]
 
 

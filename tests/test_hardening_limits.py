@@ -12,6 +12,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 
 from protocol import dagcbor
+from protocol.frame_limits import UPLOAD_FRAME_BYTES
 from protocol.envelope import build_envelope, sign_envelope
 from server.main import start_server
 from tests.conftest import make_config
@@ -110,7 +111,8 @@ async def test_frame_over_four_times_the_limit_closes_1009(start, framing):
     limit = 4096
     srv = await start(max_frame=limit)
     a = keypair("A")
-    huge = {"_": "SetSecret", "name": "s", "value": b"v" * (4 * limit)}
+    # over 4x the limit, and over an upload chunk's frame (protocol/frame_limits.py)
+    huge = {"_": "SetSecret", "name": "s", "value": b"v" * max(4 * limit, UPLOAD_FRAME_BYTES)}
     if framing == "v1":
         c = await V1.open(srv.url)
         await c.ws.send(sign_envelope(a, huge))
@@ -139,10 +141,10 @@ def nested(depth: int):
 async def test_nesting_deeper_than_64_is_400(start, framing):
     srv = await start()
     a = keypair("A")
-    # envelope (1) > action (2) > definition (3) > metadata lists: 3 + 61 = 64 levels pass,
-    # one more is refused
-    deep = {"_": "CreateAgent", "definition": {**AGENT, "metadata": nested(62)}}
-    shallow = {"_": "CreateAgent", "definition": {**AGENT, "metadata": nested(61)}}
+    # envelope (1) > action (2) > definition (3) > lists under a key the contract does not name
+    # (kept as sent; `metadata` must be a map): 3 + 61 = 64 levels pass, one more is refused
+    deep = {"_": "CreateAgent", "definition": {**AGENT, "extra": nested(62)}}
+    shallow = {"_": "CreateAgent", "definition": {**AGENT, "extra": nested(61)}}
     if framing == "v1":
         c = await V1.open(srv.url)
         r = await c.send(a, deep)

@@ -4,8 +4,6 @@ HTTP: publishing, and every way the server can fail becoming one clear HmError."
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 
 import httpx
 import pytest
@@ -14,7 +12,7 @@ from protocol import dagcbor, hm_blobs
 from protocol.unixfs import file_blobs
 from server.hm_client import HmClient, HmError, search_params
 from server.providers.network import NetworkPolicy, provider_client
-from tests.fakes.hm_server import FAILURES, REFUSAL_SECRET, FakeHmServer
+from tests.fakes.hm_server import FAILURES, REFUSAL_SECRET, FakeHmProcess, FakeHmServer, fake_hm_in_thread
 from tests.hm_vectors import block_ids, load
 
 SEED = bytes(range(32))
@@ -56,10 +54,12 @@ async def test_publish_blobs_body_is_the_library_request_encoding(hm):
 
 
 async def test_unixfs_icon_then_profile(hm):
-    root, blobs = file_blobs(b"\x89PNG\r\n\x1a\n" + bytes(300_000))
+    icon = b"\x89PNG\r\n\x1a\n" + bytes(300_000)
+    root, blobs = file_blobs(icon)
     async with HmClient(hm.base_url) as client:
-        await client.publish_blobs(blobs)
+        assert await client.publish_file(icon) == root
         await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Agent", TS, root))
+    assert [[b.cid for b in call] for call in hm.published[:1]] == [[b.cid for b in blobs]]
     assert hm.get(root) is not None
     assert hm.profile(hm_blobs.account_id(SEED))["avatar"] == f"ipfs://{root}"
 
@@ -69,6 +69,7 @@ async def test_unixfs_icon_then_profile(hm):
     ("garbage", "answered something that is not JSON"),
     ("wrong-shape", "answered something that is not a PublishBlobs answer"),
     ("huge", "answered more than"),
+    ("huge-stream", "answered more than"),
     ("drop", "could not be reached"),
     ("hang", "did not answer within 0.5 s"),
 ])
@@ -87,6 +88,13 @@ async def test_each_server_failure_is_one_clear_error(hm, kind, phrase):
 async def test_a_server_that_is_not_there(unused_tcp_port):
     async with HmClient(f"http://127.0.0.1:{unused_tcp_port}") as client:
         with pytest.raises(HmError, match="could not be reached: it refused the connection"):
+            await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Agent", TS))
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "http://[::1", "no scheme"])
+async def test_an_unusable_server_url(url):
+    async with HmClient(url) as client:
+        with pytest.raises(HmError, match="not an http"):
             await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Agent", TS))
 
 
@@ -114,24 +122,28 @@ def test_query_strings_are_url_search_params():
     assert search_params({"id": "hm://z6Mk/a b?v=x~y*"}) == "id=hm%3A%2F%2Fz6Mk%2Fa+b%3Fv%3Dx%7Ey*"
 
 
-async def test_the_fake_runs_as_a_child_process_with_the_vectors(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.hm_server", "--port", "0", "--vectors"],
-                            stdout=subprocess.PIPE, text=True)
+async def test_the_fake_runs_as_a_child_process_with_the_vectors():
+    fake = await asyncio.to_thread(FakeHmProcess, vectors=True)
     try:
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 20)
-        assert line.startswith("FAKE_HM_LISTENING ")
-        url = line.split()[1]
         vector = load("accounts")["creation"][0]
-        async with HmClient(url) as client:
+        async with HmClient(fake.base_url) as client:
             account = await client.account(vector["accountId"])
             assert account["type"] == "account" and account["metadata"]["name"] == vector["name"]
             await client.publish_blobs(hm_blobs.profile_blobs(SEED, "Child", TS))
-            async with httpx.AsyncClient() as http:
-                published = (await http.get(f"{url}/_fake/published")).json()
-                assert [b["type"] for b in published[0]] == ["Profile"]
-                await http.post(f"{url}/_fake/fail", json={"kind": "refuse"})
+            published = await asyncio.to_thread(fake.published)
+            assert [(b["type"], b["value"]["name"]) for b in published[0]] == [("Profile", "Child")]
+            await asyncio.to_thread(fake.fail, "refuse")
             with pytest.raises(HmError, match="HTTP 500"):
                 await client.account(vector["accountId"])
     finally:
-        proc.terminate()
-        proc.wait(10)
+        fake.close()
+
+
+def test_the_fake_runs_in_a_thread_for_synchronous_tests():
+    with fake_hm_in_thread() as hm:
+        answer = httpx.post(f"{hm.base_url}/api/PublishBlobs", timeout=5,
+                            headers={"Content-Type": "application/cbor"},
+                            content=dagcbor.encode({"blobs": [{"cid": b.cid, "data": b.data}
+                                                              for b in hm_blobs.profile_blobs(SEED, "Sync", TS)]}))
+        assert answer.status_code == 200 and answer.json()["json"]["cids"]
+        assert hm.profile(hm_blobs.account_id(SEED))["name"] == "Sync"

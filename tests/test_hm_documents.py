@@ -143,6 +143,10 @@ async def test_publishing_refusals(hm, client):
         await client.publish_document(SEED, "# Dup", None, TS + 1)
     with pytest.raises(ValueError, match="at most"):
         await client.publish_document(SEED, "# Big\n\n" + "x" * (1024 * 1024), None, TS)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        await client.publish_document(SEED, "# Bad \ud800 text", None, TS)
+    with pytest.raises(ValueError, match="too complex"):
+        await client.publish_document(SEED, "# Brackets\n\n" + "[" * 50_000, None, TS)
     assert len(hm.published) == 1
 
 
@@ -170,3 +174,31 @@ async def test_a_failing_server_while_reading_or_publishing(hm, kind):
         with pytest.raises(HmError):
             await client.publish_document(SEED, "# Home\n\nnew text", f"hm://{ACCOUNT}", TS + 1)
         assert len(hm.published) == 1  # the account only: nothing half published
+
+
+async def test_a_document_with_lone_surrogates_reads_as_valid_unicode(hm, client):
+    await client.publish_blobs(hm_blobs.new_account_blobs(SEED, "A", TS))
+    original = hm._resource
+
+    def with_surrogate(hm_id):
+        answer = original(hm_id)
+        answer["document"]["content"][0]["block"]["text"] = "bad \ud800 text"
+        return answer
+
+    hm._resource = with_surrogate
+    markdown = await client.read_document(f"hm://{ACCOUNT}")
+    assert "bad \ufffd text" in markdown
+    markdown.encode("utf-8")
+
+
+async def test_an_account_home_document_is_updated_in_place(hm, client):
+    await client.publish_blobs(hm_blobs.new_account_blobs(SEED, "Research agent", TS, new_id=block_ids(3)))
+    home = f"hm://{ACCOUNT}"
+    before = await client.read_document(home)
+    edited = before.replace("This is an agentic account.", "I read papers about **tides**.")
+    version = await client.publish_document(SEED, edited, home, TS + 1)
+    change, ref = hm.published[-1]
+    value = dagcbor.decode(change.data)
+    assert value["depth"] == 2 and [str(d) for d in value["deps"]] == [hm.published[0][2].cid]
+    assert [str(h) for h in dagcbor.decode(ref.data)["heads"]] == [version]
+    assert await client.read_document(home) == edited

@@ -238,7 +238,7 @@ async def test_subscribe_over_http_is_400(server):
 
 async def test_unknown_paths_are_404(server):
     async with httpx.AsyncClient() as http:
-        for path in ("/", "/api", "/api/messages", "/agents/api/nope", "/agents/ws/x"):
+        for path in ("/api", "/api/messages", "/agents/api/nope", "/agents/ws/x"):   # "/": the front page
             r = await http.get(base_url(server) + path)
             assert r.status_code == 404 and r.json()["status"] == "error"
             assert_cors(r.headers)

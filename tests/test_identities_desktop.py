@@ -5,6 +5,7 @@ input: each gets one clear error and nothing is half stored or half published.""
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import time
 import uuid
@@ -20,6 +21,7 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.hm_server import REFUSAL_SECRET, FakeHmServer
 from tests.fakes.sse_base import Script
 from tests.httpraw import post
+from tests.pg import PG_URL_ENV, with_schema
 from tests.procs import ServerProcess, free_port
 from tests.wsraw import keypair
 
@@ -80,9 +82,22 @@ def publishing(tmp_path_factory, hm_port):
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    proc = _server(tmp_path_factory, "local", [])
+    """No HM server; on PostgreSQL where one is configured (SEED_AGENTS_TEST_POSTGRES_URL), so
+    the identities' SQL runs through a real server on both stores, else on SQLite."""
+    url = os.environ.get(PG_URL_ENV, "").strip()
+    schema = None
+    if url:
+        import psycopg
+
+        schema = "t_" + uuid.uuid4().hex[:16]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+    proc = _server(tmp_path_factory, "local", ["--storage-url", with_schema(url, schema)] if schema else [])
     yield proc
     proc.kill()
+    if schema:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture
@@ -242,9 +257,14 @@ async def test_bad_seeds_labels_and_icons_are_refused_and_store_nothing(publishi
     listed = await d.identities()
     assert [i["name"] for i in listed] == [imported["name"], identity["name"]]
     assert all("seed" not in i and seed.hex() not in repr(i) for i in listed)
+    # Sealed at rest: the seed is in no file of the server (database, WAL, log).
+    for path in publishing.data_dir.rglob("*"):
+        if path.is_file() and path.name != "secrets.key":
+            data = path.read_bytes()
+            assert seed not in data and seed.hex().encode() not in data, path
 
 
-@pytest.mark.parametrize("kind", ["refuse", "hang", "garbage", "drop"])
+@pytest.mark.parametrize("kind", ["refuse", "hang", "garbage", "drop", "wrong-shape", "huge"])
 async def test_an_hm_server_failure_is_a_502_naming_it_and_stores_nothing(publishing, hm, http, kind):
     d = desk(http, publishing, f"hm-{kind}")
     hm.fail(kind)
@@ -359,3 +379,31 @@ async def test_the_health_answer_states_every_capability_truthfully(publishing, 
             if hm_url:
                 expected.update(hmServerUrl=hm_url, ipfsServerUrl=hm_url)
             assert capabilities == expected
+
+
+async def test_an_account_made_before_there_was_an_hm_server_goes_up_whole_at_its_first_update(tmp_path, http):
+    from server.main import start_server
+    from tests.conftest import make_config
+
+    offline = await start_server(make_config(tmp_path))
+    try:
+        d = Desk(http, f"http://127.0.0.1:{offline.port}", keypair("offline-first"))
+        made = (await d.ok({"_": "CreateSigningIdentity", "label": "Early"}))["identity"]
+        imported = (await d.ok({"_": "ImportSigningIdentity", "seed": b"\x09" * 32, "label": "Theirs"}))["identity"]
+    finally:
+        await offline.stop()
+    async with FakeHmServer() as hm:
+        online = await start_server(make_config(tmp_path, hm_server_url=hm.base_url))
+        try:
+            d.base = f"http://127.0.0.1:{online.port}"
+            renamed = (await d.ok({"_": "UpdateSigningIdentity", "name": made["name"], "label": "Later"}))["identity"]
+            assert renamed["serverUrl"] == hm.base_url
+            assert [b.type for b in hm.published[-1]] == ["Profile", "Change", "Change", "Ref"]
+            assert hm.profile(made["accountId"])["name"] == "Later"
+            await d.ok({"_": "UpdateSigningIdentity", "name": made["name"], "label": "Later still"})
+            assert [b.type for b in hm.published[-1]] == ["Profile"]
+            # An imported account only ever gets a profile: its home document is its owner's.
+            await d.ok({"_": "UpdateSigningIdentity", "name": imported["name"], "label": "Theirs too"})
+            assert [b.type for b in hm.published[-1]] == ["Profile"] and len(hm.published) == 3
+        finally:
+            await online.stop()

@@ -107,8 +107,8 @@ async def test_delete_agent_while_a_reply_streams(server):
             "SubscribeResponse"   # afterSeq: not the bytes of c's own Subscribe of this millisecond
         await send(c, a, sid, "talk")
         await send(c, a, sid, "queued behind")
-        async with asyncio.timeout(10):
-            while (await watcher.event())["_"] != "appendPartial":
+        async with asyncio.timeout(10):   # the reply's text streams (live activity comes first)
+            while "textDelta" not in (e := await watcher.event()).get("patch", {}):
                 pass
         r = await call(c, a, {"_": "DeleteAgent", "agentId": agent_id})
         assert r == {"_": "DeleteAgentResponse", "agentId": agent_id}

@@ -246,9 +246,9 @@ async def test_delete_while_a_reply_streams(server):
         assert (await call(watcher, a, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
             "SubscribeResponse"   # afterSeq: not the bytes of c's own Subscribe of this millisecond
         r = await send(c, a, sid, "talk a lot")
-        # wait until the reply is streaming
+        # wait until the reply is streaming (its text: live activity comes first)
         async with asyncio.timeout(10):
-            while (await watcher.event())["_"] != "appendPartial":
+            while "textDelta" not in (e := await watcher.event()).get("patch", {}):
                 pass
         r = await call(c, a, {"_": "DeleteSession", "sessionId": sid})
         assert r["_"] == "DeleteSessionResponse"

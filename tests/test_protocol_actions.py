@@ -247,7 +247,7 @@ def test_message_session():
     ([context("only")], ("at least one text part",)),
     ([text("  \n")], ("at least one text part",)),
     ([text("x"), 5], ("content[1]", "map")),
-    ([{"type": "image"}], ("content[0].type", "'text' or 'context'")),
+    ([{"type": "image"}], ("content[0].type", "'text', 'context' or 'attachment'")),
     ([{"text": "x"}], ("content[0].type",)),
     ([text(None)], ("content[0].text", "required")),
     ([text(5)], ("content[0].text", "text")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from protocol import dagcbor
+from protocol.frame_limits import UPLOAD_FRAME_BYTES
 from protocol.envelope import sign_envelope
 from protocol.framing_http import HttpFraming
 from protocol.framing_types import Refusal, Request, Unsubscribe
@@ -70,7 +71,12 @@ def test_http_routes_head_checks_and_answers():
     assert h.check_head("application/cbor; charset=binary", 10) is None
     assert h.check_head("application/json", 10).value["status"] == 415
     assert h.check_head(None, None).value["status"] == 415
-    assert h.check_head("application/cbor", 1001).value["status"] == 413
+    # the head allows an upload chunk's frame (protocol/frame_limits.py); the body's own action
+    # decides the rest (`read`): past the limit, only an upload action is read
+    assert h.check_head("application/cbor", UPLOAD_FRAME_BYTES + 1).value["status"] == 413
+    assert h.read(sign_envelope(KP, {"_": "SetSecret", "name": "s", "value": b"v" * 1000})).value["status"] == 413
+    big_chunk = sign_envelope(KP, {"_": "AppendFileUploadChunk", "uploadId": "u", "offset": 0, "content": b"v" * 5000})
+    assert h.read(big_chunk) == Request(None, big_chunk)
     sub = sign_envelope(KP, {"_": "Subscribe", "key": "sessions/x"})
     assert h.read(sub).value["status"] == 400
     assert h.read(b"\xff") == Request(None, b"\xff")   # the pipeline says what is wrong with it

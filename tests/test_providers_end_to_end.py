@@ -131,7 +131,8 @@ async def test_a_streamed_turn_and_its_failures(server, logs, fake_cls, type_, u
         fake.enqueue(Script(chunks=["a", "b"], error_after=1, error_message=f"boom {KEY}"))
         patches, error = await turn(c, kp, sid)
         assert error["type"] == "error" and "boom" not in error["message"]
-        assert error["message"].startswith(f"provider {type_} at {fake.base_url}: HTTP")
+        # The provider is named by its type; its URL is in the log only (readers see this event).
+        assert error["message"].startswith(f"provider {type_}: HTTP") and fake.base_url not in error["message"]
         assert patches[-1] == {"done": True}
         assert await settled_status(c, kp, sid) == "error"   # its latest run failed
 
@@ -230,5 +231,5 @@ async def test_unreachable_port_is_502(server):
     await configure(c, kp, "ollama", f"http://127.0.0.1:{free_port()}/v1")
     r = await c.call(kp, {"_": "ListProviderModels", "provider": "p"})
     assert r["_"] == "Error" and r["status"] == 502
-    assert r["message"].startswith("could not list models: provider ollama at http://127.0.0.1:")
+    assert r["message"].startswith("could not list models: provider ollama: ") and "127.0.0.1" not in r["message"]
     await c.close()

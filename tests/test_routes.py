@@ -25,8 +25,13 @@ def test_reads_are_said_per_action():
     assert {n for n, r in ROUTES.items() if r.read} == {
         "ListProviderModels", "ListModelProviders", "GetAgent", "ListAgents", "ListSessions",
         "GetSession", "Subscribe", "GetRun", "ListRuns", "ListAgentCollaborators", "ListAgentInvites",
-        "ListSigningIdentities"} | {
+        "ListSigningIdentities",
+        # files
+        "ListAgentMemory", "ReadAgentMemoryFile", "SearchAgentMemory", "ReadSessionAttachment"} | TOOL_READS | {
         "ListAgentTriggers", "GetAgentTrigger"}   # triggers
+
+
+TOOL_READS = {"ListAgentTools", "GetRunJournal", "ListMcpServers"}   # section 8: tools and the run tree
 
 
 def _samples(agent_id: str, session_id: str) -> dict[str, list[dict]]:

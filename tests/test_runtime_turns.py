@@ -83,7 +83,7 @@ async def test_streamed_reply_usage_and_history(server):
             {"role": "system", "content": "You are terse."},
             {"role": "user", "content": "first\n\nContext:\nnote A\nnote B"}]
         # The tools it can use, from their declarations; `call` names what it reaches.
-        assert [t["function"]["name"] for t in first["tools"]] == ["read", "write", "call", "plan", "status"]
+        assert [t["function"]["name"] for t in first["tools"]] == ["read", "write", "call", "plan", "status", "delegate"]
         assert "\n- search — " in first["tools"][2]["function"]["description"]
         assert second["messages"] == first["messages"] + [
             {"role": "assistant", "content": "Hello there"}, {"role": "user", "content": "second"}]

@@ -80,6 +80,9 @@ def test_version_3_adds_the_shapes_columns():
     assert "runs_active_by_agent.xinfo" in v3 and "runs_active_by_agent.xinfo" not in v2
 
 
+VERSION_8_TABLES = {"run_event_waits", "run_journal", "tool_documents", "mcp_servers"}
+
+
 def test_expected_tables_and_strictness():
     conn = from_baseline()
     # Plain tables only: an FTS5 table (`virtual`) and its `shadow` tables are SQLite's own.
@@ -89,7 +92,7 @@ def test_expected_tables_and_strictness():
                            "agents", "sessions", "session_events", "runs", "idempotency",
                            "accepted_signatures", "agent_collaborators",
                            "signing_identities",
-                           "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"} | {
+                           "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"} | VERSION_8_TABLES | {
         # version 9: triggers
         "agent_triggers", "trigger_firings", "trigger_event_claims", "activity_watermarks",
         "webhook_trigger_credentials"}

@@ -99,7 +99,7 @@ async def test_a_second_server_on_the_same_database_refuses_until_the_first_is_g
     await asyncio.to_thread(first.start)
     start_line = [line for line in first.log.read_text().splitlines() if "listening on" in line][0]
     assert start_line.endswith(f"seed-agents listening on {first.url} (Seed desktop: "
-                               f"http://127.0.0.1:{first.port}; database {data}/agents.sqlite)")
+                               f"http://127.0.0.1:{first.port}; database {data}/agents.sqlite, new database)")
     try:
         second = await asyncio.to_thread(start_second, data)
         assert (second.returncode, second.stdout) == (2, "")
@@ -114,3 +114,23 @@ async def test_a_second_server_on_the_same_database_refuses_until_the_first_is_g
         assert (data / "agents.sqlite.lock").read_text() == f"{third.proc.pid}\n"
     finally:
         assert await asyncio.to_thread(third.terminate) == 0
+
+
+async def test_a_second_server_through_a_symlink_to_the_database_refuses(tmp_path):
+    # issue 27 finding 9: the lock is named after the resolved file, not the path given.
+    data = tmp_path / "data"
+    first = ServerProcess(data)
+    await asyncio.to_thread(first.start)
+    try:
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "agents.sqlite").symlink_to(data / "agents.sqlite")
+        second = await asyncio.to_thread(start_second, other)
+        assert second.returncode == 2 and "already using the database" in second.stderr
+        assert f"pid {first.proc.pid}" in second.stderr
+        linked = tmp_path / "linked"   # the whole folder as a symlink
+        linked.symlink_to(data)
+        second = await asyncio.to_thread(start_second, linked)
+        assert second.returncode == 2 and "already using the database" in second.stderr
+    finally:
+        first.terminate()

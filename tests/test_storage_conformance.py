@@ -22,9 +22,11 @@ from server.storage import parse_storage_url
 from server.store import accounts as accounts_q
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
+from server.store import codec
 from server.store import collaborators as collab_q
 from server.store import events as events_q
 from server.store import idempotency as idem_q
+from server.store import identities as identities_q
 from server.store import key_check
 from server.store import owners as owners_q
 from server.store import provider_removal as removal_q
@@ -465,9 +467,33 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(sessions_q.delete_session, "s2")
     r(sessions_q.get_session, "s1")
     r(runs_q.get_run, "r2")
+    # Signing identities: sealed seeds, who signs with one, a retried create after a delete.
+    name = "hm-account-z6MkIdentity0001"
+    sealed = box.seal(b"\x05" * 32, identities_q.identity_aad(ACCOUNT, name))
+    await w(identities_q.insert_identity, ACCOUNT, name, "z6MkIdentity0001xyz", "4b1d0c7e-0000-4000-8000-000000000009",
+            sealed, "Label", None, "created", T0 + 70)
+    r(identities_q.get_identity, ACCOUNT, name)
+    r(identities_q.open_seed, box, ACCOUNT, name)
+    r(identities_q.origin_of, ACCOUNT, name)
+    r(identities_q.list_identities, ACCOUNT)
+    r(identities_q.list_identities, ACCOUNT, [name])
+    r(identities_q.count_identities, ACCOUNT)
+    r(identities_q.missing_names, ACCOUNT, [name, "absent"])
+    await w(identities_q.update_identity, ACCOUNT, name, "New", "ipfs://bafyicon", "http://hm", T0 + 71)
+    await w(agents_q.create_agent, "a3", ACCOUNT, {"name": "signer", "signingKeys": [name]}, "/tmp/a3", T0 + 72)
+    r(identities_q.agents_signing_with, ACCOUNT, name)
+    await w(idem_q.idem_put, ACCOUNT, "CreateSigningIdentity", "c2", b"fp",
+            codec.encode({"identity": {"name": name}}), T0 + 73)
+    await w(identities_q.forget_idempotency, ACCOUNT, name)
+    r(idem_q.idem_get, ACCOUNT, "CreateSigningIdentity", "c2")
+    await w(identities_q.delete_identity, ACCOUNT, name)
+    await w(identities_q.delete_identity, ACCOUNT, name)
     # The shared secrets key: recorded by the first key, accepted again, refused for another.
     await w(key_check.same_key, SecretBox(bytes(32)))
     await w(key_check.same_key, SecretBox(bytes(32)))
+    await w(key_check.same_key, SecretBox(bytes([1]) * 32))
+    # --accept-new-secrets-key: the other key recorded, then accepted.
+    await w(key_check.record_key, SecretBox(bytes([1]) * 32))
     await w(key_check.same_key, SecretBox(bytes([1]) * 32))
     return out
 

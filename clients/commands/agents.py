@@ -4,15 +4,15 @@ from __future__ import annotations
 import contextlib
 import uuid
 
-from clients.commands.common import CliError, open_client
+from clients.commands.common import CliError, open_client, say
+from clients.commands.resolve import agent_id, all_agents, provider_model
 from clients.errors import AgentsError
-from clients.render import agent_line
+from clients.render import as_json, table, when
 
 
 async def create(args) -> int:
-    model = args.model or (args.provider if args.provider == "echo" else None)
-    if model is None:
-        raise CliError(f"--model is required with --provider {args.provider}")
+    # Without --model: echo's own, or the one the provider was set with (`providers set --model`).
+    model = args.model or (args.provider if args.provider == "echo" else await provider_model(args, args.provider))
     definition = {"name": args.name, "systemPrompt": args.system_prompt,
                   "modelProvider": args.provider, "model": model}
     async with open_client(args) as client:
@@ -34,16 +34,25 @@ async def create(args) -> int:
 
 async def list_(args) -> int:
     async with open_client(args) as client:
-        response = await client.list_agents()
-    for agent in response.get("agents", []):
-        print(agent_line(agent))
+        agents = await all_agents(client)
+    if args.json:
+        print(as_json(agents))
+        return 0
+    if not agents:
+        say("no agents yet: `seed-agents agents create --name NAME` (or `seed-agents chat`) makes one")
+        return 0
+    rows = [[str(a.get("id", "")), str((a.get("definition") or {}).get("name", "")), str(a.get("status", "")),
+             f"{(a.get('definition') or {}).get('modelProvider', '')}/{(a.get('definition') or {}).get('model', '')}",
+             when(a.get("updatedAt"))] for a in agents]
+    print(table(["ID", "NAME", "STATUS", "PROVIDER/MODEL", "UPDATED"], rows))
     return 0
 
 
 async def delete(args) -> int:
     async with open_client(args) as client:
-        await client.delete_agent(args.agent_id)
-    print(f"deleted agent {args.agent_id}")
+        agent = await agent_id(client, args.agent_id)
+        await client.delete_agent(agent)
+    print(f"deleted agent {agent}")
     return 0
 
 
@@ -52,19 +61,22 @@ def register(sub, common) -> None:
                             description="Create and list the agents of your account.")
     asub = agents.add_subparsers(dest="agents_command", metavar="{create,list,delete}", required=True)
     p = asub.add_parser("create", parents=[common], help="create an agent and print its id",
-                        description="Create an agent and print its id.")
-    p.add_argument("--name", required=True, help="a name for people")
+                        description="Create an agent and print its id. Without --model it uses the "
+                                    "model its provider was set with (`providers set NAME --model M`).")
+    p.add_argument("--name", required=True, help="a name for people (commands take it for the id)")
     p.add_argument("--system-prompt", default="", help="the system prompt (default empty)")
     p.add_argument("--provider", default="echo",
                    help="a model provider of the account, or the built-in echo (default)")
-    p.add_argument("--model", default=None, help="model name (default echo for the echo provider)")
+    p.add_argument("--model", default=None, help="model name (default: the one the provider was "
+                   "set with, `providers set NAME --model M`; echo for the echo provider)")
     p.add_argument("--no-identity", action="store_true",
                    help="do not make the agent a Seed account of its own (a signing identity) first")
     p.set_defaults(run=create)
     p = asub.add_parser("list", parents=[common], help="list agents, newest update first",
-                        description="List your agents: id, name, status, provider/model.")
+                        description="List your agents: id, name, status, provider/model, last update.")
+    p.add_argument("--json", action="store_true", help="print the agents as JSON, as the server gave them")
     p.set_defaults(run=list_)
     p = asub.add_parser("delete", parents=[common], help="delete an agent with its sessions and runs",
                         description="Delete an agent, its sessions, their events and its runs.")
-    p.add_argument("agent_id", metavar="AGENT_ID")
+    p.add_argument("agent_id", metavar="AGENT", help="the agent's name, id, or the start of its id")
     p.set_defaults(run=delete)

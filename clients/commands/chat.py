@@ -9,70 +9,55 @@ scripts get only the replies on stdout.
 from __future__ import annotations
 
 import asyncio
-import queue
+import concurrent.futures
 import sys
 import threading
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 from protocol.keys import Keypair
 
+from clients.commands import resolve
 from clients.commands.common import CliError, checked_url, explain, open_client, say
 from clients.commands.reply import send_message, stream_reply
 from clients.commands.send import finish_reply, write_out
 from clients.errors import AgentsError
 from clients.keyfile import KeyFileError, read_key, resolve_key_path, write_key
+from clients.render import event_line
 
 CHAT_AGENT = {"name": "chat", "systemPrompt": "You are a helpful assistant.",
               "modelProvider": "echo", "model": "echo"}
 PROMPT = "you> "
 THINKING, ERASE = "…", "\b \b"
 HISTORY_SIZE = 1000
+RESUME_EVENTS = 10   # events shown when `chat --session` goes back to a conversation
 HELP = """chat commands:
   /help       this list
   /new        start a new session with the same agent
-  /agent ID   switch to the agent ID (in a new session)
-  /quit       leave (Ctrl-D too)
+  /agent ID   switch to the agent ID (or name), in a new session
+  /quit       leave (Ctrl-D, or Ctrl-C twice, too)
+Ctrl-C during a reply stops it.
 Up/Down recall earlier lines; Left/Right, Home/End and Ctrl-R edit and search them."""
 
 
 class LineReader:
-    """Lines without blocking the event loop. A daemon thread reads one line when asked (so a
-    prompt appears only once the reply is done), because a blocking read cannot be cancelled
-    and must not keep the process alive after /quit or Ctrl-C."""
+    """Lines from the person, read on the main thread (so Ctrl-C reaches the prompt as
+    KeyboardInterrupt): `input()` with readline on a terminal, plain lines from a pipe."""
 
     def __init__(self, interactive: bool, history: Path | None) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._asks: queue.SimpleQueue[None] = queue.SimpleQueue()
-        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
         self.interactive = interactive
         self._history = history
-        if interactive:
-            self._readline = _load_readline(history)
-        threading.Thread(target=self._pump, name="stdin", daemon=True).start()
+        self._readline = _load_readline(history) if interactive else None
 
-    def _read(self) -> str | None:
+    def get(self) -> str | None:
+        """The next line, or None at the end of input (Ctrl-D). Ctrl-C raises KeyboardInterrupt."""
         if not self.interactive:
             return sys.stdin.readline() or None
         try:
             return input(PROMPT)   # readline edits the line, with history
         except EOFError:
             return None
-
-    def _pump(self) -> None:
-        while True:
-            self._asks.get()
-            line = self._read()
-            try:
-                self._loop.call_soon_threadsafe(self._lines.put_nowait, line)
-            except RuntimeError:
-                return  # the loop is gone: chat has ended
-            if line is None:
-                return
-
-    async def get(self) -> str | None:
-        self._asks.put(None)
-        return await self._lines.get()
 
     def save(self) -> None:
         if self.interactive and self._readline is not None and self._history is not None:
@@ -116,9 +101,10 @@ def _key(args) -> Keypair:
 
 async def _agent(client, wanted: str | None) -> str:
     if wanted:
-        await client.get_agent(wanted)  # a clear 404 now rather than at the first message
-        return wanted
-    for agent in (await client.list_agents()).get("agents", []):
+        agent_id = await resolve.agent_id(client, wanted)
+        await client.get_agent(agent_id)  # a clear 404 now rather than at the first message
+        return agent_id
+    for agent in await resolve.all_agents(client):
         if agent.get("definition", {}).get("name") == CHAT_AGENT["name"]:
             return agent["id"]
     agent_id = (await client.create_agent(dict(CHAT_AGENT)))["agentId"]
@@ -134,6 +120,12 @@ class Conversation:
         self.agent_id = agent_id
         self.session_id = ""
         self.sub = None
+        self.streamed: list[str] = []   # the reply being written, as it came
+        self.marked = False             # the thinking mark is on screen until the first piece
+
+    def _hello(self, resumed: str = "") -> None:
+        say(f"agent {self.agent_id}, session {self.session_id}{resumed}. Type a message; /help lists "
+            "the commands, Ctrl-C stops a reply, /quit or Ctrl-D leaves.")
 
     async def new_session(self) -> None:
         if self.sub is not None:
@@ -141,8 +133,26 @@ class Conversation:
         title = time.strftime("chat %Y-%m-%d %H:%M")
         self.session_id = (await self.client.create_session(self.agent_id, title=title))["sessionId"]
         self.sub = await self.client.subscribe(f"sessions/{self.session_id}", after_seq=0)
-        say(f"agent {self.agent_id}, session {self.session_id}. Type a message; /help lists "
-            "the commands, /quit or Ctrl-D leaves.")
+        self._hello()
+
+    async def resume(self, wanted: str) -> None:
+        """Go back to a session: show its last events, then follow it from there."""
+        session_id = await resolve.session_id(self.client, wanted)
+        recent: list[dict] = []
+        after = 0
+        while True:
+            response = await self.client.get_session(session_id, after_seq=after, limit=1000)
+            recent = (recent + response.get("events", []))[-RESUME_EVENTS:]
+            if "nextAfterSeq" not in response:
+                break
+            after = response["nextAfterSeq"]
+        self.agent_id = response["session"]["agentId"]
+        self.session_id = session_id
+        last = recent[-1]["seq"] if recent else 0
+        self.sub = await self.client.subscribe(f"sessions/{session_id}", after_seq=last)
+        for event in recent:
+            say(event_line(event))
+        self._hello(f" (resumed: its last {len(recent)} events above)" if recent else " (resumed)")
 
     async def turn(self, text: str, interactive: bool, url: str) -> None:
         try:
@@ -153,6 +163,7 @@ class Conversation:
             say(explain(exc, url))
             return
         streamed: list[str] = []
+        self.streamed, self.marked = streamed, interactive
         if interactive:
             write_out(THINKING)   # erased by the first token
 
@@ -167,59 +178,131 @@ class Conversation:
             write_out(ERASE)
         finish_reply(reply, streamed)
 
+    async def stop(self) -> None:
+        """Ctrl-C during a reply: StopSession (the run is canceled at once, nothing more streams),
+        and the line tidied: the thinking mark erased, or the cut reply ended."""
+        await self.client.stop_session(self.session_id)
+        if self.streamed:
+            write_out("\n")
+        elif self.marked:
+            write_out(ERASE)
 
-async def command(conv: Conversation, line: str) -> bool:
-    """Run a /command; False when it is /quit."""
-    name, _, rest = line.strip().partition(" ")
-    if name == "/quit":
-        return False
-    if name == "/help":
-        say(HELP)
-    elif name == "/new":
-        await conv.new_session()
-    elif name == "/agent" and rest.strip():
+    async def command(self, line: str) -> bool:
+        """Run a /command; False when it is /quit."""
+        name, _, rest = line.strip().partition(" ")
+        if name == "/quit":
+            return False
+        if name == "/help":
+            say(HELP)
+        elif name == "/new":
+            await self.new_session()
+        elif name == "/agent" and rest.strip():
+            try:
+                agent_id = await resolve.agent_id(self.client, rest.strip())
+                await self.client.get_agent(agent_id)
+            except AgentsError as exc:
+                say(explain(exc, self.client.url))
+                return True
+            except CliError as exc:
+                say(str(exc))
+                return True
+            self.agent_id = agent_id
+            await self.new_session()
+        else:
+            say(f"unknown chat command {line.strip()!r}; /help lists them")
+        return True
+
+
+class LoopThread:
+    """The asyncio loop on a thread of its own: the client lives there, while the main thread
+    reads lines and so receives Ctrl-C (a blocking read elsewhere could not be interrupted)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="chat-loop", daemon=True)
+        self._thread.start()
+
+    def submit(self, coro) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro):
+        """Run `coro` on the loop and wait for its result (Ctrl-C here cancels it and re-raises)."""
+        future = self.submit(coro)
         try:
-            await conv.client.get_agent(rest.strip())
-        except AgentsError as exc:
-            say(explain(exc, conv.client.url))
-            return True
-        conv.agent_id = rest.strip()
-        await conv.new_session()
+            return future.result()
+        except KeyboardInterrupt:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+async def _open(stack: AsyncExitStack, args, keypair, on_state) -> Conversation:
+    client = await stack.enter_async_context(open_client(args, keypair=keypair, on_state=on_state))
+    if args.session:
+        conv = Conversation(client, "")
+        await conv.resume(args.session)
     else:
-        say(f"unknown chat command {line.strip()!r}; /help lists them")
-    return True
+        conv = Conversation(client, await _agent(client, args.agent))
+        await conv.new_session()
+    return conv
 
 
-async def chat(args) -> int:
+def chat(args) -> int:
     interactive = sys.stdin.isatty()
     url = checked_url(args)
+    keypair = _key(args)
 
     def on_state(state: str, detail: str) -> None:
         say(f"[{'connection lost: ' + detail + '; reconnecting' if state == 'disconnected' else 'reconnected'}]")
 
-    async with open_client(args, keypair=_key(args), on_state=on_state) as client:
-        conv = Conversation(client, await _agent(client, args.agent))
-        await conv.new_session()
+    loop = LoopThread()
+    stack = AsyncExitStack()
+    lines = None
+    try:
+        conv = loop.run(_open(stack, args, keypair, on_state))
         lines = LineReader(interactive, history_path() if interactive else None)
-        try:
-            while True:
-                line = await lines.get()
-                if line is None:
-                    if interactive:
-                        write_out("\n")
+        interrupted = False   # the last thing the person did was Ctrl-C
+        while True:
+            try:
+                line = lines.get()
+            except KeyboardInterrupt:
+                write_out("\n")
+                if interrupted:
+                    return 0   # a second Ctrl-C at the prompt leaves
+                say("(Ctrl-C again, /quit or Ctrl-D leaves)")
+                interrupted = True
+                continue
+            interrupted = False
+            if line is None:
+                if interactive:
+                    write_out("\n")
+                return 0
+            text = line.rstrip("\r\n")
+            if not text.strip():
+                continue
+            if text.startswith("/") and not text.startswith("//"):
+                if not loop.run(conv.command(text)):
                     return 0
-                text = line.rstrip("\r\n")
-                if not text.strip():
-                    continue
-                if text.startswith("/") and not text.startswith("//"):
-                    if not await command(conv, text):
-                        return 0
-                    continue
+                continue
+            try:
                 # The thinking mark is drawn only on a terminal, never into a pipe.
-                await conv.turn(text[1:] if text.startswith("//") else text,
-                                interactive and sys.stdout.isatty(), url)
-        finally:
+                loop.run(conv.turn(text[1:] if text.startswith("//") else text,
+                                   interactive and sys.stdout.isatty(), url))
+            except KeyboardInterrupt:
+                loop.run(conv.stop())
+                say("[stopped]")
+                interrupted = True
+    finally:
+        if lines is not None:
             lines.save()
+        try:
+            loop.run(stack.aclose())
+        except (Exception, KeyboardInterrupt):  # noqa: BLE001 - leaving anyway
+            pass
+        loop.close()
 
 
 def register(sub, common) -> None:
@@ -227,8 +310,12 @@ def register(sub, common) -> None:
                        description="Chat with an agent: creates a key, an echo agent and a session "
                                    "when missing, then reads lines and streams each reply. On a "
                                    "terminal: line editing and history (readline), /help, /new, "
-                                   "/agent ID; /quit or Ctrl-D exits. A line starting with // "
-                                   "sends the text after the first /.")
-    p.add_argument("--agent", default=None, metavar="ID", help="chat with this agent "
-                   "(default: your agent named 'chat', created with the echo provider if missing)")
+                                   "/agent NAME; Ctrl-C stops a reply, Ctrl-C twice, /quit or "
+                                   "Ctrl-D exits. A line starting with // sends the text after the "
+                                   "first /.")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--agent", default=None, metavar="AGENT", help="chat with this agent, by name "
+                       "or id (default: your agent named 'chat', created with the echo provider if missing)")
+    which.add_argument("--session", default=None, metavar="SESSION", help="go back to this session "
+                       "(id, start of its id, or title): its recent events are shown, then the chat goes on")
     p.set_defaults(run=chat)

@@ -134,6 +134,9 @@ def unreachable(err: AgentsError, url: str) -> str:
     if cause == "subprotocol":
         return (f"{url} speaks WebSocket but not the Seed Agents protocol (seed-agents.v2): "
                 f"check that --url points at a Seed Agents server")
+    if cause == "tls-plain":
+        return (f"{where} speaks plain HTTP, not TLS (https:// / wss://): use http://{where} "
+                f"(or ws://{where}/agents/ws) in --url / {ENV_URL}")
     if cause == "timeout":
         return (f"no answer from {where} in time: check the host and port in --url, and that no "
                 f"firewall is in the way")

@@ -5,9 +5,9 @@ is read from a variable (`--api-key-env`) or a file (`--api-key-file`, `-` for s
 hidden prompt on a terminal), stored with `SetSecret` under `provider-NAME-api-key`, and the
 provider names that secret in `secretRefs.apiKey`. Nothing here prints the key.
 
-`--model` is a hint, not stored: the provider config's `modelDefaults` are request-body
-extras in which `model` is reserved, and the model belongs to each agent. With `--model`, the
-command prints the `agents create` line that uses it.
+`--model` is stored as the provider's `defaultModel` (listed by ListModelProviders): each agent
+still names its model, and `agents create --provider NAME` takes that one when given no
+`--model`. The command ends with the `agents create` line that uses the provider.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from clients.commands.common import CliError, open_client, say
 from clients.errors import AgentsError
+from clients.render import as_json, table
 
 TYPES = ("openai", "anthropic", "google", "ollama", "openrouter", "deepseek", "groq", "xai", "custom")
 # Hosted services refuse anonymous calls: better said now than at the first message.
@@ -65,6 +66,8 @@ async def set_(args) -> int:
         provider["baseUrl"] = args.base_url
     if key is not None:
         provider["secretRefs"] = {"apiKey": secret_name(args.name)}
+    if args.model:
+        provider["defaultModel"] = args.model   # `agents create --provider NAME` defaults to it
     async with open_client(args) as client:
         # The provider first: a config the server refuses (a type it does not support) then
         # leaves no key behind.
@@ -79,17 +82,16 @@ async def set_(args) -> int:
     return 0
 
 
-def provider_line(entry: dict) -> str:
-    """One RedactedModelProvider: the server never returns base URLs or secret names."""
-    key = "key stored" if entry.get("hasSecrets") else "no key"
-    return f"{entry.get('name', '?')!s:<20}  {entry.get('type', '?')!s:<10}  ({key})"
-
-
 async def list_(args) -> int:
     async with open_client(args) as client:
         response = await client.list_model_providers()
-    for entry in response.get("providers", []):
-        print(provider_line(entry))
+    providers = response.get("providers", [])
+    if args.json:
+        print(as_json(providers))
+        return 0
+    rows = [[str(p.get("name", "")), str(p.get("type", "")), "stored" if p.get("hasSecrets") else "none",
+             str(p.get("defaultModel", ""))] for p in providers]
+    print(table(["NAME", "TYPE", "API KEY", "MODEL"], rows))
     return 0
 
 
@@ -135,14 +137,16 @@ def register(sub, common) -> None:
     key.add_argument("--api-key-file", metavar="FILE", default=None,
                      help="read the API key from this file (- : stdin, or a hidden prompt)")
     p.add_argument("--model", metavar="M", default=None,
-                   help="a model to suggest for `agents create` (agents choose their model)")
+                   help="the provider's model: what `agents create --provider NAME` uses when it "
+                        "is given no --model")
     p.set_defaults(run=set_)
     p = psub.add_parser("list", parents=[common], help="list your providers (never their keys)",
                         description="List your providers: name, type, and whether a key is "
-                                    "stored (the server never shows keys, URLs or secret names).")
+                                    "stored, its model (the server never shows keys, URLs or secret names).")
+    p.add_argument("--json", action="store_true", help="print the providers as JSON, as the server gave them")
     p.set_defaults(run=list_)
     p = psub.add_parser("delete", parents=[common], help="delete a provider",
-                        description="Delete the provider NAME (DeleteModelProvider): its key "
+                        description="Delete the provider NAME: its key "
                                     "secret goes too when no other provider uses it.")
     p.add_argument("name", metavar="NAME")
     p.set_defaults(run=delete)

@@ -28,13 +28,15 @@ async def last_seq(client, session_id: str) -> int:
         after = response["nextAfterSeq"]
 
 
-async def send_message(client, session_id: str, text: str) -> dict:
+async def send_message(client, session_id: str, text: str, attachment_ids=()) -> dict:
     """MessageSession, retried across a dropped connection with the same clientMessageId, so
     the message is stored once even when the first answer was lost."""
     message_id = str(uuid.uuid4())
     attempt = 1
     while True:
         try:
+            if attachment_ids:
+                return await client.message_with_attachments(session_id, text, attachment_ids, message_id)
             return await client.message_session(session_id, text, client_message_id=message_id)
         except AgentsError as exc:
             if exc.reason != "lost" or attempt >= SEND_ATTEMPTS:

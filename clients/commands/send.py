@@ -4,7 +4,9 @@ from __future__ import annotations
 import sys
 
 from clients.commands.common import open_client, say
+from clients.commands.memory import upload_attachment
 from clients.commands.reply import last_seq, send_message, stream_reply
+from clients.commands.resolve import session_arg
 
 
 def write_out(text: str) -> None:
@@ -13,11 +15,14 @@ def write_out(text: str) -> None:
 
 
 async def send(args) -> int:
+    args.session = await session_arg(args)   # a title or id prefix as the full id
     async with open_client(args) as client:
+        session = await session_id(client, args.session)
+        attached = [(await upload_attachment(client, session, path))["id"] for path in args.attach or ()]
         # Subscribe first, from the current end, so the reply cannot slip past unseen.
-        start = await last_seq(client, args.session)
-        async with await client.subscribe(f"sessions/{args.session}", after_seq=start) as sub:
-            sent = await send_message(client, args.session, args.text)
+        start = await last_seq(client, session)
+        async with await client.subscribe(f"sessions/{session}", after_seq=start) as sub:
+            sent = await send_message(client, session, args.text, attached)
             streamed: list[str] = []
 
             def write(text: str) -> None:
@@ -51,4 +56,6 @@ def register(sub, common) -> None:
                        description="Send TEXT to SESSION and print the reply as it streams.")
     p.add_argument("session", metavar="SESSION")
     p.add_argument("text", metavar="TEXT")
+    p.add_argument("--attach", metavar="FILE", action="append",
+                   help="attach a file to the message (repeatable; over 2 MiB it goes in chunks)")
     p.set_defaults(run=send)

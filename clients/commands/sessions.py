@@ -1,59 +1,73 @@
-"""`sessions create|list|rename|delete|retry` and `history`."""
+"""`sessions create|list|rename|delete|retry|stop` and `history`."""
 from __future__ import annotations
 
-from clients.commands.common import open_client
-from clients.render import event_line, session_line
+from clients.commands.common import open_client, say
+from clients.commands.resolve import agent_id, agent_name, all_sessions, session_id
+from clients.render import as_json, event_line, session_line, table, when
 
 HISTORY_PAGE = 1000
 
 
 async def create(args) -> int:
     async with open_client(args) as client:
-        response = await client.create_session(args.agent_id, title=args.title)
+        response = await client.create_session(await agent_id(client, args.agent_id), title=args.title)
     print(response["sessionId"])
     return 0
 
 
 async def list_(args) -> int:
     async with open_client(args) as client:
-        cursor = None
-        while True:
-            # the cursor ({updatedBefore, idBefore}) goes back exactly as it came
-            response = await client.list_sessions(agent_id=args.agent, cursor=cursor,
-                                                  include_children=False if args.top_level else None)
-            for session in response.get("sessions", []):
-                print(session_line(session))
-            cursor = response.get("nextCursor")
-            if not cursor:
-                return 0
+        agent = await agent_id(client, args.agent) if args.agent else None
+        sessions, agents = await all_sessions(client, agent, args.top_level)
+    if args.json:
+        print(as_json(sessions))
+        return 0
+    if not sessions:
+        say("no sessions yet: `seed-agents chat` or `seed-agents sessions create AGENT` starts one")
+        return 0
+    rows = [[str(s.get("id", "")), agent_name(agents.get(s.get("agentId"))) or str(s.get("agentId", "")),
+             str(s.get("status", "")), when(s.get("updatedAt")), str(s.get("title", ""))] for s in sessions]
+    print(table(["ID", "AGENT", "STATUS", "UPDATED", "TITLE"], rows))
+    return 0
 
 
 async def rename(args) -> int:
     async with open_client(args) as client:
-        response = await client.update_session(args.session, title=args.title)
+        response = await client.update_session(await session_id(client, args.session), title=args.title)
     print(session_line(response["session"]))
     return 0
 
 
 async def delete(args) -> int:
     async with open_client(args) as client:
-        await client.delete_session(args.session)
-    print(f"deleted session {args.session}")
+        session = await session_id(client, args.session)
+        await client.delete_session(session)
+    print(f"deleted session {session}")
     return 0
 
 
 async def retry(args) -> int:
     async with open_client(args) as client:
-        response = await client.retry_session(args.session)
+        response = await client.retry_session(await session_id(client, args.session))
     print(response["runId"])
+    return 0
+
+
+async def stop(args) -> int:
+    async with open_client(args) as client:
+        session = await session_id(client, args.session)
+        response = await client.stop_session(session)
+    print(f"stopped session {session}" if response.get("stopped")
+          else f"session {session} had nothing running")
     return 0
 
 
 async def history(args) -> int:
     async with open_client(args) as client:
+        session = await session_id(client, args.session)
         after = args.after_seq
         while True:
-            response = await client.get_session(args.session, after_seq=after, limit=HISTORY_PAGE)
+            response = await client.get_session(session, after_seq=after, limit=HISTORY_PAGE)
             for event in response.get("events", []):
                 print(event_line(event))
             if "nextAfterSeq" not in response:
@@ -61,37 +75,46 @@ async def history(args) -> int:
             after = response["nextAfterSeq"]
 
 
+SESSION_HELP = "the session's id, the start of its id, or its title"
+
+
 def register(sub, common) -> None:
     sessions = sub.add_parser("sessions", help="create and list sessions",
                               description="Create and list the sessions of your agents.")
-    ssub = sessions.add_subparsers(dest="sessions_command", metavar="{create,list,rename,delete,retry}",
-                                   required=True)
+    ssub = sessions.add_subparsers(dest="sessions_command",
+                                   metavar="{create,list,rename,delete,retry,stop}", required=True)
     p = ssub.add_parser("create", parents=[common], help="create a session and print its id",
                         description="Create a session with an agent and print its id.")
-    p.add_argument("agent_id", metavar="AGENT_ID")
+    p.add_argument("agent_id", metavar="AGENT", help="the agent's name, id, or the start of its id")
     p.add_argument("--title", default=None)
     p.set_defaults(run=create)
     p = ssub.add_parser("list", parents=[common], help="list sessions",
-                        description="List your sessions (all pages).")
-    p.add_argument("--agent", default=None, metavar="ID", help="only the sessions of this agent")
+                        description="List your sessions (all pages): id, agent, status, last update, title.")
+    p.add_argument("--agent", default=None, metavar="AGENT", help="only the sessions of this agent")
     p.add_argument("--top-level", action="store_true", help="leave out child sessions")
+    p.add_argument("--json", action="store_true", help="print the sessions as JSON, as the server gave them")
     p.set_defaults(run=list_)
     p = ssub.add_parser("rename", parents=[common], help="set a session's title",
                         description="Set a session's title (no automatic title replaces it).")
-    p.add_argument("session", metavar="SESSION")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("title", metavar="TITLE")
     p.set_defaults(run=rename)
     p = ssub.add_parser("delete", parents=[common], help="delete a session and its events",
                         description="Delete a session and its events (its runs keep their history).")
-    p.add_argument("session", metavar="SESSION")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.set_defaults(run=delete)
     p = ssub.add_parser("retry", parents=[common], help="re-run a failed turn, print the run id",
                         description="Re-run a session whose latest turn failed, without a new message.")
-    p.add_argument("session", metavar="SESSION")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.set_defaults(run=retry)
+    p = ssub.add_parser("stop", parents=[common], help="stop the reply being written",
+                        description="Stop a session's running turn and its queued ones: the session "
+                                    "shows `stopped` at once.")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.set_defaults(run=stop)
     p = sub.add_parser("history", parents=[common], help="print a session's durable events",
                        description="Print a session's durable events, one line each "
                                    "(`#12 user: hello`).")
-    p.add_argument("session", metavar="SESSION")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("--after-seq", type=int, default=0, metavar="N", help="only events after seq N")
     p.set_defaults(run=history)

@@ -31,9 +31,10 @@ def register(sub, common) -> None:
                              description="Delegated signers: act for another account with this key.")
     ssub = signers.add_subparsers(dest="signers_command", metavar="{register}", required=True)
     p = ssub.add_parser("register", parents=[common], help="register this key with a Capability",
-                        description="Send RegisterSigner with the Capability blob in FILE (- for "
-                                    "stdin): a Capability signed by the account, naming this key "
-                                    "as delegate. Then use --account to act for that account.")
+                        description="Register this key as a signer of another account, with the "
+                                    "Capability blob in FILE (- for stdin): a Capability signed by "
+                                    "the account, naming this key as delegate. Then use --account "
+                                    "to act for that account.")
     p.add_argument("capability", metavar="FILE")
     p.set_defaults(run=register_signer)
 

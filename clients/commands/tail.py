@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from clients.commands.common import open_client, say
+from clients.commands.resolve import session_id
 from clients.render import event_line
 
 
@@ -13,7 +14,8 @@ async def tail(args) -> int:
         say(f"[connection lost: {detail}; reconnecting]" if state == "disconnected" else "[reconnected]")
 
     async with open_client(args, on_state=on_state) as client:
-        sub = await client.subscribe(f"sessions/{args.session}", after_seq=args.after_seq)
+        session = await session_id(client, args.session)
+        sub = await client.subscribe(f"sessions/{session}", after_seq=args.after_seq)
         async for item in sub:
             if item.get("_") == "append":
                 sys.stdout.write(event_line(item["event"]) + "\n")
@@ -26,7 +28,7 @@ def register(sub, common) -> None:
                        description="Print every durable event of SESSION once (`#12 user: hello`), "
                                    "then follow it live, reconnecting across server restarts. "
                                    "Ctrl-C exits.")
-    p.add_argument("session", metavar="SESSION")
+    p.add_argument("session", metavar="SESSION", help="the session's id, the start of its id, or its title")
     p.add_argument("--after-seq", type=int, default=0, metavar="N",
                    help="start after seq N (default 0: the whole history)")
     p.set_defaults(run=tail, interrupt_status=0)

@@ -24,14 +24,14 @@ async def update_agent(app, env, action) -> dict:
         check_provider_name(conn, agent["account"], action.model_provider)
         check_definition(conn, agent["account"], action.definition, agent["definition"], agent["accessRole"])
         lifecycle_q.set_definition(conn, action.agent_id, action.definition, now)
-        return agents_q.get_agent(conn, action.agent_id, agent["accessRole"])
+        return agents_q.get_agent(conn, action.agent_id, OWNER), agent["accessRole"]
 
-    agent = await app.db.write(job)
+    agent, role = await app.db.write(job)
     forget_system_prompt(app, agent["id"])  # the next turn and GetSession read the new one
-    app.publish_agent({**agent, "accessRole": OWNER})   # with its `agent-updated` notice
+    app.publish_agent(agent)   # with its `agent-updated` notice
     # The reference's answer, GetAgentResponse: the desktop writes it into its agent cache.
     sessions = await app.db.read_async(sessions_q.sessions_of_agent, agent["id"], AGENT_SESSIONS)
-    return {"_": "GetAgentResponse", "agent": agent, "sessions": sessions}
+    return {"_": "GetAgentResponse", "agent": agents_q.as_seen_by(agent, role), "sessions": sessions}
 
 
 async def delete_agent(app, env, action) -> dict:

@@ -24,7 +24,8 @@ def check_provider_name(conn, account_id: str, name: str) -> None:
     if name in BUILTIN_PROVIDERS or providers_q.get_provider(conn, account_id, name) is not None:
         return
     raise ProtocolError(400, f"definition.modelProvider {quote(name)} is not a provider of this account "
-                             "(set it with SetModelProvider, or use the built-in 'echo')")
+                             f"(set it with `seed-agents providers set {name} ...` or the desktop's provider "
+                             "settings, or use the built-in 'echo')")
 
 
 async def create_agent(app, env, action) -> dict:

@@ -55,13 +55,13 @@ async def list_signing_identities(app, env, action) -> dict:
     return {"_": "ListSigningIdentitiesResponse", "identities": await app.db.read_async(read)}
 
 
-def _answered_before(app, env, action_name: str, client_id: str | None) -> dict | None:  # noqa: ANN001
+async def _answered_before(app, env, action_name: str, client_id: str | None) -> dict | None:  # noqa: ANN001
     """The first answer to this clientRequestId, so a retry neither makes a second key nor
     publishes again (409 when the id came with another request). `once` checks again in the
     write, which settles two concurrent first tries."""
     if client_id is None:
         return None
-    prior = app.db.read(idem_q.idem_get, env.account_id, action_name, client_id)
+    prior = await app.db.aread(idem_q.idem_get, env.account_id, action_name, client_id)
     if prior is None:
         return None
     if bytes(prior[0]) != request_fingerprint(env.action):
@@ -101,10 +101,10 @@ async def _store_new(app, env, action, action_name: str, seed: bytes, label: str
 
 
 async def create_signing_identity(app, env, action) -> dict:
-    prior = _answered_before(app, env, "CreateSigningIdentity", action.client_request_id)
+    prior = await _answered_before(app, env, "CreateSigningIdentity", action.client_request_id)
     if prior is not None:
         return prior
-    app.db.read(_room_for_one, env.account_id, "CreateSigningIdentity")   # before publishing anything
+    await app.db.aread(_room_for_one, env.account_id, "CreateSigningIdentity")   # before publishing anything
     now = app.now_ms()
     seed = os.urandom(SEED_SIZE)
     identity_id = Keypair.from_seed(seed).account_id
@@ -118,7 +118,7 @@ async def create_signing_identity(app, env, action) -> dict:
 
 
 async def import_signing_identity(app, env, action) -> dict:
-    prior = _answered_before(app, env, "ImportSigningIdentity", action.client_request_id)
+    prior = await _answered_before(app, env, "ImportSigningIdentity", action.client_request_id)
     if prior is not None:
         return prior
     # Nothing is published: the account may already exist with a profile and content of its
@@ -143,18 +143,21 @@ async def update_signing_identity(app, env, action) -> dict:
         if not _publishing(app):
             raise ProtocolError(400, "UpdateSigningIdentity.icon needs an HM server to publish the image "
                                      "to, and this server has none (--hm-server-url)")
-    current = app.db.read(identities_q.get_identity, account_id, action.name)
+    current = await app.db.aread(identities_q.get_identity, account_id, action.name)
     if current is None:
         raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
     now = app.now_ms()
     icon_uri, server_url = None, None
     if _publishing(app):
-        seed = app.db.read(identities_q.open_seed, app.secrets, account_id, action.name)
-        if seed is None:
+        seed = await app.db.aread(identities_q.open_seed, app.secrets, account_id, action.name)
+        origin = await app.db.aread(identities_q.origin_of, account_id, action.name)
+        if seed is None or origin is None:
             raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
+        # An account this server made before it had an HM server was never published: it goes up
+        # whole (profile and home document). An imported one only ever gets a profile.
         icon_uri = await identity_publish.publish_profile(
             app, seed, action.label, now, action.icon.data if action.icon else None,
-            current.get("icon"))
+            current.get("icon"), with_home=origin == "created" and "serverUrl" not in current)
         server_url = app.config.hm_server_url
 
     def job(conn):

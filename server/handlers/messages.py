@@ -9,14 +9,17 @@ from server.clock import new_id
 from server.handlers.access import WRITER, session_for
 from server.handlers.idempotency import once
 from server.store import agents as agents_q
+from server.store import attachments as att_q
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 
 
-def user_payload(env, action) -> dict:
+def user_payload(env, action, attachments: list[dict] = ()) -> dict:
     payload: dict = {"type": "message", "role": "user", "content": action.text,
                      "meta": {"accountId": env.account_id, "signerId": env.signer_id}}
+    if attachments:   # the SessionAttachmentInfo of each attachment part, in order
+        payload["attachments"] = list(attachments)
     client_message_id = action.client_message_id
     if client_message_id is not None:
         payload["clientMessageId"] = client_message_id
@@ -29,6 +32,14 @@ def user_payload(env, action) -> dict:
     return payload
 
 
+def attachments_of(conn, session_id: str, attachment_id: str) -> dict:
+    """An attachment part's SessionAttachmentInfo: it must be a file already attached to this session."""
+    info = att_q.info(conn, session_id, attachment_id)
+    if info is None:
+        raise ProtocolError(404, f"Attachment not found: {attachment_id}")
+    return info
+
+
 async def message_session(app, env, action) -> dict:
     now = app.now_ms()
     account_id = env.account_id
@@ -38,12 +49,14 @@ async def message_session(app, env, action) -> dict:
         session = session_for(conn, account_id, session_id, WRITER)
         owner = session["account"]   # the run is the owner's; meta names the real sender
         user_event_id, run_id = new_id(), new_id()
-        event, body = events_q.append_event(conn, session_id, user_payload(env, action), user_event_id, now)
+        attachments = [attachments_of(conn, session_id, a) for a in getattr(action, "attachment_ids", ())]
+        event, body = events_q.append_event(conn, session_id, user_payload(env, action, attachments),
+                                            user_event_id, now)
         title = session.get("title") or sessions_q.title_from_text(action.text)
         run = runs_q.create_run(conn, run_id, owner, session["agentId"], session_id, user_event_id, now,
                                 title=title)
         session = sessions_q.set_session_status(conn, session_id, "streaming", now)
-        agent = agents_q.touch_agent(conn, session["agentId"], now)   # busy, with the new activity
+        agent = agents_q.touch_agent(conn, session["agentId"], now, decoded=False)   # busy, with the new activity
         response = {"_": "MessageSessionResponse", "sessionId": session_id, "assistantEventId": "",
                     "userEventId": user_event_id, "runId": run_id}
         return response, [(event, body, run, session, agent)]
@@ -80,16 +93,16 @@ async def retry_session(app, env, action) -> dict:
         session = session_for(conn, account_id, session_id, WRITER)
         if runs_q.active_runs_of_session(conn, session_id):
             raise ProtocolError(409, f"session {session_id} has a live run; retry after it ends "
-                                     "(or StopSession)")
+                                     "(or stop it: `seed-agents sessions stop`)")
         latest = runs_q.latest_run_of_session(conn, session_id)
         if latest is None or latest["status"] != "failed":
             got = "no run" if latest is None else f"its latest run {latest['status']}"
             raise ProtocolError(409, f"session {session_id} has nothing to retry: {got}; "
-                                     "RetrySession re-runs a failed turn")
+                                     "only a failed turn can be retried")
         run = runs_q.create_run(conn, new_id(), session["account"], session["agentId"], session_id,
                                 runs_q.user_event_of(conn, latest["id"]), now, title=latest["title"])
         session = sessions_q.set_session_status(conn, session_id, "streaming", now)
-        agents_q.touch_agent(conn, session["agentId"], now)
+        agents_q.touch_agent(conn, session["agentId"], now, decoded=False)
         return run, session
 
     run, session = await app.db.write(job)

@@ -1,6 +1,6 @@
 """SetModelProvider and ListModelProviders: per-account provider configs, secrets by reference
-only. Both answer in RedactedModelProvider = {id, name, type, hasSecrets, createdAt, updatedAt}:
-no config field (base URL, secret names, model defaults) ever leaves the server."""
+only. Both answer in RedactedModelProvider = {id, name, type, hasSecrets, createdAt, updatedAt,
+defaultModel?}: no other config field (base URL, secret names, model defaults) leaves the server."""
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +21,12 @@ def redacted(row: dict) -> dict:
     """RedactedModelProvider of a stored row {id, name, config, createdAt, updatedAt}."""
     refs = row["config"].get("secretRefs")
     has_secrets = type(refs) is dict and any(type(v) is str and v for v in refs.values())
-    return {"id": row["id"], "name": row["name"], "type": row["config"].get("type", ""),
-            "hasSecrets": has_secrets, "createdAt": row["createdAt"], "updatedAt": row["updatedAt"]}
+    value = {"id": row["id"], "name": row["name"], "type": row["config"].get("type", ""),
+             "hasSecrets": has_secrets, "createdAt": row["createdAt"], "updatedAt": row["updatedAt"]}
+    model = row["config"].get("defaultModel")
+    if type(model) is str and model:
+        value["defaultModel"] = model   # a model name is no secret: clients default to it
+    return value
 
 
 def builtin_echo(account_id: str) -> dict:
@@ -32,7 +36,7 @@ def builtin_echo(account_id: str) -> dict:
     digest[6] = (digest[6] & 0x0F) | 0x40   # version 4
     digest[8] = (digest[8] & 0x3F) | 0x80   # RFC 4122 variant
     return {"id": str(uuid.UUID(bytes=bytes(digest))), "name": BUILTIN_ECHO, "type": "echo",
-            "hasSecrets": False, "createdAt": 0, "updatedAt": 0}
+            "hasSecrets": False, "createdAt": 0, "updatedAt": 0, "defaultModel": "echo"}
 
 
 async def set_model_provider(app, env, action) -> dict:
@@ -42,7 +46,7 @@ async def set_model_provider(app, env, action) -> dict:
         if providers_q.get_provider(conn, env.account_id, action.name) is None \
                 and providers_q.count_providers(conn, env.account_id) >= MAX_PROVIDERS:
             raise ProtocolError(400, f"SetModelProvider: an account has at most {MAX_PROVIDERS} model "
-                                     "providers (delete one with DeleteModelProvider first)")
+                                     "providers (delete one first: `seed-agents providers delete NAME`)")
         return providers_q.set_provider(conn, env.account_id, action.name, action.provider, now, new_id())
 
     row = await app.db.write(job)

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from server.handlers.access import READER, WRITER, agent_access, run_for, session_access
+from server.clock import new_id
+from server.store import delegation as delegation_q
 from server.store import runs as runs_q
-from server.store import sessions as sessions_q
 
 DEFAULT_LIMIT = 100
 MAX_RUNS_PAGE = 1_000   # server cap on ListRuns.limit: a RunInfo is a few KiB at most (title <= 1000 characters)
@@ -38,18 +39,12 @@ async def cancel_run(app, env, action) -> dict:
 
     def job(conn):
         run = run_for(conn, env.account_id, action.run_id, WRITER)
-        tree = runs_q.runs_of_tree(conn, run["rootRunId"], None, MAX_TREE)
-        targets = [run, *runs_q.descendants(tree, run["id"])]
-        canceled = runs_q.cancel_runs(conn, targets, now)
-        sessions = []
-        for session_id in sorted({r["sessionId"] for r in canceled if "sessionId" in r}):
-            status = runs_q.session_status_from_runs(conn, session_id)
-            sessions.append(sessions_q.set_session_status(conn, session_id, status, now))
-        return run["status"] in runs_q.LIVE, canceled, sessions
+        # The run and its subtree; a parent that lives on is answered 'canceled' for it.
+        canceled, settled = delegation_q.cancel_subtrees(conn, [run], now, new_id)
+        return run["status"] in runs_q.LIVE, canceled, settled
 
-    was_live, canceled, sessions = await app.db.write(job)
+    was_live, canceled, settled = await app.db.write(job)
     app.runtime.publish_runs(canceled)
-    for session in sessions:
-        app.publish_change("sessions/" + session["id"], session)
+    app.runtime.parked.publish(settled)
     app.runtime.interrupt_runs(r["id"] for r in canceled)
     return {"_": "CancelRunResponse", "runId": action.run_id, "canceled": was_live and bool(canceled)}

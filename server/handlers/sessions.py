@@ -12,6 +12,7 @@ from server.handlers.pages import MAX_ANSWER_BYTES, sessions_with_agents
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import collaborators as collab_q
+from server.store import delegation as delegation_q
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
@@ -156,20 +157,27 @@ async def delete_session(app, env, action) -> dict:
 
     def job(conn):
         session_for(conn, env.account_id, session_id, WRITER)  # again: it may have gone meanwhile
-        canceled = runs_q.cancel_runs(conn, runs_q.active_runs_of_session(conn, session_id), now)
+        # The session's live runs end with their subtrees; a parent of this session's run is
+        # answered 'canceled' (server/store/delegation.py).
+        canceled, settled = delegation_q.cancel_subtrees(
+            conn, runs_q.active_runs_of_session(conn, session_id), now, new_id)
+        settled.sessions = [s for s in settled.sessions if s["id"] != session_id]
         children = [row[0] for row in conn.execute(
             "SELECT id FROM sessions WHERE parent_session_id = ?", (session_id,))]
         sessions_q.delete_session(conn, session_id)
         for member in {session["account"], env.account_id}:
             lifecycle_q.forget_idempotency(conn, member, {session_id})
         agent = agents_q.touch_agent(conn, agent_id, now)
-        return canceled, [sessions_q.get_session(conn, c) for c in children], agent
+        return canceled, settled, [sessions_q.get_session(conn, c) for c in children], agent
 
-    canceled, children, agent = await app.db.write(job)
+    canceled, settled, children, agent = await app.db.write(job)
     app.runtime.abandon_sessions([session_id])  # a worker a message started meanwhile
     notice = {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id}
     app.publish_gone("sessions/" + session_id, notice)
-    app.runtime.publish_runs([{k: v for k, v in r.items() if k != "sessionId"} for r in canceled])
+    app.runtime.publish_runs([{k: v for k, v in r.items() if k != "sessionId" or v != session_id}
+                              for r in canceled])
+    app.runtime.parked.publish(settled)
+    app.runtime.interrupt_runs(r["id"] for r in canceled if r.get("sessionId") != session_id)
     for child in children:
         if child is not None:
             app.publish_change("sessions/" + child["id"], child)

@@ -23,12 +23,12 @@ or 4096.
 
 from __future__ import annotations
 
+import json
 import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import json
-
+from . import media
 from .base import (MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, Reasoning, TextDelta, ToolCall,
                    ToolSpec, Usage)
 from . import reasoning
@@ -42,7 +42,7 @@ _RESERVED = ("model", "messages", "stream", "system", "tools")
 class AnthropicProvider(HttpProvider):
     @property
     def url(self) -> str:
-        return self.base_url + "/v1/messages"
+        return self.endpoint("v1/messages")
 
     def _headers(self) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
@@ -63,7 +63,8 @@ class AnthropicProvider(HttpProvider):
             if m.role == "tool" or m.tool_calls or m.reasoning:
                 blocks = _blocks(m)
             else:
-                blocks = None
+                content = media.anthropic_blocks(m)   # text, or text and images
+                blocks = None if isinstance(content, str) else content
             if turns and turns[-1]["role"] == role:
                 last = turns[-1]
                 if blocks is None and isinstance(last["content"], str):
@@ -161,7 +162,7 @@ class AnthropicProvider(HttpProvider):
         models: list[ModelInfo] = []
         params: dict[str, Any] = {"limit": 1000}
         for _ in range(MAX_MODEL_PAGES):
-            page = await self._get_json(self.base_url + "/v1/models", self._headers(),
+            page = await self._get_json(self.endpoint("v1/models"), self._headers(),
                                         "/v1/models", params)
             for entry in page.get("data") or ():
                 if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:

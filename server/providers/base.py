@@ -56,9 +56,16 @@ class ToolSpec:
 
 
 @dataclass(frozen=True)
+class Image:
+    mime_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     role: str  # 'system' | 'user' | 'assistant' | 'tool'
     content: str
+    images: tuple[Image, ...] = ()  # a user message's attached images (models that accept them)
     tool_calls: tuple[ToolCall, ...] = ()     # assistant: the calls of this step
     tool_call_id: str = ""                     # tool: the call this result answers
     name: str = ""                             # tool: the tool's name (Gemini wants it back)

@@ -24,13 +24,13 @@ back on that part in the next step (Gemini 2.5+ with thinking); results go back 
 
 from __future__ import annotations
 
+import json
 import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
-import json
-
+from . import media
 from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
 from . import reasoning
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
@@ -41,7 +41,7 @@ _RESERVED = ("contents", "systemInstruction", "system_instruction", "tools")
 class GoogleProvider(HttpProvider):
     def url_for(self, model: str) -> str:
         model = model.removeprefix("models/")
-        return f"{self.base_url}/v1beta/models/{quote(model, safe='-._~')}:streamGenerateContent?alt=sse"
+        return self.endpoint(f"v1beta/models/{quote(model, safe='-._~')}:streamGenerateContent", {"alt": "sse"})
 
     def _headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self._spec.api_key} if self._spec.api_key else {}
@@ -127,7 +127,7 @@ class GoogleProvider(HttpProvider):
         models: list[ModelInfo] = []
         params: dict[str, Any] = {"pageSize": 1000}
         for _ in range(MAX_MODEL_PAGES):
-            page = await self._get_json(self.base_url + "/v1beta/models", self._headers(),
+            page = await self._get_json(self.endpoint("v1beta/models"), self._headers(),
                                         "/v1beta/models", params)
             for entry in page.get("models") or ():
                 if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
@@ -174,7 +174,9 @@ def _parts(m: ChatMessage) -> list[dict]:
             value = m.content
         response = {"error": value} if m.is_error else {"output": value}
         return [{"functionResponse": {"name": m.name, "response": response}}]
-    parts: list[dict] = [{"text": m.content}] if m.content or not m.tool_calls else []
+    if not m.tool_calls:
+        return media.google_parts(m)   # text, and the message's images
+    parts: list[dict] = [{"text": m.content}] if m.content else []
     for call in m.tool_calls:
         try:
             args = json.loads(call.arguments)

@@ -97,9 +97,25 @@ class HttpProvider:
         self._spec = spec
         self._client = client
         self.base_url = spec.base_url.rstrip("/")
+        try:
+            self._base = httpx.URL(self.base_url)
+        except httpx.InvalidURL:
+            raise ProviderError(f"provider {spec.type} base URL is not a valid URL") from None
+        if self._base.query or self._base.fragment:
+            # Joined by string, `...?page=` would have turned our path into its query.
+            raise ProviderError(f"provider {spec.type} base URL may not have a query or a fragment")
         self._first_token_timeout = first_token_timeout
         self._idle_timeout = idle_timeout
-        self._where = f"provider {spec.type} at {display_url(spec.base_url)}"
+        # Errors reach clients (a session's durable error events, which its readers see; a
+        # 502): they name the provider's type, never its URL, which only the log shows.
+        self._where = f"provider {spec.type}"
+        self._log_where = f"provider {spec.type} at {display_url(spec.base_url)}"
+
+    def endpoint(self, path: str, params: dict | None = None) -> str:
+        """The base URL with `path` appended to its path, by the URL library (a path cannot
+        become a query or another host); `params` is the whole query."""
+        base = self._base
+        return str(base.copy_with(path=base.path.rstrip("/") + "/" + path.lstrip("/"), params=params))
 
     # -- errors ----------------------------------------------------------------------------
 
@@ -111,7 +127,7 @@ class HttpProvider:
         text = " ".join(scrub(text, [self._spec.api_key]).split())
         if len(text) > LOG_EXCERPT_CHARS:
             text = text[: LOG_EXCERPT_CHARS - 1] + "…"
-        log.warning("%s: %s: %s", self._where, what, text or "(empty body)")
+        log.warning("%s: %s: %s", self._log_where, what, text or "(empty body)")
 
     def _first_token_error(self) -> ProviderError:
         return self._error(f"no first token within {_seconds(self._first_token_timeout)}")

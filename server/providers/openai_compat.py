@@ -29,6 +29,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from . import media
 from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
 from . import reasoning
 from .http_stream import HttpProvider, StreamState, non_negative_int
@@ -40,7 +41,7 @@ _RESERVED = ("model", "messages", "stream", "tools")
 class OpenAICompatProvider(HttpProvider):
     @property
     def url(self) -> str:
-        return self.base_url + "/chat/completions"
+        return self.endpoint("chat/completions")
 
     def request_body(self, model: str, messages: list[ChatMessage],
                      tools: tuple[ToolSpec, ...] = ()) -> dict[str, Any]:
@@ -128,7 +129,7 @@ class OpenAICompatProvider(HttpProvider):
         return self._stream_error(kind if isinstance(kind, str) else None)
 
     async def list_models(self) -> list[ModelInfo]:
-        body = await self._get_json(self.base_url + "/models", self._headers(), "/models")
+        body = await self._get_json(self.endpoint("models"), self._headers(), "/models")
         models = []
         for entry in body.get("data") or ():
             if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:
@@ -162,7 +163,7 @@ def _wire_message(m: ChatMessage) -> dict:
         return {"role": "assistant", "content": m.content or None, "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in m.tool_calls]}
-    return {"role": m.role, "content": m.content}
+    return {"role": m.role, "content": media.openai_content(m)}   # text, and the message's images
 
 
 class _CallPieces:

@@ -44,13 +44,14 @@ class Entry:
     call_id: str = ""              # tool_call / tool: the call's id
     name: str = ""                 # tool_call / tool: the tool's name
     is_error: bool = False         # tool: the result is an error
+    attachments: tuple[dict, ...] = ()   # a user message's SessionAttachmentInfo maps
     extra: dict | None = None      # tool_call: provider state to hand back (meta.providerState)
     reasoning: tuple = ()          # tool_call: the step's thinking blocks (meta.reasoning, first call)
 
 
 def entry_bytes(entry: Entry) -> int:
     return (ENTRY_OVERHEAD + text_bytes(entry.content) + sum(text_bytes(line) + 60 for line in entry.context_lines)
-            + sum(len(repr(block)) for block in entry.reasoning))
+            + 300 * len(entry.attachments) + sum(len(repr(block)) for block in entry.reasoning))
 
 
 def entry_of(event: dict) -> Entry | None:
@@ -80,7 +81,10 @@ def entry_of(event: dict) -> Entry | None:
     if role not in ("user", "assistant"):
         return None
     lines = payload.get("contextLines") if role == "user" else None
-    return Entry(event["seq"], event.get("id", ""), role, payload["content"], tuple(lines or ()), run_id)
+    files = payload.get("attachments") if role == "user" else None
+    files = tuple(a for a in files if isinstance(a, dict)) if isinstance(files, list) else ()
+    return Entry(event["seq"], event.get("id", ""), role, payload["content"], tuple(lines or ()), run_id,
+                 attachments=files)
 
 
 class SessionHistory:
@@ -124,14 +128,16 @@ class SessionHistory:
         return {e.call_id for e in self.entries if e.role == "tool_call"}
 
     def messages(self, system_prompt: str, user_event_id: str, *, include_context: bool,
-                 run_id: str = "") -> list[ChatMessage]:
+                 run_id: str = "", attachments=None) -> list[ChatMessage]:
         """What the model sees for the run `run_id` answering `user_event_id`.
 
         User messages after it belong to runs still queued and are left out; replies to earlier
         turns that landed after it was sent are kept, before it, so the run's own message comes
         before the run's own steps (what `run_id` recorded: tool steps, messages, continuation
         prompts), which come last. The built-in echo provider answers the user event's content
-        exactly (CONTRACT section 4), so it is given the messages without their context lines."""
+        exactly (CONTRACT section 4), so it is given the messages without their context lines.
+        `attachments` (server/runtime/attachment_view.py) turns a message's attachments into text
+        and images."""
         own = next((e for e in reversed(self.entries) if e.event_id == user_event_id), None)
         before: list[Entry] = []
         mine: list[Entry] = []
@@ -146,10 +152,11 @@ class SessionHistory:
                 before.append(e)
         ordered = before + ([own] if own is not None else []) + mine
         out = [ChatMessage("system", system_prompt)] if system_prompt else []
-        return out + replay(ordered, include_context)
+        return out + replay(ordered, include_context, attachments, own)
 
 
-def replay(entries: list[Entry], include_context: bool) -> list[ChatMessage]:
+def replay(entries: list[Entry], include_context: bool, attachments=None,
+           own: Entry | None = None) -> list[ChatMessage]:
     """Entries as provider-neutral messages: consecutive calls are one assistant step (joined
     to the text the model said just before them), each answered right after it; a call with no
     recorded result is answered as such (providers refuse an unanswered call), and a result
@@ -180,7 +187,12 @@ def replay(entries: list[Entry], include_context: bool) -> list[ChatMessage]:
             continue   # placed with its call
         flush()
         if e.role == "user":
-            out.append(ChatMessage("user", user_text(e.content, e.context_lines) if include_context else e.content))
+            text = user_text(e.content, e.context_lines) if include_context else e.content
+            if e.attachments and include_context and attachments is not None:
+                extra, images = attachments(e.attachments, e is own)
+                out.append(ChatMessage("user", text + extra, images))
+            else:
+                out.append(ChatMessage("user", text))
         else:
             out.append(ChatMessage("assistant", e.content))
     flush()

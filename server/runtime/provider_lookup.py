@@ -13,7 +13,7 @@ from server.providers.registry import ProviderSettings, make_provider
 from server.store import providers as providers_q
 from server.store import secrets_table as secrets_q
 from server.store.database import Database
-from server.store.secrets import SecretBox
+from server.store.secrets import SecretBox, SecretOpenError
 
 
 class ProviderLookup:
@@ -36,7 +36,14 @@ class ProviderLookup:
         api_key = None
         secret_name = (config.get("secretRefs") or {}).get("apiKey")
         if secret_name:
-            raw = self.db.read(secrets_q.read_secret, self.box, account_id, secret_name)
+            try:
+                raw = self.db.read(secrets_q.read_secret, self.box, account_id, secret_name)
+            except SecretOpenError:
+                # Sealed under another secrets key (the server was started with
+                # --accept-new-secrets-key, or the row was tampered with): only storing it again helps.
+                raise ProviderError(f"the API key of provider {quote(name)} cannot be opened with this "
+                                    f"server's secrets key (it was stored under another one): set it "
+                                    f"again with `seed-agents providers set {name} ...`") from None
             if raw is None:
                 raise ProviderError(f"secret {quote(secret_name)} named by provider {quote(name)} is not set")
             api_key = raw.decode("utf-8", "replace").strip()

@@ -15,11 +15,14 @@ class Publisher(Protocol):
     def publish_run(self, run: dict) -> None:
         """A RunInfo after a change."""
 
-    def publish_session(self, session: dict) -> None:
-        """A SessionInfo after a change."""
+    def publish_session(self, session: dict, *, created: bool = False) -> None:
+        """A SessionInfo after a change (or its creation: a delegated child's session)."""
 
     def publish_agent(self, agent: dict) -> None:
         """An AgentInfo after a change."""
+
+    def publish_journal(self, run: dict, entry: dict) -> None:
+        """A run journal entry (RunJournalEntryInfo) of `run`, on its tree's key."""
 
     def notify_account(self, account_id: str, reason: str, *, agent_id: str | None = None,
                        session_id: str | None = None) -> None:

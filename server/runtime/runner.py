@@ -20,6 +20,8 @@ server touches only expired leases: the other servers' runs, agents and sessions
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import time
 from collections import deque
@@ -38,18 +40,24 @@ from protocol import plans
 from server.providers.base import ProviderError, ProviderNotFound, Usage
 from server.providers.network import NetworkPolicy, provider_client
 from server.providers.registry import ProviderSettings
+from server.providers.capabilities import accepts_images
+from server.runtime.attachment_view import AttachmentView
 from server.runtime.history import SessionHistory
 from server.runtime.leasing import RunLeases
+from server.runtime.parked import ParkedRuns, ParkRequest
 from server.runtime.provider_lookup import ProviderLookup
 from server.runtime.publisher import Publisher
 from server.runtime.state_dirs import reconcile_state_dirs
 from server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 from server.tools.context import Park, ToolContext
-from server.tools.surface import ToolSurface, offered_callables
+from server.tools import agent_tools
+from server.tools.delegation_tools import Delegating
+from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 from server.tools.web import WebAccess
 from server.hm_client import HmClient
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
+from server.store import delegation as delegation_q
 from server.store import events as events_q
 from server.store import leases as leases_q
 from server.store import runs as runs_q
@@ -84,6 +92,8 @@ class TurnResult:
     message_started: float = 0.0     # perf_counter() since which the final message counts
     unmet: list | None = None        # obligations the run ended owing
     park: Park | None = None         # a tool's answer comes later: the run waits
+    delegations: list | None = None  # the turn's delegate calls (server/runtime/parked.py)
+    output: object = None            # a typed child's result (return_result's), else {text} is recorded
 
 
 class SessionWorker:
@@ -128,6 +138,7 @@ class Runtime:
         self.closing = False
         self.shared = db.shared
         self.leases = RunLeases(db, now_ms, config.run_lease, config.run_poll_interval) if self.shared else None
+        self.parked = ParkedRuns(self)   # parked runs: their clock, signals, parking a turn
         # (conn, ended RunInfo) -> publications: called inside the transaction that ends a run
         # (server/triggers/service.py: run-completed triggers fire in it, exactly once).
         self.run_ended: Callable | None = None
@@ -158,6 +169,7 @@ class Runtime:
             await self.db.write(recover)
         ids, dirs = self.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
         await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
+        self.parked.start()
         if self.shared:
             self.leases.start(self._claimed, self._lease_lost, self._requeued)
             return
@@ -167,6 +179,7 @@ class Runtime:
 
     async def stop(self) -> None:
         self.closing = True
+        self.parked.stop()
         tasks = [w.task for w in self.workers.values()]
         for task in tasks:
             task.cancel()
@@ -279,12 +292,14 @@ class Runtime:
         now = self.now_ms()
 
         def job(conn):
-            canceled = runs_q.cancel_runs(conn, runs_q.active_runs_of_session(conn, session_id), now)
+            canceled, settled = delegation_q.cancel_subtrees(
+                conn, runs_q.active_runs_of_session(conn, session_id), now, new_id)
             status = runs_q.session_status_from_runs(conn, session_id)
-            return canceled, sessions_q.set_session_status(conn, session_id, status, now)
+            return canceled, settled, sessions_q.set_session_status(conn, session_id, status, now)
 
-        canceled, session = await self.db.write(job)
+        canceled, settled, session = await self.db.write(job)
         self.publish_runs(canceled)
+        self.parked.publish(settled)   # the subtree's sessions, parents told of canceled children
         self.publisher.publish_session(session)
         self.interrupt_runs(r["id"] for r in canceled)
         return bool(canceled)
@@ -314,7 +329,7 @@ class Runtime:
 
             def begin(conn):
                 if runs_q.save_run(conn, before, running):
-                    agents_q.set_agent_status(conn, agent_id, "running", now)
+                    agents_q.set_agent_status(conn, agent_id, "running", now, decoded=False)
 
         # Registered as live before the first await, so a StopSession arriving at any point
         # of this run finds it and cancels it.
@@ -345,8 +360,6 @@ class Runtime:
             publisher.publish_agent(agent)
             provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
             await self._turn(run, agent, worker, provider, result)
-            if result.park is not None:
-                result.status = "waiting"   # a tool answers later: the run is parked, not ended
         except BudgetSpent as exc:
             result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
         except TurnGone:
@@ -374,6 +387,11 @@ class Runtime:
         if result.usage is not None and result.status == "succeeded":
             done_patch["usage"] = result.usage.to_wire()
         publisher.publish_partial(session_id, run_id, done_patch)
+        if result.park is not None and result.status == "succeeded":
+            # A tool's answer comes later (the turn's delegate calls): the run parks, holding no
+            # worker, and is woken when its children have ended.
+            await self.parked.park_turn(run, agent, ParkRequest(result.delegations or []), worker)
+            return
         await self._finish(run, agent, result, worker)
 
     def _provider_for(self, agent: dict, override: dict | None = None):
@@ -393,7 +411,8 @@ class Runtime:
             provider = self.providers.provider(agent["account"], name)
         except ProviderNotFound:
             raise ProviderError(f"model provider {quote(name)} is not configured for this account "
-                                "(it was deleted, or never set): set it again with "
+                                f"(it was deleted, or never set): `seed-agents providers set {name} ...` "
+                                "(or the desktop's provider settings) sets it again; over the protocol, send "
                                 "SetModelProvider or pick another provider for the agent") from None
         provider.reasoning_level = definition.get("reasoningLevel")
         return provider, provider.name, model
@@ -408,14 +427,14 @@ class Runtime:
         surface = None
         system = system_prompt_markdown(definition)
         if not echo:
-            callables = offered_callables(bool(self.config.searxng_url))
-            surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
-                                              session_id, run_id, web=self.web, hm=self.hm, box=self.box,
-                                              callables=callables))
+            surface = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
+
+        attachments = AttachmentView(self.db.read, session_id, accepts_images(result.provider_type, result.model))
 
         def messages():
             history = self._history(session_id, user_event_id)
-            return history.messages(system, user_event_id, include_context=not echo, run_id=run_id)
+            return history.messages(system, user_event_id, include_context=not echo, run_id=run_id,
+                                    attachments=attachments)
 
         still_ours = None
         if self.shared:
@@ -424,14 +443,57 @@ class Runtime:
         loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
                         provider=provider, model=result.model, provider_type=result.provider_type,
                         history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
-                        budgets=self.budgets, still_ours=still_ours, gone=lambda: worker.gone, rebuild=messages,
-                        metrics=self.metrics)
+                        budgets=self._budgets_for(run), still_ours=still_ours, gone=lambda: worker.gone,
+                        rebuild=messages, metrics=self.metrics)
         try:
             outcome = await loop.run_turn()
         finally:
             result.usage = loop.out.usage   # what the steps used, however the turn ended
         result.text, result.step_usage = outcome.text, outcome.step_usage
         result.message_started, result.unmet, result.park = outcome.message_started, outcome.unmet, outcome.park
+        if surface is not None and surface.delegating is not None:
+            self._delegation_outcome(surface.delegating, result)
+
+    async def _surface(self, run: dict, agent: dict, offered: tuple[str, ...]):  # noqa: ANN202
+        """The turn's tool surface: the registry's callables the agent holds enabled and granted
+        (its tool documents, brought up to date first), its MCP and authored tools (listed in the
+        `call` verb's description with the callables), delegate, and return_result for a typed
+        child."""
+        rows = await agent_tools.documents(self.db, agent, self.now_ms())
+        callables = agent_tools.offered(agent, rows, offered)
+        spec = self.db.read(delegation_q.child_input, run["id"]) if "parentRunId" in run else None
+        if spec and type(spec.get("tools")) is list:   # a child narrowed by its spawner
+            callables = tuple(c for c in callables if c in spec["tools"])
+        schema = spec.get("output") if spec else None
+        delegating = Delegating(run["depth"], self.db.read(delegation_q.child_count, run["sessionId"]), schema)
+        verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()))
+        docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
+        surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
+                                          run["sessionId"], run["id"], web=self.web, hm=self.hm, box=self.box,
+                                          callables=callables),
+                              verbs, delegating, docs)
+        return surface
+
+    def _budgets_for(self, run: dict) -> Budgets:
+        """The server's budgets, the tokens narrowed to the run's share of its tree's budget."""
+        budget = self.db.read(delegation_q.budget_of, run["id"])
+        if not budget:
+            return self.budgets
+        allowance = min(self.budgets.tokens, budget.get("tokens", self.budgets.tokens))
+        return dataclasses.replace(self.budgets, tokens=max(0, allowance - budget.get("spentByChildren", 0)))
+
+    @staticmethod
+    def _delegation_outcome(state: Delegating, result: TurnResult) -> None:
+        """A parking turn carries its delegate calls; a typed child its result, or it fails."""
+        result.delegations = state.calls
+        if state.result_schema is None or result.park is not None:
+            return
+        if state.result is not None:
+            result.output = state.result
+            result.text = json.dumps(state.result, ensure_ascii=False)[:20_000]
+        elif result.status == "succeeded":
+            result.status, result.error = "failed", run_error(
+                "typed-result", "the delegated task ended without a result that fits its output schema")
 
     def _history(self, session_id: str, user_event_id: str) -> SessionHistory:
         history = self.histories.pop(session_id, None)   # re-inserted below: most recent last
@@ -483,7 +545,13 @@ class Runtime:
                 if current is None or current["status"] not in runs_q.TERMINAL:
                     return None
                 wrote = False
-            appended = titled = notice = None
+            appended = titled = notice = settled = None
+            if wrote and "parentRunId" in run:
+                # A child: its result is recorded, and its parent told (woken if it was the last).
+                if status == "succeeded":
+                    delegation_q.set_output(conn, run["id"], result.output if result.output is not None
+                                            else {"text": result.text})
+                settled = delegation_q.children_ended(conn, [ended], now, new_id)
             if wrote and status == "succeeded":
                 meta: dict = {"provider": result.provider_type or agent["definition"].get("modelProvider", ""),
                               "model": result.model,
@@ -518,10 +586,10 @@ class Runtime:
                 titled = self._auto_title(conn, session_id, now)
             try:
                 a = agents_q.set_agent_status(conn, agent["id"], "error" if wrote and status == "failed" else "idle",
-                                              now)
+                                              now, decoded=False)
             except NotFound:
                 a = None
-            return appended, notice, nonlocal_ended[0] if wrote else None, titled or session, a
+            return appended, notice, nonlocal_ended[0] if wrote else None, titled or session, a, settled
 
         done = await self.db.write(job)
         if owner is not None:
@@ -531,13 +599,15 @@ class Runtime:
             publish()
         if done is None or worker.gone:
             return
-        appended, notice, r, session, a = done
+        appended, notice, r, session, a, settled = done
         for written in (appended, notice):
             if written is not None:
                 event, body = written
                 publisher.publish_append(session_id, event, body)
         if r is not None:
             publisher.publish_run(runs_q.public(r))
+        if settled is not None:
+            self.parked.publish(settled)
         publisher.publish_session(session)
         if a is not None:
             publisher.publish_agent(a)

@@ -160,6 +160,8 @@ class ToolLoop:
     async def _loop(self) -> None:
         out = self.out
         await self.resume_open_calls()
+        if out.park is not None:
+            return   # a resumed call parks the run again (a delegate call whose turn had not parked)
         while True:
             self._activity({"phase": "thinking"})
             step_started = time.perf_counter()
@@ -194,8 +196,8 @@ class ToolLoop:
                 if self.metrics is not None:
                     self.metrics.tool_step_overhead.observe(time.perf_counter() - step_started - outside)
                 self._check_tokens()
-                if out.park is not None:
-                    return
+                if out.park is not None or (self.surface is not None and self.surface.finished):
+                    return   # parked (delegation), or a typed child delivered its result
                 continue
             self._check_tokens()
             owed = [] if self.surface is None else plans.open_steps(

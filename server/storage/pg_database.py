@@ -43,6 +43,7 @@ from server.store.errors import UnstorableText
 log = logging.getLogger(__name__)
 
 RETRIES = 4
+_BIG_PARAM = 64 * 1024   # bytes: a larger bytes parameter is bound by the server, in binary
 READER_THREADS = 4   # handlers' reads wait on the network here, not on the CPU
 _STOP = object()
 # Run again from the start: another transaction won a race this one can now see.
@@ -101,6 +102,13 @@ class PgConn:
 
     def execute(self, sql: str, params=()) -> _Rows:
         stmt = to_postgres(sql)
+        if any(type(p) is bytes and len(p) > _BIG_PARAM for p in params):
+            # File chunks: bound by the server in binary, not spelled out as hex in the query
+            # text (which would cost several copies of each chunk in memory).
+            cur = psycopg.Cursor(self.raw)
+            cur.execute(stmt.text, [_param(p) for p in stmt.params(params)], binary=True)
+            self._changes = max(cur.rowcount, 0)
+            return _Rows(cur)
         cur = self.raw.cursor()
         # Always a parameter list, even an empty one: psycopg reads `%%` as `%` only when it
         # binds parameters, and the rewrite doubled every literal `%`.
@@ -110,8 +118,13 @@ class PgConn:
 
     def executemany(self, sql: str, seq) -> None:
         stmt = to_postgres(sql)
-        cur = self.raw.cursor()
         rows = [[_param(p) for p in stmt.params(params)] for params in seq]
+        if any(type(p) is bytes and len(p) > _BIG_PARAM for row in rows for p in row):
+            for row in rows:   # one chunk at a time, bound in binary (see execute)
+                psycopg.Cursor(self.raw).execute(stmt.text, row, binary=True)
+            self._changes = len(rows)
+            return
+        cur = self.raw.cursor()
         if rows:
             cur.executemany(stmt.text, rows)
         self._changes = max(cur.rowcount, 0)
@@ -133,6 +146,7 @@ class PgDatabase(WriteQueue):
         self._timeout = connect_timeout
         self._target = target or PgSchemaTarget.current()
         self._version = 0
+        self.created = False   # the schema was empty when start() found it
         self._reader: PgConn | None = None
         self._reading = False
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -176,6 +190,11 @@ class PgDatabase(WriteQueue):
         except psycopg.Error as exc:
             raise StorageUnavailable(f"cannot connect to {self.url}: {_reason(exc, self.url)}") from None
         try:
+            try:   # an empty schema: the start line says "new database" (as on SQLite)
+                cur = await conn.execute("SELECT to_regclass(quote_ident(current_schema()) || '.schema_version') IS NULL")
+                self.created = bool((await cur.fetchone())[0])
+            except psycopg.Error:
+                pass   # the gate below says what is wrong
             self._version = await pass_gate(conn, str(self.url), self._target)
             cur = await conn.execute("SELECT current_database(), current_schema()")
             self.database, self.schema = await cur.fetchone()

@@ -9,6 +9,7 @@ gives the real text, for the driver's connect call.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -128,17 +129,26 @@ def _redact(parts, query: list[tuple[str, str]], scheme: str = "postgresql") -> 
     return urlunsplit((scheme, netloc, parts.path, shown_query, ""))
 
 
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+_CONNINFO_SECRET = re.compile(r"\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.I)
+
+
 def scrub(text: str, url: StorageURL) -> str:
-    """`text` with every password the URL carries replaced by ***: for driver error messages,
-    which should never echo one, but a log line must not depend on that."""
+    """`text` with its passwords blanked: inside each URL it quotes (user-info password, secret
+    query parameters), in `password=...` of a libpq conninfo, and as a whole word. For driver
+    error messages, which should never echo one, but a log line must not depend on that. A
+    password is never blanked inside another word: `p` must not turn `port 5999` into `***ort`."""
+    if not url.is_postgresql:
+        return text
+    text = _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text)
+    text = _CONNINFO_SECRET.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
+    # A password echoed alone is blanked as a whole word only (never inside another word).
     for secret in _passwords(url):
-        text = text.replace(secret, REDACTED)
+        text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", REDACTED, text)
     return text
 
 
 def _passwords(url: StorageURL) -> list[str]:
-    if not url.is_postgresql:
-        return []
     parts = urlsplit(url.dsn())
     found = [unquote(parts.password)] if parts.password else []
     found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() in _SECRET_PARAMS and v]

@@ -85,24 +85,26 @@ def list_agents_page(conn: apsw.Connection, account_id: str, limit: int, cursor:
 
 
 def set_agent_status(conn: apsw.Connection, agent_id: str, status: str, now: int,
-                     role: str = OWNER) -> dict:
+                     role: str = OWNER, *, decoded: bool = True) -> dict:
     row = conn.execute(
         f"UPDATE agents SET status = ?, updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
         (status, now, agent_id)).fetchone()
     if row is None:
         raise NotFound(f"agent {agent_id} not found")
-    return agent_info(row, role)
+    return agent_info(row, role, decoded=decoded)
 
 
-def touch_agent(conn: apsw.Connection, agent_id: str, now: int, role: str = OWNER) -> dict:
-    """Mark the agent updated (a session of it changed); returns the AgentInfo to publish."""
+def touch_agent(conn: apsw.Connection, agent_id: str, now: int, role: str = OWNER, *,
+                decoded: bool = True) -> dict:
+    """Mark the agent updated (a session of it changed); returns the AgentInfo to publish
+    (`decoded=False`: its definition left as the stored bytes, see `agent_info`)."""
     # max(): a clock step backwards must not reorder "newest update first" lists.
     row = conn.execute(
         f"UPDATE agents SET updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
         (now, agent_id)).fetchone()
     if row is None:
         raise NotFound(f"agent {agent_id} not found")
-    return agent_info(row, role)
+    return agent_info(row, role, decoded=decoded)
 
 
 def record_activity(conn: apsw.Connection, agent_id: str, session_id: str, kind: str,
@@ -126,12 +128,26 @@ def settle_running_agents(conn: apsw.Connection, now: int) -> int:
     return conn.changes()
 
 
-def agent_info(row: tuple, role: str = OWNER) -> dict:
-    """AgentInfo from a row of _COLUMNS; `role` is the caller's accessRole."""
+def as_seen_by(info: dict, role: str) -> dict:
+    """An owner's AgentInfo as a collaborator (`role`) sees it: its accessRole, and no stateDir."""
+    if role == OWNER:
+        return info
+    return {**info, "accessRole": role, "stateDir": ""}
+
+
+def agent_info(row: tuple, role: str = OWNER, *, decoded: bool = True) -> dict:
+    """AgentInfo from a row of _COLUMNS; `role` is the caller's accessRole. `decoded=False`
+    leaves the definition as its stored bytes: the writer thread, which every account's writes
+    wait on, never decodes one per message (the app decodes it once per version to publish,
+    app.agent_decoded)."""
     (agent_id, account_id, definition, state_dir, status, created_at, updated_at, public_read,
      activity_at, activity_kind, activity_session_id, message_at, message_from, busy) = row
-    if type(definition) is not dict:
+    if decoded and type(definition) is not dict:
         definition = codec.decode(definition)
+    elif not decoded and type(definition) is not dict:
+        definition = bytes(definition)
+    if role != OWNER:
+        state_dir = ""   # a path on the server's disk: its owner's business only
     info = {"id": agent_id, "account": account_id, "definition": definition, "stateDir": state_dir,
             "status": status, "createdAt": created_at, "updatedAt": updated_at,
             "accessRole": role, "publicRead": bool(public_read), "busy": bool(busy)}

@@ -14,8 +14,10 @@ walk a byte range one chunk (one short read transaction) at a time.
 """
 from __future__ import annotations
 
+import codecs
 import hashlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from protocol.errors import ProtocolError
 
@@ -167,6 +169,44 @@ def sha256_of(read: Callable, blob_id: int) -> tuple[bytes, int]:
         digest.update(piece)
         size += len(piece)
     return digest.digest(), size
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    sha256: bytes
+    size: int
+    text: str | None   # the start (keep_chars characters) of a clean UTF-8 file; None: binary
+
+
+def scan(conn, blob_id: int, keep_chars: int) -> Scan:
+    """One pass over a blob, one chunk at a time: its hash, its size, and whether it is text (clean
+    UTF-8 without NUL, the reference's test), keeping the first `keep_chars` characters of text."""
+    digest = hashlib.sha256()
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    size = 0
+    head: list[str] = []
+    kept = 0
+    text = True
+    for piece in iter_range(lambda fn, *a: fn(conn, *a), blob_id):
+        digest.update(piece)
+        size += len(piece)
+        if text:
+            try:
+                part = decoder.decode(piece)
+            except UnicodeDecodeError:
+                text = False
+                continue
+            if "\x00" in part:
+                text = False
+            elif kept < keep_chars:
+                head.append(part[:keep_chars - kept])
+                kept += len(head[-1])
+    if text:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            text = False
+    return Scan(digest.digest(), size, "".join(head) if text else None)
 
 
 # -- the check ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import apsw
 
 from server.store import agents as agents_q
+from protocol.dagcbor import peek_text
 from server.store import codec
 from server.store import sessions as sessions_q
 
@@ -100,8 +101,9 @@ def invites_of(conn: apsw.Connection, account_id: str) -> list[dict]:
         (account_id,)).fetchall()
     invites = []
     for agent_id, owner, definition, role, created_at, updated_at in rows:
-        name = codec.decode(definition).get("name", "")
-        invites.append({"agentId": agent_id, "agentName": name if type(name) is str else "",
+        # Read from the stored bytes: a definition is never decoded just for its name.
+        name = peek_text(bytes(definition), "name")
+        invites.append({"agentId": agent_id, "agentName": name or "",
                         "ownerAccountId": owner, "role": role, "createdAt": created_at,
                         "updatedAt": updated_at})
     return invites
@@ -133,34 +135,45 @@ def list_shared_agents(conn: apsw.Connection, account_id: str) -> list[dict]:
     return out
 
 
+def shared_agent_rows(conn: apsw.Connection, account_id: str, limit: int, cursor: dict | None) -> list[tuple]:
+    """Rows (store/agents._COLUMNS) of at most `limit` agents shared with the account (accepted),
+    newest update first, past `cursor`: one page in SQL, definitions not decoded."""
+    where = ("id IN (SELECT agent_id FROM agent_collaborators WHERE account_id = ? AND status = 'accepted')")
+    params: list = [account_id]
+    if cursor is not None:
+        where += " AND updated_at <= ? AND (updated_at < ? OR id > ?)"
+        params += [cursor["updatedBefore"], cursor["updatedBefore"], cursor["idAfter"]]
+    return conn.execute(f"SELECT {agents_q._COLUMNS} FROM agents WHERE {where} ORDER BY updated_at DESC, id LIMIT ?",
+                        (*params, limit)).fetchall()
+
+
 def agents_page(conn: apsw.Connection, account_id: str, limit: int, cursor: dict | None,
                 max_bytes: int) -> tuple[list[dict], dict | None]:
     """ListAgents of an account that may collaborate: its own agents (one keyset range of
-    agents_by_account, store/agents.list_agents_page) merged with those shared with it, newest
-    update first, paged the same way: at most `limit`, ending before `max_bytes`, with the same
-    {updatedBefore, idAfter} cursor. Shared agents past the cursor are filtered here."""
+    agents_by_account, store/agents.list_agents_page) merged with those shared with it (one
+    page of them, store-side: shared_agent_rows), newest update first, paged the same way: at
+    most `limit`, ending before `max_bytes`, with the same {updatedBefore, idAfter} cursor. Only
+    the agents of the page are decoded."""
     own, own_next = agents_q.list_agents_page(conn, account_id, limit, cursor, max_bytes)
-    shared = list_shared_agents(conn, account_id)
-    if not shared:
+    roles = shared_agents(conn, account_id)
+    if not roles:
         return own, own_next
-
-    def order(agent: dict) -> tuple:
-        return -agent["updatedAt"], agent["id"]
-
-    if cursor is not None:
-        after = (-cursor["updatedBefore"], cursor["idAfter"])
-        shared = [a for a in shared if order(a) > after]
-    merged = sorted(own + shared, key=order)
+    rows = shared_agent_rows(conn, account_id, limit + 1, cursor)
+    # (order key, cost, own AgentInfo or shared row)
+    items = [((-a["updatedAt"], a["id"]), len(codec.encode(a["definition"])), a) for a in own]
+    items += [((-r[6], r[0]), len(r[2]), r) for r in rows]
+    items.sort(key=lambda item: item[0])
     if own_next is not None:   # own agents past that page are not read: stop at its last one
-        merged = [a for a in merged if order(a) <= order(own[-1])]
+        last = (-own[-1]["updatedAt"], own[-1]["id"])
+        items = [item for item in items if item[0] <= last]
     page, size = [], 0
-    for agent in merged:
-        cost = len(codec.encode(agent["definition"])) + agents_q.AGENT_INFO_OVERHEAD
+    for _order, cost, agent in items:
+        cost += agents_q.AGENT_INFO_OVERHEAD
         if len(page) == limit or (page and size + cost > max_bytes):
             break
-        page.append(agent)
+        page.append(agent if type(agent) is dict else agents_q.agent_info(agent, roles.get(agent[0], "reader")))
         size += cost
-    more = len(page) < len(merged) or own_next is not None
+    more = len(page) < len(items) or own_next is not None
     next_cursor = {"updatedBefore": page[-1]["updatedAt"], "idAfter": page[-1]["id"]} if more and page else None
     return page, next_cursor
 

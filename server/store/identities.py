@@ -43,6 +43,13 @@ def open_seed(conn, box, account_id: str, name: str) -> bytes | None:  # noqa: A
     return None if row is None else box.open(bytes(row[0]), identity_aad(account_id, name))
 
 
+def origin_of(conn, account_id: str, name: str) -> str | None:
+    """`created` (made here) or `imported`, or None when there is no such identity."""
+    row = conn.execute("SELECT origin FROM signing_identities WHERE account_id = ? AND name = ?",
+                       (account_id, name)).fetchone()
+    return None if row is None else row[0]
+
+
 def list_identities(conn, account_id: str, names: list[str] | None = None) -> list[dict]:
     """The account's identities, newest first; with `names`, only those (a collaborator's view)."""
     rows = conn.execute(f"SELECT {_SHOWN} FROM signing_identities WHERE account_id = ?"

@@ -30,8 +30,8 @@ _MOVES = {
 
 COLUMNS = ("id, account_id, root_run_id, parent_run_id, depth, kind, agent_id, session_id, origin,"
            " title, status, attempt, created_at, updated_at, started_at, finished_at, usage,"
-           " error_code, error, unmet_obligations")
-_N = 20
+           " error_code, error, unmet_obligations, wait, parent_tool_call_id")
+_N = 22
 # The WHERE of the partial index runs_active_by_session, written out verbatim: SQLite uses a
 # partial index only when the query repeats its condition, so "status = 'queued'" alone would
 # walk the session's whole run history.
@@ -56,6 +56,8 @@ def transition(run: dict, to: str, now: int, *, error: dict | None = None,
     out["status"] = to
     out["updatedAt"] = max(run["updatedAt"], now)  # a clock step back must not reorder
     out.pop("error", None)
+    if to != "waiting":
+        out.pop("wait", None)
     if to == "running":
         out["attempt"] = run["attempt"] + 1
         out.setdefault("startedAt", now)
@@ -69,12 +71,16 @@ def transition(run: dict, to: str, now: int, *, error: dict | None = None,
 
 
 _SAVE = ("UPDATE runs SET status = ?, attempt = ?, updated_at = ?, started_at = ?, finished_at = ?,"
-         " usage = ?, error_code = ?, error = ?{lease} WHERE id = ? AND status = ?")
-_SAVE_SQLITE = _SAVE.format(lease="")
+         " usage = ?, error_code = ?, error = ?{lease}{wait} WHERE id = ? AND status = ?")
+# A move to any status but 'waiting' ends a wait (server.store.parking writes the move into it).
+_UNWAIT = ", wait = NULL, wake_at = NULL"
+_SAVE_SQLITE = _SAVE.format(lease="", wait=_UNWAIT)
 # On a shared store (PostgreSQL) a run holds a lease exactly while claimed or running
 # (runs_lease_check): a move to any other status ends it. Moves into claimed/running take a
 # lease, which only server.store.leases.claim gives.
-_SAVE_LEASE_ENDS = _SAVE.format(lease=", lease_owner = NULL, lease_expires_at = NULL")
+_SAVE_LEASE_ENDS = _SAVE.format(lease=", lease_owner = NULL, lease_expires_at = NULL", wait=_UNWAIT)
+_SAVE_WAITING = {False: _SAVE.format(lease="", wait=""),
+                 True: _SAVE.format(lease=", lease_owner = NULL, lease_expires_at = NULL", wait="")}
 
 
 def save_run(conn: apsw.Connection, before: str, run: dict) -> bool:
@@ -83,8 +89,12 @@ def save_run(conn: apsw.Connection, before: str, run: dict) -> bool:
     error = run.get("error")
     usage = run.get("usage")
     ends_lease = getattr(conn, "dialect", "sqlite") == "postgresql" and run["status"] not in ("claimed", "running")
+    if run["status"] == "waiting":
+        sql = _SAVE_WAITING[ends_lease]
+    else:
+        sql = _SAVE_LEASE_ENDS if ends_lease else _SAVE_SQLITE
     conn.execute(
-        _SAVE_LEASE_ENDS if ends_lease else _SAVE_SQLITE,
+        sql,
         (run["status"], run["attempt"], run["updatedAt"], run.get("startedAt"), run.get("finishedAt"),
          None if usage is None else codec.encode(usage),
          None if error is None else error["code"], None if error is None else error["message"],
@@ -117,7 +127,7 @@ def create_run(conn: apsw.Connection, run_id: str, account_id: str, agent_id: st
         (run_id, account_id, agent_id, session_id, user_event_id, now, now, root, parent_id, depth,
          origin, title))
     return run_info((run_id, account_id, root, parent_id, depth, "agent", agent_id, session_id, origin,
-                     title, "queued", 0, now, now, None, None, None, None, None, None))
+                     title, "queued", 0, now, now, None, None, None, None, None, None, None, None))
 
 
 def get_run(conn: apsw.Connection, run_id: str) -> dict | None:
@@ -166,10 +176,13 @@ def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
 
 
 def queued_runs_of_session(conn: apsw.Connection, session_id: str, limit: int) -> list[dict]:
-    """The session's queued runs, oldest first (the per-session worker takes them in order)."""
+    """The session's queued runs, oldest first (the per-session worker takes them in order);
+    none while a run of the session is parked (it goes first once woken, as on a shared store)."""
     return queued_rows(conn.execute(
         f"SELECT {COLUMNS}{QUEUED_EXTRA} FROM runs WHERE session_id = ? AND {ACTIVE}"
-        " AND status = 'queued' ORDER BY created_at, rowid LIMIT ?", (session_id, limit)).fetchall())
+        " AND status = 'queued' AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.session_id = ?"
+        f" AND w.{ACTIVE} AND w.status = 'waiting')"
+        " ORDER BY created_at, rowid LIMIT ?", (session_id, session_id, limit)).fetchall())
 
 
 def active_runs_of_session(conn: apsw.Connection, session_id: str) -> list[dict]:
@@ -188,6 +201,8 @@ def cancel_runs(conn: apsw.Connection, runs: list[dict], now: int) -> list[dict]
             moved = move_run(conn, run, "canceled", now)
             if moved is not None:
                 out.append(moved)
+                # (a parked run stops listening: its waits go with its wait)
+                conn.execute("DELETE FROM run_event_waits WHERE run_id = ?", (run["id"],))
     return out
 
 
@@ -260,7 +275,7 @@ def descendants(tree: list[dict], run_id: str) -> list[dict]:
 
 def run_info(row: tuple) -> dict:
     (run_id, account_id, root, parent, depth, kind, agent_id, session_id, origin, title, status, attempt,
-     created_at, updated_at, started_at, finished_at, usage, error_code, error, unmet) = row
+     created_at, updated_at, started_at, finished_at, usage, error_code, error, unmet, wait, tool_call) = row
     info = {"id": run_id, "account": account_id, "rootRunId": root, "depth": depth, "kind": kind,
             "agentId": agent_id, "origin": origin, "title": title, "status": status, "attempt": attempt,
             "createdAt": created_at, "updatedAt": updated_at}
@@ -278,7 +293,31 @@ def run_info(row: tuple) -> dict:
         info["error"] = {"code": error_code or "run-failed", "message": error}
     if unmet is not None:
         info["unmetObligations"] = codec.decode(unmet)
+    if tool_call is not None:
+        info["parentToolCallId"] = tool_call
+    if wait is not None and status == "waiting":
+        info["wait"] = wait_info(codec.decode(wait))
     return info
+
+
+def wait_info(wait: dict) -> dict:
+    """The wire RunWaitInfo of a stored wait: children as a count, an event wait's timeout as
+    wakeAt, a budget pause's note as label (the reference's mapping)."""
+    reason = wait["reason"]
+    out: dict = {"reason": reason}
+    if reason == "children":
+        out["pendingChildren"] = len(wait.get("toolCallIds", ()))
+    elif reason == "timer":
+        out["wakeAt"] = wait["wakeAt"]
+    elif reason == "event":
+        if wait.get("timeoutAt") is not None:
+            out["wakeAt"] = wait["timeoutAt"]
+        for key in ("label", "answerWith"):
+            if wait.get(key):
+                out[key] = wait[key]
+    elif reason == "budget-pause" and wait.get("note"):
+        out["label"] = wait["note"]
+    return out
 
 
 def set_usage(conn: apsw.Connection, run_id: str, usage: dict) -> dict | None:

@@ -48,7 +48,10 @@ def load_secrets_key(data_dir: str, env: Mapping[str, str]) -> bytes:
 
 def _parse_key(text: str, source: str) -> bytes:
     try:
-        key = base64.b64decode(text.strip(), validate=True)
+        text = text.strip()
+        # `head -c 32 /dev/urandom | base64` pads; other tools (and url-safe keys) may not.
+        text = text.replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4)
+        key = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise SecretsKeyError(f"secrets key in {source} is not valid base64") from exc
     if len(key) != KEY_SIZE:

@@ -13,10 +13,12 @@ a crash between such a call and its result, the call is answered as interrupted,
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from protocol import tool_registry as registry
 from server.providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from server.tools import hm_tools, memory_tools, self_tools, session_tools, trigger_tools
+from server.tools import (agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools,
+                          trigger_tools)
 from server.tools.context import ToolContext, ToolFailure, ToolResult
 
 # The verbs offered to the model on this server (delegate and return_result come with
@@ -30,16 +32,20 @@ def offered_callables(web_search: bool) -> tuple[str, ...]:
     return ("search", *(("web_search",) if web_search else ()), "navigate")
 
 
-def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = ()) -> tuple[ToolSpec, ...]:
+def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = (),
+                   own: Sequence[str] = ()) -> tuple[ToolSpec, ...]:
     """The verbs as the model is offered them. `call` says which tools it reaches, one summary
-    line each (the reference lists them in the model's context; here they travel with the tool
-    that uses them, so the agent's system prompt stays exactly the agent's)."""
+    line each: the registry's callables, then the agent's own tools (`own`, its MCP and authored
+    tools' lines). The reference lists them in the model's context; here they travel with the
+    tool that uses them, so the agent's system prompt stays exactly the agent's."""
     out = []
     for verb in verbs:
         name, description, parameters = registry.provider_tool(registry.VERBS[verb])
         if verb == "call" and callables:
             description += "\n\nCallable tools:\n" + "\n".join(
                 f"- {registry.summary_line(registry.CALLABLES[c])}" for c in callables)
+        if verb == "call" and own:
+            description += "\n\nYour own tools, also through `call`:\n" + "\n".join(own)
         out.append(ToolSpec(name, description, parameters))
     return tuple(out)
 
@@ -58,12 +64,28 @@ def parse_arguments(call: ToolCall) -> tuple[dict | None, str | None]:
 
 
 class ToolSurface:
-    def __init__(self, ctx: ToolContext, verbs: tuple[str, ...] = OFFERED_VERBS) -> None:
+    def __init__(self, ctx: ToolContext, verbs: tuple[str, ...] = OFFERED_VERBS,
+                 delegating: delegation_tools.Delegating | None = None,
+                 agent_docs: agent_tools.AgentTools | None = None) -> None:
         self.ctx = ctx
         self.verbs = verbs
+        self.delegating = delegating   # delegate / return_result state (server/tools/delegation_tools.py)
+        self.agent_docs = agent_docs   # the agent's MCP and authored tools (server/tools/agent_tools.py)
+
+    @property
+    def finished(self) -> bool:
+        """A typed child delivered its result (or may no more): its turn ends now."""
+        return self.delegating is not None and self.delegating.finished
 
     def provider_tools(self) -> tuple[ToolSpec, ...]:
-        return provider_tools(self.verbs, self.ctx.callables)
+        own = self.agent_docs.guide_lines() if self.agent_docs is not None else ()
+        specs = provider_tools(self.verbs, self.ctx.callables, own)
+        if self.delegating is not None and self.delegating.result_schema is not None:
+            # return_result's real parameters are the spawner's output schema (the reference swaps
+            # them in at session start).
+            specs = tuple(ToolSpec(t.name, t.description, self.delegating.result_schema)
+                          if t.name == "return_result" else t for t in specs)
+        return specs
 
     async def run(self, call: ToolCall) -> ToolResult:
         tool = registry.VERBS.get(call.name)
@@ -86,6 +108,10 @@ class ToolSurface:
                 return await self._write(params)
             if tool.name == "call":
                 return await self._call(params)
+            if tool.name == "delegate" and self.delegating is not None:
+                return delegation_tools.delegate(self.delegating, call.id, params)
+            if tool.name == "return_result" and self.delegating is not None:
+                return delegation_tools.return_result(self.delegating, params)
             if tool.name == "plan":
                 return await session_tools.plan(self.ctx, params)
             return await session_tools.status(self.ctx, params)
@@ -113,10 +139,10 @@ class ToolSurface:
             return session_tools.read_run(ctx, address[len("run:"):].strip())
         if address.startswith(("https://", "http://")):
             return await self._web().read_page(address)
-        if address.startswith("hm://"):
-            return await hm_tools.read(ctx, address)
         if address in ("~/triggers", "~/triggers/") or address.startswith("~/triggers/"):
             return trigger_tools.read(ctx, address[len("~/triggers"):])
+        if address.startswith("hm://"):
+            return await hm_tools.read(ctx, address)
         if address.startswith(("activity:", "ipfs://")):
             raise ToolFailure(f"reading {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: ~/memory/…, ~/tools/…, "
@@ -128,11 +154,11 @@ class ToolSurface:
         memory_path = memory_tools.memory_path_of(address)
         if memory_path is not None:
             return await memory_tools.write(self.ctx, memory_path, params)
-        if address.startswith("hm://"):
-            return await hm_tools.write(self.ctx, address, params)
         if address.startswith("~/triggers/"):
             # (the publisher is the app: the triggers' checks, secrets key and scheduler)
             return await trigger_tools.write(self.ctx, address[len("~/triggers/"):], params, self.ctx.publisher)
+        if address.startswith("hm://"):
+            return await hm_tools.write(self.ctx, address, params)
         if address.startswith(("~/triggers", "ipfs://", "~/tools")):
             raise ToolFailure(f"writing {_form(address)} {NOT_YET}")
         raise ToolFailure(f"Unrecognized address: {address[:200]}. Writable: ~/memory/<path>, ~/tools/<name>, "
@@ -141,6 +167,8 @@ class ToolSurface:
     async def _call(self, params: dict) -> ToolResult:
         name = registry.normalize_name(params["tool"])
         ctx = self.ctx
+        if self.agent_docs is not None and self.agent_docs.has(name):
+            return await self.agent_docs.call(name, params.get("input"))
         tool = registry.CALLABLES.get(name)
         if tool is None or name not in ctx.callables:
             if name == "execute":

@@ -14,13 +14,17 @@ names the first bad blob). The reads `GET /api/Resource`, `Account`, `ResourceMe
 change reachable from them, their operations applied in (depth, ts) order. Answers are JSON in
 superjson's envelope, as the real server's.
 
-From another process:
+For synchronous tests (a CLI in a subprocess, say), `with fake_hm_in_thread() as hm:` runs it
+on its own event loop in a thread, same object, same inspection.
+
+From another process (`FakeHmProcess()` starts one):
 
     python -m tests.fakes.hm_server --port 0 [--vectors]
 
 prints `FAKE_HM_LISTENING http://127.0.0.1:PORT`; `--vectors` preloads the blobs of
 tests/hm_vectors/*.json. Over HTTP, `GET /_fake/published` lists what was published (each call's
-CIDs and blob types) and `POST /_fake/fail` (JSON `{"kind": ..., "times": n}`) queues failures.
+CIDs, blob types and decoded values, bytes in base64) and `POST /_fake/fail` (JSON
+`{"kind": ..., "times": n}`) queues failures.
 """
 
 from __future__ import annotations
@@ -30,8 +34,14 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
 import signal
+import subprocess
+import sys
+import threading
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,11 +55,11 @@ from protocol import dagcbor
 from protocol.hm_ids import HmId, parse_hm_id
 from protocol.principals import principal_to_string
 
-from .openai_server import _read_request, _send, _send_json
+from .openai_server import _chunk, _head, _read_request, _send, _send_json
 
-__all__ = ["FakeHmServer", "StoredBlob", "FAILURES", "REFUSAL_SECRET"]
+__all__ = ["FakeHmServer", "FakeHmProcess", "fake_hm_in_thread", "StoredBlob", "FAILURES", "REFUSAL_SECRET"]
 
-FAILURES = ("refuse", "hang", "garbage", "huge", "drop", "wrong-shape", "deep")
+FAILURES = ("refuse", "hang", "garbage", "huge", "huge-stream", "drop", "wrong-shape", "deep")
 # What a refusal's body says: a client error must never repeat it.
 REFUSAL_SECRET = "internal trace 7f3a: token=hm-secret-do-not-echo"
 HUGE_ANSWER_BYTES = 9 * 1024 * 1024
@@ -144,7 +154,7 @@ class FakeHmServer:
 
     def fail(self, kind: str, times: int = 1) -> None:
         """Answer the next `times` requests badly: refuse (500), hang (never answer), garbage
-        (200, not JSON), huge (200, 9 MiB), drop (close the connection), wrong-shape (200, JSON
+        (200, not JSON), huge (200, 9 MiB), huge-stream (the same, chunked), drop (close the connection), wrong-shape (200, JSON
         of another shape), deep (200, a document nested 3000 levels)."""
         if kind not in FAILURES:
             raise ValueError(f"unknown failure {kind!r}; one of {FAILURES}")
@@ -399,6 +409,17 @@ class FakeHmServer:
             body = ('{"json": {"type": "document", "document": {"metadata": {}, "content": [%s]}}}'
                     % content.replace("%s", ""))
             await _send(writer, 200, "application/json", body.encode())
+        elif kind == "huge-stream":  # no Content-Length: the size shows only while reading
+            writer.write(_head(200, "application/json", chunked=True))
+            piece = _chunk(b"x" * 65536)
+            try:
+                for _ in range(HUGE_ANSWER_BYTES // 65536 + 1):
+                    writer.write(piece)
+                    await writer.drain()
+            except ConnectionError:
+                return False
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
         elif kind == "huge":
             await _send(writer, 200, "application/json", b'{"json": "' + b"x" * HUGE_ANSWER_BYTES + b'"}')
         elif kind == "drop":
@@ -417,8 +438,8 @@ class FakeHmServer:
         if route == ("POST", "/api/PublishBlobs"):
             return await self._publish(request, writer)
         if route == ("GET", "/_fake/published"):
-            return await _send_json(writer, 200, [[{"cid": b.cid, "type": b.type} for b in call]
-                                                  for call in self.published])
+            return await _send_json(writer, 200, [[{"cid": b.cid, "type": b.type, "value": _json_safe(b.value)}
+                                                   for b in call] for call in self.published])
         if route == ("POST", "/_fake/fail"):
             body = request.body if isinstance(request.body, dict) else {}
             self.fail(str(body.get("kind")), int(body.get("times", 1)))
@@ -485,6 +506,50 @@ def _vector_blobs(value):
     elif isinstance(value, list):
         for v in value:
             yield from _vector_blobs(v)
+
+
+@contextmanager
+def fake_hm_in_thread(*, vectors: bool = False) -> Iterator[FakeHmServer]:
+    """A FakeHmServer on its own event loop in a daemon thread, for synchronous tests."""
+    loop = asyncio.new_event_loop()
+    fake = FakeHmServer()
+    thread = threading.Thread(target=loop.run_forever, name="fake-hm", daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(fake.start(), loop).result(10)
+    if vectors:
+        fake.load_vectors()
+    try:
+        yield fake
+    finally:
+        asyncio.run_coroutine_threadsafe(fake.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+class FakeHmProcess:
+    """`python -m tests.fakes.hm_server` in a child process (for tests that kill or restart it)."""
+
+    def __init__(self, *, vectors: bool = False) -> None:
+        root = Path(__file__).resolve().parents[2]
+        args = [sys.executable, "-m", "tests.fakes.hm_server", "--port", "0"] + (["--vectors"] if vectors else [])
+        self.proc = subprocess.Popen(args, cwd=str(root), stdout=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, PYTHONPATH=str(root)))
+        line = self.proc.stdout.readline()
+        assert line.startswith("FAKE_HM_LISTENING"), line
+        self.base_url = line.split()[1]
+
+    def published(self) -> list[list[dict]]:
+        import httpx
+        return httpx.get(f"{self.base_url}/_fake/published", timeout=5).json()
+
+    def fail(self, kind: str, times: int = 1) -> None:
+        import httpx
+        httpx.post(f"{self.base_url}/_fake/fail", json={"kind": kind, "times": times}, timeout=5).raise_for_status()
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
 
 
 async def _serve(args: argparse.Namespace) -> None:

@@ -9,6 +9,7 @@ import {writeFileSync} from 'node:fs'
 import {createHash} from 'node:crypto'
 import * as blobs from '@seed-hypermedia/client/blobs'
 import {CID} from 'multiformats/cid'
+import {encode as dagEncode} from '@ipld/dag-cbor'
 import {sha256} from 'multiformats/hashes/sha2'
 import {
   blocksToMarkdown,
@@ -177,6 +178,8 @@ const accounts = {
     await unixfsVector(262144, 7),
     await unixfsVector(262145, 11),
     await unixfsVector(700001, 13),
+    // More chunks than a node links (the importer's balanced layout: 174 a node): nodes nest.
+    await unixfsVector(262144 * 175 + 1000, 17),
   ],
 }
 writeFileSync(new URL('./accounts.json', import.meta.url), JSON.stringify(accounts, null, 1) + '\n')
@@ -224,6 +227,10 @@ const PARSE_CASES = [
   '1) paren list\n2) second',
   '`` code with ` tick ``',
   'nested **bold _italic_ bold** end',
+  '---\nb: 1\n0: x\nname: N\n1: y\n---\nNumeric keys',
+  '---\nname: ~\ntitle: T\nsummary:\nshowOutline: ~\nshowActivity: []\nfoo: ~\nbar: null\n---\nNulls',
+  '---\ntitle: Only a title\n---\nBody',
+  '---\nname: 2024-01-01\ndate: 2024-01-01\ncount: 1_000\noctal: 0o17\nhex: 0x1f\nratio: 1.5\nflag: yes\nshowActivity: 0\nlist: [1, two]\ntheme: {headerLayout: Center}\n---\nBody',
   '[unclosed link(https://x)',
   '',
 ]
@@ -268,6 +275,15 @@ const FRONTMATTER_CASES = [
   {name: '@at sign'},
   {name: 'a: b: c'},
   {name: 'key #hash'},
+  {name: '2024-01-01'},
+  {name: '1_000'},
+  {name: 'yes'},
+  {name: '0o17'},
+  {name: '.inf'},
+  {name: '~'},
+  {name: '1.5e3'},
+  {count: 3, ratio: 1.5, theme: {headerLayout: 'Center'}, tags: ['a', 'b']},
+  {name: 'n', foo: null, gone: undefined},
 ]
 
 const DOC_V1 = `---
@@ -335,12 +351,6 @@ async function documentVectors() {
   seedRandom(4242)
   const parsed1 = parseMarkdown(DOC_V1)
   const blocks1 = markdownBlockNodesToHMBlockNodes(parsed1.tree)
-  const metadataOps = (metadata) => {
-    const attrs = Object.entries(metadata)
-      .filter((e) => e[1] !== undefined)
-      .map(([key, value]) => ({key: [key], value}))
-    return attrs.length ? [{type: 'SetAttributes', attrs}] : []
-  }
   const ops1 = metadataOps(parsed1.metadata).concat(flattenToOperations(parsed1.tree))
   const genesis = await createGenesisChange(signer)
   const c1 = createChangeOps({ops: ops1, genesisCid: genesis.cid, deps: [genesis.cid], depth: 1, ts: BigInt(ts1)})
@@ -399,11 +409,149 @@ async function documentVectors() {
   }
 }
 
+// Random documents from a palette of every construct, compared by digest: the DAG-CBOR of their
+// operations and the Markdown they render to (the Python side hashes its own the same way).
+const WORDS = ['alpha', 'beta', 'γάμμα', 'delta', '🤖', 'x', 'long-word', 'a_b', '1.', '#', '-', '|', '>', '$$']
+const INLINE = [
+  (r) => `**${word(r)}**`, (r) => `_${word(r)}_`, (r) => `*${word(r)}*`, (r) => `\`${word(r)}\``,
+  (r) => `~~${word(r)}~~`, (r) => `[${word(r)}](https://ex.com/${word(r)})`, (r) => `<u>${word(r)}</u>`,
+  (r) => `<mark>${word(r)}</mark>`, (r) => '<br>', (r) => `![${word(r)}](https://ex.com/i.png)`,
+  (r) => '<https://auto.link/x>', (r) => '<hm://z6MkihWCQTrdYSzB7D7VVPKWSAvRBFA6n9eL35fGHJqN2RuD>',
+  (r) => `\\${pick(r, ['*', '[', '_', '`'])}`, (r) => '**', (r) => '[', (r) => '`',
+  (r) => `<span style="color:#f00">${word(r)}</span>`, (r) => `***${word(r)}***`, (r) => `__${word(r)}__`,
+]
+function pick(r, list) {
+  return list[Math.floor(r() * list.length)]
+}
+function word(r) {
+  return pick(r, WORDS)
+}
+function inline(r) {
+  const parts = []
+  const n = 1 + Math.floor(r() * 6)
+  for (let i = 0; i < n; i++) parts.push(r() < 0.5 ? word(r) : pick(r, INLINE)(r))
+  return parts.join(' ')
+}
+function randomDocument(r) {
+  const lines = []
+  if (r() < 0.2) lines.push('---', `name: ${word(r)}`, '---')
+  const n = 2 + Math.floor(r() * 12)
+  for (let i = 0; i < n; i++) {
+    const ind = pick(r, ['', '', '', '  ', '    '])
+    const kind = Math.floor(r() * 12)
+    if (kind === 0) lines.push(ind + '#'.repeat(1 + Math.floor(r() * 6)) + ' ' + inline(r))
+    else if (kind <= 2) lines.push(ind + inline(r))
+    else if (kind === 3) lines.push(ind + pick(r, ['- ', '* ', '+ ', '1. ', '2) ', '> ']) + inline(r))
+    else if (kind === 4) lines.push(ind + '- ' + inline(r), ind + '  - ' + inline(r), ind + '- ' + inline(r))
+    else if (kind === 5) lines.push(ind + '```' + pick(r, ['', 'js', 'py']), ind + inline(r), ind + '```')
+    else if (kind === 6) lines.push(ind + '$$', ind + 'x^2', ind + '$$')
+    else if (kind === 7) lines.push(ind + '| a | b |', ind + '| --- | --- |', ind + '| ' + word(r) + ' | ' + word(r) + ' |')
+    else if (kind === 8) lines.push(ind + `![${word(r)}](${pick(r, ['https://ex.com/p.png', 'local.png', 'ipfs://bafy'])})`)
+    else if (kind === 9) lines.push(ind + inline(r) + ` <!-- id:${word(r).replace(/[^A-Za-z0-9_-]/g, '') || 'z'}0000 -->`)
+    else if (kind === 10) lines.push(pick(r, ['', '\t- tabbed', 'crlf line\r', '  ']))
+    else if (kind === 11)
+      lines.push(
+        pick(r, [
+          ind + `<!-- id:c${i}c${i}c${i} -->`,
+          ind + `<!-- id:e${i}e${i} type:Embed -->`,
+          ind + `<hm://z6MkihWCQTrdYSzB7D7VVPKWSAvRBFA6n9eL35fGHJqN2RuD> <!-- id:m${i} type:Embed -->`,
+          ind + `[${word(r)}](https://ex.com/b) <!-- id:b${i} type:Button attrs:{"alignment":"center"} -->`,
+          ind + `${inline(r)} <!-- id:p${i} attrs:{"childrenType":"Grid","columnCount":2} -->`,
+          ind + `<!-- end:c${Math.max(0, i - 1)}c${Math.max(0, i - 1)}c${Math.max(0, i - 1)} -->`,
+          ind + `| x <!-- col:k${i} attrs:{"width":120} --> | y |`,
+          ind + `> ${inline(r)}\n${ind}> > nested ${word(r)}`,
+        ]),
+      )
+    if (r() < 0.5) lines.push('')
+  }
+  return lines.join('\n')
+}
+// The reference server's metadataToWriteSetAttributes.
+function metadataOps(metadata) {
+  const attrs = Object.entries(metadata)
+    .filter((e) => e[1] !== undefined)
+    .map(([key, value]) => ({key: [key], value}))
+  return attrs.length ? [{type: 'SetAttributes', attrs}] : []
+}
+function undefinedPaths(v, path) {
+  if (v === undefined) return [path]
+  if (v && typeof v === 'object') return Object.entries(v).flatMap(([k, x]) => undefinedPaths(x, path + '.' + k))
+  return []
+}
+function digest(bytes) {
+  return createHash('sha256').update(bytes).digest('hex')
+}
+function randomCase(index) {
+  const markdown = randomDocument(mulberry32(9000 + index))
+  seedRandom(5000 + index)
+  const {tree, metadata} = parseMarkdown(markdown)
+  const ops = flattenToOperations(tree)
+  const rendered = blocksToMarkdown({metadata, content: markdownBlockNodesToHMBlockNodes(tree)})
+  const holes = undefinedPaths(ops, '')
+  if (holes.length) console.log('undefined in ops', JSON.stringify(markdown), holes)
+  return {
+    markdown,
+    randomSeed: 5000 + index,
+    ops: holes.length ? null : digest(dagEncode(ops)),
+    metadata: digest(dagEncode(metadataOps(metadata))),
+    rendered: digest(Buffer.from(rendered, 'utf8')),
+  }
+}
+
+// Random updates: a random document, then its rendering edited at random (lines changed,
+// dropped, added, swapped), diffed as writeDocumentUpdate does; compared by the operations' digest.
+function editLines(r, text) {
+  const lines = text.split('\n')
+  const edits = 1 + Math.floor(r() * 4)
+  for (let e = 0; e < edits && lines.length > 1; e++) {
+    const at = 1 + Math.floor(r() * (lines.length - 1))
+    const kind = Math.floor(r() * 4)
+    if (kind === 0) lines[at] = lines[at].replace(/[A-Za-zα-ω]+/, word(r))
+    else if (kind === 1) lines.splice(at, 1)
+    else if (kind === 2) lines.splice(at, 0, pick(r, ['', '- ' + inline(r), inline(r), '## ' + inline(r)]))
+    else if (at + 1 < lines.length) [lines[at], lines[at + 1]] = [lines[at + 1], lines[at]]
+  }
+  return lines.join('\n')
+}
+function randomUpdate(index) {
+  const r = mulberry32(7000 + index)
+  const oldMarkdown = randomDocument(r)
+  seedRandom(6000 + index)
+  const old = parseMarkdown(oldMarkdown)
+  const oldContent = markdownBlockNodesToHMBlockNodes(old.tree)
+  const markdown = editLines(r, blocksToMarkdown({metadata: old.metadata, content: oldContent}))
+  seedRandom(6500 + index)
+  const parsed = parseMarkdown(markdown)
+  const oldNodes = oldContent.map((node) => toAPIBlockNode(node))
+  const newTree = rebindTableIdentities(
+    oldNodes,
+    markdownBlockNodesToHMBlockNodes(parsed.tree).map((node) => hmBlockNodeToBlockNode(node)),
+  )
+  const ops = metadataOps(parsed.metadata).concat(computeReplaceOps(createBlocksMap(oldNodes), newTree))
+  // The old blocks are the old Markdown's (its parse is held to the library by the cases above).
+  return {
+    oldMarkdown,
+    oldSeed: 6000 + index,
+    oldContent: digest(dagEncode(JSON.parse(JSON.stringify(oldContent)))),
+    markdown,
+    randomSeed: 6500 + index,
+    ops: digest(dagEncode(ops)),
+    count: ops.length,
+  }
+}
+
+// A longer soak (not committed): HM_RANDOM=5000 HM_DOCUMENTS_OUT=/tmp/documents.json node make_vectors.mjs
+const RANDOM_DOCUMENTS = Number(process.env.HM_RANDOM || 300)
+const RANDOM_UPDATES = Math.round(RANDOM_DOCUMENTS * 0.4)
+const DOCUMENTS_OUT = process.env.HM_DOCUMENTS_OUT || new URL('./documents.json', import.meta.url)
+
 const documents = {
   library: '@seed-hypermedia/client@0.0.83',
+  updates: Array.from({length: RANDOM_UPDATES}, (_, i) => randomUpdate(i)),
   parse: PARSE_CASES.map((md, i) => caseRecord(md, 100 + i)),
+  random: Array.from({length: RANDOM_DOCUMENTS}, (_, i) => randomCase(i)),
   frontmatter: FRONTMATTER_CASES.map((metadata) => ({metadata, rendered: emitFrontmatter(metadata)})),
   document: await documentVectors(),
 }
-writeFileSync(new URL('./documents.json', import.meta.url), JSON.stringify(documents, null, 1) + '\n')
+writeFileSync(DOCUMENTS_OUT, JSON.stringify(documents, null, 1) + '\n')
 console.log('wrote documents.json')

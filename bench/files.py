@@ -1,0 +1,202 @@
+"""Files bench (issue 23): upload and read throughput through a real server, each beside the raw
+speed of the same storage measured in the same run, and search latency over 10,000 memory files.
+
+- upload: a file sent in 8 MiB chunks (Begin, Append..., Commit with its sha256) by a client
+  over the WebSocket, MiB/s from the first chunk to the commit's answer; the raw figures write
+  the same bytes straight to the storage: a file in the data directory (write + fsync), and the
+  same 1 MiB chunks inserted into a table of the same database (one transaction, committed).
+- read: the file read back in 8 MiB ranges (ReadAgentMemoryFile offset/length); the raw figure
+  selects the same chunks from the database directly.
+- search: 10,000 text memory files of one agent (written through the store functions, before
+  the server starts), then SearchAgentMemory queries one at a time over the socket: p50/p99 ms.
+
+Run: `python -m bench.files [--quick] [--storage-url postgresql://...]` (prints JSON).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import tempfile
+import time
+
+from bench.processes import Server
+from bench.stats import percentile
+from clients import AgentsClient
+from clients import actions
+from protocol.keys import Keypair
+
+MiB = 1 << 20
+CHUNK = 8 * MiB
+WORDS = ("lisbon porto tram nata coffee river bridge tile azulejo market fado harbor sardine wine "
+         "castle hill museum garden train ferry beach sunset street bakery bookshop library station "
+         "pastry tower square cathedral palace festival music dance sailor atlantic ocean light").split()
+ECHO = {"name": "bench", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}
+
+
+def _pattern(size: int) -> bytes:
+    return (hashlib.sha256(b"files-bench").digest() * (size // 32 + 1))[:size]
+
+
+# -- raw speeds ------------------------------------------------------------------------------
+def raw_disk_write(folder: str, data: bytes) -> float:
+    path = os.path.join(folder, "raw.bin")
+    start = time.perf_counter()
+    with open(path, "wb") as f:
+        for at in range(0, len(data), CHUNK):
+            f.write(data[at:at + CHUNK])
+        f.flush()
+        os.fsync(f.fileno())
+    seconds = time.perf_counter() - start
+    os.unlink(path)
+    return len(data) / MiB / seconds
+
+
+def raw_db(storage_url: str | None, db_path: str, data: bytes) -> tuple[float, float]:
+    """(write MiB/s, read MiB/s) of 1 MiB chunks inserted into / selected from a table of the
+    same database, outside the server."""
+    rows = [(i, data[at:at + MiB]) for i, at in enumerate(range(0, len(data), MiB))]
+    if storage_url:
+        import psycopg
+
+        with psycopg.connect(storage_url, autocommit=True) as conn:
+            conn.execute("CREATE TEMP TABLE raw_chunks (seq BIGINT PRIMARY KEY, data BYTEA)")
+            start = time.perf_counter()
+            with conn.transaction():
+                cur = conn.cursor()
+                for row in rows:
+                    cur.execute("INSERT INTO raw_chunks VALUES (%s, %s)", row, binary=True)
+            write = len(data) / MiB / (time.perf_counter() - start)
+            start = time.perf_counter()
+            for seq, _ in rows:
+                conn.cursor(binary=True).execute("SELECT data FROM raw_chunks WHERE seq = %s", (seq,)).fetchone()
+            read = len(data) / MiB / (time.perf_counter() - start)
+        return write, read
+    import apsw
+
+    conn = apsw.Connection(db_path)
+    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                 " CREATE TABLE IF NOT EXISTS raw_chunks (seq INTEGER PRIMARY KEY, data BLOB)")
+    start = time.perf_counter()
+    with conn:
+        conn.executemany("INSERT INTO raw_chunks VALUES (?, ?)", rows)
+    write = len(data) / MiB / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for seq, _ in rows:
+        conn.execute("SELECT data FROM raw_chunks WHERE seq = ?", (seq,)).fetchone()
+    read = len(data) / MiB / (time.perf_counter() - start)
+    conn.execute("DROP TABLE raw_chunks")
+    conn.close()
+    return write, read
+
+
+# -- search corpus -----------------------------------------------------------------------------
+def seed_memory(storage_url: str | None, db_path: str, account: str, files: int) -> str:
+    """An agent with `files` text memory files, written with the store functions; its id."""
+    from server.store import accounts, agents
+    from server.store import memory as memory_q
+
+    rng = random.Random(23)
+    agent_id = "bench-agent"
+
+    def fill(conn):
+        accounts.ensure_account(conn, account, 1)
+        agents.create_agent(conn, agent_id, account, dict(ECHO), "/tmp/bench-files", 1)
+        limits = memory_q.MemoryLimits(quota=None, max_files=files + 1)
+        for i in range(files):
+            text = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(40, 400)))
+            memory_q.write_file(conn, agent_id, account, f"notes/{i // 100}/note-{i}.md", text.encode(), 1, limits)
+
+    if storage_url:
+        from server.storage import parse_storage_url
+        from server.storage.pg_database import PgDatabase
+
+        db = PgDatabase(parse_storage_url(storage_url))
+    else:
+        from server.store.database import Database
+
+        db = Database(db_path)
+    db.start_sync()
+    try:
+        db.write_sync(fill)
+    finally:
+        db.close_sync()
+    return agent_id
+
+
+# -- through the server ----------------------------------------------------------------------------
+async def through_server(url: str, kp: Keypair, agent_id: str, size: int, queries: int) -> dict:
+    data = _pattern(size)
+    async with AgentsClient.connect(url, kp) as c:
+        start = time.perf_counter()
+        await c.upload_file({"kind": "memory", "agentId": agent_id, "path": "bench/big.bin"}, data,
+                            chunk_bytes=CHUNK)
+        upload = size / MiB / (time.perf_counter() - start)
+        start = time.perf_counter()
+        got = 0
+        async for piece in c.read_file_ranges(
+                lambda o, n: actions.read_agent_memory_file(agent_id, "bench/big.bin", o, n), size,
+                range_bytes=CHUNK):
+            got += len(piece)
+        read = size / MiB / (time.perf_counter() - start)
+        assert got == size
+        rng = random.Random(7)
+        latencies = []
+        hits = 0
+        for _ in range(queries):
+            q = " ".join(rng.sample(WORDS, rng.choice((1, 2, 2, 3))))
+            start = time.perf_counter()
+            found = await c.search_agent_memory(agent_id, q, 20)
+            latencies.append(time.perf_counter() - start)
+            hits += bool(found["results"])
+    return {"upload_mib_s": round(upload, 1), "read_mib_s": round(read, 1),
+            "search_p50_ms": round(percentile(latencies, 50) * 1000, 2),
+            "search_p99_ms": round(percentile(latencies, 99) * 1000, 2),
+            "search_queries": queries, "search_queries_with_results": hits}
+
+
+def run(quick: bool = False, storage_url: str | None = None) -> dict:
+    size = (64 if quick else 256) * MiB
+    files = 2_000 if quick else 10_000
+    queries = 200 if quick else 1_000
+    folder = tempfile.mkdtemp(prefix="bench-files-")
+    db_path = os.path.join(folder, "agents.sqlite")
+    kp = Keypair.generate()
+    started = time.perf_counter()
+    agent_id = seed_memory(storage_url, db_path, kp.account_id, files)
+    seeded = time.perf_counter() - started
+    data = _pattern(size)
+    disk = raw_disk_write(folder, data)
+    db_write, db_read = raw_db(storage_url, db_path + ".raw" if not storage_url else "", data)
+    extra = ["--storage-url", storage_url] if storage_url else []
+    server = Server("files", data_dir=folder, extra=extra).start()
+    try:
+        figures = asyncio.run(through_server(server.url, kp, agent_id, size, queries))
+    finally:
+        server.stop()
+    figures.update({
+        "storage": "postgresql" if storage_url else "sqlite", "file_mib": size // MiB, "memory_files": files,
+        "seed_seconds": round(seeded, 1),
+        "raw_disk_write_mib_s": round(disk, 1), "raw_db_write_mib_s": round(db_write, 1),
+        "raw_db_read_mib_s": round(db_read, 1),
+        "upload_vs_raw_db_write": round(figures["upload_mib_s"] / db_write, 2),
+        "upload_vs_raw_disk_write": round(figures["upload_mib_s"] / disk, 2),
+        "read_vs_raw_db_read": round(figures["read_mib_s"] / db_read, 2),
+    })
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.files", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="64 MiB, 2,000 files, 200 queries")
+    parser.add_argument("--storage-url", default=None, help="a postgresql:// URL (an empty schema); default SQLite")
+    args = parser.parse_args(argv)
+    print(json.dumps(run(args.quick, args.storage_url), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

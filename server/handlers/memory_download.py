@@ -1,0 +1,130 @@
+"""DownloadAgentMemoryFile: fetch an http(s) URL into an agent's memory.
+
+The fetch goes through the runtime's guarded HTTP client (server/providers/network.py): every
+connection, redirects included, is checked against the provider network policy after DNS, so a
+URL or a redirect that leads to a refused address (loopback from a public server, a metadata
+endpoint) is refused. Redirects are followed here, at most MAX_REDIRECTS, each hop checked the
+same way. The body streams into a staged upload (server/store/uploads.py) a few MiB at a time,
+so memory stays bounded, and is cut off past `--download-max-bytes` (413, nothing kept); a
+server killed mid-download leaves a staged upload that the sweep drops.
+"""
+from __future__ import annotations
+
+import httpx
+
+from protocol.errors import ProtocolError
+from protocol.file_rules import default_download_path, extension_for, memory_path
+from server.clock import new_id
+from server.handlers.access import WRITER, agent_access
+from server.handlers.memory_files import limits, owner_of
+from server.handlers.uploads import commit_scanned
+from server.providers.network import NetworkRefused
+from server.providers.redact import display_url
+from server.store import blobs
+from server.store import memory as memory_q
+from server.store import uploads as uploads_q
+
+MAX_REDIRECTS = 5
+IDLE_TIMEOUT = 60.0        # seconds without a byte (the reference's idle timeout)
+WRITE_EVERY = 4 << 20      # bytes buffered before they are appended to the staged upload
+USER_AGENT = "SeedAgents/1.0 (+https://seed.hyper.media)"
+
+
+def _refused(exc: BaseException) -> NetworkRefused | None:
+    while exc is not None:
+        if isinstance(exc, NetworkRefused):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+async def _open(client: httpx.AsyncClient, url: str) -> tuple[httpx.Response, str]:
+    """The response for `url` after redirects (each hop under the network policy)."""
+    for _ in range(MAX_REDIRECTS + 1):
+        request = client.build_request("GET", url, headers={"User-Agent": USER_AGENT},
+                                       timeout=httpx.Timeout(30.0, read=IDLE_TIMEOUT))
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            refused = _refused(exc)
+            if refused is not None:
+                raise ProtocolError(403, f"Could not download {display_url(url)}: {refused.host} is an address "
+                                         "the server's network policy refuses") from None
+            raise ProtocolError(502, f"Could not download {display_url(url)}: {type(exc).__name__}") from None
+        if response.is_redirect and response.next_request is not None:
+            await response.aclose()
+            url = str(response.next_request.url)
+            if response.next_request.url.scheme not in ("http", "https"):
+                raise ProtocolError(502, f"Could not download: a redirect leads to a non-http URL")
+            continue
+        if not response.is_success:
+            await response.aclose()
+            raise ProtocolError(502, f"Could not download {display_url(url)}: HTTP {response.status_code}")
+        return response, url
+    raise ProtocolError(502, f"Could not download: more than {MAX_REDIRECTS} redirects")
+
+
+async def download_agent_memory_file(app, env, action) -> dict:
+    account_id, agent_id = env.account_id, action.agent_id
+    await app.db.aread(agent_access, account_id, agent_id, WRITER)
+    cap = app.config.download_max_bytes
+    response, final_url = await _open(app.runtime.http, action.url)
+    upload_id = new_id()
+    try:
+        content_type = response.headers.get("content-type")
+        path = action.path or default_download_path(response.url.path, f"download-{app.now_ms()}")
+        path = memory_path(path)
+        if content_type and not _has_extension(path):
+            ext = extension_for(content_type)
+            if ext:
+                path = memory_path(f"{path}.{ext}")
+        declared = response.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > cap:
+            raise ProtocolError(413, f"Download of {int(declared)} bytes exceeds the limit of {cap} bytes")
+        now = app.now_ms()
+
+        def begin(conn):
+            owner = owner_of(conn, agent_id)
+            memory_q.check_writable(conn, agent_id, owner, path, int(declared) if declared and declared.isdigit()
+                                    else 0, limits(app))
+            uploads_q.begin(conn, upload_id, account_id, owner,
+                            {"kind": "memory", "agentId": agent_id, "path": path}, cap, now)
+
+        await app.db.write(begin)
+        received, buffer = 0, bytearray()
+        try:
+            async for piece in response.aiter_raw():
+                buffer += piece
+                if received + len(buffer) > cap:
+                    raise ProtocolError(413, f"Download exceeds the limit of {cap} bytes; nothing was kept")
+                if len(buffer) >= WRITE_EVERY:
+                    received = await app.db.write(uploads_q.append, upload_id, account_id, received, bytes(buffer),
+                                                  app.now_ms())
+                    buffer.clear()
+        except httpx.HTTPError as exc:
+            raise ProtocolError(502, f"Download of {display_url(final_url)} failed: {type(exc).__name__}") from None
+        if buffer:
+            received = await app.db.write(uploads_q.append, upload_id, account_id, received, bytes(buffer),
+                                          app.now_ms())
+        up = await app.db.aread(uploads_q.get, upload_id, account_id)
+        scan = await app.db.read_async(blobs.scan, up.blob_id, memory_q.MAX_INDEXED_CHARS)
+        result = await commit_scanned(app, account_id, upload_id, scan)
+        upload_id = None
+    finally:
+        await response.aclose()
+        if upload_id is not None:
+            try:
+                await app.db.write(uploads_q.abort, upload_id, account_id)
+            except ProtocolError:
+                pass   # never begun
+    out = {"_": "DownloadAgentMemoryFileResponse", "agentId": agent_id, "entry": result["entry"],
+           "finalUrl": final_url}
+    if content_type:
+        out["contentType"] = content_type
+    return out
+
+
+def _has_extension(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    stem, dot, ext = name.rpartition(".")
+    return bool(dot and stem and 1 <= len(ext) <= 8 and ext.isalnum())

@@ -1,0 +1,96 @@
+"""Agent memory actions: List/Read/Write/DeleteAgentMemoryFile, SearchAgentMemory (ours), and
+UploadAgentMemoryFileToIpfs. Readers read, writers write (CONTRACT section 4); the files are the
+owner's, so a writer's write counts against the owner's quota.
+
+DownloadAgentMemoryFile is in server/handlers/memory_download.py; chunked uploads into memory in
+server/handlers/uploads.py.
+"""
+from __future__ import annotations
+
+from protocol.errors import ProtocolError
+from server.handlers.access import READER, WRITER, agent_access
+from server.store import blobs
+from server.store import memory as memory_q
+from server.store import owners as owners_q
+
+
+def limits(app) -> memory_q.MemoryLimits:
+    cfg = app.config
+    return memory_q.MemoryLimits(quota=cfg.file_quota_bytes or None, max_files=cfg.memory_max_files)
+
+
+def owner_of(conn, agent_id: str) -> str:
+    return owners_q.agent_access(conn, agent_id)[0]
+
+
+def memory_changed(app, conn_owner: str, agent_id: str) -> None:
+    """The reference's account notice, so Memory tabs open elsewhere refresh."""
+    app.notify_account(conn_owner, "agent-memory-changed", agent_id=agent_id)
+
+
+async def list_agent_memory(app, env, action) -> dict:
+    def read(conn):
+        agent_access(conn, env.account_id, action.agent_id, READER)
+        return memory_q.list_memory(conn, action.agent_id)
+
+    entries, total = await app.db.read_async(read)
+    return {"_": "ListAgentMemoryResponse", "agentId": action.agent_id, "entries": entries, "totalBytes": total}
+
+
+async def read_agent_memory_file(app, env, action) -> dict:
+    cap = app.config.file_answer_bytes
+
+    def read(conn):
+        agent_access(conn, env.account_id, action.agent_id, READER)
+        if action.offset is None and action.length is None:
+            return memory_q.read_file(conn, action.agent_id, action.path, cap)
+        info = memory_q.file_info(conn, action.agent_id, action.path)
+        if info is None:
+            raise ProtocolError(404, f"Memory file not found: {action.path}")
+        offset = action.offset or 0
+        length = min(cap, max(0, info.size - offset) if action.length is None else action.length)
+        return memory_q.file_value(info, blobs.read_range(conn, info.blob_id, offset, length), offset)
+
+    file = await app.db.read_async(read)
+    return {"_": "ReadAgentMemoryFileResponse", "agentId": action.agent_id, "file": file}
+
+
+async def write_agent_memory_file(app, env, action) -> dict:
+    now = app.now_ms()
+
+    def job(conn):
+        agent_access(conn, env.account_id, action.agent_id, WRITER)
+        owner = owner_of(conn, action.agent_id)
+        return owner, memory_q.write_file(conn, action.agent_id, owner, action.path, action.content, now, limits(app))
+
+    owner, entry = await app.db.write(job)
+    memory_changed(app, owner, action.agent_id)
+    return {"_": "WriteAgentMemoryFileResponse", "agentId": action.agent_id, "entry": entry}
+
+
+async def delete_agent_memory_file(app, env, action) -> dict:
+    def job(conn):
+        agent_access(conn, env.account_id, action.agent_id, WRITER)
+        return owner_of(conn, action.agent_id), memory_q.delete_path(conn, action.agent_id, action.path)
+
+    owner, deleted = await app.db.write(job)
+    if deleted:
+        memory_changed(app, owner, action.agent_id)
+    return {"_": "DeleteAgentMemoryFileResponse", "agentId": action.agent_id, "path": action.path,
+            "deleted": deleted}
+
+
+async def search_agent_memory(app, env, action) -> dict:
+    def read(conn):
+        agent_access(conn, env.account_id, action.agent_id, READER)
+        return memory_q.search(conn, action.agent_id, action.query, action.limit or 20)
+
+    results = await app.db.read_async(read)
+    return {"_": "SearchAgentMemoryResponse", "agentId": action.agent_id, "query": action.query,
+            "results": results}
+
+
+async def upload_agent_memory_file_to_ipfs(app, env, action) -> dict:
+    await app.db.aread(agent_access, env.account_id, action.agent_id, WRITER)
+    raise ProtocolError(501, "UploadAgentMemoryFileToIpfs needs a Seed hypermedia server to publish through, "
+                             "and this server has none configured yet; the file stays in memory")

@@ -1,0 +1,166 @@
+"""Talking to one remote MCP server (Streamable HTTP) with the official SDK's `Client`.
+
+`discover` lists its tools (paged, at most MAX_TOOLS; a tool whose name or schema this server
+cannot carry is left out and counted); `call` runs one tool. Each opens its own session (MCP
+sessions are cheap and a parked run may resume on another server), under the provider network
+policy (network.py), a timeout for the whole exchange, and a byte bound on every answer. Every
+failure becomes `McpError` with a fixed phrase: the server's own text never reaches a client or
+the model as an error message (a tool's *result* does, as data).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from protocol.dagcbor import encode
+from protocol.tool_documents import MAX_SCHEMA_BYTES, MAX_TEXT_BYTES, check_schema
+from protocol.errors import ProtocolError
+from server.mcp.network import McpNetworkRefused, TooLarge, mcp_http_client
+from server.providers.network import NetworkPolicy
+
+log = logging.getLogger("seed_agents.mcp")
+
+MAX_TOOLS = 10_000
+MAX_PAGES = 1_000
+MAX_RESULT_BYTES = 256 * 1024   # what one call may hand the model
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+class McpError(Exception):
+    """A remote MCP server failed; `message` is ours (fixed phrases), safe to show."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _phrase(exc: BaseException, what: str) -> McpError:
+    """One fixed phrase per kind of failure (the exception's own text is only logged)."""
+    for e in _chain(exc):
+        if isinstance(e, McpNetworkRefused):
+            return McpError(f"{what}: the server's network policy refuses this address (--provider-networks)")
+        if isinstance(e, TooLarge):
+            return McpError(f"{what}: the MCP server's answer was too large")
+        if isinstance(e, TimeoutError):
+            return McpError(f"{what}: the MCP server did not answer in time")
+    if any(type(e).__name__ in ("ConnectError", "ConnectTimeout") for e in _chain(exc)):
+        return McpError(f"{what}: the MCP server could not be reached")
+    return McpError(f"{what}: the MCP server's answer was not valid MCP")
+
+
+def _chain(exc: BaseException):
+    seen, stack = set(), [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        stack.extend(getattr(e, "exceptions", ()) or ())
+        for nxt in (e.__cause__, e.__context__):
+            if nxt is not None:
+                stack.append(nxt)
+
+
+class Remote:
+    """One account's connection settings for one server: URL and headers (secrets opened)."""
+
+    def __init__(self, url: str, headers: dict[str, str], policy: NetworkPolicy, timeout: float) -> None:
+        self.url, self.headers, self.policy, self.timeout = url, headers, policy, timeout
+
+    async def _session(self, body):  # noqa: ANN001
+        http = mcp_http_client(self.policy, self.headers, self.timeout)
+        async with http:
+            transport = streamable_http_client(self.url, http_client=http, terminate_on_close=False)
+            async with Client(transport, mode="legacy", read_timeout_seconds=self.timeout) as client:
+                return await body(client)
+
+    async def _run(self, body, what: str):  # noqa: ANN001
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._session(body)
+        except McpError:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:   # anyio task groups raise ExceptionGroups
+            if not isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
+                raise
+            log.info("MCP %s at %s failed: %r", what, self.url.split("?")[0], exc)
+            raise _phrase(exc, what) from None
+
+    async def discover(self) -> tuple[list[dict], int]:
+        """(McpToolInfo list, how many tools were left out) — at most MAX_TOOLS kept."""
+        async def body(client):  # noqa: ANN001
+            tools: list[dict] = []
+            skipped = 0
+            cursor = None
+            for _ in range(MAX_PAGES):
+                page = await client.list_tools(cursor=cursor)
+                for tool in page.tools:
+                    info = _tool_info(tool)
+                    if info is None or len(tools) >= MAX_TOOLS:
+                        skipped += 1
+                    else:
+                        tools.append(info)
+                cursor = page.next_cursor
+                if not cursor or len(tools) >= MAX_TOOLS:
+                    break
+            return tools, skipped
+
+        return await self._run(body, "listing its tools failed")
+
+    async def call(self, name: str, arguments: dict) -> tuple[object, str | None]:
+        """(output, error): the tool's result as data, or the text of a tool-level error."""
+        async def body(client):  # noqa: ANN001
+            result = await client.call_tool(name, arguments)
+            return _result(result)
+
+        return await self._run(body, f"calling {name} failed")
+
+
+def _tool_info(tool) -> dict | None:  # noqa: ANN001
+    """McpToolInfo {name, description?, inputSchema} of an SDK Tool, or None when this server
+    cannot carry it (a name that is not plain, a schema that is not a bounded JSON Schema)."""
+    name = getattr(tool, "name", None)
+    if type(name) is not str or not TOOL_NAME.fullmatch(name):
+        return None
+    schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or {"type": "object"}
+    try:
+        check_schema(schema, "inputSchema")
+        if len(encode(schema)) > MAX_SCHEMA_BYTES:
+            return None
+    except (ProtocolError, ValueError, TypeError):
+        return None
+    info: dict = {"name": name, "inputSchema": schema}
+    description = getattr(tool, "description", None)
+    if type(description) is str and description.strip():
+        info["description"] = description.encode("utf-8")[:MAX_TEXT_BYTES].decode("utf-8", "ignore")
+    return info
+
+
+def _result(result) -> tuple[object, str | None]:  # noqa: ANN001
+    texts = []
+    for part in getattr(result, "content", None) or ():
+        text = getattr(part, "text", None)
+        if type(text) is str:
+            texts.append(text)
+        else:
+            texts.append(f"[{getattr(part, 'type', 'content')} omitted]")
+    text = "\n".join(texts)
+    if len(text.encode("utf-8")) > MAX_RESULT_BYTES:
+        text = text.encode("utf-8")[:MAX_RESULT_BYTES].decode("utf-8", "ignore") + "\n[truncated]"
+    if getattr(result, "is_error", False) or getattr(result, "isError", False):
+        return None, text or "the tool failed"
+    structured = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
+    if structured is not None:
+        try:
+            if len(encode(structured)) <= MAX_RESULT_BYTES:
+                return structured, None
+        except (ValueError, TypeError):
+            pass
+    return {"text": text}, None

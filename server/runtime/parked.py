@@ -1,0 +1,272 @@
+"""Parked runs in the runtime: parking a turn, and the three things besides a cancel that wake a
+parked run (a child's ending, a signal, the clock), each published after its commit.
+
+A parked run holds no worker and no lease: its turn ended with `TurnResult.wait`, and the run
+went to 'waiting' in one transaction with whatever the turn asked for (the children of its
+delegate calls). A wake moves it back to 'queued' (server.store.parking, once, whichever server
+wakes it) and kicks its session; the run then runs a turn again, whose history holds what the
+wait brought (the children's `tool_result` events).
+
+The clock: one timer per server, armed for the earliest wake time of all waiting runs (read from
+the store at start, and again when this server parks a run with a wake time or hears that
+another one did). No loop polls; a timer that fires wakes what is due and re-arms. Time comes
+from the runtime's injected `now_ms`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from server.clock import new_id
+from server.store import agents as agents_q
+from server.store import delegation as delegation_q
+from server.store import journal as journal_q
+from server.store import leases as leases_q
+from server.store import parking
+from server.store import runs as runs_q
+from server.store import sessions as sessions_q
+from server.store.delegation import Settled
+from server.store.errors import NotFound
+
+log = logging.getLogger("seed_agents.runtime")
+
+WAKE_BATCH = 100
+
+
+@dataclass(slots=True)
+class Delegation:
+    """One delegate call of a turn, to become a child when the turn parks."""
+
+    tool_call_id: str
+    title: str
+    brief: str
+    spec: dict          # stored as the child run's input: {brief, title, output?}
+
+
+@dataclass(slots=True)
+class ParkRequest:
+    """How a turn parks: on its delegate calls' children, or on a signal (event wait)."""
+
+    delegations: list[Delegation]
+    wait: dict | None = None     # an event wait: {reason: event, waitId, timeoutAt?, label?, answerWith?}
+    match: dict | None = None    # what answers it: {signal?}
+    journal: list[dict] | None = None   # entries the turn records with its parking (its calls)
+
+
+class ParkedRuns:
+    def __init__(self, runtime) -> None:
+        self.rt = runtime
+        self._timer: asyncio.TimerHandle | None = None
+        self._at: int | None = None
+        self._waking: asyncio.Task | None = None
+
+    # -- the clock ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.refresh()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer, self._at = None, None
+        if self._waking is not None:
+            self._waking.cancel()
+
+    def refresh(self) -> None:
+        """Arm for the earliest wake time in the store (a run parked here or elsewhere)."""
+        if not self.rt.closing:
+            self.arm(self.rt.db.read(parking.next_wake))
+
+    def arm(self, wake_at: int | None) -> None:
+        if wake_at is None or self.rt.closing:
+            return
+        if self._timer is not None and self._at is not None and self._at <= wake_at:
+            return   # armed for something sooner
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(0.0, (wake_at - self.rt.now_ms()) / 1000)
+        self._at = wake_at
+        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer, self._at = None, None
+        if self._waking is None or self._waking.done():
+            self._waking = asyncio.create_task(self.wake_due(), name="runs:wake")
+
+    async def wake_due(self) -> int:
+        """Wake every waiting run whose time has come; re-arm for the next. Returns how many."""
+        woken = 0
+        try:
+            while True:
+                now = self.rt.now_ms()
+                due = self.rt.db.read(parking.due, now, WAKE_BATCH)
+                for run_id in due:
+                    done = await self.rt.db.write(self._time_out, run_id, now)
+                    if done is not None:
+                        woken += 1
+                        self.publish(done)
+                if len(due) < WAKE_BATCH:
+                    break
+        except Exception:
+            log.exception("waking parked runs failed; trying again in a second")
+            self.arm(self.rt.now_ms() + 1000)
+            return woken
+        self.refresh()
+        return woken
+
+    @staticmethod
+    def _time_out(conn, run_id: str, now: int) -> Settled | None:
+        done = parking.time_out(conn, run_id, now)
+        if done is None:
+            return None
+        moved, entry = done
+        settled = Settled(runs=[moved], woken=[moved])
+        if entry is not None:
+            settled.journal.append((moved, entry))
+        return settled
+
+    # -- signals -----------------------------------------------------------------------------
+    async def signal(self, run_id: str, name: str, payload) -> bool:  # noqa: ANN001
+        """SignalRun's delivery: True when it woke the run (once: a second signal finds it
+        no longer waiting)."""
+        now = self.rt.now_ms()
+
+        def job(conn):
+            done = parking.signal(conn, run_id, name, payload, now)
+            if done is None:
+                return None
+            moved, entry = done
+            settled = Settled(runs=[moved], woken=[moved])
+            if entry is not None:
+                settled.journal.append((moved, entry))
+            return settled
+
+        settled = await self.rt.db.write(job)
+        if settled is None:
+            return False
+        self.publish(settled)
+        return True
+
+    # -- publishing --------------------------------------------------------------------------
+    def publish(self, settled: Settled) -> None:
+        """After the commit: what a transaction did to run trees, then the woken runs' sessions
+        are kicked (on a shared store, the claim loop takes them)."""
+        pub = self.rt.publisher
+        for session_id, event, body in settled.appends:
+            pub.publish_append(session_id, event, body)
+        for session in settled.sessions:
+            pub.publish_session(session)
+        for run in settled.runs:
+            pub.publish_run(runs_q.public(run))
+        for run, entry in settled.journal:
+            pub.publish_journal(run, entry)
+        for run in settled.woken:
+            if "sessionId" in run:
+                self.rt.kick(run["sessionId"])
+
+    # -- parking a turn ----------------------------------------------------------------------
+    async def park_turn(self, run: dict, agent: dict, park: ParkRequest, worker) -> dict | None:  # noqa: ANN001
+        """The turn of `run` (running here) parks: its delegate calls become children and it
+        waits for them (or for its event wait), in one transaction. Returns the parked run, or
+        None when nothing was written (the run was ended or its lease lost meanwhile). A turn
+        whose children all ended before it could park goes straight back to the queue."""
+        rt = self.rt
+        now = rt.now_ms()
+        owner = rt.leases.owner if rt.shared else None
+        session_id = run["sessionId"]
+
+        def job(conn):
+            if worker.gone:
+                return None
+            current = parking.lock_run(conn, run["id"])
+            if current is None or current["status"] != "running":
+                return None
+            if owner is not None and not leases_q.holds(conn, run["id"], owner, run["attempt"]):
+                return None
+            out = Settled()
+            created: list[dict] = []
+            calls: list[str] = []
+            spawned = delegation_q.child_count(conn, session_id)
+            left = delegation_q.tokens_left(delegation_q.budget_of(conn, run["id"]), current,
+                                            rt.config.max_run_tokens)
+            for d in park.delegations:
+                refusal = None
+                if current["depth"] + 1 > delegation_q.MAX_DEPTH:
+                    refusal = f"delegation is at most {delegation_q.MAX_DEPTH} levels deep; do this work yourself"
+                elif spawned >= delegation_q.MAX_CHILDREN_PER_SESSION:
+                    refusal = (f"a session has at most {delegation_q.MAX_CHILDREN_PER_SESSION} children; "
+                               "do the rest yourself")
+                if refusal is not None:
+                    event, body = refused(conn, session_id, d.tool_call_id, refusal, now)
+                    out.appends.append((session_id, event, body))
+                    continue
+                exists = conn.execute("SELECT 1 FROM runs WHERE parent_run_id = ? AND parent_tool_call_id = ?",
+                                      (run["id"], d.tool_call_id)).fetchone()
+                if exists is None:
+                    session, child, appends = delegation_q.create_child(
+                        conn, current, session_id, child_session_id=new_id(), child_run_id=new_id(),
+                        tool_call_id=d.tool_call_id, title=d.title, brief=d.brief, spec=d.spec, now=now,
+                        event_ids=(new_id(), new_id()), budget={"tokens": left})
+                    spawned += 1
+                    created.append(session)
+                    out.runs.append(child)
+                    out.appends.extend(appends)
+                    out.woken.append(child)   # queued: kick its session
+                    out.journal.append((current, journal_q.append(
+                        conn, run["id"], {"kind": "call", "tool": "delegate", "toolCallId": d.tool_call_id,
+                                          "input": d.spec, "runId": child["id"], "sessionId": session["id"]},
+                        now)))
+                calls.append(d.tool_call_id)
+            for entry in park.journal or ():
+                out.journal.append((current, journal_q.append(conn, run["id"], entry, now)))
+            if park.wait is not None:
+                wait, match = park.wait, park.match
+            else:
+                wait, match = {"reason": "children",
+                               "toolCallIds": parking.live_children_of_calls(conn, run["id"], calls)}, None
+            if wait["reason"] == "children" and not wait["toolCallIds"]:
+                moved = runs_q.move_run(conn, current, "queued", now)   # nothing left to wait for
+                out.woken.append(moved)
+            else:
+                moved = parking.park(conn, current, wait, now, match=match)
+                entry = {"kind": "wait", "reason": wait["reason"]}
+                if wait["reason"] == "children":
+                    entry["toolCallIds"] = wait["toolCallIds"]
+                else:
+                    entry.update({k: wait[k] for k in ("waitId", "timeoutAt", "label") if wait.get(k) is not None})
+                    if match:
+                        entry["match"] = match
+                out.journal.append((moved, journal_q.append(conn, run["id"], entry, now)))
+            out.runs.append(moved)
+            try:
+                out.sessions.append(sessions_q.set_session_status(
+                    conn, session_id, runs_q.session_status_from_runs(conn, session_id), now))
+                a = agents_q.set_agent_status(conn, agent["id"], "idle", now)
+            except NotFound:
+                return None
+            return out, created, moved, a
+
+        done = await rt.db.write(job)
+        if owner is not None:
+            rt.leases.drop(run["id"], run["attempt"])
+        if done is None:
+            return None
+        settled, created, moved, a = done
+        pub = rt.publisher
+        for session in created:
+            pub.publish_session(session, created=True)
+            pub.notify_account(session["account"], "session-created", agent_id=session["agentId"],
+                               session_id=session["id"])
+        self.publish(settled)
+        pub.publish_agent(a)
+        if moved["status"] == "waiting":
+            self.arm(parking.wake_time({**park.wait} if park.wait else {"reason": "children"}))
+        return moved
+
+
+def refused(conn, session_id: str, call_id: str, message: str, now: int):  # noqa: ANN001
+    """A delegate call over a limit: answered at once with an error `tool_result`."""
+    from server.store import events as events_q
+
+    return events_q.append_event(conn, session_id, {"type": "tool_result", "toolCallId": call_id, "name": "delegate",
+                                                    "error": message, "actor": "agent"}, new_id(), now)

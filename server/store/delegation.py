@@ -1,0 +1,186 @@
+"""Delegation in the store: child sessions with child runs under the caller's run, and what a
+child's ending does to its parent, each in the transaction that causes it.
+
+A child is a session (parent_session_id, run_id) whose first event is the brief, and a queued
+run under the caller's run (parent, root, depth + 1, parent_tool_call_id = the delegate call).
+The parent's session gets a `tool_spawn` event at once, so a transcript can open the child while
+it works. When the child ends (succeeded, failed, canceled) its result is recorded on the
+parent, whatever the parent is doing: a `tool_result` event in the parent's session (the
+delegate call's answer, which the parent's model reads when it resumes) and a `result` entry in
+the parent's journal; a parent parked on that call stops waiting for it (server.store.parking).
+
+Cancelling a run cancels its whole subtree (`cancel_subtrees`), and a canceled child whose
+parent lives on is answered `canceled` like any other ending.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from server.store import codec
+from server.store import events as events_q
+from server.store import journal as journal_q
+from server.store import parking
+from server.store import runs as runs_q
+from server.store import sessions as sessions_q
+from server.store.errors import NotFound
+
+MAX_DEPTH = 3              # a child's depth is at most this (the reference's limit)
+MAX_CHILDREN_PER_SESSION = 10
+MAX_TREE = 10_000
+
+
+@dataclass
+class Settled:
+    """What a transaction did to run trees, for publishing after its commit."""
+
+    runs: list[dict] = field(default_factory=list)          # RunInfo changes
+    appends: list[tuple[str, dict, bytes]] = field(default_factory=list)   # (session, event, body)
+    journal: list[tuple[dict, dict]] = field(default_factory=list)         # (run, journal entry)
+    sessions: list[dict] = field(default_factory=list)      # SessionInfo changes
+    woken: list[dict] = field(default_factory=list)         # runs back in the queue
+
+    def merge(self, other: "Settled") -> None:
+        for name in ("runs", "appends", "journal", "sessions", "woken"):
+            getattr(self, name).extend(getattr(other, name))
+
+
+def child_count(conn, session_id: str) -> int:
+    row = conn.execute("SELECT count(*) FROM sessions WHERE parent_session_id = ?", (session_id,)).fetchone()
+    return row[0]
+
+
+def create_child(conn, parent: dict, parent_session_id: str, *, child_session_id: str, child_run_id: str,
+                 tool_call_id: str, title: str, brief: str, spec: dict, now: int,
+                 event_ids: tuple[str, str], budget: dict) -> tuple[dict, dict, list[tuple[str, dict, bytes]]]:
+    """The child session (brief as its first user message) and its queued run under `parent`;
+    the parent's session gets the `tool_spawn` event. Returns (session, run, appends)."""
+    session = sessions_q.create_session(conn, child_session_id, parent["account"], parent["agentId"], title,
+                                        now, parent_session_id=parent_session_id)
+    conn.execute("UPDATE sessions SET run_id = ?, title_source = 'agent' WHERE id = ?",
+                 (child_run_id, child_session_id))
+    session["runId"] = child_run_id
+    brief_event = events_q.append_event(conn, child_session_id,
+                                        {"type": "message", "role": "user", "content": brief, "actor": "agent"},
+                                        event_ids[0], now)
+    run = runs_q.create_run(conn, child_run_id, parent["account"], parent["agentId"], child_session_id,
+                            brief_event[0]["id"], now, title=title, origin="agent", parent=parent)
+    conn.execute("UPDATE runs SET parent_tool_call_id = ?, input = ?, budget = ? WHERE id = ?",
+                 (tool_call_id, codec.encode(spec), codec.encode(budget), child_run_id))
+    run["parentToolCallId"] = tool_call_id
+    spawn = events_q.append_event(conn, parent_session_id,
+                                  {"type": "tool_spawn", "toolCallId": tool_call_id, "name": "delegate",
+                                   "runId": child_run_id, "sessionId": child_session_id, "title": title,
+                                   "actor": "agent"}, event_ids[1], now)
+    session = sessions_q.get_session(conn, child_session_id) or session
+    return session, run, [(child_session_id, *brief_event), (parent_session_id, *spawn)]
+
+
+def budget_of(conn, run_id: str) -> dict:
+    """The run's share of its tree's budget: {tokens?: what it may use, spentByChildren?: what
+    its ended children used}; {} for a root with the server's budgets."""
+    row = conn.execute("SELECT budget FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return {} if row is None or row[0] is None else codec.decode(row[0])
+
+
+def tokens_left(budget: dict, run: dict, server_tokens: int) -> int:
+    """Tokens the run (and so its subtree) may still spend: its own allowance less what it and its
+    ended children used. A child gets what its parent has left when it is spawned: one budget,
+    shared down the tree."""
+    allowance = min(server_tokens, budget.get("tokens", server_tokens))
+    used = (run.get("usage") or {}).get("total", 0)
+    return max(0, allowance - used - budget.get("spentByChildren", 0))
+
+
+def child_input(conn, run_id: str) -> dict | None:
+    row = conn.execute("SELECT input FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None or row[0] is None else codec.decode(row[0])
+
+
+def set_output(conn, run_id: str, output) -> None:
+    conn.execute("UPDATE runs SET output = ? WHERE id = ?", (codec.encode(output), run_id))
+
+
+def run_output(conn, run_id: str):
+    row = conn.execute("SELECT output FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None or row[0] is None else codec.decode(row[0])
+
+
+def delegate_answer(child: dict, output) -> dict:
+    """The delegate call's output as the reference's outputSchema has it:
+    {status, sessionId, runId, output?, error?}."""
+    answer: dict = {"status": child["status"], "runId": child["id"]}
+    if "sessionId" in child:
+        answer["sessionId"] = child["sessionId"]
+    if child["status"] == "succeeded" and output is not None:
+        answer["output"] = output
+    if "error" in child:
+        answer["error"] = {"code": child["error"]["code"], "message": child["error"]["message"]}
+    elif child["status"] == "canceled":
+        answer["error"] = {"code": "canceled", "message": "the child run was canceled"}
+    return answer
+
+
+def children_ended(conn, ended: list[dict], now: int, new_id) -> Settled:  # noqa: ANN001
+    """Record each ended child's result on its parent (see the module doc); wake parents whose
+    last awaited child this was. Children whose parent ended too record nothing."""
+    out = Settled()
+    for child in ended:
+        parent_id, call_id = child.get("parentRunId"), child.get("parentToolCallId")
+        if parent_id is None or call_id is None or child["status"] not in runs_q.TERMINAL:
+            continue
+        parent = parking.lock_run(conn, parent_id)
+        if parent is None or parent["status"] in runs_q.TERMINAL or "sessionId" not in parent:
+            continue
+        answer = delegate_answer(child, run_output(conn, child["id"]))
+        spent = (child.get("usage") or {}).get("total", 0)
+        if spent:
+            budget = budget_of(conn, parent_id)
+            budget["spentByChildren"] = budget.get("spentByChildren", 0) + spent
+            conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (codec.encode(budget), parent_id))
+        payload: dict = {"type": "tool_result", "toolCallId": call_id, "name": "delegate", "output": answer,
+                         "actor": "agent", "meta": {"runId": parent_id}}
+        # (A child that failed or was canceled is still an answer: its status and error are in
+        # the output, which the model reads whole; the call itself did not fail.)
+        try:
+            event, body = events_q.append_event(conn, parent["sessionId"], payload, new_id(), now)
+        except NotFound:
+            continue   # the parent's session was deleted
+        out.appends.append((parent["sessionId"], event, body))
+        try:
+            entry = journal_q.append(conn, parent_id, {"kind": "result", "tool": "delegate", "toolCallId": call_id,
+                                                       "output": answer}, now)
+            out.journal.append((parent, entry))
+        except journal_q.JournalFull:
+            pass   # the parent fails journal-cap at its next step; the session event stands
+        woke = parking.child_ended(conn, child, now)
+        if woke is not None:
+            moved, resolution = woke
+            out.runs.append(moved)
+            if moved["status"] == "queued":
+                out.woken.append(moved)
+            if resolution is not None:
+                out.journal.append((moved, resolution))
+    return out
+
+
+def cancel_subtrees(conn, runs: list[dict], now: int, new_id) -> tuple[list[dict], Settled]:  # noqa: ANN001
+    """Cancel `runs` and every live descendant of each; the parents that live on learn of their
+    canceled children. Returns (the runs this call canceled, what it settled)."""
+    targets: dict[str, dict] = {}
+    for run in runs:
+        targets.setdefault(run["id"], run)
+        tree = runs_q.runs_of_tree(conn, run["rootRunId"], None, MAX_TREE)
+        for below in runs_q.descendants(tree, run["id"]):
+            targets.setdefault(below["id"], below)
+    canceled = runs_q.cancel_runs(conn, list(targets.values()), now)
+    parking.end_waits(conn, [r["id"] for r in canceled])
+    settled = children_ended(conn, canceled, now, new_id)
+    sessions = sorted({r["sessionId"] for r in canceled if "sessionId" in r}
+                      | {s for s, _, _ in settled.appends})
+    for session_id in sessions:
+        try:
+            settled.sessions.append(sessions_q.set_session_status(
+                conn, session_id, runs_q.session_status_from_runs(conn, session_id), now))
+        except NotFound:
+            pass
+    return canceled, settled

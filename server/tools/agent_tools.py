@@ -1,0 +1,75 @@
+"""The tools an agent holds beyond the registry, reached through the `call` verb: its remote MCP
+tools (`<server>__<tool>`, picked by `definition.mcpServers`) and its authored lambdas.
+
+An MCP call's input is checked against the tool's schema, then it runs under the provider network
+policy and --mcp-timeout (server/mcp/calls.py); its result is data for the model. A lambda is
+stored but never runs here: calling one answers that this server has no code sandbox (health says
+`codeExec: false`). A disabled document is not offered.
+"""
+from __future__ import annotations
+
+from protocol.tool_documents import BUILTINS, summary_from_description
+from server.mcp.calls import call_mcp_tool
+from server.health import CODE_EXEC_REASON
+from server.store import tool_documents as tools_q
+from server.tools.context import ToolFailure, ToolResult
+
+
+def granted(definition: dict, doc: dict) -> bool:
+    """Do the agent's grants offer this tool? A user-configurable callable of the registry when
+    `definition.tools` names it (or there is no list); anything else always."""
+    tool = BUILTINS.get(doc["name"]) if doc["kind"] == "builtin" else None
+    if tool is None or not tool.user_configurable:
+        return True
+    grants = definition.get("tools")
+    return type(grants) is not list or doc["name"] in grants
+
+
+class AgentTools:
+    def __init__(self, db, box, config, account_id: str, agent_id: str, rows: list[dict]) -> None:  # noqa: ANN001
+        self.db, self.box, self.config = db, box, config
+        self.account_id, self.agent_id = account_id, agent_id
+        self.docs = {r["doc"]["name"]: r["doc"] for r in rows
+                     if r["enabled"] and r["doc"]["kind"] in ("mcp", "lambda")}
+
+    def has(self, name: str) -> bool:
+        return name in self.docs
+
+    def guide_lines(self) -> list[str]:
+        return [f"- {name} — {summary_from_description(doc.get('summary') or doc['description'])}"
+                for name, doc in sorted(self.docs.items())]
+
+    async def call(self, name: str, value) -> ToolResult:  # noqa: ANN001
+        doc = self.docs[name]
+        if doc["kind"] == "lambda":
+            raise ToolFailure(f"{name} is an authored (lambda) tool, which is stored but cannot run: "
+                              f"{CODE_EXEC_REASON.lower()} (health: codeExec false)")
+        output, error = await call_mcp_tool(self.db, self.box, self.config, self.account_id, self.agent_id, name,
+                                            {} if value is None else value)
+        if error is not None:
+            raise ToolFailure(error)
+        return ToolResult(output)
+
+
+async def documents(db, agent: dict, now: int) -> list[dict]:  # noqa: ANN001
+    """The agent's tool documents, brought up to date (builtins, MCP projections) when a CID
+    changed: at run start, as the reference syncs them."""
+    rows = db.read(tools_q.list_documents, agent["account"], agent["id"])
+    if db.read(tools_q.needs_refresh, agent, rows):
+        await db.write(tools_q.refresh, agent, now)
+        rows = db.read(tools_q.list_documents, agent["account"], agent["id"])
+    return rows
+
+
+def offered(agent: dict, rows: list[dict], available: tuple[str, ...]) -> tuple[str, ...]:
+    """The registry's callables this server has that the agent holds enabled and granted."""
+    state = {r["doc"]["name"]: r for r in rows}
+    out = []
+    for name in available:
+        row = state.get(name)
+        if row is not None and not row["enabled"]:
+            continue
+        if not granted(agent["definition"], row["doc"] if row else {"kind": "builtin", "name": name}):
+            continue
+        out.append(name)
+    return tuple(out)

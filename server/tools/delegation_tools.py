@@ -1,0 +1,101 @@
+"""The delegate verb and the hidden return_result, as the reference's tool-registry.ts has them.
+
+`delegate` (a model child): the brief becomes the child session's first message verbatim; with
+`output` (a JSON schema, root type object) the child is typed and answers through
+`return_result`, checked against that schema. The call parks the turn: every delegate call of a
+reply becomes a child when the turn parks (server/runtime/parked.py, one transaction), and the
+turn resumes once all of them have ended, each call answered with its child's
+{status, sessionId, runId, output?, error?}.
+
+Limits as the reference: a child is at most 3 levels below its root, a session has at most 10
+children; a call past either is answered at once with an error the model can act on (and the
+parking transaction checks again). Script children (`script`), other agents (`agentId`), anonymous
+personas (`prompt`) and detached children (`await: false`) are not served here: the call says so.
+
+`return_result` (a typed child only): a payload that does not fit the schema is answered with the
+schema's complaints so the child can fix it, at most MAX_RESULT_ATTEMPTS times; a fitting one
+ends the child's turn with that result.
+"""
+from __future__ import annotations
+
+from protocol.errors import ProtocolError
+from protocol.tool_documents import check_schema, schema_errors
+from server.runtime.parked import Delegation
+from server.store import delegation as delegation_q
+from server.tools.context import Park, ToolFailure, ToolResult
+
+MAX_RESULT_ATTEMPTS = 3
+MAX_BRIEF_CHARS = 100_000
+NOT_HERE = "is not available on this server"
+
+
+class Delegating:
+    """One turn's delegation state, kept on its tool surface."""
+
+    def __init__(self, depth: int, children: int, result_schema: dict | None) -> None:
+        self.depth = depth                  # the run's depth in its tree
+        self.children = children            # children the session has already
+        self.calls: list[Delegation] = []   # this turn's delegate calls, in order
+        self.result_schema = result_schema  # a typed child's output schema
+        self.result = None                  # the accepted return_result payload
+        self.bad_results = 0
+        self.finished = False               # the turn ends now (a result was accepted, or refused for good)
+
+
+def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
+    for field, why in (("script", "script children need a workflow engine"),
+                       ("agentId", "children of another agent"), ("prompt", "anonymous worker children")):
+        if params.get(field) is not None:
+            raise ToolFailure(f"{field}: {why} {NOT_HERE}; delegate with a brief, as yourself")
+    if params.get("await") is False:
+        raise ToolFailure(f"await: false (detached children) {NOT_HERE}; your turn waits for the child")
+    brief = params.get("brief")
+    if type(brief) is not str or not brief.strip():
+        raise ToolFailure("delegate needs a brief: the child's first message, with everything it needs to know")
+    if len(brief) > MAX_BRIEF_CHARS:
+        raise ToolFailure(f"the brief is longer than {MAX_BRIEF_CHARS} characters; give the child less, or "
+                          "write the material to memory and point to it")
+    if state.depth + 1 > delegation_q.MAX_DEPTH:
+        raise ToolFailure(f"delegation is at most {delegation_q.MAX_DEPTH} levels deep and this run is at "
+                          f"level {state.depth}; do this work yourself")
+    if state.children + len(state.calls) >= delegation_q.MAX_CHILDREN_PER_SESSION:
+        raise ToolFailure(f"a session has at most {delegation_q.MAX_CHILDREN_PER_SESSION} children; do the rest "
+                          "yourself")
+    spec: dict = {"brief": brief}
+    output = params.get("output")
+    if output is not None:
+        try:
+            check_schema(output, "output")
+        except ProtocolError as exc:
+            raise ToolFailure(exc.message) from None
+        if output.get("type") != "object":
+            raise ToolFailure('output must be a JSON schema whose root type is "object"')
+        spec["output"] = output
+    title = params.get("title")
+    if type(title) is not str or not title.strip():
+        title = brief.strip().splitlines()[0]
+    title = title.strip()[:120]
+    spec["title"] = title
+    tools = params.get("tools")
+    if type(tools) is list and all(type(t) is str for t in tools):
+        spec["tools"] = tools[:64]
+    state.calls.append(Delegation(call_id, title, brief, spec))
+    return ToolResult(park=Park("children", {"toolCallId": call_id}))
+
+
+def return_result(state: Delegating, params: dict) -> ToolResult:
+    if state.result_schema is None:
+        raise ToolFailure("return_result is only for a delegated task that declared an output schema")
+    if state.finished:
+        raise ToolFailure("a result was already delivered; this task is over")
+    problems = schema_errors(state.result_schema, params)
+    if not problems:
+        state.result, state.finished = params, True
+        return ToolResult({"accepted": True})
+    state.bad_results += 1
+    if state.bad_results >= MAX_RESULT_ATTEMPTS:
+        state.finished = True
+        raise ToolFailure(f"the result did not fit the required schema {state.bad_results} times; the task ends "
+                          "without a result: " + "; ".join(problems))
+    raise ToolFailure("the result does not fit the required schema; fix it and call return_result again ("
+                      f"{MAX_RESULT_ATTEMPTS - state.bad_results} tries left): " + "; ".join(problems))

@@ -1,0 +1,100 @@
+"""What the hostile-client tests measure of a server child process: its RSS and CPU time (from
+/proc), and an honest client's latency while an attack runs."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise LookupError("no VmRSS")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used, all threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class Peak:
+    """The server's peak RSS while something runs (every 20 ms)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak = pid, rss(pid)
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self.peak = max(self.peak, rss(self.pid))
+            await asyncio.sleep(0.02)
+
+    def stop(self) -> int:
+        self.task.cancel()
+        self.peak = max(self.peak, rss(self.pid))
+        return self.peak
+
+
+async def rss_settles_below(pid: int, limit: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        now = rss(pid)
+        if now <= limit or time.monotonic() > deadline:
+            return now
+        await asyncio.sleep(0.25)
+
+
+TCP_ESTABLISHED = 1   # tcpi_state of Linux's TCP_INFO; a FIN or RST from the server leaves it
+
+
+async def dropped(sock: socket.socket, timeout: float) -> bool:
+    """Has the server closed or reset this connection within `timeout`? Seen in the socket's
+    TCP state, without reading (reading would be the progress the server waits for)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != TCP_ESTABLISHED:
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+def raw_socket(port: int, rcvbuf: int = 4096) -> socket.socket:
+    """A blocking-free TCP connection with a small receive buffer (so unread answers stay on
+    the server's side)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.connect(("127.0.0.1", port))
+    sock.setblocking(False)
+    return sock
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def attackers(kind: str, port: int, seconds: float, count: int, *extra: str) -> "asyncio.subprocess.Process":
+    """`count` attackers of `kind` (tests/hostile_attack.py) in a child process of their own;
+    `finish(proc)` waits for it and returns what they saw."""
+    import sys
+    from tests.procs import ROOT
+
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.hostile_attack", kind, str(port), str(seconds), str(count), *extra,
+        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=asyncio.subprocess.PIPE)
+
+
+async def finish(proc) -> dict:
+    import json
+
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, out
+    return json.loads(out.decode().strip().splitlines()[-1])

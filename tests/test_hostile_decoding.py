@@ -1,0 +1,71 @@
+"""Decode bombs (docs/operations.md "Security"): an envelope whose action holds a million empty
+maps costs the server a signature check over its bytes, not a decode, when its signature is
+junk; and a bounded count of items when it is signed (by the attacker's own free key). Four
+attackers at once (in their own process, tests/hostile_attack.py) leave an honest client's
+ListAgents fast. The server is a child process: its CPU time is its own."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from protocol import dagcbor
+from protocol.errors import ProtocolError
+from protocol.envelope import verify_envelope
+from tests.hostile import attackers, cpu_seconds, finish, percentile
+from tests.hostile_attack import MAPS, bomb
+from tests.httpraw import RawHttp, request
+from tests.procs import ServerProcess
+from tests.wsraw import V2Client, keypair
+
+SECONDS = 4.0
+
+
+async def test_decode_bombs_cost_a_bounded_slice_of_cpu_and_honest_reads_stay_fast(tmp_path):
+    srv = ServerProcess(tmp_path / "srv", extra=["--rate-limit", "100000", "--rate-burst", "100000"]).start()
+    pid = srv.proc.pid
+    honest = await V2Client.open(srv.url)
+    kp = keypair("honest reader")
+    try:
+        quiet = []
+        for i in range(20):
+            t = time.perf_counter()
+            assert (await honest.call(kp, {"_": "ListAgents", "n": i}))["_"] == "ListAgentsResponse"
+            quiet.append(time.perf_counter() - t)
+        cpu_before = cpu_seconds(pid)
+        proc = await attackers("bombs", srv.port, SECONDS, 4)
+        loud = []
+        await asyncio.sleep(0.5)   # the attackers are under way
+        n = 100
+        while proc.returncode is None and len(loud) < 400:
+            t = time.perf_counter()
+            assert (await honest.call(kp, {"_": "ListAgents", "n": n}))["_"] == "ListAgentsResponse"
+            loud.append(time.perf_counter() - t)
+            n += 1
+            await asyncio.sleep(0.01)
+        seen = await finish(proc)
+        cpu = cpu_seconds(pid) - cpu_before
+        frames = sum(seen.values())
+        per_frame = cpu / frames
+        print(f"\n4 bombers, {frames} frames of {MAPS} empty maps {seen}: {per_frame * 1000:.1f} ms of server "
+              f"CPU a frame (was ~640 ms); honest ListAgents median {percentile(quiet, 0.5) * 1000:.1f} -> "
+              f"{percentile(loud, 0.5) * 1000:.1f} ms, p99 {percentile(loud, 0.99) * 1000:.1f} ms")
+        # Junk signatures: 401 before any decoding; signed bombs: 400 at the item bound.
+        assert set(seen) == {"400", "401"}
+        assert frames > 20 and per_frame < 0.03
+        assert percentile(loud, 0.5) < 0.1   # was a 3.5 s median
+    finally:
+        await honest.close()
+        srv.kill()
+
+
+def test_a_signed_bomb_is_refused_by_its_item_count_and_a_junk_one_by_its_signature():
+    for junk, status, words in ((True, 401, "signature"), (False, 400, "items")):
+        frame = bomb(keypair("bomber"), junk_signature=junk)
+        t = time.perf_counter()
+        try:
+            verify_envelope(frame, now_ms=None)
+        except ProtocolError as exc:
+            assert exc.status == status and words in exc.message
+        else:
+            raise AssertionError("a bomb verified")
+        assert time.perf_counter() - t < 0.05
