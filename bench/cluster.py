@@ -256,7 +256,7 @@ async def delivery_load(writer_url: str, watcher_url: str, label: str, agent_id:
 
     def on_event(frame: bytes) -> None:
         t = time.perf_counter()
-        value = dagcbor.decode(frame)
+        value = dagcbor.decode(frame, max_items=None)   # a server frame (a replay batch may be long)
         if value.get("_") == "append" and "event" in value:
             payload = value["event"]["event"]
             arrivals.put_nowait((t, payload.get("role"), payload.get("content")))

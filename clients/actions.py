@@ -20,6 +20,11 @@ def register_signer(capability: bytes) -> dict:
     return _action("RegisterSigner", capability=bytes(capability))
 
 
+def unregister_signer(signer_id: str) -> dict:
+    """Signed by the account's own key: the delegate's key no longer acts for it."""
+    return _action("UnregisterSigner", signerId=signer_id)
+
+
 def set_secret(name: str, value: bytes, metadata: dict | None = None) -> dict:
     return _action("SetSecret", name=name, value=bytes(value), metadata=metadata)
 

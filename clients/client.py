@@ -131,6 +131,11 @@ class AgentsClient:
                                         connect_timeout=self._transport.connect_timeout) as own:
             return await own.call(action)  # type: ignore[return-value]
 
+    async def unregister_signer(self, signer_id: str) -> RegisterSignerResponse:
+        """Take back a delegate's key (a lost device): signed by the account's own key; the
+        server closes the sockets that acted through it."""
+        return await self.call(actions.unregister_signer(signer_id))  # type: ignore[return-value]
+
     async def set_secret(self, name: str, value: bytes, metadata: dict | None = None) -> SetSecretResponse:
         return await self.call(actions.set_secret(name, value, metadata))  # type: ignore[return-value]
 

@@ -45,6 +45,12 @@ class RegisterSigner:
 
 
 @dataclass(frozen=True)
+class UnregisterSigner:
+    ts: int
+    signer_id: str  # the delegate's principal string (RegisterSignerResponse.signerId)
+
+
+@dataclass(frozen=True)
 class SetSecret:
     ts: int
     name: str
@@ -289,7 +295,8 @@ Action = (RegisterSigner | SetSecret | SetModelProvider | ListModelProviders | L
           | StopSession | Subscribe | UpdateAgent | DeleteAgent | UpdateSession | DeleteSession
           | RetrySession | GetRun | ListRuns | CancelRun | DeleteModelProvider
           | InviteAgentCollaborator | ListAgentCollaborators | RemoveAgentCollaborator
-          | ListAgentInvites | AcceptAgentInvite | DeclineAgentInvite | SetAgentPublicRead)
+          | ListAgentInvites | AcceptAgentInvite | DeclineAgentInvite | SetAgentPublicRead
+          | UnregisterSigner)
 
 
 # --- parsers ------------------------------------------------------------------------------
@@ -303,6 +310,15 @@ def _register_signer(f: _Fields, ts: int) -> RegisterSigner:
     if len(blob) > MAX_CAPABILITY:
         raise f.fail("capability", f"must be at most {MAX_CAPABILITY} bytes, got {len(blob)}")
     return RegisterSigner(ts, blob)
+
+
+def _unregister_signer(f: _Fields, ts: int) -> UnregisterSigner:
+    value = f.text("signerId", MAX_ID)
+    try:
+        principal_from_string(value)
+    except ProtocolError as exc:
+        raise f.fail("signerId", f"must be a signer's principal (z6Mk...): {exc.message}") from None
+    return UnregisterSigner(ts, value)
 
 
 def _set_secret(f: _Fields, ts: int) -> SetSecret:
@@ -689,6 +705,7 @@ ACTIONS: dict[str, ActionKind] = {
     "AcceptAgentInvite": _write(_id_action(AcceptAgentInvite, "agentId")),
     "DeclineAgentInvite": _write(_id_action(DeclineAgentInvite, "agentId")),
     "SetAgentPublicRead": _write(_set_agent_public_read),
+    "UnregisterSigner": _write(_unregister_signer),
 }
 # Each area's actions live in a module of their own (protocol/actions_<area>.py).
 for _area in (actions_identities, actions_files, actions_tools, actions_triggers):

@@ -1,7 +1,7 @@
 """Capability blobs (RegisterSigner): an issuer lets a delegate sign for the issuer's account.
 
     {type: "Capability", signer: <issuer principal>, delegate: <principal>,
-     role: "AGENT" | "WRITER", ts: <int ms>, sig: 64 bytes, label?: text}
+     role: "AGENT" | "WRITER", ts: <int ms>, sig: 64 bytes, label?: text, expiresAt?: <int ms>}
 
 Signed like an envelope: Ed25519 by the issuer over the DAG-CBOR encoding with `sig` zeroed. The
 CID is CIDv1, dag-cbor (0x71), sha2-256 over the blob bytes as given, in base32 ('bafy...').
@@ -10,7 +10,9 @@ What `role` and `ts` mean here (the contract is silent; docs/protocol.md, "Capab
 roles let the delegate sign every action for the issuer's account (this server has no finer
 permissions; the Seed desktop delegates with AGENT). `ts` is when the issuer signed it, in Unix
 ms: a safe integer, and not later than the server's clock plus the clock window, since a
-capability from the future is a forged or broken clock. It does not expire.
+capability from the future is a forged or broken clock. `expiresAt` (optional, Unix ms, after
+`ts`) ends it: past it the server no longer takes the delegate's signature; without it the
+capability lasts until the account unregisters the signer (UnregisterSigner).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Capability:
     label: str | None
     cid: str
     blob: bytes
+    expires_at: int | None = None
 
 
 def capability_cid(blob: bytes) -> str:
@@ -61,7 +64,8 @@ def capability_cid(blob: bytes) -> str:
 
 
 def make_capability(
-    issuer: Keypair, delegate: bytes, role: str, ts: int, label: str | None = None
+    issuer: Keypair, delegate: bytes, role: str, ts: int, label: str | None = None,
+    expires_at: int | None = None,
 ) -> bytes:
     """The signed blob, byte for byte as `blobs.createCapability` of the Seed client makes it."""
     check_principal(delegate, "delegate")
@@ -71,6 +75,8 @@ def make_capability(
                   "role": role, "ts": ts, "sig": ZERO_SIG}
     if label is not None:
         body["label"] = label
+    if expires_at is not None:
+        body["expiresAt"] = expires_at
     body["sig"] = issuer.sign(encode(body))
     return encode(body)
 
@@ -107,6 +113,10 @@ def parse_capability(blob: bytes, *, now_ms: int | None = None, window_ms: int =
     if label is not None and (type(label) is not str or len(label) > MAX_LABEL_LENGTH):
         raise ProtocolError(400, f"capability label must be text of at most {MAX_LABEL_LENGTH} "
                                  "characters")
+    expires_at = value.get("expiresAt")
+    if expires_at is not None and (type(expires_at) is not int or not ts < expires_at <= MAX_TS):
+        raise ProtocolError(400, "capability expiresAt must be an integer after ts and at most "
+                                 f"{MAX_TS} (Unix ms), got {quote(expires_at)}")
     sig = value["sig"]
     if type(sig) is not bytes or len(sig) != 64:
         raise ProtocolError(400, "capability sig must be a 64-byte Ed25519 signature")
@@ -120,5 +130,9 @@ def parse_capability(blob: bytes, *, now_ms: int | None = None, window_ms: int =
         raise ProtocolError(400, f"capability ts is {ts - now_ms} ms ahead of server time "
                                  f"(allowed: {window_ms} ms); it must be dated when the issuer "
                                  "signed it: check the issuing device's clock")
+    if now_ms is not None and expires_at is not None and expires_at <= now_ms:
+        raise ProtocolError(400, f"capability expired {now_ms - expires_at} ms ago (expiresAt); "
+                                 "ask the account for a new one")
     return Capability(issuer, delegate, principal_to_string(issuer),
-                      principal_to_string(delegate), role, ts, label, capability_cid(blob), blob)
+                      principal_to_string(delegate), role, ts, label, capability_cid(blob), blob,
+                      expires_at)

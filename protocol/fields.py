@@ -106,6 +106,10 @@ def check_text(value: object, limit: int, allow_empty: bool, fail) -> str:  # no
         raise fail(f"must be text of at most {limit} characters, got {len(value)}")
     if not allow_empty and not value.strip():
         raise fail("must not be empty")
+    if "\x00" in value:
+        # PostgreSQL text cannot hold it, and no client means it: refused here, on both stores,
+        # rather than stored by one and failing every later use on the other.
+        raise fail("must not contain the NUL character (U+0000)")
     return value
 
 

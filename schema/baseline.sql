@@ -417,3 +417,6 @@ CREATE TABLE webhook_trigger_credentials (
     secret_ciphertext BLOB NOT NULL, -- sealed with the secrets key, bound to the trigger id
     created_at        INTEGER NOT NULL
 ) STRICT;
+
+-- Version 10: hostile clients (capability expiry).
+ALTER TABLE account_signers ADD COLUMN expires_at INTEGER;

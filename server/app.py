@@ -163,15 +163,34 @@ class App:
 
     # -- authorization state ---------------------------------------------------------------
     def signer_known(self, account_id: str, signer_id: str) -> bool:
-        if self._signers.get((account_id, signer_id)):
-            return True
-        if self.db.read(accounts_q.is_signer, account_id, signer_id):
-            self.remember_signer(account_id, signer_id)
-            return True
-        return False
+        """Is the signer registered for the account, and its capability not expired?"""
+        known = self._signers.get((account_id, signer_id))
+        if known is None:
+            registered, expires_at = self.db.read(accounts_q.signer_expiry, account_id, signer_id)
+            if not registered:
+                return False
+            known = self.remember_signer(account_id, signer_id, expires_at)
+        return known is True or known > self.now_ms()
 
-    def remember_signer(self, account_id: str, signer_id: str) -> None:
-        self._signers.put((account_id, signer_id), True, len(account_id) + len(signer_id))
+    def remember_signer(self, account_id: str, signer_id: str, expires_at: int | None = None):
+        """Cache a registration: True, or the time its capability expires."""
+        known = True if expires_at is None else expires_at
+        self._signers.put((account_id, signer_id), known, len(account_id) + len(signer_id))
+        return known
+
+    def forget_signer(self, account_id: str, signer_id: str) -> None:
+        """An unregistered signer: out of the cache, and every socket that acted through it
+        closed (a captured socket must not outlive the key the account took back); the other
+        servers of a shared store do the same."""
+        if self.cluster is not None:
+            self.cluster.signer_gone(account_id, signer_id)
+        self._forget_signer(account_id, signer_id)
+
+    def _forget_signer(self, account_id: str, signer_id: str) -> None:
+        self._signers.pop((account_id, signer_id))
+        for conn in list(self.connections):
+            if conn.account_id == account_id and signer_id in conn.signers:
+                conn.close_for(1008, "signer unregistered by the account")
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_at

@@ -147,6 +147,10 @@ class Cluster:
         self._access_queued.add(agent_id)
         self._put(["c", agent_id])
 
+    def signer_gone(self, account_id: str, signer_id: str) -> None:
+        """UnregisterSigner here: the others forget the signer and close its sockets too."""
+        self._put(["u", account_id, signer_id])
+
     async def _send_forever(self) -> None:
         while True:
             await self._wake.wait()
@@ -256,6 +260,8 @@ class Cluster:
                 app.triggers.changed()   # a trigger changed elsewhere: this server's timer looks again
         elif kind == "c":
             app.grants.changed_elsewhere(entry[1])
+        elif kind == "u":
+            app._forget_signer(entry[1], entry[2])
         else:
             log.warning("ignored a notice of unknown kind %r", kind)
 
@@ -283,6 +289,7 @@ class Cluster:
         app = self.app
         log.warning("re-reading live state from the database: %s", reason)
         app.cache["system_prompts"].clear()
+        app._signers.clear()   # an UnregisterSigner may have been lost
         app.grants.resync()   # revocations
         runtime = app.runtime
         workers = runtime.workers if runtime is not None else {}

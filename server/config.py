@@ -36,7 +36,7 @@ class Limits:
     replay_page: int = 1000           # events read and framed at once during replay
     unverified_burst: int = 100       # frames failing verification before the socket closes 1008 (a tenth refills per second)
     connections_per_address: int = 256   # open connections (HTTP and WebSocket) from one client address
-    probe_rate: float = 50.0          # GET probes (health, version, metrics, ...) per second per client address
+    probe_rate: float = 100.0         # GET probes (health, version, metrics, ...) per second per client address
 
 
 @dataclass
@@ -331,6 +331,9 @@ SETTINGS: list[Setting] = [
     Setting("--http-header-timeout", "HTTP_HEADER_TIMEOUT", "http_header_timeout", seconds, "SECONDS", "an HTTP request whose headers take longer is answered 408 and closed"),
     Setting("--http-body-timeout", "HTTP_BODY_TIMEOUT", "http_body_timeout", seconds, "SECONDS", "an HTTP request whose body takes longer after its headers is answered 408 and closed"),
     Setting("--http-idle-timeout", "HTTP_IDLE_TIMEOUT", "http_idle_timeout", seconds, "SECONDS", "a keep-alive HTTP connection with no request this long is closed"),
+    Setting("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", "limits.connections_per_address", count, "N", "open connections (HTTP and WebSocket) from one client address; more are refused with HTTP 503 (behind a reverse proxy every client has the proxy's address: raise it)"),
+    Setting("--probe-rate", "PROBE_RATE", "limits.probe_rate", rate, "PER_SECOND", "GET requests that are not actions (health, version, metrics, ...) per second per client address, bursts of twice that; each connection also 50/s, bursts of 100 (more is 429 and the connection closes)"),
+    Setting("--first-action-timeout", "FIRST_ACTION_TIMEOUT", "first_action_timeout", seconds, "SECONDS", "a WebSocket that has sent no verified action this long after opening is closed (1008)"),
     Setting("--history-cache-bytes", "HISTORY_CACHE_BYTES", "history_cache_bytes", count, "BYTES", "memory for the sessions' message histories the runtime keeps between turns (least recently used dropped; a dropped one is read again from the database)"),
     Setting("--prompt-cache-bytes", "PROMPT_CACHE_BYTES", "prompt_cache_bytes", count, "BYTES", "memory for agents' system prompts as Markdown (least recently used dropped)"),
     Setting("--owner-cache-bytes", "OWNER_CACHE_BYTES", "owner_cache_bytes", count, "BYTES", "memory for each of the caches of session owners, agent owners and registered signers (least recently used dropped)"),
@@ -341,9 +344,6 @@ SETTINGS: list[Setting] = [
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
-    Setting("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", "limits.connections_per_address", count, "N", "open connections (HTTP and WebSocket) from one client address; more are refused with HTTP 503 (behind a reverse proxy every client has the proxy's address: raise it)"),
-    Setting("--probe-rate", "PROBE_RATE", "limits.probe_rate", rate, "PER_SECOND", "GET requests that are not actions (health, version, metrics, ...) per second per client address, bursts of twice that; each connection also 10/s, bursts of 20 (more is 429 and the connection closes)"),
-    Setting("--first-action-timeout", "FIRST_ACTION_TIMEOUT", "first_action_timeout", seconds, "SECONDS", "a WebSocket that has sent no verified action this long after opening is closed (1008)"),
     Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents read from and publish to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
     Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
     Setting("--file-quota-bytes", "FILE_QUOTA_BYTES", "file_quota_bytes", byte_count, "BYTES", "bytes of files (agent memory, session attachments, uploads in progress) one account may hold; 0: no quota (more is 413)"),

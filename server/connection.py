@@ -64,6 +64,7 @@ class Connection:
         self.tasks: set[asyncio.Task] = set()
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
         self._first_action: asyncio.TimerHandle | None = None
+        self.signers: set[str] = set()   # keys whose verified actions came on this socket
 
     @property
     def transport(self) -> str:
@@ -146,6 +147,10 @@ class Connection:
     async def drain_inflight(self) -> None:
         if self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    def close_for(self, code: int, reason: str) -> None:
+        """Close after what is already queued (e.g. the signer it acted with was unregistered)."""
+        self.outbound.close_after_queued(code, reason)
 
     def _no_first_action(self) -> None:
         self._first_action = None

@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from server.routes import ROUTES
 from server.store.errors import InvalidCursor, NotFound, UnstorableText
 
 log = logging.getLogger("seed_agents.dispatch")
+
+_THREAD_VERIFY_BYTES = 64 * 1024   # frames larger than this are verified on a worker thread
 
 NOT_AUTHORIZED = ("Signer is not authorized for this account: send RegisterSigner with a "
                   "Capability from the account, then retry")
@@ -67,8 +70,16 @@ async def _execute(app, conn, envelope) -> Outcome:
         if conn.account_id is not None and not app.limiter.ready(conn.account_id):
             raise ProtocolError(429, "rate limit: too many actions for this account; slow down")
         try:
-            env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
-                                  max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
+            if type(envelope) is bytes and len(envelope) > _THREAD_VERIFY_BYTES:
+                # Hashing (and counting the items of) a large frame takes milliseconds: done off
+                # the loop, so the other clients' requests are served meanwhile (the signature
+                # check releases the GIL).
+                env = await asyncio.to_thread(
+                    verify_envelope, envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
+                    max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
+            else:
+                env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
+                                      max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
         except ProtocolError as exc:
             app.metrics.verify_failures.labels(_verify_failure_reason(exc.status)).inc()
             raise
@@ -103,6 +114,7 @@ async def _execute(app, conn, envelope) -> Outcome:
         app.limiter.take(env.account_id)
         if binds:
             conn.bind_account(env.account_id)
+        conn.signers.add(env.signer_id)   # UnregisterSigner closes the sockets it acted on
         verified = True
         if not is_read:
             # Queued before the action's own write, and the writer commits in order: a write's

@@ -35,15 +35,17 @@ import httptools
 
 from protocol.framing_http import WS_PATH, HttpFraming, Route
 from protocol.framing_types import Refusal, Request
-from protocol.framing_http import with_origin
-from server import memtrim
 from server.connection import new_connection_id
 from server.dispatch import execute
 from server.health import health
-from server.origins import DUPLICATE, REFUSED, policy
-from server.peers import address_of
+from server.origins import REFUSED, policy
 from protocol.events import error_response
 from server.ratelimit import TokenBucket
+
+from protocol.framing_http import with_origin
+from server import memtrim
+from server.origins import DUPLICATE
+from server.peers import address_of
 from server.triggers import webhook
 
 log = logging.getLogger("seed_agents.http")
@@ -58,8 +60,13 @@ _FEED_PIECE = 4096           # bytes given to the parser at once (the bounds abo
 _BODY_PIECE = 64 * 1024      # the same within a body, whose bytes cost a callback per piece
 _WRITE_HIGH = 256 * 1024     # a response writer waits while the socket holds more than this
 # Per connection, requests that are not actions (the address has its own bucket, --probe-rate).
-CONN_PROBE_RATE, CONN_PROBE_BURST = 10.0, 20
+CONN_PROBE_RATE, CONN_PROBE_BURST = 50.0, 100
 CHUNK_FRAMING = 16           # bytes of chunk framing allowed per chunk beyond MAX_HEAD_BYTES
+# Route kinds that are not probes: actions, which have their buckets (server/dispatch.py); an
+# area whose requests are limited on their own terms adds its kinds here.
+_NOT_PROBES = frozenset({"message", "hook"})   # webhooks have their own rate limit
+JUNK_REFUSED = ("too many actions from this address failed verification; slow down (a tenth of "
+                "--max-unverified refills per second)")
 
 
 class HttpPeer:
@@ -67,13 +74,14 @@ class HttpPeer:
     (for the replay rule a keep-alive connection is one connection), bound to no account (an
     HTTP request stands alone)."""
 
-    __slots__ = ("id", "account_id", "own_bucket")
+    __slots__ = ("id", "account_id", "own_bucket", "signers")
     transport = "http"   # for the access log
 
     def __init__(self, bucket: TokenBucket) -> None:
         self.id = new_connection_id()
         self.account_id = None
         self.own_bucket = bucket   # every request costs it, verified or not
+        self.signers: set[str] = set()   # (kept for the pipeline's sake; nothing is bound)
 
     def check_bind(self, account_id: str) -> None:
         """An HTTP request binds nothing."""
@@ -178,6 +186,8 @@ class HttpConnection(asyncio.Protocol):
         if self.upgraded:
             self.upgrade_tail += data
             return
+        if self.discarding or self.closed:
+            return   # a final answer is decided: what still arrives is dropped, never kept
         self.pending = self.pending + data if self.pending else data
         self._feed()
 
@@ -218,7 +228,7 @@ class HttpConnection(asyncio.Protocol):
                     pos = len(data)
                     break
         finally:
-            self.pending = data[pos:] if pos < len(data) else b""
+            self.pending = data[pos:] if pos < len(data) and not self.discarding else b""
 
     def _count_piece(self, before: str, size: int) -> bool:
         """Count a piece that ended no request: all head, or all body and its framing. True when
@@ -288,54 +298,73 @@ class HttpConnection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self.phase = "body"
         self.head_fed = 0
+        self._check_any_head()
         method = self.parser.get_method().decode("latin-1")
         url = self.url.decode("latin-1")
         self.route = route = webhook.hook_route(method, url) or self.framing.route_request(method, url, self.headers)
         if route.kind == "hook":   # server/triggers/webhook.py: its own body cap, checked here
             self._hook_body_cap(next((int(v) for n, v in self.headers if n.lower() == b"content-length"), 0))
+        if route.kind != "message":
+            self._set_deadline(self.body_timeout)
+            return
         content_type = content_length = origin = None
         expect = b""
-        origins = 0
-        chunked = False
         for name, value in self.headers:
             lname = name.lower()
             if lname == b"content-type":
                 content_type = value.decode("latin-1")
             elif lname == b"content-length":
                 content_length = int(value)   # llhttp has checked it is a number
-            elif lname == b"transfer-encoding":
-                chunked = True
             elif lname == b"expect":
                 expect = value.lower()
             elif lname == b"origin":
                 origin = value.decode("latin-1")
-                origins += 1
-        self.origin = origin
-        if origins > 1:
-            # Which one would a check read? Refused outright (a browser sends one).
-            self._final(self.framing.json(400, {"status": "error", "message": DUPLICATE}, keep_alive=False))
-            raise _Stop
-        if self.parser.should_upgrade() and (chunked or content_length):
-            # The parser skips the body of a request that switches protocols and would read it
-            # as the next request: a proxy's rules could be bypassed that way. Refused.
-            self._final(self.framing.json(400, {"status": "error", "message": "a request asking to upgrade "
-                                               "the connection may not have a body"}, keep_alive=False))
-            raise _Stop
-        if route.kind != "message":
-            self._set_deadline(self.body_timeout)
-            return
         refusal = self.framing.check_head(content_type, content_length)
         if refusal is None and not self.origins.allows(origin):
             refusal = Refusal(None, error_response(403, REFUSED))
-        if refusal is not None and (refusal.value["status"] == 413 or expect == b"100-continue"):
-            # Answered now; the body is never read (the connection closes after the answer). A
-            # client waiting for 100 Continue gets its refusal instead, at once.
+        if refusal is not None and refusal.value["status"] == 413:
+            # Answered now; the body is never read (the connection closes after the answer).
             self._final(self.framing.refusal(refusal, keep_alive=False, route=route))
+            raise _Stop
+        if refusal is not None and expect == b"100-continue":
+            # The client waits for 100 Continue before it sends the body: its refusal instead,
+            # at once, and the connection closes (the body is never read).
+            self._final(self.framing.refusal(refusal, keep_alive=False, route=route))
+            raise _Stop
+        if refusal is None and not self.addresses.junk_ready(self.address or ""):
+            # This address's actions keep failing verification: no more of its bodies are read
+            # (each costs at least a hash of up to a megabyte) until its bucket refills.
+            self._final(self.framing.refusal(Refusal(None, error_response(429, JUNK_REFUSED)), keep_alive=False,
+                                             route=route))
             raise _Stop
         self.refusal = refusal
         if refusal is None and expect == b"100-continue" and not self.queue and self.worker is None:
             self._write(self.framing.continue_())
         self._set_deadline(self.body_timeout)
+
+    def _check_any_head(self) -> None:
+        """Checks every request's head passes, whatever its route: one Origin at most (its
+        value kept for the CORS headers), and no body behind a request that asks to switch
+        protocols. A refusal is queued and _Stop raised."""
+        origin, origins, body = None, 0, False
+        for name, value in self.headers:
+            lname = name.lower()
+            if lname == b"origin":
+                origin = value.decode("latin-1")
+                origins += 1
+            elif lname == b"transfer-encoding" or (lname == b"content-length" and int(value) > 0):
+                body = True
+        self.origin = origin
+        if origins > 1:
+            # Which one would a check read? Refused outright (a browser sends one).
+            self._final(self.framing.json(400, {"status": "error", "message": DUPLICATE}, keep_alive=False))
+            raise _Stop
+        if body and self.parser.should_upgrade():
+            # The parser skips the body of a request that switches protocols and would read it
+            # as the next request: a proxy's rules could be bypassed that way. Refused.
+            self._final(self.framing.json(400, {"status": "error", "message": "a request asking to upgrade "
+                                               "the connection may not have a body"}, keep_alive=False))
+            raise _Stop
 
     def on_body(self, data: bytes) -> None:
         self._piece_body += len(data)
@@ -368,15 +397,16 @@ class HttpConnection(asyncio.Protocol):
         self._completed = True
         route = self.route
         keep_alive = self.parser.should_keep_alive() and not self.shutting_down
+        upgrade = route.kind == "ws" and self.parser.should_upgrade()
+        if route.kind not in _NOT_PROBES and not upgrade and not self._probe_allowed():
+            self._final(self.framing.too_many_probes())
+            raise _Stop
         if route.kind == "ws" and self.parser.should_upgrade():
             self.queue.append((_UPGRADE, "GET", self._request_head(), False))
             self.upgraded = True
             self.transport.pause_reading()   # what follows is the WebSocket's, read after the handover
             self._start_worker()
             return
-        if route.kind not in ("message", "hook") and not self._probe_allowed():
-            self._final(self.framing.too_many_probes())
-            raise _Stop
         body = b"".join(self.body) if route.kind in ("message", "hook") else None
         method = self.parser.get_method().decode("latin-1")
         extra = self.headers if route.kind in ("hook", "hook_method") else self.refusal
@@ -455,6 +485,8 @@ class HttpConnection(asyncio.Protocol):
                 read = framing.read(body)
                 if isinstance(read, Request):
                     outcome = await execute(app, self.peer, read.envelope)
+                    if outcome.junk:
+                        self.addresses.junk(self.address or "")
                     return framing.response(outcome.response, keep_alive=keep_alive)
                 refusal = read
             return framing.refusal(refusal, keep_alive=keep_alive, route=route)

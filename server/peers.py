@@ -1,8 +1,11 @@
-"""Per client address: how many connections it holds, and its bucket of HTTP probes.
+"""Per client address: how many connections it holds, its bucket of HTTP probes, and its
+bucket of HTTP actions that failed verification.
 
 Accounts are free to make and every connection is cheap to open, so one address could fill the
 server's connection limit (`--max-connections`) or flood the GET probes from many connections
-at once; these bounds are per address (`--max-connections-per-address`, `--probe-rate`). A
+at once; these bounds are per address (`--max-connections-per-address`, `--probe-rate`). The
+junk bucket (`--max-unverified` per address, as per socket) stops an address whose actions keep
+failing verification (a megabyte each costs a hash) from having more bodies read at all. A
 connection is counted from accept to close, through a WebSocket upgrade: `release` is called
 once by whichever of the HTTP connection or the socket ends it.
 """
@@ -16,13 +19,15 @@ _FORGET_AT = 4096
 
 
 class AddressTable:
-    __slots__ = ("max_per_address", "probe_rate", "probe_burst", "_open", "_probes")
+    __slots__ = ("max_per_address", "probe_rate", "probe_burst", "junk_burst", "_open", "_probes", "_junk")
 
-    def __init__(self, max_per_address: int, probe_rate: float, probe_burst: int) -> None:
+    def __init__(self, max_per_address: int, probe_rate: float, probe_burst: int, junk_burst: int = 100) -> None:
         self.max_per_address = max_per_address
         self.probe_rate, self.probe_burst = probe_rate, probe_burst
+        self.junk_burst = junk_burst   # a tenth of it refills per second
         self._open: dict[str, int] = {}
         self._probes: dict[str, TokenBucket] = {}
+        self._junk: dict[str, TokenBucket] = {}
 
     def admit(self, address: str) -> bool:
         """Count one more connection from `address`; False (and nothing counted) past the cap."""
@@ -51,6 +56,21 @@ class AddressTable:
                     del self._probes[known]
             bucket = self._probes[address] = TokenBucket(self.probe_rate, self.probe_burst)
         return bucket.take()
+
+    def junk_ready(self, address: str) -> bool:
+        """May the address send another action (a look: nothing is taken)?"""
+        bucket = self._junk.get(address)
+        return bucket is None or bucket.ready()
+
+    def junk(self, address: str) -> None:
+        """One more action from the address that failed verification."""
+        bucket = self._junk.get(address)
+        if bucket is None:
+            if len(self._junk) >= _FORGET_AT:
+                for known in [a for a in self._junk if a not in self._open]:
+                    del self._junk[known]
+            bucket = self._junk[address] = TokenBucket(self.junk_burst / 10, self.junk_burst)
+        bucket.take()
 
 
 def address_of(transport) -> str:

@@ -65,6 +65,7 @@ HANDLING: dict[str, Handling] = {
     "AcceptAgentInvite": Handling(sharing.accept_agent_invite),
     "DeclineAgentInvite": Handling(sharing.decline_agent_invite),
     "SetAgentPublicRead": Handling(sharing.set_agent_public_read),
+    "UnregisterSigner": Handling(signers.unregister_signer),
     # --- signing identities ---
     "ListSigningIdentities": Handling(identities.list_signing_identities),
     "CreateSigningIdentity": Handling(identities.create_signing_identity),

@@ -2,7 +2,8 @@
 the test's process: `python -m tests.hostile_attack KIND PORT SECONDS [COUNT]` runs COUNT
 attackers of one kind for SECONDS against 127.0.0.1:PORT and prints one JSON line of what they
 saw. Kinds (issue 27's findings): `unread` (answers never read), `bombs` (decode bombs, junk and
-signed), `pipeline` (pipelined probe floods), `header` (a header that never ends)."""
+signed), `pipeline` (pipelined probe floods), `header` (a header that never ends), `together`
+(one of each of those four)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +12,6 @@ import socket
 import sys
 import time
 
-from protocol import dagcbor
 from protocol.envelope import sign_envelope
 from clients.raw import unique_ts
 from tests.httpraw import request
@@ -44,16 +44,22 @@ async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 
 async def bombs(port: int, stop: float, n: int, seen: dict) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    """Bomb after bomb on a keep-alive connection; a new one when the server closes it."""
     frame = request("POST", "/api/message", bomb(keypair(f"bomber {n}"), junk_signature=n % 2 == 0), CBOR)
-    try:
-        while time.monotonic() < stop:
-            writer.write(frame)
-            await writer.drain()
-            status, _body = await asyncio.wait_for(_response(reader), 30)
-            seen[status] = seen.get(status, 0) + 1
-    finally:
-        writer.close()
+    while time.monotonic() < stop:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while time.monotonic() < stop:
+                writer.write(frame)
+                await writer.drain()
+                status, _body = await asyncio.wait_for(_response(reader), 30)
+                seen[status] = seen.get(status, 0) + 1
+                if status == 429:
+                    break   # refused before its body: the server closes
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
 
 
 async def unread(port: int, stop: float, n: int, seen: dict, session: str = "") -> None:
@@ -115,7 +121,17 @@ async def header(port: int, stop: float, n: int, seen: dict) -> None:
             await asyncio.sleep(0.05)
 
 
-KINDS = {"bombs": bombs, "unread": unread, "pipeline": pipeline, "header": header}
+async def together(port: int, stop: float, n: int, seen: dict, session: str = "") -> None:
+    """Findings 1 to 4 at once: one attacker of each kind (`n` numbers the group)."""
+    parts = {kind: {} for kind in ("unread", "bombs", "pipeline", "header")}
+    await asyncio.gather(unread(port, stop, n, parts["unread"], session), bombs(port, stop, n, parts["bombs"]),
+                         pipeline(port, stop, n, parts["pipeline"]), header(port, stop, n, parts["header"]))
+    for kind, counts in parts.items():
+        for key, value in counts.items():
+            seen[f"{kind} {key}"] = seen.get(f"{kind} {key}", 0) + value
+
+
+KINDS = {"bombs": bombs, "unread": unread, "pipeline": pipeline, "header": header, "together": together}
 
 
 async def main(kind: str, port: int, seconds: float, count: int, extra: list[str]) -> dict:

@@ -177,11 +177,14 @@ async def test_overlong_strings_and_lists_are_400_naming_the_field(start):
     cases = [
         ({"_": "CreateSession", "agentId": agent_id, "title": "t" * 1_000_000}, "CreateSession.title"),
         ({"_": "MessageSession", "sessionId": session_id,
-          "content": [{"type": "text", "text": "a"}] * 100_000}, "MessageSession.content"),
+          "content": [{"type": "text", "text": "a"}] * 300}, "MessageSession.content"),
         ({"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "w" * 300_000}]},
          "MessageSession.content[0].text"),
         ({"_": "MessageSession", "sessionId": session_id,
-          "content": text + [{"type": "context", "lines": ["l"] * 20_000}]}, "MessageSession.content"),
+          "content": text + [{"type": "context", "lines": ["l"] * 10_500}]}, "MessageSession.content"),
+        # Past the items of one envelope (16384), whatever the field: refused before decoding.
+        ({"_": "MessageSession", "sessionId": session_id,
+          "content": [{"type": "text", "text": "a"}] * 100_000}, "more than 16384 items"),
         ({"_": "MessageSession", "sessionId": session_id,
           "content": text + [{"type": "context", "lines": ["l" * 20_000]}]}, "lines[0]"),
         ({"_": "CreateAgent", "definition": {**AGENT, "name": "n" * 10_000}}, "CreateAgent.definition.name"),

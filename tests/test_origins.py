@@ -82,3 +82,15 @@ async def test_by_default_any_origin_may_use_the_server(server):
 def test_a_value_that_is_not_an_origin_is_refused_at_start(value):
     with pytest.raises(ConfigError, match="SEED_AGENTS_ALLOWED_ORIGINS"):
         load_config(None, {"SEED_AGENTS_ALLOWED_ORIGINS": value})
+
+
+async def test_with_a_list_the_preflight_names_the_matched_origin_never_a_star(strict):
+    async with httpx.AsyncClient() as http:
+        for origin, named in ((APP, APP), ("HTTP://LOCALHOST:5173/", "http://localhost:5173"),
+                              ("https://evil.example", None)):
+            r = await http.options(base_url(strict) + "/api/message",
+                                   headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+            assert r.status_code == 204 and r.headers.get("access-control-allow-origin") == named
+            assert r.headers["vary"] == "Origin"
+        r = await http.get(base_url(strict) + "/api/health", headers={"Origin": APP})
+        assert r.headers["access-control-allow-origin"] == APP

@@ -337,6 +337,11 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(accounts_q.ensure_account, ACCOUNT, T0)
     await w(accounts_q.add_signer, ACCOUNT, "z6MkSigner", "agent", "bafy-cid", b"\xa1\x01\x02", T0)
     r(accounts_q.is_signer, ACCOUNT, "z6MkSigner")
+    await w(accounts_q.add_signer, ACCOUNT, "z6MkExpiring", "agent", None, b"\xa0", T0, T0 + 10)
+    r(accounts_q.signer_expiry, ACCOUNT, "z6MkExpiring")
+    r(accounts_q.is_signer, ACCOUNT, "z6MkExpiring", T0 + 10)   # expired at T0 + 10
+    await w(accounts_q.remove_signer, ACCOUNT, "z6MkExpiring")
+    await w(accounts_q.remove_signer, ACCOUNT, "z6MkExpiring")   # again: nothing to remove
     await w(agents_q.create_agent, "a1", ACCOUNT, {"name": "agent", "model": "m"}, "/tmp/a1", T0)
     await w(agents_q.create_agent, "a2", ACCOUNT, {"name": "second"}, "/tmp/a2", T0 + 1)
     await w(sessions_q.create_session, "s1", ACCOUNT, "a1", "first", T0 + 2)
@@ -412,6 +417,8 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(collab_q.shared_agents, GUEST)
     r(collab_q.list_shared_agents, GUEST)
     r(collab_q.agents_page, GUEST, 10, None, 1 << 20)
+    r(collab_q.agents_page, GUEST, 1, None, 1 << 20)
+    r(collab_q.shared_agent_rows, GUEST, 5, {"updatedBefore": T0 + 100, "idAfter": ""})
     r(collab_q.sessions_page, GUEST, ["a1"], 10, None, True)
     r(collab_q.sessions_page, GUEST, ["a1"], 1, {"updatedBefore": T0 + 100, "idBefore": "s9"}, False)
     await w(collab_q.decline, "a1", GUEST)   # accepted: not an invitation

@@ -12,7 +12,7 @@ from importlib import resources
 
 from schema import numbered_migrations
 
-CURRENT_VERSION = 8
+CURRENT_VERSION = 9
 # Written into schema_version.app, so the gate can tell our schema from someone else's table.
 APP = "seed-agents"
 

@@ -174,7 +174,7 @@ async def delete_session(app, env, action) -> dict:
     app.runtime.abandon_sessions([session_id])  # a worker a message started meanwhile
     notice = {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id}
     app.publish_gone("sessions/" + session_id, notice)
-    app.runtime.publish_runs([{k: v for k, v in r.items() if k != "sessionId" or v != session_id}
+    app.runtime.publish_runs([{**{k: v for k, v in r.items() if k != "sessionId" or v != session_id}, "title": ""}
                               for r in canceled])
     app.runtime.parked.publish(settled)
     app.runtime.interrupt_runs(r["id"] for r in canceled if r.get("sessionId") != session_id)

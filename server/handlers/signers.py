@@ -18,8 +18,30 @@ async def register_signer(app, env, action) -> dict:
 
     def job(conn):
         accounts_q.ensure_account(conn, cap.issuer_id, now)
-        accounts_q.add_signer(conn, cap.issuer_id, cap.delegate_id, cap.role, cap.cid, cap.blob, now)
+        accounts_q.add_signer(conn, cap.issuer_id, cap.delegate_id, cap.role, cap.cid, cap.blob, now,
+                              cap.expires_at)
 
     await app.db.write(job)
-    app.remember_signer(cap.issuer_id, cap.delegate_id)
+    app.remember_signer(cap.issuer_id, cap.delegate_id, cap.expires_at)
     return {"_": "RegisterSignerResponse", "accountId": cap.issuer_id, "signerId": cap.delegate_id}
+
+
+UNREGISTERED = "the account unregistered the signer this socket acted with"
+
+
+async def unregister_signer(app, env, action) -> dict:
+    """The account takes a delegate's key back (a lost or leaked device): signed by the
+    account's own key only, never by a delegate. Live: the sockets that acted through that
+    signer are closed (1008), and the next action it signs is refused (403)."""
+    if env.signer != env.account:
+        raise ProtocolError(403, "only the account's own key may unregister a signer")
+    account_id, signer_id = env.account_id, action.signer_id
+
+    def job(conn):
+        return accounts_q.remove_signer(conn, account_id, signer_id)
+
+    removed = await app.db.write(job)
+    if not removed:
+        raise ProtocolError(404, f"signer {signer_id} is not registered for this account")
+    app.forget_signer(account_id, signer_id)
+    return {"_": "UnregisterSignerResponse", "accountId": account_id, "signerId": signer_id}

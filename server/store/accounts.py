@@ -10,21 +10,36 @@ def ensure_account(conn: apsw.Connection, account_id: str, now: int) -> None:
 
 
 def add_signer(conn: apsw.Connection, account_id: str, signer_id: str, role: str,
-               capability_cid: object, capability_blob: bytes, now: int) -> None:
-    """Register (or re-register, replacing role and capability) a delegate of the account."""
+               capability_cid: object, capability_blob: bytes, now: int,
+               expires_at: int | None = None) -> None:
+    """Register (or re-register, replacing role, capability and expiry) a delegate of the account."""
     ensure_account(conn, account_id, now)
     conn.execute(
-        "INSERT INTO account_signers (account_id, signer_id, role, capability_cid, capability, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)"
+        "INSERT INTO account_signers (account_id, signer_id, role, capability_cid, capability, created_at,"
+        " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (account_id, signer_id) DO UPDATE SET role = excluded.role,"
-        " capability_cid = excluded.capability_cid, capability = excluded.capability",
-        (account_id, signer_id, role, _cid_value(capability_cid), capability_blob, now))
+        " capability_cid = excluded.capability_cid, capability = excluded.capability,"
+        " expires_at = excluded.expires_at",
+        (account_id, signer_id, role, _cid_value(capability_cid), capability_blob, now, expires_at))
 
 
-def is_signer(conn: apsw.Connection, account_id: str, signer_id: str) -> bool:
-    row = conn.execute("SELECT 1 FROM account_signers WHERE account_id = ? AND signer_id = ?",
+def signer_expiry(conn: apsw.Connection, account_id: str, signer_id: str) -> tuple[bool, int | None]:
+    """(registered, expires_at): whether the signer is registered, and until when (None: no
+    expiry; the caller compares with its clock)."""
+    row = conn.execute("SELECT expires_at FROM account_signers WHERE account_id = ? AND signer_id = ?",
                        (account_id, signer_id)).fetchone()
-    return row is not None
+    return (False, None) if row is None else (True, row[0])
+
+
+def is_signer(conn: apsw.Connection, account_id: str, signer_id: str, now: int | None = None) -> bool:
+    registered, expires_at = signer_expiry(conn, account_id, signer_id)
+    return registered and (expires_at is None or now is None or expires_at > now)
+
+
+def remove_signer(conn: apsw.Connection, account_id: str, signer_id: str) -> bool:
+    """Unregister a delegate; False when it was not registered."""
+    conn.execute("DELETE FROM account_signers WHERE account_id = ? AND signer_id = ?", (account_id, signer_id))
+    return conn.changes() > 0
 
 
 def _cid_value(cid: object) -> object:

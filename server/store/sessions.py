@@ -128,9 +128,12 @@ def title_from_text(text: str) -> str:
 
 
 def delete_session(conn: apsw.Connection, session_id: str) -> None:
-    """Remove the session and its events. Its runs keep their history with session_id NULL, and
+    """Remove the session and its events. Its runs keep their history with session_id NULL and
+    no title, and
     its child sessions become top level (seed-agents-storage: deletion detaches, never cascades)."""
-    conn.execute("UPDATE runs SET session_id = NULL WHERE session_id = ?", (session_id,))
+    # The title came from the session (its title, or its first message's first line): it goes
+    # with the session, as the messages do.
+    conn.execute("UPDATE runs SET session_id = NULL, title = '' WHERE session_id = ?", (session_id,))
     conn.execute("UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?", (session_id,))
     conn.execute("DELETE FROM session_events WHERE session_id = ?", (session_id,))
     files_q.delete_session_files(conn, session_id)

@@ -1,0 +1,3 @@
+-- Version 10: hostile clients, round three. A capability may carry an expiry (Unix ms): past
+-- it the signer is no longer registered; NULL: it does not expire.
+ALTER TABLE account_signers ADD COLUMN expires_at INTEGER;
