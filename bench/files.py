@@ -37,6 +37,21 @@ WORDS = ("lisbon porto tram nata coffee river bridge tile azulejo market fado ha
 ECHO = {"name": "bench", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}
 
 
+# A vocabulary with a long tail (a word's frequency ~ 1/rank, as in prose): the common words
+# above plus 5,000 rarer ones, so a query matches what it would in notes, not every file.
+VOCABULARY = WORDS + [f"{a}{b}" for a in WORDS for b in ("s", "ed", "ing", "er", "ly", "ist", "ism", "ful", "less",
+                                                             "ness", "ment", "ous", "ive", "al", "ic", "ity", "ize",
+                                                             "ward", "wise", "like", "ship", "hood", "dom", "ure",
+                                                             "ery", "ette", "let", "ling", "ock", "ory", "ant", "ent",
+                                                             "ian", "ine", "ite", "oid", "ose", "tude", "y", "ie",
+                                                             "o", "a", "i", "u", "an", "on", "en", "in", "un")]
+_WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCABULARY))]
+
+
+def _words(rng: random.Random, n: int) -> list[str]:
+    return rng.choices(VOCABULARY, _WEIGHTS, k=n)
+
+
 def _pattern(size: int) -> bytes:
     return (hashlib.sha256(b"files-bench").digest() * (size // 32 + 1))[:size]
 
@@ -78,8 +93,9 @@ def raw_db(storage_url: str | None, db_path: str, data: bytes) -> tuple[float, f
     import apsw
 
     conn = apsw.Connection(db_path)
-    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                 " CREATE TABLE IF NOT EXISTS raw_chunks (seq INTEGER PRIMARY KEY, data BLOB)")
+    conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS raw_chunks (seq INTEGER PRIMARY KEY, data BLOB)")
     start = time.perf_counter()
     with conn:
         conn.executemany("INSERT INTO raw_chunks VALUES (?, ?)", rows)
@@ -107,7 +123,7 @@ def seed_memory(storage_url: str | None, db_path: str, account: str, files: int)
         agents.create_agent(conn, agent_id, account, dict(ECHO), "/tmp/bench-files", 1)
         limits = memory_q.MemoryLimits(quota=None, max_files=files + 1)
         for i in range(files):
-            text = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(40, 400)))
+            text = " ".join(_words(rng, rng.randrange(40, 400)))
             memory_q.write_file(conn, agent_id, account, f"notes/{i // 100}/note-{i}.md", text.encode(), 1, limits)
 
     if storage_url:
@@ -147,7 +163,7 @@ async def through_server(url: str, kp: Keypair, agent_id: str, size: int, querie
         latencies = []
         hits = 0
         for _ in range(queries):
-            q = " ".join(rng.sample(WORDS, rng.choice((1, 2, 2, 3))))
+            q = " ".join(_words(rng, rng.choice((1, 2, 2, 3))))
             start = time.perf_counter()
             found = await c.search_agent_memory(agent_id, q, 20)
             latencies.append(time.perf_counter() - start)
@@ -171,7 +187,7 @@ def run(quick: bool = False, storage_url: str | None = None) -> dict:
     data = _pattern(size)
     disk = raw_disk_write(folder, data)
     db_write, db_read = raw_db(storage_url, db_path + ".raw" if not storage_url else "", data)
-    extra = ["--storage-url", storage_url] if storage_url else []
+    extra = ["--memory-max-files", str(files + 10)] + (["--storage-url", storage_url] if storage_url else [])
     server = Server("files", data_dir=folder, extra=extra).start()
     try:
         figures = asyncio.run(through_server(server.url, kp, agent_id, size, queries))

@@ -5,6 +5,7 @@ values out, a ProtocolError naming the problem otherwise.
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 from .errors import ProtocolError, quote
 
@@ -110,8 +111,6 @@ def utf8_or_none(data: bytes) -> str | None:
 
 def default_download_path(url_path: str, fallback: str) -> str:
     """`downloads/<last URL segment>` with `\\` and `..` defused, as the reference names downloads."""
-    from urllib.parse import unquote
-
     last = unquote([s for s in url_path.split("/") if s][-1] if url_path.strip("/") else "")
     safe = last.replace("\\", "-").replace("..", "-")[:128]
     return f"downloads/{safe or fallback}"

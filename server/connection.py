@@ -133,7 +133,7 @@ class Connection:
                 if self.outbound.closed:
                     break
                 if len(message) > self.app.config.limits.max_frame:   # an upload chunk (server/upload_gate.py)
-                    async with self.app.upload_gate.slot():
+                    async with self.app.upload_gate.slot(self.app.now_ms()):
                         await self._on_frame(message)
                 else:
                     await self._on_frame(message)

@@ -13,6 +13,7 @@ from protocol.actions import parse_action
 from protocol.envelope import VerifiedEnvelope, verify_envelope
 from protocol.errors import ProtocolError
 from protocol.frame_limits import envelope_limit, frame_limit
+from server.upload_gate import arrived_ms
 from protocol.events import error_response as error
 from server import accesslog
 from server.routes import ROUTES
@@ -49,7 +50,7 @@ async def execute(app, conn, envelope) -> Outcome:
     if type(envelope) is bytes and len(envelope) > app.config.limits.max_frame:
         # An upload chunk (protocol/frame_limits.py): only a few are worked on at once in the
         # whole server, so concurrent uploads cost memory per chunk in flight, not per client.
-        async with app.upload_gate.slot():
+        async with app.upload_gate.slot(app.now_ms()):
             return await _execute(app, conn, envelope)
     return await _execute(app, conn, envelope)
 
@@ -75,10 +76,10 @@ async def _execute(app, conn, envelope) -> Outcome:
                 # the loop, so the other clients' requests are served meanwhile (the signature
                 # check releases the GIL).
                 env = await asyncio.to_thread(
-                    verify_envelope, envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
+                    verify_envelope, envelope, now_ms=arrived_ms(app.now_ms()), window_ms=app.config.clock_window_ms,
                     max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
             else:
-                env = verify_envelope(envelope, now_ms=app.now_ms(), window_ms=app.config.clock_window_ms,
+                env = verify_envelope(envelope, now_ms=arrived_ms(app.now_ms()), window_ms=app.config.clock_window_ms,
                                       max_size=_limit(envelope, limits.max_frame), max_depth=limits.max_depth)
         except ProtocolError as exc:
             app.metrics.verify_failures.labels(_verify_failure_reason(exc.status)).inc()

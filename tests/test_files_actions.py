@@ -226,12 +226,31 @@ async def test_an_unfinished_upload_is_swept_after_an_hour(server):
     assert server.app.db.read(blobs.counts)["file_chunks"] == 0
 
 
-async def test_ipfs_upload_says_why_it_cannot_yet(server):
+async def test_ipfs_upload_publishes_unixfs_through_the_hm_server(server):
+    from tests.fakes.hm_server import FakeHmServer
+
     async with AgentsClient.connect(server.url, Keypair.generate()) as c:
         agent_id, _ = await setup(c)
-        await c.write_agent_memory_file(agent_id, "a.md", "x")
-        await refused(c.call({"_": "UploadAgentMemoryFileToIpfs", "agentId": agent_id, "path": "a.md"}), 501,
-                      "hypermedia server")
+        data = os.urandom(700_000)   # three 256 KiB leaves and a root node
+        await c.upload_file({"kind": "memory", "agentId": agent_id, "path": "media/clip.mp4"}, data)
+        action = {"_": "UploadAgentMemoryFileToIpfs", "agentId": agent_id, "path": "media/clip.mp4"}
+        await refused(c.call(action), 501, "--hm-server-url")
+        async with FakeHmServer() as hm:
+            server.app.config.hm_server_url = hm.base_url
+            try:
+                got = await c.call(action)
+                assert got == {"_": "UploadAgentMemoryFileToIpfsResponse", "agentId": agent_id,
+                               "path": "media/clip.mp4", "cid": got["cid"], "url": "ipfs://" + got["cid"],
+                               "size": len(data), "mimeType": "video/mp4"}
+                assert hm.get(got["cid"]) is not None and len(hm.published) == 1
+                from protocol.unixfs import file_blobs
+
+                root, blocks = file_blobs(data)   # the library's layout, byte for byte
+                assert got["cid"] == root and {b.cid for b in hm.published[0]} == {b.cid for b in blocks}
+                await refused(c.call({**action, "path": "nope"}), 404)
+            finally:
+                server.app.config.hm_server_url = None
+        await refused(c.call(action), 501)   # the HM server is gone from the config: nothing published
 
 
 @pytest.mark.slow
@@ -255,3 +274,23 @@ async def test_ten_thousand_tiny_files_then_the_limit(server):
         await refused(c.write_agent_memory_file(agent_id, "one-more.txt", "x"), 413, f"holds {n} files")
         await c.write_agent_memory_file(agent_id, "d0/f0.txt", "replacing is fine")
     clean(server)
+
+
+@pytest.mark.parametrize("over", ["ws", "http"])
+async def test_upload_actions_carry_a_full_chunk_and_no_other_action_grows(server, over):
+    url = server.url if over == "ws" else server.url.replace("ws://", "http://").removesuffix("/agents/ws")
+    async with AgentsClient.connect(url, Keypair.generate()) as c:
+        agent_id, session_id = await setup(c)
+        chunk = os.urandom(8 * 1024 * 1024)   # the largest chunk: over 8x the plain frame limit
+        begin = await c.call(actions.begin_file_upload({"kind": "memory", "agentId": agent_id, "path": "c"},
+                                                       len(chunk)))
+        assert (await c.call(actions.append_file_upload_chunk(begin["uploadId"], 0, chunk)))["received"] == len(chunk)
+        await c.call(actions.commit_file_upload(begin["uploadId"]))
+        two = os.urandom(2 * 1024 * 1024)   # the desktop's single-shot uploads
+        assert (await c.write_agent_memory_file(agent_id, "two", two))["entry"]["size"] == len(two)
+        assert (await c.upload_session_attachment(session_id, "two.bin", two))["attachment"]["size"] == len(two)
+        # any other action keeps the 1 MiB limit, whatever it carries
+        big = await refused(c.call({"_": "SetSecret", "name": "s", "value": os.urandom(2 * 1024 * 1024)}), 413)
+        assert "limit" in str(big)
+        if over == "ws":
+            assert (await c.list_agent_memory(agent_id))["totalBytes"] == len(chunk) + len(two)   # socket still open

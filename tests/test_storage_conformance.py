@@ -13,6 +13,7 @@ PostgreSQL, several `PgDatabase` objects on one schema (a fresh one per test, te
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import pytest
 
@@ -20,6 +21,11 @@ from protocol.errors import ProtocolError
 from server.handlers import idempotency as idem
 from server.storage import parse_storage_url
 from server.store import accounts as accounts_q
+from server.store import attachments as attachments_q
+from server.store import blobs as blobs_q
+from server.store import file_quota as file_quota_q
+from server.store import memory as memory_q
+from server.store import uploads as uploads_q
 from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import codec
@@ -461,6 +467,42 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(events_q.last_seq, "s1")
     r(events_q.event_bodies_page, "s1", 1, 2, 1 << 20)
     r(agents_q.agent_account, "a2")
+    # Files: memory (with search), attachments, a staged upload committed, the quota, the check.
+    limits = memory_q.MemoryLimits(quota=10_000_000, max_files=100)
+    await w(memory_q.write_file, "a2", ACCOUNT, "notes/trip.md", b"Lisbon trams are yellow", T0 + 57, limits)
+    await w(memory_q.write_file, "a2", ACCOUNT, "notes/bin", bytes(range(256)) * 5000, T0 + 57, limits)
+    await w(memory_q.write_file, "a2", ACCOUNT, "same", b"Lisbon trams are yellow", T0 + 57, limits)
+    r(memory_q.list_memory, "a2")
+    r(memory_q.list_dir, "a2", "notes")
+    r(memory_q.read_file, "a2", "notes/trip.md", 1 << 20)
+    r(memory_q.file_info, "a2", "notes/bin")
+    r(memory_q.check_writable, "a2", ACCOUNT, "other", 10, limits)
+    called.add("memory.search")   # which files only: each driver ranks and marks snippets its own way
+    out.append([sorted(x["path"] for x in db.read(memory_q.search, "a2", q, 10)) for q in ("yellow trams", "ams a")])
+    await w(attachments_q.save, "s3", ACCOUNT, "a.txt", "text/plain", b"attached", T0 + 58)
+    await w(attachments_q.save, "s3", ACCOUNT, "again.txt", None, b"attached", T0 + 58)
+    r(attachments_q.info, "s3", hashlib.sha256(b"attached").hexdigest())
+    r(attachments_q.read, "s3", hashlib.sha256(b"attached").hexdigest(), 1 << 20, 2, 3)
+    r(attachments_q.check_room, "s3", ACCOUNT, 10, None)
+    r(file_quota_q.used_bytes, ACCOUNT)
+    await w(uploads_q.begin, "u1", ACCOUNT, ACCOUNT, {"kind": "session-attachment", "agentId": "a2",
+                                                      "sessionId": "s3", "name": "up.bin"}, 3_000_000, T0 + 58)
+    await w(uploads_q.append, "u1", ACCOUNT, 0, b"u" * 1_500_000, T0 + 58)
+    await w(uploads_q.append, "u1", ACCOUNT, 1_500_000, b"v" * 1_500_000, T0 + 58)
+    up = r(uploads_q.get, "u1", ACCOUNT)
+    scan = r(blobs_q.scan, up.blob_id, 100)
+    await w(uploads_q.finish, "u1", ACCOUNT, 3_000_000)
+    sealed = await w(blobs_q.seal, up.blob_id, scan.sha256)
+    await w(attachments_q.attach_blob, "s3", ACCOUNT, scan.sha256, sealed, "up.bin", None, 3_000_000, T0 + 59)
+    r(attachments_q.blob_of, "s3", scan.sha256.hex())
+    r(blobs_q.read_range, sealed, 1_499_990, 20)
+    await w(uploads_q.begin, "u2", ACCOUNT, ACCOUNT, {"kind": "memory", "agentId": "a2", "path": "x"}, 5, T0 + 59)
+    await w(uploads_q.abort, "u2", ACCOUNT)
+    await w(uploads_q.begin, "u3", ACCOUNT, ACCOUNT, {"kind": "memory", "agentId": "a2", "path": "x"}, 5, T0 + 59)
+    await w(uploads_q.sweep, T0 + 59 + 3_600_001)
+    await w(memory_q.delete_path, "a2", "notes")
+    r(blobs_q.counts)
+    r(blobs_q.check)
     # Idempotency records, then deleting a whole agent and a session.
     await w(idem_q.idem_put, ACCOUNT, "CreateSession", "c1", b"fp", b"\xa1aa\x01", T0 + 60)
     r(idem_q.idem_get, ACCOUNT, "CreateSession", "c1")
@@ -495,6 +537,7 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(idem_q.idem_get, ACCOUNT, "CreateSigningIdentity", "c2")
     await w(identities_q.delete_identity, ACCOUNT, name)
     await w(identities_q.delete_identity, ACCOUNT, name)
+    r(blobs_q.counts)   # the agent's files went with it
     # The shared secrets key: recorded by the first key, accepted again, refused for another.
     await w(key_check.same_key, SecretBox(bytes(32)))
     await w(key_check.same_key, SecretBox(bytes(32)))
@@ -554,6 +597,23 @@ CALLED_BY_OTHERS = {
     "runs.save_run": "runs.move_run",
     "runs.move_run": "runs.set_run_status, runs.cancel_runs, runs.requeue_interrupted",
     "agent_lifecycle.forget_idempotency": "agent_lifecycle.delete_agent",
+    "blobs.put": "memory.write_file, attachments.save",
+    "blobs.find": "(its SELECT is put's own: the UPDATE ... WHERE sha256 = ? path)",
+    "blobs.add_ref": "(the reference count's increment, as put and seal make it)",
+    "blobs.append": "uploads.append",
+    "blobs.stage": "uploads.begin",
+    "blobs.drop_staged": "uploads.abort, uploads.sweep",
+    "blobs.release": "memory.write_file (a replaced file), attachments.attach_blob",
+    "blobs.release_many": "memory.delete_path, attachments.delete_session_attachments",
+    "blobs.next_chunk": "blobs.read_range, blobs.scan",
+    "blobs.first_seq_at": "blobs.read_range",
+    "memory.link": "memory.write_file",
+    "memory.delete_agent_memory": "agent_lifecycle.delete_agent",
+    "file_quota.charge": "memory.check_writable, attachments.save",
+    "files_lifecycle.delete_agent_files": "agent_lifecycle.delete_agent",
+    "files_lifecycle.delete_session_files": "sessions.delete_session",
+    "attachments.delete_session_attachments": "sessions.delete_session",
+    "uploads.drop_for": "agent_lifecycle.delete_agent, sessions.delete_session",
 }
 # Modules whose functions are not the shared store's: SQLite's own gate and façade; the run
 # leases, which use PostgreSQL's lease columns (tested in their own module).

@@ -2,8 +2,7 @@
 readers read), stored once per distinct content, deleted with the session."""
 from __future__ import annotations
 
-from protocol.errors import ProtocolError
-from protocol.file_rules import MAX_SESSION_ATTACHMENT_BYTES, infer_mime_type
+from protocol.file_rules import infer_mime_type
 from server.handlers.access import READER, WRITER, session_access
 from server.store import attachments as att_q
 from server.store import owners as owners_q
@@ -17,8 +16,6 @@ def session_owner(conn, account_id: str, session_id: str, need: str) -> tuple[st
 
 async def upload_session_attachment(app, env, action) -> dict:
     now = app.now_ms()
-    if len(action.content) > MAX_SESSION_ATTACHMENT_BYTES:   # unreachable under the frame limit; kept for clarity
-        raise ProtocolError(413, "Attachment exceeds the 100 MiB limit")
     mime = action.mime_type or infer_mime_type(action.name)
 
     def job(conn):

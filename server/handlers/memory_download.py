@@ -55,7 +55,7 @@ async def _open(client: httpx.AsyncClient, url: str) -> tuple[httpx.Response, st
             await response.aclose()
             url = str(response.next_request.url)
             if response.next_request.url.scheme not in ("http", "https"):
-                raise ProtocolError(502, f"Could not download: a redirect leads to a non-http URL")
+                raise ProtocolError(502, "Could not download: a redirect leads to a non-http URL")
             continue
         if not response.is_success:
             await response.aclose()

@@ -90,7 +90,40 @@ async def search_agent_memory(app, env, action) -> dict:
             "results": results}
 
 
+MAX_IPFS_BYTES = 64 << 20   # a file published as UnixFS is built in memory (protocol/unixfs.py)
+
+
 async def upload_agent_memory_file_to_ipfs(app, env, action) -> dict:
-    await app.db.aread(agent_access, env.account_id, action.agent_id, WRITER)
-    raise ProtocolError(501, "UploadAgentMemoryFileToIpfs needs a Seed hypermedia server to publish through, "
-                             "and this server has none configured yet; the file stays in memory")
+    """The file as UnixFS blocks, published with `PublishBlobs` to the HM server
+    (`--hm-server-url`); its root CID and `ipfs://` URL, as the reference answers."""
+    hm_url = getattr(app.config, "hm_server_url", None)
+
+    def read(conn):
+        agent_access(conn, env.account_id, action.agent_id, WRITER)
+        info = memory_q.file_info(conn, action.agent_id, action.path)
+        if info is None:
+            raise ProtocolError(404, f"Memory file not found: {action.path}")
+        if not hm_url:
+            return info, None
+        if info.size > MAX_IPFS_BYTES:
+            raise ProtocolError(413, f"Memory file {action.path} is {info.size} bytes; at most {MAX_IPFS_BYTES} "
+                                     "are published to IPFS")
+        return info, blobs.read_range(conn, info.blob_id)
+
+    info, data = await app.db.read_async(read)
+    if not hm_url:
+        raise ProtocolError(501, "UploadAgentMemoryFileToIpfs needs a Seed hypermedia server to publish through, "
+                                 "and this server has none (--hm-server-url); the file stays in memory")
+    from server.hm_client import HmClient, HmError
+
+    client = HmClient(hm_url, app.runtime.http, timeout=getattr(app.config, "hm_server_timeout", 15.0))
+    try:
+        cid = await client.publish_file(data)
+    except HmError as exc:
+        raise ProtocolError(502, str(exc)) from None
+    out = {"_": "UploadAgentMemoryFileToIpfsResponse", "agentId": action.agent_id, "path": info.path, "cid": cid,
+           "url": f"ipfs://{cid}", "size": info.size}
+    mime = info.entry().get("mimeType")
+    if mime:
+        out["mimeType"] = mime
+    return out

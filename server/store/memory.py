@@ -278,21 +278,33 @@ def search(conn, agent_id: str, query: str, limit: int = 20) -> list[dict]:
 
 def _search_fts5(conn, agent_id: str, words: list[str], limit: int) -> list[tuple]:
     match = " ".join('"' + w.replace('"', '""') + '"' for w in words[:32])
-    return conn.execute(
-        "SELECT s.path, -bm25(memory_search, 0.0, 4.0, 1.0),"
-        f" snippet(memory_search, 2, '{_MARK}', '{_MARK}', '…', {SNIPPET_WORDS}), f.size, f.updated_at"
-        " FROM memory_search s JOIN memory_files f ON f.id = s.rowid"
-        " WHERE memory_search MATCH ? AND s.agent_id = ? ORDER BY bm25(memory_search, 0.0, 4.0, 1.0) LIMIT ?",
-        (match, agent_id, limit)).fetchall()
+    # Rank first (FTS5 reads only the index for that), then make snippets of the top rows alone:
+    # a snippet re-reads its document, and a common word matches most of them.
+    top = conn.execute("SELECT rowid, -rank FROM memory_search WHERE memory_search MATCH ?"
+                       " AND rank MATCH 'bm25(0.0, 4.0, 1.0)' AND agent_id = ? ORDER BY rank LIMIT ?",
+                       (match, agent_id, limit)).fetchall()
+    if not top:
+        return []
+    score = dict(top)
+    marks = ",".join("?" * len(top))
+    rows = conn.execute(
+        f"SELECT s.rowid, s.path, snippet(memory_search, 2, '{_MARK}', '{_MARK}', '…', {SNIPPET_WORDS}),"
+        " f.size, f.updated_at FROM memory_search s JOIN memory_files f ON f.id = s.rowid"
+        f" WHERE memory_search MATCH ? AND s.rowid IN ({marks})", (match, *score)).fetchall()
+    out = [(path, score[rowid], snippet, size, updated) for rowid, path, snippet, size, updated in rows]
+    out.sort(key=lambda r: (-r[1], r[0]))
+    return out
 
 
 def _search_pg(conn, agent_id: str, text: str, limit: int) -> list[tuple]:
+    # Ranked and cut in the inner query; headlines (which re-parse the text) for the top rows only.
     return conn.execute(
-        "SELECT s.path, ts_rank(s.vector, q), ts_headline('simple', s.body, q,"
+        "SELECT top.path, top.score, ts_headline('simple', top.body, top.q,"
         f" 'StartSel={_MARK}, StopSel={_MARK}, MaxWords={SNIPPET_WORDS * 2}, MinWords={SNIPPET_WORDS // 2}, MaxFragments=1'),"
-        " f.size, f.updated_at FROM memory_search s JOIN memory_files f ON f.id = s.pos,"
-        " plainto_tsquery('simple', ?) q WHERE s.agent_id = ? AND s.vector @@ q"
-        " ORDER BY ts_rank(s.vector, q) DESC, s.path LIMIT ?", (text, agent_id, limit)).fetchall()
+        " f.size, f.updated_at FROM (SELECT s.pos, s.path, s.body, q, ts_rank(s.vector, q) AS score"
+        " FROM memory_search s, plainto_tsquery('simple', ?) q WHERE s.agent_id = ? AND s.vector @@ q"
+        " ORDER BY score DESC, s.path LIMIT ?) top JOIN memory_files f ON f.id = top.pos"
+        " ORDER BY top.score DESC, top.path", (text, agent_id, limit)).fetchall()
 
 
 def _search_plain(conn, agent_id: str, needle: str, limit: int) -> list[tuple]:
