@@ -258,6 +258,8 @@ class Cluster:
                 app._notify_only(account_id, reason, agent_id=agent_id, session_id=session_id)
             else:
                 app._notify_account(account_id, reason, agent_id=agent_id, session_id=session_id)
+            if reason.startswith("trigger-") and app.triggers is not None:
+                app.triggers.changed()   # a trigger changed elsewhere: this server's timer looks again
         elif kind == "c":
             app.grants.changed_elsewhere(entry[1])
         elif kind == "u":

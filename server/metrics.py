@@ -42,6 +42,13 @@ class Metrics:
             buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
         )
 
+        # Triggers (server/triggers/).
+        self.trigger_firings = Counter("seed_agents_trigger_firings", "Trigger firings written here, by "
+                                       "source type and status (created, skipped, error)", ["source", "status"],
+                                       registry=r)
+        self.trigger_wakeups = Counter("seed_agents_trigger_scheduler_wakeups", "Times the schedule timer "
+                                       "ended (a slot came, a trigger changed, or its 30 s cap)", registry=r)
+
         self.cache_bytes = Gauge("seed_agents_cache_bytes", "Bytes held by an in-memory cache (its entries' "
                                  "sizes plus a fixed overhead each)", ["cache"], registry=r)
         self.cache_entries = Gauge("seed_agents_cache_entries", "Entries in an in-memory cache", ["cache"],

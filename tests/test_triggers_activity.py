@@ -24,12 +24,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def start(tmp_path, request, fake, name="srv"):
+async def start(tmp_path, request, fake, name="srv", storage="sqlite"):
     from server.main import start_server
     from tests.conftest import server_config
 
     (tmp_path / name).mkdir(exist_ok=True)
-    return await start_server(server_config(tmp_path / name, "sqlite", request, hm_server_url=fake.base_url,
+    return await start_server(server_config(tmp_path / name, storage, request, hm_server_url=fake.base_url,
                                             activity_poll_interval=3600.0, activity_page_size=2,
                                             activity_max_pages=3))
 
@@ -110,9 +110,10 @@ async def test_paging_baseline_watermark_restart_and_one_firing_per_event(tmp_pa
         await server.stop()
 
 
-async def test_a_failing_feed_is_recorded_and_recovers(tmp_path, request):
+@pytest.mark.storages("sqlite", "postgresql")   # on PostgreSQL the poller holds a lease on the watermark
+async def test_a_failing_feed_is_recorded_and_recovers(tmp_path, request, storage):
     async with FakeHMActivity() as fake:
-        server = await start(tmp_path, request, fake)
+        server = await start(tmp_path, request, fake, storage=storage)
         a = keypair("A")
         c = await V2Client.open(server.url)
         agent_id = await make_agent(c, a)
@@ -163,3 +164,48 @@ def test_keys_collapse_a_citation_onto_its_comment():
     assert activity.firing_key(comment_event("bafyX", AUTHOR, ME, 1)) == "blob-bafyX"
     assert activity.event_key({"type": "doc-update", "id": "7"}) == "doc-update-7"
     assert activity.event_key({"weird": True}) is None
+
+
+async def test_a_hostile_feed_page_is_an_error_not_a_crash(tmp_path, request):
+    async with FakeHMActivity() as fake:
+        server = await start(tmp_path, request, fake)
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        await create_trigger(c, a, agent_id, {"type": "document-comment", "resource": f"hm://{DOC_OWNER}"})
+        monitor = server.app.triggers.activity
+        await settle(monitor)
+        deep: object = "x"
+        for _ in range(500):
+            deep = {"n": deep}
+        fake.publish({**comment_event("bafydeep", AUTHOR, DOC_OWNER, now_ms()), "extra": deep})
+        await monitor.poll_once()
+        mark = server.app.db.read(lambda conn: conn.execute("SELECT last_error FROM activity_watermarks").fetchone()[0])
+        assert "plain JSON" in mark
+        await c.close()
+        await server.stop()
+
+
+async def test_a_trigger_never_fires_for_what_happened_before_it(tmp_path, request):
+    """An account's feed read long ago (a stale watermark) holds events from before a new
+    trigger: they are new to the watermark but older than the trigger, and do not fire it."""
+    async with FakeHMActivity() as fake:
+        server = await start(tmp_path, request, fake)
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        first = await create_trigger(c, a, agent_id, {"type": "site-update", "resourcePrefix": "hm://elsewhere"},
+                                     name="first")
+        monitor = server.app.triggers.activity
+        await settle(monitor)                       # the watermark exists from now on
+        old = now_ms() - 3 * 3_600_000
+        fake.publish(comment_event("bafyhoursago", AUTHOR, DOC_OWNER, old))
+        late = await create_trigger(c, a, agent_id, {"type": "document-comment", "resource": f"hm://{DOC_OWNER}"},
+                                    name="late")
+        await settle(monitor)
+        fake.publish(comment_event("bafyfresh", AUTHOR, DOC_OWNER, now_ms()))
+        await monitor.poll_once()
+        assert [f["activityKey"] for f in await firings(c, a, late["id"])] == ["blob-bafyfresh"]
+        assert await firings(c, a, first["id"]) == []
+        await c.close()
+        await server.stop()

@@ -38,6 +38,22 @@ async def test_interval_fires_each_slot_once_with_a_session(tmp_path, request):
         assert events[0]["role"] == "user" and events[0]["content"] == "Summarize the news"
         assert any("schedule" in line for line in events[0]["contextLines"])
         assert events[-1]["content"] == "echo: Summarize the news"
+        # GetSession carries the trigger card the desktop shows: the trigger as it was when it fired.
+        context = (await call(c, a, {"_": "GetSession", "sessionId": firings[0]["sessionId"]}))["triggerContext"]
+        assert (context["triggerId"], context["triggerName"], context["prompt"], context["firingId"]) == (
+            trigger["id"], "digest", "Summarize the news", firings[0]["id"])
+        assert context["activity"]["scheduledAt"] == t0 + 5 * MIN and context["status"] == "created"
+        plain = (await call(c, a, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
+        assert "triggerContext" not in await call(c, a, {"_": "GetSession", "sessionId": plain})
+        # The agent's session lists say which sessions a trigger started (the desktop's badge).
+        for listed in ((await call(c, a, {"_": "GetAgent", "agentId": agent_id}))["sessions"],
+                       (await call(c, a, {"_": "ListSessions", "agentId": agent_id}))["sessions"]):
+            by_id = {s["id"]: s for s in listed}
+            assert "startedByTrigger" not in by_id[plain]
+            badge = by_id[firings[0]["sessionId"]]["startedByTrigger"]
+            assert (badge["triggerId"], badge["triggerName"], badge["firingId"]) == (trigger["id"], "digest",
+                                                                                     firings[0]["id"])
+            assert badge["activitySummary"] == "scheduled interval at 2026-05-04 10:05 UTC"
         got = await get_trigger(c, a, trigger["id"])
         assert got["trigger"]["lastFiredAt"] == t0 + 15 * MIN
         assert {s["id"] for s in got["sessions"]} == {f["sessionId"] for f in firings}
@@ -159,4 +175,47 @@ async def test_repeated_failures_back_off_and_show_the_last_error(tmp_path, requ
             r = await call(c, a, {"_": "UpdateAgentTrigger", "triggerId": trigger["id"], "patch": {"enabled": enabled}})
             assert r["_"] == "UpdateAgentTriggerResponse", r
         assert "lastError" not in r["trigger"]
+        await c.close()
+
+
+async def test_hourly_bound_and_history_pruning(tmp_path, request):
+    t0 = utc_ms("2026-02-02T06:00")
+    clock = ManualClock(t0)
+    async with clocked_server(tmp_path, "sqlite", request, clock, trigger_firings_per_hour=2,
+                              trigger_history=4) as server:
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        trigger = await create_trigger(c, a, agent_id, every(10), name="busy")
+        for n in range(1, 6):
+            clock.advance(10 * MIN)
+            firings = await firings_when(c, a, trigger["id"], lambda f, n=n: f and f[-1]["scheduledAt"] == t0 + n * 10 * MIN)
+        # Two firings an hour start work; the rest of the hour is recorded as skipped. Only the
+        # latest four firings are kept.
+        assert [(f["scheduledAt"] - t0) // MIN for f in firings] == [20, 30, 40, 50]
+        assert [f["status"] for f in firings] == ["created", "skipped", "skipped", "skipped"]
+        assert "2 trigger firings per hour" in firings[-1]["error"]
+        clock.advance(70 * MIN)    # an hour past the first two: it starts work again
+        firings = await firings_when(c, a, trigger["id"], lambda f: f[-1]["scheduledAt"] == t0 + 120 * MIN)
+        assert firings[-1]["status"] == "created"
+        assert [f["status"] for f in firings][-2] == "skipped" and "missed" in firings[-2]["error"]
+        await c.close()
+
+
+async def test_firings_are_counted_on_metrics(tmp_path, request):
+    import httpx
+
+    t0 = utc_ms("2026-02-02T06:00")
+    clock = ManualClock(t0)
+    async with clocked_server(tmp_path, "sqlite", request, clock) as server:
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        trigger = await create_trigger(c, a, agent_id, every(1), name="counted")
+        clock.advance(3 * MIN)      # the latest fires, two missed slots are skipped
+        await firings_when(c, a, trigger["id"], lambda f: len(f) == 3)
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(server.http_url + "/metrics")).text
+        assert 'seed_agents_trigger_firings_total{source="schedule",status="created"} 1.0' in text
+        assert 'seed_agents_trigger_firings_total{source="schedule",status="skipped"} 2.0' in text
         await c.close()

@@ -63,6 +63,11 @@ async def test_a_tool_continuation_runs_one_tool_headless(tmp_path, request):
             "kind": "tool", "tool": "write", "input": {"address": "~/memory/ticks.md", "content": "tick"}})
         bad = await create_trigger(c, a, agent_id, every, name="missing", prompt="", continuation={
             "kind": "tool", "tool": "read", "input": {"address": "~/memory/nothing-here.md"}})
+        # A callable tool, through `call` as a model would: memory search (finds the note later).
+        search = await create_trigger(c, a, agent_id, every, name="search", prompt="", continuation={
+            "kind": "tool", "tool": "search", "input": {"query": "tick"}})
+        unknown = await create_trigger(c, a, agent_id, every, name="unknown", prompt="", continuation={
+            "kind": "tool", "tool": "teleport"})
         clock.advance(MIN)
         for trigger, status in ((good, "succeeded"), (bad, "failed")):
             firings = await firings_when(c, a, trigger["id"], lambda f: f and "runStatus" in f[0])
@@ -75,4 +80,10 @@ async def test_a_tool_continuation_runs_one_tool_headless(tmp_path, request):
         assert note[1]["output"]["summary"].startswith("Wrote ~/memory/ticks.md")
         got = (await get_trigger(c, a, bad["id"]))["trigger"]
         assert "tool 'read' failed" in got["lastError"]
+        searched = await firings_when(c, a, search["id"], lambda f: f and "runStatus" in f[0])
+        assert searched[0]["runStatus"] == "succeeded"
+        events = [e["event"] for e in (await call(c, a, {"_": "GetSession", "sessionId": searched[0]["sessionId"]}))["events"]]
+        assert events[0]["name"] == "search" and "results" in events[1]["output"]
+        refused = (await get_trigger(c, a, unknown["id"]))["firings"]
+        assert refused[0]["status"] == "error" and "not one this server runs headless" in refused[0]["error"]
         await c.close()

@@ -6,7 +6,6 @@ its secret, read with GetAgentTrigger), so it needs edit rights on the agent.
 """
 from __future__ import annotations
 
-import json
 import re
 import sys
 from datetime import datetime, timezone

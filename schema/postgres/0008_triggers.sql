@@ -39,6 +39,7 @@ CREATE TABLE trigger_firings (
     run_id            TEXT,
     run_status        TEXT, -- how the run the firing started ended
     scheduled_at      BIGINT,
+    summary           TEXT, -- one line on the event (session titles, attribution)
     activity_cbor     BYTEA, -- DAG-CBOR: the event the firing answers
     context_cbor      BYTEA, -- DAG-CBOR: the trigger's name, prompt and source at admission
     body_digest       BYTEA, -- webhook: sha256 of the body, so a reused key with another body is refused

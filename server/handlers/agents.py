@@ -15,6 +15,7 @@ from server.store import agents as agents_q
 from server.store import collaborators as collab_q
 from server.store import providers as providers_q
 from server.store import sessions as sessions_q
+from server.store import trigger_firings as firings_q
 
 BUILTIN_PROVIDERS = {"echo"}
 
@@ -57,7 +58,9 @@ async def create_agent(app, env, action) -> dict:
 async def get_agent(app, env, action) -> dict:
     def read(conn):
         agent = agent_for(conn, env.account_id, action.agent_id, READER)
-        return agent, sessions_q.sessions_of_agent(conn, action.agent_id, AGENT_SESSIONS)
+        sessions = sessions_q.sessions_of_agent(conn, action.agent_id, AGENT_SESSIONS)
+        firings_q.attribute_sessions(conn, sessions)   # startedByTrigger (triggers)
+        return agent, sessions
 
     # Off the event loop: the definition (up to 256 KiB) and 1000 sessions are decoded there.
     agent, sessions = await app.db.read_async(read)

@@ -16,6 +16,7 @@ from server.store import delegation as delegation_q
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
+from server.store import trigger_firings as firings_q
 from protocol.wire_values import RawEvents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
@@ -90,6 +91,7 @@ async def list_sessions(app, env, action) -> dict:
 
         # The agents (definitions up to 256 KiB each) bound the page in bytes too.
         kept, agents = sessions_with_agents(conn, sessions, role_of)
+        firings_q.attribute_sessions(conn, kept)   # startedByTrigger (triggers)
         if len(kept) < len(sessions):
             cursor = {"updatedBefore": kept[-1]["updatedAt"], "idBefore": kept[-1]["id"]}
         return kept, agents, cursor
@@ -108,13 +110,16 @@ async def get_session(app, env, action) -> dict:
     def read(conn):
         session = session_for(conn, env.account_id, action.session_id, READER)
         rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES)
-        return session, rows, more
+        context = firings_q.trigger_context(conn, action.session_id) if after == 0 else None   # triggers
+        return session, rows, more, context
 
     # On SQLite, read on the loop without suspending: GetSession is answered inline
     # (server/routes.py); on PostgreSQL off the loop (Database.aread). A page is stored bytes
     # copied as they are (nothing decoded), at most 4 MiB of them.
-    session, rows, more = await app.db.aread(read)
+    session, rows, more, context = await app.db.aread(read)
     response = {"_": "GetSessionResponse", "session": session}
+    if context is not None:   # a session a trigger started (the desktop's trigger card)
+        response["triggerContext"] = context
     # Stored event bytes go out as they are in CBOR; JSON decodes them on demand.
     response["events"] = RawEvents([bytes(body) for _seq, body in rows])
     response["systemPromptMarkdown"] = system_prompt(app, session["agentId"])

@@ -47,12 +47,13 @@ def insert_firing(conn: apsw.Connection, firing_id: str, trigger: dict, key: str
     """The firing, or None when (account, trigger, key) fired already (nothing is written)."""
     row = conn.execute(
         "INSERT INTO trigger_firings (id, account_id, agent_id, trigger_id, activity_key, status, session_id,"
-        " run_id, scheduled_at, activity_cbor, context_cbor, body_digest, error, chain_depth, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " run_id, scheduled_at, activity_cbor, context_cbor, body_digest, error, chain_depth, created_at, summary)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         f" ON CONFLICT (account_id, trigger_id, activity_key) DO NOTHING RETURNING {COLUMNS}",
         (firing_id, trigger["account"], trigger["agentId"], trigger["id"], key, status, session_id, run_id,
          scheduled_at, None if activity is None else codec.encode(activity),
-         None if context is None else codec.encode(context), body_digest, error, chain_depth, now)).fetchone()
+         None if context is None else codec.encode(context), body_digest, error, chain_depth, now,
+         None if activity is None else activity.get("summary"))).fetchone()
     return None if row is None else firing_info(row)
 
 
@@ -69,16 +70,11 @@ def fired_since(conn: apsw.Connection, agent_id: str, since: int) -> int:
                         " AND status = 'created'", (agent_id, since)).fetchone()[0]
 
 
-def prune(conn: apsw.Connection, trigger_id: str, keep: int) -> int:
-    """Drop the trigger's firings past the newest `keep`; returns how many went."""
-    rows = conn.execute("SELECT id FROM trigger_firings WHERE trigger_id = ?"
-                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT -1 OFFSET ?"
-                        if getattr(conn, "dialect", "sqlite") != "postgresql" else
-                        "SELECT id FROM trigger_firings WHERE trigger_id = ?"
-                        " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC OFFSET ?", (trigger_id, keep)).fetchall()
-    if rows:
-        conn.executemany("DELETE FROM trigger_firings WHERE id = ?", rows)
-    return len(rows)
+def prune(conn: apsw.Connection, trigger_id: str, keep: int) -> None:
+    """Drop the trigger's firings past the newest `keep` (one statement)."""
+    rest = "LIMIT -1 OFFSET ?" if getattr(conn, "dialect", "sqlite") != "postgresql" else "OFFSET ?"
+    conn.execute("DELETE FROM trigger_firings WHERE id IN (SELECT id FROM trigger_firings WHERE trigger_id = ?"
+                 f" ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC {rest})", (trigger_id, keep))
 
 
 def firing_of_run(conn: apsw.Connection, run_id: str) -> tuple[str, str, int] | None:
@@ -156,3 +152,46 @@ def take_poll_lease(conn: apsw.Connection, account_id: str, server_url: str, own
         " AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < ?) RETURNING 1",
         (owner, now + lease_ms, account_id, server_url, owner, now)).fetchone()
     return row is not None
+
+
+def trigger_context(conn: apsw.Connection, session_id: str) -> dict | None:
+    """AgentSessionTriggerContext of a session a firing started (GetSession `triggerContext`):
+    the trigger as it was at admission (its name, prompt and source), the event, the firing's
+    status. None for any other session (one indexed read)."""
+    row = conn.execute("SELECT id, trigger_id, activity_key, status, error, created_at, activity_cbor, context_cbor"
+                       " FROM trigger_firings WHERE session_id = ?", (session_id,)).fetchone()
+    if row is None:
+        return None
+    firing_id, trigger_id, key, status, error, created_at, activity, context = row
+    activity = codec.decode(activity) if activity is not None else {}
+    context = codec.decode(context) if context is not None else {}
+    prompt = context.get("prompt", "")
+    out = {"triggerId": trigger_id, "triggerName": context.get("name", ""), "firingId": firing_id,
+           "activityKey": key, "activitySummary": str(activity.get("summary", "")),
+           "source": context.get("source", {}), "firedAt": created_at,
+           "prompt": prompt if isinstance(prompt, str) else "", "activity": activity, "status": status}
+    if not isinstance(prompt, str):
+        out["promptBlocks"] = prompt
+    if error is not None:
+        out["error"] = error
+    return out
+
+
+def attribute_sessions(conn: apsw.Connection, sessions: list[dict]) -> None:
+    """Set `startedByTrigger` (AgentSessionTriggerSummary) on the sessions a trigger started: one
+    indexed read per 500 sessions, reading only small columns (never an event or a prompt)."""
+    ids = [s["id"] for s in sessions]
+    found: dict[str, dict] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        rows = conn.execute(
+            "SELECT f.session_id, f.id, f.trigger_id, f.activity_key, f.summary, f.created_at, t.name, t.source_cbor"
+            " FROM trigger_firings f JOIN agent_triggers t ON t.id = f.trigger_id"
+            f" WHERE f.session_id IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
+        for session_id, firing_id, trigger_id, key, summary, created_at, name, source in rows:
+            found[session_id] = {"triggerId": trigger_id, "triggerName": name, "firingId": firing_id,
+                                 "activityKey": key, "activitySummary": summary or key,
+                                 "source": codec.decode(source), "firedAt": created_at}
+    for session in sessions:
+        if session["id"] in found:
+            session["startedByTrigger"] = found[session["id"]]

@@ -160,17 +160,26 @@ def enabled_of_type(conn: apsw.Connection, source_types: tuple[str, ...], accoun
     return [trigger_info(row) for row in rows]
 
 
+KEEP = object()   # record_outcome's next_due: the next slot stays as it is
+
+
 def record_outcome(conn: apsw.Connection, trigger_id: str, now: int, *, fired: bool, error: str | None,
-                   backoff_ms: int | None = None) -> None:
+                   backoff_ms: int | None = None, next_due: object = KEEP) -> None:
     """After a firing: `fired` stamps lastFiredAt; an error counts a failure (and backs off for
-    `backoff_ms`); a success after failures clears them."""
+    `backoff_ms`); `next_due` (an int, or None for no slot left) moves the schedule's next slot in
+    the same statement."""
+    sets, params = ["last_checked_at = ?"], [now]
+    if next_due is not KEEP:
+        sets.append("next_due_at = ?")
+        params.append(next_due)
     if error is None:
-        conn.execute("UPDATE agent_triggers SET last_fired_at = CASE WHEN ? = 1 THEN ? ELSE last_fired_at END,"
-                     " last_checked_at = ? WHERE id = ?", (int(fired), now, now, trigger_id))
-        return
-    conn.execute("UPDATE agent_triggers SET failures = failures + 1, last_error = ?, last_checked_at = ?,"
-                 " backoff_until = ? WHERE id = ?",
-                 (error, now, None if backoff_ms is None else now + backoff_ms, trigger_id))
+        if fired:
+            sets.append("last_fired_at = ?")
+            params.append(now)
+    else:
+        sets += ["failures = failures + 1", "last_error = ?", "backoff_until = ?"]
+        params += [error, None if backoff_ms is None else now + backoff_ms]
+    conn.execute(f"UPDATE agent_triggers SET {', '.join(sets)} WHERE id = ?", (*params, trigger_id))
 
 
 def clear_failures(conn: apsw.Connection, trigger_id: str) -> None:

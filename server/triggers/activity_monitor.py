@@ -19,12 +19,12 @@ another server once it runs out.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 
 import httpx
 
+from protocol.actions_triggers import ACTIVITY_SOURCES
 from protocol.dagcbor import encode
 from server.runtime.leasing import server_id
 from server.store import trigger_firings as firings_q
@@ -32,13 +32,18 @@ from server.store import triggers as triggers_q
 from server.store.database import DatabaseClosed
 from server.triggers import activity
 from server.triggers.firing import Event, admit
+from server.triggers.webhook import plain_json
 
 log = logging.getLogger("seed_agents.triggers")
 
-ACTIVITY = ("document-comment", "user-mention", "comment-reply", "site-update")
+ACTIVITY = ACTIVITY_SOURCES
 MAX_PAGE_BYTES = 8 << 20          # one feed page; larger is an error (the feed is untrusted)
 MAX_EVENT_BYTES = 64 * 1024       # an event kept with its firing (larger: only its key and summary)
 REQUEST_TIMEOUT = 20.0
+# A trigger never fires for an event from before it was made, give or take this much (a comment
+# written just before, and seen by the HM server just after, still counts).
+BEFORE_GRACE_MS = 5 * 60_000
+MAX_FEED_DEPTH = 60               # nesting of a feed page (its events are kept as DAG-CBOR)
 
 
 class FeedError(Exception):
@@ -174,10 +179,9 @@ class ActivityMonitor:
                         raise FeedError(f"a ListEvents page is over {MAX_PAGE_BYTES} bytes")
         except httpx.HTTPError as exc:
             raise FeedError(f"ListEvents failed ({type(exc).__name__})") from None
-        try:
-            value = json.loads(body)
-        except ValueError:
-            raise FeedError("ListEvents did not answer JSON") from None
+        value = plain_json(bytes(body), MAX_FEED_DEPTH)
+        if value is None:
+            raise FeedError(f"ListEvents did not answer plain JSON (nested at most {MAX_FEED_DEPTH} deep)")
         if isinstance(value, dict) and isinstance(value.get("json"), dict):
             value = value["json"]   # superjson's envelope, as the HM server sends it
         events = value.get("events") if isinstance(value, dict) else None
@@ -194,7 +198,10 @@ class ActivityMonitor:
         if key is not None:
             summary = activity.summary(event)
             kept = _bounded(event, key, summary)
+            at = activity.event_time_ms(event)
             for trigger in triggers_q.enabled_of_type(conn, ACTIVITY, account):
+                if at is not None and at < trigger["createdAt"] - BEFORE_GRACE_MS:
+                    continue   # before the trigger existed (a stale watermark must not backfire)
                 if not activity.matches(trigger["source"], event):
                     continue
                 if not firings_q.claim_event(conn, account, trigger["id"], key, now):

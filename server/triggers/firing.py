@@ -34,6 +34,7 @@ BACKOFF_BASE_MS = 30_000      # after n failures in a row: 30 s * 2^(n-1), at mo
 BACKOFF_MAX_MS = HOUR_MS
 MAX_EVENT_JSON = 8_000        # characters of the event shown to the model
 TITLE_CHARS = 120
+KEEP = triggers_q.KEEP        # admit's next_due: leave the trigger's next slot as it is
 
 
 class FiringError(Exception):
@@ -57,43 +58,54 @@ def backoff_ms(failures: int) -> int:
     return min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** max(0, failures - 1))
 
 
-def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy) -> Outcome:
-    """Fire `trigger` for `event` once (see the module doc)."""
+def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy, *,
+          fired: dict[str, int] | None = None, next_due: object = KEEP) -> Outcome:
+    """Fire `trigger` for `event` once (see the module doc). `fired` caches the agents' firings
+    of the last hour across one batch; `next_due` (when given) moves the trigger's next slot in
+    the same statement that records the outcome."""
+    reason = event.skip or _held_back(conn, trigger, event, now, policy, fired)
+    continuation = (trigger.get("continuation") or {"kind": "newThread"})["kind"]
     firing_id = new_id()
-    firing = firings_q.insert_firing(conn, firing_id, trigger, event.key, "created", now,
-                                     scheduled_at=event.scheduled_at,
+    # The work's ids are made before the firing row, so the normal path writes that row once.
+    session_id = new_id() if reason is None and continuation in ("newThread", "tool") else None
+    run_id = new_id() if reason is None and continuation == "newThread" else None
+    firing = firings_q.insert_firing(conn, firing_id, trigger, event.key, "skipped" if reason else "created", now,
+                                     session_id=session_id, run_id=run_id, scheduled_at=event.scheduled_at,
                                      activity={**event.activity, "summary": event.summary},
                                      context=_context(trigger), body_digest=event.body_digest,
-                                     chain_depth=event.chain_depth)
+                                     chain_depth=event.chain_depth, error=reason)
     if firing is None:   # fired already (before a restart, or on another server)
+        if next_due is not KEEP:
+            triggers_q.set_next_due(conn, trigger["id"], next_due, now)
         return Outcome(firings_q.firing_by_key(conn, trigger["account"], trigger["id"], event.key), False)
-    reason = event.skip or _held_back(conn, trigger, event, now, policy)
     publish: list[Callable[[], None]] = []
     error = None
-    session_id = run_id = None
     if reason is None:
         try:
-            session_id, run_id, publish = _continue(conn, app, trigger, event, firing_id, now, policy)
+            publish = _continue(conn, app, trigger, event, firing_id, session_id, run_id, now)
         except FiringError as exc:
             error = str(exc)
-    status = "skipped" if reason else ("error" if error else "created")
-    conn.execute("UPDATE trigger_firings SET status = ?, error = ?, session_id = ?, run_id = ? WHERE id = ?",
-                 (status, reason or error, session_id, run_id, firing_id))
-    firing.update(status=status)
-    for name, value in (("error", reason or error), ("sessionId", session_id), ("runId", run_id)):
-        if value is not None:
-            firing[name] = value
+            conn.execute("UPDATE trigger_firings SET status = 'error', error = ?, session_id = NULL, run_id = NULL"
+                         " WHERE id = ?", (error, firing_id))
+            firing.update(status="error", error=error)
+            firing.pop("sessionId", None)
+            firing.pop("runId", None)
     if error is not None:
         failures = triggers_q.failures_of(conn, trigger["id"]) + 1
         triggers_q.record_outcome(conn, trigger["id"], now, fired=False, error=error,
-                                  backoff_ms=backoff_ms(failures) if failures > 1 else None)
+                                  backoff_ms=backoff_ms(failures) if failures > 1 else None, next_due=next_due)
     else:
-        triggers_q.record_outcome(conn, trigger["id"], now, fired=status == "created", error=None)
+        created = firing["status"] == "created"
+        triggers_q.record_outcome(conn, trigger["id"], now, fired=created, error=None, next_due=next_due)
+        if created and fired is not None:
+            fired[trigger["agentId"]] = fired.get(trigger["agentId"], 0) + 1
     firings_q.prune(conn, trigger["id"], policy.keep)
-    return Outcome(firing, True, publish)
+    counted = app.metrics.trigger_firings.labels(trigger["source"]["type"], firing["status"])
+    return Outcome(firing, True, [*publish, counted.inc])   # (counted once committed)
 
 
-def _held_back(conn, trigger: dict, event: Event, now: int, policy: Policy) -> str | None:
+def _held_back(conn, trigger: dict, event: Event, now: int, policy: Policy,
+               fired: dict[str, int] | None = None) -> str | None:
     """Why the firing is skipped, or None."""
     until = trigger.get("_backoffUntil")
     if until is not None and now < until:
@@ -101,7 +113,14 @@ def _held_back(conn, trigger: dict, event: Event, now: int, policy: Policy) -> s
                 f"(last error: {trigger.get('lastError', '')})")
     if event.chain_depth > MAX_CHAIN_HOPS:
         return f"run-completed chain longer than {MAX_CHAIN_HOPS} firings (a loop of triggers?)"
-    if firings_q.fired_since(conn, trigger["agentId"], now - HOUR_MS) >= policy.per_hour:
+    agent_id = trigger["agentId"]
+    if fired is None or agent_id not in fired:
+        count = firings_q.fired_since(conn, agent_id, now - HOUR_MS)
+        if fired is not None:
+            fired[agent_id] = count
+    else:
+        count = fired[agent_id]
+    if count >= policy.per_hour:
         return f"the agent's limit of {policy.per_hour} trigger firings per hour was reached"
     return None
 
@@ -115,24 +134,25 @@ def prompt_text(prompt: object) -> str:
     return prompt if isinstance(prompt, str) else to_markdown(prompt)
 
 
-def _continue(conn, app, trigger: dict, event: Event, firing_id: str, now: int, policy: Policy):
-    """(session id, run id, publications) of the work the firing starts."""
+def _continue(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str | None,
+              run_id: str | None, now: int):
+    """The publications of the work the firing starts (its rows are written here)."""
     continuation = trigger.get("continuation") or {"kind": "newThread"}
     kind = continuation["kind"]
     if kind == "wake":
         raise FiringError("a wake continuation signals a parked run, and this server has no parked "
                           "runs yet (delegation is not in this build): nothing was signaled")
     if kind == "tool":
-        return headless_tool(conn, app, trigger, event, firing_id, continuation)
-    return new_thread(conn, app, trigger, event, firing_id, now)
+        return headless_tool(conn, app, trigger, event, firing_id, session_id, continuation)
+    return new_thread(conn, app, trigger, event, firing_id, session_id, run_id)
 
 
-def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, now: int):
+def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str, run_id: str):
     """A session for the agent with the prompt and the event as context, its run queued (what
     MessageSession does for a person)."""
     owner, agent_id = trigger["account"], trigger["agentId"]
     now = app.now_ms()   # sessions, events and runs keep the server's real clock
-    session_id, event_id, run_id = new_id(), new_id(), new_id()
+    event_id = new_id()
     title = f"{trigger['name']} — {event.summary}"[:TITLE_CHARS]
     session = sessions_q.create_session(conn, session_id, owner, agent_id, title, now)
     activity = json.dumps(event.activity, separators=(",", ":"), default=str, ensure_ascii=False)
@@ -164,19 +184,20 @@ def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, now: int)
         app.notify_account(owner, "session-event", agent_id=agent_id, session_id=session_id)
         app.runtime.kick(session_id)
 
-    return session_id, run_id, [publish]
+    return [publish]
 
 
-def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, continuation: dict):
+def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str, continuation: dict):
     """The session that is the tool run's transcript, with the call recorded; the tool runs
     after the commit (server/triggers/tool_run.py)."""
     tool, tool_input = continuation["tool"], continuation.get("input") or {}
-    if not tool_run.runnable(tool):
-        raise FiringError(f"tool {tool!r} is not one this server runs headless "
-                          f"(one of: {', '.join(tool_run.OFFERED_VERBS)}; callable tools go through 'call')")
+    if not tool_run.runnable(tool, app.config):
+        raise FiringError(f"tool {tool!r} is not one this server runs headless: a verb "
+                          f"({', '.join(tool_run.OFFERED_VERBS)}) or a callable tool it offers "
+                          f"({', '.join(tool_run.offered_callables(bool(app.config.searxng_url)))})")
     owner, agent_id = trigger["account"], trigger["agentId"]
     now = app.now_ms()
-    session_id, call_id = new_id(), "trigger-" + firing_id
+    call_id = "trigger-" + firing_id
     title = f"{trigger['name']} — tool {tool} ({event.summary})"[:TITLE_CHARS]
     session = sessions_q.create_session(conn, session_id, owner, agent_id, title, now)
     appended, body = events_q.append_event(conn, session_id, tool_run.call_payload(call_id, tool, tool_input,
@@ -188,4 +209,4 @@ def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, contin
         app.publish_append(session_id, appended, body)
         app.triggers.spawn(tool_run.run_tool(app, trigger, firing_id, session_id, call_id, tool, tool_input))
 
-    return session_id, None, [publish]
+    return [publish]

@@ -8,14 +8,15 @@ stopped server missed are recorded as skipped; `next_due_at` moves past now in t
 transaction. A server killed mid-batch leaves the rows as they were, and the next server to look
 takes them.
 
-It never polls busily: between slots it sleeps. A change to a trigger here wakes it (`wake`);
-one made on another server of a cluster is seen at the latest `MAX_SLEEP` seconds later, since
-the timer is capped.
+It never polls busily: between slots it sleeps. A change to a trigger wakes it (`wake`): one made
+here at once, one made on another server of a cluster through that server's `trigger-*` account
+notice (server/cluster.py). The timer is also capped at `MAX_SLEEP`, should a notice be lost.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime, timezone
 
 from server.store import triggers as triggers_q
 from server.store.database import DatabaseClosed
@@ -30,8 +31,6 @@ MAX_SLEEP = 30.0     # real seconds: the longest the timer is set for (see the m
 
 
 def schedule_summary(schedule: dict, slot: int) -> str:
-    from datetime import datetime, timezone
-
     at = datetime.fromtimestamp(slot / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return f"scheduled {schedule['kind']} at {at}"
 
@@ -39,19 +38,20 @@ def schedule_summary(schedule: dict, slot: int) -> str:
 def fire_due(conn, app, policy, now: int, limit: int = BATCH) -> tuple[int, list]:
     """One batch: (triggers handled, publications)."""
     publish: list = []
+    fired: dict[str, int] = {}   # each agent's firings of the last hour, counted once per batch
     due = triggers_q.due_triggers(conn, now, limit)
     for trigger in due:
         schedule = trigger["source"]["schedule"]
         slots, following = sched.due_slots(schedule, trigger["_nextDueAt"], now, trigger["_nextDueAt"])
         # Only the latest missed slots are recorded (at most the history kept).
-        missed, latest = slots[:-1][-policy.keep:], slots[-1] if slots else None
+        missed, latest = slots[:-1][-policy.keep:], slots[-1]
         for slot in missed:
-            admit(conn, app, trigger, _event(trigger, schedule, slot, now,
-                                             skip="missed: no server was running at this slot; only "
-                                                  "the latest missed slot fires"), now, policy)
-        if latest is not None:
-            publish += admit(conn, app, trigger, _event(trigger, schedule, latest, now), now, policy).publish
-        triggers_q.set_next_due(conn, trigger["id"], following, now)
+            publish += admit(conn, app, trigger, _event(trigger, schedule, slot, now,
+                                                        skip="missed: no server was running at this slot; only "
+                                                             "the latest missed slot fires"), now, policy,
+                             fired=fired).publish
+        publish += admit(conn, app, trigger, _event(trigger, schedule, latest, now), now, policy, fired=fired,
+                         next_due=following).publish
     return len(due), publish
 
 
@@ -107,6 +107,7 @@ class Scheduler:
                 continue
             await self.clock.wait_until(due, self._wake, MAX_SLEEP)
             self.wakeups += 1
+            self.app.metrics.trigger_wakeups.inc()
 
     async def tick(self) -> int:
         """Fire what is due now; returns how many triggers were handled."""

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from protocol.actions_triggers import ACTIVITY_SOURCES
 from server.store import trigger_firings as firings_q
 from server.store import triggers as triggers_q
 from server.triggers.clock import TriggerClock
 from server.triggers.firing import Event, Policy, admit, backoff_ms
 from server.triggers.scheduler import Scheduler
+from server.triggers.webhook import Deliveries
 
 log = logging.getLogger("seed_agents.triggers")
 
@@ -26,6 +28,7 @@ class Triggers:
         self.scheduler = Scheduler(app, self.clock, self.policy)
         self.activity = None
         self._tasks: set[asyncio.Task] = set()   # headless tool runs under way
+        self.deliveries = Deliveries(cfg.webhook_rate_limit)   # webhook calls per client address
 
     async def start(self) -> None:
         self.scheduler.start()
@@ -51,9 +54,10 @@ class Triggers:
             await self.activity.stop()
 
     def changed(self, trigger: dict | None = None) -> None:
-        """A trigger was created, changed or deleted here."""
+        """A trigger was created, changed or deleted: here (`trigger` given), or on another server
+        of a cluster (its `trigger-*` notice, server/cluster.py)."""
         self.scheduler.wake()
-        if self.activity is not None and trigger is not None and trigger["source"]["type"] in ACTIVITY:
+        if self.activity is not None and (trigger is None or trigger["source"]["type"] in ACTIVITY_SOURCES):
             self.activity.wake()
 
     def now_ms(self) -> int:
@@ -114,9 +118,6 @@ class Triggers:
                             now, self.policy)
             publish += outcome.publish
         return publish
-
-
-ACTIVITY = ("document-comment", "user-mention", "comment-reply", "site-update")
 
 
 def run_matches(source: dict, run: dict) -> bool:

@@ -30,8 +30,14 @@ from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 log = logging.getLogger("seed_agents.triggers")
 
 
-def runnable(tool: str) -> bool:
-    return tool in OFFERED_VERBS
+def runnable(tool: str, config) -> bool:  # noqa: ANN001
+    """A verb of the tool loop, or a callable tool this server offers (run through `call`)."""
+    return tool in OFFERED_VERBS or tool in offered_callables(bool(config.searxng_url))
+
+
+def as_call(tool: str, tool_input: dict) -> tuple[str, dict]:
+    """(verb, its input): a callable tool goes through the `call` verb, as a model calls it."""
+    return (tool, tool_input) if tool in OFFERED_VERBS else ("call", {"tool": tool, "input": tool_input})
 
 
 def call_payload(call_id: str, tool: str, tool_input: dict, firing_id: str) -> dict:
@@ -52,7 +58,8 @@ async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id:
     started = time.perf_counter()
     try:
         async with asyncio.timeout(config.tool_timeout):
-            result = await ToolSurface(ctx).run(ToolCall(call_id, tool, json.dumps(tool_input)))
+            verb, verb_input = as_call(tool, tool_input)
+            result = await ToolSurface(ctx).run(ToolCall(call_id, verb, json.dumps(verb_input)))
     except TimeoutError:
         result = ToolResult(error=f"the tool did not finish within {config.tool_timeout:g} s")
     except Exception as exc:  # noqa: BLE001 - a bug in a tool must not take the scheduler down

@@ -32,6 +32,7 @@ HOOK_PREFIX = "/agents/hooks/"
 SECRET_PREFIX = "whsec_"
 MAX_KEY = 200                  # characters of an Idempotency-Key
 MAX_ADDRESSES = 10_000         # client addresses with a bucket (least recently seen dropped)
+MAX_JSON_DEPTH = 32            # nesting of a JSON body kept as data (deeper: kept as text)
 _STAND_IN = hashlib.sha256(b"no such webhook").digest()
 
 
@@ -107,12 +108,37 @@ def _presented(h: dict[str, str]) -> str | None:
 
 
 def _body_value(content_type: str, body: bytes) -> object:
+    """JSON when the content type says so and it is plain data (no NaN, nested at most
+    MAX_JSON_DEPTH deep: the firing keeps it as DAG-CBOR), else the body as text."""
     if content_type.split(";", 1)[0].strip().lower().endswith("json"):
-        try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            pass
+        value = plain_json(body)
+        if value is not None:
+            return value
     return body.decode("utf-8", "replace")
+
+
+def plain_json(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> object | None:
+    """`data` parsed as JSON, or None when it is not, holds NaN or Infinity, or nests deeper
+    than `limit` (untrusted input: it must store as DAG-CBOR and decode back)."""
+    def refuse(constant: str) -> object:
+        raise ValueError(constant)
+
+    try:
+        value = json.loads(data, parse_constant=refuse)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return value if depth_within(value, limit) else None
+
+
+def depth_within(value: object, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return False
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return True
 
 
 async def answer(app, framing, path: str, method: str, headers, body: bytes, address: str,
@@ -121,10 +147,7 @@ async def answer(app, framing, path: str, method: str, headers, body: bytes, add
     if method != "POST":
         return framing.json(405, {"status": "error", "message": f"{method} is not allowed on webhooks (allowed: POST)"},
                             keep_alive=keep_alive, extra=b"Allow: POST\r\n")
-    deliveries = getattr(app, "webhook_deliveries", None)
-    if deliveries is None:
-        deliveries = app.webhook_deliveries = Deliveries(app.config.webhook_rate_limit)
-    if not deliveries.allow(address):
+    if not app.triggers.deliveries.allow(address):
         return framing.json(429, {"status": "error", "message": "too many webhook calls from this address; "
                                   "slow down"}, keep_alive=keep_alive, extra=b"Retry-After: 1\r\n")
     trigger_id = path[len(HOOK_PREFIX):]
