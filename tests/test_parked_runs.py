@@ -276,3 +276,34 @@ def test_a_signal_without_a_run_finds_the_accounts_waiting_run(conn):
     assert parking.signal_account(conn, "acct", "go", None, 11)[0]["id"] == "r2"
     assert parking.signal_account(conn, "acct", "go", None, 12) is None   # r3 is another account's
     assert runs_q.get_run(conn, "r3")["status"] == "waiting"
+
+
+async def test_a_webhook_triggers_wake_continuation_signals_the_parked_run(server):
+    """A trigger's `wake` continuation is SignalRun's delivery: the webhook's firing wakes the
+    account's run waiting for that signal, once; a second call finds nothing waiting."""
+    import httpx
+
+    from tests.triggers_helpers import create_trigger, firings_when, get_trigger
+
+    kp, c, agent, session_id = await setup(server, "parked-wake")
+    app = server.app
+    run = await running_turn(app, session_id, agent["id"], agent["account"])
+    await park_on_signal(app, run, agent, signal="deploy-done")
+    trigger = await create_trigger(c, kp, agent["id"], {"type": "webhook"}, name="deploy hook",
+                                   continuation={"kind": "wake", "signal": "deploy-done"})
+    hook = (await get_trigger(c, kp, trigger["id"]))["webhook"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.post(server.http_url + hook["path"], json={"build": 7},
+                            headers={"Authorization": f"Bearer {hook['secret']}", "Idempotency-Key": "b7"})
+        assert r.status_code == 202, r.text
+        await wait_status(c, kp, run["id"], "succeeded")
+        journal = await c.call(kp, {"_": "GetRunJournal", "runId": run["id"]})
+        delivery = journal["entries"][-1]["entry"]["delivery"]
+        assert delivery["source"] == "signal" and delivery["signal"] == "deploy-done", delivery
+        again = await http.post(server.http_url + hook["path"], json={"build": 8},
+                                headers={"Authorization": f"Bearer {hook['secret']}", "Idempotency-Key": "b8"})
+        assert again.status_code == 202, again.text
+    firings = await firings_when(c, kp, trigger["id"], lambda f: len(f) == 2)
+    assert [f["status"] for f in firings] == ["created", "error"], firings
+    assert "waiting for the signal 'deploy-done'" in firings[1]["error"]
+    await c.close()

@@ -167,9 +167,9 @@ async def test_repeated_failures_back_off_and_show_the_last_error(tmp_path, requ
         # 1st and 2nd fail; the 2nd starts a minute's backoff, which ends as slot 3 comes; the
         # 3rd fails and backs off two minutes: slot 4 is skipped, slot 5 tries again.
         assert [f["status"] for f in firings] == ["error", "error", "error", "skipped", "error"]
-        assert "no parked runs" in firings[0]["error"] and "backing off" in firings[3]["error"]
+        assert "waiting for the signal 'go'" in firings[0]["error"] and "backing off" in firings[3]["error"]
         got = (await get_trigger(c, a, trigger["id"]))["trigger"]
-        assert "no parked runs" in got["lastError"]
+        assert "waiting for the signal 'go'" in got["lastError"]
         # Turning it off and on again clears the backoff and the error.
         for enabled in (False, True):
             r = await call(c, a, {"_": "UpdateAgentTrigger", "triggerId": trigger["id"], "patch": {"enabled": enabled}})

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 from protocol.blocks import to_markdown
 from server.clock import new_id
+from server.runtime.parked import woken
 from server.store import agents as agents_q
+from server.store import parking
 from server.store import events as events_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
@@ -140,11 +142,31 @@ def _continue(conn, app, trigger: dict, event: Event, firing_id: str, session_id
     continuation = trigger.get("continuation") or {"kind": "newThread"}
     kind = continuation["kind"]
     if kind == "wake":
-        raise FiringError("a wake continuation signals a parked run, and this server has no parked "
-                          "runs yet (delegation is not in this build): nothing was signaled")
+        return wake(conn, app, trigger, event, continuation)
     if kind == "tool":
         return headless_tool(conn, app, trigger, event, firing_id, session_id, continuation)
     return new_thread(conn, app, trigger, event, firing_id, session_id, run_id)
+
+
+def wake(conn, app, trigger: dict, event: Event, continuation: dict):
+    """Signals a parked run of the trigger's account (SignalRun's delivery, in the firing's
+    transaction): the named run, or the account's oldest wait that takes the signal. The
+    payload is the continuation's, else the event that fired."""
+    owner, name = trigger["account"], continuation.get("signal") or ""
+    payload = continuation["payload"] if "payload" in continuation else event.activity
+    now = app.now_ms()
+    run_id = continuation.get("runId")
+    if run_id:
+        row = conn.execute("SELECT account_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+        # Another account's run is not named to this one: the same error as a run that is gone.
+        done = parking.signal(conn, run_id, name, payload, now) if row and row[0] == owner else None
+    else:
+        done = parking.signal_account(conn, owner, name, payload, now)
+    if done is None:
+        where = f"run {run_id}" if run_id else "no run of the account"
+        raise FiringError(f"nothing was woken: {where} is waiting for the signal {name!r}")
+    settled = woken(*done)
+    return [lambda: app.runtime.parked.publish(settled)]
 
 
 def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str, run_id: str):
