@@ -545,8 +545,16 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     # --accept-new-secrets-key: the other key recorded, then accepted.
     await w(key_check.record_key, SecretBox(bytes([1]) * 32))
     await w(key_check.same_key, SecretBox(bytes([1]) * 32))
-    await delegation_shapes(db, w, r)   # (last: version 8's tables)
+    await delegation_shapes(db, w, r)   # (version 8's tables)
+    await trigger_shapes(db, w, r, out)   # (last: the tool loop's verbs, version 9's tables)
     return out
+
+
+def running(conn, run_id: str) -> None:
+    """A run as a claim leaves it (PostgreSQL: with a lease)."""
+    lease = ", lease_owner = 'shape', lease_expires_at = 9999999999999" if getattr(
+        conn, "dialect", "sqlite") == "postgresql" else ""
+    conn.execute(f"UPDATE runs SET status = 'running', attempt = 1{lease} WHERE id = ?", (run_id,))
 
 
 async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
@@ -561,11 +569,6 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
 
     def new_id() -> str:
         return next(ids)
-
-    def running(conn, run_id: str) -> None:   # as a claim leaves it (PostgreSQL: with a lease)
-        lease = ", lease_owner = 'shape', lease_expires_at = 9999999999999" if getattr(
-            conn, "dialect", "sqlite") == "postgresql" else ""
-        conn.execute(f"UPDATE runs SET status = 'running', attempt = 1{lease} WHERE id = ?", (run_id,))
 
     for n in (1, 2, 3):
         await w(sessions_q.create_session, f"sp{n}", ACCOUNT, "a1", f"parent {n}", T0 + 100 + n)
@@ -627,6 +630,191 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     await w(tools_q.delete_server_documents, ACCOUNT, "srv")
     await w(mcp_q.delete_server, ACCOUNT, "srv")
     await w(tools_q.delete_agent_documents, "a1")
+
+
+async def trigger_shapes(db, w, r, out: list) -> None:  # noqa: ANN001
+    """The tool loop's session verbs and run usage; triggers, their webhook credentials, firings,
+    activity claims and watermarks (version 9), called as server/runtime/tool_loop.py,
+    server/tools/session_tools.py and server/triggers/*.py call them."""
+    from protocol import plans
+    from server.store import trigger_firings as firings_q
+    from server.store import triggers as triggers_q
+    from server.triggers import webhook
+
+    t = T0 + 300
+    # The tool loop: the plan verb (read, then replaced), the status verb, the usage written at
+    # each step (only while the run runs) and what the run ended owing.
+    await w(sessions_q.create_session, "sl1", ACCOUNT, "a1", None, t)
+    await w(runs_q.create_run, "rl1", ACCOUNT, "a1", "sl1", "el1", t)
+    await db.write(running, "rl1")
+    r(sessions_q.get_plan, "sl1")   # none yet
+    steps = [{"id": "1", "label": "find the tram lines", "status": "done"},
+             {"id": "2", "label": "book the tickets", "status": "running"}]
+    written = plans.normalize_plan({"title": "Lisbon trip", "steps": steps})
+    await w(sessions_q.set_plan, "sl1", plans.next_plan(None, written, "rl1", t + 1), t + 1)
+    previous = r(sessions_q.get_plan, "sl1")
+    settled = plans.normalize_plan({"title": "Lisbon trip", "steps": [{**s, "status": "done"} for s in steps]})
+    await w(sessions_q.set_plan, "sl1", plans.next_plan(previous, settled, "rl1", t + 2), t + 2)
+    r(sessions_q.get_plan, "sl1")   # settled at t + 2
+    await w(sessions_q.set_agent_status, "sl1", t + 3, title="Booking Lisbon trams", description="two steps")
+    await w(sessions_q.set_agent_status, "sl1", t + 4, title=None, description="booked")
+    await w(sessions_q.set_agent_status, "s1", t + 4, title="never over the user's", description=None)
+    await w(runs_q.set_usage, "rl1", {"input": 10, "output": 5, "total": 15})
+    ended = await w(runs_q.set_run_status, "rl1", "succeeded", t + 5, usage={"input": 12, "output": 6, "total": 18})
+    await w(runs_q.set_unmet_obligations, ended, [{"kind": "plan", "steps": ["book the tickets"]}])
+    await w(runs_q.set_usage, "rl1", {"input": 99, "output": 1, "total": 100})   # ended: not written
+    r(runs_q.get_run, "rl1")
+
+    # Triggers of agent a4: a schedule, a webhook (a block prompt, a wake), a run-completed one,
+    # an activity one created disabled (a tool continuation).
+    await w(agents_q.create_agent, "a4", ACCOUNT, {"name": "watcher"}, "/tmp/a4", t + 10)
+    every = {"type": "schedule", "schedule": {"kind": "interval", "every": 5, "unit": "minutes"}}
+    await w(triggers_q.create_trigger, "tr-s", ACCOUNT, "a4", "every five", True, every, "Check the inbox", None,
+            t + 11, t + 11 + 300_000)
+    r(triggers_q.count_of_agent, "a4")
+    r(triggers_q.name_taken, "a4", "every five")
+    r(triggers_q.name_taken, "a4", "every five", but="tr-s")
+    blocks = [{"block": {"type": "Paragraph", "id": "p1", "text": "Read the deploy log"}, "children": []}]
+    await w(triggers_q.create_trigger, "tr-w", ACCOUNT, "a4", "deploys", True, {"type": "webhook"}, blocks,
+            {"kind": "wake", "signal": "deployed"}, t + 12, None)
+    secret, box = "whsec_shape-0123456789", SecretBox(bytes(range(32)))
+    for kept in (secret, "whsec_second"):   # a second store is refused: the first secret stays
+        await w(triggers_q.set_credentials, "tr-w", ACCOUNT, webhook.secret_hash(kept),
+                box.seal(kept.encode(), b"webhook\x00tr-w"), t + 12)   # (webhook.store_secret's seal)
+    hashed, sealed = r(triggers_q.credentials, "tr-w")
+    out[-1] = (hashed, webhook.open_secret(box, "tr-w", sealed))   # (each seal has its own nonce)
+    r(triggers_q.hook_target, "tr-w")
+    r(triggers_q.hook_target, "tr-s")   # not a webhook
+    after_a1 = {"type": "run-completed", "agentId": "a1", "status": "succeeded"}
+    await w(triggers_q.create_trigger, "tr-r", ACCOUNT, "a4", "after a1", True, after_a1, "Summarize what a1 did",
+            {"kind": "newThread"}, t + 13, None)
+    mention = {"type": "user-mention", "mentionedAccounts": [ACCOUNT]}
+    await w(triggers_q.create_trigger, "tr-m", ACCOUNT, "a4", "mentions", False, mention, "Answer the mention",
+            {"kind": "tool", "tool": "search", "input": {"query": "trams"}}, t + 14, None)
+    r(triggers_q.get_trigger, "tr-w")
+    r(triggers_q.get_trigger, "absent")
+    r(triggers_q.trigger_access, "tr-w")
+    r(triggers_q.trigger_access, "absent")
+    r(triggers_q.triggers_of_agent, "a4", 10)
+    r(triggers_q.triggers_of_agent, "a4", 2)
+    r(triggers_q.enabled_of_type, ("document-comment", "user-mention"))   # tr-m is off
+    await w(triggers_q.update_trigger, "tr-m", t + 15, enabled=True, next_due_at=None, retime=True)
+    r(triggers_q.enabled_of_type, ("document-comment", "user-mention"), ACCOUNT)
+    r(triggers_q.enabled_of_type, ("run-completed",), GUEST)
+    every_ten = {"type": "schedule", "schedule": {"kind": "interval", "every": 10, "unit": "minutes"}}
+    slot = t + 16 + 600_000
+    await w(triggers_q.update_trigger, "tr-s", t + 16, name="every ten", source=every_ten, prompt=blocks,
+            next_due_at=slot, retime=True)
+    await w(triggers_q.update_trigger, "tr-s", t + 10, continuation={"kind": "newThread"})   # an older clock
+    await w(triggers_q.update_trigger, "absent", t + 16, name="gone")
+
+    # The scheduler: the earliest slot, then the due schedule fired once for its slot (with the
+    # slot before it recorded as missed), its work started, the next slot set.
+    r(triggers_q.earliest_due)
+    await w(triggers_q.due_triggers, slot - 1, 10)
+    now = slot + 5
+    due = await w(triggers_q.due_triggers, now, 10)
+    trigger = due[0]
+    r(firings_q.fired_since, "a4", now - 3_600_000)
+    context = {"name": trigger["name"], "prompt": trigger["prompt"], "source": trigger["source"]}
+    for at, status, work in ((slot - 600_000, "skipped", {"error": "missed: no server was running at this slot"}),
+                             (slot, "created", {"session_id": "sf1", "run_id": "rf1"})):
+        activity = {"type": "schedule", "scheduleKind": "interval", "scheduledAt": at, "firedAt": now,
+                    "summary": "every 10 minutes"}
+        await w(firings_q.insert_firing, f"f-{at}", trigger, f"schedule:tr-s:{at}", status, now, scheduled_at=at,
+                activity=activity, context=context, **work)
+    await w(sessions_q.create_session, "sf1", ACCOUNT, "a4", "every 10 minutes", now)
+    await w(runs_q.create_run, "rf1", ACCOUNT, "a4", "sf1", None, now, title="every 10 minutes")
+    await w(triggers_q.record_outcome, "tr-s", now, fired=True, error=None, next_due=slot + 600_000)
+    # Another server's pass for the same slot: the key is taken, only the slot moves.
+    await w(firings_q.insert_firing, "f-again", trigger, f"schedule:tr-s:{slot}", "created", now + 1,
+            scheduled_at=slot, session_id="sf9", run_id="rf9")
+    await w(triggers_q.set_next_due, "tr-s", slot + 600_000, now + 1)
+    r(firings_q.firing_by_key, ACCOUNT, "tr-s", f"schedule:tr-s:{slot}")
+    r(firings_q.firing_by_key, ACCOUNT, "tr-s", "schedule:tr-s:0")
+    r(firings_q.fired_since, "a4", now - 3_600_000)
+    r(triggers_q.get_trigger, "tr-s")
+    r(triggers_q.earliest_due)
+    # The run it started ends: the firing records how, and run-completed triggers fire (depth 1).
+    await db.write(running, "rf1")
+    await w(runs_q.set_run_status, "rf1", "succeeded", now + 2)
+    r(firings_q.firing_of_run, "rf1")
+    r(firings_q.firing_of_run, "rl1")   # a run no firing started
+    await w(firings_q.set_run_status, f"f-{slot}", "succeeded")
+    r(triggers_q.enabled_of_type, ("run-completed",), ACCOUNT)
+    done = {"type": "run-completed", "runId": "rl1", "runStatus": "succeeded", "runTitle": "", "agentId": "a1",
+            "sessionId": "sl1", "summary": "a run succeeded"}
+    reacted = r(triggers_q.get_trigger, "tr-r")
+    await w(firings_q.insert_firing, "f-r", reacted, "rl1", "created", now + 3, session_id="sf2", run_id="rf2",
+            activity=done, context={"name": reacted["name"], "prompt": reacted["prompt"], "source": after_a1},
+            chain_depth=1)
+    # A continuation that could not start: failures counted, backed off, then cleared.
+    r(triggers_q.failures_of, "tr-r")
+    await w(triggers_q.record_outcome, "tr-r", now + 4, fired=False, error="agent a1 is gone")
+    await w(triggers_q.record_outcome, "tr-r", now + 5, fired=False, error="agent a1 is gone", backoff_ms=30_000)
+    r(triggers_q.failures_of, "tr-r")
+    r(triggers_q.get_trigger, "tr-r")
+    await w(triggers_q.clear_failures, "tr-r")
+    r(triggers_q.failures_of, "tr-r")
+    r(triggers_q.failures_of, "absent")
+    # A webhook delivery (its body's digest kept) that wakes a parked run rather than starting one.
+    body = b'{"deployed": "v2"}'
+    hooked, _ = r(triggers_q.hook_target, "tr-w")
+    await w(firings_q.insert_firing, "f-w", hooked, "webhook:deploy-42", "created", now + 6,
+            activity={"type": "webhook", "idempotencyKey": "deploy-42", "contentType": "application/json",
+                      "bytes": len(body), "body": {"deployed": "v2"}, "summary": "webhook call (18 bytes)"},
+            context={"name": hooked["name"], "prompt": hooked["prompt"], "source": hooked["source"]},
+            body_digest=hashlib.sha256(body).digest())
+    await w(triggers_q.record_outcome, "tr-w", now + 6, fired=True, error=None)
+
+    # The activity monitor: one poller per feed (a lease), a failed poll, an event claimed once,
+    # its firing, the watermark past it.
+    feed = "http://127.0.0.1:56001"
+    r(firings_q.watermark, ACCOUNT, feed)
+    await w(firings_q.take_poll_lease, ACCOUNT, feed, "server-a", now, 30_000)
+    await w(firings_q.take_poll_lease, ACCOUNT, feed, "server-b", now + 1, 30_000)   # held
+    await w(firings_q.take_poll_lease, ACCOUNT, feed, "server-a", now + 2, 30_000)   # renewed
+    await w(firings_q.watermark_error, ACCOUNT, feed, now + 3, "HTTP 502 from the activity feed")
+    r(firings_q.watermark, ACCOUNT, feed)   # no successful poll yet
+    key = "comment:bafy-comment-1"
+    await w(firings_q.claim_event, ACCOUNT, "tr-m", key, now + 4)
+    await w(firings_q.claim_event, ACCOUNT, "tr-m", key, now + 5)   # claimed before
+    mentioned = r(triggers_q.get_trigger, "tr-m")
+    await w(firings_q.insert_firing, "f-m", mentioned, key, "created", now + 4, session_id="sf3",
+            activity={"type": "activity", "event": {"type": "comment", "author": GUEST},
+                      "summary": "a comment mentioning you"},
+            context={"name": mentioned["name"], "prompt": mentioned["prompt"], "source": mention})
+    await w(firings_q.set_watermark, ACCOUNT, feed, [key], now + 4, now + 5)
+    r(firings_q.watermark, ACCOUNT, feed)
+    await w(firings_q.watermark_error, ACCOUNT, feed, now + 6, "timed out")
+    r(firings_q.watermark, ACCOUNT, feed)
+    await w(firings_q.take_poll_lease, ACCOUNT, feed, "server-b", now + 40_000, 30_000)   # ran out: taken over
+
+    # What clients read: firings and sessions of a trigger, a session's trigger context, the
+    # startedByTrigger of listed sessions.
+    r(firings_q.firings_of_trigger, "tr-s", 10)
+    r(firings_q.firings_of_trigger, "tr-s", 1)
+    r(firings_q.sessions_of_trigger, "tr-s", 10)
+    r(firings_q.trigger_context, "sf1")   # a block prompt
+    r(firings_q.trigger_context, "sf2")
+    r(firings_q.trigger_context, "s1")    # not started by a trigger
+    listed = [dict(s) for s in r(sessions_q.list_sessions, ACCOUNT, None, 50, None)[0]]
+    r(firings_q.attribute_sessions, listed)
+    out.append(listed)
+    # History kept per trigger, then deletions (a trigger; all of an agent's).
+    for n in range(3):
+        await w(firings_q.insert_firing, f"f-old{n}", trigger, f"schedule:tr-s:{n}", "skipped", now + 7 + n,
+                scheduled_at=n, error="missed")
+    await w(firings_q.prune, "tr-s", 2)
+    r(firings_q.firings_of_trigger, "tr-s", 10)
+    await w(triggers_q.delete_trigger, "tr-w")
+    r(triggers_q.credentials, "tr-w")
+    r(triggers_q.hook_target, "tr-w")
+    await w(triggers_q.delete_agent_triggers, "a4")
+    r(triggers_q.triggers_of_agent, "a4", 10)
+    r(firings_q.firings_of_trigger, "tr-s", 10)
+    r(firings_q.trigger_context, "sf1")
+    r(triggers_q.earliest_due)
 
 
 def normalized(value):
