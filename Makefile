@@ -64,8 +64,11 @@ SERVE_FLAGS := $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT)) $(if $(
 run: $(RUN_STAMP)
 	$(BIN)/seed-agents serve $(SERVE_FLAGS)
 
+# Four workers, each test file on one (module fixtures stay in one process); `make test
+# TEST_WORKERS=0` runs everything in this process.
+TEST_WORKERS ?= 4
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 stress: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
