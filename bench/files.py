@@ -112,11 +112,11 @@ def seed_memory(storage_url: str | None, db_path: str, account: str, files: int)
 
     if storage_url:
         from server.storage import parse_storage_url
-        from server.storage.pg_database import PgDatabase
+        from server.storage.postgres.database import PgDatabase
 
         db = PgDatabase(parse_storage_url(storage_url))
     else:
-        from server.store.database import Database
+        from server.storage.sqlite.database import Database
 
         db = Database(db_path)
     db.start_sync()

@@ -470,7 +470,7 @@ class HttpConnection(asyncio.Protocol):
         if kind == "health":
             return framing.json(200, health(app, VERSION), keep_alive=keep_alive)
         if kind == "version":
-            value = {"version": VERSION, "schemaVersion": app.db.schema_version}
+            value = {"version": VERSION, "schemaVersion": app.db.schema_version, "storage": app.db.backend}
             if build_commit():
                 value["commit"] = build_commit()
             return framing.json(200, value, keep_alive=keep_alive)

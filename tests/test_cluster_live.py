@@ -8,7 +8,7 @@ connection is made good from the database.
 Durable events are written here as a handler writes them (the store's append in one
 transaction, then `app.publish_append` after the commit): runs do not yet work on PostgreSQL
 (the runtime's begin write needs the run leases of the `pg-runtime` branch), so the turn
-end-to-end test below runs only once `server.store.leases` exists.
+end-to-end test below runs only once `server.storage.postgres.leases` exists.
 """
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ async def test_appends_written_on_other_servers_reach_subscribers_in_order(clust
                 await asyncio.sleep(0)   # let subscribers join between writes
 
     async def subscriber(server, after_seq, wait_for_seq):
-        while await b.app.db.read_async(events_q.last_seq, session_id) < wait_for_seq:
+        while await b.app.db.aread(events_q.last_seq, session_id, large=True) < wait_for_seq:
             await asyncio.sleep(0.005)
         client = await open_client(server)
         got = await client.call(OWNER, {"_": "Subscribe", "key": key, "afterSeq": after_seq})

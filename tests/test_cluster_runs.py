@@ -306,10 +306,11 @@ async def test_a_server_stopping_cleanly_hands_its_runs_back_at_once(tmp_path, p
 
 
 async def test_leases_in_the_store(tmp_path, postgres_url):
-    """server.store.leases on its own: claims in session order across owners, renewals only of
+    """server.storage.postgres.leases on its own: claims in session order across owners, renewals only of
     what an owner holds, requeue on the database clock, and an old attempt never answers."""
-    from server.storage.pg_database import PgDatabase
-    from server.store import accounts, agents, leases, runs, sessions
+    from server.storage.postgres.database import PgDatabase
+    from server.store import accounts, agents, runs, sessions
+    from server.storage.postgres import leases
 
     db = PgDatabase(parse_storage_url(postgres_url))
     await db.start()
@@ -357,8 +358,9 @@ async def test_leases_in_the_store(tmp_path, postgres_url):
 async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgres_url):
     """Three claimers, each with its own connections (as three servers have), drain one queue
     at once: every run is claimed exactly once, and each session's runs in order."""
-    from server.storage.pg_database import PgDatabase
-    from server.store import accounts, agents, leases, runs, sessions
+    from server.storage.postgres.database import PgDatabase
+    from server.store import accounts, agents, runs, sessions
+    from server.storage.postgres import leases
 
     n_sessions, per_session = 8, 5
     dbs = [PgDatabase(parse_storage_url(postgres_url)) for _ in range(3)]

@@ -60,7 +60,7 @@ async def get_agent(app, env, action) -> dict:
         return agent, sessions_q.sessions_of_agent(conn, action.agent_id, AGENT_SESSIONS)
 
     # Off the event loop: the definition (up to 256 KiB) and 1000 sessions are decoded there.
-    agent, sessions = await app.db.read_async(read)
+    agent, sessions = await app.db.aread(read, large=True)
     return {"_": "GetAgentResponse", "agent": agent, "sessions": sessions}
 
 
@@ -69,9 +69,9 @@ async def list_agents(app, env, action) -> dict:
     public agent of another account is never listed): at most `limit` (default and cap 1000),
     ending before the answer passes 4 MiB; `nextCursor` when more remain (an addition a Seed
     client ignores: docs/protocol.md)."""
-    agents, cursor = await app.db.read_async(
+    agents, cursor = await app.db.aread(
         collab_q.agents_page, env.account_id, action.limit or AGENTS_PAGE, action.cursor,
-        MAX_ANSWER_BYTES)
+        MAX_ANSWER_BYTES, large=True)
     response = {"_": "ListAgentsResponse", "agents": agents}
     if cursor is not None:
         response["nextCursor"] = cursor

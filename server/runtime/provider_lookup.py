@@ -12,12 +12,12 @@ from server.providers.base import Provider, ProviderError, ProviderNotFound, Pro
 from server.providers.registry import ProviderSettings, make_provider
 from server.store import providers as providers_q
 from server.store import secrets_table as secrets_q
-from server.store.database import Database
+from server.storage.port import Storage
 from server.store.secrets import SecretBox, SecretOpenError
 
 
 class ProviderLookup:
-    def __init__(self, db: Database, box: SecretBox, http: httpx.AsyncClient,
+    def __init__(self, db: Storage, box: SecretBox, http: httpx.AsyncClient,
                  settings: ProviderSettings) -> None:
         self.db = db
         self.box = box

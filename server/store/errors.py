@@ -1,7 +1,6 @@
 """Errors the query functions raise, so callers can map them to contract statuses."""
 from __future__ import annotations
 
-
 class NotFound(LookupError):
     """The row an update names does not exist (the caller usually answers 404)."""
 

@@ -37,7 +37,7 @@ class ToolResult:
 
 @dataclass
 class ToolContext:
-    db: Any                        # server.store.database.Database | PgDatabase
+    db: Any                        # server.storage.sqlite.database.Database | PgDatabase
     publisher: Publisher
     now_ms: Callable[[], int]
     account: str
