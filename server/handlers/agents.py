@@ -5,6 +5,7 @@ import os
 
 from protocol.actions import request_fingerprint
 from protocol.errors import ProtocolError, quote
+from protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
 from server.clock import new_id
 from server.handlers.agent_definition import check_definition
 from server.handlers.access import READER, agent_for
@@ -16,7 +17,7 @@ from server.store import collaborators as collab_q
 from server.store import providers as providers_q
 from server.store import sessions as sessions_q
 
-BUILTIN_PROVIDERS = {"echo"}
+BUILTIN_PROVIDERS = BUILTIN_TYPES   # every account has them (protocol/providers.py)
 
 
 def check_provider_name(conn, account_id: str, name: str) -> None:
@@ -24,7 +25,7 @@ def check_provider_name(conn, account_id: str, name: str) -> None:
         return
     raise ProtocolError(400, f"definition.modelProvider {quote(name)} is not a provider of this account "
                              f"(set it with `seed-agents providers set {name} ...` or the desktop's provider "
-                             "settings, or use the built-in 'echo')")
+                             f"settings, or use the built-in {quote(BUILTIN_PROVIDER)})")
 
 
 async def create_agent(app, env, action) -> dict:
