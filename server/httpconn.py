@@ -475,7 +475,7 @@ class HttpConnection(asyncio.Protocol):
                 value["commit"] = build_commit()
             return framing.json(200, value, keep_alive=keep_alive)
         if kind == "metrics":
-            return framing.answer(200, app.metrics.render(), app.metrics.content_type, keep_alive=keep_alive)
+            return framing.http_message(200, app.metrics.render(), app.metrics.content_type, keep_alive=keep_alive)
         if kind == "preflight":
             return framing.preflight(keep_alive=keep_alive)
         if kind == "bad_method":
