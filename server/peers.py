@@ -8,7 +8,9 @@ once by whichever of the HTTP connection or the socket ends it.
 """
 from __future__ import annotations
 
-from server.ratelimit import TokenBucket
+import time
+
+from server.ratelimit import Clock, TokenBucket
 
 # Entries of addresses with no connection are forgotten once there are this many (their probe
 # buckets start full again; a bucket forgotten early only gives back a burst).
@@ -16,10 +18,12 @@ _FORGET_AT = 4096
 
 
 class AddressTable:
-    __slots__ = ("max_per_address", "probe_rate", "probe_burst", "_open", "_probes")
+    __slots__ = ("max_per_address", "probe_rate", "probe_burst", "_open", "_probes", "clock")
 
-    def __init__(self, max_per_address: int, probe_rate: float, probe_burst: int) -> None:
+    def __init__(self, max_per_address: int, probe_rate: float, probe_burst: int,
+                 clock: Clock = time.monotonic) -> None:
         self.max_per_address = max_per_address
+        self.clock = clock
         self.probe_rate, self.probe_burst = probe_rate, probe_burst
         self._open: dict[str, int] = {}
         self._probes: dict[str, TokenBucket] = {}
@@ -49,7 +53,7 @@ class AddressTable:
             if len(self._probes) >= _FORGET_AT:
                 for known in [a for a in self._probes if a not in self._open]:
                     del self._probes[known]
-            bucket = self._probes[address] = TokenBucket(self.probe_rate, self.probe_burst)
+            bucket = self._probes[address] = TokenBucket(self.probe_rate, self.probe_burst, self.clock)
         return bucket.take()
 
 

@@ -1,4 +1,4 @@
-"""Live events across servers (issue 16): several in-process servers on one PostgreSQL schema,
+"""Live events across servers: several in-process servers on one PostgreSQL schema,
 real clients on real sockets. A subscriber on one server sees what is written through another:
 appends in seq order with no gap and no duplicate (joining at any afterSeq while others write,
 and when two servers' notices arrive out of order), changes, account notices, deletions,
@@ -6,9 +6,8 @@ partials, revocations, and the system prompt an UpdateAgent elsewhere set; a los
 connection is made good from the database.
 
 Durable events are written here as a handler writes them (the store's append in one
-transaction, then `app.publish_append` after the commit): runs do not yet work on PostgreSQL
-(the runtime's begin write needs the run leases of the `pg-runtime` branch), so the turn
-end-to-end test below runs only once `server.storage.postgres.leases` exists.
+transaction, then `app.publish_append` after the commit); a model turn end to end, leased by one
+server and watched from another, is the last test.
 """
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, flatten, keypair, setup_session
+from tests.waiting import until
 
 LEASE = 2.0   # seconds: short, so a lost server's runs come back within a test's time
 
@@ -61,12 +62,10 @@ async def session_info(c, kp, session_id: str) -> dict:
 
 async def wait_session(c, kp, session_id: str, status: str, timeout: float = 15.0) -> dict:
     """Polls GetSession (a condition, bounded in time) until the session has `status`."""
-    async with asyncio.timeout(timeout):
-        while True:
-            got = await c.call(kp, {"_": "GetSession", "sessionId": session_id})
-            if got["session"]["status"] == status:
-                return got
-            await asyncio.sleep(0.05)
+    async def has_status():
+        got = await c.call(kp, {"_": "GetSession", "sessionId": session_id})
+        return got if got["session"]["status"] == status else None
+    return await until(has_status, timeout, step=0.05, what=f"session {status}")
 
 
 def messages(events: list[dict]) -> list[tuple[str, str]]:

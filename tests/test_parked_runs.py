@@ -55,11 +55,6 @@ async def park_on_signal(app, run: dict, agent: dict, *, signal: str | None = "a
     return parked
 
 
-async def until(pred, timeout=15.0):
-    async def go():
-        while not pred():
-            await asyncio.sleep(0.02)
-    await asyncio.wait_for(go(), timeout)
 
 
 async def run_status(c: V2Client, kp, run_id: str) -> dict:

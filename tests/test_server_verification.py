@@ -11,8 +11,7 @@ from protocol.capability import make_capability
 from protocol.envelope import build_envelope, sign_envelope
 from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 
-# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
-# needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
+# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 
