@@ -1,4 +1,4 @@
-"""Several servers on PostgreSQL (issue 16): what the PostgreSQL driver costs a server, and what a
+"""Several servers on PostgreSQL: what the PostgreSQL driver costs a server, and what a
 second server on the same database gives and costs.
 
 `python -m bench.cluster [--url postgresql://...] [--part a|b|all] [--quick]` (the URL defaults to

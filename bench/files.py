@@ -1,4 +1,4 @@
-"""Files bench (issue 23): upload and read throughput through a real server, each beside the raw
+"""Files bench: upload and read throughput through a real server, each beside the raw
 speed of the same storage measured in the same run, and search latency over 10,000 memory files.
 
 - upload: a file sent in 8 MiB chunks (Begin, Append..., Commit with its sha256) by a client

@@ -18,9 +18,11 @@ raise AgentsError(0, reason="lost"): retry them, writes with the same idempotenc
 """
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 
+from protocol.actions import ACTIONS
 from protocol.envelope import build_envelope
 from protocol.keys import Keypair
 from protocol.principals import principal_from_string, principal_to_string
@@ -347,56 +349,6 @@ class AgentsClient:
         return await self.call(actions.delete_agent_trigger(trigger_id))
 
 
-    async def begin_file_upload(self, target: dict, size: int) -> dict:
-        return await self.call(actions.begin_file_upload(target, size))
-
-    async def append_file_upload_chunk(self, upload_id: str, offset: int, content: bytes) -> dict:
-        return await self.call(actions.append_file_upload_chunk(upload_id, offset, content))
-
-    async def commit_file_upload(self, upload_id: str, sha256: str | None = None) -> dict:
-        return await self.call(actions.commit_file_upload(upload_id, sha256))
-
-    async def abort_file_upload(self, upload_id: str) -> dict:
-        return await self.call(actions.abort_file_upload(upload_id))
-
-    async def list_provider_models(self, provider: str, agent_id: str | None = None) -> dict:
-        return await self.call(actions.list_provider_models(provider, agent_id))
-
-    async def upload_agent_memory_file_to_ipfs(self, agent_id: str, path: str) -> dict:
-        return await self.call(actions.upload_agent_memory_file_to_ipfs(agent_id, path))
-
-    async def list_agent_tools(self, agent_id: str) -> dict:
-        return await self.call(actions.list_agent_tools(agent_id))
-
-    async def save_agent_tool(self, agent_id: str, tool: dict, enabled: bool | None = None,
-                              previous_name: str | None = None) -> dict:
-        return await self.call(actions.save_agent_tool(agent_id, tool, enabled, previous_name))
-
-    async def delete_agent_tool(self, agent_id: str, name: str) -> dict:
-        return await self.call(actions.delete_agent_tool(agent_id, name))
-
-    async def invoke_session_tool(self, session_id: str, verb: str, input: object = None) -> dict:  # noqa: A002
-        return await self.call(actions.invoke_session_tool(session_id, verb, input))
-
-    async def signal_run(self, run_id: str, signal: str, payload: object = None) -> dict:
-        return await self.call(actions.signal_run(run_id, signal, payload))
-
-    async def get_run_journal(self, run_id: str, after_seq: int | None = None, limit: int | None = None) -> dict:
-        return await self.call(actions.get_run_journal(run_id, after_seq, limit))
-
-    async def list_mcp_servers(self) -> dict:
-        return await self.call(actions.list_mcp_servers())
-
-    async def set_mcp_server(self, name: str, url: str, headers: dict | None = None,
-                             secret_headers: dict | None = None, enabled: bool | None = None) -> dict:
-        return await self.call(actions.set_mcp_server(name, url, headers, secret_headers, enabled))
-
-    async def delete_mcp_server(self, name: str) -> dict:
-        return await self.call(actions.delete_mcp_server(name))
-
-    async def refresh_mcp_server(self, name: str) -> dict:
-        return await self.call(actions.refresh_mcp_server(name))
-
 class _Connecting:
     """What `AgentsClient.connect` returns: await it, or use it with `async with`."""
 
@@ -414,3 +366,28 @@ class _Connecting:
 
 
 __all__ = ["AgentsClient", "AgentsError", "Subscription", "DEFAULT_URL"]
+
+
+def _derived(name: str, builder):
+    async def send(self: AgentsClient, *args, **kwargs) -> dict:
+        return await self.call(builder(*args, **kwargs))
+
+    send.__name__ = send.__qualname__ = name
+    send.__doc__ = builder.__doc__ or f"Send `{name}`'s action (clients/actions.py) and return its response."
+    send.__wrapped__ = builder   # inspect.signature shows the builder's parameters
+    return send
+
+
+def _derive_methods() -> None:
+    """Every action of `protocol.actions.ACTIONS` is a method: written above when it does more
+    than send its builder's map (typed answers, uploads in chunks), else derived here from the
+    builder of the same name in clients/actions.py. So adding an action to the client is adding
+    its builder."""
+    for action in ACTIONS:
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower()
+        builder = getattr(actions, name, None)
+        if builder is not None and name not in vars(AgentsClient):
+            setattr(AgentsClient, name, _derived(name, builder))
+
+
+_derive_methods()

@@ -44,11 +44,11 @@ from server.origins import DUPLICATE, REFUSED, policy
 from server.peers import address_of
 from protocol.events import error_response
 from server.ratelimit import TokenBucket
+from server.version import VERSION
 from server.triggers import webhook
 
 log = logging.getLogger("seed_agents.http")
 
-VERSION = "0.1.0"
 
 MAX_HEAD_BYTES = 32 * 1024   # request line + headers; more is 431
 LINGER_SECONDS = 2.0         # after a refusal with an unread body: read and drop, then close

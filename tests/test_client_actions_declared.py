@@ -26,12 +26,16 @@ def test_every_action_has_a_builder_that_names_it():
 
 
 def test_every_action_has_a_client_method_that_uses_its_builder():
+    """Written by hand (when it does more than send) or derived from the builder."""
     missing = [name for name in ACTIONS if not callable(getattr(AgentsClient, snake(name), None))]
     assert missing == [], f"actions without a method on AgentsClient: {missing}"
     for name in ACTIONS:
         if name == "Subscribe":   # a subscription object, not a request (clients/subscription.py)
             continue
-        source = inspect.getsource(getattr(AgentsClient, snake(name)))
+        method = getattr(AgentsClient, snake(name))
+        if getattr(method, "__wrapped__", None) is getattr(builders, snake(name)):
+            continue   # derived
+        source = inspect.getsource(method)
         assert f"actions.{snake(name)}(" in source, f"AgentsClient.{snake(name)} does not send {name}"
 
 

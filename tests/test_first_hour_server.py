@@ -8,6 +8,7 @@ import asyncio
 import base64
 import os
 import socket
+from importlib import metadata
 import sqlite3
 import subprocess
 import sys
@@ -237,7 +238,7 @@ async def test_the_front_page_is_html_for_a_browser_and_json_for_a_json_client(s
     for words in ("Seed Agents server", "Version 0.1.0", "Connect the Seed desktop",
                   f"Paste <code>http://127.0.0.1:{server.port}</code> into the desktop", "docs/"):
         assert words in page.text, words
-    assert value["name"] == "Seed Agents server" and value["version"] == "0.1.0"
+    assert value["name"] == "Seed Agents server" and value["version"] == metadata.version("seed-agents")
     assert value["health"]["status"] == "ok" and value["health"]["url"] == "/api/health"
     assert value["desktop"]["url"] == f"http://127.0.0.1:{server.port}"
     assert value["websocket"] == f"ws://127.0.0.1:{server.port}/agents/ws"

@@ -4,7 +4,7 @@ The types are the protocol's provider table (`protocol/providers.py`), kept once
 says which class speaks each family. The hosted types
 talk to their public endpoint: a `baseUrl` stored with one of them is ignored unless the operator
 allows overrides (`--allow-provider-base-url`), so a stored API key never goes to a host an
-account chose (CONTRACT section 4, issue 12 finding 4). `ollama` and `custom` take `baseUrl`;
+account chose (CONTRACT section 4). `ollama` and `custom` take `baseUrl`;
 where any URL may connect is the network policy's business (network.py).
 """
 
