@@ -15,7 +15,7 @@ from server.storage.errors import SchemaGateError, StorageError
 from server.storage.port import ProcessLock
 from server.store.key_check import SecretsKeyMismatch
 from server.store.secrets import SecretsKeyError
-from server.store.filemodes import make_private_dir
+from server.storage.filemodes import make_private_dir
 from server.providers.network import is_loopback_host
 from server.transport import WS_PATH, start_transport
 

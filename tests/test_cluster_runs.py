@@ -305,11 +305,11 @@ async def test_a_server_stopping_cleanly_hands_its_runs_back_at_once(tmp_path, p
 
 
 async def test_leases_in_the_store(tmp_path, postgres_url):
-    """server.storage.postgres.leases on its own: claims in session order across owners, renewals only of
+    """server.store.leases on its own: claims in session order across owners, renewals only of
     what an owner holds, requeue on the database clock, and an old attempt never answers."""
     from server.storage.postgres.database import PgDatabase
     from server.store import accounts, agents, runs, sessions
-    from server.storage.postgres import leases
+    from server.store import leases
 
     db = PgDatabase(parse_storage_url(postgres_url))
     await db.start()
@@ -359,7 +359,7 @@ async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgre
     at once: every run is claimed exactly once, and each session's runs in order."""
     from server.storage.postgres.database import PgDatabase
     from server.store import accounts, agents, runs, sessions
-    from server.storage.postgres import leases
+    from server.store import leases
 
     n_sessions, per_session = 8, 5
     dbs = [PgDatabase(parse_storage_url(postgres_url)) for _ in range(3)]

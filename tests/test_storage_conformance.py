@@ -156,12 +156,12 @@ async def test_each_backend_provides_the_port(stores):
     """Every member the storage port declares is there, and a store function's connection
     carries the adapter's traits (what queries read instead of asking which backend)."""
     db = await stores.open()
-    for name in ("backend", "shared", "path", "traits", "leases", "schema_version", "start", "start_sync",
+    for name in ("backend", "shared", "path", "traits", "schema_version", "start", "start_sync",
                  "close", "close_sync", "process_lock", "read", "aread", "write", "write_nowait", "write_sync"):
         assert hasattr(db, name), name
     assert isinstance(db.schema_version, int) and db.schema_version > 0
     assert db.traits.name == db.backend == stores.kind
-    assert (db.leases is not None) == db.shared == db.traits.run_leases
+    assert db.shared == db.traits.run_leases   # several servers: runs leased (server/store/leases.py)
     conn_traits = db.read(lambda conn: (isinstance(conn, Conn), conn.traits))
     assert conn_traits == (True, db.traits)
     assert await db.aread(lambda conn: conn.execute("SELECT 1").fetchone()[0]) == 1

@@ -1,7 +1,7 @@
 """The run queue shared by several servers (a PostgreSQL store): claims, leases, renewals.
 
 One `RunLeases` per process, used by the runtime only when `db.shared`. It claims queued runs
-under this process's lease (`server.storage.postgres.leases`), when told that this server queued one
+under this process's lease (`server.store.leases`), when told that this server queued one
 (`wake`), every `--run-poll-interval`, and right after requeueing runs whose lease ran out; it
 renews the leases it holds every third of `--run-lease`, and tells the runtime which runs it lost
 (ended or requeued elsewhere), so their turns stop and their results are dropped. A clean stop
@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from server.store import agents as agents_q
 from server.storage.workers import DatabaseClosed
+from server.store import leases as leases_q
 from server.store.errors import NotFound
 
 log = logging.getLogger("seed_agents.runtime")
@@ -35,7 +36,6 @@ def server_id() -> str:
 class RunLeases:
     def __init__(self, db, now_ms: Callable[[], int], lease_seconds: float, poll_seconds: float) -> None:
         self.db = db
-        self.queries = db.leases   # the shared backend's lease SQL (server/storage/port.py)
         self.now_ms = now_ms
         self.owner = server_id()
         self.lease_ms = max(1, int(lease_seconds * 1000))
@@ -89,7 +89,7 @@ class RunLeases:
             return []
         held, self.held = list(self.held), {}
         try:
-            return await self.db.write(self.queries.release, self.owner, held, self.now_ms())
+            return await self.db.write(leases_q.release, self.owner, held, self.now_ms())
         except Exception as exc:   # the store is gone: the leases simply run out
             log.warning("could not hand back %d runs at stop (%s); they return to the queue when "
                         "their lease runs out", len(held), type(exc).__name__)
@@ -119,7 +119,7 @@ class RunLeases:
     async def _claim_pass(self) -> bool:
         """Requeue expired leases, then claim a batch; True when the batch was full."""
         now, sent = self.now_ms(), time.monotonic()
-        owner, lease_ms, leases_q = self.owner, self.lease_ms, self.queries
+        owner, lease_ms = self.owner, self.lease_ms
 
         def job(conn):
             requeued = leases_q.requeue_expired(conn, now)
@@ -150,7 +150,7 @@ class RunLeases:
                 continue
             sent = time.monotonic()
             try:
-                kept = await self.db.write(self.queries.renew, self.owner, list(asked), self.lease_ms)
+                kept = await self.db.write(leases_q.renew, self.owner, list(asked), self.lease_ms)
             except DatabaseClosed:
                 return
             except Exception as exc:

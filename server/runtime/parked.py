@@ -22,6 +22,7 @@ from server.clock import new_id
 from server.store import agents as agents_q
 from server.store import delegation as delegation_q
 from server.store import journal as journal_q
+from server.store import leases as leases_q
 from server.store import parking
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
@@ -180,7 +181,7 @@ class ParkedRuns:
             current = parking.lock_run(conn, run["id"])
             if current is None or current["status"] != "running":
                 return None
-            if owner is not None and not rt.db.leases.holds(conn, run["id"], owner, run["attempt"]):
+            if owner is not None and not leases_q.holds(conn, run["id"], owner, run["attempt"]):
                 return None
             out = Settled()
             created: list[dict] = []

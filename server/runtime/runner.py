@@ -61,6 +61,7 @@ from server.store import agent_lifecycle as lifecycle_q
 from server.store import agents as agents_q
 from server.store import delegation as delegation_q
 from server.store import events as events_q
+from server.store import leases as leases_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
 from server.storage.port import Storage
@@ -451,7 +452,7 @@ class Runtime:
         still_ours = None
         if self.shared:
             owner, attempt = self.leases.owner, run["attempt"]
-            still_ours = lambda conn: self.db.leases.holds(conn, run_id, owner, attempt)  # noqa: E731
+            still_ours = lambda conn: leases_q.holds(conn, run_id, owner, attempt)  # noqa: E731
         loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
                         provider=provider, model=result.model, provider_type=result.provider_type,
                         history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
@@ -547,7 +548,7 @@ class Runtime:
         def job(conn):
             if worker.gone:
                 return None  # deleted: write nothing
-            if owner is None or (status != "canceled" and self.db.leases.holds(conn, run["id"], owner, run["attempt"])):
+            if owner is None or (status != "canceled" and leases_q.holds(conn, run["id"], owner, run["attempt"])):
                 wrote = runs_q.save_run(conn, "running", ended)
             else:
                 # Shared store, lease lost: a run ended elsewhere (StopSession, CancelRun) keeps

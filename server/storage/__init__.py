@@ -3,15 +3,16 @@
 The server has one set of store functions (`server.store`) and one port they run through
 (`port.py`: the connection, the façade, the traits where backends differ), with one adapter
 folder per backend: `sqlite/` (façade, gate, file lock) and `postgres/` (façade, gate, SQL
-rewrite, bus of notices, run leases).
+rewrite, bus of notices).
 
 - `url`: `sqlite:FILE` | `postgresql://...`, shown only redacted.
 - `workers`: the write queue and reader threads every façade runs its work on.
 - `notices`: small notices between servers and their bounded subscriptions (the bus is the
   shared backend's: `postgres/bus.py`).
-- `errors`: StorageError and the schema gates' refusals.
+- `errors`: StorageError, the schema gates' refusals, UnstorableText.
+- `filemodes`: the data folder 0700 and database files 0600, whatever the umask.
 
-May import `schema` and server.store's helpers; nothing above the store.
+May import `schema` only: the store's queries (server.store) sit above the port.
 """
 from __future__ import annotations
 

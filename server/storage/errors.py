@@ -24,3 +24,8 @@ class SchemaGateError(Exception):
 
 class SchemaMigrationError(SchemaGateError):
     """A migration failed; its transaction was rolled back, so the file is as it was."""
+
+
+class UnstorableText(ValueError):
+    """Text the database cannot hold: PostgreSQL's text type has no U+0000 (the caller answers
+    400). SQLite stores it; a deployment on PostgreSQL refuses it, never half-written."""

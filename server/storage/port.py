@@ -1,6 +1,6 @@
 """The storage port: what a backend provides, so the store's queries (server.store) are written
 once and run on any of them. Each backend is one folder implementing it (server/storage/sqlite/,
-server/storage/postgres/); `server.storage.database_for` picks one from the storage URL, and
+server/storage/postgres/); an adapter imports nothing of server.store (the queries sit above it); `server.storage.database_for` picks one from the storage URL, and
 tests/test_storage_conformance.py drives every one through this interface.
 
 A store function is `fn(conn: Conn, *args)`: it runs inside a transaction the façade opens
@@ -50,20 +50,6 @@ class Conn(Protocol):
     def changes(self) -> int: ...
 
 
-class RunLeaseQueries(Protocol):
-    """A shared backend's run leases (server/storage/postgres/leases.py): who may work a run."""
-
-    def claim(self, conn: Conn, owner: str, lease_ms: int, now: int, limit: int) -> list: ...
-
-    def renew(self, conn: Conn, owner: str, run_ids: list, lease_ms: int) -> Any: ...
-
-    def release(self, conn: Conn, owner: str, run_ids: list, now: int) -> Any: ...
-
-    def requeue_expired(self, conn: Conn, now: int) -> Any: ...
-
-    def holds(self, conn: Conn, run_id: str, owner: str, attempt: int) -> bool: ...
-
-
 class ProcessLock(Protocol):
     def acquire(self) -> None: ...
 
@@ -81,17 +67,18 @@ class Storage(Protocol):
     Writes: one writer thread runs the jobs in submission order; `write` resolves once the job
     committed, `write_nowait` queues one nobody waits for, `write_sync` blocks (scripts, tests).
 
-    Lock or lease: a backend one process owns gives `process_lock()` (taken before start) and no
-    `leases`; a `shared` backend (several servers on one database) gives `leases`, the run lease
-    queries, and `claim_signature` for the replay guard across servers. Notices between servers
-    travel on the shared backend's bus (server/storage/postgres/bus.py, through server.cluster).
+    Lock or lease: a backend one process owns gives `process_lock()` (taken before start); a
+    `shared` backend (several servers on one database) gives none, and its traits say
+    `run_leases`: its schema has the lease columns the run lease queries use
+    (server/store/leases.py), and it gives `claim_signature` for the replay guard across
+    servers. Notices between servers travel on the shared backend's bus
+    (server/storage/postgres/bus.py, through server.cluster).
     """
 
     backend: str          # Traits.name
     shared: bool
     path: str             # where it is, as logs may show it (a URL redacted)
     traits: Traits
-    leases: RunLeaseQueries | None
     batches: int
     jobs: int
 

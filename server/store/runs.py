@@ -76,7 +76,7 @@ _UNWAIT = ", wait = NULL, wake_at = NULL"
 _SAVE_SQLITE = _SAVE.format(lease="", wait=_UNWAIT)
 # On a shared store (PostgreSQL) a run holds a lease exactly while claimed or running
 # (runs_lease_check): a move to any other status ends it. Moves into claimed/running take a
-# lease, which only server.storage.postgres.leases.claim gives.
+# lease, which only server.store.leases.claim gives.
 _SAVE_LEASE_ENDS = _SAVE.format(lease=", lease_owner = NULL, lease_expires_at = NULL", wait=_UNWAIT)
 _SAVE_WAITING = {False: _SAVE.format(lease="", wait=""),
                  True: _SAVE.format(lease=", lease_owner = NULL, lease_expires_at = NULL", wait="")}

@@ -142,7 +142,7 @@ def watermark_error(conn: Conn, account_id: str, server_url: str, polled_at: int
 def take_poll_lease(conn: Conn, account_id: str, server_url: str, owner: str, now: int,
                     lease_ms: int) -> bool:
     """Shared store: may `owner` poll the account's feed now? The lease of the run queue
-    (server/storage/postgres/leases.py): one holder at a time, taken over once it has run out."""
+    (server/store/leases.py): one holder at a time, taken over once it has run out."""
     conn.execute(
         "INSERT INTO activity_watermarks (account_id, server_url, cursor_cbor) VALUES (?, ?, ?)"
         " ON CONFLICT (account_id, server_url) DO NOTHING",

@@ -135,7 +135,7 @@ def earliest_due(conn: Conn) -> int | None:
 def due_triggers(conn: Conn, now: int, limit: int) -> list[dict]:
     """Enabled schedules whose slot has come, earliest first; on PostgreSQL their rows are locked
     for this transaction and rows another server's transaction holds are skipped, so each slot is
-    taken by one server (the run queue's claim: server/storage/postgres/leases.py)."""
+    taken by one server (the run queue's claim: server/store/leases.py)."""
     lock = conn.traits.skip_locked
     rows = conn.execute(
         f"SELECT {COLUMNS} FROM agent_triggers WHERE enabled = 1 AND next_due_at IS NOT NULL"

@@ -20,7 +20,7 @@ rewriting the few SQLite spellings.
   again from the start, up to `RETRIES` times: the second run sees the winner's commit.
 - What must hold across servers is held by the database: the per-session seq counter row, the
   unique keys of idempotency records and replay signatures (`claim_signature`), and the run
-  leases (server.storage.postgres.leases).
+  leases (server.store.leases, for a backend whose traits say `run_leases`).
 """
 from __future__ import annotations
 
@@ -34,15 +34,13 @@ from typing import Any, Callable
 import psycopg
 from psycopg import errors as pg_errors
 
-from server.storage.errors import StorageError
+from server.storage.errors import StorageError, UnstorableText
 from server.storage.port import Traits
-from server.storage.postgres import leases as lease_queries
 from server.storage.postgres.dialect import to_postgres
 from server.storage.postgres.gate import PgSchemaTarget, pass_gate
 from server.storage.url import StorageURL, scrub
 from server.storage.workers import STOP as _STOP
 from server.storage.workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
-from server.store.errors import UnstorableText
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +140,6 @@ class PgConn:
 class PgDatabase(WriteQueue, ReaderThreads):
     backend = "postgresql"
     shared = True          # several servers on one store: leases and notices cross processes
-    leases = lease_queries
     traits = POSTGRES
     reader_threads = 4     # handlers' reads wait on the network here, not on the CPU
 

@@ -40,7 +40,6 @@ class Database(WriteQueue, ReaderThreads):
 
     backend = "sqlite"
     shared = False     # one server process owns the file (server/storage/sqlite/dblock.py)
-    leases = None      # so runs need no leases: this process's runtime is the only one
     traits = SQLITE
     reader_threads = 2   # the machine's cores serve the loop and the writer too
 

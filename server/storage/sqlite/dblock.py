@@ -14,7 +14,7 @@ import fcntl
 import os
 
 from server.storage.errors import StorageError
-from server.store.filemodes import make_private_dir
+from server.storage.filemodes import make_private_dir
 
 
 class DatabaseLocked(StorageError):

@@ -17,7 +17,7 @@ import apsw
 import schema
 from server.storage.errors import SchemaGateError, SchemaMigrationError
 from server.storage.port import Traits
-from server.store.filemodes import create_private_file, make_private_dir
+from server.storage.filemodes import create_private_file, make_private_dir
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
