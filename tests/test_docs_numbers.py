@@ -9,6 +9,7 @@ from pathlib import Path
 
 import schema
 import schema.postgres as pg_schema
+import server.httpconn as httpconn_module
 from server.version import VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +20,7 @@ def test_the_version_is_the_packages():
     assert VERSION == metadata.version("seed-agents")
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(rf'^version = "{re.escape(VERSION)}"$', pyproject, re.M)
-    httpconn = (ROOT / "server" / "httpconn.py").read_text()
+    httpconn = Path(httpconn_module.__file__).read_text()
     assert not re.search(r'^VERSION = "', httpconn, re.M), "the version is written in one place"
 
 
