@@ -19,6 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -95,7 +96,7 @@ async def prepare(server: Server, kp) -> dict:
     sid = (await rpc.call(kp, {"_": "CreateSession", "agentId": agent}))["sessionId"]
     for i in range(4):
         await rpc.call(kp, {"_": "MessageSession", "sessionId": sid,
-                            "content": [{"type": "text", "text": f"hello {i} " * 20}], "clientMessageId": f"m{i}"})
+                            "content": [{"type": "text", "text": f"hello {i} " * 20}], "clientMessageId": str(uuid.uuid4())})
         for _ in range(300):
             got = await rpc.call(kp, {"_": "GetSession", "sessionId": sid})
             if got["session"]["status"] == "idle":
@@ -120,7 +121,7 @@ def frames(kp, state: dict, cell: str, count: int) -> list[bytes]:
 async def main_async(args) -> dict:
     trees = [(name, Path(path).resolve()) for name, path in (t.split("=", 1) for t in args.tree)]
     backends = ["sqlite"] + (["postgresql"] if args.postgres else [])
-    work = Path(args.work).resolve()
+    work = Path(tempfile.mkdtemp(prefix="port_ab-", dir=args.work))   # fresh data dirs every run
     kp = keypair("port-ab")
     results: dict = {}
     for backend in backends:
@@ -173,7 +174,7 @@ def main() -> int:
     parser.add_argument("--postgres", default=None, metavar="URL", help="a PostgreSQL database (fresh schemas in it)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--work", default="/tmp/port_ab")
+    parser.add_argument("--work", default=None, help="where the run's data dirs go (a new temporary folder in it)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     results = asyncio.run(main_async(args))
