@@ -18,7 +18,7 @@ import asyncio
 import logging
 
 from server.store import triggers as triggers_q
-from server.storage.sqlite.database import DatabaseClosed
+from server.storage.workers import DatabaseClosed
 from server.triggers import schedule as sched
 from server.triggers.firing import Event, admit
 
