@@ -1,4 +1,4 @@
-"""Issue 12 finding 5, before and after in one run: `python -m bench.bench_bounds [--before REF]`.
+"""Bounded answers and caches, before and after in one run: `python -m bench.bench_bounds [--before REF]`.
 
 The same scenario against two source trees: REF (default `main`, extracted with `git archive`
 into a temporary directory) and this working tree. Each runs as a child server on loopback with

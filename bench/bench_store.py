@@ -17,7 +17,7 @@ import time
 import uuid
 
 from server.store import agents, events, sessions
-from server.store.database import Database
+from server.storage.sqlite.database import Database
 
 PAYLOAD = {"type": "message", "role": "assistant", "content": "a reply of ordinary length " * 8,
            "meta": {"model": "bench", "provider": "echo", "durationMs": 12}}

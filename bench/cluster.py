@@ -1,4 +1,4 @@
-"""Several servers on PostgreSQL (issue 16): what the PostgreSQL driver costs a server, and what a
+"""Several servers on PostgreSQL: what the PostgreSQL driver costs a server, and what a
 second server on the same database gives and costs.
 
 `python -m bench.cluster [--url postgresql://...] [--part a|b|all] [--quick]` (the URL defaults to
@@ -127,11 +127,11 @@ def fill(db, account_id: str, data_dir: str, sessions: dict[str, int]) -> dict:
 def prepared(backend: str, pg_url: str | None, data_dir: str, account_id: str, sessions: dict) -> dict:
     """Fill the store a server will open: the SQLite file in `data_dir`, or the PostgreSQL schema."""
     if backend == "sqlite":
-        from server.store.database import Database
+        from server.storage.sqlite.database import Database
 
         db = Database(os.path.join(data_dir, "agents.sqlite"))
     else:
-        from server.storage.pg_database import PgDatabase
+        from server.storage.postgres.database import PgDatabase
         from server.storage.url import parse_storage_url
 
         db = PgDatabase(parse_storage_url(pg_url))

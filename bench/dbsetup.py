@@ -11,7 +11,7 @@ from server.store import agents as agents_q
 from server.store import codec
 from server.store import events as events_q
 from server.store import sessions as sessions_q
-from server.store.database import Database
+from server.storage.sqlite.database import Database
 
 DEFINITION = {"name": "bench", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo-1"}
 

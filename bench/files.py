@@ -1,4 +1,4 @@
-"""Files bench (issue 23): upload and read throughput through a real server, each beside the raw
+"""Files bench: upload and read throughput through a real server, each beside the raw
 speed of the same storage measured in the same run, and search latency over 10,000 memory files.
 
 - upload: a file sent in 8 MiB chunks (Begin, Append..., Commit with its sha256) by a client
@@ -128,11 +128,11 @@ def seed_memory(storage_url: str | None, db_path: str, account: str, files: int)
 
     if storage_url:
         from server.storage import parse_storage_url
-        from server.storage.pg_database import PgDatabase
+        from server.storage.postgres.database import PgDatabase
 
         db = PgDatabase(parse_storage_url(storage_url))
     else:
-        from server.store.database import Database
+        from server.storage.sqlite.database import Database
 
         db = Database(db_path)
     db.start_sync()

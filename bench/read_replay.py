@@ -1,4 +1,4 @@
-"""What crash-safe reads cost (issue 12, finding 8; docs/protocol.md, "Replay").
+"""What crash-safe reads cost (docs/protocol.md, "Replay").
 
     .venv/bin/python -m bench.read_replay [--quick] [--before DIR] [--rounds N]
 

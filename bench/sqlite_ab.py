@@ -1,5 +1,5 @@
-"""The SQLite driver before and after a change, in one run (issue 16: "keeps today's speed,
-within 5%"):
+"""The SQLite driver before and after a change, in one run (the SQLite path should keep
+its speed, within 5%, through a change):
 
     python -m bench.sqlite_ab [--before REF] [--after REF|.] [--quick] [--rounds N]
                               [--wait-quiet SECONDS] [--profile DIR] [--json FILE]

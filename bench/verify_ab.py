@@ -1,4 +1,4 @@
-"""Envelope verification before and after a change, in one run (issue 27: "the honest fast path
+"""Envelope verification before and after a change, in one run ("the honest fast path
 stays as fast as today"):
 
     python -m bench.verify_ab [--before REF] [--rounds N] [--quick]
@@ -24,7 +24,7 @@ from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BEFORE = "cd23a61"   # main before issue 27
+BEFORE = "cd23a61"   # main before the honest fast path
 
 _CHILD = r"""
 import json, sys, time

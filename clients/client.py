@@ -18,9 +18,11 @@ raise AgentsError(0, reason="lost"): retry them, writes with the same idempotenc
 """
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 
+from protocol.actions import ACTIONS
 from protocol.envelope import build_envelope
 from protocol.keys import Keypair
 from protocol.principals import principal_from_string, principal_to_string
@@ -404,3 +406,28 @@ class _Connecting:
 
 
 __all__ = ["AgentsClient", "AgentsError", "Subscription", "DEFAULT_URL"]
+
+
+def _derived(name: str, builder):
+    async def send(self: AgentsClient, *args, **kwargs) -> dict:
+        return await self.call(builder(*args, **kwargs))
+
+    send.__name__ = send.__qualname__ = name
+    send.__doc__ = builder.__doc__ or f"Send `{name}`'s action (clients/actions.py) and return its response."
+    send.__wrapped__ = builder   # inspect.signature shows the builder's parameters
+    return send
+
+
+def _derive_methods() -> None:
+    """Every action of `protocol.actions.ACTIONS` is a method: written above when it does more
+    than send its builder's map (typed answers, uploads in chunks), else derived here from the
+    builder of the same name in clients/actions.py. So adding an action to the client is adding
+    its builder."""
+    for action in ACTIONS:
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower()
+        builder = getattr(actions, name, None)
+        if builder is not None and name not in vars(AgentsClient):
+            setattr(AgentsClient, name, _derived(name, builder))
+
+
+_derive_methods()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import providers
 from .errors import ProtocolError, quote
 
 # Bounds. They keep one request's cost (storage, model context, memory) proportionate; a client
@@ -40,10 +41,7 @@ MAX_AGENTS_PAGE = 1_000  # ListAgents.limit: its default and cap (the answer is 
 # says narrower (docs/protocol.md, "Integers"); anything else is a 400 at parse time.
 MAX_SAFE_INTEGER = 2**53 - 1
 
-PROVIDER_TYPES = frozenset(
-    {"echo", "openai", "openrouter", "deepseek", "groq", "xai", "ollama", "custom", "anthropic",
-     "google"}
-)
+PROVIDER_TYPES = providers.PROVIDER_TYPES   # the provider table (protocol/providers.py)
 
 
 class Fields:

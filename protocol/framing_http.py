@@ -70,6 +70,8 @@ def media_type(content_type: str | None) -> str:
 class HttpFraming:
     """One per server: it holds the limits the head checks need."""
 
+    name = "http"
+
     def __init__(self, *, max_frame: int, max_depth: int, metrics: bool = True) -> None:
         self.max_frame = max_frame
         self.max_depth = max_depth
@@ -162,7 +164,7 @@ class HttpFraming:
         status = value.get("status", 500) if value.get("_") == "Error" else 200
         if type(status) is not int or not 200 <= status <= 599:
             status = 500
-        return self.answer(status, encode_value(value), CBOR, keep_alive=keep_alive)
+        return self.http_message(status, encode_value(value), CBOR, keep_alive=keep_alive)
 
     def refusal(self, refusal: Refusal, *, keep_alive: bool = True, route: Route | None = None) -> bytes:
         """A refusal before the pipeline (415, 413, 403, Subscribe's 400): CBOR, or JSON
@@ -175,7 +177,7 @@ class HttpFraming:
 
     def json(self, status: int, value: dict, *, keep_alive: bool = True, extra: bytes = b"") -> bytes:
         body = json.dumps(value, separators=(",", ":")).encode()
-        return self.answer(status, body, "application/json", keep_alive=keep_alive, extra=extra)
+        return self.http_message(status, body, "application/json", keep_alive=keep_alive, extra=extra)
 
     def not_found(self, path: str, *, keep_alive: bool = True) -> bytes:
         return self.json(404, {"status": "error", "message": f"not found: {path}"}, keep_alive=keep_alive)
@@ -185,7 +187,7 @@ class HttpFraming:
         message = f"{method} is not allowed on {route.path} (allowed: {allow})"
         extra = f"Allow: {allow}\r\n".encode()
         if route.path in MESSAGE_PATHS and not route.json:
-            return self.answer(405, encode_value(error_response(405, message)), CBOR,
+            return self.http_message(405, encode_value(error_response(405, message)), CBOR,
                                keep_alive=keep_alive, extra=extra)
         return self.json(405, {"status": "error", "message": message}, keep_alive=keep_alive, extra=extra)
 
@@ -197,10 +199,10 @@ class HttpFraming:
         value = page_value(route.host, about)
         if route.json:
             return self.json(200, value, keep_alive=keep_alive)
-        return self.answer(200, page_html(value).encode(), "text/html; charset=utf-8", keep_alive=keep_alive)
+        return self.http_message(200, page_html(value).encode(), "text/html; charset=utf-8", keep_alive=keep_alive)
 
     def preflight(self, *, keep_alive: bool = True) -> bytes:
-        return self.answer(204, b"", None, keep_alive=keep_alive,
+        return self.http_message(204, b"", None, keep_alive=keep_alive,
                            extra=f"Access-Control-Max-Age: {PREFLIGHT_MAX_AGE}\r\n".encode())
 
     def too_many_probes(self, *, keep_alive: bool = False) -> bytes:
@@ -215,7 +217,7 @@ class HttpFraming:
         return b"HTTP/1.1 100 Continue\r\n\r\n"
 
     @staticmethod
-    def answer(status: int, body: bytes, content_type: str | None, *, keep_alive: bool = True,
+    def http_message(status: int, body: bytes, content_type: str | None, *, keep_alive: bool = True,
                extra: bytes = b"") -> bytes:
         head = [f"HTTP/1.1 {status} {_phrase(status)}\r\n".encode()]
         if content_type is not None:

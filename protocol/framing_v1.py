@@ -79,7 +79,7 @@ class V1Framing:
     def connected(self, now_ms: int) -> str | None:
         return _text({"_": "connected", "connectedAt": now_ms})
 
-    def answer(self, request: Request, response: dict, action: str | None) -> str:
+    def reply(self, request: Request, response: dict, action: str | None) -> str:
         """An action's response; a failed Subscribe has v1's lower-case error event."""
         if response.get("_") == "Error":
             if action is None:

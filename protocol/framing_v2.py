@@ -83,7 +83,7 @@ class V2Framing:
     def connected(self, now_ms: int) -> bytes | None:
         return None   # v2 sends nothing on open
 
-    def answer(self, request: Request, response: dict, action: str | None) -> bytes:
+    def reply(self, request: Request, response: dict, action: str | None) -> bytes:
         return response_frame(request.id, response)
 
     def subscribed(self, request: Request, key: str, account_id: str, response: dict) -> bytes:

@@ -22,7 +22,7 @@ from server.store import sessions as sessions_q
 from server.store import signatures as sig_q
 from server.store import uploads as uploads_q
 from server.storage import database_for
-from server.store.filemodes import make_private_dir, warn_if_wide
+from server.storage.filemodes import make_private_dir, warn_if_wide
 from server.store import codec, key_check
 from server.store.secrets import SecretBox, load_secrets_key
 from server.upload_gate import UploadGate

@@ -1,5 +1,5 @@
 """Several servers on one PostgreSQL database as one: each server's publications are carried to
-the others as small notices (LISTEN/NOTIFY, server/storage/pg_bus.py), and theirs are replayed
+the others as small notices (LISTEN/NOTIFY, server/storage/postgres/bus.py), and theirs are replayed
 into the local hub.
 
 Only when the database is shared (`app.db.shared`); a SQLite server never builds one, and its
@@ -37,7 +37,7 @@ import logging
 import uuid
 
 from server.storage.notices import MAX_NOTICE_BYTES, Resync
-from server.storage.pg_bus import PgNoticeBus, channel_for
+from server.storage.postgres.bus import PgNoticeBus, channel_for
 from server.store import agents as agents_q
 from server.store import codec
 from server.store import events as events_q

@@ -228,7 +228,7 @@ class Connection:
         if name == "Subscribe" and outcome.response.get("_") != "Error":
             self._start_subscription(outcome, request)
         else:
-            self.send(self.framing.answer(request, outcome.response, name))
+            self.send(self.framing.reply(request, outcome.response, name))
 
     def _unverified(self) -> None:
         """One more frame that was not a verified action: past the junk bound the socket is

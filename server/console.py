@@ -4,17 +4,13 @@
 from __future__ import annotations
 
 import sys
-from importlib import metadata
 
 
 def version_line() -> str:
     from schema import CURRENT_VERSION
+    from server.version import VERSION
 
-    try:
-        version = metadata.version("seed-agents")
-    except metadata.PackageNotFoundError:   # run from a source tree that was never installed
-        version = "unknown"
-    return f"seed-agents {version} (schema version {CURRENT_VERSION})"
+    return f"seed-agents {VERSION} (schema version {CURRENT_VERSION})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ CODE_EXEC_REASON_CODE = "config-disabled"
 def health(app, version: str) -> dict:  # noqa: ANN001
     config = app.config
     value: dict = {"status": "ok", "ok": True, "uptime": round(app.uptime(), 3), "version": version,
-                   "schemaVersion": app.db.schema_version}
+                   "schemaVersion": app.db.schema_version, "storage": app.db.backend}
     if config.hm_server_url:
         # Documents and icons are read back from the HM server's gateway, as the reference
         # does when no separate IPFS server is configured.

@@ -46,11 +46,11 @@ from protocol.framing_http import with_origin
 from server import memtrim
 from server.origins import DUPLICATE
 from server.peers import address_of
+from server.version import VERSION
 from server.triggers import webhook
 
 log = logging.getLogger("seed_agents.http")
 
-VERSION = "0.1.0"
 
 MAX_HEAD_BYTES = 32 * 1024   # request line + headers; more is 431
 LINGER_SECONDS = 2.0         # after a refusal with an unread body: read and drop, then close
@@ -502,12 +502,12 @@ class HttpConnection(asyncio.Protocol):
         if kind == "health":
             return framing.json(200, health(app, VERSION), keep_alive=keep_alive)
         if kind == "version":
-            value = {"version": VERSION, "schemaVersion": app.db.schema_version}
+            value = {"version": VERSION, "schemaVersion": app.db.schema_version, "storage": app.db.backend}
             if build_commit():
                 value["commit"] = build_commit()
             return framing.json(200, value, keep_alive=keep_alive)
         if kind == "metrics":
-            return framing.answer(200, app.metrics.render(), app.metrics.content_type, keep_alive=keep_alive)
+            return framing.http_message(200, app.metrics.render(), app.metrics.content_type, keep_alive=keep_alive)
         if kind == "preflight":
             return framing.preflight(keep_alive=keep_alive)
         if kind == "bad_method":

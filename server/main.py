@@ -11,12 +11,11 @@ import sys
 from server import logs
 from server.app import App
 from server.config import Config, ConfigError, add_arguments, load_config, metrics_address
-from server.dblock import DatabaseLock, DatabaseLocked
-from server.storage.errors import StorageError
-from server.store.gate import SchemaGateError
+from server.storage.errors import SchemaGateError, StorageError
+from server.storage.port import ProcessLock
 from server.store.key_check import SecretsKeyMismatch
 from server.store.secrets import SecretsKeyError
-from server.store.filemodes import make_private_dir
+from server.storage.filemodes import make_private_dir
 from server.providers.network import is_loopback_host
 from server.transport import WS_PATH, start_transport
 
@@ -40,7 +39,7 @@ class RunningServer:
         # What the Seed desktop's agent server setting takes (HTTP POST /api/message).
         local = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
         self.http_url = f"http://{url_host(local)}:{self.port}"
-        self.lock: DatabaseLock | None = None
+        self.lock: ProcessLock | None = None
         self.new_database = False   # the SQLite file was made by this start
         self.metrics_server = None
 
@@ -66,7 +65,7 @@ class RunningServer:
 
 
 async def start_server(config: Config) -> RunningServer:
-    """Bind the port, then make the folders, lock the database (DatabaseLocked when another
+    """Bind the port, then make the folders, lock the database (a StorageError when another
     server has it), open it through the schema gate, and accept connections. Nothing is
     written before the port is bound: a server that cannot listen leaves no files behind. The
     lock is held until `stop()`, or until the process ends."""
@@ -79,7 +78,7 @@ async def start_server(config: Config) -> RunningServer:
         metrics_server = start_metrics_listener(config, app)
         check_dirs(config)
         # One process per SQLite file; PostgreSQL is shared by design (several servers as one).
-        lock = None if shared else DatabaseLock(config.db_path)
+        lock = app.db.process_lock()
         if lock is not None:
             lock.acquire()
         new = not shared and not os.path.exists(config.db_path)
@@ -187,7 +186,7 @@ def run(config: Config) -> int:
     logs.setup(config.log_level, config.log_format)
     try:
         asyncio.run(serve_until_signalled(config))
-    except (StartError, DatabaseLocked, SchemaGateError, StorageError, SecretsKeyMismatch) as exc:
+    except (StartError, SchemaGateError, StorageError, SecretsKeyMismatch) as exc:
         print(f"seed-agents: {exc}", file=sys.stderr)
         return 2
     except SecretsKeyError as exc:

@@ -11,7 +11,9 @@ once by whichever of the HTTP connection or the socket ends it.
 """
 from __future__ import annotations
 
-from server.ratelimit import TokenBucket
+import time
+
+from server.ratelimit import Clock, TokenBucket
 
 # Entries of addresses with no connection are forgotten once there are this many (their probe
 # buckets start full again; a bucket forgotten early only gives back a burst).
@@ -19,10 +21,13 @@ _FORGET_AT = 4096
 
 
 class AddressTable:
-    __slots__ = ("max_per_address", "probe_rate", "probe_burst", "junk_burst", "_open", "_probes", "_junk")
+    __slots__ = ("max_per_address", "probe_rate", "probe_burst", "junk_burst", "_open", "_probes", "_junk",
+                 "clock")
 
-    def __init__(self, max_per_address: int, probe_rate: float, probe_burst: int, junk_burst: int = 100) -> None:
+    def __init__(self, max_per_address: int, probe_rate: float, probe_burst: int, junk_burst: int = 100,
+                 clock: Clock = time.monotonic) -> None:
         self.max_per_address = max_per_address
+        self.clock = clock
         self.probe_rate, self.probe_burst = probe_rate, probe_burst
         self.junk_burst = junk_burst   # a tenth of it refills per second
         self._open: dict[str, int] = {}
@@ -54,7 +59,7 @@ class AddressTable:
             if len(self._probes) >= _FORGET_AT:
                 for known in [a for a in self._probes if a not in self._open]:
                     del self._probes[known]
-            bucket = self._probes[address] = TokenBucket(self.probe_rate, self.probe_burst)
+            bucket = self._probes[address] = TokenBucket(self.probe_rate, self.probe_burst, self.clock)
         return bucket.take()
 
     def junk_ready(self, address: str) -> bool:

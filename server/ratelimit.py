@@ -1,20 +1,25 @@
 """Token buckets: one per account (CONTRACT section 6: 100 actions/s with bursts of 200 by
 default), charged only by that account's verified actions, and one per connection, charged by
-every frame it sends (server/dispatch.py)."""
+every frame it sends (server/dispatch.py). The clock is an argument (`time.monotonic` unless a
+test gives its own), so a refill is tested without waiting for it."""
 from __future__ import annotations
 
 import time
+from typing import Callable
+
+Clock = Callable[[], float]   # seconds, monotonic
 
 
 class TokenBucket:
-    __slots__ = ("rate", "burst", "tokens", "stamp")
+    __slots__ = ("rate", "burst", "tokens", "stamp", "clock")
 
-    def __init__(self, rate: float, burst: int) -> None:
+    def __init__(self, rate: float, burst: int, clock: Clock = time.monotonic) -> None:
         self.rate, self.burst = rate, float(burst)
-        self.tokens, self.stamp = float(burst), time.monotonic()
+        self.clock = clock
+        self.tokens, self.stamp = float(burst), clock()
 
     def _refill(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
 
@@ -32,8 +37,9 @@ class TokenBucket:
 
 
 class RateLimiter:
-    def __init__(self, rate: float, burst: int) -> None:
+    def __init__(self, rate: float, burst: int, clock: Clock = time.monotonic) -> None:
         self.rate, self.burst = rate, burst
+        self.clock = clock
         self._buckets: dict[str, TokenBucket] = {}
 
     def _bucket(self, account_id: str) -> TokenBucket:
@@ -41,7 +47,7 @@ class RateLimiter:
         if bucket is None:
             if len(self._buckets) > 100_000:  # forget idle accounts rather than grow forever
                 self._buckets.clear()
-            bucket = self._buckets[account_id] = TokenBucket(self.rate, self.burst)
+            bucket = self._buckets[account_id] = TokenBucket(self.rate, self.burst, self.clock)
         return bucket
 
     def ready(self, account_id: str) -> bool:

@@ -40,7 +40,7 @@ HANDLING: dict[str, Handling] = {
     "ListProviderModels": Handling(provider_models.list_provider_models),
     "CreateAgent": Handling(agents.create_agent),
     # These three decode definitions and may answer megabytes: they read off the loop
-    # (Database.read_async), so they await and run as the socket's tasks.
+    # (`db.aread(..., large=True)`), so they await and run as the socket's tasks.
     "GetAgent": Handling(agents.get_agent),
     "ListAgents": Handling(agents.list_agents),
     "CreateSession": Handling(sessions.create_session),

@@ -90,7 +90,7 @@ async def server(tmp_path, storage, request):
 @pytest.fixture
 def conn(tmp_path):
     """A fresh database file opened through the gate, for the store's own tests."""
-    from server.store.gate import open_database
+    from server.storage.sqlite.gate import open_database
 
     c = open_database(str(tmp_path / "db.sqlite"))
     yield c

@@ -10,9 +10,9 @@ import pytest
 from clients import AgentsClient, AgentsError
 from protocol.keys import Keypair
 from tests.procs import free_port
+from tests.waiting import until
 
-# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
-# needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
+# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 ECHO = {"name": "helper", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo"}
@@ -70,12 +70,10 @@ async def test_every_action_round_trips(server):
 
 
 async def settled_events(client, session_id, count):
-    async with asyncio.timeout(10):
-        while True:
-            events = (await client.get_session(session_id))["events"]
-            if len(events) >= count:
-                return events
-            await asyncio.sleep(0.02)
+    async def events():
+        got = (await client.get_session(session_id))["events"]
+        return got if len(got) >= count else None
+    return await until(events, 10, what=f"{count} events")
 
 
 async def test_context_lines_reach_the_model_but_not_the_content(server):

@@ -2,7 +2,6 @@
 action signed and POSTed, errors raised as AgentsError like over the WebSocket."""
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 
@@ -12,6 +11,7 @@ from clients import AgentsClient, AgentsError
 from protocol.capability import make_capability
 from protocol.keys import Keypair
 from tests.procs import free_port
+from tests.waiting import until
 
 ECHO = {"name": "helper", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo-1"}
 
@@ -30,9 +30,10 @@ async def test_actions_round_trip_over_http(server):
         session_id = (await client.create_session(agent_id, title="over http"))["sessionId"]
         sent = await client.message_session(session_id, "hello over http", client_message_id="m-1")
         assert await client.message_session(session_id, "hello over http", client_message_id="m-1") == sent
-        async with asyncio.timeout(10):
-            while len((events := (await client.get_session(session_id))["events"])) < 2:
-                await asyncio.sleep(0.02)
+        async def two_events():
+            got = (await client.get_session(session_id))["events"]
+            return got if len(got) >= 2 else None
+        events = await until(two_events, 10)
         assert events[1]["event"]["content"] == "echo: hello over http"
         with pytest.raises(AgentsError) as err:
             await client.get_session(str(uuid.uuid4()))

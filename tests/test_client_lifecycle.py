@@ -2,13 +2,13 @@
 expects and returns its response (UpdateSession's CLEAR sends modelOverride: null)."""
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
 from clients import AgentsClient, AgentsError
 from clients.actions import CLEAR
 from protocol.keys import Keypair
+from tests.waiting import until
 
 ECHO = {"name": "helper", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo"}
 
@@ -24,11 +24,10 @@ async def test_lifecycle_methods_round_trip(server):
         s = await client.update_session(sid, model_override=CLEAR)
         assert "modelOverride" not in s["session"] and s["session"]["title"] == "T"
         sent = await client.message_session(sid, "hi")
-        for _ in range(200):
+        async def succeeded():
             run = (await client.get_run(sent["runId"]))["run"]
-            if run["status"] == "succeeded":
-                break
-            await asyncio.sleep(0.02)
+            return run if run["status"] == "succeeded" else None
+        run = await until(succeeded, 10)
         assert run["status"] == "succeeded"
         assert [r["id"] for r in (await client.list_runs(session_id=sid))["runs"]] == [sent["runId"]]
         assert [r["id"] for r in (await client.list_runs(root_run_id=sent["runId"]))["runs"]] == [sent["runId"]]

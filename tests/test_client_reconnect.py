@@ -16,20 +16,19 @@ from protocol import dagcbor
 from protocol.keys import Keypair
 from server.main import start_server
 from tests.conftest import make_config
+from tests.waiting import until
 
 ECHO = {"name": "helper", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}
 
 
 async def wait_for_events(client, session_id, count, timeout=15.0):
-    async with asyncio.timeout(timeout):
-        while True:
-            events, page = [], {"nextAfterSeq": 0}
-            while "nextAfterSeq" in page:   # a page also ends at 4 MiB of events
-                page = await client.get_session(session_id, after_seq=page["nextAfterSeq"])
-                events += page["events"]
-            if len(events) >= count:
-                return events
-            await asyncio.sleep(0.02)
+    async def events():
+        got, page = [], {"nextAfterSeq": 0}
+        while "nextAfterSeq" in page:   # a page also ends at 4 MiB of events
+            page = await client.get_session(session_id, after_seq=page["nextAfterSeq"])
+            got += page["events"]
+        return got if len(got) >= count else None
+    return await until(events, timeout, what=f"{count} events")
 
 
 async def appends(sub, last_seq, timeout=15.0):

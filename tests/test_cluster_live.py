@@ -1,4 +1,4 @@
-"""Live events across servers (issue 16): several in-process servers on one PostgreSQL schema,
+"""Live events across servers: several in-process servers on one PostgreSQL schema,
 real clients on real sockets. A subscriber on one server sees what is written through another:
 appends in seq order with no gap and no duplicate (joining at any afterSeq while others write,
 and when two servers' notices arrive out of order), changes, account notices, deletions,
@@ -6,9 +6,8 @@ partials, revocations, and the system prompt an UpdateAgent elsewhere set; a los
 connection is made good from the database.
 
 Durable events are written here as a handler writes them (the store's append in one
-transaction, then `app.publish_append` after the commit): runs do not yet work on PostgreSQL
-(the runtime's begin write needs the run leases of the `pg-runtime` branch), so the turn
-end-to-end test below runs only once `server.store.leases` exists.
+transaction, then `app.publish_append` after the commit); a model turn end to end, leased by one
+server and watched from another, is the last test.
 """
 from __future__ import annotations
 
@@ -98,7 +97,7 @@ async def test_appends_written_on_other_servers_reach_subscribers_in_order(clust
                 await asyncio.sleep(0)   # let subscribers join between writes
 
     async def subscriber(server, after_seq, wait_for_seq):
-        while await b.app.db.read_async(events_q.last_seq, session_id) < wait_for_seq:
+        while await b.app.db.aread(events_q.last_seq, session_id, large=True) < wait_for_seq:
             await asyncio.sleep(0.005)
         client = await open_client(server)
         got = await client.call(OWNER, {"_": "Subscribe", "key": key, "afterSeq": after_seq})

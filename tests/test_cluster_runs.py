@@ -18,6 +18,7 @@ from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, flatten, keypair, setup_session
+from tests.waiting import until
 
 LEASE = 2.0   # seconds: short, so a lost server's runs come back within a test's time
 
@@ -61,12 +62,10 @@ async def session_info(c, kp, session_id: str) -> dict:
 
 async def wait_session(c, kp, session_id: str, status: str, timeout: float = 15.0) -> dict:
     """Polls GetSession (a condition, bounded in time) until the session has `status`."""
-    async with asyncio.timeout(timeout):
-        while True:
-            got = await c.call(kp, {"_": "GetSession", "sessionId": session_id})
-            if got["session"]["status"] == status:
-                return got
-            await asyncio.sleep(0.05)
+    async def has_status():
+        got = await c.call(kp, {"_": "GetSession", "sessionId": session_id})
+        return got if got["session"]["status"] == status else None
+    return await until(has_status, timeout, step=0.05, what=f"session {status}")
 
 
 def messages(events: list[dict]) -> list[tuple[str, str]]:
@@ -309,8 +308,9 @@ async def test_a_server_stopping_cleanly_hands_its_runs_back_at_once(tmp_path, p
 async def test_leases_in_the_store(tmp_path, postgres_url):
     """server.store.leases on its own: claims in session order across owners, renewals only of
     what an owner holds, requeue on the database clock, and an old attempt never answers."""
-    from server.storage.pg_database import PgDatabase
-    from server.store import accounts, agents, leases, runs, sessions
+    from server.storage.postgres.database import PgDatabase
+    from server.store import accounts, agents, runs, sessions
+    from server.store import leases
 
     db = PgDatabase(parse_storage_url(postgres_url))
     await db.start()
@@ -358,8 +358,9 @@ async def test_leases_in_the_store(tmp_path, postgres_url):
 async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgres_url):
     """Three claimers, each with its own connections (as three servers have), drain one queue
     at once: every run is claimed exactly once, and each session's runs in order."""
-    from server.storage.pg_database import PgDatabase
-    from server.store import accounts, agents, leases, runs, sessions
+    from server.storage.postgres.database import PgDatabase
+    from server.store import accounts, agents, runs, sessions
+    from server.store import leases
 
     n_sessions, per_session = 8, 5
     dbs = [PgDatabase(parse_storage_url(postgres_url)) for _ in range(3)]

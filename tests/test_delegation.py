@@ -16,6 +16,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_tool_loop import agent_session, call
 from tests.wsraw import V2Client, keypair
+from tests.waiting import until
 
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
@@ -197,10 +198,9 @@ async def test_delegation_limits_are_answered_to_the_model(server):
         _, sid = await agent_session(c, kp, "custom", fake.base_url)
         r = await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [{"type": "text", "text": "many"}]})
         root = r["runId"]
-        deadline = asyncio.get_running_loop().time() + 30
-        while (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]["status"] != "succeeded":
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.05)
+        async def root_succeeded():
+            return (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]["status"] == "succeeded"
+        await until(root_succeeded, 30, step=0.05)
         events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
         refused = [e for e in events if e["type"] == "tool_result" and "at most 10 children" in e.get("error", "")]
         assert [e["toolCallId"] for e in refused] == ["m10"]

@@ -47,11 +47,11 @@ def pattern(i: int, size: int) -> bytes:
 
 async def open_store(where: str):
     if where.startswith("postgresql"):
-        from server.storage.pg_database import PgDatabase
+        from server.storage.postgres.database import PgDatabase
 
         db = PgDatabase(parse_storage_url(where))
     else:
-        from server.store.database import Database
+        from server.storage.sqlite.database import Database
 
         db = Database(where)
     await db.start()

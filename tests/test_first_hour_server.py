@@ -9,6 +9,7 @@ import base64
 import os
 import shutil
 import socket
+from importlib import metadata
 import subprocess
 import sys
 import time
@@ -107,7 +108,7 @@ async def test_sqlite_refuses_a_changed_secrets_key_unless_told_then_names_the_p
     # A database from before the check (no check value, a secret sealed under A) is refused too
     # (on a copy, read as the start reads it).
     from server.store import key_check
-    from server.store.gate import open_database
+    from server.storage.sqlite.gate import open_database
     from server.store.secrets import SecretBox
 
     shutil.copy(data / "agents.sqlite", tmp_path / "older.sqlite")
@@ -257,7 +258,7 @@ async def test_the_front_page_is_html_for_a_browser_and_json_for_a_json_client(s
     for words in ("Seed Agents server", "Version 0.1.0", "Connect the Seed desktop",
                   f"Paste <code>http://127.0.0.1:{server.port}</code> into the desktop", "docs/"):
         assert words in page.text, words
-    assert value["name"] == "Seed Agents server" and value["version"] == "0.1.0"
+    assert value["name"] == "Seed Agents server" and value["version"] == metadata.version("seed-agents")
     assert value["health"]["status"] == "ok" and value["health"]["url"] == "/api/health"
     assert value["desktop"]["url"] == f"http://127.0.0.1:{server.port}"
     assert value["websocket"] == f"ws://127.0.0.1:{server.port}/agents/ws"

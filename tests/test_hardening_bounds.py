@@ -17,7 +17,7 @@ from protocol.envelope import build_envelope
 from server.handlers.pages import MAX_ANSWER_BYTES
 from server.main import start_server
 from server.store import accounts, agents, events, sessions
-from server.store.database import Database
+from server.storage.sqlite.database import Database
 from tests.conftest import make_config
 from tests.procs import ServerProcess
 from tests.test_hardening_slow_consumer import RawWebSocket, server_side, shrink_server_send_buffer

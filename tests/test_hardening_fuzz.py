@@ -47,6 +47,7 @@ from protocol.wire_values import encode_value
 from tests.conftest import make_config
 from tests.vectors import load
 from tests.wsraw import V2, keypair
+from tests.waiting import until
 
 CONTRACT_ERRORS = {400, 401, 403, 404, 409, 413, 429}
 FAST_EXAMPLES = 8_000
@@ -353,9 +354,7 @@ async def runs_settled(app, timeout: float = 30.0) -> None:
     def active(conn) -> int:
         return conn.execute("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')").fetchone()[0]
 
-    async with asyncio.timeout(timeout):
-        while app.db.read(active):
-            await asyncio.sleep(0.02)
+    await until(lambda: app.db.read(active) == 0, timeout, what="no queued or running run")
 
 
 def run_in_process_fuzz(tmp_path, caplog, max_examples: int) -> dict:

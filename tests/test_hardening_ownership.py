@@ -18,7 +18,7 @@ import pytest
 
 from server.handlers.access import agent_for, run_for, session_for
 from server.store import agents, runs, sessions
-from server.store.gate import open_database
+from server.storage.sqlite.gate import open_database
 from tests.wsraw import V2Client, keypair, setup_session
 
 A, B = keypair("own-A"), keypair("own-B")

@@ -16,6 +16,7 @@ from protocol import dagcbor
 from protocol.envelope import build_envelope, sign_envelope
 from tests.procs import ServerProcess
 from tests.wsraw import V1, V2, V2Client, keypair, setup_session
+from tests.waiting import until
 
 FAST = ["--rate-limit", "100000", "--rate-burst", "100000"]
 
@@ -73,17 +74,15 @@ async def accepted(srv: ServerProcess, sigs: list[bytes], timeout: float = 10.0)
     """Wait until the server's database file records every one of `sigs` as accepted."""
     path = str(srv.data_dir / "agents.sqlite")
     marks = ",".join("?" * len(sigs))
-    async with asyncio.timeout(timeout):
-        while True:
-            db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
-            try:
-                found = db.execute(f"SELECT count(*) FROM accepted_signatures WHERE sig IN ({marks})",
-                                   sigs).fetchone()[0]
-            finally:
-                db.close()
-            if found == len(sigs):
-                return
-            await asyncio.sleep(0.02)
+    def all_saved() -> bool:
+        db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            found = db.execute(f"SELECT count(*) FROM accepted_signatures WHERE sig IN ({marks})",
+                               sigs).fetchone()[0]
+        finally:
+            db.close()
+        return found == len(sigs)
+    await until(all_saved, timeout, what="every signature saved")
 
 
 # -- SIGKILL under load -------------------------------------------------------------------------

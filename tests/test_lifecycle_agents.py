@@ -187,7 +187,7 @@ async def test_start_up_removes_orphan_state_dirs_and_remakes_missing_ones(tmp_p
     stray_file = agents_dir / "README"
     stray_file.write_text("not a directory: left alone")
     # a row whose directory went missing
-    from server.store.database import Database
+    from server.storage.sqlite.database import Database
 
     db = Database(cfg.db_path)
     db.start_sync()

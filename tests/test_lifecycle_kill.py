@@ -12,7 +12,7 @@ import pytest
 
 from protocol.envelope import build_envelope
 from server.store import accounts, agents, events, runs, sessions
-from server.store.database import Database
+from server.storage.sqlite.database import Database
 from tests.procs import ServerProcess
 from tests.wsraw import V2, keypair
 

@@ -8,6 +8,7 @@ from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_runtime_turns import provider_session, send, session_status
 from tests.test_lifecycle_sessions import call
 from tests.wsraw import V2Client, keypair, setup_session
+from tests.waiting import until
 
 
 async def test_get_and_list_runs(server):
@@ -104,10 +105,9 @@ async def test_cancel_a_run_tree(server):
         # the session works again
         fake.default = Script(chunks=["fine"])
         await send(c, a, sid, "again")
-        for _ in range(200):
+        async def three_events():
             got = await call(c, a, {"_": "GetSession", "sessionId": sid})
-            if len(got["events"]) == 3:
-                break
-            await asyncio.sleep(0.02)
+            return got if len(got["events"]) == 3 else None
+        got = await until(three_events, 10)
         assert got["events"][-1]["event"]["content"] == "fine"
         await c.close(); await watch.close()

@@ -12,9 +12,9 @@ from server.store import sessions as sessions_q
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_runtime_turns import provider_session, send, session_status, until_durable
 from tests.wsraw import V2Client, flatten, keypair, setup_session
+from tests.waiting import until
 
-# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
-# needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
+# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 
@@ -35,12 +35,7 @@ async def call(c, kp, action: dict) -> dict:
 
 async def wait_for(predicate, what: str, timeout: float = 10.0):
     """Poll an async predicate until it returns a truthy value."""
-    async with asyncio.timeout(timeout):
-        while True:
-            got = await predicate()
-            if got:
-                return got
-            await asyncio.sleep(0.02)
+    return await until(predicate, timeout, what=what)
 
 
 async def runs_of(c, kp, sid):

@@ -32,7 +32,7 @@ async def running_turn(app, session_id: str, agent_id: str, account: str, text: 
         event, _ = events_q.append_event(conn, session_id, {"type": "message", "role": "user", "content": text},
                                          new_id(), now)
         run = runs_q.create_run(conn, new_id(), account, agent_id, session_id, event["id"], now, title=text)
-        if getattr(conn, "dialect", "sqlite") == "postgresql":
+        if conn.traits.run_leases:
             conn.execute("UPDATE runs SET status = 'running', attempt = 1, lease_owner = ?,"
                          " lease_expires_at = 9999999999999 WHERE id = ?", (app.runtime.leases.owner, run["id"]))
             return runs_q.get_run(conn, run["id"])
@@ -55,11 +55,6 @@ async def park_on_signal(app, run: dict, agent: dict, *, signal: str | None = "a
     return parked
 
 
-async def until(pred, timeout=15.0):
-    async def go():
-        while not pred():
-            await asyncio.sleep(0.02)
-    await asyncio.wait_for(go(), timeout)
 
 
 async def run_status(c: V2Client, kp, run_id: str) -> dict:

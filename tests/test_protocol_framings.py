@@ -32,11 +32,11 @@ def test_v1_answers_json_text_and_a_failed_subscribe_as_the_error_event():
     v1 = V1Framing(1 << 20)
     sub = Request(None, sign_envelope(KP, {"_": "Subscribe", "key": "sessions/x"}))
     err = {"_": "Error", "status": 404, "message": "no such session"}
-    assert type(v1.answer(sub, err, None)) is str   # a text message
-    assert json.loads(v1.answer(sub, err, None)) == {"_": "error", "message": "no such session",
+    assert type(v1.reply(sub, err, None)) is str   # a text message
+    assert json.loads(v1.reply(sub, err, None)) == {"_": "error", "message": "no such session",
                                                              "status": 404}
     other = Request(None, sign_envelope(KP, {"_": "ListAgents"}))
-    assert json.loads(v1.answer(other, err, None)) == err
+    assert json.loads(v1.reply(other, err, None)) == err
     assert json.loads(v1.event({"_": "change", "key": "k", "value": {"b": b"\x01"}})) == \
         {"_": "change", "key": "k", "value": {"b": {"/": {"bytes": "AQ"}}}}
     assert v1.replayed("k", 3) is None
@@ -49,7 +49,7 @@ def test_v2_reads_requests_and_controls_and_answers_by_id():
     assert read == Request(7, env)
     assert v2.read(dagcbor.encode({"id": 8, "_": "Unsubscribe", "key": "k"})) == Unsubscribe(8, "k")
     assert v2.read("text").id is None
-    answer = v2.answer(read, {"_": "ListAgentsResponse", "agents": RawEvents([])}, "ListAgents")
+    answer = v2.reply(read, {"_": "ListAgentsResponse", "agents": RawEvents([])}, "ListAgents")
     assert type(answer) is bytes and dagcbor.decode(answer) == {
         "id": 7, "response": {"_": "ListAgentsResponse", "agents": []}}
     body = dagcbor.encode({"seq": 1})

@@ -18,6 +18,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.sse_base import Script
 from tests.procs import free_port
 from tests.wsraw import V2Client, flatten, keypair
+from tests.waiting import until
 
 KEY = "sk-e2e-NEVER-SHOWN-\"quoted\"-\\back-3b9f"   # quotes and a backslash: escaped forms
 FIRST_TOKEN = 0.5
@@ -96,12 +97,10 @@ async def turn(c, kp, sid, text="hello"):
 
 
 async def settled_status(c, kp, sid):
-    async with asyncio.timeout(10):
-        while True:
-            s = (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["session"]["status"]
-            if s != "streaming":
-                return s
-            await asyncio.sleep(0.02)
+    async def settled():
+        s = (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["session"]["status"]
+        return s if s != "streaming" else None
+    return await until(settled, 10)
 
 
 @pytest.mark.parametrize("fake_cls, type_, usage", [

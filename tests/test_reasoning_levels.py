@@ -3,7 +3,6 @@ name the levels a model does take, and a level reaching each provider family in 
 through a real server, with the thinking the fakes stream back never shown as the answer."""
 from __future__ import annotations
 
-import asyncio
 
 import httpx
 import pytest
@@ -18,6 +17,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.sse_base import Script
 from tests.httpraw import act, base_url
 from tests.wsraw import keypair
+from tests.waiting import until
 
 KEY = "sk-reasoning-test"
 
@@ -59,15 +59,13 @@ async def server(tmp_path):
 
 async def reply_of(http, base, kp, session_id: str) -> dict:
     """The durable assistant event of the session's first turn (waits for it to be written)."""
-    async with asyncio.timeout(10):
-        while True:
-            status, value = await act(http, base, kp, {"_": "GetSession", "sessionId": session_id})
-            assert status == 200, value
-            found = [e["event"] for e in value["events"] if e["event"].get("role") == "assistant"
-                     or e["event"].get("type") == "error"]
-            if found:
-                return found[-1]
-            await asyncio.sleep(0.02)
+    async def answered():
+        status, value = await act(http, base, kp, {"_": "GetSession", "sessionId": session_id})
+        assert status == 200, value
+        found = [e["event"] for e in value["events"] if e["event"].get("role") == "assistant"
+                 or e["event"].get("type") == "error"]
+        return found[-1] if found else None
+    return await until(answered, 10)
 
 
 FAMILIES = {

@@ -7,6 +7,7 @@ import asyncio
 from tests.procs import FakeProcess, ServerProcess
 from tests.test_runtime_turns import provider_session
 from tests.wsraw import V2Client, keypair
+from tests.waiting import until
 
 
 async def test_kill_while_streaming_then_requeue_and_finish(tmp_path):
@@ -29,12 +30,10 @@ async def test_kill_while_streaming_then_requeue_and_finish(tmp_path):
         await c.close()
         srv.start()
         c = await V2Client.open(srv.url)
-        got = None
-        for _ in range(200):
+        async def answered():
             got = await c.call(a, {"_": "GetSession", "sessionId": sid})
-            if got["session"]["status"] == "idle" and len(got["events"]) >= 2:
-                break
-            await asyncio.sleep(0.05)
+            return got if got["session"]["status"] == "idle" and len(got["events"]) >= 2 else None
+        got = await until(answered, 10, step=0.05)
         kinds = [(e["event"]["type"], e["event"].get("role")) for e in got["events"]]
         assert kinds == [("message", "user"), ("message", "assistant")], got["events"]
         assert got["events"][1]["event"]["content"] == "Hello from the fake"  # the plain mode reply

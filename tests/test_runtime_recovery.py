@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 
 from server.store import accounts, agents, sessions
-from server.store.database import Database
+from server.storage.sqlite.database import Database
 from tests.conftest import make_config
 from tests.wsraw import V2Client, keypair
 

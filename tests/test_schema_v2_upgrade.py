@@ -11,7 +11,7 @@ import apsw
 
 import schema
 from server.store import runs as runs_q
-from server.store.gate import open_database
+from server.storage.sqlite.gate import open_database
 from tests.conftest import make_config
 from tests.test_runtime_turns import send
 from tests.wsraw import V2Client, keypair

@@ -10,7 +10,7 @@ from websockets.asyncio.client import connect
 from protocol import dagcbor
 from protocol.envelope import build_envelope
 from server.store import accounts, agents, events, sessions
-from server.store.database import Database
+from server.storage.sqlite.database import Database
 from tests.conftest import make_config
 from tests.wsraw import keypair, rss_bytes
 

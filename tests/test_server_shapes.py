@@ -12,8 +12,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 
-# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
-# needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
+# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")

@@ -11,8 +11,7 @@ from protocol.capability import make_capability
 from protocol.envelope import build_envelope, sign_envelope
 from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 
-# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
-# needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
+# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 
@@ -20,7 +19,7 @@ def now_ms():
     return int(time.time() * 1000)
 
 
-async def test_health_and_metrics(server):
+async def test_health_and_metrics(server, storage):
     import httpx
 
     base = f"http://{server.host}:{server.port}"
@@ -30,6 +29,7 @@ async def test_health_and_metrics(server):
             body = r.json()
             assert r.status_code == 200 and body["ok"] is True and body["status"] == "ok"
             assert body["schemaVersion"] >= 1 and "version" in body and body["uptime"] >= 0
+            assert body["storage"] == storage   # which backend; schemaVersion stays a number
         r = await http.get(base + "/metrics")
         assert r.status_code == 200 and "seed_agents_connections" in r.text
         assert (await http.get(base + "/nope")).status_code == 404

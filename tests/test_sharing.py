@@ -9,8 +9,7 @@ import pytest
 
 from tests.wsraw import V1, V2Client, keypair, setup_session
 
-# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py); a test that
-# needs a model turn runs on SQLite only until the runtime's run leases reach PostgreSQL.
+# The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 OWNER, WRITER, READER, STRANGER = (keypair("share-owner"), keypair("share-writer"),

@@ -1,8 +1,9 @@
 """The store's conformance tests: the same tests on both drivers, through what the server uses.
 
-The server reaches its store in one way: the functions of `server.store`, run through a façade,
-`db.write` / `db.read` / `db.read_async`. `Database` runs them on a SQLite file, `PgDatabase` on
-PostgreSQL (their SQL rewritten by server/storage/dialect.py). Each test here runs on both
+The server reaches its store in one way, the storage port (server/storage/port.py): the functions
+of `server.store`, run through a façade, `db.write` / `db.read` / `db.aread`. `Database` runs them
+on a SQLite file, `PgDatabase` on PostgreSQL (their SQL rewritten by
+server/storage/postgres/dialect.py). Each test here runs on every backend of `BACKENDS`
 (parametrized), calling the real store functions (and handlers/idempotency.once, as the
 handlers do).
 
@@ -42,7 +43,8 @@ from server.store import secrets_table as secrets_q
 from server.store import sessions as sessions_q
 from server.store import signatures as sig_q
 from server.store.errors import NotFound
-from server.store.gate import SchemaGateError
+from server.storage.errors import SchemaGateError
+from server.storage.port import Conn
 from server.store.secrets import SecretBox
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
@@ -51,22 +53,75 @@ GUEST = "z6MkGuest"
 T0 = 1_700_000_000_000
 
 
+class SqliteBackend:
+    """The SQLite adapter as the tests drive it: where a test's store is, and the changes an
+    operator could make behind the façade's back."""
+
+    name = "sqlite"
+
+    @staticmethod
+    def where(request, tmp_path) -> str:
+        return str(tmp_path / "agents.sqlite")
+
+    @staticmethod
+    def make(where: str):
+        from server.storage.sqlite.database import Database
+
+        return Database(where)
+
+    @staticmethod
+    def run_sql(where: str, sql: str) -> None:
+        import apsw
+
+        conn = apsw.Connection(where)
+        conn.execute(sql)
+        conn.close()
+
+    @classmethod
+    def set_version(cls, where: str, version: int) -> None:
+        cls.run_sql(where, f"PRAGMA user_version = {version}")
+
+
+class PostgresBackend:
+    name = "postgresql"
+
+    @staticmethod
+    def where(request, tmp_path) -> str:
+        return request.getfixturevalue("postgres_url")   # a fresh schema per test (tests/pg.py)
+
+    @staticmethod
+    def make(where: str):
+        from server.storage.postgres.database import PgDatabase
+
+        return PgDatabase(parse_storage_url(where))
+
+    @staticmethod
+    def run_sql(where: str, sql: str, params=()) -> None:
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as conn:
+            conn.execute(sql, params)
+
+    @classmethod
+    def set_version(cls, where: str, version: int) -> None:
+        cls.run_sql(where, "UPDATE schema_version SET version = %s", (version,))
+
+
+# A third backend is its folder under server/storage/ and one entry here.
+BACKENDS = {backend.name: backend for backend in (SqliteBackend, PostgresBackend)}
+
+
 class Stores:
     """Opens façade instances ("servers") on one store and closes them after the test."""
 
-    def __init__(self, kind: str, where: str) -> None:
-        self.kind = kind
+    def __init__(self, backend, where: str) -> None:
+        self.backend = backend
+        self.kind = backend.name
         self.where = where   # the SQLite file, or the PostgreSQL URL of the test's schema
         self.opened: list = []
 
     def make(self):
-        if self.kind == "sqlite":
-            from server.store.database import Database
-
-            return Database(self.where)
-        from server.storage.pg_database import PgDatabase
-
-        return PgDatabase(parse_storage_url(self.where))
+        return self.backend.make(self.where)
 
     async def open(self):
         db = self.make()
@@ -87,43 +142,38 @@ class Stores:
 
     # -- changes behind the façade's back, as an operator or another program would make them --
     def set_version(self, version: int) -> None:
-        if self.kind == "sqlite":
-            import apsw
-
-            conn = apsw.Connection(self.where)
-            conn.execute(f"PRAGMA user_version = {version}")
-            conn.close()
-        else:
-            import psycopg
-
-            with psycopg.connect(self.where, autocommit=True) as conn:
-                conn.execute("UPDATE schema_version SET version = %s", (version,))
+        self.backend.set_version(self.where, version)
 
     def add_foreign_table(self) -> None:
-        if self.kind == "sqlite":
-            import apsw
-
-            conn = apsw.Connection(self.where)
-            conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
-            conn.close()
-        else:
-            import psycopg
-
-            with psycopg.connect(self.where, autocommit=True) as conn:
-                conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        self.backend.run_sql(self.where, "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=sorted(BACKENDS))
 async def stores(request, tmp_path):
-    if request.param == "sqlite":
-        where = str(tmp_path / "agents.sqlite")
-    else:
-        where = request.getfixturevalue("postgres_url")
-    s = Stores(request.param, where)
+    backend = BACKENDS[request.param]
+    s = Stores(backend, backend.where(request, tmp_path))
     try:
         yield s
     finally:
         await s.close_all()
+
+
+async def test_each_backend_provides_the_port(stores):
+    """Every member the storage port declares is there, and a store function's connection
+    carries the adapter's traits (what queries read instead of asking which backend)."""
+    db = await stores.open()
+    for name in ("backend", "shared", "path", "traits", "schema_version", "start", "start_sync",
+                 "close", "close_sync", "process_lock", "read", "aread", "write", "write_nowait", "write_sync"):
+        assert hasattr(db, name), name
+    assert isinstance(db.schema_version, int) and db.schema_version > 0
+    assert db.traits.name == db.backend == stores.kind
+    assert db.shared == db.traits.run_leases   # several servers: runs leased (server/store/leases.py)
+    conn_traits = db.read(lambda conn: (isinstance(conn, Conn), conn.traits))
+    assert conn_traits == (True, db.traits)
+    assert await db.aread(lambda conn: conn.execute("SELECT 1").fetchone()[0]) == 1
+    assert await db.aread(lambda conn: conn.execute("SELECT 2").fetchone()[0], large=True) == 2
+    lock = db.process_lock()
+    assert (lock is None) == db.shared
 
 
 def _seed(conn, sessions) -> None:
@@ -155,7 +205,7 @@ async def test_seq_is_dense_and_unique_under_concurrent_appends_from_three_insta
     by_seq = {event["seq"]: body for event, body in results}
     for db in dbs:
         assert db.read(events_q.last_seq, "s1") == total
-        rows, more = await db.read_async(events_q.event_bodies_page, "s1", 0, 1000, 1 << 30)
+        rows, more = await db.aread(events_q.event_bodies_page, "s1", 0, 1000, 1 << 30, large=True)
         assert [seq for seq, _ in rows] == list(range(1, total + 1)) and not more
         assert all(bytes(body) == by_seq[seq] for seq, body in rows)   # the bytes append returned
     session = dbs[1].read(sessions_q.get_session, "s1")
@@ -195,7 +245,7 @@ async def test_the_event_page_is_bounded_by_bytes_and_count(stores):
         await db.write(events_q.append_event, "s1", user_message("x" * 1000), f"e{i}", T0)
 
     async def page(after, limit, max_bytes):
-        rows, more = await db.read_async(events_q.event_bodies_page, "s1", after, limit, max_bytes)
+        rows, more = await db.aread(events_q.event_bodies_page, "s1", after, limit, max_bytes, large=True)
         assert rows == db.read(events_q.event_bodies_page, "s1", after, limit, max_bytes)[0]
         return [seq for seq, _ in rows], more
 
@@ -829,8 +879,8 @@ def normalized(value):
 
 
 async def test_both_drivers_return_the_same_shapes(tmp_path, postgres_url):
-    from server.storage.pg_database import PgDatabase
-    from server.store.database import Database
+    from server.storage.postgres.database import PgDatabase
+    from server.storage.sqlite.database import Database
 
     lite, pg = Database(str(tmp_path / "agents.sqlite")), PgDatabase(parse_storage_url(postgres_url))
     await lite.start()
@@ -917,7 +967,7 @@ async def test_the_shape_script_calls_every_store_function(tmp_path):
     """So every statement of the store runs on PostgreSQL in the test above: a new store
     function must be added to `shape_script` (or, if only another one calls it, named in
     CALLED_BY_OTHERS). Runs on SQLite alone, so it holds without PostgreSQL too."""
-    from server.store.database import Database
+    from server.storage.sqlite.database import Database
 
     db = Database(str(tmp_path / "agents.sqlite"))
     await db.start()

@@ -1,11 +1,11 @@
-"""The SQLite-to-PostgreSQL rewrite of the store's SQL (server/storage/dialect.py): pure strings,
+"""The SQLite-to-PostgreSQL rewrite of the store's SQL (server/storage/postgres/dialect.py): pure strings,
 then a few rewritten statements run on a real PostgreSQL (the whole store's SQL runs there in
 tests/test_storage_conformance.py and the PostgreSQL pass of the end-to-end tests)."""
 from __future__ import annotations
 
 import pytest
 
-from server.storage.dialect import to_postgres
+from server.storage.postgres.dialect import to_postgres
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 
@@ -102,7 +102,7 @@ def test_the_rewrite_is_cached_per_statement():
 def test_rewritten_statements_run_on_postgresql(postgres_url):
     import psycopg
 
-    from server.storage.pg_database import PgConn
+    from server.storage.postgres.database import PgConn
 
     raw = psycopg.connect(postgres_url, autocommit=True, cursor_factory=psycopg.ClientCursor)
     try:
@@ -125,3 +125,10 @@ def test_rewritten_statements_run_on_postgresql(postgres_url):
         assert conn.execute("DELETE FROM t WHERE id = ?", ("zz",)).fetchall() == []
     finally:
         raw.close()
+
+
+def test_sqlites_no_limit_before_an_offset_is_dropped():
+    stmt = to_postgres("SELECT id FROM t WHERE a = ? ORDER BY b DESC LIMIT -1 OFFSET ?")
+    assert stmt.text == "SELECT id FROM t WHERE a = %s ORDER BY b DESC OFFSET %s"
+    assert to_postgres("SELECT 'LIMIT -1 OFFSET' FROM t LIMIT 5 OFFSET ?").text == \
+        "SELECT 'LIMIT -1 OFFSET' FROM t LIMIT 5 OFFSET %s"

@@ -11,8 +11,8 @@ import pytest
 import schema.postgres as pg_schema
 from server.handlers import idempotency as idem
 from server.storage import parse_storage_url
-from server.storage.pg_database import PgDatabase, StorageUnavailable
-from server.storage.pg_gate import PgSchemaGateError, PgSchemaMigrationError, PgSchemaTarget
+from server.storage.postgres.database import PgDatabase, StorageUnavailable
+from server.storage.postgres.gate import PgSchemaGateError, PgSchemaMigrationError, PgSchemaTarget
 from server.store import accounts as accounts_q
 from server.store import agents as agents_q
 from server.store import events as events_q
@@ -266,7 +266,7 @@ async def test_a_lost_listen_connection_reconnects_and_asks_for_a_resync(postgre
     from psycopg_pool import AsyncConnectionPool
 
     from server.storage.notices import Notice, Resync
-    from server.storage.pg_bus import PgNoticeBus, channel_for
+    from server.storage.postgres.bus import PgNoticeBus, channel_for
 
     url = parse_storage_url(postgres_url)
     a, b = await open_db(postgres_url), await open_db(postgres_url)

@@ -63,16 +63,16 @@ def test_a_percent_encoded_password_is_scrubbed_in_both_forms():
 def test_the_url_picks_the_facade_without_connecting(tmp_path):
     from types import SimpleNamespace
 
-    from server.storage.pg_database import PgDatabase
-    from server.store.database import Database
+    from server.storage.postgres.database import PgDatabase
+    from server.storage.sqlite.database import Database
 
     lite = database_for(SimpleNamespace(storage_url=parse_storage_url(f"sqlite:{tmp_path / 'a.sqlite'}"),
                                         db_path=str(tmp_path / "a.sqlite")))
     assert isinstance(lite, Database) and lite.path == str(tmp_path / "a.sqlite")
-    assert (lite.shared, lite.dialect) == (False, "sqlite")
+    assert (lite.shared, lite.backend) == (False, "sqlite")
     pg = database_for(SimpleNamespace(storage_url=parse_storage_url(f"postgresql://u:{SECRET}@127.0.0.1/x"),
                                       db_path=str(tmp_path / "unused.sqlite")))
-    assert isinstance(pg, PgDatabase) and (pg.shared, pg.dialect) == (True, "postgresql")
+    assert isinstance(pg, PgDatabase) and (pg.shared, pg.backend) == (True, "postgresql")
     assert SECRET not in pg.path and SECRET not in repr(pg.url)
     default = database_for(SimpleNamespace(storage_url=None, db_path=str(tmp_path / "b.sqlite")))
     assert isinstance(default, Database) and default.path == str(tmp_path / "b.sqlite")

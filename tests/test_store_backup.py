@@ -11,8 +11,8 @@ import pytest
 
 import schema
 from server.store import agents, events, sessions
-from server.store.database import Database
-from server.store.gate import open_database
+from server.storage.sqlite.database import Database
+from server.storage.sqlite.gate import open_database
 
 PAYLOAD = {"type": "message", "role": "user", "content": "backed up"}
 

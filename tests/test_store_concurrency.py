@@ -5,7 +5,7 @@ import asyncio
 import uuid
 
 from server.store import agents, events, idempotency, sessions
-from server.store.database import Database
+from server.storage.sqlite.database import Database
 from tests.threads import race
 
 ACCOUNT = "z6MkAccount"

@@ -16,15 +16,15 @@ from server.store import memory as memory_q
 from server.store import sessions as sessions_q
 from server.store import uploads as uploads_q
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
-from tests.test_storage_conformance import ACCOUNT, T0, Stores, seed
+from tests.test_storage_conformance import ACCOUNT, BACKENDS, T0, Stores, seed
 
 LIMITS = memory_q.MemoryLimits(quota=None, max_files=10_000)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=sorted(BACKENDS))
 async def db(request, tmp_path):
-    where = str(tmp_path / "agents.sqlite") if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    stores = Stores(request.param, where)
+    backend = BACKENDS[request.param]
+    stores = Stores(backend, backend.where(request, tmp_path))
     try:
         d = await stores.open()
         await seed(d, ("s1", "s2"))
@@ -94,9 +94,9 @@ async def test_overwrite_releases_the_old_bytes(db):
 
 async def test_a_staged_upload_is_committed_through_another_instance(db, request):
     other = db
-    if db.dialect == "postgresql":   # a second "server" on the same store
+    if db.shared:   # a second "server" on the same store
         from server.storage import parse_storage_url
-        from server.storage.pg_database import PgDatabase
+        from server.storage.postgres.database import PgDatabase
 
         other = PgDatabase(parse_storage_url(request.getfixturevalue("postgres_url")))
         await other.start()

@@ -7,7 +7,7 @@ import apsw
 import pytest
 
 import schema
-from server.store.gate import (SchemaGateError, SchemaMigrationError, SchemaTarget, open_database,
+from server.storage.sqlite.gate import (SchemaGateError, SchemaMigrationError, SchemaTarget, open_database,
                                open_reader)
 from tests.threads import race
 

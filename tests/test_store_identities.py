@@ -21,11 +21,11 @@ BOX = SecretBox(bytes(range(32)))
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def db(request, tmp_path):
     if request.param == "sqlite":
-        from server.store.database import Database
+        from server.storage.sqlite.database import Database
 
         database = Database(str(tmp_path / "agents.sqlite"))
     else:
-        from server.storage.pg_database import PgDatabase
+        from server.storage.postgres.database import PgDatabase
 
         database = PgDatabase(parse_storage_url(request.getfixturevalue("postgres_url")))
     await database.start()

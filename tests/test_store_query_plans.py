@@ -9,7 +9,7 @@ import pytest
 
 from server.store import (accounts, agents, collaborators, events, idempotency, owners, providers, runs,
                           secrets_table, sessions, signatures)
-from server.store.gate import open_database
+from server.storage.sqlite.gate import open_database
 
 A = "z6MkAccount"
 

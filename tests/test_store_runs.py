@@ -5,7 +5,7 @@ import pytest
 
 from server.store import agents, runs, sessions
 from server.store.errors import NotFound
-from server.store.gate import open_database
+from server.storage.sqlite.gate import open_database
 
 ACCOUNT = "z6MkAccount"
 

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from server.store import secrets_table
-from server.store.database import Database
+from server.storage.sqlite.database import Database
 from server.store.secrets import (KEY_FILE, SecretBox, SecretOpenError, SecretsKeyError,
                                   load_secrets_key)
 

@@ -17,12 +17,13 @@ import sys
 from pathlib import Path
 
 from clients.commands.common import CliError, open_client, say
+from protocol import providers as provider_table
 from clients.errors import AgentsError
 from clients.render import as_json, table
 
-TYPES = ("openai", "anthropic", "google", "ollama", "openrouter", "deepseek", "groq", "xai", "custom")
+TYPES = provider_table.ADDABLE_TYPES   # the provider table (protocol/providers.py)
 # Hosted services refuse anonymous calls: better said now than at the first message.
-KEY_REQUIRED = frozenset({"openai", "anthropic", "google", "openrouter", "deepseek", "groq", "xai"})
+KEY_REQUIRED = provider_table.KEY_REQUIRED
 
 
 def secret_name(provider: str) -> str:

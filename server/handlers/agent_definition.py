@@ -5,6 +5,7 @@ their write job, after the provider itself was found."""
 from __future__ import annotations
 
 from protocol.errors import ProtocolError, quote
+from protocol.providers import BUILTIN_TYPES
 from protocol.reasoning import level_problem
 from server.handlers.identities import check_signing_keys
 from server.store import providers as providers_q
@@ -15,7 +16,7 @@ def provider_type(conn, owner: str, name: str) -> str | None:  # noqa: ANN001
     row = providers_q.get_provider(conn, owner, name)
     if row is not None:
         return row["config"].get("type", "")
-    return "echo" if name == "echo" else None
+    return name if name in BUILTIN_TYPES else None
 
 
 def check_level(conn, owner: str, provider: str, model: str, level: str | None, where: str) -> None:  # noqa: ANN001

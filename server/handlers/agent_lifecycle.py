@@ -30,7 +30,7 @@ async def update_agent(app, env, action) -> dict:
     forget_system_prompt(app, agent["id"])  # the next turn and GetSession read the new one
     app.publish_agent(agent)   # with its `agent-updated` notice
     # The reference's answer, GetAgentResponse: the desktop writes it into its agent cache.
-    sessions = await app.db.read_async(sessions_q.sessions_of_agent, agent["id"], AGENT_SESSIONS)
+    sessions = await app.db.aread(sessions_q.sessions_of_agent, agent["id"], AGENT_SESSIONS, large=True)
     return {"_": "GetAgentResponse", "agent": agents_q.as_seen_by(agent, role), "sessions": sessions}
 
 

@@ -5,6 +5,7 @@ import os
 
 from protocol.actions import request_fingerprint
 from protocol.errors import ProtocolError, quote
+from protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
 from server.clock import new_id
 from server.handlers.agent_definition import check_definition
 from server.handlers.access import READER, agent_for
@@ -17,7 +18,7 @@ from server.store import providers as providers_q
 from server.store import sessions as sessions_q
 from server.store import trigger_firings as firings_q
 
-BUILTIN_PROVIDERS = {"echo"}
+BUILTIN_PROVIDERS = BUILTIN_TYPES   # every account has them (protocol/providers.py)
 
 
 def check_provider_name(conn, account_id: str, name: str) -> None:
@@ -25,7 +26,7 @@ def check_provider_name(conn, account_id: str, name: str) -> None:
         return
     raise ProtocolError(400, f"definition.modelProvider {quote(name)} is not a provider of this account "
                              f"(set it with `seed-agents providers set {name} ...` or the desktop's provider "
-                             "settings, or use the built-in 'echo')")
+                             f"settings, or use the built-in {quote(BUILTIN_PROVIDER)})")
 
 
 async def create_agent(app, env, action) -> dict:
@@ -63,7 +64,7 @@ async def get_agent(app, env, action) -> dict:
         return agent, sessions
 
     # Off the event loop: the definition (up to 256 KiB) and 1000 sessions are decoded there.
-    agent, sessions = await app.db.read_async(read)
+    agent, sessions = await app.db.aread(read, large=True)
     return {"_": "GetAgentResponse", "agent": agent, "sessions": sessions}
 
 
@@ -72,9 +73,9 @@ async def list_agents(app, env, action) -> dict:
     public agent of another account is never listed): at most `limit` (default and cap 1000),
     ending before the answer passes 4 MiB; `nextCursor` when more remain (an addition a Seed
     client ignores: docs/protocol.md)."""
-    agents, cursor = await app.db.read_async(
+    agents, cursor = await app.db.aread(
         collab_q.agents_page, env.account_id, action.limit or AGENTS_PAGE, action.cursor,
-        MAX_ANSWER_BYTES)
+        MAX_ANSWER_BYTES, large=True)
     response = {"_": "ListAgentsResponse", "agents": agents}
     if cursor is not None:
         response["nextCursor"] = cursor

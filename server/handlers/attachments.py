@@ -37,7 +37,7 @@ async def read_session_attachment(app, env, action) -> dict:
             length = cap if length is None else min(length, cap)
         return att_q.read(conn, action.session_id, action.attachment_id, cap, offset, length)
 
-    info, data = await app.db.read_async(read)
+    info, data = await app.db.aread(read, large=True)
     response = {"_": "ReadSessionAttachmentResponse", "attachment": info, "data": data}
     if action.offset is not None or action.length is not None:
         response["offset"] = action.offset or 0

@@ -52,7 +52,7 @@ async def list_signing_identities(app, env, action) -> dict:
         names = None if agent["accessRole"] == OWNER else signing_keys_of(agent["definition"])
         return identities_q.list_identities(conn, agent["account"], names)
 
-    return {"_": "ListSigningIdentitiesResponse", "identities": await app.db.read_async(read)}
+    return {"_": "ListSigningIdentitiesResponse", "identities": await app.db.aread(read, large=True)}
 
 
 async def _answered_before(app, env, action_name: str, client_id: str | None) -> dict | None:  # noqa: ANN001

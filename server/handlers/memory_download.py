@@ -107,7 +107,7 @@ async def download_agent_memory_file(app, env, action) -> dict:
             received = await app.db.write(uploads_q.append, upload_id, account_id, received, bytes(buffer),
                                           app.now_ms())
         up = await app.db.aread(uploads_q.get, upload_id, account_id)
-        scan = await app.db.read_async(blobs.scan, up.blob_id, memory_q.MAX_INDEXED_CHARS)
+        scan = await app.db.aread(blobs.scan, up.blob_id, memory_q.MAX_INDEXED_CHARS, large=True)
         result = await commit_scanned(app, account_id, upload_id, scan)
         upload_id = None
     finally:

@@ -33,7 +33,7 @@ async def list_agent_memory(app, env, action) -> dict:
         agent_access(conn, env.account_id, action.agent_id, READER)
         return memory_q.list_memory(conn, action.agent_id)
 
-    entries, total = await app.db.read_async(read)
+    entries, total = await app.db.aread(read, large=True)
     return {"_": "ListAgentMemoryResponse", "agentId": action.agent_id, "entries": entries, "totalBytes": total}
 
 
@@ -51,7 +51,7 @@ async def read_agent_memory_file(app, env, action) -> dict:
         length = min(cap, max(0, info.size - offset) if action.length is None else action.length)
         return memory_q.file_value(info, blobs.read_range(conn, info.blob_id, offset, length), offset)
 
-    file = await app.db.read_async(read)
+    file = await app.db.aread(read, large=True)
     return {"_": "ReadAgentMemoryFileResponse", "agentId": action.agent_id, "file": file}
 
 
@@ -85,7 +85,7 @@ async def search_agent_memory(app, env, action) -> dict:
         agent_access(conn, env.account_id, action.agent_id, READER)
         return memory_q.search(conn, action.agent_id, action.query, action.limit or 20)
 
-    results = await app.db.read_async(read)
+    results = await app.db.aread(read, large=True)
     return {"_": "SearchAgentMemoryResponse", "agentId": action.agent_id, "query": action.query,
             "results": results}
 
@@ -110,7 +110,7 @@ async def upload_agent_memory_file_to_ipfs(app, env, action) -> dict:
                                      "are published to IPFS")
         return info, blobs.read_range(conn, info.blob_id)
 
-    info, data = await app.db.read_async(read)
+    info, data = await app.db.aread(read, large=True)
     if not hm_url:
         raise ProtocolError(501, "UploadAgentMemoryFileToIpfs needs a Seed hypermedia server to publish through, "
                                  "and this server has none (--hm-server-url); the file stays in memory")

@@ -18,7 +18,7 @@ def sessions_with_agents(conn, sessions: list[dict], role_of=lambda agent_id: "o
     """ListSessions' (sessions, agents): the sessions in order, each with its agent's AgentInfo
     once (with the caller's `role_of(agent_id)` as accessRole; None leaves it out), cut before
     the bytes pass `max_bytes` (one session at least). The caller's cursor is the last session
-    kept when the list was cut. Runs on a reader thread (Database.read_async): database reads
+    kept when the list was cut. Runs on a reader thread (`db.aread(..., large=True)`): database reads
     only, no app state."""
     kept: list[dict] = []
     agents: dict[str, dict] = {}

@@ -7,11 +7,12 @@ import hashlib
 import uuid
 
 from protocol.errors import ProtocolError
+from protocol.providers import BUILTIN_PROVIDER
 from server.clock import new_id
 from server.handlers.access import READER, agent_for
 from server.store import providers as providers_q
 
-BUILTIN_ECHO = "echo"
+BUILTIN_ECHO = BUILTIN_PROVIDER   # protocol/providers.py
 # Providers per account: ListModelProviders answers them all, so their number is bounded
 # (a RedactedModelProvider is a few hundred bytes: 1000 of them stay well under 1 MiB).
 MAX_PROVIDERS = 1_000
@@ -35,8 +36,8 @@ def builtin_echo(account_id: str) -> dict:
     digest = bytearray(hashlib.sha256(f"seed-agents builtin provider echo\x00{account_id}".encode()).digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x40   # version 4
     digest[8] = (digest[8] & 0x3F) | 0x80   # RFC 4122 variant
-    return {"id": str(uuid.UUID(bytes=bytes(digest))), "name": BUILTIN_ECHO, "type": "echo",
-            "hasSecrets": False, "createdAt": 0, "updatedAt": 0, "defaultModel": "echo"}
+    return {"id": str(uuid.UUID(bytes=bytes(digest))), "name": BUILTIN_ECHO, "type": BUILTIN_ECHO,
+            "hasSecrets": False, "createdAt": 0, "updatedAt": 0, "defaultModel": BUILTIN_ECHO}
 
 
 async def set_model_provider(app, env, action) -> dict:

@@ -96,7 +96,7 @@ async def list_sessions(app, env, action) -> dict:
             cursor = {"updatedBefore": kept[-1]["updatedAt"], "idBefore": kept[-1]["id"]}
         return kept, agents, cursor
 
-    sessions, agents, cursor = await app.db.read_async(read)
+    sessions, agents, cursor = await app.db.aread(read, large=True)
     response = {"_": "ListSessionsResponse", "sessions": sessions, "agents": agents}
     if cursor is not None:
         response["nextCursor"] = cursor

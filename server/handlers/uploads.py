@@ -58,7 +58,7 @@ async def commit_file_upload(app, env, action) -> dict:
     up = await app.db.aread(uploads_q.get, action.upload_id, env.account_id)
     if up.received != up.size:
         raise ProtocolError(400, f"Upload has {up.received} of {up.size} bytes; cannot commit")
-    scan = await app.db.read_async(blobs.scan, up.blob_id, memory_q.MAX_INDEXED_CHARS)
+    scan = await app.db.aread(blobs.scan, up.blob_id, memory_q.MAX_INDEXED_CHARS, large=True)
     if scan.size != up.size or (action.sha256 is not None and scan.sha256.hex() != action.sha256):
         await app.db.write(uploads_q.abort, action.upload_id, env.account_id)
         if scan.size != up.size:

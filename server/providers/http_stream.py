@@ -8,7 +8,7 @@
   that never starts still fails on time. The time the caller spends between pulls does not count.
 - Errors a client sees carry the provider type, the display URL (no userinfo, no query), the
   HTTP status and a fixed phrase, never the remote body: the body goes to the log, bounded,
-  single-line and scrubbed of the key (issue 12, finding 3). They are raised `from None`, so a
+  single-line and scrubbed of the key. They are raised `from None`, so a
   traceback never prints the httpx exception (which holds the request and its headers).
 """
 

@@ -1,4 +1,4 @@
-"""Which networks provider URLs may reach, enforced on every connection (issue 12, finding 3).
+"""Which networks provider URLs may reach, enforced on every connection.
 
 Any account can point an `ollama` or `custom` provider at any URL, so the server's own network
 is reachable through it (SSRF). The operator decides which address classes are allowed with
@@ -241,7 +241,7 @@ def provider_client(policy: NetworkPolicy) -> httpx.AsyncClient:
     )
 
 
-# -- logging (issue 12, finding 10) -----------------------------------------------------------
+# -- logging -----------------------------------------------------------
 
 
 class _RedactUrlsFilter(logging.Filter):

@@ -1,9 +1,10 @@
 """Which provider types exist, what each needs, and how a spec becomes a provider.
 
-The type list is the protocol's (`protocol.actions.PROVIDER_TYPES`), kept once. The hosted types
+The types are the protocol's provider table (`protocol/providers.py`), kept once; this module
+says which class speaks each family. The hosted types
 talk to their public endpoint: a `baseUrl` stored with one of them is ignored unless the operator
 allows overrides (`--allow-provider-base-url`), so a stored API key never goes to a host an
-account chose (CONTRACT section 4, issue 12 finding 4). `ollama` and `custom` take `baseUrl`;
+account chose (CONTRACT section 4). `ollama` and `custom` take `baseUrl`;
 where any URL may connect is the network policy's business (network.py).
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from protocol.actions import PROVIDER_TYPES
+from protocol import providers as table
 
 from .anthropic import AnthropicProvider
 from .base import Provider, ProviderError, ProviderSpec
@@ -22,28 +23,19 @@ from .google import GoogleProvider
 from .openai_compat import OpenAICompatProvider
 from .redact import display_url
 
-DEFAULT_BASE_URLS: dict[str, str] = {
-    "openai": "https://api.openai.com/v1",
-    "openrouter": "https://openrouter.ai/api/v1",
-    "deepseek": "https://api.deepseek.com/v1",
-    "groq": "https://api.groq.com/openai/v1",
-    "xai": "https://api.x.ai/v1",
-    "anthropic": "https://api.anthropic.com",
-    "google": "https://generativelanguage.googleapis.com",
-    "ollama": "http://localhost:11434/v1",
-}
+# The class that speaks each family of the table. A table family with no class here is refused
+# at import (and by tests/test_provider_table.py).
+FAMILIES: dict[str, type] = {"builtin": EchoProvider, "openai": OpenAICompatProvider,
+                             "anthropic": AnthropicProvider, "google": GoogleProvider}
+assert set(FAMILIES) == table.FAMILIES, "the provider table and the registry disagree on families"
 
+DEFAULT_BASE_URLS: dict[str, str] = table.DEFAULT_BASE_URLS
 # Hosted services: a public endpoint and a key. A missing key is caught when the provider is
 # built rather than by a 401 on the first message. Ollama and custom servers may run without one.
-HOSTED_TYPES: frozenset[str] = frozenset(
-    {"openai", "openrouter", "deepseek", "groq", "xai", "anthropic", "google"})
-KEY_REQUIRED = HOSTED_TYPES
-
-OPENAI_COMPAT_TYPES: frozenset[str] = frozenset(
-    {"openai", "openrouter", "deepseek", "groq", "xai", "ollama", "custom"})
-NATIVE_TYPES = {"anthropic": AnthropicProvider, "google": GoogleProvider}
-SUPPORTED_TYPES: frozenset[str] = frozenset({"echo", *OPENAI_COMPAT_TYPES, *NATIVE_TYPES})
-assert SUPPORTED_TYPES == PROVIDER_TYPES, "the protocol and the registry disagree on types"
+HOSTED_TYPES: frozenset[str] = table.HOSTED_TYPES
+KEY_REQUIRED = table.KEY_REQUIRED
+OPENAI_COMPAT_TYPES: frozenset[str] = frozenset(t.name for t in table.TABLE if t.family == "openai")
+SUPPORTED_TYPES: frozenset[str] = table.PROVIDER_TYPES
 
 
 @dataclass(frozen=True)
@@ -78,7 +70,7 @@ def check_spec(spec: ProviderSpec, settings: ProviderSettings = ProviderSettings
         raise ProviderError(
             f"provider type {spec.type!r} is not supported (supported: {supported})"
         )
-    if spec.type == "echo":
+    if spec.type in table.BUILTIN_TYPES:
         return
     if spec.type in KEY_REQUIRED and not (spec.api_key and spec.api_key.strip()):
         raise ProviderError(f"provider {spec.type} needs an API key (secretRefs.apiKey)")
@@ -111,8 +103,9 @@ def make_provider(
 ) -> Provider:
     """Build the provider for `spec`, sharing `client` (its connection pool) across calls."""
     check_spec(spec, settings)
-    if spec.type == "echo":
-        return EchoProvider()
+    cls = FAMILIES[table.family_of(spec.type)]
+    if spec.type in table.BUILTIN_TYPES:
+        return cls()
     # A key pasted with a trailing newline would make an invalid header; trim it.
     key = spec.api_key.strip() if spec.api_key else None
     resolved = ProviderSpec(
@@ -121,6 +114,5 @@ def make_provider(
         api_key=key or None,
         model_defaults=spec.model_defaults,
     )
-    cls = NATIVE_TYPES.get(spec.type, OpenAICompatProvider)
     return cls(resolved, client, first_token_timeout=settings.first_token_timeout,
                idle_timeout=settings.idle_timeout)

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 
 from server.store import agents as agents_q
+from server.storage.workers import DatabaseClosed
 from server.store import leases as leases_q
-from server.store.database import DatabaseClosed
 from server.store.errors import NotFound
 
 log = logging.getLogger("seed_agents.runtime")

@@ -8,16 +8,17 @@ from __future__ import annotations
 import httpx
 
 from protocol.errors import quote
+from protocol.providers import BUILTIN_TYPES
 from server.providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec
 from server.providers.registry import ProviderSettings, make_provider
 from server.store import providers as providers_q
 from server.store import secrets_table as secrets_q
-from server.store.database import Database
+from server.storage.port import Storage
 from server.store.secrets import SecretBox, SecretOpenError
 
 
 class ProviderLookup:
-    def __init__(self, db: Database, box: SecretBox, http: httpx.AsyncClient,
+    def __init__(self, db: Storage, box: SecretBox, http: httpx.AsyncClient,
                  settings: ProviderSettings) -> None:
         self.db = db
         self.box = box
@@ -29,9 +30,9 @@ class ProviderLookup:
         under that name); ProviderNotFound when there is none, ProviderError when its key is gone."""
         row = self.db.read(providers_q.get_provider, account_id, name)
         if row is None:
-            if name != "echo":
+            if name not in BUILTIN_TYPES:
                 raise ProviderNotFound(f"model provider {quote(name)} is not configured for this account")
-            return ProviderSpec(type="echo")
+            return ProviderSpec(type=name)
         config = row["config"]
         api_key = None
         secret_name = (config.get("secretRefs") or {}).get("apiKey")

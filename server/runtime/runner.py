@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
 from protocol.blocks import system_prompt_markdown
 from protocol.errors import quote
 from server.clock import new_id
@@ -63,7 +64,7 @@ from server.store import events as events_q
 from server.store import leases as leases_q
 from server.store import runs as runs_q
 from server.store import sessions as sessions_q
-from server.store.database import Database
+from server.storage.port import Storage
 from server.store.errors import NotFound
 from server.store.secrets import SecretBox
 
@@ -122,7 +123,7 @@ class SessionWorker:
 
 
 class Runtime:
-    def __init__(self, db: Database, config: Config, metrics: Metrics, publisher: Publisher,
+    def __init__(self, db: Storage, config: Config, metrics: Metrics, publisher: Publisher,
                  box: SecretBox, now_ms: Callable[[], int], histories: ByteBudgetCache) -> None:
         self.db = db
         self.config = config
@@ -406,7 +407,7 @@ class Runtime:
         """(provider, its type, model) for a turn: the session's model override while its
         provider exists, else the agent's definition."""
         definition = agent["definition"]
-        name, model = definition.get("modelProvider", "echo"), definition.get("model", "")
+        name, model = definition.get("modelProvider", BUILTIN_PROVIDER), definition.get("model", "")
         if override is not None:
             try:
                 provider = self.providers.provider(agent["account"], override["provider"])
@@ -431,7 +432,7 @@ class Runtime:
         user_event_id = run.get("userEventId", "")
         definition = agent["definition"]
         # The built-in echo provider answers exactly (CONTRACT section 4): no tools, no context.
-        echo = result.provider_type == "echo"
+        echo = result.provider_type in BUILTIN_TYPES
         surface = None
         system = system_prompt_markdown(definition)
         if not echo:

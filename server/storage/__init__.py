@@ -1,13 +1,18 @@
 """Where the store lives, chosen by one URL (CONTRACT section 7, docs/storage.md).
 
-The server has one set of store functions (`server.store`) and two façades that run them:
-`server.store.database.Database` on a SQLite file, and `pg_database.PgDatabase` on PostgreSQL.
+The server has one set of store functions (`server.store`) and one port they run through
+(`port.py`: the connection, the façade, the traits where backends differ), with one adapter
+folder per backend: `sqlite/` (façade, gate, file lock) and `postgres/` (façade, gate, SQL
+rewrite, bus of notices).
 
 - `url`: `sqlite:FILE` | `postgresql://...`, shown only redacted.
-- `pg_database`, `dialect`: PgDatabase, and the rewrite of the store's SQLite SQL for PostgreSQL.
-- `pg_gate`: the PostgreSQL schema gate (schema/postgres/).
-- `notices`, `pg_bus`: small notices between servers (LISTEN/NOTIFY), bounded subscriptions.
-- `errors`: StorageError, the storage's own refusals.
+- `workers`: the write queue and reader threads every façade runs its work on.
+- `notices`: small notices between servers and their bounded subscriptions (the bus is the
+  shared backend's: `postgres/bus.py`).
+- `errors`: StorageError, the schema gates' refusals, UnstorableText.
+- `filemodes`: the data folder 0700 and database files 0600, whatever the umask.
+
+May import `schema` only: the store's queries (server.store) sit above the port.
 """
 from __future__ import annotations
 
@@ -15,15 +20,15 @@ from server.storage.url import StorageURL, StorageURLError, parse_storage_url
 
 
 def database_for(config):
-    """The store the configuration names: `server.store.database.Database` on the SQLite file,
-    or `PgDatabase` on the PostgreSQL URL (not yet started: `await db.start()` passes the
+    """The store the configuration names (a `port.Storage`): `sqlite.database.Database` on the
+    SQLite file, or `postgres.database.PgDatabase` on the PostgreSQL URL (not yet started: `await db.start()` passes the
     schema gate). Both run the same `server.store` functions."""
     url = config.storage_url
     if url is not None and url.is_postgresql:
-        from server.storage.pg_database import PgDatabase   # psycopg is imported only when used
+        from server.storage.postgres.database import PgDatabase   # psycopg is imported only when used
 
         return PgDatabase(url)
-    from server.store.database import Database
+    from server.storage.sqlite.database import Database
 
     return Database(config.db_path)
 

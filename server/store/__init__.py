@@ -1,9 +1,10 @@
-"""The store: one SQLite file behind a schema gate, one writer thread, plain query functions.
+"""The store: plain query functions, written once against the storage port
+(server/storage/port.py) and run by whichever backend's façade the storage URL picks
+(server/storage/sqlite/, server/storage/postgres/).
 
-- `gate`: open a file only at the schema version this build knows (create, migrate or refuse).
-- `database.Database`: the async façade; reads on the caller's thread, writes group-committed.
 - `accounts`, `signatures`, `idempotency`, `providers`, `secrets_table`, `agents`, `sessions`,
-  `events`, `runs`: query functions taking an apsw connection first, returning contract-shaped
-  dicts (camelCase, optional fields omitted).
+  `events`, `runs`, ...: query functions taking a `port.Conn` first, returning contract-shaped
+  dicts (camelCase, optional fields omitted). Where the backends differ they read `conn.traits`.
 - `secrets`: the secrets key and AES-256-GCM sealing of secret values.
+- `filemodes`, `codec`, `errors`: helpers the adapters use too.
 """

@@ -1,15 +1,16 @@
 """Accounts and the signers registered for them (RegisterSigner, verification step 5)."""
 from __future__ import annotations
 
-import apsw
+from server.storage.port import Conn
 
 
-def ensure_account(conn: apsw.Connection, account_id: str, now: int) -> None:
+
+def ensure_account(conn: Conn, account_id: str, now: int) -> None:
     conn.execute("INSERT INTO accounts (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
                  (account_id, now))
 
 
-def add_signer(conn: apsw.Connection, account_id: str, signer_id: str, role: str,
+def add_signer(conn: Conn, account_id: str, signer_id: str, role: str,
                capability_cid: object, capability_blob: bytes, now: int,
                expires_at: int | None = None) -> None:
     """Register (or re-register, replacing role, capability and expiry) a delegate of the account."""
@@ -23,7 +24,7 @@ def add_signer(conn: apsw.Connection, account_id: str, signer_id: str, role: str
         (account_id, signer_id, role, _cid_value(capability_cid), capability_blob, now, expires_at))
 
 
-def signer_expiry(conn: apsw.Connection, account_id: str, signer_id: str) -> tuple[bool, int | None]:
+def signer_expiry(conn: Conn, account_id: str, signer_id: str) -> tuple[bool, int | None]:
     """(registered, expires_at): whether the signer is registered, and until when (None: no
     expiry; the caller compares with its clock)."""
     row = conn.execute("SELECT expires_at FROM account_signers WHERE account_id = ? AND signer_id = ?",
@@ -31,12 +32,12 @@ def signer_expiry(conn: apsw.Connection, account_id: str, signer_id: str) -> tup
     return (False, None) if row is None else (True, row[0])
 
 
-def is_signer(conn: apsw.Connection, account_id: str, signer_id: str, now: int | None = None) -> bool:
+def is_signer(conn: Conn, account_id: str, signer_id: str, now: int | None = None) -> bool:
     registered, expires_at = signer_expiry(conn, account_id, signer_id)
     return registered and (expires_at is None or now is None or expires_at > now)
 
 
-def remove_signer(conn: apsw.Connection, account_id: str, signer_id: str) -> bool:
+def remove_signer(conn: Conn, account_id: str, signer_id: str) -> bool:
     """Unregister a delegate; False when it was not registered."""
     conn.execute("DELETE FROM account_signers WHERE account_id = ? AND signer_id = ?", (account_id, signer_id))
     return conn.changes() > 0

@@ -5,15 +5,14 @@ table that hangs off an agent.
 """
 from __future__ import annotations
 
-import apsw
-
+from server.storage.port import Conn
 from server.store import codec
 from server.store import files_lifecycle as files_q
 from server.store import triggers as triggers_q
 from server.store.errors import NotFound
 
 
-def set_definition(conn: apsw.Connection, agent_id: str, definition: dict, now: int) -> None:
+def set_definition(conn: Conn, agent_id: str, definition: dict, now: int) -> None:
     """Replace the agent's definition; the next turn reads it."""
     conn.execute("UPDATE agents SET definition = ?, updated_at = max(updated_at, ?) WHERE id = ?",
                  (codec.encode(definition), now, agent_id))
@@ -21,7 +20,7 @@ def set_definition(conn: apsw.Connection, agent_id: str, definition: dict, now: 
         raise NotFound(f"agent {agent_id} not found")
 
 
-def forget_idempotency(conn: apsw.Connection, account_id: str, idents: set[str]) -> int:
+def forget_idempotency(conn: Conn, account_id: str, idents: set[str]) -> int:
     """Drop the account's idempotency records whose stored response names one of `idents` as
     its agentId or sessionId (CreateAgent, CreateSession, MessageSession answers), so a retried
     create does not answer with something deleted. One pass over the account's records."""
@@ -35,7 +34,7 @@ def forget_idempotency(conn: apsw.Connection, account_id: str, idents: set[str])
     return len(doomed)
 
 
-def delete_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
+def delete_agent(conn: Conn, agent_id: str) -> list[str]:
     """Remove the agent, its sessions and their events, its runs, its collaborators and the
     idempotency records that name them. Returns the deleted session ids. The caller runs this
     as one write job: it commits whole or not at all."""
@@ -66,10 +65,10 @@ def delete_agent(conn: apsw.Connection, agent_id: str) -> list[str]:
     return session_ids
 
 
-def agent_ids(conn: apsw.Connection) -> set[str]:
+def agent_ids(conn: Conn) -> set[str]:
     """Every agent id (a start-up check of state directories; not a hot query)."""
     return {aid for (aid,) in conn.execute("SELECT id FROM agents")}
 
 
-def state_dirs(conn: apsw.Connection) -> list[str]:
+def state_dirs(conn: Conn) -> list[str]:
     return [d for (d,) in conn.execute("SELECT state_dir FROM agents")]

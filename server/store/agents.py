@@ -8,8 +8,7 @@ rollup that `record_activity` writes with every appended session event.
 """
 from __future__ import annotations
 
-import apsw
-
+from server.storage.port import Conn
 from server.store import codec
 from server.store.errors import NotFound
 from server.store.runs import ACTIVE
@@ -22,7 +21,7 @@ _COLUMNS = ("id, account_id, definition, state_dir, status, created_at, updated_
 OWNER = "owner"
 
 
-def create_agent(conn: apsw.Connection, agent_id: str, account_id: str, definition: dict,
+def create_agent(conn: Conn, agent_id: str, account_id: str, definition: dict,
                  state_dir: str, now: int, role: str = OWNER) -> dict:
     conn.execute(
         "INSERT INTO agents (id, account_id, definition, state_dir, status, created_at, updated_at)"
@@ -32,18 +31,18 @@ def create_agent(conn: apsw.Connection, agent_id: str, account_id: str, definiti
                        None, None, None, None, None, 0), role)
 
 
-def get_agent(conn: apsw.Connection, agent_id: str, role: str = OWNER) -> dict | None:
+def get_agent(conn: Conn, agent_id: str, role: str = OWNER) -> dict | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
     return None if row is None else agent_info(row, role)
 
 
-def agent_account(conn: apsw.Connection, agent_id: str) -> str | None:
+def agent_account(conn: Conn, agent_id: str) -> str | None:
     """The owning account of an agent (None when there is no such agent)."""
     row = conn.execute("SELECT account_id FROM agents WHERE id = ?", (agent_id,)).fetchone()
     return None if row is None else row[0]
 
 
-def list_agents(conn: apsw.Connection, account_id: str, role: str = OWNER) -> list[dict]:
+def list_agents(conn: Conn, account_id: str, role: str = OWNER) -> list[dict]:
     """The account's agents, most recently updated first."""
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM agents WHERE account_id = ? ORDER BY updated_at DESC, id",
@@ -51,7 +50,7 @@ def list_agents(conn: apsw.Connection, account_id: str, role: str = OWNER) -> li
     return [agent_info(row, role) for row in rows]
 
 
-def definition_size(conn: apsw.Connection, agent_id: str) -> int:
+def definition_size(conn: Conn, agent_id: str) -> int:
     """Bytes of the agent's stored definition (0 when there is no such agent)."""
     row = conn.execute("SELECT length(definition) FROM agents WHERE id = ?", (agent_id,)).fetchone()
     return 0 if row is None or row[0] is None else row[0]
@@ -60,7 +59,7 @@ def definition_size(conn: apsw.Connection, agent_id: str) -> int:
 AGENT_INFO_OVERHEAD = 512   # bytes an AgentInfo adds to its definition, at most (ids, times, dirs)
 
 
-def list_agents_page(conn: apsw.Connection, account_id: str, limit: int, cursor: dict | None,
+def list_agents_page(conn: Conn, account_id: str, limit: int, cursor: dict | None,
                      max_bytes: int, role: str = OWNER) -> tuple[list[dict], dict | None]:
     """One page of `list_agents`: at most `limit` agents, and it also ends before the stored
     definitions (plus AGENT_INFO_OVERHEAD each) pass `max_bytes` (one agent at least). Returns
@@ -84,7 +83,7 @@ def list_agents_page(conn: apsw.Connection, account_id: str, limit: int, cursor:
     return [agent_info(row, role) for row in rows], next_cursor
 
 
-def set_agent_status(conn: apsw.Connection, agent_id: str, status: str, now: int,
+def set_agent_status(conn: Conn, agent_id: str, status: str, now: int,
                      role: str = OWNER, *, decoded: bool = True) -> dict:
     row = conn.execute(
         f"UPDATE agents SET status = ?, updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
@@ -94,7 +93,7 @@ def set_agent_status(conn: apsw.Connection, agent_id: str, status: str, now: int
     return agent_info(row, role, decoded=decoded)
 
 
-def touch_agent(conn: apsw.Connection, agent_id: str, now: int, role: str = OWNER, *,
+def touch_agent(conn: Conn, agent_id: str, now: int, role: str = OWNER, *,
                 decoded: bool = True) -> dict:
     """Mark the agent updated (a session of it changed); returns the AgentInfo to publish
     (`decoded=False`: its definition left as the stored bytes, see `agent_info`)."""
@@ -107,7 +106,7 @@ def touch_agent(conn: apsw.Connection, agent_id: str, now: int, role: str = OWNE
     return agent_info(row, role, decoded=decoded)
 
 
-def record_activity(conn: apsw.Connection, agent_id: str, session_id: str, kind: str,
+def record_activity(conn: Conn, agent_id: str, session_id: str, kind: str,
                     message_from: str | None, now: int) -> None:
     """The activity rollup, in the transaction that appends the event: `at`/`kind` move with
     every event; the message columns and the session only with a message (`message_from` is
@@ -121,7 +120,7 @@ def record_activity(conn: apsw.Connection, agent_id: str, session_id: str, kind:
         (now, kind, message_from, session_id, agent_id))
 
 
-def settle_running_agents(conn: apsw.Connection, now: int) -> int:
+def settle_running_agents(conn: Conn, now: int) -> int:
     """At start no run executes yet: an agent left 'running' by a dead process is 'idle'."""
     conn.execute("UPDATE agents SET status = 'idle', updated_at = max(updated_at, ?) WHERE status = 'running'",
                  (now,))

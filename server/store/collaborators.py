@@ -7,8 +7,7 @@ AgentInviteInfo = {agentId, agentName, ownerAccountId, role, createdAt, updatedA
 """
 from __future__ import annotations
 
-import apsw
-
+from server.storage.port import Conn
 from server.store import agents as agents_q
 from protocol.dagcbor import peek_text
 from server.store import codec
@@ -21,20 +20,20 @@ def collaborator_info(account_id: str, role: str, status: str, created_at: int, 
             "updatedAt": updated_at}
 
 
-def accepted_role(conn: apsw.Connection, agent_id: str, account_id: str) -> str | None:
+def accepted_role(conn: Conn, agent_id: str, account_id: str) -> str | None:
     """The accepted grant's role (primary-key search), None when pending or absent."""
     row = conn.execute("SELECT role FROM agent_collaborators WHERE agent_id = ? AND account_id = ?"
                        " AND status = 'accepted'", (agent_id, account_id)).fetchone()
     return None if row is None else row[0]
 
 
-def get(conn: apsw.Connection, agent_id: str, account_id: str) -> dict | None:
+def get(conn: Conn, agent_id: str, account_id: str) -> dict | None:
     row = conn.execute("SELECT account_id, role, status, created_at, updated_at FROM agent_collaborators"
                        " WHERE agent_id = ? AND account_id = ?", (agent_id, account_id)).fetchone()
     return None if row is None else collaborator_info(*row)
 
 
-def invite(conn: apsw.Connection, agent_id: str, account_id: str, role: str, now: int) -> dict:
+def invite(conn: Conn, agent_id: str, account_id: str, role: str, now: int) -> dict:
     """Invite, or change the role of an existing invitation or grant: an accepted grant stays
     accepted (re-inviting only changes the role), a pending one stays pending."""
     row = conn.execute(
@@ -47,7 +46,7 @@ def invite(conn: apsw.Connection, agent_id: str, account_id: str, role: str, now
     return collaborator_info(*row)
 
 
-def remove(conn: apsw.Connection, agent_id: str, account_id: str) -> dict | None:
+def remove(conn: Conn, agent_id: str, account_id: str) -> dict | None:
     """Delete a grant or invitation; the row as it was, or None when there was none."""
     row = conn.execute("DELETE FROM agent_collaborators WHERE agent_id = ? AND account_id = ?"
                        " RETURNING account_id, role, status, created_at, updated_at",
@@ -55,7 +54,7 @@ def remove(conn: apsw.Connection, agent_id: str, account_id: str) -> dict | None
     return None if row is None else collaborator_info(*row)
 
 
-def accept(conn: apsw.Connection, agent_id: str, account_id: str, now: int) -> str | None:
+def accept(conn: Conn, agent_id: str, account_id: str, now: int) -> str | None:
     """Accept an invitation (accepting an accepted one again changes nothing); its role, or
     None when the account has no invitation to the agent."""
     row = conn.execute(
@@ -67,7 +66,7 @@ def accept(conn: apsw.Connection, agent_id: str, account_id: str, now: int) -> s
     return None if row is None else row[0]
 
 
-def decline(conn: apsw.Connection, agent_id: str, account_id: str) -> bool:
+def decline(conn: Conn, agent_id: str, account_id: str) -> bool:
     """Delete a pending invitation; False when there is none (an accepted grant is not an
     invitation: the owner removes it)."""
     conn.execute("DELETE FROM agent_collaborators WHERE agent_id = ? AND account_id = ? AND status = 'pending'",
@@ -75,7 +74,7 @@ def decline(conn: apsw.Connection, agent_id: str, account_id: str) -> bool:
     return conn.changes() == 1
 
 
-def collaborators_of(conn: apsw.Connection, agent_id: str) -> list[dict]:
+def collaborators_of(conn: Conn, agent_id: str) -> list[dict]:
     """Every invitation and grant of an agent (primary-key range): accepted first, then by age."""
     rows = conn.execute("SELECT account_id, role, status, created_at, updated_at FROM agent_collaborators"
                         " WHERE agent_id = ?", (agent_id,)).fetchall()
@@ -84,13 +83,13 @@ def collaborators_of(conn: apsw.Connection, agent_id: str) -> list[dict]:
     return infos
 
 
-def members(conn: apsw.Connection, agent_id: str) -> dict[str, tuple[str, str]]:
+def members(conn: Conn, agent_id: str) -> dict[str, tuple[str, str]]:
     """account -> (role, status) of every collaborator row of an agent (primary-key range)."""
     return {acct: (role, status) for acct, role, status in conn.execute(
         "SELECT account_id, role, status FROM agent_collaborators WHERE agent_id = ?", (agent_id,))}
 
 
-def invites_of(conn: apsw.Connection, account_id: str) -> list[dict]:
+def invites_of(conn: Conn, account_id: str) -> list[dict]:
     """The account's pending invitations, newest first (agent_collaborators_by_account); only
     the agent's name and owner are disclosed."""
     rows = conn.execute(
@@ -109,7 +108,7 @@ def invites_of(conn: apsw.Connection, account_id: str) -> list[dict]:
     return invites
 
 
-def set_public_read(conn: apsw.Connection, agent_id: str, public_read: bool, now: int) -> None:
+def set_public_read(conn: Conn, agent_id: str, public_read: bool, now: int) -> None:
     conn.execute("UPDATE agents SET public_read = ?, updated_at = max(updated_at, ?) WHERE id = ?",
                  (int(public_read), now, agent_id))
 
@@ -118,14 +117,14 @@ def set_public_read(conn: apsw.Connection, agent_id: str, public_read: bool, now
 # Kept apart from store/agents.py and store/sessions.py: those list an account's own rows;
 # these add the agents it collaborates on, each read through an index.
 
-def shared_agents(conn: apsw.Connection, account_id: str) -> dict[str, str]:
+def shared_agents(conn: Conn, account_id: str) -> dict[str, str]:
     """agent id -> role of the account's accepted grants (agent_collaborators_by_account)."""
     return {agent_id: role for agent_id, role in conn.execute(
         "SELECT agent_id, role FROM agent_collaborators INDEXED BY agent_collaborators_by_account"
         " WHERE account_id = ? AND status = 'accepted'", (account_id,))}
 
 
-def list_shared_agents(conn: apsw.Connection, account_id: str) -> list[dict]:
+def list_shared_agents(conn: Conn, account_id: str) -> list[dict]:
     """AgentInfo of each agent shared with the account (accepted), with its role."""
     out = []
     for agent_id, role in shared_agents(conn, account_id).items():
@@ -135,7 +134,7 @@ def list_shared_agents(conn: apsw.Connection, account_id: str) -> list[dict]:
     return out
 
 
-def shared_agent_rows(conn: apsw.Connection, account_id: str, limit: int, cursor: dict | None) -> list[tuple]:
+def shared_agent_rows(conn: Conn, account_id: str, limit: int, cursor: dict | None) -> list[tuple]:
     """Rows (store/agents._COLUMNS) of at most `limit` agents shared with the account (accepted),
     newest update first, past `cursor`: one page in SQL, definitions not decoded."""
     where = ("id IN (SELECT agent_id FROM agent_collaborators WHERE account_id = ? AND status = 'accepted')")
@@ -147,7 +146,7 @@ def shared_agent_rows(conn: apsw.Connection, account_id: str, limit: int, cursor
                         (*params, limit)).fetchall()
 
 
-def agents_page(conn: apsw.Connection, account_id: str, limit: int, cursor: dict | None,
+def agents_page(conn: Conn, account_id: str, limit: int, cursor: dict | None,
                 max_bytes: int) -> tuple[list[dict], dict | None]:
     """ListAgents of an account that may collaborate: its own agents (one keyset range of
     agents_by_account, store/agents.list_agents_page) merged with those shared with it (one
@@ -185,7 +184,7 @@ def merge_agents(own: list[dict], shared: list[dict]) -> list[dict]:
     return sorted(own + shared, key=lambda a: (-a["updatedAt"], a["id"]))
 
 
-def sessions_page(conn: apsw.Connection, account_id: str, agent_ids, limit: int,
+def sessions_page(conn: Conn, account_id: str, agent_ids, limit: int,
                   cursor: dict | None, include_children: bool) -> tuple[list[dict], dict | None]:
     """ListSessions without a filter for an account that collaborates: its own sessions and
     those of the agents shared with it, newest update first, keyset paged like

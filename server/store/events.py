@@ -5,14 +5,13 @@ without decoding or re-encoding anything.
 """
 from __future__ import annotations
 
-import apsw
-
+from server.storage.port import Conn
 from server.store import agents as agents_q
 from server.store import codec
 from server.store.errors import NotFound
 
 
-def append_event(conn: apsw.Connection, session_id: str, payload: dict, event_id: str,
+def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
                  now: int) -> tuple[dict, bytes]:
     """Append to the session; returns (SessionEvent, its stored body bytes).
 
@@ -48,12 +47,12 @@ def activity_of(payload: dict) -> tuple[str, str | None]:
     return kind, role if kind == "message" and role in ("user", "assistant") else None
 
 
-def events_after(conn: apsw.Connection, session_id: str, after_seq: int, limit: int) -> list[dict]:
+def events_after(conn: Conn, session_id: str, after_seq: int, limit: int) -> list[dict]:
     """SessionEvents with seq > after_seq, ascending, at most `limit`."""
     return [codec.decode(body) for _, body in event_bodies_after(conn, session_id, after_seq, limit)]
 
 
-def event_bodies_after(conn: apsw.Connection, session_id: str, after_seq: int,
+def event_bodies_after(conn: Conn, session_id: str, after_seq: int,
                        limit: int) -> list[tuple[int, bytes]]:
     """[(seq, stored body)] with seq > after_seq, ascending, at most `limit` (for replay)."""
     return conn.execute(
@@ -61,7 +60,7 @@ def event_bodies_after(conn: apsw.Connection, session_id: str, after_seq: int,
         (session_id, after_seq, limit)).fetchall()
 
 
-def event_bodies_page(conn: apsw.Connection, session_id: str, after_seq: int, limit: int,
+def event_bodies_page(conn: Conn, session_id: str, after_seq: int, limit: int,
                       max_bytes: int) -> tuple[list[tuple[int, bytes]], bool]:
     """Like `event_bodies_after`, but also stops once the bodies pass `max_bytes` (at least one
     row is returned), so a page of big events cannot make the server hold gigabytes.
@@ -79,12 +78,12 @@ def event_bodies_page(conn: apsw.Connection, session_id: str, after_seq: int, li
     return rows, False
 
 
-def event_seq(conn: apsw.Connection, event_id: str) -> int | None:
+def event_seq(conn: Conn, event_id: str) -> int | None:
     row = conn.execute("SELECT seq FROM session_events WHERE id = ?", (event_id,)).fetchone()
     return None if row is None else row[0]
 
 
-def last_seq(conn: apsw.Connection, session_id: str) -> int:
+def last_seq(conn: Conn, session_id: str) -> int:
     """The session's highest seq (0 when it has no events or does not exist)."""
     row = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return 0 if row is None else row[0]

@@ -5,10 +5,11 @@ thread runs jobs one at a time, so a second request with the same id sees the fi
 """
 from __future__ import annotations
 
-import apsw
+from server.storage.port import Conn
 
 
-def idem_get(conn: apsw.Connection, account_id: str, action: str,
+
+def idem_get(conn: Conn, account_id: str, action: str,
              client_id: str) -> tuple[bytes, bytes] | None:
     """(fingerprint, response bytes) recorded for this id, or None."""
     row = conn.execute(
@@ -18,7 +19,7 @@ def idem_get(conn: apsw.Connection, account_id: str, action: str,
     return None if row is None else (row[0], row[1])
 
 
-def idem_put(conn: apsw.Connection, account_id: str, action: str, client_id: str,
+def idem_put(conn: Conn, account_id: str, action: str, client_id: str,
              fingerprint: bytes, response_bytes: bytes, now: int) -> None:
     """Record the first response; a second put for one id is a bug and raises ConstraintError."""
     conn.execute(

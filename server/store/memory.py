@@ -260,10 +260,7 @@ def search(conn, agent_id: str, query: str, limit: int = 20) -> list[dict]:
     mark matches with **. Only the first MAX_INDEXED_CHARS characters of a file are searched."""
     limit = max(1, min(limit, MAX_SEARCH_RESULTS))
     words = _WORDS.findall(query)
-    if getattr(conn, "dialect", "sqlite") == "postgresql":
-        rows = _search_pg(conn, agent_id, " ".join(words), limit) if words else []
-    else:
-        rows = _search_fts5(conn, agent_id, words, limit) if words else []
+    rows = _SEARCH[conn.traits.text_search](conn, agent_id, words, limit) if words else []
     if not rows and query.strip():
         rows = _search_plain(conn, agent_id, query.strip(), limit)
     out = []
@@ -296,7 +293,8 @@ def _search_fts5(conn, agent_id: str, words: list[str], limit: int) -> list[tupl
     return out
 
 
-def _search_pg(conn, agent_id: str, text: str, limit: int) -> list[tuple]:
+def _search_pg(conn, agent_id: str, words: list[str], limit: int) -> list[tuple]:
+    text = " ".join(words)
     # Ranked and cut in the inner query; headlines (which re-parse the text) for the top rows only.
     return conn.execute(
         "SELECT top.path, top.score, ts_headline('simple', top.body, top.q,"
@@ -307,11 +305,15 @@ def _search_pg(conn, agent_id: str, text: str, limit: int) -> list[tuple]:
         " ORDER BY top.score DESC, top.path", (text, agent_id, limit)).fetchall()
 
 
+# The memory index each backend has (its traits name it): FTS5 on SQLite, tsvector on PostgreSQL.
+_SEARCH = {"fts5": _search_fts5, "tsvector": _search_pg}
+
+
 def _search_plain(conn, agent_id: str, needle: str, limit: int) -> list[tuple]:
     """Substring match, case-insensitive (ILIKE on PostgreSQL, LIKE on SQLite: ASCII case only),
     ranked by where it first occurs; the snippet is cut around that place here."""
     pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    op = "ILIKE" if getattr(conn, "dialect", "sqlite") == "postgresql" else "LIKE"
+    op = conn.traits.like_ci
     rows = conn.execute(
         f"SELECT s.path, s.body, f.size, f.updated_at FROM memory_search s JOIN memory_files f ON f.id = s.rowid"
         f" WHERE s.agent_id = ? AND (s.body {op} ? ESCAPE '\\' OR s.path {op} ? ESCAPE '\\') ORDER BY s.path LIMIT ?",

@@ -24,10 +24,8 @@ from server.store import runs as runs_q
 def lock_run(conn, run_id: str) -> dict | None:
     """The run as it is now, its row locked until the transaction ends (PostgreSQL; SQLite's
     one writer already serializes)."""
-    if getattr(conn, "dialect", "sqlite") == "postgresql":
-        row = conn.execute(f"SELECT {runs_q.COLUMNS} FROM runs WHERE id = ? FOR UPDATE", (run_id,)).fetchone()
-        return None if row is None else runs_q.run_info(row)
-    return runs_q.get_run(conn, run_id)
+    row = conn.execute(f"SELECT {runs_q.COLUMNS} FROM runs WHERE id = ?{conn.traits.lock_rows}", (run_id,)).fetchone()
+    return None if row is None else runs_q.run_info(row)
 
 
 def stored_wait(conn, run_id: str) -> dict | None:

@@ -2,12 +2,11 @@
 provider of the account names it."""
 from __future__ import annotations
 
-import apsw
-
+from server.storage.port import Conn
 from server.store import codec
 
 
-def delete_provider(conn: apsw.Connection, account_id: str, name: str) -> tuple[bool, str | None]:
+def delete_provider(conn: Conn, account_id: str, name: str) -> tuple[bool, str | None]:
     """(deleted?, name of the secret deleted with it or None)."""
     row = conn.execute("SELECT config FROM model_providers WHERE account_id = ? AND name = ?",
                        (account_id, name)).fetchone()

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import uuid
 
-import apsw
 
+from server.storage.port import Conn
 from server.store import codec
 
 _COLUMNS = "id, name, config, created_at, updated_at"
 
 
-def set_provider(conn: apsw.Connection, account_id: str, name: str, config: dict, now: int,
+def set_provider(conn: Conn, account_id: str, name: str, config: dict, now: int,
                  provider_id: str | None = None) -> dict:
     """Create or replace the named provider; its id and created_at survive a replace.
     Returns the stored row as {id, name, config, createdAt, updatedAt}."""
@@ -27,7 +27,7 @@ def set_provider(conn: apsw.Connection, account_id: str, name: str, config: dict
     return _provider(row)
 
 
-def get_provider(conn: apsw.Connection, account_id: str, name: str) -> dict | None:
+def get_provider(conn: Conn, account_id: str, name: str) -> dict | None:
     """{id, name, config, createdAt, updatedAt}, or None."""
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM model_providers WHERE account_id = ? AND name = ?",
@@ -35,11 +35,11 @@ def get_provider(conn: apsw.Connection, account_id: str, name: str) -> dict | No
     return None if row is None else _provider(row)
 
 
-def count_providers(conn: apsw.Connection, account_id: str) -> int:
+def count_providers(conn: Conn, account_id: str) -> int:
     return conn.execute("SELECT count(*) FROM model_providers WHERE account_id = ?", (account_id,)).fetchone()[0]
 
 
-def list_providers(conn: apsw.Connection, account_id: str) -> list[dict]:
+def list_providers(conn: Conn, account_id: str) -> list[dict]:
     """[{id, name, config, createdAt, updatedAt}] ordered by name."""
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM model_providers WHERE account_id = ? ORDER BY name",

@@ -12,9 +12,8 @@ insertion order, so the queue stays FIFO.
 """
 from __future__ import annotations
 
-import apsw
-
 from protocol.actions import RUN_STATUSES as STATUSES   # the contract's list, kept once
+from server.storage.port import Conn
 from server.store import codec
 from server.store.errors import NotFound
 
@@ -83,12 +82,12 @@ _SAVE_WAITING = {False: _SAVE.format(lease="", wait=""),
                  True: _SAVE.format(lease=", lease_owner = NULL, lease_expires_at = NULL", wait="")}
 
 
-def save_run(conn: apsw.Connection, before: str, run: dict) -> bool:
+def save_run(conn: Conn, before: str, run: dict) -> bool:
     """Write `run`'s mutable fields if the row is still in status `before`; False otherwise
     (someone else moved or deleted it first, and nothing was written)."""
     error = run.get("error")
     usage = run.get("usage")
-    ends_lease = getattr(conn, "dialect", "sqlite") == "postgresql" and run["status"] not in ("claimed", "running")
+    ends_lease = conn.traits.run_leases and run["status"] not in ("claimed", "running")
     if run["status"] == "waiting":
         sql = _SAVE_WAITING[ends_lease]
     else:
@@ -102,7 +101,7 @@ def save_run(conn: apsw.Connection, before: str, run: dict) -> bool:
     return conn.changes() == 1
 
 
-def move_run(conn: apsw.Connection, run: dict, to: str, now: int, **kw) -> dict | None:
+def move_run(conn: Conn, run: dict, to: str, now: int, **kw) -> dict | None:
     """transition + save_run: the new RunInfo, or None when the row had already moved."""
     moved = transition(run, to, now, **kw)
     return moved if save_run(conn, run["status"], moved) else None
@@ -115,7 +114,7 @@ def tree_position(run_id: str, parent: dict | None) -> tuple[str, str | None, in
     return parent["rootRunId"], parent["id"], parent["depth"] + 1
 
 
-def create_run(conn: apsw.Connection, run_id: str, account_id: str, agent_id: str,
+def create_run(conn: Conn, run_id: str, account_id: str, agent_id: str,
                session_id: str | None, user_event_id: str | None, now: int, *,
                title: str = "", origin: str = "user", parent: dict | None = None) -> dict:
     """A queued run; a root unless `parent` (a RunInfo) is given."""
@@ -130,12 +129,12 @@ def create_run(conn: apsw.Connection, run_id: str, account_id: str, agent_id: st
                      title, "queued", 0, now, now, None, None, None, None, None, None, None, None))
 
 
-def get_run(conn: apsw.Connection, run_id: str) -> dict | None:
+def get_run(conn: Conn, run_id: str) -> dict | None:
     row = conn.execute(f"SELECT {COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
     return None if row is None else run_info(row)
 
 
-def set_run_status(conn: apsw.Connection, run_id: str, status: str, now: int, *,
+def set_run_status(conn: Conn, run_id: str, status: str, now: int, *,
                    error: dict | None = None, usage: dict | None = None) -> dict:
     """Read the run, move it through `transition`, write it (tests and one-off fixes)."""
     run = get_run(conn, run_id)
@@ -146,7 +145,7 @@ def set_run_status(conn: apsw.Connection, run_id: str, status: str, now: int, *,
     return moved
 
 
-def user_event_of(conn: apsw.Connection, run_id: str) -> str | None:
+def user_event_of(conn: Conn, run_id: str) -> str | None:
     row = conn.execute("SELECT user_event_id FROM runs WHERE id = ?", (run_id,)).fetchone()
     return None if row is None else row[0]
 
@@ -168,14 +167,14 @@ def queued_rows(rows: list) -> list[dict]:
 QUEUED_EXTRA = ", user_event_id, (SELECT s.model_override FROM sessions s WHERE s.id = runs.session_id)"
 
 
-def queued_runs(conn: apsw.Connection, limit: int) -> list[dict]:
+def queued_runs(conn: Conn, limit: int) -> list[dict]:
     """Queued runs, oldest first (with userEventId / modelOverride, see `queued_rows`)."""
     return queued_rows(conn.execute(
         f"SELECT {COLUMNS}{QUEUED_EXTRA} FROM runs WHERE status = 'queued'"
         " ORDER BY created_at, rowid LIMIT ?", (limit,)).fetchall())
 
 
-def queued_runs_of_session(conn: apsw.Connection, session_id: str, limit: int) -> list[dict]:
+def queued_runs_of_session(conn: Conn, session_id: str, limit: int) -> list[dict]:
     """The session's queued runs, oldest first (the per-session worker takes them in order);
     none while a run of the session is parked (it goes first once woken, as on a shared store)."""
     return queued_rows(conn.execute(
@@ -185,7 +184,7 @@ def queued_runs_of_session(conn: apsw.Connection, session_id: str, limit: int) -
         " ORDER BY created_at, rowid LIMIT ?", (session_id, session_id, limit)).fetchall())
 
 
-def active_runs_of_session(conn: apsw.Connection, session_id: str) -> list[dict]:
+def active_runs_of_session(conn: Conn, session_id: str) -> list[dict]:
     """Live (non-terminal) runs of the session, oldest first."""
     rows = conn.execute(
         f"SELECT {COLUMNS} FROM runs WHERE session_id = ? AND {ACTIVE}"
@@ -193,7 +192,7 @@ def active_runs_of_session(conn: apsw.Connection, session_id: str) -> list[dict]
     return [run_info(row) for row in rows]
 
 
-def cancel_runs(conn: apsw.Connection, runs: list[dict], now: int) -> list[dict]:
+def cancel_runs(conn: Conn, runs: list[dict], now: int) -> list[dict]:
     """Every live run of `runs` becomes 'canceled'; returns the ones this call moved."""
     out = []
     for run in runs:
@@ -206,21 +205,21 @@ def cancel_runs(conn: apsw.Connection, runs: list[dict], now: int) -> list[dict]
     return out
 
 
-def latest_run_of_session(conn: apsw.Connection, session_id: str) -> dict | None:
+def latest_run_of_session(conn: Conn, session_id: str) -> dict | None:
     row = conn.execute(
         f"SELECT {COLUMNS} FROM runs WHERE session_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
         (session_id,)).fetchone()
     return None if row is None else run_info(row)
 
 
-def requeue_interrupted(conn: apsw.Connection, now: int) -> list[str]:
+def requeue_interrupted(conn: Conn, now: int) -> list[str]:
     """Runs a dead process left claimed or running go back to 'queued'; their ids, oldest first."""
     rows = conn.execute(f"SELECT {COLUMNS}, rowid FROM runs WHERE status IN ('claimed', 'running')").fetchall()
     rows.sort(key=lambda row: (row[12], row[_N]))  # created_at, then rowid: oldest first, no SQL sort
     return [r["id"] for r in (run_info(row[:_N]) for row in rows) if move_run(conn, r, "queued", now)]
 
 
-def session_status_from_runs(conn: apsw.Connection, session_id: str) -> str:
+def session_status_from_runs(conn: Conn, session_id: str) -> str:
     """'streaming' while a run of the session is live, 'error' when its latest run failed,
     else 'idle' (CONTRACT section 4)."""
     active = conn.execute(
@@ -234,7 +233,7 @@ def session_status_from_runs(conn: apsw.Connection, session_id: str) -> str:
 
 # -- listing ---------------------------------------------------------------------------------
 
-def _runs_where(conn: apsw.Connection, where: str, params: list, status: str | None, order: str,
+def _runs_where(conn: Conn, where: str, params: list, status: str | None, order: str,
                 limit: int) -> list[dict]:
     if status is not None:
         where, params = where + " AND status = ?", params + [status]
@@ -243,18 +242,18 @@ def _runs_where(conn: apsw.Connection, where: str, params: list, status: str | N
     return [run_info(row) for row in rows]
 
 
-def runs_of_tree(conn: apsw.Connection, root_run_id: str, status: str | None, limit: int) -> list[dict]:
+def runs_of_tree(conn: Conn, root_run_id: str, status: str | None, limit: int) -> list[dict]:
     """A tree's runs, oldest first (for drawing the tree)."""
     return _runs_where(conn, "root_run_id = ?", [root_run_id], status, "created_at, rowid", limit)
 
 
-def runs_of_session(conn: apsw.Connection, session_id: str, status: str | None, limit: int) -> list[dict]:
+def runs_of_session(conn: Conn, session_id: str, status: str | None, limit: int) -> list[dict]:
     """The root runs that reference the session, newest first."""
     return _runs_where(conn, "session_id = ? AND parent_run_id IS NULL", [session_id], status,
                        "created_at DESC, rowid DESC", limit)
 
 
-def runs_of_agent(conn: apsw.Connection, agent_id: str, status: str | None, limit: int) -> list[dict]:
+def runs_of_agent(conn: Conn, agent_id: str, status: str | None, limit: int) -> list[dict]:
     """The agent's runs, newest first."""
     return _runs_where(conn, "agent_id = ?", [agent_id], status, "created_at DESC, rowid DESC", limit)
 
@@ -320,7 +319,7 @@ def wait_info(wait: dict) -> dict:
     return out
 
 
-def set_usage(conn: apsw.Connection, run_id: str, usage: dict) -> dict | None:
+def set_usage(conn: Conn, run_id: str, usage: dict) -> dict | None:
     """The run's usage so far (the tool loop writes it at each step); the RunInfo, or None when
     the run is no longer running."""
     row = conn.execute(f"UPDATE runs SET usage = ? WHERE id = ? AND status = 'running' RETURNING {COLUMNS}",
@@ -328,7 +327,7 @@ def set_usage(conn: apsw.Connection, run_id: str, usage: dict) -> dict | None:
     return None if row is None else run_info(row)
 
 
-def set_unmet_obligations(conn: apsw.Connection, run: dict, obligations: list[dict]) -> dict:
+def set_unmet_obligations(conn: Conn, run: dict, obligations: list[dict]) -> dict:
     """Record what the run ended owing (the tool loop's plan obligations); the RunInfo with it."""
     conn.execute("UPDATE runs SET unmet_obligations = ? WHERE id = ?", (codec.encode(obligations), run["id"]))
     return {**run, "unmetObligations": obligations}

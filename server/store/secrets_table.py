@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import uuid
 
-import apsw
 
+from server.storage.port import Conn
 from server.store import codec
 
 
-def set_secret(conn: apsw.Connection, account_id: str, name: str, ciphertext: bytes,
+def set_secret(conn: Conn, account_id: str, name: str, ciphertext: bytes,
                metadata: dict | None, now: int, secret_id: str | None = None) -> dict:
     """Create or replace; `ciphertext` must already be sealed with an AAD naming this row.
     Returns what may be shown of it: {id, name, metadata?, createdAt, updatedAt}."""
@@ -37,7 +37,7 @@ def secret_aad(account_id: str, name: str) -> bytes:
     return f"{account_id}\x00{name}".encode()
 
 
-def read_secret(conn: apsw.Connection, box, account_id: str, name: str) -> bytes | None:  # noqa: ANN001
+def read_secret(conn: Conn, box, account_id: str, name: str) -> bytes | None:  # noqa: ANN001
     """The opened value of secret `name` of `account_id` (`box`: the server's SecretBox), or
     None when there is no such secret."""
     sealed = get_secret_ciphertext(conn, account_id, name)
@@ -46,12 +46,12 @@ def read_secret(conn: apsw.Connection, box, account_id: str, name: str) -> bytes
     return box.open(bytes(sealed), secret_aad(account_id, name))
 
 
-def get_secret_ciphertext(conn: apsw.Connection, account_id: str, name: str) -> bytes | None:
+def get_secret_ciphertext(conn: Conn, account_id: str, name: str) -> bytes | None:
     row = conn.execute("SELECT ciphertext FROM secrets WHERE account_id = ? AND name = ?",
                        (account_id, name)).fetchone()
     return None if row is None else row[0]
 
 
-def list_secret_names(conn: apsw.Connection, account_id: str) -> list[str]:
+def list_secret_names(conn: Conn, account_id: str) -> list[str]:
     rows = conn.execute("SELECT name FROM secrets WHERE account_id = ? ORDER BY name", (account_id,))
     return [name for (name,) in rows]

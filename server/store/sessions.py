@@ -7,8 +7,7 @@ and rows sharing one updated_at millisecond are neither lost nor repeated across
 """
 from __future__ import annotations
 
-import apsw
-
+from server.storage.port import Conn
 from server.store import codec
 from server.store import files_lifecycle as files_q
 from server.store.errors import InvalidCursor, NotFound
@@ -21,7 +20,7 @@ _ORDER = "ORDER BY updated_at DESC, id DESC"
 TITLE_CHARS = 60  # automatic titles: the first line of the first message, trimmed to this
 
 
-def create_session(conn: apsw.Connection, session_id: str, account_id: str, agent_id: str,
+def create_session(conn: Conn, session_id: str, account_id: str, agent_id: str,
                    title: str | None, now: int, *, parent_session_id: str | None = None) -> dict:
     conn.execute(
         f"INSERT INTO sessions ({_INSERT}) VALUES (?, ?, ?, ?, 'idle', ?, ?, ?)",
@@ -30,12 +29,12 @@ def create_session(conn: apsw.Connection, session_id: str, account_id: str, agen
                          None, None, None, None, None, 0, None))
 
 
-def get_session(conn: apsw.Connection, session_id: str) -> dict | None:
+def get_session(conn: Conn, session_id: str) -> dict | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return None if row is None else session_info(row)
 
 
-def list_sessions(conn: apsw.Connection, account_id: str, agent_id: str | None, limit: int,
+def list_sessions(conn: Conn, account_id: str, agent_id: str | None, limit: int,
                   cursor: dict | None, *, parent_session_id: str | None = None,
                   include_children: bool = True) -> tuple[list[dict], dict | None]:
     """(sessions, next cursor or None) of the account, optionally of one agent, or the children
@@ -74,13 +73,13 @@ def _cursor(cursor: dict) -> tuple[int, str]:
     return updated_before, id_before
 
 
-def sessions_of_agent(conn: apsw.Connection, agent_id: str, limit: int) -> list[dict]:
+def sessions_of_agent(conn: Conn, agent_id: str, limit: int) -> list[dict]:
     rows = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = ? {_ORDER} LIMIT ?",
                         (agent_id, limit)).fetchall()
     return [session_info(row) for row in rows]
 
 
-def set_session_status(conn: apsw.Connection, session_id: str, status: str, now: int) -> dict:
+def set_session_status(conn: Conn, session_id: str, status: str, now: int) -> dict:
     row = conn.execute(
         f"UPDATE sessions SET status = ?, updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
         (status, now, session_id)).fetchone()
@@ -89,7 +88,7 @@ def set_session_status(conn: apsw.Connection, session_id: str, status: str, now:
     return session_info(row)
 
 
-def update_session(conn: apsw.Connection, session_id: str, now: int, *, title: str | None = None,
+def update_session(conn: Conn, session_id: str, now: int, *, title: str | None = None,
                    set_override: bool = False, model_override: dict | None = None) -> dict:
     """UpdateSession: a title set here is the user's (title_source 'user'); with `set_override`,
     `model_override` replaces the override (None clears it)."""
@@ -108,7 +107,7 @@ def update_session(conn: apsw.Connection, session_id: str, now: int, *, title: s
     return session_info(row)
 
 
-def auto_title(conn: apsw.Connection, session_id: str, title: str, now: int) -> dict | None:
+def auto_title(conn: Conn, session_id: str, title: str, now: int) -> dict | None:
     """Give an untitled session an automatic title; never replaces a title (above all a user's).
     Returns the SessionInfo when it changed."""
     row = conn.execute(
@@ -127,7 +126,7 @@ def title_from_text(text: str) -> str:
     return ""
 
 
-def delete_session(conn: apsw.Connection, session_id: str) -> None:
+def delete_session(conn: Conn, session_id: str) -> None:
     """Remove the session and its events. Its runs keep their history with session_id NULL and
     no title, and
     its child sessions become top level (seed-agents-storage: deletion detaches, never cascades)."""
@@ -140,7 +139,7 @@ def delete_session(conn: apsw.Connection, session_id: str) -> None:
     conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
 
-def ids_with_status(conn: apsw.Connection, status: str) -> list[str]:
+def ids_with_status(conn: Conn, status: str) -> list[str]:
     """Sessions in `status` (a start-up check; not a hot query)."""
     return [sid for (sid,) in conn.execute("SELECT id FROM sessions WHERE status = ?", (status,))]
 
@@ -169,12 +168,12 @@ def session_info(row: tuple) -> dict:
     return info
 
 
-def get_plan(conn: apsw.Connection, session_id: str) -> dict | None:
+def get_plan(conn: Conn, session_id: str) -> dict | None:
     row = conn.execute("SELECT plan FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return None if row is None or row[0] is None else codec.decode(row[0])
 
 
-def set_plan(conn: apsw.Connection, session_id: str, plan: dict, now: int) -> dict:
+def set_plan(conn: Conn, session_id: str, plan: dict, now: int) -> dict:
     """The plan verb: the session's checklist replaced; the SessionInfo after it."""
     row = conn.execute(
         f"UPDATE sessions SET plan = ?, updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
@@ -184,7 +183,7 @@ def set_plan(conn: apsw.Connection, session_id: str, plan: dict, now: int) -> di
     return session_info(row)
 
 
-def set_agent_status(conn: apsw.Connection, session_id: str, now: int, *, title: str | None,
+def set_agent_status(conn: Conn, session_id: str, now: int, *, title: str | None,
                      description: str | None) -> dict:
     """The status verb: the agent's title (never over one the user typed; it becomes the
     agent's) and description; the SessionInfo after it."""

@@ -4,10 +4,11 @@ A row is live while `expires_at >= now` (the same rule as server.replay_guard).
 """
 from __future__ import annotations
 
-import apsw
+from server.storage.port import Conn
 
 
-def claim_signature(conn: apsw.Connection, sig: bytes, expires_at: int, now: int) -> bool:
+
+def claim_signature(conn: Conn, sig: bytes, expires_at: int, now: int) -> bool:
     """True if newly claimed; False if a live claim exists. An expired claim is taken over."""
     conn.execute(
         "INSERT INTO accepted_signatures (sig, expires_at) VALUES (?, ?)"
@@ -17,19 +18,19 @@ def claim_signature(conn: apsw.Connection, sig: bytes, expires_at: int, now: int
     return conn.changes() > 0
 
 
-def claim_signatures(conn: apsw.Connection, rows: list[tuple[bytes, int]], now: int) -> None:
+def claim_signatures(conn: Conn, rows: list[tuple[bytes, int]], now: int) -> None:
     """Persist a batch of (sig, expires_at) claims the in-memory guard already made."""
     for sig, expires_at in rows:
         claim_signature(conn, sig, expires_at, now)
 
 
-def prune_signatures(conn: apsw.Connection, now: int) -> int:
+def prune_signatures(conn: Conn, now: int) -> int:
     """Delete expired claims; returns how many."""
     conn.execute("DELETE FROM accepted_signatures WHERE expires_at < ?", (now,))
     return conn.changes()
 
 
-def unexpired_signatures(conn: apsw.Connection, now: int) -> list[tuple[bytes, int]]:
+def unexpired_signatures(conn: Conn, now: int) -> list[tuple[bytes, int]]:
     """[(sig, expires_at)] still live at `now`, to reload the in-memory guard at start."""
     return conn.execute("SELECT sig, expires_at FROM accepted_signatures WHERE expires_at >= ?",
                         (now,)).fetchall()

@@ -7,8 +7,7 @@ before a restart or by another server on the same database.
 """
 from __future__ import annotations
 
-import apsw
-
+from server.storage.port import Conn
 from server.store import codec
 
 COLUMNS = ("id, trigger_id, activity_key, status, created_at, session_id, run_id, run_status,"
@@ -34,13 +33,13 @@ def public(firing: dict) -> dict:
     return {k: v for k, v in firing.items() if not k.startswith("_")}
 
 
-def firing_by_key(conn: apsw.Connection, account_id: str, trigger_id: str, key: str) -> dict | None:
+def firing_by_key(conn: Conn, account_id: str, trigger_id: str, key: str) -> dict | None:
     row = conn.execute(f"SELECT {COLUMNS} FROM trigger_firings WHERE account_id = ? AND trigger_id = ?"
                        " AND activity_key = ?", (account_id, trigger_id, key)).fetchone()
     return None if row is None else firing_info(row)
 
 
-def insert_firing(conn: apsw.Connection, firing_id: str, trigger: dict, key: str, status: str, now: int, *,
+def insert_firing(conn: Conn, firing_id: str, trigger: dict, key: str, status: str, now: int, *,
                   session_id: str | None = None, run_id: str | None = None, scheduled_at: int | None = None,
                   activity: dict | None = None, context: dict | None = None, body_digest: bytes | None = None,
                   error: str | None = None, chain_depth: int = 0) -> dict | None:
@@ -57,38 +56,38 @@ def insert_firing(conn: apsw.Connection, firing_id: str, trigger: dict, key: str
     return None if row is None else firing_info(row)
 
 
-def firings_of_trigger(conn: apsw.Connection, trigger_id: str, limit: int) -> list[dict]:
+def firings_of_trigger(conn: Conn, trigger_id: str, limit: int) -> list[dict]:
     """Newest first."""
     rows = conn.execute(f"SELECT {COLUMNS} FROM trigger_firings WHERE trigger_id = ?"
                         " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT ?", (trigger_id, limit)).fetchall()
     return [firing_info(row) for row in rows]
 
 
-def fired_since(conn: apsw.Connection, agent_id: str, since: int) -> int:
+def fired_since(conn: Conn, agent_id: str, since: int) -> int:
     """Firings of the agent's triggers that started work since `since` (the hourly bound)."""
     return conn.execute("SELECT count(*) FROM trigger_firings WHERE agent_id = ? AND created_at >= ?"
                         " AND status = 'created'", (agent_id, since)).fetchone()[0]
 
 
-def prune(conn: apsw.Connection, trigger_id: str, keep: int) -> None:
+def prune(conn: Conn, trigger_id: str, keep: int) -> None:
     """Drop the trigger's firings past the newest `keep` (one statement)."""
-    rest = "LIMIT -1 OFFSET ?" if getattr(conn, "dialect", "sqlite") != "postgresql" else "OFFSET ?"
     conn.execute("DELETE FROM trigger_firings WHERE id IN (SELECT id FROM trigger_firings WHERE trigger_id = ?"
-                 f" ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC {rest})", (trigger_id, keep))
+                 " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT -1 OFFSET ?)",
+                 (trigger_id, keep))
 
 
-def firing_of_run(conn: apsw.Connection, run_id: str) -> tuple[str, str, int] | None:
+def firing_of_run(conn: Conn, run_id: str) -> tuple[str, str, int] | None:
     """(firing id, trigger id, chain depth) of the firing that started this run."""
     row = conn.execute("SELECT id, trigger_id, chain_depth FROM trigger_firings WHERE run_id = ?",
                        (run_id,)).fetchone()
     return None if row is None else (row[0], row[1], row[2])
 
 
-def set_run_status(conn: apsw.Connection, firing_id: str, status: str) -> None:
+def set_run_status(conn: Conn, firing_id: str, status: str) -> None:
     conn.execute("UPDATE trigger_firings SET run_status = ? WHERE id = ?", (status, firing_id))
 
 
-def sessions_of_trigger(conn: apsw.Connection, trigger_id: str, limit: int) -> list[tuple[str, dict]]:
+def sessions_of_trigger(conn: Conn, trigger_id: str, limit: int) -> list[tuple[str, dict]]:
     """(session id, firing) of the sessions the trigger started, newest first."""
     rows = conn.execute(f"SELECT {COLUMNS} FROM trigger_firings WHERE trigger_id = ? AND session_id IS NOT NULL"
                         " ORDER BY created_at DESC, coalesce(scheduled_at, 0) DESC, id DESC LIMIT ?", (trigger_id, limit)).fetchall()
@@ -96,7 +95,7 @@ def sessions_of_trigger(conn: apsw.Connection, trigger_id: str, limit: int) -> l
 
 
 # -- activity admission ------------------------------------------------------------------------
-def claim_event(conn: apsw.Connection, account_id: str, trigger_id: str, key: str, now: int) -> bool:
+def claim_event(conn: Conn, account_id: str, trigger_id: str, key: str, now: int) -> bool:
     """True for the first claim of (account, trigger, key); False when it was claimed before."""
     row = conn.execute("INSERT INTO trigger_event_claims (account_id, trigger_id, activity_key, created_at)"
                        " VALUES (?, ?, ?, ?) ON CONFLICT (account_id, trigger_id, activity_key) DO NOTHING"
@@ -105,7 +104,7 @@ def claim_event(conn: apsw.Connection, account_id: str, trigger_id: str, key: st
 
 
 # -- activity watermarks -----------------------------------------------------------------------
-def watermark(conn: apsw.Connection, account_id: str, server_url: str) -> dict | None:
+def watermark(conn: Conn, account_id: str, server_url: str) -> dict | None:
     """{seenKeys, lastSuccessAt, lastError?} or None before the account's first successful poll."""
     row = conn.execute("SELECT cursor_cbor, last_success_at, last_error FROM activity_watermarks"
                        " WHERE account_id = ? AND server_url = ?", (account_id, server_url)).fetchone()
@@ -120,7 +119,7 @@ def watermark(conn: apsw.Connection, account_id: str, server_url: str) -> dict |
     return out
 
 
-def set_watermark(conn: apsw.Connection, account_id: str, server_url: str, seen_keys: list[str],
+def set_watermark(conn: Conn, account_id: str, server_url: str, seen_keys: list[str],
                   polled_at: int, success_at: int) -> None:
     conn.execute(
         "INSERT INTO activity_watermarks (account_id, server_url, cursor_cbor, last_poll_at, last_success_at,"
@@ -130,7 +129,7 @@ def set_watermark(conn: apsw.Connection, account_id: str, server_url: str, seen_
         (account_id, server_url, codec.encode({"seenKeys": seen_keys}), polled_at, success_at))
 
 
-def watermark_error(conn: apsw.Connection, account_id: str, server_url: str, polled_at: int, error: str) -> None:
+def watermark_error(conn: Conn, account_id: str, server_url: str, polled_at: int, error: str) -> None:
     conn.execute(
         "INSERT INTO activity_watermarks (account_id, server_url, cursor_cbor, last_poll_at, last_error)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, server_url) DO UPDATE SET"
@@ -138,7 +137,7 @@ def watermark_error(conn: apsw.Connection, account_id: str, server_url: str, pol
         (account_id, server_url, codec.encode({"seenKeys": []}), polled_at, error))
 
 
-def take_poll_lease(conn: apsw.Connection, account_id: str, server_url: str, owner: str, now: int,
+def take_poll_lease(conn: Conn, account_id: str, server_url: str, owner: str, now: int,
                     lease_ms: int) -> bool:
     """Shared store: may `owner` poll the account's feed now? The lease of the run queue
     (server/store/leases.py): one holder at a time, taken over once it has run out."""
@@ -154,7 +153,7 @@ def take_poll_lease(conn: apsw.Connection, account_id: str, server_url: str, own
     return row is not None
 
 
-def trigger_context(conn: apsw.Connection, session_id: str) -> dict | None:
+def trigger_context(conn: Conn, session_id: str) -> dict | None:
     """AgentSessionTriggerContext of a session a firing started (GetSession `triggerContext`):
     the trigger as it was at admission (its name, prompt and source), the event, the firing's
     status. None for any other session (one indexed read)."""
@@ -177,7 +176,7 @@ def trigger_context(conn: apsw.Connection, session_id: str) -> dict | None:
     return out
 
 
-def attribute_sessions(conn: apsw.Connection, sessions: list[dict]) -> None:
+def attribute_sessions(conn: Conn, sessions: list[dict]) -> None:
     """Set `startedByTrigger` (AgentSessionTriggerSummary) on the sessions a trigger started: one
     indexed read per 500 sessions, reading only small columns (never an event or a prompt)."""
     ids = [s["id"] for s in sessions]

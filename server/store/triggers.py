@@ -7,8 +7,7 @@ store also keeps what the scheduler and the backoff need (`next_due_at`, `failur
 """
 from __future__ import annotations
 
-import apsw
-
+from server.storage.port import Conn
 from server.store import codec
 
 COLUMNS = ("id, account_id, agent_id, name, enabled, source_cbor, prompt_cbor, continuation_cbor,"
@@ -39,7 +38,7 @@ def public(trigger: dict) -> dict:
     return {k: v for k, v in trigger.items() if not k.startswith("_")}
 
 
-def create_trigger(conn: apsw.Connection, trigger_id: str, account_id: str, agent_id: str, name: str,
+def create_trigger(conn: Conn, trigger_id: str, account_id: str, agent_id: str, name: str,
                    enabled: bool, source: dict, prompt: object, continuation: dict | None, now: int,
                    next_due_at: int | None) -> dict:
     row = conn.execute(
@@ -52,33 +51,33 @@ def create_trigger(conn: apsw.Connection, trigger_id: str, account_id: str, agen
     return trigger_info(row)
 
 
-def get_trigger(conn: apsw.Connection, trigger_id: str) -> dict | None:
+def get_trigger(conn: Conn, trigger_id: str) -> dict | None:
     row = conn.execute(f"SELECT {COLUMNS} FROM agent_triggers WHERE id = ?", (trigger_id,)).fetchone()
     return None if row is None else trigger_info(row)
 
 
-def trigger_access(conn: apsw.Connection, trigger_id: str) -> tuple[str, str] | None:
+def trigger_access(conn: Conn, trigger_id: str) -> tuple[str, str] | None:
     """(owning account, agent id) of a trigger, read before the row (as store/owners.py does)."""
     row = conn.execute("SELECT account_id, agent_id FROM agent_triggers WHERE id = ?", (trigger_id,)).fetchone()
     return None if row is None else (row[0], row[1])
 
 
-def name_taken(conn: apsw.Connection, agent_id: str, name: str, but: str | None = None) -> bool:
+def name_taken(conn: Conn, agent_id: str, name: str, but: str | None = None) -> bool:
     row = conn.execute("SELECT id FROM agent_triggers WHERE agent_id = ? AND name = ?", (agent_id, name)).fetchone()
     return row is not None and row[0] != but
 
 
-def triggers_of_agent(conn: apsw.Connection, agent_id: str, limit: int) -> list[dict]:
+def triggers_of_agent(conn: Conn, agent_id: str, limit: int) -> list[dict]:
     rows = conn.execute(f"SELECT {COLUMNS} FROM agent_triggers WHERE agent_id = ? ORDER BY created_at, id LIMIT ?",
                         (agent_id, limit)).fetchall()
     return [trigger_info(row) for row in rows]
 
 
-def count_of_agent(conn: apsw.Connection, agent_id: str) -> int:
+def count_of_agent(conn: Conn, agent_id: str) -> int:
     return conn.execute("SELECT count(*) FROM agent_triggers WHERE agent_id = ?", (agent_id,)).fetchone()[0]
 
 
-def update_trigger(conn: apsw.Connection, trigger_id: str, now: int, *, name: str | None = None,
+def update_trigger(conn: Conn, trigger_id: str, now: int, *, name: str | None = None,
                    enabled: bool | None = None, source: dict | None = None, prompt: object = None,
                    continuation: dict | None = None, next_due_at: int | None = None,
                    retime: bool = False) -> dict | None:
@@ -110,7 +109,7 @@ def update_trigger(conn: apsw.Connection, trigger_id: str, now: int, *, name: st
     return None if row is None else trigger_info(row)
 
 
-def delete_trigger(conn: apsw.Connection, trigger_id: str) -> None:
+def delete_trigger(conn: Conn, trigger_id: str) -> None:
     """The trigger, its credentials, firings and claims. Sessions it started stay (their
     attribution goes with the firings, as in the reference)."""
     for table in ("trigger_firings", "trigger_event_claims"):
@@ -119,37 +118,37 @@ def delete_trigger(conn: apsw.Connection, trigger_id: str) -> None:
     conn.execute("DELETE FROM agent_triggers WHERE id = ?", (trigger_id,))
 
 
-def delete_agent_triggers(conn: apsw.Connection, agent_id: str) -> None:
+def delete_agent_triggers(conn: Conn, agent_id: str) -> None:
     """Everything of the agent's triggers (DeleteAgent's transaction)."""
     for (trigger_id,) in conn.execute("SELECT id FROM agent_triggers WHERE agent_id = ?", (agent_id,)).fetchall():
         delete_trigger(conn, trigger_id)
 
 
 # -- the scheduler's and monitors' reads ------------------------------------------------------
-def earliest_due(conn: apsw.Connection) -> int | None:
+def earliest_due(conn: Conn) -> int | None:
     """The first slot any enabled schedule waits for (the scheduler sleeps until it)."""
     row = conn.execute("SELECT min(next_due_at) FROM agent_triggers"
                        " WHERE enabled = 1 AND next_due_at IS NOT NULL").fetchone()
     return None if row is None else row[0]
 
 
-def due_triggers(conn: apsw.Connection, now: int, limit: int) -> list[dict]:
+def due_triggers(conn: Conn, now: int, limit: int) -> list[dict]:
     """Enabled schedules whose slot has come, earliest first; on PostgreSQL their rows are locked
     for this transaction and rows another server's transaction holds are skipped, so each slot is
     taken by one server (the run queue's claim: server/store/leases.py)."""
-    lock = " FOR UPDATE SKIP LOCKED" if getattr(conn, "dialect", "sqlite") == "postgresql" else ""
+    lock = conn.traits.skip_locked
     rows = conn.execute(
         f"SELECT {COLUMNS} FROM agent_triggers WHERE enabled = 1 AND next_due_at IS NOT NULL"
         f" AND next_due_at <= ? ORDER BY next_due_at LIMIT ?{lock}", (now, limit)).fetchall()
     return [trigger_info(row) for row in rows]
 
 
-def set_next_due(conn: apsw.Connection, trigger_id: str, next_due_at: int | None, checked_at: int) -> None:
+def set_next_due(conn: Conn, trigger_id: str, next_due_at: int | None, checked_at: int) -> None:
     conn.execute("UPDATE agent_triggers SET next_due_at = ?, last_checked_at = ? WHERE id = ?",
                  (next_due_at, checked_at, trigger_id))
 
 
-def enabled_of_type(conn: apsw.Connection, source_types: tuple[str, ...], account_id: str | None = None) -> list[dict]:
+def enabled_of_type(conn: Conn, source_types: tuple[str, ...], account_id: str | None = None) -> list[dict]:
     marks = ", ".join("?" * len(source_types))
     where, params = f"enabled = 1 AND source_type IN ({marks})", list(source_types)
     if account_id is not None:
@@ -163,7 +162,7 @@ def enabled_of_type(conn: apsw.Connection, source_types: tuple[str, ...], accoun
 KEEP = object()   # record_outcome's next_due: the next slot stays as it is
 
 
-def record_outcome(conn: apsw.Connection, trigger_id: str, now: int, *, fired: bool, error: str | None,
+def record_outcome(conn: Conn, trigger_id: str, now: int, *, fired: bool, error: str | None,
                    backoff_ms: int | None = None, next_due: object = KEEP) -> None:
     """After a firing: `fired` stamps lastFiredAt; an error counts a failure (and backs off for
     `backoff_ms`); `next_due` (an int, or None for no slot left) moves the schedule's next slot in
@@ -182,18 +181,18 @@ def record_outcome(conn: apsw.Connection, trigger_id: str, now: int, *, fired: b
     conn.execute(f"UPDATE agent_triggers SET {', '.join(sets)} WHERE id = ?", (*params, trigger_id))
 
 
-def clear_failures(conn: apsw.Connection, trigger_id: str) -> None:
+def clear_failures(conn: Conn, trigger_id: str) -> None:
     conn.execute("UPDATE agent_triggers SET failures = 0, backoff_until = NULL, last_error = NULL"
                  " WHERE id = ? AND failures > 0", (trigger_id,))
 
 
-def failures_of(conn: apsw.Connection, trigger_id: str) -> int:
+def failures_of(conn: Conn, trigger_id: str) -> int:
     row = conn.execute("SELECT failures FROM agent_triggers WHERE id = ?", (trigger_id,)).fetchone()
     return 0 if row is None else row[0]
 
 
 # -- webhook credentials -----------------------------------------------------------------------
-def set_credentials(conn: apsw.Connection, trigger_id: str, account_id: str, secret_hash: bytes,
+def set_credentials(conn: Conn, trigger_id: str, account_id: str, secret_hash: bytes,
                     ciphertext: bytes, now: int) -> None:
     conn.execute(
         "INSERT INTO webhook_trigger_credentials (trigger_id, account_id, secret_hash, secret_ciphertext,"
@@ -201,14 +200,14 @@ def set_credentials(conn: apsw.Connection, trigger_id: str, account_id: str, sec
         (trigger_id, account_id, bytes(secret_hash), bytes(ciphertext), now))
 
 
-def credentials(conn: apsw.Connection, trigger_id: str) -> tuple[bytes, bytes] | None:
+def credentials(conn: Conn, trigger_id: str) -> tuple[bytes, bytes] | None:
     """(secret hash, sealed secret) of a webhook trigger."""
     row = conn.execute("SELECT secret_hash, secret_ciphertext FROM webhook_trigger_credentials"
                        " WHERE trigger_id = ?", (trigger_id,)).fetchone()
     return None if row is None else (bytes(row[0]), bytes(row[1]))
 
 
-def hook_target(conn: apsw.Connection, trigger_id: str) -> tuple[dict, bytes] | None:
+def hook_target(conn: Conn, trigger_id: str) -> tuple[dict, bytes] | None:
     """An enabled webhook trigger and its secret hash, in one read (the delivery's check)."""
     row = conn.execute(
         f"SELECT {', '.join('t.' + c.strip() for c in COLUMNS.split(','))}, w.secret_hash"

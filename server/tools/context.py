@@ -37,7 +37,7 @@ class ToolResult:
 
 @dataclass
 class ToolContext:
-    db: Any                        # server.store.database.Database | PgDatabase
+    db: Any                        # a server.storage.port.Storage (either backend)
     publisher: Publisher
     now_ms: Callable[[], int]
     account: str

@@ -42,7 +42,7 @@ async def read(ctx: ToolContext, path: str) -> ToolResult:
         return "file", (info, data)
 
     try:
-        kind, value = await ctx.db.read_async(job)   # (a file's bytes: off the event loop)
+        kind, value = await ctx.db.aread(job, large=True)   # (a file's bytes: off the event loop)
     except ProtocolError as exc:
         if not path and exc.status == 404:
             value, kind = {"path": "", "entries": [], "totalBytes": 0}, "dir"
@@ -90,8 +90,8 @@ async def write(ctx: ToolContext, path: str, params: dict) -> ToolResult:
     elif isinstance(options.get("fromAttachment"), str):
         attachment_id = options["fromAttachment"]
         try:
-            _, data = await ctx.db.read_async(attachments_q.read, ctx.session_id, attachment_id,
-                                              file_rules.MAX_SESSION_ATTACHMENT_BYTES)
+            _, data = await ctx.db.aread(attachments_q.read, ctx.session_id, attachment_id,
+                                         file_rules.MAX_SESSION_ATTACHMENT_BYTES, large=True)
         except ProtocolError as exc:
             raise ToolFailure(exc.message) from None
     elif isinstance(params.get("content"), str):
@@ -108,7 +108,7 @@ async def write(ctx: ToolContext, path: str, params: dict) -> ToolResult:
 
 async def search(ctx: ToolContext, params: dict) -> ToolResult:
     limit = params.get("pageSize") if isinstance(params.get("pageSize"), int) else SEARCH_DEFAULT
-    found = await ctx.db.read_async(memory_q.search, ctx.agent["id"], params["query"], limit)
+    found = await ctx.db.aread(memory_q.search, ctx.agent["id"], params["query"], limit, large=True)
     results = [{"title": r["path"], "url": f"~/memory/{r['path']}", "snippet": r["snippet"], "score": r["score"]}
                for r in found]
     markdown = "\n".join(f"- ~/memory/{r['path']} — {r['snippet']}" for r in found)
@@ -119,8 +119,8 @@ async def search(ctx: ToolContext, params: dict) -> ToolResult:
 
 async def read_attachment(ctx: ToolContext, attachment_id: str) -> ToolResult:
     try:
-        meta, data = await ctx.db.read_async(attachments_q.read, ctx.session_id, attachment_id, READ_BYTES, 0,
-                                             READ_BYTES)
+        meta, data = await ctx.db.aread(attachments_q.read, ctx.session_id, attachment_id, READ_BYTES, 0,
+                                        READ_BYTES, large=True)
     except ProtocolError as exc:
         raise ToolFailure(exc.message) from None
     text = file_rules.utf8_or_none(data)

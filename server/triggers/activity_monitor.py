@@ -29,7 +29,7 @@ from protocol.dagcbor import encode
 from server.runtime.leasing import server_id
 from server.store import trigger_firings as firings_q
 from server.store import triggers as triggers_q
-from server.store.database import DatabaseClosed
+from server.storage.workers import DatabaseClosed
 from server.triggers import activity
 from server.triggers.firing import Event, admit
 from server.triggers.webhook import plain_json

@@ -19,7 +19,7 @@ import logging
 from datetime import datetime, timezone
 
 from server.store import triggers as triggers_q
-from server.store.database import DatabaseClosed
+from server.storage.workers import DatabaseClosed
 from server.triggers import schedule as sched
 from server.triggers.firing import Event, admit
 

@@ -20,11 +20,12 @@ import hashlib
 import hmac
 import json
 import secrets as pysecrets
+import time
 from collections import OrderedDict
 
 from protocol.framing_http import Route
 from protocol.fields import MAX_ID
-from server.ratelimit import TokenBucket
+from server.ratelimit import Clock, TokenBucket
 from server.store import triggers as triggers_q
 from server.triggers.event import Event
 
@@ -81,12 +82,13 @@ def hook_route(method: str, target: str) -> Route | None:
 class Deliveries:
     """The per-address buckets (one per server)."""
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, clock: Clock = time.monotonic) -> None:
         self.rate = rate
+        self.clock = clock
         self.buckets: OrderedDict[str, TokenBucket] = OrderedDict()
 
     def allow(self, address: str) -> bool:
-        bucket = self.buckets.pop(address, None) or TokenBucket(self.rate, max(1, int(self.rate * 4)))
+        bucket = self.buckets.pop(address, None) or TokenBucket(self.rate, max(1, int(self.rate * 4)), self.clock)
         self.buckets[address] = bucket
         if len(self.buckets) > MAX_ADDRESSES:
             self.buckets.popitem(last=False)

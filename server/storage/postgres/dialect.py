@@ -12,7 +12,8 @@ spellings differ; `to_postgres` rewrites them, once per distinct statement (cach
   column PostgreSQL's `runs` table has for it;
 - an `INDEXED BY name` hint (SQLite's planner needs it where PostgreSQL's does not) is dropped,
   and so is the unary `+` before a column (`AND +account_id = ?`, SQLite's way of keeping an
-  index out of the plan; PostgreSQL has no unary `+` for text).
+  index out of the plan; PostgreSQL has no unary `+` for text);
+- `LIMIT -1 OFFSET n` (SQLite's "no limit", which it needs before an OFFSET) becomes `OFFSET n`.
 
 Quoted text ('...', "...") is copied untouched. Pure code: no connection, testable with strings.
 """
@@ -23,6 +24,7 @@ from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _INDEXED_BY = re.compile(r"INDEXED\s+BY\s+[A-Za-z_][A-Za-z_0-9]*\s*", re.IGNORECASE)
+_NO_LIMIT = re.compile(r"LIMIT\s+-1\s+(?=OFFSET\b)", re.IGNORECASE)
 
 
 class Statement:
@@ -80,6 +82,9 @@ def to_postgres(sql: str) -> Statement:
             lower = word.lower()
             if lower == "indexed" and _INDEXED_BY.match(sql, i):
                 i = _INDEXED_BY.match(sql, i).end()
+                continue
+            if lower == "limit" and _NO_LIMIT.match(sql, i):
+                i = _NO_LIMIT.match(sql, i).end()
                 continue
             if lower in ("max", "min") and _is_scalar_call(sql, m.end()):
                 out.append("GREATEST" if lower == "max" else "LEAST")

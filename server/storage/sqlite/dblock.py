@@ -13,11 +13,11 @@ import errno
 import fcntl
 import os
 
-from server.store.filemodes import make_private_dir
+from server.storage.errors import StorageError
+from server.storage.filemodes import make_private_dir
 
 
-
-class DatabaseLocked(Exception):
+class DatabaseLocked(StorageError):
     """Another live process holds the database; the message names it."""
 
 

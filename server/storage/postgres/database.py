@@ -1,17 +1,18 @@
-"""PgDatabase: the `Database` façade over PostgreSQL, so every store function runs on either.
+"""PgDatabase: the PostgreSQL adapter's façade (the storage port: server/storage/port.py).
 
-The server talks to its store in one way whatever the driver: `read(fn, *args)`,
-`read_async`, `write`, `write_nowait`, `write_sync`, where `fn(conn, *args)` is a function of
-`server.store`. `server.store.database.Database` runs them on SQLite; this class runs the same
+The server talks to its store in one way whatever the backend: `read(fn, *args)`,
+`aread`, `write`, `write_nowait`, `write_sync`, where `fn(conn, *args)` is a function of
+`server.store`. `server.storage.sqlite.database.Database` runs them on SQLite; this class runs the same
 functions on PostgreSQL through psycopg 3, with `PgConn` presenting a psycopg connection the way
-the store uses apsw's (`execute`, `executemany`, `changes`) and `server.storage.dialect`
+the store uses apsw's (`execute`, `executemany`, `changes`) and `server.storage.postgres.dialect`
 rewriting the few SQLite spellings.
 
 - `read`: on the caller's thread (the event loop's), on one reader connection, in one
   REPEATABLE READ READ ONLY transaction, so `fn` sees one snapshot as it does on SQLite. It is a
   round trip to the database that the loop waits for (a loopback one on a LAN is ~0.1-0.3 ms):
   the price of keeping the store's synchronous, await-free reads, on which the subscription
-  and grant invariants rest. Large reads use `read_async` (threads, as on SQLite).
+  and grant invariants rest. A handler's `aread` runs on reader threads (a round trip the loop
+  need not wait for).
 - writes: one writer thread runs the jobs in the order they were submitted, each in its own
   transaction (READ COMMITTED). Not batched as SQLite's writer is: a transaction holding two
   jobs' row locks could deadlock with another server's. A job that fails with a serialization
@@ -19,7 +20,7 @@ rewriting the few SQLite spellings.
   again from the start, up to `RETRIES` times: the second run sees the winner's commit.
 - What must hold across servers is held by the database: the per-session seq counter row, the
   unique keys of idempotency records and replay signatures (`claim_signature`), and the run
-  leases (server.store.leases).
+  leases (server.store.leases, for a backend whose traits say `run_leases`).
 """
 from __future__ import annotations
 
@@ -33,19 +34,22 @@ from typing import Any, Callable
 import psycopg
 from psycopg import errors as pg_errors
 
-from server.storage.dialect import to_postgres
-from server.storage.pg_gate import PgSchemaTarget, pass_gate
-from server.storage.errors import StorageError
+from server.storage.errors import StorageError, UnstorableText
+from server.storage.port import Traits
+from server.storage.postgres.dialect import to_postgres
+from server.storage.postgres.gate import PgSchemaTarget, pass_gate
 from server.storage.url import StorageURL, scrub
-from server.store.database import DatabaseClosed, Job, WriteQueue, deliver
-from server.store.errors import UnstorableText
+from server.storage.workers import STOP as _STOP
+from server.storage.workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
 
 log = logging.getLogger(__name__)
 
 RETRIES = 4
 _BIG_PARAM = 64 * 1024   # bytes: a larger bytes parameter is bound by the server, in binary
-READER_THREADS = 4   # handlers' reads wait on the network here, not on the CPU
-_STOP = object()
+# How PostgreSQL differs where a query must know it (server/storage/port.py): several servers
+# take runs (leases), lock the rows they move, and skip those another server holds.
+POSTGRES = Traits(name="postgresql", run_leases=True, lock_rows=" FOR UPDATE",
+                  skip_locked=" FOR UPDATE SKIP LOCKED", like_ci="ILIKE", text_search="tsvector")
 # Run again from the start: another transaction won a race this one can now see.
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
 
@@ -94,7 +98,7 @@ class PgConn:
 
     __slots__ = ("raw", "_changes")
 
-    dialect = "postgresql"
+    traits = POSTGRES
 
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
@@ -133,9 +137,11 @@ class PgConn:
         return self._changes
 
 
-class PgDatabase(WriteQueue):
+class PgDatabase(WriteQueue, ReaderThreads):
+    backend = "postgresql"
     shared = True          # several servers on one store: leases and notices cross processes
-    dialect = "postgresql"
+    traits = POSTGRES
+    reader_threads = 4     # handlers' reads wait on the network here, not on the CPU
 
     def __init__(self, url: StorageURL, *, connect_timeout: float = 10.0,
                  target: PgSchemaTarget | None = None) -> None:
@@ -155,7 +161,7 @@ class PgDatabase(WriteQueue):
         self._accepting = False
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._claims: concurrent.futures.ThreadPoolExecutor | None = None
-        self._pool_conns: list[PgConn] = []
+        self._thread_conns: list[PgConn] = []
         self._local = threading.local()
         self.database = ""
         self.schema = ""
@@ -231,11 +237,11 @@ class PgDatabase(WriteQueue):
             if pool is not None:
                 pool.shutdown(wait=True)
         self._pool = self._claims = None
-        for conn in [self._reader, *self._pool_conns]:
+        for conn in [self._reader, *self._thread_conns]:
             if conn is not None:
                 conn.raw.close()
         self._reader = None
-        self._pool_conns.clear()
+        self._thread_conns.clear()
 
     # -- reads -----------------------------------------------------------------------------
     def read(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -247,41 +253,40 @@ class PgDatabase(WriteQueue):
             return fn(conn, *args)
         self._reading = True
         try:
-            return self._in_snapshot(conn, fn, args)
+            return self._snapshot(conn, fn, args)
         except psycopg.OperationalError:
             # The connection broke (a database restart, a network cut): a read can simply be
             # run again, once, on a new one.
             log.warning("reader connection to %s lost; reconnecting", self.url)
             conn.raw.close()
             self._reader = conn = self._connect(reader=True)
-            return self._in_snapshot(conn, fn, args)
+            return self._snapshot(conn, fn, args)
         finally:
             self._reading = False
 
     @staticmethod
-    def _in_snapshot(conn: PgConn, fn, args) -> Any:
+    def _snapshot(conn: PgConn, fn, args) -> Any:
         with conn.raw.transaction():
             return fn(conn, *args)
 
-    async def aread(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def aread(self, fn: Callable[..., Any], *args: Any, large: bool = False) -> Any:
         """A handler's read: a round trip to the database, so it runs on a reader thread and the
-        event loop serves everyone else meanwhile."""
-        return await self.read_async(fn, *args)
+        event loop serves everyone else meanwhile, whatever its size."""
+        return await self._on_reader_thread(fn, args)
 
-    async def read_async(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def _check_open(self) -> None:
         if self._reader is None:
             raise DatabaseClosed("database is not open")
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(READER_THREADS, thread_name_prefix="db-reader")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self._read_on_thread, fn, args)
 
-    def _read_on_thread(self, fn, args) -> Any:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.raw.closed:
-            conn = self._local.conn = self._connect(reader=True)
-            with self._lock:
-                self._pool_conns.append(conn)
-        return self._in_snapshot(conn, fn, args)
+    def _open_thread_reader(self) -> PgConn:
+        return self._connect(reader=True)
+
+    def _thread_reader_usable(self, conn: PgConn) -> bool:
+        return not conn.raw.closed
+
+    def process_lock(self) -> None:
+        """Shared by design: no process lock; runs are leased instead (`leases`)."""
+        return None
 
     # -- replay claims (several servers) ---------------------------------------------------
     async def claim_signature(self, sig: bytes, expires_at: int, now: int, *, durable: bool) -> bool:
@@ -305,7 +310,7 @@ class PgDatabase(WriteQueue):
                 if not flag:
                     conn.raw.execute("SET synchronous_commit = off")
                 with self._lock:
-                    self._pool_conns.append(conn)
+                    self._thread_conns.append(conn)
         cur = conns[durable].raw.execute(
             "INSERT INTO accepted_signatures (sig, expires_at) VALUES (%s, %s)"
             " ON CONFLICT (sig) DO UPDATE SET expires_at = excluded.expires_at"

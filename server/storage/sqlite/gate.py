@@ -15,7 +15,9 @@ from dataclasses import dataclass
 import apsw
 
 import schema
-from server.store.filemodes import create_private_file, make_private_dir
+from server.storage.errors import SchemaGateError, SchemaMigrationError
+from server.storage.port import Traits
+from server.storage.filemodes import create_private_file, make_private_dir
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
@@ -25,23 +27,16 @@ BUSY_TIMEOUT_MS = 5000
 JOURNAL_SIZE_LIMIT = 64 << 20
 
 
-class SchemaGateError(Exception):
-    """The database cannot be used by this build; the server exits with status 2."""
-
-    exit_code = 2
-
-    def __init__(self, path: str, found: int | None, expected: int, reason: str) -> None:
-        self.path = path
-        self.found = found          # None when the file is not a readable SQLite database
-        self.expected = expected
-        self.reason = reason
-        shown = "unreadable" if found is None else str(found)
-        super().__init__(f"database {path}: {reason} (schema version found: {shown}, "
-                         f"this build expects: {expected}); the file was not changed")
+# How SQLite differs where a query must know it (server/storage/port.py): one process owns the
+# file, so runs need no leases and its one writer already serializes (no row locks).
+SQLITE = Traits(name="sqlite", run_leases=False, lock_rows="", skip_locked="", like_ci="LIKE",
+                text_search="fts5")
 
 
-class SchemaMigrationError(SchemaGateError):
-    """A migration failed; its transaction was rolled back, so the file is as it was."""
+class SqliteConn(apsw.Connection):
+    """apsw's connection, carrying the adapter's traits for the store's queries."""
+
+    traits = SQLITE
 
 
 @dataclass(frozen=True)
@@ -67,7 +62,7 @@ def open_database(path: str, *, target: SchemaTarget | None = None) -> apsw.Conn
     hot_wal = os.path.exists(path + "-wal") and os.path.getsize(path + "-wal") > 0
     flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     try:
-        conn = apsw.Connection(path, flags=flags)
+        conn = SqliteConn(path, flags=flags)
     except apsw.Error as exc:
         raise SchemaGateError(path, None, target.version, f"cannot open: {exc}") from exc
     try:
@@ -89,7 +84,7 @@ def open_database(path: str, *, target: SchemaTarget | None = None) -> apsw.Conn
 def open_reader(path: str, *, target: SchemaTarget | None = None) -> apsw.Connection:
     """A second connection to a file the gate already accepted; it refuses to write."""
     target = target or SchemaTarget.current()
-    conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+    conn = SqliteConn(path, flags=apsw.SQLITE_OPEN_READWRITE)
     try:
         configure(conn)
         conn.execute("PRAGMA query_only = ON")

@@ -1,10 +1,11 @@
-"""Database: the async façade over one SQLite file.
+"""Database: the SQLite adapter's façade over one file (the storage port: server/storage/port.py).
 
-Reads run synchronously on the caller's thread with a dedicated reader connection: they are
-short indexed lookups, and apsw releases the GIL while SQLite works. A read whose answer can be
-large (ListAgents, GetAgent, a GetSession page past its first part) uses `read_async`: it runs on
-a small pool of reader threads, each with its own connection, so the event loop keeps serving
-everyone else meanwhile. Writes go to one writer
+`read` runs on the caller's thread with a dedicated reader connection: the store's reads are
+short indexed lookups, and apsw releases the GIL while SQLite works. A handler's `aread` is that
+same read, inline (it never suspends, so an inline handler stays inline), unless the handler says
+the answer can be large (`large=True`: ListAgents, GetAgent, a GetSession page past its first
+part): then it runs on a small pool of reader threads, each with its own connection, so the event
+loop keeps serving everyone else meanwhile. Writes go to one writer
 thread that group-commits: it takes every queued job (up to `batch_limit`), runs them in one
 `BEGIN IMMEDIATE` transaction, each in its own savepoint so a failing job is rolled back alone,
 commits once (one fsync for the batch), and only then resolves the callers, in job order. The
@@ -21,86 +22,26 @@ from typing import Any, Callable
 
 import apsw
 
-from server.store.gate import SchemaTarget, open_database, open_reader
+from server.storage.sqlite import dblock
+from server.storage.sqlite.gate import SQLITE, SchemaTarget, open_database, open_reader
+from server.storage.workers import STOP as _STOP
+from server.storage.workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
 
 log = logging.getLogger(__name__)
-
-_STOP = object()
-
-
-class DatabaseClosed(RuntimeError):
-    """A write was submitted after close() began, or before start()."""
 
 
 class WriteAborted(RuntimeError):
     """SQLite rolled back the whole batch transaction (e.g. disk full); this job did not commit."""
 
 
-class Job:
-    __slots__ = ("fn", "args", "future", "loop", "ok", "value")
-
-    def __init__(self, fn: Callable, args: tuple, future: Any, loop: asyncio.AbstractEventLoop | None):
-        self.fn = fn
-        self.args = args
-        self.future = future  # asyncio.Future (with loop), concurrent Future, or None (nowait)
-        self.loop = loop
-        self.ok = False
-        self.value: Any = None
-
-    def fail(self, exc: BaseException) -> None:
-        self.ok = False
-        self.value = exc
-
-
-READER_THREADS = 2   # read_async threads (the machine's cores serve the loop and the writer too)
-
-
-class WriteQueue:
-    """The submitting side of a writer thread, shared by both drivers' façades: jobs go into
-    `_queue` in order, under `_lock` so none lands after the stop; the driver's writer thread
-    runs them and settles each with `deliver`."""
-
-    _queue: queue.SimpleQueue
-    _lock: threading.Lock
-    _accepting: bool
-    _thread: threading.Thread | None
-
-    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run `fn(conn, *args)` on the writer thread; returns its result once committed.
-
-        Cancelling the caller does not cancel the write: once queued it runs and commits.
-        `fn` must not BEGIN/COMMIT itself and must return plain values (no live cursors).
-        """
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._submit(Job(fn, args, future, loop))
-        return await future
-
-    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Queue a write nobody waits for (in order with the others); a failure is only logged."""
-        self._submit(Job(fn, args, None, None))
-
-    def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Blocking `write` for scripts, tests and other threads."""
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("write_sync from inside a write job would wait for itself")
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        self._submit(Job(fn, args, future, None))
-        return future.result()
-
-    def _submit(self, job: Job) -> None:
-        with self._lock:
-            if not self._accepting:
-                raise DatabaseClosed("database is closed or not started")
-            self._queue.put(job)
-
-
-class Database(WriteQueue):
+class Database(WriteQueue, ReaderThreads):
     """One writer thread (group commit), one reader connection for the event-loop thread, and a
     small pool of reader threads for large reads."""
 
-    shared = False     # one server process owns the file (server/dblock.py)
-    dialect = "sqlite"
+    backend = "sqlite"
+    shared = False     # one server process owns the file (server/storage/sqlite/dblock.py)
+    traits = SQLITE
+    reader_threads = 2   # the machine's cores serve the loop and the writer too
 
     def __init__(self, path: str, *, batch_limit: int = 256, target: SchemaTarget | None = None) -> None:
         self.path = path
@@ -112,8 +53,8 @@ class Database(WriteQueue):
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # orders submit against close: no job lands after _STOP
         self._accepting = False
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None   # read_async, made on first use
-        self._pool_readers: list[apsw.Connection] = []
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None   # large reads, made on first use
+        self._thread_conns: list[apsw.Connection] = []
         self._local = threading.local()
         # Counters for metrics and the bench: committed batches and the jobs they carried.
         self.batches = 0
@@ -176,13 +117,18 @@ class Database(WriteQueue):
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)   # no read in flight past this point
-        for conn in self._pool_readers:
+        for conn in self._thread_conns:
             conn.close()
-        self._pool_readers.clear()
+        self._thread_conns.clear()
+
+    def process_lock(self) -> dblock.DatabaseLock:
+        """One server per file: the lock `seed-agents serve` takes before opening it."""
+        return dblock.DatabaseLock(self.path)
 
     # -- reads -----------------------------------------------------------------------------
     def read(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """`fn(reader, *args)` in one read transaction, so it sees one consistent snapshot."""
+        """The runtime's read: `fn(reader, *args)` in one read transaction (one consistent
+        snapshot), on the caller's thread; it never suspends."""
         conn = self.reader
         if conn.in_transaction:  # nested read: already inside a snapshot
             return fn(conn, *args)
@@ -192,27 +138,23 @@ class Database(WriteQueue):
         finally:
             conn.execute("COMMIT")
 
-    async def aread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """A handler's read: `read` itself here (it never suspends, so an inline handler stays
-        inline), while on PostgreSQL, where a read is a network round trip, it runs off the loop
-        (server/storage/pg_database.py)."""
+    async def aread(self, fn: Callable[..., Any], *args: Any, large: bool = False) -> Any:
+        """A handler's read: `read` itself (it never suspends, so an inline handler stays inline),
+        or, when the answer can be `large`, on a reader thread so the loop is not held while it
+        decodes."""
+        if large:
+            return await self._on_reader_thread(fn, args)
         return self.read(fn, *args)
 
-    async def read_async(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """`read`, but on a reader thread with its own connection (one snapshot too): for reads
-        whose answer can be large, so the event loop is not held while they decode."""
+    def _check_open(self) -> None:
         if self._reader is None:
             raise DatabaseClosed("database is not open")
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(READER_THREADS, thread_name_prefix="db-reader")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self._read_on_thread, fn, args)
 
-    def _read_on_thread(self, fn: Callable[..., Any], args: tuple) -> Any:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = open_reader(self.path, target=self._target)
-            with self._lock:
-                self._pool_readers.append(conn)
+    def _open_thread_reader(self) -> apsw.Connection:
+        return open_reader(self.path, target=self._target)
+
+    @staticmethod
+    def _snapshot(conn: apsw.Connection, fn: Callable[..., Any], args: tuple) -> Any:
         conn.execute("BEGIN")
         try:
             return fn(conn, *args)
@@ -305,36 +247,3 @@ class Database(WriteQueue):
                 job.fail(DatabaseClosed("database closed before this write ran"))
                 leftovers.append(job)
         deliver(leftovers)
-
-
-def deliver(batch: list[Job]) -> None:
-    """Hand results back: one loop callback per event loop, settling futures in job order."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[Job]] = {}
-    for job in batch:
-        if job.future is None:
-            if not job.ok:
-                log.error("background write %s failed: %r", getattr(job.fn, "__name__", job.fn), job.value)
-        elif job.loop is None:
-            if not job.future.set_running_or_notify_cancel():
-                continue  # cancelled by its owner; the write still happened
-            if job.ok:
-                job.future.set_result(job.value)
-            else:
-                job.future.set_exception(job.value)
-        else:
-            by_loop.setdefault(job.loop, []).append(job)
-    for loop, jobs in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_settle, jobs)
-        except RuntimeError:  # the loop is closed: nobody is left to wait
-            pass
-
-
-def _settle(jobs: list[Job]) -> None:
-    for job in jobs:
-        if job.future.done():  # the caller was cancelled; the write still happened
-            continue
-        if job.ok:
-            job.future.set_result(job.value)
-        else:
-            job.future.set_exception(job.value)

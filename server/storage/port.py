@@ -1,0 +1,107 @@
+"""The storage port: what a backend provides, so the store's queries (server.store) are written
+once and run on any of them. Each backend is one folder implementing it (server/storage/sqlite/,
+server/storage/postgres/); an adapter imports nothing of server.store (the queries sit above it); `server.storage.database_for` picks one from the storage URL, and
+tests/test_storage_conformance.py drives every one through this interface.
+
+A store function is `fn(conn: Conn, *args)`: it runs inside a transaction the façade opens
+(a read snapshot, or a write job), never begins or commits one itself, and returns plain values.
+Its SQL is written in SQLite's spelling; an adapter rewrites what it must (PostgreSQL:
+server/storage/postgres/dialect.py). Where the backends differ beyond spelling, the connection's
+`traits` say so, in one place per adapter: a query reads a trait, it never asks which backend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Traits:
+    """How a backend differs where a query must know it."""
+
+    name: str              # "sqlite" | "postgresql": health's `storage`, logs
+    run_leases: bool       # runs in claimed/running hold a lease (several servers take runs)
+    lock_rows: str         # appended to a SELECT to lock its rows until the transaction ends
+    skip_locked: str       # ... and to skip rows another transaction holds (a queue's claim)
+    like_ci: str           # case-insensitive LIKE (SQLite's LIKE is, for ASCII)
+    text_search: str       # which full-text search the memory index has: "fts5" | "tsvector"
+
+
+class Rows(Protocol):
+    """A statement's result: iterate it, or take one row or all."""
+
+    def fetchone(self) -> tuple | None: ...
+
+    def fetchall(self) -> list[tuple]: ...
+
+    def __iter__(self) -> Iterator[tuple]: ...
+
+
+@runtime_checkable
+class Conn(Protocol):
+    """The connection a store function is given (apsw's on SQLite, `PgConn` on PostgreSQL)."""
+
+    traits: Traits
+
+    def execute(self, sql: str, params: Any = ()) -> Rows: ...
+
+    def executemany(self, sql: str, seq: Any) -> Any: ...
+
+    def changes(self) -> int: ...
+
+
+class ProcessLock(Protocol):
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class Storage(Protocol):
+    """A backend's façade.
+
+    Reads: `read` is the runtime's (and the live layer's): on the caller's thread, one snapshot,
+    it never suspends, which the subscription and grant invariants rest on. `aread` is a
+    handler's: awaitable; the adapter decides where it runs (SQLite: inline, or on a reader
+    thread when `large=True`; PostgreSQL, a network round trip: always on a reader thread).
+
+    Writes: one writer thread runs the jobs in submission order; `write` resolves once the job
+    committed, `write_nowait` queues one nobody waits for, `write_sync` blocks (scripts, tests).
+
+    Lock or lease: a backend one process owns gives `process_lock()` (taken before start); a
+    `shared` backend (several servers on one database) gives none, and its traits say
+    `run_leases`: its schema has the lease columns the run lease queries use
+    (server/store/leases.py), and it gives `claim_signature` for the replay guard across
+    servers. Notices between servers travel on the shared backend's bus
+    (server/storage/postgres/bus.py, through server.cluster).
+    """
+
+    backend: str          # Traits.name
+    shared: bool
+    path: str             # where it is, as logs may show it (a URL redacted)
+    traits: Traits
+    batches: int
+    jobs: int
+
+    @property
+    def schema_version(self) -> int: ...
+
+    async def start(self) -> None: ...
+
+    def start_sync(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def close_sync(self) -> None: ...
+
+    def process_lock(self) -> ProcessLock | None: ...
+
+    def read(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    async def aread(self, fn: Callable[..., Any], *args: Any, large: bool = False) -> Any: ...
+
+    async def write(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None: ...
+
+    def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+

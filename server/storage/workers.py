@@ -1,0 +1,150 @@
+"""The threads a storage façade runs its work on, the same for every adapter: the write queue
+(jobs submitted in order to the adapter's one writer thread, settled back on the caller's event
+loop in job order) and the reader threads (a small pool, each thread with its own connection, for
+reads the event loop must not wait for). The adapter supplies what differs: how a writer commits
+a batch, how a connection is opened, what one read snapshot is.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+STOP = object()   # put on the queue by close: the writer thread ends after the jobs before it
+
+
+class DatabaseClosed(RuntimeError):
+    """A write was submitted after close() began, or before start()."""
+
+
+class Job:
+    __slots__ = ("fn", "args", "future", "loop", "ok", "value")
+
+    def __init__(self, fn: Callable, args: tuple, future: Any, loop: asyncio.AbstractEventLoop | None):
+        self.fn = fn
+        self.args = args
+        self.future = future  # asyncio.Future (with loop), concurrent Future, or None (nowait)
+        self.loop = loop
+        self.ok = False
+        self.value: Any = None
+
+    def fail(self, exc: BaseException) -> None:
+        self.ok = False
+        self.value = exc
+
+
+class WriteQueue:
+    """The submitting side of a writer thread, shared by every adapter's façade: jobs go into
+    `_queue` in order, under `_lock` so none lands after the stop; the driver's writer thread
+    runs them and settles each with `deliver`."""
+
+    _queue: queue.SimpleQueue
+    _lock: threading.Lock
+    _accepting: bool
+    _thread: threading.Thread | None
+
+    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(conn, *args)` on the writer thread; returns its result once committed.
+
+        Cancelling the caller does not cancel the write: once queued it runs and commits.
+        `fn` must not BEGIN/COMMIT itself and must return plain values (no live cursors).
+        """
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._submit(Job(fn, args, future, loop))
+        return await future
+
+    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue a write nobody waits for (in order with the others); a failure is only logged."""
+        self._submit(Job(fn, args, None, None))
+
+    def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Blocking `write` for scripts, tests and other threads."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("write_sync from inside a write job would wait for itself")
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._submit(Job(fn, args, future, None))
+        return future.result()
+
+    def _submit(self, job: Job) -> None:
+        with self._lock:
+            if not self._accepting:
+                raise DatabaseClosed("database is closed or not started")
+            self._queue.put(job)
+
+
+class ReaderThreads:
+    """Reads on a small pool of threads, each with its own connection (opened on first use):
+    `_on_reader_thread(fn, args)` runs `fn(conn, *args)` in one snapshot there. The adapter
+    supplies `_open_thread_reader()`, `_snapshot(conn, fn, args)`, `_thread_reader_usable(conn)`
+    and `reader_threads`; it closes `_thread_conns` on close."""
+
+    reader_threads = 2
+    _pool: concurrent.futures.ThreadPoolExecutor | None
+    _local: threading.local
+    _lock: threading.Lock
+    _thread_conns: list
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _open_thread_reader(self) -> Any:
+        raise NotImplementedError
+
+    def _snapshot(self, conn: Any, fn: Callable[..., Any], args: tuple) -> Any:
+        raise NotImplementedError
+
+    def _thread_reader_usable(self, conn: Any) -> bool:
+        return True
+
+    async def _on_reader_thread(self, fn: Callable[..., Any], args: tuple) -> Any:
+        self._check_open()
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self.reader_threads, thread_name_prefix="db-reader")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._read_on_thread, fn, args)
+
+    def _read_on_thread(self, fn: Callable[..., Any], args: tuple) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or not self._thread_reader_usable(conn):
+            conn = self._local.conn = self._open_thread_reader()
+            with self._lock:
+                self._thread_conns.append(conn)
+        return self._snapshot(conn, fn, args)
+
+
+def deliver(batch: list[Job]) -> None:
+    """Hand results back: one loop callback per event loop, settling futures in job order."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Job]] = {}
+    for job in batch:
+        if job.future is None:
+            if not job.ok:
+                log.error("background write %s failed: %r", getattr(job.fn, "__name__", job.fn), job.value)
+        elif job.loop is None:
+            if not job.future.set_running_or_notify_cancel():
+                continue  # cancelled by its owner; the write still happened
+            if job.ok:
+                job.future.set_result(job.value)
+            else:
+                job.future.set_exception(job.value)
+        else:
+            by_loop.setdefault(job.loop, []).append(job)
+    for loop, jobs in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle, jobs)
+        except RuntimeError:  # the loop is closed: nobody is left to wait
+            pass
+
+
+def _settle(jobs: list[Job]) -> None:
+    for job in jobs:
+        if job.future.done():  # the caller was cancelled; the write still happened
+            continue
+        if job.ok:
+            job.future.set_result(job.value)
+        else:
+            job.future.set_exception(job.value)
