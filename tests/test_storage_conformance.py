@@ -602,8 +602,7 @@ async def shape_script(db, called: set[str] | None = None) -> list:
 
 def running(conn, run_id: str) -> None:
     """A run as a claim leaves it (PostgreSQL: with a lease)."""
-    lease = ", lease_owner = 'shape', lease_expires_at = 9999999999999" if getattr(
-        conn, "dialect", "sqlite") == "postgresql" else ""
+    lease = ", lease_owner = 'shape', lease_expires_at = 9999999999999" if conn.traits.run_leases else ""
     conn.execute(f"UPDATE runs SET status = 'running', attempt = 1{lease} WHERE id = ?", (run_id,))
 
 
