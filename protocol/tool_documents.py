@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 
-import jsonschema
 
 from . import tool_registry as registry
 from .capability import capability_cid
@@ -64,6 +63,8 @@ def check_schema(schema: object, where: str) -> dict:
         raise ProtocolError(400, f"{where} must be a JSON Schema map")
     if len(encode(schema)) > MAX_SCHEMA_BYTES:
         raise ProtocolError(400, f"{where} is larger than {MAX_SCHEMA_BYTES} bytes")
+    import jsonschema   # (at first use: a tenth of a second to import)
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -74,6 +75,8 @@ def check_schema(schema: object, where: str) -> dict:
 def schema_errors(schema: dict, value: object, limit: int = 5) -> list[str]:
     """Why `value` does not fit `schema` (at most `limit` reasons, each naming its place); [] when
     it fits. `schema` was checked with check_schema."""
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(schema)
     out = []
     for error in validator.iter_errors(value):

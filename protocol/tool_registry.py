@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from jsonschema import Draft202012Validator
 
 
 @dataclass(frozen=True)
@@ -31,10 +30,16 @@ class Tool:
     output_schema: dict | None = None
     hidden: bool = False
     user_configurable: bool = False
-    _validator: Draft202012Validator | None = field(default=None, compare=False, repr=False)
+    _validator: object = field(default=None, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_validator", Draft202012Validator(self.input_schema))
+    def validator(self):  # noqa: ANN201
+        """The input schema's validator, made at first use (jsonschema costs a tenth of a
+        second to import, which every server start and CLI command would pay)."""
+        if self._validator is None:
+            from jsonschema import Draft202012Validator
+
+            object.__setattr__(self, "_validator", Draft202012Validator(self.input_schema))
+        return self._validator
 
     def to_wire(self) -> dict:
         """The record as the reference's SeedToolMetadata (camelCase), for listings."""
@@ -803,7 +808,7 @@ def contract_markdown(tool: Tool) -> str:
 def input_errors(tool: Tool, value: object, limit: int = 10) -> list[str]:
     """What is wrong with `value` as the tool's input, one line per fault (empty: it fits)."""
     out = []
-    for error in tool._validator.iter_errors(value):
+    for error in tool.validator().iter_errors(value):
         where = "/".join(str(p) for p in error.absolute_path) or "(input)"
         message = error.message
         if len(message) > 200:

@@ -243,9 +243,9 @@ async def kill_rounds(tmp_path, rounds: int, seed: int) -> dict:
 
 
 async def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path):
-    stats = await kill_rounds(tmp_path, rounds=8, seed=random.randrange(1 << 30))
+    stats = await kill_rounds(tmp_path, rounds=3, seed=random.randrange(1 << 30))   # 40: test_sigkill_many_rounds
     print(f"\nkill test: {stats}")
-    assert stats["rounds"] == 8 and stats["messages"] > 50
+    assert stats["rounds"] == 3 and stats["messages"] > 10
 
 
 @pytest.mark.slow
