@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from multiformats import CID
+from multiformats import CID, varint
 
 from . import dagcbor
 from .hm_diff import blocks_map, compute_replace_ops, from_api_node, rebind_table_identities, to_api_node
@@ -72,20 +72,8 @@ class Blob:
 def blob_cid(data: bytes, codec: int = DAG_CBOR) -> str:
     """CIDv1 (default dag-cbor) sha2-256 of `data`, base32."""
     digest = hashlib.sha256(data).digest()
-    raw = bytes((0x01,)) + _varint(codec) + b"\x12\x20" + digest
+    raw = bytes((0x01,)) + varint.encode(codec) + b"\x12\x20" + digest
     return str(CID.decode(raw).set(base="base32"))
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _keypair(seed: bytes) -> Keypair:

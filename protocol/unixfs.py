@@ -15,6 +15,8 @@ Proven against the library: tests/hm_vectors/accounts.json ("unixfs"), tests/tes
 
 from __future__ import annotations
 
+from multiformats import varint
+
 from .hm_blobs import Blob, blob_cid
 
 __all__ = ["CHUNK_SIZE", "MAX_LINKS", "RAW", "DAG_PB", "file_blobs"]
@@ -25,28 +27,16 @@ RAW = 0x55
 DAG_PB = 0x70
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _field(number: int, wire_type: int) -> bytes:
-    return _varint(number << 3 | wire_type)
+    return varint.encode(number << 3 | wire_type)
 
 
 def _bytes_field(number: int, value: bytes) -> bytes:
-    return _field(number, 2) + _varint(len(value)) + value
+    return _field(number, 2) + varint.encode(len(value)) + value
 
 
 def _uint_field(number: int, value: int) -> bytes:
-    return _field(number, 0) + _varint(value)
+    return _field(number, 0) + varint.encode(value)
 
 
 def _cid_bytes(cid: str) -> bytes:
