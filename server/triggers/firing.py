@@ -28,12 +28,11 @@ from server.store import sessions as sessions_q
 from server.store import trigger_firings as firings_q
 from server.store import triggers as triggers_q
 from server.triggers import tool_run
+from server.triggers.backoff import failure_backoff
 from server.triggers.event import Event
 
 HOUR_MS = 3_600_000
 MAX_CHAIN_HOPS = 8            # run-completed firings feeding each other (the reference's guard)
-BACKOFF_BASE_MS = 30_000      # after n failures in a row: 30 s * 2^(n-1), at most an hour
-BACKOFF_MAX_MS = HOUR_MS
 MAX_EVENT_JSON = 8_000        # characters of the event shown to the model
 TITLE_CHARS = 120
 KEEP = triggers_q.KEEP        # admit's next_due: leave the trigger's next slot as it is
@@ -54,10 +53,6 @@ class Outcome:
     firing: dict
     new: bool
     publish: list[Callable[[], None]] = field(default_factory=list)
-
-
-def backoff_ms(failures: int) -> int:
-    return min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** max(0, failures - 1))
 
 
 def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy, *,
@@ -95,7 +90,7 @@ def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy, *,
     if error is not None:
         failures = triggers_q.failures_of(conn, trigger["id"]) + 1
         triggers_q.record_outcome(conn, trigger["id"], now, fired=False, error=error,
-                                  backoff_ms=backoff_ms(failures) if failures > 1 else None, next_due=next_due)
+                                  backoff_ms=failure_backoff(failures), next_due=next_due)
     else:
         created = firing["status"] == "created"
         triggers_q.record_outcome(conn, trigger["id"], now, fired=created, error=None, next_due=next_due)

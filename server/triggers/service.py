@@ -11,7 +11,8 @@ from protocol.actions_triggers import ACTIVITY_SOURCES
 from server.store import trigger_firings as firings_q
 from server.store import triggers as triggers_q
 from server.triggers.clock import TriggerClock
-from server.triggers.firing import Event, Policy, admit, backoff_ms
+from server.triggers.backoff import failure_backoff
+from server.triggers.firing import Event, Policy, admit
 from server.triggers.scheduler import Scheduler
 from server.triggers.webhook import Deliveries
 
@@ -98,7 +99,7 @@ class Triggers:
                 message = (run.get("error") or {}).get("message", "the run failed")
                 triggers_q.record_outcome(conn, trigger_id, now, fired=False,
                                           error=f"the run it started failed: {message}",
-                                          backoff_ms=backoff_ms(failures) if failures > 1 else None)
+                                          backoff_ms=failure_backoff(failures))
         account = run.get("account")
         if not account:
             return []

@@ -23,6 +23,7 @@ from server.store import agents as agents_q
 from server.store import events as events_q
 from server.store import sessions as sessions_q
 from server.store import trigger_firings as firings_q
+from server.triggers.backoff import failure_backoff
 from server.store import triggers as triggers_q
 from server.tools.context import ToolContext, ToolResult
 from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
@@ -47,8 +48,6 @@ def call_payload(call_id: str, tool: str, tool_input: dict, firing_id: str) -> d
 
 async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id: str, tool: str,
                    tool_input: dict) -> None:
-    from server.triggers.firing import backoff_ms   # (firing imports this module)
-
     config = app.config
     agent = await app.db.aread(agents_q.get_agent, trigger["agentId"])
     if agent is None:
@@ -81,7 +80,7 @@ async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id:
             failures = triggers_q.failures_of(conn, trigger["id"]) + 1
             triggers_q.record_outcome(conn, trigger["id"], clock_now, fired=False,
                                       error=f"tool {tool!r} failed: {result.error[:500]}",
-                                      backoff_ms=backoff_ms(failures) if failures > 1 else None)
+                                      backoff_ms=failure_backoff(failures))
         else:
             triggers_q.clear_failures(conn, trigger["id"])
         if sessions_q.get_session(conn, session_id) is None:
