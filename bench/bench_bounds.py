@@ -26,8 +26,8 @@ from pathlib import Path
 import httpx
 
 from bench.load import keypair
-from clients.raw import RawV2, sign_envelope, unique_ts
-from clients.wire import decode_frame
+from seed_agents.clients.raw import RawV2, sign_envelope, unique_ts
+from seed_agents.clients.wire import decode_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = 150
@@ -62,7 +62,7 @@ class Child:
         data.mkdir(parents=True)
         self.log = open(data / "server.log", "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.main", "--host", "127.0.0.1", "--port", str(self.port),
+            [sys.executable, "-m", "seed_agents.server.main", "--host", "127.0.0.1", "--port", str(self.port),
              "--data-dir", str(data), "--log-level", "WARNING"],
             cwd=str(tree), env=dict(os.environ, PYTHONPATH=str(tree)), stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 30

@@ -49,7 +49,7 @@ from bench.load import Rpc, keypair
 from bench.processes import Server, run_load
 from bench.rpc import _actions, _sign
 from bench.stats import latency_figures, summary
-from clients.raw import now_ms, signed_request_frame, unique_ts
+from seed_agents.clients.raw import now_ms, signed_request_frame, unique_ts
 
 PG_URL_ENV = "SEED_AGENTS_TEST_POSTGRES_URL"
 EVENT_CHARS = 400          # ~630-byte stored events (bench.rpc): 20 make a ~12.7 KB GetSession
@@ -101,12 +101,12 @@ class PgSchema:
 
 def fill(db, account_id: str, data_dir: str, sessions: dict[str, int]) -> dict:
     """One echo agent of `account_id` and, for each name -> count, a session of that many events,
-    written through the store's own functions (server.store) in one transaction of `db`, a
+    written through the store's own functions (seed_agents.server.store) in one transaction of `db`, a
     started `Database` or `PgDatabase`: both backends hold exactly what a server writes."""
     from bench.dbsetup import payload
-    from server.store import agents as agents_q
-    from server.store import events as events_q
-    from server.store import sessions as sessions_q
+    from seed_agents.server.store import agents as agents_q
+    from seed_agents.server.store import events as events_q
+    from seed_agents.server.store import sessions as sessions_q
 
     agent_id = str(uuid.uuid4())
     ids = {name: str(uuid.uuid4()) for name in sessions}
@@ -127,12 +127,12 @@ def fill(db, account_id: str, data_dir: str, sessions: dict[str, int]) -> dict:
 def prepared(backend: str, pg_url: str | None, data_dir: str, account_id: str, sessions: dict) -> dict:
     """Fill the store a server will open: the SQLite file in `data_dir`, or the PostgreSQL schema."""
     if backend == "sqlite":
-        from server.storage.sqlite.database import Database
+        from seed_agents.server.storage.sqlite.database import Database
 
         db = Database(os.path.join(data_dir, "agents.sqlite"))
     else:
-        from server.storage.postgres.database import PgDatabase
-        from server.storage.url import parse_storage_url
+        from seed_agents.server.storage.postgres.database import PgDatabase
+        from seed_agents.server.storage.url import parse_storage_url
 
         db = PgDatabase(parse_storage_url(pg_url))
     db.start_sync()
@@ -248,8 +248,8 @@ async def delivery_load(writer_url: str, watcher_url: str, label: str, agent_id:
     """MessageSession through `writer_url`; time to its user `append` at a socket subscribed to
     the session through `watcher_url`. One write at a time, each waiting for its reply to land
     too (so the next write does not queue behind a turn)."""
-    from protocol import dagcbor
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol import dagcbor
+    from seed_agents.protocol.envelope import sign_envelope
 
     kp = keypair(label)
     arrivals: asyncio.Queue = asyncio.Queue()

@@ -1,17 +1,17 @@
 """Setup steps that write straight into a database file BEFORE the server starts (not timed):
 an agent, sessions and their events for one account, in one big transaction, through the
-store's own functions (server.store.*), so the file is exactly what the server would write."""
+store's own functions (seed_agents.server.store.*), so the file is exactly what the server would write."""
 from __future__ import annotations
 
 import os
 import time
 import uuid
 
-from server.store import agents as agents_q
-from server.store import codec
-from server.store import events as events_q
-from server.store import sessions as sessions_q
-from server.storage.sqlite.database import Database
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import codec
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.storage.sqlite.database import Database
 
 DEFINITION = {"name": "bench", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo-1"}
 

@@ -26,7 +26,7 @@ import httpx
 from bench.load import Rpc, keypair
 from bench.processes import FakeProvider, Server
 from bench.stats import latency_figures
-from clients.wire import decode_frame
+from seed_agents.clients.wire import decode_frame
 
 CHILDREN = 10
 

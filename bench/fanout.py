@@ -21,7 +21,7 @@ from bench.load import is_assistant_append, is_error_response, is_replayed, keyp
 from bench.meters import cpu_summary, CpuMeter
 from bench.processes import profile_window, run_load, Server
 from bench.stats import percentile, summary
-from clients.raw import signed_request_frame, unique_ts
+from seed_agents.clients.raw import signed_request_frame, unique_ts
 
 FANOUT_SIZES = (200, 1000)
 
@@ -54,7 +54,7 @@ class Subscriber:
 
 
 async def _subscribe_many(url: str, kp, session_id: str, n: int, batch: int = 100) -> list[Subscriber]:
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol.envelope import sign_envelope
 
     subs: list[Subscriber] = []
 
@@ -72,7 +72,7 @@ async def _subscribe_many(url: str, kp, session_id: str, n: int, batch: int = 10
 
 
 async def load(url: str, label: str, runs: int, fanouts: list[int], pid: int | None = None) -> dict:
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol.envelope import sign_envelope
 
     kp = keypair(label)
     sender = await Rpc.open(url)

@@ -25,9 +25,9 @@ import time
 
 from bench.processes import Server
 from bench.stats import percentile
-from clients import AgentsClient
-from clients import actions
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient
+from seed_agents.clients import actions
+from seed_agents.protocol.keys import Keypair
 
 MiB = 1 << 20
 CHUNK = 8 * MiB
@@ -112,8 +112,8 @@ def raw_db(storage_url: str | None, db_path: str, data: bytes) -> tuple[float, f
 # -- search corpus -----------------------------------------------------------------------------
 def seed_memory(storage_url: str | None, db_path: str, account: str, files: int) -> str:
     """An agent with `files` text memory files, written with the store functions; its id."""
-    from server.store import accounts, agents
-    from server.store import memory as memory_q
+    from seed_agents.server.store import accounts, agents
+    from seed_agents.server.store import memory as memory_q
 
     rng = random.Random(23)
     agent_id = "bench-agent"
@@ -127,12 +127,12 @@ def seed_memory(storage_url: str | None, db_path: str, account: str, files: int)
             memory_q.write_file(conn, agent_id, account, f"notes/{i // 100}/note-{i}.md", text.encode(), 1, limits)
 
     if storage_url:
-        from server.storage import parse_storage_url
-        from server.storage.postgres.database import PgDatabase
+        from seed_agents.server.storage import parse_storage_url
+        from seed_agents.server.storage.postgres.database import PgDatabase
 
         db = PgDatabase(parse_storage_url(storage_url))
     else:
-        from server.storage.sqlite.database import Database
+        from seed_agents.server.storage.sqlite.database import Database
 
         db = Database(db_path)
     db.start_sync()

@@ -22,7 +22,7 @@ from bench.load import keypair
 from bench.meters import CpuMeter, cpu_summary
 from bench.processes import Server, profile_window, run_load
 from bench.stats import latency_figures, summary
-from clients.raw import now_ms
+from seed_agents.clients.raw import now_ms
 from bench.rpc import CONCURRENCY, EVENT_CHARS, _actions, _sign, raw_verify, sizes
 
 
@@ -70,7 +70,7 @@ async def _closed_loop(conns: list[KeepAlive], bodies: list[bytes], timeout: flo
             if status != 200:
                 errors += 1
                 if first_error is None:
-                    from protocol.dagcbor import decode
+                    from seed_agents.protocol.dagcbor import decode
 
                     first_error = f"{status} {decode(answer)!r}"[:300]
 

@@ -11,7 +11,7 @@ from bench.load import is_replayed, keypair, Rpc
 from bench.meters import cpu_summary, CpuMeter, rss_kb
 from bench.processes import run_load, Server
 from bench.stats import summary
-from clients.raw import connect, signed_request_frame, unique_ts
+from seed_agents.clients.raw import connect, signed_request_frame, unique_ts
 
 
 
@@ -21,7 +21,7 @@ def sizes(quick: bool) -> tuple[int, int]:
 
 
 async def load(url: str, label: str, pid: int, sockets: int, settle: float = 2.0) -> dict:
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol.envelope import sign_envelope
 
     kp = keypair(label)
     admin = await Rpc.open(url)

@@ -5,7 +5,7 @@ import asyncio
 import socket
 import time
 
-from clients.raw import client_frame, parse_server_frame, tcp_handshake
+from seed_agents.clients.raw import client_frame, parse_server_frame, tcp_handshake
 
 _SO_TIMESTAMPNS = 35   # Linux: the kernel stamps each received segment (CLOCK_REALTIME, ns)
 

@@ -1,4 +1,4 @@
-"""What a load process needs besides the raw client (clients.raw): deterministic keys, a socket
+"""What a load process needs besides the raw client (seed_agents.clients.raw): deterministic keys, a socket
 whose setup calls fail loudly, fast byte checks on event frames, and a closed-loop driver."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import asyncio
 import hashlib
 import time
 
-from clients.raw import RawV2, response_id
-from clients.wire import decode_frame as decode
-from protocol import dagcbor
-from protocol.keys import Keypair
+from seed_agents.clients.raw import RawV2, response_id
+from seed_agents.clients.wire import decode_frame as decode
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.keys import Keypair
 
 
 class LoadError(RuntimeError):

@@ -51,7 +51,7 @@ PAGES = {"short article": _article(4), "long article": _article(120), "huge arti
 
 
 def trafilatura_md(html: str) -> str:
-    from server.tools.web import page_markdown
+    from seed_agents.server.tools.web import page_markdown
 
     return page_markdown(html, "https://example.org/")[0]
 

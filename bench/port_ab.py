@@ -1,5 +1,5 @@
 """Two or more source trees on both backends, in one run: GetSession at concurrency 64 and
-CreateSession at concurrency 8, through each tree's own server (`python -m server.main` of that
+CreateSession at concurrency 8, through each tree's own server (`python -m seed_agents.server.main` of that
 tree) on a fresh SQLite data dir or a fresh PostgreSQL schema, loaded by this tree's raw client.
 
     python -m bench.port_ab --tree before=/path/a --tree after=. --tree after2=. \\
@@ -29,16 +29,11 @@ import psycopg
 
 from bench.load import Rpc, closed_loop, keypair
 from bench.processes import RAISED_LIMITS, free_port
-from protocol.envelope import sign_envelope
+from bench.trees import server_module, tree_env
+from seed_agents.protocol.envelope import sign_envelope
 
 CELLS = {"GetSession c64": 64, "CreateSession c8": 8}
 CAP_S = 60.0
-
-
-def tree_env(tree: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_AGENTS_")}
-    env["PYTHONPATH"] = str(tree)
-    return env
 
 
 def fresh_schema(base: str) -> str:
@@ -61,7 +56,7 @@ class Server:
         if backend == "postgresql":
             args += ["--storage-url", fresh_schema(pg_base)]
         self.log = open(data / "server.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "server.main", *args], cwd=str(tree),
+        self.proc = subprocess.Popen([sys.executable, "-m", server_module(tree), *args], cwd=str(tree),
                                      env=tree_env(tree), stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -50,7 +50,7 @@ def free_port() -> int:
 
 
 class Server:
-    """The real server (`python -m server.main`) pinned to the server CPU, on a free loopback
+    """The real server (`python -m seed_agents.server.main`) pinned to the server CPU, on a free loopback
     port, with a fresh data dir unless one is given (e.g. one prepared by a setup step)."""
 
     def __init__(self, label: str, *, data_dir: str | None = None, extra: list[str] | None = None,
@@ -87,7 +87,7 @@ class Server:
             os.makedirs(profile_dir, exist_ok=True)
             self.profile_path = os.path.join(os.path.abspath(profile_dir), self.label)
             return [PY, "-m", "bench.profiled_server", self.profile_path, "--window", "--", *args]
-        return [PY, "-m", "server.main", *args]
+        return [PY, "-m", "seed_agents.server.main", *args]
 
     def start(self, timeout: float = 30.0) -> "Server":
         env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -1,6 +1,6 @@
 """The server under pyinstrument, for the bench only (the server code is untouched):
 
-    python -m bench.profiled_server OUT_PREFIX [--window] -- <server.main arguments>
+    python -m bench.profiled_server OUT_PREFIX [--window] -- <seed_agents.server.main arguments>
 
 Samples the main thread (the event loop; the database writer thread is not sampled) every
 0.5 ms with async mode off, so time the loop spends waiting shows as the selector's select().
@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGUSR2, stop)
     if not window:
         start()
-    from server.main import main as server_main
+    from seed_agents.server.main import main as server_main
 
     try:
         rc = server_main(rest)

@@ -52,8 +52,8 @@ async def _serve(deltas: int) -> None:
 
 # -- the options ---------------------------------------------------------------------------------
 async def ours(kind: str, base_url: str, client: httpx.AsyncClient) -> int:
-    from server.providers.base import ChatMessage, ProviderSpec, TextDelta
-    from server.providers.registry import ProviderSettings, make_provider
+    from seed_agents.server.providers.base import ChatMessage, ProviderSpec, TextDelta
+    from seed_agents.server.providers.registry import ProviderSettings, make_provider
 
     spec = ProviderSpec("custom" if kind == "openai" else kind, base_url=base_url, api_key=KEY)
     provider = make_provider(spec, client, ProviderSettings(allow_base_url=True))
@@ -123,14 +123,14 @@ def _old_provider_class():
 
     source = subprocess.run(["git", "show", f"{_BEFORE}:server/providers/openai_compat.py"],
                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    module = types.ModuleType("server.providers._openai_compat_before")
-    module.__package__ = "server.providers"
+    module = types.ModuleType("seed_agents.server.providers._openai_compat_before")
+    module.__package__ = "seed_agents.server.providers"
     exec(compile(source, "openai_compat_before.py", "exec"), module.__dict__)
     return module.OpenAICompatProvider
 
 
 async def old_provider(base_url: str, client: httpx.AsyncClient) -> int:
-    from server.providers.base import ChatMessage, ProviderSpec, TextDelta
+    from seed_agents.server.providers.base import ChatMessage, ProviderSpec, TextDelta
 
     cls = _SDKS.get("old") or _SDKS.setdefault("old", _old_provider_class())
     provider = cls(ProviderSpec("custom", base_url=base_url, api_key=KEY), client)

@@ -21,14 +21,14 @@ from bench import dbsetup, processes
 from bench.load import Rpc, closed_loop, keypair
 from bench.processes import Server, run_load
 from bench.stats import latency_figures
-from clients.raw import now_ms
+from seed_agents.clients.raw import now_ms
 
 EVENT_CHARS = 400
 VARIANTS = {"at_clock": 0, "ahead_2s": 2_000}
 
 
 def _frames(kp, session_id: str, n: int, offset_ms: int, counter: list[int]) -> list[bytes]:
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol.envelope import sign_envelope
 
     ts = now_ms() + offset_ms
     out = []

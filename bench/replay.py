@@ -18,7 +18,7 @@ from bench.load import appended_count, is_append, is_replayed, keypair
 from bench.meters import cpu_summary, CpuMeter, rss_kb, RssSampler
 from bench.processes import profile_window, run_load, Server
 from bench.stats import summary
-from clients.raw import connect, signed_request_frame, unique_ts
+from seed_agents.clients.raw import connect, signed_request_frame, unique_ts
 
 EVENT_CHARS = 200   # ~430-byte stored SessionEvents
 
@@ -30,7 +30,7 @@ def sizes(quick: bool) -> tuple[int, dict[str, int]]:
 
 
 async def replay_once(url: str, kp, session_id: str, expected: int, timeout: float = 120.0) -> dict:
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol.envelope import sign_envelope
 
     ws = await connect(url, max_queue=64)
     envelope = sign_envelope(kp, {"_": "Subscribe", "key": f"sessions/{session_id}", "afterSeq": 0},

@@ -22,7 +22,7 @@ from bench.load import closed_loop, keypair, Rpc
 from bench.meters import cpu_summary, CpuMeter
 from bench.processes import profile_window, run_load, Server
 from bench.stats import latency_figures, percentile, summary
-from clients.raw import now_ms
+from seed_agents.clients.raw import now_ms
 
 CONCURRENCY = (1, 8, 64)
 EVENT_CHARS = 400  # ~630-byte stored events: 20 of them make a ~12.7 KB GetSession response
@@ -49,7 +49,7 @@ def _actions(kind: str, n: int, session_id: str, agent_id: str, counter: list[in
 
 
 def _sign(kp, actions: list[dict], ts: int) -> list[bytes]:
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol.envelope import sign_envelope
 
     # GetSession frames differ by limit within a block of 9979; the ts moves on per block.
     return [sign_envelope(kp, a, ts=ts + (i // 9979)) for i, a in enumerate(actions)]
@@ -120,8 +120,8 @@ def raw_verify(label: str, session_id: str, agent_id: str, quick: bool) -> dict:
     CreateSession envelope like the load's, on one core (this process is pinned)."""
     from nacl.signing import VerifyKey
 
-    from protocol.dagcbor import decode
-    from protocol.envelope import signing_input
+    from seed_agents.protocol.dagcbor import decode
+    from seed_agents.protocol.envelope import signing_input
 
     kp = keypair(label)
     out = {}

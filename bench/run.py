@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "machine": info,
         "conditions": {
-            "server": "python -m server.main on 127.0.0.1, a fresh data dir (database) per benchmark run",
+            "server": "python -m seed_agents.server.main on 127.0.0.1, a fresh data dir (database) per benchmark run",
             "server_flags": RAISED_LIMITS + RAISED_BOUNDS,
             "limits_note": "per-account limits raised so that they are not what is measured",
             "runs": "a warm-up, then 3 (quick) or 5 timed runs; figures are median, min and max over the runs",

@@ -7,7 +7,7 @@ its speed, within 5%, through a change):
 Two source trees: `--before` (default b319136, main before the storage port) and `--after`
 (default `.`, this working tree as it is on disk; a git ref is extracted like the before tree,
 with `git archive` into a temporary directory). Each tree runs as its own child server
-(`python -m server.main` of that tree, pinned to the server CPU, on loopback, limits raised as
+(`python -m seed_agents.server.main` of that tree, pinned to the server CPU, on loopback, limits raised as
 in bench.processes) on a fresh SQLite data dir seeded by that tree's own `bench.dbsetup` (so
 the file is what that tree's store writes): one echo agent and a session of 20 events of
 ~630 bytes (the `rpc` benchmark's ~12.7 KB GetSession answer), all for one account.
@@ -60,6 +60,7 @@ from pathlib import Path
 from bench.bench_bounds import extract
 from bench.conditions import machine_info, pin_prefix, ROOT, SERVER_CPU
 from bench.processes import _raise_nofile_child, free_port, RAISED_LIMITS, run_load
+from bench.trees import server_module, tree_env
 
 DEFAULT_BEFORE = "b319136"
 LABEL = "sqlite-ab"
@@ -79,14 +80,6 @@ def sizes(quick: bool) -> tuple[int, dict[str, int]]:
 
 # -- the servers ---------------------------------------------------------------------------------
 
-def tree_env(tree: Path) -> dict:
-    """The environment of a tree's processes: its own code first, and no SEED_AGENTS_* setting
-    of the caller's (a SEED_AGENTS_STORAGE_URL would move the server off its SQLite file)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_AGENTS_")}
-    env["PYTHONPATH"] = str(tree)
-    return env
-
-
 def seed(tree: Path, data_dir: Path, account_id: str) -> dict:
     """The agent and the 20-event session, written by `tree`'s own store code before its server
     starts (a tree's server may refuse a file another tree's schema wrote)."""
@@ -104,7 +97,7 @@ def seed(tree: Path, data_dir: Path, account_id: str) -> dict:
 
 
 class TreeServer:
-    """`python -m server.main` of one source tree (cwd and PYTHONPATH set to it), pinned to the
+    """`python -m seed_agents.server.main` of one source tree (cwd and PYTHONPATH set to it), pinned to the
     server CPU, on a free loopback port, with its data dir (seeded before)."""
 
     def __init__(self, name: str, tree: Path, data_dir: Path, profile_dir: str | None) -> None:
@@ -117,7 +110,7 @@ class TreeServer:
             prefix = os.path.join(os.path.abspath(profile_dir), name)
             self.cmd = [sys.executable, "-m", "bench.profiled_server", prefix, "--window", "--", *args]
         else:
-            self.cmd = [sys.executable, "-m", "server.main", *args]
+            self.cmd = [sys.executable, "-m", server_module(tree), *args]
         self.log_path = data_dir / "server.log"
         self.proc: subprocess.Popen | None = None
 
@@ -216,8 +209,8 @@ class _GetSessions:
             await self.sockets[-1].call(self.kp, {"_": "ListModelProviders"})
 
     def sign(self, count: int) -> list[bytes]:
-        from clients.raw import now_ms
-        from protocol.envelope import sign_envelope
+        from seed_agents.clients.raw import now_ms
+        from seed_agents.protocol.envelope import sign_envelope
 
         # Every frame distinct: one ts per batch (past the last one), limits 21..9999 (every
         # answer carries the same 20 events).
@@ -266,8 +259,8 @@ class _Turns:
             self.lanes[-1] = (rpc, sid, arrivals)
 
     def sign(self, count: int) -> list[list[bytes]]:
-        from clients.raw import unique_ts
-        from protocol.envelope import sign_envelope
+        from seed_agents.clients.raw import unique_ts
+        from seed_agents.protocol.envelope import sign_envelope
 
         first, self.signed = self.signed, self.signed + count
         return [[sign_envelope(self.kp, {"_": "MessageSession", "sessionId": sid,
@@ -278,7 +271,7 @@ class _Turns:
 
     async def run(self, per_lane: list[list[bytes]]) -> dict:
         from bench.load import is_error_response
-        from clients.raw import signed_request_frame
+        from seed_agents.clients.raw import signed_request_frame
 
         latencies: list[float] = []
         errors = [0]

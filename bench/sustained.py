@@ -26,7 +26,7 @@ from bench.load import decode, is_assistant_append, is_error_event, is_error_res
 from bench.meters import CpuMeter, thread_cpu
 from bench.processes import profile_window, run_load, Server
 from bench.stats import percentile, summary
-from clients.raw import connect, now_ms, signed_request_frame
+from seed_agents.clients.raw import connect, now_ms, signed_request_frame
 
 P99_LIMIT_MS = 250.0
 RATES = (50, 100, 150, 200, 250, 300, 400, 500, 600, 800, 1000, 1200, 1500, 2000, 3000)
@@ -94,7 +94,7 @@ async def _lag_probe(url: str, stop: asyncio.Event, out: list[float]) -> None:
 
 async def step(url: str, accounts: list, agents: list[str], spa: int, rate: float, seconds: float,
                windows: int = 1, tag: str = "", pid: int | None = None) -> dict:
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol.envelope import sign_envelope
 
     # A missed step can leave runs queued in the server; start only once it is idle again.
     settle = await _wait_idle(pid, 45.0)

@@ -24,7 +24,7 @@ import httpx
 from bench.load import Rpc, is_assistant_append, is_error_event, keypair
 from bench.processes import FakeProvider, Server
 from bench.stats import latency_figures
-from clients.raw import signed_request_frame, unique_ts
+from seed_agents.clients.raw import signed_request_frame, unique_ts
 
 STEPS = 5
 TOOL_STEP = {"chunks": [], "tool_calls": [{"id": "", "name": "read", "arguments": "{\"address\": \"~/self\"}"}]}
@@ -53,7 +53,7 @@ async def _turns(url: str, kp, agent_id: str, fake: httpx.AsyncClient, n: int, s
 
 
 async def _one_turn(url: str, kp, agent_id: str, fake: httpx.AsyncClient, i: int, steps: int) -> list[float]:
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol.envelope import sign_envelope
 
     rpc, session_id, arrivals = await _session(url, kp, agent_id)
     try:

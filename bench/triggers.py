@@ -21,8 +21,8 @@ import time
 from bench.meters import CpuMeter
 from bench.processes import Server
 from bench.stats import percentile
-from clients import AgentsClient
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient
+from seed_agents.protocol.keys import Keypair
 
 ECHO = {"name": "bench", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}
 PER_AGENT = 100

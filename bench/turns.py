@@ -13,7 +13,7 @@ from bench.load import is_assistant_append, is_error_event, is_error_response, k
 from bench.meters import cpu_summary, CpuMeter
 from bench.processes import FakeProvider, profile_window, run_load, Server
 from bench.stats import latency_figures, summary
-from clients.raw import signed_request_frame, unique_ts
+from seed_agents.clients.raw import signed_request_frame, unique_ts
 
 
 def sizes(quick: bool) -> tuple[int, int]:
@@ -36,7 +36,7 @@ async def _session_socket(url: str, kp, agent_id: str):
 
 
 async def _turns(rpc: Rpc, kp, session_id: str, arrivals: asyncio.Queue, n: int, tag: str) -> dict:
-    from protocol.envelope import sign_envelope
+    from seed_agents.protocol.envelope import sign_envelope
 
     frames = [sign_envelope(kp, {"_": "MessageSession", "sessionId": session_id,
                                  "content": [{"type": "text", "text": f"turn {i} says hello world"}],

@@ -29,12 +29,12 @@ BEFORE = "cd23a61"   # main before the honest fast path
 _CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-import protocol
+from seed_agents import protocol
 assert protocol.__file__.startswith(sys.argv[1]), protocol.__file__
 from bench.bench_verify import run
 r = run(quick=sys.argv[2] == "quick")
-from protocol.envelope import sign_envelope, verify_envelope
-from protocol.keys import Keypair
+from seed_agents.protocol.envelope import sign_envelope, verify_envelope
+from seed_agents.protocol.keys import Keypair
 kp = Keypair.from_seed(bytes(32))
 frame = sign_envelope(kp, {"_": "ListAgents", "junk": []}, ts=0)
 at = frame.index(b"\x64junk\x80") + 5

@@ -11,14 +11,14 @@ import inspect
 import sys
 import warnings
 
-from clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
-from clients.commands import identities
-from clients.commands import memory
-from clients.commands import triggers
-from clients.commands import mcp
-from clients.commands.common import CliError, common_parser, explain, url_of
-from clients.commands import completion, runs
-from clients.errors import AgentsError
+from seed_agents.clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
+from seed_agents.clients.commands import identities
+from seed_agents.clients.commands import memory
+from seed_agents.clients.commands import triggers
+from seed_agents.clients.commands import mcp
+from seed_agents.clients.commands.common import CliError, common_parser, explain, url_of
+from seed_agents.clients.commands import completion, runs
+from seed_agents.clients.errors import AgentsError
 
 PROG = "seed-agents"
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"] or argv[:1] == ["--version"]:
         print(f"{PROG}: `{argv[0]}` is answered by the installed `seed-agents` command "
-              "(server.console), not by clients.cli alone", file=sys.stderr)
+              "(seed_agents.server.console), not by seed_agents.clients.cli alone", file=sys.stderr)
         return 2
     parser = build_parser()
     completion.autocomplete(parser)   # a shell asking for completions: answered, then exit

@@ -11,7 +11,7 @@
                 ...
 
 Every method signs a fresh envelope (ts = now), sends `{id, envelope}` and returns the
-response map (keys documented in `clients.shapes`); an `{_: "Error"}` response raises
+response map (keys documented in `seed_agents.clients.shapes`); an `{_: "Error"}` response raises
 `AgentsError(status, message)`. Calls may run concurrently on one client. On a dropped socket
 the client reconnects by itself and resumes subscriptions; calls in flight at that moment
 raise AgentsError(0, reason="lost"): retry them, writes with the same idempotency id.
@@ -22,14 +22,14 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
-from protocol.actions import ACTIONS
-from protocol.envelope import build_envelope
-from protocol.keys import Keypair
-from protocol.principals import principal_from_string, principal_to_string
+from seed_agents.protocol.actions import ACTIONS
+from seed_agents.protocol.envelope import build_envelope
+from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.principals import principal_from_string, principal_to_string
 
-from clients import actions
-from clients.errors import AgentsError
-from clients.shapes import (AgentIdResponse, AgentResponse, InviteAgentCollaboratorResponse,
+from seed_agents.clients import actions
+from seed_agents.clients.errors import AgentsError
+from seed_agents.clients.shapes import (AgentIdResponse, AgentResponse, InviteAgentCollaboratorResponse,
                             ListAgentCollaboratorsResponse, ListAgentInvitesResponse,
                             RemoveAgentCollaboratorResponse, CancelRunResponse, CreateAgentResponse,
                             CreateSessionResponse, DeleteSessionResponse, GetAgentResponse,
@@ -38,9 +38,9 @@ from clients.shapes import (AgentIdResponse, AgentResponse, InviteAgentCollabora
                             MessageSessionResponse, NameResponse, RegisterSignerResponse,
                             RetrySessionResponse, SetModelProviderResponse, SetSecretResponse,
                             StopSessionResponse, UpdateAgentResponse, UpdateSessionResponse)
-from clients.subscription import DEFAULT_BUFFER, Subscription
-from clients.http_transport import HttpTransport, is_http_url
-from clients.transport import Transport
+from seed_agents.clients.subscription import DEFAULT_BUFFER, Subscription
+from seed_agents.clients.http_transport import HttpTransport, is_http_url
+from seed_agents.clients.transport import Transport
 
 DEFAULT_URL = "ws://127.0.0.1:3050/agents/ws"
 
@@ -116,7 +116,7 @@ class AgentsClient:
 
     async def subscribe(self, key: str, after_seq: int | None = None) -> Subscription:
         """Subscribe to `account/<id>`, `agents/<id>`, `sessions/<id>` or `runs/<id>`; see
-        `clients.subscription` for what the iterator yields and how it survives reconnects."""
+        `seed_agents.clients.subscription` for what the iterator yields and how it survives reconnects."""
         return await self._transport.subscribe(key, after_seq)
 
     # -- actions (CONTRACT section 4) --------------------------------------------------------
@@ -240,7 +240,7 @@ class AgentsClient:
 
     # -- signing identities (Seed account keys the server holds for the account's agents) ---
     async def list_signing_identities(self, agent_id: str | None = None) -> dict:
-        """{identities: [SigningIdentity]} (clients.shapes.SigningIdentity), newest first."""
+        """{identities: [SigningIdentity]} (seed_agents.clients.shapes.SigningIdentity), newest first."""
         return await self.call(actions.list_signing_identities(agent_id))
 
     async def create_signing_identity(self, label: str | None = None,
@@ -419,7 +419,7 @@ def _derived(name: str, builder):
 
 
 def _derive_methods() -> None:
-    """Every action of `protocol.actions.ACTIONS` is a method: written above when it does more
+    """Every action of `seed_agents.protocol.actions.ACTIONS` is a method: written above when it does more
     than send its builder's map (typed answers, uploads in chunks), else derived here from the
     builder of the same name in clients/actions.py. So adding an action to the client is adding
     its builder."""

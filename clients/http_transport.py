@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import httpx
 
-from protocol import dagcbor
+from seed_agents.protocol import dagcbor
 
-from clients.errors import AgentsError
+from seed_agents.clients.errors import AgentsError
 
-_MAX_DEPTH = 256   # the server is trusted to this depth (see clients.wire)
+_MAX_DEPTH = 256   # the server is trusted to this depth (see seed_agents.clients.wire)
 HEADERS = {"Content-Type": "application/cbor", "Accept": "application/cbor"}
 
 

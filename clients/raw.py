@@ -1,9 +1,9 @@
 """A raw WebSocket client for both framings: it sends exact bytes (signed or not, canonical or
 not) and shows exactly what comes back, in order. The tests use it to speak the wire where the
-library client (`clients.client`) always does the right thing; the benchmarks use it to drive
+library client (`seed_agents.clients.client`) always does the right thing; the benchmarks use it to drive
 load without paying for decoding each answer.
 
-It lives in `clients/` because it is a client: it depends on `protocol/`, `clients.wire` and
+It lives in `clients/` because it is a client: it depends on `protocol/`, `seed_agents.clients.wire` and
 `websockets` only, so `tests/` and `bench/` can both import it without importing each other.
 """
 from __future__ import annotations
@@ -19,12 +19,12 @@ import time
 from websockets.asyncio.client import connect as ws_connect
 from websockets.utils import apply_mask   # the library's C helper when it is built
 
-from clients.wire import SUBPROTOCOL as V2
-from clients.wire import decode_frame
-from protocol import dagcbor
-from protocol.envelope import sign_envelope
-from protocol.keys import Keypair
-from protocol.v2 import peek_id
+from seed_agents.clients.wire import SUBPROTOCOL as V2
+from seed_agents.clients.wire import decode_frame
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.v2 import peek_id
 
 __all__ = ["V1", "V2", "RawV2", "connect", "now_ms", "unique_ts", "signed_request_frame",
            "response_id", "tcp_handshake", "client_frame", "parse_server_frame"]

@@ -24,13 +24,13 @@ import asyncio
 from collections import deque
 from typing import Protocol
 
-from clients.wire import append_seq, flatten
+from seed_agents.clients.wire import append_seq, flatten
 
 DEFAULT_BUFFER = 1024
 
 
 class Unsubscriber(Protocol):
-    """What a subscription needs of its client (clients.transport.Transport): a way to end it."""
+    """What a subscription needs of its client (seed_agents.clients.transport.Transport): a way to end it."""
 
     async def _unsubscribe(self, sub: "Subscription") -> None: ...
 

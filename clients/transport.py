@@ -23,10 +23,10 @@ from collections.abc import Callable
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 
-from clients import actions
-from clients.errors import AgentsError
-from clients.subscription import DEFAULT_BUFFER, Subscription, route
-from clients.wire import SUBPROTOCOL, decode_frame, is_response, request_frame, unsubscribe_frame
+from seed_agents.clients import actions
+from seed_agents.clients.errors import AgentsError
+from seed_agents.clients.subscription import DEFAULT_BUFFER, Subscription, route
+from seed_agents.clients.wire import SUBPROTOCOL, decode_frame, is_response, request_frame, unsubscribe_frame
 
 log = logging.getLogger("seed_agents.client")
 

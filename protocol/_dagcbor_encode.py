@@ -1,4 +1,4 @@
-"""Canonical DAG-CBOR writer (internal; use `protocol.dagcbor.encode`).
+"""Canonical DAG-CBOR writer (internal; use `seed_agents.protocol.dagcbor.encode`).
 
 This sits on the hot path of every request (the canonical check and the signing input), so it is
 written for speed: exact-type dispatch (`type(v) is ...`, so subclasses such as IntEnum or

@@ -1,4 +1,4 @@
-"""Strict pure-Python DAG-CBOR reader (internal; use `protocol.dagcbor.decode`).
+"""Strict pure-Python DAG-CBOR reader (internal; use `seed_agents.protocol.dagcbor.decode`).
 
 It is the authority on what is accepted and the source of every decode error message. It is only
 run when the fast path (cbor2's C decoder, then a byte-exact canonical re-encode) does not

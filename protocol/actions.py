@@ -41,7 +41,7 @@ _SUBSCRIPTION_KEY = re.compile(r"(account|agents|sessions|runs)/([^/\s]+)")
 @dataclass(frozen=True)
 class RegisterSigner:
     ts: int
-    capability: bytes  # the signed blob; check it with protocol.capability.parse_capability
+    capability: bytes  # the signed blob; check it with seed_agents.protocol.capability.parse_capability
 
 
 @dataclass(frozen=True)
@@ -366,7 +366,7 @@ def _list_provider_models(f: _Fields, ts: int) -> ListProviderModels:
 
 
 def _blocks(f: _Fields, field: str, *, required: bool) -> list | None:
-    """A block tree (protocol.blocks), or a 400 naming the field and the place in the tree."""
+    """A block tree (seed_agents.protocol.blocks), or a 400 naming the field and the place in the tree."""
     value = f.get(field, required)
     if value is None:
         return None

@@ -1,6 +1,6 @@
 """Files: agent memory, session attachments and chunked uploads (CONTRACT section 8).
 
-Each action: its frozen dataclass, its parser (written with protocol.fields) and one line in
+Each action: its frozen dataclass, its parser (written with seed_agents.protocol.fields) and one line in
 `ACTIONS`, which protocol/actions.py merges into the one table the server routes by. Shapes are
 the reference's (`agents/protocol/src/index.ts`); our additions, each optional, are said in
 docs/protocol.md ("Files"): `SearchAgentMemory`, ranged reads (`offset`, `length`) and

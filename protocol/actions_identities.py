@@ -1,6 +1,6 @@
 """Signing identities: List/Create/Import/Update/DeleteSigningIdentity (CONTRACT section 8).
 
-Each action: its frozen dataclass, its parser (written with protocol.fields) and one line in
+Each action: its frozen dataclass, its parser (written with seed_agents.protocol.fields) and one line in
 `ACTIONS`, which protocol/actions.py merges into the one table the server routes by.
 
 Shapes are the Seed protocol's (`agents/protocol/src/index.ts`): an identity is named by

@@ -1,6 +1,6 @@
 """Tools, delegation and the run tree: tool documents, InvokeSessionTool, SignalRun, GetRunJournal, MCP servers (CONTRACT section 8).
 
-Each action: its frozen dataclass, its parser (written with protocol.fields) and one line in
+Each action: its frozen dataclass, its parser (written with seed_agents.protocol.fields) and one line in
 `ACTIONS`, which protocol/actions.py merges into the one table the server routes by.
 
 The MCP actions are this server's (the reference protocol has none yet), named in its style:

@@ -1,6 +1,6 @@
 """Triggers: List/Get/Create/Update/DeleteAgentTrigger (CONTRACT section 8).
 
-Each action: its frozen dataclass, its parser (written with protocol.fields) and one line in
+Each action: its frozen dataclass, its parser (written with seed_agents.protocol.fields) and one line in
 `ACTIONS`, which protocol/actions.py merges into the one table the server routes by.
 
 The shapes are the reference's (`AgentTriggerInput`, `AgentTriggerPatch`, `AgentTriggerSource`,

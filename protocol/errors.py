@@ -27,7 +27,7 @@ class DagCborError(ProtocolError):
 
     Status 400, or 413 when the input is larger than the limit. Defined here rather than in
     `dagcbor.py` so the encoder and the strict decoder (separate modules) can raise it without an
-    import cycle; `protocol.dagcbor.DagCborError` is the same class.
+    import cycle; `seed_agents.protocol.dagcbor.DagCborError` is the same class.
     """
 
     def __init__(self, status: int | str, message: str | None = None) -> None:

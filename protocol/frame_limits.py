@@ -1,6 +1,6 @@
 """How large one action's envelope may be (CONTRACT sections 6 and 8): the upload actions carry one
 file chunk plus envelope overhead; every other action keeps the server's frame limit (1 MiB by
-default). Read from the action's name, which `protocol.v2.peek_action_name` finds in a canonical
+default). Read from the action's name, which `seed_agents.protocol.v2.peek_action_name` finds in a canonical
 envelope's first bytes, so a frame is judged before it is decoded; after verification the server
 checks the name again (a non-canonical envelope is held to the plain limit).
 """

@@ -1,5 +1,5 @@
 """The HTTP framing (CONTRACT section 3): routes, the checks made on a request's head before its
-body is read, and the bytes of every answer. Pure: no sockets; `server/httpconn.py` moves the bytes.
+body is read, and the bytes of every answer. Pure: no sockets; `server/transport/httpconn.py` moves the bytes.
 
 An action is `POST /api/message` (or `/agents/api/message`) with one DAG-CBOR envelope as the
 body; its answer is the CBOR response value, with the HTTP status equal to an Error's `status`.

@@ -2,8 +2,8 @@
 binary DAG-CBOR envelopes in (or a text frame holding a JSON array of their byte values), JSON
 text out, requests answered in the order received, `subscribed` / `error` for Subscribe.
 
-Pure: frames in, messages out (text: str); server/wsconn.py puts the WebSocket frame header on
-them, once per event for every socket (server/frames.py).
+Pure: frames in, messages out (text: str); server/transport/wsconn.py puts the WebSocket frame header on
+them, once per event for every socket (server/live/frames.py).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ __all__ = ["V1Framing", "dumps"]
 def _default(value: object) -> object:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"/": {"bytes": base64.b64encode(bytes(value)).decode().rstrip("=")}}
-    if hasattr(value, "decoded"):  # protocol.wire_values.RawEvents
+    if hasattr(value, "decoded"):  # seed_agents.protocol.wire_values.RawEvents
         return value.decoded()
     if isinstance(value, CID):
         return {"/": str(value)}

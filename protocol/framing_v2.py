@@ -2,8 +2,8 @@
 both ways, `{id, envelope}` requests run concurrently and answered `{id, response}`, unsigned
 `Unsubscribe`, CBOR events with stored event bytes spliced in, batched replay and `replayed`.
 
-Pure: frames in, messages out (binary: bytes); server/wsconn.py puts the WebSocket frame header
-on them, once per event for every socket (server/frames.py). Reading the
+Pure: frames in, messages out (binary: bytes); server/transport/wsconn.py puts the WebSocket frame header
+on them, once per event for every socket (server/live/frames.py). Reading the
 request's bytes (slicing a canonical frame, peeking its id) is protocol/v2.py.
 """
 from __future__ import annotations

@@ -5,27 +5,27 @@ import asyncio
 import os
 import time
 
-from protocol import events
-from protocol.errors import ProtocolError
-from server.cache import ByteBudgetCache, text_bytes
-from server.clock import now_ms
-from server.config import Config
-from server.frames import Outgoing
-from server.hub import Hub
-from server.metrics import Metrics
-from server.ratelimit import RateLimiter
-from server.replay_guard import ReplayGuard
-from server.runtime.runner import Runtime
-from server.store import accounts as accounts_q
-from server.store import agents as agents_q
-from server.store import sessions as sessions_q
-from server.store import signatures as sig_q
-from server.store import uploads as uploads_q
-from server.storage import database_for
-from server.storage.filemodes import make_private_dir, warn_if_wide
-from server.store import codec, key_check
-from server.store.secrets import SecretBox, load_secrets_key
-from server.upload_gate import UploadGate
+from seed_agents.protocol import events
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.cache import ByteBudgetCache, text_bytes
+from seed_agents.server.clock import now_ms
+from seed_agents.server.config import Config
+from seed_agents.server.live.frames import Outgoing
+from seed_agents.server.live.hub import Hub
+from seed_agents.server.operations.metrics import Metrics
+from seed_agents.server.ratelimit import RateLimiter
+from seed_agents.server.verification.replay_guard import ReplayGuard
+from seed_agents.server.runtime.runner import Runtime
+from seed_agents.server.store import accounts as accounts_q
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store import signatures as sig_q
+from seed_agents.server.store import uploads as uploads_q
+from seed_agents.server.storage import database_for
+from seed_agents.server.storage.filemodes import make_private_dir, warn_if_wide
+from seed_agents.server.store import codec, key_check
+from seed_agents.server.store.secrets import SecretBox, load_secrets_key
+from seed_agents.server.verification.upload_gate import UploadGate
 
 
 def key_check_refusal(shared: bool, where: str) -> str:
@@ -44,7 +44,7 @@ class App:
         self.config = config
         self.db = database_for(config)   # SQLite file or PostgreSQL: the same store functions
         self.hub = Hub()
-        from server.grants import Grants  # (it reads through the handlers' access function)
+        from seed_agents.server.live.grants import Grants  # (it reads through the handlers' access function)
 
         self.grants = Grants(self)
         self.metrics = Metrics()
@@ -55,7 +55,7 @@ class App:
         self.runtime: Runtime | None = None  # made in start(), once the secrets key is read
         self.triggers = None   # server/triggers/service.Triggers, made in start() after the runtime
         # Several servers on one database (PostgreSQL): publications cross to the others
-        # (server/cluster.py). None on SQLite, where publishing pays one `is None` test.
+        # (server/live/cluster.py). None on SQLite, where publishing pays one `is None` test.
         self.cluster = None
         self.connections: set = set()
         self.sockets_by_account: dict[str, int] = {}
@@ -75,7 +75,7 @@ class App:
             self.metrics.watch_cache(cache)
         self.metrics.watch_outbound(self.connections)
         self.now_ms = now_ms
-        self.upload_gate = UploadGate()   # upload chunks worked on at once (server/upload_gate.py)
+        self.upload_gate = UploadGate()   # upload chunks worked on at once (server/verification/upload_gate.py)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -91,12 +91,12 @@ class App:
         warn_if_wide(self.config.data_dir, None if self.db.shared else self.config.db_path)
         now = self.now_ms()
         # `now` is also the start time: reads signed at or before it are refused unless known
-        # (a SIGKILLed process may have answered them; server/replay_guard.py)
+        # (a SIGKILLed process may have answered them; server/verification/replay_guard.py)
         if self.db.shared:
             # Every claim is in the database before its answer (claim_everywhere), so nothing a
             # dead server answered can be unknown here: no start-time rule, nothing to preload.
             self.guard.load([], started_ms=None)
-            from server.cluster import Cluster   # psycopg only where PostgreSQL is used
+            from seed_agents.server.live.cluster import Cluster   # psycopg only where PostgreSQL is used
 
             cluster = Cluster.for_app(self)
             await cluster.start()   # listening before anything is published or subscribed
@@ -107,7 +107,7 @@ class App:
         self.runtime = Runtime(self.db, self.config, self.metrics, self, self.secrets, self.now_ms,
                                self.cache["history"])
         await self.runtime.start()
-        from server.triggers.service import Triggers   # (its modules read the store and the runtime)
+        from seed_agents.server.triggers.service import Triggers   # (its modules read the store and the runtime)
 
         self.triggers = Triggers(self)
         await self.triggers.start()

@@ -1,5 +1,5 @@
 """The `seed-agents` console command: `serve` and `--version` here, everything else in
-`clients.cli`. The dispatch lives on the server's side so that `clients/` never imports
+`seed_agents.clients.cli`. The dispatch lives on the server's side so that `clients/` never imports
 `server/` (a client install needs none of the server's code)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 
 def version_line() -> str:
-    from schema import CURRENT_VERSION
-    from server.version import VERSION
+    from seed_agents.schema import CURRENT_VERSION
+    from seed_agents.server.operations.version import VERSION
 
     return f"seed-agents {VERSION} (schema version {CURRENT_VERSION})"
 
@@ -16,13 +16,13 @@ def version_line() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:
-        from server.main import main as serve_main  # the server's code only when serving
+        from seed_agents.server.main import main as serve_main  # the server's code only when serving
 
         return serve_main(argv[1:])
     if argv[:1] in (["--version"], ["-V"]):
         print(version_line())
         return 0
-    from clients.cli import main as client_main
+    from seed_agents.clients.cli import main as client_main
 
     return client_main(argv)
 

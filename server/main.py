@@ -8,16 +8,16 @@ import os
 import signal
 import sys
 
-from server import logs
-from server.app import App
-from server.config import Config, ConfigError, add_arguments, load_config, metrics_address
-from server.storage.errors import SchemaGateError, StorageError
-from server.storage.port import ProcessLock
-from server.store.key_check import SecretsKeyMismatch
-from server.store.secrets import SecretsKeyError
-from server.storage.filemodes import make_private_dir
-from server.providers.network import is_loopback_host
-from server.transport import WS_PATH, start_transport
+from seed_agents.server.operations import logs
+from seed_agents.server.app import App
+from seed_agents.server.config import Config, ConfigError, add_arguments, load_config, metrics_address
+from seed_agents.server.storage.errors import SchemaGateError, StorageError
+from seed_agents.server.storage.port import ProcessLock
+from seed_agents.server.store.key_check import SecretsKeyMismatch
+from seed_agents.server.store.secrets import SecretsKeyError
+from seed_agents.server.storage.filemodes import make_private_dir
+from seed_agents.server.providers.network import is_loopback_host
+from seed_agents.server.transport.listener import WS_PATH, start_transport
 
 log = logging.getLogger("seed_agents")
 

@@ -1,6 +1,6 @@
 """Token buckets: one per account (CONTRACT section 6: 100 actions/s with bursts of 200 by
 default), charged only by that account's verified actions, and one per connection, charged by
-every frame it sends (server/dispatch.py). The clock is an argument (`time.monotonic` unless a
+every frame it sends (server/verification/dispatch.py). The clock is an argument (`time.monotonic` unless a
 test gives its own), so a refill is tested without waiting for it."""
 from __future__ import annotations
 

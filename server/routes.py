@@ -1,7 +1,7 @@
 """One route per action: the protocol's half (how it is parsed, whether it is a read) joined with
 the server's (its handler, whether it may run inline).
 
-Adding an action is one line in `protocol.actions.ACTIONS` and one line in `HANDLING` below;
+Adding an action is one line in `seed_agents.protocol.actions.ACTIONS` and one line in `HANDLING` below;
 the server refuses to import unless both name the same actions.
 """
 from __future__ import annotations
@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from protocol.actions import ACTIONS
-from server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
+from seed_agents.protocol.actions import ACTIONS
+from seed_agents.server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
                              providers, runs, secrets, sessions, sharing, signers, subscribe)
-from server.handlers import identities
-from server.handlers import attachments, memory_download, memory_files, uploads
-from server.handlers import mcp, run_signals, session_tools, tools
-from server.handlers import triggers
+from seed_agents.server.handlers import identities
+from seed_agents.server.handlers import attachments, memory_download, memory_files, uploads
+from seed_agents.server.handlers import mcp, run_signals, session_tools, tools
+from seed_agents.server.handlers import triggers
 
 Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
 
@@ -121,7 +121,7 @@ class Route:
 def _join() -> dict[str, Route]:
     unhandled, unknown = ACTIONS.keys() - HANDLING.keys(), HANDLING.keys() - ACTIONS.keys()
     if unhandled or unknown:
-        raise ImportError(f"server/routes.py and protocol.actions.ACTIONS disagree: no handler for "
+        raise ImportError(f"server/routes.py and seed_agents.protocol.actions.ACTIONS disagree: no handler for "
                           f"{sorted(unhandled)}, no action for {sorted(unknown)}")
     if any(h.inline and not ACTIONS[n].read for n, h in HANDLING.items()):
         raise ImportError("only reads may run inline")

@@ -18,7 +18,7 @@ os.environ.setdefault("SEED_AGENTS_SECRETS_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFR
 
 
 def make_config(tmp_path, **limits):
-    from server.config import Config
+    from seed_agents.server.config import Config
 
     cfg = Config(host="127.0.0.1", port=0, db_path=str(tmp_path / "agents.sqlite"), data_dir=str(tmp_path))
     cfg.shutdown_timeout = 2.0
@@ -70,7 +70,7 @@ def server_config(tmp_path, storage: str, request, **limits):
     """make_config, on the storage named: for 'postgresql', a fresh schema (tests/pg.py)."""
     cfg = make_config(tmp_path, **limits)
     if storage == "postgresql":
-        from server.storage.url import parse_storage_url
+        from seed_agents.server.storage.url import parse_storage_url
 
         cfg.storage_url = parse_storage_url(request.getfixturevalue("postgres_url"))
     return cfg
@@ -78,7 +78,7 @@ def server_config(tmp_path, storage: str, request, **limits):
 
 @pytest.fixture
 async def server(tmp_path, storage, request):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     running = await start_server(server_config(tmp_path, storage, request))
     try:
@@ -90,7 +90,7 @@ async def server(tmp_path, storage, request):
 @pytest.fixture
 def conn(tmp_path):
     """A fresh database file opened through the gate, for the store's own tests."""
-    from server.storage.sqlite.gate import open_database
+    from seed_agents.server.storage.sqlite.gate import open_database
 
     c = open_database(str(tmp_path / "db.sqlite"))
     yield c

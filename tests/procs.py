@@ -39,7 +39,7 @@ class ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.main", "--host", "127.0.0.1", "--port", str(self.port),
+            [sys.executable, "-m", "seed_agents.server.main", "--host", "127.0.0.1", "--port", str(self.port),
              "--data-dir", str(self.data_dir), *self.extra],
             cwd=str(ROOT), env=env, stdout=logf, stderr=logf)
         deadline = time.monotonic() + timeout

@@ -20,8 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from protocol import dagcbor
-from protocol.envelope import sign_envelope
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import sign_envelope
 from tests.httpraw import act, base_url
 from tests.wsraw import keypair
 

@@ -7,10 +7,10 @@ import stat
 import sys
 from pathlib import Path
 
-from clients import AgentsClient
-from clients.commands.reply import send_message, stream_reply
-from clients.keyfile import read_key
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient
+from seed_agents.clients.commands.reply import send_message, stream_reply
+from seed_agents.clients.keyfile import read_key
+from seed_agents.protocol.keys import Keypair
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,7 +19,7 @@ async def run_chat(tmp_path, url, stdin: bytes, *args):
     env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(tmp_path / "home"),
                SEED_AGENTS_KEY=str(tmp_path / "key.json"), SEED_AGENTS_URL=url)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "clients.cli", "chat", *args, cwd=str(ROOT), env=env,
+        sys.executable, "-m", "seed_agents.clients.cli", "chat", *args, cwd=str(ROOT), env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(stdin), 20)
     return proc.returncode, out.decode(), err.decode()
@@ -75,7 +75,7 @@ def drive_chat_on_a_terminal(server, tmp_path) -> tuple[str, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(tmp_path / "home"), TERM="xterm",
                SEED_AGENTS_KEY=str(tmp_path / "key.json"), SEED_AGENTS_URL=server.url)
     env.pop("INPUTRC", None)
-    child = pexpect.spawn(sys.executable, ["-m", "server.console", "chat"], cwd=str(ROOT), env=env,
+    child = pexpect.spawn(sys.executable, ["-m", "seed_agents.server.console", "chat"], cwd=str(ROOT), env=env,
                           encoding="utf-8", timeout=20, dimensions=(40, 200))
     try:
         child.expect(r"session ([0-9a-f-]{36})\. Type a message; /help lists the commands")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from clients.cli import main
-from clients.commands.common import explain
-from clients.errors import AgentsError
+from seed_agents.clients.cli import main
+from seed_agents.clients.commands.common import explain
+from seed_agents.clients.errors import AgentsError
 from tests.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +29,8 @@ def cli_env(tmp_path, url=None, **extra) -> dict:
 
 
 async def run_cli(env, *args, stdin: bytes | None = None, timeout: float = 20.0,
-                  module: str = "server.console"):
-    """`seed-agents ARGS...` as installed (server.console dispatches to clients.cli)."""
+                  module: str = "seed_agents.server.console"):
+    """`seed-agents ARGS...` as installed (seed_agents.server.console dispatches to seed_agents.clients.cli)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", module, *args, cwd=str(ROOT), env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -151,7 +151,7 @@ async def test_the_seed_desktop_url_works_for_every_command(server, tmp_path):
 def test_http_urls_map_to_their_websocket(url, expected):
     import argparse
 
-    from clients.commands.common import checked_url
+    from seed_agents.clients.commands.common import checked_url
 
     assert checked_url(argparse.Namespace(url=url)) == expected
 
@@ -160,7 +160,7 @@ def test_an_unknown_host_is_named():
     # Resolving a name would leave loopback, so the mapping is checked from the resolver's error.
     import socket
 
-    from clients.transport import _describe
+    from seed_agents.clients.transport import _describe
 
     detail, cause = _describe(socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
     err = AgentsError.unreachable("ws://agnets.example:3050/agents/ws", detail, cause=cause)
@@ -196,8 +196,8 @@ def test_clients_never_import_server():
 
 
 async def test_clients_cli_alone_points_serve_to_the_installed_command(tmp_path):
-    code, out, err = await run_cli(cli_env(tmp_path), "serve", "--help", module="clients.cli")
-    assert (code, out) == (2, "") and "server.console" in err
+    code, out, err = await run_cli(cli_env(tmp_path), "serve", "--help", module="seed_agents.clients.cli")
+    assert (code, out) == (2, "") and "seed_agents.server.console" in err
 
 
 async def test_serve_delegates_to_the_server_and_returns_its_status(tmp_path):

@@ -16,9 +16,9 @@ import pytest
 
 from contextlib import redirect_stderr, redirect_stdout
 
-from clients import AgentsClient
-from clients.cli import main
-from clients.keyfile import read_key
+from seed_agents.clients import AgentsClient
+from seed_agents.clients.cli import main
+from seed_agents.clients.keyfile import read_key
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_cli_commands import cli_env, run_cli
 
@@ -35,7 +35,7 @@ async def fake():
 
 async def cli(env: dict, *args: str) -> tuple[int, str, str]:
     """`seed-agents ARGS` in this process (a thread of its own), with `env`'s SEED_AGENTS_*
-    variables: the same `clients.cli.main`, without a child's start-up cost."""
+    variables: the same `seed_agents.clients.cli.main`, without a child's start-up cost."""
     def run() -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         saved = {k: os.environ.get(k) for k in env if k.startswith("SEED_AGENTS_") or k == "FAKE_KEY"}
@@ -184,7 +184,7 @@ async def test_shell_completion_for_bash_and_zsh(tmp_path):
                               COMP_POINT=str(len(line)))
         # argcomplete answers on file descriptor 8, as the shell code arranges it.
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", f'"{sys.executable}" -m server.console 8>&1 9>/dev/null', cwd=str(ROOT),
+            "bash", "-c", f'"{sys.executable}" -m seed_agents.server.console 8>&1 9>/dev/null', cwd=str(ROOT),
             env=completion_env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
         out, _ = await asyncio.wait_for(proc.communicate(), 20)
         words = set(out.decode().split())
@@ -229,7 +229,7 @@ def spawn_chat(env, *args):
 
     env = dict(env, TERM="xterm")
     env.pop("INPUTRC", None)
-    return pexpect.spawn(sys.executable, ["-m", "server.console", "chat", *args], cwd=str(ROOT), env=env,
+    return pexpect.spawn(sys.executable, ["-m", "seed_agents.server.console", "chat", *args], cwd=str(ROOT), env=env,
                          encoding="utf-8", timeout=20, dimensions=(40, 200))
 
 

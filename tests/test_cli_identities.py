@@ -1,6 +1,6 @@
 """`seed-agents identities ...` and `agents create` making the agent an account of its own,
 against a real server (no HM server: created locally). The first command runs as the installed
-command does, in a child process; the rest run `clients.cli.main` in a thread (the same code,
+command does, in a child process; the rest run `seed_agents.clients.cli.main` in a thread (the same code,
 without a Python start per command)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from clients.cli import main
-from protocol.keys import Keypair
+from seed_agents.clients.cli import main
+from seed_agents.protocol.keys import Keypair
 from tests.test_cli_commands import cli_env, run_cli
 
 

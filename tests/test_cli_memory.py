@@ -6,13 +6,13 @@ import asyncio
 import os
 import sys
 
-from server.store import blobs
+from seed_agents.server.store import blobs
 from tests.test_cli_commands import ROOT, cli_env, run_cli
 
 
 async def run_bytes(env, *args) -> tuple[int, bytes, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "server.console", *args, cwd=str(ROOT), env=env,
+        sys.executable, "-m", "seed_agents.server.console", *args, cwd=str(ROOT), env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     return proc.returncode, out, err.decode()

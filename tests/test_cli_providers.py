@@ -109,9 +109,9 @@ async def test_a_delegated_signer_sees_the_agents_of_the_account_it_acts_for(ser
     --account the CLI then lists that account's agents, not its own."""
     import time
 
-    from clients import AgentsClient
-    from protocol.capability import make_capability
-    from protocol.keys import Keypair
+    from seed_agents.clients import AgentsClient
+    from seed_agents.protocol.capability import make_capability
+    from seed_agents.protocol.keys import Keypair
 
     desktop = Keypair.generate()
     async with AgentsClient.connect(server.url, desktop) as client:
@@ -119,7 +119,7 @@ async def test_a_delegated_signer_sees_the_agents_of_the_account_it_acts_for(ser
                                                "model": "echo"}))["agentId"]
     env = cli_env(tmp_path, server.url)
     code, cli_account, _ = await run_cli(env, "keygen")
-    from protocol.principals import principal_from_string
+    from seed_agents.protocol.principals import principal_from_string
 
     cap = make_capability(desktop, principal_from_string(cli_account.strip()), "WRITER",
                           int(time.time() * 1000))
@@ -137,8 +137,8 @@ async def test_a_delegated_signer_sees_the_agents_of_the_account_it_acts_for(ser
 async def test_providers_delete_takes_the_key_with_it_unless_another_provider_names_it(server, tmp_path, fake):
     """`providers delete` against a real server: the provider leaves the listing, its key's
     secret goes with it once no other provider names that secret, and mistakes are one sentence."""
-    from clients import AgentsClient
-    from clients.keyfile import read_key
+    from seed_agents.clients import AgentsClient
+    from seed_agents.clients.keyfile import read_key
 
     env = cli_env(tmp_path, server.url, FAKE_KEY=KEY)
     assert (await run_cli(env, "keygen"))[0] == 0

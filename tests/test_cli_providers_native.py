@@ -17,7 +17,7 @@ KEY = "native-fake-key-0123456789"
 
 @pytest.fixture
 async def operator_server(tmp_path):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     running = await start_server(make_config(tmp_path, allow_provider_base_url=True))
     try:

@@ -7,11 +7,11 @@ import signal
 import sys
 from pathlib import Path
 
-from clients import AgentsClient
-from clients.commands.reply import send_message
-from clients.keyfile import write_key
-from clients.render import event_line
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient
+from seed_agents.clients.commands.reply import send_message
+from seed_agents.clients.keyfile import write_key
+from seed_agents.clients.render import event_line
+from seed_agents.protocol.keys import Keypair
 from tests.procs import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ async def test_tail_follows_across_a_server_restart_exactly_once(tmp_path):
 
         env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(tmp_path / "home"))
         tail = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "clients.cli", "tail", session_id, "--url", server.url,
+            sys.executable, "-m", "seed_agents.clients.cli", "tail", session_id, "--url", server.url,
             "--key", str(tmp_path / "key.json"), cwd=str(ROOT), env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         lines: list[str] = []

@@ -1,4 +1,4 @@
-"""Each action declared once: an action of `protocol.actions.ACTIONS` has its builder in
+"""Each action declared once: an action of `seed_agents.protocol.actions.ACTIONS` has its builder in
 clients/actions.py and its method on `AgentsClient` (the snake_case of its name), and what the
 builder sends is what the protocol's parser reads. Fails when an action is added without them."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from clients import actions as builders
-from clients.client import AgentsClient
-from protocol.actions import ACTIONS, parse_action
+from seed_agents.clients import actions as builders
+from seed_agents.clients.client import AgentsClient
+from seed_agents.protocol.actions import ACTIONS, parse_action
 
 
 def snake(name: str) -> str:
@@ -22,7 +22,7 @@ def test_every_action_has_a_builder_that_names_it():
     assert missing == [], f"actions without a builder in clients/actions.py: {missing}"
     for name in ACTIONS:
         source = inspect.getsource(getattr(builders, snake(name)))
-        assert f'"{name}"' in source, f"clients.actions.{snake(name)} does not build {name}"
+        assert f'"{name}"' in source, f"seed_agents.clients.actions.{snake(name)} does not build {name}"
 
 
 def test_every_action_has_a_client_method_that_uses_its_builder():
@@ -72,7 +72,7 @@ def test_what_a_builder_sends_the_parser_reads(action):
 
 async def test_the_added_methods_reach_a_real_server(server):
     """A few of the methods added here, against a real server: the answers the contract names."""
-    from protocol.keys import Keypair
+    from seed_agents.protocol.keys import Keypair
 
     async with AgentsClient.connect(server.url, Keypair.generate()) as client:
         agent_id = (await client.create_agent({"name": "helper", "systemPrompt": "be brief", "modelProvider": "echo",

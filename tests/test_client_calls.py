@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from clients import AgentsClient, AgentsError
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.protocol.keys import Keypair
 from tests.procs import free_port
 from tests.waiting import until
 
@@ -175,7 +175,7 @@ async def test_subscribe_to_a_missing_session_is_404(server):
 
 
 async def test_delegated_signer_registers_and_acts_for_the_account(server):
-    capability = pytest.importorskip("protocol.capability")
+    capability = pytest.importorskip("seed_agents.protocol.capability")
     owner, device = Keypair.generate(), Keypair.generate()
     async with AgentsClient.connect(server.url, device, account=owner.principal) as client:
         with pytest.raises(AgentsError) as denied:

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from clients import AgentsClient, AgentsError
-from protocol.capability import make_capability
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.protocol.capability import make_capability
+from seed_agents.protocol.keys import Keypair
 from tests.procs import free_port
 from tests.waiting import until
 

@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from clients.keyfile import (KeyFileError, KeyFilePermissionWarning, default_key_path, read_key,
+from seed_agents.clients.keyfile import (KeyFileError, KeyFilePermissionWarning, default_key_path, read_key,
                              resolve_key_path, write_key)
-from protocol.keys import Keypair
+from seed_agents.protocol.keys import Keypair
 
 
 def test_write_then_read_round_trips_with_mode_0600(tmp_path):

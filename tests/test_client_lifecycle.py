@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from clients import AgentsClient, AgentsError
-from clients.actions import CLEAR
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.clients.actions import CLEAR
+from seed_agents.protocol.keys import Keypair
 from tests.waiting import until
 
 ECHO = {"name": "helper", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from websockets.utils import apply_mask
 
-from clients.raw import client_frame, parse_server_frame, response_id, signed_request_frame
-from protocol import dagcbor
-from protocol.envelope import sign_envelope
+from seed_agents.clients.raw import client_frame, parse_server_frame, response_id, signed_request_frame
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import sign_envelope
 from tests.wsraw import keypair
 
 IDS = [0, 23, 24, 255, 256, 65535, 65536, 2**32, 2**63]

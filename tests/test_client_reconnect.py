@@ -9,12 +9,12 @@ from urllib.parse import urlsplit
 import pytest
 from websockets.asyncio.server import serve
 
-from clients import AgentsClient, AgentsError
-from clients import transport as transport_module
-from clients.wire import SUBPROTOCOL, decode_frame
-from protocol import dagcbor
-from protocol.keys import Keypair
-from server.main import start_server
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.clients import transport as transport_module
+from seed_agents.clients.wire import SUBPROTOCOL, decode_frame
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.keys import Keypair
+from seed_agents.server.main import start_server
 from tests.conftest import make_config
 from tests.waiting import until
 

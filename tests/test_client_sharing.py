@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clients import AgentsClient, AgentsError
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.protocol.keys import Keypair
 
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")

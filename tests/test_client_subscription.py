@@ -5,9 +5,9 @@ import asyncio
 
 import pytest
 
-from clients import actions, wire
-from clients.subscription import Subscription
-from protocol import dagcbor
+from seed_agents.clients import actions, wire
+from seed_agents.clients.subscription import Subscription
+from seed_agents.protocol import dagcbor
 
 
 class _NoTransport:
@@ -89,7 +89,7 @@ def test_request_frame_is_canonical_id_then_envelope():
 def test_built_actions_are_what_the_server_reads():
     """The client's builders make actions the server's own parser accepts with the values given;
     an absent optional field is left out, not sent as null."""
-    from protocol.actions import parse_action
+    from seed_agents.protocol.actions import parse_action
 
     def read(action: dict):
         return parse_action({**action, "ts": 1})

@@ -17,12 +17,12 @@ import random
 import psycopg
 import pytest
 
-from server.clock import new_id
-from server.main import start_server
-from server.storage.url import parse_storage_url
-from server.store import collaborators as collab_q
-from server.store import events as events_q
-from server.store import sessions as sessions_q
+from seed_agents.server.clock import new_id
+from seed_agents.server.main import start_server
+from seed_agents.server.storage.url import parse_storage_url
+from seed_agents.server.store import collaborators as collab_q
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import sessions as sessions_q
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.test_sharing_revocation import grant_read

@@ -7,9 +7,9 @@ import contextlib
 
 import pytest
 
-from clients.raw import unique_ts
-from protocol.envelope import sign_envelope
-from server.storage.url import parse_storage_url
+from seed_agents.clients.raw import unique_ts
+from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.server.storage.url import parse_storage_url
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.wsraw import V2Client, keypair
@@ -17,7 +17,7 @@ from tests.wsraw import V2Client, keypair
 
 @contextlib.asynccontextmanager
 async def servers(tmp_path, url: str, n: int):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     running = []
     try:

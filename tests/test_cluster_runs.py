@@ -12,7 +12,7 @@ from unittest.mock import ANY
 
 import pytest
 
-from server.storage.url import parse_storage_url
+from seed_agents.server.storage.url import parse_storage_url
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
@@ -31,7 +31,7 @@ def pg_config(tmp_path, url: str, name: str):
 
 @contextlib.asynccontextmanager
 async def servers(tmp_path, url: str, count: int):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     running = []
     try:
@@ -279,7 +279,7 @@ async def test_a_stop_sent_to_one_server_ends_the_turn_running_on_another(tmp_pa
 
 async def test_a_server_stopping_cleanly_hands_its_runs_back_at_once(tmp_path, postgres_url):
     """Its lease is long (30 s), yet the other server answers the run within seconds."""
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     a = keypair("A")
     async with FakeOpenAI(Script(echo=True)) as fake:
@@ -306,11 +306,11 @@ async def test_a_server_stopping_cleanly_hands_its_runs_back_at_once(tmp_path, p
 
 
 async def test_leases_in_the_store(tmp_path, postgres_url):
-    """server.store.leases on its own: claims in session order across owners, renewals only of
+    """seed_agents.server.store.leases on its own: claims in session order across owners, renewals only of
     what an owner holds, requeue on the database clock, and an old attempt never answers."""
-    from server.storage.postgres.database import PgDatabase
-    from server.store import accounts, agents, runs, sessions
-    from server.store import leases
+    from seed_agents.server.storage.postgres.database import PgDatabase
+    from seed_agents.server.store import accounts, agents, runs, sessions
+    from seed_agents.server.store import leases
 
     db = PgDatabase(parse_storage_url(postgres_url))
     await db.start()
@@ -358,9 +358,9 @@ async def test_leases_in_the_store(tmp_path, postgres_url):
 async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgres_url):
     """Three claimers, each with its own connections (as three servers have), drain one queue
     at once: every run is claimed exactly once, and each session's runs in order."""
-    from server.storage.postgres.database import PgDatabase
-    from server.store import accounts, agents, runs, sessions
-    from server.store import leases
+    from seed_agents.server.storage.postgres.database import PgDatabase
+    from seed_agents.server.store import accounts, agents, runs, sessions
+    from seed_agents.server.store import leases
 
     n_sessions, per_session = 8, 5
     dbs = [PgDatabase(parse_storage_url(postgres_url)) for _ in range(3)]

@@ -21,7 +21,7 @@ The same scenario 1 also runs on one server over SQLite (every role on that one 
 needs no PostgreSQL, and shows that the checks themselves pass where the guarantee already holds.
 
 Until runs across servers (`--run-lease`, branch pg-runtime) and the relay of live events
-(`server/cluster.py`, branch pg-relay) are in, the PostgreSQL test is marked xfail and not run:
+(`server/live/cluster.py`, branch pg-relay) are in, the PostgreSQL test is marked xfail and not run:
 turns fail on PostgreSQL and a subscriber does not see another server's writes.
 """
 from __future__ import annotations
@@ -37,11 +37,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clients import AgentsClient, AgentsError
-from clients.subscription import Subscription
-from clients.wire import append_seq, flatten
-from protocol.capability import make_capability
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.clients.subscription import Subscription
+from seed_agents.clients.wire import append_seq, flatten
+from seed_agents.protocol.capability import make_capability
+from seed_agents.protocol.keys import Keypair
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess

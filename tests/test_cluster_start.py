@@ -8,7 +8,7 @@ import base64
 import os
 from urllib.parse import urlsplit, urlunsplit
 
-from server.storage.url import parse_storage_url
+from seed_agents.server.storage.url import parse_storage_url
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.test_config import seed_agents
@@ -38,7 +38,7 @@ def test_a_wrong_password_or_an_unreachable_database_stops_the_server_with_one_s
 
 
 async def test_a_server_with_another_secrets_key_is_refused(tmp_path, postgres_url):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     cfg = make_config(tmp_path / "first")
     cfg.storage_url = parse_storage_url(postgres_url)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import (BEGIN, DOCS, END, ENV_PREFIX, SETTINGS, ConfigError, add_arguments, default_text,
+from seed_agents.server.config import (BEGIN, DOCS, END, ENV_PREFIX, SETTINGS, ConfigError, add_arguments, default_text,
                            load_config, markdown_table)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +20,7 @@ def seed_agents(*args: str, env: dict | None = None, cwd: Path | None = None, ti
     """`seed-agents ARGS...` as the installed console command runs it."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
     full_env.update(PYTHONPATH=str(ROOT), **(env or {}))
-    proc = subprocess.run([sys.executable, "-m", "server.console", *args], cwd=str(cwd or ROOT),
+    proc = subprocess.run([sys.executable, "-m", "seed_agents.server.console", *args], cwd=str(cwd or ROOT),
                           env=full_env, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -31,13 +31,13 @@ def test_docs_hold_exactly_the_generated_settings_table():
         text = (ROOT / rel).read_text(encoding="utf-8")
         assert text.count(BEGIN) == 1 and text.count(END) == 1, rel
         inside = text.split(BEGIN, 1)[1].split(END, 1)[0]
-        assert inside == f"\n{table}\n", f"{rel} is stale: run python -m server.config --write-docs"
+        assert inside == f"\n{table}\n", f"{rel} is stale: run python -m seed_agents.server.config --write-docs"
     for s in SETTINGS:
         assert f"`{ENV_PREFIX}{s.env}`" in table and (s.flag is None or f"`{s.flag} " in table)
 
 
 def test_markdown_command_prints_the_table():
-    proc = subprocess.run([sys.executable, "-m", "server.config", "--markdown"], cwd=str(ROOT),
+    proc = subprocess.run([sys.executable, "-m", "seed_agents.server.config", "--markdown"], cwd=str(ROOT),
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0 and proc.stdout == markdown_table() + "\n"
 
@@ -67,7 +67,7 @@ def test_serve_help_says_what_each_flag_does_its_default_and_its_variable():
 def test_version_prints_the_version_and_the_schema_version():
     from importlib import metadata
 
-    from schema import CURRENT_VERSION
+    from seed_agents.schema import CURRENT_VERSION
 
     code, out, err = seed_agents("--version")
     assert (code, err) == (0, "")

@@ -252,8 +252,8 @@ async def test_a_model_waits_for_a_signal(server):
 def test_a_typed_child_taken_up_again_keeps_its_delivered_result():
     """After a crash between its accepted return_result and its ending, a typed child's next
     attempt starts finished with that result (it is not asked again, nor failed for lacking one)."""
-    from server.runtime.history import Entry
-    from server.tools.delegation_tools import Delegating
+    from seed_agents.server.runtime.history import Entry
+    from seed_agents.server.tools.delegation_tools import Delegating
 
     entries = [Entry(1, "e1", "user", "brief"),
                Entry(2, "e2", "tool_call", '{"answer": 7}', run_id="c", call_id="r1", name="return_result"),

@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from protocol.capability import make_capability
+from seed_agents.protocol.capability import make_capability
 from tests.httpraw import act, assert_cors, base_url
 from tests.wsraw import V1, keypair
 

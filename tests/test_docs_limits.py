@@ -8,13 +8,13 @@ import importlib
 import re
 from pathlib import Path
 
-from protocol import actions
-from server import config
+from seed_agents.protocol import actions
+from seed_agents.server import config
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMERIC = (config.count, config.rate, config.seconds)
 # Rows whose bound lives in code that names no constant (the websockets options in
-# server/transport.py, derived from another setting or fixed).
+# server/transport/listener.py, derived from another setting or fixed).
 UNNAMED = {"WebSocket message size", "incoming messages buffered per socket"}
 
 
@@ -46,9 +46,10 @@ def numbers(cell: str) -> list[float]:
 
 
 def resolve(ref: str):
-    """`module.attr` or `module.Class.attr` (a dataclass default) to its value."""
-    parts = ref.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
+    """`module.attr` or `module.Class.attr` (a dataclass default) to its value. The docs name code
+    as the repository shows it (`server.x`), which installs as `seed_agents.server.x`."""
+    parts = ["seed_agents", *ref.split(".")]
+    for cut in range(len(parts) - 1, 1, -1):
         try:
             obj = importlib.import_module(".".join(parts[:cut]))
         except ModuleNotFoundError:

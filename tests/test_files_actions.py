@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from clients import AgentsClient, AgentsError
-from clients import actions
-from protocol.keys import Keypair
-from server.store import blobs
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.clients import actions
+from seed_agents.protocol.keys import Keypair
+from seed_agents.server.store import blobs
 
 # SQLite unless marked: the tests marked both run on PostgreSQL too (the store's own tests,
 # tests/test_store_files.py, run every file function on both).
@@ -216,7 +216,7 @@ async def test_an_unfinished_upload_is_swept_after_an_hour(server):
         real = server.app.now_ms
         try:
             server.app.now_ms = lambda: real() + 61 * 60 * 1000   # the server's clock, an hour on
-            from server.store import uploads as uploads_q
+            from seed_agents.server.store import uploads as uploads_q
 
             assert await server.app.db.write(uploads_q.sweep, server.app.now_ms()) == 1
         finally:
@@ -243,7 +243,7 @@ async def test_ipfs_upload_publishes_unixfs_through_the_hm_server(server):
                                "path": "media/clip.mp4", "cid": got["cid"], "url": "ipfs://" + got["cid"],
                                "size": len(data), "mimeType": "video/mp4"}
                 assert hm.get(got["cid"]) is not None and len(hm.published) == 1
-                from protocol.unixfs import file_blobs
+                from seed_agents.protocol.unixfs import file_blobs
 
                 root, blocks = file_blobs(data)   # the library's layout, byte for byte
                 assert got["cid"] == root and {b.cid for b in hm.published[0]} == {b.cid for b in blocks}

@@ -8,10 +8,10 @@ import contextlib
 
 import pytest
 
-from clients import AgentsClient, AgentsError
-from protocol.keys import Keypair
-from server.main import start_server
-from server.store import blobs
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.protocol.keys import Keypair
+from seed_agents.server.main import start_server
+from seed_agents.server.store import blobs
 from tests.conftest import make_config
 
 ECHO = {"name": "helper", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from clients import AgentsClient, AgentsError
-from clients import actions
-from protocol.keys import Keypair
-from server.storage import parse_storage_url
-from server.store import agent_lifecycle
-from server.store import blobs
-from server.store import owners as owners_q
-from server.store import memory as memory_q
-from server.store import uploads as uploads_q
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.clients import actions
+from seed_agents.protocol.keys import Keypair
+from seed_agents.server.storage import parse_storage_url
+from seed_agents.server.store import agent_lifecycle
+from seed_agents.server.store import blobs
+from seed_agents.server.store import owners as owners_q
+from seed_agents.server.store import memory as memory_q
+from seed_agents.server.store import uploads as uploads_q
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
 
@@ -47,11 +47,11 @@ def pattern(i: int, size: int) -> bytes:
 
 async def open_store(where: str):
     if where.startswith("postgresql"):
-        from server.storage.postgres.database import PgDatabase
+        from seed_agents.server.storage.postgres.database import PgDatabase
 
         db = PgDatabase(parse_storage_url(where))
     else:
-        from server.storage.sqlite.database import Database
+        from seed_agents.server.storage.sqlite.database import Database
 
         db = Database(where)
     await db.start()
@@ -254,8 +254,8 @@ async def test_concurrent_8_mib_chunk_uploads_stay_within_the_documented_rss(tmp
     are worked on at once, so N uploaders cost about 2N chunks, not N x (every copy of one).
     The chunks are signed before they are sent (raw sockets), so the test process's own signing
     does not stall its sockets' keepalive while the server makes them wait their turn."""
-    from clients.raw import RawV2, unique_ts
-    from protocol.envelope import sign_envelope
+    from seed_agents.clients.raw import RawV2, unique_ts
+    from seed_agents.protocol.envelope import sign_envelope
 
     kind, flags, where = stores
     (srv,) = servers(tmp_path, flags)

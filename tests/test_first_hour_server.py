@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clients import AgentsClient
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient
+from seed_agents.protocol.keys import Keypair
 from tests.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ class Served:
     """`seed-agents serve ARGS` as a child; `line` is its start line once it listens."""
 
     def __init__(self, args: list[str], env: dict, cwd) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "server.console", "serve", *args], cwd=str(cwd),
+        self.proc = subprocess.Popen([sys.executable, "-m", "seed_agents.server.console", "serve", *args], cwd=str(cwd),
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         self.line = ""
@@ -71,7 +71,7 @@ class Served:
 
 
 def serve_once(args, env, cwd, timeout=20) -> tuple[int, str]:
-    proc = subprocess.run([sys.executable, "-m", "server.console", "serve", *args], cwd=str(cwd), env=env,
+    proc = subprocess.run([sys.executable, "-m", "seed_agents.server.console", "serve", *args], cwd=str(cwd), env=env,
                           capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -107,9 +107,9 @@ async def test_sqlite_refuses_a_changed_secrets_key_unless_told_then_names_the_p
 
     # A database from before the check (no check value, a secret sealed under A) is refused too
     # (on a copy, read as the start reads it).
-    from server.store import key_check
-    from server.storage.sqlite.gate import open_database
-    from server.store.secrets import SecretBox
+    from seed_agents.server.store import key_check
+    from seed_agents.server.storage.sqlite.gate import open_database
+    from seed_agents.server.store.secrets import SecretBox
 
     shutil.copy(data / "agents.sqlite", tmp_path / "older.sqlite")
     older = open_database(str(tmp_path / "older.sqlite"))
@@ -154,7 +154,7 @@ async def test_sqlite_refuses_a_changed_secrets_key_unless_told_then_names_the_p
 
 
 def test_an_unpadded_base64_secrets_key_is_accepted(tmp_path):
-    from server.store.secrets import load_secrets_key
+    from seed_agents.server.store.secrets import load_secrets_key
 
     unpadded = base64.b64encode(bytes(range(32))).decode().rstrip("=")
     assert not unpadded.endswith("=")
@@ -192,7 +192,7 @@ def test_outside_a_checkout_the_data_goes_to_the_per_user_folder_and_the_start_l
 
 def test_in_a_checkout_the_default_stays_data(tmp_path, monkeypatch):
     """(`make run` in a checkout: tests/test_readme.py sees its start line name ./data.)"""
-    from server.config import default_data_dir, load_config
+    from seed_agents.server.config import default_data_dir, load_config
 
     checkout = tmp_path / "checkout"
     checkout.mkdir()
@@ -237,9 +237,9 @@ def test_metrics_beyond_loopback_warn_and_can_be_moved_or_turned_off(tmp_path):
     assert "/metrics is served" not in moved.output
 
     # off: no warning, and the route is gone (what the framing answers without a listener)
-    from protocol.framing_http import HttpFraming
-    from server.config import Config
-    from server.main import exposure_warnings
+    from seed_agents.protocol.framing_http import HttpFraming
+    from seed_agents.server.config import Config
+    from seed_agents.server.main import exposure_warnings
 
     assert exposure_warnings(Config(host="0.0.0.0", metrics_listen="off")) == []
     assert exposure_warnings(Config(host="0.0.0.0", metrics_listen="0.0.0.0:9464"))[0].startswith(
@@ -283,7 +283,7 @@ async def test_json_clients_get_json_refusals(server):
 
 # -- passwords ------------------------------------------------------------------------------------
 def test_a_short_password_is_blanked_in_urls_and_as_a_word_never_inside_other_words():
-    from server.storage.url import parse_storage_url, scrub
+    from seed_agents.server.storage.url import parse_storage_url, scrub
 
     url = parse_storage_url("postgresql://seed:p@127.0.0.1:5999/agents")
     text = ('connection to server at "127.0.0.1", port 5999 failed: postgresql://seed:p@127.0.0.1:5999/agents '
@@ -294,9 +294,9 @@ def test_a_short_password_is_blanked_in_urls_and_as_a_word_never_inside_other_wo
 
 
 async def test_a_postgresql_start_line_shows_the_url_without_its_password(tmp_path, postgres_url):
-    from server.main import start_line, start_server
+    from seed_agents.server.main import start_line, start_server
     from tests.conftest import make_config
-    from server.storage.url import parse_storage_url
+    from seed_agents.server.storage.url import parse_storage_url
 
     cfg = make_config(tmp_path)
     cfg.storage_url = parse_storage_url(postgres_url)

@@ -6,10 +6,10 @@ import inspect
 
 import pytest
 
-from protocol import framing_types as ft
-from protocol.framing_http import HttpFraming
-from protocol.framing_v1 import V1Framing
-from protocol.framing_v2 import V2Framing
+from seed_agents.protocol import framing_types as ft
+from seed_agents.protocol.framing_http import HttpFraming
+from seed_agents.protocol.framing_v1 import V1Framing
+from seed_agents.protocol.framing_v2 import V2Framing
 
 
 def _members(protocol) -> dict:

@@ -11,13 +11,13 @@ import uuid
 import httpx
 import pytest
 
-from protocol import dagcbor
-from protocol.actions import MAX_DEFINITION_BYTES
-from protocol.envelope import build_envelope
-from server.handlers.pages import MAX_ANSWER_BYTES
-from server.main import start_server
-from server.store import accounts, agents, events, sessions
-from server.storage.sqlite.database import Database
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.actions import MAX_DEFINITION_BYTES
+from seed_agents.protocol.envelope import build_envelope
+from seed_agents.server.handlers.pages import MAX_ANSWER_BYTES
+from seed_agents.server.main import start_server
+from seed_agents.server.store import accounts, agents, events, sessions
+from seed_agents.server.storage.sqlite.database import Database
 from tests.conftest import make_config
 from tests.procs import ServerProcess
 from tests.test_hardening_slow_consumer import RawWebSocket, server_side, shrink_server_send_buffer
@@ -337,7 +337,7 @@ async def test_list_sessions_pages_end_before_their_agents_pass_4_mib(tmp_path):
 
 
 async def test_an_account_has_at_most_1000_model_providers(tmp_path):
-    from server.handlers.providers import MAX_PROVIDERS
+    from seed_agents.server.handlers.providers import MAX_PROVIDERS
 
     srv = await start_server(make_config(tmp_path, rate_per_second=5000.0, rate_burst=5000))
     a = keypair("A")

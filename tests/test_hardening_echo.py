@@ -14,9 +14,9 @@ import time
 import pytest
 from websockets.asyncio.client import connect
 
-from protocol import dagcbor
-from protocol.envelope import sign_envelope
-from protocol.keys import Keypair
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.keys import Keypair
 from tests.wsraw import V1, V2, V2Client, keypair, setup_session
 
 A = keypair("echo-A")
@@ -177,8 +177,8 @@ async def test_integer_extremes_are_400_and_the_largest_safe_value_works(server)
 
 @pytest.mark.parametrize("value", [2**53, 2**64 - 1, -1])
 def test_capability_ts_out_of_range_is_400(value):
-    from protocol.capability import parse_capability
-    from protocol.errors import ProtocolError
+    from seed_agents.protocol.capability import parse_capability
+    from seed_agents.protocol.errors import ProtocolError
 
     issuer = Keypair.from_seed(bytes(32))
     body = {"type": "Capability", "signer": issuer.principal,
@@ -194,8 +194,8 @@ def test_docs_state_these_bounds():
     """docs/operations.md (Limits, Security) and docs/protocol.md give the bounds the code uses."""
     from pathlib import Path
 
-    from protocol.actions import MAX_SAFE_INTEGER
-    from protocol.errors import QUOTE_LIMIT
+    from seed_agents.protocol.actions import MAX_SAFE_INTEGER
+    from seed_agents.protocol.errors import QUOTE_LIMIT
 
     docs = Path(__file__).resolve().parents[1] / "docs"
     operations = (docs / "operations.md").read_text()

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from protocol import dagcbor
-from protocol.envelope import build_envelope
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import build_envelope
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, keypair, setup_session
 

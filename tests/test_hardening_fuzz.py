@@ -8,7 +8,7 @@ re-encoded loosely with cbor2 (undefined, other tags, NaN, short floats, unsorte
 Each source is then mutated at the byte level (flips, cuts, splices, insertions).
 
 Two ways:
-- in-process, straight into `server.dispatch.execute(app, conn, frame)` (bytes as v1 hands
+- in-process, straight into `seed_agents.server.verification.dispatch.execute(app, conn, frame)` (bytes as v1 hands
   them over, or the decoded value as v2 does): thousands of cases; every answer is a success
   response or an Error with a contract status (never 500), and the server logs no error;
 - over a real socket in both framings, a few hundred frames each: the socket stays open and
@@ -33,17 +33,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 
-from clients.raw import signed_request_frame
-from protocol import dagcbor
-from protocol.actions import ACTIONS
-from protocol.envelope import build_envelope
-from protocol.keys import Keypair
-from protocol.framing_v1 import dumps as json_dumps
-from server.app import App
-from server.connection import Connection
-from server.dispatch import execute
-from server.main import start_server
-from protocol.wire_values import encode_value
+from seed_agents.clients.raw import signed_request_frame
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.actions import ACTIONS
+from seed_agents.protocol.envelope import build_envelope
+from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.framing_v1 import dumps as json_dumps
+from seed_agents.server.app import App
+from seed_agents.server.transport.connection import Connection
+from seed_agents.server.verification.dispatch import execute
+from seed_agents.server.main import start_server
+from seed_agents.protocol.wire_values import encode_value
 from tests.conftest import make_config
 from tests.vectors import load
 from tests.wsraw import V2, keypair

@@ -11,12 +11,12 @@ import time
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from protocol import dagcbor
-from protocol.frame_limits import UPLOAD_FRAME_BYTES
-from protocol.envelope import build_envelope, sign_envelope
-from server.main import start_server
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.frame_limits import UPLOAD_FRAME_BYTES
+from seed_agents.protocol.envelope import build_envelope, sign_envelope
+from seed_agents.server.main import start_server
 from tests.conftest import make_config
-from clients.raw import unique_ts
+from seed_agents.clients.raw import unique_ts
 from tests.wsraw import V1, V2Client, keypair, setup_session
 
 AGENT = {"name": "Echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo-1"}
@@ -160,7 +160,7 @@ async def test_nesting_deeper_than_64_is_400(start, framing):
     assert ok["_"] == "CreateAgentResponse", ok
     assert junk["_"] == "Error" and junk["status"] == 400, junk
     # (listed over v1: the stored 64-level definition nests deeper inside a response frame
-    # than tests.wsraw's v2 reader decodes; clients.wire reads server frames up to 256 levels)
+    # than tests.wsraw's v2 reader decodes; seed_agents.clients.wire reads server frames up to 256 levels)
     v1 = await V1.open(srv.url)
     agents = (await v1.send(a, {"_": "ListAgents", "n": 1}))["agents"]
     assert [x["id"] for x in agents] == [ok["agentId"]]
@@ -375,7 +375,7 @@ def test_every_limit_is_in_the_operations_table():
     """docs/operations.md has a Limits table naming every limit flag and variable."""
     from pathlib import Path
 
-    from server.config import ENV_PREFIX, SETTINGS, Limits
+    from seed_agents.server.config import ENV_PREFIX, SETTINGS, Limits
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
     section = text.split("## Limits", 1)[1].split("\n## ", 1)[0]
@@ -392,7 +392,7 @@ def test_every_limit_is_in_the_operations_table():
 def test_limit_settings_from_flags_and_environment():
     import argparse
 
-    from server.config import add_arguments, load_config
+    from seed_agents.server.config import add_arguments, load_config
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -12,8 +12,8 @@ import apsw
 import pytest
 from websockets.asyncio.client import connect
 
-from protocol import dagcbor
-from protocol.envelope import build_envelope, sign_envelope
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import build_envelope, sign_envelope
 from tests.procs import ServerProcess
 from tests.wsraw import V1, V2, V2Client, keypair, setup_session
 from tests.waiting import until

@@ -15,9 +15,9 @@ import socket
 import time
 
 import httpx
-from protocol import dagcbor
-from protocol.envelope import sign_envelope
-from clients.raw import client_frame, signed_request_frame, tcp_handshake, unique_ts
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.clients.raw import client_frame, signed_request_frame, tcp_handshake, unique_ts
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, keypair, setup_session
 
@@ -34,7 +34,7 @@ CONNECTIONS = 20
 PER_CONNECTION = 4 << 20
 TCP_ESTABLISHED = 1   # tcpi_state of Linux's TCP_INFO; a FIN or RST from the server leaves it
 # What may stay after they go: measured about 7 MiB for these 20 that the allocator keeps
-# even after malloc_trim (server/memtrim.py); see docs/operations.md "Limits".
+# even after malloc_trim (server/transport/memtrim.py); see docs/operations.md "Limits".
 LEFT_OVER = 12 << 20
 
 

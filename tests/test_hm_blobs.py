@@ -6,7 +6,7 @@ import pytest
 from multiformats import CID
 from nacl.signing import VerifyKey
 
-from protocol import dagcbor, hm_blobs
+from seed_agents.protocol import dagcbor, hm_blobs
 from tests.hm_vectors import blob_bytes, block_ids, load
 
 ACCOUNTS = load("accounts")

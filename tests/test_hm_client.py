@@ -1,4 +1,4 @@
-"""server/hm_client.py against the fake HM server (tests/fakes/hm_server.py) over real loopback
+"""server/hypermedia/client.py against the fake HM server (tests/fakes/hm_server.py) over real loopback
 HTTP: publishing, and every way the server can fail becoming one clear HmError."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import asyncio
 import httpx
 import pytest
 
-from protocol import dagcbor, hm_blobs
-from protocol.unixfs import file_blobs
-from server.hm_client import HmClient, HmError, search_params
-from server.providers.network import NetworkPolicy, provider_client
+from seed_agents.protocol import dagcbor, hm_blobs
+from seed_agents.protocol.unixfs import file_blobs
+from seed_agents.server.hypermedia.client import HmClient, HmError, search_params
+from seed_agents.server.providers.network import NetworkPolicy, provider_client
 from tests.fakes.hm_server import FAILURES, REFUSAL_SECRET, FakeHmProcess, FakeHmServer, fake_hm_in_thread
 from tests.hm_vectors import block_ids, load
 

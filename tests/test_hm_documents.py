@@ -1,4 +1,4 @@
-"""Reading and publishing documents through server/hm_client.py against the fake HM server,
+"""Reading and publishing documents through server/hypermedia/client.py against the fake HM server,
 which builds documents from the very blobs published (or written by the vectors script)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from protocol import dagcbor, hm_blobs, hm_markdown
-from server.hm_client import HmClient, HmError, HmNotFound
+from seed_agents.protocol import dagcbor, hm_blobs, hm_markdown
+from seed_agents.server.hypermedia.client import HmClient, HmError, HmNotFound
 from tests.fakes.hm_server import REFUSAL_SECRET, FakeHmServer
 from tests.hm_vectors import blob_bytes, block_ids, load
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import dagcbor, hm_blobs
-from protocol import hm_markdown as md
+from seed_agents.protocol import dagcbor, hm_blobs
+from seed_agents.protocol import hm_markdown as md
 from tests.hm_vectors import block_ids, load
 
 DOCUMENTS = load("documents")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from protocol.fields import MAX_DEFINITION_ITEMS
+from seed_agents.protocol.fields import MAX_DEFINITION_ITEMS
 from tests.hostile import percentile, rss
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, keypair

@@ -14,9 +14,9 @@ import zlib
 import httpx
 import pytest
 
-from protocol import hm_blobs
-from protocol.envelope import sign_envelope
-from protocol.keys import Keypair
+from seed_agents.protocol import hm_blobs
+from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.keys import Keypair
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.hm_server import REFUSAL_SECRET, FakeHmServer
 from tests.fakes.sse_base import Script
@@ -209,13 +209,13 @@ async def test_the_desktop_creates_and_edits_an_agent(request, http, hm, with_hm
 
 
 def hm_id_of(account_id: str):
-    from protocol.hm_ids import parse_hm_id
+    from seed_agents.protocol.hm_ids import parse_hm_id
 
     return parse_hm_id(f"hm://{account_id}")
 
 
 def hm_blobs_unixfs(data: bytes):
-    from protocol import unixfs
+    from seed_agents.protocol import unixfs
 
     return unixfs.file_blobs(data)
 
@@ -382,7 +382,7 @@ async def test_the_health_answer_states_every_capability_truthfully(publishing, 
 
 
 async def test_an_account_made_before_there_was_an_hm_server_goes_up_whole_at_its_first_update(tmp_path, http):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
     from tests.conftest import make_config
 
     offline = await start_server(make_config(tmp_path))

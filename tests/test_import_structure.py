@@ -5,11 +5,13 @@ are the deliberate lazy ones (the `seed-agents` dispatcher, the optional Postgre
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("protocol", "server", "clients")
+NAMESPACE = "seed_agents"
 # protocol/'s third-party imports, each a dependency declared in pyproject.toml.
 PROTOCOL_DEPENDENCIES = {"cbor2", "nacl", "multiformats", "yaml",  # yaml: Seed front matter (hm_markdown)
                          "jsonschema"}   # jsonschema: tool inputs (pure)
@@ -26,6 +28,12 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def _local(name: str) -> str:
+    """`seed_agents.server.app` -> `server.app`: the graph names modules as the repository shows
+    them (the folders install under the `seed_agents` namespace, pyproject.toml)."""
+    return name.removeprefix(NAMESPACE + ".") if name != NAMESPACE else name
+
+
 def _top_level_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """Modules `name` imports at module level (in `if` blocks too, never inside functions)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -34,9 +42,9 @@ def _top_level_imports(name: str, path: Path, modules: dict[str, Path]) -> set[s
     def visit(nodes) -> None:
         for node in nodes:
             if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
+                found.update(_local(alias.name) for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
+                base = _local(node.module or "")
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join([*anchor, *([base] if base else [])])
@@ -117,3 +125,45 @@ def test_clients_import_no_server_code():
     for name, imports in _graph().items():
         if name.startswith("clients"):
             assert not [i for i in imports if i.partition(".")[0] == "server"], name
+
+
+def _may_import(folder: Path) -> set[str]:
+    """The `May import:` paragraph of a folder's docstring: the packages and modules its modules
+    may import besides their own folder (parenthesised remarks are words for the reader)."""
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+    assert "May import:" in doc, f"{folder}/__init__.py says nothing of what it may import"
+    text = doc.split("May import:", 1)[1].split("\n\n", 1)[0]
+    text = re.sub(r"\([^)]*\)", "", text)
+    return {name.strip().rstrip(".").strip() for name in text.replace("\n", " ").split(",") if name.strip()}
+
+
+def _server_folders() -> list[Path]:
+    return sorted(p for p in (ROOT / "server").iterdir() if (p / "__init__.py").is_file())
+
+
+def test_each_server_folder_imports_only_what_its_docstring_allows():
+    graph = _graph()
+    for folder in _server_folders():
+        unit = f"server.{folder.name}"
+        allowed = _may_import(folder)
+        for name, imports in graph.items():
+            if not (name == unit or name.startswith(unit + ".")):
+                continue
+            for imported in imports:
+                if imported.partition(".")[0] not in (*PACKAGES, "schema"):
+                    continue
+                if imported == unit or imported.startswith(unit + "."):
+                    continue
+                assert any(imported == a or imported.startswith(a + ".") for a in allowed), (
+                    f"{name} imports {imported}, which {folder.name}/__init__.py does not allow "
+                    f"(May import: {', '.join(sorted(allowed))})")
+
+
+def test_the_layer_rule_sees_the_imports_it_judges():
+    # The graph names modules as the repository shows them; were the namespaced imports
+    # misread, every folder would pass the rule above with nothing to judge.
+    graph = _graph()
+    assert "server.verification.dispatch" in graph["server.transport.connection"]
+    assert "server.storage.port" in graph["server.store.runs"] | set().union(
+        *(graph[m] for m in graph if m.startswith("server.store.")))
+    assert _may_import(ROOT / "server" / "operations") == {"protocol"}

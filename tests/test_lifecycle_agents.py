@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from server.store import agents as agents_q
-from server.store import runs as runs_q
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import runs as runs_q
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_lifecycle_sessions import call, wait_for
@@ -167,7 +167,7 @@ async def test_delete_model_provider_and_its_secret(server):
 
 
 async def test_start_up_removes_orphan_state_dirs_and_remakes_missing_ones(tmp_path):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     a = keypair("A")
     cfg = make_config(tmp_path)
@@ -187,7 +187,7 @@ async def test_start_up_removes_orphan_state_dirs_and_remakes_missing_ones(tmp_p
     stray_file = agents_dir / "README"
     stray_file.write_text("not a directory: left alone")
     # a row whose directory went missing
-    from server.storage.sqlite.database import Database
+    from seed_agents.server.storage.sqlite.database import Database
 
     db = Database(cfg.db_path)
     db.start_sync()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from server.store import runs as runs_q
+from seed_agents.server.store import runs as runs_q
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_runtime_turns import provider_session, send, session_status
 from tests.test_lifecycle_sessions import call

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from protocol.envelope import NULL
-from server.store import sessions as sessions_q
+from seed_agents.protocol.envelope import NULL
+from seed_agents.server.store import sessions as sessions_q
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_runtime_turns import provider_session, send, session_status, until_durable
 from tests.wsraw import V2Client, flatten, keypair, setup_session

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from server.main import start_server
-from server.store import secrets_table as secrets_q
+from seed_agents.server.main import start_server
+from seed_agents.server.store import secrets_table as secrets_q
 from tests.conftest import make_config
 from tests.fakes.mcp_server import McpFake
 from tests.fakes.openai_server import FakeOpenAI, Script
@@ -155,7 +155,7 @@ async def listing_is_bounded(tmp_path, listed: int, kept: int) -> None:
 
 async def test_a_long_tool_listing_is_bounded(tmp_path, monkeypatch):
     """The bound at a small size (the same code path as 10,000; the full size is behind slow)."""
-    from server.mcp import remote
+    from seed_agents.server.mcp import remote
     monkeypatch.setattr(remote, "MAX_TOOLS", 100)
     await listing_is_bounded(tmp_path, 150, 100)
 

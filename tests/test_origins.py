@@ -9,10 +9,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from protocol import dagcbor
-from protocol.envelope import sign_envelope
-from server.config import ConfigError, load_config
-from server.main import start_server
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.server.config import ConfigError, load_config
+from seed_agents.server.main import start_server
 from tests.conftest import make_config
 from tests.httpraw import base_url
 from tests.wsraw import V2, keypair

@@ -12,13 +12,13 @@ import types
 
 import pytest
 
-from server.clock import new_id
-from server.runtime.parked import Delegation, ParkRequest as Park
-from server.store import agents as agents_q
-from server.store import events as events_q
-from server.store import journal as journal_q
-from server.store import parking
-from server.store import runs as runs_q
+from seed_agents.server.clock import new_id
+from seed_agents.server.runtime.parked import Delegation, ParkRequest as Park
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import journal as journal_q
+from seed_agents.server.store import parking
+from seed_agents.server.store import runs as runs_q
 from tests.wsraw import V2Client, keypair, setup_session
 
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
@@ -233,7 +233,7 @@ async def test_cancelling_a_parked_parent_cancels_its_children(server):
 
 def test_journal_caps(conn):
     """At most 5,000 entries or 8 MiB per run: the append past a cap writes nothing."""
-    from server.store import sessions as sessions_q
+    from seed_agents.server.store import sessions as sessions_q
 
     agents_q.create_agent(conn, "a", "acct", {"name": "x", "systemPrompt": "", "modelProvider": "echo",
                                               "model": "e"}, "dir", 1)
@@ -257,7 +257,7 @@ def test_journal_caps(conn):
 def test_a_signal_without_a_run_finds_the_accounts_waiting_run(conn):
     """What a trigger's `wake` continuation without a runId uses: the account's oldest wait that
     the signal answers is delivered, once; another account's waits are not looked at."""
-    from server.store import sessions as sessions_q
+    from seed_agents.server.store import sessions as sessions_q
 
     agents_q.create_agent(conn, "a", "acct", {"name": "x", "systemPrompt": "", "modelProvider": "echo",
                                               "model": "e"}, "dir", 1)

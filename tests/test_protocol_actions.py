@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import actions as A
-from protocol.actions import parse_action, request_fingerprint
-from protocol.dagcbor import decode
-from protocol.errors import ProtocolError
+from seed_agents.protocol import actions as A
+from seed_agents.protocol.actions import parse_action, request_fingerprint
+from seed_agents.protocol.dagcbor import decode
+from seed_agents.protocol.errors import ProtocolError
 from tests.vectors import load
 
 TS = 1_767_225_600_000

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.blocks import BlockTreeError, check_tree, system_prompt_markdown, to_markdown
+from seed_agents.protocol.blocks import BlockTreeError, check_tree, system_prompt_markdown, to_markdown
 
 
 def b(kind, text=None, children=None, **block):

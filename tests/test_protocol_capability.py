@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.capability import capability_cid, make_capability, parse_capability
-from protocol.dagcbor import decode, encode
-from protocol.envelope import ZERO_SIG
-from protocol.errors import ProtocolError
-from protocol.keys import Keypair
-from protocol.principals import principal_from_string
+from seed_agents.protocol.capability import capability_cid, make_capability, parse_capability
+from seed_agents.protocol.dagcbor import decode, encode
+from seed_agents.protocol.envelope import ZERO_SIG
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.principals import principal_from_string
 from tests.vectors import from_tagged, load
 
 CASES = load("capabilities")["cases"]

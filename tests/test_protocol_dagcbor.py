@@ -9,11 +9,11 @@ import cbor2
 import pytest
 from multiformats import CID
 
-from protocol import dagcbor
-from protocol._dagcbor_encode import ENCODE_MAX_DEPTH
-from protocol._dagcbor_strict import strict_decode
-from protocol.dagcbor import DagCborError, decode, decode_canonical, encode
-from protocol.errors import ProtocolError
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol._dagcbor_encode import ENCODE_MAX_DEPTH
+from seed_agents.protocol._dagcbor_strict import strict_decode
+from seed_agents.protocol.dagcbor import DagCborError, decode, decode_canonical, encode
+from seed_agents.protocol.errors import ProtocolError
 from tests.vectors import UNDEFINED, from_tagged, load, same
 
 VECTORS = load("dag-cbor")
@@ -225,7 +225,7 @@ def test_public_module_names():
 
 
 def test_caches_stay_bounded():
-    from protocol import _dagcbor_encode as enc
+    from seed_agents.protocol import _dagcbor_encode as enc
 
     big = {f"k{i}": i for i in range(1000)}
     assert decode(encode(big)) == big

@@ -14,8 +14,8 @@ from multiformats import multibase
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError
 
-from protocol.dagcbor import decode, decode_canonical, encode
-from protocol.envelope import (
+from seed_agents.protocol.dagcbor import decode, decode_canonical, encode
+from seed_agents.protocol.envelope import (
     ZERO_SIG,
     VerifiedEnvelope,
     build_envelope,
@@ -23,11 +23,11 @@ from protocol.envelope import (
     signing_input,
     verify_envelope,
 )
-from protocol.errors import ProtocolError
-from protocol.keys import Keypair
-from protocol.framing_types import Refusal, Request, Unsubscribe
-from protocol.framing_v2 import V2Framing
-from protocol.v2 import decode_v2_request
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.framing_types import Refusal, Request, Unsubscribe
+from seed_agents.protocol.framing_v2 import V2Framing
+from seed_agents.protocol.v2 import decode_v2_request
 from tests.vectors import UNDEFINED, from_tagged, load
 
 VECTORS = load("envelopes")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from protocol import events
-from protocol.dagcbor import decode, encode
+from seed_agents.protocol import events
+from seed_agents.protocol.dagcbor import decode, encode
 
 
 def test_optional_fields_are_omitted_never_null():

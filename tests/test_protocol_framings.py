@@ -1,17 +1,17 @@
-"""The three framings as pure objects: bytes in, messages out (server/wsconn.py frames them), no
+"""The three framings as pure objects: bytes in, messages out (server/transport/wsconn.py frames them), no
 socket."""
 from __future__ import annotations
 
 import json
 
-from protocol import dagcbor
-from protocol.frame_limits import UPLOAD_FRAME_BYTES
-from protocol.envelope import sign_envelope
-from protocol.framing_http import HttpFraming
-from protocol.framing_types import Refusal, Request, Unsubscribe
-from protocol.framing_v1 import V1Framing
-from protocol.framing_v2 import V2Framing
-from protocol.wire_values import RawEvents
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.frame_limits import UPLOAD_FRAME_BYTES
+from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.framing_http import HttpFraming
+from seed_agents.protocol.framing_types import Refusal, Request, Unsubscribe
+from seed_agents.protocol.framing_v1 import V1Framing
+from seed_agents.protocol.framing_v2 import V2Framing
+from seed_agents.protocol.wire_values import RawEvents
 from tests.wsraw import keypair
 
 KP = keypair("framings")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.actions import parse_action
-from protocol.actions_identities import signing_keys_of
-from protocol.errors import ProtocolError
+from seed_agents.protocol.actions import parse_action
+from seed_agents.protocol.actions_identities import signing_keys_of
+from seed_agents.protocol.errors import ProtocolError
 
 TS = 1_700_000_000_000
 BLOCKS = [{"block": {"id": "a", "type": "Paragraph", "text": "Be kind."}}]

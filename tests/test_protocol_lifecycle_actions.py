@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import actions as A
-from protocol.actions import parse_action
+from seed_agents.protocol import actions as A
+from seed_agents.protocol.actions import parse_action
 from tests.test_protocol_actions import act, refused
 
 DEF = {"name": "n", "systemPrompt": "", "modelProvider": "echo", "model": "m"}

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multiformats import multibase
 
-from protocol.errors import ProtocolError
-from protocol.keys import Keypair
-from protocol.principals import (
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.principals import (
     PRINCIPAL_PREFIX,
     check_principal,
     principal_from_public_key,

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol._dagcbor_strict import strict_decode
-from protocol.dagcbor import DagCborError, decode, decode_canonical, encode
-from protocol.envelope import VerifiedEnvelope, sign_envelope, verify_envelope
-from protocol.errors import ProtocolError
-from protocol.keys import Keypair
+from seed_agents.protocol._dagcbor_strict import strict_decode
+from seed_agents.protocol.dagcbor import DagCborError, decode, decode_canonical, encode
+from seed_agents.protocol.envelope import VerifiedEnvelope, sign_envelope, verify_envelope
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.keys import Keypair
 from tests.vectors import same
 
 SETTINGS = settings(max_examples=200, deadline=None,

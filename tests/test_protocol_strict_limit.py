@@ -4,7 +4,7 @@ from __future__ import annotations
 import cbor2
 import pytest
 
-from protocol import dagcbor
+from seed_agents.protocol import dagcbor
 
 
 def test_large_canonical_input_is_accepted_and_large_noncanonical_is_400():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from protocol import plans
-from protocol import tool_registry as registry
-from server.tools.surface import provider_tools
+from seed_agents.protocol import plans
+from seed_agents.protocol import tool_registry as registry
+from seed_agents.server.tools.surface import provider_tools
 
 
 def test_the_registry_holds_the_reference_surface():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.actions import parse_action
-from protocol.capability import capability_cid
-from protocol.dagcbor import encode
-from protocol.errors import ProtocolError
-from protocol.tool_documents import builtin_document, encode_document, mcp_document
+from seed_agents.protocol.actions import parse_action
+from seed_agents.protocol.capability import capability_cid
+from seed_agents.protocol.dagcbor import encode
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.tool_documents import builtin_document, encode_document, mcp_document
 
 TS = 1_700_000_000_000
 

@@ -1,11 +1,11 @@
-"""Sans-I/O v2 frame helpers (protocol.v2): slicing a canonical request, reading its id and action name."""
+"""Sans-I/O v2 frame helpers (seed_agents.protocol.v2): slicing a canonical request, reading its id and action name."""
 from __future__ import annotations
 
 import cbor2
 
-from protocol import dagcbor
-from protocol.envelope import build_envelope, sign_envelope
-from protocol.v2 import peek_action_name, peek_id, split_request
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import build_envelope, sign_envelope
+from seed_agents.protocol.v2 import peek_action_name, peek_id, split_request
 from tests.wsraw import keypair
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clients.cli import build_parser
-from protocol import actions
-from protocol import providers as table
-from server.providers import registry
-from server.providers.base import ProviderSpec
+from seed_agents.clients.cli import build_parser
+from seed_agents.protocol import actions
+from seed_agents.protocol import providers as table
+from seed_agents.server.providers import registry
+from seed_agents.server.providers.base import ProviderSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,8 +5,8 @@ import time
 import httpx
 import pytest
 
-from server.providers.anthropic import API_VERSION, AnthropicProvider
-from server.providers.base import ChatMessage, ModelInfo, ProviderError, ProviderSpec, TextDelta, Usage
+from seed_agents.server.providers.anthropic import API_VERSION, AnthropicProvider
+from seed_agents.server.providers.base import ChatMessage, ModelInfo, ProviderError, ProviderSpec, TextDelta, Usage
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.sse_base import Script
 

@@ -4,9 +4,9 @@ import argparse
 
 import pytest
 
-from server.config import ConfigError, add_arguments, load_config
-from server.providers.network import NetworkPolicy
-from server.providers.registry import ProviderSettings
+from seed_agents.server.config import ConfigError, add_arguments, load_config
+from seed_agents.server.providers.network import NetworkPolicy
+from seed_agents.server.providers.registry import ProviderSettings
 
 
 def parse(argv, env=None):

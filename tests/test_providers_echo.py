@@ -6,8 +6,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.providers.base import ChatMessage, Provider, TextDelta, Usage
-from server.providers.echo import EchoProvider
+from seed_agents.server.providers.base import ChatMessage, Provider, TextDelta, Usage
+from seed_agents.server.providers.echo import EchoProvider
 
 
 async def _collect(messages):

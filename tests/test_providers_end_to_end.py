@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from protocol import dagcbor
-from server.main import start_server
+from seed_agents.protocol import dagcbor
+from seed_agents.server.main import start_server
 from tests.conftest import make_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.google_server import FakeGoogle

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.providers.base import ChatMessage, ProviderError, ProviderSpec, TextDelta, Usage
-from server.providers.registry import ProviderSettings, make_provider
+from seed_agents.server.providers.base import ChatMessage, ProviderError, ProviderSpec, TextDelta, Usage
+from seed_agents.server.providers.registry import ProviderSettings, make_provider
 from tests.fakes.openai_server import FakeOpenAI, Script
 
 ROOT = Path(__file__).resolve().parent.parent

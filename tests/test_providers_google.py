@@ -5,8 +5,8 @@ import time
 import httpx
 import pytest
 
-from server.providers.base import ChatMessage, ModelInfo, ProviderError, ProviderSpec, TextDelta, Usage
-from server.providers.google import GoogleProvider
+from seed_agents.server.providers.base import ChatMessage, ModelInfo, ProviderError, ProviderSpec, TextDelta, Usage
+from seed_agents.server.providers.google import GoogleProvider
 from tests.fakes.google_server import FakeGoogle
 from tests.fakes.sse_base import Script
 

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from server.providers.base import ChatMessage, ProviderError, ProviderSpec, TextDelta
-from server.providers.network import NetworkPolicy, address_class, is_loopback_host, provider_client
-from server.providers.openai_compat import OpenAICompatProvider
+from seed_agents.server.providers.base import ChatMessage, ProviderError, ProviderSpec, TextDelta
+from seed_agents.server.providers.network import NetworkPolicy, address_class, is_loopback_host, provider_client
+from seed_agents.server.providers.openai_compat import OpenAICompatProvider
 from tests.fakes.openai_server import FakeOpenAI, Script
 
 ip = ipaddress.ip_address
@@ -90,7 +90,7 @@ async def test_every_new_connection_of_one_client_is_checked(monkeypatch):
     # DNS rebinding: a name that first resolves to an allowed address and then to a refused one.
     # While the first connection is busy, the same client (one pool) needs a second connection
     # for the same host: it is resolved and checked again, and refused.
-    import server.providers.network as network
+    import seed_agents.server.providers.network as network
 
     async with FakeOpenAI(Script(chunks=["a", "b"], chunk_delay=0.3)) as fake:
         answers = iter([[ip("127.0.0.1")], [ip("169.254.169.254")]])

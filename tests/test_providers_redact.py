@@ -6,8 +6,8 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from server.providers.base import ProviderError
-from server.providers.redact import REDACTED, display_url, redact_urls, scrub
+from seed_agents.server.providers.base import ProviderError
+from seed_agents.server.providers.redact import REDACTED, display_url, redact_urls, scrub
 
 KEYS = [
     "sk-plain-0123456789abcdef",

@@ -3,13 +3,13 @@
 import httpx
 import pytest
 
-from server.providers.base import ProviderError, ProviderSpec, Usage
-from protocol.actions import PROVIDER_TYPES
-from server.providers.anthropic import AnthropicProvider
-from server.providers.echo import EchoProvider
-from server.providers.google import GoogleProvider
-from server.providers.openai_compat import OpenAICompatProvider
-from server.providers.registry import (
+from seed_agents.server.providers.base import ProviderError, ProviderSpec, Usage
+from seed_agents.protocol.actions import PROVIDER_TYPES
+from seed_agents.server.providers.anthropic import AnthropicProvider
+from seed_agents.server.providers.echo import EchoProvider
+from seed_agents.server.providers.google import GoogleProvider
+from seed_agents.server.providers.openai_compat import OpenAICompatProvider
+from seed_agents.server.providers.registry import (
     DEFAULT_BASE_URLS,
     HOSTED_TYPES,
     KEY_REQUIRED,

@@ -2,9 +2,9 @@
 a connection's bucket, the per-address probe buckets and the webhook delivery buckets."""
 from __future__ import annotations
 
-from server.peers import AddressTable
-from server.ratelimit import RateLimiter, TokenBucket
-from server.triggers.webhook import Deliveries
+from seed_agents.server.transport.peers import AddressTable
+from seed_agents.server.ratelimit import RateLimiter, TokenBucket
+from seed_agents.server.triggers.webhook import Deliveries
 
 
 class FakeClock:

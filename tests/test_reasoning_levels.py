@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from protocol.reasoning import model_reasoning_support
-from server.main import start_server
+from seed_agents.protocol.reasoning import model_reasoning_support
+from seed_agents.server.main import start_server
 from tests.conftest import make_config
 from tests.fakes import anthropic_server, google_server, openai_server
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -153,7 +153,7 @@ async def test_a_sessions_override_brings_its_own_level_and_absent_means_off(ser
 
 
 def test_each_family_in_its_terms_without_a_server():
-    from server.providers import reasoning as r
+    from seed_agents.server.providers import reasoning as r
 
     # OpenAI: the level itself; none for no level where the model takes it; nothing otherwise.
     assert r.apply_openai({}, "openai", "gpt-5.2", "xhigh") == {"reasoning_effort": "xhigh"}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.actions import ACTIONS, parse_action
-from protocol.envelope import build_envelope, verify_envelope
-from protocol.errors import ProtocolError
-from server.routes import INLINE_ACTIONS, ROUTES
+from seed_agents.protocol.actions import ACTIONS, parse_action
+from seed_agents.protocol.envelope import build_envelope, verify_envelope
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.routes import INLINE_ACTIONS, ROUTES
 from tests.wsraw import V2Client, keypair, setup_session
 
 

@@ -1,8 +1,8 @@
 """What the model sees, built from a session's events (pure: no server)."""
 from __future__ import annotations
 
-from server.providers.base import ChatMessage
-from server.runtime.history import SessionHistory
+from seed_agents.server.providers.base import ChatMessage
+from seed_agents.server.runtime.history import SessionHistory
 
 
 def ev(seq, role, content, lines=None):
@@ -43,10 +43,10 @@ def test_a_runs_tool_steps_replay_after_its_message_in_each_providers_format():
     """Read back from the events alone (as after a restart): the run's steps come after its own
     message, each call answered right after it, thinking blocks and thought signatures kept; a
     call without a result is answered as such; a later run's message waits."""
-    from server.providers.anthropic import AnthropicProvider
-    from server.providers.base import ProviderSpec
-    from server.providers.google import GoogleProvider
-    from server.providers.openai_compat import OpenAICompatProvider
+    from seed_agents.server.providers.anthropic import AnthropicProvider
+    from seed_agents.server.providers.base import ProviderSpec
+    from seed_agents.server.providers.google import GoogleProvider
+    from seed_agents.server.providers.openai_compat import OpenAICompatProvider
 
     thinking = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
     events = [

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import inspect
 
-from server.app import App
-from server.runtime.publisher import Publisher
+from seed_agents.server.app import App
+from seed_agents.server.runtime.publisher import Publisher
 
 
 def test_the_app_is_a_publisher():
@@ -25,5 +25,5 @@ def test_the_runtime_never_imports_the_app():
     for path in (Path(__file__).resolve().parents[1] / "server" / "runtime").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                assert node.module not in ("server.app", "server.handlers") and not (
-                    node.module or "").startswith("server.handlers"), (path.name, node.module)
+                assert node.module not in ("seed_agents.server.app", "seed_agents.server.handlers") and not (
+                    node.module or "").startswith("seed_agents.server.handlers"), (path.name, node.module)

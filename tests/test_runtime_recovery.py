@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import uuid
 
-from server.store import accounts, agents, sessions
-from server.storage.sqlite.database import Database
+from seed_agents.server.store import accounts, agents, sessions
+from seed_agents.server.storage.sqlite.database import Database
 from tests.conftest import make_config
 from tests.wsraw import V2Client, keypair
 
 
 async def test_a_session_left_streaming_without_runs_is_idle_after_start(tmp_path):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     a = keypair("A")
     cfg = make_config(tmp_path)

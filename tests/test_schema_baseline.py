@@ -5,7 +5,7 @@ import re
 
 import apsw
 
-import schema
+from seed_agents import schema
 
 
 def _normalize(sql: str) -> str:

@@ -9,10 +9,10 @@ import re
 
 import apsw
 
-import schema
-from protocol import dagcbor
-from server.store.secrets_table import secret_aad
-from server.store.secrets import SecretBox, load_secrets_key
+from seed_agents import schema
+from seed_agents.protocol import dagcbor
+from seed_agents.server.store.secrets_table import secret_aad
+from seed_agents.server.store.secrets import SecretBox, load_secrets_key
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.wsraw import V2Client, flatten, keypair
@@ -49,7 +49,7 @@ def write_v2_database(path: str, account: str, base_url: str) -> None:
 
 
 async def test_a_version_2_database_is_migrated_and_keeps_everything(tmp_path):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     a = keypair("A")
     async with FakeOpenAI(Script(chunks=["still", " here"])) as fake:

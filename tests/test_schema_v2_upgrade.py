@@ -9,9 +9,9 @@ from pathlib import Path
 
 import apsw
 
-import schema
-from server.store import runs as runs_q
-from server.storage.sqlite.gate import open_database
+from seed_agents import schema
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.storage.sqlite.gate import open_database
 from tests.conftest import make_config
 from tests.test_runtime_turns import send
 from tests.wsraw import V2Client, keypair
@@ -65,7 +65,7 @@ def test_v2_release_database_migrates_intact(tmp_path):
 
 
 async def test_server_serves_a_migrated_v2_database(tmp_path):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     shutil.copy(FIXTURE, tmp_path / "agents.sqlite")
     running = await start_server(make_config(tmp_path))

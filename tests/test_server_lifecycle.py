@@ -2,21 +2,21 @@
 SIGTERM stops it cleanly with sockets closed 1001 and acknowledged writes kept."""
 from __future__ import annotations
 
-import schema
+from seed_agents import schema
 
 import asyncio
 import os
 import subprocess
 import sys
 
-import schema
+from seed_agents import schema
 
 from tests.procs import ROOT, ServerProcess, free_port
 from tests.wsraw import V2Client, keypair, setup_session
 
 
 def run_serve(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "server.main", "--port", str(free_port()), *args],
+    return subprocess.run([sys.executable, "-m", "seed_agents.server.main", "--port", str(free_port()), *args],
                           cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
                           capture_output=True, text=True, timeout=timeout)
 

@@ -7,10 +7,10 @@ import uuid
 
 from websockets.asyncio.client import connect
 
-from protocol import dagcbor
-from protocol.envelope import build_envelope
-from server.store import accounts, agents, events, sessions
-from server.storage.sqlite.database import Database
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import build_envelope
+from seed_agents.server.store import accounts, agents, events, sessions
+from seed_agents.server.storage.sqlite.database import Database
 from tests.conftest import make_config
 from tests.wsraw import keypair, rss_bytes
 
@@ -39,7 +39,7 @@ def populate(db_path: str, account_id: str, n: int) -> str:
 
 
 async def test_slow_replay_of_100k_events_stays_bounded(tmp_path):
-    from server.main import start_server
+    from seed_agents.server.main import start_server
 
     a = keypair("A")
     cfg = make_config(tmp_path)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from clients import AgentsClient, AgentsError
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient, AgentsError
+from seed_agents.protocol.keys import Keypair
 from tests.procs import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ async def test_websockets_chatter_is_not_at_info(tmp_path):
 
 def start_second(data_dir: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "server.console", "serve", "--port", str(free_port()),
+    return subprocess.run([sys.executable, "-m", "seed_agents.server.console", "serve", "--port", str(free_port()),
                            "--data-dir", str(data_dir)], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=30)
 

@@ -135,7 +135,7 @@ class Harness:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     async def _start(self) -> None:
-        from server.main import start_server
+        from seed_agents.server.main import start_server
 
         self.server = await start_server(make_config(self.tmp_path, rate_per_second=100_000, rate_burst=100_000))
         self.clients = {n: await V2Client.open(self.server.url) for n in NAMES}

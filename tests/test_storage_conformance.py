@@ -1,7 +1,7 @@
 """The store's conformance tests: the same tests on both drivers, through what the server uses.
 
 The server reaches its store in one way, the storage port (server/storage/port.py): the functions
-of `server.store`, run through a façade, `db.write` / `db.read` / `db.aread`. `Database` runs them
+of `seed_agents.server.store`, run through a façade, `db.write` / `db.read` / `db.aread`. `Database` runs them
 on a SQLite file, `PgDatabase` on PostgreSQL (their SQL rewritten by
 server/storage/postgres/dialect.py). Each test here runs on every backend of `BACKENDS`
 (parametrized), calling the real store functions (and handlers/idempotency.once, as the
@@ -18,34 +18,34 @@ import hashlib
 
 import pytest
 
-from protocol.errors import ProtocolError
-from server.handlers import idempotency as idem
-from server.storage import parse_storage_url
-from server.store import accounts as accounts_q
-from server.store import attachments as attachments_q
-from server.store import blobs as blobs_q
-from server.store import file_quota as file_quota_q
-from server.store import memory as memory_q
-from server.store import uploads as uploads_q
-from server.store import agent_lifecycle as lifecycle_q
-from server.store import agents as agents_q
-from server.store import codec
-from server.store import collaborators as collab_q
-from server.store import events as events_q
-from server.store import idempotency as idem_q
-from server.store import identities as identities_q
-from server.store import key_check
-from server.store import owners as owners_q
-from server.store import provider_removal as removal_q
-from server.store import providers as providers_q
-from server.store import runs as runs_q
-from server.store import secrets_table as secrets_q
-from server.store import sessions as sessions_q
-from server.store import signatures as sig_q
-from server.store.errors import NotFound
-from server.storage.errors import SchemaGateError
-from server.storage.port import Conn
-from server.store.secrets import SecretBox
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.handlers import idempotency as idem
+from seed_agents.server.storage import parse_storage_url
+from seed_agents.server.store import accounts as accounts_q
+from seed_agents.server.store import attachments as attachments_q
+from seed_agents.server.store import blobs as blobs_q
+from seed_agents.server.store import file_quota as file_quota_q
+from seed_agents.server.store import memory as memory_q
+from seed_agents.server.store import uploads as uploads_q
+from seed_agents.server.store import agent_lifecycle as lifecycle_q
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import codec
+from seed_agents.server.store import collaborators as collab_q
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import idempotency as idem_q
+from seed_agents.server.store import identities as identities_q
+from seed_agents.server.store import key_check
+from seed_agents.server.store import owners as owners_q
+from seed_agents.server.store import provider_removal as removal_q
+from seed_agents.server.store import providers as providers_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import secrets_table as secrets_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store import signatures as sig_q
+from seed_agents.server.store.errors import NotFound
+from seed_agents.server.storage.errors import SchemaGateError
+from seed_agents.server.storage.port import Conn
+from seed_agents.server.store.secrets import SecretBox
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 ACCOUNT = "z6MkAccount"
@@ -65,7 +65,7 @@ class SqliteBackend:
 
     @staticmethod
     def make(where: str):
-        from server.storage.sqlite.database import Database
+        from seed_agents.server.storage.sqlite.database import Database
 
         return Database(where)
 
@@ -91,7 +91,7 @@ class PostgresBackend:
 
     @staticmethod
     def make(where: str):
-        from server.storage.postgres.database import PgDatabase
+        from seed_agents.server.storage.postgres.database import PgDatabase
 
         return PgDatabase(parse_storage_url(where))
 
@@ -608,11 +608,11 @@ def running(conn, run_id: str) -> None:
 
 async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     """Delegation, parked runs, the journal, tool documents and MCP servers (version 8)."""
-    from server.store import delegation as del_q
-    from server.store import journal as journal_q
-    from server.store import mcp_servers as mcp_q
-    from server.store import parking as parking_q
-    from server.store import tool_documents as tools_q
+    from seed_agents.server.store import delegation as del_q
+    from seed_agents.server.store import journal as journal_q
+    from seed_agents.server.store import mcp_servers as mcp_q
+    from seed_agents.server.store import parking as parking_q
+    from seed_agents.server.store import tool_documents as tools_q
 
     ids = iter(f"d-{i}" for i in range(1000))
 
@@ -685,10 +685,10 @@ async def trigger_shapes(db, w, r, out: list) -> None:  # noqa: ANN001
     """The tool loop's session verbs and run usage; triggers, their webhook credentials, firings,
     activity claims and watermarks (version 9), called as server/runtime/tool_loop.py,
     server/tools/session_tools.py and server/triggers/*.py call them."""
-    from protocol import plans
-    from server.store import trigger_firings as firings_q
-    from server.store import triggers as triggers_q
-    from server.triggers import webhook
+    from seed_agents.protocol import plans
+    from seed_agents.server.store import trigger_firings as firings_q
+    from seed_agents.server.store import triggers as triggers_q
+    from seed_agents.server.triggers import webhook
 
     t = T0 + 300
     # The tool loop: the plan verb (read, then replaced), the status verb, the usage written at
@@ -878,8 +878,8 @@ def normalized(value):
 
 
 async def test_both_drivers_return_the_same_shapes(tmp_path, postgres_url):
-    from server.storage.postgres.database import PgDatabase
-    from server.storage.sqlite.database import Database
+    from seed_agents.server.storage.postgres.database import PgDatabase
+    from seed_agents.server.storage.sqlite.database import Database
 
     lite, pg = Database(str(tmp_path / "agents.sqlite")), PgDatabase(parse_storage_url(postgres_url))
     await lite.start()
@@ -947,13 +947,13 @@ def store_functions() -> set[str]:
     import inspect
     import pkgutil
 
-    import server.store
+    from seed_agents.server import store as store_package
 
     found = set()
-    for info in pkgutil.iter_modules(server.store.__path__):
+    for info in pkgutil.iter_modules(store_package.__path__):
         if info.name in NOT_SHARED:
             continue
-        module = importlib.import_module(f"server.store.{info.name}")
+        module = importlib.import_module(f"seed_agents.server.store.{info.name}")
         for name, fn in inspect.getmembers(module, inspect.isfunction):
             if fn.__module__ == module.__name__ and not name.startswith("_"):
                 params = list(inspect.signature(fn).parameters)
@@ -966,7 +966,7 @@ async def test_the_shape_script_calls_every_store_function(tmp_path):
     """So every statement of the store runs on PostgreSQL in the test above: a new store
     function must be added to `shape_script` (or, if only another one calls it, named in
     CALLED_BY_OTHERS). Runs on SQLite alone, so it holds without PostgreSQL too."""
-    from server.storage.sqlite.database import Database
+    from seed_agents.server.storage.sqlite.database import Database
 
     db = Database(str(tmp_path / "agents.sqlite"))
     await db.start()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.storage.postgres.dialect import to_postgres
+from seed_agents.server.storage.postgres.dialect import to_postgres
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 
@@ -102,7 +102,7 @@ def test_the_rewrite_is_cached_per_statement():
 def test_rewritten_statements_run_on_postgresql(postgres_url):
     import psycopg
 
-    from server.storage.postgres.database import PgConn
+    from seed_agents.server.storage.postgres.database import PgConn
 
     raw = psycopg.connect(postgres_url, autocommit=True, cursor_factory=psycopg.ClientCursor)
     try:

@@ -8,17 +8,17 @@ import threading
 import psycopg
 import pytest
 
-import schema.postgres as pg_schema
-from server.handlers import idempotency as idem
-from server.storage import parse_storage_url
-from server.storage.postgres.database import PgDatabase, StorageUnavailable
-from server.storage.postgres.gate import PgSchemaGateError, PgSchemaMigrationError, PgSchemaTarget
-from server.store import accounts as accounts_q
-from server.store import agents as agents_q
-from server.store import events as events_q
-from server.store import owners as owners_q
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
+import seed_agents.schema.postgres as pg_schema
+from seed_agents.server.handlers import idempotency as idem
+from seed_agents.server.storage import parse_storage_url
+from seed_agents.server.storage.postgres.database import PgDatabase, StorageUnavailable
+from seed_agents.server.storage.postgres.gate import PgSchemaGateError, PgSchemaMigrationError, PgSchemaTarget
+from seed_agents.server.store import accounts as accounts_q
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import owners as owners_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 T0 = 1_700_000_000_000
@@ -111,7 +111,7 @@ SQLITE_ONLY_TABLES = {"memory_search_data", "memory_search_idx", "memory_search_
 def sqlite_columns() -> dict[tuple[str, str], str]:
     import apsw
 
-    import schema
+    from seed_agents import schema
 
     conn = apsw.Connection(":memory:")
     try:
@@ -265,8 +265,8 @@ async def test_a_lost_listen_connection_reconnects_and_asks_for_a_resync(postgre
     "look", events are read back from the database past the last seq seen."""
     from psycopg_pool import AsyncConnectionPool
 
-    from server.storage.notices import Notice, Resync
-    from server.storage.postgres.bus import PgNoticeBus, channel_for
+    from seed_agents.server.storage.notices import Notice, Resync
+    from seed_agents.server.storage.postgres.bus import PgNoticeBus, channel_for
 
     url = parse_storage_url(postgres_url)
     a, b = await open_db(postgres_url), await open_db(postgres_url)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import apsw
 import pytest
 
-from server.store import accounts, idempotency, signatures
+from seed_agents.server.store import accounts, idempotency, signatures
 
 ACCOUNT = "z6MkAccount"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from server.store import agents, events, idempotency, sessions
-from server.storage.sqlite.database import Database
+from seed_agents.server.store import agents, events, idempotency, sessions
+from seed_agents.server.storage.sqlite.database import Database
 from tests.threads import race
 
 ACCOUNT = "z6MkAccount"

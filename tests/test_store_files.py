@@ -8,13 +8,13 @@ import hashlib
 
 import pytest
 
-from protocol.errors import ProtocolError
-from server.store import agent_lifecycle as lifecycle_q
-from server.store import attachments as att_q
-from server.store import blobs
-from server.store import memory as memory_q
-from server.store import sessions as sessions_q
-from server.store import uploads as uploads_q
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.store import agent_lifecycle as lifecycle_q
+from seed_agents.server.store import attachments as att_q
+from seed_agents.server.store import blobs
+from seed_agents.server.store import memory as memory_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store import uploads as uploads_q
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.test_storage_conformance import ACCOUNT, BACKENDS, T0, Stores, seed
 
@@ -95,8 +95,8 @@ async def test_overwrite_releases_the_old_bytes(db):
 async def test_a_staged_upload_is_committed_through_another_instance(db, request):
     other = db
     if db.shared:   # a second "server" on the same store
-        from server.storage import parse_storage_url
-        from server.storage.postgres.database import PgDatabase
+        from seed_agents.server.storage import parse_storage_url
+        from seed_agents.server.storage.postgres.database import PgDatabase
 
         other = PgDatabase(parse_storage_url(request.getfixturevalue("postgres_url")))
         await other.start()

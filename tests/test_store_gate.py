@@ -6,8 +6,8 @@ import os
 import apsw
 import pytest
 
-import schema
-from server.storage.sqlite.gate import (SchemaGateError, SchemaMigrationError, SchemaTarget, open_database,
+from seed_agents import schema
+from seed_agents.server.storage.sqlite.gate import (SchemaGateError, SchemaMigrationError, SchemaTarget, open_database,
                                open_reader)
 from tests.threads import race
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.keys import Keypair
-from server.handlers.idempotency import once
-from server.storage import parse_storage_url
-from server.store import agents as agents_q
-from server.store import identities as identities_q
-from server.store.errors import NotFound
-from server.store.secrets import SecretBox, SecretOpenError
+from seed_agents.protocol.keys import Keypair
+from seed_agents.server.handlers.idempotency import once
+from seed_agents.server.storage import parse_storage_url
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import identities as identities_q
+from seed_agents.server.store.errors import NotFound
+from seed_agents.server.store.secrets import SecretBox, SecretOpenError
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 OWNER, OTHER = "z6MkOwner", "z6MkOther"
@@ -21,11 +21,11 @@ BOX = SecretBox(bytes(range(32)))
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def db(request, tmp_path):
     if request.param == "sqlite":
-        from server.storage.sqlite.database import Database
+        from seed_agents.server.storage.sqlite.database import Database
 
         database = Database(str(tmp_path / "agents.sqlite"))
     else:
-        from server.storage.postgres.database import PgDatabase
+        from seed_agents.server.storage.postgres.database import PgDatabase
 
         database = PgDatabase(parse_storage_url(request.getfixturevalue("postgres_url")))
     await database.start()

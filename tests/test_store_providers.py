@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 
-from server.store import providers, secrets_table
+from seed_agents.server.store import providers, secrets_table
 
 ACCOUNT = "z6MkAccount"
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from server.store import (accounts, agents, collaborators, events, idempotency, owners, providers, runs,
+from seed_agents.server.store import (accounts, agents, collaborators, events, idempotency, owners, providers, runs,
                           secrets_table, sessions, signatures)
-from server.storage.sqlite.gate import open_database
+from seed_agents.server.storage.sqlite.gate import open_database
 
 A = "z6MkAccount"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import apsw
 import pytest
 
-from protocol import dagcbor
-from server.store import agents, events, sessions
-from server.store.errors import InvalidCursor, NotFound
+from seed_agents.protocol import dagcbor
+from seed_agents.server.store import agents, events, sessions
+from seed_agents.server.store.errors import InvalidCursor, NotFound
 
 ACCOUNT = "z6MkAccount"
 DEFINITION = {"name": "helper", "systemPrompt": "Be brief.", "modelProvider": "echo", "model": "m"}
@@ -143,7 +143,7 @@ def test_activity_rollup_moves_with_every_event_and_messages_only_with_messages(
 
 
 def test_busy_follows_the_agents_queued_and_running_runs(conn):
-    from server.store import runs
+    from seed_agents.server.store import runs
 
     agents.create_agent(conn, "a1", ACCOUNT, DEFINITION, "/d", 1)
     agents.create_agent(conn, "a2", ACCOUNT, DEFINITION, "/d2", 1)
@@ -158,7 +158,7 @@ def test_busy_follows_the_agents_queued_and_running_runs(conn):
 
 
 def test_titles_overrides_and_detaching_deletion(conn):
-    from server.store import runs
+    from seed_agents.server.store import runs
 
     agents.create_agent(conn, "a1", ACCOUNT, DEFINITION, "/d", 1)
     sessions.create_session(conn, "s1", ACCOUNT, "a1", None, 10)

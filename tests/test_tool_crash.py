@@ -90,8 +90,8 @@ async def test_kill_between_call_and_result_20_rounds(tmp_path):
 async def test_a_run_taken_over_on_postgresql_continues_from_its_last_step(tmp_path, postgres_url):
     """Server A records a call and dies with the tool running; server B (same PostgreSQL) takes
     the run when A's lease runs out and continues it from the recorded call."""
-    from server.main import start_server
-    from server.storage.url import parse_storage_url
+    from seed_agents.server.main import start_server
+    from seed_agents.server.storage.url import parse_storage_url
     from tests.conftest import make_config
 
     a = ServerProcess(tmp_path / "a", extra=["--allow-provider-base-url", "true", "--storage-url", postgres_url,

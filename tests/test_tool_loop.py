@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from server.main import start_server
+from seed_agents.server.main import start_server
 from tests.conftest import server_config
 from tests.fakes import sse_base
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -307,7 +307,7 @@ async def test_the_agent_publishes_only_as_the_identities_it_names(server, hm):
 async def test_attachments_are_read_and_saved_to_memory(server):
     """`attachment:<id>` reads a file of this conversation (and only this one); `write` saves one
     to memory with fromAttachment."""
-    from server.store import attachments as attachments_q
+    from seed_agents.server.store import attachments as attachments_q
 
     kp = keypair("attachments")
     async with FakeOpenAI() as fake:

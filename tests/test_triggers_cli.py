@@ -1,5 +1,5 @@
 """`seed-agents triggers ls/show/add/rm/fire` against a real server: one run as the installed
-command (a child process), the rest through the same `clients.cli.main` in this process (a
+command (a child process), the rest through the same `seed_agents.clients.cli.main` in this process (a
 thread of its own), to keep the suite fast."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import io
 
-from clients.cli import main
+from seed_agents.clients.cli import main
 from tests.test_cli_commands import cli_env, run_cli
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from clients import AgentsClient
-from protocol.keys import Keypair
+from seed_agents.clients import AgentsClient
+from seed_agents.protocol.keys import Keypair
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.test_cluster_servers import start_servers
 from tests.procs import ServerProcess

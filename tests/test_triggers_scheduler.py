@@ -3,7 +3,7 @@ slot once, with its session and reply; weekly across DST; once; cron; a server s
 slots fires once and records two skipped; repeated failures back off."""
 from __future__ import annotations
 
-from server.triggers.clock import ManualClock
+from seed_agents.server.triggers.clock import ManualClock
 from tests.test_lifecycle_sessions import call
 from tests.triggers_helpers import (clocked_server, create_trigger, firings_when, get_trigger, make_agent,
                                     session_reply, utc_ms)

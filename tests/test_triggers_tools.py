@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from server.triggers.clock import ManualClock
+from seed_agents.server.triggers.clock import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Script
 from tests.test_lifecycle_sessions import call

@@ -8,8 +8,8 @@ import hashlib
 import pytest
 from multiformats import CID
 
-from protocol import unixfs
-from protocol.unixfs import DAG_PB, RAW, file_blobs
+from seed_agents.protocol import unixfs
+from seed_agents.protocol.unixfs import DAG_PB, RAW, file_blobs
 from tests.hm_vectors import load, pattern_bytes
 
 ACCOUNTS = load("accounts")

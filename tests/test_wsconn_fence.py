@@ -1,10 +1,10 @@
-"""server/wsconn.py is the one module that uses websockets' internals (it copies
+"""server/transport/wsconn.py is the one module that uses websockets' internals (it copies
 `Connection.send_data`, writes prebuilt frames behind the protocol's back, replaces the
 Assembler's frame queue and hooks the flow-control callbacks). pyproject.toml pins websockets to
 the minor version this was written against; this test fails when the code of that version
 wsconn.py relies on changes, so an upgrade is a deliberate review, not a silent breakage.
 
-After reviewing server/wsconn.py against the new websockets, update the digests below
+After reviewing server/transport/wsconn.py against the new websockets, update the digests below
 (`python -m tests.test_wsconn_fence` prints them)."""
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_the_websockets_code_wsconn_relies_on_is_the_code_it_was_written_against
     changed = sorted(name for name, digest in digests().items() if DIGESTS[name] != digest)
     assert not changed, (
         f"websockets {websockets.version.version} (wsconn.py was written against {WRITTEN_AGAINST}) "
-        f"changed {', '.join(changed)}: review server/wsconn.py against it, then update DIGESTS")
+        f"changed {', '.join(changed)}: review server/transport/wsconn.py against it, then update DIGESTS")
 
 
 def test_websockets_is_pinned_to_that_minor_version():

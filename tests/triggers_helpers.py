@@ -5,7 +5,7 @@ import asyncio
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 
-from server.triggers.clock import ManualClock
+from seed_agents.server.triggers.clock import ManualClock
 from tests.test_lifecycle_sessions import call
 from tests.wsraw import V2Client
 
@@ -20,7 +20,7 @@ def utc_ms(text: str) -> int:
 @asynccontextmanager
 async def clocked_server(tmp_path, storage: str, request, clock: ManualClock, **settings):
     """A real server (in process, real sockets, a real database) whose triggers read `clock`."""
-    from server.main import start_server
+    from seed_agents.server.main import start_server
     from tests.conftest import server_config
 
     running = await start_server(server_config(tmp_path, storage, request, trigger_clock=clock, **settings))

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 
-from clients.raw import V1, V2, RawV2, connect, unique_ts
-from clients.wire import decode_frame
-from protocol.envelope import build_envelope
-from protocol.keys import Keypair
+from seed_agents.clients.raw import V1, V2, RawV2, connect, unique_ts
+from seed_agents.clients.wire import decode_frame
+from seed_agents.protocol.envelope import build_envelope
+from seed_agents.protocol.keys import Keypair
 
 __all__ = ["V1", "V2", "V2Client", "keypair", "setup_session", "flatten", "rss_bytes"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import contextlib
 import uuid
 
-from clients.commands.common import CliError, open_client, say
-from clients.commands.resolve import agent_id, all_agents, provider_model
-from clients.errors import AgentsError
-from clients.render import as_json, table, when
+from seed_agents.clients.commands.common import CliError, open_client, say
+from seed_agents.clients.commands.resolve import agent_id, all_agents, provider_model
+from seed_agents.clients.errors import AgentsError
+from seed_agents.clients.render import as_json, table, when
 
 
 async def create(args) -> int:

@@ -8,11 +8,11 @@ import sys
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
-from protocol.principals import principal_from_string
+from seed_agents.protocol.principals import principal_from_string
 
-from clients.client import DEFAULT_URL, AgentsClient
-from clients.errors import AgentsError
-from clients.keyfile import ENV_KEY, KeyFileError, read_key, resolve_key_path
+from seed_agents.clients.client import DEFAULT_URL, AgentsClient
+from seed_agents.clients.errors import AgentsError
+from seed_agents.clients.keyfile import ENV_KEY, KeyFileError, read_key, resolve_key_path
 
 ENV_URL = "SEED_AGENTS_URL"
 ENV_ACCOUNT = "SEED_AGENTS_ACCOUNT"

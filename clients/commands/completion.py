@@ -1,7 +1,7 @@
 """`completion bash|zsh`: the shell code that completes `seed-agents` commands and flags.
 
 argcomplete does the work: the shell calls `seed-agents` back with the line being typed
-(`_ARGCOMPLETE` set), and `clients.cli.main` answers from the same argparse parser as always,
+(`_ARGCOMPLETE` set), and `seed_agents.clients.cli.main` answers from the same argparse parser as always,
 so every command and flag completes, those added later included.
 """
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """`keygen` and `whoami`: the key a person signs with."""
 from __future__ import annotations
 
-from protocol.keys import Keypair
+from seed_agents.protocol.keys import Keypair
 
-from clients.commands.common import CliError, keypair_of, say
-from clients.keyfile import KeyFileError, resolve_key_path, write_key
+from seed_agents.clients.commands.common import CliError, keypair_of, say
+from seed_agents.clients.keyfile import KeyFileError, resolve_key_path, write_key
 
 
 def keygen(args) -> int:

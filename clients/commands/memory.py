@@ -10,8 +10,8 @@ import mimetypes
 import os
 import sys
 
-from clients import actions
-from clients.commands.common import CliError, open_client
+from seed_agents.clients import actions
+from seed_agents.clients.commands.common import CliError, open_client
 
 SINGLE_SHOT_BYTES = 2 * 1024 * 1024   # the desktop's threshold for a chunked upload
 RANGE_BYTES = 8 * 1024 * 1024

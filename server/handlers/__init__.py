@@ -1,3 +1,7 @@
 """Action handlers: each takes the app, a verified envelope and its parsed action, and returns
 the response value. None of them knows which framing carried the request; server/routes.py
-says which handler answers which action."""
+says which handler answers which action.
+
+May import: protocol, server.store, server.runtime, server.tools, server.triggers, server.mcp,
+server.hypermedia, server.providers, server.clock, server.cache.
+"""

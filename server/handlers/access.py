@@ -3,7 +3,7 @@
 `agent_role` answers "what may this account do to this agent": `owner`, an accepted
 collaborator's `writer` or `reader`, `reader` for anyone when the owner turned public read on,
 or None. Every handler and every subscription asks it (through the helpers below), and the live
-grants index (server/grants.py) asks it again whenever a grant changes.
+grants index (server/live/grants.py) asks it again whenever a grant changes.
 
 No access at all is 404 with the very text a missing id gets (it must not confirm existence);
 too little is 403. The owner is read first, from the primary key and two small columns; a row is
@@ -12,13 +12,13 @@ and "does not exist" give the same answer and never decode anything.
 """
 from __future__ import annotations
 
-from protocol.actions import MAX_ID
-from protocol.errors import ProtocolError, quote
-from server.store import agents as agents_q
-from server.store import collaborators as collab_q
-from server.store import owners as owners_q
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
+from seed_agents.protocol.actions import MAX_ID
+from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import collaborators as collab_q
+from seed_agents.server.store import owners as owners_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
 
 OWNER, WRITER, READER = "owner", "writer", "reader"
 _RANK = {READER: 1, WRITER: 2, OWNER: 3}

@@ -4,11 +4,11 @@ signing identities the owner holds. Asked by CreateAgent, UpdateAgent and Update
 their write job, after the provider itself was found."""
 from __future__ import annotations
 
-from protocol.errors import ProtocolError, quote
-from protocol.providers import BUILTIN_TYPES
-from protocol.reasoning import level_problem
-from server.handlers.identities import check_signing_keys
-from server.store import providers as providers_q
+from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.providers import BUILTIN_TYPES
+from seed_agents.protocol.reasoning import level_problem
+from seed_agents.server.handlers.identities import check_signing_keys
+from seed_agents.server.store import providers as providers_q
 
 
 def provider_type(conn, owner: str, name: str) -> str | None:  # noqa: ANN001

@@ -3,20 +3,20 @@ from __future__ import annotations
 
 import os
 
-from protocol.actions import request_fingerprint
-from protocol.errors import ProtocolError, quote
-from protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
-from server.clock import new_id
-from server.handlers.agent_definition import check_definition
-from server.handlers.access import READER, agent_for
-from server.handlers.idempotency import once
-from server.handlers.pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
-from server.runtime.state_dirs import make_state_dir
-from server.store import agents as agents_q
-from server.store import collaborators as collab_q
-from server.store import providers as providers_q
-from server.store import sessions as sessions_q
-from server.store import trigger_firings as firings_q
+from seed_agents.protocol.actions import request_fingerprint
+from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
+from seed_agents.server.clock import new_id
+from seed_agents.server.handlers.agent_definition import check_definition
+from seed_agents.server.handlers.access import READER, agent_for
+from seed_agents.server.handlers.idempotency import once
+from seed_agents.server.handlers.pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
+from seed_agents.server.runtime.state_dirs import make_state_dir
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import collaborators as collab_q
+from seed_agents.server.store import providers as providers_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store import trigger_firings as firings_q
 
 BUILTIN_PROVIDERS = BUILTIN_TYPES   # every account has them (protocol/providers.py)
 
@@ -49,7 +49,7 @@ async def create_agent(app, env, action) -> dict:
     response, created = await app.db.write(job)
     for agent in created:
         # After the commit: a crash in between leaves a row without its directory, which the
-        # next start makes (server.runtime.state_dirs).
+        # next start makes (seed_agents.server.runtime.state_dirs).
         make_state_dir(app.config.data_dir, agent["stateDir"])
         app.publish_agent(agent, created=True)
         app.notify_account(account_id, "agent-created", agent_id=agent["id"])

@@ -2,10 +2,10 @@
 readers read), stored once per distinct content, deleted with the session."""
 from __future__ import annotations
 
-from protocol.file_rules import infer_mime_type
-from server.handlers.access import READER, WRITER, session_access
-from server.store import attachments as att_q
-from server.store import owners as owners_q
+from seed_agents.protocol.file_rules import infer_mime_type
+from seed_agents.server.handlers.access import READER, WRITER, session_access
+from seed_agents.server.store import attachments as att_q
+from seed_agents.server.store import owners as owners_q
 
 
 def session_owner(conn, account_id: str, session_id: str, need: str) -> tuple[str, str]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from protocol.errors import ProtocolError, quote
-from server.store import codec
-from server.store import idempotency as idem_q
+from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.server.store import codec
+from seed_agents.server.store import idempotency as idem_q
 
 
 def once(conn, account_id: str, action: str, client_id: str | None, fingerprint: bytes, now: int,

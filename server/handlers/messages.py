@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import asyncio
 
-from protocol.actions import request_fingerprint
-from protocol.errors import ProtocolError
-from server.clock import new_id
-from server.handlers.access import WRITER, session_for
-from server.handlers.idempotency import once
-from server.store import agents as agents_q
-from server.store import attachments as att_q
-from server.store import events as events_q
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
+from seed_agents.protocol.actions import request_fingerprint
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.clock import new_id
+from seed_agents.server.handlers.access import WRITER, session_for
+from seed_agents.server.handlers.idempotency import once
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import attachments as att_q
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
 
 
 def user_payload(env, action, attachments: list[dict] = ()) -> dict:

@@ -4,9 +4,9 @@ once its bytes pass MAX_ANSWER_BYTES, whichever comes first, and says where to g
 than a few MiB, whatever the account stored."""
 from __future__ import annotations
 
-from protocol.actions import MAX_AGENTS_PAGE
-from protocol.dagcbor import encode
-from server.store import agents as agents_q
+from seed_agents.protocol.actions import MAX_AGENTS_PAGE
+from seed_agents.protocol.dagcbor import encode
+from seed_agents.server.store import agents as agents_q
 
 MAX_ANSWER_BYTES = 4 << 20
 AGENTS_PAGE = MAX_AGENTS_PAGE   # ListAgents' default and cap (ListAgents.limit)

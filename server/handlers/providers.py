@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from protocol.errors import ProtocolError
-from protocol.providers import BUILTIN_PROVIDER
-from server.clock import new_id
-from server.handlers.access import READER, agent_for
-from server.store import providers as providers_q
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.providers import BUILTIN_PROVIDER
+from seed_agents.server.clock import new_id
+from seed_agents.server.handlers.access import READER, agent_for
+from seed_agents.server.store import providers as providers_q
 
 BUILTIN_ECHO = BUILTIN_PROVIDER   # protocol/providers.py
 # Providers per account: ListModelProviders answers them all, so their number is bounded

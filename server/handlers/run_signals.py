@@ -8,10 +8,10 @@ another signal), so a signal sent twice wakes the run once.
 """
 from __future__ import annotations
 
-from protocol.dagcbor import encode
-from server.handlers.access import READER, WRITER, run_for
-from server.handlers.pages import MAX_ANSWER_BYTES
-from server.store import journal as journal_q
+from seed_agents.protocol.dagcbor import encode
+from seed_agents.server.handlers.access import READER, WRITER, run_for
+from seed_agents.server.handlers.pages import MAX_ANSWER_BYTES
+from seed_agents.server.store import journal as journal_q
 
 JOURNAL_PAGE = 1_000
 

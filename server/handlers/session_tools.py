@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import time
 
-from protocol.errors import ProtocolError
-from protocol.actions_tools import WRITE_VERBS
-from server.clock import new_id
-from server.handlers.access import READER, WRITER, session_for
-from server.providers.base import ToolCall
-from server.store import agents as agents_q
-from server.store import events as events_q
-from server.store import runs as runs_q
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.actions_tools import WRITE_VERBS
+from seed_agents.server.clock import new_id
+from seed_agents.server.handlers.access import READER, WRITER, session_for
+from seed_agents.server.providers.base import ToolCall
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import runs as runs_q
 
 
 async def run_verb(app, agent: dict, session_id: str, call_id: str, verb: str, value) -> tuple[object, str | None]:  # noqa: ANN001

@@ -1,23 +1,23 @@
 """CreateSession, ListSessions, GetSession, UpdateSession, DeleteSession."""
 from __future__ import annotations
 
-from protocol.actions import request_fingerprint
-from protocol.blocks import system_prompt_markdown
-from server.clock import new_id
-from server.cache import text_bytes
-from server.handlers.access import READER, WRITER, agent_access, agent_for, agent_role, session_for
-from server.handlers.agent_definition import check_level
-from server.handlers.idempotency import once
-from server.handlers.pages import MAX_ANSWER_BYTES, sessions_with_agents
-from server.store import agent_lifecycle as lifecycle_q
-from server.store import agents as agents_q
-from server.store import collaborators as collab_q
-from server.store import delegation as delegation_q
-from server.store import events as events_q
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
-from server.store import trigger_firings as firings_q
-from protocol.wire_values import RawEvents
+from seed_agents.protocol.actions import request_fingerprint
+from seed_agents.protocol.blocks import system_prompt_markdown
+from seed_agents.server.clock import new_id
+from seed_agents.server.cache import text_bytes
+from seed_agents.server.handlers.access import READER, WRITER, agent_access, agent_for, agent_role, session_for
+from seed_agents.server.handlers.agent_definition import check_level
+from seed_agents.server.handlers.idempotency import once
+from seed_agents.server.handlers.pages import MAX_ANSWER_BYTES, sessions_with_agents
+from seed_agents.server.store import agent_lifecycle as lifecycle_q
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import collaborators as collab_q
+from seed_agents.server.store import delegation as delegation_q
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store import trigger_firings as firings_q
+from seed_agents.protocol.wire_values import RawEvents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
 MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES  # a page also ends past this many bytes of events (nextAfterSeq says where)

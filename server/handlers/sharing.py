@@ -4,15 +4,15 @@ ListAgentInvites, AcceptAgentInvite, DeclineAgentInvite, SetAgentPublicRead.
 Every change of access to an agent runs under `app.grants.changing(agent)`, so changes to one
 agent happen one at a time and a guest's Subscribe waits for them. A change that takes access
 away ends the affected subscriptions *before* its write is submitted and sweeps again after the
-commit (server/grants.py): not one event of the agent reaches them once the change commits.
+commit (server/live/grants.py): not one event of the agent reaches them once the change commits.
 """
 from __future__ import annotations
 
-from protocol.errors import ProtocolError
-from server.handlers.access import OWNER, READER, agent_access, agent_for, agent_role
-from server.store import agents as agents_q
-from server.store import collaborators as collab_q
-from server.store import owners as owners_q
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.handlers.access import OWNER, READER, agent_access, agent_for, agent_role
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import collaborators as collab_q
+from seed_agents.server.store import owners as owners_q
 
 COLLABORATORS_CHANGED = "agent-collaborators-changed"
 INVITES_CHANGED = "agent-invites-changed"

@@ -1,9 +1,9 @@
 """RegisterSigner: a delegate presents a Capability blob from the account it will act for."""
 from __future__ import annotations
 
-from protocol.capability import parse_capability
-from protocol.errors import ProtocolError
-from server.store import accounts as accounts_q
+from seed_agents.protocol.capability import parse_capability
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.store import accounts as accounts_q
 
 
 async def register_signer(app, env, action) -> dict:

@@ -1,17 +1,17 @@
 """Subscribe: the access check and the response value. The stream itself (replay, then live)
-belongs to the connection, since only it knows how to frame and pace events; server/grants.py
+belongs to the connection, since only it knows how to frame and pace events; server/live/grants.py
 notes each subscriber's role and ends a guest's subscriptions when its access goes."""
 from __future__ import annotations
 
-from protocol.errors import ProtocolError, quote
-from server.handlers.access import OWNER, READER, _not_found, key_role, require
+from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.server.handlers.access import OWNER, READER, _not_found, key_role, require
 
 _KINDS = {"agents": "agent", "sessions": "session", "runs": "run"}
 
 
 def check_access(app, account_id: str, action) -> tuple[str, str | None]:
     """(role, agent id) of the account on what the key names; 404 without read access (the
-    key's form was checked by protocol.actions: `action.kind` is one of account, agents,
+    key's form was checked by seed_agents.protocol.actions: `action.kind` is one of account, agents,
     sessions, runs)."""
     kind, ident = action.kind, action.target
     if kind == "account":

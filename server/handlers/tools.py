@@ -8,11 +8,11 @@ authored or MCP tool always. A tool is offered to the model when it is granted a
 """
 from __future__ import annotations
 
-from protocol.errors import ProtocolError, quote
-from protocol.tool_documents import tool_info
-from server.handlers.access import READER, WRITER, agent_for
-from server.tools.agent_tools import granted
-from server.store import tool_documents as tools_q
+from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.tool_documents import tool_info
+from seed_agents.server.handlers.access import READER, WRITER, agent_for
+from seed_agents.server.tools.agent_tools import granted
+from seed_agents.server.store import tool_documents as tools_q
 
 def infos(agent: dict, rows: list[dict]) -> list[dict]:
     definition = agent["definition"]

@@ -7,15 +7,15 @@ account as `trigger-created` / `trigger-updated` / `trigger-deleted` (the refere
 """
 from __future__ import annotations
 
-from protocol.actions import request_fingerprint
-from protocol.errors import ProtocolError
-from server.handlers.access import OWNER, READER, WRITER, agent_access, agent_role, require
-from server.handlers.idempotency import once
-from server.store import agents as agents_q
-from server.store import sessions as sessions_q
-from server.store import trigger_firings as firings_q
-from server.store import triggers as triggers_q
-from server.triggers import manage, webhook
+from seed_agents.protocol.actions import request_fingerprint
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.handlers.access import OWNER, READER, WRITER, agent_access, agent_role, require
+from seed_agents.server.handlers.idempotency import once
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store import trigger_firings as firings_q
+from seed_agents.server.store import triggers as triggers_q
+from seed_agents.server.triggers import manage, webhook
 
 LIST_LIMIT = 1_000       # triggers in one ListAgentTriggers answer (the per-agent bound is lower)
 SESSIONS_SHOWN = 50      # sessions a GetAgentTrigger answer lists, newest first

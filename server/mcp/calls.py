@@ -8,13 +8,13 @@ record; nothing here raises for the remote side's faults.
 """
 from __future__ import annotations
 
-from protocol.errors import quote
-from protocol.tool_documents import schema_errors
-from server.mcp.remote import McpError, Remote
-from server.providers.network import NetworkPolicy
-from server.store import mcp_servers as mcp_q
-from server.store import secrets_table as secrets_q
-from server.store import tool_documents as tools_q
+from seed_agents.protocol.errors import quote
+from seed_agents.protocol.tool_documents import schema_errors
+from seed_agents.server.mcp.remote import McpError, Remote
+from seed_agents.server.providers.network import NetworkPolicy
+from seed_agents.server.store import mcp_servers as mcp_q
+from seed_agents.server.store import secrets_table as secrets_q
+from seed_agents.server.store import tool_documents as tools_q
 
 
 def _remote(conn, box, config, server: dict) -> Remote:  # noqa: ANN001

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from protocol.reasoning import model_reasoning_support
+from seed_agents.protocol.reasoning import model_reasoning_support
 
 # Thinking budgets in tokens, as pi-ai (the reference's model layer) gives Anthropic. Anthropic's
 # minimum budget is 1024.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from protocol import providers as table
+from seed_agents.protocol import providers as table
 
 from .anthropic import AnthropicProvider
 from .base import Provider, ProviderError, ProviderSpec
@@ -40,7 +40,7 @@ SUPPORTED_TYPES: frozenset[str] = table.PROVIDER_TYPES
 
 @dataclass(frozen=True)
 class ProviderSettings:
-    """The operator's provider settings (server.config.Config) that shape every provider."""
+    """The operator's provider settings (seed_agents.server.config.Config) that shape every provider."""
 
     first_token_timeout: float = 60.0
     idle_timeout: float = 60.0

@@ -8,10 +8,10 @@ delimited block the model is told is the file's content.
 """
 from __future__ import annotations
 
-from protocol.file_rules import utf8_or_none
-from server.providers.base import Image
-from server.store import attachments as att_q
-from server.store import blobs
+from seed_agents.protocol.file_rules import utf8_or_none
+from seed_agents.server.providers.base import Image
+from seed_agents.server.store import attachments as att_q
+from seed_agents.server.store import blobs
 
 MAX_INLINE_IMAGE_BYTES = 4_500_000     # Anthropic's cap is about 5 MB (the reference's bound)
 MAX_IMAGES = 8                         # per message

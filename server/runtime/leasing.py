@@ -1,7 +1,7 @@
 """The run queue shared by several servers (a PostgreSQL store): claims, leases, renewals.
 
 One `RunLeases` per process, used by the runtime only when `db.shared`. It claims queued runs
-under this process's lease (`server.store.leases`), when told that this server queued one
+under this process's lease (`seed_agents.server.store.leases`), when told that this server queued one
 (`wake`), every `--run-poll-interval`, and right after requeueing runs whose lease ran out; it
 renews the leases it holds every third of `--run-lease`, and tells the runtime which runs it lost
 (ended or requeued elsewhere), so their turns stop and their results are dropped. A clean stop
@@ -17,10 +17,10 @@ import socket
 import time
 from collections.abc import Callable
 
-from server.store import agents as agents_q
-from server.storage.workers import DatabaseClosed
-from server.store import leases as leases_q
-from server.store.errors import NotFound
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.storage.workers import DatabaseClosed
+from seed_agents.server.store import leases as leases_q
+from seed_agents.server.store.errors import NotFound
 
 log = logging.getLogger("seed_agents.runtime")
 

@@ -3,7 +3,7 @@ parked run (a child's ending, a signal, the clock), each published after its com
 
 A parked run holds no worker and no lease: its turn ended with `TurnResult.wait`, and the run
 went to 'waiting' in one transaction with whatever the turn asked for (the children of its
-delegate calls). A wake moves it back to 'queued' (server.store.parking, once, whichever server
+delegate calls). A wake moves it back to 'queued' (seed_agents.server.store.parking, once, whichever server
 wakes it) and kicks its session; the run then runs a turn again, whose history holds what the
 wait brought (the children's `tool_result` events).
 
@@ -18,17 +18,17 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from server.clock import new_id
-from server.store import agents as agents_q
-from server.store import delegation as delegation_q
-from server.store import events as events_q
-from server.store import journal as journal_q
-from server.store import leases as leases_q
-from server.store import parking
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
-from server.store.delegation import Settled
-from server.store.errors import NotFound
+from seed_agents.server.clock import new_id
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import delegation as delegation_q
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import journal as journal_q
+from seed_agents.server.store import leases as leases_q
+from seed_agents.server.store import parking
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store.delegation import Settled
+from seed_agents.server.store.errors import NotFound
 
 log = logging.getLogger("seed_agents.runtime")
 
@@ -261,7 +261,7 @@ class ParkedRuns:
 
 def woken(moved: dict, entry: dict | None) -> Settled:
     """What a wake settled: the run back in the queue, its journal entry, and the tool_result
-    answering the call that opened the wait (server.store.parking.wake)."""
+    answering the call that opened the wait (seed_agents.server.store.parking.wake)."""
     answer = moved.pop("_answer", None)
     settled = Settled(runs=[moved], woken=[moved])
     if entry is not None:

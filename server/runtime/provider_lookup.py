@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import httpx
 
-from protocol.errors import quote
-from protocol.providers import BUILTIN_TYPES
-from server.providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec
-from server.providers.registry import ProviderSettings, make_provider
-from server.store import providers as providers_q
-from server.store import secrets_table as secrets_q
-from server.storage.port import Storage
-from server.store.secrets import SecretBox, SecretOpenError
+from seed_agents.protocol.errors import quote
+from seed_agents.protocol.providers import BUILTIN_TYPES
+from seed_agents.server.providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec
+from seed_agents.server.providers.registry import ProviderSettings, make_provider
+from seed_agents.server.store import providers as providers_q
+from seed_agents.server.store import secrets_table as secrets_q
+from seed_agents.server.storage.port import Storage
+from seed_agents.server.store.secrets import SecretBox, SecretOpenError
 
 
 class ProviderLookup:

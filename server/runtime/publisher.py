@@ -1,5 +1,5 @@
 """What the runtime may tell the world: the publishing half of the app, handed to the runtime
-so that it never reaches into the app (server.app.App is the one implementation)."""
+so that it never reaches into the app (seed_agents.server.app.App is the one implementation)."""
 from __future__ import annotations
 
 from typing import Protocol

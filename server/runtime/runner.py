@@ -11,7 +11,7 @@ CancelRun, StopSession or deletion already ended keeps that ending: the turn wri
 it, and for a deleted session it writes and publishes nothing at all.
 
 On a shared store (`db.shared`: several servers on one PostgreSQL database) the queue is read by
-claiming (`server.runtime.leasing`): a claimed run arrives already running under this server's
+claiming (`seed_agents.server.runtime.leasing`): a claimed run arrives already running under this server's
 lease, and its ending is written only while this server still holds that lease (checked in the
 ending's own transaction), so each run is answered once. A turn whose lease is lost (the run was
 stopped, canceled or requeued elsewhere) is canceled and its result dropped. At start a shared
@@ -30,43 +30,43 @@ from dataclasses import dataclass
 
 import httpx
 
-from protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
-from protocol.blocks import system_prompt_markdown
-from protocol.errors import quote
-from server.clock import new_id
-from server.cache import ByteBudgetCache
-from server.config import Config
-from server.metrics import Metrics
-from protocol import plans
-from server.providers.base import ProviderError, ProviderNotFound, Usage
-from server.providers.network import NetworkPolicy, provider_client
-from server.providers.registry import ProviderSettings
-from server.providers.capabilities import accepts_images
-from server.runtime.attachment_view import AttachmentView
-from server.runtime.history import SessionHistory
-from server.runtime.leasing import RunLeases
-from server.runtime.parked import ParkedRuns, ParkRequest
-from server.runtime.provider_lookup import ProviderLookup
-from server.runtime.publisher import Publisher
-from server.runtime.state_dirs import reconcile_state_dirs
-from server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
-from server.tools.context import Park, ToolContext
-from server.tools import agent_tools
-from server.tools.delegation_tools import Delegating, event_wait
-from server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
-from server.tools.web import WebAccess
-from server.hm_client import HmClient
-from server.store import agent_lifecycle as lifecycle_q
-from server.store import agents as agents_q
-from server.store import delegation as delegation_q
-from server.store.journal import JournalFull
-from server.store import events as events_q
-from server.store import leases as leases_q
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
-from server.storage.port import Storage
-from server.store.errors import NotFound
-from server.store.secrets import SecretBox
+from seed_agents.protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
+from seed_agents.protocol.blocks import system_prompt_markdown
+from seed_agents.protocol.errors import quote
+from seed_agents.server.clock import new_id
+from seed_agents.server.cache import ByteBudgetCache
+from seed_agents.server.config import Config
+from seed_agents.server.operations.metrics import Metrics
+from seed_agents.protocol import plans
+from seed_agents.server.providers.base import ProviderError, ProviderNotFound, Usage
+from seed_agents.server.providers.network import NetworkPolicy, provider_client
+from seed_agents.server.providers.registry import ProviderSettings
+from seed_agents.server.providers.capabilities import accepts_images
+from seed_agents.server.runtime.attachment_view import AttachmentView
+from seed_agents.server.runtime.history import SessionHistory
+from seed_agents.server.runtime.leasing import RunLeases
+from seed_agents.server.runtime.parked import ParkedRuns, ParkRequest
+from seed_agents.server.runtime.provider_lookup import ProviderLookup
+from seed_agents.server.runtime.publisher import Publisher
+from seed_agents.server.runtime.state_dirs import reconcile_state_dirs
+from seed_agents.server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
+from seed_agents.server.tools.context import Park, ToolContext
+from seed_agents.server.tools import agent_tools
+from seed_agents.server.tools.delegation_tools import Delegating, event_wait
+from seed_agents.server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
+from seed_agents.server.tools.web import WebAccess
+from seed_agents.server.hypermedia.client import HmClient
+from seed_agents.server.store import agent_lifecycle as lifecycle_q
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import delegation as delegation_q
+from seed_agents.server.store.journal import JournalFull
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import leases as leases_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.storage.port import Storage
+from seed_agents.server.store.errors import NotFound
+from seed_agents.server.store.secrets import SecretBox
 
 log = logging.getLogger("seed_agents.runtime")
 

@@ -43,18 +43,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from protocol import plans
-from protocol.tool_registry import VERBS as _VERBS
-from server.clock import new_id
-from server.providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
-from server.runtime.history import SessionHistory, result_text
-from server.store import events as events_q
-from server.store import journal as journal_q
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
-from server.store.errors import NotFound
-from server.tools.context import Park, ToolResult
-from server.tools.surface import SIDE_EFFECTS, ToolSurface, parse_arguments
+from seed_agents.protocol import plans
+from seed_agents.protocol.tool_registry import VERBS as _VERBS
+from seed_agents.server.clock import new_id
+from seed_agents.server.providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
+from seed_agents.server.runtime.history import SessionHistory, result_text
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import journal as journal_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store.errors import NotFound
+from seed_agents.server.tools.context import Park, ToolResult
+from seed_agents.server.tools.surface import SIDE_EFFECTS, ToolSurface, parse_arguments
 
 log = logging.getLogger("seed_agents.runtime")
 

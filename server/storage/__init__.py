@@ -1,6 +1,6 @@
 """Where the store lives, chosen by one URL (CONTRACT section 7, docs/storage.md).
 
-The server has one set of store functions (`server.store`) and one port they run through
+The server has one set of store functions (`seed_agents.server.store`) and one port they run through
 (`port.py`: the connection, the façade, the traits where backends differ), with one adapter
 folder per backend: `sqlite/` (façade, gate, file lock) and `postgres/` (façade, gate, SQL
 rewrite, bus of notices).
@@ -12,23 +12,23 @@ rewrite, bus of notices).
 - `errors`: StorageError, the schema gates' refusals, UnstorableText.
 - `filemodes`: the data folder 0700 and database files 0600, whatever the umask.
 
-May import `schema` only: the store's queries (server.store) sit above the port.
+May import: schema. (The store's queries, server/store/, sit above the port.)
 """
 from __future__ import annotations
 
-from server.storage.url import StorageURL, StorageURLError, parse_storage_url
+from seed_agents.server.storage.url import StorageURL, StorageURLError, parse_storage_url
 
 
 def database_for(config):
     """The store the configuration names (a `port.Storage`): `sqlite.database.Database` on the
     SQLite file, or `postgres.database.PgDatabase` on the PostgreSQL URL (not yet started: `await db.start()` passes the
-    schema gate). Both run the same `server.store` functions."""
+    schema gate). Both run the same `seed_agents.server.store` functions."""
     url = config.storage_url
     if url is not None and url.is_postgresql:
-        from server.storage.postgres.database import PgDatabase   # psycopg is imported only when used
+        from seed_agents.server.storage.postgres.database import PgDatabase   # psycopg is imported only when used
 
         return PgDatabase(url)
-    from server.storage.sqlite.database import Database
+    from seed_agents.server.storage.sqlite.database import Database
 
     return Database(config.db_path)
 

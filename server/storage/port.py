@@ -1,6 +1,6 @@
-"""The storage port: what a backend provides, so the store's queries (server.store) are written
+"""The storage port: what a backend provides, so the store's queries (seed_agents.server.store) are written
 once and run on any of them. Each backend is one folder implementing it (server/storage/sqlite/,
-server/storage/postgres/); an adapter imports nothing of server.store (the queries sit above it); `server.storage.database_for` picks one from the storage URL, and
+server/storage/postgres/); an adapter imports nothing of seed_agents.server.store (the queries sit above it); `seed_agents.server.storage.database_for` picks one from the storage URL, and
 tests/test_storage_conformance.py drives every one through this interface.
 
 A store function is `fn(conn: Conn, *args)`: it runs inside a transaction the façade opens
@@ -72,7 +72,7 @@ class Storage(Protocol):
     `run_leases`: its schema has the lease columns the run lease queries use
     (server/store/leases.py), and it gives `claim_signature` for the replay guard across
     servers. Notices between servers travel on the shared backend's bus
-    (server/storage/postgres/bus.py, through server.cluster).
+    (server/storage/postgres/bus.py, through seed_agents.server.live.cluster).
     """
 
     backend: str          # Traits.name

@@ -1,6 +1,6 @@
 """The storage URL: `sqlite:FILE` (the default) or `postgresql://...` (CONTRACT section 7).
 
-The one parser of storage URLs: server.config reads --storage-url / SEED_AGENTS_STORAGE_URL
+The one parser of storage URLs: seed_agents.server.config reads --storage-url / SEED_AGENTS_STORAGE_URL
 with it, and the drivers are chosen by it. A parsed URL shows itself only in redacted form (`str`,
 `repr`, `display`): a password in the user-info or in a `password=` query parameter becomes
 `***`. Parse errors never quote the input either, since it may hold a password; they name the

@@ -6,5 +6,9 @@
   `events`, `runs`, ...: query functions taking a `port.Conn` first, returning contract-shaped
   dicts (camelCase, optional fields omitted). Where the backends differ they read `conn.traits`.
 - `secrets`: the secrets key and AES-256-GCM sealing of secret values.
-- `filemodes`, `codec`, `errors`: helpers the adapters use too.
+- `leases`: the run leases of the leased run queue; only a backend whose traits say it holds
+  leases (PostgreSQL) has the columns, and only the runtime's leased strategy calls them.
+- `codec`, `errors`: helpers the queries share.
+
+May import: protocol, server.storage.
 """

@@ -1,7 +1,7 @@
 """Accounts and the signers registered for them (RegisterSigner, verification step 5)."""
 from __future__ import annotations
 
-from server.storage.port import Conn
+from seed_agents.server.storage.port import Conn
 
 
 

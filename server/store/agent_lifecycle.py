@@ -5,11 +5,11 @@ table that hangs off an agent.
 """
 from __future__ import annotations
 
-from server.storage.port import Conn
-from server.store import codec
-from server.store import files_lifecycle as files_q
-from server.store import triggers as triggers_q
-from server.store.errors import NotFound
+from seed_agents.server.storage.port import Conn
+from seed_agents.server.store import codec
+from seed_agents.server.store import files_lifecycle as files_q
+from seed_agents.server.store import triggers as triggers_q
+from seed_agents.server.store.errors import NotFound
 
 
 def set_definition(conn: Conn, agent_id: str, definition: dict, now: int) -> None:

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from protocol.errors import ProtocolError
+from seed_agents.protocol.errors import ProtocolError
 
 CHUNK_BYTES = 1 << 20   # bytes of one stored chunk (an upload's chunk is split into these)
 

@@ -7,7 +7,7 @@ The parent's session gets a `tool_spawn` event at once, so a transcript can open
 it works. When the child ends (succeeded, failed, canceled) its result is recorded on the
 parent, whatever the parent is doing: a `tool_result` event in the parent's session (the
 delegate call's answer, which the parent's model reads when it resumes) and a `result` entry in
-the parent's journal; a parent parked on that call stops waiting for it (server.store.parking).
+the parent's journal; a parent parked on that call stops waiting for it (seed_agents.server.store.parking).
 
 Cancelling a run cancels its whole subtree (`cancel_subtrees`), and a canceled child whose
 parent lives on is answered `canceled` like any other ending.
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from server.store import codec
-from server.store import events as events_q
-from server.store import journal as journal_q
-from server.store import parking
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
-from server.store.errors import NotFound
+from seed_agents.server.store import codec
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import journal as journal_q
+from seed_agents.server.store import parking
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store.errors import NotFound
 
 MAX_DEPTH = 3              # a child's depth is at most this (the reference's limit)
 MAX_CHILDREN_PER_SESSION = 10

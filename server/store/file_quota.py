@@ -6,7 +6,7 @@ stored once for two sessions counts twice: deduplication is the server's saving,
 """
 from __future__ import annotations
 
-from protocol.errors import ProtocolError
+from seed_agents.protocol.errors import ProtocolError
 
 
 def used_bytes(conn, account_id: str) -> int:

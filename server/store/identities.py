@@ -1,15 +1,15 @@
 """Signing identities per account: Seed account keys the server holds for the account's agents.
 
-A row keeps the seed sealed (server.store.secrets.SecretBox, with `identity_aad` naming the row,
+A row keeps the seed sealed (seed_agents.server.store.secrets.SecretBox, with `identity_aad` naming the row,
 so a sealed seed cannot be moved to another account or name, nor taken for a secret's value) and
 what may be shown: SigningIdentity = {id, name, accountId, label?, icon?, serverUrl?, createdAt,
 updatedAt}. Nothing here ever returns the seed except `open_seed`.
 """
 from __future__ import annotations
 
-from protocol.actions_identities import signing_keys_of
-from server.store import codec
-from server.store.errors import NotFound
+from seed_agents.protocol.actions_identities import signing_keys_of
+from seed_agents.server.store import codec
+from seed_agents.server.store.errors import NotFound
 
 _SHOWN = "id, name, identity_id, label, icon, server_url, created_at, updated_at"
 

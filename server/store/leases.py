@@ -1,8 +1,8 @@
 """Run leases: how several servers on one PostgreSQL store share the run queue.
 
 PostgreSQL only (`db.shared`): the SQLite schema has no lease columns, and one process owns a
-SQLite file. The functions run through the same `db.write` façade as the rest of `server.store`
-(PostgreSQL syntax that `server.storage.postgres.dialect` leaves alone, `?` placeholders).
+SQLite file. The functions run through the same `db.write` façade as the rest of `seed_agents.server.store`
+(PostgreSQL syntax that `seed_agents.server.storage.postgres.dialect` leaves alone, `?` placeholders).
 
 A claimed or running run carries `lease_owner` (a server's per-process id) and
 `lease_expires_at` (milliseconds); no other status carries one (the schema's
@@ -25,7 +25,7 @@ every other write does.
 """
 from __future__ import annotations
 
-from server.store import runs as runs_q
+from seed_agents.server.store import runs as runs_q
 
 # Now, in milliseconds, on the database's clock (at the statement's execution).
 _DB_NOW = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"

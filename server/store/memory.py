@@ -2,7 +2,7 @@
 indexed for full-text search as text files are written.
 
 The tree has file rows only; a directory is any prefix of a file's path (as `mkdir -p` would make
-it), so it exists while it holds a file. Paths are normalized by `protocol.file_rules.memory_path`
+it), so it exists while it holds a file. Paths are normalized by `seed_agents.protocol.file_rules.memory_path`
 before they reach these functions.
 
 Functions for the agent's tools (read, write, search, list) and for the memory actions; each runs
@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from protocol.errors import ProtocolError
-from protocol.file_rules import infer_mime_type, utf8_or_none
-from server.store import blobs, file_quota
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.file_rules import infer_mime_type, utf8_or_none
+from seed_agents.server.store import blobs, file_quota
 
 MAX_INDEXED_CHARS = 256 * 1024   # characters of a text file that search sees (its start)
 MAX_SEARCH_RESULTS = 50

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import uuid
 
-from server.store import codec
-from server.store import events as events_q
-from server.store import journal as journal_q
-from server.store import runs as runs_q
+from seed_agents.server.store import codec
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import journal as journal_q
+from seed_agents.server.store import runs as runs_q
 
 
 def lock_run(conn, run_id: str) -> dict | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 
 
-from server.storage.port import Conn
-from server.store import codec
+from seed_agents.server.storage.port import Conn
+from seed_agents.server.store import codec
 
 _COLUMNS = "id, name, config, created_at, updated_at"
 

@@ -12,10 +12,10 @@ insertion order, so the queue stays FIFO.
 """
 from __future__ import annotations
 
-from protocol.actions import RUN_STATUSES as STATUSES   # the contract's list, kept once
-from server.storage.port import Conn
-from server.store import codec
-from server.store.errors import NotFound
+from seed_agents.protocol.actions import RUN_STATUSES as STATUSES   # the contract's list, kept once
+from seed_agents.server.storage.port import Conn
+from seed_agents.server.store import codec
+from seed_agents.server.store.errors import NotFound
 
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 LIVE = frozenset(STATUSES) - TERMINAL
@@ -71,12 +71,12 @@ def transition(run: dict, to: str, now: int, *, error: dict | None = None,
 
 _SAVE = ("UPDATE runs SET status = ?, attempt = ?, updated_at = ?, started_at = ?, finished_at = ?,"
          " usage = ?, error_code = ?, error = ?{lease}{wait} WHERE id = ? AND status = ?")
-# A move to any status but 'waiting' ends a wait (server.store.parking writes the move into it).
+# A move to any status but 'waiting' ends a wait (seed_agents.server.store.parking writes the move into it).
 _UNWAIT = ", wait = NULL, wake_at = NULL"
 _SAVE_SQLITE = _SAVE.format(lease="", wait=_UNWAIT)
 # On a shared store (PostgreSQL) a run holds a lease exactly while claimed or running
 # (runs_lease_check): a move to any other status ends it. Moves into claimed/running take a
-# lease, which only server.store.leases.claim gives.
+# lease, which only seed_agents.server.store.leases.claim gives.
 _SAVE_LEASE_ENDS = _SAVE.format(lease=", lease_owner = NULL, lease_expires_at = NULL", wait=_UNWAIT)
 _SAVE_WAITING = {False: _SAVE.format(lease="", wait=""),
                  True: _SAVE.format(lease=", lease_owner = NULL, lease_expires_at = NULL", wait="")}

@@ -1,4 +1,4 @@
-"""Sealed secret values per account. Only ciphertext is stored (see server.store.secrets).
+"""Sealed secret values per account. Only ciphertext is stored (see seed_agents.server.store.secrets).
 
 Each row has an id (a UUID v4, RedactedSecret.id) made when the name is first set and kept by
 every later SetSecret of that name.
@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 
 
-from server.storage.port import Conn
-from server.store import codec
+from seed_agents.server.storage.port import Conn
+from seed_agents.server.store import codec
 
 
 def set_secret(conn: Conn, account_id: str, name: str, ciphertext: bytes,

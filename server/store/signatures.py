@@ -1,10 +1,10 @@
 """Accepted envelope signatures, so a replay is refused even after a restart (step 6).
 
-A row is live while `expires_at >= now` (the same rule as server.replay_guard).
+A row is live while `expires_at >= now` (the same rule as seed_agents.server.verification.replay_guard).
 """
 from __future__ import annotations
 
-from server.storage.port import Conn
+from seed_agents.server.storage.port import Conn
 
 
 

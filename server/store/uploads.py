@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.errors import ProtocolError
-from protocol.file_rules import MAX_ACTIVE_UPLOADS_PER_ACCOUNT, UPLOAD_TTL_MS
-from server.store import blobs
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.file_rules import MAX_ACTIVE_UPLOADS_PER_ACCOUNT, UPLOAD_TTL_MS
+from seed_agents.server.store import blobs
 
 _COLUMNS = ("id, account_id, owner_account, blob_id, kind, agent_id, session_id, path, name, mime_type, size,"
             " received, updated_at")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.runtime.publisher import Publisher
+from seed_agents.server.runtime.publisher import Publisher
 
 
 class ToolFailure(Exception):
@@ -37,14 +37,14 @@ class ToolResult:
 
 @dataclass
 class ToolContext:
-    db: Any                        # a server.storage.port.Storage (either backend)
+    db: Any                        # a seed_agents.server.storage.port.Storage (either backend)
     publisher: Publisher
     now_ms: Callable[[], int]
     account: str
     agent: dict                    # AgentInfo (its definition names the identities it may use)
     session_id: str
     run_id: str
-    web: Any = None                # server.tools.web.WebAccess, or None: no web tools
+    web: Any = None                # seed_agents.server.tools.web.WebAccess, or None: no web tools
     hm: Any = None                 # an HM client (read_document / publish_document), or None
     box: Any = None                # the secrets box: opens a signing identity's seed to publish
     callables: tuple[str, ...] = ()   # the callable tools this server offers (the `call` verb)

@@ -1,5 +1,5 @@
 """Seed hypermedia for the agent: `read hm://…` (and `navigate` to one), and `write hm://…`
-(publish a document), through the server's HM client (server/hm_client.py, on the runtime's
+(publish a document), through the server's HM client (server/hypermedia/client.py, on the runtime's
 guarded HTTP client, so the HM server is reached under the network policy).
 
 An agent publishes only with the signing identities its definition names (`signingKey`,
@@ -14,11 +14,11 @@ import json
 
 import httpx
 
-from protocol.actions_identities import signing_keys_of
-from server.hm_client import HmError, HmNotFound
-from server.triggers import activity
-from server.store import identities as identities_q
-from server.tools.context import ToolContext, ToolFailure, ToolResult
+from seed_agents.protocol.actions_identities import signing_keys_of
+from seed_agents.server.hypermedia.client import HmError, HmNotFound
+from seed_agents.server.triggers import activity
+from seed_agents.server.store import identities as identities_q
+from seed_agents.server.tools.context import ToolContext, ToolFailure, ToolResult
 
 _WRITE_OPTIONS = {"name", "signer", "action"}
 FEED_PAGE_DEFAULT, FEED_PAGE_MAX = 20, 50

@@ -7,12 +7,12 @@ name a path, never another agent or session, so the agent reads and writes only 
 """
 from __future__ import annotations
 
-from protocol import file_rules
-from protocol.errors import ProtocolError
-from server.store import attachments as attachments_q
-from server.store import blobs
-from server.store import memory as memory_q
-from server.tools.context import ToolContext, ToolFailure, ToolResult
+from seed_agents.protocol import file_rules
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.store import attachments as attachments_q
+from seed_agents.server.store import blobs
+from seed_agents.server.store import memory as memory_q
+from seed_agents.server.tools.context import ToolContext, ToolFailure, ToolResult
 
 # A file the model reads is cut to this many bytes (the loop cuts its output again, in characters).
 READ_BYTES = 256 * 1024

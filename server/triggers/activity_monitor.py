@@ -24,15 +24,15 @@ import time
 
 import httpx
 
-from protocol.actions_triggers import ACTIVITY_SOURCES
-from protocol.dagcbor import encode
-from server.runtime.leasing import server_id
-from server.store import trigger_firings as firings_q
-from server.store import triggers as triggers_q
-from server.storage.workers import DatabaseClosed
-from server.triggers import activity
-from server.triggers.firing import Event, admit
-from server.triggers.webhook import plain_json
+from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
+from seed_agents.protocol.dagcbor import encode
+from seed_agents.server.runtime.leasing import server_id
+from seed_agents.server.store import trigger_firings as firings_q
+from seed_agents.server.store import triggers as triggers_q
+from seed_agents.server.storage.workers import DatabaseClosed
+from seed_agents.server.triggers import activity
+from seed_agents.server.triggers.firing import Event, admit
+from seed_agents.server.triggers.webhook import plain_json
 
 log = logging.getLogger("seed_agents.triggers")
 

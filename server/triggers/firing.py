@@ -17,19 +17,19 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from protocol.blocks import to_markdown
-from server.clock import new_id
-from server.runtime.parked import woken
-from server.store import agents as agents_q
-from server.store import parking
-from server.store import events as events_q
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
-from server.store import trigger_firings as firings_q
-from server.store import triggers as triggers_q
-from server.triggers import tool_run
-from server.triggers.backoff import failure_backoff
-from server.triggers.event import Event
+from seed_agents.protocol.blocks import to_markdown
+from seed_agents.server.clock import new_id
+from seed_agents.server.runtime.parked import woken
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import parking
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store import trigger_firings as firings_q
+from seed_agents.server.store import triggers as triggers_q
+from seed_agents.server.triggers import tool_run
+from seed_agents.server.triggers.backoff import failure_backoff
+from seed_agents.server.triggers.event import Event
 
 HOUR_MS = 3_600_000
 MAX_CHAIN_HOPS = 8            # run-completed firings feeding each other (the reference's guard)

@@ -4,13 +4,13 @@ parsing cannot make, the per-agent bound, unique names, the first slot, the webh
 Access is the caller's business; these functions take the owner's account."""
 from __future__ import annotations
 
-from protocol.actions_triggers import TriggerInput, TriggerPatch
-from protocol.errors import ProtocolError, quote
-from server.clock import new_id
-from server.store import agents as agents_q
-from server.store import triggers as triggers_q
-from server.triggers import schedule as sched
-from server.triggers import webhook
+from seed_agents.protocol.actions_triggers import TriggerInput, TriggerPatch
+from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.server.clock import new_id
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import triggers as triggers_q
+from seed_agents.server.triggers import schedule as sched
+from seed_agents.server.triggers import webhook
 
 
 def check_source(conn, owner: str, source: dict) -> None:

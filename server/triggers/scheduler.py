@@ -10,7 +10,7 @@ takes them.
 
 It never polls busily: between slots it sleeps. A change to a trigger wakes it (`wake`): one made
 here at once, one made on another server of a cluster through that server's `trigger-*` account
-notice (server/cluster.py). The timer is also capped at `MAX_SLEEP`, should a notice be lost.
+notice (server/live/cluster.py). The timer is also capped at `MAX_SLEEP`, should a notice be lost.
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import asyncio
 import logging
 from datetime import datetime, timezone
 
-from server.store import triggers as triggers_q
-from server.storage.workers import DatabaseClosed
-from server.triggers import schedule as sched
-from server.triggers.firing import Event, admit
+from seed_agents.server.store import triggers as triggers_q
+from seed_agents.server.storage.workers import DatabaseClosed
+from seed_agents.server.triggers import schedule as sched
+from seed_agents.server.triggers.firing import Event, admit
 
 log = logging.getLogger("seed_agents.triggers")
 

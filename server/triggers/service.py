@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from protocol.actions_triggers import ACTIVITY_SOURCES
-from server.store import trigger_firings as firings_q
-from server.store import triggers as triggers_q
-from server.triggers.clock import TriggerClock
-from server.triggers.backoff import failure_backoff
-from server.triggers.firing import Event, Policy, admit
-from server.triggers.scheduler import Scheduler
-from server.triggers.webhook import Deliveries
+from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
+from seed_agents.server.store import trigger_firings as firings_q
+from seed_agents.server.store import triggers as triggers_q
+from seed_agents.server.triggers.clock import TriggerClock
+from seed_agents.server.triggers.backoff import failure_backoff
+from seed_agents.server.triggers.firing import Event, Policy, admit
+from seed_agents.server.triggers.scheduler import Scheduler
+from seed_agents.server.triggers.webhook import Deliveries
 
 log = logging.getLogger("seed_agents.triggers")
 
@@ -34,7 +34,7 @@ class Triggers:
     async def start(self) -> None:
         self.scheduler.start()
         if self.app.config.hm_server_url:
-            from server.triggers.activity_monitor import ActivityMonitor
+            from seed_agents.server.triggers.activity_monitor import ActivityMonitor
 
             self.activity = ActivityMonitor(self)
             self.activity.start()
@@ -56,7 +56,7 @@ class Triggers:
 
     def changed(self, trigger: dict | None = None) -> None:
         """A trigger was created, changed or deleted: here (`trigger` given), or on another server
-        of a cluster (its `trigger-*` notice, server/cluster.py)."""
+        of a cluster (its `trigger-*` notice, server/live/cluster.py)."""
         self.scheduler.wake()
         if self.activity is not None and (trigger is None or trigger["source"]["type"] in ACTIVITY_SOURCES):
             self.activity.wake()

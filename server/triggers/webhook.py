@@ -12,7 +12,7 @@ token bucket (`--webhook-rate-limit`, 429 past it). `Idempotency-Key` makes the 
 `webhook:<key>`: the same key with the same body answers the first firing again, with another body
 409. A delivery without one gets a fresh key. The answer is 202 with the firing's id.
 
-server/httpconn.py routes here (`hook_route`) and hands over the complete request (`answer`).
+server/transport/httpconn.py routes here (`hook_route`) and hands over the complete request (`answer`).
 """
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ import secrets as pysecrets
 import time
 from collections import OrderedDict
 
-from protocol.framing_http import Route
-from protocol.fields import MAX_ID
-from server.ratelimit import Clock, TokenBucket
-from server.store import triggers as triggers_q
-from server.triggers.event import Event
+from seed_agents.protocol.framing_http import Route
+from seed_agents.protocol.fields import MAX_ID
+from seed_agents.server.ratelimit import Clock, TokenBucket
+from seed_agents.server.store import triggers as triggers_q
+from seed_agents.server.triggers.event import Event
 
 HOOK_PREFIX = "/agents/hooks/"
 SECRET_PREFIX = "whsec_"

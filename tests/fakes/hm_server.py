@@ -1,5 +1,5 @@
 """A fake Seed hypermedia (HM) server on a real 127.0.0.1 socket, speaking the web API that
-`@seed-hypermedia/client` speaks (server/hm_client.py is our client of it).
+`@seed-hypermedia/client` speaks (server/hypermedia/client.py is our client of it).
 
     async with FakeHmServer() as hm:
         await client.publish_blobs(blobs)     # POST /api/PublishBlobs (DAG-CBOR body)
@@ -51,9 +51,9 @@ from multiformats import CID
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from protocol import dagcbor
-from protocol.hm_ids import HmId, parse_hm_id
-from protocol.principals import principal_to_string
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.hm_ids import HmId, parse_hm_id
+from seed_agents.protocol.principals import principal_to_string
 
 from .openai_server import _chunk, _head, _read_request, _send, _send_json
 

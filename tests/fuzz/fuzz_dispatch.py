@@ -3,7 +3,7 @@
     .venv/bin/python tests/fuzz/fuzz_dispatch.py -atheris_runs=200000 [corpus_dir ...]
 
 Each input is one frame: a v1 binary envelope, or (first byte odd) the decoded value handed over
-the way v2 does. It goes through `server.dispatch.execute` of a started in-process app with a
+the way v2 does. It goes through `seed_agents.server.verification.dispatch.execute` of a started in-process app with a
 fresh connection, exactly as tests/test_hardening_fuzz.py does under hypothesis; any exception,
 any answer that is not a response or an Error with a contract status, or any error logged by the
 server stops the run. The server clock is frozen at the time of tests/vectors/envelopes.json,
@@ -40,10 +40,10 @@ class _NoSocket:
 
 class Target:
     def __init__(self) -> None:
-        from protocol import dagcbor
-        from server.app import App
-        from server.connection import Connection
-        from server.dispatch import execute
+        from seed_agents.protocol import dagcbor
+        from seed_agents.server.app import App
+        from seed_agents.server.transport.connection import Connection
+        from seed_agents.server.verification.dispatch import execute
         from tests.conftest import make_config
 
         self.dagcbor, self.Connection, self.execute = dagcbor, Connection, execute
@@ -60,12 +60,12 @@ class Target:
                     if type(c["action"].get("ts")) is int)
         self.app.now_ms = lambda: ts[len(ts) // 2]
         # As if the server had started just before the vectors were signed: otherwise the start
-        # rule (server/replay_guard.py) would refuse every vector read as older than the start.
+        # rule (server/verification/replay_guard.py) would refuse every vector read as older than the start.
         self.app.guard.started_ms = ts[0] - 1
         handler = _FailOnError(level=logging.ERROR)
         logging.getLogger("seed_agents").addHandler(handler)
-        from protocol.framing_v1 import dumps as json_dumps
-        from protocol.wire_values import encode_value
+        from seed_agents.protocol.framing_v1 import dumps as json_dumps
+        from seed_agents.protocol.wire_values import encode_value
 
         self.json_dumps, self.encode_value = json_dumps, encode_value
 
@@ -111,8 +111,8 @@ def _inputs(paths: list[str]):
 def _extreme_inputs():
     """Actions with integer extremes and huge values, signed by a vector key at the frozen
     time (issue 12, findings 6 and 7): seeds for the mutations to start from."""
-    from protocol.envelope import sign_envelope
-    from protocol.keys import Keypair
+    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.keys import Keypair
     from tests.vectors import load
 
     vectors = load("envelopes")

@@ -22,7 +22,7 @@ cp "$HERE/shims/blobs.ts" "$WORK/shm/"
 cp "$HERE/bun-shim.mjs" "$HERE/tsconfig.json" "$WORK/"
 echo '{"type": "module"}' > "$WORK/package.json"
 (cd "$WORK" && npm install --silent --no-audit --no-fund tsx @noble/curves@1 @ipld/dag-cbor@9 >/dev/null)
-"$ROOT/.venv/bin/python" -m server.main --host 127.0.0.1 --port 3099 --data-dir "$WORK/data" \
+"$ROOT/.venv/bin/python" -m seed_agents.server.main --host 127.0.0.1 --port 3099 --data-dir "$WORK/data" \
     --allow-provider-base-url true >"$WORK/server.log" 2>&1 &
 SERVER=$!
 cd "$WORK"

@@ -2,9 +2,9 @@
 
 The server talks to its store in one way whatever the backend: `read(fn, *args)`,
 `aread`, `write`, `write_nowait`, `write_sync`, where `fn(conn, *args)` is a function of
-`server.store`. `server.storage.sqlite.database.Database` runs them on SQLite; this class runs the same
+`seed_agents.server.store`. `seed_agents.server.storage.sqlite.database.Database` runs them on SQLite; this class runs the same
 functions on PostgreSQL through psycopg 3, with `PgConn` presenting a psycopg connection the way
-the store uses apsw's (`execute`, `executemany`, `changes`) and `server.storage.postgres.dialect`
+the store uses apsw's (`execute`, `executemany`, `changes`) and `seed_agents.server.storage.postgres.dialect`
 rewriting the few SQLite spellings.
 
 - `read`: on the caller's thread (the event loop's), on one reader connection, in one
@@ -20,7 +20,7 @@ rewriting the few SQLite spellings.
   again from the start, up to `RETRIES` times: the second run sees the winner's commit.
 - What must hold across servers is held by the database: the per-session seq counter row, the
   unique keys of idempotency records and replay signatures (`claim_signature`), and the run
-  leases (server.store.leases, for a backend whose traits say `run_leases`).
+  leases (seed_agents.server.store.leases, for a backend whose traits say `run_leases`).
 """
 from __future__ import annotations
 
@@ -34,13 +34,13 @@ from typing import Any, Callable
 import psycopg
 from psycopg import errors as pg_errors
 
-from server.storage.errors import StorageError, UnstorableText
-from server.storage.port import Traits
-from server.storage.postgres.dialect import to_postgres
-from server.storage.postgres.gate import PgSchemaTarget, pass_gate
-from server.storage.url import StorageURL, scrub
-from server.storage.workers import STOP as _STOP
-from server.storage.workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
+from seed_agents.server.storage.errors import StorageError, UnstorableText
+from seed_agents.server.storage.port import Traits
+from seed_agents.server.storage.postgres.dialect import to_postgres
+from seed_agents.server.storage.postgres.gate import PgSchemaTarget, pass_gate
+from seed_agents.server.storage.url import StorageURL, scrub
+from seed_agents.server.storage.workers import STOP as _STOP
+from seed_agents.server.storage.workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
 
 log = logging.getLogger(__name__)
 

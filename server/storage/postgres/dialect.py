@@ -1,6 +1,6 @@
 """The store's SQL, written once in SQLite's dialect, rewritten for PostgreSQL.
 
-`server.store` is one set of query functions for both drivers. Its SQL uses the common ground of
+`seed_agents.server.store` is one set of query functions for both drivers. Its SQL uses the common ground of
 the two databases (`ON CONFLICT`, `RETURNING`, row values, `coalesce`, `CASE`), and only these
 spellings differ; `to_postgres` rewrites them, once per distinct statement (cached):
 

@@ -1,4 +1,4 @@
-"""The schema gate for PostgreSQL, with the refusals of every gate (server.storage.errors).
+"""The schema gate for PostgreSQL, with the refusals of every gate (seed_agents.server.storage.errors).
 
 The version lives in a one-row table `schema_version (version, app)` in the connection's
 schema (the first of its search_path). Under a transaction-scoped advisory lock, so servers
@@ -10,7 +10,7 @@ starting together take turns:
 - older: each missing migration in its own savepoint, the batch in one transaction;
 - newer or unknown: refused.
 
-A refusal raises server.storage.errors.SchemaGateError (exit status 2) naming both versions and
+A refusal raises seed_agents.server.storage.errors.SchemaGateError (exit status 2) naming both versions and
 the redacted URL, and changes nothing.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import psycopg
 
-import schema.postgres as pg_schema
-from server.storage.errors import SchemaGateError, SchemaMigrationError
+import seed_agents.schema.postgres as pg_schema
+from seed_agents.server.storage.errors import SchemaGateError, SchemaMigrationError
 
 class PgSchemaGateError(SchemaGateError):
     """SchemaGateError for a PostgreSQL schema: `path` is the redacted URL."""

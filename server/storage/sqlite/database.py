@@ -22,10 +22,10 @@ from typing import Any, Callable
 
 import apsw
 
-from server.storage.sqlite import dblock
-from server.storage.sqlite.gate import SQLITE, SchemaTarget, open_database, open_reader
-from server.storage.workers import STOP as _STOP
-from server.storage.workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
+from seed_agents.server.storage.sqlite import dblock
+from seed_agents.server.storage.sqlite.gate import SQLITE, SchemaTarget, open_database, open_reader
+from seed_agents.server.storage.workers import STOP as _STOP
+from seed_agents.server.storage.workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import errno
 import fcntl
 import os
 
-from server.storage.errors import StorageError
-from server.storage.filemodes import make_private_dir
+from seed_agents.server.storage.errors import StorageError
+from seed_agents.server.storage.filemodes import make_private_dir
 
 
 class DatabaseLocked(StorageError):

@@ -14,7 +14,7 @@ Incoming: one task reads the bus in arrival order (so in order per origin, as Po
 delivers one sender's notices in commit order), skips its own origin, and calls the App's local
 publishing (`_publish_*`, which never re-broadcasts):
 - a durable event is read back from the database by its seq, and only when someone here follows
-  its session or account; the subscriptions' seq filter and gap fill (server/subscriptions.py)
+  its session or account; the subscriptions' seq filter and gap fill (server/live/subscriptions.py)
   give every subscriber each seq once, in order, whatever order two origins' notices arrive in:
   the per-session counter row lock means seq N has committed before N+1 is assigned, so a gap
   seen on N+1 is always readable;
@@ -36,14 +36,14 @@ import json
 import logging
 import uuid
 
-from server.storage.notices import MAX_NOTICE_BYTES, Resync
-from server.storage.postgres.bus import PgNoticeBus, channel_for
-from server.store import agents as agents_q
-from server.store import codec
-from server.store import events as events_q
-from server.store import journal as journal_q
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
+from seed_agents.server.storage.notices import MAX_NOTICE_BYTES, Resync
+from seed_agents.server.storage.postgres.bus import PgNoticeBus, channel_for
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import codec
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import journal as journal_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
 
 log = logging.getLogger("seed_agents.cluster")
 
@@ -285,7 +285,7 @@ class Cluster:
         """Notices may have been lost (and those queued but not yet handled were dropped): what
         they would have said is read from the database. Costs a read per local guest account,
         running turn and live subscription; it happens on a reconnect, rarely."""
-        from server.subscriptions import SessionSubscription
+        from seed_agents.server.live.subscriptions import SessionSubscription
 
         self.resyncs += 1
         app = self.app

@@ -2,7 +2,7 @@
 bound what an unread connection costs. Every use of websockets' internals lives here, and
 tests/test_wsconn_fence.py fails when the websockets code this module relies on changes.
 
-- Prebuilt frames: `ws_frame` puts the RFC 6455 header on a framing's message, so an event's
+- Prebuilt frames: `protocol/ws_frame.py` puts the RFC 6455 header on a framing's message, so an event's
   frame is built once and shared by every socket (server frames are unmasked), and a socket's
   frames of one loop turn leave in one write. websockets' protocol keeps no state about data
   frames it did not build, so they go straight to the transport (`write_frames`), never
@@ -28,7 +28,7 @@ from websockets.protocol import OPEN
 
 log = logging.getLogger("seed_agents.wsconn")
 
-__all__ = ["BatchingServerConnection", "FRAME_OVERHEAD", "WRITE_HIGH", "WRITE_LOW", "ws_frame"]
+__all__ = ["BatchingServerConnection", "FRAME_OVERHEAD", "WRITE_HIGH", "WRITE_LOW"]
 
 # What one queued inbound frame costs besides its payload (the Frame object, its bytes header).
 FRAME_OVERHEAD = 200
@@ -39,22 +39,6 @@ WRITE_LOW = 16 * 1024
 
 _QUEUE = 1   # reasons reading is paused: the inbound queue is full
 _WRITE = 2   # ...the write buffer is over its high-water mark
-
-
-def ws_frame(message: bytes | str) -> bytes:
-    """A complete, unfragmented, unmasked server frame: binary for bytes, text for str."""
-    if type(message) is str:
-        message, opcode = message.encode(), 0x81
-    else:
-        opcode = 0x82
-    n = len(message)
-    if n < 126:
-        head = bytes((opcode, n))
-    elif n < 0x10000:
-        head = bytes((opcode, 126)) + n.to_bytes(2, "big")
-    else:
-        head = bytes((opcode, 127)) + n.to_bytes(8, "big")
-    return head + message
 
 
 class _ByteCountingQueue(SimpleQueue):

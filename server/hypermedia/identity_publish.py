@@ -1,7 +1,7 @@
 """Publishing signing identities to the Seed hypermedia server (`--hm-server-url`).
 
 The blobs are built by protocol/hm_blobs.py byte for byte as `@seed-hypermedia/client` builds
-them, and sent in ONE `POST {hm}/api/PublishBlobs` (server/hm_client.py), so the server holds
+them, and sent in ONE `POST {hm}/api/PublishBlobs` (server/hypermedia/client.py), so the server holds
 all of them or none: a new account is its profile, the genesis change, the change holding the
 home document and the version ref; a rename or a new icon is a new profile (with the icon's
 UnixFS blocks in the same call). Any failure is a 502 naming the server and never its answer;
@@ -9,9 +9,9 @@ the caller then stores nothing.
 """
 from __future__ import annotations
 
-from protocol import hm_blobs, unixfs
-from protocol.errors import ProtocolError
-from server.hm_client import HmClient, HmError
+from seed_agents.protocol import hm_blobs, unixfs
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.hypermedia.client import HmClient, HmError
 
 
 async def _publish(app, blobs: list, what: str) -> None:  # noqa: ANN001

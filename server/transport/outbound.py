@@ -1,10 +1,10 @@
 """One socket's outbound queue: the only place that writes to the socket.
 
 Everything a socket sends is a complete, prebuilt WebSocket frame (an event's is built once and
-shared by every socket: server/wsconn.py `ws_frame`), queued without blocking whoever produced it.
+shared by every socket: protocol/ws_frame.py), queued without blocking whoever produced it.
 The queue holds frames and at most one `Close(code, reason)`. It is written once per loop
 turn, in one call (all the frames a turn produced for the socket, up to a batch), and again
-whenever the transport's buffer drains (server/wsconn.py calls back).
+whenever the transport's buffer drains (server/transport/wsconn.py calls back).
 
 Bounds (CONTRACT section 6): a socket whose queue passes `max_bytes` (a client that stopped
 reading) is cut off with close 1013 and a reason naming the last seq it was sent. The frames
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from websockets.exceptions import ConnectionClosed
 
-from server.wsconn import WRITE_HIGH
+from seed_agents.server.transport.wsconn import WRITE_HIGH
 
 log = logging.getLogger("seed_agents.outbound")
 

@@ -7,7 +7,7 @@ Content-Length over it is refused before any of the body is read, and a chunked 
 where it crosses the limit. A request whose head or body stalls is dropped after its bound
 (`Config.http_header_timeout`, `http_body_timeout`); an idle keep-alive connection after
 `http_idle_timeout`. A WebSocket upgrade on `/agents/ws` hands the socket to a websockets
-server connection (see server/transport.py), fed the request it already sent.
+server connection (see server/transport/listener.py), fed the request it already sent.
 
 Against hostile clients (docs/operations.md "Security"): the parser is fed at most
 `_FEED_PIECE` bytes at a time, so within one read the head is counted as it arrives (a head over
@@ -22,32 +22,28 @@ from __future__ import annotations
 import asyncio
 import collections
 import fcntl
-import functools
 import logging
-import os
 import socket
 import struct
-import subprocess
 import termios
-from pathlib import Path
 
 import httptools
 
-from protocol.framing_http import WS_PATH, HttpFraming, Route
-from protocol.framing_types import Refusal, Request
-from server.connection import new_connection_id
-from server.dispatch import execute
-from server.health import health
-from server.origins import REFUSED, policy
-from protocol.events import error_response
-from server.ratelimit import TokenBucket
+from seed_agents.protocol.framing_http import WS_PATH, HttpFraming, Route
+from seed_agents.protocol.framing_types import Refusal, Request
+from seed_agents.server.transport.connection import new_connection_id
+from seed_agents.server.verification.dispatch import execute
+from seed_agents.server.operations.health import health
+from seed_agents.server.transport.origins import REFUSED, policy
+from seed_agents.protocol.events import error_response
+from seed_agents.server.ratelimit import TokenBucket
 
-from protocol.framing_http import with_origin
-from server import memtrim
-from server.origins import DUPLICATE
-from server.peers import address_of
-from server.version import VERSION
-from server.triggers import webhook
+from seed_agents.protocol.framing_http import with_origin
+from seed_agents.server.transport import memtrim
+from seed_agents.server.transport.origins import DUPLICATE
+from seed_agents.server.transport.peers import address_of
+from seed_agents.server.operations.version import VERSION, build_commit
+from seed_agents.server.triggers import webhook
 
 log = logging.getLogger("seed_agents.http")
 
@@ -62,7 +58,7 @@ _WRITE_HIGH = 256 * 1024     # a response writer waits while the socket holds mo
 # Per connection, requests that are not actions (the address has its own bucket, --probe-rate).
 CONN_PROBE_RATE, CONN_PROBE_BURST = 50.0, 100
 CHUNK_FRAMING = 16           # bytes of chunk framing allowed per chunk beyond MAX_HEAD_BYTES
-# Route kinds that are not probes: actions, which have their buckets (server/dispatch.py); an
+# Route kinds that are not probes: actions, which have their buckets (server/verification/dispatch.py); an
 # area whose requests are limited on their own terms adds its kinds here.
 _NOT_PROBES = frozenset({"message", "hook"})   # webhooks have their own rate limit
 JUNK_REFUSED = ("too many actions from this address failed verification; slow down (a tenth of "
@@ -680,20 +676,3 @@ def unsent_bytes(transport) -> int:
 
 _FINAL = Route("final", "")       # queue marker: write this answer, then close
 _UPGRADE = Route("upgrade", "")   # queue marker: hand the socket to the WebSocket server
-
-
-@functools.cache
-def build_commit() -> str | None:
-    """The commit this server runs, when known: SEED_AGENTS_COMMIT, else the checkout's HEAD."""
-    commit = os.environ.get("SEED_AGENTS_COMMIT")
-    if commit:
-        return commit
-    root = Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
-        return None
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None

@@ -9,20 +9,20 @@ import logging
 
 from websockets.exceptions import ConnectionClosed
 
-from protocol.errors import ProtocolError
-from protocol.framing_types import Refusal, Request, Unsubscribe
-from protocol.framing_v1 import V1Framing
-from protocol.framing_v2 import SUBPROTOCOL as V2
-from protocol.framing_v2 import V2Framing
-from protocol.v2 import peek_action_name
-from server import memtrim
-from server.dispatch import Outcome, error, execute
-from server.frames import Outgoing
-from server.outbound import Outbound
-from server.ratelimit import TokenBucket
-from server.routes import INLINE_ACTIONS
-from server.subscriptions import RunTreeSubscription, SessionSubscription, Subscription
-from server.wsconn import ws_frame
+from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.framing_types import Refusal, Request, Unsubscribe
+from seed_agents.protocol.framing_v1 import V1Framing
+from seed_agents.protocol.framing_v2 import SUBPROTOCOL as V2
+from seed_agents.protocol.framing_v2 import V2Framing
+from seed_agents.protocol.v2 import peek_action_name
+from seed_agents.server.transport import memtrim
+from seed_agents.server.verification.dispatch import Outcome, error, execute
+from seed_agents.server.live.frames import Outgoing
+from seed_agents.server.transport.outbound import Outbound
+from seed_agents.server.ratelimit import TokenBucket
+from seed_agents.server.routes import INLINE_ACTIONS
+from seed_agents.server.live.subscriptions import RunTreeSubscription, SessionSubscription, Subscription
+from seed_agents.protocol.ws_frame import ws_frame
 
 log = logging.getLogger("seed_agents.connection")
 
@@ -132,7 +132,7 @@ class Connection:
                 await self.outbound.wait_room()  # a client that does not read stops being read
                 if self.outbound.closed:
                     break
-                if len(message) > self.app.config.limits.max_frame:   # an upload chunk (server/upload_gate.py)
+                if len(message) > self.app.config.limits.max_frame:   # an upload chunk (server/verification/upload_gate.py)
                     async with self.app.upload_gate.slot(self.app.now_ms()):
                         await self._on_frame(message)
                 else:
@@ -267,7 +267,7 @@ class Connection:
         self.send(self.framing.subscribed(request, key, outcome.envelope.account_id, outcome.response))
         self.subs[key] = sub
         self.app.hub.add(key, sub)  # before the replay reads, so nothing published is missed
-        self.app.grants.track(sub)  # its role; a guest's is indexed for revocation (server/grants.py)
+        self.app.grants.track(sub)  # its role; a guest's is indexed for revocation (server/live/grants.py)
         self.app.metrics.subscriptions.inc()
         sub.task = self._spawn(self._run_subscription(sub))
 

@@ -12,7 +12,7 @@ import sys
 import time
 
 _NOISY = ("websockets", "httpx", "httpcore")
-# Fields of an access record (server/accesslog.py) that the JSON format lifts to the top level.
+# Fields of an access record (server/operations/accesslog.py) that the JSON format lifts to the top level.
 ACCESS_FIELDS = ("transport", "action", "account", "status", "ms")
 
 

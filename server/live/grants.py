@@ -12,7 +12,7 @@ stops receiving at once").
   sweeps again after its commit): from the moment of the commit on, not one event of the agent
   reaches them. Each ends with `{_: "error", key, message, status: 404}`.
 - `audience` caches each agent's accepted collaborators, for the account notices they receive.
-- Across servers (server/cluster.py): every change of access ends in `forget_audience` after its
+- Across servers (server/live/cluster.py): every change of access ends in `forget_audience` after its
   commit, which also tells the other servers; each then drops its cached audience and re-checks
   its own guest subscriptions of the agent (`changed_elsewhere`), so a revocation on one server
   ends the subscriptions on all of them as soon as its notice arrives.
@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from protocol import events
-from server.frames import Outgoing
-from server.handlers.access import OWNER, READER, agent_role, key_role
-from server.store import collaborators as collab_q
+from seed_agents.protocol import events
+from seed_agents.server.live.frames import Outgoing
+from seed_agents.server.handlers.access import OWNER, READER, agent_role, key_role
+from seed_agents.server.store import collaborators as collab_q
 
 _AUDIENCE_MAX = 100_000
 

@@ -29,14 +29,14 @@ from urllib.parse import quote_plus
 
 import httpx
 
-from protocol import dagcbor
-from protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
-from protocol.hm_ids import HmId, parse_hm_id
-from protocol.hm_markdown import (MarkdownTooComplex, blocks_to_markdown, parse_frontmatter, random_block_id,
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
+from seed_agents.protocol.hm_ids import HmId, parse_hm_id
+from seed_agents.protocol.hm_markdown import (MarkdownTooComplex, blocks_to_markdown, parse_frontmatter, random_block_id,
                                   slugify)
-from protocol.unixfs import file_blobs
-from server.providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
-from server.providers.redact import display_url
+from seed_agents.protocol.unixfs import file_blobs
+from seed_agents.server.providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
+from seed_agents.server.providers.redact import display_url
 
 __all__ = ["HmError", "HmNotFound", "HmClient", "DEFAULT_TIMEOUT", "DEFAULT_MAX_ANSWER_BYTES",
            "MAX_MARKDOWN_BYTES"]

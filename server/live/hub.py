@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from server.frames import Outgoing
+from seed_agents.server.live.frames import Outgoing
 
 
 class Subscriber(Protocol):

@@ -7,7 +7,7 @@ duplicate and is dropped, and one past a gap first pulls the missing events from
 database. The switch from replay to live happens with no await between the last database
 read and the flag flip, and a publish always follows its commit, so nothing falls between.
 
-Across servers (server/cluster.py) the same holds: another server's append is published here
+Across servers (server/live/cluster.py) the same holds: another server's append is published here
 only after this server read it from the database, so after its commit; and appends of two
 servers may arrive out of order (seq 6 before 5), which the gap fill and the seq filter absorb
 (5 committed before 6 was assigned: the per-session counter row). A lost notice stream
@@ -18,16 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from protocol import events
-from protocol.actions import MAX_DEFINITION_BYTES
-from server.frames import Outgoing
-from server.wsconn import ws_frame
-from server.store import agents as agents_q
-from server.store import codec
-from server.store import events as events_q
-from server.store import journal as journal_q
-from server.store import runs as runs_q
-from server.store import sessions as sessions_q
+from seed_agents.protocol import events
+from seed_agents.protocol.actions import MAX_DEFINITION_BYTES
+from seed_agents.server.live.frames import Outgoing
+from seed_agents.protocol.ws_frame import ws_frame
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import codec
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import journal as journal_q
+from seed_agents.server.store import runs as runs_q
+from seed_agents.server.store import sessions as sessions_q
 
 log = logging.getLogger("seed_agents.subscriptions")
 
@@ -49,7 +49,7 @@ class Subscription:
     appends carry their own session's seq), and none of them is replayed on such a key. Their
     appends are sent untracked, so they never move a `sessions/` stream's "last seq sent"."""
 
-    # The subscriber's role on what the key names (server/grants.py sets it, and changes it
+    # The subscriber's role on what the key names (server/live/grants.py sets it, and changes it
     # when a grant changes); `agent_id` is set for a subscriber that is not the owner.
     role = "owner"
     agent_id: str | None = None

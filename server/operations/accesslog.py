@@ -1,6 +1,6 @@
 """One access line per action, for operators: transport, action, account, status, milliseconds.
 
-Called once per action from the end of `server.dispatch.execute`. The line carries the action's
+Called once per action from the end of `seed_agents.server.verification.dispatch.execute`. The line carries the action's
 name and never its fields, so no secret, key or message text can reach it. INFO level: a server
 run with `--log-level WARNING` (the benchmarks) pays one level check per action.
 """

@@ -2,7 +2,7 @@
 for it is built at most once, on first use, and shared by every socket of that framing."""
 from __future__ import annotations
 
-from server.wsconn import ws_frame
+from seed_agents.protocol.ws_frame import ws_frame
 
 
 class Outgoing:

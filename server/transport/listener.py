@@ -1,4 +1,4 @@
-"""The server's one port: HTTP/1.1 first (server/httpconn.py), and a WebSocket upgrade on
+"""The server's one port: HTTP/1.1 first (server/transport/httpconn.py), and a WebSocket upgrade on
 `/agents/ws` handed to a normal websockets server connection.
 
 websockets stays the WebSocket implementation: the upgraded socket gets websockets' sans-I/O
@@ -17,13 +17,14 @@ from websockets.http11 import SERVER
 from websockets.protocol import OPEN
 from websockets.server import ServerProtocol
 
-from protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
-from protocol.frame_limits import largest
-from server.connection import V2, Connection
-from server.httpconn import HttpConnection, build_commit
-from server.origins import DUPLICATE, REFUSED, policy
-from server.peers import AddressTable, address_of
-from server.wsconn import BatchingServerConnection
+from seed_agents.protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
+from seed_agents.protocol.frame_limits import largest
+from seed_agents.server.transport.connection import V2, Connection
+from seed_agents.server.transport.httpconn import HttpConnection
+from seed_agents.server.operations.version import build_commit
+from seed_agents.server.transport.origins import DUPLICATE, REFUSED, policy
+from seed_agents.server.transport.peers import AddressTable, address_of
+from seed_agents.server.transport.wsconn import BatchingServerConnection
 
 log = logging.getLogger("seed_agents.transport")
 

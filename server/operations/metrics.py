@@ -18,7 +18,7 @@ class Metrics:
         self.published = Counter("seed_agents_events_published", "Events published to the hub", registry=r)
         self.slow_consumers = Counter("seed_agents_slow_consumers", "Sockets cut off for not reading", registry=r)
         self.runs = Counter("seed_agents_runs", "Runs finished", ["status"], registry=r)
-        # Several servers on PostgreSQL (server/cluster.py, server/runtime/leasing.py).
+        # Several servers on PostgreSQL (server/live/cluster.py, server/runtime/leasing.py).
         self.runs_requeued = Counter("seed_agents_runs_requeued", "Runs this server put back in the "
                                      "queue: a lease ran out (a server died or stalled), or it stopped",
                                      registry=r)
@@ -67,13 +67,13 @@ class Metrics:
         self._action_children: dict[tuple[str, int], tuple] = {}
 
     def watch_cache(self, cache) -> None:
-        """Export a server.cache.ByteBudgetCache: read when /metrics is scraped."""
+        """Export a seed_agents.server.cache.ByteBudgetCache: read when /metrics is scraped."""
         self.cache_bytes.labels(cache.name).set_function(lambda: cache.bytes)
         self.cache_entries.labels(cache.name).set_function(lambda: len(cache))
         self.cache_budget.labels(cache.name).set(cache.budget)
 
     def watch_cluster(self, cluster) -> None:
-        """The notice counters of `cluster` (server/cluster.py), read when scraped."""
+        """The notice counters of `cluster` (server/live/cluster.py), read when scraped."""
         self.cluster_notices.labels("sent").set_function(lambda: cluster.sent)
         self.cluster_notices.labels("received").set_function(lambda: cluster.received)
         self.cluster_resyncs.set_function(lambda: cluster.resyncs)
