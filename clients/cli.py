@@ -11,14 +11,14 @@ import inspect
 import sys
 import warnings
 
-from seed_agents.clients.commands import agents, chat, keys, providers, send, sessions, signers, tail
-from seed_agents.clients.commands import identities
-from seed_agents.clients.commands import memory
-from seed_agents.clients.commands import triggers
-from seed_agents.clients.commands import mcp
-from seed_agents.clients.commands.common import CliError, common_parser, explain, url_of
-from seed_agents.clients.commands import completion, runs
-from seed_agents.clients.errors import AgentsError
+from .commands import agents, chat, keys, providers, send, sessions, signers, tail
+from .commands import identities
+from .commands import memory
+from .commands import triggers
+from .commands import mcp
+from .commands.common import CliError, common_parser, explain, url_of
+from .commands import completion, runs
+from .errors import AgentsError
 
 PROG = "seed-agents"
 

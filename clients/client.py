@@ -27,9 +27,9 @@ from seed_agents.protocol.envelope import build_envelope
 from seed_agents.protocol.keys import Keypair
 from seed_agents.protocol.principals import principal_from_string, principal_to_string
 
-from seed_agents.clients import actions
-from seed_agents.clients.errors import AgentsError
-from seed_agents.clients.shapes import (AgentIdResponse, AgentResponse, InviteAgentCollaboratorResponse,
+from . import actions
+from .errors import AgentsError
+from .shapes import (AgentIdResponse, AgentResponse, InviteAgentCollaboratorResponse,
                             ListAgentCollaboratorsResponse, ListAgentInvitesResponse,
                             RemoveAgentCollaboratorResponse, CancelRunResponse, CreateAgentResponse,
                             CreateSessionResponse, DeleteSessionResponse, GetAgentResponse,
@@ -38,9 +38,9 @@ from seed_agents.clients.shapes import (AgentIdResponse, AgentResponse, InviteAg
                             MessageSessionResponse, NameResponse, RegisterSignerResponse,
                             RetrySessionResponse, SetModelProviderResponse, SetSecretResponse,
                             StopSessionResponse, UpdateAgentResponse, UpdateSessionResponse)
-from seed_agents.clients.subscription import DEFAULT_BUFFER, Subscription
-from seed_agents.clients.http_transport import HttpTransport, is_http_url
-from seed_agents.clients.transport import Transport
+from .subscription import DEFAULT_BUFFER, Subscription
+from .http_transport import HttpTransport, is_http_url
+from .transport import Transport
 
 DEFAULT_URL = "ws://127.0.0.1:3050/agents/ws"
 

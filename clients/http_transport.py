@@ -12,7 +12,7 @@ import httpx
 
 from seed_agents.protocol import dagcbor
 
-from seed_agents.clients.errors import AgentsError
+from .errors import AgentsError
 
 _MAX_DEPTH = 256   # the server is trusted to this depth (see seed_agents.clients.wire)
 HEADERS = {"Content-Type": "application/cbor", "Accept": "application/cbor"}

@@ -19,8 +19,8 @@ import time
 from websockets.asyncio.client import connect as ws_connect
 from websockets.utils import apply_mask   # the library's C helper when it is built
 
-from seed_agents.clients.wire import SUBPROTOCOL as V2
-from seed_agents.clients.wire import decode_frame
+from .wire import SUBPROTOCOL as V2
+from .wire import decode_frame
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
 from seed_agents.protocol.keys import Keypair

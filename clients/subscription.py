@@ -24,7 +24,7 @@ import asyncio
 from collections import deque
 from typing import Protocol
 
-from seed_agents.clients.wire import append_seq, flatten
+from .wire import append_seq, flatten
 
 DEFAULT_BUFFER = 1024
 

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 
-from seed_agents.clients import actions
-from seed_agents.clients.errors import AgentsError
-from seed_agents.clients.subscription import DEFAULT_BUFFER, Subscription, route
-from seed_agents.clients.wire import SUBPROTOCOL, decode_frame, is_response, request_frame, unsubscribe_frame
+from . import actions
+from .errors import AgentsError
+from .subscription import DEFAULT_BUFFER, Subscription, route
+from .wire import SUBPROTOCOL, decode_frame, is_response, request_frame, unsubscribe_frame
 
 log = logging.getLogger("seed_agents.client")
 

@@ -7,25 +7,25 @@ import time
 
 from seed_agents.protocol import events
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.server.cache import ByteBudgetCache, text_bytes
-from seed_agents.server.clock import now_ms
-from seed_agents.server.config import Config
-from seed_agents.server.live.frames import Outgoing
-from seed_agents.server.live.hub import Hub
-from seed_agents.server.operations.metrics import Metrics
-from seed_agents.server.ratelimit import RateLimiter
-from seed_agents.server.verification.replay_guard import ReplayGuard
-from seed_agents.server.runtime.runner import Runtime
-from seed_agents.server.store import accounts as accounts_q
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.store import signatures as sig_q
-from seed_agents.server.store import uploads as uploads_q
-from seed_agents.server.storage import database_for
-from seed_agents.server.storage.filemodes import make_private_dir, warn_if_wide
-from seed_agents.server.store import codec, key_check
-from seed_agents.server.store.secrets import SecretBox, load_secrets_key
-from seed_agents.server.verification.upload_gate import UploadGate
+from .cache import ByteBudgetCache, text_bytes
+from .clock import now_ms
+from .config import Config
+from .live.frames import Outgoing
+from .live.hub import Hub
+from .operations.metrics import Metrics
+from .ratelimit import RateLimiter
+from .verification.replay_guard import ReplayGuard
+from .runtime.runner import Runtime
+from .store import accounts as accounts_q
+from .store import agents as agents_q
+from .store import sessions as sessions_q
+from .store import signatures as sig_q
+from .store import uploads as uploads_q
+from .storage import database_for
+from .storage.filemodes import make_private_dir, warn_if_wide
+from .store import codec, key_check
+from .store.secrets import SecretBox, load_secrets_key
+from .verification.upload_gate import UploadGate
 
 
 def key_check_refusal(shared: bool, where: str) -> str:
@@ -44,7 +44,7 @@ class App:
         self.config = config
         self.db = database_for(config)   # SQLite file or PostgreSQL: the same store functions
         self.hub = Hub()
-        from seed_agents.server.live.grants import Grants  # (it reads through the handlers' access function)
+        from .live.grants import Grants  # (it reads through the handlers' access function)
 
         self.grants = Grants(self)
         self.metrics = Metrics()
@@ -96,7 +96,7 @@ class App:
             # Every claim is in the database before its answer (claim_everywhere), so nothing a
             # dead server answered can be unknown here: no start-time rule, nothing to preload.
             self.guard.load([], started_ms=None)
-            from seed_agents.server.live.cluster import Cluster   # psycopg only where PostgreSQL is used
+            from .live.cluster import Cluster   # psycopg only where PostgreSQL is used
 
             cluster = Cluster.for_app(self)
             await cluster.start()   # listening before anything is published or subscribed
@@ -107,7 +107,7 @@ class App:
         self.runtime = Runtime(self.db, self.config, self.metrics, self, self.secrets, self.now_ms,
                                self.cache["history"])
         await self.runtime.start()
-        from seed_agents.server.triggers.service import Triggers   # (its modules read the store and the runtime)
+        from .triggers.service import Triggers   # (its modules read the store and the runtime)
 
         self.triggers = Triggers(self)
         await self.triggers.start()

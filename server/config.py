@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from seed_agents.server.storage.url import StorageURL, StorageURLError, parse_storage_url, redact
+from .storage.url import StorageURL, StorageURLError, parse_storage_url, redact
 
-from seed_agents.server.providers.network import check_networks_value
+from .providers.network import check_networks_value
 
 
 @dataclass

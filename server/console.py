@@ -8,7 +8,7 @@ import sys
 
 def version_line() -> str:
     from seed_agents.schema import CURRENT_VERSION
-    from seed_agents.server.operations.version import VERSION
+    from .operations.version import VERSION
 
     return f"seed-agents {VERSION} (schema version {CURRENT_VERSION})"
 
@@ -16,7 +16,7 @@ def version_line() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:
-        from seed_agents.server.main import main as serve_main  # the server's code only when serving
+        from .main import main as serve_main  # the server's code only when serving
 
         return serve_main(argv[1:])
     if argv[:1] in (["--version"], ["-V"]):

@@ -8,16 +8,16 @@ import os
 import signal
 import sys
 
-from seed_agents.server.operations import logs
-from seed_agents.server.app import App
-from seed_agents.server.config import Config, ConfigError, add_arguments, load_config, metrics_address
-from seed_agents.server.storage.errors import SchemaGateError, StorageError
-from seed_agents.server.storage.port import ProcessLock
-from seed_agents.server.store.key_check import SecretsKeyMismatch
-from seed_agents.server.store.secrets import SecretsKeyError
-from seed_agents.server.storage.filemodes import make_private_dir
-from seed_agents.server.providers.network import is_loopback_host
-from seed_agents.server.transport.listener import WS_PATH, start_transport
+from .operations import logs
+from .app import App
+from .config import Config, ConfigError, add_arguments, load_config, metrics_address
+from .storage.errors import SchemaGateError, StorageError
+from .storage.port import ProcessLock
+from .store.key_check import SecretsKeyMismatch
+from .store.secrets import SecretsKeyError
+from .storage.filemodes import make_private_dir
+from .providers.network import is_loopback_host
+from .transport.listener import WS_PATH, start_transport
 
 log = logging.getLogger("seed_agents")
 

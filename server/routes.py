@@ -10,12 +10,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from seed_agents.protocol.actions import ACTIONS
-from seed_agents.server.handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
+from .handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
                              providers, runs, secrets, sessions, sharing, signers, subscribe)
-from seed_agents.server.handlers import identities
-from seed_agents.server.handlers import attachments, memory_download, memory_files, uploads
-from seed_agents.server.handlers import mcp, run_signals, session_tools, tools
-from seed_agents.server.handlers import triggers
+from .handlers import identities
+from .handlers import attachments, memory_download, memory_files, uploads
+from .handlers import mcp, run_signals, session_tools, tools
+from .handlers import triggers
 
 Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
 

@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 
 from seed_agents.protocol.principals import principal_from_string
 
-from seed_agents.clients.client import DEFAULT_URL, AgentsClient
-from seed_agents.clients.errors import AgentsError
-from seed_agents.clients.keyfile import ENV_KEY, KeyFileError, read_key, resolve_key_path
+from ..client import DEFAULT_URL, AgentsClient
+from ..errors import AgentsError
+from ..keyfile import ENV_KEY, KeyFileError, read_key, resolve_key_path
 
 ENV_URL = "SEED_AGENTS_URL"
 ENV_ACCOUNT = "SEED_AGENTS_ACCOUNT"

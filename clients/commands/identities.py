@@ -13,7 +13,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from seed_agents.clients.commands.common import CliError, open_client, say
+from .common import CliError, open_client, say
 
 SEED_SIZE = 32
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from seed_agents.protocol.keys import Keypair
 
-from seed_agents.clients.commands.common import CliError, keypair_of, say
-from seed_agents.clients.keyfile import KeyFileError, resolve_key_path, write_key
+from .common import CliError, keypair_of, say
+from ..keyfile import KeyFileError, resolve_key_path, write_key
 
 
 def keygen(args) -> int:

@@ -10,8 +10,8 @@ import mimetypes
 import os
 import sys
 
-from seed_agents.clients import actions
-from seed_agents.clients.commands.common import CliError, open_client
+from .. import actions
+from .common import CliError, open_client
 
 SINGLE_SHOT_BYTES = 2 * 1024 * 1024   # the desktop's threshold for a chunked upload
 RANGE_BYTES = 8 * 1024 * 1024

@@ -9,8 +9,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from seed_agents.clients.errors import AgentsError
-from seed_agents.clients.subscription import Subscription
+from ..errors import AgentsError
+from ..subscription import Subscription
 
 SEND_ATTEMPTS = 3
 

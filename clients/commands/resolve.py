@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 
-from seed_agents.clients.commands.common import CliError
+from .common import CliError
 
 FULL_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 SHOWN_CANDIDATES = 8
@@ -99,7 +99,7 @@ async def run_id(client, wanted: str, runs: Callable[[], Awaitable[list[dict]]])
 async def session_arg(args, name: str = "session") -> str:
     """`args.<name>` as a full session id, asking the server only when it is not one already
     (for a command that then opens its own client with the id)."""
-    from seed_agents.clients.commands.common import open_client
+    from .common import open_client
 
     wanted = getattr(args, name)
     if FULL_ID.match(wanted):
@@ -110,7 +110,7 @@ async def session_arg(args, name: str = "session") -> str:
 
 async def provider_model(args, provider: str) -> str:
     """The model `providers set NAME --model M` stored with `provider` (echo: echo)."""
-    from seed_agents.clients.commands.common import open_client
+    from .common import open_client
 
     async with open_client(args) as client:
         listed = (await client.list_model_providers()).get("providers", [])

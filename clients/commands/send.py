@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import sys
 
-from seed_agents.clients.commands.common import open_client, say
-from seed_agents.clients.commands.memory import upload_attachment
-from seed_agents.clients.commands.reply import last_seq, send_message, stream_reply
-from seed_agents.clients.commands.resolve import session_arg
+from .common import open_client, say
+from .memory import upload_attachment
+from .reply import last_seq, send_message, stream_reply
+from .resolve import session_arg
 
 
 def write_out(text: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from seed_agents.clients.commands.common import CliError, open_client, say
+from .common import CliError, open_client, say
 
 
 async def register_signer(args) -> int:

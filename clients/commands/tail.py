@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from seed_agents.clients.commands.common import open_client, say
-from seed_agents.clients.commands.resolve import session_id
-from seed_agents.clients.render import event_line
+from .common import open_client, say
+from .resolve import session_id
+from ..render import event_line
 
 
 async def tail(args) -> int:

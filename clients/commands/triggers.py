@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from seed_agents.clients.commands.common import CliError, checked_url, open_client
+from .common import CliError, checked_url, open_client
 
 _DAYS = {"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}
 

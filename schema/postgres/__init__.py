@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from seed_agents.schema import numbered_migrations
+from .. import numbered_migrations
 
 CURRENT_VERSION = 9
 # Written into schema_version.app, so the gate can tell our schema from someone else's table.

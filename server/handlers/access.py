@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions import MAX_ID
 from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import collaborators as collab_q
-from seed_agents.server.store import owners as owners_q
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
+from ..store import agents as agents_q
+from ..store import collaborators as collab_q
+from ..store import owners as owners_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
 
 OWNER, WRITER, READER = "owner", "writer", "reader"
 _RANK = {READER: 1, WRITER: 2, OWNER: 3}

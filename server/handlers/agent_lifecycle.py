@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import asyncio
 
-from seed_agents.server.handlers.access import OWNER, WRITER, agent_for
-from seed_agents.server.handlers.agent_definition import check_definition
-from seed_agents.server.handlers.agents import check_provider_name
-from seed_agents.server.handlers.pages import AGENT_SESSIONS
-from seed_agents.server.handlers.sessions import forget_system_prompt
-from seed_agents.server.runtime.state_dirs import remove_state_dir
-from seed_agents.server.store import agent_lifecycle as lifecycle_q
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import collaborators as collab_q
-from seed_agents.server.store import sessions as sessions_q
+from .access import OWNER, WRITER, agent_for
+from .agent_definition import check_definition
+from .agents import check_provider_name
+from .pages import AGENT_SESSIONS
+from .sessions import forget_system_prompt
+from ..runtime.state_dirs import remove_state_dir
+from ..store import agent_lifecycle as lifecycle_q
+from ..store import agents as agents_q
+from ..store import collaborators as collab_q
+from ..store import sessions as sessions_q
 
 
 async def update_agent(app, env, action) -> dict:

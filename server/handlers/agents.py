@@ -6,17 +6,17 @@ import os
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
-from seed_agents.server.clock import new_id
-from seed_agents.server.handlers.agent_definition import check_definition
-from seed_agents.server.handlers.access import READER, agent_for
-from seed_agents.server.handlers.idempotency import once
-from seed_agents.server.handlers.pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
-from seed_agents.server.runtime.state_dirs import make_state_dir
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import collaborators as collab_q
-from seed_agents.server.store import providers as providers_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.store import trigger_firings as firings_q
+from ..clock import new_id
+from .agent_definition import check_definition
+from .access import READER, agent_for
+from .idempotency import once
+from .pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
+from ..runtime.state_dirs import make_state_dir
+from ..store import agents as agents_q
+from ..store import collaborators as collab_q
+from ..store import providers as providers_q
+from ..store import sessions as sessions_q
+from ..store import trigger_firings as firings_q
 
 BUILTIN_PROVIDERS = BUILTIN_TYPES   # every account has them (protocol/providers.py)
 

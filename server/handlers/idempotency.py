@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Callable
 
 from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.server.store import codec
-from seed_agents.server.store import idempotency as idem_q
+from ..store import codec
+from ..store import idempotency as idem_q
 
 
 def once(conn, account_id: str, action: str, client_id: str | None, fingerprint: bytes, now: int,

@@ -14,14 +14,14 @@ The servers are the caller's own: an agent uses those of its owner that its defi
 from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.server.clock import new_id
-from seed_agents.server.mcp.remote import McpError, Remote
-from seed_agents.server.providers.network import NetworkPolicy
-from seed_agents.server.store import agent_lifecycle as lifecycle_q
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import mcp_servers as mcp_q
-from seed_agents.server.store import secrets_table as secrets_q
-from seed_agents.server.store import tool_documents as tools_q
+from ..clock import new_id
+from ..mcp.remote import McpError, Remote
+from ..providers.network import NetworkPolicy
+from ..store import agent_lifecycle as lifecycle_q
+from ..store import agents as agents_q
+from ..store import mcp_servers as mcp_q
+from ..store import secrets_table as secrets_q
+from ..store import tool_documents as tools_q
 
 TRANSPORT = "streamable-http"
 

@@ -8,10 +8,10 @@ server/handlers/uploads.py.
 from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.server.handlers.access import READER, WRITER, agent_access
-from seed_agents.server.store import blobs
-from seed_agents.server.store import memory as memory_q
-from seed_agents.server.store import owners as owners_q
+from .access import READER, WRITER, agent_access
+from ..store import blobs
+from ..store import memory as memory_q
+from ..store import owners as owners_q
 
 
 def limits(app) -> memory_q.MemoryLimits:
@@ -114,7 +114,7 @@ async def upload_agent_memory_file_to_ipfs(app, env, action) -> dict:
     if not hm_url:
         raise ProtocolError(501, "UploadAgentMemoryFileToIpfs needs a Seed hypermedia server to publish through, "
                                  "and this server has none (--hm-server-url); the file stays in memory")
-    from seed_agents.server.hypermedia.client import HmClient, HmError
+    from ..hypermedia.client import HmClient, HmError
 
     client = HmClient(hm_url, app.runtime.http, timeout=getattr(app.config, "hm_server_timeout", 15.0))
     try:

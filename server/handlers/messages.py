@@ -5,14 +5,14 @@ import asyncio
 
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.server.clock import new_id
-from seed_agents.server.handlers.access import WRITER, session_for
-from seed_agents.server.handlers.idempotency import once
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import attachments as att_q
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
+from ..clock import new_id
+from .access import WRITER, session_for
+from .idempotency import once
+from ..store import agents as agents_q
+from ..store import attachments as att_q
+from ..store import events as events_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
 
 
 def user_payload(env, action, attachments: list[dict] = ()) -> dict:

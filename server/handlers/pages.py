@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions import MAX_AGENTS_PAGE
 from seed_agents.protocol.dagcbor import encode
-from seed_agents.server.store import agents as agents_q
+from ..store import agents as agents_q
 
 MAX_ANSWER_BYTES = 4 << 20
 AGENTS_PAGE = MAX_AGENTS_PAGE   # ListAgents' default and cap (ListAgents.limit)

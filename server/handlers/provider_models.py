@@ -7,8 +7,8 @@ never a stack trace); a provider that cannot be built from its stored config is 
 from __future__ import annotations
 
 from seed_agents.protocol.errors import quote, ProtocolError
-from seed_agents.server.handlers import access
-from seed_agents.server.providers.base import ProviderError, ProviderNotFound
+from . import access
+from ..providers.base import ProviderError, ProviderNotFound
 
 
 async def list_provider_models(app, env, action) -> dict:

@@ -3,8 +3,8 @@ turn with an error event that says the provider is not configured (runtime)."""
 from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.server.handlers.agents import BUILTIN_PROVIDERS
-from seed_agents.server.store import provider_removal as removal_q
+from .agents import BUILTIN_PROVIDERS
+from ..store import provider_removal as removal_q
 
 
 async def delete_model_provider(app, env, action) -> dict:

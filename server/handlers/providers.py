@@ -8,9 +8,9 @@ import uuid
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.providers import BUILTIN_PROVIDER
-from seed_agents.server.clock import new_id
-from seed_agents.server.handlers.access import READER, agent_for
-from seed_agents.server.store import providers as providers_q
+from ..clock import new_id
+from .access import READER, agent_for
+from ..store import providers as providers_q
 
 BUILTIN_ECHO = BUILTIN_PROVIDER   # protocol/providers.py
 # Providers per account: ListModelProviders answers them all, so their number is bounded

@@ -2,8 +2,8 @@
 RedactedSecret = {id, name, metadata?, hasValue: true, createdAt, updatedAt}: never the value."""
 from __future__ import annotations
 
-from seed_agents.server.clock import new_id
-from seed_agents.server.store import secrets_table as secrets_q
+from ..clock import new_id
+from ..store import secrets_table as secrets_q
 
 
 async def set_secret(app, env, action) -> dict:

@@ -17,12 +17,12 @@ import time
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.actions_tools import WRITE_VERBS
-from seed_agents.server.clock import new_id
-from seed_agents.server.handlers.access import READER, WRITER, session_for
-from seed_agents.server.providers.base import ToolCall
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import runs as runs_q
+from ..clock import new_id
+from .access import READER, WRITER, session_for
+from ..providers.base import ToolCall
+from ..store import agents as agents_q
+from ..store import events as events_q
+from ..store import runs as runs_q
 
 
 async def run_verb(app, agent: dict, session_id: str, call_id: str, verb: str, value) -> tuple[object, str | None]:  # noqa: ANN001

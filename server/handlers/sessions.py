@@ -3,20 +3,20 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.blocks import system_prompt_markdown
-from seed_agents.server.clock import new_id
-from seed_agents.server.cache import text_bytes
-from seed_agents.server.handlers.access import READER, WRITER, agent_access, agent_for, agent_role, session_for
-from seed_agents.server.handlers.agent_definition import check_level
-from seed_agents.server.handlers.idempotency import once
-from seed_agents.server.handlers.pages import MAX_ANSWER_BYTES, sessions_with_agents
-from seed_agents.server.store import agent_lifecycle as lifecycle_q
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import collaborators as collab_q
-from seed_agents.server.store import delegation as delegation_q
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.store import trigger_firings as firings_q
+from ..clock import new_id
+from ..cache import text_bytes
+from .access import READER, WRITER, agent_access, agent_for, agent_role, session_for
+from .agent_definition import check_level
+from .idempotency import once
+from .pages import MAX_ANSWER_BYTES, sessions_with_agents
+from ..store import agent_lifecycle as lifecycle_q
+from ..store import agents as agents_q
+from ..store import collaborators as collab_q
+from ..store import delegation as delegation_q
+from ..store import events as events_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
+from ..store import trigger_firings as firings_q
 from seed_agents.protocol.wire_values import RawEvents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.capability import parse_capability
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.server.store import accounts as accounts_q
+from ..store import accounts as accounts_q
 
 
 async def register_signer(app, env, action) -> dict:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.tool_documents import tool_info
-from seed_agents.server.handlers.access import READER, WRITER, agent_for
-from seed_agents.server.tools.agent_tools import granted
-from seed_agents.server.store import tool_documents as tools_q
+from .access import READER, WRITER, agent_for
+from ..tools.agent_tools import granted
+from ..store import tool_documents as tools_q
 
 def infos(agent: dict, rows: list[dict]) -> list[dict]:
     definition = agent["definition"]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.server.handlers.access import OWNER, READER, WRITER, agent_access, agent_role, require
-from seed_agents.server.handlers.idempotency import once
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.store import trigger_firings as firings_q
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.triggers import manage, webhook
+from .access import OWNER, READER, WRITER, agent_access, agent_role, require
+from .idempotency import once
+from ..store import agents as agents_q
+from ..store import sessions as sessions_q
+from ..store import trigger_firings as firings_q
+from ..store import triggers as triggers_q
+from ..triggers import manage, webhook
 
 LIST_LIMIT = 1_000       # triggers in one ListAgentTriggers answer (the per-agent bound is lower)
 SESSIONS_SHOWN = 50      # sessions a GetAgentTrigger answer lists, newest first

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import MAX_UPLOAD_CHUNK_BYTES, infer_mime_type
-from seed_agents.server.clock import new_id
-from seed_agents.server.handlers.access import WRITER, agent_access
-from seed_agents.server.handlers.attachments import session_owner
-from seed_agents.server.handlers.memory_files import limits, memory_changed, owner_of
-from seed_agents.server.store import attachments as att_q
-from seed_agents.server.store import blobs
-from seed_agents.server.store import memory as memory_q
-from seed_agents.server.store import uploads as uploads_q
+from ..clock import new_id
+from .access import WRITER, agent_access
+from .attachments import session_owner
+from .memory_files import limits, memory_changed, owner_of
+from ..store import attachments as att_q
+from ..store import blobs
+from ..store import memory as memory_q
+from ..store import uploads as uploads_q
 
 
 def _target_owner(conn, app, account_id: str, target, size: int) -> tuple[str, dict]:

@@ -35,8 +35,8 @@ from seed_agents.protocol.hm_ids import HmId, parse_hm_id
 from seed_agents.protocol.hm_markdown import (MarkdownTooComplex, blocks_to_markdown, parse_frontmatter, random_block_id,
                                   slugify)
 from seed_agents.protocol.unixfs import file_blobs
-from seed_agents.server.providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
-from seed_agents.server.providers.redact import display_url
+from ..providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
+from ..providers.redact import display_url
 
 __all__ = ["HmError", "HmNotFound", "HmClient", "DEFAULT_TIMEOUT", "DEFAULT_MAX_ANSWER_BYTES",
            "MAX_MARKDOWN_BYTES"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from seed_agents.protocol import hm_blobs, unixfs
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.server.hypermedia.client import HmClient, HmError
+from .client import HmClient, HmError
 
 
 async def _publish(app, blobs: list, what: str) -> None:  # noqa: ANN001

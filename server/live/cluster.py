@@ -36,14 +36,14 @@ import json
 import logging
 import uuid
 
-from seed_agents.server.storage.notices import MAX_NOTICE_BYTES, Resync
-from seed_agents.server.storage.postgres.bus import PgNoticeBus, channel_for
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import codec
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import journal as journal_q
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
+from ..storage.notices import MAX_NOTICE_BYTES, Resync
+from ..storage.postgres.bus import PgNoticeBus, channel_for
+from ..store import agents as agents_q
+from ..store import codec
+from ..store import events as events_q
+from ..store import journal as journal_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
 
 log = logging.getLogger("seed_agents.cluster")
 
@@ -285,7 +285,7 @@ class Cluster:
         """Notices may have been lost (and those queued but not yet handled were dropped): what
         they would have said is read from the database. Costs a read per local guest account,
         running turn and live subscription; it happens on a reconnect, rarely."""
-        from seed_agents.server.live.subscriptions import SessionSubscription
+        from .subscriptions import SessionSubscription
 
         self.resyncs += 1
         app = self.app

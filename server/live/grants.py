@@ -23,9 +23,9 @@ import asyncio
 import contextlib
 
 from seed_agents.protocol import events
-from seed_agents.server.live.frames import Outgoing
-from seed_agents.server.handlers.access import OWNER, READER, agent_role, key_role
-from seed_agents.server.store import collaborators as collab_q
+from .frames import Outgoing
+from ..handlers.access import OWNER, READER, agent_role, key_role
+from ..store import collaborators as collab_q
 
 _AUDIENCE_MAX = 100_000
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from seed_agents.server.live.frames import Outgoing
+from .frames import Outgoing
 
 
 class Subscriber(Protocol):

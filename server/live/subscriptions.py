@@ -20,14 +20,14 @@ import logging
 
 from seed_agents.protocol import events
 from seed_agents.protocol.actions import MAX_DEFINITION_BYTES
-from seed_agents.server.live.frames import Outgoing
+from .frames import Outgoing
 from seed_agents.protocol.ws_frame import ws_frame
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import codec
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import journal as journal_q
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
+from ..store import agents as agents_q
+from ..store import codec
+from ..store import events as events_q
+from ..store import journal as journal_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
 
 log = logging.getLogger("seed_agents.subscriptions")
 

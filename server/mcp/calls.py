@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from seed_agents.protocol.errors import quote
 from seed_agents.protocol.tool_documents import schema_errors
-from seed_agents.server.mcp.remote import McpError, Remote
-from seed_agents.server.providers.network import NetworkPolicy
-from seed_agents.server.store import mcp_servers as mcp_q
-from seed_agents.server.store import secrets_table as secrets_q
-from seed_agents.server.store import tool_documents as tools_q
+from .remote import McpError, Remote
+from ..providers.network import NetworkPolicy
+from ..store import mcp_servers as mcp_q
+from ..store import secrets_table as secrets_q
+from ..store import tool_documents as tools_q
 
 
 def _remote(conn, box, config, server: dict) -> Remote:  # noqa: ANN001

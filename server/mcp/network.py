@@ -12,7 +12,7 @@ import asyncio
 import httpcore2
 import httpx2
 
-from seed_agents.server.providers.network import NetworkPolicy, _resolve, address_class
+from ..providers.network import NetworkPolicy, _resolve, address_class
 
 MAX_RESPONSE_BYTES = 16 << 20
 

@@ -9,9 +9,9 @@ delimited block the model is told is the file's content.
 from __future__ import annotations
 
 from seed_agents.protocol.file_rules import utf8_or_none
-from seed_agents.server.providers.base import Image
-from seed_agents.server.store import attachments as att_q
-from seed_agents.server.store import blobs
+from ..providers.base import Image
+from ..store import attachments as att_q
+from ..store import blobs
 
 MAX_INLINE_IMAGE_BYTES = 4_500_000     # Anthropic's cap is about 5 MB (the reference's bound)
 MAX_IMAGES = 8                         # per message

@@ -11,8 +11,8 @@ import collections
 import json
 from dataclasses import dataclass
 
-from seed_agents.server.cache import text_bytes
-from seed_agents.server.providers.base import ChatMessage, ToolCall
+from ..cache import text_bytes
+from ..providers.base import ChatMessage, ToolCall
 
 HISTORY_OVERHEAD = 600   # bytes a SessionHistory costs empty (object, deque), about
 ENTRY_OVERHEAD = 200     # bytes an Entry costs besides its text, about

@@ -17,10 +17,10 @@ import socket
 import time
 from collections.abc import Callable
 
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.storage.workers import DatabaseClosed
-from seed_agents.server.store import leases as leases_q
-from seed_agents.server.store.errors import NotFound
+from ..store import agents as agents_q
+from ..storage.workers import DatabaseClosed
+from ..store import leases as leases_q
+from ..store.errors import NotFound
 
 log = logging.getLogger("seed_agents.runtime")
 

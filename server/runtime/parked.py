@@ -18,17 +18,17 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from seed_agents.server.clock import new_id
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import delegation as delegation_q
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import journal as journal_q
-from seed_agents.server.store import leases as leases_q
-from seed_agents.server.store import parking
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.store.delegation import Settled
-from seed_agents.server.store.errors import NotFound
+from ..clock import new_id
+from ..store import agents as agents_q
+from ..store import delegation as delegation_q
+from ..store import events as events_q
+from ..store import journal as journal_q
+from ..store import leases as leases_q
+from ..store import parking
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
+from ..store.delegation import Settled
+from ..store.errors import NotFound
 
 log = logging.getLogger("seed_agents.runtime")
 

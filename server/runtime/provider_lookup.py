@@ -9,12 +9,12 @@ import httpx
 
 from seed_agents.protocol.errors import quote
 from seed_agents.protocol.providers import BUILTIN_TYPES
-from seed_agents.server.providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec
-from seed_agents.server.providers.registry import ProviderSettings, make_provider
-from seed_agents.server.store import providers as providers_q
-from seed_agents.server.store import secrets_table as secrets_q
-from seed_agents.server.storage.port import Storage
-from seed_agents.server.store.secrets import SecretBox, SecretOpenError
+from ..providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec
+from ..providers.registry import ProviderSettings, make_provider
+from ..store import providers as providers_q
+from ..store import secrets_table as secrets_q
+from ..storage.port import Storage
+from ..store.secrets import SecretBox, SecretOpenError
 
 
 class ProviderLookup:

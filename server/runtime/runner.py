@@ -33,40 +33,40 @@ import httpx
 from seed_agents.protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
 from seed_agents.protocol.blocks import system_prompt_markdown
 from seed_agents.protocol.errors import quote
-from seed_agents.server.clock import new_id
-from seed_agents.server.cache import ByteBudgetCache
-from seed_agents.server.config import Config
-from seed_agents.server.operations.metrics import Metrics
+from ..clock import new_id
+from ..cache import ByteBudgetCache
+from ..config import Config
+from ..operations.metrics import Metrics
 from seed_agents.protocol import plans
-from seed_agents.server.providers.base import ProviderError, ProviderNotFound, Usage
-from seed_agents.server.providers.network import NetworkPolicy, provider_client
-from seed_agents.server.providers.registry import ProviderSettings
-from seed_agents.server.providers.capabilities import accepts_images
-from seed_agents.server.runtime.attachment_view import AttachmentView
-from seed_agents.server.runtime.history import SessionHistory
-from seed_agents.server.runtime.leasing import RunLeases
-from seed_agents.server.runtime.parked import ParkedRuns, ParkRequest
-from seed_agents.server.runtime.provider_lookup import ProviderLookup
-from seed_agents.server.runtime.publisher import Publisher
-from seed_agents.server.runtime.state_dirs import reconcile_state_dirs
-from seed_agents.server.runtime.tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
-from seed_agents.server.tools.context import Park, ToolContext
-from seed_agents.server.tools import agent_tools
-from seed_agents.server.tools.delegation_tools import Delegating, event_wait
-from seed_agents.server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
-from seed_agents.server.tools.web import WebAccess
-from seed_agents.server.hypermedia.client import HmClient
-from seed_agents.server.store import agent_lifecycle as lifecycle_q
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import delegation as delegation_q
-from seed_agents.server.store.journal import JournalFull
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import leases as leases_q
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.storage.port import Storage
-from seed_agents.server.store.errors import NotFound
-from seed_agents.server.store.secrets import SecretBox
+from ..providers.base import ProviderError, ProviderNotFound, Usage
+from ..providers.network import NetworkPolicy, provider_client
+from ..providers.registry import ProviderSettings
+from ..providers.capabilities import accepts_images
+from .attachment_view import AttachmentView
+from .history import SessionHistory
+from .leasing import RunLeases
+from .parked import ParkedRuns, ParkRequest
+from .provider_lookup import ProviderLookup
+from .publisher import Publisher
+from .state_dirs import reconcile_state_dirs
+from .tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
+from ..tools.context import Park, ToolContext
+from ..tools import agent_tools
+from ..tools.delegation_tools import Delegating, event_wait
+from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
+from ..tools.web import WebAccess
+from ..hypermedia.client import HmClient
+from ..store import agent_lifecycle as lifecycle_q
+from ..store import agents as agents_q
+from ..store import delegation as delegation_q
+from ..store.journal import JournalFull
+from ..store import events as events_q
+from ..store import leases as leases_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
+from ..storage.port import Storage
+from ..store.errors import NotFound
+from ..store.secrets import SecretBox
 
 log = logging.getLogger("seed_agents.runtime")
 

@@ -45,16 +45,16 @@ from dataclasses import dataclass, field
 
 from seed_agents.protocol import plans
 from seed_agents.protocol.tool_registry import VERBS as _VERBS
-from seed_agents.server.clock import new_id
-from seed_agents.server.providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
-from seed_agents.server.runtime.history import SessionHistory, result_text
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import journal as journal_q
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.store.errors import NotFound
-from seed_agents.server.tools.context import Park, ToolResult
-from seed_agents.server.tools.surface import SIDE_EFFECTS, ToolSurface, parse_arguments
+from ..clock import new_id
+from ..providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
+from .history import SessionHistory, result_text
+from ..store import events as events_q
+from ..store import journal as journal_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
+from ..store.errors import NotFound
+from ..tools.context import Park, ToolResult
+from ..tools.surface import SIDE_EFFECTS, ToolSurface, parse_arguments
 
 log = logging.getLogger("seed_agents.runtime")
 

@@ -16,7 +16,7 @@ May import: schema. (The store's queries, server/store/, sit above the port.)
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.url import StorageURL, StorageURLError, parse_storage_url
+from .url import StorageURL, StorageURLError, parse_storage_url
 
 
 def database_for(config):
@@ -25,10 +25,10 @@ def database_for(config):
     schema gate). Both run the same `seed_agents.server.store` functions."""
     url = config.storage_url
     if url is not None and url.is_postgresql:
-        from seed_agents.server.storage.postgres.database import PgDatabase   # psycopg is imported only when used
+        from .postgres.database import PgDatabase   # psycopg is imported only when used
 
         return PgDatabase(url)
-    from seed_agents.server.storage.sqlite.database import Database
+    from .sqlite.database import Database
 
     return Database(config.db_path)
 

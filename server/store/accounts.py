@@ -1,7 +1,7 @@
 """Accounts and the signers registered for them (RegisterSigner, verification step 5)."""
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
+from ..storage.port import Conn
 
 
 

@@ -5,11 +5,11 @@ table that hangs off an agent.
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import codec
-from seed_agents.server.store import files_lifecycle as files_q
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.store.errors import NotFound
+from ..storage.port import Conn
+from . import codec
+from . import files_lifecycle as files_q
+from . import triggers as triggers_q
+from .errors import NotFound
 
 
 def set_definition(conn: Conn, agent_id: str, definition: dict, now: int) -> None:

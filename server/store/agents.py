@@ -8,10 +8,10 @@ rollup that `record_activity` writes with every appended session event.
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import codec
-from seed_agents.server.store.errors import NotFound
-from seed_agents.server.store.runs import ACTIVE
+from ..storage.port import Conn
+from . import codec
+from .errors import NotFound
+from .runs import ACTIVE
 
 # AgentInfo.busy repeats the WHERE of the partial index runs_active_by_agent (the live
 # statuses, store/runs.ACTIVE) verbatim: SQLite uses a partial index only then.

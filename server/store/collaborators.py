@@ -7,11 +7,11 @@ AgentInviteInfo = {agentId, agentName, ownerAccountId, role, createdAt, updatedA
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import agents as agents_q
+from ..storage.port import Conn
+from . import agents as agents_q
 from seed_agents.protocol.dagcbor import peek_text
-from seed_agents.server.store import codec
-from seed_agents.server.store import sessions as sessions_q
+from . import codec
+from . import sessions as sessions_q
 
 
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from seed_agents.server.store import codec
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import journal as journal_q
-from seed_agents.server.store import parking
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.store.errors import NotFound
+from . import codec
+from . import events as events_q
+from . import journal as journal_q
+from . import parking
+from . import runs as runs_q
+from . import sessions as sessions_q
+from .errors import NotFound
 
 MAX_DEPTH = 3              # a child's depth is at most this (the reference's limit)
 MAX_CHILDREN_PER_SESSION = 10

@@ -5,10 +5,10 @@ without decoding or re-encoding anything.
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import codec
-from seed_agents.server.store.errors import NotFound
+from ..storage.port import Conn
+from . import agents as agents_q
+from . import codec
+from .errors import NotFound
 
 
 def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,

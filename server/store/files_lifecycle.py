@@ -2,7 +2,7 @@
 and uploads in progress in their own transaction, freeing bytes nothing else references."""
 from __future__ import annotations
 
-from seed_agents.server.store import attachments, memory, uploads
+from . import attachments, memory, uploads
 
 
 def delete_agent_files(conn, agent_id: str, session_ids: list[str]) -> None:

@@ -5,7 +5,7 @@ thread runs jobs one at a time, so a second request with the same id sees the fi
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
+from ..storage.port import Conn
 
 
 

@@ -8,8 +8,8 @@ updatedAt}. Nothing here ever returns the seed except `open_seed`.
 from __future__ import annotations
 
 from seed_agents.protocol.actions_identities import signing_keys_of
-from seed_agents.server.store import codec
-from seed_agents.server.store.errors import NotFound
+from . import codec
+from .errors import NotFound
 
 _SHOWN = "id, name, identity_id, label, icon, server_url, created_at, updated_at"
 

@@ -10,7 +10,7 @@ RunJournalEntryInfo = {runId, seq, entry, createdAt} (the reference's shape).
 """
 from __future__ import annotations
 
-from seed_agents.server.store import codec
+from . import codec
 
 MAX_ENTRIES = 5_000
 MAX_BYTES = 8 * 1024 * 1024

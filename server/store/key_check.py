@@ -10,8 +10,8 @@ secrets instead.
 """
 from __future__ import annotations
 
-from seed_agents.server.store.secrets import SecretBox, SecretOpenError, SecretsKeyError
-from seed_agents.server.store.secrets_table import secret_aad
+from .secrets import SecretBox, SecretOpenError, SecretsKeyError
+from .secrets_table import secret_aad
 
 
 class SecretsKeyMismatch(SecretsKeyError):

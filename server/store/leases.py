@@ -25,7 +25,7 @@ every other write does.
 """
 from __future__ import annotations
 
-from seed_agents.server.store import runs as runs_q
+from . import runs as runs_q
 
 # Now, in milliseconds, on the database's clock (at the statement's execution).
 _DB_NOW = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"

@@ -7,8 +7,8 @@ inputSchema}); a failed refresh changes `status` only, so the tools stay usable.
 """
 from __future__ import annotations
 
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import codec
+from . import agents as agents_q
+from . import codec
 
 _COLUMNS = "id, account_id, name, config, tools, status, created_at, updated_at"
 

@@ -5,7 +5,7 @@ foreign id never decodes a definition nor touches a large column.
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
+from ..storage.port import Conn
 
 
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import uuid
 
-from seed_agents.server.store import codec
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import journal as journal_q
-from seed_agents.server.store import runs as runs_q
+from . import codec
+from . import events as events_q
+from . import journal as journal_q
+from . import runs as runs_q
 
 
 def lock_run(conn, run_id: str) -> dict | None:

@@ -2,8 +2,8 @@
 provider of the account names it."""
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import codec
+from ..storage.port import Conn
+from . import codec
 
 
 def delete_provider(conn: Conn, account_id: str, name: str) -> tuple[bool, str | None]:

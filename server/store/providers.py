@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import codec
+from ..storage.port import Conn
+from . import codec
 
 _COLUMNS = "id, name, config, created_at, updated_at"
 

@@ -13,9 +13,9 @@ insertion order, so the queue stays FIFO.
 from __future__ import annotations
 
 from seed_agents.protocol.actions import RUN_STATUSES as STATUSES   # the contract's list, kept once
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import codec
-from seed_agents.server.store.errors import NotFound
+from ..storage.port import Conn
+from . import codec
+from .errors import NotFound
 
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 LIVE = frozenset(STATUSES) - TERMINAL

@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import codec
+from ..storage.port import Conn
+from . import codec
 
 
 def set_secret(conn: Conn, account_id: str, name: str, ciphertext: bytes,

@@ -7,10 +7,10 @@ and rows sharing one updated_at millisecond are neither lost nor repeated across
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import codec
-from seed_agents.server.store import files_lifecycle as files_q
-from seed_agents.server.store.errors import InvalidCursor, NotFound
+from ..storage.port import Conn
+from . import codec
+from . import files_lifecycle as files_q
+from .errors import InvalidCursor, NotFound
 
 _COLUMNS = ("id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id,"
             " run_id, model_override, description, message_at, message_from,"

@@ -4,7 +4,7 @@ A row is live while `expires_at >= now` (the same rule as seed_agents.server.ver
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
+from ..storage.port import Conn
 
 
 

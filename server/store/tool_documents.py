@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.tool_documents import BUILTINS, MCP_SEPARATOR, builtin_document, encode_document, mcp_document
-from seed_agents.server.store import codec
-from seed_agents.server.store import mcp_servers as mcp_q
+from . import codec
+from . import mcp_servers as mcp_q
 
 _ROW = "name, kind, cid, doc, enabled, created_at, updated_at"
 

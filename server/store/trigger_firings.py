@@ -7,8 +7,8 @@ before a restart or by another server on the same database.
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import codec
+from ..storage.port import Conn
+from . import codec
 
 COLUMNS = ("id, trigger_id, activity_key, status, created_at, session_id, run_id, run_status,"
            " scheduled_at, activity_cbor, error, body_digest, chain_depth")

@@ -7,8 +7,8 @@ store also keeps what the scheduler and the backoff need (`next_due_at`, `failur
 """
 from __future__ import annotations
 
-from seed_agents.server.storage.port import Conn
-from seed_agents.server.store import codec
+from ..storage.port import Conn
+from . import codec
 
 COLUMNS = ("id, account_id, agent_id, name, enabled, source_cbor, prompt_cbor, continuation_cbor,"
            " created_at, updated_at, last_checked_at, last_fired_at, last_error, next_due_at,"

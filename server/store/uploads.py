@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import MAX_ACTIVE_UPLOADS_PER_ACCOUNT, UPLOAD_TTL_MS
-from seed_agents.server.store import blobs
+from . import blobs
 
 _COLUMNS = ("id, account_id, owner_account, blob_id, kind, agent_id, session_id, path, name, mime_type, size,"
             " received, updated_at")

@@ -9,10 +9,10 @@ stored but never runs here: calling one answers that this server has no code san
 from __future__ import annotations
 
 from seed_agents.protocol.tool_documents import BUILTINS, summary_from_description
-from seed_agents.server.mcp.calls import call_mcp_tool
-from seed_agents.server.operations.health import CODE_EXEC_REASON
-from seed_agents.server.store import tool_documents as tools_q
-from seed_agents.server.tools.context import ToolFailure, ToolResult
+from ..mcp.calls import call_mcp_tool
+from ..operations.health import CODE_EXEC_REASON
+from ..store import tool_documents as tools_q
+from .context import ToolFailure, ToolResult
 
 
 def granted(definition: dict, doc: dict) -> bool:

@@ -27,9 +27,9 @@ import json
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.tool_documents import check_schema, schema_errors
-from seed_agents.server.runtime.parked import Delegation
-from seed_agents.server.store import delegation as delegation_q
-from seed_agents.server.tools.context import Park, ToolFailure, ToolResult
+from ..runtime.parked import Delegation
+from ..store import delegation as delegation_q
+from .context import Park, ToolFailure, ToolResult
 
 MAX_RESULT_ATTEMPTS = 3
 MAX_BRIEF_CHARS = 100_000

@@ -15,10 +15,10 @@ import json
 import httpx
 
 from seed_agents.protocol.actions_identities import signing_keys_of
-from seed_agents.server.hypermedia.client import HmError, HmNotFound
-from seed_agents.server.triggers import activity
-from seed_agents.server.store import identities as identities_q
-from seed_agents.server.tools.context import ToolContext, ToolFailure, ToolResult
+from ..hypermedia.client import HmError, HmNotFound
+from ..triggers import activity
+from ..store import identities as identities_q
+from .context import ToolContext, ToolFailure, ToolResult
 
 _WRITE_OPTIONS = {"name", "signer", "action"}
 FEED_PAGE_DEFAULT, FEED_PAGE_MAX = 20, 50

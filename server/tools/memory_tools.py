@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from seed_agents.protocol import file_rules
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.server.store import attachments as attachments_q
-from seed_agents.server.store import blobs
-from seed_agents.server.store import memory as memory_q
-from seed_agents.server.tools.context import ToolContext, ToolFailure, ToolResult
+from ..store import attachments as attachments_q
+from ..store import blobs
+from ..store import memory as memory_q
+from .context import ToolContext, ToolFailure, ToolResult
 
 # A file the model reads is cut to this many bytes (the loop cuts its output again, in characters).
 READ_BYTES = 256 * 1024

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from seed_agents.protocol import plans
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.tools.context import ToolContext, ToolFailure, ToolResult
+from ..store import events as events_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
+from .context import ToolContext, ToolFailure, ToolResult
 
 THREAD_LIST_DEFAULT = 20
 THREAD_LIST_MAX = 100

@@ -16,10 +16,10 @@ import json
 from collections.abc import Sequence
 
 from seed_agents.protocol import tool_registry as registry
-from seed_agents.server.providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from seed_agents.server.tools import (agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools,
+from ..providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
+from . import (agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools,
                           trigger_tools)
-from seed_agents.server.tools.context import ToolContext, ToolFailure, ToolResult
+from .context import ToolContext, ToolFailure, ToolResult
 
 # The verbs offered to the model on this server (delegate and return_result come with
 # delegation; until then they are neither offered nor listed).

@@ -10,10 +10,10 @@ import json
 from seed_agents.protocol.actions_triggers import TriggerInput, TriggerPatch, parse_continuation, parse_prompt, parse_source
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.fields import MAX_NAME, Fields
-from seed_agents.server.store import trigger_firings as firings_q
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.tools.context import ToolContext, ToolFailure, ToolResult
-from seed_agents.server.triggers import manage, webhook
+from ..store import trigger_firings as firings_q
+from ..store import triggers as triggers_q
+from .context import ToolContext, ToolFailure, ToolResult
+from ..triggers import manage, webhook
 
 FIRINGS_SHOWN = 10
 

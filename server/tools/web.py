@@ -17,8 +17,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from seed_agents.server.providers.http_stream import _connect_failure
-from seed_agents.server.tools.context import ToolFailure, ToolResult
+from ..providers.http_stream import _connect_failure
+from .context import ToolFailure, ToolResult
 
 log = logging.getLogger("seed_agents.tools")
 

@@ -15,13 +15,13 @@ from seed_agents.protocol.framing_v1 import V1Framing
 from seed_agents.protocol.framing_v2 import SUBPROTOCOL as V2
 from seed_agents.protocol.framing_v2 import V2Framing
 from seed_agents.protocol.v2 import peek_action_name
-from seed_agents.server.transport import memtrim
-from seed_agents.server.verification.dispatch import Outcome, error, execute
-from seed_agents.server.live.frames import Outgoing
-from seed_agents.server.transport.outbound import Outbound
-from seed_agents.server.ratelimit import TokenBucket
-from seed_agents.server.routes import INLINE_ACTIONS
-from seed_agents.server.live.subscriptions import RunTreeSubscription, SessionSubscription, Subscription
+from . import memtrim
+from ..verification.dispatch import Outcome, error, execute
+from ..live.frames import Outgoing
+from .outbound import Outbound
+from ..ratelimit import TokenBucket
+from ..routes import INLINE_ACTIONS
+from ..live.subscriptions import RunTreeSubscription, SessionSubscription, Subscription
 from seed_agents.protocol.ws_frame import ws_frame
 
 log = logging.getLogger("seed_agents.connection")

@@ -31,19 +31,19 @@ import httptools
 
 from seed_agents.protocol.framing_http import WS_PATH, HttpFraming, Route
 from seed_agents.protocol.framing_types import Refusal, Request
-from seed_agents.server.transport.connection import new_connection_id
-from seed_agents.server.verification.dispatch import execute
-from seed_agents.server.operations.health import health
-from seed_agents.server.transport.origins import REFUSED, policy
+from .connection import new_connection_id
+from ..verification.dispatch import execute
+from ..operations.health import health
+from .origins import REFUSED, policy
 from seed_agents.protocol.events import error_response
-from seed_agents.server.ratelimit import TokenBucket
+from ..ratelimit import TokenBucket
 
 from seed_agents.protocol.framing_http import with_origin
-from seed_agents.server.transport import memtrim
-from seed_agents.server.transport.origins import DUPLICATE
-from seed_agents.server.transport.peers import address_of
-from seed_agents.server.operations.version import VERSION, build_commit
-from seed_agents.server.triggers import webhook
+from . import memtrim
+from .origins import DUPLICATE
+from .peers import address_of
+from ..operations.version import VERSION, build_commit
+from ..triggers import webhook
 
 log = logging.getLogger("seed_agents.http")
 

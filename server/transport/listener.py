@@ -19,12 +19,12 @@ from websockets.server import ServerProtocol
 
 from seed_agents.protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
 from seed_agents.protocol.frame_limits import largest
-from seed_agents.server.transport.connection import V2, Connection
-from seed_agents.server.transport.httpconn import HttpConnection
-from seed_agents.server.operations.version import build_commit
-from seed_agents.server.transport.origins import DUPLICATE, REFUSED, policy
-from seed_agents.server.transport.peers import AddressTable, address_of
-from seed_agents.server.transport.wsconn import BatchingServerConnection
+from .connection import V2, Connection
+from .httpconn import HttpConnection
+from ..operations.version import build_commit
+from .origins import DUPLICATE, REFUSED, policy
+from .peers import AddressTable, address_of
+from .wsconn import BatchingServerConnection
 
 log = logging.getLogger("seed_agents.transport")
 

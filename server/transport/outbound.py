@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from websockets.exceptions import ConnectionClosed
 
-from seed_agents.server.transport.wsconn import WRITE_HIGH
+from .wsconn import WRITE_HIGH
 
 log = logging.getLogger("seed_agents.outbound")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from seed_agents.server.ratelimit import Clock, TokenBucket
+from ..ratelimit import Clock, TokenBucket
 
 # Entries of addresses with no connection are forgotten once there are this many (their probe
 # buckets start full again; a bucket forgotten early only gives back a burst).

@@ -26,13 +26,13 @@ import httpx
 
 from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
 from seed_agents.protocol.dagcbor import encode
-from seed_agents.server.runtime.leasing import server_id
-from seed_agents.server.store import trigger_firings as firings_q
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.storage.workers import DatabaseClosed
-from seed_agents.server.triggers import activity
-from seed_agents.server.triggers.firing import Event, admit
-from seed_agents.server.triggers.webhook import plain_json
+from ..runtime.leasing import server_id
+from ..store import trigger_firings as firings_q
+from ..store import triggers as triggers_q
+from ..storage.workers import DatabaseClosed
+from . import activity
+from .firing import Event, admit
+from .webhook import plain_json
 
 log = logging.getLogger("seed_agents.triggers")
 

@@ -18,18 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from seed_agents.protocol.blocks import to_markdown
-from seed_agents.server.clock import new_id
-from seed_agents.server.runtime.parked import woken
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import parking
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import runs as runs_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.store import trigger_firings as firings_q
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.triggers import tool_run
-from seed_agents.server.triggers.backoff import failure_backoff
-from seed_agents.server.triggers.event import Event
+from ..clock import new_id
+from ..runtime.parked import woken
+from ..store import agents as agents_q
+from ..store import parking
+from ..store import events as events_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
+from ..store import trigger_firings as firings_q
+from ..store import triggers as triggers_q
+from . import tool_run
+from .backoff import failure_backoff
+from .event import Event
 
 HOUR_MS = 3_600_000
 MAX_CHAIN_HOPS = 8            # run-completed firings feeding each other (the reference's guard)

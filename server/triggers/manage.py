@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions_triggers import TriggerInput, TriggerPatch
 from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.server.clock import new_id
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.triggers import schedule as sched
-from seed_agents.server.triggers import webhook
+from ..clock import new_id
+from ..store import agents as agents_q
+from ..store import triggers as triggers_q
+from . import schedule as sched
+from . import webhook
 
 
 def check_source(conn, owner: str, source: dict) -> None:

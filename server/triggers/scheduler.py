@@ -18,10 +18,10 @@ import asyncio
 import logging
 from datetime import datetime, timezone
 
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.storage.workers import DatabaseClosed
-from seed_agents.server.triggers import schedule as sched
-from seed_agents.server.triggers.firing import Event, admit
+from ..store import triggers as triggers_q
+from ..storage.workers import DatabaseClosed
+from . import schedule as sched
+from .firing import Event, admit
 
 log = logging.getLogger("seed_agents.triggers")
 

@@ -8,13 +8,13 @@ import asyncio
 import logging
 
 from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
-from seed_agents.server.store import trigger_firings as firings_q
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.triggers.clock import TriggerClock
-from seed_agents.server.triggers.backoff import failure_backoff
-from seed_agents.server.triggers.firing import Event, Policy, admit
-from seed_agents.server.triggers.scheduler import Scheduler
-from seed_agents.server.triggers.webhook import Deliveries
+from ..store import trigger_firings as firings_q
+from ..store import triggers as triggers_q
+from .clock import TriggerClock
+from .backoff import failure_backoff
+from .firing import Event, Policy, admit
+from .scheduler import Scheduler
+from .webhook import Deliveries
 
 log = logging.getLogger("seed_agents.triggers")
 
@@ -34,7 +34,7 @@ class Triggers:
     async def start(self) -> None:
         self.scheduler.start()
         if self.app.config.hm_server_url:
-            from seed_agents.server.triggers.activity_monitor import ActivityMonitor
+            from .activity_monitor import ActivityMonitor
 
             self.activity = ActivityMonitor(self)
             self.activity.start()

@@ -16,17 +16,17 @@ import json
 import logging
 import time
 
-from seed_agents.server.clock import new_id
-from seed_agents.server.providers.base import ToolCall
-from seed_agents.server.runtime.tool_loop import bounded_output
-from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import events as events_q
-from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.store import trigger_firings as firings_q
-from seed_agents.server.triggers.backoff import failure_backoff
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.tools.context import ToolContext, ToolResult
-from seed_agents.server.tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
+from ..clock import new_id
+from ..providers.base import ToolCall
+from ..runtime.tool_loop import bounded_output
+from ..store import agents as agents_q
+from ..store import events as events_q
+from ..store import sessions as sessions_q
+from ..store import trigger_firings as firings_q
+from .backoff import failure_backoff
+from ..store import triggers as triggers_q
+from ..tools.context import ToolContext, ToolResult
+from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 
 log = logging.getLogger("seed_agents.triggers")
 

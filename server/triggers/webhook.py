@@ -25,9 +25,9 @@ from collections import OrderedDict
 
 from seed_agents.protocol.framing_http import Route
 from seed_agents.protocol.fields import MAX_ID
-from seed_agents.server.ratelimit import Clock, TokenBucket
-from seed_agents.server.store import triggers as triggers_q
-from seed_agents.server.triggers.event import Event
+from ..ratelimit import Clock, TokenBucket
+from ..store import triggers as triggers_q
+from .event import Event
 
 HOOK_PREFIX = "/agents/hooks/"
 SECRET_PREFIX = "whsec_"

@@ -13,11 +13,11 @@ from seed_agents.protocol.actions import parse_action
 from seed_agents.protocol.envelope import VerifiedEnvelope, verify_envelope
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.frame_limits import envelope_limit, frame_limit
-from seed_agents.server.verification.upload_gate import arrived_ms
+from .upload_gate import arrived_ms
 from seed_agents.protocol.events import error_response as error
-from seed_agents.server.operations import accesslog
-from seed_agents.server.routes import ROUTES
-from seed_agents.server.store.errors import InvalidCursor, NotFound, UnstorableText
+from ..operations import accesslog
+from ..routes import ROUTES
+from ..store.errors import InvalidCursor, NotFound, UnstorableText
 
 log = logging.getLogger("seed_agents.dispatch")
 

@@ -23,9 +23,9 @@ import logging
 import psycopg
 from psycopg import sql
 
-from seed_agents.server.storage.notices import DEFAULT_MAX_PENDING, Subscription, decode_notice, encode_notice
-from seed_agents.server.storage.errors import StorageError
-from seed_agents.server.storage.notices import Notice, Resync
+from ..notices import DEFAULT_MAX_PENDING, Subscription, decode_notice, encode_notice
+from ..errors import StorageError
+from ..notices import Notice, Resync
 
 log = logging.getLogger(__name__)
 

@@ -34,13 +34,13 @@ from typing import Any, Callable
 import psycopg
 from psycopg import errors as pg_errors
 
-from seed_agents.server.storage.errors import StorageError, UnstorableText
-from seed_agents.server.storage.port import Traits
-from seed_agents.server.storage.postgres.dialect import to_postgres
-from seed_agents.server.storage.postgres.gate import PgSchemaTarget, pass_gate
-from seed_agents.server.storage.url import StorageURL, scrub
-from seed_agents.server.storage.workers import STOP as _STOP
-from seed_agents.server.storage.workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
+from ..errors import StorageError, UnstorableText
+from ..port import Traits
+from .dialect import to_postgres
+from .gate import PgSchemaTarget, pass_gate
+from ..url import StorageURL, scrub
+from ..workers import STOP as _STOP
+from ..workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
 
 log = logging.getLogger(__name__)
 

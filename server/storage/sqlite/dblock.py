@@ -13,8 +13,8 @@ import errno
 import fcntl
 import os
 
-from seed_agents.server.storage.errors import StorageError
-from seed_agents.server.storage.filemodes import make_private_dir
+from ..errors import StorageError
+from ..filemodes import make_private_dir
 
 
 class DatabaseLocked(StorageError):

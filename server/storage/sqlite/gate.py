@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import apsw
 
 from seed_agents import schema
-from seed_agents.server.storage.errors import SchemaGateError, SchemaMigrationError
-from seed_agents.server.storage.port import Traits
-from seed_agents.server.storage.filemodes import create_private_file, make_private_dir
+from ..errors import SchemaGateError, SchemaMigrationError
+from ..port import Traits
+from ..filemodes import create_private_file, make_private_dir
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
