@@ -25,9 +25,10 @@ from pathlib import Path
 
 import httpx
 
-from bench.load import keypair
 from seed_agents.clients.raw import RawV2, sign_envelope, unique_ts
 from seed_agents.clients.wire import decode_frame
+
+from bench.load import keypair
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = 150

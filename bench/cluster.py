@@ -43,13 +43,14 @@ import time
 import uuid
 from urllib.parse import urlsplit
 
+from seed_agents.clients.raw import now_ms, signed_request_frame, unique_ts
+
 from bench.conditions import git_state, machine_info
 from bench.http import KeepAlive, _closed_loop
 from bench.load import Rpc, keypair
 from bench.processes import Server, run_load
 from bench.rpc import _actions, _sign
 from bench.stats import latency_figures, summary
-from seed_agents.clients.raw import now_ms, signed_request_frame, unique_ts
 
 PG_URL_ENV = "SEED_AGENTS_TEST_POSTGRES_URL"
 EVENT_CHARS = 400          # ~630-byte stored events (bench.rpc): 20 make a ~12.7 KB GetSession
@@ -103,10 +104,11 @@ def fill(db, account_id: str, data_dir: str, sessions: dict[str, int]) -> dict:
     """One echo agent of `account_id` and, for each name -> count, a session of that many events,
     written through the store's own functions (seed_agents.server.store) in one transaction of `db`, a
     started `Database` or `PgDatabase`: both backends hold exactly what a server writes."""
-    from bench.dbsetup import payload
     from seed_agents.server.store import agents as agents_q
     from seed_agents.server.store import events as events_q
     from seed_agents.server.store import sessions as sessions_q
+
+    from bench.dbsetup import payload
 
     agent_id = str(uuid.uuid4())
     ids = {name: str(uuid.uuid4()) for name in sessions}

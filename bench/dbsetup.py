@@ -7,11 +7,11 @@ import os
 import time
 import uuid
 
+from seed_agents.server.storage.sqlite.database import Database
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import codec
 from seed_agents.server.store import events as events_q
 from seed_agents.server.store import sessions as sessions_q
-from seed_agents.server.storage.sqlite.database import Database
 
 DEFINITION = {"name": "bench", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo-1"}
 

@@ -23,10 +23,11 @@ import time
 
 import httpx
 
+from seed_agents.clients.wire import decode_frame
+
 from bench.load import Rpc, keypair
 from bench.processes import FakeProvider, Server
 from bench.stats import latency_figures
-from seed_agents.clients.wire import decode_frame
 
 CHILDREN = 10
 

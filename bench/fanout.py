@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.litesocket import LiteSocket
-from bench.load import is_assistant_append, is_error_response, is_replayed, keypair, Rpc
-from bench.meters import cpu_summary, CpuMeter
-from bench.processes import profile_window, run_load, Server
-from bench.stats import percentile, summary
 from seed_agents.clients.raw import signed_request_frame, unique_ts
+
+from bench.litesocket import LiteSocket
+from bench.load import Rpc, is_assistant_append, is_error_response, is_replayed, keypair
+from bench.meters import CpuMeter, cpu_summary
+from bench.processes import Server, profile_window, run_load
+from bench.stats import percentile, summary
 
 FANOUT_SIZES = (200, 1000)
 

@@ -23,11 +23,11 @@ import random
 import tempfile
 import time
 
+from seed_agents.clients import AgentsClient, actions
+from seed_agents.protocol.keys import Keypair
+
 from bench.processes import Server
 from bench.stats import percentile
-from seed_agents.clients import AgentsClient
-from seed_agents.clients import actions
-from seed_agents.protocol.keys import Keypair
 
 MiB = 1 << 20
 CHUNK = 8 * MiB

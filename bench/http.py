@@ -16,14 +16,15 @@ import socket
 import tempfile
 import time
 
+from seed_agents.clients.raw import now_ms
+
 from bench import dbsetup
 from bench.conditions import SERVER_CPU
 from bench.load import keypair
 from bench.meters import CpuMeter, cpu_summary
 from bench.processes import Server, profile_window, run_load
-from bench.stats import latency_figures, summary
-from seed_agents.clients.raw import now_ms
 from bench.rpc import CONCURRENCY, EVENT_CHARS, _actions, _sign, raw_verify, sizes
+from bench.stats import latency_figures, summary
 
 
 class KeepAlive:

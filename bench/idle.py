@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.load import is_replayed, keypair, Rpc
-from bench.meters import cpu_summary, CpuMeter, rss_kb
-from bench.processes import run_load, Server
-from bench.stats import summary
 from seed_agents.clients.raw import connect, signed_request_frame, unique_ts
 
+from bench.load import Rpc, is_replayed, keypair
+from bench.meters import CpuMeter, cpu_summary, rss_kb
+from bench.processes import Server, run_load
+from bench.stats import summary
 
 
 def sizes(quick: bool) -> tuple[int, int]:

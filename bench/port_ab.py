@@ -27,10 +27,11 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from seed_agents.protocol.envelope import sign_envelope
+
 from bench.load import Rpc, closed_loop, keypair
 from bench.processes import RAISED_LIMITS, free_port
 from bench.trees import server_module, tree_env
-from seed_agents.protocol.envelope import sign_envelope
 
 CELLS = {"GetSession c64": 64, "CreateSession c8": 8}
 CAP_S = 60.0

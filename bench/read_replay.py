@@ -17,11 +17,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from seed_agents.clients.raw import now_ms
+
 from bench import dbsetup, processes
 from bench.load import Rpc, closed_loop, keypair
 from bench.processes import Server, run_load
 from bench.stats import latency_figures
-from seed_agents.clients.raw import now_ms
 
 EVENT_CHARS = 400
 VARIANTS = {"at_clock": 0, "ahead_2s": 2_000}

@@ -13,12 +13,13 @@ import shutil
 import tempfile
 import time
 
+from seed_agents.clients.raw import connect, signed_request_frame, unique_ts
+
 from bench import dbsetup
 from bench.load import appended_count, is_append, is_replayed, keypair
-from bench.meters import cpu_summary, CpuMeter, rss_kb, RssSampler
-from bench.processes import profile_window, run_load, Server
+from bench.meters import CpuMeter, RssSampler, cpu_summary, rss_kb
+from bench.processes import Server, profile_window, run_load
 from bench.stats import summary
-from seed_agents.clients.raw import connect, signed_request_frame, unique_ts
 
 EVENT_CHARS = 200   # ~430-byte stored SessionEvents
 

@@ -16,13 +16,14 @@ import tempfile
 import time
 import uuid
 
+from seed_agents.clients.raw import now_ms
+
 from bench import dbsetup
 from bench.conditions import SERVER_CPU
-from bench.load import closed_loop, keypair, Rpc
-from bench.meters import cpu_summary, CpuMeter
-from bench.processes import profile_window, run_load, Server
+from bench.load import Rpc, closed_loop, keypair
+from bench.meters import CpuMeter, cpu_summary
+from bench.processes import Server, profile_window, run_load
 from bench.stats import latency_figures, percentile, summary
-from seed_agents.clients.raw import now_ms
 
 CONCURRENCY = (1, 8, 64)
 EVENT_CHARS = 400  # ~630-byte stored events: 20 of them make a ~12.7 KB GetSession response

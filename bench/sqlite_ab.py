@@ -58,8 +58,8 @@ import urllib.request
 from pathlib import Path
 
 from bench.bench_bounds import extract
-from bench.conditions import machine_info, pin_prefix, ROOT, SERVER_CPU
-from bench.processes import _raise_nofile_child, free_port, RAISED_LIMITS, run_load
+from bench.conditions import ROOT, SERVER_CPU, machine_info, pin_prefix
+from bench.processes import RAISED_LIMITS, _raise_nofile_child, free_port, run_load
 from bench.trees import server_module, tree_env
 
 DEFAULT_BEFORE = "b319136"
@@ -243,7 +243,7 @@ class _Turns:
         self.signed = 0
 
     async def open(self) -> None:
-        from bench.load import is_assistant_append, is_error_event, Rpc
+        from bench.load import Rpc, is_assistant_append, is_error_event
 
         for _ in range(self.c):
             arrivals: asyncio.Queue = asyncio.Queue()
@@ -270,8 +270,9 @@ class _Turns:
                 for k, (_, sid, _) in enumerate(self.lanes)]
 
     async def run(self, per_lane: list[list[bytes]]) -> dict:
-        from bench.load import is_error_response
         from seed_agents.clients.raw import signed_request_frame
+
+        from bench.load import is_error_response
 
         latencies: list[float] = []
         errors = [0]

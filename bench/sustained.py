@@ -22,11 +22,12 @@ import asyncio
 import collections
 import time
 
-from bench.load import decode, is_assistant_append, is_error_event, is_error_response, keypair, Rpc
-from bench.meters import CpuMeter, thread_cpu
-from bench.processes import profile_window, run_load, Server
-from bench.stats import percentile, summary
 from seed_agents.clients.raw import connect, now_ms, signed_request_frame
+
+from bench.load import Rpc, decode, is_assistant_append, is_error_event, is_error_response, keypair
+from bench.meters import CpuMeter, thread_cpu
+from bench.processes import Server, profile_window, run_load
+from bench.stats import percentile, summary
 
 P99_LIMIT_MS = 250.0
 RATES = (50, 100, 150, 200, 250, 300, 400, 500, 600, 800, 1000, 1200, 1500, 2000, 3000)

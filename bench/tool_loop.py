@@ -21,10 +21,11 @@ import time
 
 import httpx
 
+from seed_agents.clients.raw import signed_request_frame, unique_ts
+
 from bench.load import Rpc, is_assistant_append, is_error_event, keypair
 from bench.processes import FakeProvider, Server
 from bench.stats import latency_figures
-from seed_agents.clients.raw import signed_request_frame, unique_ts
 
 STEPS = 5
 TOOL_STEP = {"chunks": [], "tool_calls": [{"id": "", "name": "read", "arguments": "{\"address\": \"~/self\"}"}]}

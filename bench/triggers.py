@@ -18,11 +18,12 @@ import random
 import sqlite3
 import time
 
+from seed_agents.clients import AgentsClient
+from seed_agents.protocol.keys import Keypair
+
 from bench.meters import CpuMeter
 from bench.processes import Server
 from bench.stats import percentile
-from seed_agents.clients import AgentsClient
-from seed_agents.protocol.keys import Keypair
 
 ECHO = {"name": "bench", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}
 PER_AGENT = 100

@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.load import is_assistant_append, is_error_event, is_error_response, keypair, Rpc
-from bench.meters import cpu_summary, CpuMeter
-from bench.processes import FakeProvider, profile_window, run_load, Server
-from bench.stats import latency_figures, summary
 from seed_agents.clients.raw import signed_request_frame, unique_ts
+
+from bench.load import Rpc, is_assistant_append, is_error_event, is_error_response, keypair
+from bench.meters import CpuMeter, cpu_summary
+from bench.processes import FakeProvider, Server, profile_window, run_load
+from bench.stats import latency_figures, summary
 
 
 def sizes(quick: bool) -> tuple[int, int]:

@@ -11,13 +11,23 @@ import inspect
 import sys
 import warnings
 
-from .commands import agents, chat, keys, providers, send, sessions, signers, tail
-from .commands import identities
-from .commands import memory
-from .commands import triggers
-from .commands import mcp
+from .commands import (
+    agents,
+    chat,
+    completion,
+    identities,
+    keys,
+    mcp,
+    memory,
+    providers,
+    runs,
+    send,
+    sessions,
+    signers,
+    tail,
+    triggers,
+)
 from .commands.common import CliError, common_parser, explain, url_of
-from .commands import completion, runs
 from .errors import AgentsError
 
 PROG = "seed-agents"

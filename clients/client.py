@@ -29,17 +29,36 @@ from seed_agents.protocol.principals import principal_from_string, principal_to_
 
 from . import actions
 from .errors import AgentsError
-from .shapes import (AgentIdResponse, AgentResponse, InviteAgentCollaboratorResponse,
-                            ListAgentCollaboratorsResponse, ListAgentInvitesResponse,
-                            RemoveAgentCollaboratorResponse, CancelRunResponse, CreateAgentResponse,
-                            CreateSessionResponse, DeleteSessionResponse, GetAgentResponse,
-                            GetRunResponse, GetSessionResponse, ListAgentsResponse,
-                            ListModelProvidersResponse, ListRunsResponse, ListSessionsResponse,
-                            MessageSessionResponse, NameResponse, RegisterSignerResponse,
-                            RetrySessionResponse, SetModelProviderResponse, SetSecretResponse,
-                            StopSessionResponse, UpdateAgentResponse, UpdateSessionResponse)
-from .subscription import DEFAULT_BUFFER, Subscription
 from .http_transport import HttpTransport, is_http_url
+from .shapes import (
+    AgentIdResponse,
+    AgentResponse,
+    CancelRunResponse,
+    CreateAgentResponse,
+    CreateSessionResponse,
+    DeleteSessionResponse,
+    GetAgentResponse,
+    GetRunResponse,
+    GetSessionResponse,
+    InviteAgentCollaboratorResponse,
+    ListAgentCollaboratorsResponse,
+    ListAgentInvitesResponse,
+    ListAgentsResponse,
+    ListModelProvidersResponse,
+    ListRunsResponse,
+    ListSessionsResponse,
+    MessageSessionResponse,
+    NameResponse,
+    RegisterSignerResponse,
+    RemoveAgentCollaboratorResponse,
+    RetrySessionResponse,
+    SetModelProviderResponse,
+    SetSecretResponse,
+    StopSessionResponse,
+    UpdateAgentResponse,
+    UpdateSessionResponse,
+)
+from .subscription import DEFAULT_BUFFER, Subscription
 from .transport import Transport
 
 DEFAULT_URL = "ws://127.0.0.1:3050/agents/ws"

@@ -17,14 +17,15 @@ import struct
 import time
 
 from websockets.asyncio.client import connect as ws_connect
-from websockets.utils import apply_mask   # the library's C helper when it is built
+from websockets.utils import apply_mask  # the library's C helper when it is built
 
-from .wire import SUBPROTOCOL as V2
-from .wire import decode_frame
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
 from seed_agents.protocol.keys import Keypair
 from seed_agents.protocol.v2 import peek_id
+
+from .wire import SUBPROTOCOL as V2
+from .wire import decode_frame
 
 __all__ = ["V1", "V2", "RawV2", "connect", "now_ms", "unique_ts", "signed_request_frame",
            "response_id", "tcp_handshake", "client_frame", "parse_server_frame"]

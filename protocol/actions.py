@@ -14,22 +14,43 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .blocks import BlockTreeError, check_tree, to_markdown
-from .dagcbor import check_items, encode
-from .errors import DagCborError
-from .errors import ProtocolError, quote
-from .fields import (MAX_AGENTS_PAGE, MAX_CAPABILITY, MAX_CONTENT_PARTS, MAX_CONTEXT_LINE,  # noqa: F401
-                     MAX_CONTEXT_LINES, MAX_DEFINITION_BYTES, MAX_DEFINITION_ITEMS, MAX_ID, MAX_LIMIT, MAX_MESSAGE_TEXT,
-                     MAX_NAME, MAX_SAFE_INTEGER, MAX_SECRET_VALUE, MAX_SYSTEM_PROMPT, MAX_TITLE,
-                     MAX_URL, MIN_LIMIT, PROVIDER_TYPES)
-from .fields import (ActionKind, Fields as _Fields, check_integer, check_text as _check_text,
-                     id_action as _id_action, kind_of as _kind, no_fields as _no_fields,
-                     read as _read, write as _write)
-from .principals import principal_from_string
-from .reasoning import REASONING_LEVELS
 from . import actions_files, actions_identities, actions_tools, actions_triggers
 from .actions_identities import check_signing_keys
+from .blocks import BlockTreeError, check_tree, to_markdown
+from .dagcbor import check_items, encode
+from .errors import DagCborError, ProtocolError, quote
+from .fields import (  # noqa: F401
+    MAX_AGENTS_PAGE,
+    MAX_CAPABILITY,
+    MAX_CONTENT_PARTS,
+    MAX_CONTEXT_LINE,
+    MAX_CONTEXT_LINES,
+    MAX_DEFINITION_BYTES,
+    MAX_DEFINITION_ITEMS,
+    MAX_ID,
+    MAX_LIMIT,
+    MAX_MESSAGE_TEXT,
+    MAX_NAME,
+    MAX_SAFE_INTEGER,
+    MAX_SECRET_VALUE,
+    MAX_SYSTEM_PROMPT,
+    MAX_TITLE,
+    MAX_URL,
+    MIN_LIMIT,
+    PROVIDER_TYPES,
+    ActionKind,
+    check_integer,
+)
+from .fields import Fields as _Fields
+from .fields import check_text as _check_text
+from .fields import id_action as _id_action
+from .fields import kind_of as _kind
+from .fields import no_fields as _no_fields
+from .fields import read as _read
+from .fields import write as _write
 from .file_rules import MAX_MESSAGE_ATTACHMENTS
+from .principals import principal_from_string
+from .reasoning import REASONING_LEVELS
 
 _ATTACHMENT_ID = re.compile(r"[0-9a-f]{64}")
 _SUBSCRIPTION_KEY = re.compile(r"(account|agents|sessions|runs)/([^/\s]+)")

@@ -12,9 +12,17 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .errors import ProtocolError
-from .fields import (MAX_ID, MAX_NAME, MAX_URL, ActionKind, Fields, kind_of, read, write)
-from .file_rules import (MAX_INLINE_CONTENT_BYTES, MAX_SESSION_ATTACHMENT_BYTES, MAX_UPLOAD_CHUNK_BYTES,
-                         MAX_UPLOAD_TOTAL_BYTES, attachment_id, attachment_name, memory_path, sha256_hex)
+from .fields import MAX_ID, MAX_NAME, MAX_URL, ActionKind, Fields, kind_of, read, write
+from .file_rules import (
+    MAX_INLINE_CONTENT_BYTES,
+    MAX_SESSION_ATTACHMENT_BYTES,
+    MAX_UPLOAD_CHUNK_BYTES,
+    MAX_UPLOAD_TOTAL_BYTES,
+    attachment_id,
+    attachment_name,
+    memory_path,
+    sha256_hex,
+)
 
 MAX_QUERY = 1_000        # characters of a search query
 MAX_MIME_TYPE = 200

@@ -14,8 +14,20 @@ from urllib.parse import urlsplit
 
 from .dagcbor import encode
 from .errors import quote
-from .fields import MAX_ID, MAX_LIMIT, MAX_NAME, MAX_URL, MIN_LIMIT, ActionKind, Fields, id_action, kind_of, no_fields
-from .fields import read, write
+from .fields import (
+    MAX_ID,
+    MAX_LIMIT,
+    MAX_NAME,
+    MAX_URL,
+    MIN_LIMIT,
+    ActionKind,
+    Fields,
+    id_action,
+    kind_of,
+    no_fields,
+    read,
+    write,
+)
 from .tool_documents import BUILTINS, MCP_SEPARATOR, NAME_PATTERN, lambda_document
 
 VERBS = ("read", "write", "call")

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from .blocks import BlockTreeError, check_tree
 from .dagcbor import encode
-from .fields import (MAX_ID, MAX_MESSAGE_TEXT, MAX_NAME, ActionKind, Fields, id_action, kind_of, read,
-                     write)
+from .fields import MAX_ID, MAX_MESSAGE_TEXT, MAX_NAME, ActionKind, Fields, id_action, kind_of, read, write
 
 MAX_SOURCE_BYTES = 64 * 1024        # a source as DAG-CBOR
 MAX_PAYLOAD_BYTES = 64 * 1024       # a wake continuation's payload, a tool continuation's input

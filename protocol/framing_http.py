@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from . import dagcbor
 from .events import error_response
-from .framing_types import Refusal, Request
 from .frame_limits import envelope_limit, frame_limit, largest
+from .framing_types import Refusal, Request
 from .v2 import peek_action_name
 from .wire_values import encode_value
 
@@ -194,7 +194,7 @@ class HttpFraming:
     def index(self, route: Route, about: dict, *, keep_alive: bool = True) -> bytes:
         """The front page (`GET /`): what this is, its version and health, how to connect the
         Seed desktop, where the docs are. JSON for a JSON client, else a small HTML page."""
-        from .front_page import page_html, page_value   # (here: only `GET /` needs it)
+        from .front_page import page_html, page_value  # (here: only `GET /` needs it)
 
         value = page_value(route.host, about)
         if route.json:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 
-
 from . import tool_registry as registry
 from .capability import capability_cid
 from .dagcbor import encode
@@ -63,7 +62,7 @@ def check_schema(schema: object, where: str) -> dict:
         raise ProtocolError(400, f"{where} must be a JSON Schema map")
     if len(encode(schema)) > MAX_SCHEMA_BYTES:
         raise ProtocolError(400, f"{where} is larger than {MAX_SCHEMA_BYTES} bytes")
-    import jsonschema   # (at first use: a tenth of a second to import)
+    import jsonschema  # (at first use: a tenth of a second to import)
 
     try:
         jsonschema.Draft202012Validator.check_schema(schema)

@@ -18,7 +18,6 @@ import json
 from dataclasses import dataclass, field
 
 
-
 @dataclass(frozen=True)
 class Tool:
     name: str

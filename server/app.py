@@ -7,6 +7,7 @@ import time
 
 from seed_agents.protocol import events
 from seed_agents.protocol.errors import ProtocolError
+
 from .cache import ByteBudgetCache, text_bytes
 from .clock import now_ms
 from .config import Config
@@ -14,17 +15,17 @@ from .live.frames import Outgoing
 from .live.hub import Hub
 from .operations.metrics import Metrics
 from .ratelimit import RateLimiter
-from .verification.replay_guard import ReplayGuard
 from .runtime.runner import Runtime
+from .storage import database_for
+from .storage.filemodes import make_private_dir, warn_if_wide
 from .store import accounts as accounts_q
 from .store import agents as agents_q
+from .store import codec, key_check
 from .store import sessions as sessions_q
 from .store import signatures as sig_q
 from .store import uploads as uploads_q
-from .storage import database_for
-from .storage.filemodes import make_private_dir, warn_if_wide
-from .store import codec, key_check
 from .store.secrets import SecretBox, load_secrets_key
+from .verification.replay_guard import ReplayGuard
 from .verification.upload_gate import UploadGate
 
 
@@ -96,7 +97,7 @@ class App:
             # Every claim is in the database before its answer (claim_everywhere), so nothing a
             # dead server answered can be unknown here: no start-time rule, nothing to preload.
             self.guard.load([], started_ms=None)
-            from .live.cluster import Cluster   # psycopg only where PostgreSQL is used
+            from .live.cluster import Cluster  # psycopg only where PostgreSQL is used
 
             cluster = Cluster.for_app(self)
             await cluster.start()   # listening before anything is published or subscribed
@@ -107,7 +108,7 @@ class App:
         self.runtime = Runtime(self.db, self.config, self.metrics, self, self.secrets, self.now_ms,
                                self.cache["history"])
         await self.runtime.start()
-        from .triggers.service import Triggers   # (its modules read the store and the runtime)
+        from .triggers.service import Triggers  # (its modules read the store and the runtime)
 
         self.triggers = Triggers(self)
         await self.triggers.start()

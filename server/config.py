@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .storage.url import StorageURL, StorageURLError, parse_storage_url, redact
-
 from .providers.network import check_networks_value
+from .storage.url import StorageURL, StorageURLError, parse_storage_url, redact
 
 
 @dataclass

@@ -8,6 +8,7 @@ import sys
 
 def version_line() -> str:
     from seed_agents.schema import CURRENT_VERSION
+
     from .operations.version import VERSION
 
     return f"seed-agents {VERSION} (schema version {CURRENT_VERSION})"

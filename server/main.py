@@ -8,15 +8,15 @@ import os
 import signal
 import sys
 
-from .operations import logs
 from .app import App
 from .config import Config, ConfigError, add_arguments, load_config, metrics_address
+from .operations import logs
+from .providers.network import is_loopback_host
 from .storage.errors import SchemaGateError, StorageError
+from .storage.filemodes import make_private_dir
 from .storage.port import ProcessLock
 from .store.key_check import SecretsKeyMismatch
 from .store.secrets import SecretsKeyError
-from .storage.filemodes import make_private_dir
-from .providers.network import is_loopback_host
 from .transport.listener import WS_PATH, start_transport
 
 log = logging.getLogger("seed_agents")

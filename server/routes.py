@@ -10,12 +10,31 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from seed_agents.protocol.actions import ACTIONS
-from .handlers import (agent_lifecycle, agents, messages, provider_models, provider_removal,
-                             providers, runs, secrets, sessions, sharing, signers, subscribe)
-from .handlers import identities
-from .handlers import attachments, memory_download, memory_files, uploads
-from .handlers import mcp, run_signals, session_tools, tools
-from .handlers import triggers
+
+from .handlers import (
+    agent_lifecycle,
+    agents,
+    attachments,
+    identities,
+    mcp,
+    memory_download,
+    memory_files,
+    messages,
+    provider_models,
+    provider_removal,
+    providers,
+    run_signals,
+    runs,
+    secrets,
+    session_tools,
+    sessions,
+    sharing,
+    signers,
+    subscribe,
+    tools,
+    triggers,
+    uploads,
+)
 
 Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed action) -> response
 

@@ -85,6 +85,7 @@ async def attackers(kind: str, port: int, seconds: float, count: int, *extra: st
     """`count` attackers of `kind` (tests/hostile_attack.py) in a child process of their own;
     `finish(proc)` waits for it and returns what they saw."""
     import sys
+
     from tests.procs import ROOT
 
     return await asyncio.create_subprocess_exec(

@@ -12,8 +12,9 @@ import socket
 import sys
 import time
 
-from seed_agents.protocol.envelope import sign_envelope
 from seed_agents.clients.raw import unique_ts
+from seed_agents.protocol.envelope import sign_envelope
+
 from tests.httpraw import request
 from tests.wsraw import keypair
 

@@ -22,6 +22,7 @@ import pytest
 
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
+
 from tests.httpraw import act, base_url
 from tests.wsraw import keypair
 

@@ -14,6 +14,7 @@ import pytest
 from seed_agents.clients.cli import main
 from seed_agents.clients.commands.common import explain
 from seed_agents.clients.errors import AgentsError
+
 from tests.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,15 +10,15 @@ import json
 import os
 import re
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from contextlib import redirect_stderr, redirect_stdout
-
 from seed_agents.clients import AgentsClient
 from seed_agents.clients.cli import main
 from seed_agents.clients.keyfile import read_key
+
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_cli_commands import cli_env, run_cli
 

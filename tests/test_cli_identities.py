@@ -10,6 +10,7 @@ import pytest
 
 from seed_agents.clients.cli import main
 from seed_agents.protocol.keys import Keypair
+
 from tests.test_cli_commands import cli_env, run_cli
 
 

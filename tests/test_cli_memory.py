@@ -7,6 +7,7 @@ import os
 import sys
 
 from seed_agents.server.store import blobs
+
 from tests.test_cli_commands import ROOT, cli_env, run_cli
 
 

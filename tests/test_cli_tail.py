@@ -12,6 +12,7 @@ from seed_agents.clients.commands.reply import send_message
 from seed_agents.clients.keyfile import write_key
 from seed_agents.clients.render import event_line
 from seed_agents.protocol.keys import Keypair
+
 from tests.procs import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,6 +9,7 @@ import pytest
 
 from seed_agents.clients import AgentsClient, AgentsError
 from seed_agents.protocol.keys import Keypair
+
 from tests.procs import free_port
 from tests.waiting import until
 

@@ -7,8 +7,14 @@ import stat
 
 import pytest
 
-from seed_agents.clients.keyfile import (KeyFileError, KeyFilePermissionWarning, default_key_path, read_key,
-                             resolve_key_path, write_key)
+from seed_agents.clients.keyfile import (
+    KeyFileError,
+    KeyFilePermissionWarning,
+    default_key_path,
+    read_key,
+    resolve_key_path,
+    write_key,
+)
 from seed_agents.protocol.keys import Keypair
 
 

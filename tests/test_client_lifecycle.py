@@ -2,12 +2,12 @@
 expects and returns its response (UpdateSession's CLEAR sends modelOverride: null)."""
 from __future__ import annotations
 
-
 import pytest
 
 from seed_agents.clients import AgentsClient, AgentsError
 from seed_agents.clients.actions import CLEAR
 from seed_agents.protocol.keys import Keypair
+
 from tests.waiting import until
 
 ECHO = {"name": "helper", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo"}

@@ -8,6 +8,7 @@ from websockets.utils import apply_mask
 from seed_agents.clients.raw import client_frame, parse_server_frame, response_id, signed_request_frame
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
+
 from tests.wsraw import keypair
 
 IDS = [0, 23, 24, 255, 256, 65535, 65536, 2**32, 2**63]

@@ -15,6 +15,7 @@ from seed_agents.clients.wire import SUBPROTOCOL, decode_frame
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.keys import Keypair
 from seed_agents.server.main import start_server
+
 from tests.conftest import make_config
 from tests.waiting import until
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from seed_agents.clients.raw import unique_ts
 from seed_agents.protocol.envelope import sign_envelope
+
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.test_cluster_replay import AGENT, servers
 from tests.wsraw import V2Client, keypair

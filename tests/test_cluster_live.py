@@ -23,6 +23,7 @@ from seed_agents.server.storage.url import parse_storage_url
 from seed_agents.server.store import collaborators as collab_q
 from seed_agents.server.store import events as events_q
 from seed_agents.server.store import sessions as sessions_q
+
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.test_sharing_revocation import grant_read

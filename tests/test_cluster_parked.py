@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from seed_agents.server.store import agents as agents_q
+
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.test_cluster_runs import servers
 from tests.test_parked_runs import park_on_signal, running_turn, wait_status

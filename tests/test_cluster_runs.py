@@ -13,12 +13,13 @@ from unittest.mock import ANY
 import pytest
 
 from seed_agents.server.storage.url import parse_storage_url
+
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.procs import ServerProcess
-from tests.wsraw import V2Client, flatten, keypair, setup_session
 from tests.waiting import until
+from tests.wsraw import V2Client, flatten, keypair, setup_session
 
 LEASE = 2.0   # seconds: short, so a lost server's runs come back within a test's time
 
@@ -309,8 +310,7 @@ async def test_leases_in_the_store(tmp_path, postgres_url):
     """seed_agents.server.store.leases on its own: claims in session order across owners, renewals only of
     what an owner holds, requeue on the database clock, and an old attempt never answers."""
     from seed_agents.server.storage.postgres.database import PgDatabase
-    from seed_agents.server.store import accounts, agents, runs, sessions
-    from seed_agents.server.store import leases
+    from seed_agents.server.store import accounts, agents, leases, runs, sessions
 
     db = PgDatabase(parse_storage_url(postgres_url))
     await db.start()
@@ -359,8 +359,7 @@ async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgre
     """Three claimers, each with its own connections (as three servers have), drain one queue
     at once: every run is claimed exactly once, and each session's runs in order."""
     from seed_agents.server.storage.postgres.database import PgDatabase
-    from seed_agents.server.store import accounts, agents, runs, sessions
-    from seed_agents.server.store import leases
+    from seed_agents.server.store import accounts, agents, leases, runs, sessions
 
     n_sessions, per_session = 8, 5
     dbs = [PgDatabase(parse_storage_url(postgres_url)) for _ in range(3)]

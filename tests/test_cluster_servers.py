@@ -42,6 +42,7 @@ from seed_agents.clients.subscription import Subscription
 from seed_agents.clients.wire import append_seq, flatten
 from seed_agents.protocol.capability import make_capability
 from seed_agents.protocol.keys import Keypair
+
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess

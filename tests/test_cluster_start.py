@@ -9,6 +9,7 @@ import os
 from urllib.parse import urlsplit, urlunsplit
 
 from seed_agents.server.storage.url import parse_storage_url
+
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.test_config import seed_agents

@@ -10,8 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from seed_agents.server.config import (BEGIN, DOCS, END, ENV_PREFIX, SETTINGS, ConfigError, add_arguments, default_text,
-                           load_config, markdown_table)
+from seed_agents.server.config import (
+    BEGIN,
+    DOCS,
+    END,
+    ENV_PREFIX,
+    SETTINGS,
+    ConfigError,
+    add_arguments,
+    default_text,
+    load_config,
+    markdown_table,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,8 +15,8 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_tool_loop import agent_session, call
-from tests.wsraw import V2Client, keypair
 from tests.waiting import until
+from tests.wsraw import V2Client, keypair
 
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 

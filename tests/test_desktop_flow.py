@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from seed_agents.protocol.capability import make_capability
+
 from tests.httpraw import act, assert_cors, base_url
 from tests.wsraw import V1, keypair
 

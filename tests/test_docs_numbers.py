@@ -7,9 +7,9 @@ import re
 from importlib import metadata
 from pathlib import Path
 
-from seed_agents import schema
 import seed_agents.schema.postgres as pg_schema
 import seed_agents.server.transport.httpconn as httpconn_module
+from seed_agents import schema
 from seed_agents.server.operations.version import VERSION
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,7 @@ import os
 
 import pytest
 
-from seed_agents.clients import AgentsClient, AgentsError
-from seed_agents.clients import actions
+from seed_agents.clients import AgentsClient, AgentsError, actions
 from seed_agents.protocol.keys import Keypair
 from seed_agents.server.store import blobs
 

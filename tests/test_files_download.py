@@ -12,6 +12,7 @@ from seed_agents.clients import AgentsClient, AgentsError
 from seed_agents.protocol.keys import Keypair
 from seed_agents.server.main import start_server
 from seed_agents.server.store import blobs
+
 from tests.conftest import make_config
 
 ECHO = {"name": "helper", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}

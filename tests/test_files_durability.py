@@ -15,15 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from seed_agents.clients import AgentsClient, AgentsError
-from seed_agents.clients import actions
+from seed_agents.clients import AgentsClient, AgentsError, actions
 from seed_agents.protocol.keys import Keypair
 from seed_agents.server.storage import parse_storage_url
-from seed_agents.server.store import agent_lifecycle
-from seed_agents.server.store import blobs
-from seed_agents.server.store import owners as owners_q
+from seed_agents.server.store import agent_lifecycle, blobs
 from seed_agents.server.store import memory as memory_q
+from seed_agents.server.store import owners as owners_q
 from seed_agents.server.store import uploads as uploads_q
+
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
 

@@ -80,8 +80,9 @@ async def test_the_model_gets_images_text_and_names(server, fake_cls, type_, mod
 
 
 async def turn_done(c):
-    from tests.wsraw import flatten
     import asyncio
+
+    from tests.wsraw import flatten
 
     async with asyncio.timeout(20):
         while True:

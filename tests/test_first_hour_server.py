@@ -9,10 +9,10 @@ import base64
 import os
 import shutil
 import socket
-from importlib import metadata
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import httpx
@@ -20,6 +20,7 @@ import pytest
 
 from seed_agents.clients import AgentsClient
 from seed_agents.protocol.keys import Keypair
+
 from tests.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,8 +108,8 @@ async def test_sqlite_refuses_a_changed_secrets_key_unless_told_then_names_the_p
 
     # A database from before the check (no check value, a secret sealed under A) is refused too
     # (on a copy, read as the start reads it).
-    from seed_agents.server.store import key_check
     from seed_agents.server.storage.sqlite.gate import open_database
+    from seed_agents.server.store import key_check
     from seed_agents.server.store.secrets import SecretBox
 
     shutil.copy(data / "agents.sqlite", tmp_path / "older.sqlite")
@@ -295,8 +296,9 @@ def test_a_short_password_is_blanked_in_urls_and_as_a_word_never_inside_other_wo
 
 async def test_a_postgresql_start_line_shows_the_url_without_its_password(tmp_path, postgres_url):
     from seed_agents.server.main import start_line, start_server
-    from tests.conftest import make_config
     from seed_agents.server.storage.url import parse_storage_url
+
+    from tests.conftest import make_config
 
     cfg = make_config(tmp_path)
     cfg.storage_url = parse_storage_url(postgres_url)

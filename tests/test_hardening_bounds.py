@@ -16,8 +16,9 @@ from seed_agents.protocol.actions import MAX_DEFINITION_BYTES
 from seed_agents.protocol.envelope import build_envelope
 from seed_agents.server.handlers.pages import MAX_ANSWER_BYTES
 from seed_agents.server.main import start_server
-from seed_agents.server.store import accounts, agents, events, sessions
 from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.store import accounts, agents, events, sessions
+
 from tests.conftest import make_config
 from tests.procs import ServerProcess
 from tests.test_hardening_slow_consumer import RawWebSocket, server_side, shrink_server_send_buffer

@@ -15,6 +15,7 @@ import pytest
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.capability import make_capability
 from seed_agents.protocol.keys import Keypair
+
 from tests.wsraw import V1, V2Client, keypair
 
 WINDOW = 30_000   # the server's default clock window

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
+from seed_agents.clients.raw import signed_request_frame, unique_ts
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
 from seed_agents.server.transport.connection import JUNK_CLOSE_REASON
+
 from tests.wsraw import V2Client, keypair
-from seed_agents.clients.raw import signed_request_frame, unique_ts
 
 
 def tampered(kp, action: dict) -> bytes:

@@ -17,6 +17,7 @@ from websockets.asyncio.client import connect
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
 from seed_agents.protocol.keys import Keypair
+
 from tests.wsraw import V1, V2, V2Client, keypair, setup_session
 
 A = keypair("echo-A")

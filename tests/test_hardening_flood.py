@@ -11,6 +11,7 @@ import pytest
 
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import build_envelope
+
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, keypair, setup_session
 

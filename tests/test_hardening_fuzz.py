@@ -37,17 +37,18 @@ from seed_agents.clients.raw import signed_request_frame
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.actions import ACTIONS
 from seed_agents.protocol.envelope import build_envelope
-from seed_agents.protocol.keys import Keypair
 from seed_agents.protocol.framing_v1 import dumps as json_dumps
+from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire_values import encode_value
 from seed_agents.server.app import App
+from seed_agents.server.main import start_server
 from seed_agents.server.transport.connection import Connection
 from seed_agents.server.verification.dispatch import execute
-from seed_agents.server.main import start_server
-from seed_agents.protocol.wire_values import encode_value
+
 from tests.conftest import make_config
 from tests.vectors import load
-from tests.wsraw import V2, keypair
 from tests.waiting import until
+from tests.wsraw import V2, keypair
 
 CONTRACT_ERRORS = {400, 401, 403, 404, 409, 413, 429}
 FAST_EXAMPLES = 3_000   # the long run (make stress) takes 60,000

@@ -11,12 +11,13 @@ import time
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from seed_agents.protocol import dagcbor
-from seed_agents.protocol.frame_limits import UPLOAD_FRAME_BYTES
-from seed_agents.protocol.envelope import build_envelope, sign_envelope
-from seed_agents.server.main import start_server
-from tests.conftest import make_config
 from seed_agents.clients.raw import unique_ts
+from seed_agents.protocol import dagcbor
+from seed_agents.protocol.envelope import build_envelope, sign_envelope
+from seed_agents.protocol.frame_limits import UPLOAD_FRAME_BYTES
+from seed_agents.server.main import start_server
+
+from tests.conftest import make_config
 from tests.wsraw import V1, V2Client, keypair, setup_session
 
 AGENT = {"name": "Echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo-1"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from seed_agents.protocol.envelope import build_envelope, sign_envelope
+
 from tests.procs import ServerProcess
 from tests.wsraw import V1, V2Client, keypair
 

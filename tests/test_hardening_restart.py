@@ -14,9 +14,10 @@ from websockets.asyncio.client import connect
 
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import build_envelope, sign_envelope
+
 from tests.procs import ServerProcess
-from tests.wsraw import V1, V2, V2Client, keypair, setup_session
 from tests.waiting import until
+from tests.wsraw import V1, V2, V2Client, keypair, setup_session
 
 FAST = ["--rate-limit", "100000", "--rate-burst", "100000"]
 

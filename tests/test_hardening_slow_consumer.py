@@ -14,12 +14,13 @@ import time
 
 import pytest
 
+from seed_agents.clients.raw import V2, client_frame, parse_server_frame, tcp_handshake
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import build_envelope
 from seed_agents.server.main import start_server
+
 from tests.conftest import make_config
-from seed_agents.clients.raw import V2, client_frame, parse_server_frame, tcp_handshake
-from tests.wsraw import V2Client, keypair, setup_session, rss_bytes
+from tests.wsraw import V2Client, keypair, rss_bytes, setup_session
 
 
 class RawWebSocket:

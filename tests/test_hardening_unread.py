@@ -15,9 +15,11 @@ import socket
 import time
 
 import httpx
+
+from seed_agents.clients.raw import client_frame, signed_request_frame, tcp_handshake, unique_ts
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
-from seed_agents.clients.raw import client_frame, signed_request_frame, tcp_handshake, unique_ts
+
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, keypair, setup_session
 

@@ -7,6 +7,7 @@ from multiformats import CID
 from nacl.signing import VerifyKey
 
 from seed_agents.protocol import dagcbor, hm_blobs
+
 from tests.hm_vectors import blob_bytes, block_ids, load
 
 ACCOUNTS = load("accounts")

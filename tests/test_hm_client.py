@@ -12,6 +12,7 @@ from seed_agents.protocol import dagcbor, hm_blobs
 from seed_agents.protocol.unixfs import file_blobs
 from seed_agents.server.hypermedia.client import HmClient, HmError, search_params
 from seed_agents.server.providers.network import NetworkPolicy, provider_client
+
 from tests.fakes.hm_server import FAILURES, REFUSAL_SECRET, FakeHmProcess, FakeHmServer, fake_hm_in_thread
 from tests.hm_vectors import block_ids, load
 

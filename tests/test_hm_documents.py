@@ -9,6 +9,7 @@ import pytest
 
 from seed_agents.protocol import dagcbor, hm_blobs, hm_markdown
 from seed_agents.server.hypermedia.client import HmClient, HmError, HmNotFound
+
 from tests.fakes.hm_server import REFUSAL_SECRET, FakeHmServer
 from tests.hm_vectors import blob_bytes, block_ids, load
 

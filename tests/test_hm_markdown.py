@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from seed_agents.protocol import dagcbor, hm_blobs
 from seed_agents.protocol import hm_markdown as md
+
 from tests.hm_vectors import block_ids, load
 
 DOCUMENTS = load("documents")

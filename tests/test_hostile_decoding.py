@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.envelope import verify_envelope
+from seed_agents.protocol.errors import ProtocolError
+
 from tests.hostile import attackers, cpu_seconds, finish, percentile
 from tests.hostile_attack import MAPS, bomb
 from tests.procs import ServerProcess

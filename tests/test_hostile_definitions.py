@@ -8,6 +8,7 @@ import asyncio
 import time
 
 from seed_agents.protocol.fields import MAX_DEFINITION_ITEMS
+
 from tests.hostile import percentile, rss
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, keypair

@@ -12,13 +12,14 @@ import time
 import httpx
 import pytest
 
+from seed_agents.clients.raw import unique_ts
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
-from seed_agents.clients.raw import unique_ts
+from seed_agents.server.transport.httpconn import CONN_PROBE_BURST, CONN_PROBE_RATE
+
 from tests.conftest import make_config
 from tests.hostile import Peak, cpu_seconds, dropped, raw_socket, rss, rss_settles_below
 from tests.httpraw import RawHttp, base_url, request
-from seed_agents.server.transport.httpconn import CONN_PROBE_BURST, CONN_PROBE_RATE
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, keypair, setup_session
 

@@ -8,6 +8,7 @@ import asyncio
 import time
 
 from seed_agents.protocol.capability import make_capability
+
 from tests.pg import postgres_url  # noqa: F401  (fixture)
 from tests.wsraw import V2Client, keypair
 
@@ -74,6 +75,7 @@ async def test_unregister_signer_refuses_the_key_and_closes_its_sockets(server):
 async def test_unregister_signer_closes_the_keys_sockets_on_every_server_of_a_shared_store(tmp_path, postgres_url):  # noqa: F811
     from seed_agents.server.main import start_server
     from seed_agents.server.storage.url import parse_storage_url
+
     from tests.conftest import make_config
 
     servers = []

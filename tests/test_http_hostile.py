@@ -11,6 +11,7 @@ import pytest
 
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
+
 from tests.conftest import make_config
 from tests.httpraw import CBOR_HEADERS, CORS, RawHttp, act, assert_cors, base_url, post, request
 from tests.wsraw import V1, V2Client, keypair

@@ -17,6 +17,7 @@ import pytest
 from seed_agents.protocol import hm_blobs
 from seed_agents.protocol.envelope import sign_envelope
 from seed_agents.protocol.keys import Keypair
+
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.hm_server import REFUSAL_SECRET, FakeHmServer
 from tests.fakes.sse_base import Script
@@ -383,6 +384,7 @@ async def test_the_health_answer_states_every_capability_truthfully(publishing, 
 
 async def test_an_account_made_before_there_was_an_hm_server_goes_up_whole_at_its_first_update(tmp_path, http):
     from seed_agents.server.main import start_server
+
     from tests.conftest import make_config
 
     offline = await start_server(make_config(tmp_path))

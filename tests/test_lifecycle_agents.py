@@ -7,6 +7,7 @@ import os
 
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import runs as runs_q
+
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_lifecycle_sessions import call, wait_for

@@ -11,8 +11,9 @@ import apsw
 import pytest
 
 from seed_agents.protocol.envelope import build_envelope
-from seed_agents.server.store import accounts, agents, events, runs, sessions
 from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.store import accounts, agents, events, runs, sessions
+
 from tests.procs import ServerProcess
 from tests.wsraw import V2, keypair
 
@@ -71,6 +72,7 @@ def counts(path, agent_id: str, session_id: str) -> dict:
 async def kill_during(srv: ServerProcess, kp, action: dict, delay: float) -> None:
     """Send `action` and SIGKILL the server `delay` seconds later, answered or not."""
     from websockets.asyncio.client import connect
+
     from seed_agents.protocol import dagcbor
 
     async with connect(srv.url, subprotocols=[V2], max_size=None) as ws:

@@ -4,11 +4,12 @@ from __future__ import annotations
 import asyncio
 
 from seed_agents.server.store import runs as runs_q
+
 from tests.fakes.openai_server import FakeOpenAI, Script
-from tests.test_runtime_turns import provider_session, send, session_status
 from tests.test_lifecycle_sessions import call
-from tests.wsraw import V2Client, keypair, setup_session
+from tests.test_runtime_turns import provider_session, send, session_status
 from tests.waiting import until
+from tests.wsraw import V2Client, keypair, setup_session
 
 
 async def test_get_and_list_runs(server):

@@ -9,10 +9,11 @@ import pytest
 
 from seed_agents.protocol.envelope import NULL
 from seed_agents.server.store import sessions as sessions_q
+
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_runtime_turns import provider_session, send, session_status, until_durable
-from tests.wsraw import V2Client, flatten, keypair, setup_session
 from tests.waiting import until
+from tests.wsraw import V2Client, flatten, keypair, setup_session
 
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")

@@ -15,6 +15,7 @@ import pytest
 
 from seed_agents.server.main import start_server
 from seed_agents.server.store import secrets_table as secrets_q
+
 from tests.conftest import make_config
 from tests.fakes.mcp_server import McpFake
 from tests.fakes.openai_server import FakeOpenAI, Script

@@ -13,6 +13,7 @@ from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
 from seed_agents.server.config import ConfigError, load_config
 from seed_agents.server.main import start_server
+
 from tests.conftest import make_config
 from tests.httpraw import base_url
 from tests.wsraw import V2, keypair

@@ -7,6 +7,7 @@ from seed_agents.protocol import actions as A
 from seed_agents.protocol.actions import parse_action, request_fingerprint
 from seed_agents.protocol.dagcbor import decode
 from seed_agents.protocol.errors import ProtocolError
+
 from tests.vectors import load
 
 TS = 1_767_225_600_000

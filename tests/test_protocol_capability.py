@@ -9,6 +9,7 @@ from seed_agents.protocol.envelope import ZERO_SIG
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.keys import Keypair
 from seed_agents.protocol.principals import principal_from_string
+
 from tests.vectors import from_tagged, load
 
 CASES = load("capabilities")["cases"]

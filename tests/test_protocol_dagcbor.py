@@ -14,6 +14,7 @@ from seed_agents.protocol._dagcbor_encode import ENCODE_MAX_DEPTH
 from seed_agents.protocol._dagcbor_strict import strict_decode
 from seed_agents.protocol.dagcbor import DagCborError, decode, decode_canonical, encode
 from seed_agents.protocol.errors import ProtocolError
+
 from tests.vectors import UNDEFINED, from_tagged, load, same
 
 VECTORS = load("dag-cbor")

@@ -24,10 +24,11 @@ from seed_agents.protocol.envelope import (
     verify_envelope,
 )
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.keys import Keypair
 from seed_agents.protocol.framing_types import Refusal, Request, Unsubscribe
 from seed_agents.protocol.framing_v2 import V2Framing
+from seed_agents.protocol.keys import Keypair
 from seed_agents.protocol.v2 import decode_v2_request
+
 from tests.vectors import UNDEFINED, from_tagged, load
 
 VECTORS = load("envelopes")

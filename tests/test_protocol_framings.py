@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 from seed_agents.protocol import dagcbor
-from seed_agents.protocol.frame_limits import UPLOAD_FRAME_BYTES
 from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.frame_limits import UPLOAD_FRAME_BYTES
 from seed_agents.protocol.framing_http import HttpFraming
 from seed_agents.protocol.framing_types import Refusal, Request, Unsubscribe
 from seed_agents.protocol.framing_v1 import V1Framing
 from seed_agents.protocol.framing_v2 import V2Framing
 from seed_agents.protocol.wire_values import RawEvents
+
 from tests.wsraw import keypair
 
 KP = keypair("framings")

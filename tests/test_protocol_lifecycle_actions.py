@@ -5,6 +5,7 @@ import pytest
 
 from seed_agents.protocol import actions as A
 from seed_agents.protocol.actions import parse_action
+
 from tests.test_protocol_actions import act, refused
 
 DEF = {"name": "n", "systemPrompt": "", "modelProvider": "echo", "model": "m"}

@@ -16,6 +16,7 @@ from seed_agents.protocol.principals import (
     principal_to_string,
     public_key_of,
 )
+
 from tests.vectors import load
 
 VECTORS = load("principals")

@@ -12,6 +12,7 @@ from seed_agents.protocol.dagcbor import DagCborError, decode, decode_canonical,
 from seed_agents.protocol.envelope import VerifiedEnvelope, sign_envelope, verify_envelope
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.keys import Keypair
+
 from tests.vectors import same
 
 SETTINGS = settings(max_examples=200, deadline=None,

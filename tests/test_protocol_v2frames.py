@@ -6,6 +6,7 @@ import cbor2
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import build_envelope, sign_envelope
 from seed_agents.protocol.v2 import peek_action_name, peek_id, split_request
+
 from tests.wsraw import keypair
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from seed_agents.server.providers.anthropic import API_VERSION, AnthropicProvider
 from seed_agents.server.providers.base import ChatMessage, ModelInfo, ProviderError, ProviderSpec, TextDelta, Usage
+
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.sse_base import Script
 

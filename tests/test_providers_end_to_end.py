@@ -11,14 +11,15 @@ import pytest
 
 from seed_agents.protocol import dagcbor
 from seed_agents.server.main import start_server
+
 from tests.conftest import make_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.google_server import FakeGoogle
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.sse_base import Script
 from tests.procs import free_port
-from tests.wsraw import V2Client, flatten, keypair
 from tests.waiting import until
+from tests.wsraw import V2Client, flatten, keypair
 
 KEY = "sk-e2e-NEVER-SHOWN-\"quoted\"-\\back-3b9f"   # quotes and a backslash: escaped forms
 FIRST_TOKEN = 0.5

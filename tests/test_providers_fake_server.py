@@ -11,6 +11,7 @@ import pytest
 
 from seed_agents.server.providers.base import ChatMessage, ProviderError, ProviderSpec, TextDelta, Usage
 from seed_agents.server.providers.registry import ProviderSettings, make_provider
+
 from tests.fakes.openai_server import FakeOpenAI, Script
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,6 +7,7 @@ import pytest
 
 from seed_agents.server.providers.base import ChatMessage, ModelInfo, ProviderError, ProviderSpec, TextDelta, Usage
 from seed_agents.server.providers.google import GoogleProvider
+
 from tests.fakes.google_server import FakeGoogle
 from tests.fakes.sse_base import Script
 

@@ -9,6 +9,7 @@ import pytest
 from seed_agents.server.providers.base import ChatMessage, ProviderError, ProviderSpec, TextDelta
 from seed_agents.server.providers.network import NetworkPolicy, address_class, is_loopback_host, provider_client
 from seed_agents.server.providers.openai_compat import OpenAICompatProvider
+
 from tests.fakes.openai_server import FakeOpenAI, Script
 
 ip = ipaddress.ip_address

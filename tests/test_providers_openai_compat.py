@@ -10,6 +10,7 @@ import pytest
 
 from seed_agents.server.providers.base import ChatMessage, ProviderError, ProviderSpec, TextDelta, Usage
 from seed_agents.server.providers.openai_compat import OpenAICompatProvider
+
 from tests.fakes.openai_server import FakeOpenAI, Script
 
 KEY = "sk-test-SEKRIT-4f1c9a7e22"  # distinctive, so any leak is easy to spot

@@ -3,9 +3,9 @@
 import httpx
 import pytest
 
-from seed_agents.server.providers.base import ProviderError, ProviderSpec, Usage
 from seed_agents.protocol.actions import PROVIDER_TYPES
 from seed_agents.server.providers.anthropic import AnthropicProvider
+from seed_agents.server.providers.base import ProviderError, ProviderSpec, Usage
 from seed_agents.server.providers.echo import EchoProvider
 from seed_agents.server.providers.google import GoogleProvider
 from seed_agents.server.providers.openai_compat import OpenAICompatProvider

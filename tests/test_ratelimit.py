@@ -2,8 +2,8 @@
 a connection's bucket, the per-address probe buckets and the webhook delivery buckets."""
 from __future__ import annotations
 
-from seed_agents.server.transport.peers import AddressTable
 from seed_agents.server.ratelimit import RateLimiter, TokenBucket
+from seed_agents.server.transport.peers import AddressTable
 from seed_agents.server.triggers.webhook import Deliveries
 
 

@@ -3,12 +3,12 @@ name the levels a model does take, and a level reaching each provider family in 
 through a real server, with the thinking the fakes stream back never shown as the answer."""
 from __future__ import annotations
 
-
 import httpx
 import pytest
 
 from seed_agents.protocol.reasoning import model_reasoning_support
 from seed_agents.server.main import start_server
+
 from tests.conftest import make_config
 from tests.fakes import anthropic_server, google_server, openai_server
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -16,8 +16,8 @@ from tests.fakes.google_server import FakeGoogle
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.sse_base import Script
 from tests.httpraw import act, base_url
-from tests.wsraw import keypair
 from tests.waiting import until
+from tests.wsraw import keypair
 
 KEY = "sk-reasoning-test"
 

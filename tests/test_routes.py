@@ -9,6 +9,7 @@ from seed_agents.protocol.actions import ACTIONS, parse_action
 from seed_agents.protocol.envelope import build_envelope, verify_envelope
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.server.routes import INLINE_ACTIONS, ROUTES
+
 from tests.wsraw import V2Client, keypair, setup_session
 
 

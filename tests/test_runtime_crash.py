@@ -6,8 +6,8 @@ import asyncio
 
 from tests.procs import FakeProcess, ServerProcess
 from tests.test_runtime_turns import provider_session
-from tests.wsraw import V2Client, keypair
 from tests.waiting import until
+from tests.wsraw import V2Client, keypair
 
 
 async def test_kill_while_streaming_then_requeue_and_finish(tmp_path):

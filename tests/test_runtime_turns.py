@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.fakes.openai_server import FakeOpenAI, Script
-from tests.wsraw import V2Client, keypair, flatten
+from tests.wsraw import V2Client, flatten, keypair
 
 API_KEY = "sk-test-DO-NOT-LEAK-7f3a"
 

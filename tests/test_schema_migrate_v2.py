@@ -11,8 +11,9 @@ import apsw
 
 from seed_agents import schema
 from seed_agents.protocol import dagcbor
-from seed_agents.server.store.secrets_table import secret_aad
 from seed_agents.server.store.secrets import SecretBox, load_secrets_key
+from seed_agents.server.store.secrets_table import secret_aad
+
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.wsraw import V2Client, flatten, keypair

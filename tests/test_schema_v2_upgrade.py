@@ -10,8 +10,9 @@ from pathlib import Path
 import apsw
 
 from seed_agents import schema
-from seed_agents.server.store import runs as runs_q
 from seed_agents.server.storage.sqlite.gate import open_database
+from seed_agents.server.store import runs as runs_q
+
 from tests.conftest import make_config
 from tests.test_runtime_turns import send
 from tests.wsraw import V2Client, keypair

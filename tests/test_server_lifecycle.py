@@ -2,8 +2,6 @@
 SIGTERM stops it cleanly with sockets closed 1001 and acknowledged writes kept."""
 from __future__ import annotations
 
-from seed_agents import schema
-
 import asyncio
 import os
 import subprocess

@@ -9,8 +9,9 @@ from websockets.asyncio.client import connect
 
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import build_envelope
-from seed_agents.server.store import accounts, agents, events, sessions
 from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.store import accounts, agents, events, sessions
+
 from tests.conftest import make_config
 from tests.wsraw import keypair, rss_bytes
 

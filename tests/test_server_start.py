@@ -14,6 +14,7 @@ import pytest
 
 from seed_agents.clients import AgentsClient, AgentsError
 from seed_agents.protocol.keys import Keypair
+
 from tests.procs import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]

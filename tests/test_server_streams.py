@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.wsraw import V1, V2Client, keypair, setup_session, flatten
-
+from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 
 
 async def collect_until(client, predicate, timeout=20):

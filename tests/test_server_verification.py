@@ -9,6 +9,7 @@ import pytest
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.capability import make_capability
 from seed_agents.protocol.envelope import build_envelope, sign_envelope
+
 from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -274,6 +275,7 @@ async def test_v2_oversized_frames_are_413_without_being_decoded(server):
 
 async def test_a_socket_without_an_account_is_rate_limited_before_verification(tmp_path):
     from seed_agents.server.main import start_server
+
     from tests.conftest import make_config
 
     running = await start_server(make_config(tmp_path, rate_per_second=1.0, rate_burst=5))
@@ -296,6 +298,7 @@ async def test_connections_past_the_server_limit_are_refused_with_503(tmp_path):
     from websockets.exceptions import InvalidStatus
 
     from seed_agents.server.main import start_server
+
     from tests.conftest import make_config
 
     running = await start_server(make_config(tmp_path, max_connections=2))

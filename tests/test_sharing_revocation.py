@@ -15,6 +15,7 @@ import random
 import pytest
 
 from seed_agents.clients.wire import decode_frame
+
 from tests.conftest import make_config
 from tests.wsraw import V2Client, keypair, setup_session
 

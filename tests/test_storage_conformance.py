@@ -21,20 +21,20 @@ import pytest
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.server.handlers import idempotency as idem
 from seed_agents.server.storage import parse_storage_url
+from seed_agents.server.storage.errors import SchemaGateError
+from seed_agents.server.storage.port import Conn
 from seed_agents.server.store import accounts as accounts_q
-from seed_agents.server.store import attachments as attachments_q
-from seed_agents.server.store import blobs as blobs_q
-from seed_agents.server.store import file_quota as file_quota_q
-from seed_agents.server.store import memory as memory_q
-from seed_agents.server.store import uploads as uploads_q
 from seed_agents.server.store import agent_lifecycle as lifecycle_q
 from seed_agents.server.store import agents as agents_q
-from seed_agents.server.store import codec
+from seed_agents.server.store import attachments as attachments_q
+from seed_agents.server.store import blobs as blobs_q
+from seed_agents.server.store import codec, key_check
 from seed_agents.server.store import collaborators as collab_q
 from seed_agents.server.store import events as events_q
+from seed_agents.server.store import file_quota as file_quota_q
 from seed_agents.server.store import idempotency as idem_q
 from seed_agents.server.store import identities as identities_q
-from seed_agents.server.store import key_check
+from seed_agents.server.store import memory as memory_q
 from seed_agents.server.store import owners as owners_q
 from seed_agents.server.store import provider_removal as removal_q
 from seed_agents.server.store import providers as providers_q
@@ -42,10 +42,10 @@ from seed_agents.server.store import runs as runs_q
 from seed_agents.server.store import secrets_table as secrets_q
 from seed_agents.server.store import sessions as sessions_q
 from seed_agents.server.store import signatures as sig_q
+from seed_agents.server.store import uploads as uploads_q
 from seed_agents.server.store.errors import NotFound
-from seed_agents.server.storage.errors import SchemaGateError
-from seed_agents.server.storage.port import Conn
 from seed_agents.server.store.secrets import SecretBox
+
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 ACCOUNT = "z6MkAccount"

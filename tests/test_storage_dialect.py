@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from seed_agents.server.storage.postgres.dialect import to_postgres
+
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 

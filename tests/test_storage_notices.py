@@ -3,7 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from seed_agents.server.storage.notices import MAX_NOTICE_BYTES, LocalNoticeBus, Notice, Resync, decode_notice, encode_notice
+from seed_agents.server.storage.notices import (
+    MAX_NOTICE_BYTES,
+    LocalNoticeBus,
+    Notice,
+    Resync,
+    decode_notice,
+    encode_notice,
+)
 
 
 def test_a_notice_round_trips_and_big_ones_are_refused():

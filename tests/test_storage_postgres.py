@@ -19,6 +19,7 @@ from seed_agents.server.store import events as events_q
 from seed_agents.server.store import owners as owners_q
 from seed_agents.server.store import runs as runs_q
 from seed_agents.server.store import sessions as sessions_q
+
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 T0 = 1_700_000_000_000

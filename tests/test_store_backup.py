@@ -10,9 +10,9 @@ import apsw
 import pytest
 
 from seed_agents import schema
-from seed_agents.server.store import agents, events, sessions
 from seed_agents.server.storage.sqlite.database import Database
 from seed_agents.server.storage.sqlite.gate import open_database
+from seed_agents.server.store import agents, events, sessions
 
 PAYLOAD = {"type": "message", "role": "user", "content": "backed up"}
 

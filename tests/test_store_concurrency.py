@@ -4,8 +4,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from seed_agents.server.store import agents, events, idempotency, sessions
 from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.store import agents, events, idempotency, sessions
+
 from tests.threads import race
 
 ACCOUNT = "z6MkAccount"

@@ -18,8 +18,8 @@ import threading
 
 import pytest
 
-from seed_agents.server.store import events, sessions
 from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.store import events, sessions
 
 CHILD = textwrap.dedent("""
     import asyncio, sys, uuid

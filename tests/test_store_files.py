@@ -15,6 +15,7 @@ from seed_agents.server.store import blobs
 from seed_agents.server.store import memory as memory_q
 from seed_agents.server.store import sessions as sessions_q
 from seed_agents.server.store import uploads as uploads_q
+
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.test_storage_conformance import ACCOUNT, BACKENDS, T0, Stores, seed
 

@@ -7,8 +7,14 @@ import apsw
 import pytest
 
 from seed_agents import schema
-from seed_agents.server.storage.sqlite.gate import (SchemaGateError, SchemaMigrationError, SchemaTarget, open_database,
-                               open_reader)
+from seed_agents.server.storage.sqlite.gate import (
+    SchemaGateError,
+    SchemaMigrationError,
+    SchemaTarget,
+    open_database,
+    open_reader,
+)
+
 from tests.threads import race
 
 

@@ -11,6 +11,7 @@ from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import identities as identities_q
 from seed_agents.server.store.errors import NotFound
 from seed_agents.server.store.secrets import SecretBox, SecretOpenError
+
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 OWNER, OTHER = "z6MkOwner", "z6MkOther"

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 
-
 from seed_agents.server.store import providers, secrets_table
 
 ACCOUNT = "z6MkAccount"

@@ -7,9 +7,20 @@ from __future__ import annotations
 
 import pytest
 
-from seed_agents.server.store import (accounts, agents, collaborators, events, idempotency, owners, providers, runs,
-                          secrets_table, sessions, signatures)
 from seed_agents.server.storage.sqlite.gate import open_database
+from seed_agents.server.store import (
+    accounts,
+    agents,
+    collaborators,
+    events,
+    idempotency,
+    owners,
+    providers,
+    runs,
+    secrets_table,
+    sessions,
+    signatures,
+)
 
 A = "z6MkAccount"
 

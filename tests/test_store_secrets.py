@@ -8,10 +8,9 @@ import threading
 
 import pytest
 
-from seed_agents.server.store import secrets_table
 from seed_agents.server.storage.sqlite.database import Database
-from seed_agents.server.store.secrets import (KEY_FILE, SecretBox, SecretOpenError, SecretsKeyError,
-                                  load_secrets_key)
+from seed_agents.server.store import secrets_table
+from seed_agents.server.store.secrets import KEY_FILE, SecretBox, SecretOpenError, SecretsKeyError, load_secrets_key
 
 KEY = bytes(range(32))
 

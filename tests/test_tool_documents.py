@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import httpx
 
-from seed_agents.protocol.dagcbor import encode
 from seed_agents.protocol.capability import capability_cid
+from seed_agents.protocol.dagcbor import encode
 from seed_agents.protocol.tool_documents import BUILTINS
+
 from tests.wsraw import V2Client, keypair, setup_session
 
 LAMBDA = {"name": "weather", "description": "Look up the weather. Returns degrees.", "source": "def main(i): return 1",

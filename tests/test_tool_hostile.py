@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from seed_agents.server.main import start_server
+
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.fakes.web_server import FakeWeb

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from seed_agents.server.main import start_server
+
 from tests.conftest import server_config
 from tests.fakes import sse_base
 from tests.fakes.anthropic_server import FakeAnthropic

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from seed_agents.server.main import start_server
+
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Script
 from tests.wsraw import V2Client, keypair

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from seed_agents.server.triggers import activity
+
 from tests.fakes.hm_activity import FakeHMActivity, citation_event, comment_event, doc_update_event
 from tests.test_lifecycle_sessions import call
 from tests.triggers_helpers import create_trigger, get_trigger, make_agent, session_reply
@@ -26,6 +27,7 @@ def now_ms() -> int:
 
 async def start(tmp_path, request, fake, name="srv", storage="sqlite"):
     from seed_agents.server.main import start_server
+
     from tests.conftest import server_config
 
     (tmp_path / name).mkdir(exist_ok=True)

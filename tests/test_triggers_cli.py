@@ -8,6 +8,7 @@ import contextlib
 import io
 
 from seed_agents.clients.cli import main
+
 from tests.test_cli_commands import cli_env, run_cli
 
 

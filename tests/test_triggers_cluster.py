@@ -16,9 +16,10 @@ import pytest
 
 from seed_agents.clients import AgentsClient
 from seed_agents.protocol.keys import Keypair
+
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
-from tests.test_cluster_servers import start_servers
 from tests.procs import ServerProcess
+from tests.test_cluster_servers import start_servers
 
 MIN = 60_000
 ECHO = {"name": "echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}

@@ -10,6 +10,7 @@ import uuid
 import httpx
 
 from seed_agents.protocol.capability import make_capability
+
 from tests.httpraw import act, base_url
 from tests.wsraw import V1, keypair
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from seed_agents.server.triggers import schedule as sched
+
 from tests.triggers_helpers import utc_ms
 
 MIN = 60_000

@@ -4,9 +4,17 @@ slots fires once and records two skipped; repeated failures back off."""
 from __future__ import annotations
 
 from seed_agents.server.triggers.clock import ManualClock
+
 from tests.test_lifecycle_sessions import call
-from tests.triggers_helpers import (clocked_server, create_trigger, firings_when, get_trigger, make_agent,
-                                    session_reply, utc_ms)
+from tests.triggers_helpers import (
+    clocked_server,
+    create_trigger,
+    firings_when,
+    get_trigger,
+    make_agent,
+    session_reply,
+    utc_ms,
+)
 from tests.wsraw import V2Client, keypair
 
 MIN = 60_000

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from seed_agents.server.triggers.clock import ManualClock
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.openai_server import Script
+
+from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_lifecycle_sessions import call
 from tests.test_tool_loop import agent_session, run_turn
 from tests.test_tool_loop import call as tool_call

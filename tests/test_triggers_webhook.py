@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from seed_agents.server.triggers.webhook import new_secret, secret_hash, secret_matches
+
 from tests.test_lifecycle_sessions import call
 from tests.triggers_helpers import create_trigger, firings_when, get_trigger, make_agent, session_reply
 from tests.wsraw import V2Client, keypair
@@ -96,6 +97,7 @@ async def test_oversized_bodies_are_413(server):
 
 async def hooks_server(tmp_path, request, rate: float):
     from seed_agents.server.main import start_server
+
     from tests.conftest import server_config
 
     running = await start_server(server_config(tmp_path, "sqlite", request, webhook_rate_limit=rate))

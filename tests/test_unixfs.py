@@ -10,6 +10,7 @@ from multiformats import CID
 
 from seed_agents.protocol import unixfs
 from seed_agents.protocol.unixfs import DAG_PB, RAW, file_blobs
+
 from tests.hm_vectors import load, pattern_bytes
 
 ACCOUNTS = load("accounts")

@@ -6,6 +6,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 
 from seed_agents.server.triggers.clock import ManualClock
+
 from tests.test_lifecycle_sessions import call
 from tests.wsraw import V2Client
 
@@ -21,6 +22,7 @@ def utc_ms(text: str) -> int:
 async def clocked_server(tmp_path, storage: str, request, clock: ManualClock, **settings):
     """A real server (in process, real sockets, a real database) whose triggers read `clock`."""
     from seed_agents.server.main import start_server
+
     from tests.conftest import server_config
 
     running = await start_server(server_config(tmp_path, storage, request, trigger_clock=clock, **settings))

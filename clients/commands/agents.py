@@ -4,10 +4,10 @@ from __future__ import annotations
 import contextlib
 import uuid
 
-from .common import CliError, open_client, say
-from .resolve import agent_id, all_agents, provider_model
 from ..errors import AgentsError
 from ..render import as_json, table, when
+from .common import CliError, open_client, say
+from .resolve import agent_id, all_agents, provider_model
 
 
 async def create(args) -> int:

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from seed_agents.protocol.keys import Keypair
 
+from ..errors import AgentsError
+from ..keyfile import KeyFileError, read_key, resolve_key_path, write_key
+from ..render import event_line
 from . import resolve
 from .common import CliError, checked_url, explain, open_client, say
 from .reply import send_message, stream_reply
 from .send import finish_reply, write_out
-from ..errors import AgentsError
-from ..keyfile import KeyFileError, read_key, resolve_key_path, write_key
-from ..render import event_line
 
 CHAT_AGENT = {"name": "chat", "systemPrompt": "You are a helpful assistant.",
               "modelProvider": "echo", "model": "echo"}

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from seed_agents.protocol.keys import Keypair
 
-from .common import CliError, keypair_of, say
 from ..keyfile import KeyFileError, resolve_key_path, write_key
+from .common import CliError, keypair_of, say
 
 
 def keygen(args) -> int:

@@ -16,10 +16,11 @@ import os
 import sys
 from pathlib import Path
 
-from .common import CliError, open_client, say
 from seed_agents.protocol import providers as provider_table
+
 from ..errors import AgentsError
 from ..render import as_json, table
+from .common import CliError, open_client, say
 
 TYPES = provider_table.ADDABLE_TYPES   # the provider table (protocol/providers.py)
 # Hosted services refuse anonymous calls: better said now than at the first message.

@@ -6,9 +6,9 @@ are named by id or by the start of their id, as `runs list` shows them.
 """
 from __future__ import annotations
 
+from ..render import as_json, table, when
 from .common import open_client, say
 from .resolve import agent_id, agent_name, all_agents, run_id, session_id, short
-from ..render import as_json, table, when
 
 STATUSES = ("queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled")
 LIMIT = 1000   # the server's cap per agent or session

@@ -1,9 +1,9 @@
 """`sessions create|list|rename|delete|retry|stop` and `history`."""
 from __future__ import annotations
 
+from ..render import as_json, event_line, session_line, table, when
 from .common import open_client, say
 from .resolve import agent_id, agent_name, all_sessions, session_id
-from ..render import as_json, event_line, session_line, table, when
 
 HISTORY_PAGE = 1000
 

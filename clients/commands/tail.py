@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from ..render import event_line
 from .common import open_client, say
 from .resolve import session_id
-from ..render import event_line
 
 
 async def tail(args) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions import MAX_ID
 from seed_agents.protocol.errors import ProtocolError, quote
+
 from ..store import agents as agents_q
 from ..store import collaborators as collab_q
 from ..store import owners as owners_q

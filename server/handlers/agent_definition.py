@@ -7,8 +7,9 @@ from __future__ import annotations
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.providers import BUILTIN_TYPES
 from seed_agents.protocol.reasoning import level_problem
-from .identities import check_signing_keys
+
 from ..store import providers as providers_q
+from .identities import check_signing_keys
 
 
 def provider_type(conn, owner: str, name: str) -> str | None:  # noqa: ANN001

@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import asyncio
 
-from .access import OWNER, WRITER, agent_for
-from .agent_definition import check_definition
-from .agents import check_provider_name
-from .pages import AGENT_SESSIONS
-from .sessions import forget_system_prompt
 from ..runtime.state_dirs import remove_state_dir
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
 from ..store import collaborators as collab_q
 from ..store import sessions as sessions_q
+from .access import OWNER, WRITER, agent_for
+from .agent_definition import check_definition
+from .agents import check_provider_name
+from .pages import AGENT_SESSIONS
+from .sessions import forget_system_prompt
 
 
 async def update_agent(app, env, action) -> dict:

@@ -6,17 +6,18 @@ import os
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
+
 from ..clock import new_id
-from .agent_definition import check_definition
-from .access import READER, agent_for
-from .idempotency import once
-from .pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
 from ..runtime.state_dirs import make_state_dir
 from ..store import agents as agents_q
 from ..store import collaborators as collab_q
 from ..store import providers as providers_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
+from .access import READER, agent_for
+from .agent_definition import check_definition
+from .idempotency import once
+from .pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
 
 BUILTIN_PROVIDERS = BUILTIN_TYPES   # every account has them (protocol/providers.py)
 

@@ -3,9 +3,10 @@ readers read), stored once per distinct content, deleted with the session."""
 from __future__ import annotations
 
 from seed_agents.protocol.file_rules import infer_mime_type
-from .access import READER, WRITER, session_access
+
 from ..store import attachments as att_q
 from ..store import owners as owners_q
+from .access import READER, WRITER, session_access
 
 
 def session_owner(conn, account_id: str, session_id: str, need: str) -> tuple[str, str]:

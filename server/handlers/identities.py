@@ -17,13 +17,14 @@ from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.actions_identities import SEED_SIZE, signing_keys_of
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.keys import Keypair
-from ..hypermedia import identity_publish
+
 from ..clock import new_id
-from .access import OWNER, READER, agent_for
-from .idempotency import once
+from ..hypermedia import identity_publish
 from ..store import codec
 from ..store import idempotency as idem_q
 from ..store import identities as identities_q
+from .access import OWNER, READER, agent_for
+from .idempotency import once
 
 # Identities per account: ListSigningIdentities answers them all (a few hundred bytes each).
 MAX_IDENTITIES = 1_000

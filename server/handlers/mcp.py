@@ -14,6 +14,7 @@ The servers are the caller's own: an agent uses those of its owner that its defi
 from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError, quote
+
 from ..clock import new_id
 from ..mcp.remote import McpError, Remote
 from ..providers.network import NetworkPolicy

@@ -14,15 +14,16 @@ import httpx
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import default_download_path, extension_for, memory_path
+
 from ..clock import new_id
-from .access import WRITER, agent_access
-from .memory_files import limits, owner_of
-from .uploads import commit_scanned
 from ..providers.network import NetworkRefused
 from ..providers.redact import display_url
 from ..store import blobs
 from ..store import memory as memory_q
 from ..store import uploads as uploads_q
+from .access import WRITER, agent_access
+from .memory_files import limits, owner_of
+from .uploads import commit_scanned
 
 MAX_REDIRECTS = 5
 IDLE_TIMEOUT = 60.0        # seconds without a byte (the reference's idle timeout)

@@ -8,10 +8,11 @@ server/handlers/uploads.py.
 from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError
-from .access import READER, WRITER, agent_access
+
 from ..store import blobs
 from ..store import memory as memory_q
 from ..store import owners as owners_q
+from .access import READER, WRITER, agent_access
 
 
 def limits(app) -> memory_q.MemoryLimits:

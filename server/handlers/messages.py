@@ -5,14 +5,15 @@ import asyncio
 
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.errors import ProtocolError
+
 from ..clock import new_id
-from .access import WRITER, session_for
-from .idempotency import once
 from ..store import agents as agents_q
 from ..store import attachments as att_q
 from ..store import events as events_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
+from .access import WRITER, session_for
+from .idempotency import once
 
 
 def user_payload(env, action, attachments: list[dict] = ()) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions import MAX_AGENTS_PAGE
 from seed_agents.protocol.dagcbor import encode
+
 from ..store import agents as agents_q
 
 MAX_ANSWER_BYTES = 4 << 20

@@ -6,9 +6,10 @@ never a stack trace); a provider that cannot be built from its stored config is 
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import quote, ProtocolError
-from . import access
+from seed_agents.protocol.errors import ProtocolError, quote
+
 from ..providers.base import ProviderError, ProviderNotFound
+from . import access
 
 
 async def list_provider_models(app, env, action) -> dict:

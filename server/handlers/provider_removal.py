@@ -3,8 +3,9 @@ turn with an error event that says the provider is not configured (runtime)."""
 from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError
-from .agents import BUILTIN_PROVIDERS
+
 from ..store import provider_removal as removal_q
+from .agents import BUILTIN_PROVIDERS
 
 
 async def delete_model_provider(app, env, action) -> dict:

@@ -8,9 +8,10 @@ import uuid
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.providers import BUILTIN_PROVIDER
+
 from ..clock import new_id
-from .access import READER, agent_for
 from ..store import providers as providers_q
+from .access import READER, agent_for
 
 BUILTIN_ECHO = BUILTIN_PROVIDER   # protocol/providers.py
 # Providers per account: ListModelProviders answers them all, so their number is bounded

@@ -9,9 +9,10 @@ another signal), so a signal sent twice wakes the run once.
 from __future__ import annotations
 
 from seed_agents.protocol.dagcbor import encode
+
+from ..store import journal as journal_q
 from .access import READER, WRITER, run_for
 from .pages import MAX_ANSWER_BYTES
-from ..store import journal as journal_q
 
 JOURNAL_PAGE = 1_000
 

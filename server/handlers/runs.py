@@ -1,10 +1,10 @@
 """GetRun, ListRuns and CancelRun. Run changes are published on runs/<rootRunId>."""
 from __future__ import annotations
 
-from .access import READER, WRITER, agent_access, run_for, session_access
 from ..clock import new_id
 from ..store import delegation as delegation_q
 from ..store import runs as runs_q
+from .access import READER, WRITER, agent_access, run_for, session_access
 
 DEFAULT_LIMIT = 100
 MAX_RUNS_PAGE = 1_000   # server cap on ListRuns.limit: a RunInfo is a few KiB at most (title <= 1000 characters)

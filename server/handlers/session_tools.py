@@ -15,14 +15,15 @@ from __future__ import annotations
 import json
 import time
 
-from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.actions_tools import WRITE_VERBS
+from seed_agents.protocol.errors import ProtocolError
+
 from ..clock import new_id
-from .access import READER, WRITER, session_for
 from ..providers.base import ToolCall
 from ..store import agents as agents_q
 from ..store import events as events_q
 from ..store import runs as runs_q
+from .access import READER, WRITER, session_for
 
 
 async def run_verb(app, agent: dict, session_id: str, call_id: str, verb: str, value) -> tuple[object, str | None]:  # noqa: ANN001

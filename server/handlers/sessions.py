@@ -3,12 +3,10 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.blocks import system_prompt_markdown
-from ..clock import new_id
+from seed_agents.protocol.wire_values import RawEvents
+
 from ..cache import text_bytes
-from .access import READER, WRITER, agent_access, agent_for, agent_role, session_for
-from .agent_definition import check_level
-from .idempotency import once
-from .pages import MAX_ANSWER_BYTES, sessions_with_agents
+from ..clock import new_id
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
 from ..store import collaborators as collab_q
@@ -17,7 +15,10 @@ from ..store import events as events_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
-from seed_agents.protocol.wire_values import RawEvents
+from .access import READER, WRITER, agent_access, agent_for, agent_role, session_for
+from .agent_definition import check_level
+from .idempotency import once
+from .pages import MAX_ANSWER_BYTES, sessions_with_agents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
 MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES  # a page also ends past this many bytes of events (nextAfterSeq says where)

@@ -9,10 +9,11 @@ commit (server/live/grants.py): not one event of the agent reaches them once the
 from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError
-from .access import OWNER, READER, agent_access, agent_for, agent_role
+
 from ..store import agents as agents_q
 from ..store import collaborators as collab_q
 from ..store import owners as owners_q
+from .access import OWNER, READER, agent_access, agent_for, agent_role
 
 COLLABORATORS_CHANGED = "agent-collaborators-changed"
 INVITES_CHANGED = "agent-invites-changed"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.capability import parse_capability
 from seed_agents.protocol.errors import ProtocolError
+
 from ..store import accounts as accounts_q
 
 

@@ -4,6 +4,7 @@ notes each subscriber's role and ends a guest's subscriptions when its access go
 from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError, quote
+
 from .access import OWNER, READER, _not_found, key_role, require
 
 _KINDS = {"agents": "agent", "sessions": "session", "runs": "run"}

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.tool_documents import tool_info
-from .access import READER, WRITER, agent_for
-from ..tools.agent_tools import granted
+
 from ..store import tool_documents as tools_q
+from ..tools.agent_tools import granted
+from .access import READER, WRITER, agent_for
+
 
 def infos(agent: dict, rows: list[dict]) -> list[dict]:
     definition = agent["definition"]

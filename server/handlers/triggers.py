@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.errors import ProtocolError
-from .access import OWNER, READER, WRITER, agent_access, agent_role, require
-from .idempotency import once
+
 from ..store import agents as agents_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
 from ..triggers import manage, webhook
+from .access import OWNER, READER, WRITER, agent_access, agent_role, require
+from .idempotency import once
 
 LIST_LIMIT = 1_000       # triggers in one ListAgentTriggers answer (the per-agent bound is lower)
 SESSIONS_SHOWN = 50      # sessions a GetAgentTrigger answer lists, newest first

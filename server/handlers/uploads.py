@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import MAX_UPLOAD_CHUNK_BYTES, infer_mime_type
+
 from ..clock import new_id
-from .access import WRITER, agent_access
-from .attachments import session_owner
-from .memory_files import limits, memory_changed, owner_of
 from ..store import attachments as att_q
 from ..store import blobs
 from ..store import memory as memory_q
 from ..store import uploads as uploads_q
+from .access import WRITER, agent_access
+from .attachments import session_owner
+from .memory_files import limits, memory_changed, owner_of
 
 
 def _target_owner(conn, app, account_id: str, target, size: int) -> tuple[str, dict]:

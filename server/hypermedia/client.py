@@ -32,9 +32,15 @@ import httpx
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
 from seed_agents.protocol.hm_ids import HmId, parse_hm_id
-from seed_agents.protocol.hm_markdown import (MarkdownTooComplex, blocks_to_markdown, parse_frontmatter, random_block_id,
-                                  slugify)
+from seed_agents.protocol.hm_markdown import (
+    MarkdownTooComplex,
+    blocks_to_markdown,
+    parse_frontmatter,
+    random_block_id,
+    slugify,
+)
 from seed_agents.protocol.unixfs import file_blobs
+
 from ..providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
 from ..providers.redact import display_url
 

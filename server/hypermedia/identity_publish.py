@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from seed_agents.protocol import hm_blobs, unixfs
 from seed_agents.protocol.errors import ProtocolError
+
 from .client import HmClient, HmError
 
 

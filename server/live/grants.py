@@ -23,9 +23,10 @@ import asyncio
 import contextlib
 
 from seed_agents.protocol import events
-from .frames import Outgoing
+
 from ..handlers.access import OWNER, READER, agent_role, key_role
 from ..store import collaborators as collab_q
+from .frames import Outgoing
 
 _AUDIENCE_MAX = 100_000
 

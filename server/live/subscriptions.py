@@ -20,14 +20,15 @@ import logging
 
 from seed_agents.protocol import events
 from seed_agents.protocol.actions import MAX_DEFINITION_BYTES
-from .frames import Outgoing
 from seed_agents.protocol.ws_frame import ws_frame
+
 from ..store import agents as agents_q
 from ..store import codec
 from ..store import events as events_q
 from ..store import journal as journal_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
+from .frames import Outgoing
 
 log = logging.getLogger("seed_agents.subscriptions")
 

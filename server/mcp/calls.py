@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from seed_agents.protocol.errors import quote
 from seed_agents.protocol.tool_documents import schema_errors
-from .remote import McpError, Remote
+
 from ..providers.network import NetworkPolicy
 from ..store import mcp_servers as mcp_q
 from ..store import secrets_table as secrets_q
 from ..store import tool_documents as tools_q
+from .remote import McpError, Remote
 
 
 def _remote(conn, box, config, server: dict) -> Remote:  # noqa: ANN001

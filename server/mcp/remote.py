@@ -14,10 +14,11 @@ import logging
 import re
 
 from seed_agents.protocol.dagcbor import encode
-from seed_agents.protocol.tool_documents import MAX_SCHEMA_BYTES, MAX_TEXT_BYTES, check_schema
 from seed_agents.protocol.errors import ProtocolError
-from .network import MAX_RESPONSE_BYTES, McpNetworkRefused, TooLarge, mcp_http_client
+from seed_agents.protocol.tool_documents import MAX_SCHEMA_BYTES, MAX_TEXT_BYTES, check_schema
+
 from ..providers.network import NetworkPolicy
+from .network import MAX_RESPONSE_BYTES, McpNetworkRefused, TooLarge, mcp_http_client
 
 log = logging.getLogger("seed_agents.mcp")
 

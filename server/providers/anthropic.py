@@ -23,15 +23,13 @@ or 4096.
 
 from __future__ import annotations
 
-import json
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from . import media
-from .base import (MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, Reasoning, TextDelta, ToolCall,
-                   ToolSpec, Usage)
-from . import reasoning
+from . import media, reasoning
+from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, Reasoning, TextDelta, ToolCall, ToolSpec, Usage
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
 
 API_VERSION = "2023-06-01"

@@ -19,7 +19,6 @@ from typing import Protocol, runtime_checkable
 
 from .redact import REDACTED, display_url, scrub
 
-
 # A tool call's arguments beyond this many characters are not kept (the call is answered with an
 # error instead): a model streaming megabytes of arguments must not fill the server's memory.
 MAX_TOOL_ARGUMENT_CHARS = 256 * 1024

@@ -24,15 +24,14 @@ back on that part in the next step (Gemini 2.5+ with thinking); results go back 
 
 from __future__ import annotations
 
-import json
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
-from . import media
+from . import media, reasoning
 from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
-from . import reasoning
 from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
 
 _RESERVED = ("contents", "systemInstruction", "system_instruction", "tools")

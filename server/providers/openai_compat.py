@@ -29,9 +29,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from . import media
+from . import media, reasoning
 from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
-from . import reasoning
 from .http_stream import HttpProvider, StreamState, non_negative_int
 
 # Request fields the caller owns; model_defaults may never replace them.

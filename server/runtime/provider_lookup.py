@@ -9,11 +9,12 @@ import httpx
 
 from seed_agents.protocol.errors import quote
 from seed_agents.protocol.providers import BUILTIN_TYPES
+
 from ..providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec
 from ..providers.registry import ProviderSettings, make_provider
+from ..storage.port import Storage
 from ..store import providers as providers_q
 from ..store import secrets_table as secrets_q
-from ..storage.port import Storage
 from ..store.secrets import SecretBox, SecretOpenError
 
 

@@ -30,18 +30,36 @@ from dataclasses import dataclass
 
 import httpx
 
-from seed_agents.protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
+from seed_agents.protocol import plans
 from seed_agents.protocol.blocks import system_prompt_markdown
 from seed_agents.protocol.errors import quote
-from ..clock import new_id
+from seed_agents.protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
+
 from ..cache import ByteBudgetCache
+from ..clock import new_id
 from ..config import Config
+from ..hypermedia.client import HmClient
 from ..operations.metrics import Metrics
-from seed_agents.protocol import plans
 from ..providers.base import ProviderError, ProviderNotFound, Usage
+from ..providers.capabilities import accepts_images
 from ..providers.network import NetworkPolicy, provider_client
 from ..providers.registry import ProviderSettings
-from ..providers.capabilities import accepts_images
+from ..storage.port import Storage
+from ..store import agent_lifecycle as lifecycle_q
+from ..store import agents as agents_q
+from ..store import delegation as delegation_q
+from ..store import events as events_q
+from ..store import leases as leases_q
+from ..store import runs as runs_q
+from ..store import sessions as sessions_q
+from ..store.errors import NotFound
+from ..store.journal import JournalFull
+from ..store.secrets import SecretBox
+from ..tools import agent_tools
+from ..tools.context import Park, ToolContext
+from ..tools.delegation_tools import Delegating, event_wait
+from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
+from ..tools.web import WebAccess
 from .attachment_view import AttachmentView
 from .history import SessionHistory
 from .leasing import RunLeases
@@ -50,23 +68,6 @@ from .provider_lookup import ProviderLookup
 from .publisher import Publisher
 from .state_dirs import reconcile_state_dirs
 from .tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
-from ..tools.context import Park, ToolContext
-from ..tools import agent_tools
-from ..tools.delegation_tools import Delegating, event_wait
-from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
-from ..tools.web import WebAccess
-from ..hypermedia.client import HmClient
-from ..store import agent_lifecycle as lifecycle_q
-from ..store import agents as agents_q
-from ..store import delegation as delegation_q
-from ..store.journal import JournalFull
-from ..store import events as events_q
-from ..store import leases as leases_q
-from ..store import runs as runs_q
-from ..store import sessions as sessions_q
-from ..storage.port import Storage
-from ..store.errors import NotFound
-from ..store.secrets import SecretBox
 
 log = logging.getLogger("seed_agents.runtime")
 

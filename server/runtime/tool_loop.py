@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 
 from seed_agents.protocol import plans
 from seed_agents.protocol.tool_registry import VERBS as _VERBS
+
 from ..clock import new_id
 from ..providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
-from .history import SessionHistory, result_text
 from ..store import events as events_q
 from ..store import journal as journal_q
 from ..store import runs as runs_q
@@ -55,6 +55,7 @@ from ..store import sessions as sessions_q
 from ..store.errors import NotFound
 from ..tools.context import Park, ToolResult
 from ..tools.surface import SIDE_EFFECTS, ToolSurface, parse_arguments
+from .history import SessionHistory, result_text
 
 log = logging.getLogger("seed_agents.runtime")
 

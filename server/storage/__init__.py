@@ -25,7 +25,7 @@ def database_for(config):
     schema gate). Both run the same `seed_agents.server.store` functions."""
     url = config.storage_url
     if url is not None and url.is_postgresql:
-        from .postgres.database import PgDatabase   # psycopg is imported only when used
+        from .postgres.database import PgDatabase  # psycopg is imported only when used
 
         return PgDatabase(url)
     from .sqlite.database import Database

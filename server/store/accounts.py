@@ -4,7 +4,6 @@ from __future__ import annotations
 from ..storage.port import Conn
 
 
-
 def ensure_account(conn: Conn, account_id: str, now: int) -> None:
     conn.execute("INSERT INTO accounts (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
                  (account_id, now))

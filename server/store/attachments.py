@@ -18,6 +18,7 @@ import hashlib
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import MAX_SESSION_ATTACHMENTS
+
 from . import blobs, file_quota
 
 _COLUMNS = "id, session_id, name, mime_type, size, created_at"

@@ -7,12 +7,12 @@ AgentInviteInfo = {agentId, agentName, ownerAccountId, role, createdAt, updatedA
 """
 from __future__ import annotations
 
+from seed_agents.protocol.dagcbor import peek_text
+
 from ..storage.port import Conn
 from . import agents as agents_q
-from seed_agents.protocol.dagcbor import peek_text
 from . import codec
 from . import sessions as sessions_q
-
 
 
 def collaborator_info(account_id: str, role: str, status: str, created_at: int, updated_at: int) -> dict:

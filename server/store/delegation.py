@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import codec
+from . import codec, parking
 from . import events as events_q
 from . import journal as journal_q
-from . import parking
 from . import runs as runs_q
 from . import sessions as sessions_q
 from .errors import NotFound

@@ -8,7 +8,6 @@ from __future__ import annotations
 from ..storage.port import Conn
 
 
-
 def idem_get(conn: Conn, account_id: str, action: str,
              client_id: str) -> tuple[bytes, bytes] | None:
     """(fingerprint, response bytes) recorded for this id, or None."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import infer_mime_type, utf8_or_none
+
 from . import blobs, file_quota
 
 MAX_INDEXED_CHARS = 256 * 1024   # characters of a text file that search sees (its start)

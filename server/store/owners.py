@@ -8,7 +8,6 @@ from __future__ import annotations
 from ..storage.port import Conn
 
 
-
 def agent_access(conn: Conn, agent_id: str) -> tuple[str, bool] | None:
     """(owning account, public read) of an agent, or None."""
     row = conn.execute("SELECT account_id, public_read FROM agents WHERE id = ?", (agent_id,)).fetchone()

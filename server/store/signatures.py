@@ -7,7 +7,6 @@ from __future__ import annotations
 from ..storage.port import Conn
 
 
-
 def claim_signature(conn: Conn, sig: bytes, expires_at: int, now: int) -> bool:
     """True if newly claimed; False if a live claim exists. An expired claim is taken over."""
     conn.execute(

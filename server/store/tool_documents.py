@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.tool_documents import BUILTINS, MCP_SEPARATOR, builtin_document, encode_document, mcp_document
+
 from . import codec
 from . import mcp_servers as mcp_q
 

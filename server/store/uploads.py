@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import MAX_ACTIVE_UPLOADS_PER_ACCOUNT, UPLOAD_TTL_MS
+
 from . import blobs
 
 _COLUMNS = ("id, account_id, owner_account, blob_id, kind, agent_id, session_id, path, name, mime_type, size,"

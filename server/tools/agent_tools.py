@@ -9,6 +9,7 @@ stored but never runs here: calling one answers that this server has no code san
 from __future__ import annotations
 
 from seed_agents.protocol.tool_documents import BUILTINS, summary_from_description
+
 from ..mcp.calls import call_mcp_tool
 from ..operations.health import CODE_EXEC_REASON
 from ..store import tool_documents as tools_q

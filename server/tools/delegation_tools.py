@@ -27,6 +27,7 @@ import json
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.tool_documents import check_schema, schema_errors
+
 from ..runtime.parked import Delegation
 from ..store import delegation as delegation_q
 from .context import Park, ToolFailure, ToolResult

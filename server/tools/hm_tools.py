@@ -15,9 +15,10 @@ import json
 import httpx
 
 from seed_agents.protocol.actions_identities import signing_keys_of
+
 from ..hypermedia.client import HmError, HmNotFound
-from ..triggers import activity
 from ..store import identities as identities_q
+from ..triggers import activity
 from .context import ToolContext, ToolFailure, ToolResult
 
 _WRITE_OPTIONS = {"name", "signer", "action"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from seed_agents.protocol import file_rules
 from seed_agents.protocol.errors import ProtocolError
+
 from ..store import attachments as attachments_q
 from ..store import blobs
 from ..store import memory as memory_q

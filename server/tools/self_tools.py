@@ -3,6 +3,7 @@ can use, and each one's contract)."""
 from __future__ import annotations
 
 from seed_agents.protocol import tool_registry as registry
+
 from .context import ToolContext, ToolResult
 
 # The definition keys ~/self shows (secrets never live in a definition; this keeps it short).

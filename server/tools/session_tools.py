@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from seed_agents.protocol import plans
+
 from ..store import events as events_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q

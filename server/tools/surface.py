@@ -16,9 +16,9 @@ import json
 from collections.abc import Sequence
 
 from seed_agents.protocol import tool_registry as registry
+
 from ..providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from . import (agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools,
-                          trigger_tools)
+from . import agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools, trigger_tools
 from .context import ToolContext, ToolFailure, ToolResult
 
 # The verbs offered to the model on this server (delegate and return_result come with

@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import json
 
-from seed_agents.protocol.actions_triggers import TriggerInput, TriggerPatch, parse_continuation, parse_prompt, parse_source
+from seed_agents.protocol.actions_triggers import (
+    TriggerInput,
+    TriggerPatch,
+    parse_continuation,
+    parse_prompt,
+    parse_source,
+)
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.fields import MAX_NAME, Fields
+
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
-from .context import ToolContext, ToolFailure, ToolResult
 from ..triggers import manage, webhook
+from .context import ToolContext, ToolFailure, ToolResult
 
 FIRINGS_SHOWN = 10
 

@@ -134,7 +134,7 @@ class WebAccess:
 
 def page_markdown(html: str, url: str) -> tuple[str, str]:
     """(markdown, title) of an HTML page: its main text by trafilatura, with links and tables."""
-    import trafilatura   # heavy import: only when a page is read
+    import trafilatura  # heavy import: only when a page is read
 
     markdown = trafilatura.extract(html, url=url, output_format="markdown", include_links=True,
                                    include_tables=True, include_comments=False, favor_recall=True) or ""

@@ -15,14 +15,15 @@ from seed_agents.protocol.framing_v1 import V1Framing
 from seed_agents.protocol.framing_v2 import SUBPROTOCOL as V2
 from seed_agents.protocol.framing_v2 import V2Framing
 from seed_agents.protocol.v2 import peek_action_name
-from . import memtrim
-from ..verification.dispatch import Outcome, error, execute
+from seed_agents.protocol.ws_frame import ws_frame
+
 from ..live.frames import Outgoing
-from .outbound import Outbound
+from ..live.subscriptions import RunTreeSubscription, SessionSubscription, Subscription
 from ..ratelimit import TokenBucket
 from ..routes import INLINE_ACTIONS
-from ..live.subscriptions import RunTreeSubscription, SessionSubscription, Subscription
-from seed_agents.protocol.ws_frame import ws_frame
+from ..verification.dispatch import Outcome, error, execute
+from . import memtrim
+from .outbound import Outbound
 
 log = logging.getLogger("seed_agents.connection")
 

@@ -29,21 +29,19 @@ import termios
 
 import httptools
 
-from seed_agents.protocol.framing_http import WS_PATH, HttpFraming, Route
-from seed_agents.protocol.framing_types import Refusal, Request
-from .connection import new_connection_id
-from ..verification.dispatch import execute
-from ..operations.health import health
-from .origins import REFUSED, policy
 from seed_agents.protocol.events import error_response
-from ..ratelimit import TokenBucket
+from seed_agents.protocol.framing_http import WS_PATH, HttpFraming, Route, with_origin
+from seed_agents.protocol.framing_types import Refusal, Request
 
-from seed_agents.protocol.framing_http import with_origin
-from . import memtrim
-from .origins import DUPLICATE
-from .peers import address_of
+from ..operations.health import health
 from ..operations.version import VERSION, build_commit
+from ..ratelimit import TokenBucket
 from ..triggers import webhook
+from ..verification.dispatch import execute
+from . import memtrim
+from .connection import new_connection_id
+from .origins import DUPLICATE, REFUSED, policy
+from .peers import address_of
 
 log = logging.getLogger("seed_agents.http")
 

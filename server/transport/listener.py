@@ -17,11 +17,12 @@ from websockets.http11 import SERVER
 from websockets.protocol import OPEN
 from websockets.server import ServerProtocol
 
-from seed_agents.protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
 from seed_agents.protocol.frame_limits import largest
+from seed_agents.protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
+
+from ..operations.version import build_commit
 from .connection import V2, Connection
 from .httpconn import HttpConnection
-from ..operations.version import build_commit
 from .origins import DUPLICATE, REFUSED, policy
 from .peers import AddressTable, address_of
 from .wsconn import BatchingServerConnection

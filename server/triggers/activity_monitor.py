@@ -26,10 +26,11 @@ import httpx
 
 from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
 from seed_agents.protocol.dagcbor import encode
+
 from ..runtime.leasing import server_id
+from ..storage.workers import DatabaseClosed
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
-from ..storage.workers import DatabaseClosed
 from . import activity
 from .firing import Event, admit
 from .webhook import plain_json

@@ -18,11 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from seed_agents.protocol.blocks import to_markdown
+
 from ..clock import new_id
 from ..runtime.parked import woken
 from ..store import agents as agents_q
-from ..store import parking
 from ..store import events as events_q
+from ..store import parking
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions_triggers import TriggerInput, TriggerPatch
 from seed_agents.protocol.errors import ProtocolError, quote
+
 from ..clock import new_id
 from ..store import agents as agents_q
 from ..store import triggers as triggers_q

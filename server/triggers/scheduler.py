@@ -18,8 +18,8 @@ import asyncio
 import logging
 from datetime import datetime, timezone
 
-from ..store import triggers as triggers_q
 from ..storage.workers import DatabaseClosed
+from ..store import triggers as triggers_q
 from . import schedule as sched
 from .firing import Event, admit
 

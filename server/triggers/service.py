@@ -8,10 +8,11 @@ import asyncio
 import logging
 
 from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
+
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
-from .clock import TriggerClock
 from .backoff import failure_backoff
+from .clock import TriggerClock
 from .firing import Event, Policy, admit
 from .scheduler import Scheduler
 from .webhook import Deliveries

@@ -23,10 +23,10 @@ from ..store import agents as agents_q
 from ..store import events as events_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
-from .backoff import failure_backoff
 from ..store import triggers as triggers_q
 from ..tools.context import ToolContext, ToolResult
 from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
+from .backoff import failure_backoff
 
 log = logging.getLogger("seed_agents.triggers")
 

@@ -23,8 +23,9 @@ import secrets as pysecrets
 import time
 from collections import OrderedDict
 
-from seed_agents.protocol.framing_http import Route
 from seed_agents.protocol.fields import MAX_ID
+from seed_agents.protocol.framing_http import Route
+
 from ..ratelimit import Clock, TokenBucket
 from ..store import triggers as triggers_q
 from .event import Event

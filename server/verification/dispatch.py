@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from seed_agents.protocol.actions import parse_action
 from seed_agents.protocol.envelope import VerifiedEnvelope, verify_envelope
 from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.frame_limits import envelope_limit, frame_limit
-from .upload_gate import arrived_ms
 from seed_agents.protocol.events import error_response as error
+from seed_agents.protocol.frame_limits import envelope_limit, frame_limit
+
 from ..operations import accesslog
 from ..routes import ROUTES
 from ..store.errors import InvalidCursor, NotFound, UnstorableText
+from .upload_gate import arrived_ms
 
 log = logging.getLogger("seed_agents.dispatch")
 

@@ -13,9 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .openai_server import (LoopbackFake, RecordedRequest, _chunk, _head, _pause, _read_request, _send,
-                            _send_json)
-
+from .openai_server import LoopbackFake, RecordedRequest, _chunk, _head, _pause, _read_request, _send, _send_json
 
 
 @dataclass

@@ -44,6 +44,7 @@ class Target:
         from seed_agents.server.app import App
         from seed_agents.server.transport.connection import Connection
         from seed_agents.server.verification.dispatch import execute
+
         from tests.conftest import make_config
 
         self.dagcbor, self.Connection, self.execute = dagcbor, Connection, execute
@@ -113,6 +114,7 @@ def _extreme_inputs():
     time (issue 12, findings 6 and 7): seeds for the mutations to start from."""
     from seed_agents.protocol.envelope import sign_envelope
     from seed_agents.protocol.keys import Keypair
+
     from tests.vectors import load
 
     vectors = load("envelopes")

@@ -23,9 +23,8 @@ import logging
 import psycopg
 from psycopg import sql
 
-from ..notices import DEFAULT_MAX_PENDING, Subscription, decode_notice, encode_notice
 from ..errors import StorageError
-from ..notices import Notice, Resync
+from ..notices import DEFAULT_MAX_PENDING, Notice, Resync, Subscription, decode_notice, encode_notice
 
 log = logging.getLogger(__name__)
 

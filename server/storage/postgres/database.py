@@ -36,11 +36,11 @@ from psycopg import errors as pg_errors
 
 from ..errors import StorageError, UnstorableText
 from ..port import Traits
-from .dialect import to_postgres
-from .gate import PgSchemaTarget, pass_gate
 from ..url import StorageURL, scrub
 from ..workers import STOP as _STOP
 from ..workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
+from .dialect import to_postgres
+from .gate import PgSchemaTarget, pass_gate
 
 log = logging.getLogger(__name__)
 

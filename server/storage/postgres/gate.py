@@ -20,7 +20,9 @@ from dataclasses import dataclass
 import psycopg
 
 import seed_agents.schema.postgres as pg_schema
+
 from ..errors import SchemaGateError, SchemaMigrationError
+
 
 class PgSchemaGateError(SchemaGateError):
     """SchemaGateError for a PostgreSQL schema: `path` is the redacted URL."""

@@ -22,10 +22,10 @@ from typing import Any, Callable
 
 import apsw
 
-from . import dblock
-from .gate import SQLITE, SchemaTarget, open_database, open_reader
 from ..workers import STOP as _STOP
 from ..workers import DatabaseClosed, Job, ReaderThreads, WriteQueue, deliver
+from . import dblock
+from .gate import SQLITE, SchemaTarget, open_database, open_reader
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import apsw
 
 from seed_agents import schema
+
 from ..errors import SchemaGateError, SchemaMigrationError
-from ..port import Traits
 from ..filemodes import create_private_file, make_private_dir
+from ..port import Traits
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
