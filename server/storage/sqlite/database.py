@@ -121,11 +121,7 @@ class Database(WriteQueue, ReaderThreads):
         conn = self.reader
         if conn.in_transaction:  # nested read: already inside a snapshot
             return fn(conn, *args)
-        conn.execute("BEGIN")
-        try:
-            return fn(conn, *args)
-        finally:
-            conn.execute("COMMIT")
+        return self._snapshot(conn, fn, args)
 
     async def aread(self, fn: Callable[..., Any], *args: Any, large: bool = False) -> Any:
         """A handler's read: `read` itself (it never suspends, so an inline handler stays inline),
