@@ -22,14 +22,10 @@ def utc_ms(text: str) -> int:
 @asynccontextmanager
 async def clocked_server(tmp_path, storage: str, request, clock: ManualClock, **settings):
     """A real server (in process, real sockets, a real database) whose triggers read `clock`."""
-    from server.main import start_server
-    from tests.conftest import server_config
+    from tests.conftest import running_server, server_config
 
-    running = await start_server(server_config(tmp_path, storage, request, trigger_clock=clock, **settings))
-    try:
+    async with running_server(server_config(tmp_path, storage, request, trigger_clock=clock, **settings)) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 class ClockedAgent(NamedTuple):
