@@ -16,10 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-from clients.commands.common import CliError, open_client, say
+from clients.commands.common import CliError, open_client, print_listing, say
 from protocol import providers as provider_table
 from clients.errors import AgentsError
-from clients.render import as_json, table
 
 TYPES = provider_table.ADDABLE_TYPES   # the provider table (protocol/providers.py)
 # Hosted services refuse anonymous calls: better said now than at the first message.
@@ -87,13 +86,9 @@ async def list_(args) -> int:
     async with open_client(args) as client:
         response = await client.list_model_providers()
     providers = response.get("providers", [])
-    if args.json:
-        print(as_json(providers))
-        return 0
-    rows = [[str(p.get("name", "")), str(p.get("type", "")), "stored" if p.get("hasSecrets") else "none",
-             str(p.get("defaultModel", ""))] for p in providers]
-    print(table(["NAME", "TYPE", "API KEY", "MODEL"], rows))
-    return 0
+    return print_listing(providers, args.json, ["NAME", "TYPE", "API KEY", "MODEL"],
+                         lambda p: [str(p.get("name", "")), str(p.get("type", "")),
+                                    "stored" if p.get("hasSecrets") else "none", str(p.get("defaultModel", ""))])
 
 
 async def delete(args) -> int:
