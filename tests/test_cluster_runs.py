@@ -303,20 +303,27 @@ async def test_a_server_stopping_cleanly_hands_its_runs_back_at_once(tmp_path, p
             await c.close()
 
 
+def account_and_agent(conn) -> None:
+    """The rows the lease tests' sessions hang from: account "acc" and its agent "ag"."""
+    from server.store import accounts, agents
+
+    accounts.ensure_account(conn, "acc", 1)
+    agents.create_agent(conn, "ag", "acc", {"name": "a", "systemPrompt": "", "modelProvider": "echo",
+                                            "model": "m"}, "/x", 1)
+
+
 async def test_leases_in_the_store(tmp_path, postgres_url):
     """server.store.leases on its own: claims in session order across owners, renewals only of
     what an owner holds, requeue on the database clock, and an old attempt never answers."""
     from server.storage.postgres.database import PgDatabase
-    from server.store import accounts, agents, runs, sessions
+    from server.store import runs, sessions
     from server.store import leases
 
     db = PgDatabase(parse_storage_url(postgres_url))
     await db.start()
     try:
         def setup(conn):
-            accounts.ensure_account(conn, "acc", 1)
-            agents.create_agent(conn, "ag", "acc", {"name": "a", "systemPrompt": "", "modelProvider": "echo",
-                                                    "model": "m"}, "/x", 1)
+            account_and_agent(conn)
             for s in ("s1", "s2"):
                 sessions.create_session(conn, s, "acc", "ag", None, 1)
                 for k in range(2):
@@ -357,7 +364,7 @@ async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgre
     """Three claimers, each with its own connections (as three servers have), drain one queue
     at once: every run is claimed exactly once, and each session's runs in order."""
     from server.storage.postgres.database import PgDatabase
-    from server.store import accounts, agents, runs, sessions
+    from server.store import runs, sessions
     from server.store import leases
 
     n_sessions, per_session = 8, 5
@@ -366,9 +373,7 @@ async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgre
         await db.start()
     try:
         def setup(conn):
-            accounts.ensure_account(conn, "acc", 1)
-            agents.create_agent(conn, "ag", "acc", {"name": "a", "systemPrompt": "", "modelProvider": "echo",
-                                                    "model": "m"}, "/x", 1)
+            account_and_agent(conn)
             for i in range(n_sessions):
                 sessions.create_session(conn, f"s{i}", "acc", "ag", None, 1)
             for k in range(per_session):   # interleaved, as messages to many sessions arrive
