@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -76,15 +78,22 @@ def server_config(tmp_path, storage: str, request, **limits):
     return cfg
 
 
-@pytest.fixture
-async def server(tmp_path, storage, request):
+@asynccontextmanager
+async def running_server(cfg) -> AsyncIterator:
+    """A real server started in this process with `cfg`, stopped at the end."""
     from seed_agents.server.main import start_server
 
-    running = await start_server(server_config(tmp_path, storage, request))
+    running = await start_server(cfg)
     try:
         yield running
     finally:
         await running.stop()
+
+
+@pytest.fixture
+async def server(tmp_path, storage, request):
+    async with running_server(server_config(tmp_path, storage, request)) as running:
+        yield running
 
 
 @pytest.fixture

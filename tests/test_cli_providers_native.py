@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import make_config
+from tests.conftest import make_config, running_server
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.google_server import FakeGoogle
 from tests.fakes.sse_base import Script
@@ -17,13 +17,8 @@ KEY = "native-fake-key-0123456789"
 
 @pytest.fixture
 async def operator_server(tmp_path):
-    from seed_agents.server.main import start_server
-
-    running = await start_server(make_config(tmp_path, allow_provider_base_url=True))
-    try:
+    async with running_server(make_config(tmp_path, allow_provider_base_url=True)) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 @pytest.mark.parametrize("fake_class,ptype,name,variable,model,key_header", [

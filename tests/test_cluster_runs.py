@@ -109,6 +109,16 @@ async def new_session(c, kp, agent_id: str) -> str:
     return r["sessionId"]
 
 
+async def turn_at_the_provider(c, kp, fake, text: str) -> tuple[str, str, str]:
+    """A new session of a new `provider_agent` whose first turn has reached the fake provider:
+    (agent id, session id, run id)."""
+    agent_id = await provider_agent(c, kp, fake)
+    sid = await new_session(c, kp, agent_id)
+    run_id = (await send(c, kp, sid, text))["runId"]
+    await fake.wait_for_requests(1, timeout=10)
+    return agent_id, sid, run_id
+
+
 def runs_done(server) -> float:
     return sum(server.app.metrics.runs.labels(s)._value.get() for s in ("succeeded", "failed", "canceled"))
 
@@ -161,10 +171,7 @@ async def test_a_dead_servers_run_is_requeued_after_its_lease_and_answered_once(
             "--storage-url", postgres_url, "--run-lease", str(LEASE), "--run-poll-interval", "0.2"]).start()
         try:
             c = await V2Client.open(doomed.url)
-            agent_id = await provider_agent(c, a, fake)
-            sid = await new_session(c, a, agent_id)
-            run_id = (await send(c, a, sid, "survive this"))["runId"]
-            await fake.wait_for_requests(1, timeout=10)
+            agent_id, sid, run_id = await turn_at_the_provider(c, a, fake, "survive this")
             await c.close()
             async with servers(tmp_path, postgres_url, 1) as (survivor,):
                 # While the doomed server lives it renews its lease: the run outlives its first
@@ -216,10 +223,7 @@ async def test_a_server_that_stops_renewing_loses_the_run_and_its_late_answer_is
         fake.enqueue(Script(chunks=["stale"], first_delay=2.5 * LEASE),           # the holder's call
                      Script(chunks=["second", " server"], first_delay=2.5 * LEASE))  # the other's
         c = await V2Client.open(both[0].url)
-        agent_id = await provider_agent(c, a, fake)
-        sid = await new_session(c, a, agent_id)
-        run_id = (await send(c, a, sid, "who answers?"))["runId"]
-        await fake.wait_for_requests(1, timeout=10)
+        _, sid, run_id = await turn_at_the_provider(c, a, fake, "who answers?")
         holder = next(s for s in both if run_id in s.app.runtime.leases.held)
         for task in holder.app.runtime.leases._tasks:   # no more renewals, claims or requeues
             task.cancel()
@@ -241,10 +245,7 @@ async def test_a_server_that_stops_renewing_loses_the_run_and_its_late_answer_is
 
 async def hanging_turn(servers_, c, kp, fake):
     """A session whose turn hangs in the provider; (session id, run id, the server running it)."""
-    agent_id = await provider_agent(c, kp, fake)
-    sid = await new_session(c, kp, agent_id)
-    run_id = (await send(c, kp, sid, "hang on"))["runId"]
-    await fake.wait_for_requests(1, timeout=10)
+    _, sid, run_id = await turn_at_the_provider(c, kp, fake, "hang on")
     holder = next(s for s in servers_ if run_id in s.app.runtime.leases.held)
     return sid, run_id, holder
 
@@ -290,10 +291,7 @@ async def test_a_server_stopping_cleanly_hands_its_runs_back_at_once(tmp_path, p
         leaving = await start_server(cfg)
         try:
             c = await V2Client.open(leaving.url)
-            agent_id = await provider_agent(c, a, fake)
-            sid = await new_session(c, a, agent_id)
-            run_id = (await send(c, a, sid, "hand me over"))["runId"]
-            await fake.wait_for_requests(1, timeout=10)
+            _, sid, run_id = await turn_at_the_provider(c, a, fake, "hand me over")
             await c.close()
         finally:
             await leaving.stop()
@@ -306,19 +304,26 @@ async def test_a_server_stopping_cleanly_hands_its_runs_back_at_once(tmp_path, p
             await c.close()
 
 
+def account_and_agent(conn) -> None:
+    """The rows the lease tests' sessions hang from: account "acc" and its agent "ag"."""
+    from seed_agents.server.store import accounts, agents
+
+    accounts.ensure_account(conn, "acc", 1)
+    agents.create_agent(conn, "ag", "acc", {"name": "a", "systemPrompt": "", "modelProvider": "echo",
+                                            "model": "m"}, "/x", 1)
+
+
 async def test_leases_in_the_store(tmp_path, postgres_url):
     """seed_agents.server.store.leases on its own: claims in session order across owners, renewals only of
     what an owner holds, requeue on the database clock, and an old attempt never answers."""
     from seed_agents.server.storage.postgres.database import PgDatabase
-    from seed_agents.server.store import accounts, agents, leases, runs, sessions
+    from seed_agents.server.store import leases, runs, sessions
 
     db = PgDatabase(parse_storage_url(postgres_url))
     await db.start()
     try:
         def setup(conn):
-            accounts.ensure_account(conn, "acc", 1)
-            agents.create_agent(conn, "ag", "acc", {"name": "a", "systemPrompt": "", "modelProvider": "echo",
-                                                    "model": "m"}, "/x", 1)
+            account_and_agent(conn)
             for s in ("s1", "s2"):
                 sessions.create_session(conn, s, "acc", "ag", None, 1)
                 for k in range(2):
@@ -359,7 +364,7 @@ async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgre
     """Three claimers, each with its own connections (as three servers have), drain one queue
     at once: every run is claimed exactly once, and each session's runs in order."""
     from seed_agents.server.storage.postgres.database import PgDatabase
-    from seed_agents.server.store import accounts, agents, leases, runs, sessions
+    from seed_agents.server.store import leases, runs, sessions
 
     n_sessions, per_session = 8, 5
     dbs = [PgDatabase(parse_storage_url(postgres_url)) for _ in range(3)]
@@ -367,9 +372,7 @@ async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgre
         await db.start()
     try:
         def setup(conn):
-            accounts.ensure_account(conn, "acc", 1)
-            agents.create_agent(conn, "ag", "acc", {"name": "a", "systemPrompt": "", "modelProvider": "echo",
-                                                    "model": "m"}, "/x", 1)
+            account_and_agent(conn)
             for i in range(n_sessions):
                 sessions.create_session(conn, f"s{i}", "acc", "ag", None, 1)
             for k in range(per_session):   # interleaved, as messages to many sessions arrive

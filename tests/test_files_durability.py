@@ -23,19 +23,13 @@ from seed_agents.server.store import memory as memory_q
 from seed_agents.server.store import owners as owners_q
 from seed_agents.server.store import uploads as uploads_q
 
+from tests.hostile import rss
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
 
 ECHO = {"name": "helper", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}
 FLAGS = ["--rate-limit", "100000", "--rate-burst", "100000", "--log-level", "WARNING"]
 MiB = 1 << 20
-
-
-def rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def pattern(i: int, size: int) -> bytes:

@@ -20,6 +20,7 @@ from seed_agents.server.storage.sqlite.database import Database
 from seed_agents.server.store import accounts, agents, events, sessions
 
 from tests.conftest import make_config
+from tests.hostile import rss
 from tests.procs import ServerProcess
 from tests.test_hardening_slow_consumer import RawWebSocket, server_side, shrink_server_send_buffer
 from tests.wsraw import V2Client, keypair, setup_session
@@ -32,14 +33,6 @@ def definition(name: str, blob_chars: int = 0, prompt: str = "be brief") -> dict
     if blob_chars:
         d["metadata"] = {"blob": "x" * blob_chars}
     return d
-
-
-def rss_of(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise LookupError("no VmRSS")
 
 
 def metric(text: str, name: str, **labels) -> float:
@@ -92,13 +85,13 @@ async def test_list_agents_is_paged_in_bytes_and_others_are_served_meanwhile(tmp
             assert all(r["_"] == "CreateAgentResponse" for r in rs), rs[0]
             created += [r["agentId"] for r in rs]
 
-        base = peak = rss_of(srv.proc.pid)
+        base = peak = rss(srv.proc.pid)
         walking = True
 
         async def sample():
             nonlocal peak
             while walking:
-                peak = max(peak, rss_of(srv.proc.pid))
+                peak = max(peak, rss(srv.proc.pid))
                 await asyncio.sleep(0.01)
 
         async def walk(c: V2Client) -> tuple[list[str], list[int]]:

@@ -20,6 +20,7 @@ from seed_agents.clients.raw import client_frame, signed_request_frame, tcp_hand
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
 
+from tests.hostile import Peak, dropped, rss, rss_settles_below
 from tests.procs import ServerProcess
 from tests.wsraw import V2Client, keypair, setup_session
 
@@ -34,36 +35,9 @@ CONNECTIONS = 20
 # one answer (here < 512 KiB) + the write buffer (64 KiB + a 256 KiB batch + 256 KiB of pongs),
 # about 2.5 MiB; 4 MiB leaves room for the allocator.
 PER_CONNECTION = 4 << 20
-TCP_ESTABLISHED = 1   # tcpi_state of Linux's TCP_INFO; a FIN or RST from the server leaves it
 # What may stay after they go: measured about 7 MiB for these 20 that the allocator keeps
 # even after malloc_trim (server/transport/memtrim.py); see docs/operations.md "Limits".
 LEFT_OVER = 12 << 20
-
-
-def rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise LookupError("no VmRSS")
-
-
-class Sampler:
-    """The server's peak RSS while something runs (every 20 ms)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak = pid, rss(pid)
-        self.task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        while True:
-            self.peak = max(self.peak, rss(self.pid))
-            await asyncio.sleep(0.02)
-
-    def stop(self) -> int:
-        self.task.cancel()
-        self.peak = max(self.peak, rss(self.pid))
-        return self.peak
 
 
 async def send_until_stuck(sock: socket.socket, frames, stuck_after: float = 1.0) -> int:
@@ -78,18 +52,6 @@ async def send_until_stuck(sock: socket.socket, frames, stuck_after: float = 1.0
     return sent
 
 
-async def dropped(sock: socket.socket, timeout: float) -> bool:
-    """Has the server closed or reset this connection within `timeout`? Seen in the socket's
-    TCP state, without reading (reading would be the progress the server waits for)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
-        if state != TCP_ESTABLISHED:
-            return True
-        await asyncio.sleep(0.1)
-    return False
-
-
 def open_connections(port: int) -> float:
     """The server's own count of open WebSocket connections (its /metrics)."""
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
@@ -102,15 +64,6 @@ async def wait_connections(port: int, count: int, timeout: float) -> float:
     while (now := open_connections(port)) != count and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     return now
-
-
-async def wait_rss_below(pid: int, limit: int, timeout: float) -> int:
-    deadline = time.monotonic() + timeout
-    while True:
-        now = rss(pid)
-        if now <= limit or time.monotonic() > deadline:
-            return now
-        await asyncio.sleep(0.25)
 
 
 async def served(client: V2Client, kp, session_id: str, stop: asyncio.Event) -> int:
@@ -139,11 +92,11 @@ async def test_twenty_connections_that_send_and_never_read_cost_a_bounded_amount
         async with asyncio.timeout(20):   # the three echo replies are written
             while len((await normal.call(kp, {"_": "GetSession", "sessionId": session_id}))["events"]) < 6:
                 await asyncio.sleep(0.05)
-        baseline = await wait_rss_below(pid, 0, 0)
+        baseline = await rss_settles_below(pid, 0, 0)
 
         stop = asyncio.Event()
         meanwhile = asyncio.create_task(served(normal, kp, session_id, stop))
-        sampler = Sampler(pid)
+        sampler = Peak(pid)
         for _ in range(CONNECTIONS):
             sock, _rest = await tcp_handshake("127.0.0.1", srv.port, rcvbuf=4096, timeout=10)
             socks.append(sock)
@@ -173,7 +126,7 @@ async def test_twenty_connections_that_send_and_never_read_cost_a_bounded_amount
         # The server let go of them: only the normal client's socket is left.
         assert await wait_connections(srv.port, 1, 10) == 1
 
-        after = await wait_rss_below(pid, baseline + LEFT_OVER, 60)
+        after = await rss_settles_below(pid, baseline + LEFT_OVER, 60)
         print(f"after they went: {after / 2**20:.1f} MiB (baseline {baseline / 2**20:.1f} MiB)")
         assert after <= baseline + LEFT_OVER, (baseline, peak, after)
         r = await normal.call(kp, {"_": "GetSession", "sessionId": session_id})
@@ -196,7 +149,7 @@ async def test_a_ping_flood_whose_pongs_are_never_read_is_dropped(tmp_path):
         baseline = rss(pid)
         stop = asyncio.Event()
         meanwhile = asyncio.create_task(served(normal, kp, session_id, stop))
-        sampler = Sampler(pid)
+        sampler = Peak(pid)
         for _ in range(4):
             sock, _rest = await tcp_handshake("127.0.0.1", srv.port, rcvbuf=4096, timeout=10)
             socks.append(sock)
@@ -214,7 +167,7 @@ async def test_a_ping_flood_whose_pongs_are_never_read_is_dropped(tmp_path):
         print(f"\nping flood: {sum(sent) / 2**20:.1f} MiB of pings on {len(socks)} sockets; server RSS "
               f"{baseline / 2**20:.1f} -> peak {peak / 2**20:.1f} MiB; dropped within {took:.1f} s")
         assert peak - baseline < len(socks) * PER_CONNECTION, (baseline, peak)
-        after = await wait_rss_below(pid, baseline + LEFT_OVER, 60)
+        after = await rss_settles_below(pid, baseline + LEFT_OVER, 60)
         assert after <= baseline + LEFT_OVER, (baseline, peak, after)
     finally:
         for s in socks:

@@ -12,7 +12,7 @@ import pytest
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
 
-from tests.conftest import make_config
+from tests.conftest import make_config, running_server
 from tests.httpraw import CBOR_HEADERS, CORS, RawHttp, act, assert_cors, base_url, post, request
 from tests.wsraw import V1, V2Client, keypair
 
@@ -20,14 +20,9 @@ from tests.wsraw import V1, V2Client, keypair
 @pytest.fixture
 async def quick_server(tmp_path):
     """Short HTTP bounds, and limits high enough that 1,000 requests are all served."""
-    from seed_agents.server.main import start_server
-
-    running = await start_server(make_config(tmp_path, http_header_timeout=1.0, http_body_timeout=1.0,
-                                             rate_per_second=100_000.0, rate_burst=100_000))
-    try:
+    async with running_server(make_config(tmp_path, http_header_timeout=1.0, http_body_timeout=1.0,
+                                          rate_per_second=100_000.0, rate_burst=100_000)) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 async def served(server) -> bool:

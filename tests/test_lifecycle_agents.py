@@ -2,7 +2,6 @@
 of agent state directories."""
 from __future__ import annotations
 
-import asyncio
 import os
 
 from seed_agents.server.store import agents as agents_q
@@ -10,7 +9,7 @@ from seed_agents.server.store import runs as runs_q
 
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
-from tests.test_lifecycle_sessions import call, wait_for
+from tests.test_lifecycle_sessions import call, nothing_after_the_deletion, reply_streams, wait_for, watched_session
 from tests.test_runtime_turns import API_KEY, provider_session, send, session_status, until_durable
 from tests.wsraw import V2Client, keypair, setup_session
 
@@ -102,30 +101,15 @@ async def test_delete_agent_while_a_reply_streams(server):
     a = keypair("A")
     async with FakeOpenAI(Script(chunks=[f"w{i} " for i in range(300)], chunk_delay=0.01)) as fake:
         c = await V2Client.open(server.url)
-        watcher = await V2Client.open(server.url)
-        agent_id, sid = await provider_session(c, a, fake)
-        assert (await call(watcher, a, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
-            "SubscribeResponse"   # afterSeq: not the bytes of c's own Subscribe of this millisecond
+        agent_id, sid, watcher = await watched_session(server, c, a, fake)
         await send(c, a, sid, "talk")
         await send(c, a, sid, "queued behind")
-        async with asyncio.timeout(10):   # the reply's text streams (live activity comes first)
-            while "textDelta" not in (e := await watcher.event()).get("patch", {}):
-                pass
+        await reply_streams(watcher)
         r = await call(c, a, {"_": "DeleteAgent", "agentId": agent_id})
         assert r == {"_": "DeleteAgentResponse", "agentId": agent_id}
         await fake.wait_for_disconnect()
         await call(c, a, {"_": "ListAgents"})
-        seen_deletion, after = False, []
-        while True:
-            try:
-                e = await watcher.event(timeout=0.5)
-            except (asyncio.TimeoutError, TimeoutError):
-                break
-            if seen_deletion:
-                after.append(e)
-            elif e["_"] == "change" and e["value"].get("reason") == "session-deleted":
-                seen_deletion = True
-        assert seen_deletion and after == []
+        await nothing_after_the_deletion(watcher)
         assert len(fake.requests) == 1   # the queued run never reached the provider
         assert server.app.db.read(lambda conn: conn.execute(
             "SELECT count(*) FROM runs WHERE agent_id = ?", (agent_id,)).fetchone()[0]) == 0

@@ -43,6 +43,39 @@ async def runs_of(c, kp, sid):
     return (await call(c, kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
 
 
+async def watched_session(server, c, kp, fake):
+    """A provider session of `fake` (tests/test_runtime_turns.provider_session) and a second
+    socket subscribed to it from its first event: (agent_id, session_id, watcher)."""
+    watcher = await V2Client.open(server.url)
+    agent_id, sid = await provider_session(c, kp, fake)
+    assert (await call(watcher, kp, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
+        "SubscribeResponse"   # afterSeq: not the bytes of c's own Subscribe of this millisecond
+    return agent_id, sid, watcher
+
+
+async def reply_streams(watcher) -> None:
+    """Until the watched reply's text streams (live activity comes first)."""
+    async with asyncio.timeout(10):
+        while "textDelta" not in (await watcher.event()).get("patch", {}):
+            pass
+
+
+async def nothing_after_the_deletion(watcher) -> None:
+    """The watcher's events until it has been quiet half a second: the session-deleted change
+    comes, and nothing after it."""
+    seen_deletion, after = False, []
+    while True:
+        try:
+            e = await watcher.event(timeout=0.5)
+        except (asyncio.TimeoutError, TimeoutError):
+            break
+        if seen_deletion:
+            after.append(e)
+        elif e["_"] == "change" and e["value"].get("reason") == "session-deleted":
+            seen_deletion = True
+    assert seen_deletion and after == []
+
+
 async def test_update_session_title_and_model_override(server):
     a, b = keypair("A"), keypair("B")
     c = await V2Client.open(server.url)
@@ -237,32 +270,15 @@ async def test_delete_while_a_reply_streams(server):
     a = keypair("A")
     async with FakeOpenAI(Script(chunks=[f"w{i} " for i in range(200)], chunk_delay=0.01)) as fake:
         c = await V2Client.open(server.url)
-        watcher = await V2Client.open(server.url)
-        agent_id, sid = await provider_session(c, a, fake)
-        assert (await call(watcher, a, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": 0}))["_"] == \
-            "SubscribeResponse"   # afterSeq: not the bytes of c's own Subscribe of this millisecond
-        r = await send(c, a, sid, "talk a lot")
-        # wait until the reply is streaming (its text: live activity comes first)
-        async with asyncio.timeout(10):
-            while "textDelta" not in (e := await watcher.event()).get("patch", {}):
-                pass
+        agent_id, sid, watcher = await watched_session(server, c, a, fake)
+        await send(c, a, sid, "talk a lot")
+        await reply_streams(watcher)
         r = await call(c, a, {"_": "DeleteSession", "sessionId": sid})
         assert r["_"] == "DeleteSessionResponse"
-        seen_deletion = False
-        after = []
         # everything the watcher gets until the provider call is over, and a little more
         await fake.wait_for_disconnect()
         await call(c, a, {"_": "ListAgents"})   # a round trip: publications of the deletion are out
-        while True:
-            try:
-                e = await watcher.event(timeout=0.5)
-            except (asyncio.TimeoutError, TimeoutError):
-                break
-            if seen_deletion:
-                after.append(e)
-            elif e["_"] == "change" and e["value"].get("reason") == "session-deleted":
-                seen_deletion = True
-        assert seen_deletion and after == []
+        await nothing_after_the_deletion(watcher)
         run = (await call(c, a, {"_": "GetRun", "runId": await _only_run(c, a, agent_id)}))["run"]
         assert run["status"] == "canceled" and "sessionId" not in run
         assert server.app.db.read(lambda conn: conn.execute(

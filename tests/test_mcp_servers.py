@@ -16,7 +16,7 @@ import pytest
 from seed_agents.server.main import start_server
 from seed_agents.server.store import secrets_table as secrets_q
 
-from tests.conftest import make_config
+from tests.conftest import make_config, running_server
 from tests.fakes.mcp_server import McpFake
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_tool_loop import agent_session, call
@@ -25,11 +25,8 @@ from tests.wsraw import V2Client, keypair
 
 @pytest.fixture
 async def server(tmp_path):
-    running = await start_server(make_config(tmp_path, mcp_timeout=2.0))
-    try:
+    async with running_server(make_config(tmp_path, mcp_timeout=2.0)) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 @pytest.fixture

@@ -12,9 +12,8 @@ from websockets.exceptions import InvalidStatus
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
 from seed_agents.server.config import ConfigError, load_config
-from seed_agents.server.main import start_server
 
-from tests.conftest import make_config
+from tests.conftest import make_config, running_server
 from tests.httpraw import base_url
 from tests.wsraw import V2, keypair
 
@@ -23,11 +22,8 @@ APP = "https://app.example"
 
 @pytest.fixture
 async def strict(tmp_path):
-    running = await start_server(make_config(tmp_path, allowed_origins=f"{APP},http://localhost:5173"))
-    try:
+    async with running_server(make_config(tmp_path, allowed_origins=f"{APP},http://localhost:5173")) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 async def open_with(url: str, origin: str | None):

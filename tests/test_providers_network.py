@@ -91,7 +91,7 @@ async def test_every_new_connection_of_one_client_is_checked(monkeypatch):
     # DNS rebinding: a name that first resolves to an allowed address and then to a refused one.
     # While the first connection is busy, the same client (one pool) needs a second connection
     # for the same host: it is resolved and checked again, and refused.
-    import seed_agents.server.providers.network as network
+    import seed_agents.server.providers.outbound_guard as outbound_guard
 
     async with FakeOpenAI(Script(chunks=["a", "b"], chunk_delay=0.3)) as fake:
         answers = iter([[ip("127.0.0.1")], [ip("169.254.169.254")]])
@@ -99,7 +99,7 @@ async def test_every_new_connection_of_one_client_is_checked(monkeypatch):
         async def resolve(host, port):
             return next(answers)
 
-        monkeypatch.setattr(network, "_resolve", resolve)
+        monkeypatch.setattr(outbound_guard, "resolve", resolve)
         async with provider_client(NetworkPolicy.parse("loopback")) as client:
             spec = ProviderSpec("custom", base_url=f"http://rebind.test:{fake.port}/v1")
             p = OpenAICompatProvider(spec, client, first_token_timeout=5, idle_timeout=5)

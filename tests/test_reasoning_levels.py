@@ -7,9 +7,8 @@ import httpx
 import pytest
 
 from seed_agents.protocol.reasoning import model_reasoning_support
-from seed_agents.server.main import start_server
 
-from tests.conftest import make_config
+from tests.conftest import make_config, running_server
 from tests.fakes import anthropic_server, google_server, openai_server
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.google_server import FakeGoogle
@@ -50,11 +49,8 @@ def test_models_without_controllable_reasoning(kind, model):
 
 @pytest.fixture
 async def server(tmp_path):
-    running = await start_server(make_config(tmp_path, allow_provider_base_url=True))
-    try:
+    async with running_server(make_config(tmp_path, allow_provider_base_url=True)) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 async def reply_of(http, base, kp, session_id: str) -> dict:

@@ -16,7 +16,7 @@ import pytest
 
 from seed_agents.clients.wire import decode_frame
 
-from tests.conftest import make_config
+from tests.conftest import make_config, running_server
 from tests.wsraw import V2Client, keypair, setup_session
 
 OWNER, GUEST = keypair("race-owner"), keypair("race-guest")
@@ -89,13 +89,8 @@ async def one_round(owner: V2Client, guest: V2Client, agent_id: str, how: str, r
 @pytest.fixture
 async def server(tmp_path):
     """The usual server, with a rate limit that many fast rounds do not reach."""
-    from seed_agents.server.main import start_server
-
-    running = await start_server(make_config(tmp_path, rate_per_second=100_000, rate_burst=100_000))
-    try:
+    async with running_server(make_config(tmp_path, rate_per_second=100_000, rate_burst=100_000)) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 async def run_rounds(server, how: str, rounds: int, seed: int) -> None:

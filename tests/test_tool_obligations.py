@@ -13,9 +13,7 @@ import json
 
 import pytest
 
-from seed_agents.server.main import start_server
-
-from tests.conftest import make_config
+from tests.conftest import make_config, running_server
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Script
 from tests.wsraw import V2Client, keypair
 
@@ -56,11 +54,8 @@ def scripted_model(stubborn: bool):
 
 @pytest.fixture
 async def server(tmp_path):
-    running = await start_server(make_config(tmp_path, allow_provider_base_url=True))
-    try:
+    async with running_server(make_config(tmp_path, allow_provider_base_url=True)) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 async def obligations_check(server, stubborn: bool) -> list[tuple[bool, str]]:

@@ -7,8 +7,10 @@ from seed_agents.server.triggers.clock import ManualClock
 
 from tests.test_lifecycle_sessions import call
 from tests.triggers_helpers import (
+    clocked_agent,
     clocked_server,
     create_trigger,
+    every,
     firings_when,
     get_trigger,
     make_agent,
@@ -20,17 +22,9 @@ from tests.wsraw import V2Client, keypair
 MIN = 60_000
 
 
-def every(n: int, unit: str = "minutes") -> dict:
-    return {"type": "schedule", "schedule": {"kind": "interval", "every": n, "unit": unit}}
-
-
 async def test_interval_fires_each_slot_once_with_a_session(tmp_path, request):
     t0 = utc_ms("2026-05-04T10:00")
-    clock = ManualClock(t0)
-    async with clocked_server(tmp_path, "sqlite", request, clock) as server:
-        a = keypair("A")
-        c = await V2Client.open(server.url)
-        agent_id = await make_agent(c, a)
+    async with clocked_agent(tmp_path, request, t0) as (server, clock, a, c, agent_id):
         trigger = await create_trigger(c, a, agent_id, every(5), name="digest", prompt="Summarize the news")
         scheduler = server.app.triggers.scheduler
         clock.advance(4 * MIN)            # not yet due: the timer is set for the slot, nothing fires
@@ -68,15 +62,11 @@ async def test_interval_fires_each_slot_once_with_a_session(tmp_path, request):
         assert all(s["startedByTrigger"]["triggerId"] == trigger["id"] for s in got["sessions"])
         # One timer: a handful of wakeups for three slots, not a poll loop.
         assert scheduler.wakeups < 20
-        await c.close()
 
 
 async def test_weekly_across_both_berlin_transitions_and_new_yorks_repeated_hour(tmp_path, request):
-    clock = ManualClock(utc_ms("2026-03-28T12:00"))
-    async with clocked_server(tmp_path, "sqlite", request, clock) as server:
-        a = keypair("A")
-        c = await V2Client.open(server.url)
-        agent_id = await make_agent(c, a)
+    t0 = utc_ms("2026-03-28T12:00")
+    async with clocked_agent(tmp_path, request, t0) as (server, clock, a, c, agent_id):
         berlin = {"type": "schedule", "schedule": {"kind": "weekly", "daysOfWeek": [0], "timeOfDay": "02:30",
                                                    "timezone": "Europe/Berlin"}}
         spring = await create_trigger(c, a, agent_id, berlin, name="spring")
@@ -107,16 +97,11 @@ async def test_weekly_across_both_berlin_transitions_and_new_yorks_repeated_hour
         # ... and the repeated 01:30 EST went by without a second firing.
         clock.advance(MIN)
         assert len((await get_trigger(c, a, ny["id"]))["firings"]) == 1
-        await c.close()
 
 
 async def test_once_and_cron(tmp_path, request):
     t0 = utc_ms("2026-07-01T08:00")
-    clock = ManualClock(t0)
-    async with clocked_server(tmp_path, "sqlite", request, clock) as server:
-        a = keypair("A")
-        c = await V2Client.open(server.url)
-        agent_id = await make_agent(c, a)
+    async with clocked_agent(tmp_path, request, t0) as (server, clock, a, c, agent_id):
         once = await create_trigger(c, a, agent_id, {"type": "schedule", "schedule": {
             "kind": "once", "runAt": t0 + 10 * MIN, "timezone": "Europe/Berlin"}}, name="once")
         cron = await create_trigger(c, a, agent_id, {"type": "schedule", "schedule": {
@@ -132,7 +117,6 @@ async def test_once_and_cron(tmp_path, request):
         clock.advance(7 * 24 * 60 * MIN)
         await firings_when(c, a, cron["id"], lambda f: f[-1]["scheduledAt"] == clock.now_ms() - clock.now_ms() % (15 * MIN))
         assert len((await get_trigger(c, a, once["id"]))["firings"]) == 1
-        await c.close()
 
 
 async def test_a_server_stopped_for_three_slots_fires_once_and_records_two_skipped(tmp_path, request):
@@ -162,11 +146,7 @@ async def test_a_server_stopped_for_three_slots_fires_once_and_records_two_skipp
 
 async def test_repeated_failures_back_off_and_show_the_last_error(tmp_path, request):
     t0 = utc_ms("2026-02-02T06:00")
-    clock = ManualClock(t0)
-    async with clocked_server(tmp_path, "sqlite", request, clock) as server:
-        a = keypair("A")
-        c = await V2Client.open(server.url)
-        agent_id = await make_agent(c, a)
+    async with clocked_agent(tmp_path, request, t0) as (server, clock, a, c, agent_id):
         trigger = await create_trigger(c, a, agent_id, every(1), name="waker",
                                        continuation={"kind": "wake", "signal": "go"})
         for n in range(1, 6):
@@ -183,17 +163,12 @@ async def test_repeated_failures_back_off_and_show_the_last_error(tmp_path, requ
             r = await call(c, a, {"_": "UpdateAgentTrigger", "triggerId": trigger["id"], "patch": {"enabled": enabled}})
             assert r["_"] == "UpdateAgentTriggerResponse", r
         assert "lastError" not in r["trigger"]
-        await c.close()
 
 
 async def test_hourly_bound_and_history_pruning(tmp_path, request):
     t0 = utc_ms("2026-02-02T06:00")
-    clock = ManualClock(t0)
-    async with clocked_server(tmp_path, "sqlite", request, clock, trigger_firings_per_hour=2,
-                              trigger_history=4) as server:
-        a = keypair("A")
-        c = await V2Client.open(server.url)
-        agent_id = await make_agent(c, a)
+    async with clocked_agent(tmp_path, request, t0, trigger_firings_per_hour=2,
+                             trigger_history=4) as (server, clock, a, c, agent_id):
         trigger = await create_trigger(c, a, agent_id, every(10), name="busy")
         for n in range(1, 6):
             clock.advance(10 * MIN)
@@ -207,18 +182,13 @@ async def test_hourly_bound_and_history_pruning(tmp_path, request):
         firings = await firings_when(c, a, trigger["id"], lambda f: f[-1]["scheduledAt"] == t0 + 120 * MIN)
         assert firings[-1]["status"] == "created"
         assert [f["status"] for f in firings][-2] == "skipped" and "missed" in firings[-2]["error"]
-        await c.close()
 
 
 async def test_firings_are_counted_on_metrics(tmp_path, request):
     import httpx
 
     t0 = utc_ms("2026-02-02T06:00")
-    clock = ManualClock(t0)
-    async with clocked_server(tmp_path, "sqlite", request, clock) as server:
-        a = keypair("A")
-        c = await V2Client.open(server.url)
-        agent_id = await make_agent(c, a)
+    async with clocked_agent(tmp_path, request, t0) as (server, clock, a, c, agent_id):
         trigger = await create_trigger(c, a, agent_id, every(1), name="counted")
         clock.advance(3 * MIN)      # the latest fires, two missed slots are skipped
         await firings_when(c, a, trigger["id"], lambda f: len(f) == 3)
@@ -226,4 +196,3 @@ async def test_firings_are_counted_on_metrics(tmp_path, request):
             text = (await http.get(server.http_url + "/metrics")).text
         assert 'seed_agents_trigger_firings_total{source="schedule",status="created"} 1.0' in text
         assert 'seed_agents_trigger_firings_total{source="schedule",status="skipped"} 2.0' in text
-        await c.close()

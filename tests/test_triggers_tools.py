@@ -11,7 +11,15 @@ from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_lifecycle_sessions import call
 from tests.test_tool_loop import agent_session, run_turn
 from tests.test_tool_loop import call as tool_call
-from tests.triggers_helpers import clocked_server, create_trigger, firings_when, get_trigger, make_agent, utc_ms
+from tests.triggers_helpers import (
+    clocked_agent,
+    clocked_server,
+    create_trigger,
+    every,
+    firings_when,
+    get_trigger,
+    utc_ms,
+)
 from tests.wsraw import V2Client, keypair
 
 MIN = 60_000
@@ -53,20 +61,16 @@ async def test_the_agent_manages_its_own_triggers(tmp_path, request):
 
 async def test_a_tool_continuation_runs_one_tool_headless(tmp_path, request):
     t0 = utc_ms("2026-06-01T07:00")
-    clock = ManualClock(t0)
-    async with clocked_server(tmp_path, "sqlite", request, clock) as server:
-        a = keypair("A")
-        c = await V2Client.open(server.url)
-        agent_id = await make_agent(c, a)
-        every = {"type": "schedule", "schedule": {"kind": "interval", "every": 1, "unit": "minutes"}}
-        good = await create_trigger(c, a, agent_id, every, name="note", prompt="", continuation={
+    async with clocked_agent(tmp_path, request, t0) as (server, clock, a, c, agent_id):
+        minutely = every(1)
+        good = await create_trigger(c, a, agent_id, minutely, name="note", prompt="", continuation={
             "kind": "tool", "tool": "write", "input": {"address": "~/memory/ticks.md", "content": "tick"}})
-        bad = await create_trigger(c, a, agent_id, every, name="missing", prompt="", continuation={
+        bad = await create_trigger(c, a, agent_id, minutely, name="missing", prompt="", continuation={
             "kind": "tool", "tool": "read", "input": {"address": "~/memory/nothing-here.md"}})
         # A callable tool, through `call` as a model would: memory search (finds the note later).
-        search = await create_trigger(c, a, agent_id, every, name="search", prompt="", continuation={
+        search = await create_trigger(c, a, agent_id, minutely, name="search", prompt="", continuation={
             "kind": "tool", "tool": "search", "input": {"query": "tick"}})
-        unknown = await create_trigger(c, a, agent_id, every, name="unknown", prompt="", continuation={
+        unknown = await create_trigger(c, a, agent_id, minutely, name="unknown", prompt="", continuation={
             "kind": "tool", "tool": "teleport"})
         clock.advance(MIN)
         for trigger, status in ((good, "succeeded"), (bad, "failed")):
@@ -86,4 +90,3 @@ async def test_a_tool_continuation_runs_one_tool_headless(tmp_path, request):
         assert events[0]["name"] == "search" and "results" in events[1]["output"]
         refused = (await get_trigger(c, a, unknown["id"]))["firings"]
         assert refused[0]["status"] == "error" and "not one this server runs headless" in refused[0]["error"]
-        await c.close()

@@ -1,14 +1,16 @@
 """What the trigger tests share: a server on a manual trigger clock, the calls they make."""
 from __future__ import annotations
 
-import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
+from typing import Any, NamedTuple
 
 from seed_agents.server.triggers.clock import ManualClock
 
 from tests.test_lifecycle_sessions import call
-from tests.wsraw import V2Client
+from tests.waiting import until
+from tests.wsraw import V2Client, keypair
 
 ECHO_AGENT = {"name": "Echo", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo-1"}
 
@@ -21,15 +23,39 @@ def utc_ms(text: str) -> int:
 @asynccontextmanager
 async def clocked_server(tmp_path, storage: str, request, clock: ManualClock, **settings):
     """A real server (in process, real sockets, a real database) whose triggers read `clock`."""
-    from seed_agents.server.main import start_server
 
-    from tests.conftest import server_config
+    from tests.conftest import running_server, server_config
 
-    running = await start_server(server_config(tmp_path, storage, request, trigger_clock=clock, **settings))
-    try:
+    async with running_server(server_config(tmp_path, storage, request, trigger_clock=clock, **settings)) as running:
         yield running
-    finally:
-        await running.stop()
+
+
+class ClockedAgent(NamedTuple):
+    server: Any
+    clock: ManualClock
+    kp: Any
+    c: V2Client
+    agent_id: str
+
+
+@asynccontextmanager
+async def clocked_agent(tmp_path, request, t0: int, *, storage: str = "sqlite",
+                        **settings) -> AsyncIterator[ClockedAgent]:
+    """Where most trigger tests start: a clocked server (its clock at `t0`), account A's socket
+    on it and A's echo agent; unpack it as (server, clock, a, c, agent_id)."""
+    clock = ManualClock(t0)
+    async with clocked_server(tmp_path, storage, request, clock, **settings) as server:
+        kp = keypair("A")
+        c = await V2Client.open(server.url)
+        try:
+            yield ClockedAgent(server, clock, kp, c, await make_agent(c, kp))
+        finally:
+            await c.close()
+
+
+def every(n: int, unit: str = "minutes") -> dict:
+    """An interval schedule's source."""
+    return {"type": "schedule", "schedule": {"kind": "interval", "every": n, "unit": unit}}
 
 
 async def make_agent(c: V2Client, kp) -> str:
@@ -53,22 +79,20 @@ async def get_trigger(c: V2Client, kp, trigger_id: str) -> dict:
 
 
 async def firings_when(c: V2Client, kp, trigger_id: str, predicate, timeout: float = 10.0) -> list[dict]:
-    """The trigger's firings (oldest first) once `predicate(firings)` holds; polled over the
-    socket with a bound, since a firing is written by the server's own loop."""
-    async with asyncio.timeout(timeout):
-        while True:
-            firings = (await get_trigger(c, kp, trigger_id))["firings"][::-1]
-            if predicate(firings):
-                return firings
-            await asyncio.sleep(0.02)
+    """The trigger's firings (oldest first) once `predicate(firings)` holds, asked over the
+    socket, since a firing is written by the server's own loop."""
+    async def firings() -> tuple[list[dict]] | None:
+        listed = (await get_trigger(c, kp, trigger_id))["firings"][::-1]
+        return (listed,) if predicate(listed) else None
+
+    return (await until(firings, timeout, what=f"the firings of trigger {trigger_id}"))[0]
 
 
 async def session_reply(c: V2Client, kp, session_id: str, timeout: float = 10.0) -> list[dict]:
     """The session's events once its run answered (user message, then the reply)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            r = await call(c, kp, {"_": "GetSession", "sessionId": session_id})
-            events = [e["event"] for e in r["events"]]
-            if any(e.get("role") == "assistant" for e in events):
-                return events
-            await asyncio.sleep(0.02)
+    async def events() -> list[dict] | None:
+        r = await call(c, kp, {"_": "GetSession", "sessionId": session_id})
+        listed = [e["event"] for e in r["events"]]
+        return listed if any(e.get("role") == "assistant" for e in listed) else None
+
+    return await until(events, timeout, what=f"the reply in session {session_id}")

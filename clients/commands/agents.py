@@ -5,8 +5,8 @@ import contextlib
 import uuid
 
 from ..errors import AgentsError
-from ..render import as_json, table, when
-from .common import CliError, open_client, say
+from ..render import when
+from .common import open_client, print_listing
 from .resolve import agent_id, all_agents, provider_model
 
 
@@ -35,17 +35,14 @@ async def create(args) -> int:
 async def list_(args) -> int:
     async with open_client(args) as client:
         agents = await all_agents(client)
-    if args.json:
-        print(as_json(agents))
-        return 0
-    if not agents:
-        say("no agents yet: `seed-agents agents create --name NAME` (or `seed-agents chat`) makes one")
-        return 0
-    rows = [[str(a.get("id", "")), str((a.get("definition") or {}).get("name", "")), str(a.get("status", "")),
-             f"{(a.get('definition') or {}).get('modelProvider', '')}/{(a.get('definition') or {}).get('model', '')}",
-             when(a.get("updatedAt"))] for a in agents]
-    print(table(["ID", "NAME", "STATUS", "PROVIDER/MODEL", "UPDATED"], rows))
-    return 0
+
+    def row(a: dict) -> list[str]:
+        definition = a.get("definition") or {}
+        return [str(a.get("id", "")), str(definition.get("name", "")), str(a.get("status", "")),
+                f"{definition.get('modelProvider', '')}/{definition.get('model', '')}", when(a.get("updatedAt"))]
+
+    return print_listing(agents, args.json, ["ID", "NAME", "STATUS", "PROVIDER/MODEL", "UPDATED"], row,
+                         "no agents yet: `seed-agents agents create --name NAME` (or `seed-agents chat`) makes one")
 
 
 async def delete(args) -> int:

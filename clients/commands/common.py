@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
@@ -13,6 +14,7 @@ from seed_agents.protocol.principals import principal_from_string
 from ..client import DEFAULT_URL, AgentsClient
 from ..errors import AgentsError
 from ..keyfile import ENV_KEY, KeyFileError, read_key, resolve_key_path
+from ..render import as_json, table
 
 ENV_URL = "SEED_AGENTS_URL"
 ENV_ACCOUNT = "SEED_AGENTS_ACCOUNT"
@@ -147,3 +149,16 @@ def unreachable(err: AgentsError, url: str) -> str:
 def say(message: str) -> None:
     """A note for the person, on stderr so stdout stays clean for scripts."""
     print(message, file=sys.stderr, flush=True)
+
+
+def print_listing(items: list[dict], wanted_json: bool, headers: list[str], row: Callable[[dict], list[str]],
+                  empty: str | None = None) -> int:
+    """A `list` command's output: the items as the server gave them with --json; else the hint
+    `empty` (on stderr) when there are none, or a table with a header row."""
+    if wanted_json:
+        print(as_json(items))
+    elif not items and empty is not None:
+        say(empty)
+    else:
+        print(table(headers, [row(item) for item in items]))
+    return 0

@@ -19,8 +19,7 @@ from pathlib import Path
 from seed_agents.protocol import providers as provider_table
 
 from ..errors import AgentsError
-from ..render import as_json, table
-from .common import CliError, open_client, say
+from .common import CliError, open_client, print_listing, say
 
 TYPES = provider_table.ADDABLE_TYPES   # the provider table (protocol/providers.py)
 # Hosted services refuse anonymous calls: better said now than at the first message.
@@ -88,13 +87,9 @@ async def list_(args) -> int:
     async with open_client(args) as client:
         response = await client.list_model_providers()
     providers = response.get("providers", [])
-    if args.json:
-        print(as_json(providers))
-        return 0
-    rows = [[str(p.get("name", "")), str(p.get("type", "")), "stored" if p.get("hasSecrets") else "none",
-             str(p.get("defaultModel", ""))] for p in providers]
-    print(table(["NAME", "TYPE", "API KEY", "MODEL"], rows))
-    return 0
+    return print_listing(providers, args.json, ["NAME", "TYPE", "API KEY", "MODEL"],
+                         lambda p: [str(p.get("name", "")), str(p.get("type", "")),
+                                    "stored" if p.get("hasSecrets") else "none", str(p.get("defaultModel", ""))])
 
 
 async def delete(args) -> int:

@@ -6,8 +6,8 @@ are named by id or by the start of their id, as `runs list` shows them.
 """
 from __future__ import annotations
 
-from ..render import as_json, table, when
-from .common import open_client, say
+from ..render import as_json, when
+from .common import open_client, print_listing
 from .resolve import agent_id, agent_name, all_agents, run_id, session_id, short
 
 STATUSES = ("queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled")
@@ -37,18 +37,13 @@ async def _runs(client, args) -> tuple[list[dict], dict]:
 async def list_(args) -> int:
     async with open_client(args) as client:
         runs, agents = await _runs(client, args)
-    if args.json:
-        print(as_json(runs))
-        return 0
-    if not runs:
-        say("no runs: each message to an agent is one (`seed-agents send`, `seed-agents chat`)")
-        return 0
-    rows = [[str(r.get("id", "")), str(r.get("status", "")),
-             agent_name(agents.get(r.get("agentId"))) or str(r.get("agentId", "")),
-             short(str(r.get("sessionId", ""))), when(r.get("createdAt")),
-             str((r.get("error") or {}).get("message", ""))[:60]] for r in runs]
-    print(table(["ID", "STATUS", "AGENT", "SESSION", "CREATED", "ERROR"], rows))
-    return 0
+    return print_listing(
+        runs, args.json, ["ID", "STATUS", "AGENT", "SESSION", "CREATED", "ERROR"],
+        lambda r: [str(r.get("id", "")), str(r.get("status", "")),
+                   agent_name(agents.get(r.get("agentId"))) or str(r.get("agentId", "")),
+                   short(str(r.get("sessionId", ""))), when(r.get("createdAt")),
+                   str((r.get("error") or {}).get("message", ""))[:60]],
+        "no runs: each message to an agent is one (`seed-agents send`, `seed-agents chat`)")
 
 
 async def _run_id(client, wanted: str) -> str:

@@ -1,8 +1,8 @@
 """`sessions create|list|rename|delete|retry|stop` and `history`."""
 from __future__ import annotations
 
-from ..render import as_json, event_line, session_line, table, when
-from .common import open_client, say
+from ..render import event_line, session_line, when
+from .common import open_client, print_listing
 from .resolve import agent_id, agent_name, all_sessions, session_id
 
 HISTORY_PAGE = 1000
@@ -19,16 +19,11 @@ async def list_(args) -> int:
     async with open_client(args) as client:
         agent = await agent_id(client, args.agent) if args.agent else None
         sessions, agents = await all_sessions(client, agent, args.top_level)
-    if args.json:
-        print(as_json(sessions))
-        return 0
-    if not sessions:
-        say("no sessions yet: `seed-agents chat` or `seed-agents sessions create AGENT` starts one")
-        return 0
-    rows = [[str(s.get("id", "")), agent_name(agents.get(s.get("agentId"))) or str(s.get("agentId", "")),
-             str(s.get("status", "")), when(s.get("updatedAt")), str(s.get("title", ""))] for s in sessions]
-    print(table(["ID", "AGENT", "STATUS", "UPDATED", "TITLE"], rows))
-    return 0
+    return print_listing(
+        sessions, args.json, ["ID", "AGENT", "STATUS", "UPDATED", "TITLE"],
+        lambda s: [str(s.get("id", "")), agent_name(agents.get(s.get("agentId"))) or str(s.get("agentId", "")),
+                   str(s.get("status", "")), when(s.get("updatedAt")), str(s.get("title", ""))],
+        "no sessions yet: `seed-agents chat` or `seed-agents sessions create AGENT` starts one")
 
 
 async def rename(args) -> int:

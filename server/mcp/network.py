@@ -1,57 +1,34 @@
 """The HTTP client an MCP call goes through: the provider network policy on every connection
-(after DNS, as server/providers/network.py does for httpx), no environment proxy, and a bound on
-the bytes one response may carry, so a server answering without end is cut off.
+(after DNS: server/providers/outbound_guard.py, as for the providers' httpx), no environment proxy, and a
+bound on the bytes one response may carry, so a server answering without end is cut off.
 
-The MCP SDK speaks through httpx2 (httpcore2), so the guard is written again for that stack; the
-policy and the resolution are server/providers/network.py's.
+The MCP SDK speaks through httpx2 (httpcore2): this module names that stack to the guard; the
+policy is server/providers/network.py's.
 """
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Iterable
 
 import httpcore2
 import httpx2
 
-from ..providers.network import NetworkPolicy, _resolve, address_class
+from ..providers.network import NetworkPolicy, address_class, refusal_text
+from ..providers.outbound_guard import GuardedConnect, IPAddress, guard_pool
 
 MAX_RESPONSE_BYTES = 16 << 20
 
 
 class McpNetworkRefused(httpcore2.ConnectError):
-    def __init__(self, host: str, classes) -> None:  # noqa: ANN001
-        super().__init__(f"{host} resolves only to addresses the server's provider network policy refuses "
-                         f"({', '.join(sorted(set(classes)))})")
+    def __init__(self, host: str, classes: Iterable[str]) -> None:
+        super().__init__(refusal_text(host, classes))
 
 
-class _GuardedBackend(httpcore2.AsyncNetworkBackend):
-    def __init__(self, policy: NetworkPolicy) -> None:
-        self.policy = policy
-        self._inner = httpcore2.AnyIOBackend()
+class _GuardedBackend(GuardedConnect, httpcore2.AsyncNetworkBackend):
+    core = httpcore2
+    network = "an MCP network"
 
-    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):  # noqa: ANN001
-        try:
-            async with asyncio.timeout(timeout):
-                addresses = await _resolve(host, port)
-        except TimeoutError:
-            raise httpcore2.ConnectTimeout(f"resolving {host} timed out") from None
-        except OSError as exc:
-            raise httpcore2.ConnectError(str(exc)) from exc
-        allowed = [ip for ip in addresses if self.policy.allows(ip)]
-        if not allowed:
-            raise McpNetworkRefused(host, (address_class(ip) for ip in addresses))
-        last: Exception | None = None
-        for ip in allowed:
-            try:
-                return await self._inner.connect_tcp(str(ip), port, timeout, local_address, socket_options)
-            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
-                last = exc
-        raise last
-
-    async def connect_unix_socket(self, path, timeout=None, socket_options=None):  # noqa: ANN001
-        raise httpcore2.ConnectError("unix sockets are not an MCP network")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
+    def refused(self, host: str, addresses: list[IPAddress]) -> Exception:
+        return McpNetworkRefused(host, (address_class(ip) for ip in addresses))
 
 
 class TooLarge(Exception):
@@ -78,9 +55,7 @@ class _GuardedTransport(httpx2.AsyncHTTPTransport):
     def __init__(self, policy: NetworkPolicy, max_bytes: int) -> None:
         super().__init__(trust_env=False)
         self.max_bytes = max_bytes
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=self._pool._ssl_context, max_connections=10, max_keepalive_connections=2,
-            http1=True, http2=False, network_backend=_GuardedBackend(policy))
+        guard_pool(self, _GuardedBackend(policy), max_connections=10, max_keepalive_connections=2)
 
     async def handle_async_request(self, request):  # noqa: ANN001
         response = await super().handle_async_request(request)

@@ -2,9 +2,9 @@
 
 Any account can point an `ollama` or `custom` provider at any URL, so the server's own network
 is reachable through it (SSRF). The operator decides which address classes are allowed with
-`--provider-networks`; the check runs in the HTTP client's network backend, *after* DNS
-resolution and for every connection its pool opens, and the connection goes to the address that
-was checked. A name that resolves to a public address once and to 127.0.0.1 the next time (DNS
+`--provider-networks`; the check runs in the HTTP client's network backend
+(server/providers/outbound_guard.py), *after* DNS resolution and for every connection its pool opens,
+and the connection goes to the address that was checked. A name that resolves to a public address once and to 127.0.0.1 the next time (DNS
 rebinding) is therefore refused the second time.
 
 Terms of `--provider-networks` (comma-separated, the union is allowed):
@@ -23,19 +23,17 @@ local Ollama) `public,loopback,private`; anywhere else `public`.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import logging
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import httpcore
 import httpx
 
+from .outbound_guard import GuardedConnect, IPAddress, guard_pool
 from .redact import redact_urls
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 CLASSES = ("public", "loopback", "private", "link-local")
@@ -147,7 +145,13 @@ def check_networks_value(text: str) -> str:
     return text
 
 
-# -- enforcement -----------------------------------------------------------------------------
+# -- enforcement (server/providers/outbound_guard.py, for httpcore) ------------------------------------
+
+
+def refusal_text(host: str, classes: Iterable[str]) -> str:
+    """The sentence of a host none of whose addresses the policy allows (both HTTP stacks)."""
+    return (f"{host} resolves only to addresses the server's provider network policy refuses "
+            f"({', '.join(sorted(set(classes)))})")
 
 
 class NetworkRefused(httpcore.ConnectError):
@@ -156,61 +160,15 @@ class NetworkRefused(httpcore.ConnectError):
     def __init__(self, host: str, classes: Iterable[str]) -> None:
         self.host = host
         self.classes = sorted(set(classes))
-        super().__init__(
-            f"{host} resolves only to addresses the server's provider network policy refuses "
-            f"({', '.join(self.classes)})"
-        )
+        super().__init__(refusal_text(host, self.classes))
 
 
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """Resolves the host itself, keeps the allowed addresses, and connects to one of those.
+class GuardedBackend(GuardedConnect, httpcore.AsyncNetworkBackend):
+    core = httpcore
+    network = "a provider network"
 
-    TLS still verifies the host *name* (httpcore passes the origin's host as server_hostname),
-    so connecting by address changes nothing for certificates.
-    """
-
-    def __init__(self, policy: NetworkPolicy) -> None:
-        self.policy = policy
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        try:
-            async with asyncio.timeout(timeout):
-                addresses = await _resolve(host, port)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"resolving {host} timed out") from None
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        allowed = [ip for ip in addresses if self.policy.allows(ip)]
-        if not allowed:
-            raise NetworkRefused(host, (address_class(ip) for ip in addresses))
-        last: Exception | None = None
-        for ip in allowed:
-            try:
-                return await self._inner.connect_tcp(str(ip), port, timeout, local_address,
-                                                     socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                last = exc   # try the next allowed address, as a resolver-driven connect would
-        assert last is not None
-        raise last
-
-    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
-        raise httpcore.ConnectError("unix sockets are not a provider network")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-async def _resolve(host: str, port: int) -> list[IPAddress]:
-    try:
-        return [ipaddress.ip_address(host.strip("[]"))]
-    except ValueError:
-        pass
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    seen: dict[IPAddress, None] = {}
-    for _family, _type, _proto, _name, sockaddr in infos:
-        seen[ipaddress.ip_address(sockaddr[0].split("%", 1)[0])] = None
-    return list(seen)
+    def refused(self, host: str, addresses: list[IPAddress]) -> Exception:
+        return NetworkRefused(host, (address_class(ip) for ip in addresses))
 
 
 class GuardedTransport(httpx.AsyncHTTPTransport):
@@ -219,15 +177,9 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     def __init__(self, policy: NetworkPolicy, **kwargs) -> None:
         super().__init__(trust_env=False, **kwargs)   # never an environment proxy in between
         limits = kwargs.get("limits", httpx.Limits(max_connections=100, max_keepalive_connections=20))
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=self._pool._ssl_context,
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            http1=True,
-            http2=False,
-            network_backend=GuardedBackend(policy),
-        )
+        guard_pool(self, GuardedBackend(policy), max_connections=limits.max_connections,
+                   max_keepalive_connections=limits.max_keepalive_connections,
+                   keepalive_expiry=limits.keepalive_expiry)
 
 
 def provider_client(policy: NetworkPolicy) -> httpx.AsyncClient:

@@ -77,21 +77,49 @@ class WriteQueue:
                 raise DatabaseClosed("database is closed or not started")
             self._queue.put(job)
 
+    def _stop_writer(self) -> None:
+        """Take no more jobs, queue the stop behind those taken, and wait for the writer thread
+        to run them and end (not when called from that thread)."""
+        with self._lock:
+            thread = self._thread
+            if self._accepting:
+                self._accepting = False
+                self._queue.put(STOP)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _fail_queued(self) -> None:
+        """For the writer thread as it ends: every job still queued (behind the stop, or left by
+        a writer that broke) fails with DatabaseClosed."""
+        leftovers = []
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not STOP:
+                job.fail(DatabaseClosed("database closed before this write ran"))
+                leftovers.append(job)
+        deliver(leftovers)
+
 
 class ReaderThreads:
     """Reads on a small pool of threads, each with its own connection (opened on first use):
     `_on_reader_thread(fn, args)` runs `fn(conn, *args)` in one snapshot there. The adapter
     supplies `_open_thread_reader()`, `_snapshot(conn, fn, args)`, `_thread_reader_usable(conn)`
-    and `reader_threads`; it closes `_thread_conns` on close."""
+    and `reader_threads`; it closes `_thread_conns` on close, and sets `_reader` (its event
+    loop's connection) to None once closed."""
 
     reader_threads = 2
+    _reader: Any
     _pool: concurrent.futures.ThreadPoolExecutor | None
     _local: threading.local
     _lock: threading.Lock
     _thread_conns: list
 
     def _check_open(self) -> None:
-        raise NotImplementedError
+        if self._reader is None:
+            raise DatabaseClosed("database is not open")
 
     def _open_thread_reader(self) -> Any:
         raise NotImplementedError

@@ -12,11 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-import httpx
-
 from seed_agents.protocol.actions_identities import signing_keys_of
 
-from ..hypermedia.client import HmError, HmNotFound
+from ..hypermedia.client import FeedPageError, HmError, HmNotFound, read_feed_page
 from ..store import identities as identities_q
 from ..triggers import activity
 from .context import ToolContext, ToolFailure, ToolResult
@@ -106,17 +104,11 @@ async def read_activity(ctx: ToolContext, options: dict) -> ToolResult:
         params["filterResource"] = options["resource"]
     try:
         async with asyncio.timeout(hm.timeout):
-            async with hm.http.stream("GET", f"{hm.base_url}/api/ListEvents", params=params,
-                                      headers={"Accept": "application/json"}) as response:
-                if response.status_code != 200:
-                    raise ToolFailure(f"the activity feed of {hm.display} answered HTTP {response.status_code}")
-                body = bytearray()
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > FEED_BYTES:
-                        raise ToolFailure(f"an activity feed page of {hm.display} is over {FEED_BYTES} bytes")
-    except (TimeoutError, httpx.HTTPError) as exc:
-        raise ToolFailure(f"the activity feed of {hm.display} did not answer ({type(exc).__name__})") from None
+            body = await read_feed_page(hm.http, hm.base_url, params, FEED_BYTES)
+    except TimeoutError:
+        raise ToolFailure(f"the activity feed of {hm.display} did not answer (TimeoutError)") from None
+    except FeedPageError as exc:
+        raise ToolFailure(f"the activity feed of {hm.display} {exc}") from None
     try:
         value = json.loads(body)
     except ValueError:

@@ -27,6 +27,7 @@ import httpx
 from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
 from seed_agents.protocol.dagcbor import encode
 
+from ..hypermedia.client import FeedPageError, read_feed_page
 from ..runtime.leasing import server_id
 from ..storage.workers import DatabaseClosed
 from ..store import trigger_firings as firings_q
@@ -169,18 +170,10 @@ class ActivityMonitor:
         if token:
             params["pageToken"] = token
         try:
-            async with self.http.stream("GET", f"{self.url}/api/ListEvents", params=params,
-                                        headers={"Accept": "application/json"}) as response:
-                if response.status_code != 200:
-                    raise FeedError(f"ListEvents answered HTTP {response.status_code}")
-                body = bytearray()
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > MAX_PAGE_BYTES:
-                        raise FeedError(f"a ListEvents page is over {MAX_PAGE_BYTES} bytes")
-        except httpx.HTTPError as exc:
-            raise FeedError(f"ListEvents failed ({type(exc).__name__})") from None
-        value = plain_json(bytes(body), MAX_FEED_DEPTH)
+            body = await read_feed_page(self.http, self.url, params, MAX_PAGE_BYTES)
+        except FeedPageError as exc:
+            raise FeedError(f"ListEvents {exc}") from None
+        value = plain_json(body, MAX_FEED_DEPTH)
         if value is None:
             raise FeedError(f"ListEvents did not answer plain JSON (nested at most {MAX_FEED_DEPTH} deep)")
         if isinstance(value, dict) and isinstance(value.get("json"), dict):

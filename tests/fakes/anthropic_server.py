@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .openai_server import RecordedRequest
+from .loopback import RecordedRequest
 from .sse_base import FakeSSEServer, Script, arguments_text, split_words
 
 DEFAULT_USAGE = {"input_tokens": 11, "output_tokens": 5, "cache_read_input_tokens": 7,

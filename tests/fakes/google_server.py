@@ -15,7 +15,7 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
-from .openai_server import RecordedRequest
+from .loopback import RecordedRequest
 from .sse_base import FakeSSEServer, Script, split_words
 
 DEFAULT_USAGE = {"promptTokenCount": 12, "candidatesTokenCount": 4, "totalTokenCount": 22,

@@ -3,28 +3,24 @@ monitor reads it through `@seed-hypermedia/client` (query `pageSize`, `pageToken
 `currentAccount`, `order`; the answer superjson-wrapped: `{"json": {"events": [...],
 "nextPageToken": "..."}}`, newest first, an empty token on the last page). Anything else is 404.
 
-A real HTTP server on 127.0.0.1 (the shared `LoopbackFake`); tests add events with `publish`
+A real HTTP server on 127.0.0.1 (tests/fakes/loopback.py's `LoopbackFake`); tests add events with `publish`
 (newest first, as the feed orders by observation) and can make it fail with `fail_with`.
 Event shapes are the resolved `LoadedEvent`s of the reference's tests (`comment`, `citation`,
 `doc-update`), built by the helpers below.
 """
 from __future__ import annotations
 
-import asyncio
 from urllib.parse import parse_qs, urlsplit
 
-from .openai_server import LoopbackFake, _read_request, _send, _send_json
+from .loopback import LoopbackFake, RecordedRequest, send, send_json
 
 
 class FakeHMActivity(LoopbackFake):
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        super().__init__(None, host=host, port=port)
+        super().__init__(host=host, port=port)
+        self.requests: list[RecordedRequest] = []
         self.events: list[dict] = []          # newest first
         self.failure: int | None = None       # answer every ListEvents with this status
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
     def publish(self, *events: dict) -> None:
         """New events at the top of the feed (the last one given is the newest)."""
@@ -37,34 +33,20 @@ class FakeHMActivity(LoopbackFake):
     def list_requests(self) -> list[dict[str, str]]:
         return [{k: v[0] for k, v in parse_qs(urlsplit(r.path).query).items()} for r in self.requests]
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self._handlers.add(asyncio.current_task())
-        try:
-            while True:
-                request = await _read_request(reader)
-                if request is None:
-                    return
-                self.requests.append(request)
-                url = urlsplit(request.path)
-                if request.method != "GET" or url.path != "/api/ListEvents":
-                    await _send(writer, 404, "text/plain", b"not found")
-                    continue
-                if self.failure is not None:
-                    await _send_json(writer, self.failure, {"error": "the feed is down"})
-                    continue
-                query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                size = int(query.get("pageSize", "50"))
-                start = int(query.get("pageToken") or 0)
-                page = self.events[start:start + size]
-                more = start + size < len(self.events)
-                await _send_json(writer, 200, {"json": {"events": page,
-                                                        "nextPageToken": str(start + size) if more else ""}})
-        except (ConnectionError, asyncio.CancelledError):
-            return
-        finally:
-            self._handlers.discard(asyncio.current_task())
-            writer.close()
+    async def _respond(self, request: RecordedRequest, reader, writer) -> bool:  # noqa: ANN001
+        self.requests.append(request)
+        url = urlsplit(request.path)
+        if request.method != "GET" or url.path != "/api/ListEvents":
+            return await send(writer, 404, "text/plain", b"not found")
+        if self.failure is not None:
+            return await send_json(writer, self.failure, {"error": "the feed is down"})
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        size = int(query.get("pageSize", "50"))
+        start = int(query.get("pageToken") or 0)
+        page = self.events[start:start + size]
+        more = start + size < len(self.events)
+        return await send_json(writer, 200, {"json": {"events": page,
+                                                      "nextPageToken": str(start + size) if more else ""}})
 
 
 def comment_event(cid: str, author: str, target_account: str, at_ms: int, *, text: str = "hello",

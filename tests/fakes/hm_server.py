@@ -35,7 +35,6 @@ import base64
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -55,7 +54,7 @@ from seed_agents.protocol import dagcbor
 from seed_agents.protocol.hm_ids import HmId, parse_hm_id
 from seed_agents.protocol.principals import principal_to_string
 
-from .openai_server import _chunk, _head, _read_request, _send, _send_json
+from .loopback import LoopbackFake, RecordedRequest, chunk_frame, response_head, send, send_json, serve_until_signal
 
 __all__ = ["FakeHmServer", "FakeHmProcess", "fake_hm_in_thread", "StoredBlob", "FAILURES", "REFUSAL_SECRET"]
 
@@ -114,43 +113,13 @@ def _json_safe(value):
     return value
 
 
-class FakeHmServer:
+class FakeHmServer(LoopbackFake):
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.host = host
-        self.port = port
+        super().__init__(host=host, port=port)
         self.blobs: dict[bytes, StoredBlob] = {}  # by multihash digest
         self.published: list[list[StoredBlob]] = []  # each accepted PublishBlobs call
         self.requests: list[tuple[str, str]] = []  # (method, target) of every request
         self.failures: deque[_Failure] = deque()
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task] = set()
-
-    # -- life cycle --------------------------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    async def start(self) -> FakeHmServer:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 20)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def close(self) -> None:
-        if self._server is None:
-            return
-        self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
-
-    async def __aenter__(self) -> FakeHmServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     def fail(self, kind: str, times: int = 1) -> None:
         """Answer the next `times` requests badly: refuse (500), hang (never answer), garbage
@@ -367,40 +336,26 @@ class FakeHmServer:
 
     # -- HTTP --------------------------------------------------------------------------------
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self._handlers.add(task)
-        try:
-            while True:
-                request = await _read_request(reader)
-                if request is None:
-                    break
-                self.requests.append((request.method, request.path))
-                if not request.path.startswith("/_fake/") and self.failures:
-                    failure = self.failures[0]
-                    failure.times -= 1
-                    if failure.times <= 0:
-                        self.failures.popleft()
-                    if not await self._misbehave(failure.kind, reader, writer):
-                        break
-                    continue
-                await self._route(request, writer)
-        except (ConnectionError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass  # the client went away or sent something we do not speak; drop it
-        except asyncio.CancelledError:
-            pass  # close() ends open connections
-        finally:
-            self._handlers.discard(task)
-            writer.close()
+    async def _respond(self, request: RecordedRequest, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> bool:
+        self.requests.append((request.method, request.path))
+        if not request.path.startswith("/_fake/") and self.failures:
+            failure = self.failures[0]
+            failure.times -= 1
+            if failure.times <= 0:
+                self.failures.popleft()
+            return await self._misbehave(failure.kind, reader, writer)
+        await self._route(request, writer)
+        return True
 
     async def _misbehave(self, kind: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Play one failure; False when the connection is to end."""
         if kind == "refuse":
-            await _send_json(writer, 500, {"error": REFUSAL_SECRET})
+            await send_json(writer, 500, {"error": REFUSAL_SECRET})
         elif kind == "garbage":
-            await _send(writer, 200, "application/json", b"<html>" + REFUSAL_SECRET.encode() + b"</html>")
+            await send(writer, 200, "application/json", b"<html>" + REFUSAL_SECRET.encode() + b"</html>")
         elif kind == "wrong-shape":
-            await _send_json(writer, 200, {"json": ["not", "an", "answer"]})
+            await send_json(writer, 200, {"json": ["not", "an", "answer"]})
         elif kind == "deep":  # a document nested past any sane depth
             node = '{"block": {"type": "Paragraph", "id": "x", "text": "t"}, "children": [%s]}'
             content = "%s"
@@ -408,10 +363,10 @@ class FakeHmServer:
                 content = node % content
             body = ('{"json": {"type": "document", "document": {"metadata": {}, "content": [%s]}}}'
                     % content.replace("%s", ""))
-            await _send(writer, 200, "application/json", body.encode())
+            await send(writer, 200, "application/json", body.encode())
         elif kind == "huge-stream":  # no Content-Length: the size shows only while reading
-            writer.write(_head(200, "application/json", chunked=True))
-            piece = _chunk(b"x" * 65536)
+            writer.write(response_head(200, "application/json", chunked=True))
+            piece = chunk_frame(b"x" * 65536)
             try:
                 for _ in range(HUGE_ANSWER_BYTES // 65536 + 1):
                     writer.write(piece)
@@ -421,7 +376,7 @@ class FakeHmServer:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
         elif kind == "huge":
-            await _send(writer, 200, "application/json", b'{"json": "' + b"x" * HUGE_ANSWER_BYTES + b'"}')
+            await send(writer, 200, "application/json", b'{"json": "' + b"x" * HUGE_ANSWER_BYTES + b'"}')
         elif kind == "drop":
             writer.transport.abort()
             return False
@@ -438,25 +393,25 @@ class FakeHmServer:
         if route == ("POST", "/api/PublishBlobs"):
             return await self._publish(request, writer)
         if route == ("GET", "/_fake/published"):
-            return await _send_json(writer, 200, [[{"cid": b.cid, "type": b.type, "value": _json_safe(b.value)}
+            return await send_json(writer, 200, [[{"cid": b.cid, "type": b.type, "value": _json_safe(b.value)}
                                                    for b in call] for call in self.published])
         if route == ("POST", "/_fake/fail"):
             body = request.body if isinstance(request.body, dict) else {}
             self.fail(str(body.get("kind")), int(body.get("times", 1)))
-            return await _send_json(writer, 200, {"ok": True})
+            return await send_json(writer, 200, {"ok": True})
         reads = {"/api/Resource": "id", "/api/ResourceMetadata": "id", "/api/ListChanges": "targetId",
                  "/api/Account": "id"}
         if request.method != "GET" or url.path not in reads:
-            return await _send_json(writer, 404, {"error": f"no route {request.method} {url.path}"})
+            return await send_json(writer, 404, {"error": f"no route {request.method} {url.path}"})
         param = query.get(reads[url.path])
         if not param:
-            return await _send_json(writer, 400, {"error": f"missing query parameter {reads[url.path]}"})
+            return await send_json(writer, 400, {"error": f"missing query parameter {reads[url.path]}"})
         if url.path == "/api/Account":
             return await self._answer(writer, self._account(param))
         try:
             hm_id = parse_hm_id(param)
         except ValueError as exc:
-            return await _send_json(writer, 400, {"error": str(exc)})
+            return await send_json(writer, 400, {"error": str(exc)})
         if url.path == "/api/Resource":
             answer = self._resource(hm_id)
         elif url.path == "/api/ResourceMetadata":
@@ -471,11 +426,11 @@ class FakeHmServer:
         meta = None
         if value.get("type") == "document":
             meta = {"values": {"document.generationInfo.generation": ["bigint"]}}
-        await _send_json(writer, 200, {"json": _json_safe(value), **({"meta": meta} if meta else {})})
+        await send_json(writer, 200, {"json": _json_safe(value), **({"meta": meta} if meta else {})})
 
     async def _publish(self, request, writer: asyncio.StreamWriter) -> None:
         if request.headers.get("content-type") != "application/cbor":
-            return await _send_json(writer, 415, {"error": "PublishBlobs takes application/cbor"})
+            return await send_json(writer, 415, {"error": "PublishBlobs takes application/cbor"})
         try:
             body = dagcbor.decode(request.raw_body, max_size=64 << 20)
             entries = body["blobs"]
@@ -488,11 +443,11 @@ class FakeHmServer:
                 pairs.append((e.get("cid"), e["data"]))
             stored = self.store(pairs)
         except BlobRefused as exc:
-            return await _send_json(writer, 400, {"error": str(exc)})
+            return await send_json(writer, 400, {"error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - any malformed body is the client's fault here
-            return await _send_json(writer, 400, {"error": f"malformed PublishBlobs body: {exc}"})
+            return await send_json(writer, 400, {"error": f"malformed PublishBlobs body: {exc}"})
         self.published.append(stored)
-        await _send_json(writer, 200, {"json": {"cids": [b.cid for b in stored]}})
+        await send_json(writer, 200, {"json": {"cids": [b.cid for b in stored]}})
 
 
 def _vector_blobs(value):
@@ -556,12 +511,7 @@ async def _serve(args: argparse.Namespace) -> None:
     async with FakeHmServer(host=args.host, port=args.port) as fake:
         if args.vectors:
             fake.load_vectors()
-        print(f"FAKE_HM_LISTENING {fake.base_url}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await serve_until_signal(f"FAKE_HM_LISTENING {fake.base_url}")
 
 
 def main(argv: list[str] | None = None) -> None:

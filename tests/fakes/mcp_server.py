@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from .loopback import LoopbackFake, send, serve_until_signal
+
 
 def calc_app(key: str):  # noqa: ANN201
     from mcp.server import MCPServer
@@ -57,66 +59,39 @@ def many_app(count: int):  # noqa: ANN201
     return Many("many").streamable_http_app()
 
 
-async def raw_server(port: int, garbage: bool) -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await reader.readuntil(b"\r\n\r\n")
-            if garbage:
-                body = b"\x00\xffthis is not json-rpc {{{"
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-                             + str(len(body)).encode() + b"\r\n\r\n" + body)
-                await writer.drain()
-            else:
-                await asyncio.Event().wait()   # hang
-        except Exception:
-            pass
-        finally:
-            writer.close()
+class NotMcp(LoopbackFake):
+    """A socket that takes MCP requests and answers garbage (200, bytes that are not JSON-RPC),
+    or never answers."""
 
-    server = await asyncio.start_server(handle, "127.0.0.1", port)
-    print("ready", flush=True)
-    async with server:
-        await server.serve_forever()
+    def __init__(self, garbage: bool, *, port: int = 0) -> None:
+        super().__init__(port=port)
+        self.garbage = garbage
+
+    async def _respond(self, request, reader, writer) -> bool:  # noqa: ANN001
+        if not self.garbage:
+            await asyncio.Event().wait()   # hang, until close() ends the connection
+        await send(writer, 200, "application/json", b"\x00\xffthis is not json-rpc {{{")
+        return False
 
 
 class McpFake:
     """async with McpFake("calc", "KEY") as fake: fake.url — in this process, on a free port."""
 
-    def __init__(self, kind: str, arg: str = "") -> None:
-        self.kind, self.arg = kind, arg
+    def __init__(self, kind: str, arg: str = "", *, port: int = 0) -> None:
+        self.kind, self.arg, self.port = kind, arg, port
         self.url = ""
         self._stop = None
 
     async def __aenter__(self) -> "McpFake":
         if self.kind in ("hang", "garbage"):
-            garbage = self.kind == "garbage"
-
-            async def handle(reader, writer):  # noqa: ANN001
-                try:
-                    await reader.readuntil(b"\r\n\r\n")
-                    if garbage:
-                        body = b"\x00\xffthis is not json-rpc {{{"
-                        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-                                     + str(len(body)).encode() + b"\r\n\r\n" + body)
-                        await writer.drain()
-                    else:
-                        await asyncio.Event().wait()
-                except Exception:
-                    pass
-                finally:
-                    writer.close()
-
-            server = await asyncio.start_server(handle, "127.0.0.1", 0)
-            port = server.sockets[0].getsockname()[1]
-
-            async def stop() -> None:
-                server.close()
-            self._stop = stop
+            raw = await NotMcp(self.kind == "garbage", port=self.port).start()
+            port = raw.port
+            self._stop = raw.close
         else:
             import uvicorn
 
             app = calc_app(self.arg) if self.kind == "calc" else many_app(int(self.arg))
-            server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+            server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                    lifespan="on"))
             task = asyncio.create_task(server.serve())
             while not server.started:
@@ -139,25 +114,13 @@ class McpFake:
         await self.stop()
 
 
+async def _serve(port: int, kind: str, arg: str) -> None:
+    async with McpFake(kind, arg, port=port):
+        await serve_until_signal("ready")
+
+
 def main() -> None:
-    port, kind = int(sys.argv[1]), sys.argv[2]
-    if kind in ("hang", "garbage"):
-        asyncio.run(raw_server(port, kind == "garbage"))
-        return
-    import uvicorn
-
-    app = calc_app(sys.argv[3]) if kind == "calc" else many_app(int(sys.argv[3]))
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-
-    async def run() -> None:
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.01)
-        print("ready", flush=True)
-        await task
-
-    asyncio.run(run())
+    asyncio.run(_serve(int(sys.argv[1]), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else ""))
 
 
 if __name__ == "__main__":

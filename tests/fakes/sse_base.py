@@ -2,18 +2,20 @@
 records requests and plays scripted server-sent event streams (delays, a drop, a hang).
 
 Subclasses route requests (`_route`) and turn a script into the provider's events (`_events`).
-The HTTP helpers are the OpenAI fake's (asyncio streams, keep-alive, Content-Length bodies).
+The HTTP server is tests/fakes/loopback.py's, the scripts and their pacing tests/fakes/scripted.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .openai_server import LoopbackFake, RecordedRequest, _chunk, _head, _pause, _read_request, _send, _send_json
+from .loopback import RecordedRequest, pause, send, send_json
+from .scripted import ScriptedFake, split_words, stream_events
+
+__all__ = ["FakeSSEServer", "Script", "arguments_text", "split_words"]
 
 
 @dataclass
@@ -39,17 +41,13 @@ class Script:
     thinking: str | None = None  # Anthropic: a signed thinking block before the text
 
 
-class FakeSSEServer(LoopbackFake):
+class FakeSSEServer(ScriptedFake):
     default_script = Script
 
     def __init__(self, script: Script | None = None, *, key: str | None = None,
                  host: str = "127.0.0.1", port: int = 0) -> None:
         super().__init__(script or Script(), host=host, port=port)
         self.key = key  # when set, requests must carry it the provider's way, else 401/403
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
     # -- subclass hooks --------------------------------------------------------------------
 
@@ -69,85 +67,27 @@ class FakeSSEServer(LoopbackFake):
 
     # -- connection ------------------------------------------------------------------------
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self._handlers.add(task)
-        self.connections += 1
-        try:
-            while True:
-                request = await _read_request(reader)
-                if request is None:
-                    break
-                self.requests.append(request)
-                kind, status, value = self._route(request)
-                if kind == "json":
-                    await _send_json(writer, status, value)
-                    continue
-                if kind == "raw":
-                    await _send(writer, status, "application/json", value)
-                    continue
-                script = self.scripts.popleft() if self.scripts else self.default
-                if callable(script):   # a function of the request (a scripted model that looks)
-                    script = script(request)
-                index = len(self.requests) - 1
-                try:
-                    outcome = await self._play(script, request, reader, writer)
-                except ConnectionError:
-                    outcome = "gone"
-                if outcome == "gone":
-                    self.disconnects.append(index)
-                if outcome != "done":
-                    break
-        except (ConnectionError, ValueError, asyncio.IncompleteReadError,
-                asyncio.LimitOverrunError, asyncio.CancelledError):
-            pass
-        finally:
-            self._handlers.discard(task)
-            writer.close()
+    async def _respond(self, request: RecordedRequest, reader, writer) -> bool:
+        self.requests.append(request)
+        kind, status, value = self._route(request)
+        if kind == "json":
+            return await send_json(writer, status, value)
+        if kind == "raw":
+            return await send(writer, status, "application/json", value)
+        return await self._play_next(request, reader, writer, self._play)
 
     async def _play(self, script: Script, request: RecordedRequest, reader, writer) -> str:
         if script.hang:
-            await _pause(reader, None)
+            await pause(reader, None)
             return "gone"
         if script.status >= 400:
             body = script.error_body if script.error_body is not None else self._error_json(script)
-            await _send(writer, script.status, "application/json", body.encode())
+            await send(writer, script.status, "application/json", body.encode())
             return "done"
-        events = self._events(script, request)
-        head = _head(200, "text/event-stream", chunked=True)
-        plain = (not script.first_delay and not script.chunk_delay and script.drop_after is None
-                 and script.error_after is None)
-        if plain:
-            writer.write(head + b"".join(_chunk(e) for e, _ in events) + b"0\r\n\r\n")
-            await writer.drain()
-            return "done"
-        writer.write(head)
-        await writer.drain()
-        if await _pause(reader, script.first_delay):
-            return "gone"
-        sent = 0
-        for event, is_text in events:
-            if is_text and script.drop_after is not None and sent >= script.drop_after:
-                writer.transport.abort()
-                return "dropped"
-            if is_text and script.error_after is not None and sent >= script.error_after:
-                writer.write(_chunk(self._error_event(script)) + b"0\r\n\r\n")
-                await writer.drain()
-                return "done"
-            if is_text and sent and await _pause(reader, script.chunk_delay):
-                return "gone"
-            writer.write(_chunk(event))
-            await writer.drain()
-            sent += is_text
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-        return "done"
-
-
-def split_words(text: str) -> list[str]:
-    """Words with the following space kept, so the pieces join back to `text`."""
-    words = text.split(" ")
-    return [w + " " for w in words[:-1]] + [words[-1]]
+        return await stream_events(reader, writer, self._events(script, request),
+                                   first_delay=script.first_delay, chunk_delay=script.chunk_delay,
+                                   drop_after=script.drop_after, error_after=script.error_after,
+                                   error_event=self._error_event(script) if script.error_after is not None else b"")
 
 
 def arguments_text(call: dict) -> str:

@@ -19,10 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 from urllib.parse import parse_qs, urlsplit
 
-from .openai_server import _chunk, _head, _pause, _read_request
+from .loopback import LoopbackFake, chunk_frame, pause, response_head, send, serve_until_signal
 
 ARTICLE = """<!doctype html><html><head><title>Kites of the world</title></head><body>
 <nav><a href="/">Home</a> | <a href="/about">About</a></nav>
@@ -35,20 +34,15 @@ helped by protection and by people feeding them in winter.</p>
 </article><footer>Copyright nobody</footer></body></html>"""
 
 
-class FakeWeb:
+class FakeWeb(LoopbackFake):
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.host, self.port = host, port
+        super().__init__(host=host, port=port)
         self.routes: dict[str, tuple] = {"/page.html": ("page", ARTICLE.encode(), "text/html; charset=utf-8")}
         self.requests: list[tuple[str, str]] = []
         self.sent: dict[str, int] = {}
         self.search_results: list[dict] = [
             {"title": "Red kite", "url": "https://example.org/red-kite", "content": "A bird of prey.",
              "engine": "fake"}]
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task] = set()
-
-    def url(self, path: str) -> str:
-        return f"http://{self.host}:{self.port}{path}"
 
     def page(self, path: str, body: str, content_type: str = "text/html; charset=utf-8") -> None:
         self.routes[path] = ("page", body.encode(), content_type)
@@ -66,77 +60,42 @@ class FakeWeb:
         """A page that answers after `seconds` (or never, if the client goes first)."""
         self.routes[path] = ("slow", seconds, body.encode())
 
-    async def start(self) -> "FakeWeb":
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def close(self) -> None:
-        if self._server is None:
-            return
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
-
-    async def __aenter__(self) -> "FakeWeb":
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self._tasks.add(task)
-        try:
-            while True:
-                request = await _read_request(reader)
-                if request is None:
-                    break
-                path = urlsplit(request.path).path
-                self.requests.append((request.method, request.path))
-                if not await self._answer(path, request.path, reader, writer):
-                    break
-        except (ConnectionError, ValueError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            self._tasks.discard(task)
-            writer.close()
+    async def _respond(self, request, reader, writer) -> bool:  # noqa: ANN001
+        self.requests.append((request.method, request.path))
+        return await self._answer(urlsplit(request.path).path, request.path, reader, writer)
 
     async def _answer(self, path: str, target: str, reader, writer) -> bool:
         if path == "/search":
             query = parse_qs(urlsplit(target).query)
             if query.get("format") != ["json"]:
-                return await self._send(writer, 403, b"format not allowed", "text/plain")
+                return await send(writer, 403, "text/plain", b"format not allowed")
             body = {"query": query.get("q", [""])[0], "results": self.search_results,
                     "unresponsive_engines": []}
-            return await self._send(writer, 200, json.dumps(body).encode(), "application/json")
+            return await send(writer, 200, "application/json", json.dumps(body).encode())
         route = self.routes.get(path)
         if route is None:
-            return await self._send(writer, 404, b"not found", "text/plain")
+            return await send(writer, 404, "text/plain", b"not found")
         kind = route[0]
         if kind == "page":
-            return await self._send(writer, 200, route[1], route[2])
+            return await send(writer, 200, route[2], route[1])
         if kind == "redirect":
             location, status = route[1], route[2]
             writer.write(f"HTTP/1.1 {status} Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n".encode())
             await writer.drain()
             return True
         if kind == "hang":
-            await _pause(reader, None)
+            await pause(reader, None)
             return False
         if kind == "slow":
-            if await _pause(reader, route[1]):
+            if await pause(reader, route[1]):
                 return False
-            return await self._send(writer, 200, route[2], "text/plain; charset=utf-8")
+            return await send(writer, 200, "text/plain; charset=utf-8", route[2])
         # huge: streamed in 64 KiB chunks until the client stops reading or closes
-        writer.write(_head(200, "text/html; charset=utf-8", chunked=True))
+        writer.write(response_head(200, "text/html; charset=utf-8", chunked=True))
         piece = (b"<p>" + b"kite " * 13000 + b"</p>\n")[:65536]
         sent = 0
         while sent < route[1]:
-            writer.write(_chunk(piece))
+            writer.write(chunk_frame(piece))
             sent += len(piece)
             self.sent[path] = sent
             await writer.drain()
@@ -144,21 +103,10 @@ class FakeWeb:
         await writer.drain()
         return True
 
-    @staticmethod
-    async def _send(writer, status: int, body: bytes, content_type: str) -> bool:
-        writer.write(_head(status, content_type, length=len(body)) + body)
-        await writer.drain()
-        return True
-
 
 async def _serve(args: argparse.Namespace) -> None:
     async with FakeWeb(args.host, args.port) as web:
-        print(f"FAKE_WEB_LISTENING http://{web.host}:{web.port}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await serve_until_signal(f"FAKE_WEB_LISTENING {web.base_url}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -226,13 +226,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
         await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
-        with self._lock:
-            thread = self._thread
-            if self._accepting:
-                self._accepting = False
-                self._queue.put(_STOP)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._stop_writer()
         for pool in (self._pool, self._claims):
             if pool is not None:
                 pool.shutdown(wait=True)
@@ -273,10 +267,6 @@ class PgDatabase(WriteQueue, ReaderThreads):
         """A handler's read: a round trip to the database, so it runs on a reader thread and the
         event loop serves everyone else meanwhile, whatever its size."""
         return await self._on_reader_thread(fn, args)
-
-    def _check_open(self) -> None:
-        if self._reader is None:
-            raise DatabaseClosed("database is not open")
 
     def _open_thread_reader(self) -> PgConn:
         return self._connect(reader=True)
@@ -327,14 +317,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
                 conn = self._run_job(conn, job)
                 deliver([job])
         finally:
-            while True:   # whatever was queued behind the stop
-                try:
-                    job = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if job is not _STOP:
-                    job.value = DatabaseClosed("database closed before this write ran")
-                    deliver([job])
+            self._fail_queued()
             conn.raw.close()
 
     def _run_job(self, conn: PgConn, job: Job) -> PgConn:

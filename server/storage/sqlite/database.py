@@ -99,17 +99,6 @@ class Database(WriteQueue, ReaderThreads):
         self._stop_writer()
         self._close_reader()
 
-    def _stop_writer(self) -> None:
-        with self._lock:
-            if not self._accepting:
-                thread = self._thread
-            else:
-                self._accepting = False
-                self._queue.put(_STOP)
-                thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-
     def _close_reader(self) -> None:
         if self._reader is not None:
             self._reader.close()
@@ -132,11 +121,7 @@ class Database(WriteQueue, ReaderThreads):
         conn = self.reader
         if conn.in_transaction:  # nested read: already inside a snapshot
             return fn(conn, *args)
-        conn.execute("BEGIN")
-        try:
-            return fn(conn, *args)
-        finally:
-            conn.execute("COMMIT")
+        return self._snapshot(conn, fn, args)
 
     async def aread(self, fn: Callable[..., Any], *args: Any, large: bool = False) -> Any:
         """A handler's read: `read` itself (it never suspends, so an inline handler stays inline),
@@ -145,10 +130,6 @@ class Database(WriteQueue, ReaderThreads):
         if large:
             return await self._on_reader_thread(fn, args)
         return self.read(fn, *args)
-
-    def _check_open(self) -> None:
-        if self._reader is None:
-            raise DatabaseClosed("database is not open")
 
     def _open_thread_reader(self) -> apsw.Connection:
         return open_reader(self.path, target=self._target)
@@ -194,7 +175,7 @@ class Database(WriteQueue, ReaderThreads):
                         job.fail(exc)
                 deliver(batch)
         finally:
-            self._fail_leftovers()
+            self._fail_queued()
             conn.close()
             self._writer = None
 
@@ -235,15 +216,3 @@ class Database(WriteQueue, ReaderThreads):
             return
         self.batches += 1
         self.jobs += len(batch)
-
-    def _fail_leftovers(self) -> None:
-        leftovers = []
-        while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is not _STOP:
-                job.fail(DatabaseClosed("database closed before this write ran"))
-                leftovers.append(job)
-        deliver(leftovers)
