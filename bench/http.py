@@ -23,7 +23,7 @@ from bench.conditions import SERVER_CPU
 from bench.load import keypair
 from bench.meters import CpuMeter, cpu_summary
 from bench.processes import Server, profile_window, run_load
-from bench.rpc import CONCURRENCY, EVENT_CHARS, _actions, _sign, raw_verify, sizes
+from bench.rpc import CONCURRENCY, EVENT_CHARS, _actions, _sign, sizes
 from bench.stats import latency_figures, summary
 
 

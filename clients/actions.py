@@ -292,16 +292,16 @@ def delete_agent_tool(agent_id: str, name: str) -> dict:
     return _action("DeleteAgentTool", agentId=agent_id, name=name)
 
 
-def invoke_session_tool(session_id: str, verb: str, value) -> dict:  # noqa: ANN001
+def invoke_session_tool(session_id: str, verb: str, value: object = None) -> dict:
     return _action("InvokeSessionTool", sessionId=session_id, verb=verb, input=value)
 
 
-def signal_run(run_id: str, signal: str, payload=None) -> dict:  # noqa: ANN001
+def signal_run(run_id: str, signal: str, payload: object = None) -> dict:
     return _action("SignalRun", runId=run_id, signal=signal, payload=payload)
 
 
-def get_run_journal(run_id: str, after_seq: int | None = None) -> dict:
-    return _action("GetRunJournal", runId=run_id, afterSeq=after_seq)
+def get_run_journal(run_id: str, after_seq: int | None = None, limit: int | None = None) -> dict:
+    return _action("GetRunJournal", runId=run_id, afterSeq=after_seq, limit=limit)
 
 
 def list_mcp_servers() -> dict:
@@ -323,7 +323,7 @@ def refresh_mcp_server(name: str) -> dict:
     return _action("RefreshMcpServer", name=name)
 
 
-# -- provider models, IPFS, tools, runs, MCP servers ---------------------------------------------
+# -- provider models, IPFS ---------------------------------------------------------------------
 
 def list_provider_models(provider: str, agent_id: str | None = None) -> dict:
     return _action("ListProviderModels", provider=provider, agentId=agent_id)
@@ -331,49 +331,3 @@ def list_provider_models(provider: str, agent_id: str | None = None) -> dict:
 
 def upload_agent_memory_file_to_ipfs(agent_id: str, path: str) -> dict:
     return _action("UploadAgentMemoryFileToIpfs", agentId=agent_id, path=path)
-
-
-def list_agent_tools(agent_id: str) -> dict:
-    return _action("ListAgentTools", agentId=agent_id)
-
-
-def save_agent_tool(agent_id: str, tool: dict, enabled: bool | None = None,
-                    previous_name: str | None = None) -> dict:
-    """`tool`: a lambda tool document {name, description, source, ...}, or {name} of a builtin or
-    MCP tool with `enabled` (those are only switched on or off)."""
-    return _action("SaveAgentTool", agentId=agent_id, tool=tool, enabled=enabled, previousName=previous_name)
-
-
-def delete_agent_tool(agent_id: str, name: str) -> dict:
-    return _action("DeleteAgentTool", agentId=agent_id, name=name)
-
-
-def invoke_session_tool(session_id: str, verb: str, input: object = None) -> dict:  # noqa: A002
-    return _action("InvokeSessionTool", sessionId=session_id, verb=verb, input=input)
-
-
-def signal_run(run_id: str, signal: str, payload: object = None) -> dict:
-    return _action("SignalRun", runId=run_id, signal=signal, payload=payload)
-
-
-def get_run_journal(run_id: str, after_seq: int | None = None, limit: int | None = None) -> dict:
-    return _action("GetRunJournal", runId=run_id, afterSeq=after_seq, limit=limit)
-
-
-def list_mcp_servers() -> dict:
-    return _action("ListMcpServers")
-
-
-def set_mcp_server(name: str, url: str, headers: dict | None = None, secret_headers: dict | None = None,
-                   enabled: bool | None = None) -> dict:
-    """`secret_headers` are kept as secrets on the server (never listed back)."""
-    return _action("SetMcpServer", name=name, url=url, headers=headers, secretHeaders=secret_headers,
-                   enabled=enabled)
-
-
-def delete_mcp_server(name: str) -> dict:
-    return _action("DeleteMcpServer", name=name)
-
-
-def refresh_mcp_server(name: str) -> dict:
-    return _action("RefreshMcpServer", name=name)

@@ -379,7 +379,7 @@ class AgentsClient:
 
     async def save_agent_tool(self, agent_id: str, tool: dict, previous_name: str | None = None,
                               enabled: bool | None = None) -> dict:
-        return await self.call(actions.save_agent_tool(agent_id, tool, previous_name, enabled))
+        return await self.call(actions.save_agent_tool(agent_id, tool, previous_name=previous_name, enabled=enabled))
 
     async def delete_agent_tool(self, agent_id: str, name: str) -> dict:
         return await self.call(actions.delete_agent_tool(agent_id, name))
@@ -391,8 +391,8 @@ class AgentsClient:
         """{runId, delivered}: delivered is False when the run was not waiting for this signal."""
         return await self.call(actions.signal_run(run_id, signal, payload))
 
-    async def get_run_journal(self, run_id: str, after_seq: int | None = None) -> dict:
-        return await self.call(actions.get_run_journal(run_id, after_seq))
+    async def get_run_journal(self, run_id: str, after_seq: int | None = None, limit: int | None = None) -> dict:
+        return await self.call(actions.get_run_journal(run_id, after_seq, limit))
 
     async def list_mcp_servers(self) -> dict:
         return await self.call(actions.list_mcp_servers())

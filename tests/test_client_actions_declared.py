@@ -86,3 +86,39 @@ async def test_the_added_methods_reach_a_real_server(server):
         with pytest.raises(Exception) as caught:
             await journal
         assert getattr(caught.value, "status", None) == 404
+
+
+def _hand_written_pairs():
+    for name in ACTIONS:
+        method = getattr(AgentsClient, snake(name), None)
+        builder = getattr(builders, snake(name), None)
+        if name == "Subscribe" or method is None or getattr(method, "__wrapped__", None) is builder:
+            continue
+        yield name, method, builder
+
+
+async def test_a_written_method_hands_each_argument_to_the_field_of_its_name():
+    """A method written by hand passes its arguments on by position or by name: each must reach
+    the builder's parameter of the same name (a swap sends one field's value as another's)."""
+    checked = []
+    for name, method, builder in _hand_written_pairs():
+        params = [p for p in inspect.signature(method).parameters.values() if p.name != "self"]
+        builder_params = inspect.signature(builder).parameters
+        if not params or any(p.name not in builder_params or p.kind is p.VAR_KEYWORD for p in params):
+            continue
+        values = {p.name: f"<{p.name}>" for p in params}
+        try:
+            expected = builder(**values)
+        except Exception:   # a builder that checks or encodes its values: not judged by strings
+            continue
+        sent = []
+
+        class Recorder:
+            async def call(self, action):
+                sent.append(action)
+                return {}
+
+        await method(Recorder(), **values)
+        assert sent == [expected], f"AgentsClient.{snake(name)} sends {sent}, the builder {expected}"
+        checked.append(name)
+    assert {"SaveAgentTool", "GetRunJournal", "SetMcpServer"} <= set(checked), checked

@@ -16,7 +16,6 @@ from seed_agents.server.config import (
     END,
     ENV_PREFIX,
     SETTINGS,
-    ConfigError,
     add_arguments,
     default_text,
     load_config,

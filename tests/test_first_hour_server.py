@@ -16,7 +16,6 @@ from importlib import metadata
 from pathlib import Path
 
 import httpx
-import pytest
 
 from seed_agents.clients import AgentsClient
 from seed_agents.protocol.keys import Keypair

@@ -9,7 +9,6 @@ import time
 import uuid
 
 import httpx
-import pytest
 
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.actions import MAX_DEFINITION_BYTES

@@ -13,7 +13,7 @@ from seed_agents.server.store import sessions as sessions_q
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_runtime_turns import provider_session, send, session_status, until_durable
 from tests.waiting import until
-from tests.wsraw import V2Client, flatten, keypair, setup_session
+from tests.wsraw import V2Client, keypair, setup_session
 
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")

@@ -7,7 +7,7 @@ import pytest
 
 from tests.test_lifecycle_sessions import call
 from tests.test_runtime_turns import send, session_status
-from tests.triggers_helpers import ECHO_AGENT, create_trigger, firings_when, get_trigger, make_agent
+from tests.triggers_helpers import create_trigger, firings_when, get_trigger, make_agent
 from tests.wsraw import V2Client, keypair
 
 pytestmark = pytest.mark.storages("sqlite", "postgresql")

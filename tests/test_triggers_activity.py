@@ -12,7 +12,6 @@ import pytest
 from seed_agents.server.triggers import activity
 
 from tests.fakes.hm_activity import FakeHMActivity, citation_event, comment_event, doc_update_event
-from tests.test_lifecycle_sessions import call
 from tests.triggers_helpers import create_trigger, get_trigger, make_agent, session_reply
 from tests.wsraw import V2Client, keypair
 

@@ -13,7 +13,7 @@ from seed_agents.protocol.errors import ProtocolError
 from ..store import agents as agents_q
 from ..store import collaborators as collab_q
 from ..store import owners as owners_q
-from .access import OWNER, READER, agent_access, agent_for, agent_role
+from .access import OWNER, READER, agent_access, agent_role
 
 COLLABORATORS_CHANGED = "agent-collaborators-changed"
 INVITES_CHANGED = "agent-invites-changed"

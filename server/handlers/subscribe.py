@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError, quote
 
-from .access import OWNER, READER, _not_found, key_role, require
+from .access import OWNER, READER, key_role, require
 
 _KINDS = {"agents": "agent", "sessions": "session", "runs": "run"}
 
