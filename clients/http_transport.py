@@ -7,12 +7,14 @@ HTTP carries actions only: subscriptions need the WebSocket (`ws://HOST:PORT/age
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import httpx
+from typing import TYPE_CHECKING
 
 from seed_agents.protocol import dagcbor
 
 from .errors import AgentsError
+
+if TYPE_CHECKING:
+    import httpx
 
 _MAX_DEPTH = 256   # the server is trusted to this depth (see seed_agents.clients.wire)
 HEADERS = {"Content-Type": "application/cbor", "Accept": "application/cbor"}
@@ -38,6 +40,10 @@ class HttpTransport:
         self._http: httpx.AsyncClient | None = None
 
     async def open(self) -> None:
+        # httpx (and what it pulls in) is a good part of a command's start, and most commands
+        # go over the WebSocket: loaded only when an HTTP URL is opened.
+        import httpx
+
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(self.request_timeout, connect=self.connect_timeout),
             limits=httpx.Limits(max_keepalive_connections=8, keepalive_expiry=30.0))
@@ -61,6 +67,8 @@ class HttpTransport:
     async def request(self, action: dict) -> dict:
         if not self.connected:
             raise AgentsError.closed(self.url)
+        import httpx  # loaded by open()
+
         body = dagcbor.encode(self._sign(action))
         try:
             r = await self._http.post(self.message_url, content=body, headers=HEADERS)

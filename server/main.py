@@ -7,8 +7,8 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
-from .app import App
 from .config import Config, ConfigError, add_arguments, load_config, metrics_address
 from .operations import logs
 from .providers.network import is_loopback_host
@@ -17,7 +17,9 @@ from .storage.filemodes import make_private_dir
 from .storage.port import ProcessLock
 from .store.key_check import SecretsKeyMismatch
 from .store.secrets import SecretsKeyError
-from .transport.listener import WS_PATH, start_transport
+
+if TYPE_CHECKING:
+    from .app import App
 
 log = logging.getLogger("seed_agents")
 
@@ -31,6 +33,8 @@ class RunningServer:
     """A started server: the app, the listening socket, and a clean stop."""
 
     def __init__(self, app: App, ws_server) -> None:
+        from .transport.listener import WS_PATH  # loaded by start_server already
+
         self.app = app
         self.ws_server = ws_server
         sock = next(iter(ws_server.sockets))
@@ -69,6 +73,11 @@ async def start_server(config: Config) -> RunningServer:
     server has it), open it through the schema gate, and accept connections. Nothing is
     written before the port is bound: a server that cannot listen leaves no files behind. The
     lock is held until `stop()`, or until the process ends."""
+    # The app and its transport are most of the server's imports: loaded here, so that `--help`
+    # and a configuration mistake answer without them.
+    from .app import App
+    from .transport.listener import start_transport
+
     shared = config.storage_url is not None and config.storage_url.is_postgresql
     app = App(config)   # writes nothing until start()
     ws_server = await start_transport(app, start_serving=False)

@@ -3,7 +3,6 @@ provider is a fake OpenAI-compatible service on loopback: a real model in one co
 never on the command line nor in any output."""
 from __future__ import annotations
 
-
 import httpx
 import pytest
 

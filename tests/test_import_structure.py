@@ -1,7 +1,9 @@
 """The structure drawn from the imports: no import circle in server/ or clients/, and protocol/
 imports nothing but the standard library and its declared dependencies. Read from the source
 with `ast`, so a circle hidden behind `if TYPE_CHECKING:` counts too; imports inside functions
-are the deliberate lazy ones (the `seed-agents` dispatcher, the optional PostgreSQL driver)."""
+are the deliberate lazy ones (the `seed-agents` dispatcher, the optional PostgreSQL driver, and
+what a process loads only when it first needs it: the app behind `serve`, the MCP SDK, croniter,
+the CLI's httpx)."""
 from __future__ import annotations
 
 import ast

@@ -12,8 +12,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
-
 from .common import CliError, checked_url, open_client
 
 _DAYS = {"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}
@@ -156,6 +154,8 @@ async def fire(args) -> int:
     if args.idem_key:
         headers["Idempotency-Key"] = args.idem_key
     url = _http_base(args) + response["webhook"]["path"]
+    import httpx  # only this command speaks plain HTTP itself: not loaded by the others
+
     try:
         async with httpx.AsyncClient(timeout=30.0) as http:
             answer = await http.post(url, content=body, headers=headers)

@@ -38,6 +38,8 @@ class McpError(Exception):
 
 def _phrase(exc: BaseException, what: str) -> McpError:
     """One fixed phrase per kind of failure (the exception's own text is only logged)."""
+    from .network import McpNetworkRefused, TooLarge  # loaded by _session already
+
     for e in _chain(exc):
         if isinstance(e, McpNetworkRefused):
             return McpError(f"{what}: the server's network policy refuses this address (--provider-networks)")
@@ -76,10 +78,13 @@ class Remote:
         self.url, self.headers, self.policy, self.timeout = url, headers, policy, timeout
 
     async def _session(self, body):  # noqa: ANN001
+        # The SDK costs about a second of imports and its HTTP stack (httpx2, for our guarded
+        # client) a tenth more: loaded when a server is first used, so a server with no MCP
+        # servers (and every CLI start) never pays for them.
+        from .network import MAX_RESPONSE_BYTES, mcp_http_client
+
         http = mcp_http_client(self.policy, self.headers, self.timeout)
         async with http:
-            # The SDK costs about a second of imports: loaded when a server is first used, so a
-            # server with no MCP servers (and every CLI start) never pays for it.
             from mcp import Client
             from mcp.client.streamable_http import streamable_http_client
 

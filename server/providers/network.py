@@ -23,8 +23,10 @@ local Ollama) `public,loopback,private`; anywhere else `public`.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -182,11 +184,19 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
                    keepalive_expiry=limits.keepalive_expiry)
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """httpx's default certificate check (certifi's roots, no SSL_CERT_* from the environment, as
+    `trust_env=False` has it), built once per process: building one parses the whole CA bundle,
+    20 ms of CPU, which every server start paid (and each test's in-process server)."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
 def provider_client(policy: NetworkPolicy) -> httpx.AsyncClient:
     """The one HTTP client every provider call goes through."""
     quiet_http_loggers()
     return httpx.AsyncClient(
-        transport=GuardedTransport(policy),
+        transport=GuardedTransport(policy, verify=tls_context()),
         timeout=httpx.Timeout(30.0, read=None),
         trust_env=False,
         follow_redirects=False,   # a redirect must not carry the key (or the request) elsewhere

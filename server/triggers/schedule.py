@@ -17,8 +17,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
 MAX_DUE_SLOTS = 1_000   # slots listed at once past a long outage (older ones are not recorded)
@@ -41,6 +39,8 @@ def check(schedule: dict) -> None:
     if kind in ("weekly", "once", "cron"):
         zone(schedule.get("timezone"))
     if kind == "cron":
+        from croniter import croniter  # 20 ms of imports (dateutil), only for cron schedules
+
         expression = schedule["expression"]
         if len(expression.split()) != 5 or not croniter.is_valid(expression):
             raise ScheduleError(f"cron expression {expression!r} is not valid: five fields "
@@ -117,6 +117,8 @@ def _next_weekly(schedule: dict, after: int) -> int:
 
 
 def _next_cron(schedule: dict, after: int) -> int | None:
+    from croniter import croniter
+
     tz = zone(schedule.get("timezone"))
     start = datetime.fromtimestamp(after / 1000, tz)
     # croniter answers in wall time; the slot is the first moment after `after` whose wall time
