@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 
 class SessionWorker:
@@ -40,7 +40,6 @@ class SessionWorker:
             self.task.cancel()
 
 
-@runtime_checkable
 class RunQueue(Protocol):
     """What the runtime needs of a scheduling strategy. A strategy starts the session workers
     (in `runtime.workers`) and has each run its runs through `runtime.execute(run, worker,
