@@ -1,14 +1,17 @@
-"""Two or more source trees on both backends, in one run: GetSession at concurrency 64 and
-CreateSession at concurrency 8, through each tree's own server (`python -m seed_agents.server.main` of that
-tree) on a fresh SQLite data dir or a fresh PostgreSQL schema, loaded by this tree's raw client.
+"""Two or more source trees on both backends, in one run: GetSession at concurrency 64,
+CreateSession at concurrency 8 and MessageSession turns to the echo agent on 8 sessions (the
+runtime's scheduling: local on SQLite, leased on PostgreSQL), through each tree's own server
+(`python -m seed_agents.server.main` of that tree, or `server.main` in trees from before the namespace) on a fresh SQLite data dir or a fresh PostgreSQL schema,
+loaded by this tree's raw client.
 
     python -m bench.port_ab --tree before=/path/a --tree after=. --tree after2=. \\
-        [--postgres URL] [--rounds 3] [--requests 2000] [--json FILE]
+        [--postgres URL] [--rounds 3] [--requests 2000] [--turns 400] [--cells CELL ...] [--json FILE]
 
 Naming the same tree twice gives an A/A pair: the noise of the machine. Each round loads every
 tree once per cell, in an order that rotates each round, so drift falls on all trees alike.
-Figures: throughput (actions/s) and p50 latency per tree and cell (median over rounds), and each
-tree against the first. Every phase is bounded in count and time; nothing is asserted.
+Figures: throughput (actions/s), p50 latency and the server's CPU time per action (all its
+threads, /proc/PID/task/*/schedstat: what neighbours' load moves least) per tree and cell
+(median over rounds), and each tree's throughput against the first's. Every phase is bounded in count and time; nothing is asserted.
 """
 from __future__ import annotations
 
@@ -30,9 +33,10 @@ from seed_agents.protocol.envelope import sign_envelope
 
 from bench.load import Rpc, closed_loop, keypair
 from bench.processes import RAISED_LIMITS, free_port
+from bench.sqlite_ab import TurnLanes, server_cpu_ns
 from bench.trees import server_module, tree_env
 
-CELLS = {"GetSession c64": 64, "CreateSession c8": 8}
+CELLS = {"GetSession c64": 64, "CreateSession c8": 8, "turns c8": 8}
 CAP_S = 60.0
 
 
@@ -123,24 +127,39 @@ async def main_async(args) -> dict:
         servers = [Server(name, tree, backend, work, args.postgres) for name, tree in trees]
         try:
             states = [await prepare(s, kp) for s in servers]
-            for cell, conc in CELLS.items():
-                # warm-up, not timed
-                for s, st in zip(servers, states):
-                    await closed_loop(st["sockets"][:min(conc, 16)], frames(kp, st, cell, 200), conc, CAP_S)
+            for cell in args.cells:
+                conc = CELLS[cell]
+                if cell.startswith("turns"):   # one turn at a time per session, `conc` sessions
+                    for s, st in zip(servers, states):
+                        st["turns"] = TurnLanes(kp, {"url": s.url, "agent_id": st["agent"]}, conc,
+                                                f"{s.name}-{backend}")
+                        await st["turns"].open()
+                        await st["turns"].run(st["turns"].sign(conc * 10))   # warm-up, not timed
+                else:
+                    for s, st in zip(servers, states):   # warm-up, not timed
+                        await closed_loop(st["sockets"][:min(conc, 16)], frames(kp, st, cell, 200), conc, CAP_S)
                 for r in range(args.rounds):
                     order = list(range(len(servers)))
                     order = order[r % len(order):] + order[:r % len(order)]
                     for i in order:
                         st = states[i]
-                        res = await closed_loop(st["sockets"][:min(conc, 16)], frames(kp, st, cell, args.requests),
-                                                conc, CAP_S)
+                        cpu0 = server_cpu_ns(servers[i].proc.pid)
+                        if cell.startswith("turns"):
+                            res = await st["turns"].run(st["turns"].sign(args.turns))
+                        else:
+                            res = await closed_loop(st["sockets"][:min(conc, 16)],
+                                                    frames(kp, st, cell, args.requests), conc, CAP_S)
+                        cpu_ns = server_cpu_ns(servers[i].proc.pid) - cpu0
                         lat = sorted(res["latencies"])
                         row = results.setdefault(backend, {}).setdefault(cell, {}).setdefault(servers[i].name, [])
                         row.append({"rps": len(lat) / res["seconds"], "p50_ms": 1000 * lat[len(lat) // 2],
-                                    "errors": res["errors"], "first_error": res["first_error"]})
+                                    "errors": res["errors"], "first_error": res["first_error"],
+                                    "cpu_us": cpu_ns / 1000 / max(1, len(lat))})
             for st in states:
                 for s in st["sockets"]:
                     await s.close()
+                if "turns" in st:
+                    await st["turns"].close()
         finally:
             for s in servers:
                 s.stop()
@@ -157,8 +176,10 @@ def report(results: dict, names: list[str]) -> str:
                 rows = by_tree[name]
                 rps = statistics.median(r["rps"] for r in rows)
                 p50 = statistics.median(r["p50_ms"] for r in rows)
+                cpu = statistics.median(r["cpu_us"] for r in rows)
                 errs = sum(r["errors"] for r in rows)
-                parts.append(f"{name} {rps:7.0f}/s p50 {p50:6.2f} ms ({rps / base:.3f}){' ERR ' + str(errs) if errs else ''}")
+                parts.append(f"{name} {rps:7.0f}/s p50 {p50:6.2f} ms cpu {cpu:6.0f} us ({rps / base:.3f})"
+                             f"{' ERR ' + str(errs) if errs else ''}")
             lines.append(f"{backend:10s} {cell:17s} " + " | ".join(parts))
     return "\n".join(lines)
 
@@ -169,6 +190,9 @@ def main() -> int:
     parser.add_argument("--postgres", default=None, metavar="URL", help="a PostgreSQL database (fresh schemas in it)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--turns", type=int, default=400, help="turns per tree and round in a turns cell")
+    parser.add_argument("--cells", nargs="+", choices=list(CELLS), default=list(CELLS), metavar="CELL",
+                        help=f"measure only these cells (quoted: {', '.join(repr(c) for c in CELLS)})")
     parser.add_argument("--work", default=None, help="where the run's data dirs go (a new temporary folder in it)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()

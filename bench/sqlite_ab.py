@@ -232,7 +232,7 @@ class _GetSessions:
             await s.close()
 
 
-class _Turns:
+class TurnLanes:
     """MessageSession turns to the echo agent on one tree: `c` fresh sessions, each on its own
     socket subscribed to it, one turn at a time per session; a turn ends when the durable
     assistant append arrives."""
@@ -346,7 +346,7 @@ async def round_load(targets: dict, order: list[str], counts: dict, chunks: int,
     out: dict = {name: {} for name in targets}
     for cell in cells:
         kind, conc = cell.split(" c")
-        make = _GetSessions if kind == "GetSession" else _Turns
+        make = _GetSessions if kind == "GetSession" else TurnLanes
         drivers = {name: make(kp, targets[name], int(conc), f"r{round_no}-{name}-c{conc}") for name in order}
         try:
             for name in order:

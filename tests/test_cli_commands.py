@@ -187,13 +187,11 @@ def test_every_subcommand_has_help_url_and_key(command, capsys):
 
 
 def test_clients_never_import_server():
-    import ast
+    from tests.imports import imports_of
 
     for path in sorted((ROOT / "clients").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            assert not [n for n in names if n == "server" or n.startswith("server.")], path
+        imported = imports_of(path, everywhere=True)
+        assert not [n for n in imported if n == "server" or n.startswith("server.")], path
 
 
 async def test_clients_cli_alone_points_serve_to_the_installed_command(tmp_path):

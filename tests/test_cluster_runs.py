@@ -181,7 +181,7 @@ async def test_a_dead_servers_run_is_requeued_after_its_lease_and_answered_once(
                     while (row := await asyncio.to_thread(run_row, postgres_url, run_id))[2] < first_expiry + 1000 * LEASE:
                         await asyncio.sleep(0.1)
                 assert row[:2] == ("running", owner) and len(fake.requests) == 1
-                assert owner != survivor.app.runtime.leases.owner
+                assert owner != survivor.app.runtime.queue.leases.owner
                 # Nor did its start reset what the live server is doing.
                 c = await V2Client.open(survivor.url)
                 assert (await session_info(c, a, sid))["status"] == "streaming"
@@ -224,8 +224,8 @@ async def test_a_server_that_stops_renewing_loses_the_run_and_its_late_answer_is
                      Script(chunks=["second", " server"], first_delay=2.5 * LEASE))  # the other's
         c = await V2Client.open(both[0].url)
         _, sid, run_id = await turn_at_the_provider(c, a, fake, "who answers?")
-        holder = next(s for s in both if run_id in s.app.runtime.leases.held)
-        for task in holder.app.runtime.leases._tasks:   # no more renewals, claims or requeues
+        holder = next(s for s in both if run_id in s.app.runtime.queue.leases.held)
+        for task in holder.app.runtime.queue.leases._tasks:   # no more renewals, claims or requeues
             task.cancel()
         await fake.wait_for_requests(2, timeout=3 * LEASE)   # requeued, claimed by the other
         async with asyncio.timeout(3 * LEASE):   # the holder's stale turn ends...
@@ -234,7 +234,7 @@ async def test_a_server_that_stops_renewing_loses_the_run_and_its_late_answer_is
         # ... and wrote nothing, while the other server's turn still runs.
         assert messages(await events_of(c, a, sid)) == [("user", "who answers?")]
         assert await asyncio.to_thread(run_row, postgres_url, run_id) == \
-            ("running", next(s for s in both if s is not holder).app.runtime.leases.owner, ANY, 2)
+            ("running", next(s for s in both if s is not holder).app.runtime.queue.leases.owner, ANY, 2)
         got = await wait_session(c, a, sid, "idle", timeout=3 * LEASE)
         assert messages(got["events"]) == [("user", "who answers?"), ("assistant", "second server")]
         assert len(fake.requests) == 2
@@ -246,7 +246,7 @@ async def test_a_server_that_stops_renewing_loses_the_run_and_its_late_answer_is
 async def hanging_turn(servers_, c, kp, fake):
     """A session whose turn hangs in the provider; (session id, run id, the server running it)."""
     _, sid, run_id = await turn_at_the_provider(c, kp, fake, "hang on")
-    holder = next(s for s in servers_ if run_id in s.app.runtime.leases.held)
+    holder = next(s for s in servers_ if run_id in s.app.runtime.queue.leases.held)
     return sid, run_id, holder
 
 
@@ -274,7 +274,7 @@ async def test_a_stop_sent_to_one_server_ends_the_turn_running_on_another(tmp_pa
             while holder.app.runtime.workers:   # the holder's worker ended and wrote nothing more
                 await asyncio.sleep(0.02)
         assert messages(await events_of(c2, a, sid)) == [("user", "hang on")]
-        assert run_id not in holder.app.runtime.leases.held
+        assert run_id not in holder.app.runtime.queue.leases.held
         assert len(fake.requests) == 1
         await c.close(); await c2.close()
 

@@ -11,61 +11,16 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("protocol", "server", "clients")
-NAMESPACE = "seed_agents"
+from tests.imports import PACKAGES, ROOT, imports_of, modules
+
 # protocol/'s third-party imports, each a dependency declared in pyproject.toml.
 PROTOCOL_DEPENDENCIES = {"cbor2", "nacl", "multiformats", "yaml",  # yaml: Seed front matter (hm_markdown)
                          "jsonschema"}   # jsonschema: tool inputs (pure)
 
 
-def _modules() -> dict[str, Path]:
-    out = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            out[".".join(parts)] = path
-    return out
-
-
-def _local(name: str) -> str:
-    """`seed_agents.server.app` -> `server.app`: the graph names modules as the repository shows
-    them (the folders install under the `seed_agents` namespace, pyproject.toml)."""
-    return name.removeprefix(NAMESPACE + ".") if name != NAMESPACE else name
-
-
-def _top_level_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Modules `name` imports at module level (in `if` blocks too, never inside functions)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-
-    def visit(nodes) -> None:
-        for node in nodes:
-            if isinstance(node, ast.Import):
-                found.update(_local(alias.name) for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = _local(node.module or "")
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join([*anchor, *([base] if base else [])])
-                for alias in node.names:
-                    sub = f"{base}.{alias.name}"
-                    found.add(sub if sub in modules else base)
-            elif isinstance(node, (ast.If, ast.Try)):
-                visit(node.body)
-                visit(getattr(node, "orelse", []))
-                for handler in getattr(node, "handlers", []):
-                    visit(handler.body)
-
-    visit(ast.parse(path.read_text(), str(path)).body)
-    return found
-
-
 def _graph() -> dict[str, set[str]]:
-    modules = _modules()
-    return {name: _top_level_imports(name, path, modules) for name, path in modules.items()}
+    known = modules()
+    return {name: imports_of(path, known) for name, path in known.items()}
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:

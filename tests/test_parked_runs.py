@@ -36,13 +36,14 @@ async def running_turn(app, session_id: str, agent_id: str, account: str, text: 
         run = runs_q.create_run(conn, new_id(), account, agent_id, session_id, event["id"], now, title=text)
         if conn.traits.run_leases:
             conn.execute("UPDATE runs SET status = 'running', attempt = 1, lease_owner = ?,"
-                         " lease_expires_at = 9999999999999 WHERE id = ?", (app.runtime.leases.owner, run["id"]))
+                         " lease_expires_at = 9999999999999 WHERE id = ?",
+                         (app.runtime.queue.leases.owner, run["id"]))
             return runs_q.get_run(conn, run["id"])
         return runs_q.set_run_status(conn, run["id"], "running", now)
 
     run = await app.db.write(job)
-    if app.runtime.leases is not None:
-        app.runtime.leases.held[run["id"]] = (run["attempt"], 0.0)
+    if app.db.traits.run_leases:
+        app.runtime.queue.leases.held[run["id"]] = (run["attempt"], 0.0)
     return run
 
 

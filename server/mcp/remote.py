@@ -18,7 +18,6 @@ from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.tool_documents import MAX_SCHEMA_BYTES, MAX_TEXT_BYTES, check_schema
 
 from ..providers.network import NetworkPolicy
-from .network import MAX_RESPONSE_BYTES, McpNetworkRefused, TooLarge, mcp_http_client
 
 log = logging.getLogger("seed_agents.mcp")
 

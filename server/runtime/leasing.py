@@ -1,10 +1,11 @@
 """The run queue shared by several servers (a PostgreSQL store): claims, leases, renewals.
 
-One `RunLeases` per process, used by the runtime only when `db.shared`. It claims queued runs
-under this process's lease (`seed_agents.server.store.leases`), when told that this server queued one
-(`wake`), every `--run-poll-interval`, and right after requeueing runs whose lease ran out; it
-renews the leases it holds every third of `--run-lease`, and tells the runtime which runs it lost
-(ended or requeued elsewhere), so their turns stop and their results are dropped. A clean stop
+One `RunLeases` per process: the loops of the leased scheduling strategy
+(server/runtime/leased_queue.py, chosen when the store's traits say `run_leases`). It claims
+queued runs under this process's lease (`seed_agents.server.store.leases`), when told that this server
+queued one (`wake`), every `--run-poll-interval`, and right after requeueing runs whose lease ran
+out; it renews the leases it holds every third of `--run-lease`, and tells the leased queue which
+runs it lost (ended or requeued elsewhere), so their turns stop and their results are dropped. A clean stop
 hands the held runs back to the queue at once; a dead server's come back when its leases run out.
 """
 from __future__ import annotations

@@ -23,7 +23,6 @@ from ..store import agents as agents_q
 from ..store import delegation as delegation_q
 from ..store import events as events_q
 from ..store import journal as journal_q
-from ..store import leases as leases_q
 from ..store import parking
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
@@ -167,7 +166,7 @@ class ParkedRuns:
         whose children all ended before it could park goes straight back to the queue."""
         rt = self.rt
         now = rt.now_ms()
-        owner = rt.leases.owner if rt.shared else None
+        still_ours = rt.queue.still_ours(run)
         session_id = run["sessionId"]
 
         def job(conn):
@@ -176,7 +175,7 @@ class ParkedRuns:
             current = parking.lock_run(conn, run["id"])
             if current is None or current["status"] != "running":
                 return None
-            if owner is not None and not leases_q.holds(conn, run["id"], owner, run["attempt"]):
+            if still_ours is not None and not still_ours(conn):
                 return None
             out = Settled()
             created: list[dict] = []
@@ -242,8 +241,7 @@ class ParkedRuns:
             return out, created, moved, a
 
         done = await rt.db.write(job)
-        if owner is not None:
-            rt.leases.drop(run["id"], run["attempt"])
+        rt.queue.release(run)
         if done is None:
             return None
         settled, created, moved, a = done

@@ -5,17 +5,20 @@ concurrently. A run's provider call happens outside any transaction; its reply l
 transaction with the run's final status, so a crash either keeps the reply and the success or
 neither, and at start the runs a dead process left running are queued again.
 
+How runs reach the workers is the scheduling strategy's (`RunQueue`, server/runtime/scheduling.py),
+chosen once in `Runtime.__init__` from the store's traits: `LocalQueue` when one process owns
+the store, `LeasedQueue` when several servers share it. This module is the turn, the same for
+both: it asks the queue whether the run is still held, for the check that guards each write
+(`still_ours`), and to release the run when its turn is over.
+
 Run statuses move only through `runs.transition`; the RunInfo a turn publishes is the one it
 writes. Writes that end a run are conditional on its status (`runs.save_run`), so a run that a
 CancelRun, StopSession or deletion already ended keeps that ending: the turn writes no reply for
 it, and for a deleted session it writes and publishes nothing at all.
 
-On a shared store (`db.shared`: several servers on one PostgreSQL database) the queue is read by
-claiming (`seed_agents.server.runtime.leasing`): a claimed run arrives already running under this server's
-lease, and its ending is written only while this server still holds that lease (checked in the
-ending's own transaction), so each run is answered once. A turn whose lease is lost (the run was
-stopped, canceled or requeued elsewhere) is canceled and its result dropped. At start a shared
-server touches only expired leases: the other servers' runs, agents and sessions are theirs.
+With leases (server/runtime/leased_queue.py) a run's ending is written only while this server
+still holds its lease, so each run is answered once; a turn whose lease is lost is canceled and
+its result dropped.
 """
 from __future__ import annotations
 
@@ -24,7 +27,6 @@ import dataclasses
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,7 +51,6 @@ from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
 from ..store import delegation as delegation_q
 from ..store import events as events_q
-from ..store import leases as leases_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store.errors import NotFound
@@ -62,10 +63,13 @@ from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 from ..tools.web import WebAccess
 from .attachment_view import AttachmentView
 from .history import SessionHistory
+from .leased_queue import LeasedQueue
 from .leasing import RunLeases
+from .local_queue import LocalQueue
 from .parked import ParkedRuns, ParkRequest
 from .provider_lookup import ProviderLookup
 from .publisher import Publisher
+from .scheduling import RunQueue, SessionWorker
 from .state_dirs import reconcile_state_dirs
 from .tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 
@@ -100,29 +104,6 @@ class TurnResult:
     output: object = None            # a typed child's result (return_result's), else {text} is recorded
 
 
-class SessionWorker:
-    """The one task that runs a session's runs, one at a time, and what stops it."""
-
-    __slots__ = ("task", "run_id", "stopped_run", "gone", "claimed")
-
-    def __init__(self) -> None:
-        self.task: asyncio.Task | None = None
-        # Shared store: the runs claimed for this session, with their agents, not yet executed
-        # (the claim hands over one at a time; a next one can arrive while the last one ends).
-        self.claimed: deque[tuple[dict, dict | None]] = deque()
-        self.run_id: str | None = None        # the run whose turn is executing, between turns None
-        self.stopped_run: str | None = None   # that turn was stopped (not shut down): it ends 'canceled'
-        # The session was deleted while the worker lived: it publishes and writes nothing more
-        # for it, and ends.
-        self.gone = False
-
-    def stop_turn(self, run_id: str | None = None) -> None:
-        """Cancel the executing turn (only if it runs `run_id`, when given)."""
-        if self.run_id is not None and (run_id is None or run_id == self.run_id):
-            self.stopped_run = self.run_id
-            self.task.cancel()
-
-
 class Runtime:
     def __init__(self, db: Storage, config: Config, metrics: Metrics, publisher: Publisher,
                  box: SecretBox, now_ms: Callable[[], int], histories: ByteBudgetCache) -> None:
@@ -140,8 +121,10 @@ class Runtime:
         self.hm: HmClient | None = None                 # the agents' hm:// tools, when there is an HM server
         self.budgets = Budgets.from_config(config)
         self.closing = False
-        self.shared = db.shared
-        self.leases = RunLeases(db, now_ms, config.run_lease, config.run_poll_interval) if self.shared else None
+        # The scheduling strategy, chosen here once; the rest of the runtime never asks which.
+        self.queue: RunQueue = (
+            LeasedQueue(self, RunLeases(db, now_ms, config.run_lease, config.run_poll_interval))
+            if db.traits.run_leases else LocalQueue(self))
         self.parked = ParkedRuns(self)   # parked runs: their clock, signals, parking a turn
         # (conn, ended RunInfo) -> publications: called inside the transaction that ends a run
         # (server/triggers/service.py: run-completed triggers fire in it, exactly once).
@@ -157,30 +140,11 @@ class Runtime:
                              if config.searxng_url else None)
         if config.hm_server_url:
             self.hm = HmClient(config.hm_server_url, self.http, timeout=config.hm_server_timeout)
-        now = self.now_ms()
-
-        def recover(conn):
-            # Whatever a dead process left half-done: its running runs go back to the queue, and
-            # statuses are recomputed from the runs, so no session stays 'streaming' for nothing.
-            runs_q.requeue_interrupted(conn, now)
-            agents_q.settle_running_agents(conn, now)
-            for session_id in sessions_q.ids_with_status(conn, "streaming"):
-                sessions_q.set_session_status(conn, session_id, runs_q.session_status_from_runs(conn, session_id), now)
-
-        if not self.shared:
-            # (Shared: a running run may be another live server's; only an expired lease says it
-            # is not, and the claim loop requeues those.)
-            await self.db.write(recover)
+        await self.queue.recover()
         ids, dirs = self.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
         await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
         self.parked.start()
-        if self.shared:
-            self.leases.after_pass = self.parked.refresh
-            self.leases.start(self._claimed, self._lease_lost, self._requeued)
-            return
-        for run in self.db.read(runs_q.queued_runs, 100_000):
-            if "sessionId" in run:
-                self.kick(run["sessionId"])
+        self.queue.start()
 
     async def stop(self) -> None:
         self.closing = True
@@ -190,9 +154,7 @@ class Runtime:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        if self.leases is not None:
-            # The runs it held go back to the queue now, for the other servers to claim.
-            self._requeued(await self.leases.stop())
+        await self.queue.stop()
         if self.http is not None:
             await self.http.aclose()
         if self.web is not None and self.web.search_http is not None:
@@ -200,80 +162,9 @@ class Runtime:
 
     # -- scheduling ------------------------------------------------------------------------
     def kick(self, session_id: str) -> None:
-        if self.closing:
-            return
-        if self.shared:
-            self.leases.wake()   # whichever run is oldest and claimable, not only this session's
-            return
-        if session_id in self.workers:
-            return
-        worker = self.workers[session_id] = SessionWorker()
-        worker.task = asyncio.create_task(self._worker(session_id, worker), name=f"runs:{session_id}")
-
-    def _claimed(self, runs: list[dict], agents: dict[str, dict]) -> None:
-        """Shared store: runs just claimed (running under this server's lease) go to their
-        sessions' workers."""
-        if self.closing:
-            return   # still held: stop() hands them back to the queue
-        for run in runs:
-            session_id = run["sessionId"]
-            worker = self.workers.get(session_id)
-            if worker is not None and worker.run_id == run["id"]:
-                # Still executing an older attempt of it here (its lease ran out while this
-                # server stalled, and it was requeued): that turn can no longer answer it.
-                worker.stop_turn(run["id"])
-            if worker is None:
-                worker = self.workers[session_id] = SessionWorker()
-                worker.task = asyncio.create_task(self._claimed_worker(session_id, worker),
-                                                  name=f"runs:{session_id}")
-            worker.claimed.append((run, agents.get(run["agentId"])))
-
-    async def _claimed_worker(self, session_id: str, worker: SessionWorker) -> None:
-        try:
-            while worker.claimed and not self.closing and not worker.gone:
-                run, agent = worker.claimed.popleft()
-                try:
-                    await self._execute(run, worker, agent)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    # (e.g. the store unreachable at the ending): the lease is let go unrenewed,
-                    # so the run returns to the queue when it runs out and is answered then.
-                    log.exception("run %s could not be ended; it is requeued when its lease runs out",
-                                  run["id"])
-                    self.leases.drop(run["id"], run["attempt"])
-        finally:
-            if self.workers.get(session_id) is worker:
-                del self.workers[session_id]
-            if worker.gone:   # a deleted session's runs: their rows were ended with it
-                for run, _ in worker.claimed:
-                    self.leases.drop(run["id"], run["attempt"])
-            self.leases.wake()   # the session's next run may be claimable now
-
-    def _requeued(self, runs: list[dict]) -> None:
-        """Runs back in the queue (a lease ran out, or this server stopped): their interrupted
-        turns end for clients (a `done` partial, as every turn does), and the runs show queued."""
-        self.metrics.runs_requeued.inc(len(runs))
-        for run in runs:
-            if "sessionId" in run:
-                self.publisher.publish_partial(run["sessionId"], run["id"], {"done": True})
-        self.publish_runs(runs)
-
-    def _lease_lost(self, run_id: str) -> None:
-        for worker in list(self.workers.values()):
-            if worker.run_id == run_id:
-                worker.stop_turn(run_id)
-
-    async def _worker(self, session_id: str, worker: SessionWorker) -> None:
-        try:
-            while not self.closing and not worker.gone:
-                runs = self.db.read(runs_q.queued_runs_of_session, session_id, 1)
-                if not runs:
-                    break  # no await between this read and leaving the table below
-                await self._execute(runs[0], worker)
-        finally:
-            if self.workers.get(session_id) is worker:
-                del self.workers[session_id]
+        """A run of the session was queued or woken."""
+        if not self.closing:
+            self.queue.kick(session_id)
 
     def publish_runs(self, runs: list[dict]) -> None:
         for run in runs:
@@ -284,9 +175,7 @@ class Runtime:
         (StopSession, CancelRun, a deletion) here or, on a shared store, on another server. A
         claimed run not yet started is dropped too (its lease went with its ending)."""
         wanted = set(run_ids)
-        if self.leases is not None:
-            for run_id in wanted:
-                self.leases.drop(run_id)
+        self.queue.forget(wanted)
         for worker in list(self.workers.values()):
             if worker.run_id in wanted:
                 worker.stop_turn(worker.run_id)
@@ -319,48 +208,30 @@ class Runtime:
                 worker.stop_turn()
 
     # -- one run ---------------------------------------------------------------------------
-    async def _execute(self, run: dict, worker: SessionWorker, claimed_agent: dict | None = None) -> None:
-        """One run: `run` is queued, or on a shared store claimed (already running under this
-        server's lease, `claimed_agent` marked running in the claim's transaction)."""
+    async def execute(self, run: dict, worker: SessionWorker, agent: dict | None) -> None:
+        """One run, handed over by the queue with its agent (None: deleted meanwhile), in the
+        session's worker: queued, or already running under this server's lease."""
         publisher = self.publisher
         run_id, session_id = run["id"], run["sessionId"]
-        user_event_id = run.get("userEventId", "")
-        now = self.now_ms()
-        shared = self.shared
-
-        if not shared:
-            running = runs_q.transition(run, "running", now)
-            before, agent_id = run["status"], run["agentId"]
-
-            def begin(conn):
-                if runs_q.save_run(conn, before, running):
-                    agents_q.set_agent_status(conn, agent_id, "running", now, decoded=False)
+        queue = self.queue
 
         # Registered as live before the first await, so a StopSession arriving at any point
         # of this run finds it and cancels it.
         worker.run_id = run_id
-        agent = claimed_agent if shared else self.db.read(agents_q.get_agent, run["agentId"])
         if agent is None:  # deleted between the queue read and now: its runs went with it
             worker.run_id = None
-            if shared:
-                self.leases.drop(run_id, run["attempt"])
+            queue.release(run)
             return
         definition = agent["definition"]
         result = TurnResult("succeeded", time.perf_counter(), model=definition.get("model", ""))
-        if shared and not self.leases.holds(run_id, run["attempt"]):
+        if not queue.holds(run):
             # Ended elsewhere (or its lease lost) between the claim and now: no turn at all.
             worker.run_id = None
             result.status = "canceled"
             await self._finish(run, agent, result, worker)
             return
         try:
-            if not shared:
-                # Not waited for: the turn goes on while it commits (the writer keeps order, so
-                # it lands before the reply). If the process dies first, the run is still
-                # 'queued' in the file and simply runs again at start, as a 'running' one would.
-                self.db.write_nowait(begin)
-                run = running
-                agent = {**agent, "status": "running", "updatedAt": max(agent["updatedAt"], now)}
+            run, agent = queue.begin(run, agent)
             publisher.publish_run(runs_q.public(run))
             publisher.publish_agent(agent)
             provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
@@ -373,8 +244,8 @@ class Runtime:
             result.status, result.error = "failed", run_error("journal-cap", str(exc))
         except asyncio.CancelledError:
             if worker.stopped_run != run_id:
-                # Shutdown: the run stays 'running' in the file and is requeued at start (on a
-                # shared store, handed back to the queue by stop()).
+                # Shutdown: the run stays 'running' and the queue recovers it (requeued at the
+                # next start, or handed back by the queue's stop()).
                 raise
             worker.stopped_run = None
             result.status = "canceled"
@@ -387,8 +258,7 @@ class Runtime:
         finally:
             worker.run_id = None
         if worker.gone:
-            if shared:   # (its row was ended with the session: the lease went with it)
-                self.leases.drop(run_id, run["attempt"])
+            queue.release(run)   # (its row was ended with the session: a lease went with it)
             return  # deleted meanwhile: nothing more is written or published for it
         done_patch: dict = {"done": True}
         if result.usage is not None and result.status == "succeeded":
@@ -446,14 +316,10 @@ class Runtime:
             return history.messages(system, user_event_id, include_context=not echo, run_id=run_id,
                                     attachments=attachments)
 
-        still_ours = None
-        if self.shared:
-            owner, attempt = self.leases.owner, run["attempt"]
-            still_ours = lambda conn: leases_q.holds(conn, run_id, owner, attempt)  # noqa: E731
         loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
                         provider=provider, model=result.model, provider_type=result.provider_type,
                         history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
-                        budgets=self._budgets_for(run), still_ours=still_ours, gone=lambda: worker.gone,
+                        budgets=self._budgets_for(run), still_ours=self.queue.still_ours(run), gone=lambda: worker.gone,
                         rebuild=messages, metrics=self.metrics)
         try:
             outcome = await loop.run_turn()
@@ -548,16 +414,16 @@ class Runtime:
         usage_wire = None if result.usage is None else result.usage.to_wire()
         ended = runs_q.transition(run, status, now, error=result.error, usage=usage_wire)
         nonlocal_ended = [ended]   # the job may add what the run ended owing
-        owner = self.leases.owner if self.shared else None
+        still_ours = self.queue.still_ours(run)
         after: list = []
 
         def job(conn):
             if worker.gone:
                 return None  # deleted: write nothing
-            if owner is None or (status != "canceled" and leases_q.holds(conn, run["id"], owner, run["attempt"])):
+            if still_ours is None or (status != "canceled" and still_ours(conn)):
                 wrote = runs_q.save_run(conn, "running", ended)
             else:
-                # Shared store, lease lost: a run ended elsewhere (StopSession, CancelRun) keeps
+                # Not this server's any more (a lease lost): a run ended elsewhere (StopSession, CancelRun) keeps
                 # that ending, and its session and agent settle below as for a local stop; a run
                 # requeued (maybe running on another server now) is not this server's to touch.
                 # (A turn canceled here always lost its lease: a stop ends the run's row first,
@@ -614,8 +480,7 @@ class Runtime:
             return appended, notice, nonlocal_ended[0] if wrote else None, titled or session, a, settled
 
         done = await self.db.write(job)
-        if owner is not None:
-            self.leases.drop(run["id"], run["attempt"])
+        self.queue.release(run)
         self.metrics.runs.labels(status).inc()
         for publish in after:   # what the run's ending started (run-completed triggers)
             publish()

@@ -2,7 +2,8 @@
 results back, until the model answers without calling anything, or a budget ends the run.
 
 Strategy-blind: the same loop runs for a local queue and for a run claimed from a shared store
-(the runner hands it `still_ours`, the lease check that guards every write on a shared store).
+(the runner hands it its queue's `still_ours`, the lease check that guards every write on a shared
+store; server/runtime/scheduling.py).
 
 Durable, in this order for each step (docs/protocol.md "The tool loop"):
 1. the model's step streams (text as `appendPartial` textDelta, `activity` patches around it);
