@@ -13,13 +13,13 @@ import types
 import pytest
 
 from seed_agents.server.clock import new_id
-from seed_agents.server.runtime.parked import Delegation
 from seed_agents.server.runtime.parked import ParkRequest as Park
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import events as events_q
 from seed_agents.server.store import journal as journal_q
 from seed_agents.server.store import parking
 from seed_agents.server.store import runs as runs_q
+from seed_agents.server.tools.delegation_tools import Delegation
 
 from tests.wsraw import V2Client, keypair, setup_session
 

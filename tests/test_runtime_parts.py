@@ -4,7 +4,7 @@ from __future__ import annotations
 import inspect
 
 from seed_agents.server.app import App
-from seed_agents.server.runtime.publisher import Publisher
+from seed_agents.server.publisher import Publisher
 
 from tests.imports import ROOT, imports_of
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from seed_agents.server.triggers import activity
+from seed_agents.protocol import hm_activity as activity
 
 from tests.fakes.hm_activity import FakeHMActivity, citation_event, comment_event, doc_update_event
 from tests.triggers_helpers import create_trigger, get_trigger, make_agent, session_reply

@@ -28,20 +28,11 @@ from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store.delegation import Settled
 from ..store.errors import NotFound
+from ..tools.delegation_tools import Delegation
 
 log = logging.getLogger("seed_agents.runtime")
 
 WAKE_BATCH = 100
-
-
-@dataclass(slots=True)
-class Delegation:
-    """One delegate call of a turn, to become a child when the turn parks."""
-
-    tool_call_id: str
-    title: str
-    brief: str
-    spec: dict          # stored as the child run's input: {brief, title, output?}
 
 
 @dataclass(slots=True)

@@ -46,6 +46,7 @@ from ..providers.base import ProviderError, ProviderNotFound, Usage
 from ..providers.capabilities import accepts_images
 from ..providers.network import NetworkPolicy, provider_client
 from ..providers.registry import ProviderSettings
+from ..publisher import Publisher
 from ..storage.port import Storage
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
@@ -68,7 +69,6 @@ from .leasing import RunLeases
 from .local_queue import LocalQueue
 from .parked import ParkedRuns, ParkRequest
 from .provider_lookup import ProviderLookup
-from .publisher import Publisher
 from .scheduling import RunQueue, SessionWorker
 from .state_dirs import reconcile_state_dirs
 from .tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone

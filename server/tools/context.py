@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime.publisher import Publisher
+from ..publisher import Publisher
 
 
 class ToolFailure(Exception):

@@ -24,13 +24,25 @@ ends the child's turn with that result.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.tool_documents import check_schema, schema_errors
 
-from ..runtime.parked import Delegation
 from ..store import delegation as delegation_q
 from .context import Park, ToolFailure, ToolResult
+
+
+@dataclass(slots=True)
+class Delegation:
+    """One delegate call of a turn, to become a child when the turn parks (what this tool hands
+    the runtime, server/runtime/parked.py)."""
+
+    tool_call_id: str
+    title: str
+    brief: str
+    spec: dict          # stored as the child run's input: {brief, title, output?}
+
 
 MAX_RESULT_ATTEMPTS = 3
 MAX_BRIEF_CHARS = 100_000

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+from seed_agents.protocol import hm_activity as activity
 from seed_agents.protocol.actions_identities import signing_keys_of
 
 from ..hypermedia.client import FeedPageError, HmError, HmNotFound, read_feed_page
 from ..store import identities as identities_q
-from ..triggers import activity
 from .context import ToolContext, ToolFailure, ToolResult
 
 _WRITE_OPTIONS = {"name", "signer", "action"}

@@ -1,7 +1,8 @@
 """The agent's own triggers: `read ~/triggers/` (its triggers, with the write contract),
 `read ~/triggers/<name>` (one, with its recent firings) and `write ~/triggers/<name>` (create or
 change by name, `enabled` honoured as written; `options.delete` removes it). The same rows, checks
-and bounds as the CreateAgentTrigger / UpdateAgentTrigger actions (server/triggers/manage.py);
+and bounds as the CreateAgentTrigger / UpdateAgentTrigger actions (server/triggers/manage.py, reached
+through the app's `Triggers`, which this module never imports);
 the agent acts as its owner, as in the reference (no consent step)."""
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from seed_agents.protocol.fields import MAX_NAME, Fields
 
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
-from ..triggers import manage, webhook
 from .context import ToolContext, ToolFailure, ToolResult
 
 FIRINGS_SHOWN = 10
@@ -98,7 +98,7 @@ async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  
     if not isinstance(body, dict):
         raise ToolFailure("content must be a JSON object describing the trigger\n\n" + CONTRACT)
     f = Fields(body, "trigger")
-    secret = webhook.new_secret()
+    secret = app.triggers.new_secret()
 
     def job(conn):
         before = _by_name(conn, agent_id, name)
@@ -107,11 +107,11 @@ async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  
             if type(enabled) is not bool:
                 raise ProtocolError(400, "trigger.enabled must be a boolean")
             spec = TriggerInput(name, enabled, parse_source(f), parse_prompt(f, required=True), parse_continuation(f))
-            return manage.create(conn, app, owner, agent_id, spec, now, secret), "trigger-created"
+            return app.triggers.create(conn, owner, agent_id, spec, now, secret), "trigger-created"
         patch = TriggerPatch(None, body.get("enabled") if type(body.get("enabled")) is bool else None,
                              parse_source(f) if body.get("source") is not None else None,
                              parse_prompt(f, required=False), parse_continuation(f))
-        return manage.update(conn, app, before, patch, now, secret), "trigger-updated"
+        return app.triggers.update(conn, before, patch, now, secret), "trigger-updated"
 
     try:
         trigger, reason = await ctx.db.write(job)

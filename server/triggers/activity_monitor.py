@@ -24,6 +24,7 @@ import time
 
 import httpx
 
+from seed_agents.protocol import hm_activity as activity
 from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
 from seed_agents.protocol.dagcbor import encode
 
@@ -32,7 +33,6 @@ from ..runtime.leasing import server_id
 from ..storage.workers import DatabaseClosed
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
-from . import activity
 from .firing import Event, admit
 from .webhook import plain_json
 

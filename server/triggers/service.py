@@ -1,7 +1,9 @@
 """`Triggers`: the app's one object for triggers, made at start. It owns the clock, the bounds,
-the schedule loop, the activity monitor, and the two ways other parts reach triggers: the
-runtime's run-end hook (`run_ended`, called inside the transaction that ends a run) and webhook
-deliveries (`server/triggers/webhook.py`)."""
+the schedule loop, the activity monitor, and the ways other parts reach triggers: the runtime's
+run-end hook (`run_ended`, called inside the transaction that ends a run), webhook deliveries
+(`server/triggers/webhook.py`), and the agent's own `write ~/triggers/<name>` (`create`,
+`update`, `new_secret`: the tool is handed this object, so the tools never import the triggers
+that run them)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +13,7 @@ from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
 
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
+from . import manage, webhook
 from .backoff import failure_backoff
 from .clock import TriggerClock
 from .firing import Event, Policy, admit
@@ -64,6 +67,17 @@ class Triggers:
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
+
+    def create(self, conn, owner: str, agent_id: str, spec, now: int, secret: str | None) -> dict:
+        """A new trigger inside a write job, with the actions' checks (server/triggers/manage.py)."""
+        return manage.create(conn, self.app, owner, agent_id, spec, now, secret)
+
+    def update(self, conn, before: dict, patch, now: int, secret: str | None) -> dict:
+        return manage.update(conn, self.app, before, patch, now, secret)
+
+    @staticmethod
+    def new_secret() -> str:
+        return webhook.new_secret()
 
     async def fire(self, trigger: dict, event: Event):
         """Admit one firing of `trigger` now (webhook, activity); publishes after the commit."""
