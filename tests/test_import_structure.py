@@ -124,3 +124,22 @@ def test_the_layer_rule_sees_the_imports_it_judges():
     assert "server.storage.port" in graph["server.store.runs"] | set().union(
         *(graph[m] for m in graph if m.startswith("server.store.")))
     assert _may_import(ROOT / "server" / "operations") == {"protocol"}
+
+
+def _unit(module: str) -> str:
+    """A server module's unit: its folder under server/ (`server.runtime`), or itself when it
+    sits at the root (`server.app`)."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_the_server_folders_import_each_other_in_one_direction():
+    # No two folders (or root modules) import each other, even through others: the layers read
+    # from top to bottom with nothing running back up, whatever the modules inside do.
+    units: dict[str, set[str]] = {}
+    for name, imports in _graph().items():
+        if name.startswith("server."):
+            units.setdefault(_unit(name), set()).update(
+                _unit(i) for i in imports if i.startswith("server.") and _unit(i) != _unit(name))
+    assert "server.runtime" in units["server.triggers"]   # the graph is read at all
+    assert _circles(units) == []
