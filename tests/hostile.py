@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
+
+from tests.waiting import until
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -35,7 +36,7 @@ class Peak:
     async def _run(self) -> None:
         while True:
             self.peak = max(self.peak, rss(self.pid))
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)   # the sampling interval: a measurement, not a wait
 
     def stop(self) -> int:
         self.task.cancel()
@@ -44,12 +45,11 @@ class Peak:
 
 
 async def rss_settles_below(pid: int, limit: int, timeout: float) -> int:
-    deadline = time.monotonic() + timeout
-    while True:
-        now = rss(pid)
-        if now <= limit or time.monotonic() > deadline:
-            return now
-        await asyncio.sleep(0.25)
+    """The RSS once it is at most `limit`, or as it is when `timeout` runs out."""
+    try:
+        return await until(lambda: (now := rss(pid)) <= limit and now, timeout, step=0.25)
+    except TimeoutError:
+        return rss(pid)
 
 
 TCP_ESTABLISHED = 1   # tcpi_state of Linux's TCP_INFO; a FIN or RST from the server leaves it
@@ -58,12 +58,11 @@ TCP_ESTABLISHED = 1   # tcpi_state of Linux's TCP_INFO; a FIN or RST from the se
 async def dropped(sock: socket.socket, timeout: float) -> bool:
     """Has the server closed or reset this connection within `timeout`? Seen in the socket's
     TCP state, without reading (reading would be the progress the server waits for)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != TCP_ESTABLISHED:
-            return True
-        await asyncio.sleep(0.1)
-    return False
+    try:
+        return await until(lambda: sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != TCP_ESTABLISHED,
+                           timeout, step=0.1)
+    except TimeoutError:
+        return False
 
 
 def raw_socket(port: int, rcvbuf: int = 4096) -> socket.socket:

@@ -15,6 +15,7 @@ import time
 from seed_agents.clients.raw import unique_ts
 from seed_agents.protocol.envelope import sign_envelope
 
+from tests.hostile import dropped
 from tests.httpraw import request
 from tests.wsraw import keypair
 
@@ -77,14 +78,11 @@ async def unread(port: int, stop: float, n: int, seen: dict, session: str = "") 
             body = sign_envelope(kp, {"_": "GetSession", "sessionId": session}, ts=unique_ts())
             await loop.sock_sendall(sock, request("POST", "/api/message", body, CBOR))
             seen["sent"] = seen.get("sent", 0) + 1
-            while time.monotonic() < stop:
-                if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != 1:
-                    seen["dropped"] = seen.get("dropped", 0) + 1
-                    break
-                await asyncio.sleep(0.1)
+            if await dropped(sock, stop - time.monotonic()):
+                seen["dropped"] = seen.get("dropped", 0) + 1
         except OSError:
             seen["refused"] = seen.get("refused", 0) + 1
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)   # the attacker's pace between tries
         finally:
             sock.close()
 
@@ -103,7 +101,7 @@ async def pipeline(port: int, stop: float, n: int, seen: dict) -> None:
             writer.close()
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
             seen["error"] = seen.get("error", 0) + 1
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)   # the attacker's pace between tries
 
 
 async def header(port: int, stop: float, n: int, seen: dict) -> None:
@@ -119,7 +117,7 @@ async def header(port: int, stop: float, n: int, seen: dict) -> None:
             writer.close()
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
             seen["error"] = seen.get("error", 0) + 1
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)   # the attacker's pace between tries
 
 
 async def together(port: int, stop: float, n: int, seen: dict, session: str = "") -> None:

@@ -6,10 +6,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+
+from tests.waiting import until_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 # One client for every health probe: a new one per probe builds an SSL context each time (the CA
@@ -46,17 +47,20 @@ class ServerProcess:
             [sys.executable, "-m", "seed_agents.server.main", "--host", "127.0.0.1", "--port", str(self.port),
              "--data-dir", str(self.data_dir), *self.extra],
             cwd=str(ROOT), env=env, stdout=logf, stderr=logf)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def healthy() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
-                if _PROBE.get(f"http://127.0.0.1:{self.port}/api/health").status_code == 200:
-                    return self
+                return _PROBE.get(f"http://127.0.0.1:{self.port}/api/health").status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("server did not start: " + self.log.read_text()[-2000:])
+                return False
+
+        try:
+            until_sync(healthy, timeout, step=0.05)
+        except TimeoutError:
+            raise RuntimeError("server did not start: " + self.log.read_text()[-2000:]) from None
+        return self
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

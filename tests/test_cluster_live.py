@@ -27,6 +27,7 @@ from seed_agents.server.store import sessions as sessions_q
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.test_sharing_revocation import grant_read
+from tests.waiting import until
 from tests.wsraw import V2Client, flatten, keypair, setup_session
 
 OWNER, GUEST = keypair("cluster-owner"), keypair("cluster-guest")
@@ -98,8 +99,10 @@ async def test_appends_written_on_other_servers_reach_subscribers_in_order(clust
                 await asyncio.sleep(0)   # let subscribers join between writes
 
     async def subscriber(server, after_seq, wait_for_seq):
-        while await b.app.db.aread(events_q.last_seq, session_id, large=True) < wait_for_seq:
-            await asyncio.sleep(0.005)
+        async def written() -> bool:
+            return await b.app.db.aread(events_q.last_seq, session_id, large=True) >= wait_for_seq
+
+        await until(written, 10, step=0.005, what=f"seq {wait_for_seq} written")
         client = await open_client(server)
         got = await client.call(OWNER, {"_": "Subscribe", "key": key, "afterSeq": after_seq})
         assert got["_"] == "SubscribeResponse", got
@@ -278,9 +281,7 @@ async def test_lost_listen_connection_is_made_good_from_the_database(cluster, po
     kill_listener()
     await write_events(b, session_id, [str(i) for i in range(9, 20)])   # while A reconnects
     assert await seqs_until(sub, 19) == list(range(9, 20))
-    async with asyncio.timeout(15):
-        while a.app.cluster.resyncs < 2:
-            await asyncio.sleep(0.01)
+    await until(lambda: a.app.cluster.resyncs >= 2, 15, step=0.01, what="the second resync")
     await writer.close()
     await sub.close()
 

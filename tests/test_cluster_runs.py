@@ -177,9 +177,11 @@ async def test_a_dead_servers_run_is_requeued_after_its_lease_and_answered_once(
                 # While the doomed server lives it renews its lease: the run outlives its first
                 # lease and stays its own, however often the survivor looks for expired ones.
                 _, owner, first_expiry, _ = await asyncio.to_thread(run_row, postgres_url, run_id)
-                async with asyncio.timeout(3 * LEASE):
-                    while (row := await asyncio.to_thread(run_row, postgres_url, run_id))[2] < first_expiry + 1000 * LEASE:
-                        await asyncio.sleep(0.1)
+                async def renewed() -> tuple | None:
+                    row = await asyncio.to_thread(run_row, postgres_url, run_id)
+                    return row if row[2] >= first_expiry + 1000 * LEASE else None
+
+                row = await until(renewed, 3 * LEASE, step=0.1, what="the lease renewed past its first")
                 assert row[:2] == ("running", owner) and len(fake.requests) == 1
                 assert owner != survivor.app.runtime.queue.leases.owner
                 # Nor did its start reset what the live server is doing.
@@ -228,9 +230,8 @@ async def test_a_server_that_stops_renewing_loses_the_run_and_its_late_answer_is
         for task in holder.app.runtime.queue.leases._tasks:   # no more renewals, claims or requeues
             task.cancel()
         await fake.wait_for_requests(2, timeout=3 * LEASE)   # requeued, claimed by the other
-        async with asyncio.timeout(3 * LEASE):   # the holder's stale turn ends...
-            while holder.app.runtime.workers:
-                await asyncio.sleep(0.02)
+        # the holder's stale turn ends...
+        await until(lambda: not holder.app.runtime.workers, 3 * LEASE, what="the holder's worker ended")
         # ... and wrote nothing, while the other server's turn still runs.
         assert messages(await events_of(c, a, sid)) == [("user", "who answers?")]
         assert await asyncio.to_thread(run_row, postgres_url, run_id) == \
@@ -270,9 +271,8 @@ async def test_a_stop_sent_to_one_server_ends_the_turn_running_on_another(tmp_pa
         assert messages(got["events"]) == [("user", "hang on")]
         run = (await c.call(a, {"_": "GetRun", "runId": run_id}))["run"]
         assert run["status"] == "canceled"
-        async with asyncio.timeout(LEASE):
-            while holder.app.runtime.workers:   # the holder's worker ended and wrote nothing more
-                await asyncio.sleep(0.02)
+        # the holder's worker ended and wrote nothing more
+        await until(lambda: not holder.app.runtime.workers, LEASE, what="the holder's worker ended")
         assert messages(await events_of(c2, a, sid)) == [("user", "hang on")]
         assert run_id not in holder.app.runtime.queue.leases.held
         assert len(fake.requests) == 1
@@ -341,9 +341,7 @@ async def test_leases_in_the_store(tmp_path, postgres_url):
         await db.write(runs.move_run, first[0], "succeeded", 30)
         assert [r["id"] for r in await db.write(leases.claim, "Y", 1, 31, 16)] == ["s1r1"]
         # Y's 1 ms lease runs out (on the database's clock): requeued, lease cleared.
-        async with asyncio.timeout(5):
-            while not (requeued := await db.write(leases.requeue_expired, 40)):
-                await asyncio.sleep(0.01)
+        requeued = await until(lambda: db.write(leases.requeue_expired, 40), 5, step=0.01, what="the run requeued")
         assert [(r["id"], r["status"]) for r in requeued] == [("s1r1", "queued")]
         assert await db.write(leases.renew, "Y", ["s1r1"], 60_000) == set()
         # Claimed again, by Y: the old attempt no longer holds it, the new one does.
@@ -388,8 +386,8 @@ async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgre
                 for run in got:
                     taken.append((name, run))
                     await db.write(runs.move_run, run, "succeeded", 30)
-                if not got:
-                    await asyncio.sleep(0.005)   # the others hold the rest: poll again
+                if not got:   # the others hold the rest: a claimer's poll interval, as a server's
+                    await asyncio.sleep(0.005)
 
         async with asyncio.timeout(15):
             await asyncio.gather(*(claimer(f"c{i}", db) for i, db in enumerate(dbs)))

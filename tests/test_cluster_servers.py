@@ -46,6 +46,7 @@ from seed_agents.protocol.keys import Keypair
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
+from tests.waiting import until
 
 LEASE_S = 3            # --run-lease of the cluster: a dead server's runs come back after this
 WAIT_S = 30            # the longest any one wait of this test may take
@@ -142,16 +143,6 @@ def wire_seqs(monkeypatch):
     return seen
 
 
-async def until(condition, what: str, timeout: float = WAIT_S) -> None:
-    """Wait (bounded) until `condition()` holds; else fail saying `what` did not happen."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not condition():
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"{what}: not within {timeout} s") from None
-
-
 # -- what the sessions hold ----------------------------------------------------------------
 
 async def all_events(c: AgentsClient, session_id: str) -> list[dict]:
@@ -176,21 +167,22 @@ def answered_once(events: list[dict]) -> tuple[bool, str]:
 async def settled(c: AgentsClient, session_ids: list[str], why: str) -> dict[str, list[dict]]:
     """Wait (bounded) until every session is idle with every user message answered once."""
     last = ""
+
+    async def all_settled() -> dict[str, list[dict]] | None:
+        nonlocal last
+        done = {}
+        for sid in session_ids:
+            got = await c.get_session(sid)
+            events = got["events"] if not got.get("nextAfterSeq") else await all_events(c, sid)
+            ok, last = answered_once(events)
+            if got["session"]["status"] != "idle" or not ok:
+                last = f"session {sid} {got['session']['status']}: {last}"
+                return None
+            done[sid] = events
+        return done
+
     try:
-        async with asyncio.timeout(WAIT_S):
-            while True:
-                done = {}
-                for sid in session_ids:
-                    got = await c.get_session(sid)
-                    events = got["events"] if not got.get("nextAfterSeq") else await all_events(c, sid)
-                    ok, last = answered_once(events)
-                    if got["session"]["status"] != "idle" or not ok:
-                        last = f"session {sid} {got['session']['status']}: {last}"
-                        break
-                    done[sid] = events
-                else:
-                    return done
-                await asyncio.sleep(0.05)
+        return await until(all_settled, WAIT_S, step=0.05)
     except TimeoutError:
         raise AssertionError(f"{why}: not settled within {WAIT_S} s; {last}") from None
 
@@ -229,11 +221,9 @@ class Watcher:
 
     async def reach(self, seq: int, context: str) -> None:
         try:
-            async with asyncio.timeout(WAIT_S):
-                while self.last < seq and not self.task.done():
-                    await asyncio.sleep(0.02)
+            await until(lambda: self.last >= seq or self.task.done(), WAIT_S)
         except TimeoutError:
-            pass
+            pass   # the assertion below says where it stopped
         assert self.last >= seq, (f"{context}: {self.name} (afterSeq {self.after_seq}) stopped at seq "
                                   f"{self.last}, wanted {seq}; error {self.error!r}")
 
@@ -267,7 +257,7 @@ async def shared_sessions(writers: list[ServerProcess], watchers_on: list[Server
 
         async def writer(w: int, sid: str, s: int) -> None:
             for t in range(TURNS):
-                await asyncio.sleep(pauses[w, s][t])
+                await asyncio.sleep(pauses[w, s][t])   # the drawn pace of this writer
                 text = f"w{w} s{s} t{t}"
                 await write_clients[w].message_session(sid, text, client_message_id=f"{seed}-{w}-{s}-{t}")
 
@@ -362,8 +352,8 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
             async with await client(servers[1], kp) as c2:
                 for i, sid in enumerate(slow_ids):
                     await c2.message_session(sid, f"slow {i}", client_message_id=f"{seed}-slow-{i}")
-            await until(lambda: len(fake.requests) >= SLOW_SESSIONS,
-                        f"{context}: the {SLOW_SESSIONS} slow turns reaching the provider")
+            await until(lambda: len(fake.requests) >= SLOW_SESSIONS, WAIT_S, step=0.01,
+                        what=f"{context}: the {SLOW_SESSIONS} slow turns reaching the provider")
             holders = {srv.port: connections_to(fake.port, srv.proc.pid) for srv in servers}
             victim = max(servers, key=lambda srv: holders[srv.port])
             assert holders[victim.port] >= 1, f"{context}: no server streams from the fake: {holders}"
@@ -386,8 +376,8 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
                         return
 
             hammers = [asyncio.create_task(hammer(k)) for k in range(3)]
-            await until(lambda: len(acked) >= 6 or all(h.done() for h in hammers),
-                        f"{context}: 6 turns acknowledged by the victim")
+            await until(lambda: len(acked) >= 6 or all(h.done() for h in hammers), WAIT_S, step=0.01,
+                        what=f"{context}: 6 turns acknowledged by the victim")
             requeued_before = {srv.port: metric(srv, REQUEUED) for srv in servers if srv is not victim}
             victim.kill()   # mid-turn: the slow replies are streaming, the writer is writing
             killed_at = time.monotonic()
@@ -395,8 +385,8 @@ async def kill_mid_turn(servers: list[ServerProcess], echo_sessions: list[str], 
             await victim_client.close()
 
             # The victim's streams come back on another server once its lease runs out.
-            await until(lambda: len(fake.requests) >= SLOW_SESSIONS + holders[victim.port],
-                        f"{context}: the {holders[victim.port]} runs of the killed server {victim.port} "
+            await until(lambda: len(fake.requests) >= SLOW_SESSIONS + holders[victim.port], WAIT_S, step=0.01,
+                        what=f"{context}: the {holders[victim.port]} runs of the killed server {victim.port} "
                         "starting again elsewhere")
             took = time.monotonic() - killed_at
             print(f"killed {victim.port} streaming {holders[victim.port]} of the slow turns "

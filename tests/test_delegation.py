@@ -226,21 +226,21 @@ async def test_a_model_waits_for_a_signal(server):
         _, sid = await agent_session(c, kp, "custom", fake.base_url)
         root = (await c.call(kp, {"_": "MessageSession", "sessionId": sid,
                                   "content": [{"type": "text", "text": "ask"}]}))["runId"]
-        async with asyncio.timeout(20):
-            while True:
-                run = (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]
-                if run["status"] == "waiting":
-                    break
-                await asyncio.sleep(0.05)
+        async def waiting() -> dict | None:
+            run = (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]
+            return run if run["status"] == "waiting" else None
+
+        run = await until(waiting, 20, step=0.05, what="the root run waiting")
         assert run["wait"] == {"reason": "event", "answerWith": "approved", "label": "approval from the reviewer"}
         other = await V2Client.open(server.url)
         r = await other.call(kp, {"_": "SignalRun", "runId": root, "signal": "approved", "payload": {"ok": 1}})
         assert r["delivered"] is True
         r = await other.call(kp, {"_": "SignalRun", "runId": root, "signal": "approved", "payload": {"ok": 1}})
         assert r["delivered"] is False
-        async with asyncio.timeout(20):
-            while (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]["status"] != "succeeded":
-                await asyncio.sleep(0.05)
+        async def succeeded() -> bool:
+            return (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]["status"] == "succeeded"
+
+        await until(succeeded, 20, step=0.05, what="the root run succeeded")
         events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
         answer = next(e for e in events if e["type"] == "tool_result" and e["toolCallId"] == "w1")
         assert answer["output"] == {"delivered": True, "source": "signal", "signal": "approved", "payload": {"ok": 1}}

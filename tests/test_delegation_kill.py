@@ -14,6 +14,7 @@ from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.procs import ServerProcess
 from tests.test_delegation import first_user, tool_messages
 from tests.test_tool_loop import agent_session, call
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 CHILDREN = 3
@@ -58,23 +59,21 @@ async def one_round(server: ServerProcess, fake, n: int) -> None:
     root = (await c.call(kp, {"_": "MessageSession", "sessionId": sid,
                               "content": [{"type": "text", "text": "fan out"}]}))["runId"]
     # kill while the children run (some may have answered; the parent is parked by then)
-    async with asyncio.timeout(20):
-        while True:
-            tree = (await c.call(kp, {"_": "ListRuns", "rootRunId": root}))["runs"]
-            if len(tree) == 1 + CHILDREN and any(t["status"] == "running" for t in tree[1:]):
-                break
-            await asyncio.sleep(0.02)
-    await asyncio.sleep(random.uniform(0.0, 0.3))
+    async def children_running() -> bool:
+        tree = (await c.call(kp, {"_": "ListRuns", "rootRunId": root}))["runs"]
+        return len(tree) == 1 + CHILDREN and any(t["status"] == "running" for t in tree[1:])
+
+    await until(children_running, 20, what="the children running")
+    await asyncio.sleep(random.uniform(0.0, 0.3))   # a random kill point while they run
     await c.close()
     server.kill()
     server.start(timeout=90)   # (a busy machine can take a while to start a process)
     c = await V2Client.open(server.url)
-    async with asyncio.timeout(40):
-        while True:
-            tree = (await c.call(kp, {"_": "ListRuns", "rootRunId": root}))["runs"]
-            if all(t["status"] in ("succeeded", "failed", "canceled") for t in tree):
-                break
-            await asyncio.sleep(0.05)
+    async def tree_ended() -> list | None:
+        tree = (await c.call(kp, {"_": "ListRuns", "rootRunId": root}))["runs"]
+        return tree if all(t["status"] in ("succeeded", "failed", "canceled") for t in tree) else None
+
+    tree = await until(tree_ended, 40, step=0.05, what="every run of the tree ended")
     await c.close()
     state = tree_state(str(server.data_dir / "agents.sqlite"), root)
     children = [r for r in state["runs"] if r[2] is not None]

@@ -272,7 +272,7 @@ async def test_concurrent_8_mib_chunk_uploads_stay_within_the_documented_rss(tmp
             nonlocal peak
             while not done.is_set():
                 peak = max(peak, rss(srv.proc.pid))
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)   # the sampling interval: a measurement, not a wait
 
         sampler = asyncio.ensure_future(sample())
         waits = []

@@ -22,6 +22,7 @@ from tests.conftest import make_config
 from tests.hostile import rss
 from tests.procs import ServerProcess
 from tests.test_hardening_slow_consumer import RawWebSocket, server_side, shrink_server_send_buffer
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair, setup_session
 
 BIG = 255_000   # characters of metadata: a definition just under the 256 KiB bound
@@ -91,7 +92,7 @@ async def test_list_agents_is_paged_in_bytes_and_others_are_served_meanwhile(tmp
             nonlocal peak
             while walking:
                 peak = max(peak, rss(srv.proc.pid))
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)   # the sampling interval: a measurement, not a wait
 
         async def walk(c: V2Client) -> tuple[list[str], list[int]]:
             ids, sizes, cursor = [], [], None
@@ -166,13 +167,12 @@ async def test_every_cache_keeps_to_its_byte_budget(tmp_path):
                                  "content": [{"type": "text", "text": f"{sid} {text}"}]})
             assert r["_"] == "MessageSessionResponse", r
         for sid in sids:   # every turn finished with its own reply
-            async with asyncio.timeout(30):
-                while True:
-                    r = await c.call(a, {"_": "GetSession", "sessionId": sid})
-                    replies = [e for e in r["events"] if e["event"].get("role") == "assistant"]
-                    if replies:
-                        break
-                    await asyncio.sleep(0.05)
+            async def replied() -> dict | None:
+                got = await c.call(a, {"_": "GetSession", "sessionId": sid})
+                return got if any(e["event"].get("role") == "assistant" for e in got["events"]) else None
+
+            r = await until(replied, 30, step=0.05, what=f"a reply in {sid}")
+            replies = [e for e in r["events"] if e["event"].get("role") == "assistant"]
             assert replies[0]["event"]["content"] == f"echo: {sid} {text}"
             assert r["systemPromptMarkdown"].endswith(prompt)
         async with httpx.AsyncClient() as http:
@@ -230,14 +230,14 @@ async def test_replay_to_a_socket_that_does_not_read_stays_within_the_outbound_b
         raw = await RawWebSocket.open(srv.port)
         for i, key in enumerate([f"account/{a.account_id}"] + [f"sessions/{s}" for s in sids]):
             await raw.send(dagcbor.encode({"id": 100 + i, "envelope": build_envelope(a, {"_": "Subscribe", "key": key})}))
-        stalled = None
-        async with asyncio.timeout(10):
-            while stalled is None or len(stalled.subs) < 6:
-                try:
-                    stalled = server_side(srv, raw)
-                except LookupError:
-                    pass
-                await asyncio.sleep(0.01)
+        def subscribed():
+            try:
+                conn = server_side(srv, raw)
+            except LookupError:
+                return None
+            return conn if len(conn.subs) >= 6 else None
+
+        stalled = await until(subscribed, 10, step=0.01, what="the six subscriptions on the server")
         shrink_server_send_buffer(srv, raw)
         # from here on it reads nothing; watch what the server holds for it
         peak = 0
@@ -245,7 +245,7 @@ async def test_replay_to_a_socket_that_does_not_read_stays_within_the_outbound_b
             for _ in range(40):
                 m = (await http.get(srv.http_url + "/metrics")).text
                 peak = max(peak, metric(m, "seed_agents_outbound_bytes_max_socket"))
-                await asyncio.sleep(0.025)
+                await asyncio.sleep(0.025)   # a second of samples while it reads nothing: a measurement
         page = min(1 << 20, bound // 4)
         assert 0 < peak <= bound + 64 * 1024 + page, (peak, bound)
         assert stalled.outbound.queued_bytes <= bound
@@ -258,9 +258,7 @@ async def test_replay_to_a_socket_that_does_not_read_stays_within_the_outbound_b
                                   "content": [{"type": "text", "text": f"{i} " + "L" * 60_000}]})
             if stalled.outbound.closed:
                 break
-        async with asyncio.timeout(10):
-            while not stalled.outbound.closed:
-                await asyncio.sleep(0.01)
+        await until(lambda: stalled.outbound.closed, 10, step=0.01, what="the stalled socket closed")
         frames, code, reason = await raw.until_close()
         assert code == 1013, (code, reason)
         m = re.search(r"sessions/([0-9a-f-]+) last seq (\d+)", reason)

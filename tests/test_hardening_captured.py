@@ -12,6 +12,7 @@ from seed_agents.protocol import dagcbor
 from seed_agents.protocol.envelope import sign_envelope
 from seed_agents.server.transport.connection import JUNK_CLOSE_REASON
 
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 
@@ -134,16 +135,15 @@ async def test_an_honest_client_past_its_rate_gets_429_and_keeps_its_socket(serv
         answers = await burst(client, kp, limits.rate_burst + limits.unverified_burst + 50)
         limited = [a for a in answers if a["_"] == "Error"]
         assert limited and all(a["status"] == 429 for a in limited), limited[:3]
-        await asyncio.wait_for(_until_answered(client, kp), 10)
+        await until(_answered(client, kp), 10, step=0.05, what="a read once the bucket refilled")
     finally:
         await client.close()
 
 
-async def _until_answered(client: V2Client, kp) -> None:
-    """The socket still serves: retry until the bucket has refilled enough for one read."""
-    while True:
+def _answered(client: V2Client, kp):
+    """The socket still serves: a read answered once the bucket has refilled enough for one."""
+    async def answered() -> bool:
         r = await client.call(kp, {"_": "ListAgents"})
-        if r["_"] == "ListAgentsResponse":
-            return
-        assert r["status"] == 429, r
-        await asyncio.sleep(0.05)
+        assert r["_"] == "ListAgentsResponse" or r["status"] == 429, r
+        return r["_"] == "ListAgentsResponse"
+    return answered

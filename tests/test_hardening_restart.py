@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import time
 
 import apsw
 import pytest
@@ -149,18 +148,21 @@ class Loader:
 
 async def settle(clients: dict, timeout: float = 30.0) -> dict[str, list[dict]]:
     """Wait until no session of any account is streaming; returns account -> SessionInfo list."""
-    deadline = time.monotonic() + timeout
-    while True:
+    streaming: list[str] = []
+
+    async def quiet() -> dict | None:
         listing = {}
         for account, (client, kp) in clients.items():
             r = await client.call(kp, {"_": "ListSessions", "limit": 10_000})
             assert r["_"] == "ListSessionsResponse", r
             listing[account] = r["sessions"]
-        streaming = [s["id"] for ss in listing.values() for s in ss if s["status"] == "streaming"]
-        if not streaming:
-            return listing
-        assert time.monotonic() < deadline, f"sessions stuck streaming: {streaming[:5]}"
-        await asyncio.sleep(0.2)
+        streaming[:] = [s["id"] for ss in listing.values() for s in ss if s["status"] == "streaming"]
+        return None if streaming else listing
+
+    try:
+        return await until(quiet, timeout, step=0.2)
+    except TimeoutError:
+        raise AssertionError(f"sessions stuck streaming: {streaming[:5]}") from None
 
 
 async def check_ledger(srv: ServerProcess, keys: list, ledger: Ledger, only_sessions: set | None) -> int:

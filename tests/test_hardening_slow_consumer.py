@@ -20,6 +20,7 @@ from seed_agents.protocol.envelope import build_envelope
 from seed_agents.server.main import start_server
 
 from tests.conftest import make_config
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair, rss_bytes, setup_session
 
 
@@ -136,12 +137,6 @@ def append_seqs(value: dict) -> list[int]:
     return [e["seq"] for e in events]
 
 
-async def wait_until(predicate, timeout: float, step: float = 0.02):
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(step)
-
-
 class Follower:
     """A normal subscriber: reads everything and records the seqs, in order."""
 
@@ -191,7 +186,7 @@ async def test_stalled_subscriber_is_cut_off_others_get_everything_and_it_resume
             while True:
                 peak = max(peak, rss_bytes())
                 queued_peak = max(queued_peak, stalled_conn.outbound.queued_bytes)
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(0.005)   # the sampling interval: a measurement, not a wait
 
         sampler = asyncio.create_task(sample())
         turns, text = 24, "y" * 12_000
@@ -203,7 +198,7 @@ async def test_stalled_subscriber_is_cut_off_others_get_everything_and_it_resume
             latencies.append(time.perf_counter() - t0)
             assert r["_"] == "MessageSessionResponse", r
         total = 2 * turns   # a user and an assistant event per turn
-        await wait_until(lambda: all(len(f.seqs) >= total for f in followers), 30)
+        await until(lambda: all(len(f.seqs) >= total for f in followers), 30, what=f"every follower at {total} events")
         sampler.cancel()
         # every normal subscriber got every event exactly once, in order
         for f in followers:

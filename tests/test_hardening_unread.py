@@ -22,6 +22,7 @@ from seed_agents.protocol.envelope import sign_envelope
 
 from tests.hostile import Peak, dropped, rss, rss_settles_below
 from tests.procs import ServerProcess
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair, setup_session
 
 MAX_FRAME = 64 * 1024
@@ -60,10 +61,12 @@ def open_connections(port: int) -> float:
 
 
 async def wait_connections(port: int, count: int, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while (now := open_connections(port)) != count and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    return now
+    """The number of open connections once it is `count`, or as it is when `timeout` runs out."""
+    try:
+        await until(lambda: open_connections(port) == count, timeout, step=0.1)
+        return count
+    except TimeoutError:
+        return open_connections(port)
 
 
 async def served(client: V2Client, kp, session_id: str, stop: asyncio.Event) -> int:
@@ -73,7 +76,7 @@ async def served(client: V2Client, kp, session_id: str, stop: asyncio.Event) -> 
         r = await client.call(kp, {"_": "GetSession", "sessionId": session_id, "n": n}, timeout=10)
         assert r["_"] == "GetSessionResponse", r
         n += 1
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)   # the normal client's pace
     return n
 
 
@@ -89,9 +92,10 @@ async def test_twenty_connections_that_send_and_never_read_cost_a_bounded_amount
             r = await normal.call(kp, {"_": "MessageSession", "sessionId": session_id,
                                        "content": [{"type": "text", "text": f"{i} " + "w" * 50_000}]})
             assert r["_"] == "MessageSessionResponse", r
-        async with asyncio.timeout(20):   # the three echo replies are written
-            while len((await normal.call(kp, {"_": "GetSession", "sessionId": session_id}))["events"]) < 6:
-                await asyncio.sleep(0.05)
+        async def replied() -> bool:   # the three echo replies are written
+            return len((await normal.call(kp, {"_": "GetSession", "sessionId": session_id}))["events"]) >= 6
+
+        await until(replied, 20, step=0.05)
         baseline = await rss_settles_below(pid, 0, 0)
 
         stop = asyncio.Event()

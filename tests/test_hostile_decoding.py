@@ -41,7 +41,7 @@ async def test_decode_bombs_cost_a_bounded_slice_of_cpu_and_honest_reads_stay_fa
             assert (await honest.call(kp, {"_": "ListAgents", "n": n}))["_"] == "ListAgentsResponse"
             loud.append(time.perf_counter() - t)
             n += 1
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)   # the honest client's pace
         seen = await finish(proc)
         cpu = cpu_seconds(pid) - cpu_before
         frames = sum(seen.values())

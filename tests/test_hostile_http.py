@@ -21,6 +21,7 @@ from tests.conftest import make_config
 from tests.hostile import Peak, cpu_seconds, dropped, raw_socket, rss, rss_settles_below
 from tests.httpraw import RawHttp, base_url, request
 from tests.procs import ServerProcess
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair, setup_session
 
 CBOR = {"Content-Type": "application/cbor"}
@@ -44,12 +45,12 @@ async def big_session(client: V2Client, kp, messages: int, size: int) -> tuple[s
         r = await client.call(kp, {"_": "MessageSession", "sessionId": session_id,
                                    "content": [{"type": "text", "text": f"{i} " + "w" * size}]})
         assert r["_"] == "MessageSessionResponse", r
-    async with asyncio.timeout(30):
-        while True:
-            r = await client.call(kp, {"_": "GetSession", "sessionId": session_id})
-            if len(r["events"]) >= 2 * messages:
-                return session_id, len(dagcbor.encode(r))
-            await asyncio.sleep(0.05)
+    async def replied() -> dict | None:
+        r = await client.call(kp, {"_": "GetSession", "sessionId": session_id})
+        return r if len(r["events"]) >= 2 * messages else None
+
+    r = await until(replied, 30, step=0.05, what=f"{2 * messages} events")
+    return session_id, len(dagcbor.encode(r))
 
 
 async def http_connections(port: int) -> float:
@@ -284,21 +285,20 @@ async def test_duplicate_origins_are_400_over_http_and_on_the_upgrade(running):
 @pytest.mark.parametrize("running", [{"connections_per_address": 5}], indirect=True)
 async def test_one_address_holds_at_most_its_connections(running):
     raws = [await RawHttp.open(running) for _ in range(5)]
-    await asyncio.sleep(0.1)
+    await until(lambda: running.ws_server.addresses.open_from("127.0.0.1") == 5, 5, what="five connections counted")
     extra = await RawHttp.open(running)
     status, _h, body = await extra.response()
     assert status == 503 and b"this address" in body
     extra.close()
     raws.pop().close()
-    async with asyncio.timeout(5):   # its slot comes back once it has gone
-        while True:
-            raw = await RawHttp.open(running)
-            await raw.send(request("GET", "/api/version"))
-            status, _h, _b = await raw.response()
-            raw.close()
-            if status == 200:
-                break
-            await asyncio.sleep(0.05)
+    async def served() -> bool:
+        raw = await RawHttp.open(running)
+        await raw.send(request("GET", "/api/version"))
+        status, _h, _b = await raw.response()
+        raw.close()
+        return status == 200
+
+    await until(served, 5, step=0.05, what="the slot back")   # its slot comes back once it has gone
     for raw in raws:
         raw.close()
 
@@ -313,7 +313,7 @@ async def test_a_socket_with_no_verified_action_is_closed_after_the_deadline(run
     await asyncio.wait_for(idle.ws.wait_closed(), 5)
     assert idle.ws.close_code == 1008 and "no verified action" in idle.ws.close_reason
     assert time.monotonic() - t < 3
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(0.5)   # time passes past the deadline: the acting socket must outlive it
     assert (await acting.call(kp, {"_": "ListAgents", "n": 2}))["_"] == "ListAgentsResponse"
     await acting.close()
 

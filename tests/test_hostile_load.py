@@ -12,6 +12,7 @@ import pytest
 
 from tests.hostile import attackers, cpu_seconds, finish, percentile, rss
 from tests.procs import ServerProcess
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair, setup_session
 
 
@@ -32,13 +33,14 @@ async def honest_under_attack(tmp_path, seconds: float) -> tuple[list[float], di
         for i in range(8):
             await owner.call(victim, {"_": "MessageSession", "sessionId": big,
                                       "content": [{"type": "text", "text": f"{i} " + "w" * 120_000}]})
-        async with asyncio.timeout(30):
-            while len((await owner.call(victim, {"_": "GetSession", "sessionId": big}))["events"]) < 16:
-                await asyncio.sleep(0.05)
+        async def replied() -> bool:
+            return len((await owner.call(victim, {"_": "GetSession", "sessionId": big}))["events"]) >= 16
+
+        await until(replied, 30, step=0.05)
         base = rss(pid)
         cpu = cpu_seconds(pid)
         proc = await attackers("together", srv.port, seconds, 4, big)
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)   # the attackers are under way before the honest client is measured
         latencies: list[float] = []
         n = 0
         while proc.returncode is None:
@@ -47,7 +49,7 @@ async def honest_under_attack(tmp_path, seconds: float) -> tuple[list[float], di
             latencies.append(time.perf_counter() - t)
             assert r["_"] == "GetSessionResponse", r
             n += 1
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)   # the honest client's pace
         seen = await finish(proc)
         return latencies, seen, cpu_seconds(pid) - cpu, rss(pid) - base
     finally:

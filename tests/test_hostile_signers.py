@@ -10,6 +10,7 @@ import time
 from seed_agents.protocol.capability import make_capability
 
 from tests.pg import postgres_url  # noqa: F401  (fixture)
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 
@@ -28,9 +29,7 @@ async def test_an_expired_capability_no_longer_delegates(server):
         blob = make_capability(issuer, delegate.principal, "AGENT", now_ms(), expires_at=soon)
         assert (await c.call(delegate, {"_": "RegisterSigner", "capability": blob}))["_"] == "RegisterSignerResponse"
         assert (await c.call(delegate, {"_": "ListAgents"}, account=issuer.principal))["_"] == "ListAgentsResponse"
-        async with asyncio.timeout(10):
-            while now_ms() <= soon:
-                await asyncio.sleep(0.05)
+        await until(lambda: now_ms() > soon, 10, step=0.05, what="the capability's expiry")
         r = await c.call(delegate, {"_": "ListAgents", "n": 2}, account=issuer.principal)
         assert r["status"] == 403 and "RegisterSigner" in r["message"]
     finally:

@@ -4,10 +4,10 @@ not accept what the other refuses), so no later turn fails on it; and a run's ti
 its session, goes when the session is deleted. Over a real socket, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair, setup_session
 
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
@@ -34,9 +34,10 @@ async def test_nul_in_text_is_refused_at_parse_time(server):
         r = await c.call(kp, {"_": "MessageSession", "sessionId": session_id,
                               "content": [{"type": "text", "text": "hello"}]})
         assert r["_"] == "MessageSessionResponse", r
-        async with asyncio.timeout(20):
-            while len((await c.call(kp, {"_": "GetSession", "sessionId": session_id}))["events"]) < 2:
-                await asyncio.sleep(0.05)
+        async def replied() -> bool:
+            return len((await c.call(kp, {"_": "GetSession", "sessionId": session_id}))["events"]) >= 2
+
+        await until(replied, 20, step=0.05)
     finally:
         await c.close()
 
@@ -49,9 +50,10 @@ async def test_run_titles_go_with_their_session(server):
         r = await c.call(kp, {"_": "MessageSession", "sessionId": session_id,
                               "content": [{"type": "text", "text": "my secret plan\nmore"}]})
         run_id = r["runId"]
-        async with asyncio.timeout(20):
-            while (await c.call(kp, {"_": "GetRun", "runId": run_id}))["run"]["status"] != "succeeded":
-                await asyncio.sleep(0.05)
+        async def succeeded() -> bool:
+            return (await c.call(kp, {"_": "GetRun", "runId": run_id}))["run"]["status"] == "succeeded"
+
+        await until(succeeded, 20, step=0.05)
         runs = (await c.call(kp, {"_": "ListRuns", "agentId": agent_id}))["runs"]
         assert [x["title"] for x in runs] == ["my secret plan"]
         assert (await c.call(kp, {"_": "DeleteSession", "sessionId": session_id}))["_"] == "DeleteSessionResponse"

@@ -9,6 +9,7 @@ import asyncio
 
 import pytest
 
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 OWNER, WRITER, READER = keypair("url owner"), keypair("url writer"), keypair("url reader")
@@ -73,13 +74,11 @@ async def test_base_urls_are_joined_by_a_url_library_and_never_shown_to_non_owne
         session_id = (await o.call(OWNER, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
         await o.call(OWNER, {"_": "MessageSession", "sessionId": session_id,
                              "content": [{"type": "text", "text": "hi"}]})
-        async with asyncio.timeout(20):
-            while True:
-                events = (await r.call(READER, {"_": "GetSession", "sessionId": session_id}))["events"]
-                errors = [e for e in events if e["event"].get("type") == "error"]
-                if errors:
-                    break
-                await asyncio.sleep(0.05)
+        async def failed() -> list | None:
+            events = (await r.call(READER, {"_": "GetSession", "sessionId": session_id}))["events"]
+            return [e for e in events if e["event"].get("type") == "error"] or None
+
+        errors = await until(failed, 20, step=0.05, what="the turn's error")
         text = repr(errors)
         assert "127.0.0.1" not in text and "/internal" not in text and "provider custom" in text
         # stateDir: the owner's path on the server's disk; a collaborator gets none.

@@ -53,9 +53,10 @@ async def test_cancel_a_run_tree(server):
         await fake.wait_for_requests(1)
         # The turn's start ('running') commits without the turn waiting for it: wait (bounded)
         # for that commit, so the subscription's first value is read after it.
-        async with asyncio.timeout(10):
-            while (await call(c, a, {"_": "GetRun", "runId": root_id}))["run"]["status"] != "running":
-                await asyncio.sleep(0.01)
+        async def running() -> bool:
+            return (await call(c, a, {"_": "GetRun", "runId": root_id}))["run"]["status"] == "running"
+
+        await until(running, 10, step=0.01)
         watch = await V2Client.open(server.url)
         await call(watch, a, {"_": "Subscribe", "key": f"runs/{root_id}"})
         assert (await watch.event())["value"]["status"] == "running"

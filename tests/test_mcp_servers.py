@@ -8,7 +8,6 @@ against the tool's schema first), the user calling one with InvokeSessionTool, a
 keeping the tools, removal taking the documents, the secret and the agents' references."""
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -20,6 +19,7 @@ from tests.conftest import make_config, running_server
 from tests.fakes.mcp_server import McpFake
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_tool_loop import agent_session, call
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 
@@ -70,10 +70,10 @@ async def test_an_mcp_server_end_to_end(server, calc):
             call("k3", "call", {"tool": "calc__add", "input": {"a": "two"}})]), Script(chunks=["Sum is 42."]))
         r = await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [{"type": "text", "text": "add"}]})
         run_id = r["runId"]
-        deadline = time.monotonic() + 20
-        while (await c.call(kp, {"_": "GetRun", "runId": run_id}))["run"]["status"] != "succeeded":
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
+        async def succeeded() -> bool:
+            return (await c.call(kp, {"_": "GetRun", "runId": run_id}))["run"]["status"] == "succeeded"
+
+        await until(succeeded, 20, step=0.05)
         events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
         got = results(events)
         assert got["k1"]["output"] == {"result": 42}

@@ -21,6 +21,7 @@ from seed_agents.server.store import parking
 from seed_agents.server.store import runs as runs_q
 from seed_agents.server.tools.delegation_tools import Delegation
 
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair, setup_session
 
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
@@ -67,13 +68,11 @@ async def run_status(c: V2Client, kp, run_id: str) -> dict:
 
 
 async def wait_status(c, kp, run_id: str, status: str, timeout=15.0) -> dict:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
+    async def reached() -> dict | None:
         run = await run_status(c, kp, run_id)
-        if run["status"] == status:
-            return run
-        assert asyncio.get_running_loop().time() < deadline, run
-        await asyncio.sleep(0.05)
+        return run if run["status"] == status else None
+
+    return await until(reached, timeout, step=0.05, what=f"run {run_id} {status}")
 
 
 async def setup(server, label: str):

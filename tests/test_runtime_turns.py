@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.waiting import until
 from tests.wsraw import V2Client, flatten, keypair
 
 API_KEY = "sk-test-DO-NOT-LEAK-7f3a"
@@ -46,13 +47,21 @@ async def send(c, kp, session_id, text, **extra):
     return r
 
 
-async def session_status(c, kp, session_id, want, tries=100):
-    for _ in range(tries):
+async def session_status(c, kp, session_id, want, timeout=5.0):
+    """The session's GetSession answer once its status is `want`."""
+    async def reached() -> dict | None:
         got = await c.call(kp, {"_": "GetSession", "sessionId": session_id})
-        if got["session"]["status"] == want:
-            return got
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"session never became {want}: {got['session']}")
+        return got if got["session"]["status"] == want else None
+
+    return await until(reached, timeout, step=0.05, what=f"session {session_id} {want}")
+
+
+def events_count(c, kp, session_id, n):
+    """A condition: the session's GetSession answer once it holds `n` events."""
+    async def counted() -> dict | None:
+        got = await c.call(kp, {"_": "GetSession", "sessionId": session_id})
+        return got if len(got["events"]) == n else None
+    return counted
 
 
 async def test_streamed_reply_usage_and_history(server):
@@ -165,12 +174,7 @@ async def test_stop_session_cancels_a_slow_first_token(server):
         assert [e["event"]["role"] for e in got["events"]] == ["user"]
         fake.default = Script(chunks=["ok"])
         await send(c, a, sid, "again")
-        got = None
-        for _ in range(100):
-            got = await c.call(a, {"_": "GetSession", "sessionId": sid})
-            if len(got["events"]) == 3:
-                break
-            await asyncio.sleep(0.05)
+        got = await until(events_count(c, a, sid, 3), 5, step=0.05, what="3 events")
         assert got["events"][-1]["event"]["content"] == "ok"
         await c.close()
 
@@ -182,12 +186,8 @@ async def test_messages_to_one_session_are_answered_in_order(server):
         "name": "E", "systemPrompt": "", "modelProvider": "echo", "model": "x"}})
     sid = (await c.call(a, {"_": "CreateSession", "agentId": r["agentId"]}))["sessionId"]
     await asyncio.gather(*(send(c, a, sid, f"m{i}", clientMessageId=f"id{i}") for i in range(5)))
-    got = await session_status(c, a, sid, "idle")
-    for _ in range(50):
-        got = await c.call(a, {"_": "GetSession", "sessionId": sid})
-        if len(got["events"]) == 10:
-            break
-        await asyncio.sleep(0.05)
+    await session_status(c, a, sid, "idle")
+    got = await until(events_count(c, a, sid, 10), 2.5, step=0.05, what="10 events")
     users = [e for e in got["events"] if e["event"]["role"] == "user"]
     replies = [e["event"]["content"] for e in got["events"] if e["event"]["role"] == "assistant"]
     assert replies == ["echo: " + u["event"]["content"] for u in users]

@@ -3,7 +3,6 @@ tests/fixtures/make_v2_release.py through that release's server) migrates to the
 with every row intact, and the server serves it."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 
@@ -14,7 +13,8 @@ from seed_agents.server.storage.sqlite.gate import open_database
 from seed_agents.server.store import runs as runs_q
 
 from tests.conftest import make_config
-from tests.test_runtime_turns import send
+from tests.test_runtime_turns import events_count, send
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v2_release.sqlite"
@@ -85,11 +85,7 @@ async def test_server_serves_a_migrated_v2_database(tmp_path):
         runs = (await c.call(a, {"_": "ListRuns", "sessionId": titled["id"]}))["runs"]
         assert len(runs) == 3 and all(r["status"] == "succeeded" for r in runs)
         await send(c, a, titled["id"], "after the upgrade")
-        for _ in range(200):
-            got = await c.call(a, {"_": "GetSession", "sessionId": titled["id"]})
-            if len(got["events"]) == 8:
-                break
-            await asyncio.sleep(0.02)
+        got = await until(events_count(c, a, titled["id"], 8), 4, what="8 events")
         assert got["events"][-1]["event"]["content"] == "echo: after the upgrade"
         failed = next(s for s in listed["sessions"] + rest["sessions"] if s.get("title") == "fails")
         assert failed["status"] == "error"

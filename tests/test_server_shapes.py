@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.waiting import until
 from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -43,12 +44,11 @@ async def wait_for(c, predicate, timeout=20) -> list:
 
 async def settled_agent(c, kp, agent_id) -> dict:
     """The AgentInfo once no run of the agent is live (waits on the condition)."""
-    async with asyncio.timeout(20):
-        while True:
-            agent = (await c.call(kp, {"_": "GetAgent", "agentId": agent_id}))["agent"]
-            if not agent["busy"] and agent["status"] != "running":
-                return agent
-            await asyncio.sleep(0.02)
+    async def settled() -> dict | None:
+        agent = (await c.call(kp, {"_": "GetAgent", "agentId": agent_id}))["agent"]
+        return agent if not agent["busy"] and agent["status"] != "running" else None
+
+    return await until(settled, 20, what="the agent settled")
 
 
 async def test_agent_and_session_info_carry_role_busy_and_activity(server):
@@ -120,13 +120,12 @@ async def test_busy_is_true_while_a_run_is_queued_or_running(server):
         await fake.wait_for_requests(1)   # the run is running, waiting for its first token
         # busy holds from the queued run on; status 'running' is written by the turn's start,
         # which commits without the turn waiting for it: wait for that commit (bounded).
-        async with asyncio.timeout(10):
-            while True:
-                agent = (await c.call(a, {"_": "GetAgent", "agentId": agent_id}))["agent"]
-                assert agent["busy"] is True
-                if agent["status"] == "running":
-                    break
-                await asyncio.sleep(0.01)
+        async def running() -> bool:
+            agent = (await c.call(a, {"_": "GetAgent", "agentId": agent_id}))["agent"]
+            assert agent["busy"] is True
+            return agent["status"] == "running"
+
+        await until(running, 10, step=0.01, what="the agent running")
         assert (await c.call(a, {"_": "ListAgents"}))["agents"][0]["busy"] is True
         # the agents/<id> stream said so too: a change with busy, carrying the user's activity
         seen = await wait_for(c, lambda e: e["_"] == "change" and e["key"] == f"agents/{agent_id}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.waiting import until
 from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 
 
@@ -19,12 +20,11 @@ async def collect_until(client, predicate, timeout=20):
 
 async def wait_for_events(client, kp, session_id, n, timeout=20):
     """Poll GetSession until the session holds `n` events and its run has ended."""
-    async with asyncio.timeout(timeout):
-        while True:
-            got = await client.call(kp, {"_": "GetSession", "sessionId": session_id})
-            if len(got["events"]) >= n and got["session"]["status"] == "idle":
-                return got
-            await asyncio.sleep(0.02)
+    async def ended() -> dict | None:
+        got = await client.call(kp, {"_": "GetSession", "sessionId": session_id})
+        return got if len(got["events"]) >= n and got["session"]["status"] == "idle" else None
+
+    return await until(ended, timeout, what=f"{n} events and the run ended")
 
 
 async def test_echo_turn_streams_partials_then_durable_reply(server):
@@ -114,10 +114,10 @@ async def test_replay_then_live_has_no_gap_and_no_duplicate(server):
             r = await writer.call(a, {"_": "MessageSession", "sessionId": session_id,
                                       "content": [{"type": "text", "text": f"m{i}"}]})
             assert r["_"] == "MessageSessionResponse", r
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)   # the writer's pace, so subscribers join mid-stream
 
     async def subscriber(delay, after_seq):
-        await asyncio.sleep(delay)
+        await asyncio.sleep(delay)   # a staggered join while the writer writes
         c = await V2Client.open(server.url)
         await c.call(a, {"_": "Subscribe", "key": key, "afterSeq": after_seq})
         seqs = []
@@ -189,17 +189,18 @@ async def test_pages_also_end_at_a_byte_bound(server):
     for i in range(16):   # 16 user + 16 echo replies of ~150 KB: about 4.8 MB in all
         await c.call(a, {"_": "MessageSession", "sessionId": session_id,
                          "content": [{"type": "text", "text": f"{i}{big}"}], "clientMessageId": f"b{i}"})
-    seqs, after, pages = [], 0, 0
-    for _ in range(200):
-        page = await c.call(a, {"_": "GetSession", "sessionId": session_id, "afterSeq": after})
-        pages += 1
-        seqs += [e["seq"] for e in page["events"]]
-        if "nextAfterSeq" not in page:
-            if len(seqs) == 32:
-                break
-            seqs, after, pages = [], 0, 0   # replies still running: read again from the start
-            await asyncio.sleep(0.1)
-            continue
-        after = page["nextAfterSeq"]
+
+    async def paged() -> tuple[list[int], int] | None:
+        """Every page from the start; None while replies are still running (read again)."""
+        seqs, after, pages = [], 0, 0
+        while True:
+            page = await c.call(a, {"_": "GetSession", "sessionId": session_id, "afterSeq": after})
+            pages += 1
+            seqs += [e["seq"] for e in page["events"]]
+            if "nextAfterSeq" not in page:
+                return (seqs, pages) if len(seqs) == 32 else None
+            after = page["nextAfterSeq"]
+
+    seqs, pages = await until(paged, 20, step=0.1, what="all 32 events, in pages")
     assert seqs == list(range(1, 33)) and pages >= 2
     await c.close()

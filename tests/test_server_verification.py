@@ -10,6 +10,7 @@ from seed_agents.protocol import dagcbor
 from seed_agents.protocol.capability import make_capability
 from seed_agents.protocol.envelope import build_envelope, sign_envelope
 
+from tests.waiting import until
 from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
 
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -305,10 +306,8 @@ async def test_connections_past_the_server_limit_are_refused_with_503(tmp_path):
     try:
         a = keypair("A")
         c1, c2 = await V2Client.open(running.url), await V2Client.open(running.url)
-        for _ in range(50):   # a connection counts once its handshake is done
-            if len(running.app.connections) == 2:
-                break
-            await asyncio.sleep(0.01)
+        # a connection counts once its handshake is done
+        await until(lambda: len(running.app.connections) == 2, 0.5, step=0.01, what="two connections counted")
         try:
             await V2Client.open(running.url)
         except InvalidStatus as exc:
@@ -317,10 +316,7 @@ async def test_connections_past_the_server_limit_are_refused_with_503(tmp_path):
             raise AssertionError("a third connection was accepted")
         assert (await c1.call(a, {"_": "ListAgents"}))["_"] == "ListAgentsResponse"
         await c2.close()
-        for _ in range(50):
-            if len(running.app.connections) < 2:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: len(running.app.connections) < 2, 0.5, step=0.01, what="the closed connection uncounted")
         c3 = await V2Client.open(running.url)   # room again
         assert (await c3.call(a, {"_": "ListAgents"}, ts=now_ms() + 1))["_"] == "ListAgentsResponse"
         await c1.close()

@@ -14,6 +14,8 @@ from seed_agents.server.storage.sqlite.database import Database
 from seed_agents.server.storage.sqlite.gate import open_database
 from seed_agents.server.store import agents, events, sessions
 
+from tests.waiting import until
+
 PAYLOAD = {"type": "message", "role": "user", "content": "backed up"}
 
 
@@ -62,9 +64,8 @@ async def test_backup_while_writing_is_consistent_and_opens_at_current_version(t
             written[0] += 1
 
     tasks = [asyncio.create_task(writer()) for _ in range(8)]
-    async with asyncio.timeout(10):   # the copy starts while the writers are in full swing
-        while written[0] < 16:
-            await asyncio.sleep(0.005)
+    # the copy starts while the writers are in full swing
+    await until(lambda: written[0] >= 16, 10, step=0.005, what="16 writes")
     await asyncio.to_thread(method, path, copy)
     stop.set()
     await asyncio.gather(*tasks)

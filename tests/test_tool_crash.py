@@ -5,7 +5,6 @@ fetched): the model is told it was interrupted. A read-only call (navigate) simp
 One round by default (a server start costs seconds); 20, alternating, behind `slow`."""
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
@@ -14,18 +13,20 @@ from tests.fakes.web_server import FakeWeb
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.procs import ServerProcess
 from tests.test_tool_loop import agent_session, call
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 
 async def settled(c, kp, sid) -> dict:
-    async with asyncio.timeout(30):
-        while True:
-            got = await c.call(kp, {"_": "GetSession", "sessionId": sid})
-            events = [e["event"] for e in got["events"]]
-            if got["session"]["status"] != "streaming" and events[-1]["type"] in ("message", "error") \
-                    and events[-1].get("role") != "user":
-                return got
-            await asyncio.sleep(0.05)
+    async def ended() -> dict | None:
+        got = await c.call(kp, {"_": "GetSession", "sessionId": sid})
+        events = [e["event"] for e in got["events"]]
+        if got["session"]["status"] != "streaming" and events[-1]["type"] in ("message", "error") \
+                and events[-1].get("role") != "user":
+            return got
+        return None
+
+    return await until(ended, 30, step=0.05, what="the turn settled")
 
 
 async def kill_rounds(tmp_path, rounds: int) -> None:
@@ -49,9 +50,7 @@ async def kill_rounds(tmp_path, rounds: int) -> None:
                 # The call is recorded, and the tool is running (the page was asked for): kill.
                 await c.event_where(lambda e: e.get("_") == "append" and e["event"]["event"]["type"] == "tool_call",
                                     timeout=15)
-                async with asyncio.timeout(10):
-                    while ("GET", path) not in web.requests:
-                        await asyncio.sleep(0.01)
+                await until(lambda: ("GET", path) in web.requests, 10, step=0.01, what=f"GET {path}")
                 srv.kill()
                 await c.close()
                 if not side_effect:
@@ -110,9 +109,7 @@ async def test_a_run_taken_over_on_postgresql_continues_from_its_last_step(tmp_p
             await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [{"type": "text", "text": "go"}]})
             await c.event_where(lambda e: e.get("_") == "append" and e["event"]["event"]["type"] == "tool_call",
                                 timeout=15)
-            async with asyncio.timeout(10):
-                while ("GET", "/slow") not in web.requests:
-                    await asyncio.sleep(0.01)
+            await until(lambda: ("GET", "/slow") in web.requests, 10, step=0.01, what="GET /slow")
             a.kill()
             await c.close()
             cfg = make_config(tmp_path / "b", allow_provider_base_url=True, run_lease=1, run_poll_interval=0.2)

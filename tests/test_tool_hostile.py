@@ -14,6 +14,7 @@ from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.fakes.web_server import FakeWeb
 from tests.test_tool_loop import agent_session, call, run_turn
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair, setup_session
 
 
@@ -180,17 +181,13 @@ async def test_stop_session_aborts_a_running_tool_and_others_go_on(tmp_path, web
             stopped_at = asyncio.get_running_loop().time()
             r = await c.call(kp, {"_": "StopSession", "sessionId": sid})
             assert r["_"] == "StopSessionResponse", r
-            async with asyncio.timeout(5):
-                while True:
-                    runs = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
-                    if runs[0]["status"] == "canceled":
-                        break
-                    await asyncio.sleep(0.02)
+            async def canceled() -> bool:
+                return (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"][0]["status"] == "canceled"
+
+            await until(canceled, 5)
             assert asyncio.get_running_loop().time() - stopped_at < 2
             # The page fetch was abandoned: the fake saw the connection go.
-            async with asyncio.timeout(5):
-                while ("GET", "/slow") not in web.requests:
-                    await asyncio.sleep(0.02)
+            await until(lambda: ("GET", "/slow") in web.requests, 5, what="GET /slow")
             await c.close()
     finally:
         await server.stop()

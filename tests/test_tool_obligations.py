@@ -8,13 +8,13 @@ The scripted model is the reference's, over the real OpenAI-compatible wire (an 
 provider, as the script configures)."""
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
 from tests.conftest import make_config, running_server
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Script
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 CONTINUATION = "This turn is ending with work you committed to still open"
@@ -78,14 +78,14 @@ async def obligations_check(server, stubborn: bool) -> list[tuple[bool, str]]:
         await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [
             {"type": "text", "text": "Name three colors, then write one sentence using all three. Track it with a plan."}]})
 
-        async with asyncio.timeout(30):   # the script polls ListRuns until the tree settles
-            while True:
-                roots = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
-                if roots:
-                    tree = (await c.call(kp, {"_": "ListRuns", "rootRunId": roots[0]["rootRunId"]}))["runs"]
-                    if all(run["status"] in ("succeeded", "failed", "canceled") for run in tree):
-                        break
-                await asyncio.sleep(0.05)
+        async def tree_settled() -> bool:   # the script polls ListRuns until the tree settles
+            roots = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
+            if not roots:
+                return False
+            tree = (await c.call(kp, {"_": "ListRuns", "rootRunId": roots[0]["rootRunId"]}))["runs"]
+            return all(run["status"] in ("succeeded", "failed", "canceled") for run in tree)
+
+        await until(tree_settled, 30, step=0.05)
 
         detail = await c.call(kp, {"_": "GetSession", "sessionId": sid})
         runs = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]

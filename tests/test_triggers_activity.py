@@ -4,7 +4,6 @@ seen twice (or as a comment and its citation twin) fires once, a failing feed is
 the matching rules on the reference's event shapes."""
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -13,6 +12,7 @@ from seed_agents.protocol import hm_activity as activity
 
 from tests.fakes.hm_activity import FakeHMActivity, citation_event, comment_event, doc_update_event
 from tests.triggers_helpers import create_trigger, get_trigger, make_agent, session_reply
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 DOC_OWNER = "z6MktzJVpNrSeef3BGfuMF2LZCsntYYmtJVp72mgBnDqx2iz"
@@ -37,9 +37,7 @@ async def start(tmp_path, request, fake, name="srv", storage="sqlite"):
 
 async def settle(monitor) -> None:
     """Until the monitor's own passes (woken by trigger changes) are done."""
-    async with asyncio.timeout(10):
-        while not monitor.idle:
-            await asyncio.sleep(0.01)
+    await until(lambda: monitor.idle, 10, step=0.01, what="the monitor idle")
 
 
 async def firings(c, kp, trigger_id) -> list[dict]:

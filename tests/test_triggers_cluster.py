@@ -41,7 +41,8 @@ async def _share_schedules(tmp_path: Path, url: str, count: int, triggers: int, 
             ids = [(await c.create_agent_trigger(agent_id, {"name": f"t{i}", "source": every, "prompt": f"tick {i}"}))
                    ["trigger"]["id"] for i in range(triggers)]
         slot_s = 60 / speed
-        # Run past the first slots, SIGKILL one server while the others keep firing, run on.
+        # Run past the first slots, SIGKILL one server while the others keep firing, run on (the
+        # trigger clock's time passing is what is tested: these sleeps are its slots).
         await asyncio.sleep(slot_s * (slots // 2) + slot_s / 3)
         servers[1].kill()
         killed_at = epoch + (time.time() * 1000 - epoch) * speed   # on the trigger clock

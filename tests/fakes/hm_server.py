@@ -54,7 +54,8 @@ from seed_agents.protocol import dagcbor
 from seed_agents.protocol.hm_ids import HmId, parse_hm_id
 from seed_agents.protocol.principals import principal_to_string
 
-from .loopback import LoopbackFake, RecordedRequest, chunk_frame, response_head, send, send_json, serve_until_signal
+from .loopback import (LoopbackFake, RecordedRequest, chunk_frame, pause, response_head, send, send_json,
+                       serve_until_signal)
 
 __all__ = ["FakeHmServer", "FakeHmProcess", "fake_hm_in_thread", "StoredBlob", "FAILURES", "REFUSAL_SECRET"]
 
@@ -381,8 +382,7 @@ class FakeHmServer(LoopbackFake):
             writer.transport.abort()
             return False
         elif kind == "hang":
-            while not reader.at_eof():  # until the client gives up
-                await asyncio.sleep(0.01)
+            await pause(reader, None)  # until the client gives up
             return False
         return True
 

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import signal
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
+
+from tests.waiting import until
 
 # How often a paused response looks for the client having gone away.
 POLL_SECONDS = 0.005
@@ -159,12 +162,9 @@ def chunk_frame(data: bytes) -> bytes:
 
 async def pause(reader: asyncio.StreamReader, seconds: float | None) -> bool:
     """Wait `seconds` (None: forever); True as soon as the client closes the connection."""
-    loop = asyncio.get_running_loop()
-    end = None if seconds is None else loop.time() + seconds
     # EOF is fed to the reader by the protocol whether or not anyone reads, so polling
     # at_eof() notices a closed connection without consuming request bytes.
-    while not reader.at_eof():
-        if end is not None and loop.time() >= end:
-            return False
-        await asyncio.sleep(POLL_SECONDS if end is None else min(POLL_SECONDS, end - loop.time()))
-    return True
+    try:
+        return await until(reader.at_eof, math.inf if seconds is None else seconds, step=POLL_SECONDS)
+    except TimeoutError:
+        return False

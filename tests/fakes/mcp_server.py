@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from tests.waiting import until
+
 from .loopback import LoopbackFake, send, serve_until_signal
 
 
@@ -94,8 +96,7 @@ class McpFake:
             server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                    lifespan="on"))
             task = asyncio.create_task(server.serve())
-            while not server.started:
-                await asyncio.sleep(0.01)
+            await until(lambda: server.started, 10, step=0.01, what="the MCP server started")
             port = server.servers[0].sockets[0].getsockname()[1]
 
             async def stop() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from tests.waiting import until
+
 from .loopback import POLL_SECONDS, LoopbackFake, RecordedRequest, chunk_frame, pause, response_head
 
 
@@ -43,14 +45,12 @@ class ScriptedFake(LoopbackFake):
         self.scripts.extend(scripts)
 
     async def wait_for_disconnect(self, count: int = 1, timeout: float = 5.0) -> None:
-        async with asyncio.timeout(timeout):
-            while len(self.disconnects) < count:
-                await asyncio.sleep(POLL_SECONDS)
+        await until(lambda: len(self.disconnects) >= count, timeout, step=POLL_SECONDS,
+                    what=f"{count} disconnects")
 
     async def wait_for_requests(self, count: int = 1, timeout: float = 5.0) -> None:
-        async with asyncio.timeout(timeout):
-            while len(self.requests) < count:
-                await asyncio.sleep(POLL_SECONDS)
+        await until(lambda: len(self.requests) >= count, timeout, step=POLL_SECONDS,
+                    what=f"{count} requests")
 
 
 async def stream_events(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
