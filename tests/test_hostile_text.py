@@ -4,7 +4,6 @@ not accept what the other refuses), so no later turn fails on it; and a run's ti
 its session, goes when the session is deleted. Over a real socket, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
-
 import pytest
 
 from tests.waiting import until

@@ -5,7 +5,6 @@ fetched): the model is told it was interrupted. A read-only call (navigate) simp
 One round by default (a server start costs seconds); 20, alternating, behind `slow`."""
 from __future__ import annotations
 
-
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Script

@@ -54,8 +54,16 @@ from seed_agents.protocol import dagcbor
 from seed_agents.protocol.hm_ids import HmId, parse_hm_id
 from seed_agents.protocol.principals import principal_to_string
 
-from .loopback import (LoopbackFake, RecordedRequest, chunk_frame, pause, response_head, send, send_json,
-                       serve_until_signal)
+from .loopback import (
+    LoopbackFake,
+    RecordedRequest,
+    chunk_frame,
+    pause,
+    response_head,
+    send,
+    send_json,
+    serve_until_signal,
+)
 
 __all__ = ["FakeHmServer", "FakeHmProcess", "fake_hm_in_thread", "StoredBlob", "FAILURES", "REFUSAL_SECRET"]
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from tests.waiting import until
-
 from .loopback import LoopbackFake, send, serve_until_signal
+from tests.waiting import until
 
 
 def calc_app(key: str):  # noqa: ANN201

@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from tests.waiting import until
-
 from .loopback import POLL_SECONDS, LoopbackFake, RecordedRequest, chunk_frame, pause, response_head
+from tests.waiting import until
 
 
 class ScriptedFake(LoopbackFake):
