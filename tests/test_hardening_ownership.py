@@ -75,7 +75,7 @@ async def test_foreign_path_never_decodes_the_definition(server, caplog):
         agent_id = r["agentId"]
         # Break the stored definition: decoding it now fails, so any path that decodes shows.
         await server.app.db.write(lambda conn: conn.execute(
-            "UPDATE agents SET definition = x'ff' WHERE id = ?", (agent_id,)))
+            "UPDATE agents SET definition = ? WHERE id = ?", (b"\xff", agent_id)))
         for make in (lambda i: {"_": "GetAgent", "agentId": i},
                      lambda i: {"_": "CreateSession", "agentId": i},
                      lambda i: {"_": "Subscribe", "key": "agents/" + i}):

@@ -44,6 +44,9 @@ def _samples(agent_id: str, session_id: str) -> dict[str, list[dict]]:
     }
 
 
+# SQLite only: on a shared (PostgreSQL) store every read waits for the database, so the socket
+# runs none inline (server/transport/connection.py, `inline_reads`).
+@pytest.mark.storages("sqlite")
 async def test_inline_handlers_never_await(server):
     """Each inline handler's coroutine, run against the real app and database, finishes on its
     first step: it returns (StopIteration) or refuses (ProtocolError) without ever yielding."""
