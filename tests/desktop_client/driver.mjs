@@ -198,7 +198,7 @@ async function main() {
     assert.deepEqual(got.events, [])
     // The prompt the session shows: the block tree as Markdown.
     seen.systemPromptMarkdown = got.systemPromptMarkdown
-    for (const line of ['You are a helpful agent.', '# Style', '- Answer briefly.', '1. First step']) {
+    for (const line of ['You are a helpful agent.', '# Style', '- Answer briefly.', 'Cite **sources**.', '1. First step']) {
       assert.ok(got.systemPromptMarkdown.includes(line), `systemPromptMarkdown has ${line}`)
     }
   })
