@@ -2,9 +2,9 @@
 the blobs and cbor it signs with, and the markdown-to-blocks its prompt editor starts from, all
 from the reference commit unchanged) walks the desktop's screens against a real server under
 Node: health, the create-agent dialog (providers, a signing account, CreateAgent with a block-tree
-prompt), the rename, a session with an attachment and a message answered by echo, memory, tools,
-a trigger, the web app's RegisterSigner-and-retry, and the deletes. The driver asserts what each
-screen reads and prints what it saw; a failure names the step."""
+prompt), the rename, a session with attachments (one action, and chunked) and a message answered
+by echo, memory, tools, a trigger, the web app's RegisterSigner-and-retry, and the deletes. The
+driver asserts what each screen reads and prints what it saw; a failure names the step."""
 from __future__ import annotations
 
 import asyncio
@@ -34,7 +34,9 @@ STEPS = [
     "ListAgents/GetAgent",
     "CreateSession",
     "UploadSessionAttachment",
+    "chunked upload (a file over 2 MiB)",
     "MessageSession to echo, GetSession until the reply",
+    "UpdateSession (rename)",
     "ListSessions (sidebar)",
     "memory write/read/list",
     "ListAgentTools",

@@ -221,6 +221,30 @@ async function main() {
     assert.equal(read.attachment.mimeType, 'text/plain')
   })
 
+  await step('chunked upload (a file over 2 MiB)', async () => {
+    // uploadFileToAgentServer above SINGLE_SHOT_UPLOAD_BYTES: BeginFileUpload, chunks of at most
+    // min(maxChunkBytes, 3 MiB), CommitFileUpload.
+    const data = new Uint8Array(2 * 1024 * 1024 + 4096).map((_, i) => (i * 7) & 0xff)
+    const target = {kind: 'session-attachment', sessionId, name: 'big.bin', mimeType: 'application/octet-stream'}
+    const begin = await send({_: 'BeginFileUpload', target, size: data.byteLength})
+    assert.equal(begin._, 'BeginFileUploadResponse')
+    assert.ok(begin.maxChunkBytes > 0)
+    const chunkSize = Math.min(begin.maxChunkBytes, 3 * 1024 * 1024)
+    let sent = 0
+    while (sent < data.byteLength) {
+      const chunk = data.subarray(sent, Math.min(sent + chunkSize, data.byteLength))
+      const appended = await send({_: 'AppendFileUploadChunk', uploadId: begin.uploadId, offset: sent, content: chunk})
+      assert.equal(appended._, 'AppendFileUploadChunkResponse')
+      sent += chunk.byteLength
+      assert.equal(appended.received, sent)
+    }
+    const commit = await send({_: 'CommitFileUpload', uploadId: begin.uploadId})
+    assert.equal(commit._, 'CommitFileUploadResponse')
+    assert.equal(commit.attachment?.size, data.byteLength)
+    assert.equal(commit.attachment?.id, createHash('sha256').update(data).digest('hex'))
+    assert.equal(commit.entry, undefined)
+  })
+
   await step('MessageSession to echo, GetSession until the reply', async () => {
     // useMessageAgentSession: context, attachments, then the text part with its blocks and the
     // optimistic row's clientMessageId, which is also the action's idempotency key.
@@ -271,10 +295,16 @@ async function main() {
     assert.equal(after.events.length, done.events.length)
   })
 
+  await step('UpdateSession (rename)', async () => {
+    const res = await send({_: 'UpdateSession', sessionId, title: 'Numbers'})
+    assert.equal(res._, 'UpdateSessionResponse')
+    assert.equal(res.session.title, 'Numbers')
+  })
+
   await step('ListSessions (sidebar)', async () => {
     const res = await send({_: 'ListSessions', includeChildren: false})
     assert.equal(res._, 'ListSessionsResponse')
-    assert.deepEqual(res.sessions.map((s) => s.id), [sessionId])
+    assert.deepEqual(res.sessions.map((s) => [s.id, s.title]), [[sessionId, 'Numbers']])
     assert.deepEqual(res.agents.map((a) => a.id), [agentId])
   })
 
