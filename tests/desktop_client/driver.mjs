@@ -356,6 +356,9 @@ async function main() {
     }
     const search = res.tools.find((t) => t.name === 'search')
     assert.ok(search?.granted, 'the search grant the agent was created with is on')
+    // Granted on the agent, but the server has no sandbox (health codeExec false): not offered.
+    const execute = res.tools.find((t) => t.name === 'execute')
+    assert.equal(execute?.granted, seen.health.codeExec, 'execute is granted only where code can run')
     seen.tools = res.tools.map((t) => [t.name, t.kind, t.granted])
   })
 
