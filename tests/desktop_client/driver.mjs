@@ -51,8 +51,12 @@ async function until(what, fn, timeoutMs = 10000) {
 }
 
 const serverUrl = normalizeAgentServerUrl(baseArg + '/agents/')
-const [accountUid] = installDesktopPlatform([fromHex(accountSeedHex)])
+// A second account on another desktop, for sharing: its seed follows from the first.
+const friendSeed = Uint8Array.from(createHash('sha256').update('friend of ' + accountSeedHex).digest())
+const desktopKeys = [fromHex(accountSeedHex), friendSeed]
+const [accountUid, friendUid] = installDesktopPlatform(desktopKeys)
 const send = (action) => sendAgentAction({serverUrl, accountUid, action})
+const sendAsFriend = (action) => sendAgentAction({serverUrl, accountUid: friendUid, action})
 
 async function main() {
   await step('health', async () => {
@@ -390,6 +394,33 @@ async function main() {
     seen.trigger = {name: one.trigger.name, source: one.trigger.source}
   })
 
+  await step('sharing: invite, accept, the collaborator sees the agent', async () => {
+    // The share dialog (owner), then the invite row and the shared agent (the friend's desktop).
+    const inv = await send({_: 'InviteAgentCollaborator', agentId, accountId: friendUid, role: 'writer'})
+    assert.equal(inv._, 'InviteAgentCollaboratorResponse')
+    assert.deepEqual([inv.collaborator.accountId, inv.collaborator.role, inv.collaborator.status],
+      [friendUid, 'writer', 'pending'])
+    const invites = await sendAsFriend({_: 'ListAgentInvites'})
+    assert.deepEqual(invites.invites.map((i) => [i.agentId, i.agentName, i.ownerAccountId, i.role]),
+      [[agentId, 'Desktop research agent II', accountUid, 'writer']])
+    await assert.rejects(sendAsFriend({_: 'GetAgent', agentId}), /not found/i)
+    const accepted = await sendAsFriend({_: 'AcceptAgentInvite', agentId})
+    assert.equal(accepted._, 'AcceptAgentInviteResponse')
+    assert.equal(accepted.agent.accessRole, 'writer')
+    const theirs = await sendAsFriend({_: 'ListAgents'})
+    assert.deepEqual(theirs.agents.map((a) => [a.id, a.account, a.accessRole]), [[agentId, accountUid, 'writer']])
+    // useAgentAccountsSync: a shared agent's granted signing accounts, scoped by agentId.
+    const ids = await sendAsFriend({_: 'ListSigningIdentities', agentId})
+    assert.deepEqual(ids.identities.map((i) => i.accountId), [identity.accountId])
+    const collabs = await send({_: 'ListAgentCollaborators', agentId})
+    assert.equal(collabs._, 'ListAgentCollaboratorsResponse')
+    assert.deepEqual(collabs.collaborators.map((c) => [c.accountId, c.role, c.status]),
+      [[accountUid, 'owner', 'accepted'], [friendUid, 'writer', 'accepted']])
+    const removed = await send({_: 'RemoveAgentCollaborator', agentId, accountId: friendUid})
+    assert.equal(removed._, 'RemoveAgentCollaboratorResponse')
+    await assert.rejects(sendAsFriend({_: 'GetAgent', agentId}), /not found/i)
+  })
+
   await step('web: RegisterSigner on first refusal, then the same agents', async () => {
     // The web app's platform: a device key delegated by the account (the vault's Capability),
     // registered by client.ts itself when the server first answers `Signer is not authorized`.
@@ -413,7 +444,7 @@ async function main() {
       assert.notDeepEqual(env.signer, env.account)
       seen.web = {deviceUid: web.deviceUid, registered: web.registered.length}
     } finally {
-      installDesktopPlatform([fromHex(accountSeedHex)])
+      installDesktopPlatform(desktopKeys)
     }
   })
 
