@@ -3,8 +3,9 @@ the blobs and cbor it signs with, and the markdown-to-blocks its prompt editor s
 from the reference commit unchanged) walks the desktop's screens against a real server under
 Node: health, the create-agent dialog (providers, a signing account, CreateAgent with a block-tree
 prompt), the rename, a session with attachments (one action, and chunked) and a message answered
-by echo, memory, tools, a trigger, sharing with a second desktop account, the web app's RegisterSigner-and-retry, and the deletes. The
-driver asserts what each screen reads and prints what it saw; a failure names the step."""
+by echo, memory, tools, a trigger, sharing with a second desktop account, the web app's
+RegisterSigner-and-retry, and the deletes. The driver asserts what each screen reads and prints
+what it saw; a failure names the step."""
 from __future__ import annotations
 
 import asyncio
