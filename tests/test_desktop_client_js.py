@@ -1,11 +1,11 @@
 """The Seed desktop's own agents client (tests/desktop_client/desktop-client.bundle.mjs: client.ts,
 the blobs and cbor it signs with, and the markdown-to-blocks its prompt editor starts from, all
 from the reference commit unchanged) walks the desktop's screens against a real server under
-Node: health, the create-agent dialog (providers, a signing account, CreateAgent with a block-tree
-prompt), the rename, a session with attachments (one action, and chunked) and a message answered
-by echo, memory, tools, a trigger, sharing with a second desktop account, the web app's
-RegisterSigner-and-retry, and the deletes. The driver asserts what each screen reads and prints
-what it saw; a failure names the step."""
+Node: health, adding and removing providers, the create-agent dialog (providers, a signing
+account, CreateAgent with a block-tree prompt), the rename, a session with attachments (one
+action, and chunked) and a message answered by echo, memory, tools, a trigger, sharing with a
+second desktop account, the web app's RegisterSigner-and-retry, and the deletes. The driver
+asserts what each screen reads and prints what it saw; a failure names the step."""
 from __future__ import annotations
 
 import asyncio
@@ -29,6 +29,7 @@ STEPS = [
     "signed envelope",
     "ListAgents (empty)",
     "ListModelProviders/ListProviderModels",
+    "add and remove model providers (providers screen)",
     "List/CreateSigningIdentity",
     "CreateAgent (block-tree prompt, identity)",
     "UpdateAgent (rename, as the agent page does)",

@@ -13,6 +13,7 @@ import {
   getAgentServerHealth,
   installDesktopPlatform,
   installWebPlatform,
+  isSafeAgentServerSecretTarget,
   markdownBlockNodesToHMBlockNodes,
   normalizeAgentServerUrl,
   parseMarkdown,
@@ -106,6 +107,46 @@ async function main() {
     assert.ok(models.models.length > 0 && models.models.every((m) => m.id && m.name))
     model = models.models[0].id
     seen.provider = {name: providerName, type: echo.type, model}
+  })
+
+  await step('add and remove model providers (providers screen)', async () => {
+    // useSaveModelProvider: the key as a secret named after the provider, then the provider that
+    // references it; a local Ollama with a base URL and no key; then useDeleteModelProvider.
+    assert.ok(isSafeAgentServerSecretTarget(serverUrl), 'a loopback server may receive keys')
+    const secret = await send({
+      _: 'SetSecret',
+      name: 'my-openai-api-key',
+      value: new TextEncoder().encode('sk-test-not-a-real-key'),
+      metadata: {provider: 'openai'},
+    })
+    assert.equal(secret._, 'SetSecretResponse')
+    assert.equal(secret.secret.name, 'my-openai-api-key')
+    assert.ok(!('value' in secret.secret))
+    const openai = await send({
+      _: 'SetModelProvider',
+      name: 'my-openai',
+      provider: {type: 'openai', secretRefs: {apiKey: 'my-openai-api-key'}},
+    })
+    assert.equal(openai._, 'SetModelProviderResponse')
+    assert.deepEqual([openai.provider.name, openai.provider.type, openai.provider.hasSecrets], ['my-openai', 'openai', true])
+    const ollama = await send({
+      _: 'SetModelProvider',
+      name: 'local-ollama',
+      provider: {type: 'ollama', baseUrl: 'http://localhost:11434/v1'},
+    })
+    assert.equal(ollama._, 'SetModelProviderResponse')
+    assert.equal(ollama.provider.hasSecrets, false)
+    const listed = await send({_: 'ListModelProviders'})
+    const names = listed.providers.map((p) => p.name)
+    assert.ok(['echo', 'my-openai', 'local-ollama'].every((n) => names.includes(n)), names.join(','))
+    assert.ok(!JSON.stringify(listed).includes('sk-test'), 'no key in any answer')
+    for (const name of ['my-openai', 'local-ollama']) {
+      const del = await send({_: 'DeleteModelProvider', name})
+      assert.equal(del._, 'DeleteModelProviderResponse')
+      assert.equal(del.name, name)
+    }
+    const after = await send({_: 'ListModelProviders'})
+    assert.deepEqual(after.providers.map((p) => p.name), ['echo'])
   })
 
   let identity
