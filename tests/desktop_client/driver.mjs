@@ -163,6 +163,13 @@ async function main() {
     assert.equal(identity.label, agentName)
     const after = await send({_: 'ListSigningIdentities'})
     assert.deepEqual(after.identities.map((i) => i.name), [identity.name])
+    // useImportSigningIdentity: a decrypted .hmkey.json seed, the account it names.
+    const seed = Uint8Array.from(createHash('sha256').update('imported key of ' + accountSeedHex).digest())
+    const imported = await send({_: 'ImportSigningIdentity', seed, label: 'Imported', clientRequestId: randomUUID()})
+    assert.equal(imported._, 'ImportSigningIdentityResponse')
+    assert.equal(imported.identity.accountId, blobs.principalToString(blobs.nobleKeyPairFromSeed(seed).principal))
+    const removed = await send({_: 'DeleteSigningIdentity', name: imported.identity.name})
+    assert.equal(removed._, 'DeleteSigningIdentityResponse')
     seen.identity = {name: identity.name, label: identity.label, hasServerUrl: 'serverUrl' in identity}
   })
 
