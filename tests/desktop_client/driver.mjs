@@ -331,6 +331,14 @@ async function main() {
     assert.equal(done.session.status, 'idle')
     assert.equal(done.session.title, text, 'the title falls back to the first message')
     seen.transcript = done.events.map((e) => [e.event.role ?? e.event.type, e.event.content ?? null])
+    // The run card: the session's runs, and the one this message started.
+    const runs = await send({_: 'ListRuns', sessionId})
+    assert.equal(runs._, 'ListRunsResponse')
+    assert.equal(runs.runs.length, 1)
+    const run = await send({_: 'GetRun', runId: runs.runs[0].id})
+    assert.equal(run._, 'GetRunResponse')
+    assert.deepEqual([run.run.sessionId, run.run.agentId, run.run.status, run.run.origin],
+      [sessionId, agentId, 'succeeded', 'user'])
     // The same send again (a retry after a lost answer) is the same message, not a second one.
     const again = await send({
       _: 'MessageSession',
