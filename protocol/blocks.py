@@ -6,8 +6,11 @@ The model reads Markdown, never the tree: headings become `#` lines (one level d
 heading), the children of a block whose `attributes.childrenType` is `Ordered`, `Unordered` or
 `Blockquote` become a numbered list, a bulleted list or a quote, other children follow their
 parent, blocks are separated by blank lines, code is fenced, math is a `$$` block, media blocks
-are links, and a block of an unknown type contributes its text. Inline annotations (bold,
-links inside text) are not rendered: the text is kept as written.
+are links, and a block of an unknown type contributes its text. The inline annotations of
+paragraphs and headings are rendered as the reference's `blocksToMarkdown` renders them (bold
+`**`, italic `_`, strike `~~`, code `` ` ``, underline `<u>`, links `[text](url)`, inline
+embeds `<url>`), so a link in a prompt reaches the model with its URL; the text between them is
+kept as written, unescaped, as there.
 """
 from __future__ import annotations
 
@@ -138,8 +141,10 @@ def _block(block: dict, kind: object, level: int) -> str:
     link = block.get("link")
     link = link if type(link) is str else ""
     if kind == "Heading":
-        title = " ".join(text.split())
+        title = " ".join(_annotated(text, block.get("annotations")).split())
         return f"{'#' * level} {title}" if title else ""
+    if kind == "Paragraph":
+        return _annotated(text, block.get("annotations"))
     if kind == "Code":
         attributes = block.get("attributes")
         language = attributes.get("language") if type(attributes) is dict else None
@@ -153,6 +158,68 @@ def _block(block: dict, kind: object, level: int) -> str:
     if kind in _MEDIA and link:
         return f"[{text or kind}]({link})"
     return text   # Paragraph, and any type this converter does not know: its text
+
+
+_MARKERS = {"Bold": ("**", "**"), "Italic": ("_", "_"), "Strike": ("~~", "~~"), "Code": ("`", "`"),
+            "Underline": ("<u>", "</u>")}
+
+
+def _marker(annotation: dict, opening: bool) -> str:
+    kind = annotation.get("type")
+    link = annotation.get("link")
+    link = link if type(link) is str else ""
+    if kind == "Link":
+        return "[" if opening else f"]({link})"
+    if kind == "Embed":
+        return f"<{link}" if opening else ">"
+    pair = _MARKERS.get(kind) if type(kind) is str else None
+    return "" if pair is None else pair[0 if opening else 1]
+
+
+def _annotated(text: str, annotations: object) -> str:
+    """`text` with its annotations' markers inserted, as the reference's applyAnnotations: every
+    start opens and every end closes, in offset order (opens first at one offset), and the inline
+    embed placeholder U+FFFC is dropped. Offsets count UTF-16 code units, as JavaScript strings
+    do; one inside a surrogate pair moves to the pair's end. Malformed annotations are skipped."""
+    if type(annotations) is not list or not annotations:
+        return text
+    # code-point index of each UTF-16 offset (rounded up to a code-point boundary)
+    bounds = [0]
+    for ch in text:
+        bounds.append(bounds[-1] + (2 if ord(ch) > 0xFFFF else 1))
+
+    def index(pos: int) -> int:
+        pos = max(0, min(pos, bounds[-1]))
+        lo, hi = 0, len(text)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if bounds[mid] < pos:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    markers: list[tuple[int, int, str]] = []   # (offset, 0 open / 1 close, marker), stable order
+    for annotation in annotations:
+        if type(annotation) is not dict:
+            continue
+        starts, ends = annotation.get("starts"), annotation.get("ends")
+        if type(starts) is not list or type(ends) is not list:
+            continue
+        for i, start in enumerate(starts):
+            if type(start) is not int:
+                continue
+            markers.append((index(start), 0, _marker(annotation, True)))
+            if i < len(ends) and type(ends[i]) is int:
+                markers.append((index(ends[i]), 1, _marker(annotation, False)))
+    markers.sort(key=lambda m: (m[0], m[1]))
+    out, last = [], 0
+    for at, _, marker in markers:
+        out.append(text[last:at])
+        out.append(marker)
+        last = at
+    out.append(text[last:])
+    return "".join(out).replace("\ufffc", "")
 
 
 def _longest_run(text: str, char: str) -> int:

@@ -95,3 +95,19 @@ def test_depth_is_bounded():
         check_tree(tree)
     assert "deeper than 64" in str(info.value)
     assert to_markdown(tree).count("x") == 64   # rendering stops at the same depth
+
+
+def test_inline_annotations_render_as_the_reference_renders_them():
+    # The desktop's prompt editor for "Cite **sources**, see [the guide](https://g.example) 🙂 `x`":
+    # offsets in UTF-16 code units (the emoji counts two), as the reference's applyAnnotations reads them.
+    text = "Cite sources, see the guide \U0001F642 x _y_"
+    tree = [b("Paragraph", text, annotations=[
+        {"type": "Bold", "starts": [5], "ends": [12]},
+        {"type": "Link", "starts": [18], "ends": [27], "link": "https://g.example"},
+        {"type": "Code", "starts": [31], "ends": [32]},
+        {"type": "Unknown", "starts": [0], "ends": [4]},
+        {"type": "Italic", "starts": "bad"},
+    ]), b("Heading", "Tone  and style", annotations=[{"type": "Italic", "starts": [0], "ends": [4]}]),
+        b("Paragraph", "see \ufffc", annotations=[{"type": "Embed", "starts": [4], "ends": [5], "link": "hm://z6Mk/doc"}])]
+    assert to_markdown(tree) == ("Cite **sources**, see [the guide](https://g.example) \U0001F642 `x` _y_\n\n"
+                                 "# _Tone_ and style\n\nsee <hm://z6Mk/doc>")

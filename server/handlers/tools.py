@@ -3,8 +3,9 @@
 Listing brings the agent's builtin documents and MCP projections up to date first (a write only
 when a CID changed), as the reference does on every listing and at every run start. Rows belong
 to the agent's owner, whoever asks. `granted` says whether the agent's grants offer the tool: a
-builtin (a callable of the registry) when `definition.tools` names it (or has no list at all), an
-authored or MCP tool always. A tool is offered to the model when it is granted and enabled.
+builtin (a callable of the registry) when `definition.tools` names it (or has no list at all), but
+never `execute`, which needs the code sandbox this server has not got; an authored or MCP tool
+always. A tool is offered to the model when it is granted and enabled.
 """
 from __future__ import annotations
 

@@ -15,10 +15,16 @@ from ..operations.health import CODE_EXEC_REASON
 from ..store import tool_documents as tools_q
 from .context import ToolFailure, ToolResult
 
+EXECUTE = "execute"   # the registry's code-sandbox callable
+
 
 def granted(definition: dict, doc: dict) -> bool:
     """Do the agent's grants offer this tool? A user-configurable callable of the registry when
-    `definition.tools` names it (or there is no list); anything else always."""
+    `definition.tools` names it (or there is no list); anything else always. `execute` never: the
+    reference grants it only where code can run (enabledCallableTools), and this server has no
+    sandbox (health: codeExec false), so the desktop's tools tab must not show it as on."""
+    if doc["kind"] == "builtin" and doc["name"] == EXECUTE:
+        return False
     tool = BUILTINS.get(doc["name"]) if doc["kind"] == "builtin" else None
     if tool is None or not tool.user_configurable:
         return True

@@ -1,0 +1,544 @@
+// Walks the Seed desktop's Agents screens against a server with the desktop's own client code
+// (desktop-client.bundle.mjs): the actions are built as frontend/packages/ui/src/agents/models.ts
+// and the dialogs build them, signed and sent by client.ts's signAgentAction/sendAgentAction, and
+// each answer is read the way the screen reads it. Any mismatch throws, naming the step.
+//
+//   node driver.mjs <server base url> <account seed hex> <device seed hex>
+//
+// Prints one JSON line: {steps: [...], seen: {...}} (what the screens would show), for pytest.
+import assert from 'node:assert/strict'
+import {createHash, randomUUID} from 'node:crypto'
+import {
+  blobs,
+  getAgentServerHealth,
+  installDesktopPlatform,
+  installWebPlatform,
+  isSafeAgentServerSecretTarget,
+  markdownBlockNodesToHMBlockNodes,
+  normalizeAgentServerUrl,
+  parseMarkdown,
+  sendAgentAction,
+  signAgentAction,
+} from './desktop-client.bundle.mjs'
+
+const [baseArg, accountSeedHex, deviceSeedHex] = process.argv.slice(2)
+const fromHex = (hex) => Uint8Array.from(Buffer.from(hex, 'hex'))
+const steps = []
+const seen = {}
+let current = 'start'
+
+// agent-tools.ts DEFAULT_AGENT_TOOLS (callableToolRegistry names, plus the publish grant).
+const DEFAULT_AGENT_TOOLS = ['search', 'web_search', 'execute', 'publish']
+// The create-agent dialog's prompt, typed into its editor: the editor's blocks are what the
+// dialog sends (promptBlocksForRequest only trims trailing empty blocks; these have none).
+const PROMPT = 'You are a helpful agent.\n\n## Style\n\n- Answer briefly.\n- Cite **sources**.'
+const promptBlocks = (markdown) => markdownBlockNodesToHMBlockNodes(parseMarkdown(markdown).tree)
+
+async function step(name, fn) {
+  current = name
+  await fn()
+  steps.push(name)
+}
+
+/** Polls like the screens' react-query refetch, but waits on the condition, within a deadline. */
+async function until(what, fn, timeoutMs = 10000) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await fn()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+const serverUrl = normalizeAgentServerUrl(baseArg + '/agents/')
+// A second account on another desktop, for sharing: its seed follows from the first.
+const friendSeed = Uint8Array.from(createHash('sha256').update('friend of ' + accountSeedHex).digest())
+const desktopKeys = [fromHex(accountSeedHex), friendSeed]
+const [accountUid, friendUid] = installDesktopPlatform(desktopKeys)
+const send = (action) => sendAgentAction({serverUrl, accountUid, action})
+const sendAsFriend = (action) => sendAgentAction({serverUrl, accountUid: friendUid, action})
+
+async function main() {
+  await step('health', async () => {
+    // server.tsx / useAgentServerHealths: getAgentServerHealth on the normalized URL.
+    assert.equal(serverUrl, baseArg.replace(/\/+$/, ''))
+    const health = await getAgentServerHealth(serverUrl)
+    assert.equal(health.status, 'ok')
+    assert.equal(typeof health.uptime, 'number')
+    // The flags the tool toggles read: stated, and codeExec false with a reason when off.
+    assert.equal(typeof health.webTools?.search, 'boolean')
+    assert.equal(typeof health.subscriptionAuth, 'boolean')
+    assert.equal(typeof health.codeExec, 'boolean')
+    if (!health.codeExec) assert.ok(health.codeExecReason && health.codeExecReasonCode)
+    seen.health = {codeExec: health.codeExec, webTools: health.webTools}
+  })
+
+  await step('signed envelope', async () => {
+    // The envelope as the desktop signs it: the daemon's key is the account, so signer == account.
+    const env = await signAgentAction({accountUid, action: {_: 'ListAgents', unused: undefined}})
+    assert.equal(env.type, 'AgentsAction')
+    assert.deepEqual(env.signer, env.account)
+    assert.ok(!('unused' in env.action), 'omitUndefined drops undefined fields')
+    assert.ok(blobs.verify(env))
+  })
+
+  await step('ListAgents (empty)', async () => {
+    const res = await send({_: 'ListAgents'})
+    assert.equal(res._, 'ListAgentsResponse')
+    assert.deepEqual(res.agents, [])
+    const invites = await send({_: 'ListAgentInvites'})
+    assert.equal(invites._, 'ListAgentInvitesResponse')
+    assert.deepEqual(invites.invites, [])
+  })
+
+  // The create-agent dialog: providers, then the first provider's models, then a signing account
+  // named after the agent, then CreateAgent, then prefetchAgentDetail.
+  let providerName, model
+  await step('ListModelProviders/ListProviderModels', async () => {
+    const res = await send({_: 'ListModelProviders'})
+    assert.equal(res._, 'ListModelProvidersResponse')
+    const echo = res.providers.find((p) => p.name === 'echo')
+    assert.ok(echo, 'the built-in echo provider is listed')
+    assert.equal(echo.hasSecrets, false)
+    providerName = echo.name
+    const models = await send({_: 'ListProviderModels', provider: providerName})
+    assert.equal(models._, 'ListProviderModelsResponse')
+    assert.ok(models.models.length > 0 && models.models.every((m) => m.id && m.name))
+    model = models.models[0].id
+    seen.provider = {name: providerName, type: echo.type, model}
+  })
+
+  await step('add and remove model providers (providers screen)', async () => {
+    // useSaveModelProvider: the key as a secret named after the provider, then the provider that
+    // references it; a local Ollama with a base URL and no key; then useDeleteModelProvider.
+    assert.ok(isSafeAgentServerSecretTarget(serverUrl), 'a loopback server may receive keys')
+    const secret = await send({
+      _: 'SetSecret',
+      name: 'my-openai-api-key',
+      value: new TextEncoder().encode('sk-test-not-a-real-key'),
+      metadata: {provider: 'openai'},
+    })
+    assert.equal(secret._, 'SetSecretResponse')
+    assert.equal(secret.secret.name, 'my-openai-api-key')
+    assert.ok(!('value' in secret.secret))
+    const openai = await send({
+      _: 'SetModelProvider',
+      name: 'my-openai',
+      provider: {type: 'openai', secretRefs: {apiKey: 'my-openai-api-key'}},
+    })
+    assert.equal(openai._, 'SetModelProviderResponse')
+    assert.deepEqual([openai.provider.name, openai.provider.type, openai.provider.hasSecrets], ['my-openai', 'openai', true])
+    const ollama = await send({
+      _: 'SetModelProvider',
+      name: 'local-ollama',
+      provider: {type: 'ollama', baseUrl: 'http://localhost:11434/v1'},
+    })
+    assert.equal(ollama._, 'SetModelProviderResponse')
+    assert.equal(ollama.provider.hasSecrets, false)
+    const listed = await send({_: 'ListModelProviders'})
+    const names = listed.providers.map((p) => p.name)
+    assert.ok(['echo', 'my-openai', 'local-ollama'].every((n) => names.includes(n)), names.join(','))
+    assert.ok(!JSON.stringify(listed).includes('sk-test'), 'no key in any answer')
+    for (const name of ['my-openai', 'local-ollama']) {
+      const del = await send({_: 'DeleteModelProvider', name})
+      assert.equal(del._, 'DeleteModelProviderResponse')
+      assert.equal(del.name, name)
+    }
+    const after = await send({_: 'ListModelProviders'})
+    assert.deepEqual(after.providers.map((p) => p.name), ['echo'])
+  })
+
+  let identity
+  const agentName = 'Desktop research agent'
+  await step('List/CreateSigningIdentity', async () => {
+    const before = await send({_: 'ListSigningIdentities'})
+    assert.equal(before._, 'ListSigningIdentitiesResponse')
+    assert.deepEqual(before.identities, [])
+    const res = await send({_: 'CreateSigningIdentity', label: agentName, clientRequestId: randomUUID()})
+    assert.equal(res._, 'CreateSigningIdentityResponse')
+    identity = res.identity
+    assert.ok(identity.id && identity.name)
+    assert.match(identity.accountId, /^z6Mk/)
+    assert.equal(identity.label, agentName)
+    const after = await send({_: 'ListSigningIdentities'})
+    assert.deepEqual(after.identities.map((i) => i.name), [identity.name])
+    // useImportSigningIdentity: a decrypted .hmkey.json seed, the account it names.
+    const seed = Uint8Array.from(createHash('sha256').update('imported key of ' + accountSeedHex).digest())
+    const imported = await send({_: 'ImportSigningIdentity', seed, label: 'Imported', clientRequestId: randomUUID()})
+    assert.equal(imported._, 'ImportSigningIdentityResponse')
+    assert.equal(imported.identity.accountId, blobs.principalToString(blobs.nobleKeyPairFromSeed(seed).principal))
+    const removed = await send({_: 'DeleteSigningIdentity', name: imported.identity.name})
+    assert.equal(removed._, 'DeleteSigningIdentityResponse')
+    seen.identity = {name: identity.name, label: identity.label, hasServerUrl: 'serverUrl' in identity}
+  })
+
+  let agentId, agent
+  await step('CreateAgent (block-tree prompt, identity)', async () => {
+    const definition = {
+      name: agentName,
+      systemPrompt: promptBlocks(PROMPT),
+      modelProvider: providerName,
+      model,
+      reasoningLevel: undefined, // coerceReasoningLevel: none for this model, dropped by omitUndefined
+      tools: DEFAULT_AGENT_TOOLS,
+      signingKey: identity.name,
+      signingKeys: [identity.name],
+      metadata: {createdFrom: 'desktop-agents-page'},
+    }
+    const res = await send({_: 'CreateAgent', definition, clientRequestId: randomUUID()})
+    assert.equal(res._, 'CreateAgentResponse')
+    agentId = res.agentId
+    const detail = await send({_: 'GetAgent', agentId})
+    assert.equal(detail._, 'GetAgentResponse')
+    agent = detail.agent
+    assert.equal(agent.id, agentId)
+    assert.equal(agent.account, accountUid)
+    assert.equal(agent.accessRole, 'owner')
+    assert.equal(agent.definition.name, agentName)
+    assert.deepEqual(agent.definition.systemPrompt, JSON.parse(JSON.stringify(definition.systemPrompt)))
+    assert.deepEqual(agent.definition.signingKeys, [identity.name])
+    assert.deepEqual(detail.sessions, [])
+  })
+
+  await step('UpdateAgent (rename, as the agent page does)', async () => {
+    // handleRenameAgent: the definition as the server returned it, with a new name; then the
+    // dedicated account's label follows.
+    const renamed = 'Desktop research agent II'
+    const res = await send({_: 'UpdateAgent', agentId, definition: {...agent.definition, name: renamed}})
+    assert.equal(res._, 'GetAgentResponse', 'useUpdateAgent writes a GetAgentResponse into its cache')
+    assert.equal(res.agent.id, agentId)
+    assert.equal(res.agent.definition.name, renamed)
+    assert.ok(Array.isArray(res.sessions))
+    const id = await send({_: 'UpdateSigningIdentity', name: identity.name, label: renamed, icon: undefined})
+    assert.equal(id._, 'UpdateSigningIdentityResponse')
+    assert.equal(id.identity.label, renamed)
+    agent = res.agent
+    // The settings form: a new prompt and model, also from the returned definition.
+    const prompt2 = PROMPT + '\n\n1. First step\n2. Second step'
+    const res2 = await send({
+      _: 'UpdateAgent',
+      agentId,
+      definition: {...agent.definition, systemPrompt: promptBlocks(prompt2)},
+    })
+    assert.equal(res2._, 'GetAgentResponse')
+    agent = res2.agent
+  })
+
+  await step('ListAgents/GetAgent', async () => {
+    const res = await send({_: 'ListAgents'})
+    assert.equal(res._, 'ListAgentsResponse')
+    assert.deepEqual(res.agents.map((a) => [a.id, a.definition.name, a.accessRole]), [
+      [agentId, 'Desktop research agent II', 'owner'],
+    ])
+    const row = res.agents[0]
+    assert.equal(typeof row.busy, 'boolean')
+    assert.equal(typeof row.publicRead, 'boolean')
+    const detail = await send({_: 'GetAgent', agentId})
+    assert.equal(detail.agent.definition.name, 'Desktop research agent II')
+  })
+
+  let sessionId
+  await step('CreateSession', async () => {
+    const res = await send({_: 'CreateSession', agentId, clientRequestId: randomUUID()})
+    assert.equal(res._, 'CreateSessionResponse')
+    sessionId = res.sessionId
+    const got = await send({_: 'GetSession', sessionId})
+    assert.equal(got._, 'GetSessionResponse')
+    assert.equal(got.session.agentId, agentId)
+    assert.ok(!got.session.title, 'no title until the first reply')
+    assert.deepEqual(got.events, [])
+    // The prompt the session shows: the block tree as Markdown.
+    seen.systemPromptMarkdown = got.systemPromptMarkdown
+    for (const line of ['You are a helpful agent.', '# Style', '- Answer briefly.', 'Cite **sources**.', '1. First step']) {
+      assert.ok(got.systemPromptMarkdown.includes(line), `systemPromptMarkdown has ${line}`)
+    }
+  })
+
+  let attachment
+  await step('UploadSessionAttachment', async () => {
+    // uploadFileToAgentServer, small file: one UploadSessionAttachment with the bytes.
+    const content = new TextEncoder().encode('quarterly numbers: 1, 2, 3\n')
+    const res = await send({_: 'UploadSessionAttachment', sessionId, name: 'numbers.txt', mimeType: 'text/plain', content})
+    assert.equal(res._, 'UploadSessionAttachmentResponse')
+    attachment = res.attachment
+    assert.equal(attachment.id, createHash('sha256').update(content).digest('hex'))
+    assert.equal(attachment.sessionId, sessionId)
+    assert.equal(attachment.name, 'numbers.txt')
+    assert.equal(attachment.size, content.length)
+    // useSessionAttachmentDataUrls reads it back for display.
+    const read = await send({_: 'ReadSessionAttachment', sessionId, attachmentId: attachment.id})
+    assert.equal(read._, 'ReadSessionAttachmentResponse')
+    assert.deepEqual(read.data, content)
+    assert.equal(read.attachment.mimeType, 'text/plain')
+  })
+
+  await step('chunked upload (a file over 2 MiB)', async () => {
+    // uploadFileToAgentServer above SINGLE_SHOT_UPLOAD_BYTES: BeginFileUpload, chunks of at most
+    // min(maxChunkBytes, 3 MiB), CommitFileUpload.
+    const data = new Uint8Array(2 * 1024 * 1024 + 4096).map((_, i) => (i * 7) & 0xff)
+    const target = {kind: 'session-attachment', sessionId, name: 'big.bin', mimeType: 'application/octet-stream'}
+    const begin = await send({_: 'BeginFileUpload', target, size: data.byteLength})
+    assert.equal(begin._, 'BeginFileUploadResponse')
+    assert.ok(begin.maxChunkBytes > 0)
+    const chunkSize = Math.min(begin.maxChunkBytes, 3 * 1024 * 1024)
+    let sent = 0
+    while (sent < data.byteLength) {
+      const chunk = data.subarray(sent, Math.min(sent + chunkSize, data.byteLength))
+      const appended = await send({_: 'AppendFileUploadChunk', uploadId: begin.uploadId, offset: sent, content: chunk})
+      assert.equal(appended._, 'AppendFileUploadChunkResponse')
+      sent += chunk.byteLength
+      assert.equal(appended.received, sent)
+    }
+    const commit = await send({_: 'CommitFileUpload', uploadId: begin.uploadId})
+    assert.equal(commit._, 'CommitFileUploadResponse')
+    assert.equal(commit.attachment?.size, data.byteLength)
+    assert.equal(commit.attachment?.id, createHash('sha256').update(data).digest('hex'))
+    assert.equal(commit.entry, undefined)
+  })
+
+  await step('MessageSession to echo, GetSession until the reply', async () => {
+    // useMessageAgentSession: context, attachments, then the text part with its blocks and the
+    // optimistic row's clientMessageId, which is also the action's idempotency key.
+    const clientMessageId = randomUUID()
+    const text = 'Summarize the attached numbers'
+    const blocks = promptBlocks(text)
+    const res = await send({
+      _: 'MessageSession',
+      sessionId,
+      content: [
+        {type: 'context', lines: ['Current window: the agents page']},
+        {type: 'attachment', id: attachment.id},
+        {type: 'text', text, blocks, clientMessageId},
+      ],
+      clientMessageId,
+    })
+    assert.equal(res._, 'MessageSessionResponse')
+    assert.equal(res.sessionId, sessionId)
+    const done = await until('the assistant reply', async () => {
+      const got = await send({_: 'GetSession', sessionId})
+      const reply = got.events.find((e) => e.event.type === 'message' && e.event.role === 'assistant')
+      return reply && got.session.status !== 'streaming' ? got : null
+    })
+    const [user, reply] = done.events.filter((e) => e.event.type === 'message')
+    assert.equal(user.event.role, 'user')
+    assert.equal(user.event.content, text)
+    assert.equal(user.event.clientMessageId, clientMessageId, 'the optimistic row is replaced by identity')
+    assert.deepEqual(user.event.blocks, JSON.parse(JSON.stringify(blocks)))
+    assert.equal(user.event.meta?.accountId, accountUid)
+    assert.equal(reply.event.content, 'echo: ' + text)
+    assert.deepEqual(done.events.map((e) => e.seq), done.events.map((_, i) => i + 1))
+    assert.equal(done.session.status, 'idle')
+    assert.equal(done.session.title, text, 'the title falls back to the first message')
+    seen.transcript = done.events.map((e) => [e.event.role ?? e.event.type, e.event.content ?? null])
+    // The run card: the session's runs, and the one this message started.
+    const runs = await send({_: 'ListRuns', sessionId})
+    assert.equal(runs._, 'ListRunsResponse')
+    assert.equal(runs.runs.length, 1)
+    const run = await send({_: 'GetRun', runId: runs.runs[0].id})
+    assert.equal(run._, 'GetRunResponse')
+    assert.deepEqual([run.run.sessionId, run.run.agentId, run.run.status, run.run.origin],
+      [sessionId, agentId, 'succeeded', 'user'])
+    // The same send again (a retry after a lost answer) is the same message, not a second one.
+    const again = await send({
+      _: 'MessageSession',
+      sessionId,
+      content: [
+        {type: 'context', lines: ['Current window: the agents page']},
+        {type: 'attachment', id: attachment.id},
+        {type: 'text', text, blocks, clientMessageId},
+      ],
+      clientMessageId,
+    })
+    assert.equal(again.userEventId ?? again.sessionId, res.userEventId ?? res.sessionId)
+    const after = await send({_: 'GetSession', sessionId})
+    assert.equal(after.events.length, done.events.length)
+  })
+
+  await step('UpdateSession (rename)', async () => {
+    const res = await send({_: 'UpdateSession', sessionId, title: 'Numbers'})
+    assert.equal(res._, 'UpdateSessionResponse')
+    assert.equal(res.session.title, 'Numbers')
+  })
+
+  await step('ListSessions (sidebar)', async () => {
+    const res = await send({_: 'ListSessions', includeChildren: false})
+    assert.equal(res._, 'ListSessionsResponse')
+    assert.deepEqual(res.sessions.map((s) => [s.id, s.title]), [[sessionId, 'Numbers']])
+    assert.deepEqual(res.agents.map((a) => a.id), [agentId])
+  })
+
+  await step('memory write/read/list', async () => {
+    const text = '# Notes\n\n- remember the numbers\n'
+    const w = await send({_: 'WriteAgentMemoryFile', agentId, path: 'notes/todo.md', content: text})
+    assert.equal(w._, 'WriteAgentMemoryFileResponse')
+    assert.equal(w.entry.path, 'notes/todo.md')
+    assert.equal(w.entry.type, 'file')
+    assert.equal(w.entry.size, Buffer.byteLength(text))
+    // uploadFileToAgentServer to memory: the file's bytes as one WriteAgentMemoryFile.
+    const bytes = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 1, 2, 255])
+    const b = await send({_: 'WriteAgentMemoryFile', agentId, path: 'files/pixel.png', content: bytes})
+    assert.equal(b._, 'WriteAgentMemoryFileResponse')
+    const list = await send({_: 'ListAgentMemory', agentId})
+    assert.equal(list._, 'ListAgentMemoryResponse')
+    const byPath = Object.fromEntries(list.entries.map((e) => [e.path, e]))
+    assert.equal(byPath['notes']?.type, 'dir')
+    assert.equal(byPath['notes/todo.md']?.size, Buffer.byteLength(text))
+    assert.equal(byPath['files/pixel.png']?.size, bytes.length)
+    assert.equal(list.totalBytes, Buffer.byteLength(text) + bytes.length)
+    const readText = await send({_: 'ReadAgentMemoryFile', agentId, path: 'notes/todo.md'})
+    assert.equal(readText._, 'ReadAgentMemoryFileResponse')
+    assert.equal(readText.file.encoding, 'utf8')
+    assert.equal(readText.file.content, text)
+    const readBin = await send({_: 'ReadAgentMemoryFile', agentId, path: 'files/pixel.png'})
+    assert.equal(readBin.file.encoding, 'binary')
+    assert.deepEqual(readBin.file.data, bytes)
+    assert.equal(readBin.file.mimeType, 'image/png')
+    const del = await send({_: 'DeleteAgentMemoryFile', agentId, path: 'files/pixel.png'})
+    assert.equal(del._, 'DeleteAgentMemoryFileResponse')
+    assert.equal(del.deleted, true)
+    seen.memory = list.entries.map((e) => [e.path, e.type])
+  })
+
+  await step('ListAgentTools', async () => {
+    const res = await send({_: 'ListAgentTools', agentId})
+    assert.equal(res._, 'ListAgentToolsResponse')
+    assert.equal(res.agentId, agentId)
+    assert.ok(res.tools.length > 0)
+    for (const tool of res.tools) {
+      assert.ok(tool.name && (tool.kind === 'builtin' || tool.kind === 'lambda'), JSON.stringify(tool.name))
+      assert.equal(typeof tool.summary, 'string')
+      assert.equal(typeof tool.description, 'string')
+      assert.equal(typeof tool.input, 'object')
+      assert.match(tool.cid, /^bafy/)
+      assert.equal(typeof tool.enabled, 'boolean')
+      assert.equal(typeof tool.granted, 'boolean')
+    }
+    const search = res.tools.find((t) => t.name === 'search')
+    assert.ok(search?.granted, 'the search grant the agent was created with is on')
+    // Granted on the agent, but the server has no sandbox (health codeExec false): not offered.
+    const execute = res.tools.find((t) => t.name === 'execute')
+    assert.equal(execute?.granted, seen.health.codeExec, 'execute is granted only where code can run')
+    seen.tools = res.tools.map((t) => [t.name, t.kind, t.granted])
+  })
+
+  let triggerId
+  await step('CreateAgentTrigger/ListAgentTriggers', async () => {
+    // The new-trigger dialog with the schedule source's defaults (every 1 hour).
+    const trigger = {
+      name: 'New activity trigger',
+      enabled: true,
+      source: {type: 'schedule', schedule: {kind: 'interval', every: 1, unit: 'hours'}},
+      prompt: promptBlocks('Respond to the mention, performing the action requested.'),
+    }
+    const res = await send({_: 'CreateAgentTrigger', agentId, trigger, clientRequestId: randomUUID()})
+    assert.equal(res._, 'CreateAgentTriggerResponse')
+    triggerId = res.trigger.id
+    assert.equal(res.trigger.agentId, agentId)
+    assert.equal(res.trigger.account, accountUid)
+    assert.deepEqual(res.trigger.source, trigger.source)
+    assert.equal(res.trigger.enabled, true)
+    const list = await send({_: 'ListAgentTriggers', agentId})
+    assert.equal(list._, 'ListAgentTriggersResponse')
+    assert.deepEqual(list.triggers.map((t) => [t.id, t.name]), [[triggerId, 'New activity trigger']])
+    const one = await send({_: 'GetAgentTrigger', triggerId})
+    assert.equal(one._, 'GetAgentTriggerResponse')
+    assert.deepEqual(one.sessions, [])
+    const off = await send({_: 'UpdateAgentTrigger', triggerId, patch: {enabled: false}})
+    assert.equal(off._, 'UpdateAgentTriggerResponse')
+    assert.equal(off.trigger.enabled, false)
+    seen.trigger = {name: one.trigger.name, source: one.trigger.source}
+  })
+
+  await step('sharing: invite, accept, the collaborator sees the agent', async () => {
+    // The share dialog (owner), then the invite row and the shared agent (the friend's desktop).
+    const inv = await send({_: 'InviteAgentCollaborator', agentId, accountId: friendUid, role: 'writer'})
+    assert.equal(inv._, 'InviteAgentCollaboratorResponse')
+    assert.deepEqual([inv.collaborator.accountId, inv.collaborator.role, inv.collaborator.status],
+      [friendUid, 'writer', 'pending'])
+    const invites = await sendAsFriend({_: 'ListAgentInvites'})
+    assert.deepEqual(invites.invites.map((i) => [i.agentId, i.agentName, i.ownerAccountId, i.role]),
+      [[agentId, 'Desktop research agent II', accountUid, 'writer']])
+    await assert.rejects(sendAsFriend({_: 'GetAgent', agentId}), /not found/i)
+    const accepted = await sendAsFriend({_: 'AcceptAgentInvite', agentId})
+    assert.equal(accepted._, 'AcceptAgentInviteResponse')
+    assert.equal(accepted.agent.accessRole, 'writer')
+    const theirs = await sendAsFriend({_: 'ListAgents'})
+    assert.deepEqual(theirs.agents.map((a) => [a.id, a.account, a.accessRole]), [[agentId, accountUid, 'writer']])
+    // useAgentAccountsSync: a shared agent's granted signing accounts, scoped by agentId.
+    const ids = await sendAsFriend({_: 'ListSigningIdentities', agentId})
+    assert.deepEqual(ids.identities.map((i) => i.accountId), [identity.accountId])
+    const collabs = await send({_: 'ListAgentCollaborators', agentId})
+    assert.equal(collabs._, 'ListAgentCollaboratorsResponse')
+    assert.deepEqual(collabs.collaborators.map((c) => [c.accountId, c.role, c.status]),
+      [[accountUid, 'owner', 'accepted'], [friendUid, 'writer', 'accepted']])
+    const removed = await send({_: 'RemoveAgentCollaborator', agentId, accountId: friendUid})
+    assert.equal(removed._, 'RemoveAgentCollaboratorResponse')
+    await assert.rejects(sendAsFriend({_: 'GetAgent', agentId}), /not found/i)
+  })
+
+  await step('web: RegisterSigner on first refusal, then the same agents', async () => {
+    // The web app's platform: a device key delegated by the account (the vault's Capability),
+    // registered by client.ts itself when the server first answers `Signer is not authorized`.
+    const accountKey = blobs.nobleKeyPairFromSeed(fromHex(accountSeedHex))
+    const device = blobs.nobleKeyPairFromSeed(fromHex(deviceSeedHex))
+    const cap = await blobs.createCapability(accountKey, device.principal, 'AGENT', Date.now(), {label: 'web'})
+    const web = installWebPlatform({
+      deviceSeed: fromHex(deviceSeedHex),
+      delegatedAccountUid: accountUid,
+      capability: cap.data,
+      sendAgentAction,
+    })
+    try {
+      const res = await sendAgentAction({serverUrl, accountUid, action: {_: 'ListAgents'}})
+      assert.deepEqual(web.registered, [serverUrl], 'registered once, then retried')
+      assert.deepEqual(res.agents.map((a) => a.id), [agentId])
+      const again = await sendAgentAction({serverUrl, accountUid, action: {_: 'GetAgent', agentId}})
+      assert.equal(again._, 'GetAgentResponse')
+      assert.deepEqual(web.registered, [serverUrl], 'no second registration')
+      const env = await signAgentAction({accountUid, action: {_: 'ListAgents'}})
+      assert.notDeepEqual(env.signer, env.account)
+      seen.web = {deviceUid: web.deviceUid, registered: web.registered.length}
+    } finally {
+      installDesktopPlatform(desktopKeys)
+    }
+  })
+
+  await step('errors reach the screen as the server says them', async () => {
+    // sendSignedAgentAction throws Error(message) for an Error answer; screens toast the message.
+    await assert.rejects(send({_: 'GetAgent', agentId: randomUUID()}), (error) => {
+      assert.ok(error instanceof Error)
+      assert.match(error.message, /not found/i)
+      return true
+    })
+  })
+
+  await step('DeleteSession/DeleteAgent', async () => {
+    const del = await send({_: 'DeleteSession', sessionId})
+    assert.equal(del._, 'DeleteSessionResponse')
+    assert.equal(del.sessionId, sessionId)
+    assert.equal(del.agentId, agentId)
+    const detail = await send({_: 'GetAgent', agentId})
+    assert.deepEqual(detail.sessions, [])
+    await assert.rejects(send({_: 'GetSession', sessionId}), /not found/i)
+    const trig = await send({_: 'DeleteAgentTrigger', triggerId})
+    assert.equal(trig._, 'DeleteAgentTriggerResponse')
+    const gone = await send({_: 'DeleteAgent', agentId})
+    assert.equal(gone._, 'DeleteAgentResponse')
+    assert.equal(gone.agentId, agentId)
+    const list = await send({_: 'ListAgents'})
+    assert.deepEqual(list.agents, [])
+    const idDel = await send({_: 'DeleteSigningIdentity', name: identity.name})
+    assert.equal(idDel._, 'DeleteSigningIdentityResponse')
+    const ids = await send({_: 'ListSigningIdentities'})
+    assert.deepEqual(ids.identities, [])
+  })
+}
+
+try {
+  await main()
+  console.log(JSON.stringify({ok: true, steps, seen}))
+} catch (error) {
+  console.log(JSON.stringify({ok: false, steps, seen, failed: current, error: String(error?.stack ?? error)}))
+  process.exitCode = 1
+}

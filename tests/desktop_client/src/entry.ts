@@ -1,0 +1,16 @@
+// The bundle's surface: the desktop's agents client and the helpers it is called with, all from
+// seed-hypermedia/seed 7819d47 unchanged (see build.mjs), plus our platform adapters.
+export {
+  getAgentServerHealth,
+  getAgentWebSocketUrl,
+  isSafeAgentServerSecretTarget,
+  normalizeAgentServerUrl,
+  sendAgentAction,
+  signAgentAction,
+} from '@shm/ui/agents/client'
+export {getAgentsPlatform, setAgentsPlatform} from '@shm/ui/agents/platform'
+export * as blobs from '@shm/shared/blobs'
+export * as cbor from '@shm/shared/cbor'
+// The create-agent dialog's default prompt: markdownBlockNodesToHMBlockNodes(parseMarkdown(text).tree).
+export {markdownBlockNodesToHMBlockNodes, parseMarkdown} from '@seed-hypermedia/client/markdown-to-blocks'
+export {installDesktopPlatform, installWebPlatform} from './platforms'
