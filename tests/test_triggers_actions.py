@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.test_lifecycle_sessions import call
-from tests.test_runtime_turns import send, session_status
+from tests.test_runtime_turns import provider_session, send, session_status
 from tests.triggers_helpers import create_trigger, firings_when, get_trigger, make_agent
 from tests.wsraw import V2Client, keypair
 
@@ -161,3 +162,29 @@ async def test_run_completed_fires_once_per_run_with_filters(server):
     assert got["session"]["agentId"] == follower
     assert len((await get_trigger(c, a, done["id"]))["firings"]) == 1
     await c.close()
+
+
+async def test_a_canceled_run_fires_run_completed_whether_or_not_it_was_running(server):
+    """A queued run canceled (CancelRun) has no turn to report its end: the cancel itself tells
+    the triggers, in its transaction. A running one canceled (StopSession) is reported by its
+    turn when it stops. Each fires once, keyed by its run."""
+    a = keypair("A")
+    async with FakeOpenAI(Script(first_delay=30)) as fake:
+        c = await V2Client.open(server.url)
+        watched, session_id = await provider_session(c, a, fake)
+        follower = await make_agent(c, a)
+        trigger = await create_trigger(c, a, follower, {"type": "run-completed", "agentId": watched,
+                                                        "status": "canceled"}, name="after cancel", prompt="Look")
+        running = (await send(c, a, session_id, "slow"))["runId"]
+        await fake.wait_for_requests(1)
+        queued = (await send(c, a, session_id, "behind it"))["runId"]
+        assert (await call(c, a, {"_": "GetRun", "runId": queued}))["run"]["status"] == "queued"
+        assert (await call(c, a, {"_": "CancelRun", "runId": queued}))["canceled"] is True
+        firings = await firings_when(c, a, trigger["id"], lambda f: len(f) >= 1)
+        assert [f["activityKey"] for f in firings] == [queued]
+        assert firings[0]["activity"]["runStatus"] == "canceled"
+        await call(c, a, {"_": "StopSession", "sessionId": session_id})
+        firings = await firings_when(c, a, trigger["id"], lambda f: len(f) >= 2)
+        assert sorted(f["activityKey"] for f in firings) == sorted([queued, running])
+        assert len((await get_trigger(c, a, trigger["id"]))["firings"]) == 2
+        await c.close()

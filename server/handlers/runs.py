@@ -40,7 +40,7 @@ async def cancel_run(app, env, action) -> dict:
     def job(conn):
         run = run_for(conn, env.account_id, action.run_id, WRITER)
         # The run and its subtree; a parent that lives on is answered 'canceled' for it.
-        canceled, settled = delegation_q.cancel_subtrees(conn, [run], now, new_id)
+        canceled, settled = delegation_q.cancel_subtrees(conn, [run], now, new_id, app.runtime.run_ended)
         return run["status"] in runs_q.LIVE, canceled, settled
 
     was_live, canceled, settled = await app.db.write(job)

@@ -161,7 +161,7 @@ async def delete_session(app, env, action) -> dict:
         # The session's live runs end with their subtrees; a parent of this session's run is
         # answered 'canceled' (server/store/delegation.py).
         canceled, settled = delegation_q.cancel_subtrees(
-            conn, runs_q.active_runs_of_session(conn, session_id), now, new_id)
+            conn, runs_q.active_runs_of_session(conn, session_id), now, new_id, app.runtime.run_ended)
         settled.sessions = [s for s in settled.sessions if s["id"] != session_id]
         children = [row[0] for row in conn.execute(
             "SELECT id FROM sessions WHERE parent_session_id = ?", (session_id,))]

@@ -148,6 +148,8 @@ class ParkedRuns:
         for run in settled.woken:
             if "sessionId" in run:
                 self.rt.kick(run["sessionId"])
+        for publish in settled.after:   # what the ended runs started (run-completed triggers)
+            publish()
 
     # -- parking a turn ----------------------------------------------------------------------
     async def park_turn(self, run: dict, agent: dict, park: ParkRequest, worker) -> dict | None:  # noqa: ANN001

@@ -187,7 +187,7 @@ class Runtime:
 
         def job(conn):
             canceled, settled = delegation_q.cancel_subtrees(
-                conn, runs_q.active_runs_of_session(conn, session_id), now, new_id)
+                conn, runs_q.active_runs_of_session(conn, session_id), now, new_id, self.run_ended)
             status = runs_q.session_status_from_runs(conn, session_id)
             return canceled, settled, sessions_q.set_session_status(conn, session_id, status, now)
 

@@ -37,9 +37,10 @@ class Settled:
     journal: list[tuple[dict, dict]] = field(default_factory=list)         # (run, journal entry)
     sessions: list[dict] = field(default_factory=list)      # SessionInfo changes
     woken: list[dict] = field(default_factory=list)         # runs back in the queue
+    after: list = field(default_factory=list)               # what ended runs started (run-completed)
 
     def merge(self, other: "Settled") -> None:
-        for name in ("runs", "appends", "journal", "sessions", "woken"):
+        for name in ("runs", "appends", "journal", "sessions", "woken", "after"):
             getattr(self, name).extend(getattr(other, name))
 
 
@@ -162,18 +163,26 @@ def children_ended(conn, ended: list[dict], now: int, new_id) -> Settled:  # noq
     return out
 
 
-def cancel_subtrees(conn, runs: list[dict], now: int, new_id) -> tuple[list[dict], Settled]:  # noqa: ANN001
+def cancel_subtrees(conn, runs: list[dict], now: int, new_id, ended=None) -> tuple[list[dict], Settled]:  # noqa: ANN001
     """Cancel `runs` and every live descendant of each; the parents that live on learn of their
-    canceled children. Returns (the runs this call canceled, what it settled)."""
+    canceled children. `ended(conn, run) -> [publish, ...]` (the runtime's run-end hook, if any)
+    is told of each canceled run that no turn was running: a queued or parked run ends here, and
+    nothing else would tell it (a running one's turn does, when it stops). Returns (the runs
+    this call canceled, what it settled)."""
     targets: dict[str, dict] = {}
     for run in runs:
         targets.setdefault(run["id"], run)
         tree = runs_q.runs_of_tree(conn, run["rootRunId"], None, MAX_TREE)
         for below in runs_q.descendants(tree, run["id"]):
             targets.setdefault(below["id"], below)
+    had_turn = {run_id for run_id, run in targets.items() if run["status"] == "running"}
     canceled = runs_q.cancel_runs(conn, list(targets.values()), now)
     parking.end_waits(conn, [r["id"] for r in canceled])
     settled = children_ended(conn, canceled, now, new_id)
+    if ended is not None:
+        for run in canceled:
+            if run["id"] not in had_turn:
+                settled.after.extend(ended(conn, run))
     sessions = sorted({r["sessionId"] for r in canceled if "sessionId" in r}
                       | {s for s, _, _ in settled.appends})
     for session_id in sessions:
