@@ -83,6 +83,10 @@ async def test_cancel_a_run_tree(server):
         tree = (await call(c, a, {"_": "ListRuns", "rootRunId": root_id}))["runs"]
         assert [r["id"] for r in tree] == [root_id, "child", "grand", "done"]   # oldest first
         assert tree[2]["depth"] == 2 and tree[2]["parentRunId"] == "child" and tree[2]["rootRunId"] == root_id
+        # how many runs each spawned, as the desktop reads it to show a run as a record of its own
+        assert [r.get("childRunCount") for r in tree] == [2, 1, None, None]
+        assert (await call(c, a, {"_": "GetRun", "runId": root_id}))["run"]["childRunCount"] == 2
+        assert "childRunCount" not in (await call(c, a, {"_": "GetRun", "runId": "done"}))["run"]
         # canceling a subtree leaves the root running
         r = await call(c, a, {"_": "CancelRun", "runId": "child"})
         assert r == {"_": "CancelRunResponse", "runId": "child", "canceled": True}

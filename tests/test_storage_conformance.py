@@ -444,6 +444,7 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(runs_q.queued_runs_of_session, "s1", 10)
     r(runs_q.active_runs_of_session, "s1")
     tree = r(runs_q.runs_of_tree, "r1", None, 10)
+    r(runs_q.with_child_counts, tree)   # r1 and r2 spawned one each, r3 and r4 none
     out.append(runs_q.descendants(tree, "r1"))
     r(runs_q.runs_of_session, "s1", None, 10)
     r(runs_q.runs_of_agent, "a1", "queued", 10)

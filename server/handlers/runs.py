@@ -12,8 +12,10 @@ MAX_TREE = 10_000  # runs of one tree read at once (CancelRun walks the whole tr
 
 
 async def get_run(app, env, action) -> dict:
-    run = await app.db.aread(run_for, env.account_id, action.run_id, READER)
-    return {"_": "GetRunResponse", "run": run}
+    def read(conn):
+        return runs_q.with_child_counts(conn, [run_for(conn, env.account_id, action.run_id, READER)])[0]
+
+    return {"_": "GetRunResponse", "run": await app.db.aread(read)}
 
 
 async def list_runs(app, env, action) -> dict:
@@ -29,7 +31,8 @@ async def list_runs(app, env, action) -> dict:
         agent_access(conn, env.account_id, action.target, READER)
         return runs_q.runs_of_agent(conn, action.target, action.status, limit)
 
-    return {"_": "ListRunsResponse", "runs": await app.db.aread(read)}
+    return {"_": "ListRunsResponse",
+            "runs": await app.db.aread(lambda conn: runs_q.with_child_counts(conn, read(conn)))}
 
 
 async def cancel_run(app, env, action) -> dict:
