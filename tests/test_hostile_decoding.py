@@ -15,6 +15,7 @@ from seed_agents.protocol.errors import ProtocolError
 from tests.hostile import attackers, cpu_seconds, finish, percentile
 from tests.hostile_attack import MAPS, bomb
 from tests.procs import ServerProcess
+from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
 SECONDS = 2.5
@@ -34,7 +35,9 @@ async def test_decode_bombs_cost_a_bounded_slice_of_cpu_and_honest_reads_stay_fa
         cpu_before = cpu_seconds(pid)
         proc = await attackers("bombs", srv.port, SECONDS, 4)
         loud = []
-        await asyncio.sleep(0.5)   # the attackers are under way
+        # The attackers are under way once the server spends CPU on them (or they are done).
+        await until(lambda: proc.returncode is not None or cpu_seconds(pid) >= cpu_before + 0.05, 10,
+                    what="the server's CPU rising under the attackers")
         n = 100
         while proc.returncode is None and len(loud) < 400:
             t = time.perf_counter()

@@ -40,7 +40,10 @@ async def honest_under_attack(tmp_path, seconds: float) -> tuple[list[float], di
         base = rss(pid)
         cpu = cpu_seconds(pid)
         proc = await attackers("together", srv.port, seconds, 4, big)
-        await asyncio.sleep(0.5)   # the attackers are under way before the honest client is measured
+        # The attackers are under way (the server spends CPU on them) before the honest client
+        # is measured.
+        await until(lambda: proc.returncode is not None or cpu_seconds(pid) >= cpu + 0.05, 10,
+                    what="the server's CPU rising under the attackers")
         latencies: list[float] = []
         n = 0
         while proc.returncode is None:
