@@ -296,8 +296,7 @@ async def test_slow_but_steady_stream_is_not_an_idle_timeout(fake, client):
 async def test_cancel_while_waiting_for_the_first_token_aborts_the_request(fake, client, script):
     fake.default = script
     task = asyncio.create_task(collect(provider(fake.base_url, client)))
-    await fake.wait_for_requests(1)
-    await asyncio.sleep(0.05)  # the provider is now parked waiting for the reply
+    await fake.wait_for_requests(1)   # the request is out: the provider waits for its first token
     started = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
