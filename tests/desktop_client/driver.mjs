@@ -472,6 +472,8 @@ async function main() {
     // The tab lists `kind === 'lambda'` rows; `enabled` false would show a Disabled badge.
     const authored = () => list.tools.filter((t) => t.kind === 'lambda').map((t) => [t.name, t.enabled])
     assert.deepEqual(authored(), [['weather_lookup', true]])
+    // Add tool again with the same name: no previousName, so the server refuses to replace it.
+    await assert.rejects(send({_: 'SaveAgentTool', agentId, tool: {...tool, source: 'other'}}), /already exists/)
     const renamed = await send({_: 'SaveAgentTool', agentId, tool: {...tool, name: 'weather'}, previousName: tool.name})
     assert.equal(renamed._, 'SaveAgentToolResponse')
     assert.equal(renamed.tool.name, 'weather')
