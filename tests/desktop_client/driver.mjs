@@ -542,6 +542,10 @@ async function main() {
       const session = (await send({_: 'GetSession', sessionId: modelSessionId})).session
       return run.status === 'running' && session.status === 'streaming'
     })
+    // While it runs, the palette and a retry are refused with the server's words (a toast each).
+    await assert.rejects(send({_: 'InvokeSessionTool', sessionId: modelSessionId, verb: 'read',
+      input: {address: '~/self'}}), /live run/)
+    await assert.rejects(send({_: 'RetrySession', sessionId: modelSessionId}), /live run/)
     const stop = await send({_: 'StopSession', sessionId: modelSessionId})
     assert.equal(stop._, 'StopSessionResponse')
     assert.deepEqual([stop.sessionId, stop.stopped], [modelSessionId, true])
