@@ -3,8 +3,12 @@ the blobs and cbor it signs with, and the markdown-to-blocks its prompt editor s
 from the reference commit unchanged) walks the desktop's screens against a real server under
 Node: health, adding and removing providers, the create-agent dialog (providers, a signing
 account, CreateAgent with a block-tree prompt), the rename, a session with attachments (one
-action, and chunked) and a message answered by echo, memory, tools, a trigger, sharing with a
-second desktop account, the web app's RegisterSigner-and-retry, and the deletes. The driver
+action, and chunked) and a message answered by echo, memory, tools (a builtin switched off and on,
+an authored tool saved, renamed and deleted), the user tool palette (InvokeSessionTool), Stop and
+Retry against a fake OpenAI-compatible model (a slow reply stopped, a failed one retried), the
+run card (GetRun, ListRuns, GetRunJournal, a SignalRun not delivered), a trigger, sharing with a
+second desktop account (accept; decline; a reader's read-only view), the web app's
+RegisterSigner-and-retry, and the deletes. The driver
 asserts what each screen reads and prints what it saw; a failure names the step."""
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.httpraw import base_url
 
 HERE = Path(__file__).resolve().parent / "desktop_client"
@@ -42,8 +47,14 @@ STEPS = [
     "ListSessions (sidebar)",
     "memory write/read/list",
     "ListAgentTools",
+    "tools tab: a builtin off and on (UpdateAgent tools)",
+    "SaveAgentTool (authored tool dialog)/DeleteAgentTool",
+    "InvokeSessionTool (user tool palette)",
+    "StopSession on a running reply, RetrySession after a failed one",
+    "run tree: GetRun, ListRuns (rootRunId), GetRunJournal, SignalRun not delivered",
     "CreateAgentTrigger/ListAgentTriggers",
     "sharing: invite, accept, the collaborator sees the agent",
+    "sharing: decline, then a reader sees the agent read-only",
     "web: RegisterSigner on first refusal, then the same agents",
     "errors reach the screen as the server says them",
     "DeleteSession/DeleteAgent",
@@ -62,10 +73,13 @@ async def test_the_desktop_client_walks_its_screens(server):
     node = node_or_skip()
     account = hashlib.sha256(b"desktop-client-js account").hexdigest()
     device = hashlib.sha256(b"desktop-client-js device").hexdigest()
-    proc = await asyncio.create_subprocess_exec(
-        node, str(HERE / "driver.mjs"), base_url(server), account, device, cwd=str(HERE),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    # A model that answers "echo: <message>"; the driver queues a slow or failing reply for the
+    # next request over the fake's own HTTP (POST /_fake/script) where a flow needs one.
+    async with FakeOpenAI(Script(echo=True)) as fake:
+        proc = await asyncio.create_subprocess_exec(
+            node, str(HERE / "driver.mjs"), base_url(server), account, device, fake.base_url,
+            cwd=str(HERE), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
     lines = out.decode().strip().splitlines()
     assert lines, f"the driver printed nothing (exit {proc.returncode}): {err.decode()[-2000:]}"
     report = json.loads(lines[-1])
@@ -77,3 +91,11 @@ async def test_the_desktop_client_walks_its_screens(server):
                                   ["assistant", "echo: Summarize the attached numbers"]]
     assert seen["web"]["registered"] == 1
     assert ("notes/todo.md", "file") in {tuple(e) for e in seen["memory"]}
+    # A stopped reply leaves no row after the user's message (the reference appends an assistant
+    # "Stopped."), and no error row, so no retry is offered; a failed one ends in an error row.
+    assert seen["afterStop"]["lastRow"] == "message" and seen["afterStop"]["role"] == "user"
+    assert seen["failedRow"] == "error"
+    assert seen["runTree"]["roots"] == ["succeeded", "failed", "canceled"]
+    # The palette's search form left empty: the contract comes back and the form stays open.
+    assert seen["palette"]["contractMiss"] is True
+    assert set(seen["readerRefusals"]) == {"UpdateAgent", "SaveAgentTool", "MessageSession", "InvokeSessionTool"}

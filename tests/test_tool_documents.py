@@ -57,11 +57,32 @@ async def test_tool_documents(server):
     saved = (await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "tool": LAMBDA}))["tool"]
     assert saved["kind"] == "lambda" and saved["summary"] == "Look up the weather."
     assert saved["cid"] == capability_cid(encode(document_of(saved)))
-    edited = (await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id,
+    # as the reference: creating (no previousName) over a taken name is 409, not a replacement
+    # (the desktop's Add tool dialog sends none); an edit names the tool it edits
+    r = await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "tool": {**LAMBDA, "source": "other"}})
+    assert (r["_"], r["status"]) == ("Error", 409) and "already exists" in r["message"], r
+    edited = (await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "previousName": "weather",
                                 "tool": {**LAMBDA, "source": "def main(i): return 2"}}))["tool"]
     assert edited["cid"] != saved["cid"] and edited["createdAt"] == saved["createdAt"]
+    r = await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "previousName": "gone",
+                          "tool": {**LAMBDA, "name": "forecast"}})
+    assert (r["_"], r["status"]) == ("Error", 404), r
+    r = await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "previousName": "navigate",
+                          "tool": {**LAMBDA, "name": "forecast"}})
+    assert (r["_"], r["status"]) == ("Error", 400) and "cannot be edited" in r["message"], r
+    await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "tool": {**LAMBDA, "name": "other"}})
+    r = await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "previousName": "other",
+                          "tool": {**LAMBDA, "name": "weather"}})
+    assert (r["_"], r["status"]) == ("Error", 409), r
+    await c.call(kp, {"_": "DeleteAgentTool", "agentId": agent_id, "name": "other"})
+    # a rename keeps the tool's createdAt and its switch
+    await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "previousName": "weather",
+                      "tool": {**LAMBDA, "source": "def main(i): return 2"}, "enabled": False})
     renamed = await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "previousName": "weather",
                                 "tool": {**LAMBDA, "name": "forecast"}})
+    assert renamed["tool"]["createdAt"] == saved["createdAt"] and renamed["tool"]["enabled"] is False
+    await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "previousName": "forecast",
+                      "tool": {**LAMBDA, "name": "forecast"}, "enabled": True})
     names = {t["name"] for t in (await c.call(kp, {"_": "ListAgentTools", "agentId": agent_id}))["tools"]}
     assert renamed["tool"]["name"] == "forecast" and "forecast" in names and "weather" not in names
     for bad in ({**LAMBDA, "name": "Bad Name"}, {**LAMBDA, "source": ""}, {**LAMBDA, "input": {"type": 12}}):

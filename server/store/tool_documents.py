@@ -125,20 +125,27 @@ def get_document(conn, account_id: str, agent_id: str, name: str) -> dict | None
 
 def save_lambda(conn, account_id: str, agent_id: str, doc: dict, enabled: bool | None,
                 previous_name: str | None, now: int) -> dict:
-    """Create or replace an authored tool (renaming `previous_name` in the same transaction)."""
-    existing = get_document(conn, account_id, agent_id, doc["name"])
+    """Create an authored tool, or edit the one `previous_name` names (renaming it in the same
+    transaction), as the reference does: the desktop's Add tool dialog sends no `previousName`,
+    so a name already taken is 409, never a silent replacement of that tool; an edit of a tool
+    that is gone is 404. A rename keeps the tool's createdAt and its switch."""
+    name = doc["name"]
+    existing = get_document(conn, account_id, agent_id, name)
+    if previous_name is not None:
+        before = existing if previous_name == name else get_document(conn, account_id, agent_id, previous_name)
+        if before is None:
+            raise ProtocolError(404, f"tool {quote(previous_name)} not found")
+        if before["doc"]["kind"] != "lambda":
+            raise ProtocolError(400, f"{quote(previous_name)} is a {before['doc']['kind']} tool and cannot be edited")
     if existing is not None and existing["doc"]["kind"] != "lambda":
-        raise ProtocolError(400, f"{quote(doc['name'])} is a {existing['doc']['kind']} tool and cannot be replaced")
-    if previous_name is not None and previous_name != doc["name"]:
-        before = get_document(conn, account_id, agent_id, previous_name)
-        if before is None or before["doc"]["kind"] != "lambda":
-            raise ProtocolError(404, f"authored tool {quote(previous_name)} not found")
-        if existing is not None:
-            raise ProtocolError(409, f"a tool named {quote(doc['name'])} already exists")
-        conn.execute("DELETE FROM tool_documents WHERE account_id = ? AND agent_id = ? AND name = ?",
-                     (account_id, agent_id, previous_name))
+        raise ProtocolError(400, f"{quote(name)} is a {existing['doc']['kind']} tool and cannot be replaced")
+    if existing is not None and previous_name != name:
+        raise ProtocolError(409, f"a tool named {quote(name)} already exists")
+    if previous_name is not None and previous_name != name:
+        conn.execute("UPDATE tool_documents SET name = ? WHERE account_id = ? AND agent_id = ? AND name = ?",
+                     (name, account_id, agent_id, previous_name))
     _upsert(conn, account_id, agent_id, doc, now, enabled)
-    return get_document(conn, account_id, agent_id, doc["name"])
+    return get_document(conn, account_id, agent_id, name)
 
 
 def set_enabled(conn, account_id: str, agent_id: str, name: str, enabled: bool, now: int) -> dict | None:

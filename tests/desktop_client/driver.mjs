@@ -3,7 +3,10 @@
 // and the dialogs build them, signed and sent by client.ts's signAgentAction/sendAgentAction, and
 // each answer is read the way the screen reads it. Any mismatch throws, naming the step.
 //
-//   node driver.mjs <server base url> <account seed hex> <device seed hex>
+//   node driver.mjs <server base url> <account seed hex> <device seed hex> <fake model base url>
+//
+// The fake model (tests/fakes/openai_server.py) answers "echo: <message>"; a flow that needs a
+// slow or failing reply queues one for the next request with POST <fake>/_fake/script.
 //
 // Prints one JSON line: {steps: [...], seen: {...}} (what the screens would show), for pytest.
 import assert from 'node:assert/strict'
@@ -21,7 +24,7 @@ import {
   signAgentAction,
 } from './desktop-client.bundle.mjs'
 
-const [baseArg, accountSeedHex, deviceSeedHex] = process.argv.slice(2)
+const [baseArg, accountSeedHex, deviceSeedHex, fakeModelUrl] = process.argv.slice(2)
 const fromHex = (hex) => Uint8Array.from(Buffer.from(hex, 'hex'))
 const steps = []
 const seen = {}
@@ -57,6 +60,16 @@ const friendSeed = Uint8Array.from(createHash('sha256').update('friend of ' + ac
 const desktopKeys = [fromHex(accountSeedHex), friendSeed]
 const [accountUid, friendUid] = installDesktopPlatform(desktopKeys)
 const send = (action) => sendAgentAction({serverUrl, accountUid, action})
+
+/** The next reply of the fake model, as Script fields ({first_delay}, {status}). */
+async function nextModelReply(script) {
+  const res = await fetch(fakeModelUrl.replace(/\/v1$/, '') + '/_fake/script', {
+    method: 'POST',
+    headers: {'content-type': 'application/json'},
+    body: JSON.stringify(script),
+  })
+  assert.equal(res.status, 200)
+}
 const sendAsFriend = (action) => sendAgentAction({serverUrl, accountUid: friendUid, action})
 
 async function main() {
@@ -422,6 +435,188 @@ async function main() {
     seen.tools = res.tools.map((t) => [t.name, t.kind, t.granted])
   })
 
+  await step('tools tab: a builtin off and on (UpdateAgent tools)', async () => {
+    // AgentToolsTab.saveTools: the checkbox saves the definition with the next `tools` list.
+    const off = await send({_: 'UpdateAgent', agentId, definition: {
+      ...agent.definition, tools: agent.definition.tools.filter((t) => t !== 'search'),
+      signingKeys: agent.definition.signingKeys, signingKey: agent.definition.signingKeys[0]}})
+    assert.equal(off._, 'GetAgentResponse')
+    assert.ok(!off.agent.definition.tools.includes('search'))
+    let tools = await send({_: 'ListAgentTools', agentId})
+    assert.equal(tools.tools.find((t) => t.name === 'search')?.granted, false, 'search unchecked')
+    const on = await send({_: 'UpdateAgent', agentId, definition: {
+      ...off.agent.definition, tools: [...off.agent.definition.tools, 'search']}})
+    assert.ok(on.agent.definition.tools.includes('search'))
+    tools = await send({_: 'ListAgentTools', agentId})
+    assert.equal(tools.tools.find((t) => t.name === 'search')?.granted, true, 'search checked again')
+    agent = on.agent
+  })
+
+  await step('SaveAgentTool (authored tool dialog)/DeleteAgentTool', async () => {
+    // AuthoredToolDialog's defaults, a name and a description typed in; then the edit that renames.
+    const tool = {
+      name: 'weather_lookup',
+      summary: 'Looks up the weather.',
+      description: 'Looks up the weather for a city. Call it with the city name.',
+      input: {type: 'object', properties: {city: {type: 'string'}}},
+      source: 'export default async function (input) {\n  return {}\n}\n',
+      runtime: 'typescript',
+    }
+    const saved = await send({_: 'SaveAgentTool', agentId, tool})
+    assert.equal(saved._, 'SaveAgentToolResponse')
+    assert.equal(saved.agentId, agentId)
+    assert.deepEqual([saved.tool.name, saved.tool.kind, saved.tool.runtime, saved.tool.source, saved.tool.summary],
+      [tool.name, 'lambda', 'typescript', tool.source, tool.summary])
+    assert.match(saved.tool.cid, /^bafy/)
+    let list = await send({_: 'ListAgentTools', agentId})
+    // The tab lists `kind === 'lambda'` rows; `enabled` false would show a Disabled badge.
+    const authored = () => list.tools.filter((t) => t.kind === 'lambda').map((t) => [t.name, t.enabled])
+    assert.deepEqual(authored(), [['weather_lookup', true]])
+    // Add tool again with the same name: no previousName, so the server refuses to replace it.
+    await assert.rejects(send({_: 'SaveAgentTool', agentId, tool: {...tool, source: 'other'}}), /already exists/)
+    const renamed = await send({_: 'SaveAgentTool', agentId, tool: {...tool, name: 'weather'}, previousName: tool.name})
+    assert.equal(renamed._, 'SaveAgentToolResponse')
+    assert.equal(renamed.tool.name, 'weather')
+    list = await send({_: 'ListAgentTools', agentId})
+    assert.deepEqual(authored(), [['weather', true]])
+    const del = await send({_: 'DeleteAgentTool', agentId, name: 'weather'})
+    assert.equal(del._, 'DeleteAgentToolResponse')
+    assert.deepEqual([del.agentId, del.name, del.deleted], [agentId, 'weather', true])
+    const again = await send({_: 'DeleteAgentTool', agentId, name: 'weather'})
+    assert.equal(again.deleted, false, 'already absent')
+    list = await send({_: 'ListAgentTools', agentId})
+    assert.deepEqual(authored(), [])
+    // The dialog toasts a refusal as the server words it.
+    await assert.rejects(send({_: 'SaveAgentTool', agentId, tool: {...tool, name: 'Bad Name'}}), /name/i)
+    seen.authoredTool = {saved: saved.tool.name, enabled: true, codeExec: seen.health.codeExec}
+  })
+
+  await step('InvokeSessionTool (user tool palette)', async () => {
+    // UserToolPalette.run: Read with an address; the answer closes the popover unless it carries
+    // `error` (a toast) or a contract miss (`validationErrors`/`contract`: the form stays open).
+    const read = await send({_: 'InvokeSessionTool', sessionId, verb: 'read', input: {address: '~/memory/notes/todo.md'}})
+    assert.equal(read._, 'InvokeSessionToolResponse')
+    assert.equal(read.sessionId, sessionId)
+    assert.ok(read.resultEventId)
+    assert.equal(read.error, undefined, JSON.stringify(read.error))
+    assert.ok(JSON.stringify(read.output).includes('remember the numbers'), JSON.stringify(read.output))
+    const self = await send({_: 'InvokeSessionTool', sessionId, verb: 'read', input: {address: '~/self'}})
+    assert.equal(self.error, undefined, JSON.stringify(self.error))
+    // A callable the palette offers (search is granted), with its form left empty: a contract miss.
+    const miss = await send({_: 'InvokeSessionTool', sessionId, verb: 'call', input: {tool: 'search', input: {}}})
+    assert.equal(miss._, 'InvokeSessionToolResponse')
+    const contractMiss = typeof miss.output === 'object' && miss.output !== null &&
+      (miss.output.validationErrors !== undefined || miss.output.contract !== undefined)
+    assert.ok(contractMiss || miss.error, JSON.stringify(miss))
+    // The thread shows the user's own calls as actor-'user' rows.
+    const got = await send({_: 'GetSession', sessionId})
+    const results = got.events.filter((e) => e.event.type === 'tool_result' && e.event.actor === 'user')
+    assert.ok(results.some((e) => e.id === read.resultEventId), 'the result is on the log')
+    assert.equal(got.events.filter((e) => e.event.type === 'tool_call' && e.event.actor === 'user').length, 3)
+    seen.palette = {read: typeof read.output, contractMiss, missError: miss.error ?? null}
+  })
+
+  let modelSessionId, retriedRunId
+  await step('StopSession on a running reply, RetrySession after a failed one', async () => {
+    // A local OpenAI-compatible model, added on the providers screen, picked for this session.
+    await send({_: 'SetSecret', name: 'local-model-api-key', value: new TextEncoder().encode('sk-local'),
+      metadata: {provider: 'custom'}})
+    const prov = await send({_: 'SetModelProvider', name: 'local-model',
+      provider: {type: 'custom', baseUrl: fakeModelUrl, secretRefs: {apiKey: 'local-model-api-key'}}})
+    assert.equal(prov._, 'SetModelProviderResponse')
+    modelSessionId = (await send({_: 'CreateSession', agentId, clientRequestId: randomUUID()})).sessionId
+    const override = await send({_: 'UpdateSession', sessionId: modelSessionId,
+      modelOverride: {provider: 'local-model', model: 'fake-model'}})
+    assert.deepEqual(override.session.modelOverride, {provider: 'local-model', model: 'fake-model'})
+    const message = (text) => {
+      const clientMessageId = randomUUID()
+      return send({_: 'MessageSession', sessionId: modelSessionId, clientMessageId,
+        content: [{type: 'text', text, blocks: promptBlocks(text), clientMessageId}]})
+    }
+    // A reply that takes its time: the stop button shows while the session streams.
+    await nextModelReply({first_delay: 30})
+    const slow = await message('Take your time')
+    assert.equal(slow._, 'MessageSessionResponse')
+    await until('the run to start', async () => {
+      const run = (await send({_: 'GetRun', runId: slow.runId})).run
+      const session = (await send({_: 'GetSession', sessionId: modelSessionId})).session
+      return run.status === 'running' && session.status === 'streaming'
+    })
+    // While it runs, the palette and a retry are refused with the server's words (a toast each).
+    await assert.rejects(send({_: 'InvokeSessionTool', sessionId: modelSessionId, verb: 'read',
+      input: {address: '~/self'}}), /live run/)
+    await assert.rejects(send({_: 'RetrySession', sessionId: modelSessionId}), /live run/)
+    const stop = await send({_: 'StopSession', sessionId: modelSessionId})
+    assert.equal(stop._, 'StopSessionResponse')
+    assert.deepEqual([stop.sessionId, stop.stopped], [modelSessionId, true])
+    const stopped = await until('the session idle', async () => {
+      const got = await send({_: 'GetSession', sessionId: modelSessionId})
+      return got.session.status === 'idle' ? got : null
+    })
+    assert.equal((await send({_: 'GetRun', runId: slow.runId})).run.status, 'canceled')
+    // handleStopSession: nothing left to stop is `stopped: false` ("No active agent response").
+    const again = await send({_: 'StopSession', sessionId: modelSessionId})
+    assert.equal(again.stopped, false)
+    const lastAfterStop = stopped.events.at(-1).event
+    seen.afterStop = {lastRow: lastAfterStop.type, role: lastAfterStop.role ?? null}
+    // No error row ends the thread, so the desktop offers no retry; the server agrees.
+    await assert.rejects(send({_: 'RetrySession', sessionId: modelSessionId}), (error) => {
+      seen.afterStop.retry = error.message
+      return /fail/i.test(error.message)
+    })
+    // A reply that fails: the thread ends in an error row, which offers Retry.
+    await nextModelReply({status: 500})
+    const failing = await message('Try again later')
+    const failed = await until('the error row', async () => {
+      const got = await send({_: 'GetSession', sessionId: modelSessionId})
+      return got.session.status !== 'streaming' && got.events.at(-1).event.type === 'error' ? got : null
+    })
+    assert.equal((await send({_: 'GetRun', runId: failing.runId})).run.status, 'failed')
+    seen.failedRow = failed.events.at(-1).event.type
+    const retry = await send({_: 'RetrySession', sessionId: modelSessionId})
+    assert.equal(retry._, 'RetrySessionResponse')
+    assert.equal(retry.sessionId, modelSessionId)
+    assert.equal(typeof retry.assistantEventId, 'string')
+    retriedRunId = retry.runId
+    assert.ok(retriedRunId && retriedRunId !== failing.runId, 'a new run')
+    const replied = await until('the retried reply', async () => {
+      const got = await send({_: 'GetSession', sessionId: modelSessionId})
+      const last = got.events.at(-1).event
+      return got.session.status === 'idle' && last.type === 'message' && last.role === 'assistant' ? got : null
+    })
+    assert.equal(replied.events.at(-1).event.content, 'echo: Try again later')
+    assert.equal(replied.events.filter((e) => e.event.role === 'user').length, 2, 'no new user message')
+  })
+
+  await step('run tree: GetRun, ListRuns (rootRunId), GetRunJournal, SignalRun not delivered', async () => {
+    // useRun, useSessionRuns (roots, newest first), useRunTree (oldest first), the activity drawer.
+    const run = (await send({_: 'GetRun', runId: retriedRunId})).run
+    assert.deepEqual([run.id, run.rootRunId, run.depth, run.status, run.sessionId, run.agentId],
+      [retriedRunId, retriedRunId, 0, 'succeeded', modelSessionId, agentId])
+    assert.equal(run.parentRunId, undefined)
+    const roots = await send({_: 'ListRuns', sessionId: modelSessionId})
+    assert.deepEqual(roots.runs.map((r) => r.status), ['succeeded', 'failed', 'canceled'])
+    assert.equal(roots.runs[0].id, retriedRunId)
+    const tree = await send({_: 'ListRuns', rootRunId: retriedRunId})
+    assert.equal(tree._, 'ListRunsResponse')
+    assert.deepEqual(tree.runs.map((r) => r.id), [retriedRunId])
+    const journal = await send({_: 'GetRunJournal', runId: retriedRunId})
+    assert.equal(journal._, 'GetRunJournalResponse')
+    assert.equal(journal.runId, retriedRunId)
+    assert.ok(Array.isArray(journal.entries))
+    for (const entry of journal.entries) assert.ok(typeof entry.seq === 'number' && entry.kind, JSON.stringify(entry))
+    // ParkedRunActions offers no answer for a run that is not waiting; a stale card that sends one
+    // anyway gets `delivered: false` and toasts "This run is no longer waiting for that".
+    assert.notEqual(run.status, 'waiting')
+    const signal = await send({_: 'SignalRun', runId: retriedRunId, signal: 'resume'})
+    assert.equal(signal._, 'SignalRunResponse')
+    assert.deepEqual([signal.runId, signal.delivered], [retriedRunId, false])
+    seen.runTree = {roots: roots.runs.map((r) => r.status), journal: journal.entries.map((e) => e.kind)}
+    const del = await send({_: 'DeleteSession', sessionId: modelSessionId})
+    assert.equal(del._, 'DeleteSessionResponse')
+    await send({_: 'DeleteModelProvider', name: 'local-model'})
+  })
+
   let triggerId
   await step('CreateAgentTrigger/ListAgentTriggers', async () => {
     // The new-trigger dialog with the schedule source's defaults (every 1 hour).
@@ -475,6 +670,46 @@ async function main() {
     const removed = await send({_: 'RemoveAgentCollaborator', agentId, accountId: friendUid})
     assert.equal(removed._, 'RemoveAgentCollaboratorResponse')
     await assert.rejects(sendAsFriend({_: 'GetAgent', agentId}), /not found/i)
+  })
+
+  await step('sharing: decline, then a reader sees the agent read-only', async () => {
+    // The invite row's Decline (useDeclineAgentInvite), then an invite as reader, accepted.
+    await send({_: 'InviteAgentCollaborator', agentId, accountId: friendUid, role: 'reader'})
+    const pending = await sendAsFriend({_: 'ListAgentInvites'})
+    assert.deepEqual(pending.invites.map((i) => [i.agentId, i.role]), [[agentId, 'reader']])
+    const declined = await sendAsFriend({_: 'DeclineAgentInvite', agentId})
+    assert.equal(declined._, 'DeclineAgentInviteResponse')
+    assert.equal(declined.agentId, agentId)
+    assert.deepEqual((await sendAsFriend({_: 'ListAgentInvites'})).invites, [])
+    await assert.rejects(sendAsFriend({_: 'GetAgent', agentId}), /not found/i)
+    await send({_: 'InviteAgentCollaborator', agentId, accountId: friendUid, role: 'reader'})
+    const accepted = await sendAsFriend({_: 'AcceptAgentInvite', agentId})
+    assert.equal(accepted.agent.accessRole, 'reader')
+    // The agent page as a reader: accessRole drives canWrite, so every control is read-only.
+    const detail = await sendAsFriend({_: 'GetAgent', agentId})
+    assert.equal(detail._, 'GetAgentResponse')
+    assert.equal(detail.agent.accessRole, 'reader')
+    assert.equal(detail.agent.definition.name, agent.definition.name)
+    assert.deepEqual(detail.sessions.map((s) => s.id), [sessionId])
+    const tools = await sendAsFriend({_: 'ListAgentTools', agentId})
+    assert.ok(tools.tools.length > 0, 'a reader sees the tools tab')
+    const session = await sendAsFriend({_: 'GetSession', sessionId})
+    assert.equal(session.session.id, sessionId)
+    // What a reader cannot do is refused, with the server's words for the toast.
+    for (const action of [
+      {_: 'UpdateAgent', agentId, definition: {...detail.agent.definition, name: 'Mine now'}},
+      {_: 'SaveAgentTool', agentId, tool: {name: 'sneaky', description: 'd', input: {type: 'object'},
+        source: 'x', runtime: 'typescript'}},
+      {_: 'MessageSession', sessionId, content: [{type: 'text', text: 'hi'}]},
+      {_: 'InvokeSessionTool', sessionId, verb: 'write', input: {address: '~/memory/x.md', content: 'x'}},
+    ]) {
+      await assert.rejects(sendAsFriend(action), (error) => {
+        assert.ok(error instanceof Error && error.message, action._)
+        seen.readerRefusals = {...seen.readerRefusals, [action._]: error.message}
+        return true
+      })
+    }
+    await send({_: 'RemoveAgentCollaborator', agentId, accountId: friendUid})
   })
 
   await step('web: RegisterSigner on first refusal, then the same agents', async () => {
