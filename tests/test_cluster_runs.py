@@ -267,13 +267,18 @@ async def test_a_stop_sent_to_one_server_ends_the_turn_running_on_another(tmp_pa
             assert r["_"] == "CancelRunResponse" and r["canceled"] is True, r
         # The holder notices at its next renewal (a third of the lease) and drops the provider call.
         await fake.wait_for_disconnect(1, timeout=LEASE)
-        got = await wait_session(c, a, sid, "idle", timeout=LEASE)
-        assert messages(got["events"]) == [("user", "hang on")]
+        await wait_session(c, a, sid, "idle", timeout=LEASE)
+        stopped = [("user", "hang on"), ("assistant", "Stopped.")]   # the holder's turn says it stopped
+
+        async def said_stopped() -> bool:
+            return messages(await events_of(c, a, sid)) == stopped
+
+        await until(said_stopped, LEASE, what="the holder's 'Stopped.'")
         run = (await c.call(a, {"_": "GetRun", "runId": run_id}))["run"]
         assert run["status"] == "canceled"
         # the holder's worker ended and wrote nothing more
         await until(lambda: not holder.app.runtime.workers, LEASE, what="the holder's worker ended")
-        assert messages(await events_of(c2, a, sid)) == [("user", "hang on")]
+        assert messages(await events_of(c2, a, sid)) == stopped
         assert run_id not in holder.app.runtime.queue.leases.held
         assert len(fake.requests) == 1
         await c.close(); await c2.close()

@@ -91,9 +91,11 @@ async def test_the_desktop_client_walks_its_screens(server):
                                   ["assistant", "echo: Summarize the attached numbers"]]
     assert seen["web"]["registered"] == 1
     assert ("notes/todo.md", "file") in {tuple(e) for e in seen["memory"]}
-    # A stopped reply leaves no row after the user's message (the reference appends an assistant
-    # "Stopped."), and no error row, so no retry is offered; a failed one ends in an error row.
-    assert seen["afterStop"]["lastRow"] == "message" and seen["afterStop"]["role"] == "user"
+    # A stopped reply that had streamed nothing ends the thread with the assistant's "Stopped."
+    # (as the reference's does), and no error row, so no retry is offered; a failed one ends in an
+    # error row.
+    assert (seen["afterStop"]["lastRow"], seen["afterStop"]["role"], seen["afterStop"]["content"]) == (
+        "message", "assistant", "Stopped.")
     assert seen["failedRow"] == "error"
     assert seen["runTree"]["roots"] == ["succeeded", "failed", "canceled"]
     # The palette's search form left empty: the contract comes back and the form stays open.

@@ -150,6 +150,26 @@ async def test_refused_connection_is_a_durable_error(server):
     await c.close()
 
 
+async def test_a_stopped_reply_keeps_what_it_had_streamed(server):
+    """The user watched "Hello" stream in, then pressed Stop: the log keeps it as the assistant's
+    message (as the reference's does), with the run's meta, and the run ends canceled."""
+    a = keypair("A")
+    async with FakeOpenAI(Script(chunks=["Hello", " world"], chunk_delay=30)) as fake:
+        c = await V2Client.open(server.url)
+        _, sid = await provider_session(c, a, fake)
+        await c.event(); await c.event()
+        run_id = (await send(c, a, sid, "greet me"))["runId"]
+        await c.event_where(lambda e: e.get("_") == "appendPartial" and e["patch"].get("textDelta") == "Hello")
+        r = await c.call(a, {"_": "StopSession", "sessionId": sid})
+        assert r == {"_": "StopSessionResponse", "sessionId": sid, "stopped": True}
+        got = await until(events_count(c, a, sid, 2), 5, step=0.05, what="the stopped reply")
+        reply = got["events"][1]["event"]
+        assert (reply["role"], reply["content"]) == ("assistant", "Hello")
+        assert reply["meta"]["runId"] == run_id and reply["meta"]["model"] == "fake-model"
+        assert (await c.call(a, {"_": "GetRun", "runId": run_id}))["run"]["status"] == "canceled"
+        await c.close()
+
+
 async def test_stop_session_cancels_a_slow_first_token(server):
     a = keypair("A")
     async with FakeOpenAI(Script(first_delay=30)) as fake:
@@ -170,11 +190,14 @@ async def test_stop_session_cancels_a_slow_first_token(server):
                     seen_done = True
                 if e["_"] == "change" and e["key"].startswith("runs/"):
                     run_status = e["value"]["status"]
-        got = await session_status(c, a, sid, "idle")
-        assert [e["event"]["role"] for e in got["events"]] == ["user"]
+        await session_status(c, a, sid, "idle")
+        # Nothing had streamed: the log says the reply was stopped, as the reference's does.
+        got = await until(events_count(c, a, sid, 2), 5, step=0.05, what="the 'Stopped.' message")
+        assert [(e["event"]["role"], e["event"]["content"]) for e in got["events"]][1:] == [
+            ("assistant", "Stopped.")]
         fake.default = Script(chunks=["ok"])
         await send(c, a, sid, "again")
-        got = await until(events_count(c, a, sid, 3), 5, step=0.05, what="3 events")
+        got = await until(events_count(c, a, sid, 4), 5, step=0.05, what="4 events")
         assert got["events"][-1]["event"]["content"] == "ok"
         await c.close()
 

@@ -212,8 +212,14 @@ async def test_cancel_run_stops_the_loop_between_steps(tmp_path):
             await fake.wait_for_disconnect()   # the model request in flight was closed
             runs = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
             assert runs[0]["status"] == "canceled"
-            events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
-            assert [e["type"] for e in events] == ["message", "tool_call", "tool_result"]
+            async def stopped():
+                events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
+                return events if len(events) >= 4 else None
+
+            # The step under way had streamed nothing and the turn had said nothing: "Stopped."
+            events = await until(stopped, 10, what="the stopped turn's message")
+            assert [e["type"] for e in events] == ["message", "tool_call", "tool_result", "message"]
+            assert (events[-1]["role"], events[-1]["content"]) == ("assistant", "Stopped.")
             assert len(fake.requests) == 2
             await c.close()
     finally:

@@ -102,6 +102,7 @@ class TurnResult:
     delegations: list | None = None  # the turn's delegate calls (server/runtime/parked.py)
     wait: dict | None = None         # the turn's `wait` call (server/tools/delegation_tools.py)
     output: object = None            # a typed child's result (return_result's), else {text} is recorded
+    stopped: dict | None = None      # what the log gets if the turn is stopped (ToolLoop.stopped_message)
 
 
 class Runtime:
@@ -325,6 +326,7 @@ class Runtime:
             outcome = await loop.run_turn()
         finally:
             result.usage = loop.out.usage   # what the steps used, however the turn ended
+            result.stopped = loop.stopped_message()
         result.text, result.step_usage = outcome.text, outcome.step_usage
         result.message_started, result.unmet, result.park = outcome.message_started, outcome.unmet, outcome.park
         if surface is not None and surface.delegating is not None:
@@ -463,6 +465,9 @@ class Runtime:
                                                  new_id(), now)
             # else: a cancel or a deletion ended the run first; its ending stands.
             final = ended if wrote else runs_q.get_run(conn, run["id"])
+            if status == "canceled" and result.stopped and final is not None and final["status"] == "canceled":
+                # A stopped turn (StopSession, CancelRun) leaves what it had streamed, or "Stopped."
+                appended = events_q.append_event(conn, session_id, result.stopped, new_id(), now)
             if self.run_ended is not None and final is not None and final["status"] in runs_q.TERMINAL:
                 after[:] = self.run_ended(conn, final)
             try:

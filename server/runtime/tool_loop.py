@@ -97,6 +97,8 @@ class LoopOutcome:
     message_started: float = 0.0        # perf_counter() since which the final message counts
     unmet: list = field(default_factory=list)   # obligations still open at the end
     park: Park | None = None
+    streaming: list[str] = field(default_factory=list)   # the text of the model step under way
+    spoke: bool = False                 # this turn recorded an assistant message with text
 
 
 def add_usage(a: Usage | None, b: Usage | None) -> Usage | None:
@@ -229,6 +231,7 @@ class ToolLoop:
         reasoning: Reasoning | None = None
         usage: Usage | None = None
         publisher, session_id, run_id = self.publisher, self.session_id, self.run_id
+        self.out.streaming = parts   # what a stop leaves in the log (stopped_message)
         async for item in self.provider.stream(self.model, messages, self.tools):
             if isinstance(item, TextDelta):
                 if item.text and not self.gone():
@@ -252,6 +255,18 @@ class ToolLoop:
             return self.messages   # a finished checklist of an earlier run is history
         block = plans.plan_state_block(plan)
         return self.messages + [ChatMessage("system", block)] if block else self.messages
+
+    def stopped_message(self) -> dict:
+        """What a stopped turn leaves in the log, as the reference does: the text streamed so far
+        by the model step under way (the reply the user watched), else "Stopped." when the turn
+        had said nothing yet; nothing when it had (its words are in the log already)."""
+        text = "".join(self.out.streaming)
+        if text.strip():
+            return {"type": "message", "role": "assistant", "content": text,
+                    "meta": self._meta(None, self.out.message_started)}
+        if self.out.spoke:
+            return {}
+        return {"type": "message", "role": "assistant", "content": "Stopped.", "meta": {"runId": self.run_id}}
 
     # -- recording --------------------------------------------------------------------------
 
@@ -306,6 +321,8 @@ class ToolLoop:
         if text.strip():
             payloads.append({"type": "message", "role": "assistant", "content": text,
                              "meta": self._meta(usage, self.out.message_started)})
+            self.out.spoke = True
+        self.out.streaming = []
         recorded: list[tuple[ToolCall, dict | None]] = []
         for n, call in enumerate(calls):
             call_id = self._call_id(call)
@@ -397,6 +414,8 @@ class ToolLoop:
         if text.strip():
             payloads.append({"type": "message", "role": "assistant", "content": text,
                              "meta": self._meta(usage, self.out.message_started)})
+            self.out.spoke = True
+        self.out.streaming = []
         prompt = {"type": "message", "role": "user", "actor": "system", "content": plans.continuation_prompt(owed),
                   "meta": {"runId": self.run_id}}
         payloads.append(prompt)

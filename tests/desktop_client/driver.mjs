@@ -549,16 +549,19 @@ async function main() {
     const stop = await send({_: 'StopSession', sessionId: modelSessionId})
     assert.equal(stop._, 'StopSessionResponse')
     assert.deepEqual([stop.sessionId, stop.stopped], [modelSessionId, true])
-    const stopped = await until('the session idle', async () => {
+    // The thread then ends with the assistant's "Stopped." (nothing had streamed), as the
+    // reference's server writes it.
+    const stopped = await until('the session idle, the reply stopped', async () => {
       const got = await send({_: 'GetSession', sessionId: modelSessionId})
-      return got.session.status === 'idle' ? got : null
+      const last = got.events.at(-1).event
+      return got.session.status === 'idle' && last.role === 'assistant' ? got : null
     })
     assert.equal((await send({_: 'GetRun', runId: slow.runId})).run.status, 'canceled')
     // handleStopSession: nothing left to stop is `stopped: false` ("No active agent response").
     const again = await send({_: 'StopSession', sessionId: modelSessionId})
     assert.equal(again.stopped, false)
     const lastAfterStop = stopped.events.at(-1).event
-    seen.afterStop = {lastRow: lastAfterStop.type, role: lastAfterStop.role ?? null}
+    seen.afterStop = {lastRow: lastAfterStop.type, role: lastAfterStop.role ?? null, content: lastAfterStop.content}
     // No error row ends the thread, so the desktop offers no retry; the server agrees.
     await assert.rejects(send({_: 'RetrySession', sessionId: modelSessionId}), (error) => {
       seen.afterStop.retry = error.message
