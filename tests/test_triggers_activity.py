@@ -24,7 +24,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def start(tmp_path, request, fake, name="srv", storage="sqlite"):
+async def start(tmp_path, request, fake, name="srv", storage="sqlite", **settings):
     from seed_agents.server.main import start_server
 
     from tests.conftest import server_config
@@ -32,7 +32,7 @@ async def start(tmp_path, request, fake, name="srv", storage="sqlite"):
     (tmp_path / name).mkdir(exist_ok=True)
     return await start_server(server_config(tmp_path / name, storage, request, hm_server_url=fake.base_url,
                                             activity_poll_interval=3600.0, activity_page_size=2,
-                                            activity_max_pages=3))
+                                            activity_max_pages=3, **settings))
 
 
 async def settle(monitor) -> None:
@@ -181,6 +181,26 @@ async def test_a_hostile_feed_page_is_an_error_not_a_crash(tmp_path, request):
         await monitor.poll_once()
         mark = server.app.db.read(lambda conn: conn.execute("SELECT last_error FROM activity_watermarks").fetchone()[0])
         assert "plain JSON" in mark
+        await c.close()
+        await server.stop()
+
+
+async def test_the_feed_is_read_under_the_network_policy(tmp_path, request):
+    """The monitor reads the feed on the runtime's guarded client, as every call to the HM
+    server goes: a server whose policy allows only public addresses never connects to the
+    feed on 127.0.0.1, and records why on the watermark."""
+    async with FakeHMActivity() as fake:
+        server = await start(tmp_path, request, fake, provider_networks="public")
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        await create_trigger(c, a, agent_id, {"type": "document-comment", "resource": f"hm://{DOC_OWNER}"})
+        monitor = server.app.triggers.activity
+        await settle(monitor)
+        await monitor.poll_once()
+        mark = server.app.db.read(lambda conn: conn.execute("SELECT last_error FROM activity_watermarks").fetchone()[0])
+        assert mark.startswith("ListEvents did not answer"), mark
+        assert fake.requests == []
         await c.close()
         await server.stop()
 

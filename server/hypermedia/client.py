@@ -87,25 +87,6 @@ class FeedPageError(Exception):
     """A page of the activity feed not read; the message is a phrase that follows the feed's name."""
 
 
-async def read_feed_page(http: httpx.AsyncClient, base_url: str, params: dict[str, str],
-                         max_bytes: int) -> bytes:
-    """One page of an HM server's activity feed, `GET {base_url}/api/ListEvents` (as the Seed
-    client asks it), read up to `max_bytes`: the feed is untrusted, so a larger page is an error."""
-    try:
-        async with http.stream("GET", f"{base_url}/api/ListEvents", params=params,
-                               headers={"Accept": "application/json"}) as response:
-            if response.status_code != 200:
-                raise FeedPageError(f"answered HTTP {response.status_code}")
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > max_bytes:
-                    raise FeedPageError(f"sent a page over {max_bytes} bytes")
-    except httpx.HTTPError as exc:
-        raise FeedPageError(f"did not answer ({type(exc).__name__})") from None
-    return bytes(body)
-
-
 class HmClient:
     """A Seed hypermedia server at `base_url`, over `http` (one is made when not given, on the
     provider network policy's loopback default; the server passes its runtime's client)."""
@@ -128,6 +109,26 @@ class HmClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    async def feed_page(self, params: dict[str, str], max_bytes: int, timeout: float | None = None) -> bytes:
+        """One page of the server's activity feed, `GET {base_url}/api/ListEvents` (as the Seed
+        client asks it), for the `activity:` tool and the activity monitor alike: read up to
+        `max_bytes` (the feed is untrusted, so a larger page is an error) within `timeout`
+        seconds in all (this client's own by default), on this client's guarded HTTP client."""
+        try:
+            async with asyncio.timeout(self.timeout if timeout is None else timeout):
+                async with self.http.stream("GET", f"{self.base_url}/api/ListEvents", params=params,
+                                            headers={"Accept": "application/json"}) as response:
+                    if response.status_code != 200:
+                        raise FeedPageError(f"answered HTTP {response.status_code}")
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > max_bytes:
+                            raise FeedPageError(f"sent a page over {max_bytes} bytes")
+        except (httpx.HTTPError, TimeoutError) as exc:
+            raise FeedPageError(f"did not answer ({type(exc).__name__})") from None
+        return bytes(body)
 
     # -- the web API -------------------------------------------------------------------------
 

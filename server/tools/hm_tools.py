@@ -9,13 +9,12 @@ is untrusted text for the model, nothing more.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 
 from seed_agents.protocol import hm_activity as activity
 from seed_agents.protocol.actions_identities import signing_keys_of
 
-from ..hypermedia.client import FeedPageError, HmError, HmNotFound, read_feed_page
+from ..hypermedia.client import FeedPageError, HmError, HmNotFound
 from ..store import identities as identities_q
 from .context import ToolContext, ToolFailure, ToolResult
 
@@ -103,10 +102,7 @@ async def read_activity(ctx: ToolContext, options: dict) -> ToolResult:
     if isinstance(options.get("resource"), str) and options["resource"]:
         params["filterResource"] = options["resource"]
     try:
-        async with asyncio.timeout(hm.timeout):
-            body = await read_feed_page(hm.http, hm.base_url, params, FEED_BYTES)
-    except TimeoutError:
-        raise ToolFailure(f"the activity feed of {hm.display} did not answer (TimeoutError)") from None
+        body = await hm.feed_page(params, FEED_BYTES)
     except FeedPageError as exc:
         raise ToolFailure(f"the activity feed of {hm.display} {exc}") from None
     try:

@@ -22,13 +22,11 @@ import asyncio
 import logging
 import time
 
-import httpx
-
 from seed_agents.protocol import hm_activity as activity
 from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
 from seed_agents.protocol.dagcbor import encode
 
-from ..hypermedia.client import FeedPageError, read_feed_page
+from ..hypermedia.client import FeedPageError
 from ..runtime.leasing import server_id
 from ..storage.workers import DatabaseClosed
 from ..store import trigger_firings as firings_q
@@ -66,13 +64,14 @@ class ActivityMonitor:
         self.lease_ms = int(max(60.0, 3 * self.interval) * 1000)
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self.http: httpx.AsyncClient | None = None
+        # The runtime's HM client: the feed is read on its guarded HTTP client (the provider
+        # network policy, one TLS context), as every other call to the HM server is.
+        self.hm = app.runtime.hm
         self.polls = 0
         self.pages = 0
         self._lock = asyncio.Lock()   # one pass at a time (the loop's, or one asked for)
 
     def start(self) -> None:
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT), follow_redirects=False)
         self._task = asyncio.create_task(self._loop(), name="triggers:activity")
 
     async def stop(self) -> None:
@@ -80,8 +79,6 @@ class ActivityMonitor:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        if self.http is not None:
-            await self.http.aclose()
 
     def wake(self) -> None:
         self._wake.set()
@@ -170,7 +167,7 @@ class ActivityMonitor:
         if token:
             params["pageToken"] = token
         try:
-            body = await read_feed_page(self.http, self.url, params, MAX_PAGE_BYTES)
+            body = await self.hm.feed_page(params, MAX_PAGE_BYTES, REQUEST_TIMEOUT)
         except FeedPageError as exc:
             raise FeedError(f"ListEvents {exc}") from None
         value = plain_json(body, MAX_FEED_DEPTH)
