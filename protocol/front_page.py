@@ -34,6 +34,14 @@ def page_value(host: str, about: dict) -> dict:
     return value
 
 
+def _with_code(text: str) -> str:
+    """`text` escaped, its `backtick spans` as <code> (the JSON value keeps the plain text)."""
+    parts = html.escape(text).split("`")
+    if len(parts) % 2 == 0:   # an unpaired backtick: shown as it is
+        return html.escape(text)
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
 def page_html(value: dict) -> str:
     e = html.escape
     desktop = value["desktop"]
@@ -49,6 +57,6 @@ health: <a href="{e(value["health"]["url"])}">{e(value["health"]["status"])}</a>
 <h2>From a terminal</h2>
 <p><code>{e(value["cli"])}</code> (WebSocket: <code>{e(value["websocket"])}</code>)</p>
 <h2>Docs</h2>
-<p>{e(value["docs"])}</p>
+<p>{_with_code(value["docs"])}</p>
 </body></html>
 """

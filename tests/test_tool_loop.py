@@ -256,7 +256,8 @@ async def test_a_mis_called_tool_is_answered_with_its_contract(server, fake_cls,
         assert "# plan" in results[0]["output"]["contract"]
         assert any("label" in v for v in results[0]["output"]["validationErrors"])
         assert "No tool named 'teleport'" in results[1]["output"]["summary"]
-        assert results[2]["error"].startswith("script: script children need a workflow engine is not available")
+        assert results[2]["error"] == ("This server cannot run script children (it has no workflow engine), "
+                                       "so delegate with a brief.")
         if type_ != "google":
             assert results[3]["output"]["validationErrors"] == [
                 "the arguments were not valid JSON (cut off, or malformed)"]

@@ -510,7 +510,7 @@ class Runtime:
         """After the first reply: the first line of the first user message (CONTRACT section 4)."""
         for event in events_q.events_after(conn, session_id, 0, 50):
             payload = event["event"]
-            if payload.get("type") == "message" and payload.get("role") == "user":
+            if payload.get("type") == "message" and payload.get("role") == "user" and payload.get("actor") != "system":
                 title = sessions_q.title_from_text(payload.get("content") or "")
                 return sessions_q.auto_title(conn, session_id, title, now) if title else None
         return None

@@ -261,12 +261,13 @@ class ToolLoop:
         by the model step under way (the reply the user watched), else "Stopped." when the turn
         had said nothing yet; nothing when it had (its words are in the log already)."""
         text = "".join(self.out.streaming)
-        if text.strip():
+        if text.strip():   # meta.stopped: clients mark the cut reply (the CLI's `[stopped]`)
             return {"type": "message", "role": "assistant", "content": text,
-                    "meta": self._meta(None, self.out.message_started)}
+                    "meta": {**self._meta(None, self.out.message_started), "stopped": True}}
         if self.out.spoke:
             return {}
-        return {"type": "message", "role": "assistant", "content": "Stopped.", "meta": {"runId": self.run_id}}
+        return {"type": "message", "role": "assistant", "content": "Stopped.",
+                "meta": {"runId": self.run_id, "stopped": True}}
 
     # -- recording --------------------------------------------------------------------------
 

@@ -39,12 +39,16 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
 
 def activity_of(payload: dict) -> tuple[str, str | None]:
     """(kind, message_from) of an event payload: the kind is its `type`; message_from is the
-    role of a user or assistant message, else None (other events move no message marks)."""
+    role of a user or assistant message, else None (other events move no message marks). A
+    message the server injects (role user, `actor: "system"`: a plan reminder, a continuation)
+    is nobody's message: it moves no mark either."""
     kind = payload.get("type")
     if type(kind) is not str:
         kind = "event"
     role = payload.get("role")
-    return kind, role if kind == "message" and role in ("user", "assistant") else None
+    if kind != "message" or role not in ("user", "assistant") or payload.get("actor") == "system":
+        return kind, None
+    return kind, role
 
 
 def events_after(conn: Conn, session_id: str, after_seq: int, limit: int) -> list[dict]:

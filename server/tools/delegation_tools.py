@@ -10,7 +10,8 @@ turn resumes once all of them have ended, each call answered with its child's
 Limits as the reference: a child is at most 3 levels below its root, a session has at most 10
 children; a call past either is answered at once with an error the model can act on (and the
 parking transaction checks again). Script children (`script`), other agents (`agentId`), anonymous
-personas (`prompt`) and detached children (`await: false`) are not served here: the call says so.
+personas (`prompt`) and detached children (`await: false`) are not served here: they are not offered
+to the model (`offered`), and a call that names one anyway is refused in one sentence.
 
 `wait` (a callable of this server, through `call`): the turn parks until a `SignalRun` names the
 signal (any signal when none is named) or the timeout passes; the call is answered with what woke
@@ -46,7 +47,6 @@ class Delegation:
 
 MAX_RESULT_ATTEMPTS = 3
 MAX_BRIEF_CHARS = 100_000
-NOT_HERE = "is not available on this server"
 
 
 class Delegating:
@@ -74,13 +74,49 @@ class Delegating:
                     pass
 
 
+# The reference's delegate fields this server does not serve: they are left out of what the model
+# is offered (`offered`), and a call that names one anyway is refused in one sentence.
+UNSERVED = {
+    "script": "This server cannot run script children (it has no workflow engine), so delegate with a brief.",
+    "input": "This server cannot run script children, so `input` has no use; delegate with a brief.",
+    "agentId": "This server cannot run a child as another agent, so delegate with a brief and the child runs as you.",
+    "prompt": "This server cannot run anonymous worker children, so delegate with a brief and the child runs as you.",
+}
+DETACHED_REFUSAL = "This server cannot run detached children (await: false), so your turn waits for the child."
+OFFERED_DESCRIPTION = "\n".join([
+    "Spawn a child run to do work for you: a model child that runs as you. Pass `brief`, human-readable "
+    "markdown that becomes the child conversation's first message VERBATIM. The user reviews it as the "
+    "child's full context, so write a real briefing: goal, all needed background, expectations, data in "
+    "fenced blocks. The child is a fresh context and never sees this conversation; it shares your "
+    "persistent memory. Pass `tools` only to narrow its toolset. Declare `output` (a JSON schema, root "
+    'type "object") to get a validated structured result; otherwise you get its final text.',
+    "Independent children must be spawned TOGETHER: emit every delegate call for a batch in ONE reply, "
+    "before you have any of their results; they run at the same time. Sequence children only when a later "
+    "child genuinely needs an earlier one's output. Your turn then pauses until every child spawned this "
+    "turn resolves, and each delegate call receives its own result.",
+    "Keep a plan. Before a parallel batch, mark ONE step running that names the whole batch. Never "
+    "re-delegate work a completed child already did. Do NOT delegate work you can simply do yourself, and "
+    "never delegate just to make one tool call.",
+])
+
+
+def offered(name: str, description: str, parameters: dict) -> tuple[str, str, dict]:
+    """The delegate verb as this server offers it: only the fields it runs (a model child with a
+    brief), so the model is never shown a mode it would be refused."""
+    properties = {k: v for k, v in (parameters.get("properties") or {}).items()
+                  if k not in UNSERVED and k != "await"}
+    if "brief" in properties:
+        properties["brief"] = {**properties["brief"], "description": (
+            "The task brief as human-readable markdown; becomes the child's first message verbatim.")}
+    return name, OFFERED_DESCRIPTION, {**parameters, "properties": properties, "required": ["brief"]}
+
+
 def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
-    for field, why in (("script", "script children need a workflow engine"),
-                       ("agentId", "children of another agent"), ("prompt", "anonymous worker children")):
+    for field, refusal in UNSERVED.items():
         if params.get(field) is not None:
-            raise ToolFailure(f"{field}: {why} {NOT_HERE}; delegate with a brief, as yourself")
+            raise ToolFailure(refusal)
     if params.get("await") is False:
-        raise ToolFailure(f"await: false (detached children) {NOT_HERE}; your turn waits for the child")
+        raise ToolFailure(DETACHED_REFUSAL)
     brief = params.get("brief")
     if type(brief) is not str or not brief.strip():
         raise ToolFailure("delegate needs a brief: the child's first message, with everything it needs to know")

@@ -41,6 +41,8 @@ def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str,
     out = []
     for verb in verbs:
         name, description, parameters = registry.provider_tool(registry.VERBS[verb])
+        if verb == "delegate":   # only the modes this server runs
+            name, description, parameters = delegation_tools.offered(name, description, parameters)
         if verb == "call" and callables:
             description += "\n\nCallable tools:\n" + "\n".join(
                 f"- {registry.summary_line(registry.CALLABLES[c])}" for c in callables)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import secrets as pysecrets
 import time
 from collections import OrderedDict
@@ -36,6 +37,8 @@ MAX_KEY = 200                  # characters of an Idempotency-Key
 MAX_ADDRESSES = 10_000         # client addresses with a bucket (least recently seen dropped)
 MAX_JSON_DEPTH = 32            # nesting of a JSON body kept as data (deeper: kept as text)
 _STAND_IN = hashlib.sha256(b"no such webhook").digest()
+
+log = logging.getLogger("seed_agents.triggers")
 
 
 def hook_path(trigger_id: str) -> str:
@@ -110,6 +113,16 @@ def _presented(h: dict[str, str]) -> str | None:
     return h.get("x-seed-webhook-secret")
 
 
+def refusal_reason(trigger: dict | None, presented: str | None) -> str:
+    """Why a delivery was refused, for the server's log (never the secret itself)."""
+    if trigger is None:
+        return "no enabled webhook trigger has this id"
+    if presented is None:
+        return ("no secret was presented (send it as `Authorization: Bearer <secret>` or "
+                "`X-Seed-Webhook-Secret: <secret>`; a secret in the URL is not read)")
+    return "the secret presented is not this trigger's"
+
+
 def _body_value(content_type: str, body: bytes) -> object:
     """JSON when the content type says so and it is plain data (no NaN, nested at most
     MAX_JSON_DEPTH deep: the firing keeps it as DAG-CBOR), else the body as text."""
@@ -160,6 +173,9 @@ async def answer(app, framing, path: str, method: str, headers, body: bytes, add
         found = await app.db.aread(triggers_q.hook_target, trigger_id)
     trigger, stored = found if found is not None else (None, None)
     if not secret_matches(_presented(h), stored) or trigger is None:
+        # The caller gets the same 404 whatever the cause; the owner reads why in the log.
+        log.info("webhook call to %s from %s refused (404): %s", path, address,
+                 refusal_reason(trigger, _presented(h)))
         return framing.not_found(path, keep_alive=keep_alive)
     key = h.get("idempotency-key")
     if key is not None and (not key.strip() or len(key) > MAX_KEY or not key.isprintable()):
