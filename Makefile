@@ -14,7 +14,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 INSTALLER ?= uv
 comma := ,
 
-.PHONY: run test stress bench bench-quick bench-cluster clean
+.PHONY: run test lint stress bench bench-quick bench-cluster clean
 
 # Without pip: ensurepip alone takes seconds, and uv needs none. pip is added when it is used.
 $(BIN)/python:
@@ -73,6 +73,10 @@ run: $(RUN_STAMP)
 TEST_WORKERS ?= 4
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
+# ruff and mypy alone (docs/architecture.md, "Tooling"); `make test` runs them as part of the suite.
+lint: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_lint.py
 
 stress: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -m slow

@@ -618,7 +618,7 @@ def _message_session(f: _Fields, ts: int) -> MessageSession:
             if type(part_lines) is not list:
                 raise p.fail("lines", f"must be an array of text, got {_kind(part_lines)}")
             for j, line in enumerate(part_lines):
-                _check_text(line, MAX_CONTEXT_LINE, True, lambda m, j=j: p.fail(f"lines[{j}]", m))
+                _check_text(line, MAX_CONTEXT_LINE, True, lambda m, j=j: p.fail(f"lines[{j}]", m))  # noqa: B023 (called now)
             lines.extend(part_lines)
             if len(lines) > MAX_CONTEXT_LINES:
                 raise f.fail("content", f"has more than {MAX_CONTEXT_LINES} context lines")

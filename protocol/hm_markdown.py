@@ -1241,7 +1241,7 @@ def render_inline(text: str, annotations: list | None, at_line_start: bool) -> s
         active_ids = {id(a) for a in active}
 
         def is_active(span: dict) -> bool:
-            return id(span) in active_ids
+            return id(span) in active_ids   # noqa: B023 (used only in this iteration)
 
         survivors: list[dict] = []
         first_inactive = next((i for i, (span, _) in enumerate(stack) if not is_active(span)), len(stack))

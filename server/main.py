@@ -54,9 +54,11 @@ class RunningServer:
         pending = [c.drain_inflight() for c in list(app.connections)]
         if pending:
             await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=app.config.shutdown_timeout)
+        # Kept until the listener is closed: the loop holds tasks only weakly.
+        closing = []
         for conn in list(app.connections):
             conn.outbound.closed = True
-            asyncio.ensure_future(conn.ws.close(1001, "server shutting down"))
+            closing.append(asyncio.ensure_future(conn.ws.close(1001, "server shutting down")))
         try:
             await asyncio.wait_for(server.wait_closed(), app.config.shutdown_timeout)
         except asyncio.TimeoutError:
