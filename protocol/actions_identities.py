@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nacl.bindings import crypto_core_ed25519_is_valid_point
+
 from .fields import MAX_ID, MAX_NAME, ActionKind, Fields, kind_of, read, write
+from .keys import Keypair
 
 SEED_SIZE = 32              # an Ed25519 seed (RFC 8032)
 MAX_LABEL = MAX_NAME        # characters of a label (the profile name published with it)
@@ -83,12 +86,28 @@ def _create(f: Fields, ts: int) -> CreateSigningIdentity:
                                  f.text("clientRequestId", MAX_ID, required=False))
 
 
+def weak_seed_problem(seed: bytes) -> str:
+    """Why a seed must not become a signing identity ("" when it may): the all-zero seed (what
+    an unset key holds, and public knowledge, so anyone could sign as it), or one whose public
+    key is not a point of the prime-order group (the identity or another low-order point, whose
+    signatures prove nothing). A seed from a random source is never either."""
+    if not any(seed):
+        return ("is all zeros, a key anyone can sign with (an unset or wiped key?); "
+                "import a seed made from a random source")
+    if not crypto_core_ed25519_is_valid_point(Keypair.from_seed(seed).public_key):
+        return "gives a low-order public key, whose signatures anyone can forge; import another seed"
+    return ""
+
+
 def _import(f: Fields, ts: int) -> ImportSigningIdentity:
     seed = f.get("seed", True)
     if type(seed) is not bytes:
         raise f.fail("seed", f"must be the 32 bytes of an Ed25519 seed, got {kind_of(seed)}")
     if len(seed) != SEED_SIZE:
         raise f.fail("seed", f"must be exactly {SEED_SIZE} bytes, got {len(seed)}")
+    problem = weak_seed_problem(seed)
+    if problem:
+        raise f.fail("seed", problem)
     return ImportSigningIdentity(ts, seed, label_of(f, required=False),
                                  f.text("clientRequestId", MAX_ID, required=False))
 

@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
 MAX_DUE_SLOTS = 1_000   # slots listed at once past a long outage (older ones are not recorded)
+_CRON_PROBE_FROM = 946_684_800_000   # 2000-01-01 UTC: where `check` looks for a cron's first match
 
 
 class ScheduleError(ValueError):
@@ -45,6 +46,11 @@ def check(schedule: dict) -> None:
         if len(expression.split()) != 5 or not croniter.is_valid(expression):
             raise ScheduleError(f"cron expression {expression!r} is not valid: five fields "
                                 "(minute hour day-of-month month day-of-week), e.g. '30 9 * * 1-5'")
+        # A valid expression may still name no moment at all (February 31st): croniter then
+        # gives up after searching years ahead. Such a trigger would never fire, so it is refused.
+        if _next_cron({"expression": expression, "timezone": "UTC"}, _CRON_PROBE_FROM) is None:
+            raise ScheduleError(f"cron expression {expression!r} never matches a date (e.g. February 31st); "
+                                "check its day-of-month and month fields")
 
 
 def period_ms(schedule: dict) -> int:
@@ -117,7 +123,9 @@ def _next_weekly(schedule: dict, after: int) -> int:
 
 
 def _next_cron(schedule: dict, after: int) -> int | None:
-    from croniter import croniter
+    """The cron's first slot after `after`; None when it matches no date (refused by `check`, but
+    a trigger stored before that check must not fail the scheduler)."""
+    from croniter import CroniterBadDateError, croniter
 
     tz = zone(schedule.get("timezone"))
     start = datetime.fromtimestamp(after / 1000, tz)
@@ -125,7 +133,10 @@ def _next_cron(schedule: dict, after: int) -> int | None:
     # matches (a nonexistent time resolved as above, a repeated one taken once).
     it = croniter(schedule["expression"], start.replace(tzinfo=None))
     for _ in range(1_000):
-        local = it.get_next(datetime)
+        try:
+            local = it.get_next(datetime)
+        except CroniterBadDateError:
+            return None
         slot = _utc_ms(local.replace(tzinfo=tz, fold=0))
         if slot > after:
             return slot
