@@ -12,7 +12,7 @@ from urllib.parse import parse_qs
 
 from .principals import principal_from_string
 
-__all__ = ["HmId", "parse_hm_id", "MAX_ADDRESS_LENGTH"]
+__all__ = ["HmId", "parse_hm_id", "MAX_ADDRESS_LENGTH", "VIEWS", "split_view"]
 
 MAX_ADDRESS_LENGTH = 2048
 
@@ -78,3 +78,65 @@ def parse_hm_id(address: str) -> HmId:
     version = versions[0] if versions and versions[0] else None
     block_ref = fragment.split("[", 1)[0].rstrip("+") or None
     return HmId(uid, path, version, block_ref)
+
+
+# The view terms a read may end with, as the reference's reader branches on them: `:directory`
+# (the child documents), `:attributes` (metadata only), `:profile` (an account's profile),
+# `:comments` (the comments on a document, or `:comments/<author>/<tsid>` one of them) and
+# `:versions` (the document's changes).
+VIEWS = ("directory", "attributes", "profile", "comments", "versions")
+
+
+def split_view(hm_id: HmId) -> tuple[HmId, str | None, str | None]:
+    """(the resource, its view term or None, the view's argument or None). `hm://<uid>/:profile`
+    (or `hm://<uid>/:profile/<other uid>`) names an account's profile; the other terms follow the
+    resource they apply to. ValueError for a view term this reader does not know."""
+    path = hm_id.path
+    for i, segment in enumerate(path):
+        if not segment.startswith(":"):
+            continue
+        term, rest = segment[1:], path[i + 1:]
+        if term not in VIEWS:
+            raise ValueError(f"unknown view :{term} (known: {', '.join(':' + v for v in VIEWS)})")
+        if term == "profile":
+            if i != 0 or len(rest) > 1:
+                raise ValueError("a profile is read as hm://<account>/:profile")
+            return HmId(rest[0] if rest else hm_id.uid), term, None
+        if term == "comments":
+            if rest and len(rest) != 2:
+                raise ValueError("one comment is read as hm://<document>/:comments/<author>/<id>")
+            arg = "/".join(rest) if rest else None
+        elif rest:
+            raise ValueError(f":{term} ends the address")
+        else:
+            arg = None
+        return HmId(hm_id.uid, path[:i], hm_id.version, None), term, arg
+    return hm_id, None, None
+
+
+def content_links(nodes: list) -> list[str]:
+    """Every `hm:` link in a block tree, in order, each once: Link/Embed annotations and
+    link-bearing blocks (the reference's `collectHmContentLinks`)."""
+    links: dict[str, None] = {}
+    todo = list(reversed(nodes if isinstance(nodes, list) else []))
+    while todo:
+        node = todo.pop()
+        block = node.get("block") if isinstance(node, dict) else None
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("link"), str) and block["link"].startswith("hm:"):
+            links.setdefault(block["link"])
+        for a in block.get("annotations") or ():
+            if isinstance(a, dict) and isinstance(a.get("link"), str) and a["link"].startswith("hm:"):
+                links.setdefault(a["link"])
+        todo.extend(reversed(node.get("children") or ()))
+    return list(links)
+
+
+def malformed_link(link: str) -> bool:
+    """A link that can never resolve: not an hm:// id, or its account is not an Ed25519 principal."""
+    try:
+        parse_hm_id(link if link.startswith("hm://") else link.replace("hm:", "hm://", 1))
+    except ValueError:
+        return True
+    return False

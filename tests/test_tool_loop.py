@@ -166,7 +166,8 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
         assert searched["results"][0]["url"] == "https://example.org/red-kite"
         assert ("GET", "/search?q=kites&format=json&categories=general&language=en") in web.requests
         published = result_of(address=doc, content="Red kites soar over the hills.", options={"name": "Kites"})
-        assert published["signer"] == identity["name"] and published["version"]
+        assert published["signer"]["name"] == identity["name"] and published["version"]
+        assert published["command"] == "document.create" and published["type"] == "hypermedia_write_result"
         read_back = result_of(address=doc)["markdown"]
         assert "Red kites soar over the hills." in read_back and "name: Kites" in read_back
         assert len(hm.published) == 2   # the identity's account, then the agent's document

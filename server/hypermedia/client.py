@@ -31,13 +31,16 @@ import httpx
 
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
-from seed_agents.protocol.hm_ids import HmId, parse_hm_id
+from seed_agents.protocol.hm_comments import UnsupportedBlock, comment_blob, comment_blocks, comment_record_id
+from seed_agents.protocol.hm_ids import HmId, content_links, malformed_link, parse_hm_id
 from seed_agents.protocol.hm_markdown import (
     MarkdownTooComplex,
     blocks_to_markdown,
     parse_frontmatter,
+    parse_markdown,
     random_block_id,
     slugify,
+    to_hm_nodes,
 )
 from seed_agents.protocol.unixfs import file_blobs
 
@@ -54,6 +57,10 @@ DEFAULT_MAX_ANSWER_BYTES = 8 * 1024 * 1024
 MAX_MARKDOWN_BYTES = 1024 * 1024
 # Redirects followed when reading (a document moved, then moved again).
 MAX_REDIRECTS = 3
+# The largest Markdown published as one comment (the reference's MAX_WRITE_CONTENT_BYTES).
+MAX_COMMENT_BYTES = 256 * 1024
+# Links of one write checked against the server (the reference's MAX_LINK_RESOLUTION_CHECKS).
+MAX_LINK_CHECKS = 50
 
 
 class HmError(Exception):
@@ -167,13 +174,61 @@ class HmClient:
         """`ListChanges`: every change of a document (`{changes: [{id, author, deps, ...}]}`)."""
         return await self._get_object("ListChanges", {"targetId": hm_id})
 
+    async def query_children(self, hm_id: HmId) -> list:
+        """`Query` with one Children include (the reference's `:directory`): the child documents'
+        infos as answered (a null answer is none)."""
+        includes = [{"space": hm_id.uid, "path": hm_id.api_path, "mode": "Children"}]
+        answer = await self._get_value("Query", {"includes": _js_json(includes)})
+        if answer is None:
+            return []
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list):
+            raise self._error("Query", "answered something that is not a Query answer")
+        return results
+
+    async def list_comments(self, hm_id: HmId) -> dict:
+        """`ListComments`: the comments on a document (`{comments, authors}`)."""
+        answer = await self._get_object("ListComments", {"targetId": _js_json(hm_id.unpacked())})
+        if not isinstance(answer.get("comments"), list):
+            raise self._error("ListComments", "answered something that is not a ListComments answer")
+        return answer
+
+    async def comment(self, comment_id: str) -> dict:
+        """`Comment`: one comment by its record id (`<author uid>/<tsid>`)."""
+        answer = await self._get_object("Comment", {"__value": comment_id})
+        if not isinstance(answer.get("id"), str) or not isinstance(answer.get("version"), str):
+            raise self._error("Comment", "answered something that is not a comment")
+        return answer
+
+    async def account_contacts(self, uid: str) -> list:
+        """`AccountContacts`: an account's contacts."""
+        answer = await self._get_value("AccountContacts", {"__value": uid})
+        if not isinstance(answer, list):
+            raise self._error("AccountContacts", "answered something that is not a contact list")
+        return answer
+
+    async def list_capabilities(self, hm_id: HmId) -> dict:
+        """`ListCapabilities`: the capabilities granted on a resource."""
+        return await self._get_object("ListCapabilities", {"targetId": hm_id.pack()})
+
+    async def search(self, params: dict[str, str]) -> dict:
+        """`Search`: the HM server's search (titles, contacts, and bodies with includeBody)."""
+        answer = await self._get_object("Search", params)
+        if not isinstance(answer.get("entities"), list):
+            raise self._error("Search", "answered something that is not a Search answer")
+        return answer
+
     # -- documents ---------------------------------------------------------------------------
 
     async def read_document(self, hm_url: str) -> str:
         """The document at an `hm://` address as Markdown (protocol/hm_markdown.blocks_to_markdown:
         front matter, blocks with their ids). ValueError for an address that is not one;
         HmNotFound when there is no such document; HmError for anything else."""
-        hm_id = parse_hm_id(hm_url)
+        return (await self.read_resource(parse_hm_id(hm_url)))[2]
+
+    async def read_resource(self, hm_id: HmId) -> tuple[HmId, dict, str]:
+        """(where it was found after redirects, the document or comment as answered, its Markdown).
+        HmNotFound when there is none (or it was deleted); HmError for anything else."""
         for _ in range(MAX_REDIRECTS + 1):
             resource = await self.resource(hm_id.pack())
             kind = resource.get("type")
@@ -182,10 +237,14 @@ class HmClient:
                 continue
             if kind == "document":
                 document = resource.get("document")
-                return await asyncio.to_thread(self._render, document, hm_id, "document")
+                if not isinstance(document, dict):
+                    raise self._error("Resource", "answered a document that is not well formed")
+                return hm_id, document, await asyncio.to_thread(self._render, document, hm_id, "document")
             if kind == "comment":
-                comment = {"metadata": {}, "content": (resource.get("comment") or {}).get("content")}
-                return await asyncio.to_thread(self._render, comment, hm_id, "comment")
+                comment = resource.get("comment")
+                if not isinstance(comment, dict):
+                    raise self._error("Resource", "answered a comment that is not well formed")
+                return hm_id, comment, await self.render_comment(comment, hm_id)
             if kind == "tombstone":
                 raise HmNotFound(f"the document {hm_id.base} was deleted ({self.display})")
             if kind == "not-found":
@@ -193,8 +252,13 @@ class HmClient:
             raise self._error("Resource", "answered something that is not a Resource answer")
         raise self._error("Resource", f"redirected more than {MAX_REDIRECTS} times")
 
+    async def render_comment(self, comment: dict, hm_id: HmId) -> str:
+        """A comment's content as Markdown (its blocks, as a document's)."""
+        return await asyncio.to_thread(self._render, {"metadata": {}, "content": comment.get("content")}, hm_id,
+                                       "comment")
+
     async def publish_document(self, seed: bytes, markdown: str, hm_url: str | None, ts_ms: int, *,
-                               new_id: Callable[[], str] = random_block_id) -> str:
+                               new_id: Callable[[], str] = random_block_id, check_links: bool = True) -> str:
         """Publish Markdown as a document signed with `seed`; its new version (the change CID).
 
         `hm_url` None: a new document in the key's account, at the slug of its name (front
@@ -222,6 +286,8 @@ class HmClient:
             if hm_id.uid != account:
                 raise ValueError(f"this identity ({account}) can only publish in its own account, "
                                  f"not in {hm_id.uid}")
+        nodes = await asyncio.to_thread(lambda: to_hm_nodes(parse_markdown(markdown)[0]))
+        await self.check_links(nodes, resolve=check_links)
         kind, resource = await self._kind_of(hm_id)
         if kind == "document" and hm_url is None:
             raise ValueError(f"a document already exists at {hm_id.base}: pass its address to update it")
@@ -253,6 +319,88 @@ class HmClient:
             raise ValueError(f"{hm_id.base} is a {kind or 'resource'} on the HM server, not a document")
         await self.publish_blobs(blobs)
         return version
+
+    async def check_links(self, nodes: list, *, resolve: bool = True) -> None:
+        """The reference's `assertHmContentLinks`: a malformed hm: link always refuses the write;
+        a well-formed one whose target the server answers `not-found` refuses it unless `resolve`
+        is off; a server that cannot answer never blocks (at most MAX_LINK_CHECKS are asked).
+        ValueError naming the links."""
+        links = content_links(nodes)
+        bad = [link for link in links if malformed_link(link)]
+        if bad:
+            raise ValueError("Content contains malformed hm:// links — fix or remove them before publishing: "
+                             + " · ".join(bad))
+        if not resolve:
+            return
+        broken = []
+        for link in links[:MAX_LINK_CHECKS]:
+            target = parse_hm_id(link if link.startswith("hm://") else link.replace("hm:", "hm://", 1))
+            try:
+                resource = await self.resource(HmId(target.uid, target.path, target.version).pack())
+            except HmError:
+                continue   # unverifiable, not broken
+            if resource.get("type") == "not-found":
+                broken.append(link)
+        if broken:
+            raise ValueError(f"Content links to hm:// resources that do not exist on the server: {' · '.join(broken)}. "
+                             "Fix the links (read them to verify), or pass options.skipLinkCheck: true only if "
+                             "the targets are about to be created.")
+
+    async def prepare_comment(self, seed: bytes, markdown: str, target_url: str, ts_ms: int, *,
+                              reply_to: str | None = None, check_links: bool = True,
+                              new_id: Callable[[], str] = random_block_id) -> dict:
+        """A comment on the document at `target_url` (a reply to the comment `reply_to`, a record
+        id `<author>/<tsid>` or its hm:// URL), as the reference's `writeCommentCreate` builds it:
+        threaded under the parent and on the parent's document version, else on the document's
+        current one. Nothing is published: `publish_comment` does that. ValueError for what the
+        caller got wrong; HmError for the server."""
+        try:
+            size = len(markdown.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("the comment is not valid Unicode (it has a lone surrogate)") from None
+        if size > MAX_COMMENT_BYTES:
+            raise ValueError(f"a comment is at most {MAX_COMMENT_BYTES} bytes of Markdown")
+        parent = None
+        if reply_to is not None:
+            parent = await self.comment(_comment_record(reply_to))
+        hm_id = parse_hm_id(target_url)
+        target = HmId(hm_id.uid, hm_id.path, hm_id.version)
+        resource = await self.resource(target.pack())
+        if resource.get("type") != "document" or not isinstance(resource.get("document"), dict):
+            raise ValueError(f"Comment target is {resource.get('type') or 'not a resource'}, not a document "
+                             f"({target.base})")
+        document = resource["document"]
+        nodes = await asyncio.to_thread(comment_blocks, markdown, new_id)
+        await self.check_links(nodes, resolve=check_links)
+        doc_version = str((parent or {}).get("targetVersion") or document.get("version") or "")
+        if not doc_version:
+            raise self._error("Resource", "answered a document without a version")
+        visibility = "Private" if ((parent or {}).get("visibility") or document.get("visibility")) == "PRIVATE" \
+            else ""
+        reply_parent = parent.get("version") if parent else None
+        thread_root = (parent.get("threadRootVersion") or parent.get("version")) if parent else None
+        try:
+            blob = await asyncio.to_thread(comment_blob, seed, nodes, target.uid, target.api_path, doc_version,
+                                           ts_ms, reply_parent=reply_parent, thread_root=thread_root,
+                                           visibility=visibility)
+        except UnsupportedBlock:
+            raise
+        except (ValueError, KeyError, TypeError):
+            raise self._error("Comment", "answered a parent comment or version that is not well formed") from None
+        metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+        return {"blob": blob, "commentId": comment_record_id(blob.data), "target": HmId(target.uid, target.path).pack(),
+                "targetName": metadata.get("name") or HmId(target.uid, target.path).pack(),
+                "replyCommentId": parent.get("id") if parent else None, "blockCount": len(nodes)}
+
+    async def publish_comment_blob(self, blob: Blob) -> str:
+        """Publish a comment as the library does (`{data}` without its CID); the CID stored."""
+        body = dagcbor.encode({"blobs": [{"data": blob.data}]})
+        answer = await self._call("PublishBlobs", "POST", "/api/PublishBlobs", body=body,
+                                  headers={"Content-Type": "application/cbor"})
+        cids = answer.get("cids") if isinstance(answer, dict) else None
+        if not isinstance(cids, list) or len(cids) != 1 or cids[0] != blob.cid:
+            raise self._error("PublishBlobs", "answered a CID that is not the comment's")
+        return blob.cid
 
     async def _kind_of(self, hm_id: HmId) -> tuple[str, dict]:
         """(the Resource answer's type, the answer); "not-found" for a 404 as well."""
@@ -292,8 +440,11 @@ class HmClient:
 
     # -- plumbing ----------------------------------------------------------------------------
 
+    async def _get_value(self, key: str, params: dict[str, str]) -> object:
+        return await self._call(key, "GET", f"/api/{key}?{search_params(params)}")
+
     async def _get_object(self, key: str, params: dict[str, str]) -> dict:
-        answer = await self._call(key, "GET", f"/api/{key}?{search_params(params)}")
+        answer = await self._get_value(key, params)
         if not isinstance(answer, dict):
             raise self._error(key, f"answered something that is not a {key} answer")
         return answer
@@ -347,6 +498,22 @@ class HmClient:
         if isinstance(value, dict) and "json" in value and set(value) <= {"json", "meta"}:
             value = value["json"]
         return value
+
+
+def _comment_record(ref: str) -> str:
+    """The reference's `normalizeCommentId`: an hm:// URL of a comment → `<author>/<tsid>`; and a
+    comment's view URL (`<target>/:comments/<author>/<tsid>`, as write results carry it) too."""
+    if "/:comments/" in ref:
+        return ref.split("/:comments/", 1)[1].split("?", 1)[0].split("#", 1)[0]
+    if ref.startswith("hm://"):
+        hm_id = parse_hm_id(ref)
+        return hm_id.uid + hm_id.api_path
+    return ref
+
+
+def _js_json(value: object) -> str:
+    """`JSON.stringify(value)`: how the Seed client puts an object into a query parameter."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -51,6 +51,7 @@ from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 from seed_agents.protocol import dagcbor
+from seed_agents.protocol.hm_comments import comment_record_id
 from seed_agents.protocol.hm_ids import HmId, parse_hm_id
 from seed_agents.protocol.principals import principal_to_string
 
@@ -160,6 +161,9 @@ class FakeHmServer(LoopbackFake):
     def store(self, entries: list[tuple[str | None, bytes]]) -> list[StoredBlob]:
         """Check every blob, then store them all (BlobRefused names the first bad one)."""
         checked = [self._check(i, cid, data) for i, (cid, data) in enumerate(entries)]
+        for i, blob in enumerate(checked):
+            if blob.type == "Comment":
+                self._check_comment(i, blob, checked)
         for blob in checked:
             self.blobs.setdefault(bytes(CID.decode(blob.cid).raw_digest), blob)
         return checked
@@ -190,6 +194,20 @@ class FakeHmServer(LoopbackFake):
         cid = CID("base32", 1, true_codec, ("sha2-256", digest))
         return StoredBlob(str(cid), data, value)
 
+    def _check_comment(self, index: int, blob: StoredBlob, batch: list[StoredBlob]) -> None:
+        """A comment is on a document version the fake holds, and a reply under comments it holds."""
+        v = blob.value
+        known = {b.cid for b in batch}
+        for head in v.get("version") or []:
+            held = self.get(str(head))
+            if held is None or held.type != "Change":
+                raise BlobRefused(f"blob {index}: the comment is on a version this server does not hold ({head})")
+        for key in ("replyParent", "threadRoot"):
+            ref = v.get(key)
+            if ref is not None and str(ref) not in known and (self.get(str(ref)) is None
+                                                               or self.get(str(ref)).type != "Comment"):
+                raise BlobRefused(f"blob {index}: {key} {ref} is not a comment this server holds")
+
     @staticmethod
     def _verify(index: int, value: dict) -> None:
         signer, sig = value.get("signer"), value.get("sig")
@@ -208,7 +226,8 @@ class FakeHmServer(LoopbackFake):
         """Store the blobs the vectors script wrote (tests/hm_vectors/*.json); how many."""
         directory = directory or Path(__file__).resolve().parents[1] / "hm_vectors"
         count = 0
-        for path in sorted(directory.glob("*.json")):
+        # Comments last: they are on the documents' versions.
+        for path in sorted(directory.glob("*.json"), key=lambda p: (p.name == "comments.json", p.name)):
             if path.name.startswith("package"):
                 continue
             entries = list(_vector_blobs(json.loads(path.read_text(encoding="utf-8"))))
@@ -343,6 +362,93 @@ class FakeHmServer(LoopbackFake):
         return {"changes": changes,
                 "latestVersion": ".".join(str(h) for h in doc.ref.value.get("heads", []))}
 
+    # -- directories, comments, search ---------------------------------------------------------
+
+    def _documents(self) -> dict[tuple[str, str], _Doc]:
+        """Every document the fake holds, by (account, path)."""
+        keys = set()
+        for b in self.of_type("Ref"):
+            v = b.value
+            keys.add((principal_to_string(v.get("space") or v["signer"]), v.get("path", "")))
+        out = {}
+        for account, path in keys:
+            doc = self.document(HmId(account, tuple(p for p in path.split("/") if p)))
+            if doc is not None:
+                out[(account, path)] = doc
+        return out
+
+    def _query(self, includes: object) -> dict:
+        if not isinstance(includes, list) or not all(isinstance(i, dict) for i in includes):
+            raise ValueError("includes must be a list of {space, path, mode}")
+        results = []
+        docs = self._documents()
+        for inc in includes:
+            space, parent, mode = inc.get("space"), inc.get("path", ""), inc.get("mode")
+            if mode != "Children":
+                raise ValueError(f"this fake answers mode Children only, not {mode!r}")
+            parent_segs = [p for p in str(parent or "").split("/") if p]
+            for (account, path), doc in sorted(docs.items()):
+                segs = [p for p in path.split("/") if p]
+                if account != space or len(segs) != len(parent_segs) + 1 or segs[:-1] != parent_segs:
+                    continue
+                metadata, _ = self._apply(doc.changes)
+                times = [c.value["ts"] for c in doc.changes if c.value["ts"]]
+                kids = sum(1 for (a, p) in docs if a == account and p.startswith(path + "/")
+                           and p.count("/") == path.count("/") + 1)
+                results.append({"id": HmId(account, tuple(segs)).unpacked(), "path": segs, "metadata": metadata,
+                                "updateTime": _iso(max(times or [0])), "activitySummary": {"childrenCount": kids}})
+        return {"in": includes[0] if includes else {}, "results": results}
+
+    def _comment_blobs(self) -> list[StoredBlob]:
+        return sorted(self.of_type("Comment"), key=lambda b: (b.value["ts"], b.cid))
+
+    def _comment_view(self, blob: StoredBlob) -> dict:
+        v = blob.value
+        by_cid = {b.cid: b for b in self._comment_blobs()}
+        out = {"id": comment_record_id(blob.data), "version": blob.cid,
+               "author": principal_to_string(v["signer"]), "targetAccount": principal_to_string(v["space"]),
+               "targetPath": v.get("path", ""), "targetVersion": ".".join(str(c) for c in v.get("version", [])),
+               "content": _nodes(v.get("body") or []), "createTime": _iso(v["ts"]), "updateTime": _iso(v["ts"]),
+               "visibility": "PRIVATE" if v.get("visibility") == "Private" else "PUBLIC"}
+        for key, ref in (("replyParent", v.get("replyParent")), ("threadRoot", v.get("threadRoot"))):
+            if ref is not None:
+                parent = by_cid.get(str(ref))
+                out[key + "Version"] = str(ref)
+                if parent is not None:
+                    out[key] = comment_record_id(parent.data)
+        return out
+
+    def comments_on(self, account: str, path: str) -> list[dict]:
+        """The comments the fake holds on a document, oldest first, as ListComments answers them."""
+        return [self._comment_view(b) for b in self._comment_blobs()
+                if principal_to_string(b.value["space"]) == account and b.value.get("path", "") == path]
+
+    def _comment(self, record_id: str) -> dict | None:
+        for b in self._comment_blobs():
+            if comment_record_id(b.data) == record_id:
+                return self._comment_view(b)
+        return None
+
+    def _search(self, query: dict) -> dict:
+        """Titles (and with includeBody, block text and comments) containing the query, case-folded."""
+        needle = str(query.get("query", "")).casefold()
+        body = query.get("includeBody") == "true"
+        size = int(query.get("pageSize") or 20)
+        entities = []
+        for (account, path), doc in sorted(self._documents().items()):
+            if query.get("accountUid") and account != query["accountUid"]:
+                continue
+            metadata, content = self._apply(doc.changes)
+            title = str(metadata.get("name") or "")
+            texts = [title] + ([n["block"].get("text", "") for n in _walk(content)] if body else [])
+            if any(needle in t.casefold() for t in texts):
+                segs = tuple(p for p in path.split("/") if p)
+                times = [c.value["ts"] for c in doc.changes if c.value["ts"]]
+                entities.append({"id": HmId(account, segs).unpacked(), "title": title, "icon": "",
+                                 "parentNames": [], "versionTime": _iso(max(times or [0])),
+                                 "searchQuery": query.get("query", ""), "type": "document"})
+        return {"entities": entities[:size], "searchQuery": query.get("query", ""), "nextPageToken": ""}
+
     # -- HTTP --------------------------------------------------------------------------------
 
     async def _respond(self, request: RecordedRequest, reader: asyncio.StreamReader,
@@ -407,6 +513,10 @@ class FakeHmServer(LoopbackFake):
             body = request.body if isinstance(request.body, dict) else {}
             self.fail(str(body.get("kind")), int(body.get("times", 1)))
             return await send_json(writer, 200, {"ok": True})
+        if request.method == "GET" and url.path in ("/api/Query", "/api/ListComments", "/api/Comment",
+                                                     "/api/Search", "/api/AccountContacts",
+                                                     "/api/ListCapabilities"):
+            return await self._read_more(url.path, query, writer)
         reads = {"/api/Resource": "id", "/api/ResourceMetadata": "id", "/api/ListChanges": "targetId",
                  "/api/Account": "id"}
         if request.method != "GET" or url.path not in reads:
@@ -429,6 +539,28 @@ class FakeHmServer(LoopbackFake):
         else:
             answer = self._list_changes(hm_id)
         await self._answer(writer, answer)
+
+    async def _read_more(self, path: str, query: dict, writer: asyncio.StreamWriter) -> None:
+        try:
+            if path == "/api/Query":
+                return await self._answer(writer, self._query(json.loads(query["includes"])))
+            if path == "/api/ListComments":
+                target = json.loads(query["targetId"])
+                hm_id = HmId(target["uid"], tuple(p for p in target.get("path") or () if p))
+                return await self._answer(writer, {"comments": self.comments_on(hm_id.uid, hm_id.api_path),
+                                                   "authors": {}})
+            if path == "/api/Comment":
+                comment = self._comment(query["__value"])
+                if comment is None:
+                    return await send_json(writer, 404, {"error": f"no comment {query['__value']}"})
+                return await self._answer(writer, comment)
+            if path == "/api/Search":
+                return await self._answer(writer, self._search(query))
+            if path == "/api/AccountContacts":
+                return await send_json(writer, 200, {"json": []})
+            return await self._answer(writer, {"capabilities": []})
+        except (KeyError, ValueError, TypeError) as exc:
+            return await send_json(writer, 400, {"error": f"bad {path} request: {exc}"})
 
     async def _answer(self, writer: asyncio.StreamWriter, value: dict) -> None:
         meta = None
@@ -456,6 +588,27 @@ class FakeHmServer(LoopbackFake):
             return await send_json(writer, 400, {"error": f"malformed PublishBlobs body: {exc}"})
         self.published.append(stored)
         await send_json(writer, 200, {"json": {"cids": [b.cid for b in stored]}})
+
+
+def _nodes(publishable: list) -> list[dict]:
+    """A comment's publishable blocks back as the API's block nodes."""
+    out = []
+    for raw in publishable:
+        block = {k: raw[k] for k in _BLOCK_KEYS if k in raw}
+        block.setdefault("text", "")
+        block.setdefault("annotations", [])
+        block["attributes"] = {k: v for k, v in raw.items() if k not in _BLOCK_KEYS and k != "children"}
+        node: dict = {"block": block}
+        if raw.get("children"):
+            node["children"] = _nodes(raw["children"])
+        out.append(node)
+    return out
+
+
+def _walk(nodes: list[dict]):
+    for node in nodes:
+        yield node
+        yield from _walk(node.get("children") or [])
 
 
 def _vector_blobs(value):

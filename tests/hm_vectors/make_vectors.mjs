@@ -13,6 +13,8 @@ import {encode as dagEncode} from '@ipld/dag-cbor'
 import {sha256} from 'multiformats/hashes/sha2'
 import {
   blocksToMarkdown,
+  commentRecordIdFromBlob,
+  createComment,
   computeReplaceOps,
   createBlocksMap,
   emitFrontmatter,
@@ -555,3 +557,73 @@ const documents = {
 }
 writeFileSync(DOCUMENTS_OUT, JSON.stringify(documents, null, 1) + '\n')
 console.log('wrote documents.json')
+
+// ─── Comments ───────────────────────────────────────────────────────────────
+
+// As the reference server's writeCommentCreate: the Markdown as blocks (commentMarkdownToBlocks),
+// createComment on the document's version, a reply naming its parent's version and its thread's
+// root; the record id by commentRecordIdFromBlob. Date.now is fixed for each comment.
+const COMMENT_CASES = [
+  {markdown: 'Nice notes! I agree with **the intro**.', randomSeed: 300},
+  {markdown: 'A reply with a [link](https://example.com/x) and `code`.', randomSeed: 301, replyTo: 0},
+  {markdown: 'A reply to the reply.\n\n- one\n- two\n  - nested', randomSeed: 302, replyTo: 1},
+  {markdown: '# Heading in a comment\n\n```js\nlet x = 1\n```\n\n![pic](https://example.com/p.png)\n\n$$\nx^2\n$$', randomSeed: 303},
+  {markdown: 'Private aside <hm://z6MkihWCQTrdYSzB7D7VVPKWSAvRBFA6n9eL35fGHJqN2RuD>\n\n\n', randomSeed: 304, visibility: 'Private'},
+  {markdown: '1. first\n2. second\n\n> quoted\n\nÜnïcödé 🤖 ~~strike~~ <u>under</u>', randomSeed: 305, replyTo: 0},
+]
+
+async function commentVectors(documentVector) {
+  const seed = seedBytes('seed-agents hm vector commenter')
+  const keyPair = blobs.nobleKeyPairFromSeed(seed)
+  const signer = signerOf(keyPair)
+  const docId = {uid: documentVector.accountId, path: ['field-notes'], version: null, blockRef: null}
+  const docVersion = documentVector.create.version
+  const made = []
+  const realNow = Date.now
+  for (const [i, c] of COMMENT_CASES.entries()) {
+    const ts = 1767240000000 + i * 61000
+    seedRandom(c.randomSeed)
+    const content = markdownBlockNodesToHMBlockNodes(parseMarkdown(c.markdown).tree)
+    const parent = c.replyTo === undefined ? undefined : made[c.replyTo]
+    Date.now = () => ts
+    const input = await createComment(
+      {
+        content,
+        docId,
+        docVersion,
+        blobs: [],
+        replyCommentVersion: parent?.cid,
+        rootReplyCommentVersion: parent ? parent.threadRoot || parent.cid : undefined,
+        visibility: c.visibility || '',
+      },
+      signer,
+    )
+    Date.now = realNow
+    const data = input.blobs[0].data
+    const digest = await sha256.digest(data)
+    const cid = CID.createV1(0x71, digest).toString()
+    made.push({
+      ...c,
+      ts,
+      cid,
+      recordId: await commentRecordIdFromBlob(data),
+      threadRoot: parent ? parent.threadRoot || parent.cid : undefined,
+      replyParent: parent?.cid,
+      publishKeys: Object.keys(input.blobs[0]),
+      data: b64(data),
+    })
+  }
+  return {
+    seed: hex(seed),
+    accountId: blobs.principalToString(keyPair.principal),
+    target: {account: documentVector.accountId, path: '/field-notes', version: docVersion},
+    comments: made,
+  }
+}
+
+const comments = {
+  library: '@seed-hypermedia/client@0.0.83',
+  comments: await commentVectors(documents.document),
+}
+writeFileSync(new URL('./comments.json', import.meta.url), JSON.stringify(comments, null, 1) + '\n')
+console.log('wrote comments.json')

@@ -1,0 +1,173 @@
+"""An agent's hm:// writes over the wire (a real server, a scripted model, the fake HM server): the
+"Publish Seed content" grant holds, a comment and a threaded reply are published with the
+reference's result fields, and a collaborator's turn publishes under the agent's grants and
+identities, never the collaborator's."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from seed_agents.server.main import start_server
+
+from tests.conftest import server_config
+from tests.fakes.hm_server import FakeHmServer
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import Script
+from tests.pg import postgres_base_url, postgres_url  # noqa: F401
+from tests.wsraw import V2Client, flatten, keypair
+
+NOT_GRANTED = 'Publishing is not enabled for this agent. The owner can grant "Publish Seed content"'
+
+
+@pytest.fixture
+async def hm():
+    async with FakeHmServer() as h:
+        yield h
+
+
+@pytest.fixture
+async def server(tmp_path, hm, storage, request):
+    running = await start_server(server_config(tmp_path, storage, request, allow_provider_base_url=True,
+                                               hm_server_url=hm.base_url))
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+def call(call_id, name, arguments):
+    return {"id": call_id, "name": name, "arguments": json.dumps(arguments)}
+
+
+async def make_agent(c, kp, base_url, **definition):
+    assert (await c.call(kp, {"_": "SetSecret", "name": "k", "value": b"sk-test"}))["_"] == "SetSecretResponse"
+    provider = {"type": "custom", "baseUrl": base_url, "secretRefs": {"apiKey": "k"}}
+    assert (await c.call(kp, {"_": "SetModelProvider", "name": "p", "provider": provider}))["_"] \
+        == "SetModelProviderResponse"
+    r = await c.call(kp, {"_": "CreateAgent", "definition": {
+        "name": "Writer", "systemPrompt": "You publish.", "modelProvider": "p", "model": "m", **definition}})
+    return r["agentId"]
+
+
+async def open_session(c, kp, agent_id):
+    sid = (await c.call(kp, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
+    await c.call(kp, {"_": "Subscribe", "key": f"sessions/{sid}"})
+    await c.event_where(lambda e: e.get("_") == "replayed")
+    return sid
+
+
+async def run_turn(c, kp, sid, text="go", timeout=30):
+    """Send a message; the tool results of the turn, in order, once the session settles."""
+    r = await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [{"type": "text", "text": text}]})
+    assert r["_"] == "MessageSessionResponse", r
+    appends = []
+    async with asyncio.timeout(timeout):
+        while True:
+            e = await c.event()
+            appends += flatten(e)
+            if e["_"] == "change" and e["key"] == f"sessions/{sid}" and e["value"]["status"] != "streaming" \
+                    and any(a["event"].get("type") in ("message", "error") and a["event"].get("role") != "user"
+                            for a in appends):
+                return [a["event"] for a in appends if a["event"].get("type") == "tool_result"]
+
+
+@pytest.mark.storages("sqlite", "postgresql")
+async def test_the_publish_grant_holds(server, hm):
+    kp = keypair("grant-owner")
+    c = await V2Client.open(server.url)
+    me = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Granted"}))["identity"]
+    doc = f"hm://{me['accountId']}/notes"
+    async with FakeOpenAI() as fake:
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("w1", "write", {"address": doc, "content": "hi", "options": {"name": "Notes"}}),
+            call("w2", "write", {"address": doc, "content": "hi", "options": {"action": "comment"}})]),
+            Script(chunks=["done"]))
+        denied = await make_agent(c, kp, fake.base_url, signingKey=me["name"], tools=["search"])
+        published = len(hm.published)
+        results = await run_turn(c, kp, await open_session(c, kp, denied))
+        assert [NOT_GRANTED in (r.get("error") or "") for r in results] == [True, True]
+        assert len(hm.published) == published
+
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("w3", "write", {"address": doc, "content": "hi", "options": {"name": "Notes"}})]),
+            Script(chunks=["done"]))
+        r = await c.call(kp, {"_": "UpdateAgent", "agentId": denied, "definition": {
+            "name": "Writer", "systemPrompt": "You publish.", "modelProvider": "p", "model": "m",
+            "signingKey": me["name"], "tools": ["search", "publish"]}})
+        assert r["_"] == "GetAgentResponse", r
+        results = await run_turn(c, kp, await open_session(c, kp, denied))
+        assert results[0]["output"]["command"] == "document.create", results
+        assert len(hm.published) == published + 1
+    await c.close()
+
+
+@pytest.mark.storages("sqlite", "postgresql")
+async def test_an_agent_comments_and_replies_in_a_thread(server, hm):
+    kp = keypair("commenter")
+    c = await V2Client.open(server.url)
+    me = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Commenter"}))["identity"]
+    doc = f"hm://{me['accountId']}/owls"
+    async with FakeOpenAI() as fake:
+        agent_id = await make_agent(c, kp, fake.base_url, signingKey=me["name"])
+        sid = await open_session(c, kp, agent_id)
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("d", "write", {"address": doc, "content": "Owls are brown.", "options": {"name": "Owls"}}),
+            call("c1", "write", {"address": doc, "content": "First thought.", "options": {"action": "comment"}})]),
+            Script(chunks=["ok"]))
+        first = await run_turn(c, kp, sid)
+        comment = first[1]["output"]
+        assert comment["command"] == "comment.create" and comment["type"] == "hypermedia_write_result"
+        assert comment["signer"]["publicKey"] == me["accountId"] and comment["message"] == "comment.create completed"
+        assert comment["target"] == doc and comment["targetName"] == "Owls"
+        assert comment["commentUrl"] == f"{doc}/:comments/{comment['commentId']}"
+        assert comment["authorUrl"] == f"hm://{me['accountId']}" and comment["cids"] == [comment["commentCid"]]
+
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("c2", "write", {"address": doc, "content": "A reply.",
+                                 "options": {"action": "comment", "replyTo": comment["commentUrl"]}}),
+            call("c3", "write", {"address": doc, "content": "x", "options": {"action": "comment", "name": "n"}}),
+            call("r", "read", {"address": f"{doc}/:comments"})]),
+            Script(chunks=["ok"]))
+        second = await run_turn(c, kp, sid)
+        reply = second[0]["output"]
+        assert reply["replyCommentId"] == comment["commentId"]
+        assert "refused, not ignored" in second[1]["error"] and "name" in second[1]["error"]
+        listed = second[2]["output"]["comments"]
+        assert [x["id"] for x in listed] == [comment["commentId"], reply["commentId"]]
+        assert listed[1]["replyParent"] == comment["commentId"] and "A reply." in listed[1]["markdown"]
+    held = hm.comments_on(me["accountId"], "/owls")
+    assert held[1]["replyParentVersion"] == comment["commentCid"]
+    await c.close()
+
+
+@pytest.mark.storages("sqlite", "postgresql")
+async def test_a_collaborator_s_turn_publishes_as_the_agent_s_identity(server, hm):
+    owner, writer = keypair("collab-owner"), keypair("collab-writer")
+    o = await V2Client.open(server.url)
+    w = await V2Client.open(server.url)
+    mine = (await o.call(owner, {"_": "CreateSigningIdentity", "label": "Owner's"}))["identity"]
+    theirs = (await w.call(writer, {"_": "CreateSigningIdentity", "label": "Writer's"}))["identity"]
+    async with FakeOpenAI() as fake:
+        agent_id = await make_agent(o, owner, fake.base_url, signingKey=mine["name"])
+        r = await o.call(owner, {"_": "InviteAgentCollaborator", "agentId": agent_id,
+                                 "accountId": writer.account_id, "role": "writer"})
+        assert r["_"] == "InviteAgentCollaboratorResponse", r
+        assert (await w.call(writer, {"_": "AcceptAgentInvite", "agentId": agent_id}))["_"] \
+            == "AcceptAgentInviteResponse"
+        sid = await open_session(w, writer, agent_id)
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            # The collaborator's own identity (same name, their account) is not the agent's to use.
+            call("x", "write", {"address": f"hm://{theirs['accountId']}/x", "content": "hi",
+                                "options": {"name": "X", "signer": theirs["accountId"]}}),
+            call("y", "write", {"address": f"hm://{mine['accountId']}/y", "content": "hi",
+                                "options": {"name": "Y"}})]),
+            Script(chunks=["ok"]))
+        results = await run_turn(w, writer, sid)
+        assert "you can publish only as" in results[0]["error"]
+        assert results[1]["output"]["signer"]["publicKey"] == mine["accountId"]
+    published = [b for call_ in hm.published for b in call_ if b.type == "Ref"]
+    assert {b.value.get("path") for b in published} == {None, "/y"}  # the owner's home, then /y
+    await o.close()
+    await w.close()
