@@ -87,7 +87,7 @@ async def _read_directory(hm, address: str, hm_id: HmId) -> ToolResult:  # noqa:
         path = info.get("path")
         path = "/" + "/".join(str(p) for p in path) if isinstance(path, list) else str(path or "")
         meta = info.get("metadata") if isinstance(info.get("metadata"), dict) else {}
-        entry = {"id": str(ident.get("id") or HmId(hm_id.uid, tuple(p for p in path.split("/") if p)).base),
+        entry: dict = {"id": str(ident.get("id") or HmId(hm_id.uid, tuple(p for p in path.split("/") if p)).base),
                  "path": path}
         for key, value in (("name", meta.get("name")), ("summary", meta.get("summary")),
                            ("updateTime", info.get("updateTime"))):
