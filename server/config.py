@@ -98,12 +98,17 @@ class Config:
     tool_timeout: float = 60.0
     tool_fetch_bytes: int = 5 << 20
     searxng_url: str = ""
+    # Fair sharing (server/runtime/turns.py; docs/operations.md "Fair sharing"): runs one account
+    # may have queued or running at once, runs in one delegation tree.
+    max_runs_in_flight: int = 100
+    max_tree_runs: int = 200
     # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
     mcp_timeout: float = 30.0
     # Triggers (server/triggers/): bounds per agent, history kept per trigger, webhook bounds,
     # the activity feed's polling, and the triggers' clock (test servers speed it up).
     trigger_max_per_agent: int = 100
     trigger_firings_per_hour: int = 120
+    account_trigger_firings_per_hour: int = 600
     trigger_history: int = 200
     webhook_max_body: int = 64 * 1024
     webhook_rate_limit: float = 5.0
@@ -356,8 +361,11 @@ SETTINGS: list[Setting] = [
     Setting("--tool-timeout", "TOOL_TIMEOUT", "tool_timeout", rate, "SECONDS", "a tool call still running after this long is abandoned and answered with an error (the run goes on)"),
     Setting("--tool-fetch-bytes", "TOOL_FETCH_BYTES", "tool_fetch_bytes", count, "BYTES", "a web page an agent reads is downloaded up to this many bytes; the rest is not read"),
     Setting("--searxng-url", "SEARXNG_URL", "searxng_url", http_url, "URL", "the SearXNG instance (JSON API) behind the agents' `web_search` tool; unset: `web_search` is not offered", "unset"),
+    Setting("--max-runs-in-flight", "MAX_RUNS_IN_FLIGHT", "max_runs_in_flight", count, "N", "runs one account may have queued or running at once, over all its agents (MessageSession, RetrySession, trigger firings and delegated children alike; a parked run is not counted); past it a message is answered 429, a trigger firing is recorded as skipped and a delegate call gets an error"),
+    Setting("--max-tree-runs", "MAX_TREE_RUNS", "max_tree_runs", count, "N", "runs in one delegation tree, its root included; a delegate call past it gets an error the model reads"),
     Setting("--trigger-max-per-agent", "TRIGGER_MAX_PER_AGENT", "trigger_max_per_agent", count, "N", "triggers one agent may have (more is 409)"),
     Setting("--trigger-firings-per-hour", "TRIGGER_FIRINGS_PER_HOUR", "trigger_firings_per_hour", count, "N", "trigger firings per agent per hour that start work; past it a firing is recorded as skipped"),
+    Setting("--account-trigger-firings-per-hour", "ACCOUNT_TRIGGER_FIRINGS_PER_HOUR", "account_trigger_firings_per_hour", count, "N", "trigger firings per account per hour that start work, over all its agents; past it a firing is recorded as skipped"),
     Setting("--trigger-history", "TRIGGER_HISTORY", "trigger_history", count, "N", "firings kept per trigger (older ones are pruned; a pruned webhook Idempotency-Key can be used again)"),
     Setting("--webhook-max-body", "WEBHOOK_MAX_BODY", "webhook_max_body", count, "BYTES", "largest webhook body (`POST /agents/hooks/<triggerId>`; larger is 413)"),
     Setting("--webhook-rate-limit", "WEBHOOK_RATE_LIMIT", "webhook_rate_limit", rate, "PER_SECOND", "webhook calls per second from one client address (a burst of four times that; more is 429)"),

@@ -783,6 +783,7 @@ async def trigger_shapes(db, w, r, out: list) -> None:  # noqa: ANN001
     r(firings_q.firing_by_key, ACCOUNT, "tr-s", f"schedule:tr-s:{slot}")
     r(firings_q.firing_by_key, ACCOUNT, "tr-s", "schedule:tr-s:0")
     r(firings_q.fired_since, "a4", now - 3_600_000)
+    r(firings_q.account_fired_since, ACCOUNT, now - 3_600_000)
     r(triggers_q.get_trigger, "tr-s")
     r(triggers_q.earliest_due)
     # The run it started ends: the firing records how, and run-completed triggers fire (depth 1).
@@ -914,6 +915,11 @@ async def test_both_drivers_return_the_same_shapes(tmp_path, postgres_url):
 CALLED_BY_OTHERS = {
     "parking.wake": "parking.signal, parking.time_out",
     "parking.child_ended": "delegation.children_ended",
+    "delegation.spawn_child": "delegation.create_child",
+    "turns.start_turn": "delegation.create_child",
+    "turns.tree_refusal": "turns.start_turn (a child's)",
+    "turns.in_flight_refusal": "turns.start_turn",
+    "turns.in_flight": "turns.in_flight_refusal",
     "delegation.children_ended": "delegation.cancel_subtrees",
     "agents.record_activity": "events.append_event",
     "runs.save_run": "runs.move_run",

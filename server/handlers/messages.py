@@ -7,9 +7,8 @@ from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.errors import ProtocolError
 
 from ..clock import new_id
-from ..store import agents as agents_q
+from ..runtime import turns
 from ..store import attachments as att_q
-from ..store import events as events_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from .access import WRITER, session_for
@@ -45,22 +44,20 @@ async def message_session(app, env, action) -> dict:
     now = app.now_ms()
     account_id = env.account_id
     session_id = action.session_id
+    limits = turns.TurnLimits.from_config(app.config)
 
     def effect(conn):
         session = session_for(conn, account_id, session_id, WRITER)
-        owner = session["account"]   # the run is the owner's; meta names the real sender
         user_event_id, run_id = new_id(), new_id()
         attachments = [attachments_of(conn, session_id, a) for a in getattr(action, "attachment_ids", ())]
-        event, body = events_q.append_event(conn, session_id, user_payload(env, action, attachments),
-                                            user_event_id, now)
-        title = session.get("title") or sessions_q.title_from_text(action.text)
-        run = runs_q.create_run(conn, run_id, owner, session["agentId"], session_id, user_event_id, now,
-                                title=title)
-        session = sessions_q.set_session_status(conn, session_id, "streaming", now)
-        agent = agents_q.touch_agent(conn, session["agentId"], now, decoded=False)   # busy, with the new activity
+        # The run is the owner's; the message's meta names the real sender.
+        started = turns.start_turn(conn, owner=session["account"], agent_id=session["agentId"],
+                                   session_id=session_id, run_id=run_id, now=now, limits=limits,
+                                   message=user_payload(env, action, attachments), event_id=user_event_id,
+                                   title=session.get("title") or sessions_q.title_from_text(action.text))
         response = {"_": "MessageSessionResponse", "sessionId": session_id, "assistantEventId": "",
                     "userEventId": user_event_id, "runId": run_id}
-        return response, [(event, body, run, session, agent)]
+        return response, [started.effects]
 
     def job(conn):
         return once(conn, account_id, "MessageSession", action.client_message_id,
@@ -69,14 +66,8 @@ async def message_session(app, env, action) -> dict:
     response, done = await app.db.write(job)
 
     def publish() -> None:
-        for event, body, run, session, agent in done:
-            app.publish_append(session_id, event, body)
-            app.publish_change("runs/" + run["rootRunId"], run)
-            app.publish_change("sessions/" + session_id, session)
-            app.publish_change("agents/" + agent["id"], agent)
-            app.notify_account(session["account"], "session-event", agent_id=session["agentId"],
-                               session_id=session_id)
-            app.runtime.kick(session_id)
+        for effects in done:
+            turns.publish(app, app.runtime.kick, effects)
 
     # Right after the response is queued (the caller queues it without awaiting): the sender
     # hears back first, however many sockets follow the session.
@@ -89,6 +80,7 @@ async def retry_session(app, env, action) -> dict:
     are not shown to the model (runtime.history keeps messages only)."""
     now = app.now_ms()
     account_id, session_id = env.account_id, action.session_id
+    limits = turns.TurnLimits.from_config(app.config)
 
     def job(conn):
         session = session_for(conn, account_id, session_id, WRITER)
@@ -100,18 +92,13 @@ async def retry_session(app, env, action) -> dict:
             got = "no run" if latest is None else f"its latest run {latest['status']}"
             raise ProtocolError(409, f"session {session_id} has nothing to retry: {got}; "
                                      "only a failed turn can be retried")
-        run = runs_q.create_run(conn, new_id(), session["account"], session["agentId"], session_id,
-                                runs_q.user_event_of(conn, latest["id"]), now, title=latest["title"])
-        session = sessions_q.set_session_status(conn, session_id, "streaming", now)
-        agents_q.touch_agent(conn, session["agentId"], now, decoded=False)
-        return run, session
+        return turns.start_turn(conn, owner=session["account"], agent_id=session["agentId"], session_id=session_id,
+                                run_id=new_id(), now=now, limits=limits,
+                                user_event_id=runs_q.user_event_of(conn, latest["id"]), title=latest["title"])
 
-    run, session = await app.db.write(job)
-    app.publish_change("runs/" + run["rootRunId"], run)
-    app.publish_change("sessions/" + session_id, session)
-    app.notify_account(session["account"], "session-event", agent_id=session["agentId"], session_id=session_id)
-    app.runtime.kick(session_id)
-    return {"_": "RetrySessionResponse", "sessionId": session_id, "assistantEventId": "", "runId": run["id"]}
+    started = await app.db.write(job)
+    turns.publish(app, app.runtime.kick, started.effects)
+    return {"_": "RetrySessionResponse", "sessionId": session_id, "assistantEventId": "", "runId": started.run["id"]}
 
 
 async def stop_session(app, env, action) -> dict:

@@ -18,6 +18,8 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from seed_agents.protocol.errors import ProtocolError
+
 from ..clock import new_id
 from ..store import agents as agents_q
 from ..store import delegation as delegation_q
@@ -29,6 +31,7 @@ from ..store import sessions as sessions_q
 from ..store.delegation import Settled
 from ..store.errors import NotFound
 from ..tools.delegation_tools import Delegation
+from . import turns
 
 log = logging.getLogger("seed_agents.runtime")
 
@@ -161,6 +164,7 @@ class ParkedRuns:
         now = rt.now_ms()
         still_ours = rt.queue.still_ours(run)
         session_id = run["sessionId"]
+        limits = turns.TurnLimits.from_config(rt.config)
 
         def job(conn):
             if worker.gone:
@@ -171,38 +175,40 @@ class ParkedRuns:
             if still_ours is not None and not still_ours(conn):
                 return None
             out = Settled()
-            created: list[dict] = []
+            spawned = turns.Effects()
             calls: list[str] = []
-            spawned = delegation_q.child_count(conn, session_id)
+            children = delegation_q.child_count(conn, session_id)
             left = delegation_q.tokens_left(delegation_q.budget_of(conn, run["id"]), current,
                                             rt.config.max_run_tokens)
             for d in park.delegations:
                 refusal = None
                 if current["depth"] + 1 > delegation_q.MAX_DEPTH:
                     refusal = f"delegation is at most {delegation_q.MAX_DEPTH} levels deep; do this work yourself"
-                elif spawned >= delegation_q.MAX_CHILDREN_PER_SESSION:
+                elif children >= delegation_q.MAX_CHILDREN_PER_SESSION:
                     refusal = (f"a session has at most {delegation_q.MAX_CHILDREN_PER_SESSION} children; "
                                "do the rest yourself")
+                exists = refusal is None and conn.execute(
+                    "SELECT 1 FROM runs WHERE parent_run_id = ? AND parent_tool_call_id = ?",
+                    (run["id"], d.tool_call_id)).fetchone() is not None
+                if refusal is None and not exists:
+                    try:
+                        child = delegation_q.spawn_child(
+                            conn, current, session_id, child_session_id=new_id(), child_run_id=new_id(),
+                            tool_call_id=d.tool_call_id, title=d.title, brief=d.brief, spec=d.spec, now=now,
+                            event_ids=(new_id(), new_id()), budget={"tokens": left}, limits=limits)
+                    except ProtocolError as exc:   # the account's runs in flight, the tree's size
+                        refusal = exc.message
+                    else:
+                        children += 1
+                        spawned.merge(child.effects)
+                        out.journal.append((current, journal_q.append(
+                            conn, run["id"], {"kind": "call", "tool": "delegate", "toolCallId": d.tool_call_id,
+                                              "input": d.spec, "runId": child.run["id"],
+                                              "sessionId": child.session["id"]}, now)))
                 if refusal is not None:
                     event, body = refused(conn, session_id, d.tool_call_id, refusal, now)
                     out.appends.append((session_id, event, body))
                     continue
-                exists = conn.execute("SELECT 1 FROM runs WHERE parent_run_id = ? AND parent_tool_call_id = ?",
-                                      (run["id"], d.tool_call_id)).fetchone()
-                if exists is None:
-                    session, child, appends = delegation_q.create_child(
-                        conn, current, session_id, child_session_id=new_id(), child_run_id=new_id(),
-                        tool_call_id=d.tool_call_id, title=d.title, brief=d.brief, spec=d.spec, now=now,
-                        event_ids=(new_id(), new_id()), budget={"tokens": left})
-                    spawned += 1
-                    created.append(session)
-                    out.runs.append(child)
-                    out.appends.extend(appends)
-                    out.woken.append(child)   # queued: kick its session
-                    out.journal.append((current, journal_q.append(
-                        conn, run["id"], {"kind": "call", "tool": "delegate", "toolCallId": d.tool_call_id,
-                                          "input": d.spec, "runId": child["id"], "sessionId": session["id"]},
-                        now)))
                 calls.append(d.tool_call_id)
             for entry in park.journal or ():
                 out.journal.append((current, journal_q.append(conn, run["id"], entry, now)))
@@ -231,18 +237,15 @@ class ParkedRuns:
                 a = agents_q.set_agent_status(conn, agent["id"], "idle", now)
             except NotFound:
                 return None
-            return out, created, moved, a
+            return out, spawned, moved, a
 
         done = await rt.db.write(job)
         rt.queue.release(run)
         if done is None:
             return None
-        settled, created, moved, a = done
+        settled, spawned, moved, a = done
         pub = rt.publisher
-        for session in created:
-            pub.publish_session(session, created=True)
-            pub.notify_account(session["account"], "session-created", agent_id=session["agentId"],
-                               session_id=session["id"])
+        turns.publish(pub, rt.kick, spawned)   # the children: sessions, briefs, runs, kicked
         self.publish(settled)
         pub.publish_agent(a)
         if moved["status"] == "waiting":

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import codec, parking
+from . import codec, parking, turns
 from . import events as events_q
 from . import journal as journal_q
 from . import runs as runs_q
@@ -49,30 +49,34 @@ def child_count(conn, session_id: str) -> int:
     return row[0]
 
 
-def create_child(conn, parent: dict, parent_session_id: str, *, child_session_id: str, child_run_id: str,
-                 tool_call_id: str, title: str, brief: str, spec: dict, now: int,
-                 event_ids: tuple[str, str], budget: dict) -> tuple[dict, dict, list[tuple[str, dict, bytes]]]:
-    """The child session (brief as its first user message) and its queued run under `parent`;
-    the parent's session gets the `tool_spawn` event. Returns (session, run, appends)."""
-    session = sessions_q.create_session(conn, child_session_id, parent["account"], parent["agentId"], title,
-                                        now, parent_session_id=parent_session_id)
-    conn.execute("UPDATE sessions SET run_id = ?, title_source = 'agent' WHERE id = ?",
-                 (child_run_id, child_session_id))
-    session["runId"] = child_run_id
-    brief_event = events_q.append_event(conn, child_session_id,
-                                        {"type": "message", "role": "user", "content": brief, "actor": "agent"},
-                                        event_ids[0], now)
-    run = runs_q.create_run(conn, child_run_id, parent["account"], parent["agentId"], child_session_id,
-                            brief_event[0]["id"], now, title=title, origin="agent", parent=parent)
+def spawn_child(conn, parent: dict, parent_session_id: str, *, child_session_id: str, child_run_id: str,
+                tool_call_id: str, title: str, brief: str, spec: dict, now: int,
+                event_ids: tuple[str, str], budget: dict, limits: turns.TurnLimits) -> turns.Started:
+    """The child session (brief as its first user message) and its queued run under `parent`,
+    started as every turn is (`turns.start_turn`, under `limits`: a refusal raises ProtocolError
+    before anything is written); the parent's session gets the `tool_spawn` event, in the
+    effects to publish."""
+    started = turns.start_turn(conn, owner=parent["account"], agent_id=parent["agentId"],
+                               session_id=child_session_id, run_id=child_run_id, now=now, limits=limits,
+                               message={"type": "message", "role": "user", "content": brief, "actor": "agent"},
+                               event_id=event_ids[0],
+                               new_session=turns.NewSession(child_session_id, title, parent_session_id),
+                               title=title, origin=turns.AGENT, parent=parent)
     conn.execute("UPDATE runs SET parent_tool_call_id = ?, input = ?, budget = ? WHERE id = ?",
                  (tool_call_id, codec.encode(spec), codec.encode(budget), child_run_id))
-    run["parentToolCallId"] = tool_call_id
-    spawn = events_q.append_event(conn, parent_session_id,
-                                  {"type": "tool_spawn", "toolCallId": tool_call_id, "name": "delegate",
-                                   "runId": child_run_id, "sessionId": child_session_id, "title": title,
-                                   "actor": "agent"}, event_ids[1], now)
-    session = sessions_q.get_session(conn, child_session_id) or session
-    return session, run, [(child_session_id, *brief_event), (parent_session_id, *spawn)]
+    started.run["parentToolCallId"] = tool_call_id
+    spawn, body = events_q.append_event(conn, parent_session_id,
+                                        {"type": "tool_spawn", "toolCallId": tool_call_id, "name": "delegate",
+                                         "runId": child_run_id, "sessionId": child_session_id, "title": title,
+                                         "actor": "agent"}, event_ids[1], now)
+    started.effects.appended.append((parent_session_id, spawn, body))
+    return started
+
+
+def create_child(conn, parent: dict, parent_session_id: str, **spec) -> tuple[dict, dict, list]:
+    """`spawn_child` with no account limits, as (session, run, appends)."""
+    started = spawn_child(conn, parent, parent_session_id, limits=turns.UNLIMITED, **spec)
+    return started.session, started.run, started.effects.appended
 
 
 def budget_of(conn, run_id: str) -> dict:

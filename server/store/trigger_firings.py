@@ -69,6 +69,14 @@ def fired_since(conn: Conn, agent_id: str, since: int) -> int:
                         " AND status = 'created'", (agent_id, since)).fetchone()[0]
 
 
+def account_fired_since(conn: Conn, account_id: str, since: int) -> int:
+    """Firings of all the account's agents' triggers that started work since `since` (the
+    account's hourly bound; read through each agent's index, as `fired_since`)."""
+    return conn.execute("SELECT count(*) FROM trigger_firings WHERE agent_id IN"
+                        " (SELECT id FROM agents WHERE account_id = ?) AND created_at >= ?"
+                        " AND status = 'created'", (account_id, since)).fetchone()[0]
+
+
 def prune(conn: Conn, trigger_id: str, keep: int) -> None:
     """Drop the trigger's firings past the newest `keep` (one statement)."""
     conn.execute("DELETE FROM trigger_firings WHERE id IN (SELECT id FROM trigger_firings WHERE trigger_id = ?"

@@ -4,8 +4,8 @@
 In that one transaction it inserts the firing under its stable key (the unique constraint makes a
 second firing of a key a no-op that returns the first), applies the bounds (backoff after
 failures, the agent's firings per hour, the run-completed chain guard), and starts the work:
-`newThread` creates the session, its first message and the queued run exactly as MessageSession
-does. So a firing and its work commit together or not at all: a server that dies mid-firing
+`newThread` creates the session, its first message and the queued run through the one
+`start_turn` (server/runtime/turns.py) MessageSession uses. So a firing and its work commit together or not at all: a server that dies mid-firing
 leaves nothing, and the slot is taken again by whoever runs next.
 
 What must reach subscribers after the commit is returned as `Outcome.publish` (callables the
@@ -18,13 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from seed_agents.protocol.blocks import to_markdown
+from seed_agents.protocol.errors import ProtocolError
 
 from ..clock import new_id
+from ..runtime import turns
 from ..runtime.parked import woken
-from ..store import agents as agents_q
 from ..store import events as events_q
 from ..store import parking
-from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
@@ -47,6 +47,8 @@ class FiringError(Exception):
 class Policy:
     per_hour: int                  # firings per agent per hour that start work
     keep: int                      # firings kept per trigger
+    account_per_hour: int = 600    # firings per account (all its agents) per hour that start work
+    turns: turns.TurnLimits = turns.TurnLimits()   # runs in flight per account (newThread)
 
 
 @dataclass(slots=True)
@@ -97,6 +99,8 @@ def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy, *,
         triggers_q.record_outcome(conn, trigger["id"], now, fired=created, error=None, next_due=next_due)
         if created and fired is not None:
             fired[trigger["agentId"]] = fired.get(trigger["agentId"], 0) + 1
+            account_key = "account:" + trigger["account"]
+            fired[account_key] = fired.get(account_key, 0) + 1
     firings_q.prune(conn, trigger["id"], policy.keep)
     counted = app.metrics.trigger_firings.labels(trigger["source"]["type"], firing["status"])
     return Outcome(firing, True, [*publish, counted.inc])   # (counted once committed)
@@ -112,15 +116,28 @@ def _held_back(conn, trigger: dict, event: Event, now: int, policy: Policy,
     if event.chain_depth > MAX_CHAIN_HOPS:
         return f"run-completed chain longer than {MAX_CHAIN_HOPS} firings (a loop of triggers?)"
     agent_id = trigger["agentId"]
-    if fired is None or agent_id not in fired:
-        count = firings_q.fired_since(conn, agent_id, now - HOUR_MS)
-        if fired is not None:
-            fired[agent_id] = count
-    else:
-        count = fired[agent_id]
+    count = _fired(fired, agent_id, lambda: firings_q.fired_since(conn, agent_id, now - HOUR_MS))
     if count >= policy.per_hour:
         return f"the agent's limit of {policy.per_hour} trigger firings per hour was reached"
+    # The account's too: agents cost nothing, so a bound per agent alone bounds nothing.
+    account = trigger["account"]
+    count = _fired(fired, "account:" + account,
+                   lambda: firings_q.account_fired_since(conn, account, now - HOUR_MS))
+    if count >= policy.account_per_hour:
+        return (f"the account's limit of {policy.account_per_hour} trigger firings per hour (all its agents) "
+                "was reached (--account-trigger-firings-per-hour)")
+    if (trigger.get("continuation") or {"kind": "newThread"})["kind"] == "newThread":
+        return turns.in_flight_refusal(conn, account, policy.turns)
     return None
+
+
+def _fired(fired: dict[str, int] | None, key: str, count: Callable[[], int]) -> int:
+    """A count of firings, read once per batch (`fired` caches it; admit adds its own)."""
+    if fired is None:
+        return count()
+    if key not in fired:
+        fired[key] = count()
+    return fired[key]
 
 
 def _context(trigger: dict) -> dict:
@@ -166,13 +183,11 @@ def wake(conn, app, trigger: dict, event: Event, continuation: dict):
 
 
 def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str, run_id: str):
-    """A session for the agent with the prompt and the event as context, its run queued (what
-    MessageSession does for a person)."""
+    """A session for the agent with the prompt and the event as context, its run queued (the
+    turn MessageSession starts for a person, server/runtime/turns.py)."""
     owner, agent_id = trigger["account"], trigger["agentId"]
     now = app.now_ms()   # sessions, events and runs keep the server's real clock
-    event_id = new_id()
     title = f"{trigger['name']} — {event.summary}"[:TITLE_CHARS]
-    session = sessions_q.create_session(conn, session_id, owner, agent_id, title, now)
     activity = json.dumps(event.activity, separators=(",", ":"), default=str, ensure_ascii=False)
     if len(activity) > MAX_EVENT_JSON:
         activity = activity[:MAX_EVENT_JSON] + " …(cut)"
@@ -186,23 +201,14 @@ def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, session_i
     }
     if not isinstance(trigger["prompt"], str):
         payload["blocks"] = trigger["prompt"]
-    appended, body = events_q.append_event(conn, session_id, payload, event_id, now)
-    run = runs_q.create_run(conn, run_id, owner, agent_id, session_id, event_id, now, title=title,
-                            origin="system")
-    session = sessions_q.set_session_status(conn, session_id, "streaming", now)
-    agent = agents_q.touch_agent(conn, agent_id, now)
-
-    def publish() -> None:
-        app.publish_session(session, created=True)
-        app.notify_account(owner, "session-created", agent_id=agent_id, session_id=session_id)
-        app.publish_append(session_id, appended, body)
-        app.publish_change("runs/" + run["rootRunId"], run)
-        if agent is not None:
-            app.publish_change("agents/" + agent_id, agent)
-        app.notify_account(owner, "session-event", agent_id=agent_id, session_id=session_id)
-        app.runtime.kick(session_id)
-
-    return [publish]
+    try:
+        started = turns.start_turn(conn, owner=owner, agent_id=agent_id, session_id=session_id, run_id=run_id,
+                                   now=now, limits=turns.TurnLimits.from_config(app.config), message=payload,
+                                   event_id=new_id(), new_session=turns.NewSession(session_id, title),
+                                   title=title, origin=turns.SYSTEM)
+    except ProtocolError as exc:   # a limit (checked before anything is written)
+        raise FiringError(exc.message) from None
+    return [lambda: turns.publish(app, app.runtime.kick, started.effects)]
 
 
 def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str, continuation: dict):

@@ -11,6 +11,7 @@ import logging
 
 from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
 
+from ..runtime import turns
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
 from . import manage, webhook
@@ -29,7 +30,9 @@ class Triggers:
         self.app = app
         self.clock = clock or getattr(cfg, "trigger_clock", None) or TriggerClock(
             cfg.trigger_clock_speed, cfg.trigger_clock_epoch_ms, cfg.trigger_clock_offset_ms)
-        self.policy = Policy(per_hour=cfg.trigger_firings_per_hour, keep=cfg.trigger_history)
+        self.policy = Policy(per_hour=cfg.trigger_firings_per_hour, keep=cfg.trigger_history,
+                             account_per_hour=cfg.account_trigger_firings_per_hour,
+                             turns=turns.TurnLimits.from_config(cfg))
         self.scheduler = Scheduler(app, self.clock, self.policy)
         self.activity = None
         self._tasks: set[asyncio.Task] = set()   # headless tool runs under way
