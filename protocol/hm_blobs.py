@@ -46,6 +46,8 @@ __all__ = [
     "genesis_blob",
     "profile_blob",
     "ref_blob",
+    "tombstone_ref_blob",
+    "redirect_ref_blob",
     "new_account_blobs",
     "profile_blobs",
     "metadata_operations",
@@ -138,6 +140,40 @@ def ref_blob(seed: bytes, space: str, path: str, genesis: str, heads: list[str],
     if path:
         value["path"] = path
     value["heads"] = [CID.decode(h) for h in heads]
+    return _signed(kp, value)
+
+
+def tombstone_ref_blob(seed: bytes, space: str, path: str, genesis: str, generation: int, ts_ms: int) -> Blob:
+    """`createTombstoneRef({space, path, genesis, generation})`: the document at `path` deleted
+    (a Ref with no heads)."""
+    return _headless_ref(seed, space, path, genesis, generation, ts_ms, None)
+
+
+def redirect_ref_blob(seed: bytes, space: str, path: str, genesis: str, generation: int, ts_ms: int, *,
+                      target_space: str, target_path: str, republish: bool = False) -> Blob:
+    """`createRedirectRef({space, path, genesis, generation, targetSpace, targetPath,
+    republish})`: the document at `path` now redirects to `target_space` + `target_path`."""
+    redirect: dict = {"path": target_path}
+    if target_space and target_space != space:
+        redirect["space"] = principal_from_string(target_space)
+    if republish:
+        redirect["republish"] = True
+    return _headless_ref(seed, space, path, genesis, generation, ts_ms, redirect)
+
+
+def _headless_ref(seed: bytes, space: str, path: str, genesis: str, generation: int, ts_ms: int,
+                  redirect: dict | None) -> Blob:
+    kp = _keypair(seed)
+    value: dict = {"type": "Ref", "signer": kp.principal, "ts": ts_ms, "genesisBlob": CID.decode(genesis)}
+    if generation != 0:
+        value["generation"] = generation
+    if space != kp.account_id:
+        value["space"] = principal_from_string(space)
+    if path:
+        value["path"] = path
+    value["heads"] = []
+    if redirect is not None:
+        value["redirect"] = redirect
     return _signed(kp, value)
 
 

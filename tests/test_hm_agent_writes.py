@@ -171,3 +171,34 @@ async def test_a_collaborator_s_turn_publishes_as_the_agent_s_identity(server, h
     assert {b.value.get("path") for b in published} == {None, "/y"}  # the owner's home, then /y
     await o.close()
     await w.close()
+
+
+async def test_an_agent_moves_forks_redirects_and_deletes(server, hm):
+    kp = keypair("mover")
+    c = await V2Client.open(server.url)
+    me = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Mover"}))["identity"]
+    base = f"hm://{me['accountId']}"
+    async with FakeOpenAI() as fake:
+        agent_id = await make_agent(c, kp, fake.base_url, signingKey=me["name"])
+        sid = await open_session(c, kp, agent_id)
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("a", "write", {"address": f"{base}/a", "content": "A text.", "options": {"name": "A"}}),
+            call("b", "write", {"address": f"{base}/a", "options": {"action": "move", "toPath": "/b"}}),
+            call("c", "write", {"address": f"{base}/c", "options": {"action": "fork", "fromUrl": f"{base}/b"}}),
+            call("d", "write", {"address": f"{base}/c", "options": {"action": "delete"}}),
+            call("e", "write", {"address": f"{base}/b", "options": {"action": "redirect", "toUrl": f"{base}/b"}}),
+            call("f", "write", {"address": f"{base}/b", "options": {"action": "delete", "toPath": "/x"}}),
+            call("g", "read", {"address": f"{base}/a"}),
+            call("h", "read", {"address": f"{base}/c"})]),
+            Script(chunks=["ok"]))
+        results = await run_turn(c, kp, sid)
+        moved, forked, deleted = results[1]["output"], results[2]["output"], results[3]["output"]
+        assert moved["command"] == "document.move" and moved["destination"] == f"{base}/b"
+        assert moved["redirect"]["target"] == f"{base}/b"
+        assert forked["command"] == "document.fork" and forked["id"] == f"{base}/c"
+        assert deleted["command"] == "document.delete" and len(deleted["cids"]) == 1
+        assert "itself" in results[4]["error"]
+        assert "refused, not ignored" in results[5]["error"] and "toPath" in results[5]["error"]
+        assert "A text." in results[6]["output"]["markdown"]   # the old address redirects to the new
+        assert "was deleted" in results[7]["error"]
+    await c.close()

@@ -189,3 +189,33 @@ async def test_a_wrong_cid_from_the_server_is_an_error(hm, client, monkeypatch):
     monkeypatch.setattr(client, "_call", lying)
     with pytest.raises(HmError, match="CID that is not the comment's"):
         await client.publish_comment_blob(prepared["blob"])
+
+
+async def test_delete_redirect_fork_and_move_round_trip(hm, client):
+    await site(client)
+    owls, notes = f"hm://{ACCOUNT}/owls", f"hm://{ACCOUNT}/notes"
+    # delete: a tombstone; the document reads as deleted and leaves the directory
+    ident, cids = await client.delete_document(SEED, owls, TS + 10)
+    assert ident == owls and len(cids) == 1 and hm.get(cids[0]).value["heads"] == []
+    with pytest.raises(ToolFailure, match="was deleted"):
+        await read(client, owls)
+    assert [d["path"] for d in (await read(client, f"hm://{ACCOUNT}/:directory"))["documents"]] == ["/notes"]
+    # fork: the same version at a new address of the account
+    forked = await client.fork_document(SEED, notes, f"hm://{ACCOUNT}/copy", TS + 11)
+    assert (await read(client, f"hm://{ACCOUNT}/copy"))["version"] == forked["version"]
+    again = await client.fork_document(SEED, notes, f"hm://{ACCOUNT}/copy", TS + 12)
+    assert again["status"] == "already_exists" and again["cids"] == []
+    # redirect: reading the old address reads the target
+    await client.redirect_document(SEED, f"hm://{ACCOUNT}/copy", notes, TS + 13)
+    assert (await read(client, f"hm://{ACCOUNT}/copy"))["title"] == "Notes"
+    # refusals name what is wrong, and publish nothing
+    published = len(hm.published)
+    with pytest.raises(ValueError, match="not a document"):
+        await client.delete_document(SEED, f"hm://{ACCOUNT}/nothing", TS)
+    with pytest.raises(ValueError, match="its own account"):
+        await client.delete_document(OTHER_SEED, notes, TS)
+    with pytest.raises(ValueError, match="itself"):
+        await client.redirect_document(SEED, notes, notes, TS)
+    with pytest.raises(ValueError, match="already exists"):
+        await client.fork_document(SEED, f"hm://{ACCOUNT}/notes/kites", notes, TS)
+    assert len(hm.published) == published

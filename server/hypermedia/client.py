@@ -30,7 +30,16 @@ from urllib.parse import quote_plus
 import httpx
 
 from seed_agents.protocol import dagcbor
-from seed_agents.protocol.hm_blobs import Blob, NoChanges, account_id, document_base, document_blobs
+from seed_agents.protocol.hm_blobs import (
+    Blob,
+    NoChanges,
+    account_id,
+    document_base,
+    document_blobs,
+    redirect_ref_blob,
+    ref_blob,
+    tombstone_ref_blob,
+)
 from seed_agents.protocol.hm_comments import UnsupportedBlock, comment_blob, comment_blocks, comment_record_id
 from seed_agents.protocol.hm_ids import HmId, content_links, malformed_link, parse_hm_id
 from seed_agents.protocol.hm_markdown import (
@@ -401,6 +410,90 @@ class HmClient:
         if not isinstance(cids, list) or len(cids) != 1 or cids[0] != blob.cid:
             raise self._error("PublishBlobs", "answered a CID that is not the comment's")
         return blob.cid
+
+    async def _own_document(self, seed: bytes, hm_url: str, what: str) -> tuple[HmId, dict]:
+        """The document at `hm_url` in the key's own account (a delete, a redirect, a move's
+        source), as Resource answers it; ValueError when it is not one."""
+        hm_id = parse_hm_id(hm_url)
+        hm_id = HmId(hm_id.uid, hm_id.path)
+        account = account_id(seed)
+        if hm_id.uid != account:
+            raise ValueError(f"this identity ({account}) can only {what} in its own account, not in {hm_id.uid}")
+        kind, resource = await self._kind_of(hm_id)
+        document = resource.get("document")
+        if kind != "document" or not isinstance(document, dict):
+            raise ValueError(f"{hm_id.base} is {'not' if kind in ('not-found', '') else 'a ' + kind + ','} "
+                             "a document on the HM server")
+        if not isinstance(document.get("genesis"), str):
+            raise self._error("Resource", "answered a document without its genesis")
+        return hm_id, document
+
+    @staticmethod
+    def _generation(document: dict, default: int) -> int:
+        info = document.get("generationInfo")
+        value = info.get("generation") if isinstance(info, dict) else None
+        try:
+            return int(value) if value is not None else default
+        except (TypeError, ValueError):
+            return default
+
+    async def delete_document(self, seed: bytes, hm_url: str, ts_ms: int, *, dry_run: bool = False) -> tuple[str, list]:
+        """`document.delete` (the reference's `writeDocumentDelete`): a tombstone Ref at the
+        document's path, its genesis and generation. (the id, the CIDs published)."""
+        hm_id, document = await self._own_document(seed, hm_url, "delete documents")
+        blob = tombstone_ref_blob(seed, hm_id.uid, hm_id.api_path, document["genesis"],
+                                  self._generation(document, 0), ts_ms)
+        return hm_id.pack(), [] if dry_run else await self.publish_blobs([blob])
+
+    async def redirect_document(self, seed: bytes, hm_url: str, target_url: str, ts_ms: int, *,
+                                republish: bool = False, dry_run: bool = False) -> tuple[str, str, list]:
+        """`document.redirect` (`writeDocumentRedirect`): a redirect Ref at the document's path to
+        `target_url`. (the id, the target, the CIDs published)."""
+        hm_id, document = await self._own_document(seed, hm_url, "redirect documents")
+        target = parse_hm_id(target_url)
+        target = HmId(target.uid, target.path)
+        if target.base == hm_id.base:
+            raise ValueError("a document cannot redirect to itself")
+        blob = redirect_ref_blob(seed, hm_id.uid, hm_id.api_path, document["genesis"],
+                                 self._generation(document, 1), ts_ms, target_space=target.uid,
+                                 target_path=target.api_path, republish=republish)
+        return hm_id.pack(), target.pack(), [] if dry_run else await self.publish_blobs([blob])
+
+    async def fork_document(self, seed: bytes, source_url: str, dest_url: str, ts_ms: int, *,
+                            dry_run: bool = False) -> dict:
+        """`document.fork` (`writeDocumentRef` with a source): a version Ref at `dest_url` (the
+        key's own account) naming the source's genesis, version and generation. An existing
+        destination is refused unless it already is that version (`status: already_exists`)."""
+        source = parse_hm_id(source_url)
+        source = HmId(source.uid, source.path, source.version)
+        dest = parse_hm_id(dest_url)
+        dest = HmId(dest.uid, dest.path)
+        account = account_id(seed)
+        if dest.uid != account:
+            raise ValueError(f"this identity ({account}) can only fork into its own account, not into {dest.uid}")
+        kind, resource = await self._kind_of(source)
+        document = resource.get("document")
+        if kind != "document" or not isinstance(document, dict):
+            raise ValueError(f"the fork's source {source.base} is not a document on the HM server")
+        info = document.get("generationInfo") if isinstance(document.get("generationInfo"), dict) else {}
+        genesis, version = info.get("genesis") or document.get("genesis"), document.get("version")
+        if not isinstance(genesis, str) or not isinstance(version, str) or not version:
+            raise self._error("Resource", "answered a document without its genesis or version")
+        dest_kind, dest_resource = await self._kind_of(dest)
+        if dest_kind == "document":
+            there = dest_resource.get("document") or {}
+            if there.get("version") == version and (there.get("generationInfo") or {}).get("genesis") == genesis:
+                return {"id": dest.pack(), "status": "already_exists", "version": version, "cids": []}
+            raise ValueError(f"a document already exists at {dest.base}: delete or move it first")
+        if len(dest.path) > 1 and (await self._kind_of(HmId(dest.uid, dest.path[:-1])))[0] != "document":
+            raise ValueError(f"cannot fork to {dest.base}: its parent does not exist")
+        try:
+            blob = ref_blob(seed, dest.uid, dest.api_path, genesis, version.split("."),
+                            self._generation(document, ts_ms), ts_ms)
+        except ValueError:
+            raise self._error("Resource", "answered a version that is not CIDs") from None
+        cids = [] if dry_run else await self.publish_blobs([blob])
+        return {"id": dest.pack(), "version": version, "cids": cids}
 
     async def _kind_of(self, hm_id: HmId) -> tuple[str, dict]:
         """(the Resource answer's type, the answer); "not-found" for a 404 as well."""

@@ -24,7 +24,10 @@ from .context import ToolContext, ToolFailure, ToolResult
 # refused, never ignored, as the reference's assertKnownWriteOptions).
 _BASE_OPTIONS = frozenset({"action", "signer", "skipLinkCheck"})
 _ACTION_OPTIONS = {"document": frozenset({"name"}), "update": frozenset({"name"}),
-                   "comment": frozenset({"target", "replyTo"})}
+                   "comment": frozenset({"target", "replyTo"}), "delete": frozenset(),
+                   "redirect": frozenset({"toUrl"}), "fork": frozenset({"fromUrl"}),
+                   "move": frozenset({"toPath"})}
+_REF_ACTIONS = ("delete", "redirect", "fork", "move")
 PUBLISH_GRANT = "publish"
 LEGACY_PUBLISH_GRANTS = ("write", "memory_publish_document", "ipfs_write", "attachment_to_ipfs")
 FEED_PAGE_DEFAULT, FEED_PAGE_MAX = 20, 50
@@ -283,6 +286,9 @@ async def write(ctx: ToolContext, address: str, params: dict) -> ToolResult:
                           f"ignored): {', '.join(sorted(unknown))}; it takes {', '.join(sorted(allowed))}")
     if "dryRun" in params and not isinstance(params["dryRun"], bool):
         raise ToolFailure("write dryRun must be a boolean")
+    if action in _REF_ACTIONS:
+        return await _write_ref(ctx, hm, address, action, options, _signer(ctx, options.get("signer")),
+                                params.get("dryRun") is True)
     content = params.get("content")
     if not isinstance(content, str) or not content.strip():
         raise ToolFailure("an hm:// write needs " + ("the comment's markdown" if action == "comment"
@@ -309,6 +315,57 @@ async def write(ctx: ToolContext, address: str, params: dict) -> ToolResult:
         raise ToolFailure(str(exc)) from None
     return _write_result(command, row, f"Published {address} as {row['name']}.",
                          {"id": address, "url": address, "version": version})
+
+
+async def _write_ref(ctx: ToolContext, hm, address: str, action: str, options: dict, row: dict,  # noqa: ANN001
+                     dry_run: bool) -> ToolResult:
+    """delete, redirect, fork and move: one Ref each (a move is a fork to the new path and a
+    redirect from the old one), as the reference's writeDocumentDelete / Redirect / Ref / Move."""
+    seed = _seed(ctx, row)
+    now = ctx.now_ms()
+    dry = {"dryRun": True} if dry_run else {}
+    try:
+        if action == "delete":
+            ident, cids = await hm.delete_document(seed, address, now, dry_run=dry_run)
+            return _write_result("document.delete", row, f"{'Dry run: would delete' if dry_run else 'Deleted'} "
+                                 f"{ident}.", {"id": ident, **dry, **({} if dry_run else {"cids": cids})})
+        if action == "redirect":
+            to = options.get("toUrl")
+            if not isinstance(to, str) or not to.strip():
+                raise ToolFailure("a redirect needs options.toUrl (the hm:// address it leads to)")
+            ident, target, cids = await hm.redirect_document(seed, address, to.strip(), now, dry_run=dry_run)
+            return _write_result("document.redirect", row, f"{'Dry run: would redirect' if dry_run else 'Redirected'}"
+                                 f" {ident} to {target}.",
+                                 {"id": ident, "target": target, **dry, **({} if dry_run else {"cids": cids})})
+        if action == "fork":
+            source = options.get("fromUrl")
+            if not isinstance(source, str) or not source.strip():
+                raise ToolFailure("a fork needs options.fromUrl (the hm:// document to copy to this address)")
+            forked = await hm.fork_document(seed, source.strip(), address, now, dry_run=dry_run)
+            return _write_result("document.fork", row, f"Forked {source.strip()} to {forked['id']}"
+                                 + (" (dry run)." if dry_run else "."), {**forked, **dry})
+        to_path = options.get("toPath")
+        if not isinstance(to_path, str) or not to_path.strip("/ "):
+            raise ToolFailure("a move needs options.toPath (the document's new path in its account, e.g. /archive/x)")
+        source = parse_hm_id(address)
+        dest = HmId(source.uid, tuple(p for p in to_path.strip().split("/") if p)).pack()
+        ref = await hm.fork_document(seed, HmId(source.uid, source.path).pack(), dest, now, dry_run=dry_run)
+        if dry_run:
+            return _write_result("document.move", row, f"Dry run: would move {address} to {dest}.",
+                                 {"destination": dest, "ref": ref, "dryRun": True})
+        try:
+            ident, target, cids = await hm.redirect_document(seed, address, dest, now)
+        except (ValueError, HmError) as exc:   # as the reference: the copy stands, the warning says so
+            return _write_result("document.move", row, f"Copied {address} to {dest}, but the old address does "
+                                 "not redirect.", {"destination": dest, "ref": ref,
+                                                   "warning": f"Destination was created, but source redirect "
+                                                              f"failed: {exc}"})
+        return _write_result("document.move", row, f"Moved {address} to {dest}.", {
+            "destination": dest, "ref": ref, "redirect": {"id": ident, "target": target, "cids": cids}})
+    except ValueError as exc:
+        raise ToolFailure(str(exc)) from None
+    except HmError as exc:
+        raise ToolFailure(str(exc)) from None
 
 
 async def _write_comment(ctx: ToolContext, hm, address: str, content: str, options: dict, row: dict,  # noqa: ANN001

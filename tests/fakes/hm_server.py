@@ -228,8 +228,8 @@ class FakeHmServer(LoopbackFake):
         count = 0
         # Comments last: they are on the documents' versions.
         for path in sorted(directory.glob("*.json"), key=lambda p: (p.name == "comments.json", p.name)):
-            if path.name.startswith("package"):
-                continue
+            if path.name.startswith("package") or path.name == "refs.json":
+                continue   # refs.json deletes and moves the vectors' document: not preloaded
             entries = list(_vector_blobs(json.loads(path.read_text(encoding="utf-8"))))
             count += len(self.store(entries))
         return count
@@ -320,6 +320,13 @@ class FakeHmServer(LoopbackFake):
         doc = self.document(hm_id)
         if doc is None:
             return {"type": "not-found", "id": hm_id.unpacked()}
+        redirect = doc.ref.value.get("redirect")
+        if isinstance(redirect, dict) and not hm_id.version:
+            space = principal_to_string(redirect["space"]) if redirect.get("space") else doc.account
+            path = [p for p in str(redirect.get("path", "")).split("/") if p]
+            return {"type": "redirect", "id": hm_id.unpacked(), "redirectTarget": HmId(space, tuple(path)).unpacked()}
+        if not doc.ref.value.get("heads") and not hm_id.version:
+            return {"type": "tombstone", "id": hm_id.unpacked()}
         metadata, content = self._apply(doc.changes)
         genesis = str(doc.ref.value["genesisBlob"])
         version = ".".join(str(h) for h in doc.ref.value.get("heads", [])) if not hm_id.version else hm_id.version
@@ -373,7 +380,7 @@ class FakeHmServer(LoopbackFake):
         out = {}
         for account, path in keys:
             doc = self.document(HmId(account, tuple(p for p in path.split("/") if p)))
-            if doc is not None:
+            if doc is not None and doc.ref.value.get("heads"):   # deleted and redirected ones are gone
                 out[(account, path)] = doc
         return out
 

@@ -15,6 +15,8 @@ import {
   blocksToMarkdown,
   commentRecordIdFromBlob,
   createComment,
+  createRedirectRef,
+  createTombstoneRef,
   computeReplaceOps,
   createBlocksMap,
   emitFrontmatter,
@@ -627,3 +629,60 @@ const comments = {
 }
 writeFileSync(new URL('./comments.json', import.meta.url), JSON.stringify(comments, null, 1) + '\n')
 console.log('wrote comments.json')
+
+// ─── Refs: delete, redirect, fork ───────────────────────────────────────────
+
+// As the reference server's writeDocumentDelete, writeDocumentRedirect and writeDocumentRef (a
+// fork): createTombstoneRef, createRedirectRef and createVersionRef, Date.now fixed for each.
+async function refVectors(documentVector) {
+  const seed = seedBytes('seed-agents hm vector doc')
+  const keyPair = blobs.nobleKeyPairFromSeed(seed)
+  const signer = signerOf(keyPair)
+  const otherSeed = seedBytes('seed-agents hm vector commenter')
+  const other = blobs.principalToString(blobs.nobleKeyPairFromSeed(otherSeed).principal)
+  const account = documentVector.accountId
+  const genesis = documentVector.create.blobs[0].cid
+  const version = documentVector.create.version
+  const generation = documentVector.create.ts
+  const realNow = Date.now
+  const at = async (ts, make) => {
+    Date.now = () => ts
+    try {
+      const input = await make()
+      const data = input.blobs[0].data
+      return {ts, cid: CID.createV1(0x71, await sha256.digest(data)).toString(), data: b64(data)}
+    } finally {
+      Date.now = realNow
+    }
+  }
+  return {
+    seed: hex(seed),
+    accountId: account,
+    other,
+    genesis,
+    version,
+    generation,
+    tombstone: await at(1767250000000, () =>
+      createTombstoneRef({space: account, path: '/field-notes', genesis, generation}, signer),
+    ),
+    redirect: await at(1767250001000, () =>
+      createRedirectRef(
+        {space: account, path: '/field-notes', genesis, generation, targetSpace: account, targetPath: '/moved-notes'},
+        signer,
+      ),
+    ),
+    redirectAway: await at(1767250002000, () =>
+      createRedirectRef(
+        {space: account, path: '/field-notes', genesis, generation, targetSpace: other, targetPath: '', republish: true},
+        signer,
+      ),
+    ),
+    fork: await at(1767250003000, () =>
+      createVersionRef({space: account, path: '/moved-notes', genesis, version, generation}, signer),
+    ),
+  }
+}
+
+const refs = {library: '@seed-hypermedia/client@0.0.83', refs: await refVectors(documents.document)}
+writeFileSync(new URL('./refs.json', import.meta.url), JSON.stringify(refs, null, 1) + '\n')
+console.log('wrote refs.json')
