@@ -78,11 +78,16 @@ async def start_server(config: Config) -> RunningServer:
     # The app and its transport are most of the server's imports: loaded here, so that `--help`
     # and a configuration mistake answer without them.
     from .app import App
+    from .http_routes import HttpRoutes
     from .transport.listener import start_transport
+    from .triggers import webhook
 
     shared = config.storage_url is not None and config.storage_url.is_postgresql
     app = App(config)   # writes nothing until start()
-    ws_server = await start_transport(app, start_serving=False)
+    # The HTTP routes that are not actions, registered once (server/http_routes.py).
+    routes = HttpRoutes()
+    routes.add(webhook.endpoint(app))
+    ws_server = await start_transport(app, routes, start_serving=False)
     lock = metrics_server = None
     started = False
     try:

@@ -15,6 +15,7 @@ from tests.imports import PACKAGES, ROOT, imports_of, modules
 
 # protocol/'s third-party imports, each a dependency declared in pyproject.toml.
 PROTOCOL_DEPENDENCIES = {"cbor2", "nacl", "multiformats", "yaml",  # yaml: Seed front matter (hm_markdown)
+                         "httptools",  # httptools: the HTTP reader's parser (pure: bytes in, callbacks out)
                          "jsonschema"}   # jsonschema: tool inputs (pure)
 
 

@@ -5,6 +5,6 @@ through its framing and `outbound.py`'s queue. `peers.py` and `origins.py` bound
 clients per address and origin; `memtrim.py` gives memory back after connections end. Nothing
 here knows what an action means: it hands verified work to server/verification/.
 
-May import: protocol, server.verification, server.live, server.routes, server.triggers (the
-webhook route), server.operations, server.ratelimit.
+May import: protocol, server.verification, server.live, server.routes, server.http_routes (the
+HTTP route table, filled at start), server.operations, server.ratelimit.
 """

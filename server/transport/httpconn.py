@@ -1,21 +1,24 @@
-"""HTTP/1.1 on the server's one port: httptools (llhttp) parses, this module moves the bytes and
-keeps the time; protocol/framing_http.py decides every answer.
+"""HTTP/1.1 on the server's one port, as an asyncio protocol that keeps only the time and the
+writes: protocol/http_reader.py reads the requests from the bytes (events, with the head, chunk
+and pipeline bounds), protocol/framing_http.py decides every answer's bytes, and the route
+table (server/http_routes.py) answers whatever is not an action.
 
 One `HttpConnection` per TCP connection. Requests are answered in order (keep-alive, pipelining
 allowed); an action's body is read into memory only up to the frame limit: a declared
 Content-Length over it is refused before any of the body is read, and a chunked body is cut
-where it crosses the limit. A request whose head or body stalls is dropped after its bound
-(`Config.http_header_timeout`, `http_body_timeout`); an idle keep-alive connection after
-`http_idle_timeout`. A WebSocket upgrade on `/agents/ws` hands the socket to a websockets
-server connection (see server/transport/listener.py), fed the request it already sent.
+where it crosses the limit (an endpoint of the route table has its own cap, the same way). A
+request whose head or body stalls is dropped after its bound (`Config.http_header_timeout`,
+`http_body_timeout`); an idle keep-alive connection after `http_idle_timeout`. A WebSocket
+upgrade on `/agents/ws` hands the socket to a websockets server connection (see
+server/transport/listener.py), fed the request it already sent.
 
-Against hostile clients (docs/operations.md "Security"): the parser is fed at most
-`_FEED_PIECE` bytes at a time, so within one read the head is counted as it arrives (a head over
-32 KiB is 431 at once, and so are chunk framing and trailers past the same bound) and at most
-`PIPELINE_MAX` requests wait unanswered (the rest of the read waits, unparsed, and the socket
-is not read); the answers yield to other clients between each other; answers make progress
-within `--write-timeout` or the connection is dropped (and its buffers go back to the system);
-requests that are not actions cost the connection's and the address's probe buckets.
+Against hostile clients (docs/operations.md "Security"): the reader's bounds (a head over
+32 KiB is 431 at once, and so are chunk framing and trailers past the same bound; at most
+16 requests wait unanswered, the rest of the read waits unparsed and the socket is
+not read); the answers yield to other clients between each other; answers make progress within
+`--write-timeout` or the connection is dropped (server/transport/watchdog.py; its buffers go
+back to the system); requests that are not actions cost the connection's and the address's
+probe buckets.
 """
 from __future__ import annotations
 
@@ -27,38 +30,29 @@ import socket
 import struct
 import termios
 
-import httptools
-
 from seed_agents.protocol.events import error_response
 from seed_agents.protocol.framing_http import WS_PATH, HttpFraming, Route, with_origin
 from seed_agents.protocol.framing_types import Refusal, Request
+from seed_agents.protocol.http_reader import Body, End, Head, HttpReader, Refused, Started
 
-from ..operations.health import health
-from ..operations.version import VERSION, build_commit
+from ..http_routes import Endpoint, HttpRequest, HttpRoutes
 from ..ratelimit import TokenBucket
-from ..triggers import webhook
 from ..verification.dispatch import execute
 from . import memtrim
 from .connection import new_connection_id
 from .origins import DUPLICATE, REFUSED, policy
 from .peers import address_of
+from .watchdog import WriteWatchdog
 
 log = logging.getLogger("seed_agents.http")
 
+__all__ = ["HttpConnection", "HttpPeer", "reset", "unsent_bytes"]
 
-MAX_HEAD_BYTES = 32 * 1024   # request line + headers; more is 431
 LINGER_SECONDS = 2.0         # after a refusal with an unread body: read and drop, then close
 _PIPELINE_PAUSE = 4          # requests waiting on one connection before it stops being read
-PIPELINE_MAX = 16            # requests read and not yet answered; the rest of a read waits unparsed
-_FEED_PIECE = 4096           # bytes given to the parser at once (the bounds above hold within a read)
-_BODY_PIECE = 64 * 1024      # the same within a body, whose bytes cost a callback per piece
 _WRITE_HIGH = 256 * 1024     # a response writer waits while the socket holds more than this
 # Per connection, requests that are not actions (the address has its own bucket, --probe-rate).
 CONN_PROBE_RATE, CONN_PROBE_BURST = 50.0, 100
-CHUNK_FRAMING = 16           # bytes of chunk framing allowed per chunk beyond MAX_HEAD_BYTES
-# Route kinds that are not probes: actions, which have their buckets (server/verification/dispatch.py); an
-# area whose requests are limited on their own terms adds its kinds here.
-_NOT_PROBES = frozenset({"message", "hook"})   # webhooks have their own rate limit
 JUNK_REFUSED = ("too many actions from this address failed verification; slow down (a tenth of "
                 "--max-unverified refills per second)")
 
@@ -84,14 +78,43 @@ class HttpPeer:
         """An HTTP request binds nothing."""
 
 
-class _Stop(Exception):
-    """Raised from a parser callback to stop reading this connection."""
+class _Reading:
+    """The request being read: its head, route and what of its body is kept."""
+
+    __slots__ = ("head", "route", "endpoint", "body", "body_size", "refusal", "origin")
+
+    def __init__(self, head: Head, route: Route, endpoint: Endpoint | None, origin: str | None) -> None:
+        self.head = head
+        self.route = route
+        self.endpoint = endpoint
+        self.body: list[bytes] = []
+        self.body_size = 0
+        self.refusal: Refusal | None = None   # decided on the head; the body is then dropped
+        self.origin = origin                  # the Origin header, when the request has one
+
+    @property
+    def keeps_body(self) -> bool:
+        kind = self.route.kind
+        return (kind == "message" and self.refusal is None) or (self.endpoint is not None and kind == self.endpoint.kind)
+
+
+class _Queued:
+    """A request read and not yet answered (or a marker: a final answer, the upgrade)."""
+
+    __slots__ = ("route", "method", "headers", "refusal", "body", "keep_alive", "origin", "endpoint", "raw")
+
+    def __init__(self, route: Route, method: str = "", headers=(), refusal: Refusal | None = None,
+                 body: bytes | None = None, keep_alive: bool = False, origin: str | None = None,
+                 endpoint: Endpoint | None = None, raw: bytes = b"") -> None:
+        self.route, self.method, self.headers, self.refusal, self.body = route, method, headers, refusal, body
+        self.keep_alive, self.origin, self.endpoint, self.raw = keep_alive, origin, endpoint, raw
 
 
 class HttpConnection(asyncio.Protocol):
-    def __init__(self, app, framing: HttpFraming, server, upgrade) -> None:
+    def __init__(self, app, framing: HttpFraming, routes: HttpRoutes, server, upgrade) -> None:
         self.app = app
         self.framing = framing
+        self.routes = routes
         self.server = server              # http_connections, handler_tasks (waited for at stop)
         self.registry: set = server.http_connections
         self.upgrade = upgrade            # (transport, bytes of the request and after) -> None
@@ -103,50 +126,30 @@ class HttpConnection(asyncio.Protocol):
         self.origins = policy(cfg.allowed_origins)
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpRequestParser(self)
+        self.reader = HttpReader()
+        self.reading: _Reading | None = None
         self.peer = HttpPeer(TokenBucket(cfg.limits.rate_per_second, cfg.limits.rate_burst))
         self.probes = TokenBucket(CONN_PROBE_RATE, CONN_PROBE_BURST)
         self.addresses = server.addresses
         self.address: str | None = None   # counted in `addresses` until this connection ends
-        self.write_timeout = cfg.write_timeout
-        self.written = 0                  # bytes handed to the transport, ever
-        self._watchdog: asyncio.TimerHandle | None = None
-        self._accepted_at_check = 0
-        self.pending = b""                # bytes read and not yet given to the parser
-        self.phase = "idle"               # of the request being parsed: idle, head, body
-        self.head_fed = 0                 # bytes given to the parser within an unfinished head
-        self.framing_fed = 0              # chunk framing and trailer bytes of the current body
-        self.chunks = 0
-        self._piece_body = 0
-        self._completed = False
-        self.queue: collections.deque = collections.deque()   # requests complete, not yet answered
+        self.watchdog: WriteWatchdog | None = None
+        self.queue: collections.deque[_Queued] = collections.deque()   # read, not yet answered
         self.worker: asyncio.Task | None = None
         self.closed = False
         self.discarding = False      # a final answer is decided: read and drop the rest
         self.upgraded = False
         self.shutting_down = False
-        self.in_request = False      # between a request's first byte and its last
         self.eof = False
         self.upgrade_tail = b""
         self._paused_reading = False
         self._deadline: asyncio.TimerHandle | None = None
         self._paused = False
         self._drain: asyncio.Future | None = None
-        self._reset_request()
-
-    def _reset_request(self) -> None:
-        self.url = bytearray()
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.head_bytes = 0
-        self.route: Route | None = None
-        self.body: list[bytes] = []
-        self.body_size = 0
-        self.refusal: Refusal | None = None
-        self.origin: str | None = None    # the Origin header, when the request has one
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.watchdog = WriteWatchdog(transport, self.app.config.write_timeout, self._stalled, watch_closing=True)
         self.registry.add(self)
         limit = self.app.config.limits.max_connections
         if len(self.registry) > limit:
@@ -166,12 +169,13 @@ class HttpConnection(asyncio.Protocol):
         self.closed = True
         self.registry.discard(self)
         self._cancel_deadline()
-        self._cancel_watchdog()
+        if self.watchdog is not None:
+            self.watchdog.cancel()
         if self.address is not None:
             self.addresses.release(self.address)
             self.address = None
         self.queue.clear()            # nothing that was not started runs for a gone client
-        self.pending = b""
+        self.reader.close()
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
         memtrim.soon()   # what its buffers held (an answer it never read) goes back to the system
@@ -182,72 +186,7 @@ class HttpConnection(asyncio.Protocol):
             return
         if self.discarding or self.closed:
             return   # a final answer is decided: what still arrives is dropped, never kept
-        self.pending = self.pending + data if self.pending else data
-        self._feed()
-
-    def _feed(self) -> None:
-        """Give the parser what was read, a piece at a time: between pieces the head and chunk
-        framing are counted and the pipeline bound is checked (past it the rest waits here,
-        and the socket is not read, until answers have gone out)."""
-        data, pos = self.pending, 0
-        try:
-            while pos < len(data) and not (self.discarding or self.closed or self.upgraded):
-                if len(self.queue) >= PIPELINE_MAX:
-                    self._pause_reading()
-                    break
-                piece = memoryview(data)[pos:pos + (_BODY_PIECE if self.phase == "body" else _FEED_PIECE)]
-                before = self.phase
-                self._completed = False
-                self._piece_body = 0
-                try:
-                    self.parser.feed_data(piece)
-                    pos += len(piece)
-                except httptools.HttpParserUpgrade as exc:
-                    # The parser stops after a request that asks to switch protocols.
-                    pos += exc.args[0]
-                    if self.upgraded:   # to the WebSocket: the rest is the socket's
-                        self.upgrade_tail = data[pos:] + self.upgrade_tail
-                        pos = len(data)
-                        break
-                    continue   # an Upgrade header on another path, with no body: plain HTTP
-                except httptools.HttpParserCallbackError:
-                    pos = len(data)
-                    break   # _Stop from a callback: the answer is already decided
-                except httptools.HttpParserError as exc:
-                    pos = len(data)
-                    self._final(self.framing.json(400, {"status": "error", "message": f"malformed HTTP request: {exc}"},
-                                                  keep_alive=False))
-                    break
-                if not self._completed and self._count_piece(before, len(piece)):
-                    pos = len(data)
-                    break
-        finally:
-            self.pending = data[pos:] if pos < len(data) and not self.discarding else b""
-
-    def _count_piece(self, before: str, size: int) -> bool:
-        """Count a piece that ended no request: all head, or all body and its framing. True when
-        a bound is crossed (the 431 is queued)."""
-        if self.phase == "head":
-            self.head_fed += size
-            if self.head_fed > MAX_HEAD_BYTES:
-                self._final(self._head_too_large())
-                return True
-        elif self.phase == "body" and before == "body":
-            self.framing_fed += size - self._piece_body
-            if self.framing_fed > MAX_HEAD_BYTES + CHUNK_FRAMING * self.chunks:
-                self._final(self.framing.json(431, {"status": "error", "message": "chunk framing and trailers "
-                                                   f"over {MAX_HEAD_BYTES} bytes"}, keep_alive=False))
-                return True
-        return False
-
-    def _head_too_large(self) -> bytes:
-        return self.framing.json(431, {"status": "error", "message": f"request head over {MAX_HEAD_BYTES} bytes"},
-                                 keep_alive=False)
-
-    def _pause_reading(self) -> None:
-        if not self._paused_reading and not self.closed:
-            self._paused_reading = True
-            self.transport.pause_reading()
+        self._read(data)
 
     def eof_received(self) -> bool:
         # The client will send nothing more; answers to what it sent still go out.
@@ -264,46 +203,56 @@ class HttpConnection(asyncio.Protocol):
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
 
-    # -- httptools callbacks ---------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        self._reset_request()
-        self.in_request = True
-        self.phase = "head"
-        self.head_fed = self.framing_fed = self.chunks = 0
-        self._set_deadline(self.header_timeout)
+    # -- the reader's events ---------------------------------------------------------------
+    def _read(self, data: bytes) -> None:
+        """Handle what the reader makes of `data` (b"": what waited behind the pipeline bound)."""
+        reader = self.reader
+        for event in reader.feed(data):
+            if isinstance(event, Body):
+                self._on_body(event.data)
+            elif isinstance(event, Started):
+                self._set_deadline(self.header_timeout)
+            elif isinstance(event, Head):
+                self._on_head(event)
+            elif isinstance(event, End):
+                self._on_end(event)
+                if self.upgraded:   # to the WebSocket: the rest is the socket's
+                    self.upgrade_tail = reader.detach()
+                    return
+            elif isinstance(event, Refused):
+                self._final(self.framing.json(event.status, {"status": "error", "message": event.message},
+                                              keep_alive=False))
+            if self.discarding or self.closed:
+                reader.close()
+                return
+        if reader.paused:
+            self._pause_reading()
 
-    def on_chunk_header(self) -> None:
-        self.chunks += 1
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-        self._count_head(len(url))
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
-        self._count_head(len(name) + len(value) + 4)
-
-    def _count_head(self, n: int) -> None:
-        self.head_bytes += n
-        if self.head_bytes > MAX_HEAD_BYTES:
-            self._final(self._head_too_large())
-            raise _Stop
-
-    def on_headers_complete(self) -> None:
-        self.phase = "body"
-        self.head_fed = 0
-        self._check_any_head()
-        method = self.parser.get_method().decode("latin-1")
-        url = self.url.decode("latin-1")
-        self.route = route = webhook.hook_route(method, url) or self.framing.route_request(method, url, self.headers)
-        if route.kind == "hook":   # server/triggers/webhook.py: its own body cap, checked here
-            self._hook_body_cap(next((int(v) for n, v in self.headers if n.lower() == b"content-length"), 0))
+    def _on_head(self, head: Head) -> None:
+        origin = None
+        origins = 0
+        for name, value in head.headers:
+            if name.lower() == b"origin":
+                origin = value.decode("latin-1")
+                origins += 1
+        if origins > 1:
+            # Which one would a check read? Refused outright (a browser sends one).
+            self._final(self.framing.json(400, {"status": "error", "message": DUPLICATE}, keep_alive=False),
+                        origin)
+            return
+        route, endpoint = self.routes.route(self.framing, head.method, head.target, head.headers)
+        self.reading = reading = _Reading(head, route, endpoint, origin)
+        if endpoint is not None and route.kind == endpoint.kind:
+            # An endpoint's own body cap (e.g. webhooks, --webhook-max-body), checked here.
+            declared = next((int(v) for n, v in head.headers if n.lower() == b"content-length"), 0)
+            if self._over_endpoint_cap(declared):
+                return
         if route.kind != "message":
             self._set_deadline(self.body_timeout)
             return
-        content_type = content_length = origin = None
+        content_type = content_length = None
         expect = b""
-        for name, value in self.headers:
+        for name, value in head.headers:
             lname = name.lower()
             if lname == b"content-type":
                 content_type = value.decode("latin-1")
@@ -311,101 +260,74 @@ class HttpConnection(asyncio.Protocol):
                 content_length = int(value)   # llhttp has checked it is a number
             elif lname == b"expect":
                 expect = value.lower()
-            elif lname == b"origin":
-                origin = value.decode("latin-1")
         refusal = self.framing.check_head(content_type, content_length)
         if refusal is None and not self.origins.allows(origin):
             refusal = Refusal(None, error_response(403, REFUSED))
         if refusal is not None and refusal.value["status"] == 413:
             # Answered now; the body is never read (the connection closes after the answer).
             self._final(self.framing.refusal(refusal, keep_alive=False, route=route))
-            raise _Stop
+            return
         if refusal is not None and expect == b"100-continue":
             # The client waits for 100 Continue before it sends the body: its refusal instead,
             # at once, and the connection closes (the body is never read).
             self._final(self.framing.refusal(refusal, keep_alive=False, route=route))
-            raise _Stop
+            return
         if refusal is None and not self.addresses.junk_ready(self.address or ""):
             # This address's actions keep failing verification: no more of its bodies are read
             # (each costs at least a hash of up to a megabyte) until its bucket refills.
             self._final(self.framing.refusal(Refusal(None, error_response(429, JUNK_REFUSED)), keep_alive=False,
                                              route=route))
-            raise _Stop
-        self.refusal = refusal
+            return
+        reading.refusal = refusal
         if refusal is None and expect == b"100-continue" and not self.queue and self.worker is None:
             self._write(self.framing.continue_())
         self._set_deadline(self.body_timeout)
 
-    def _check_any_head(self) -> None:
-        """Checks every request's head passes, whatever its route: one Origin at most (its
-        value kept for the CORS headers), and no body behind a request that asks to switch
-        protocols. A refusal is queued and _Stop raised."""
-        origin, origins, body = None, 0, False
-        for name, value in self.headers:
-            lname = name.lower()
-            if lname == b"origin":
-                origin = value.decode("latin-1")
-                origins += 1
-            elif lname == b"transfer-encoding" or (lname == b"content-length" and int(value) > 0):
-                body = True
-        self.origin = origin
-        if origins > 1:
-            # Which one would a check read? Refused outright (a browser sends one).
-            self._final(self.framing.json(400, {"status": "error", "message": DUPLICATE}, keep_alive=False))
-            raise _Stop
-        if body and self.parser.should_upgrade():
-            # The parser skips the body of a request that switches protocols and would read it
-            # as the next request: a proxy's rules could be bypassed that way. Refused.
-            self._final(self.framing.json(400, {"status": "error", "message": "a request asking to upgrade "
-                                               "the connection may not have a body"}, keep_alive=False))
-            raise _Stop
-
-    def on_body(self, data: bytes) -> None:
-        self._piece_body += len(data)
-        if self.route is not None and self.route.kind == "hook":
-            self.body_size += len(data)
-            self._hook_body_cap(self.body_size)
-            self.body.append(data)
-            return
-        if self.route is None or self.route.kind != "message" or self.refusal is not None:
+    def _on_body(self, data: bytes) -> None:
+        reading = self.reading
+        if reading is None or not reading.keeps_body:
             return   # a body nobody reads is dropped as it comes
-        self.body_size += len(data)
-        if self.body_size > self.max_frame and self.body_size > self.framing.body_limit(self.body or [data]):
-            self.body = []
-            self._final(self.framing.refusal(self.framing.body_too_large(self.body_size), keep_alive=False))
-            raise _Stop
-        self.body.append(data)
+        reading.body_size += len(data)
+        if reading.endpoint is not None:
+            if not self._over_endpoint_cap(reading.body_size):
+                reading.body.append(data)
+            return
+        if reading.body_size > self.max_frame and reading.body_size > self.framing.body_limit(reading.body or [data]):
+            reading.body = []
+            self._final(self.framing.refusal(self.framing.body_too_large(reading.body_size), keep_alive=False))
+            return
+        reading.body.append(data)
 
-    def _hook_body_cap(self, size: int) -> None:
-        cap = self.app.config.webhook_max_body
-        if size > cap:
-            self.body = []
-            self._final(self.framing.json(413, {"status": "error", "message": f"webhook body of {size} bytes "
-                                                f"is over the limit of {cap}"}, keep_alive=False))
-            raise _Stop
+    def _over_endpoint_cap(self, size: int) -> bool:
+        reading = self.reading
+        endpoint = reading.endpoint
+        if size <= endpoint.body_cap:
+            return False
+        reading.body = []
+        self._final(self.framing.json(413, {"status": "error", "message": f"{endpoint.what} body of {size} bytes "
+                                            f"is over the limit of {endpoint.body_cap}"}, keep_alive=False))
+        return True
 
-    def on_message_complete(self) -> None:
+    def _on_end(self, end: End) -> None:
         self._cancel_deadline()
-        self.in_request = False
-        self.phase = "idle"
-        self._completed = True
-        route = self.route
-        keep_alive = self.parser.should_keep_alive() and not self.shutting_down
-        upgrade = route.kind == "ws" and self.parser.should_upgrade()
-        if route.kind not in _NOT_PROBES and not upgrade and not self._probe_allowed():
-            self._final(self.framing.too_many_probes())
-            raise _Stop
-        if route.kind == "ws" and self.parser.should_upgrade():
-            self.queue.append((_UPGRADE, "GET", self._request_head(), False))
+        reading, self.reading = self.reading, None
+        route, head = reading.route, reading.head
+        keep_alive = end.keep_alive and not self.shutting_down
+        upgrade = route.kind == "ws" and end.upgrade
+        not_probe = route.kind == "message" or (reading.endpoint is not None and reading.endpoint.limited_alone
+                                                and route.kind == reading.endpoint.kind)
+        if not not_probe and not upgrade and not self._probe_allowed():
+            self._final(self.framing.too_many_probes(), reading.origin)
+            return
+        if upgrade:
+            self.queue.append(_Queued(_UPGRADE, raw=head.raw()))
             self.upgraded = True
             self.transport.pause_reading()   # what follows is the WebSocket's, read after the handover
             self._start_worker()
             return
-        body = b"".join(self.body) if route.kind in ("message", "hook") else None
-        method = self.parser.get_method().decode("latin-1")
-        extra = self.headers if route.kind in ("hook", "hook_method") else self.refusal
-        self.queue.append((route, method, (extra, body), keep_alive, self.origin))
-        self._reset_request()
+        body = b"".join(reading.body) if reading.keeps_body or route.kind == "message" else None
+        self.queue.append(_Queued(route, head.method, head.headers, reading.refusal, body, keep_alive,
+                                  reading.origin, reading.endpoint))
         if not keep_alive:
             self.discarding = True   # nothing after a `Connection: close` request is read
         if len(self.queue) >= _PIPELINE_PAUSE:
@@ -417,12 +339,10 @@ class HttpConnection(asyncio.Protocol):
         a token of this connection and one of its address."""
         return self.probes.take() and self.addresses.probe(self.address or "")
 
-    def _request_head(self) -> bytes:
-        version = self.parser.get_http_version()
-        lines = [b"%s %s HTTP/%s\r\n" % (self.parser.get_method(), bytes(self.url), version.encode())]
-        lines += [name + b": " + value + b"\r\n" for name, value in self.headers]
-        lines.append(b"\r\n")
-        return b"".join(lines)
+    def _pause_reading(self) -> None:
+        if not self._paused_reading and not self.closed:
+            self._paused_reading = True
+            self.transport.pause_reading()
 
     # -- answering -------------------------------------------------------------------------
     def _start_worker(self) -> None:
@@ -433,31 +353,32 @@ class HttpConnection(asyncio.Protocol):
     async def _answer_queued(self) -> None:
         try:
             while self.queue and not self.closed:
-                route, method, payload, keep_alive, *origin = self.queue.popleft()
-                if route is _UPGRADE:
-                    self._hand_over(payload)
+                item = self.queue.popleft()
+                if item.route is _UPGRADE:
+                    self._hand_over(item.raw)
                     return
-                if route is _FINAL:
-                    self._write(payload)
+                if item.route is _FINAL:
+                    self._write(item.body)
                     self._close_after_write()
                     return
-                answer = await self._answer(route, method, payload, keep_alive)
+                self.reader.answered()
+                answer = await self._answer(item)
                 if self.closed:
                     return
-                self._write(self._cors(answer, origin[0] if origin else None))
-                if not keep_alive:
+                self._write(self._cors(answer, item.origin))
+                if not item.keep_alive:
                     self._close_after_write()
                     return
                 if self.transport.get_write_buffer_size() > _WRITE_HIGH:
                     await self._wait_drain()   # bounded: the write watchdog drops a peer that stalls
                 # Pipelined answers take turns with every other client's work.
                 await asyncio.sleep(0)
-                if self.pending and len(self.queue) < PIPELINE_MAX and not self.closed:
-                    self._feed()   # what waited unparsed behind the pipeline bound
-            if self._paused_reading and not self.closed and not self.pending:
+                if self.reader.buffered and not self.reader.paused and not self.closed:
+                    self._read(b"")   # what waited unparsed behind the pipeline bound
+            if self._paused_reading and not self.closed and not self.reader.buffered:
                 self._paused_reading = False
                 self.transport.resume_reading()
-            if not self.closed and not self.in_request:
+            if not self.closed and not self.reader.in_request:
                 if self.shutting_down or self.eof:
                     self.transport.close()
                 else:
@@ -470,42 +391,29 @@ class HttpConnection(asyncio.Protocol):
             self.worker = None
             self.server.handler_tasks.discard(asyncio.current_task())
 
-    async def _answer(self, route: Route, method: str, payload, keep_alive: bool) -> bytes:
-        framing, app = self.framing, self.app
+    async def _answer(self, item: _Queued) -> bytes:
+        framing, route, keep_alive = self.framing, item.route, item.keep_alive
         kind = route.kind
         if kind == "message":
-            refusal, body = payload
+            refusal = item.refusal
             if refusal is None:
-                read = framing.read(body)
+                read = framing.read(item.body)
                 if isinstance(read, Request):
-                    outcome = await execute(app, self.peer, read.envelope)
+                    outcome = await execute(self.app, self.peer, read.envelope)
                     if outcome.junk:
                         self.addresses.junk(self.address or "")
                     return framing.response(outcome.response, keep_alive=keep_alive)
                 refusal = read
             return framing.refusal(refusal, keep_alive=keep_alive, route=route)
-        if kind == "index":
-            return framing.index(route, {"version": VERSION, "schemaVersion": app.db.schema_version,
-                                         "uptime": round(app.uptime(), 3), "commit": build_commit()},
-                                 keep_alive=keep_alive)
-        if kind in ("hook", "hook_method"):
-            headers, body = payload
+        answer = self.routes.answers.get(kind)
+        if answer is not None:
             peer = self.transport.get_extra_info("peername") or ("?",)
-            return await webhook.answer(app, framing, route.path, method, headers, body or b"", str(peer[0]),
-                                        keep_alive)
-        if kind == "health":
-            return framing.json(200, health(app, VERSION), keep_alive=keep_alive)
-        if kind == "version":
-            value = {"version": VERSION, "schemaVersion": app.db.schema_version, "storage": app.db.backend}
-            if build_commit():
-                value["commit"] = build_commit()
-            return framing.json(200, value, keep_alive=keep_alive)
-        if kind == "metrics":
-            return framing.http_message(200, app.metrics.render(), app.metrics.content_type, keep_alive=keep_alive)
+            return await answer(HttpRequest(route, item.method, item.headers, item.body or b"", str(peer[0]),
+                                            keep_alive, framing))
         if kind == "preflight":
             return framing.preflight(keep_alive=keep_alive)
         if kind == "bad_method":
-            return framing.bad_method(route, method, keep_alive=keep_alive)
+            return framing.bad_method(route, item.method, keep_alive=keep_alive)
         if kind == "ws":
             return framing.json(426, {"status": "error", "message": f"use a WebSocket at {WS_PATH}"},
                                 keep_alive=keep_alive, extra=b"Upgrade: websocket\r\n")
@@ -523,10 +431,10 @@ class HttpConnection(asyncio.Protocol):
             self._close_after_write()
             return
         self.closed = True   # this object is done with the transport
-        self._cancel_watchdog()
+        self.watchdog.cancel()
         # The address's count goes with the socket: the WebSocket side releases it when it ends.
         self.address = None
-        self.upgrade(self.transport, head + getattr(self, "upgrade_tail", b""))
+        self.upgrade(self.transport, head + self.upgrade_tail)
 
     async def _wait_drain(self) -> None:
         if self._paused and not self.closed:
@@ -535,12 +443,14 @@ class HttpConnection(asyncio.Protocol):
             self._drain = None
 
     # -- ending ------------------------------------------------------------------------------
-    def _final(self, answer: bytes) -> None:
+    def _final(self, answer: bytes, origin: str | None = None) -> None:
         """A last answer, after those already queued; then the connection closes."""
         self.discarding = True
-        self.pending = b""
+        self.reader.close()
         self._cancel_deadline()
-        self.queue.append((_FINAL, "", self._cors(answer, self.origin), False))
+        if origin is None and self.reading is not None:
+            origin = self.reading.origin
+        self.queue.append(_Queued(_FINAL, body=self._cors(answer, origin)))
         self._start_worker()
 
     def _finish(self, answer: bytes) -> None:
@@ -556,38 +466,19 @@ class HttpConnection(asyncio.Protocol):
 
     # -- writing, under --write-timeout ----------------------------------------------------
     def _write(self, data: bytes) -> None:
-        self.written += len(data)
+        self.watchdog.count(len(data))
         self.transport.write(data)
-        if self._watchdog is None and self.transport.get_write_buffer_size():
-            self._arm_watchdog()
+        self.watchdog.wrote()
 
-    def _accepted(self) -> int:
-        """Bytes the kernel has taken from us, ever."""
-        return self.written - self.transport.get_write_buffer_size()
-
-    def _arm_watchdog(self) -> None:
-        if self.write_timeout and self.write_timeout > 0:
-            self._accepted_at_check = self._accepted()
-            self._watchdog = self.loop.call_later(self.write_timeout, self._check_progress)
-
-    def _check_progress(self) -> None:
+    def _stalled(self, waiting: int) -> None:
         """An answer the client does not read is dropped (also while closing: a close waits for
         the buffer to empty, and must not wait for ever)."""
-        self._watchdog = None
-        if self.closed or not self.transport.get_write_buffer_size():
-            return
-        if self._accepted() > self._accepted_at_check:
-            self._arm_watchdog()
+        if self.closed:
             return
         log.info("dropping an HTTP client whose answer made no progress for %g s (%d bytes waiting)",
-                 self.write_timeout, self.transport.get_write_buffer_size())
+                 self.watchdog.timeout, waiting)
         self.app.metrics.http_dropped.labels("write_timeout").inc()
         reset(self.transport)
-
-    def _cancel_watchdog(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
 
     def _close_after_write(self) -> None:
         """Close once the answer is out. A client may still be sending a body we will not read:
@@ -639,7 +530,7 @@ class HttpConnection(asyncio.Protocol):
             return
         # A request that stalled (headers trickled, a body that stopped): dropped.
         self.discarding = True
-        self.pending = b""
+        self.reader.close()
         self._write(self.framing.json(408, {"status": "error", "message": "request timed out"},
                                       keep_alive=False))
         if self.transport.get_write_buffer_size():

@@ -20,7 +20,9 @@ from websockets.server import ServerProtocol
 from seed_agents.protocol.frame_limits import largest
 from seed_agents.protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
 
+from ..http_routes import HttpRoutes
 from ..operations.version import build_commit
+from . import http_answers
 from .connection import V2, Connection
 from .httpconn import HttpConnection
 from .origins import DUPLICATE, REFUSED, policy
@@ -72,10 +74,14 @@ class AgentsServer(Server):
             conn.shutdown()
 
 
-async def start_transport(app, start_serving: bool = True) -> AgentsServer:
+async def start_transport(app, routes: HttpRoutes | None = None, start_serving: bool = True) -> AgentsServer:
     """Bind the port; with `start_serving=False` nothing is accepted (nor listened for) until
-    `await server.start_serving()`, so a taken port is found before anything is written."""
+    `await server.start_serving()`, so a taken port is found before anything is written.
+    `routes`: the HTTP route table with what others registered (webhooks); the transport adds
+    its own answers (server/transport/http_answers.py)."""
     config = app.config
+    routes = routes if routes is not None else HttpRoutes()
+    http_answers.register(routes, app)
     limits = config.limits
     framing = HttpFraming(max_frame=limits.max_frame, max_depth=limits.max_depth,
                           metrics=config.metrics_listen == "same")
@@ -138,7 +144,7 @@ async def start_transport(app, start_serving: bool = True) -> AgentsServer:
         ws.data_received(data)
 
     def factory() -> HttpConnection:
-        return HttpConnection(app, framing, server, upgrade)
+        return HttpConnection(app, framing, routes, server, upgrade)
 
     async def create_server() -> asyncio.Server:
         return await asyncio.get_running_loop().create_server(factory, config.host, config.port,

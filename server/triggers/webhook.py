@@ -12,7 +12,9 @@ token bucket (`--webhook-rate-limit`, 429 past it). `Idempotency-Key` makes the 
 `webhook:<key>`: the same key with the same body answers the first firing again, with another body
 409. A delivery without one gets a fresh key. The answer is 202 with the firing's id.
 
-server/transport/httpconn.py routes here (`hook_route`) and hands over the complete request (`answer`).
+Its `Endpoint` (`endpoint`) is registered into the HTTP route table at start (server/main.py,
+server/http_routes.py): the transport reads a POST's body within the cap and hands over the
+complete request (`answer`); it knows nothing of triggers.
 """
 from __future__ import annotations
 
@@ -25,8 +27,7 @@ import time
 from collections import OrderedDict
 
 from seed_agents.protocol.fields import MAX_ID
-from seed_agents.protocol.framing_http import Route
-
+from ..http_routes import Endpoint, HttpRequest
 from ..ratelimit import Clock, TokenBucket
 from ..store import triggers as triggers_q
 from .event import Event
@@ -75,12 +76,15 @@ def secret_matches(presented: str | None, stored_hash: bytes | None) -> bool:
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
-def hook_route(method: str, target: str) -> Route | None:
-    """A Route for a webhook path (kind `hook`, or `hook_method` for anything but POST)."""
-    path = target.split("?", 1)[0]
-    if not path.startswith(HOOK_PREFIX):
-        return None
-    return Route("hook" if method == "POST" else "hook_method", path)
+def endpoint(app) -> Endpoint:
+    """Webhooks in the HTTP route table: every path under HOOK_PREFIX (route kind `hook` for a
+    POST, `hook_method` for anything else), bodies up to `--webhook-max-body`, and their own
+    rate limit per address (`Deliveries`), so they are not counted as probes."""
+    async def answer_request(req: HttpRequest) -> bytes:
+        return await answer(app, req.framing, req.route.path, req.method, req.headers, req.body, req.address,
+                            req.keep_alive)
+    return Endpoint(HOOK_PREFIX, "hook", answer_request, body_cap=app.config.webhook_max_body, what="webhook",
+                    limited_alone=True)
 
 
 class Deliveries:

@@ -1,0 +1,35 @@
+"""The transport's own HTTP answers, registered by route kind into the route table at start
+(server/http_routes.py): the front page, health, version and metrics. What each says comes from
+server/operations/; the bytes from protocol/framing_http.py."""
+from __future__ import annotations
+
+from seed_agents.protocol.framing_http import HttpFraming
+
+from ..http_routes import HttpRequest, HttpRoutes
+from ..operations.health import health
+from ..operations.version import VERSION, build_commit
+
+
+def register(routes: HttpRoutes, app) -> None:
+    async def index(req: HttpRequest) -> bytes:
+        return req.framing.index(req.route, {"version": VERSION, "schemaVersion": app.db.schema_version,
+                                             "uptime": round(app.uptime(), 3), "commit": build_commit()},
+                                 keep_alive=req.keep_alive)
+
+    async def health_answer(req: HttpRequest) -> bytes:
+        return req.framing.json(200, health(app, VERSION), keep_alive=req.keep_alive)
+
+    async def version(req: HttpRequest) -> bytes:
+        value = {"version": VERSION, "schemaVersion": app.db.schema_version, "storage": app.db.backend}
+        if build_commit():
+            value["commit"] = build_commit()
+        return req.framing.json(200, value, keep_alive=req.keep_alive)
+
+    async def metrics(req: HttpRequest) -> bytes:
+        return HttpFraming.http_message(200, app.metrics.render(), app.metrics.content_type,
+                                        keep_alive=req.keep_alive)
+
+    routes.answer("index", index)
+    routes.answer("health", health_answer)
+    routes.answer("version", version)
+    routes.answer("metrics", metrics)
