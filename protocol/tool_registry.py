@@ -525,9 +525,8 @@ _RETURN_RESULT = Tool(
 _SEARCH = Tool(
     name='search',
     label='Search',
-    # This server: the agent's own memory files, full text (the reference searches hm:// content).
-    description=('Search your persistent memory: the text of your memory files, full text. '
-                 'Returns ranked results with ~/memory/ addresses you can read.'),
+    description=('Search Seed hypermedia content: document titles, contacts, and optionally document '
+                 'bodies and comments. Returns ranked results with hm:// URLs you can read.'),
     input_schema={
         'type': 'object',
         'additionalProperties': False,

@@ -219,3 +219,25 @@ async def test_delete_redirect_fork_and_move_round_trip(hm, client):
     with pytest.raises(ValueError, match="already exists"):
         await client.fork_document(SEED, f"hm://{ACCOUNT}/notes/kites", notes, TS)
     assert len(hm.published) == published
+
+
+async def test_search_asks_the_hm_server_and_answers_the_reference_s_shape(hm, client):
+    await site(client)
+    out = (await hm_tools.search(ctx_for(client), {"query": "kites"})).output
+    assert out["results"] == [{"title": "Kites", "url": f"hm://{ACCOUNT}/notes/kites", "type": "document",
+                               "parentNames": [], "versionTime": out["results"][0]["versionTime"]}]
+    assert out["summary"] == 'Found 1 result for "kites".' and out["searchType"] == "hybrid"
+    assert f"1. [Kites](hm://{ACCOUNT}/notes/kites)" in out["markdown"] and out["includeBody"] is False
+    # The request as the Seed client makes it (URLSearchParams, the search type as its number).
+    target = hm.requests[-1][1]
+    assert target.startswith("/api/Search?query=kites&includeBody=false&contextSize=48&perspectiveAccountUid=")
+    assert target.endswith("&searchType=2&pageSize=20")
+    body = (await hm_tools.search(ctx_for(client), {"query": "brown", "includeBody": True, "pageSize": 500,
+                                                    "searchType": "keyword"})).output
+    assert [r["url"] for r in body["results"]] == [f"hm://{ACCOUNT}/owls"] and "pageSize=50" in hm.requests[-1][1]
+    none = (await hm_tools.search(ctx_for(client), {"query": "zebra"})).output
+    assert none["results"] == [] and none["summary"] == 'No results found for "zebra".'
+    for kind in ("garbage", "wrong-shape", "hang"):
+        hm.fail(kind)
+        with pytest.raises(ToolFailure, match="Search"):
+            await hm_tools.search(ctx_for(client), {"query": "kites"})

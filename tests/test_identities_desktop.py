@@ -376,6 +376,8 @@ async def test_the_health_answer_states_every_capability_truthfully(publishing, 
                 "codeExecReason": "This agent server has no code sandbox, so it cannot run code",
                 "codeExecReasonCode": "config-disabled",
                 "codeExecRuntimes": [],
+                # Seed search needs the HM server; memory search is always there.
+                "searches": {"seed": bool(hm_url), "memory": True, "web": False},
             }
             if hm_url:
                 expected.update(hmServerUrl=hm_url, ipfsServerUrl=hm_url)

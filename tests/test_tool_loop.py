@@ -107,7 +107,7 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
         # 2: two calls at once: read it back, and search memory
         script_cls(chunks=[], tool_calls=[
             call("c2", "read", {"address": "~/memory/notes/kites.md"}),
-            call("c3", "call", {"tool": "search", "input": {"query": "forked"}})]),
+            call("c3", "call", {"tool": "search_memory", "input": {"query": "forked"}})]),
         # 3: read a local web page
         script_cls(chunks=[], tool_calls=[call("c4", "call", {"tool": "navigate", "input": {"url": page}})]),
         # 4: search the web (the fake SearXNG)
@@ -158,7 +158,7 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
             return by_input[json.dumps(input_, sort_keys=True)]["output"]
 
         assert result_of(address="~/memory/notes/kites.md")["content"] == "The red kite has a forked tail."
-        found = result_of(tool="search", input={"query": "forked"})
+        found = result_of(tool="search_memory", input={"query": "forked"})
         assert [r["url"] for r in found["results"]] == ["~/memory/notes/kites.md"]
         read_page = result_of(tool="navigate", input={"url": page})
         assert "forked tail" in read_page["markdown"] and "Copyright nobody" not in read_page["markdown"]

@@ -69,7 +69,7 @@ async def test_a_tool_continuation_runs_one_tool_headless(tmp_path, request):
             "kind": "tool", "tool": "read", "input": {"address": "~/memory/nothing-here.md"}})
         # A callable tool, through `call` as a model would: memory search (finds the note later).
         search = await create_trigger(c, a, agent_id, minutely, name="search", prompt="", continuation={
-            "kind": "tool", "tool": "search", "input": {"query": "tick"}})
+            "kind": "tool", "tool": "search_memory", "input": {"query": "tick"}})
         unknown = await create_trigger(c, a, agent_id, minutely, name="unknown", prompt="", continuation={
             "kind": "tool", "tool": "teleport"})
         clock.advance(MIN)
@@ -87,6 +87,6 @@ async def test_a_tool_continuation_runs_one_tool_headless(tmp_path, request):
         searched = await firings_when(c, a, search["id"], lambda f: f and "runStatus" in f[0])
         assert searched[0]["runStatus"] == "succeeded"
         events = [e["event"] for e in (await call(c, a, {"_": "GetSession", "sessionId": searched[0]["sessionId"]}))["events"]]
-        assert events[0]["name"] == "search" and "results" in events[1]["output"]
+        assert events[0]["name"] == "search_memory" and "results" in events[1]["output"]
         refused = (await get_trigger(c, a, unknown["id"]))["firings"]
         assert refused[0]["status"] == "error" and "not one this server runs headless" in refused[0]["error"]

@@ -22,6 +22,10 @@ def health(app, version: str) -> dict:  # noqa: ANN001
         value["ipfsServerUrl"] = config.hm_server_url
     value["webTools"] = {"search": bool(getattr(config, "searxng_url", None)),
                          "readBrowser": bool(getattr(config, "crawler_url", None))}
+    # Which searches an agent has: Seed's (`call search`, the HM server's search API), its own
+    # memory's (`call search_memory`, always), the web's (`call web_search`, with SearXNG).
+    value["searches"] = {"seed": bool(config.hm_server_url), "memory": True,
+                         "web": bool(getattr(config, "searxng_url", None))}
     value["subscriptionAuth"] = False   # provider sign-in by OAuth is not offered: API keys only
     value["codeExec"] = False
     value["codeExecReason"] = CODE_EXEC_REASON

@@ -444,6 +444,74 @@ async def read_activity(ctx: ToolContext, options: dict) -> ToolResult:
     return ToolResult(out)
 
 
+SEARCH_TYPES = {"keyword": 0, "semantic": 1, "hybrid": 2}
+
+
+def _bounded(value: object, default: int, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return default
+    return max(low, min(high, int(value)))
+
+
+async def search(ctx: ToolContext, params: dict) -> ToolResult:
+    """`call search`: the HM server's search (`GET /api/Search`, as the Seed client asks it), with
+    the reference's result shape (`executeAgentServiceSearch`): titles, contacts and, with
+    includeBody, bodies and comments; at most 50 results."""
+    hm = _client(ctx)
+    query = params["query"].strip()
+    if not query:
+        raise ToolFailure("Search query is required")
+    kind = params.get("searchType") if params.get("searchType") in SEARCH_TYPES else "hybrid"
+    body = params.get("includeBody") is True
+    size = _bounded(params.get("pageSize"), 30 if len(query) < 3 else 20, 1, 50)
+    request = {"query": query}
+    if isinstance(params.get("accountUid"), str):
+        request["accountUid"] = params["accountUid"]
+    request.update(includeBody="true" if body else "false",
+                   contextSize=str(_bounded(params.get("contextSize"), 48, 0, 512)),
+                   perspectiveAccountUid=ctx.account, searchType=str(SEARCH_TYPES[kind]), pageSize=str(size))
+    try:
+        answer = await hm.search(request)
+    except HmError as exc:
+        raise ToolFailure(str(exc)) from None
+    results = []
+    for entity in answer["entities"][:size]:
+        if not isinstance(entity, dict):
+            continue
+        ident = entity.get("id") if isinstance(entity.get("id"), dict) else {}
+        try:
+            url = HmId(str(ident.get("uid")), tuple(str(p) for p in ident.get("path") or () if p),
+                       ident.get("version") if isinstance(ident.get("version"), str) else None).pack() \
+                if isinstance(ident.get("uid"), str) else ""
+        except TypeError:
+            url = ""
+        result = {"title": entity["title"] if isinstance(entity.get("title"), str) and entity["title"] else url,
+                  "url": url, "type": entity["type"] if isinstance(entity.get("type"), str) else "",
+                  "parentNames": [p for p in entity.get("parentNames") or () if isinstance(p, str)]
+                  if isinstance(entity.get("parentNames"), list) else []}
+        if isinstance(entity.get("versionTime"), str):
+            result["versionTime"] = entity["versionTime"]
+        results.append(result)
+    plural = "" if len(results) == 1 else "s"
+    if results:
+        lines = [f'Search results for "{query}" ({len(results)} result{plural}, search type: {kind}, include '
+                 f"body: {'yes' if body else 'no'})", ""]
+        for i, r in enumerate(results, 1):
+            lines += [f"{i}. [{r['title']}]({r['url']})", f"   - Type: {r['type']}"]
+            if r["parentNames"]:
+                lines.append(f"   - Parents: {' / '.join(r['parentNames'])}")
+            if r.get("versionTime"):
+                lines.append(f"   - Updated: {r['versionTime']}")
+            lines += [f"   - URL: {r['url']}", ""]
+        markdown = "\n".join(lines)
+        summary = f'Found {len(results)} result{plural} for "{query}".'
+    else:
+        markdown = f"No results found for \"{query}\" (search type: {kind}, include body: {'yes' if body else 'no'})."
+        summary = f'No results found for "{query}".'
+    return ToolResult({"summary": summary, "markdown": markdown, "query": query, "searchType": kind,
+                       "includeBody": body, "results": results, "note": DATA_NOTE})
+
+
 def _author(event: dict) -> str | None:
     """The author's account uid, however the feed spells it (a uid, or {id: {uid}})."""
     author = event.get("author")

@@ -107,6 +107,23 @@ async def write(ctx: ToolContext, path: str, params: dict) -> ToolResult:
                        "size": entry.get("size", len(data))})
 
 
+# Memory search is this server's own callable (the registry's `search` searches Seed): its name,
+# its line in the `call` verb's description, and its input {query, pageSize?}.
+SEARCH_MEMORY = "search_memory"
+SEARCH_MEMORY_DESCRIPTION = (f"{SEARCH_MEMORY} — Search your persistent memory files, full text: input "
+                             "{query, pageSize?}; results are ~/memory/ addresses you can read.")
+
+
+def search_input(value: object) -> dict:
+    if not isinstance(value, dict) or not isinstance(value.get("query"), str) or not value["query"].strip():
+        raise ToolFailure(f"{SEARCH_MEMORY} takes {{query: string, pageSize?: integer}}")
+    size = value.get("pageSize")
+    out: dict = {"query": value["query"]}
+    if isinstance(size, int) and not isinstance(size, bool):
+        out["pageSize"] = max(1, min(50, size))
+    return out
+
+
 async def search(ctx: ToolContext, params: dict) -> ToolResult:
     limit = params.get("pageSize") if isinstance(params.get("pageSize"), int) else SEARCH_DEFAULT
     found = await ctx.db.aread(memory_q.search, ctx.agent["id"], params["query"], limit, large=True)

@@ -81,6 +81,7 @@ class ToolSurface:
 
     def provider_tools(self) -> tuple[ToolSpec, ...]:
         own = list(self.agent_docs.guide_lines()) if self.agent_docs is not None else []
+        own.append("- " + memory_tools.SEARCH_MEMORY_DESCRIPTION)
         if self.delegating is not None:   # this server's own callable: park until a signal
             own.append("- " + delegation_tools.WAIT_DESCRIPTION)
         specs = provider_tools(self.verbs, self.ctx.callables, own)
@@ -173,6 +174,8 @@ class ToolSurface:
     async def _call(self, params: dict) -> ToolResult:
         name = registry.normalize_name(params["tool"])
         ctx = self.ctx
+        if name == memory_tools.SEARCH_MEMORY:   # this server's own: the agent's memory, full text
+            return await memory_tools.search(ctx, memory_tools.search_input(params.get("input")))
         if name == "wait" and self.delegating is not None:
             return delegation_tools.wait(self.delegating, params.get("__call_id", ""), params.get("input"))
         if self.agent_docs is not None and self.agent_docs.has(name):
@@ -188,7 +191,7 @@ class ToolSurface:
         if errors:
             return _contract(tool, errors)
         if name == "search":
-            return await memory_tools.search(ctx, tool_input)
+            return await hm_tools.search(ctx, tool_input)
         if name == "web_search":
             return await self._web().search(tool_input)
         if name == "navigate":

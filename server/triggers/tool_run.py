@@ -25,6 +25,7 @@ from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
 from ..tools.context import ToolContext, ToolResult
+from ..tools.memory_tools import SEARCH_MEMORY
 from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
 from .backoff import failure_backoff
 
@@ -33,7 +34,7 @@ log = logging.getLogger("seed_agents.triggers")
 
 def runnable(tool: str, config) -> bool:  # noqa: ANN001
     """A verb of the tool loop, or a callable tool this server offers (run through `call`)."""
-    return tool in OFFERED_VERBS or tool in offered_callables(bool(config.searxng_url))
+    return tool in OFFERED_VERBS or tool in offered_callables(bool(config.searxng_url)) or tool == SEARCH_MEMORY
 
 
 def as_call(tool: str, tool_input: dict) -> tuple[str, dict]:
