@@ -14,17 +14,19 @@ tests/test_wsconn_fence.py fails when the websockets code this module relies on 
   buffer is over its high-water mark (so a ping flood whose pongs are never read cannot grow
   it).
 - A peer whose writes make no progress for `write_timeout` seconds is dropped (the transport is
-  aborted), whatever is waiting: our frames, a pong, a keepalive ping, a close frame.
+  aborted), whatever is waiting: our frames, a pong, a keepalive ping, a close frame (the
+  watchdog of server/transport/watchdog.py, the one HTTP connections use too).
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from websockets.asyncio.messages import Assembler, SimpleQueue
 from websockets.asyncio.server import ServerConnection
 from websockets.frames import Frame
 from websockets.protocol import OPEN
+
+from .watchdog import WriteWatchdog
 
 log = logging.getLogger("seed_agents.wsconn")
 
@@ -90,13 +92,12 @@ class BatchingServerConnection(ServerConnection):
         self.write_timeout = write_timeout     # None: no watchdog (a close with its own deadline)
         self.on_writable = None                # called when the write buffer drains (Outbound)
         self.on_lost = None                    # called once the TCP connection is gone (Outbound)
-        self.written = 0                       # bytes handed to the transport, ever
-        self._accepted_at_check = 0            # what the kernel had taken at the last check
-        self._watchdog: asyncio.TimerHandle | None = None
+        self.watchdog: WriteWatchdog | None = None   # made with the transport
         self._read_pauses = 0                  # _QUEUE | _WRITE
 
     # -- reading: paused by the inbound queue (frames or bytes) or by the write backlog --------
     def connection_made(self, transport) -> None:
+        self.watchdog = WriteWatchdog(transport, self.write_timeout, self._stalled, watch_closing=False)
         super().connection_made(transport)   # websockets' (and it starts the handler task)
         self.recv_messages = _ByteBoundedAssembler(
             self.max_queue_high, self.max_queue_low or self.max_queue_high // 4, self.inbound_bytes,
@@ -117,7 +118,7 @@ class BatchingServerConnection(ServerConnection):
     def pause_writing(self) -> None:
         super().pause_writing()
         self._pause_reading(_WRITE)
-        self._arm_watchdog()
+        self.watchdog.arm()
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -161,48 +162,27 @@ class BatchingServerConnection(ServerConnection):
 
     def _write(self, chunks: list[bytes]) -> None:
         transport = self.transport
-        self.written += sum(map(len, chunks))   # before the write: it may call pause_writing
+        self.watchdog.count(sum(map(len, chunks)))   # before the write: it may call pause_writing
         if len(chunks) == 1:
             transport.write(chunks[0])
         else:
             transport.writelines(chunks)
-        if self._watchdog is None and transport.get_write_buffer_size():
-            self._arm_watchdog()
+        self.watchdog.wrote()
 
-    # -- the write-progress watchdog -----------------------------------------------------------
-    def _accepted(self) -> int:
-        """Bytes the kernel has taken from us, ever."""
-        return self.written - self.transport.get_write_buffer_size()
-
-    def _arm_watchdog(self) -> None:
-        if self._watchdog is None and self.write_timeout is not None and not self.transport.is_closing():
-            self._accepted_at_check = self._accepted()
-            self._watchdog = self.loop.call_later(self.write_timeout, self._check_progress)
-
-    def _check_progress(self) -> None:
-        self._watchdog = None
-        transport = self.transport
-        if transport.is_closing() or self.write_timeout is None or not transport.get_write_buffer_size():
-            return   # closed, or a close with its own deadline, or nothing waits: disarmed
-        if self._accepted() > self._accepted_at_check:
-            self._arm_watchdog()   # progress: watch the next interval
-            return
+    def _stalled(self, waiting: int) -> None:
         log.info("dropping a peer whose writes made no progress for %g s (%d bytes waiting)",
-                 self.write_timeout, transport.get_write_buffer_size())
-        transport.abort()
+                 self.write_timeout, waiting)
+        self.transport.abort()
 
     def without_write_timeout(self) -> None:
         """For a close that keeps its own deadline (the slow-consumer close waits 30 s or more
         for the client to read up to the close frame)."""
         self.write_timeout = None
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
+        self.watchdog.disable()
 
     def connection_lost(self, exc) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
+        if self.watchdog is not None:
+            self.watchdog.cancel()
         on_lost, self.on_lost, self.on_writable = self.on_lost, None, None
         super().connection_lost(exc)
         if on_lost is not None:
