@@ -236,8 +236,8 @@ _ANY_ORIGIN = b"Access-Control-Allow-Origin: *\r\n"
 
 def with_origin(answer: bytes, origin: str | None) -> bytes:
     """An answer whose CORS headers name `origin` (the request's, matched against
-    `--allowed-origins`) instead of `*`, with `Vary: Origin` so caches keep them apart; without
-    a matched origin (a request from no web page) the allow-origin line is left out. The line
+    `--allowed-origins`; `*` for a request from no page) instead of `*`, with `Vary: Origin` so
+    caches keep them apart; None (a page the list refuses) leaves the allow-origin line out. The line
     replaced is the head's: it comes before the body."""
     line = (b"Access-Control-Allow-Origin: " + origin.encode("latin-1") + b"\r\nVary: Origin\r\n"
             if origin else b"Vary: Origin\r\n")

@@ -55,7 +55,8 @@ class Config:
     shutdown_timeout: float = 10.0
     slow_close_timeout: float = 35.0  # contract: wait at least 30 s for the closing handshake
     write_timeout: float = 30.0       # a WebSocket peer whose writes make no progress this long is dropped
-    allowed_origins: str = "*"        # browser origins that may use the server ("*": any; no Origin: always)
+    allowed_origins: str = ""         # browser origins that may use the server ("*": any; no Origin: always;
+                                      # "": by listen address, server/transport/origins.py)
     # Providers (docs/operations.md "Providers"): timeouts, where provider URLs may connect
     # ("" = by listen address: loopback servers add loopback and private networks), and
     # whether hosted types may use a stored baseUrl instead of their public endpoint.
@@ -102,6 +103,12 @@ class Config:
     # may have queued or running at once, runs in one delegation tree.
     max_runs_in_flight: int = 100
     max_tree_runs: int = 200
+    # The web tools and downloads (server/tools/web.py, server/handlers/memory_download.py):
+    # their own network policy ("" = public only, wherever the server listens), how many fetches
+    # one account runs at once, and the longest one download may take.
+    web_networks: str = ""
+    web_fetches_per_account: int = 4
+    download_timeout: float = 600.0
     # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
     mcp_timeout: float = 30.0
     # Triggers (server/triggers/): bounds per agent, history kept per trigger, webhook bounds,
@@ -219,16 +226,17 @@ def lease_seconds(raw: str) -> float:
 
 
 def origins(raw: str) -> str:
-    """`*`, or comma-separated origins as browsers send them (`scheme://host[:port]`, or
-    `null`), kept in that normalized form."""
+    """`*`, or comma-separated origins as browsers send them (`scheme://host[:port]`, `file://`
+    or `null`), kept in that normalized form."""
     value = raw.strip()
     if value == "*":
         return value
-    parts = [p.strip().rstrip("/").lower() for p in value.split(",") if p.strip()]
+    parts = [p.strip().lower() for p in value.split(",") if p.strip()]
+    parts = [p[:-1] if p.endswith("/") and not p.endswith("://") else p for p in parts]
     if not parts:
         raise ValueError("must be * or comma-separated origins (e.g. https://app.example,http://localhost:5173)")
     for part in parts:
-        if part != "null" and not re.fullmatch(r"[a-z][a-z0-9+.-]*://[^/\s?#]+", part):
+        if part not in ("null", "file://") and not re.fullmatch(r"[a-z][a-z0-9+.-]*://[^/\s?#]+", part):
             raise ValueError(f"{part!r} is not an origin: scheme://host[:port], with no path")
     return ",".join(parts)
 
@@ -268,6 +276,10 @@ def default_data_dir(cwd: str | None = None) -> str:
 
 
 def provider_networks(raw: str) -> str:
+    return check_networks_value(raw)
+
+
+def web_networks(raw: str) -> str:
     return check_networks_value(raw)
 
 
@@ -347,7 +359,7 @@ SETTINGS: list[Setting] = [
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),
-    Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (desktop, CLI) are always allowed; others get 403"),
+    Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (scripts, the CLI) are always allowed; others get 403, with CORS answers that name no origin", "the Seed desktop's own (`http://localhost:17654` to `http://localhost:17664`, `http://localhost:5173`, `file://`) on a loopback listen address, else `*`"),
     Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents read from and publish to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
     Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
     Setting("--file-quota-bytes", "FILE_QUOTA_BYTES", "file_quota_bytes", byte_count, "BYTES", "bytes of files (agent memory, session attachments, uploads in progress) one account may hold; 0: no quota (more is 413)"),
@@ -363,6 +375,9 @@ SETTINGS: list[Setting] = [
     Setting("--searxng-url", "SEARXNG_URL", "searxng_url", http_url, "URL", "the SearXNG instance (JSON API) behind the agents' `web_search` tool; unset: `web_search` is not offered", "unset"),
     Setting("--max-runs-in-flight", "MAX_RUNS_IN_FLIGHT", "max_runs_in_flight", count, "N", "runs one account may have queued or running at once, over all its agents (MessageSession, RetrySession, trigger firings and delegated children alike; a parked run is not counted); past it a message is answered 429, a trigger firing is recorded as skipped and a delegate call gets an error"),
     Setting("--max-tree-runs", "MAX_TREE_RUNS", "max_tree_runs", count, "N", "runs in one delegation tree, its root included; a delegate call past it gets an error the model reads"),
+    Setting("--web-networks", "WEB_NETWORKS", "web_networks", web_networks, "NETWORKS", "where the agents' web tools (`read https://…`, `navigate`, `write … fromUrl`) and DownloadAgentMemoryFile may connect, redirects included: the terms of `--provider-networks` (checked after DNS, on every connection); providers keep theirs", "`public`, wherever the server listens"),
+    Setting("--web-fetches-per-account", "WEB_FETCHES_PER_ACCOUNT", "web_fetches_per_account", count, "N", "web pages and downloads one account fetches at once; more wait their turn (within their deadline), so one account's slow pages never delay another's"),
+    Setting("--download-timeout", "DOWNLOAD_TIMEOUT", "download_timeout", seconds, "SECONDS", "the longest one DownloadAgentMemoryFile may take, from its first connection to its last byte (later is 502, nothing kept)"),
     Setting("--trigger-max-per-agent", "TRIGGER_MAX_PER_AGENT", "trigger_max_per_agent", count, "N", "triggers one agent may have (more is 409)"),
     Setting("--trigger-firings-per-hour", "TRIGGER_FIRINGS_PER_HOUR", "trigger_firings_per_hour", count, "N", "trigger firings per agent per hour that start work; past it a firing is recorded as skipped"),
     Setting("--account-trigger-firings-per-hour", "ACCOUNT_TRIGGER_FIRINGS_PER_HOUR", "account_trigger_firings_per_hour", count, "N", "trigger firings per account per hour that start work, over all its agents; past it a firing is recorded as skipped"),

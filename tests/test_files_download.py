@@ -60,6 +60,7 @@ class WebServer:
 
 @contextlib.asynccontextmanager
 async def running(tmp_path, **settings):
+    settings.setdefault("web_networks", "loopback")   # the fake web is on loopback
     srv = await start_server(make_config(tmp_path, **settings))
     try:
         yield srv
@@ -80,21 +81,22 @@ async def test_a_download_lands_in_memory_after_a_redirect(tmp_path):
         assert [r["path"] for r in (await c.search_agent_memory(agent_id, "a,b"))["results"]]
 
 
-async def test_loopback_from_a_public_server_is_refused_and_nothing_is_kept(tmp_path):
-    # An exposed server's default policy is `public` (the test cannot listen beyond loopback).
-    async with running(tmp_path, provider_networks="public") as srv, WebServer() as web, \
+async def test_loopback_is_refused_by_default_and_nothing_is_kept(tmp_path):
+    # Downloads go under --web-networks, `public` by default even on a loopback server (whose
+    # providers may reach loopback, for Ollama).
+    async with running(tmp_path, web_networks="") as srv, WebServer() as web, \
             AgentsClient.connect(srv.url, Keypair.generate()) as c:
         agent_id = (await c.create_agent(ECHO))["agentId"]
         with pytest.raises(AgentsError) as exc:
             await c.download_agent_memory_file(agent_id, f"{web.url}/file.csv")
-        assert exc.value.status == 403 and "network policy" in str(exc.value)
+        assert exc.value.status == 403 and "network policy refuses (--web-networks)" in str(exc.value)
         assert web.hits == []   # nothing ever reached the internal address
         assert (await c.list_agent_memory(agent_id))["entries"] == []
 
 
 async def test_a_redirect_to_a_refused_address_is_refused(tmp_path):
     # 127.0.0.2 is allowed (a CIDR), 127.0.0.1 is not: the redirect must not reach it.
-    async with running(tmp_path, provider_networks="127.0.0.2/32") as srv, WebServer("127.0.0.2") as outer, \
+    async with running(tmp_path, web_networks="127.0.0.2/32") as srv, WebServer("127.0.0.2") as outer, \
             WebServer() as inner, AgentsClient.connect(srv.url, Keypair.generate()) as c:
         agent_id = (await c.create_agent(ECHO))["agentId"]
         with pytest.raises(AgentsError) as exc:

@@ -1,7 +1,9 @@
 """`--allowed-origins` (docs/operations.md "Security"): a web page from an origin the operator
 did not allow gets 403 on the WebSocket upgrade and on POST /api/message; an allowed origin and
-requests with no Origin (the desktop, scripts) work; the default `*` lets any page in (the Seed
-web app runs from its own origin; tests/test_browser.py drives a real browser)."""
+requests with no Origin (scripts, the CLI) work. Unset, the setting is the Seed desktop's own
+origins on a loopback listen address (a page the user merely visits cannot drive the server),
+and `*` on any other (the Seed web app calls a hosted server from its own origin;
+tests/test_browser.py drives a real browser both ways)."""
 from __future__ import annotations
 
 import httpx
@@ -65,14 +67,41 @@ async def test_a_page_from_another_origin_gets_403_on_post(strict):
     for origin in (APP, None):
         r = await post_with(strict, origin)
         assert r.status_code == 200 and dagcbor.decode(r.content)["_"] == "ListAgentsResponse"
-        assert r.headers.get("access-control-allow-origin") == (APP if origin else None)
+        # A request from no page is told `*` (only browsers read the header).
+        assert r.headers.get("access-control-allow-origin") == (APP if origin else "*")
 
 
-async def test_by_default_any_origin_may_use_the_server(server):
-    ws = await open_with(server.url, "https://anywhere.example")
-    await ws.close()
-    r = await post_with(server, "https://anywhere.example")
-    assert r.status_code == 200
+DESKTOP = ["http://localhost:17654", "http://localhost:17664", "http://localhost:5173", "file://"]
+
+
+async def test_by_default_a_loopback_server_lets_in_only_the_desktops_origins(server):
+    assert server.app.config.allowed_origins == ""   # the default: by listen address
+    for origin in ("https://evil.example", "http://127.0.0.1:17654", "http://localhost:3051", "null"):
+        with pytest.raises(InvalidStatus) as refused:
+            await open_with(server.url, origin)
+        assert refused.value.response.status_code == 403
+        r = await post_with(server, origin)
+        assert r.status_code == 403 and "access-control-allow-origin" not in r.headers
+    async with httpx.AsyncClient() as http:
+        r = await http.options(base_url(server) + "/api/message",
+                               headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+        assert r.status_code == 204 and "access-control-allow-origin" not in r.headers
+    for origin in [*DESKTOP, None]:
+        ws = await open_with(server.url, origin)
+        await ws.close()
+        r = await post_with(server, origin)
+        assert r.status_code == 200 and dagcbor.decode(r.content)["_"] == "ListAgentsResponse"
+        assert r.headers["access-control-allow-origin"] == (origin or "*")
+
+
+def test_by_default_a_server_listening_beyond_loopback_lets_any_origin_in():
+    from seed_agents.server.transport.origins import policy
+
+    for host in ("0.0.0.0", "::", "192.168.1.5", "agents.example"):
+        assert policy("", host).any and policy("", host).cors("https://app.example") == "*"
+    for host in ("127.0.0.1", "localhost", "::1", "[::1]"):
+        assert not policy("", host).any and policy("", host).allows("http://localhost:17660")
+    assert policy("*", "127.0.0.1").any   # the operator's `*` wins on loopback too
 
 
 @pytest.mark.parametrize("value", ["https://app.example/path", "app.example", " , "])

@@ -29,7 +29,8 @@ async def settled(c, kp, sid) -> dict:
 
 
 async def kill_rounds(tmp_path, rounds: int) -> None:
-    srv = ServerProcess(tmp_path / "srv", extra=["--allow-provider-base-url", "true"]).start()
+    srv = ServerProcess(tmp_path / "srv", extra=["--allow-provider-base-url", "true",
+                                                 "--web-networks", "loopback"]).start()
     try:
         async with FakeOpenAI() as fake, FakeWeb() as web:
             for i in range(rounds):
@@ -93,7 +94,8 @@ async def test_a_run_taken_over_on_postgresql_continues_from_its_last_step(tmp_p
 
     from tests.conftest import make_config
 
-    a = ServerProcess(tmp_path / "a", extra=["--allow-provider-base-url", "true", "--storage-url", postgres_url,
+    a = ServerProcess(tmp_path / "a", extra=["--allow-provider-base-url", "true", "--web-networks", "loopback",
+                                             "--storage-url", postgres_url,
                                              "--run-lease", "1", "--run-poll-interval", "0.2"]).start()
     b = None
     try:
@@ -111,7 +113,8 @@ async def test_a_run_taken_over_on_postgresql_continues_from_its_last_step(tmp_p
             await until(lambda: ("GET", "/slow") in web.requests, 10, step=0.01, what="GET /slow")
             a.kill()
             await c.close()
-            cfg = make_config(tmp_path / "b", allow_provider_base_url=True, run_lease=1, run_poll_interval=0.2)
+            cfg = make_config(tmp_path / "b", allow_provider_base_url=True, run_lease=1, run_poll_interval=0.2,
+                              web_networks="loopback")
             cfg.storage_url = parse_storage_url(postgres_url)
             b = await start_server(cfg)
             c = await V2Client.open(b.url)

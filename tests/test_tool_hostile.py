@@ -25,6 +25,8 @@ async def web():
 
 
 async def serve(tmp_path, **settings):
+    # The fake web is on loopback: the operator lets the web tools reach it (--web-networks).
+    settings.setdefault("web_networks", "loopback")
     return await start_server(make_config(tmp_path, allow_provider_base_url=True, **settings))
 
 

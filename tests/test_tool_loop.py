@@ -44,8 +44,10 @@ async def hm():
 
 @pytest.fixture
 async def server(tmp_path, web, hm, storage, request):
+    # The fake web is on loopback: the operator lets the web tools reach it (--web-networks).
     running = await start_server(server_config(tmp_path, storage, request, allow_provider_base_url=True,
-                                               searxng_url=web.url(""), hm_server_url=hm.base_url))
+                                               searxng_url=web.url(""), hm_server_url=hm.base_url,
+                                               web_networks="loopback"))
     try:
         yield running
     finally:

@@ -1,14 +1,20 @@
 """DownloadAgentMemoryFile: fetch an http(s) URL into an agent's memory.
 
-The fetch goes through the runtime's guarded HTTP client (server/providers/network.py): every
-connection, redirects included, is checked against the provider network policy after DNS, so a
-URL or a redirect that leads to a refused address (loopback from a public server, a metadata
-endpoint) is refused. Redirects are followed here, at most MAX_REDIRECTS, each hop checked the
-same way. The body streams into a staged upload (server/store/uploads.py) a few MiB at a time,
+The fetch goes through the runtime's download client (server/providers/network.py), a pool of
+its own: every connection, redirects included, is checked against the web network policy
+(`--web-networks`, public only by default) after DNS, so a URL or a redirect that leads to a
+refused address (the server's own machine, its LAN, a metadata endpoint) is refused. Redirects
+are followed here, at most MAX_REDIRECTS, each hop checked the same way. One account runs at
+most `--web-fetches-per-account` fetches at once (downloads and its agents' page reads
+together), and the whole download, the wait for that slot included, ends at
+`--download-timeout` (502, nothing kept), so a server sending a byte now and then cannot hold
+it for ever. The body streams into a staged upload (server/store/uploads.py) a few MiB at a time,
 so memory stays bounded, and is cut off past `--download-max-bytes` (413, nothing kept); a
 server killed mid-download leaves a staged upload that the sweep drops.
 """
 from __future__ import annotations
+
+import asyncio
 
 import httpx
 
@@ -42,15 +48,19 @@ def _refused(exc: BaseException) -> NetworkRefused | None:
 async def _open(client: httpx.AsyncClient, url: str) -> tuple[httpx.Response, str]:
     """The response for `url` after redirects (each hop under the network policy)."""
     for _ in range(MAX_REDIRECTS + 1):
-        request = client.build_request("GET", url, headers={"User-Agent": USER_AGENT},
-                                       timeout=httpx.Timeout(30.0, read=IDLE_TIMEOUT))
+        try:
+            request = client.build_request("GET", url, headers={"User-Agent": USER_AGENT},
+                                           timeout=httpx.Timeout(30.0, read=IDLE_TIMEOUT))
+        except (httpx.InvalidURL, ValueError):
+            raise ProtocolError(400, f"Could not download {display_url(url)}: not a URL that can be "
+                                     "fetched") from None
         try:
             response = await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             refused = _refused(exc)
             if refused is not None:
                 raise ProtocolError(403, f"Could not download {display_url(url)}: {refused.host} is an address "
-                                         "the server's network policy refuses") from None
+                                         f"the server's network policy refuses ({refused.flag})") from None
             raise ProtocolError(502, f"Could not download {display_url(url)}: {type(exc).__name__}") from None
         if response.is_redirect and response.next_request is not None:
             await response.aclose()
@@ -66,10 +76,23 @@ async def _open(client: httpx.AsyncClient, url: str) -> tuple[httpx.Response, st
 
 
 async def download_agent_memory_file(app, env, action) -> dict:
+    await app.db.aread(agent_access, env.account_id, action.agent_id, WRITER)
+    deadline = app.config.download_timeout
+    until = asyncio.get_running_loop().time() + deadline
+    try:
+        async with app.runtime.download_slots.slot(env.account_id, until):
+            return await _download(app, env, action, until)
+    except TimeoutError:
+        raise ProtocolError(502, f"Could not download {display_url(action.url)}: it did not finish within "
+                                 f"{deadline:g} s (--download-timeout); nothing was kept") from None
+
+
+async def _download(app, env, action, until: float) -> dict:
+    """The download; its network parts end at `until` (TimeoutError), the commit is not cut."""
     account_id, agent_id = env.account_id, action.agent_id
-    await app.db.aread(agent_access, account_id, agent_id, WRITER)
     cap = app.config.download_max_bytes
-    response, final_url = await _open(app.runtime.http, action.url)
+    async with asyncio.timeout_at(until):
+        response, final_url = await _open(app.runtime.download_http, action.url)
     upload_id = new_id()
     try:
         content_type = response.headers.get("content-type")
@@ -94,14 +117,15 @@ async def download_agent_memory_file(app, env, action) -> dict:
         await app.db.write(begin)
         received, buffer = 0, bytearray()
         try:
-            async for piece in response.aiter_raw():
-                buffer += piece
-                if received + len(buffer) > cap:
-                    raise ProtocolError(413, f"Download exceeds the limit of {cap} bytes; nothing was kept")
-                if len(buffer) >= WRITE_EVERY:
-                    received = await app.db.write(uploads_q.append, upload_id, account_id, received, bytes(buffer),
-                                                  app.now_ms())
-                    buffer.clear()
+            async with asyncio.timeout_at(until):   # a write cut here is dropped with the upload
+                async for piece in response.aiter_raw():
+                    buffer += piece
+                    if received + len(buffer) > cap:
+                        raise ProtocolError(413, f"Download exceeds the limit of {cap} bytes; nothing was kept")
+                    if len(buffer) >= WRITE_EVERY:
+                        received = await app.db.write(uploads_q.append, upload_id, account_id, received,
+                                                      bytes(buffer), app.now_ms())
+                        buffer.clear()
         except httpx.HTTPError as exc:
             raise ProtocolError(502, f"Download of {display_url(final_url)} failed: {type(exc).__name__}") from None
         if buffer:

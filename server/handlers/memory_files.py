@@ -117,7 +117,7 @@ async def upload_agent_memory_file_to_ipfs(app, env, action) -> dict:
                                  "and this server has none (--hm-server-url); the file stays in memory")
     from ..hypermedia.client import HmClient, HmError
 
-    client = HmClient(hm_url, app.runtime.http, timeout=getattr(app.config, "hm_server_timeout", 15.0))
+    client = HmClient(hm_url, app.runtime.hm_http, timeout=getattr(app.config, "hm_server_timeout", 15.0))
     try:
         cid = await client.publish_file(data)
     except HmError as exc:

@@ -8,10 +8,12 @@ run, as the reference does: the log is not written under a running turn.
 
 The verb runs through the agent's own tool surface (server/tools/surface.py), as its model would
 run it: memory, ~/tools, web pages, the callables it holds, its MCP tools; a bad input is
-answered with the verb's contract, as for the model.
+answered with the verb's contract, as for the model. A verb still running after `--tool-timeout`
+is stopped and answered with an error, as the model's calls are.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -29,7 +31,12 @@ from .access import READER, WRITER, session_for
 async def run_verb(app, agent: dict, session_id: str, call_id: str, verb: str, value) -> tuple[object, str | None]:  # noqa: ANN001
     """(output, error) of one verb run as the user, through the agent's own tool surface."""
     surface = await app.runtime.user_surface(agent, session_id)
-    result = await surface.run(ToolCall(call_id, verb, json.dumps(value, ensure_ascii=False, default=str)))
+    limit = app.config.tool_timeout   # as for the model's calls: abandoned past --tool-timeout
+    try:
+        async with asyncio.timeout(limit):
+            result = await surface.run(ToolCall(call_id, verb, json.dumps(value, ensure_ascii=False, default=str)))
+    except TimeoutError:
+        return None, f"{verb} did not finish within {limit:g} s (--tool-timeout); it was stopped"
     if result.park is not None:   # (no verb a person runs parks; said rather than hung)
         return None, f"{verb} cannot wait here"
     return result.output, result.error

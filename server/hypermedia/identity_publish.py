@@ -16,9 +16,9 @@ from .client import HmClient, HmError
 
 
 async def _publish(app, blobs: list, what: str) -> None:  # noqa: ANN001
-    # Over the runtime's guarded HTTP client, as the agents' hm:// tools go: the HM server is
-    # reached under the same network policy (--provider-networks).
-    client = HmClient(app.config.hm_server_url, app.runtime.providers.http,
+    # Over the runtime's guarded HTTP client for the HM server, as the agents' hm:// tools go:
+    # reached under the providers' network policy (--provider-networks), in a pool of its own.
+    client = HmClient(app.config.hm_server_url, app.runtime.hm_http,
                       timeout=app.config.hm_server_timeout)
     try:
         await client.publish_blobs(blobs)

@@ -19,6 +19,12 @@ Terms of `--provider-networks` (comma-separated, the union is allowed):
 Cloud metadata endpoints (169.254.169.254, fd00:ec2::254, ...) are refused unless `any` or a CIDR
 names them explicitly. The default depends on where the server listens: on loopback (a desktop,
 local Ollama) `public,loopback,private`; anywhere else `public`.
+
+The web tools and downloads (`read https://…`, `navigate`, `write … fromUrl`,
+DownloadAgentMemoryFile) have a policy of their own, `--web-networks`, in the same terms: any
+account names their URLs, a web page's redirects included, so it is `public` by default wherever
+the server listens; a provider's URL is one its account chose to configure, and a desktop's
+Ollama is on loopback.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 CLASSES = ("public", "loopback", "private", "link-local")
 DEFAULT_LOOPBACK = "public,loopback,private"
 DEFAULT_EXPOSED = "public"
+DEFAULT_WEB = "public"
+PROVIDER_FLAG, WEB_FLAG = "--provider-networks", "--web-networks"
 
 _PRIVATE = tuple(ipaddress.ip_network(n) for n in (
     "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7", "fec0::/10"))
@@ -89,10 +97,11 @@ class NetworkPolicy:
     networks: tuple[Network, ...] = ()
     allow_all: bool = False
     text: str = ""   # as configured, for messages and logs
+    flag: str = PROVIDER_FLAG   # the setting it comes from, named in refusals
 
     @classmethod
-    def parse(cls, text: str) -> NetworkPolicy:
-        """A policy from `--provider-networks`; ValueError naming the bad term."""
+    def parse(cls, text: str, flag: str = PROVIDER_FLAG) -> NetworkPolicy:
+        """A policy from `--provider-networks` (or `--web-networks`); ValueError naming the bad term."""
         classes: set[str] = set()
         networks: list[Network] = []
         allow_all = False
@@ -113,7 +122,7 @@ class NetworkPolicy:
                         f"provider networks: {term!r} is neither one of "
                         f"{', '.join(CLASSES + ('any',))} nor a CIDR"
                     ) from None
-        return cls(frozenset(classes), tuple(networks), allow_all, ",".join(terms))
+        return cls(frozenset(classes), tuple(networks), allow_all, ",".join(terms), flag)
 
     @classmethod
     def for_server(cls, configured: str, listen_host: str) -> NetworkPolicy:
@@ -121,6 +130,11 @@ class NetworkPolicy:
         if configured and configured.strip():
             return cls.parse(configured)
         return cls.parse(DEFAULT_LOOPBACK if is_loopback_host(listen_host) else DEFAULT_EXPOSED)
+
+    @classmethod
+    def for_web(cls, configured: str) -> NetworkPolicy:
+        """The web tools' and downloads' policy: the configured one, else `public`."""
+        return cls.parse(configured if configured and configured.strip() else DEFAULT_WEB, WEB_FLAG)
 
     def allows(self, ip: IPAddress) -> bool:
         if self.allow_all:
@@ -150,19 +164,21 @@ def check_networks_value(text: str) -> str:
 # -- enforcement (server/providers/outbound_guard.py, for httpcore) ------------------------------------
 
 
-def refusal_text(host: str, classes: Iterable[str]) -> str:
+def refusal_text(host: str, classes: Iterable[str], flag: str = PROVIDER_FLAG) -> str:
     """The sentence of a host none of whose addresses the policy allows (both HTTP stacks)."""
-    return (f"{host} resolves only to addresses the server's provider network policy refuses "
-            f"({', '.join(sorted(set(classes)))})")
+    which = "web" if flag == WEB_FLAG else "provider"
+    return (f"{host} resolves only to addresses the server's {which} network policy refuses "
+            f"({', '.join(sorted(set(classes)))}; {flag})")
 
 
 class NetworkRefused(httpcore.ConnectError):
     """No address of the host is in the allowed networks (httpx re-raises it as ConnectError)."""
 
-    def __init__(self, host: str, classes: Iterable[str]) -> None:
+    def __init__(self, host: str, classes: Iterable[str], flag: str = PROVIDER_FLAG) -> None:
         self.host = host
         self.classes = sorted(set(classes))
-        super().__init__(refusal_text(host, self.classes))
+        self.flag = flag
+        super().__init__(refusal_text(host, self.classes, flag))
 
 
 class GuardedBackend(GuardedConnect, httpcore.AsyncNetworkBackend):
@@ -170,7 +186,7 @@ class GuardedBackend(GuardedConnect, httpcore.AsyncNetworkBackend):
     network = "a provider network"
 
     def refused(self, host: str, addresses: list[IPAddress]) -> Exception:
-        return NetworkRefused(host, (address_class(ip) for ip in addresses))
+        return NetworkRefused(host, (address_class(ip) for ip in addresses), self.policy.flag)
 
 
 class GuardedTransport(httpx.AsyncHTTPTransport):
@@ -192,11 +208,14 @@ def tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=False)
 
 
-def provider_client(policy: NetworkPolicy) -> httpx.AsyncClient:
-    """The one HTTP client every provider call goes through."""
+def provider_client(policy: NetworkPolicy, max_connections: int = 100) -> httpx.AsyncClient:
+    """A guarded HTTP client with a connection pool of its own. The runtime makes one per
+    purpose (providers, the HM server, web tools, downloads: server/runtime/runner.py), so one
+    purpose's slow peers never hold the connections another's calls wait for."""
     quiet_http_loggers()
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=min(20, max_connections))
     return httpx.AsyncClient(
-        transport=GuardedTransport(policy, verify=tls_context()),
+        transport=GuardedTransport(policy, verify=tls_context(), limits=limits),
         timeout=httpx.Timeout(30.0, read=None),
         trust_env=False,
         follow_redirects=False,   # a redirect must not carry the key (or the request) elsewhere

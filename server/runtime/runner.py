@@ -45,6 +45,7 @@ from ..operations.metrics import Metrics
 from ..providers.base import ProviderError, ProviderNotFound, Usage
 from ..providers.capabilities import accepts_images
 from ..providers.network import NetworkPolicy, provider_client
+from ..providers.outbound_slots import AccountSlots
 from ..providers.registry import ProviderSettings
 from ..publisher import Publisher
 from ..storage.port import Storage
@@ -78,6 +79,8 @@ log = logging.getLogger("seed_agents.runtime")
 # The model sees at most this many of the session's latest events (ending with the turn's own
 # user message): a long session must not make every turn decode its whole history.
 HISTORY_EVENTS = 500
+# Connections each outbound pool may hold at once (start() makes one pool per purpose).
+PROVIDER_CONNECTIONS, HM_CONNECTIONS, WEB_CONNECTIONS, DOWNLOAD_CONNECTIONS = 100, 20, 100, 50
 
 
 def run_error(code: str, message: str) -> dict:
@@ -116,7 +119,10 @@ class Runtime:
         self.now_ms = now_ms
         self.workers: dict[str, SessionWorker] = {}
         self.histories = histories   # bounded in bytes (--history-cache-bytes)
-        self.http: httpx.AsyncClient | None = None
+        self.http: httpx.AsyncClient | None = None      # the providers' pool
+        self.hm_http: httpx.AsyncClient | None = None   # the HM server's pool
+        self.download_http: httpx.AsyncClient | None = None   # DownloadAgentMemoryFile's pool
+        self.download_slots: AccountSlots | None = None  # one account's web fetches at once
         self.providers: ProviderLookup | None = None   # set in start(), with the HTTP client
         self.web: WebAccess | None = None               # the web tools' access, set in start()
         self.hm: HmClient | None = None                 # the agents' hm:// tools, when there is an HM server
@@ -133,14 +139,22 @@ class Runtime:
 
     async def start(self) -> None:
         config = self.config
-        self.http = provider_client(NetworkPolicy.for_server(config.provider_networks, config.host))
+        # A connection pool per purpose, so one purpose's slow peers never hold what another
+        # waits for: providers and the HM server under --provider-networks; the web tools and
+        # downloads under --web-networks (public only unless the operator says otherwise), one
+        # account's fetches at once bounded by --web-fetches-per-account across both.
+        providers = NetworkPolicy.for_server(config.provider_networks, config.host)
+        web = NetworkPolicy.for_web(config.web_networks)
+        self.http = provider_client(providers, PROVIDER_CONNECTIONS)
+        self.hm_http = provider_client(providers, HM_CONNECTIONS)
+        self.download_http = provider_client(web, DOWNLOAD_CONNECTIONS)
+        self.download_slots = AccountSlots(config.web_fetches_per_account)
         self.providers = ProviderLookup(self.db, self.box, self.http, ProviderSettings.from_config(config))
-        # Web tools fetch through the providers' guarded client: one network policy for both.
-        self.web = WebAccess(self.http, config.tool_fetch_bytes, config.tool_timeout, config.searxng_url,
-                             httpx.AsyncClient(timeout=config.tool_timeout, trust_env=False)
-                             if config.searxng_url else None)
+        self.web = WebAccess(provider_client(web, WEB_CONNECTIONS), config.tool_fetch_bytes, config.tool_timeout,
+                             config.searxng_url, httpx.AsyncClient(timeout=config.tool_timeout, trust_env=False)
+                             if config.searxng_url else None, self.download_slots)
         if config.hm_server_url:
-            self.hm = HmClient(config.hm_server_url, self.http, timeout=config.hm_server_timeout)
+            self.hm = HmClient(config.hm_server_url, self.hm_http, timeout=config.hm_server_timeout)
         await self.queue.recover()
         ids, dirs = self.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
         await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
@@ -156,10 +170,14 @@ class Runtime:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self.queue.stop()
-        if self.http is not None:
-            await self.http.aclose()
-        if self.web is not None and self.web.search_http is not None:
-            await self.web.search_http.aclose()
+        for client in (self.http, self.hm_http, self.download_http):
+            if client is not None:
+                await client.aclose()
+        if self.web is not None:
+            await self.web.http.aclose()
+            await self.web.converter.close()
+            if self.web.search_http is not None:
+                await self.web.search_http.aclose()
 
     # -- scheduling ------------------------------------------------------------------------
     def kick(self, session_id: str) -> None:

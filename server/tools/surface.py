@@ -206,7 +206,7 @@ class ToolSurface:
     def _web(self):  # noqa: ANN202
         if self.ctx.web is None:
             raise ToolFailure(f"reading the web {NOT_YET}")
-        return self.ctx.web
+        return self.ctx.web.for_account(self.ctx.account)   # its fetches count against its share
 
 
 def _form(address: str) -> str:

@@ -1,24 +1,32 @@
 """The web, for the agent: `read https://…` and `navigate` (a page turned into Markdown), and
 `web_search` (the operator's SearXNG, `--searxng-url`).
 
-Every fetch goes through the runtime's guarded HTTP client, so the provider network policy is
-checked on every connection after DNS; redirects are followed here, one hop at a time (each a
-new checked connection), at most MAX_REDIRECTS, and only to http(s). A page is read up to
-`--tool-fetch-bytes` (the rest is not downloaded) and HTML becomes Markdown with trafilatura
-(chosen by bench/page_markdown.py), in a thread so a big page never stalls the server. What comes
-back is untrusted text: it reaches the model as a tool result and nothing else.
+Every fetch goes through the runtime's web client: a connection pool of its own (a page that
+never ends holds no connection a model turn needs) under the web network policy
+(`--web-networks`, public only by default), checked on every connection after DNS; redirects
+are followed here, one hop at a time (each a new checked connection), at most MAX_REDIRECTS, and
+only to http(s). One account fetches at most `--web-fetches-per-account` pages at once (the rest
+wait, within the deadline). A fetch, the wait for its slot included, ends at `--tool-timeout`.
+A page is read up to `--tool-fetch-bytes` (the rest is not downloaded), decoded in a charset
+taken by name (server/tools/page_text.py), and HTML becomes Markdown with trafilatura (chosen by
+bench/page_markdown.py) in a bounded pool of worker processes (server/tools/page_convert.py).
+What comes back is untrusted text: it reaches the model as a tool result and nothing else.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from ..providers.http_stream import _connect_failure
+from ..providers.http_stream import _causes, _connect_failure
+from ..providers.network import NetworkRefused
+from ..providers.outbound_slots import AccountSlots
 from .context import ToolFailure, ToolResult
+from .page_convert import ConversionFailed, PageConverter
+from .page_text import decode
 
 log = logging.getLogger("seed_agents.tools")
 
@@ -31,16 +39,22 @@ SEARCH_DEFAULT, SEARCH_MAX = 10, 25
 
 @dataclass
 class WebAccess:
-    http: httpx.AsyncClient      # the guarded client (network policy per connection)
+    http: httpx.AsyncClient      # the web client (its own pool; --web-networks per connection)
     max_bytes: int               # a page is read up to this many bytes
-    timeout: float               # one fetch, redirects included
+    timeout: float               # one fetch, redirects and the wait for a slot included
     searxng_url: str = ""        # empty: no web_search
     search_http: httpx.AsyncClient | None = None   # the operator's SearXNG (not policy-bound)
+    slots: AccountSlots = field(default_factory=lambda: AccountSlots(4))   # fetches per account
+    converter: PageConverter = field(default_factory=PageConverter)
 
-    async def fetch(self, url: str) -> tuple[str, str, bytes, bool]:
+    def for_account(self, account: str) -> AccountWeb:
+        """The web as one account's tools reach it: its fetches count against its own share."""
+        return AccountWeb(self, account)
+
+    async def fetch(self, url: str, account: str) -> tuple[str, str, bytes, bool]:
         """(final url, content type, body up to max_bytes, cut) of a GET, redirects followed."""
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self.timeout), self.slots.slot(account):
                 return await self._fetch(url)
         except TimeoutError:
             raise ToolFailure(f"{_host(url)} did not answer within {self.timeout:g} s") from None
@@ -48,8 +62,11 @@ class WebAccess:
     async def _fetch(self, url: str) -> tuple[str, str, bytes, bool]:
         for _ in range(MAX_REDIRECTS + 1):
             _check_url(url)
-            request = self.http.build_request("GET", url, headers={
-                "User-Agent": USER_AGENT, "Accept": "text/html,text/plain,text/markdown,application/json;q=0.9,*/*;q=0.5"})
+            try:
+                request = self.http.build_request("GET", url, headers={
+                    "User-Agent": USER_AGENT, "Accept": "text/html,text/plain,text/markdown,application/json;q=0.9,*/*;q=0.5"})
+            except (httpx.InvalidURL, ValueError):
+                raise ToolFailure(f"{url[:100]!r} is not a URL that can be fetched") from None
             try:
                 response = await self.http.send(request, stream=True)
             except httpx.ConnectError as exc:
@@ -77,12 +94,15 @@ class WebAccess:
                 await response.aclose()
         raise ToolFailure(f"more than {MAX_REDIRECTS} redirects from {_host(url)}")
 
-    async def read_page(self, url: str) -> ToolResult:
-        final, content_type, body, cut = await self.fetch(url)
+    async def read_page(self, url: str, account: str) -> ToolResult:
+        final, content_type, body, cut = await self.fetch(url, account)
         kind = content_type.split(";")[0].strip().lower()
-        text = body.decode(_charset(content_type), "replace")
+        text = await decode(body, content_type)
         if kind in ("text/html", "application/xhtml+xml", "") and "<" in text[:2048]:
-            markdown, title = await asyncio.to_thread(page_markdown, text[:EXTRACT_CHARS], final)
+            try:
+                markdown, title = await self.converter.convert(text[:EXTRACT_CHARS], final, account, self.timeout)
+            except ConversionFailed as exc:
+                raise ToolFailure(f"{final}: {exc}") from None
         elif kind.startswith("text/") or kind in ("application/json", "application/xml"):
             markdown, title = text, ""
         else:
@@ -132,21 +152,6 @@ class WebAccess:
         return ToolResult({"summary": summary, "results": results, "partial": partial, "markdown": markdown})
 
 
-def page_markdown(html: str, url: str) -> tuple[str, str]:
-    """(markdown, title) of an HTML page: its main text by trafilatura, with links and tables."""
-    import trafilatura  # heavy import: only when a page is read
-
-    markdown = trafilatura.extract(html, url=url, output_format="markdown", include_links=True,
-                                   include_tables=True, include_comments=False, favor_recall=True) or ""
-    title = ""
-    try:
-        meta = trafilatura.extract_metadata(html)
-        title = (meta.title or "") if meta is not None else ""
-    except Exception:  # noqa: BLE001 - metadata is a nicety; a page that breaks it still reads
-        pass
-    return markdown, title
-
-
 def _check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -160,21 +165,26 @@ def _host(url: str) -> str:
         return "the page"
 
 
-def _charset(content_type: str) -> str:
-    for part in content_type.split(";")[1:]:
-        key, _, value = part.strip().partition("=")
-        if key.lower() == "charset" and value:
-            try:
-                "".encode(value.strip('"'))
-                return value.strip('"')
-            except LookupError:
-                break
-    return "utf-8"
-
-
 def _web_connect_failure(exc: httpx.ConnectError) -> str:
-    reason = _connect_failure(exc)
-    if "outside the networks" in reason:
-        return "the address is outside the networks this server may reach (its network policy)"
-    return reason
+    for cause in _causes(exc):
+        if isinstance(cause, NetworkRefused):
+            return ("the address is outside the networks this server may reach "
+                    f"(its network policy, {cause.flag})")
+    return _connect_failure(exc)
+
+
+class AccountWeb:
+    """WebAccess bound to the account whose tools fetch (server/tools/surface.py makes one)."""
+
+    def __init__(self, web: WebAccess, account: str) -> None:
+        self.web, self.account = web, account
+
+    async def fetch(self, url: str) -> tuple[str, str, bytes, bool]:
+        return await self.web.fetch(url, self.account)
+
+    async def read_page(self, url: str) -> ToolResult:
+        return await self.web.read_page(url, self.account)
+
+    async def search(self, params: dict) -> ToolResult:
+        return await self.web.search(params)
 

@@ -123,7 +123,7 @@ class HttpConnection(asyncio.Protocol):
         self.body_timeout = cfg.http_body_timeout
         self.idle_timeout = cfg.http_idle_timeout
         self.max_frame = cfg.limits.max_frame
-        self.origins = policy(cfg.allowed_origins)
+        self.origins = policy(cfg.allowed_origins, cfg.host)
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.reader = HttpReader()
@@ -459,10 +459,10 @@ class HttpConnection(asyncio.Protocol):
         self._close_after_write()
 
     def _cors(self, answer: bytes, origin: str | None) -> bytes:
-        """With `--allowed-origins` set, the CORS headers name the request's origin, not `*`."""
+        """With a list of `--allowed-origins`, the CORS headers name the page's origin, not `*`."""
         if self.origins.any:
             return answer
-        return with_origin(answer, self.origins.matched(origin))
+        return with_origin(answer, self.origins.cors(origin))
 
     # -- writing, under --write-timeout ----------------------------------------------------
     def _write(self, data: bytes) -> None:

@@ -46,13 +46,14 @@ def _select_subprotocol(_protocol, offered):
 
 def _cors_on_refusal(origins):
     """websockets' own refusals of a bad upgrade (400, 426) carry the CORS headers too; with
-    `--allowed-origins` set they name the request's origin when it is allowed, else none."""
+    a list of `--allowed-origins` they name the request's origin when it is allowed, none when it
+    is refused (and `*` to a request from no page)."""
     def process_response(_connection, request, response):
         if response.status_code != 101:
             for name, value in CORS_PAIRS:
                 if name == "Access-Control-Allow-Origin" and not origins.any:
                     given = request.headers.get_all("Origin")
-                    value = origins.matched(given[0]) if len(given) == 1 else None
+                    value = origins.cors(given[0] if given else None) if len(given) <= 1 else None
                     response.headers["Vary"] = "Origin"
                     if value is None:
                         continue
@@ -86,7 +87,7 @@ async def start_transport(app, routes: HttpRoutes | None = None, start_serving: 
     framing = HttpFraming(max_frame=limits.max_frame, max_depth=limits.max_depth,
                           metrics=config.metrics_listen == "same")
     build_commit()   # once, at start: it may run git
-    origins = policy(config.allowed_origins)
+    origins = policy(config.allowed_origins, config.host)
     cors_on_refusal = _cors_on_refusal(origins)
 
     def check_origin(ws: BatchingServerConnection, request):
