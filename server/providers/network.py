@@ -186,7 +186,8 @@ class GuardedBackend(GuardedConnect, httpcore.AsyncNetworkBackend):
     network = "a provider network"
 
     def refused(self, host: str, addresses: list[IPAddress]) -> Exception:
-        return NetworkRefused(host, (address_class(ip) for ip in addresses), self.policy.flag)
+        flag = self.policy.flag if isinstance(self.policy, NetworkPolicy) else PROVIDER_FLAG
+        return NetworkRefused(host, (address_class(ip) for ip in addresses), flag)
 
 
 class GuardedTransport(httpx.AsyncHTTPTransport):

@@ -15,12 +15,19 @@ are allowed is the policy's business (server/providers/network.py), asked throug
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, ClassVar, Protocol
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Name resolution has threads of its own: on the loop's default executor it would queue behind
+# whatever else runs there (a slow page's work once made an honest fetch fail waiting for DNS).
+RESOLVER_THREADS = 8
+_RESOLVER = ThreadPoolExecutor(max_workers=RESOLVER_THREADS, thread_name_prefix="resolve")
 
 
 class AddressPolicy(Protocol):
@@ -33,7 +40,8 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
         return [ipaddress.ip_address(host.strip("[]"))]
     except ValueError:
         pass
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    infos = await asyncio.get_running_loop().run_in_executor(
+        _RESOLVER, functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM))
     seen: dict[IPAddress, None] = {}
     for _family, _type, _proto, _name, sockaddr in infos:
         seen[ipaddress.ip_address(sockaddr[0].split("%", 1)[0])] = None
