@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from seed_agents.clients import AgentsClient
-from seed_agents.clients.commands.reply import send_message, stream_reply
+from seed_agents.clients.commands.reply import Screen, follow_run, send_message
 from seed_agents.clients.keyfile import read_key
 from seed_agents.protocol.keys import Keypair
 
@@ -45,9 +45,9 @@ async def test_replies_stream_as_several_deltas(server):
         sub = await client.subscribe(f"sessions/{session_id}", after_seq=0)
         pieces: list[str] = []
         sent = await send_message(client, session_id, "one two three")
-        reply = await asyncio.wait_for(stream_reply(sub, sent, pieces.append), 10)
-        assert len(pieces) >= 3 and "".join(pieces) == "echo: one two three"
-        assert reply["event"]["content"] == "echo: one two three" and reply["seq"] == 2
+        outcome = await asyncio.wait_for(follow_run(client, session_id, sub, sent, Screen(write=pieces.append)), 10)
+        assert len(pieces) >= 4 and "".join(pieces) == "echo: one two three\n"
+        assert (outcome.status, outcome.answer) == ("succeeded", "echo: one two three")
 
 
 async def test_chat_on_a_terminal_edits_recalls_and_obeys_slash_commands(server, tmp_path):
@@ -78,11 +78,12 @@ def drive_chat_on_a_terminal(server, tmp_path) -> tuple[str, str]:
     child = pexpect.spawn(sys.executable, ["-m", "seed_agents.server.console", "chat"], cwd=str(ROOT), env=env,
                           encoding="utf-8", timeout=20, dimensions=(40, 200))
     try:
-        child.expect(r"session ([0-9a-f-]{36})\. Type a message; /help lists the commands")
-        first_session = child.match.group(1)
+        child.expect_exact("a new session (made when you send a message). Type a message; /help lists the commands")
         child.expect_exact("you> ")
         # "helo world", then Left x7 (to just after "hel"), insert "l": "hello world".
         child.send("helo world" + "\x1b[D" * 7 + "l\r")
+        child.expect(r"\[session ([0-9a-f-]{36})\]")
+        first_session = child.match.group(1)
         child.expect_exact("echo: hello world")
         assert "…\b \b" in child.before   # the thinking mark, erased by the first token
         child.expect_exact("you> ")
@@ -90,14 +91,15 @@ def drive_chat_on_a_terminal(server, tmp_path) -> tuple[str, str]:
         child.expect_exact("echo: hello world")
         child.expect_exact("you> ")
         child.send("/help\r")
-        child.expect_exact("/agent ID   switch to the agent ID")
+        child.expect_exact("/agent NAME switch to the agent NAME")
         child.expect_exact("you> ")
         child.send("/new\r")
-        child.expect(r"session ([0-9a-f-]{36})\. Type a message")
-        second_session = child.match.group(1)
-        assert second_session != first_session
+        child.expect_exact("a new session (made when you send a message). Type a message")
         child.expect_exact("you> ")
         child.send("in the new one\r")
+        child.expect(r"\[session ([0-9a-f-]{36})\]")
+        second_session = child.match.group(1)
+        assert second_session != first_session
         child.expect_exact("echo: in the new one")
         child.expect_exact("you> ")
         child.sendeof()

@@ -238,10 +238,12 @@ def drive_ctrl_c(env, check_stopped) -> str:
 
     child = spawn_chat(env, "--agent", "talker")
     try:
-        child.expect(rf"session ({UUID})\. Type a message; /help lists the commands, Ctrl-C stops a reply")
-        session = child.match.group(1)
+        child.expect_exact("a new session (made when you send a message). Type a message; /help lists the "
+                           "commands, Ctrl-C stops a reply")
         child.expect_exact("you> ")
         child.send("first\r")
+        child.expect(rf"\[session ({UUID})\]")
+        session = child.match.group(1)
         child.expect_exact("short answer")
         child.expect_exact("you> ")
         child.send("tell me everything\r")

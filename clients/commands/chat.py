@@ -12,7 +12,6 @@ import asyncio
 import concurrent.futures
 import sys
 import threading
-import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -20,11 +19,10 @@ from seed_agents.protocol.keys import Keypair
 
 from ..errors import AgentsError
 from ..keyfile import KeyFileError, read_key, resolve_key_path, write_key
-from ..render import event_line
+from ..render import Renderer
 from . import resolve
 from .common import CliError, checked_url, explain, open_client, say
-from .reply import send_message, stream_reply
-from .send import finish_reply, write_out
+from .reply import Screen, finish, follow_run, send_message, write_out
 
 CHAT_AGENT = {"name": "chat", "systemPrompt": "You are a helpful assistant.",
               "modelProvider": "echo", "model": "echo"}
@@ -34,8 +32,8 @@ HISTORY_SIZE = 1000
 RESUME_EVENTS = 10   # events shown when `chat --session` goes back to a conversation
 HELP = """chat commands:
   /help       this list
-  /new        start a new session with the same agent
-  /agent ID   switch to the agent ID (or name), in a new session
+  /new        start a new session with the same agent (made when you send its first message)
+  /agent NAME switch to the agent NAME (or id, or the start of it), in a new session
   /quit       leave (Ctrl-D, or Ctrl-C twice, too)
 Ctrl-C during a reply stops it.
 Up/Down recall earlier lines; Left/Right, Home/End and Ctrl-R edit and search them."""
@@ -113,27 +111,35 @@ async def _agent(client, wanted: str | None) -> str:
 
 
 class Conversation:
-    """The agent and session being talked to, and the subscription that streams replies."""
+    """The agent and session being talked to, and the subscription that streams replies. A new
+    session is made only when its first message is sent (a chat left at once leaves nothing
+    behind); the server titles it after that message, so sessions can be told apart."""
 
     def __init__(self, client, agent_id: str) -> None:
         self.client = client
         self.agent_id = agent_id
         self.session_id = ""
         self.sub = None
-        self.streamed: list[str] = []   # the reply being written, as it came
-        self.marked = False             # the thinking mark is on screen until the first piece
+        self.screen: Screen | None = None   # the turn being shown
+        self.marked = False                 # the thinking mark is on screen until the first piece
 
     def _hello(self, resumed: str = "") -> None:
-        say(f"agent {self.agent_id}, session {self.session_id}{resumed}. Type a message; /help lists "
+        where = f"session {self.session_id}{resumed}" if self.session_id else \
+            "a new session (made when you send a message)"
+        say(f"agent {self.agent_id}, {where}. Type a message; /help lists "
             "the commands, Ctrl-C stops a reply, /quit or Ctrl-D leaves.")
 
     async def new_session(self) -> None:
+        """The next message starts a new session."""
         if self.sub is not None:
             await self.sub.close()
-        title = time.strftime("chat %Y-%m-%d %H:%M")
-        self.session_id = (await self.client.create_session(self.agent_id, title=title))["sessionId"]
-        self.sub = await self.client.subscribe(f"sessions/{self.session_id}", after_seq=0)
+        self.session_id, self.sub = "", None
         self._hello()
+
+    async def _start_session(self) -> None:
+        self.session_id = (await self.client.create_session(self.agent_id))["sessionId"]
+        self.sub = await self.client.subscribe(f"sessions/{self.session_id}", after_seq=0)
+        say(f"[session {self.session_id}]")
 
     async def resume(self, wanted: str) -> None:
         """Go back to a session: show its last events, then follow it from there."""
@@ -150,42 +156,44 @@ class Conversation:
         self.session_id = session_id
         last = recent[-1]["seq"] if recent else 0
         self.sub = await self.client.subscribe(f"sessions/{session_id}", after_seq=last)
+        renderer = Renderer()
         for event in recent:
-            say(event_line(event))
+            for line in renderer.lines(event):
+                say(line)
         self._hello(f" (resumed: its last {len(recent)} events above)" if recent else " (resumed)")
 
     async def turn(self, text: str, interactive: bool, url: str) -> None:
+        """Send `text` and show its run until it ends: every message, tool call, child and plan."""
         try:
+            if not self.session_id:
+                await self._start_session()
+            after = self.sub.delivered_seq
             sent = await send_message(self.client, self.session_id, text)
         except AgentsError as exc:
             if exc.status != 0 and exc.status != 429:
                 raise
             say(explain(exc, url))
             return
-        streamed: list[str] = []
-        self.streamed, self.marked = streamed, interactive
+        self.marked = interactive
+        self.screen = screen = Screen("normal", before_first=self._unmark)
         if interactive:
-            write_out(THINKING)   # erased by the first token
+            write_out(THINKING)   # erased by the first thing shown
+        outcome = await follow_run(self.client, self.session_id, self.sub, sent, screen, after_seq=after)
+        self._unmark()
+        finish(outcome, screen)
 
-        def write(piece: str) -> None:
-            if interactive and not streamed:
-                write_out(ERASE)
-            streamed.append(piece)
-            write_out(piece)
-
-        reply = await stream_reply(self.sub, sent, write)
-        if interactive and not streamed:
+    def _unmark(self) -> None:
+        if self.marked:
             write_out(ERASE)
-        finish_reply(reply, streamed)
+            self.marked = False
 
     async def stop(self) -> None:
         """Ctrl-C during a reply: StopSession (the run is canceled at once, nothing more streams),
         and the line tidied: the thinking mark erased, or the cut reply ended."""
         await self.client.stop_session(self.session_id)
-        if self.streamed:
-            write_out("\n")
-        elif self.marked:
-            write_out(ERASE)
+        self._unmark()
+        if self.screen is not None:
+            self.screen.end_line()
 
     async def command(self, line: str) -> bool:
         """Run a /command; False when it is /quit."""
@@ -196,7 +204,10 @@ class Conversation:
             say(HELP)
         elif name == "/new":
             await self.new_session()
-        elif name == "/agent" and rest.strip():
+        elif name == "/agent" and not rest.strip():
+            names = sorted(resolve.agent_name(a) or resolve.short(a["id"]) for a in await resolve.all_agents(self.client))
+            say("usage: /agent NAME (a name, an id, or the start of one); yours: " + ", ".join(names))
+        elif name == "/agent":
             try:
                 agent_id = await resolve.agent_id(self.client, rest.strip())
                 await self.client.get_agent(agent_id)

@@ -1,7 +1,7 @@
 """`sessions create|list|rename|delete|retry|stop` and `history`."""
 from __future__ import annotations
 
-from ..render import event_line, session_line, when
+from ..render import Renderer, as_json, session_line, when
 from .common import open_client, print_listing
 from .resolve import agent_id, agent_name, all_sessions, session_id
 
@@ -61,13 +61,25 @@ async def history(args) -> int:
     async with open_client(args) as client:
         session = await session_id(client, args.session)
         after = args.after_seq
+        renderer = Renderer()
+        everything: list[dict] = []
         while True:
             response = await client.get_session(session, after_seq=after, limit=HISTORY_PAGE)
             for event in response.get("events", []):
-                print(event_line(event))
-            if "nextAfterSeq" not in response:
-                return 0
+                if args.json:
+                    everything.append(event)
+                else:
+                    for line in renderer.lines(event):
+                        print(line)
+            if "nextAfterSeq" not in response or not response.get("events"):
+                break
             after = response["nextAfterSeq"]
+    if args.json:
+        print(as_json(everything))
+    else:
+        for line in renderer.open_calls():
+            print(line)
+    return 0
 
 
 SESSION_HELP = "the session's id, the start of its id, or its title"
@@ -108,8 +120,11 @@ def register(sub, common) -> None:
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.set_defaults(run=stop)
     p = sub.add_parser("history", parents=[common], help="print a session's durable events",
-                       description="Print a session's durable events, one line each "
-                                   "(`#12 user: hello`).")
+                       description="Print a session's durable events (`#12 user: hello`): messages "
+                                   "by who wrote them (`server:` for the turns the server adds), one "
+                                   "line per tool call with its result and duration, children as they "
+                                   "start and end, the plan as a checklist when it changes.")
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("--after-seq", type=int, default=0, metavar="N", help="only events after seq N")
+    p.add_argument("--json", action="store_true", help="print the events as JSON, as the server gave them")
     p.set_defaults(run=history)

@@ -1,10 +1,11 @@
-"""`tail SESSION`: follow a session live, one line per durable event, exactly once, across
-server restarts (the client reconnects and resumes from the last event printed)."""
+"""`tail SESSION`: follow a session live, each durable event once, across server restarts (the
+client reconnects and resumes from the last event printed), shown as `history` shows them
+(clients/render.py); `--json` prints each event as it came, one JSON object per line."""
 from __future__ import annotations
 
 import sys
 
-from ..render import event_line
+from ..render import Renderer, json_line
 from .common import open_client, say
 from .resolve import session_id
 
@@ -16,9 +17,12 @@ async def tail(args) -> int:
     async with open_client(args, on_state=on_state) as client:
         session = await session_id(client, args.session)
         sub = await client.subscribe(f"sessions/{session}", after_seq=args.after_seq)
+        renderer = Renderer()   # as `history` shows them: tool calls in a line each, the plan, children
         async for item in sub:
             if item.get("_") == "append":
-                sys.stdout.write(event_line(item["event"]) + "\n")
+                lines = [json_line(item["event"])] if args.json else renderer.lines(item["event"])
+                for line in lines:
+                    sys.stdout.write(line + "\n")
                 sys.stdout.flush()
     return 0
 
@@ -31,4 +35,6 @@ def register(sub, common) -> None:
     p.add_argument("session", metavar="SESSION", help="the session's id, the start of its id, or its title")
     p.add_argument("--after-seq", type=int, default=0, metavar="N",
                    help="start after seq N (default 0: the whole history)")
+    p.add_argument("--json", action="store_true", help="print each event as the server sent it, one JSON "
+                   "object per line")
     p.set_defaults(run=tail, interrupt_status=0)

@@ -479,7 +479,8 @@ class Runtime:
                     nonlocal_ended[0] = runs_q.set_unmet_obligations(conn, ended, result.unmet)
             elif wrote and status == "failed":
                 appended = events_q.append_event(conn, session_id,
-                                                 {"type": "error", "message": result.error["message"]},
+                                                 {"type": "error", "message": result.error["message"],
+                                                  "meta": {"runId": run["id"]}},
                                                  new_id(), now)
             # else: a cancel or a deletion ended the run first; its ending stands.
             final = ended if wrote else runs_q.get_run(conn, run["id"])
