@@ -62,6 +62,18 @@ from .subscription import DEFAULT_BUFFER, Subscription
 from .transport import Transport
 
 DEFAULT_URL = "ws://127.0.0.1:3050/agents/ws"
+FULL_DEFINITION = ("name", "systemPrompt", "modelProvider", "model")   # what UpdateAgent requires
+
+
+def merged_definition(stored: dict, changes: dict) -> dict:
+    """`stored` with `changes` applied: a key of `changes` replaces the stored one; None removes it."""
+    merged = dict(stored)
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
 
 
 class AgentsClient:
@@ -202,6 +214,14 @@ class AgentsClient:
         return await self.call(actions.stop_session(session_id))  # type: ignore[return-value]
 
     async def update_agent(self, agent_id: str, definition: dict) -> UpdateAgentResponse:
+        """Change an agent's definition. UpdateAgent replaces the whole definition (CONTRACT), so a
+        partial one (`{"model": "m"}`) is merged here with the stored one (GetAgent first): its
+        keys replace the stored ones, a key given as None is removed. A full definition (with
+        `name`, `systemPrompt`, `modelProvider` and `model`) is sent as it is. Two updates at once:
+        the last one wins."""
+        if isinstance(definition, dict) and not all(key in definition for key in FULL_DEFINITION):
+            stored = (await self.get_agent(agent_id))["agent"]["definition"]
+            definition = merged_definition(stored, definition)
         return await self.call(actions.update_agent(agent_id, definition))  # type: ignore[return-value]
 
     async def delete_agent(self, agent_id: str) -> AgentIdResponse:

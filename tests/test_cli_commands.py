@@ -211,7 +211,7 @@ async def test_serve_delegates_to_the_server_and_returns_its_status(tmp_path):
 
 
 @pytest.mark.parametrize("status, words", [
-    (401, "clock"), (404, "check the id"), (403, "not allowed"), (429, "rate limiting"),
+    (401, "clock"), (404, "nothing this account owns or shares has that id"), (403, "not allowed"), (429, "rate limiting"),
 ])
 def test_explain_words_statuses_for_people(status, words):
     assert words in explain(AgentsError(status, "x"), "ws://h/agents/ws")

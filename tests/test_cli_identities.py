@@ -40,15 +40,16 @@ async def test_identities_from_the_command_line(cli, tmp_path):
     agent_id = out.strip()
     code, out, err = await cli("identities", "list")
     assert code == 0, err
-    [line] = out.splitlines()
+    header, line = out.splitlines()
+    assert header.split() == ["NAME", "ACCOUNT", "LABEL", "HM", "SERVER"]
     name, account, label = line.split()[:3]
     assert name == "hm-account-" + account[:16] and label == "Scout" and line.endswith("  not published")
     code, out, err = await cli("identities", "list", "--agent", agent_id)
-    assert code == 0 and out.split()[0] == name, err
+    assert code == 0 and out.splitlines()[1].split()[0] == name, err
     # --no-identity: no account made.
     code, out, err = await cli("agents", "create", "--name", "Plain", "--no-identity")
     assert code == 0, err
-    assert len((await cli("identities", "list"))[1].splitlines()) == 1
+    assert len((await cli("identities", "list"))[1].splitlines()) == 2
 
     # import: the seed from a file (hex here), never the command line; a bad file is one sentence.
     seed = bytes(range(100, 132))

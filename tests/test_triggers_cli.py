@@ -44,7 +44,10 @@ async def test_add_list_fire_show_and_remove(server, tmp_path):
     # The installed command, as a person types it.
     code, out, err = await run_cli(env, "triggers", "ls", agent_id)
     assert code == 0, err
-    assert hook_id in out and "[webhook]" in out and "weekly mon,tue,wed,thu,fri 08:30 Europe/Berlin" in out
+    assert out.splitlines()[0].split()[:4] == ["ID", "STATE", "NAME", "SOURCE"]
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert rows[hook_id].split()[1:4] == ["on", "hook", "webhook"]
+    assert "weekly mon,tue,wed,thu,fri 08:30 Europe/Berlin" in rows[daily_id]
 
     code, out, err = await cli(env, "triggers", "fire", hook_id, "--data", '{"n": 1}', "--idempotency-key", "k1")
     assert code == 0, err

@@ -109,7 +109,8 @@ def explain(err: AgentsError, url: str) -> str:
                 "is right (it must be within 30 s of the server's) and that --key / SEED_AGENTS_KEY "
                 "names the right key file.")
     if err.status == 404:
-        return f"{err.message} (check the id, and that this is the key that created it)"
+        return (f"{err.message}: nothing this account owns or shares has that id (the listings show "
+                "what it has; --account acts for another account)")
     if err.status == 403:
         return f"not allowed: {err.message}"
     if err.status == 429:

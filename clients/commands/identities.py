@@ -13,7 +13,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from .common import CliError, open_client, say
+from .common import CliError, open_client, print_listing, say
+from .resolve import agent_id
 
 SEED_SIZE = 32
 
@@ -45,10 +46,13 @@ def read_seed(path: str) -> bytes:
 
 async def list_(args) -> int:
     async with open_client(args) as client:
-        response = await client.list_signing_identities(args.agent)
-    for identity in response.get("identities", []):
-        print(identity_line(identity))
-    return 0
+        agent = await agent_id(client, args.agent) if args.agent else None
+        response = await client.list_signing_identities(agent)
+    return print_listing(
+        response.get("identities", []), args.json, ["NAME", "ACCOUNT", "LABEL", "HM SERVER"],
+        lambda i: [str(i.get("name", "")), str(i.get("accountId", "")), str(i.get("label") or ""),
+                   str(i.get("serverUrl") or "not published")],
+        "no signing identities yet: `seed-agents identities create --label L` makes one")
 
 
 async def create(args) -> int:
@@ -97,8 +101,10 @@ def register(sub, common) -> None:
                                      metavar="{list,create,import,rename,delete}", required=True)
     p = isub.add_parser("list", parents=[common], help="list your identities, newest first",
                         description="List signing identities: name, account, label, HM server.")
-    p.add_argument("--agent", default=None, metavar="AGENT_ID",
-                   help="those of this agent's owner (shared with you: only those the agent uses)")
+    p.add_argument("--agent", default=None, metavar="AGENT",
+                   help="those of this agent's owner (shared with you: only those the agent uses); its "
+                        "name, id, or the start of its id")
+    p.add_argument("--json", action="store_true", help="print the identities as JSON, as the server gave them")
     p.set_defaults(run=list_)
     p = isub.add_parser("create", parents=[common], help="make a new account key and print its name",
                         description="Make a new Seed account key on the server (published to its HM "
@@ -120,6 +126,7 @@ def register(sub, common) -> None:
     p.add_argument("--icon", default=None, metavar="IMAGE", help="a PNG, JPEG, GIF or WebP file")
     p.set_defaults(run=rename)
     p = isub.add_parser("delete", parents=[common], help="delete an identity no agent uses",
-                        description="Delete a signing identity (refused while an agent signs with it).")
+                        description="Delete a signing identity (refused while an agent signs with it: "
+                                    "`seed-agents agents update AGENT --remove-identity NAME` first).")
     p.add_argument("name", metavar="NAME")
     p.set_defaults(run=delete)

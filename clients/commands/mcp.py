@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..render import as_json, table
 from .common import CliError, open_client, say
 
 
@@ -54,11 +55,25 @@ async def add(args) -> int:
 async def list_(args) -> int:
     async with open_client(args) as client:
         response = await client.list_mcp_servers()
-    for server in response.get("servers", []):
-        print(server_line(server))
-        if args.tools:
-            for tool in server.get("tools", []):
-                print(f"  {server['name']}__{tool['name']}  {tool.get('description', '')}")
+    servers = response.get("servers", [])
+    if args.json:
+        print(as_json(servers))
+        return 0
+    if not servers:
+        say("no MCP servers yet: `seed-agents mcp add NAME URL` connects one")
+        return 0
+    rows = []
+    for server in servers:
+        status = server.get("status") or {}
+        state = status.get("state", "?") + (f" ({status['error']})" if status.get("error") else "")
+        rows.append([str(server["name"]), str(server["url"]), str(server.get("toolCount", 0)), state])
+    print(table(["NAME", "URL", "TOOLS", "STATE"], rows))
+    if args.tools:
+        tools = [[f"{server['name']}__{tool['name']}", " ".join(str(tool.get("description", "")).split())[:100]]
+                 for server in servers for tool in server.get("tools", [])]
+        if tools:
+            print()
+            print(table(["TOOL", "DESCRIPTION"], tools))
     return 0
 
 
@@ -81,7 +96,8 @@ async def refresh(args) -> int:
 def register(sub, common) -> None:
     mcp = sub.add_parser("mcp", help="remote MCP servers your agents may use",
                          description="Remote MCP servers (Streamable HTTP): add, list, remove, refresh. "
-                                     "An agent uses those its definition's mcpServers names.")
+                                     "An agent uses those its definition's mcpServers names "
+                                     "(`seed-agents agents update AGENT --add-mcp NAME`).")
     msub = mcp.add_subparsers(dest="mcp_command", metavar="{add,ls,rm,refresh}", required=True)
     p = msub.add_parser("add", parents=[common], help="connect (or change) a server and list its tools",
                         description="Connect a remote MCP server by name (or change it) and discover its tools.")
@@ -94,6 +110,7 @@ def register(sub, common) -> None:
     p = msub.add_parser("ls", parents=[common], help="list your MCP servers",
                         description="List MCP servers: name, URL, tools, state of the last discovery.")
     p.add_argument("--tools", action="store_true", help="also list each server's tools")
+    p.add_argument("--json", action="store_true", help="print the servers as JSON, as the server gave them")
     p.set_defaults(run=list_)
     p = msub.add_parser("rm", parents=[common], help="remove a server, its tools and its secrets",
                         description="Remove an MCP server: agents lose its tools; its secret headers go.")

@@ -11,10 +11,13 @@ import os
 import sys
 
 from .. import actions
-from .common import CliError, open_client
+from ..render import as_json, table
+from .common import CliError, open_client, say
+from .resolve import agent_id
 
 SINGLE_SHOT_BYTES = 2 * 1024 * 1024   # the desktop's threshold for a chunked upload
 RANGE_BYTES = 8 * 1024 * 1024
+AGENT_HELP = "the agent's name, id, or the start of its id"
 
 
 def _human(n: int) -> str:
@@ -27,35 +30,38 @@ def _human(n: int) -> str:
 
 async def ls(args) -> int:
     async with open_client(args) as client:
-        listed = await client.list_agent_memory(args.agent)
+        listed = await client.list_agent_memory(await agent_id(client, args.agent))
     prefix = args.path.strip("/") + "/" if args.path else ""
-    shown = 0
-    for e in listed["entries"]:
-        if prefix and not e["path"].startswith(prefix):
-            continue
-        shown += 1
-        if e["type"] == "dir":
-            print(f"{'':>10}  {e['path']}/")
-        else:
-            print(f"{_human(e['size']):>10}  {e['path']}")
-    if args.path and not shown:
+    entries = [e for e in listed["entries"] if not prefix or e["path"].startswith(prefix)]
+    if args.path and not entries:
         raise CliError(f"nothing in memory under {args.path}")
-    print(f"{_human(listed['totalBytes'])} in {sum(e['type'] == 'file' for e in listed['entries'])} files",
-          file=sys.stderr)
+    if args.json:
+        print(as_json(entries))
+        return 0
+    if not entries:
+        say("this agent's memory is empty: `seed-agents memory put AGENT PATH FILE` writes a file")
+        return 0
+    rows = [["" if e["type"] == "dir" else _human(e["size"]), e["path"] + ("/" if e["type"] == "dir" else "")]
+            for e in entries]
+    print(table(["SIZE", "PATH"], rows))
+    files = [e for e in entries if e["type"] == "file"]
+    where = f" under {args.path.strip('/')}/" if args.path else ""
+    say(f"{_human(sum(e['size'] for e in files))} in {len(files)} file{'' if len(files) == 1 else 's'}{where}")
     return 0
 
 
 async def cat(args) -> int:
     out = sys.stdout.buffer
     async with open_client(args) as client:
-        first = (await client.call(actions.read_agent_memory_file(args.agent, args.path, 0, RANGE_BYTES)))["file"]
+        agent = await agent_id(client, args.agent)
+        first = (await client.call(actions.read_agent_memory_file(agent, args.path, 0, RANGE_BYTES)))["file"]
         size = first["size"]
         data = first.get("data")
         data = data if data is not None else first.get("content", "").encode()
         out.write(data)
         offset = len(data)
         while offset < size:
-            part = (await client.call(actions.read_agent_memory_file(args.agent, args.path, offset, RANGE_BYTES)))
+            part = (await client.call(actions.read_agent_memory_file(agent, args.path, offset, RANGE_BYTES)))
             piece = part["file"].get("data") or b""
             if not piece:
                 break
@@ -79,7 +85,8 @@ async def put(args) -> int:
         if size <= SINGLE_SHOT_BYTES:
             return await _put_bytes(args, handle.read())
         async with open_client(args) as client:
-            done = await client.upload_file({"kind": "memory", "agentId": args.agent, "path": args.path}, handle,
+            agent = await agent_id(client, args.agent)
+            done = await client.upload_file({"kind": "memory", "agentId": agent, "path": args.path}, handle,
                                             size, chunk_bytes=RANGE_BYTES)
     print(f"{done['entry']['path']}: {done['entry']['size']} bytes")
     return 0
@@ -87,10 +94,11 @@ async def put(args) -> int:
 
 async def _put_bytes(args, data: bytes) -> int:
     async with open_client(args) as client:
+        agent = await agent_id(client, args.agent)
         if len(data) <= SINGLE_SHOT_BYTES:
-            entry = (await client.write_agent_memory_file(args.agent, args.path, data))["entry"]
+            entry = (await client.write_agent_memory_file(agent, args.path, data))["entry"]
         else:
-            entry = (await client.upload_file({"kind": "memory", "agentId": args.agent, "path": args.path}, data,
+            entry = (await client.upload_file({"kind": "memory", "agentId": agent, "path": args.path}, data,
                                               chunk_bytes=RANGE_BYTES))["entry"]
     print(f"{entry['path']}: {entry['size']} bytes")
     return 0
@@ -98,7 +106,7 @@ async def _put_bytes(args, data: bytes) -> int:
 
 async def rm(args) -> int:
     async with open_client(args) as client:
-        gone = await client.delete_agent_memory_file(args.agent, args.path)
+        gone = await client.delete_agent_memory_file(await agent_id(client, args.agent), args.path)
     if not gone["deleted"]:
         raise CliError(f"nothing in memory at {gone['path']}")
     print(f"deleted {gone['path']}")
@@ -107,7 +115,8 @@ async def rm(args) -> int:
 
 async def search(args) -> int:
     async with open_client(args) as client:
-        found = (await client.search_agent_memory(args.agent, args.query, args.limit))["results"]
+        found = (await client.search_agent_memory(await agent_id(client, args.agent), args.query,
+                                                  args.limit))["results"]
     if not found:
         print("no match", file=sys.stderr)
         return 1
@@ -138,24 +147,25 @@ def register(sub, common) -> None:
                        description="Read and change an agent's memory (the desktop's Memory tab).")
     msub = p.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
     q = msub.add_parser("ls", parents=[common], help="list files (under PATH)")
-    q.add_argument("agent", metavar="AGENT")
+    q.add_argument("agent", metavar="AGENT", help=AGENT_HELP)
     q.add_argument("path", metavar="PATH", nargs="?")
+    q.add_argument("--json", action="store_true", help="print the entries as JSON, as the server gave them")
     q.set_defaults(run=ls)
     q = msub.add_parser("cat", parents=[common], help="print a file's bytes")
-    q.add_argument("agent", metavar="AGENT")
+    q.add_argument("agent", metavar="AGENT", help=AGENT_HELP)
     q.add_argument("path", metavar="PATH")
     q.set_defaults(run=cat)
     q = msub.add_parser("put", parents=[common], help="write a file from FILE (or stdin)")
-    q.add_argument("agent", metavar="AGENT")
+    q.add_argument("agent", metavar="AGENT", help=AGENT_HELP)
     q.add_argument("path", metavar="PATH")
     q.add_argument("file", metavar="FILE", nargs="?", help="a local file; `-` or nothing: stdin")
     q.set_defaults(run=put)
     q = msub.add_parser("rm", parents=[common], help="delete a file, or a directory with all under it")
-    q.add_argument("agent", metavar="AGENT")
+    q.add_argument("agent", metavar="AGENT", help=AGENT_HELP)
     q.add_argument("path", metavar="PATH")
     q.set_defaults(run=rm)
     q = msub.add_parser("search", parents=[common], help="full-text search over the text files")
-    q.add_argument("agent", metavar="AGENT")
+    q.add_argument("agent", metavar="AGENT", help=AGENT_HELP)
     q.add_argument("query", metavar="QUERY")
     q.add_argument("--limit", type=int, default=20, help="at most this many results (1-50)")
     q.set_defaults(run=search)

@@ -7,13 +7,15 @@ its secret, read with GetAgentTrigger), so it needs edit rights on the agent.
 from __future__ import annotations
 
 import re
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .common import CliError, checked_url, open_client
+from ..render import as_json, table
+from .common import CliError, checked_url, open_client, say
+from .resolve import agent_id
 
+AGENT_HELP = "the agent's name, id, or the start of its id"
 _DAYS = {"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}
 
 
@@ -28,7 +30,8 @@ def describe(source: dict) -> str:
     if kind == "schedule":
         s = source["schedule"]
         if s["kind"] == "interval":
-            return f"every {s['every']} {s['unit']}"
+            unit = s["unit"][:-1] if s["every"] == 1 and s["unit"].endswith("s") else s["unit"]
+            return f"every {s['every']} {unit}"
         if s["kind"] == "weekly":
             days = ",".join(k for k, v in _DAYS.items() if v in s["daysOfWeek"])
             return f"weekly {days} {s['timeOfDay']} {s['timezone']}"
@@ -41,29 +44,50 @@ def describe(source: dict) -> str:
     return kind or "?"
 
 
-def trigger_line(t: dict) -> str:
-    state = "on " if t.get("enabled") else "off"
-    tail = f"  last error: {t['lastError']}" if t.get("lastError") else ""
-    return f"{t['id']}  {state}  {t['name']}  [{describe(t['source'])}]  last fired {_when(t.get('lastFiredAt'))}{tail}"
+HEADERS = ["ID", "STATE", "NAME", "SOURCE", "NEXT FIRING", "LAST FIRED", "LAST ERROR"]
+
+
+def trigger_row(t: dict) -> list[str]:
+    return [str(t["id"]), "on" if t.get("enabled") else "off", str(t["name"]), describe(t["source"]),
+            _when(t.get("nextFireAt")), _when(t.get("lastFiredAt")), str(t.get("lastError") or "")]
+
+
+def how_to_call(url: str, secret: str) -> str:
+    """How an outside sender calls a webhook trigger: the secret goes in a header, never the URL."""
+    return (f"webhook: POST {url}\n"
+            f"  with the header `Authorization: Bearer {secret}` (or `X-Seed-Webhook-Secret: {secret}`), e.g.\n"
+            f"  curl -X POST -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' "
+            f"-d '{{}}' {url}")
 
 
 async def ls(args) -> int:
     async with open_client(args) as client:
-        response = await client.list_agent_triggers(args.agent_id)
-    for trigger in response.get("triggers", []):
-        print(trigger_line(trigger))
+        response = await client.list_agent_triggers(await agent_id(client, args.agent_id))
+    triggers = response.get("triggers", [])
+    if args.json:
+        print(as_json(triggers))
+    elif not triggers:
+        say("no triggers yet: `seed-agents triggers add AGENT NAME --prompt P --every 1h` adds one")
+    else:
+        print(table(HEADERS, [trigger_row(t) for t in triggers]))
     return 0
 
 
 async def show(args) -> int:
     async with open_client(args) as client:
         response = await client.get_agent_trigger(args.trigger_id)
-    print(trigger_line(response["trigger"]))
+    if args.json:
+        print(as_json({k: v for k, v in response.items() if k != "_"}))
+        return 0
+    print(table(HEADERS, [trigger_row(response["trigger"])]))
     if "webhook" in response:
-        print(f"webhook: POST {response['webhook']['path']}  secret {response['webhook']['secret']}")
-    for firing in response.get("firings", []):
-        extra = firing.get("sessionId") or firing.get("error") or ""
-        print(f"  {_when(firing['createdAt'])}  {firing['status']:<7}  {firing['activityKey']}  {extra}")
+        print(how_to_call(_http_base(args) + response["webhook"]["path"], response["webhook"]["secret"]))
+    firings = response.get("firings", [])
+    if firings:
+        print()
+        print(table(["FIRED", "STATUS", "KEY", "SESSION OR ERROR"],
+                    [[_when(f["createdAt"]), str(f["status"]), str(f["activityKey"]),
+                      str(f.get("sessionId") or f.get("error") or "")] for f in firings]))
     return 0
 
 
@@ -72,6 +96,11 @@ def source_of(args) -> dict:
               if getattr(args, name) not in (None, False)]
     if len(chosen) != 1:
         raise CliError("give exactly one of --every, --weekly, --at, --cron, --webhook, --after-run", code=2)
+    if args.tz and chosen[0] not in ("weekly", "cron"):
+        raise CliError(f"--tz goes with --weekly or --cron, not --{chosen[0].replace('_', '-')} "
+                       "(an interval or an --at time does not depend on a time zone)", code=2)
+    if args.status and chosen[0] != "after_run":
+        raise CliError(f"--status goes with --after-run, not --{chosen[0].replace('_', '-')}", code=2)
     if args.every is not None:
         m = re.fullmatch(r"(\d+)\s*(m|min|minutes?|h|hours?)", args.every.strip())
         if not m:
@@ -102,7 +131,7 @@ def source_of(args) -> dict:
         return {"type": "webhook"}
     source: dict = {"type": "run-completed"}
     if args.after_run != "any":
-        source["agentId"] = args.after_run
+        source["agentId"] = args.after_run   # an agent name or prefix: resolved in `add`
     if args.status:
         source["status"] = args.status
     return source
@@ -113,11 +142,16 @@ async def add(args) -> int:
     if args.disabled:
         trigger["enabled"] = False
     async with open_client(args) as client:
-        created = (await client.create_agent_trigger(args.agent_id, trigger))["trigger"]
+        agent = await agent_id(client, args.agent_id)
+        if "agentId" in trigger["source"]:
+            trigger["source"]["agentId"] = await agent_id(client, trigger["source"]["agentId"])
+        created = (await client.create_agent_trigger(agent, trigger))["trigger"]
         print(created["id"])
         if created["source"]["type"] == "webhook":
             hook = (await client.get_agent_trigger(created["id"]))["webhook"]
-            print(f"webhook: POST {_http_base(args)}{hook['path']}  secret {hook['secret']}", file=sys.stderr)
+            say(how_to_call(_http_base(args) + hook["path"], hook["secret"]))
+        elif created.get("nextFireAt"):
+            say(f"{describe(created['source'])}; next firing {_when(created['nextFireAt'])}")
     return 0
 
 
@@ -176,15 +210,18 @@ def register(sub, common) -> None:
     triggers = sub.add_parser("triggers", help="schedules, webhooks and run-completed triggers of an agent",
                               description="List, add, remove and fire an agent's triggers.")
     tsub = triggers.add_subparsers(dest="triggers_command", metavar="{ls,show,add,rm,fire}", required=True)
-    p = tsub.add_parser("ls", parents=[common], help="list an agent's triggers")
-    p.add_argument("agent_id", metavar="AGENT_ID")
+    p = tsub.add_parser("ls", parents=[common], help="list an agent's triggers",
+                        description="List an agent's triggers: id, state, name, source, next and last firing.")
+    p.add_argument("agent_id", metavar="AGENT", help=AGENT_HELP)
+    p.add_argument("--json", action="store_true", help="print the triggers as JSON, as the server gave them")
     p.set_defaults(run=ls)
-    p = tsub.add_parser("show", parents=[common], help="a trigger, its webhook secret (editors) and its firings")
+    p = tsub.add_parser("show", parents=[common], help="a trigger, how to call its webhook (editors) and its firings")
     p.add_argument("trigger_id", metavar="TRIGGER_ID")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON, as the server gave it")
     p.set_defaults(run=show)
     p = tsub.add_parser("add", parents=[common], help="add a trigger and print its id",
                         description="Add a trigger to an agent; exactly one source option.")
-    p.add_argument("agent_id", metavar="AGENT_ID")
+    p.add_argument("agent_id", metavar="AGENT", help=AGENT_HELP)
     p.add_argument("name", metavar="NAME")
     p.add_argument("--prompt", required=True, help="what each session the trigger starts begins with")
     p.add_argument("--every", metavar="N{m,h}", help="an interval, e.g. 15m or 2h")
@@ -193,7 +230,7 @@ def register(sub, common) -> None:
     p.add_argument("--cron", metavar="EXPR", help="a five-field cron expression (with --tz)")
     p.add_argument("--tz", metavar="ZONE", help="IANA time zone of --weekly / --cron (default UTC)")
     p.add_argument("--webhook", action="store_true", help="fired by POST /agents/hooks/<id> with its secret")
-    p.add_argument("--after-run", metavar="AGENT_ID|any", help="fired when a run (of that agent) ends")
+    p.add_argument("--after-run", metavar="AGENT|any", help="fired when a run (of that agent) ends")
     p.add_argument("--status", choices=("succeeded", "failed", "canceled"), help="with --after-run")
     p.add_argument("--disabled", action="store_true", help="create it switched off")
     p.set_defaults(run=add)

@@ -34,8 +34,14 @@ def trigger_info(row: tuple) -> dict:
 
 
 def public(trigger: dict) -> dict:
-    """The AgentTriggerInfo a client sees."""
-    return {k: v for k, v in trigger.items() if not k.startswith("_")}
+    """The AgentTriggerInfo a client sees, and for an enabled schedule its `nextFireAt` (ms, the
+    slot the scheduler waits for; an extension of the reference's shape, so a person can see when
+    it will fire)."""
+    info = {k: v for k, v in trigger.items() if not k.startswith("_")}
+    if trigger.get("enabled") and trigger.get("_nextDueAt") is not None and \
+            (trigger.get("source") or {}).get("type") == "schedule":
+        info["nextFireAt"] = trigger["_nextDueAt"]
+    return info
 
 
 def create_trigger(conn: Conn, trigger_id: str, account_id: str, agent_id: str, name: str,
