@@ -20,6 +20,7 @@ from seed_agents.protocol.keys import Keypair
 from ..errors import AgentsError
 from ..keyfile import KeyFileError, read_key, resolve_key_path, write_key
 from ..render import Renderer
+from ..subscription import Subscription
 from . import resolve
 from .common import CliError, checked_url, explain, open_client, say
 from .reply import Screen, finish, follow_run, send_message, write_out
@@ -119,7 +120,7 @@ class Conversation:
         self.client = client
         self.agent_id = agent_id
         self.session_id = ""
-        self.sub = None
+        self.sub: Subscription | None = None
         self.screen: Screen | None = None   # the turn being shown
         self.marked = False                 # the thinking mark is on screen until the first piece
 
@@ -165,8 +166,9 @@ class Conversation:
     async def turn(self, text: str, interactive: bool, url: str) -> None:
         """Send `text` and show its run until it ends: every message, tool call, child and plan."""
         try:
-            if not self.session_id:
+            if not self.session_id or self.sub is None:
                 await self._start_session()
+            assert self.sub is not None
             after = self.sub.delivered_seq
             sent = await send_message(self.client, self.session_id, text)
         except AgentsError as exc:
