@@ -1,5 +1,5 @@
 """Subscribe: the access check and the response value. The stream itself (replay, then live)
-belongs to the connection, since only it knows how to frame and pace events; server/live/grants.py
+belongs to server/live/streams.py, framed and paced through the socket; server/live/grants.py
 notes each subscriber's role and ends a guest's subscriptions when its access goes."""
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ class Grants:
             note = Outgoing(sub.key, {**events.error_event(f"{why}: subscription {sub.key} ended", 404),
                                       "key": sub.key})
             conn.send_event(note, bounded=False, track=False)
-            conn._drop_subscription(sub.key, sub)
+            conn.streams.drop(sub.key, sub)
             self.untrack(sub)   # also when the connection had already let it go
 
     def cut_account(self, account: str, agent_id: str, why: str) -> None:

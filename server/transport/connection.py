@@ -1,6 +1,8 @@
 """One WebSocket connection: its framing (v1 or v2, picked once when the socket opens), account
-binding, in-flight cap, subscriptions. It only moves frames: reading a client frame and building
-every server frame belong to the framing (protocol/framing_v1.py, protocol/framing_v2.py)."""
+binding, in-flight cap. It only moves frames: reading a client frame and building every server
+frame belong to the framing (protocol/framing_v1.py, protocol/framing_v2.py), and its
+subscriptions to server/live/streams.py, which sees each answered action first; this module
+names no action."""
 from __future__ import annotations
 
 import asyncio
@@ -18,10 +20,10 @@ from seed_agents.protocol.v2 import peek_action_name
 from seed_agents.protocol.ws_frame import ws_frame
 
 from ..live.frames import Outgoing
-from ..live.subscriptions import RunTreeSubscription, SessionSubscription, Subscription
+from ..live.streams import Streams
 from ..ratelimit import TokenBucket
 from ..routes import INLINE_ACTIONS
-from ..verification.dispatch import Outcome, error, execute
+from ..verification.dispatch import error, execute
 from . import memtrim
 from .outbound import Outbound
 
@@ -55,7 +57,7 @@ class Connection:
         limits = app.config.limits
         self.framing = framing_for(ws.subprotocol, limits)
         self.account_id: str | None = None
-        self.subs: dict[str, Subscription] = {}
+        self.streams = Streams(app, self)   # its subscriptions (server/live/streams.py)
         self.outbound = Outbound(ws, max_bytes=limits.outbound_queue_bytes,
                                  slow_close_timeout=app.config.slow_close_timeout,
                                  on_cut_off=self._on_slow_consumer)
@@ -66,6 +68,11 @@ class Connection:
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
         self._first_action: asyncio.TimerHandle | None = None
         self.signers: set[str] = set()   # keys whose verified actions came on this socket
+
+    @property
+    def subs(self) -> dict:
+        """Its subscriptions by key."""
+        return self.streams.subs
 
     @property
     def transport(self) -> str:
@@ -183,10 +190,9 @@ class Connection:
         self._on_cut_off()
 
     def _on_cut_off(self) -> None:
-        for key, sub in list(self.subs.items()):
-            self._drop_subscription(key, sub)
+        self.streams.drop_all()
 
-    def _spawn(self, coro) -> asyncio.Task:
+    def spawn(self, coro) -> asyncio.Task:
         task = asyncio.create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -208,7 +214,7 @@ class Connection:
                 await self._answer(read)
                 return
             await self.inflight.acquire()  # back-pressure: at most N requests of this socket at once
-            self._spawn(self._run(read))
+            self.spawn(self._run(read))
         elif type(read) is Unsubscribe:
             self._unsubscribe(read)
         else:
@@ -225,10 +231,8 @@ class Connection:
         outcome = await execute(self.app, self, request.envelope)
         if outcome.junk:
             self._unverified()
-        name = outcome.envelope.name if outcome.envelope is not None else None
-        if name == "Subscribe" and outcome.response.get("_") != "Error":
-            self._start_subscription(outcome, request)
-        else:
+        if not self.streams.answer(outcome, request):
+            name = outcome.envelope.name if outcome.envelope is not None else None
             self.send(self.framing.reply(request, outcome.response, name))
 
     def _unverified(self) -> None:
@@ -242,51 +246,5 @@ class Connection:
         if not isinstance(key, str):
             self.send(self.framing.refusal(Refusal(request.id, error(400, "Unsubscribe needs a text key"))))
             return
-        sub = self.subs.get(key)
-        if sub is not None:
-            self._drop_subscription(key, sub)
+        self.streams.unsubscribe(key)
         self.send(self.framing.unsubscribed(request))
-
-    # -- subscriptions ---------------------------------------------------------------------
-    def _start_subscription(self, outcome: Outcome, request: Request) -> None:
-        action = outcome.action
-        key = action.key
-        limit = self.app.config.limits.subs_per_socket
-        if key not in self.subs and len(self.subs) >= limit:
-            err = error(429, f"too many subscriptions on this connection (limit {limit})")
-            self.send(self.framing.subscribe_failed(request, err))
-            return
-        old = self.subs.get(key)
-        if old is not None:
-            self._drop_subscription(key, old)
-        if action.kind == "sessions":
-            sub: Subscription = SessionSubscription(self, key, action.target, action.after_seq or 0)
-        elif action.kind == "runs":
-            sub = RunTreeSubscription(self, key)
-        else:
-            sub = Subscription(self, key)
-        self.send(self.framing.subscribed(request, key, outcome.envelope.account_id, outcome.response))
-        self.subs[key] = sub
-        self.app.hub.add(key, sub)  # before the replay reads, so nothing published is missed
-        self.app.grants.track(sub)  # its role; a guest's is indexed for revocation (server/live/grants.py)
-        self.app.metrics.subscriptions.inc()
-        sub.task = self._spawn(self._run_subscription(sub))
-
-    async def _run_subscription(self, sub: Subscription) -> None:
-        try:
-            await sub.start()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("subscription %s failed", sub.key)
-            self.send(self.framing.error_event(f"subscription {sub.key} failed", 500))
-            self._drop_subscription(sub.key, sub)
-
-    def _drop_subscription(self, key: str, sub: Subscription) -> None:
-        if self.subs.get(key) is sub:
-            del self.subs[key]
-            self.app.metrics.subscriptions.dec()
-        self.app.hub.remove(key, sub)
-        self.app.grants.untrack(sub)
-        if sub.task is not None and sub.task is not asyncio.current_task():
-            sub.task.cancel()

@@ -1,0 +1,89 @@
+"""One socket's subscriptions (`Subscribe`, `Unsubscribe`): a verified Subscribe starts a stream
+(replay from `afterSeq`, then live), registered in the hub before its replay reads so nothing
+published is missed; at most `--max-subscriptions-per-socket`; one per key (a new Subscribe to
+a key replaces the old). The transport hands every answered action here first (`answer`), and
+knows no action itself."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from seed_agents.protocol.events import error_response
+
+from .subscriptions import RunTreeSubscription, SessionSubscription, Subscription
+
+log = logging.getLogger("seed_agents.connection")
+
+__all__ = ["Streams"]
+
+
+class Streams:
+    """`conn`: the socket (its framing, `send`, `spawn`, `send_event`, `outbound`)."""
+
+    __slots__ = ("app", "conn", "subs")
+
+    def __init__(self, app, conn) -> None:
+        self.app = app
+        self.conn = conn
+        self.subs: dict[str, Subscription] = {}
+
+    def answer(self, outcome, request) -> bool:
+        """Take an action's outcome when it starts a stream (an accepted Subscribe): its answer
+        goes out from here, then the replay. False for any other outcome, which the socket answers."""
+        envelope = outcome.envelope
+        if envelope is None or envelope.name != "Subscribe" or outcome.response.get("_") == "Error":
+            return False
+        self._start(outcome.action, envelope.account_id, outcome.response, request)
+        return True
+
+    def unsubscribe(self, key: str) -> None:
+        sub = self.subs.get(key)
+        if sub is not None:
+            self.drop(key, sub)
+
+    def drop_all(self) -> None:
+        for key, sub in list(self.subs.items()):
+            self.drop(key, sub)
+
+    def _start(self, action, account_id: str, response: dict, request) -> None:
+        conn, app = self.conn, self.app
+        key = action.key
+        limit = app.config.limits.subs_per_socket
+        if key not in self.subs and len(self.subs) >= limit:
+            err = error_response(429, f"too many subscriptions on this connection (limit {limit})")
+            conn.send(conn.framing.subscribe_failed(request, err))
+            return
+        old = self.subs.get(key)
+        if old is not None:
+            self.drop(key, old)
+        if action.kind == "sessions":
+            sub: Subscription = SessionSubscription(conn, key, action.target, action.after_seq or 0)
+        elif action.kind == "runs":
+            sub = RunTreeSubscription(conn, key)
+        else:
+            sub = Subscription(conn, key)
+        conn.send(conn.framing.subscribed(request, key, account_id, response))
+        self.subs[key] = sub
+        app.hub.add(key, sub)  # before the replay reads, so nothing published is missed
+        app.grants.track(sub)  # its role; a guest's is indexed for revocation (grants.py)
+        app.metrics.subscriptions.inc()
+        sub.task = conn.spawn(self._run(sub))
+
+    async def _run(self, sub: Subscription) -> None:
+        try:
+            await sub.start()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("subscription %s failed", sub.key)
+            self.conn.send(self.conn.framing.error_event(f"subscription {sub.key} failed", 500))
+            self.drop(sub.key, sub)
+
+    def drop(self, key: str, sub: Subscription) -> None:
+        if self.subs.get(key) is sub:
+            del self.subs[key]
+            self.app.metrics.subscriptions.dec()
+        self.app.hub.remove(key, sub)
+        self.app.grants.untrack(sub)
+        if sub.task is not None and sub.task is not asyncio.current_task():
+            sub.task.cancel()
