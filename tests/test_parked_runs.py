@@ -256,23 +256,27 @@ def test_journal_caps(conn):
     assert parking.next_wake(conn) is None
 
 
-def test_a_signal_without_a_run_finds_the_accounts_waiting_run(conn):
-    """What a trigger's `wake` continuation without a runId uses: the account's oldest wait that
-    the signal answers is delivered, once; another account's waits are not looked at."""
+def test_a_signal_without_a_run_finds_the_agents_waiting_run(conn):
+    """What a trigger's `wake` continuation without a runId uses: the agent's oldest wait that
+    the signal answers is delivered, once; another agent's waits (even the same account's) and
+    another account's are not looked at."""
     from seed_agents.server.store import sessions as sessions_q
 
-    agents_q.create_agent(conn, "a", "acct", {"name": "x", "systemPrompt": "", "modelProvider": "echo",
-                                              "model": "e"}, "dir", 1)
-    for n, (account, signal) in enumerate((("acct", "other"), ("acct", "go"), ("acct", "go"), ("else", "go"))):
-        sessions_q.create_session(conn, f"s{n}", account, "a", None, 1)
-        run = runs_q.create_run(conn, f"r{n}", account, "a", f"s{n}", None, 1)
+    for agent_id in ("a", "b"):
+        agents_q.create_agent(conn, agent_id, "acct", {"name": "x", "systemPrompt": "", "modelProvider": "echo",
+                                                       "model": "e"}, "dir-" + agent_id, 1)
+    for n, (account, agent_id, signal) in enumerate((("acct", "a", "other"), ("acct", "a", "go"),
+                                                     ("acct", "a", "go"), ("else", "a", "go"), ("acct", "b", "go"))):
+        sessions_q.create_session(conn, f"s{n}", account, agent_id, None, 1)
+        run = runs_q.create_run(conn, f"r{n}", account, agent_id, f"s{n}", None, 1)
         run = runs_q.set_run_status(conn, run["id"], "running", 2)
         parking.park(conn, run, {"reason": "event", "waitId": f"w{n}"}, 3 + n, match={"signal": signal})
-    woken, entry = parking.signal_account(conn, "acct", "go", {"v": 1}, 10)
+    woken, entry = parking.signal_agent(conn, "acct", "a", "go", {"v": 1}, 10)
     assert woken["id"] == "r1" and woken["status"] == "queued" and entry["entry"]["delivery"]["payload"] == {"v": 1}
-    assert parking.signal_account(conn, "acct", "go", None, 11)[0]["id"] == "r2"
-    assert parking.signal_account(conn, "acct", "go", None, 12) is None   # r3 is another account's
-    assert runs_q.get_run(conn, "r3")["status"] == "waiting"
+    assert parking.signal_agent(conn, "acct", "a", "go", None, 11)[0]["id"] == "r2"
+    assert parking.signal_agent(conn, "acct", "a", "go", None, 12) is None   # r3: another account; r4: agent b
+    assert runs_q.get_run(conn, "r3")["status"] == runs_q.get_run(conn, "r4")["status"] == "waiting"
+    assert parking.signal_agent(conn, "acct", "b", "go", None, 13)[0]["id"] == "r4"
 
 
 async def test_a_webhook_triggers_wake_continuation_signals_the_parked_run(server):

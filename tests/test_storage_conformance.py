@@ -38,6 +38,7 @@ from seed_agents.server.store import memory as memory_q
 from seed_agents.server.store import owners as owners_q
 from seed_agents.server.store import provider_removal as removal_q
 from seed_agents.server.store import providers as providers_q
+from seed_agents.server.store import roles as roles_q
 from seed_agents.server.store import runs as runs_q
 from seed_agents.server.store import secrets_table as secrets_q
 from seed_agents.server.store import sessions as sessions_q
@@ -482,6 +483,10 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(collab_q.decline, "a2", GUEST)
     await w(collab_q.set_public_read, "a2", True, T0 + 45)
     r(owners_q.agent_access, "a2")
+    r(roles_q.agent_role, GUEST, "a2")     # public read: a reader
+    r(roles_q.agent_role, ACCOUNT, "a2")
+    r(roles_q.is_shared, "a2")
+    r(roles_q.is_shared, "a1")
     r(agents_q.get_agent, "a2", "reader")
     await w(collab_q.remove, "a1", GUEST)
     r(owners_q.session_access, "s3")
@@ -650,7 +655,8 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     r(parking_q.next_wake)
     r(parking_q.due, T0 + 200, 10)
     await w(parking_q.signal, "p2", "stop", None, T0 + 130)
-    await w(parking_q.signal_account, ACCOUNT, "go", {"x": 1}, T0 + 131)
+    await w(parking_q.signal_agent, ACCOUNT, "a1", "go", {"x": 1}, T0 + 131)
+    r(parking_q.run_agent, "p2")
     await w(parking_q.signal, "p2", "go", {"x": 1}, T0 + 131)
     await w(parking_q.time_out, "p3", T0 + 140)
     await w(parking_q.time_out, "p3", T0 + 160)
@@ -913,6 +919,7 @@ async def test_both_drivers_return_the_same_shapes(tmp_path, postgres_url):
 
 # Store functions the script reaches only through another one (each named with its caller).
 CALLED_BY_OTHERS = {
+    "roles.guest_role": "roles.agent_role",
     "parking.wake": "parking.signal, parking.time_out",
     "parking.child_ended": "delegation.children_ended",
     "delegation.spawn_child": "delegation.create_child",

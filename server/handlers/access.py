@@ -16,8 +16,8 @@ from seed_agents.protocol.actions import MAX_ID
 from seed_agents.protocol.errors import ProtocolError, quote
 
 from ..store import agents as agents_q
-from ..store import collaborators as collab_q
 from ..store import owners as owners_q
+from ..store import roles as roles_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 
@@ -40,25 +40,9 @@ def _load(row: dict | None, kind: str, ident: str) -> dict:
     return row
 
 
-def guest_role(conn, account_id: str, agent_id: str, public_read: bool) -> str | None:
-    """The role of an account that does not own the agent: its accepted grant, else `reader`
-    when the agent is public, else None (a pending invitation gives nothing)."""
-    grant = collab_q.accepted_role(conn, agent_id, account_id)
-    if grant is not None:
-        return grant
-    return READER if public_read else None
-
-
-def agent_role(conn, account_id: str, agent_id: str) -> str | None:
-    """The one access function: the caller's role on an agent, or None (no such agent, or no
-    access). Indexed reads only: agents by primary key, then agent_collaborators by primary key."""
-    row = owners_q.agent_access(conn, agent_id)
-    if row is None:
-        return None
-    owner, public_read = row
-    if owner == account_id:
-        return OWNER
-    return guest_role(conn, account_id, agent_id, public_read)
+# (the reads themselves live beside the store, where the tools' authority asks them too)
+guest_role = roles_q.guest_role
+agent_role = roles_q.agent_role
 
 
 def require(role: str | None, need: str, kind: str, ident: str) -> str:

@@ -4,6 +4,7 @@ signing identities the owner holds. Asked by CreateAgent, UpdateAgent and Update
 their write job, after the provider itself was found."""
 from __future__ import annotations
 
+from seed_agents.protocol import owner_fields
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.providers import BUILTIN_TYPES
 from seed_agents.protocol.reasoning import level_problem
@@ -36,11 +37,20 @@ def check_level(conn, owner: str, provider: str, model: str, level: str | None, 
 def check_definition(conn, owner: str, definition: dict, prior: dict | None = None,  # noqa: ANN001
                      role: str = "owner") -> None:
     """The definition's reasoning level fits its model, and its signing identities are the
-    owner's (only the owner changes them: `prior` is the definition replaced, on update)."""
+    owner's; only the owner changes the owner-only fields (protocol/owner_fields.py: signing
+    identities, MCP servers, collaborators publishing). `prior` is the definition replaced, on
+    update."""
     level = definition.get("reasoningLevel")
     if level is not None:
         kind = provider_type(conn, owner, definition["modelProvider"]) or ""
         problem = level_problem(kind, definition["model"], level)
         if problem is not None:
             raise ProtocolError(400, f"definition.reasoningLevel: {problem}")
+    owner_fields.check_shape(definition)
     check_signing_keys(conn, owner, definition, prior, role)
+    if prior is not None and role != "owner":
+        # (signing identities are compared as sets of names, above)
+        fields = owner_fields.changed(definition, prior, ("mcpServers", owner_fields.COLLABORATORS_PUBLISH))
+        if fields:
+            raise ProtocolError(403, f"Only the agent owner can change {', '.join(fields)} (the owner's MCP "
+                                     "servers and publishing are the owner's to give)")

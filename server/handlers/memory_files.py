@@ -12,12 +12,12 @@ from seed_agents.protocol.errors import ProtocolError
 from ..store import blobs
 from ..store import memory as memory_q
 from ..store import owners as owners_q
+from ..tools.memory_tools import memory_limits
 from .access import READER, WRITER, agent_access
 
 
 def limits(app) -> memory_q.MemoryLimits:
-    cfg = app.config
-    return memory_q.MemoryLimits(quota=cfg.file_quota_bytes or None, max_files=cfg.memory_max_files)
+    return memory_limits(app.config)   # (the agent's own writes are bounded the same way)
 
 
 def owner_of(conn, agent_id: str) -> str:

@@ -1,15 +1,18 @@
 """InvokeSessionTool: the user runs one verb (read, write, call) on a session's shared log.
 
-The call and its result are appended as `tool_call` and `tool_result` events with
-`actor: "user"` (and the signer in `meta`), in one transaction after the verb ran, so the agent
-reads them on its next turn. `read` needs read access; `write` and `call` need write access (a
-reader cannot change anything through the palette). Refused (409) while the session has a live
-run, as the reference does: the log is not written under a running turn.
+The verb runs as that person (server/tools/authority.py): their account and their role on the
+agent, within the agent's grants, through the agent's own tool surface (built as every entry
+point's is, server/runtime/tool_context.py): memory, ~/tools, web pages, the callables it holds,
+its MCP tools; a bad input is answered with the verb's contract, as for the model. `read` needs
+read access; `write` and `call` need write access (a reader cannot change anything).
 
-The verb runs through the agent's own tool surface (server/tools/surface.py), as its model would
-run it: memory, ~/tools, web pages, the callables it holds, its MCP tools; a bad input is
-answered with the verb's contract, as for the model. A verb still running after `--tool-timeout`
-is stopped and answered with an error, as the model's calls are.
+What a call leaves: for a writer or the owner, a `tool_call` and a `tool_result` with
+`actor: "user"` (and the signer in `meta`), appended in one transaction after the verb ran, so the
+agent reads them on its next turn; refused (409) while the session has a live run, as the
+reference does (the log is not written under a running turn). A reader's read leaves nothing in
+the owner's log: it is answered (`resultEventId: ""`) and forgotten. Either way the output is cut to
+`--max-tool-output-chars` (server/tools/records.py), as the model's is. A verb still running
+after `--tool-timeout` is stopped and answered with an error, as the model's calls are.
 """
 from __future__ import annotations
 
@@ -25,12 +28,16 @@ from ..providers.base import ToolCall
 from ..store import agents as agents_q
 from ..store import events as events_q
 from ..store import runs as runs_q
-from .access import READER, WRITER, session_for
+from ..tools import records
+from ..tools.authority import may_write
+from ..tools.context import ToolResult
+from .access import READER, WRITER, session_for, session_role
 
 
-async def run_verb(app, agent: dict, session_id: str, call_id: str, verb: str, value) -> tuple[object, str | None]:  # noqa: ANN001
-    """(output, error) of one verb run as the user, through the agent's own tool surface."""
-    surface = await app.runtime.user_surface(agent, session_id)
+async def run_verb(app, agent: dict, session_id: str, call_id: str, verb: str, value, account: str,  # noqa: ANN001
+                   role: str) -> tuple[object, str | None]:
+    """(output, error) of one verb run as the person `account` with `role` on the agent."""
+    surface = await app.runtime.user_surface(agent, session_id, account, role)
     limit = app.config.tool_timeout   # as for the model's calls: abandoned past --tool-timeout
     try:
         async with asyncio.timeout(limit):
@@ -47,27 +54,35 @@ async def invoke_session_tool(app, env, action) -> dict:
 
     def check(conn):
         session = session_for(conn, env.account_id, action.session_id, need)
-        if runs_q.active_runs_of_session(conn, session["id"]):
+        role = session_role(conn, env.account_id, session["id"])[0]
+        if may_write(role) and runs_q.active_runs_of_session(conn, session["id"]):
             raise ProtocolError(409, "the session has a live run; invoke tools once it has finished")
-        return session, agents_q.get_agent(conn, session["agentId"])
+        return session, role, agents_q.get_agent(conn, session["agentId"])
 
-    session, agent = await app.db.aread(check)
+    session, role, agent = await app.db.aread(check)
     started = time.perf_counter()
     call_id = new_id()
-    output, error = await run_verb(app, agent, session["id"], call_id, action.verb, action.input)
-    now = app.now_ms()
+    output, error = await run_verb(app, agent, session["id"], call_id, action.verb, action.input, env.account_id,
+                                   role)
+    limit = app.config.max_tool_output_chars
     meta = {"accountId": env.account_id, "signerId": env.signer_id,
             "durationMs": int((time.perf_counter() - started) * 1000)}
-    result: dict = {"type": "tool_result", "toolCallId": call_id, "name": action.verb, "actor": "user", "meta": meta}
-    if error is not None:
-        result["error"] = error
-    else:
-        result["output"] = output
+    result = records.result_event(call_id, action.verb, ToolResult(output, error), "user", limit, meta)
+    # (resultEventId is "" when nothing was recorded: a reader's call)
+    response: dict = {"_": "InvokeSessionToolResponse", "sessionId": session["id"], "resultEventId": ""}
+    if "error" in result:
+        response["error"] = result["error"]
+    elif result.get("output") is not None:
+        response["output"] = result["output"]
+    if not may_write(role):
+        return response   # a reader's call leaves nothing in the owner's log
+
+    now = app.now_ms()
 
     def job(conn):
         session_for(conn, env.account_id, session["id"], need)   # still there, still allowed
-        call = events_q.append_event(conn, session["id"], {"type": "tool_call", "id": call_id, "name": action.verb,
-                                                           "input": action.input, "actor": "user"}, new_id(), now)
+        call = events_q.append_event(conn, session["id"], records.call_event(call_id, action.verb, action.input,
+                                                                              "user"), new_id(), now)
         answer = events_q.append_event(conn, session["id"], result, new_id(), now)
         return call, answer, agents_q.get_agent(conn, session["agentId"])
 
@@ -76,9 +91,5 @@ async def invoke_session_tool(app, env, action) -> dict:
         app.publish_append(session["id"], event, body)
     if agent_now is not None:
         app.notify_account(agent_now["account"], "session-event", agent_id=agent_now["id"], session_id=session["id"])
-    response: dict = {"_": "InvokeSessionToolResponse", "sessionId": session["id"], "resultEventId": answer[0]["id"]}
-    if error is not None:
-        response["error"] = error
-    elif output is not None:
-        response["output"] = output
+    response["resultEventId"] = answer[0]["id"]
     return response

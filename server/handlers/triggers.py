@@ -83,9 +83,9 @@ async def create_agent_trigger(app, env, action) -> dict:
     secret = webhook.new_secret() if spec.source["type"] == "webhook" else None
 
     def effect(conn):
-        agent_access(conn, account_id, action.agent_id, WRITER)
+        role = agent_access(conn, account_id, action.agent_id, WRITER)
         owner = agents_q.agent_account(conn, action.agent_id)   # a writer's trigger is the owner's
-        trigger = manage.create(conn, app, owner, action.agent_id, spec, now, secret)
+        trigger = manage.create(conn, app, owner, action.agent_id, spec, now, secret, others=role == OWNER)
         return {"_": "CreateAgentTriggerResponse", "trigger": triggers_q.public(trigger)}, [trigger]
 
     def job(conn):
@@ -105,8 +105,8 @@ async def update_agent_trigger(app, env, action) -> dict:
     secret = webhook.new_secret() if patch.source is not None and patch.source["type"] == "webhook" else None
 
     def job(conn):
-        before, _role = trigger_for(conn, env.account_id, action.trigger_id, WRITER)
-        return manage.update(conn, app, before, patch, now, secret)
+        before, role = trigger_for(conn, env.account_id, action.trigger_id, WRITER)
+        return manage.update(conn, app, before, patch, now, secret, others=role == OWNER)
 
     trigger = await app.db.write(job)
     app.triggers.changed(trigger)

@@ -58,10 +58,9 @@ from ..store import sessions as sessions_q
 from ..store.errors import NotFound
 from ..store.journal import JournalFull
 from ..store.secrets import SecretBox
-from ..tools import agent_tools
-from ..tools.context import Park, ToolContext
+from ..tools.context import Park
 from ..tools.delegation_tools import Delegating, event_wait
-from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
+from ..tools.surface import ToolSurface
 from ..tools.web import WebAccess
 from .attachment_view import AttachmentView
 from .history import SessionHistory
@@ -72,6 +71,7 @@ from .parked import ParkedRuns, ParkRequest
 from .provider_lookup import ProviderLookup
 from .scheduling import RunQueue, SessionWorker
 from .state_dirs import reconcile_state_dirs
+from .tool_context import Entry, build_surface
 from .tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 
 log = logging.getLogger("seed_agents.runtime")
@@ -326,7 +326,7 @@ class Runtime:
         surface = None
         system = system_prompt_markdown(definition)
         if not echo:
-            surface = await self._surface(run, agent, offered_callables(bool(self.config.searxng_url)))
+            surface = await self._surface(run, agent)
 
         attachments = AttachmentView(self.db.read, session_id, accepts_images(result.provider_type, result.model))
 
@@ -350,27 +350,11 @@ class Runtime:
         if surface is not None and surface.delegating is not None:
             self._delegation_outcome(surface.delegating, result)
 
-    async def _surface(self, run: dict, agent: dict, offered: tuple[str, ...]):  # noqa: ANN202
-        """The turn's tool surface: the registry's callables the agent holds enabled and granted
-        (its tool documents, brought up to date first), its MCP and authored tools (listed in the
-        `call` verb's description with the callables), delegate, and return_result for a typed
-        child."""
-        rows = await agent_tools.documents(self.db, agent, self.now_ms())
-        callables = agent_tools.offered(agent, rows, offered)
-        spec = self.db.read(delegation_q.child_input, run["id"]) if "parentRunId" in run else None
-        if spec and type(spec.get("tools")) is list:   # a child narrowed by its spawner
-            callables = tuple(c for c in callables if c in spec["tools"])
-        schema = spec.get("output") if spec else None
-        delegating = Delegating(run["depth"], self.db.read(delegation_q.child_count, run["sessionId"]), schema)
-        if schema is not None:   # taken up again after a crash: a result it already delivered stands
-            delegating.restore(self._history(run["sessionId"], run.get("userEventId", "")).entries, run["id"])
-        verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()))
-        docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
-        surface = ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent,
-                                          run["sessionId"], run["id"], web=self.web, hm=self.hm, box=self.box,
-                                          callables=callables),
-                              verbs, delegating, docs)
-        return surface
+    async def _surface(self, run: dict, agent: dict):  # noqa: ANN202
+        """The turn's tool surface (server/runtime/tool_context.py): the agent's model, or a child
+        narrowed by its spawner, with delegation's verbs."""
+        return await build_surface(self, Entry("model"), agent, run["sessionId"], run,
+                                   history=lambda: self._history(run["sessionId"], run.get("userEventId", "")))
 
     def _budgets_for(self, run: dict) -> Budgets:
         """The server's budgets, the tokens narrowed to the run's share of its tree's budget."""
@@ -380,15 +364,10 @@ class Runtime:
         allowance = min(self.budgets.tokens, budget.get("tokens", self.budgets.tokens))
         return dataclasses.replace(self.budgets, tokens=max(0, allowance - budget.get("spentByChildren", 0)))
 
-    async def user_surface(self, agent: dict, session_id: str) -> ToolSurface:
+    async def user_surface(self, agent: dict, session_id: str, account: str, role: str) -> ToolSurface:
         """The verbs a person runs on a session's log (InvokeSessionTool): the agent's own tools,
-        as its model would have them, without delegation (a person does not spawn children)."""
-        rows = await agent_tools.documents(self.db, agent, self.now_ms())
-        callables = agent_tools.offered(agent, rows, offered_callables(bool(self.config.searxng_url)))
-        docs = agent_tools.AgentTools(self.db, self.box, self.config, agent["account"], agent["id"], rows)
-        return ToolSurface(ToolContext(self.db, self.publisher, self.now_ms, agent["account"], agent, session_id, "",
-                                       web=self.web, hm=self.hm, box=self.box, callables=callables),
-                           OFFERED_VERBS, None, docs)
+        as that person (their account, their role on the agent), without delegation."""
+        return await build_surface(self, Entry.person(account, role), agent, session_id)
 
     @staticmethod
     def _delegation_outcome(state: Delegating, result: TurnResult) -> None:

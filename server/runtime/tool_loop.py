@@ -54,6 +54,7 @@ from ..store import journal as journal_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store.errors import NotFound
+from ..tools import records
 from ..tools.context import Park, ToolResult
 from ..tools.surface import SIDE_EFFECTS, ToolSurface, parse_arguments
 from .history import SessionHistory, result_text
@@ -337,8 +338,8 @@ class ToolLoop:
                 meta["reasoning"] = list(reasoning.blocks)
             if call.extra:
                 meta["providerState"] = dict(call.extra)
-            payloads.append({"type": "tool_call", "id": call_id, "name": call.name[:200],
-                             "input": params if params is not None else {}, "actor": "agent", "meta": meta})
+            payloads.append(records.call_event(call_id, call.name[:200], params if params is not None else {},
+                                               "agent", meta))
         usage_wire = self.out.usage.to_wire() if self.out.usage is not None else None
         write = self._write_calls(payloads, usage_wire)
         if any(c.name in SIDE_EFFECTS for c in calls):
@@ -401,14 +402,8 @@ class ToolLoop:
         self._activity({"phase": "thinking"})
 
     def result_payload(self, call_id: str, name: str, result: ToolResult, started: float | None) -> dict:
-        payload: dict = {"type": "tool_result", "toolCallId": call_id, "name": name, "actor": "agent"}
-        limit = self.budgets.output_chars
-        if result.error is not None:
-            payload["error"] = _cut(result.error, limit)
-        else:
-            payload["output"] = bounded_output(result.output, limit)
-        payload["meta"] = self._meta(None, started)
-        return payload
+        return records.result_event(call_id, name, result, "agent", self.budgets.output_chars,
+                                    self._meta(None, started))
 
     async def _record_continuation(self, text: str, usage: Usage | None, owed: list[str]) -> None:
         payloads = []
@@ -465,20 +460,7 @@ class ToolLoop:
             self.publisher.publish_partial(self.session_id, self.run_id, {"usage": self.out.usage.to_wire()})
 
 
-def bounded_output(value, limit: int):  # noqa: ANN001, ANN201
-    """A tool's output as recorded and fed back: itself when its JSON fits `limit` characters,
-    else its text cut there with a note saying what was cut."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    if len(text) <= limit:
-        return value
-    return {"truncated": True,
-            "note": (f"This result was {len(text)} characters; only the first {limit} are shown "
-                     "(--max-tool-output-chars). Ask for less (a narrower address or query) to see the rest."),
-            "content": text[:limit]}
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters cut)"
+bounded_output = records.bounded_output   # (its home is server/tools/records.py)
 
 
 def _detail(params: dict | None) -> str:

@@ -104,17 +104,24 @@ def signal(conn, run_id: str, name: str, payload, now: int) -> tuple[dict, dict 
     return None
 
 
-def signal_account(conn, account_id: str, name: str, payload, now: int) -> tuple[dict, dict | None] | None:  # noqa: ANN001
-    """A signal without a run (a trigger's `wake` continuation): the account's oldest open wait
-    this signal answers is delivered, as `signal` would; None when no wait takes it."""
-    rows = conn.execute("SELECT run_id, match FROM run_event_waits WHERE account_id = ? ORDER BY created_at",
-                        (account_id,)).fetchall()
+def signal_agent(conn, account_id: str, agent_id: str, name: str, payload, now: int) -> tuple[dict, dict | None] | None:  # noqa: ANN001
+    """A signal without a run (a trigger's `wake` continuation): the agent's oldest open wait
+    this signal answers is delivered, as `signal` would; None when no wait takes it. (The
+    account's waits by their index, kept to this agent's runs.)"""
+    rows = conn.execute("SELECT w.run_id, w.match FROM run_event_waits w JOIN runs r ON r.id = w.run_id"
+                        " WHERE w.account_id = ? AND r.agent_id = ? ORDER BY w.created_at",
+                        (account_id, agent_id)).fetchall()
     for run_id, match in rows:
         if signal_matches(codec.decode(match), name):
             done = signal(conn, run_id, name, payload, now)
             if done is not None:
                 return done
     return None
+
+
+def run_agent(conn, run_id: str) -> str | None:  # noqa: ANN001
+    row = conn.execute("SELECT agent_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None else row[0]
 
 
 def signal_matches(match: dict, name: str) -> bool:

@@ -1,7 +1,9 @@
 """What a tool gets to act with, and what it hands back.
 
-A tool acts for one agent in one session's run: `ToolContext` names them and carries the only
-ways out (the store, the publisher, the web client under the network policy, the HM client).
+A tool acts for one agent in one session's run: `ToolContext` names them, says whose authority
+the call runs with (`authority`, server/tools/authority.py), and carries the only ways out (the
+store, the publisher, the web client under the network policy, the HM client). It is built in one
+place for every entry point (server/runtime/tool_context.py).
 Nothing a tool returns changes the system prompt or the tool set: its output is data for the
 model and the event log.
 """
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..publisher import Publisher
+from .authority import Authority
 
 
 class ToolFailure(Exception):
@@ -40,7 +43,7 @@ class ToolContext:
     db: Any                        # a seed_agents.server.storage.port.Storage (either backend)
     publisher: Publisher
     now_ms: Callable[[], int]
-    account: str
+    account: str                   # the agent's owner: whose rows (memory, identities, quota) its tools touch
     agent: dict                    # AgentInfo (its definition names the identities it may use)
     session_id: str
     run_id: str
@@ -48,3 +51,9 @@ class ToolContext:
     hm: Any = None                 # an HM client (read_document / publish_document), or None
     box: Any = None                # the secrets box: opens a signing identity's seed to publish
     callables: tuple[str, ...] = ()   # the callable tools this server offers (the `call` verb)
+    authority: Authority = None    # who the call runs for: required (keyword, after the defaults above)
+    config: Any = None             # the server's Config (bounds: file quota, memory files, output cap)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.authority, Authority):   # never a silent default: say who asks
+            raise TypeError("a ToolContext needs the Authority its calls run with")

@@ -15,6 +15,7 @@ from seed_agents.protocol import hm_activity as activity
 from seed_agents.protocol.actions_identities import signing_keys_of
 from seed_agents.protocol.hm_comments import comment_url
 from seed_agents.protocol.hm_ids import HmId, parse_hm_id, split_view
+from seed_agents.protocol.owner_fields import COLLABORATORS_PUBLISH
 
 from ..hypermedia.client import FeedPageError, HmError
 from ..store import identities as identities_q
@@ -271,6 +272,23 @@ def _write_result(command: str, row: dict, summary: str, extra: dict) -> ToolRes
 
 
 async def write(ctx: ToolContext, address: str, params: dict) -> ToolResult:
+    """Every hm:// write publishes as one of the agent's identities, which are its owner's: the
+    agent itself and the owner in person may; a collaborator in person only when the owner set
+    `collaboratorsPublish` (an owner-only field), and the owner hears of each one."""
+    _client(ctx)
+    authority = ctx.authority
+    collaborator = authority.in_person and not authority.owner_in_person
+    if collaborator and (ctx.agent.get("definition") or {}).get(COLLABORATORS_PUBLISH) is not True:
+        raise ToolFailure(f"publishing as this agent's identities is its owner's to allow: only the owner "
+                          f"can run write hm:// here, unless the agent's definition sets {COLLABORATORS_PUBLISH}")
+    result = await _write(ctx, address, params)
+    if collaborator and result.error is None and params.get("dryRun") is not True:
+        ctx.publisher.notify_account(ctx.account, "agent-published", agent_id=ctx.agent["id"],
+                                     session_id=ctx.session_id)
+    return result
+
+
+async def _write(ctx: ToolContext, address: str, params: dict) -> ToolResult:
     hm = _client(ctx)
     require_publish_grant(ctx)
     options = params.get("options") if isinstance(params.get("options"), dict) else {}
@@ -408,7 +426,8 @@ async def read_activity(ctx: ToolContext, options: dict) -> ToolResult:
     size = options.get("pageSize")
     size = max(1, min(FEED_PAGE_MAX, size)) if isinstance(size, int) and not isinstance(size, bool) \
         else FEED_PAGE_DEFAULT
-    params = {"pageSize": str(size), "currentAccount": ctx.account}
+    # The feed as the one who asks sees it: a person's own account, never the owner's for them.
+    params = {"pageSize": str(size), "currentAccount": ctx.authority.account}
     if isinstance(options.get("pageToken"), str) and options["pageToken"]:
         params["pageToken"] = options["pageToken"]
     if isinstance(options.get("resource"), str) and options["resource"]:

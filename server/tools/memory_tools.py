@@ -20,6 +20,14 @@ READ_BYTES = 256 * 1024
 SEARCH_DEFAULT = 10
 
 
+def memory_limits(config) -> memory_q.MemoryLimits:  # noqa: ANN001
+    """The operator's bounds on memory (--file-quota-bytes, --memory-max-files): the same for the
+    agent's own writes as for the memory actions."""
+    if config is None:
+        return memory_q.MemoryLimits()
+    return memory_q.MemoryLimits(quota=config.file_quota_bytes or None, max_files=config.memory_max_files)
+
+
 def memory_path_of(address: str) -> str | None:
     """'' for the root, the normalized path, or None when `address` is not a memory address."""
     if address in ("~/memory", "~/memory/"):
@@ -99,8 +107,9 @@ async def write(ctx: ToolContext, path: str, params: dict) -> ToolResult:
         data = params["content"].encode()
     else:
         raise ToolFailure("a memory write needs `content` (or options fromUrl / fromAttachment / delete)")
+    limits = memory_limits(ctx.config)
     try:
-        entry = await ctx.db.write(lambda conn: memory_q.write_file(conn, agent_id, account, path, data, now))
+        entry = await ctx.db.write(lambda conn: memory_q.write_file(conn, agent_id, account, path, data, now, limits))
     except ProtocolError as exc:
         raise ToolFailure(exc.message) from None
     return ToolResult({"summary": f"Wrote ~/memory/{path} ({len(data)} bytes).", "path": path,

@@ -1,5 +1,10 @@
 """The session's own state and the account's other conversations: the `plan` and `status`
-verbs, and the `thread:` / `run:` addresses of `read`."""
+verbs, and the `thread:` / `run:` addresses of `read`.
+
+What `thread:` and `run:` reach depends on who asks (server/tools/authority.py): a person sees
+what GetSession and GetRun would show them; the agent itself sees its owner's conversations while
+nobody else can drive it, and only its own once it is shared. Anything else is "not there", in
+the words a missing id gets."""
 from __future__ import annotations
 
 import json
@@ -7,6 +12,7 @@ import json
 from seed_agents.protocol import plans
 
 from ..store import events as events_q
+from ..store import roles as roles_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from .context import ToolContext, ToolFailure, ToolResult
@@ -50,7 +56,7 @@ def read_thread(ctx: ToolContext, thread_id: str, options: dict) -> ToolResult:
     if not thread_id:
         return ToolResult(_thread_list(ctx, options))
     session = ctx.db.read(sessions_q.get_session, thread_id)
-    if session is None or session["account"] != ctx.account:
+    if session is None or not ctx.db.read(visible, ctx, session["account"], session["agentId"]):
         # Another account's conversation is not there, as far as this agent can tell.
         raise ToolFailure(f"no thread {thread_id!r} among your conversations (read thread: to list them)")
     last = ctx.db.read(events_q.last_seq, thread_id)
@@ -62,10 +68,23 @@ def read_thread(ctx: ToolContext, thread_id: str, options: dict) -> ToolResult:
                        "markdown": "\n".join(lines)})
 
 
+def visible(conn, ctx: ToolContext, account: str, agent_id: str) -> bool:  # noqa: ANN001
+    """May the call's authority read a session or run of `agent_id` held by `account`?"""
+    authority = ctx.authority
+    if authority.in_person:   # what GetSession / GetRun would answer this person
+        return roles_q.agent_role(conn, authority.account, agent_id) is not None
+    if authority.sees_account:
+        return account == authority.owner
+    return agent_id == authority.agent_id
+
+
 def _thread_list(ctx: ToolContext, options: dict) -> dict:
     limit = options.get("limit")
     limit = min(THREAD_LIST_MAX, limit) if isinstance(limit, int) and limit > 0 else THREAD_LIST_DEFAULT
     agent_id = options.get("agentId") if isinstance(options.get("agentId"), str) else None
+    if not ctx.authority.sees_account:
+        # A collaborator, or the agent of a shared agent: this agent's conversations only.
+        agent_id = ctx.authority.agent_id
     query = options.get("query").lower() if isinstance(options.get("query"), str) else None
     sessions, _ = ctx.db.read(sessions_q.list_sessions, ctx.account, agent_id,
                               THREAD_LIST_MAX if query else limit, None)
@@ -98,7 +117,7 @@ def _cut(text: str) -> str:
 
 def read_run(ctx: ToolContext, run_id: str) -> ToolResult:
     run = ctx.db.read(runs_q.get_run, run_id) if run_id else None
-    if run is None or run["account"] != ctx.account:
+    if run is None or not ctx.db.read(visible, ctx, run["account"], run["agentId"]):
         raise ToolFailure(f"no run {run_id!r} among your runs")
     run = runs_q.public(run)
     return ToolResult({"summary": f"Run {run_id}: {run['status']}.", "run": run})

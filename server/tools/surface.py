@@ -13,18 +13,24 @@ a crash between such a call and its result, the call is answered as interrupted,
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from seed_agents.protocol import tool_registry as registry
 
 from ..providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
 from . import agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools, trigger_tools
+from .authority import OWNER, READER, WRITER
 from .context import ToolContext, ToolFailure, ToolResult
 
 # The verbs offered to the model on this server (delegate and return_result come with
 # delegation; until then they are neither offered nor listed).
 OFFERED_VERBS = ("read", "write", "call", "plan", "status")
 SIDE_EFFECTS = frozenset({"write"})
+# The role on the agent each verb needs (server/tools/authority.py): a person's own role, the
+# agent itself always `owner`. A reader reads and changes nothing.
+VERB_NEEDS = {"read": READER, "write": WRITER, "call": WRITER, "plan": WRITER, "status": WRITER,
+              "delegate": OWNER, "return_result": OWNER}
 NOT_YET = "is not available on this server yet"
 
 
@@ -99,6 +105,10 @@ class ToolSurface:
                 return ToolResult(error=f"{call.name} {NOT_YET}")
             return ToolResult(self_tools.tools_listing(
                 self.ctx, self.verbs, f"No tool named {call.name!r}. Here is what you can use."))
+        need = VERB_NEEDS.get(tool.name, OWNER)
+        if not self.ctx.authority.at_least(need):
+            return ToolResult(error=f"{tool.name} needs {need} access to the agent; you have "
+                                    f"{self.ctx.authority.role} access")
         params, fault = parse_arguments(call)
         if fault is None:
             errors = registry.input_errors(tool, params)
@@ -127,49 +137,32 @@ class ToolSurface:
 
     async def _read(self, params: dict) -> ToolResult:
         address = params["address"].strip()
-        options = params.get("options") if isinstance(params.get("options"), dict) else {}
-        ctx = self.ctx
-        memory_path = memory_tools.memory_path_of(address)
-        if memory_path is not None:
-            return await memory_tools.read(ctx, memory_path)
-        if address.startswith("attachment:"):
-            return await memory_tools.read_attachment(ctx, address[len("attachment:"):].strip())
-        if address in ("~/tools", "~/tools/") or address.startswith("~/tools/"):
-            return self_tools.read_tools(ctx, address[len("~/tools/"):].strip("/"), self.verbs)
-        if address in ("~/self", "~/self/"):
-            return self_tools.read_self(ctx, self.verbs)
-        if address.startswith("thread:"):
-            return session_tools.read_thread(ctx, address[len("thread:"):].strip(), options)
-        if address.startswith("run:"):
-            return session_tools.read_run(ctx, address[len("run:"):].strip())
-        if address.startswith(("https://", "http://")):
-            return await self._web().read_page(address)
-        if address in ("~/triggers", "~/triggers/") or address.startswith("~/triggers/"):
-            return trigger_tools.read(ctx, address[len("~/triggers"):])
-        if address.startswith("hm://"):
-            return await hm_tools.read(ctx, address)
-        if address.startswith("activity:"):
-            return await hm_tools.read_activity(ctx, options)
-        if address.startswith("ipfs://"):
-            raise ToolFailure(f"reading {_form(address)} {NOT_YET}")
-        raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: ~/memory/…, ~/tools/…, "
-                          "~/triggers/…, ~/self, hm://…, ipfs://…, https://…, activity:, attachment:<id>, "
-                          "thread: or thread:<id>, run:<id>.")
+        form = form_of(address)
+        if form is None:
+            raise ToolFailure(f"Unrecognized address: {address[:200]}. Supported: "
+                              f"{', '.join(f.shown for f in ADDRESS_FORMS if f.read is not None)}.")
+        return await self._run_form(form, "read", address, params)
 
     async def _write(self, params: dict) -> ToolResult:
         address = params["address"].strip()
-        memory_path = memory_tools.memory_path_of(address)
-        if memory_path is not None:
-            return await memory_tools.write(self.ctx, memory_path, params)
-        if address.startswith("~/triggers/"):
-            # (the publisher is the app: the triggers' checks, secrets key and scheduler)
-            return await trigger_tools.write(self.ctx, address[len("~/triggers/"):], params, self.ctx.publisher)
-        if address.startswith("hm://"):
-            return await hm_tools.write(self.ctx, address, params)
-        if address.startswith(("~/triggers", "ipfs://", "~/tools")):
-            raise ToolFailure(f"writing {_form(address)} {NOT_YET}")
-        raise ToolFailure(f"Unrecognized address: {address[:200]}. Writable: ~/memory/<path>, ~/tools/<name>, "
-                          "~/triggers/<name>, ipfs://, or hm://<account>/<path>.")
+        form = form_of(address)
+        if form is None:
+            raise ToolFailure(f"Unrecognized address: {address[:200]}. Writable: "
+                              f"{', '.join(f.shown for f in ADDRESS_FORMS if f.write is not None)}.")
+        return await self._run_form(form, "write", address, params)
+
+    async def _run_form(self, form: "AddressForm", verb: str, address: str, params: dict) -> ToolResult:
+        handler = form.read if verb == "read" else form.write
+        if handler is None:
+            raise ToolFailure(f"{form.name} cannot be {'read' if verb == 'read' else 'written'}; "
+                              f"{verb} takes {', '.join(f.shown for f in ADDRESS_FORMS if getattr(f, verb))}")
+        need = form.needs(verb)
+        authority = self.ctx.authority
+        if not authority.at_least(need):
+            raise ToolFailure(f"{verb} {form.name} needs {need} access to the agent; you have {authority.role} access")
+        if handler is _not_yet:
+            raise ToolFailure(f"{'reading' if verb == 'read' else 'writing'} {form.name} {NOT_YET}")
+        return await handler(self, address, params)
 
     async def _call(self, params: dict) -> ToolResult:
         name = registry.normalize_name(params["tool"])
@@ -209,11 +202,122 @@ class ToolSurface:
         return self.ctx.web.for_account(self.ctx.account)   # its fetches count against its share
 
 
-def _form(address: str) -> str:
-    for form in ("~/memory", "~/tools", "~/triggers", "hm://", "ipfs://", "attachment:", "activity:"):
-        if address.startswith(form):
-            return form
-    return address[:40]
+def _options(params: dict) -> dict:
+    return params.get("options") if isinstance(params.get("options"), dict) else {}
+
+
+def _rest(address: str, prefix: str) -> str:
+    return address[len(prefix):].strip()
+
+
+async def _not_yet(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    """A form whose part lands later (the surface words the answer, knowing the verb)."""
+    raise ToolFailure(NOT_YET)
+
+
+async def _read_memory(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return await memory_tools.read(surface.ctx, memory_tools.memory_path_of(address))
+
+
+async def _write_memory(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return await memory_tools.write(surface.ctx, memory_tools.memory_path_of(address), params)
+
+
+async def _read_attachment(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return await memory_tools.read_attachment(surface.ctx, _rest(address, "attachment:"))
+
+
+async def _read_tools(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return self_tools.read_tools(surface.ctx, address[len("~/tools/"):].strip("/"), surface.verbs)
+
+
+async def _read_self(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return self_tools.read_self(surface.ctx, surface.verbs)
+
+
+async def _read_thread(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return session_tools.read_thread(surface.ctx, _rest(address, "thread:"), _options(params))
+
+
+async def _read_run(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return session_tools.read_run(surface.ctx, _rest(address, "run:"))
+
+
+async def _read_web(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return await surface._web().read_page(address)
+
+
+async def _read_triggers(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return trigger_tools.read(surface.ctx, address[len("~/triggers"):])
+
+
+async def _write_triggers(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    if not address.startswith("~/triggers/"):
+        raise ToolFailure("write ~/triggers/<name> (one trigger by its name)")
+    # (the publisher is the app: the triggers' checks, secrets key and scheduler)
+    return await trigger_tools.write(surface.ctx, address[len("~/triggers/"):], params, surface.ctx.publisher)
+
+
+async def _read_hm(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return await hm_tools.read(surface.ctx, address)
+
+
+async def _write_hm(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return await hm_tools.write(surface.ctx, address, params)
+
+
+async def _read_activity(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return await hm_tools.read_activity(surface.ctx, _options(params))
+
+
+@dataclass(frozen=True)
+class AddressForm:
+    """One address form of `read` and `write`: what it starts with, who runs it, and the role on
+    the agent a call needs for each verb (the agent itself holds `owner`; a person holds their
+    own role, server/tools/authority.py). A handler checks, besides, what its item needs (a
+    thread the caller may read, a publication the owner allowed)."""
+
+    name: str                               # as messages and the access matrix name it
+    starts: tuple[str, ...]                 # an address starting with one of these ...
+    bare: tuple[str, ...] = ()              # ... or equal to one of these
+    read: Callable | None = None            # async (surface, address, params) -> ToolResult
+    write: Callable | None = None
+    read_needs: str = READER
+    write_needs: str = WRITER
+    example: str = ""
+
+    @property
+    def shown(self) -> str:
+        return self.example or self.starts[0]
+
+    def matches(self, address: str) -> bool:
+        return address in self.bare or address.startswith(self.starts)
+
+    def needs(self, verb: str) -> str:
+        return self.read_needs if verb == "read" else self.write_needs
+
+
+# Every address form of `read` and `write` (issue 33: extension points as tables). A new form is
+# one row here, and one row per role in the access matrix (tests/test_access_matrix.py, which
+# fails for a form without them).
+ADDRESS_FORMS: tuple[AddressForm, ...] = (
+    AddressForm("~/memory", ("~/memory/",), ("~/memory",), _read_memory, _write_memory, example="~/memory/<path>"),
+    AddressForm("~/tools", ("~/tools/",), ("~/tools",), _read_tools, _not_yet, example="~/tools/<name>"),
+    AddressForm("~/self", (), ("~/self", "~/self/"), _read_self),
+    AddressForm("~/triggers", ("~/triggers/",), ("~/triggers",), _read_triggers, _write_triggers,
+                example="~/triggers/<name>"),
+    AddressForm("thread:", ("thread:",), (), _read_thread, example="thread: or thread:<id>"),
+    AddressForm("run:", ("run:",), (), _read_run, example="run:<id>"),
+    AddressForm("attachment:", ("attachment:",), (), _read_attachment, example="attachment:<id>"),
+    AddressForm("hm://", ("hm://",), (), _read_hm, _write_hm, example="hm://<account>/<path>"),
+    AddressForm("activity:", ("activity:",), (), _read_activity),
+    AddressForm("ipfs://", ("ipfs://",), (), _not_yet, _not_yet, example="ipfs://<cid>"),
+    AddressForm("https://", ("https://", "http://"), (), _read_web, example="https://…"),
+)
+
+
+def form_of(address: str) -> AddressForm | None:
+    return next((f for f in ADDRESS_FORMS if f.matches(address)), None)
 
 
 def _contract(tool: registry.Tool, errors: list[str]) -> ToolResult:

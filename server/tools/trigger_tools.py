@@ -2,8 +2,9 @@
 `read ~/triggers/<name>` (one, with its recent firings) and `write ~/triggers/<name>` (create or
 change by name, `enabled` honoured as written; `options.delete` removes it). The same rows, checks
 and bounds as the CreateAgentTrigger / UpdateAgentTrigger actions (server/triggers/manage.py, reached
-through the app's `Triggers`, which this module never imports);
-the agent acts as its owner, as in the reference (no consent step)."""
+through the app's `Triggers`, which this module never imports). The trigger is the owner's, as in
+the reference (no consent step), and acts on this agent only: only the owner in person may name
+another of the account's agents (server/tools/authority.py)."""
 from __future__ import annotations
 
 import json
@@ -99,6 +100,7 @@ async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  
         raise ToolFailure("content must be a JSON object describing the trigger\n\n" + CONTRACT)
     f = Fields(body, "trigger")
     secret = app.triggers.new_secret()
+    others = ctx.authority.owner_in_person   # the agent itself watches only its own runs
 
     def job(conn):
         before = _by_name(conn, agent_id, name)
@@ -107,11 +109,11 @@ async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  
             if type(enabled) is not bool:
                 raise ProtocolError(400, "trigger.enabled must be a boolean")
             spec = TriggerInput(name, enabled, parse_source(f), parse_prompt(f, required=True), parse_continuation(f))
-            return app.triggers.create(conn, owner, agent_id, spec, now, secret), "trigger-created"
+            return app.triggers.create(conn, owner, agent_id, spec, now, secret, others=others), "trigger-created"
         patch = TriggerPatch(None, body.get("enabled") if type(body.get("enabled")) is bool else None,
                              parse_source(f) if body.get("source") is not None else None,
                              parse_prompt(f, required=False), parse_continuation(f))
-        return app.triggers.update(conn, before, patch, now, secret), "trigger-updated"
+        return app.triggers.update(conn, before, patch, now, secret, others=others), "trigger-updated"
 
     try:
         trigger, reason = await ctx.db.write(job)

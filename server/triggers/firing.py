@@ -162,21 +162,22 @@ def _continue(conn, app, trigger: dict, event: Event, firing_id: str, session_id
 
 
 def wake(conn, app, trigger: dict, event: Event, continuation: dict):
-    """Signals a parked run of the trigger's account (SignalRun's delivery, in the firing's
-    transaction): the named run, or the account's oldest wait that takes the signal. The
-    payload is the continuation's, else the event that fired."""
-    owner, name = trigger["account"], continuation.get("signal") or ""
+    """Signals a parked run of the trigger's own agent (SignalRun's delivery, in the firing's
+    transaction): the named run, or the agent's oldest wait that takes the signal. Never a run of
+    another agent, even the same account's: a collaborator's trigger on a shared agent must not
+    reach the owner's other agents. The payload is the continuation's, else the event that fired."""
+    agent_id, name = trigger["agentId"], continuation.get("signal") or ""
     payload = continuation["payload"] if "payload" in continuation else event.activity
     now = app.now_ms()
     run_id = continuation.get("runId")
     if run_id:
-        row = conn.execute("SELECT account_id FROM runs WHERE id = ?", (run_id,)).fetchone()
-        # Another account's run is not named to this one: the same error as a run that is gone.
-        done = parking.signal(conn, run_id, name, payload, now) if row and row[0] == owner else None
+        # A run of another agent is not named to this one: the same error as a run that is gone.
+        done = parking.signal(conn, run_id, name, payload, now) \
+            if parking.run_agent(conn, run_id) == agent_id else None
     else:
-        done = parking.signal_account(conn, owner, name, payload, now)
+        done = parking.signal_agent(conn, trigger["account"], agent_id, name, payload, now)
     if done is None:
-        where = f"run {run_id}" if run_id else "no run of the account"
+        where = f"run {run_id}" if run_id else "no run of the agent"
         raise FiringError(f"nothing was woken: {where} is waiting for the signal {name!r}")
     settled = woken(*done)
     return [lambda: app.runtime.parked.publish(settled)]

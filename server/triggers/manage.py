@@ -14,9 +14,11 @@ from . import schedule as sched
 from . import webhook
 
 
-def check_source(conn, owner: str, source: dict) -> None:
+def check_source(conn, owner: str, source: dict, agent_id: str, others: bool) -> None:
     """What parsing cannot know: that a zone or cron expression exists, that a named agent is
-    the owner's. 400 otherwise."""
+    the owner's (400 otherwise). A trigger acts on its own agent only: naming another of the
+    account's agents (`run-completed` `agentId`) is for the owner in person (`others`), never a
+    collaborator or the agent itself (403)."""
     if source["type"] == "schedule":
         try:
             sched.check(source["schedule"])
@@ -25,6 +27,9 @@ def check_source(conn, owner: str, source: dict) -> None:
     if source["type"] == "run-completed" and "agentId" in source:
         if agents_q.agent_account(conn, source["agentId"]) != owner:
             raise ProtocolError(400, f"source.agentId {quote(source['agentId'])} is not an agent of this account")
+        if source["agentId"] != agent_id and not others:
+            raise ProtocolError(403, "source.agentId: only the agent's owner can watch another agent's runs; "
+                                     "leave it out to watch this agent's own")
 
 
 def first_due(source: dict, enabled: bool, now: int) -> int | None:
@@ -33,8 +38,10 @@ def first_due(source: dict, enabled: bool, now: int) -> int | None:
     return sched.first_slot(source["schedule"], now)
 
 
-def create(conn, app, owner: str, agent_id: str, spec: TriggerInput, now: int, secret: str | None) -> dict:
-    check_source(conn, owner, spec.source)
+def create(conn, app, owner: str, agent_id: str, spec: TriggerInput, now: int, secret: str | None, *,
+           others: bool = False) -> dict:
+    """`others`: the caller is the owner in person (see check_source)."""
+    check_source(conn, owner, spec.source, agent_id, others)
     limit = app.config.trigger_max_per_agent
     if triggers_q.count_of_agent(conn, agent_id) >= limit:
         raise ProtocolError(409, f"agent {agent_id} has {limit} triggers, the most it may have (delete one first)")
@@ -49,9 +56,10 @@ def create(conn, app, owner: str, agent_id: str, spec: TriggerInput, now: int, s
     return trigger
 
 
-def update(conn, app, before: dict, patch: TriggerPatch, now: int, secret: str | None) -> dict:
+def update(conn, app, before: dict, patch: TriggerPatch, now: int, secret: str | None, *,
+           others: bool = False) -> dict:
     if patch.source is not None:
-        check_source(conn, before["account"], patch.source)
+        check_source(conn, before["account"], patch.source, before["agentId"], others)
     if patch.name is not None and triggers_q.name_taken(conn, before["agentId"], patch.name, but=before["id"]):
         raise ProtocolError(409, f"agent {before['agentId']} already has a trigger named {quote(patch.name)}")
     source = patch.source or before["source"]

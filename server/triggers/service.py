@@ -71,12 +71,13 @@ class Triggers:
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
-    def create(self, conn, owner: str, agent_id: str, spec, now: int, secret: str | None) -> dict:
+    def create(self, conn, owner: str, agent_id: str, spec, now: int, secret: str | None, *,
+               others: bool = False) -> dict:
         """A new trigger inside a write job, with the actions' checks (server/triggers/manage.py)."""
-        return manage.create(conn, self.app, owner, agent_id, spec, now, secret)
+        return manage.create(conn, self.app, owner, agent_id, spec, now, secret, others=others)
 
-    def update(self, conn, before: dict, patch, now: int, secret: str | None) -> dict:
-        return manage.update(conn, self.app, before, patch, now, secret)
+    def update(self, conn, before: dict, patch, now: int, secret: str | None, *, others: bool = False) -> dict:
+        return manage.update(conn, self.app, before, patch, now, secret, others=others)
 
     @staticmethod
     def new_secret() -> str:
@@ -124,7 +125,7 @@ class Triggers:
         publish: list = []
         for trigger in triggers_q.enabled_of_type(conn, ("run-completed",), account):
             source = trigger["source"]
-            if not run_matches(source, run):
+            if not run_matches(source, run, trigger["agentId"]):
                 continue
             activity = {"type": "run-completed", "runId": run["id"], "runStatus": status,
                         "runTitle": run.get("title", ""), "agentId": run["agentId"]}
@@ -139,8 +140,9 @@ class Triggers:
         return publish
 
 
-def run_matches(source: dict, run: dict) -> bool:
-    if "agentId" in source and source["agentId"] != run["agentId"]:
+def run_matches(source: dict, run: dict, own_agent: str) -> bool:
+    # Without an agentId a trigger watches its own agent's runs, never the account's others.
+    if source.get("agentId", own_agent) != run["agentId"]:
         return False
     if "status" in source and source["status"] != run["status"]:
         return False

@@ -2,8 +2,8 @@
 
 The firing's transaction creates the session that is its transcript and records the call as a
 `tool_call` event (`actor: "trigger"`); after the commit the tool runs here through the tool
-loop's own surface (server/tools/surface.py: the same checks, address forms and network policy
-as a model's call), bounded by `--tool-timeout`, and its `tool_result` lands in the session. How
+loop's own surface, built as every entry point's is (server/runtime/tool_context.py: the same
+checks, address forms, grants and network policy as a model's call, as the trigger's agent), bounded by `--tool-timeout`, and its `tool_result` lands in the session. How
 it ended is the firing's `runStatus` (a failure counts towards the trigger's backoff).
 
 A server that dies while the tool runs leaves the call without a result: it is not run again
@@ -18,15 +18,16 @@ import time
 
 from ..clock import new_id
 from ..providers.base import ToolCall
-from ..runtime.tool_loop import bounded_output
+from ..runtime.tool_context import Entry, build_surface
 from ..store import agents as agents_q
 from ..store import events as events_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
-from ..tools.context import ToolContext, ToolResult
+from ..tools import records
+from ..tools.context import ToolResult
 from ..tools.memory_tools import SEARCH_MEMORY
-from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
+from ..tools.surface import OFFERED_VERBS, offered_callables
 from .backoff import failure_backoff
 
 log = logging.getLogger("seed_agents.triggers")
@@ -43,8 +44,7 @@ def as_call(tool: str, tool_input: dict) -> tuple[str, dict]:
 
 
 def call_payload(call_id: str, tool: str, tool_input: dict, firing_id: str) -> dict:
-    return {"type": "tool_call", "id": call_id, "name": tool, "input": tool_input, "actor": "trigger",
-            "meta": {"firingId": firing_id}}
+    return records.call_event(call_id, tool, tool_input, "trigger", {"firingId": firing_id})
 
 
 async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id: str, tool: str,
@@ -53,13 +53,14 @@ async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id:
     agent = await app.db.aread(agents_q.get_agent, trigger["agentId"])
     if agent is None:
         return
-    ctx = ToolContext(app.db, app, app.now_ms, trigger["account"], agent, session_id, firing_id,
-                      web=app.runtime.web, callables=offered_callables(bool(config.searxng_url)))
     started = time.perf_counter()
     try:
         async with asyncio.timeout(config.tool_timeout):
+            # As the trigger's agent, with what every entry point gets (the HM client, the
+            # secrets box, the agent's grants): server/runtime/tool_context.py.
+            surface = await build_surface(app.runtime, Entry("trigger"), agent, session_id, run_id=firing_id)
             verb, verb_input = as_call(tool, tool_input)
-            result = await ToolSurface(ctx).run(ToolCall(call_id, verb, json.dumps(verb_input)))
+            result = await surface.run(ToolCall(call_id, verb, json.dumps(verb_input)))
     except TimeoutError:
         result = ToolResult(error=f"the tool did not finish within {config.tool_timeout:g} s")
     except Exception as exc:  # noqa: BLE001 - a bug in a tool must not take the scheduler down
@@ -67,12 +68,8 @@ async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id:
         result = ToolResult(error=f"internal error while running the tool: {type(exc).__name__}")
     if result.park is not None:
         result = ToolResult(error="this tool waits for something, which a headless run cannot do")
-    payload: dict = {"type": "tool_result", "toolCallId": call_id, "name": tool, "actor": "trigger",
-                     "meta": {"firingId": firing_id, "durationMs": int((time.perf_counter() - started) * 1000)}}
-    if result.error is not None:
-        payload["error"] = result.error[:config.max_tool_output_chars]
-    else:
-        payload["output"] = bounded_output(result.output, config.max_tool_output_chars)
+    payload = records.result_event(call_id, tool, result, "trigger", config.max_tool_output_chars,
+                                   {"firingId": firing_id, "durationMs": int((time.perf_counter() - started) * 1000)})
     now, clock_now = app.now_ms(), app.triggers.now_ms()
 
     def job(conn):
