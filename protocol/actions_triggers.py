@@ -214,12 +214,15 @@ def parse_prompt(f: Fields, *, required: bool) -> object | None:
     return tree
 
 
+CONTINUATION_KINDS = ("newThread", "wake", "tool")
+
+
 def parse_continuation(f: Fields) -> dict | None:
     raw = f.mapping("continuation", required=False)
     if raw is None:
         return None
     c = Fields(raw, f"{f.name}.continuation")
-    kind = _one_of(c, "kind", ("newThread", "wake", "tool"))
+    kind = _one_of(c, "kind", CONTINUATION_KINDS)
     out: dict = {"kind": kind}
     if kind == "wake":
         out["signal"] = c.text("signal", MAX_NAME)

@@ -9,6 +9,7 @@ import pytest
 from seed_agents.protocol import hm_blobs
 from seed_agents.server.hypermedia.client import HmClient, HmError
 from seed_agents.server.tools import hm_tools
+from seed_agents.server.tools.authority import Authority
 from seed_agents.server.tools.context import ToolContext, ToolFailure
 
 from tests.fakes.hm_server import REFUSAL_SECRET, FakeHmServer
@@ -33,7 +34,9 @@ async def client(hm):
 
 
 def ctx_for(client) -> ToolContext:
-    return ToolContext(None, None, lambda: TS, "z6MkReader", {"definition": {}}, "s", "r", hm=client)
+    agent = {"id": "a", "account": "z6MkReader", "definition": {}}
+    return ToolContext(None, None, lambda: TS, "z6MkReader", agent, "s", "r", hm=client,
+                       authority=Authority.of_agent(agent, "model"))
 
 
 async def read(client, address: str) -> dict:
