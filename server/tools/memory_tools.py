@@ -93,7 +93,7 @@ async def write(ctx: ToolContext, path: str, params: dict) -> ToolResult:
     if isinstance(options.get("fromUrl"), str):
         if ctx.web is None:
             raise ToolFailure("downloading a URL is not available on this server")
-        final, _, data, cut = await ctx.web.fetch(options["fromUrl"], ctx.account)
+        final, _, data, cut = await ctx.web.fetch(options["fromUrl"], ctx.authority.account)
         if cut:
             raise ToolFailure(f"{final} is larger than this server downloads for an agent (--tool-fetch-bytes)")
     elif isinstance(options.get("fromAttachment"), str):

@@ -199,7 +199,8 @@ class ToolSurface:
     def _web(self):  # noqa: ANN202
         if self.ctx.web is None:
             raise ToolFailure(f"reading the web {NOT_YET}")
-        return self.ctx.web.for_account(self.ctx.account)   # its fetches count against its share
+        # (charged to whoever the call runs as: a collaborator's reads count against their own share)
+        return self.ctx.web.for_account(self.ctx.authority.account)
 
 
 def _options(params: dict) -> dict:
