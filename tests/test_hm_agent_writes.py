@@ -202,3 +202,42 @@ async def test_an_agent_moves_forks_redirects_and_deletes(server, hm):
         assert "A text." in results[6]["output"]["markdown"]   # the old address redirects to the new
         assert "was deleted" in results[7]["error"]
     await c.close()
+
+
+@pytest.mark.storages("sqlite", "postgresql")
+async def test_ipfs_files_go_up_from_memory_and_come_back_verified(server, hm):
+    kp = keypair("ipfs-user")
+    c = await V2Client.open(server.url)
+    big = "kite " * 40_000   # 200 000 bytes (a tool call's arguments are at most 256 KiB): one raw leaf
+    async with FakeOpenAI() as fake:
+        agent_id = await make_agent(c, kp, fake.base_url)
+        sid = await open_session(c, kp, agent_id)
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("m1", "write", {"address": "~/memory/notes.md", "content": "Hello IPFS"}),
+            call("m2", "write", {"address": "~/memory/big.txt", "content": big}),
+            call("u1", "write", {"address": "ipfs://", "options": {"fromPath": "~/memory/notes.md"}}),
+            call("u2", "write", {"address": "ipfs://", "options": {"fromPath": "big.txt"}}),
+            call("u3", "write", {"address": "ipfs://", "options": {"fromPath": "nothing.md"}}),
+            call("u4", "write", {"address": "ipfs://", "options": {"path": "x"}})]),
+            Script(chunks=["ok"]))
+        results = await run_turn(c, kp, sid)
+        assert "output" in results[3], results[3].get("error")
+        small, large = results[2]["output"], results[3]["output"]
+        assert small["url"] == f"ipfs://{small['cid']}" and small["size"] == 10 and small["path"] == "notes.md"
+        assert large["cid"].startswith("bafkrei") and large["size"] == len(big)
+        assert "no file" in results[4]["error"] and "refused, not ignored" in results[5]["error"]
+        assert hm.file(large["cid"]) == big.encode()
+
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("r1", "read", {"address": f"ipfs://{small['cid']}"}),
+            call("r2", "read", {"address": f"ipfs://{large['cid']}", "options": {"path": "copies/big.txt"}}),
+            call("r3", "read", {"address": "~/memory/copies/"}),
+            call("r4", "read", {"address": "ipfs://bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"})]),
+            Script(chunks=["ok"]))
+        results = await run_turn(c, kp, sid)
+        assert results[0]["output"]["content"] == "Hello IPFS" and results[0]["output"]["path"] == f"ipfs/{small['cid']}"
+        # (the big file's result is cut by --max-tool-output-chars; its copy in memory is whole)
+        assert "output" in results[1] and "copies/big.txt" in json.dumps(results[1]["output"])
+        assert results[2]["output"]["entries"] == [{"path": "copies/big.txt", "type": "file", "size": len(big)}]
+        assert "has no file" in results[3]["error"]
+    await c.close()

@@ -244,3 +244,39 @@ async def test_search_asks_the_hm_server_and_answers_the_reference_s_shape(hm, c
         hm.fail(kind)
         with pytest.raises(ToolFailure, match="Search"):
             await hm_tools.search(ctx_for(client), {"query": "kites"})
+
+
+@pytest.mark.parametrize("size", [0, 5, 262_144, 700_001])
+async def test_an_ipfs_file_is_read_back_verified_by_its_cid(hm, client, size):
+    data = bytes((i * 7 + (i >> 8)) & 0xFF for i in range(size))
+    cid = await client.publish_file(data)
+    assert await client.read_ipfs(cid) == data
+    assert hm.requests[-1] == ("GET", f"/ipfs/{cid}")
+
+
+async def test_ipfs_reads_refuse_what_is_not_the_cid_s(hm, client, monkeypatch):
+    cid = await client.publish_file(b"the real bytes")
+    with pytest.raises(HmError, match="not the file"):
+        monkeypatch.setattr(hm, "file", lambda c: b"other bytes")
+        await client.read_ipfs(cid)
+    monkeypatch.undo()
+    with pytest.raises(HmError, match="over 4 bytes"):
+        await client.read_ipfs(cid, max_bytes=4)
+    with pytest.raises(ValueError, match="not a CID"):
+        await client.read_ipfs("not-a-cid")
+    with pytest.raises(HmError, match="has no file"):
+        await client.read_ipfs("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku")
+    for kind in ("hang", "slow-drip", "refuse", "drop"):
+        hm.fail(kind)
+        async with HmClient(hm.base_url, timeout=0.5) as quick:
+            with pytest.raises(HmError) as err:
+                await quick.read_ipfs(cid)
+        assert REFUSAL_SECRET not in str(err.value)
+
+
+async def test_slow_drip_answers_end_at_the_deadline(hm):
+    async with HmClient(hm.base_url, timeout=0.5) as quick:
+        await site(quick)
+        hm.fail("slow-drip")
+        with pytest.raises(ToolFailure, match="did not answer within 0.5 s"):
+            await read(quick, f"hm://{ACCOUNT}/:directory")

@@ -22,12 +22,14 @@ protocol/hm_markdown.py.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from typing import Callable
 from urllib.parse import quote_plus
 
 import httpx
+from multiformats import CID
 
 from seed_agents.protocol import dagcbor
 from seed_agents.protocol.hm_blobs import (
@@ -51,7 +53,7 @@ from seed_agents.protocol.hm_markdown import (
     slugify,
     to_hm_nodes,
 )
-from seed_agents.protocol.unixfs import file_blobs
+from seed_agents.protocol.unixfs import DAG_PB, RAW, file_blobs
 
 from ..providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
 from ..providers.redact import display_url
@@ -66,6 +68,8 @@ DEFAULT_MAX_ANSWER_BYTES = 8 * 1024 * 1024
 MAX_MARKDOWN_BYTES = 1024 * 1024
 # Redirects followed when reading (a document moved, then moved again).
 MAX_REDIRECTS = 3
+# The largest file read from the HM server's gateway (`read ipfs://…`).
+MAX_IPFS_BYTES = 32 * 1024 * 1024
 # The largest Markdown published as one comment (the reference's MAX_WRITE_CONTENT_BYTES).
 MAX_COMMENT_BYTES = 256 * 1024
 # Links of one write checked against the server (the reference's MAX_LINK_RESOLUTION_CHECKS).
@@ -162,10 +166,53 @@ class HmClient:
 
     async def publish_file(self, data: bytes) -> str:
         """Publish bytes as UnixFS (protocol/unixfs.py) in one call; their root CID (an icon's
-        avatar is `ipfs://<cid>`)."""
+        avatar is `ipfs://<cid>`). The server must answer every block's CID (by its hash)."""
         root, blobs = await asyncio.to_thread(file_blobs, data)
-        await self.publish_blobs(blobs)
+        answered = await self.publish_blobs(blobs)
+        try:
+            stored = {bytes(CID.decode(c).raw_digest) for c in answered}
+        except Exception:
+            raise self._error("PublishBlobs", "answered something that is not a list of CIDs") from None
+        if any(bytes(CID.decode(b.cid).raw_digest) not in stored for b in blobs):
+            raise self._error("PublishBlobs", "answered CIDs that are not the file's blocks")
         return root
+
+    async def read_ipfs(self, cid_text: str, max_bytes: int = MAX_IPFS_BYTES) -> bytes:
+        """The file a CID names, `GET {hm}/ipfs/<cid>` (the HM server's gateway, as the reference
+        reads `ipfs://`), at most `max_bytes`, and verified: a raw CID is the hash of the bytes,
+        a dag-pb one the root of the bytes as UnixFS in the Seed client's layout (unixfs.py).
+        ValueError for a CID that is not one; HmError for the server, a file too large, or bytes
+        that are not the CID's."""
+        try:
+            cid = CID.decode(cid_text)
+        except Exception:
+            raise ValueError(f"{cid_text[:100]!r} is not a CID") from None
+        if cid.hashfun.name != "sha2-256" or cid.codec.code not in (RAW, DAG_PB):
+            raise ValueError(f"this server reads UnixFS files (raw or dag-pb CIDs, sha2-256), not {cid.codec.name}")
+        key = "ipfs"
+        try:
+            async with asyncio.timeout(self.timeout):
+                async with self.http.stream("GET", f"{self.base_url}/ipfs/{cid_text}") as response:
+                    if response.status_code == 404:
+                        raise HmNotFound(f"the Seed hypermedia server at {self.display} has no file {cid_text}")
+                    if response.status_code != 200:
+                        raise self._error(key, f"refused the request with HTTP {response.status_code}")
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > max_bytes:
+                            raise self._error(key, f"answered a file over {max_bytes} bytes")
+        except TimeoutError:
+            raise self._error(key, f"did not answer within {self.timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            if _policy_refused(exc):
+                raise self._error(key, "is in a network the server's provider network policy refuses "
+                                       "(--provider-networks)") from None
+            raise self._error(key, "could not be reached or broke the connection") from None
+        data = bytes(body)
+        if not await asyncio.to_thread(_hashes_to, data, cid):
+            raise self._error(key, f"answered bytes that are not the file {cid_text} (their hash differs)")
+        return data
 
     async def resource(self, hm_id: str) -> dict:
         """`Resource`: the document (or redirect, tombstone, not-found...) at a packed hm:// id."""
@@ -591,6 +638,14 @@ class HmClient:
         if isinstance(value, dict) and "json" in value and set(value) <= {"json", "meta"}:
             value = value["json"]
         return value
+
+
+def _hashes_to(data: bytes, cid: CID) -> bool:
+    """Are `data` the file `cid` names (a raw block, or UnixFS in the Seed client's layout)?"""
+    if cid.codec.code == RAW and hashlib.sha256(data).digest() == bytes(cid.raw_digest):
+        return True
+    root, _ = file_blobs(data)
+    return bytes(CID.decode(root).raw_digest) == bytes(cid.raw_digest)
 
 
 def _comment_record(ref: str) -> str:

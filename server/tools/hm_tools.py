@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from seed_agents.protocol import file_rules
 from seed_agents.protocol import hm_activity as activity
 from seed_agents.protocol.actions_identities import signing_keys_of
 from seed_agents.protocol.hm_comments import comment_url
@@ -19,6 +20,7 @@ from seed_agents.protocol.owner_fields import COLLABORATORS_PUBLISH
 
 from ..hypermedia.client import FeedPageError, HmError
 from ..store import identities as identities_q
+from . import memory_tools
 from .context import ToolContext, ToolFailure, ToolResult
 
 # What `options` an hm:// write takes: these, and each action's own (a key outside them is
@@ -412,6 +414,78 @@ async def _write_comment(ctx: ToolContext, hm, address: str, content: str, optio
         "commentCid": cid, "target": target_url, "targetUrl": target_url, "targetName": prepared["targetName"],
         "authorUrl": f"hm://{row['accountId']}", "authorName": row.get("label") or row["accountId"],
         "markdown": content, **reply, "cids": [cid]})
+
+
+def _ipfs_cid(address: str) -> str:
+    cid = address[len("ipfs://"):].strip().strip("/").split("/", 1)[0].split("?", 1)[0]
+    if not cid:
+        raise ToolFailure("an ipfs:// address names a CID: ipfs://<cid>")
+    return cid
+
+
+async def read_ipfs(ctx: ToolContext, address: str, options: dict) -> ToolResult:
+    """`read ipfs://<cid>`: the file through the HM server's gateway, verified by its CID, saved
+    to memory (`options.path`, else `ipfs/<cid>`) as the reference does, and shown when text."""
+    hm = _client(ctx)
+    cid = _ipfs_cid(address)
+    target = options.get("path") if isinstance(options.get("path"), str) and options["path"].strip() else f"ipfs/{cid}"
+    path = memory_tools.memory_path_of(target if target.startswith("~/memory/") else f"~/memory/{target}")
+    if not path:
+        raise ToolFailure("options.path names a file in your memory")
+    try:
+        data = await hm.read_ipfs(cid)
+    except ValueError as exc:
+        raise ToolFailure(str(exc)) from None
+    except HmError as exc:
+        raise ToolFailure(str(exc)) from None
+    await memory_tools.write(ctx, path, {"options": {}}, data=data)
+    out = {"path": path, "cid": cid, "size": len(data), "note": DATA_NOTE}
+    mime = file_rules.infer_mime_type(path)
+    if mime:
+        out["mimeType"] = mime
+    text = file_rules.utf8_or_none(data[:memory_tools.READ_BYTES]) if len(data) else ""
+    if text is None:
+        return ToolResult({"summary": f"Fetched ipfs://{cid} to ~/memory/{path} ({len(data)} bytes); binary "
+                                      "content not shown.", **out})
+    out["content"] = text
+    if len(data) > memory_tools.READ_BYTES:
+        out["truncated"] = True
+    return ToolResult({"summary": f"Fetched ipfs://{cid} to ~/memory/{path} ({len(data)} bytes).", **out})
+
+
+async def write_ipfs(ctx: ToolContext, params: dict) -> ToolResult:
+    """`write ipfs://` with options.fromPath (a memory file) or options.fromAttachment: the bytes
+    as UnixFS blocks in one PublishBlobs, every block's CID answered; the root `ipfs://<cid>`."""
+    hm = _client(ctx)
+    require_publish_grant(ctx)
+    options = params.get("options") if isinstance(params.get("options"), dict) else {}
+    unknown = set(options) - {"fromPath", "fromAttachment"}
+    if unknown:
+        raise ToolFailure(f"write ipfs:// does not understand option(s) {', '.join(sorted(unknown))} (refused, not "
+                          "ignored). Supported options: fromPath, fromAttachment.")
+    if "dryRun" in params:
+        raise ToolFailure("dryRun applies only to hm:// writes")
+    if isinstance(options.get("fromAttachment"), str) and options["fromAttachment"]:
+        meta, data = await memory_tools.attachment_bytes(ctx, options["fromAttachment"])
+        described = {"id": meta.get("id"), "name": meta.get("name"), "mimeType": meta.get("mimeType")}
+        source = f"attachment {meta.get('name', options['fromAttachment'])}"
+    elif isinstance(options.get("fromPath"), str) and options["fromPath"]:
+        raw = options["fromPath"]
+        path = memory_tools.memory_path_of(raw if raw.startswith("~/memory") else f"~/memory/{raw}")
+        if not path:
+            raise ToolFailure("options.fromPath names a file in your memory")
+        data = await memory_tools.file_bytes(ctx, path)
+        described = {"path": path, **({"mimeType": m} if (m := file_rules.infer_mime_type(path)) else {})}
+        source = f"~/memory/{path}"
+    else:
+        raise ToolFailure("write ipfs:// requires options.fromPath (a memory path) or options.fromAttachment")
+    try:
+        cid = await hm.publish_file(data)
+    except HmError as exc:
+        raise ToolFailure(str(exc)) from None
+    url = f"ipfs://{cid}"
+    return ToolResult({"summary": f"Published {source} to IPFS as {url}.", "cid": cid, "url": url,
+                       "size": len(data), **{k: v for k, v in described.items() if v is not None}})
 
 
 def _yaml_text(text: str) -> str:

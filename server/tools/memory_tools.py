@@ -76,7 +76,33 @@ async def read(ctx: ToolContext, path: str) -> ToolResult:
     return ToolResult(out)
 
 
-async def write(ctx: ToolContext, path: str, params: dict) -> ToolResult:
+async def file_bytes(ctx: ToolContext, path: str) -> bytes:
+    """A memory file's whole content (an IPFS upload's), ToolFailure when there is none."""
+    agent_id = ctx.agent["id"]
+
+    def job(conn):
+        info = memory_q.file_info(conn, agent_id, path)
+        if info is None:
+            raise ProtocolError(404, f"no file at ~/memory/{path}")
+        return blobs.read_range(conn, info.blob_id, 0, info.size)
+
+    try:
+        return await ctx.db.aread(job, large=True)
+    except ProtocolError as exc:
+        raise ToolFailure(exc.message) from None
+
+
+async def attachment_bytes(ctx: ToolContext, attachment_id: str) -> tuple[dict, bytes]:
+    """(its metadata, its bytes) of an attachment of this session."""
+    try:
+        return await ctx.db.aread(attachments_q.read, ctx.session_id, attachment_id,
+                                  file_rules.MAX_SESSION_ATTACHMENT_BYTES, large=True)
+    except ProtocolError as exc:
+        raise ToolFailure(exc.message) from None
+
+
+async def write(ctx: ToolContext, path: str, params: dict, *, data: bytes | None = None) -> ToolResult:
+    """`write ~/memory/<path>`; `data` given: those bytes (a fetched IPFS file)."""
     if not path:
         raise ToolFailure("write needs a file path under ~/memory/")
     options = params.get("options") if isinstance(params.get("options"), dict) else {}
@@ -85,12 +111,14 @@ async def write(ctx: ToolContext, path: str, params: dict) -> ToolResult:
         raise ToolFailure(f"unknown option(s) for a memory write: {', '.join(sorted(unknown))}")
     agent_id, account = ctx.agent["id"], ctx.account
     now = ctx.now_ms()
-    if options.get("delete") is True:
+    if data is None and options.get("delete") is True:
         removed = await ctx.db.write(lambda conn: memory_q.delete_path(conn, agent_id, path))
         if not removed:
             raise ToolFailure(f"nothing at ~/memory/{path} to delete")
         return ToolResult({"summary": f"Deleted ~/memory/{path}.", "path": path, "deleted": True})
-    if isinstance(options.get("fromUrl"), str):
+    if data is not None:
+        pass
+    elif isinstance(options.get("fromUrl"), str):
         if ctx.web is None:
             raise ToolFailure("downloading a URL is not available on this server")
         final, _, data, cut = await ctx.web.fetch(options["fromUrl"], ctx.authority.account)

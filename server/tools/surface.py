@@ -267,6 +267,14 @@ async def _write_hm(surface: ToolSurface, address: str, params: dict) -> ToolRes
     return await hm_tools.write(surface.ctx, address, params)
 
 
+async def _read_ipfs(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return await hm_tools.read_ipfs(surface.ctx, address, _options(params))
+
+
+async def _write_ipfs(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    return await hm_tools.write_ipfs(surface.ctx, params)
+
+
 async def _read_activity(surface: ToolSurface, address: str, params: dict) -> ToolResult:
     return await hm_tools.read_activity(surface.ctx, _options(params))
 
@@ -312,7 +320,9 @@ ADDRESS_FORMS: tuple[AddressForm, ...] = (
     AddressForm("attachment:", ("attachment:",), (), _read_attachment, example="attachment:<id>"),
     AddressForm("hm://", ("hm://",), (), _read_hm, _write_hm, example="hm://<account>/<path>"),
     AddressForm("activity:", ("activity:",), (), _read_activity),
-    AddressForm("ipfs://", ("ipfs://",), (), _not_yet, _not_yet, example="ipfs://<cid>"),
+    # (reading a CID saves the file to the agent's memory, as the reference does: a write)
+    AddressForm("ipfs://", ("ipfs://", "ipfs:"), (), _read_ipfs, _write_ipfs, read_needs=WRITER,
+                example="ipfs://<cid>"),
     AddressForm("https://", ("https://", "http://"), (), _read_web, example="https://…"),
 )
 

@@ -68,7 +68,7 @@ from .loopback import (
 
 __all__ = ["FakeHmServer", "FakeHmProcess", "fake_hm_in_thread", "StoredBlob", "FAILURES", "REFUSAL_SECRET"]
 
-FAILURES = ("refuse", "hang", "garbage", "huge", "huge-stream", "drop", "wrong-shape", "deep")
+FAILURES = ("refuse", "hang", "garbage", "huge", "huge-stream", "drop", "wrong-shape", "deep", "slow-drip")
 # What a refusal's body says: a client error must never repeat it.
 REFUSAL_SECRET = "internal trace 7f3a: token=hm-secret-do-not-echo"
 HUGE_ANSWER_BYTES = 9 * 1024 * 1024
@@ -134,7 +134,8 @@ class FakeHmServer(LoopbackFake):
     def fail(self, kind: str, times: int = 1) -> None:
         """Answer the next `times` requests badly: refuse (500), hang (never answer), garbage
         (200, not JSON), huge (200, 9 MiB), huge-stream (the same, chunked), drop (close the connection), wrong-shape (200, JSON
-        of another shape), deep (200, a document nested 3000 levels)."""
+        of another shape), deep (200, a document nested 3000 levels), slow-drip (200, a byte every
+        0.2 s)."""
         if kind not in FAILURES:
             raise ValueError(f"unknown failure {kind!r}; one of {FAILURES}")
         self.failures.append(_Failure(kind, times))
@@ -369,6 +370,26 @@ class FakeHmServer(LoopbackFake):
         return {"changes": changes,
                 "latestVersion": ".".join(str(h) for h in doc.ref.value.get("heads", []))}
 
+    # -- IPFS files ---------------------------------------------------------------------------
+
+    def file(self, cid_text: str) -> bytes | None:
+        """The UnixFS file a CID names, assembled from the blocks held (None when one is missing)."""
+        try:
+            blob = self.get(cid_text)
+        except Exception:
+            return None
+        if blob is None:
+            return None
+        if CID.decode(blob.cid).codec.code == _RAW:
+            return blob.data
+        out = bytearray()
+        for link in _pb_links(blob.data):
+            part = self.file(str(CID.decode(link)))
+            if part is None:
+                return None
+            out += part
+        return bytes(out)
+
     # -- directories, comments, search ---------------------------------------------------------
 
     def _documents(self) -> dict[tuple[str, str], _Doc]:
@@ -502,6 +523,18 @@ class FakeHmServer(LoopbackFake):
         elif kind == "drop":
             writer.transport.abort()
             return False
+        elif kind == "slow-drip":  # a byte a second, forever: only a whole-exchange deadline ends it
+            writer.write(response_head(200, "application/json", chunked=True))
+            try:
+                for _ in range(600):
+                    if writer.is_closing():
+                        break
+                    writer.write(chunk_frame(b" "))
+                    await writer.drain()
+                    await asyncio.sleep(0.2)
+            except ConnectionError:
+                pass
+            return False
         elif kind == "hang":
             await pause(reader, None)  # until the client gives up
             return False
@@ -520,6 +553,11 @@ class FakeHmServer(LoopbackFake):
             body = request.body if isinstance(request.body, dict) else {}
             self.fail(str(body.get("kind")), int(body.get("times", 1)))
             return await send_json(writer, 200, {"ok": True})
+        if request.method == "GET" and url.path.startswith("/ipfs/"):
+            data = self.file(url.path[len("/ipfs/"):])
+            if data is None:
+                return await send_json(writer, 404, {"error": "no such file"})
+            return await send(writer, 200, "application/octet-stream", data)
         if request.method == "GET" and url.path in ("/api/Query", "/api/ListComments", "/api/Comment",
                                                      "/api/Search", "/api/AccountContacts",
                                                      "/api/ListCapabilities"):
@@ -610,6 +648,38 @@ def _nodes(publishable: list) -> list[dict]:
             node["children"] = _nodes(raw["children"])
         out.append(node)
     return out
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, i
+
+
+def _pb_links(data: bytes) -> list[bytes]:
+    """The link hashes of a dag-pb node, in order (PBNode field 2, PBLink field 1)."""
+    links, i = [], 0
+    while i < len(data):
+        key, i = _varint(data, i)
+        size, i = _varint(data, i) if key & 7 == 2 else (0, i)
+        body, i = data[i:i + size], i + size
+        if key >> 3 == 2:
+            j = 0
+            while j < len(body):
+                k, j = _varint(body, j)
+                if k & 7 == 2:
+                    n, j = _varint(body, j)
+                    if k >> 3 == 1:
+                        links.append(body[j:j + n])
+                    j += n
+                else:
+                    _, j = _varint(body, j)
+    return links
 
 
 def _walk(nodes: list[dict]):
