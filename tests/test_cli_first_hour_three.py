@@ -301,3 +301,68 @@ async def test_every_listing_has_a_header_row_and_json(server, tmp_path):
     assert (code, out) == (0, "") and "no MCP servers yet" in err
     assert json.loads(await ok(env, "mcp", "ls", "--json")) == []
     assert [e["event"]["type"] for e in json.loads(await ok(env, "history", session, "--json"))] == ["message"] * 2
+
+
+# -- the README --------------------------------------------------------------------------------------
+def test_the_readme_lists_every_command_once():
+    """Finding 7: the command table names every command and subcommand of the parser, each once
+    (`mcp` was missing, `send` was there twice)."""
+    import argparse
+    from collections import Counter
+    from pathlib import Path
+
+    from seed_agents.clients.cli import build_parser
+
+    def choices(parser: argparse.ArgumentParser) -> dict:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    commands = choices(build_parser())
+    wanted = Counter()
+    for name, sub in commands.items():
+        subs = choices(sub)
+        for pair in ([(name, s) for s in subs] if subs else [(name, "")]):
+            wanted[pair] = 1
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = text[text.index("| command | does |"):].split("\n\n", 1)[0].splitlines()[2:]
+    seen: Counter = Counter()
+    for row in table:
+        current, in_row = None, set()
+        for span in re.findall(r"`([^`]+)`", row.split(" | ")[0]):
+            words = span.removeprefix("seed-agents ").split()
+            if not words or words[0].startswith("-"):
+                continue
+            if words[0] in commands:
+                current = words[0]
+                sub = words[1] if choices(commands[current]) and len(words) > 1 else ""
+            else:
+                sub = words[0]
+            in_row.add((current, sub))   # (`completion bash` / `completion zsh`: one command)
+        seen.update(in_row)
+    assert seen == wanted, (set(wanted) - set(seen), set(seen) - set(wanted),
+                            [pair for pair, n in seen.items() if n > 1])
+
+
+def test_skip_lines_name_nothing_outside_the_repository():
+    """Low: `make test` ends with one line per skip reason; none names a folder beside the clone."""
+    from pathlib import Path
+
+    import tests.test_contract_references as contract
+    import tests.test_vectors_copy as vectors
+
+    outside = str(Path(__file__).resolve().parents[2])
+    for test in (contract.test_the_copy_equals_the_original, vectors.test_the_copy_equals_the_original):
+        [reason] = [m.kwargs["reason"] for m in test.pytestmark if m.name == "skipif"]
+        assert outside not in reason and "../" not in reason and "beside this clone" not in reason, reason
+
+
+async def test_history_shows_attachments(server, tmp_path):
+    env = cli_env(tmp_path, server.url)
+    await ok(env, "keygen")
+    await ok(env, "agents", "create", "--name", "llama")
+    session = (await ok(env, "sessions", "create", "llama", "--title", "files")).strip()
+    (tmp_path / "report.txt").write_text("twelve bytes")
+    await ok(env, "send", session, "read this", "--attach", str(tmp_path / "report.txt"))
+    assert (await ok(env, "history", "files")).splitlines()[0] == "#1 user: read this [attached: report.txt (12 bytes)]"

@@ -34,7 +34,8 @@ def test_every_cited_section_is_in_the_contract():
     assert not missing, f"cited sections that docs/contract.md lacks: {missing}"
 
 
-@pytest.mark.skipif(not ORIGINAL.is_file(), reason=f"{ORIGINAL} is not beside this clone; "
+@pytest.mark.skipif(not ORIGINAL.is_file(), reason="the contract's shared original is not here (only the "
+                                                     "workspace this project is developed in has it); "
                                                      "docs/contract.md is used as is")
 def test_the_copy_equals_the_original():
     assert COPY.read_bytes() == ORIGINAL.read_bytes(), "docs/contract.md differs from ../shared/CONTRACT.md"

@@ -5,11 +5,14 @@ Each ```sh line that is a command of the README (`make run`, `.venv/bin/seed-age
 `curl ...`, `eval ...`, `read -rs VAR && export VAR`) is run as written; the lines shown under
 it (`# ...` comments, or plain lines) are what it must print, where a word holding a digit or
 `…` (an id, a time) stands for any word. `you> TEXT` lines are typed into `chat`. The Python
-example runs twice in a row. Two things differ from a person's run, so that runs on one machine
-never collide and nothing is installed twice: the port (SEED_AGENTS_HTTP_PORT and
-SEED_AGENTS_URL, which the README documents, and the URLs of the example and of `curl`), and the
-copy's `.venv`, this tree's own, whose editable install runs this tree's files, the same as the
-copy's (the cold install is measured apart: docs/operations.md, "Installing").
+example runs twice in a row, from a folder outside the checkout (as a person's script would).
+Three things differ from a person's run, so that runs on one machine never collide, nothing
+already running there gets in the way, and nothing is installed twice: the ports, chosen free
+(SEED_AGENTS_HTTP_PORT and SEED_AGENTS_URL, which the README documents, the URLs of the example
+and of `curl`, and the local Ollama's: a `--type ollama` provider is given `--base-url` on a free
+port, so a real Ollama on 11434 changes nothing); and the copy's `.venv`, this tree's own, whose
+editable install runs this tree's files, the same as the copy's (the cold install is measured
+apart: docs/operations.md, "Installing").
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -29,6 +33,7 @@ from tests.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+OLLAMA_PORT = 11434
 COMMAND = re.compile(r"^(make |\.venv/bin/seed-agents|curl |eval |read -rs )")
 
 
@@ -95,7 +100,18 @@ def tour(tmp_path):
                SEED_AGENTS_HTTP_PORT=str(port), SEED_AGENTS_URL=f"http://127.0.0.1:{port}")
     env.pop("INPUTRC", None)
     state = {"clone": clone, "env": env, "port": port, "server": None, "transcript": []}
-    yield state
+    # Something on Ollama's default port (a running Ollama, as the README suggests): the tour must
+    # not depend on it. A listener that never answers, when the port is free to take.
+    squatter = socket.socket()
+    try:
+        squatter.bind(("127.0.0.1", OLLAMA_PORT))
+        squatter.listen(16)
+    except OSError:
+        pass   # something listens there already
+    try:
+        yield state
+    finally:
+        squatter.close()
     server = state["server"]
     if server is not None and server.poll() is None:
         os.killpg(server.pid, signal.SIGTERM)
@@ -134,17 +150,27 @@ def chat_on_a_terminal(state, command: str, typed: list[str], shown: list[str]) 
     child = pexpect.spawn("bash", ["-c", without_comment(command)], cwd=str(state["clone"]), env=state["env"],
                           encoding="utf-8", timeout=20, dimensions=(40, 250))
     try:
-        child.expect(r"(agent \S+, session (\S+)\. Type a message;[^\r\n]*)\r\n")
-        header, session = child.match.group(1), child.match.group(2)
+        child.expect(r"(agent \S+, a new session \(made when you send a message\)\. Type a message;[^\r\n]*)\r\n")
+        header = child.match.group(1)
         assert matches(shown[0], header), (shown[0], header)
         screen = [header]
-        for text, reply in zip(typed, shown[1:]):
+        session = None
+        expected = list(shown[1:])
+        for text in typed:
             child.expect_exact("you> ")
             child.send(text + "\r")
+            screen.append(f"you> {text}")
+            if expected and expected[0].startswith("[session "):   # the first message makes the session
+                child.expect(r"\[session (\S+)\]")
+                session = child.match.group(1)
+                assert matches(expected.pop(0), child.match.group(0))
+                screen.append(child.match.group(0))
+            reply = expected.pop(0)
             child.expect(r"\r\n([^\r\n]*" + re.escape(reply.split()[-1]) + r")\r\n")
             printed = child.match.group(1).replace("…\b \b", "")
             assert matches(reply, printed), child.match.group(1)
-            screen += [f"you> {text}", printed]
+            screen.append(printed)
+        assert session is not None, "the chat named no session"
         child.expect_exact("you> ")
         child.sendeof()
         child.expect(pexpect.EOF)
@@ -175,8 +201,10 @@ def test_the_readme_word_for_word(tour):
     for language, lines in blocks:
         if language == "python":
             code = "\n".join(lines).replace("127.0.0.1:3050", f"127.0.0.1:{state['port']}")
+            elsewhere = state["clone"].parent / "elsewhere"   # a script of the person's, not in the checkout
+            elsewhere.mkdir(exist_ok=True)
             for attempt in (1, 2):   # twice in a row: fresh ids each time
-                proc = subprocess.run([str(state["clone"] / ".venv/bin/python"), "-c", code], cwd=state["clone"],
+                proc = subprocess.run([str(state["clone"] / ".venv/bin/python"), "-c", code], cwd=elsewhere,
                                       env=state["env"], capture_output=True, text=True, timeout=60)
                 assert (proc.returncode, proc.stdout) == (0, "echo: hello\n"), (attempt, proc.stderr)
                 transcript.append(f"$ python3 README-example.py   # run {attempt}\n{proc.stdout.rstrip()}")
@@ -197,6 +225,8 @@ def test_the_readme_word_for_word(tour):
                 state["env"][name] = f"test-key-for-{name}"   # what the person pastes
                 continue
             command = command.replace("127.0.0.1:3050", f"127.0.0.1:{state['port']}")
+            if "--type ollama" in command:   # its default URL, localhost:11434, may have an Ollama behind it
+                command = without_comment(command) + f" --base-url http://localhost:{free_port()}/v1"
             if session is not None:
                 command = command.replace("9b1e", session[:4])   # the id prefix the README abbreviates
             if " chat" in command and typed:

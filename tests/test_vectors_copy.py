@@ -20,7 +20,8 @@ def test_the_vectors_live_in_the_repository():
     assert VECTORS_DIR.resolve().is_relative_to(ROOT)
 
 
-@pytest.mark.skipif(not ORIGINAL.is_dir(), reason=f"{ORIGINAL} is not beside this clone; "
+@pytest.mark.skipif(not ORIGINAL.is_dir(), reason="the vectors' shared original is not here (only the "
+                                                   "workspace this project is developed in has it); "
                                                    "the copy in tests/vectors/ is used as is")
 def test_the_copy_equals_the_original():
     original = {p.name: p.read_bytes() for p in ORIGINAL.iterdir() if p.is_file()}
