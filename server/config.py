@@ -97,6 +97,12 @@ class Config:
     max_run_seconds: float = 900.0
     max_tool_output_chars: int = 40_000
     tool_timeout: float = 60.0
+    # What one model step may send (server/providers/http_stream.py StreamLimits), and how large
+    # one stored event may be (longer text is kept as a session attachment).
+    max_step_output_chars: int = 2_000_000
+    max_tool_calls_per_step: int = 256
+    max_model_event_chars: int = 16 << 20
+    max_event_bytes: int = 2 << 20
     tool_fetch_bytes: int = 5 << 20
     searxng_url: str = ""
     # Fair sharing (server/runtime/turns.py; docs/operations.md "Fair sharing"): runs one account
@@ -370,6 +376,10 @@ SETTINGS: list[Setting] = [
     Setting("--max-run-tokens", "MAX_RUN_TOKENS", "max_run_tokens", count, "TOKENS", "a run whose model steps have used more tokens (input + output, all steps) than this fails with an error event before its next step"),
     Setting("--max-run-seconds", "MAX_RUN_SECONDS", "max_run_seconds", rate, "SECONDS", "a run still working after this long (model steps and tools together) is stopped and fails with an error event"),
     Setting("--max-tool-output-chars", "MAX_TOOL_OUTPUT_CHARS", "max_tool_output_chars", count, "CHARS", "a tool result fed back to the model (and recorded) is cut to this many characters, with a note saying what was cut"),
+    Setting("--max-step-output-chars", "MAX_STEP_OUTPUT_CHARS", "max_step_output_chars", count, "CHARS", "a model step that streams more characters than this (its text, reasoning and tool-call arguments together) is stopped, and the run fails with an error event"),
+    Setting("--max-tool-calls-per-step", "MAX_TOOL_CALLS_PER_STEP", "max_tool_calls_per_step", count, "N", "a model step that asks for more tool calls than this is stopped before any of them runs, and the run fails with an error event (within it, the first 32 calls of a step run and the rest are answered with an error)"),
+    Setting("--max-model-event-chars", "MAX_MODEL_EVENT_CHARS", "max_model_event_chars", count, "CHARS", "a model provider's stream line, or one event's data lines together, longer than this fails the run with an error event (nothing past it is read)"),
+    Setting("--max-event-bytes", "MAX_EVENT_BYTES", "max_event_bytes", count, "BYTES", "largest event a session's log stores: a longer message is stored as a session attachment (`ReadSessionAttachment`), and its event keeps the beginning of its text and a reference"),
     Setting("--tool-timeout", "TOOL_TIMEOUT", "tool_timeout", rate, "SECONDS", "a tool call still running after this long is abandoned and answered with an error (the run goes on)"),
     Setting("--tool-fetch-bytes", "TOOL_FETCH_BYTES", "tool_fetch_bytes", count, "BYTES", "a web page an agent reads is downloaded up to this many bytes; the rest is not read"),
     Setting("--searxng-url", "SEARXNG_URL", "searxng_url", http_url, "URL", "the SearXNG instance (JSON API) behind the agents' `web_search` tool; unset: `web_search` is not offered", "unset"),

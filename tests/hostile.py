@@ -98,3 +98,40 @@ async def finish(proc) -> dict:
     out, _ = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, out
     return json.loads(out.decode().strip().splitlines()[-1])
+
+
+class HonestReader:
+    """An honest client reading its own session (GetSession) every 10 ms while an attack runs:
+    `latencies` in seconds. Start it with `start()`, end it with `await stop()`."""
+
+    def __init__(self, client, kp, session_id: str) -> None:  # noqa: ANN001
+        self.client, self.kp, self.session_id = client, kp, session_id
+        self.latencies: list[float] = []
+        self.task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        import time
+
+        from seed_agents.clients.raw import unique_ts
+
+        while len(self.latencies) < 100_000:
+            t = time.perf_counter()
+            r = await self.client.call(self.kp, {"_": "GetSession", "sessionId": self.session_id}, ts=unique_ts())
+            assert r["_"] == "GetSessionResponse", r
+            self.latencies.append(time.perf_counter() - t)
+            await asyncio.sleep(0.01)   # the honest client's pace
+
+    def start(self) -> "HonestReader":
+        self.task = asyncio.create_task(self._run())
+        return self
+
+    async def stop(self) -> list[float]:
+        assert self.task is not None
+        if self.task.done():
+            self.task.result()   # its failure, if it failed
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+        return self.latencies

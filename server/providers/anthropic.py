@@ -30,7 +30,7 @@ from typing import Any
 
 from . import media, reasoning
 from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, Reasoning, TextDelta, ToolCall, ToolSpec, Usage
-from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
+from .http_stream import MAX_MODEL_PAGES, HttpProvider, StepMeter, StreamState, non_negative_int
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -96,6 +96,7 @@ class AnthropicProvider(HttpProvider):
         counts = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
                   "cache_creation_input_tokens": 0}
         seen_usage = False
+        meter = StepMeter(self)
         events = self._sse(response, deadline, state)
         try:
             async for event in events:
@@ -111,13 +112,16 @@ class AnthropicProvider(HttpProvider):
                     if delta.get("type") == "text_delta":
                         text = delta.get("text")
                         if isinstance(text, str) and text:
+                            meter.text(len(text))
                             yield TextDelta(text)
                     else:
-                        _block_delta(blocks.get(data.get("index")), delta)
+                        _block_delta(blocks.get(data.get("index")), delta, meter)
                 elif kind == "content_block_start":
                     block = data.get("content_block")
                     if isinstance(block, dict) and block.get("type") in _KEPT_BLOCKS:
-                        blocks[data.get("index")] = _open_block(block)
+                        if block["type"] == "tool_use":
+                            meter.call()
+                        blocks[data.get("index")] = _open_block(block, meter)
                 elif kind == "content_block_stop":
                     block = blocks.pop(data.get("index"), None)
                     if block is not None and block["type"] == "tool_use":
@@ -195,8 +199,11 @@ def _usage(counts: dict[str, int]) -> Usage:
 _KEPT_BLOCKS = ("tool_use", "thinking", "redacted_thinking")
 
 
-def _open_block(block: dict) -> dict:
+def _open_block(block: dict, meter: StepMeter) -> dict:
     kind = block["type"]
+    for key in ("thinking", "signature", "data"):
+        if isinstance(block.get(key), str):
+            meter.text(len(block[key]))
     if kind == "tool_use":
         return {"type": kind, "id": str(block.get("id") or ""), "name": str(block.get("name") or ""),
                 "json": [], "size": 0, "oversize": False}
@@ -206,10 +213,13 @@ def _open_block(block: dict) -> dict:
     return {"type": kind, "data": str(block.get("data") or "")}
 
 
-def _block_delta(block: dict | None, delta: dict) -> None:
+def _block_delta(block: dict | None, delta: dict, meter: StepMeter) -> None:
     if block is None:
         return
     kind = delta.get("type")
+    for key in ("partial_json", "thinking", "signature"):
+        if isinstance(delta.get(key), str):
+            meter.text(len(delta[key]))
     if kind == "input_json_delta" and block["type"] == "tool_use" and not block["oversize"]:
         piece = delta.get("partial_json")
         if isinstance(piece, str):

@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 from . import media, reasoning
 from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
-from .http_stream import MAX_MODEL_PAGES, HttpProvider, StreamState, non_negative_int
+from .http_stream import MAX_MODEL_PAGES, HttpProvider, StepMeter, StreamState, non_negative_int
 
 _RESERVED = ("contents", "systemInstruction", "system_instruction", "tools")
 
@@ -78,6 +78,7 @@ class GoogleProvider(HttpProvider):
         state = StreamState()
         usage: Usage | None = None
         calls: list[ToolCall] = []   # yielded at the end: a stream cut after one is no reply
+        meter = StepMeter(self)
         events = self._sse(response, deadline, state)
         try:
             async for event in events:
@@ -107,10 +108,14 @@ class GoogleProvider(HttpProvider):
                     if not isinstance(part, dict):
                         continue
                     if isinstance(part.get("functionCall"), dict):
-                        calls.append(_tool_call(part))
+                        meter.call()
+                        call = _tool_call(part)
+                        meter.text(MAX_TOOL_ARGUMENT_CHARS if call.oversize else len(call.arguments))
+                        calls.append(call)
                     elif not part.get("thought"):
                         text = part.get("text")
                         if isinstance(text, str) and text:
+                            meter.text(len(text))
                             yield TextDelta(text)
             if not state.finished:
                 raise self._error("stream ended without a finishReason (the reply was cut off)")

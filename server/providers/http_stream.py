@@ -1,5 +1,6 @@
-"""What every HTTP model provider shares: one streamed POST read as server-sent events (parsed by
-`httpx-sse`), model lists by GET, our own timeouts, and errors a client may see.
+"""What every HTTP model provider shares: one streamed POST read as server-sent events (sse.py,
+bounded), model lists by GET, our own timeouts, how much one step may send (`StreamLimits`,
+counted by each parser through a `StepMeter`), and errors a client may see.
 
 - Timeouts are ours, not httpx's (requests run with httpx timeouts off, so a shared client's
   default cannot cut a slow model short): `first_token_timeout` bounds everything from connecting
@@ -21,14 +22,16 @@ import socket
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from httpx_sse import EventSource, ServerSentEvent
+from httpx_sse import ServerSentEvent
 
 from .base import ProviderError, ProviderSpec
 from .network import NetworkRefused
 from .redact import display_url, scrub
+from .sse import EventTooLarge, bounded_events
 
 log = logging.getLogger("seed_agents.providers")
 
@@ -67,6 +70,45 @@ def status_phrase(status: int) -> str:
     return "the provider failed" if status >= 500 else "the provider answered with an error"
 
 
+@dataclass(frozen=True)
+class StreamLimits:
+    """How much one model step may send (docs/operations.md "Tools and budgets"): a provider that
+    goes past one fails the step with a ProviderError naming the setting, never holding more.
+    Defaults are far past any real model's single reply (the largest emit some 128k tokens,
+    about half a million characters)."""
+
+    event_chars: int = 16 << 20      # one SSE line, or one event's data lines together
+    step_chars: int = 2_000_000      # text, reasoning and tool-call arguments of one step
+    calls: int = 256                 # tool calls of one step
+
+
+class StepMeter:
+    """What one model step has sent so far, against its StreamLimits; each parser counts what it
+    keeps as it keeps it."""
+
+    __slots__ = ("_provider", "_limits", "chars", "calls")
+
+    def __init__(self, provider: "HttpProvider") -> None:
+        self._provider = provider
+        self._limits = provider.limits
+        self.chars = 0
+        self.calls = 0
+
+    def text(self, n: int) -> None:
+        self.chars += n
+        if self.chars > self._limits.step_chars:
+            raise self._provider._error(
+                f"the model sent more than {self._limits.step_chars} characters in one step (text, reasoning "
+                "and tool-call arguments together; this server's --max-step-output-chars); the step was stopped")
+
+    def call(self) -> None:
+        self.calls += 1
+        if self.calls > self._limits.calls:
+            raise self._provider._error(
+                f"the model asked for more than {self._limits.calls} tool calls in one step (this server's "
+                "--max-tool-calls-per-step); the step was stopped and none of them ran")
+
+
 class StreamState:
     """What a provider's event handler learned so far that the transport needs to know."""
 
@@ -90,6 +132,7 @@ class HttpProvider:
         *,
         first_token_timeout: float = 60.0,
         idle_timeout: float = 60.0,
+        limits: StreamLimits = StreamLimits(),
     ) -> None:
         if not spec.base_url:
             raise ProviderError(f"provider {spec.type} has no base URL")
@@ -106,6 +149,7 @@ class HttpProvider:
             raise ProviderError(f"provider {spec.type} base URL may not have a query or a fragment")
         self._first_token_timeout = first_token_timeout
         self._idle_timeout = idle_timeout
+        self.limits = limits
         # Errors reach clients (a session's durable error events, which its readers see; a
         # 502): they name the provider's type, never its URL, which only the log shows.
         self._where = f"provider {spec.type}"
@@ -204,7 +248,7 @@ class HttpProvider:
         """The response's events, each within its timeout; ends quietly when the connection
         breaks after the provider said it was finished."""
         loop = asyncio.get_running_loop()
-        events = EventSource(response).aiter_sse()
+        events = bounded_events(response, self.limits.event_chars)
         seen = False
         next_deadline: float | None = deadline
         async with aclosing(events):
@@ -222,6 +266,9 @@ class HttpProvider:
                     if state.finished:
                         return
                     raise self._transport_error(exc, started=True) from None
+                except EventTooLarge:
+                    raise self._error(f"sent a stream event longer than {self.limits.event_chars} characters "
+                                      "(this server's --max-model-event-chars); the step was stopped") from None
                 seen = True
                 next_deadline = None   # the next wait starts when the caller asks for more
                 yield event

@@ -31,7 +31,7 @@ from typing import Any
 
 from . import media, reasoning
 from .base import MAX_TOOL_ARGUMENT_CHARS, ChatMessage, ModelInfo, TextDelta, ToolCall, ToolSpec, Usage
-from .http_stream import HttpProvider, StreamState, non_negative_int
+from .http_stream import HttpProvider, StepMeter, StreamState, non_negative_int
 
 # Request fields the caller owns; model_defaults may never replace them.
 _RESERVED = ("model", "messages", "stream", "tools")
@@ -72,7 +72,8 @@ class OpenAICompatProvider(HttpProvider):
                                     self._headers(), "/chat/completions", deadline)
         state = StreamState()
         usage: Usage | None = None
-        calls = _CallPieces()
+        meter = StepMeter(self)
+        calls = _CallPieces(meter)
         events = self._sse(response, deadline, state)
         try:
             async for event in events:
@@ -101,6 +102,7 @@ class OpenAICompatProvider(HttpProvider):
                         continue
                     text = delta.get("content")
                     if isinstance(text, str) and text:
+                        meter.text(len(text))
                         yield TextDelta(text)
                     if delta.get("tool_calls"):
                         calls.add(delta["tool_calls"])
@@ -166,12 +168,14 @@ def _wire_message(m: ChatMessage) -> dict:
 
 
 class _CallPieces:
-    """Tool calls assembled from `delta.tool_calls` pieces, by index."""
+    """Tool calls assembled from `delta.tool_calls` pieces, by index (each new index and every
+    piece of arguments counted by the step's meter)."""
 
-    __slots__ = ("calls",)
+    __slots__ = ("calls", "meter")
 
-    def __init__(self) -> None:
+    def __init__(self, meter: StepMeter) -> None:
         self.calls: dict[int, dict] = {}
+        self.meter = meter
 
     def add(self, pieces) -> None:  # noqa: ANN001 - whatever the provider sent
         if not isinstance(pieces, list):
@@ -182,8 +186,10 @@ class _CallPieces:
             index = piece.get("index", len(self.calls))
             if not isinstance(index, int) or isinstance(index, bool):
                 index = len(self.calls)
-            call = self.calls.setdefault(index, {"id": "", "name": "", "args": [], "size": 0,
-                                                 "oversize": False})
+            call = self.calls.get(index)
+            if call is None:
+                self.meter.call()
+                call = self.calls[index] = {"id": "", "name": "", "args": [], "size": 0, "oversize": False}
             if isinstance(piece.get("id"), str) and piece["id"]:
                 call["id"] = piece["id"]
             function = piece.get("function")
@@ -194,6 +200,8 @@ class _CallPieces:
             args = function.get("arguments")
             if isinstance(args, dict):   # some servers (Ollama) send the arguments parsed
                 args = json.dumps(args)
+            if isinstance(args, str) and args:
+                self.meter.text(len(args))
             if isinstance(args, str) and args and not call["oversize"]:
                 call["size"] += len(args)
                 if call["size"] > MAX_TOOL_ARGUMENT_CHARS:

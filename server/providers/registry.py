@@ -20,6 +20,7 @@ from .anthropic import AnthropicProvider
 from .base import Provider, ProviderError, ProviderSpec
 from .echo import EchoProvider
 from .google import GoogleProvider
+from .http_stream import StreamLimits
 from .openai_compat import OpenAICompatProvider
 from .redact import display_url
 
@@ -45,6 +46,7 @@ class ProviderSettings:
     first_token_timeout: float = 60.0
     idle_timeout: float = 60.0
     allow_base_url: bool = False   # hosted types may use a stored baseUrl
+    limits: StreamLimits = StreamLimits()   # what one model step may send
 
     @classmethod
     def from_config(cls, config) -> ProviderSettings:  # noqa: ANN001
@@ -52,6 +54,8 @@ class ProviderSettings:
             first_token_timeout=config.provider_first_token_timeout,
             idle_timeout=config.provider_idle_timeout,
             allow_base_url=config.allow_provider_base_url,
+            limits=StreamLimits(event_chars=config.max_model_event_chars, step_chars=config.max_step_output_chars,
+                                calls=config.max_tool_calls_per_step),
         )
 
 
@@ -115,4 +119,4 @@ def make_provider(
         model_defaults=spec.model_defaults,
     )
     return cls(resolved, client, first_token_timeout=settings.first_token_timeout,
-               idle_timeout=settings.idle_timeout)
+               idle_timeout=settings.idle_timeout, limits=settings.limits)

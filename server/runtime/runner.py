@@ -449,7 +449,8 @@ class Runtime:
                     meta["usage"] = step_usage.to_wire()
                 meta["runId"] = run["id"]
                 payload = {"type": "message", "role": "assistant", "content": result.text, "meta": meta}
-                appended = events_q.append_event(conn, session_id, payload, new_id(), now)
+                appended = events_q.append_event(conn, session_id, payload, new_id(), now,
+                                                 self.config.max_event_bytes)
                 if result.unmet:
                     owed = result.unmet[0]["steps"]
                     notice = events_q.append_event(conn, session_id, {
@@ -465,7 +466,8 @@ class Runtime:
             final = ended if wrote else runs_q.get_run(conn, run["id"])
             if status == "canceled" and result.stopped and final is not None and final["status"] == "canceled":
                 # A stopped turn (StopSession, CancelRun) leaves what it had streamed, or "Stopped."
-                appended = events_q.append_event(conn, session_id, result.stopped, new_id(), now)
+                appended = events_q.append_event(conn, session_id, result.stopped, new_id(), now,
+                                                 self.config.max_event_bytes)
             if self.run_ended is not None and final is not None and final["status"] in runs_q.TERMINAL:
                 after[:] = self.run_ended(conn, final)
             try:

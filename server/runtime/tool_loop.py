@@ -83,11 +83,12 @@ class Budgets:
     seconds: float
     output_chars: int
     tool_timeout: float
+    event_bytes: int = events_q.MAX_EVENT_BYTES   # a larger event is stored cut (store/large_events.py)
 
     @classmethod
     def from_config(cls, config) -> "Budgets":  # noqa: ANN001
         return cls(config.max_tool_steps, config.max_run_tokens, config.max_run_seconds,
-                   config.max_tool_output_chars, config.tool_timeout)
+                   config.max_tool_output_chars, config.tool_timeout, config.max_event_bytes)
 
 
 @dataclass
@@ -289,13 +290,13 @@ class ToolLoop:
     async def _write(self, payloads: list[dict], extra=None):  # noqa: ANN001, ANN202
         """Append `payloads` (and run `extra(conn)`) in one transaction, then publish them."""
         now = self.now_ms()
-        session_id, still_ours = self.session_id, self.still_ours
+        session_id, still_ours, max_bytes = self.session_id, self.still_ours, self.budgets.event_bytes
 
         def job(conn):
             if still_ours is not None and not still_ours(conn):
                 return None
             try:
-                appended = [events_q.append_event(conn, session_id, p, new_id(), now) for p in payloads]
+                appended = [events_q.append_event(conn, session_id, p, new_id(), now, max_bytes) for p in payloads]
             except NotFound:
                 return None   # the session was deleted meanwhile
             # The run's journal points at its calls and results (raises JournalFull at its cap).

@@ -7,18 +7,26 @@ from __future__ import annotations
 
 from ..storage.port import Conn
 from . import agents as agents_q
-from . import codec
+from . import codec, large_events
 from .errors import NotFound
+
+# The largest stored event (--max-event-bytes' default); past it, fields go to an attachment
+# (server/store/large_events.py).
+MAX_EVENT_BYTES = 2 << 20
+# The largest stored event an answer carries as it is (docs/protocol.md "Pages": 4 MiB).
+ANSWER_EVENT_BYTES = 4 << 20
 
 
 def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
-                 now: int) -> tuple[dict, bytes]:
+                 now: int, max_bytes: int = MAX_EVENT_BYTES) -> tuple[dict, bytes]:
     """Append to the session; returns (SessionEvent, its stored body bytes).
 
     The seq comes from the session row's counter, bumped in this same transaction: the
     writer's lock makes it dense and unique even with several processes on the file. The same
     transaction writes the activity rollup: the session's latest message (a message only) and
     the agent's latest activity (every event), so lists can show unread marks on their own.
+    An event over `max_bytes` is stored cut, the rest kept as an attachment (large_events.spill):
+    the SessionEvent returned is what was stored.
     """
     kind, message_from = activity_of(payload)
     row = conn.execute(
@@ -32,6 +40,8 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     agents_q.record_activity(conn, agent_id, session_id, kind, message_from, now)
     event = {"id": event_id, "sessionId": session_id, "seq": seq, "event": payload, "createdAt": now}
     body = codec.encode(event)
+    if len(body) > max_bytes:
+        body = large_events.spill(conn, session_id, event_id, event, max_bytes, now)
     conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (?, ?, ?, ?, ?)",
                  (session_id, seq, event_id, now, body))
     return event, body
@@ -56,25 +66,35 @@ def events_after(conn: Conn, session_id: str, after_seq: int, limit: int) -> lis
     return [codec.decode(body) for _, body in event_bodies_after(conn, session_id, after_seq, limit)]
 
 
+# Rows as answers read them: a body over the bound is never read (its stand-in is answered).
+_BOUNDED_ROWS = ("SELECT seq, CASE WHEN length(body) > ? THEN NULL ELSE body END, length(body), id, created_at"
+                 " FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?")
+
+
+def _bounded_rows(conn: Conn, session_id: str, after_seq: int, limit: int, max_event: int):
+    for seq, body, size, event_id, created_at in conn.execute(_BOUNDED_ROWS, (max_event, session_id, after_seq,
+                                                                              limit)):
+        if body is None:   # stored before events were bounded (large_events.stand_in)
+            body = large_events.stand_in(session_id, seq, event_id, created_at, size, max_event)
+        yield seq, body
+
+
 def event_bodies_after(conn: Conn, session_id: str, after_seq: int,
-                       limit: int) -> list[tuple[int, bytes]]:
-    """[(seq, stored body)] with seq > after_seq, ascending, at most `limit` (for replay)."""
-    return conn.execute(
-        "SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-        (session_id, after_seq, limit)).fetchall()
+                       limit: int, max_event: int = ANSWER_EVENT_BYTES) -> list[tuple[int, bytes]]:
+    """[(seq, stored body)] with seq > after_seq, ascending, at most `limit` (for replay); an
+    event over `max_event` bytes is answered as its stand-in."""
+    return list(_bounded_rows(conn, session_id, after_seq, limit, max_event))
 
 
 def event_bodies_page(conn: Conn, session_id: str, after_seq: int, limit: int,
                       max_bytes: int) -> tuple[list[tuple[int, bytes]], bool]:
     """Like `event_bodies_after`, but also stops once the bodies pass `max_bytes` (at least one
-    row is returned), so a page of big events cannot make the server hold gigabytes.
+    row is returned, and none over ANSWER_EVENT_BYTES: its stand-in), so a page of big events
+    cannot make the server hold gigabytes.
     Returns (rows, more): `more` is True when events past the page exist."""
     rows: list[tuple[int, bytes]] = []
     size = 0
-    cursor = conn.execute(
-        "SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-        (session_id, after_seq, limit + 1))
-    for seq, body in cursor:
+    for seq, body in _bounded_rows(conn, session_id, after_seq, limit + 1, ANSWER_EVENT_BYTES):
         if len(rows) == limit or (rows and size + len(body) > max_bytes):
             return rows, True
         rows.append((seq, body))

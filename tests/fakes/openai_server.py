@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .loopback import RecordedRequest, pause, send, send_json, serve_until_signal
+from .loopback import RecordedRequest, chunk_frame, pause, response_head, send, send_json, serve_until_signal
 from .scripted import ScriptedFake, split_words, stream_events
 
 DEFAULT_USAGE = {
@@ -69,6 +69,11 @@ class Script:
     # parallel calls); finish_reason becomes "tool_calls".
     tool_calls: Sequence[dict] = ()
     cut_tool_call: bool = False  # the stream ends in the middle of the first call's arguments
+    # A hostile reply, written as it goes (never held whole here): {"kind": "text", "bytes": N}
+    # (N bytes of reply text in 64 KiB deltas, then a normal end), {"kind": "line", "bytes": N}
+    # (one `data:` line of N bytes that never ends), {"kind": "calls", "count": N} (N tool calls,
+    # one event each, then a normal end).
+    flood: dict | None = None
 
 
 class FakeOpenAI(ScriptedFake):
@@ -137,6 +142,8 @@ class FakeOpenAI(ScriptedFake):
                                                      "param": "reasoning_effort"}})
             return "done"
 
+        if script.flood is not None:
+            return await _flood(script.flood, writer)
         events = _events(script, request)
         return await stream_events(reader, writer, events, first_delay=script.first_delay,
                                    chunk_delay=script.chunk_delay, drop_after=script.drop_after)
@@ -200,6 +207,52 @@ def _events(script: Script, request: RecordedRequest) -> list[tuple[bytes, bool]
     if script.done:
         events.append(("[DONE]", False))
     return [(f"data: {p}\n\n".encode(), is_content) for p, is_content in events]
+
+
+FLOOD_PIECE = 64 * 1024
+
+
+def _chunk(choices: list) -> bytes:
+    return b"data: " + json.dumps({"id": "chatcmpl-flood", "object": "chat.completion.chunk", "created": 0,
+                                   "model": "fake-model", "choices": choices}).encode() + b"\n\n"
+
+
+async def _flood(flood: dict, writer) -> str:  # noqa: ANN001
+    """Play a hostile reply (Script.flood); "gone" once the client closes the connection."""
+    kind = flood["kind"]
+    writer.write(response_head(200, "text/event-stream", chunked=True))
+    try:
+        if kind == "line":
+            writer.write(chunk_frame(b'data: {"choices": [{"index": 0, "delta": {"content": "'))
+            for _ in range(flood["bytes"] // FLOOD_PIECE):
+                writer.write(chunk_frame(b"x" * FLOOD_PIECE))
+                await writer.drain()
+            writer.transport.abort()   # never ended: the connection cannot be reused
+            return "dropped"
+        if kind == "text":
+            event = _chunk([{"index": 0, "delta": {"content": "x" * FLOOD_PIECE}, "finish_reason": None}])
+            for _ in range(flood["bytes"] // FLOOD_PIECE):
+                writer.write(chunk_frame(event))
+                await writer.drain()
+            finish = "stop"
+        else:   # calls
+            batch = []
+            for i in range(flood["count"]):
+                batch.append(_chunk([{"index": 0, "delta": {"tool_calls": [{
+                    "index": i, "id": f"call_{i}", "type": "function",
+                    "function": {"name": "read", "arguments": '{"address": "~/memory/x"}'}}]}, "finish_reason": None}]))
+                if len(batch) == 500:
+                    writer.write(chunk_frame(b"".join(batch)))
+                    batch = []
+                    await writer.drain()
+            writer.write(chunk_frame(b"".join(batch) or b"\n"))
+            finish = "tool_calls"
+        writer.write(chunk_frame(_chunk([{"index": 0, "delta": {}, "finish_reason": finish}]) + b"data: [DONE]\n\n")
+                     + b"0\r\n\r\n")
+        await writer.drain()
+    except ConnectionError:
+        return "gone"
+    return "done"
 
 
 # -- command line ----------------------------------------------------------------------------
