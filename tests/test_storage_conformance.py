@@ -415,6 +415,12 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     for i, payload in enumerate(payloads):
         await w(events_q.append_event, "s1", payload, f"e{i}", T0 + 10 + i)
     await w(events_q.append_event, "s3", user_message("other"), "e9", T0 + 9)   # older: no move back
+    # An event over its bound is stored cut, its content whole as an attachment; an answer
+    # bound below a stored event reads its stand-in, never its body.
+    await w(events_q.append_event, "s3", {"type": "message", "role": "assistant", "content": "long " * 200},
+            "e-long", T0 + 9, 400)
+    called.add("large_events.spill")
+    r(events_q.event_bodies_after, "s3", 0, 10, 300)
     r(sessions_q.get_session, "s1")
     r(sessions_q.get_session, "s2")
     r(agents_q.get_agent, "a1")
