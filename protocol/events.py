@@ -29,9 +29,13 @@ def change(key: str, value: dict) -> dict:
     return {"_": "change", "key": key, "value": value}
 
 
-def replayed(key: str, seq: int) -> dict:
-    """v2: replay is over; `seq` is the last seq sent, or the afterSeq when none was."""
-    return {"_": "replayed", "key": key, "seq": seq}
+def replayed(key: str, seq: int, head: dict | None = None) -> dict:
+    """v2: replay is over; `seq` is the last seq sent, or the afterSeq when none was; `head`, the
+    session's signed head at that seq (docs/protocol.md, "Verifiable history"), when there is one."""
+    value = {"_": "replayed", "key": key, "seq": seq}
+    if head is not None:
+        value["head"] = head
+    return value
 
 
 def subscribed(key: str, account_id: str) -> dict:

@@ -81,7 +81,7 @@ class SocketFraming(Framing, Protocol):
         """Stored events of a key as messages [(message, last seq)], batched where the framing can."""
         ...
 
-    def replayed(self, key: str, seq: int) -> bytes | str | None:
+    def replayed(self, key: str, seq: int, head: dict | None = None) -> bytes | str | None:
         """The message marking the end of a key's replay, if the framing has one."""
         ...
 

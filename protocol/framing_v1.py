@@ -107,7 +107,7 @@ class V1Framing:
         """Durable events read back for a replay: one `append` frame each, with its seq."""
         return [(_text(events.append(key, dagcbor.decode_trusted(bytes(body)))), seq) for seq, body in rows]
 
-    def replayed(self, key: str, seq: int) -> str | None:
+    def replayed(self, key: str, seq: int, head: dict | None = None) -> str | None:
         return None   # v1 has no end-of-replay marker
 
 

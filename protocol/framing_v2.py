@@ -114,5 +114,5 @@ class V2Framing:
         """Durable events read back for a replay: one batched `append` frame."""
         return [(append_batch_cbor(key, [bytes(body) for _seq, body in rows]), rows[-1][0])]
 
-    def replayed(self, key: str, seq: int) -> bytes | None:
-        return dagcbor.encode(events.replayed(key, seq))
+    def replayed(self, key: str, seq: int, head: dict | None = None) -> bytes | None:
+        return dagcbor.encode(events.replayed(key, seq, head))

@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 
 from seed_agents.protocol import events
 from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.keys import Keypair
 
 from .cache import ByteBudgetCache, text_bytes
 from .clock import now_ms
 from .config import Config
+from .heads import Heads
 from .live.frames import Outgoing
 from .live.hub import Hub
 from .operations.metrics import Metrics
@@ -21,12 +24,16 @@ from .storage.filemodes import make_private_dir, warn_if_wide
 from .store import accounts as accounts_q
 from .store import agents as agents_q
 from .store import codec, key_check
+from .store import history as history_q
+from .store import server_key as server_key_q
 from .store import sessions as sessions_q
 from .store import signatures as sig_q
 from .store import uploads as uploads_q
 from .store.secrets import SecretBox, load_secrets_key
 from .verification.replay_guard import ReplayGuard
 from .verification.upload_gate import UploadGate
+
+log = logging.getLogger(__name__)
 
 
 def key_check_refusal(shared: bool, where: str) -> str:
@@ -54,6 +61,7 @@ class App:
         self.secrets: SecretBox | None = None
         self.started_at = time.monotonic()
         self.runtime: Runtime | None = None  # made in start(), once the secrets key is read
+        self.heads: Heads | None = None   # signed session heads, made in start() with the server key
         self.triggers = None   # server/triggers/service.Triggers, made in start() after the runtime
         # Several servers on one database (PostgreSQL): publications cross to the others
         # (server/live/cluster.py). None on SQLite, where publishing pays one `is None` test.
@@ -90,6 +98,7 @@ class App:
                 await self.db.close()
                 raise key_check.SecretsKeyMismatch(key_check_refusal(self.db.shared, self.db.path))
         warn_if_wide(self.config.data_dir, None if self.db.shared else self.config.db_path)
+        await self._start_history()
         now = self.now_ms()
         # `now` is also the start time: reads signed at or before it are refused unless known
         # (a SIGKILLed process may have answered them; server/verification/replay_guard.py)
@@ -113,6 +122,18 @@ class App:
         self.triggers = Triggers(self)
         await self.triggers.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
+
+    async def _start_history(self) -> None:
+        """The server key (made at the first start, shared through the database), then the
+        chain of every event stored before there were chains, in batches that each commit
+        whole, so a start interrupted here goes on where it stopped (docs/storage.md)."""
+        seed = await self.db.write(server_key_q.load_or_create, self.secrets, os.urandom(32))
+        self.heads = Heads(Keypair.from_seed(seed), self.now_ms, self.config.owner_cache_bytes)
+        self.metrics.watch_cache(self.heads.cache)
+        linked = 0
+        while (done := await self.db.write(history_q.backfill, 5000)):
+            linked += done
+            log.info("linking stored events into their sessions' chains: %d so far", linked)
 
     async def stop(self) -> None:
         for t in self._tasks:

@@ -29,7 +29,8 @@ def test_reads_are_said_per_action():
         "ListSigningIdentities",
         # files
         "ListAgentMemory", "ReadAgentMemoryFile", "SearchAgentMemory", "ReadSessionAttachment"} | TOOL_READS | {
-        "ListAgentTriggers", "GetAgentTrigger"}   # triggers
+        "ListAgentTriggers", "GetAgentTrigger"} | {   # triggers
+            "GetSessionHead", "GetSessionChain"}   # verifiable history
 
 
 TOOL_READS = {"ListAgentTools", "GetRunJournal", "ListMcpServers"}   # section 8: tools and the run tree
@@ -41,6 +42,7 @@ def _samples(agent_id: str, session_id: str) -> dict[str, list[dict]]:
         "GetSession": [{"sessionId": session_id}, {"sessionId": session_id, "afterSeq": 1, "limit": 1},
                        {"sessionId": "no-such-session"}],
         "ListModelProviders": [{}, {"agentId": agent_id}],
+        "GetSessionHead": [{"sessionId": session_id}, {"sessionId": "no-such-session"}],
     }
 
 

@@ -50,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 10
+    assert schema.CURRENT_VERSION == 11
 
 
 def test_baseline_equals_migrations_applied_in_order():
@@ -95,7 +95,9 @@ def test_expected_tables_and_strictness():
                            "file_blobs", "file_chunks", "memory_files", "session_attachments", "file_uploads"} | VERSION_8_TABLES | {
         # version 9: triggers
         "agent_triggers", "trigger_firings", "trigger_event_claims", "activity_watermarks",
-        "webhook_trigger_credentials"}
+        "webhook_trigger_credentials",
+        # version 11: verifiable history
+        "session_envelopes"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 

@@ -32,6 +32,7 @@ from seed_agents.server.store import codec, key_check
 from seed_agents.server.store import collaborators as collab_q
 from seed_agents.server.store import events as events_q
 from seed_agents.server.store import file_quota as file_quota_q
+from seed_agents.server.store import history as history_q
 from seed_agents.server.store import idempotency as idem_q
 from seed_agents.server.store import identities as identities_q
 from seed_agents.server.store import memory as memory_q
@@ -41,6 +42,7 @@ from seed_agents.server.store import providers as providers_q
 from seed_agents.server.store import roles as roles_q
 from seed_agents.server.store import runs as runs_q
 from seed_agents.server.store import secrets_table as secrets_q
+from seed_agents.server.store import server_key as server_key_q
 from seed_agents.server.store import sessions as sessions_q
 from seed_agents.server.store import signatures as sig_q
 from seed_agents.server.store import uploads as uploads_q
@@ -431,6 +433,20 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(events_q.events_after, "s1", 1, 2)
     r(events_q.event_bodies_after, "s1", 2, 10)
     r(events_q.event_seq, "e1")
+    # The chain (verifiable history): an event with its envelope, heads, a page of links; a link
+    # cleared as a pre-chain database would have it, then linked again by the backfill.
+    await w(events_q.append_event, "s1", user_message("signed"), "e5", T0 + 15, envelope=b"\xa1aa\x01")
+    r(history_q.head_at, "s1")
+    r(history_q.head_at, "s1", 2)
+    r(history_q.chain_page, "s1", 0, 10, 1 << 20)
+    r(history_q.chain_page, "s1", 1, 2, 100)
+    await db.write(lambda conn: conn.execute("UPDATE session_events SET link = NULL WHERE session_id = 's1' AND seq >= 4"))
+    await w(history_q.backfill, 10)
+    await w(history_q.backfill, 10)   # nothing left: 0
+    r(history_q.head_at, "s1")
+    box = SecretBox(bytes(32))
+    await w(server_key_q.load_or_create, box, bytes(range(32)))
+    await w(server_key_q.load_or_create, box, bytes(32))   # the first one stays
     # Session lists: the account's, one agent's (paged), a session's children, top level only.
     first_page, cursor = r(sessions_q.list_sessions, ACCOUNT, "a1", 1, None)
     assert cursor is not None and len(first_page) == 1

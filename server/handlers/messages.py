@@ -4,7 +4,9 @@ from __future__ import annotations
 import asyncio
 
 from seed_agents.protocol.actions import request_fingerprint
+from seed_agents.protocol.dagcbor import encode
 from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.history import cid_bytes, cid_text
 
 from ..clock import new_id
 from ..runtime import turns
@@ -32,6 +34,15 @@ def user_payload(env, action, attachments: list[dict] = ()) -> dict:
     return payload
 
 
+def signed_envelope(env) -> tuple[bytes, str]:
+    """The canonical bytes of the envelope that carried the action, and their CID: a user event
+    records the CID and the store keeps the bytes, so an export proves who asked for exactly
+    that (docs/protocol.md, "Verifiable history")."""
+    envelope = encode({"type": "AgentsAction", "signer": env.signer, "sig": env.sig, "account": env.account,
+                       "action": env.action})
+    return envelope, cid_text(cid_bytes(envelope))
+
+
 def attachments_of(conn, session_id: str, attachment_id: str) -> dict:
     """An attachment part's SessionAttachmentInfo: it must be a file already attached to this session."""
     info = att_q.info(conn, session_id, attachment_id)
@@ -45,15 +56,18 @@ async def message_session(app, env, action) -> dict:
     account_id = env.account_id
     session_id = action.session_id
     limits = turns.TurnLimits.from_config(app.config)
+    envelope, envelope_cid = signed_envelope(env)
 
     def effect(conn):
         session = session_for(conn, account_id, session_id, WRITER)
         user_event_id, run_id = new_id(), new_id()
         attachments = [attachments_of(conn, session_id, a) for a in getattr(action, "attachment_ids", ())]
         # The run is the owner's; the message's meta names the real sender.
+        message = user_payload(env, action, attachments)
+        message["envelopeCid"] = envelope_cid
         started = turns.start_turn(conn, owner=session["account"], agent_id=session["agentId"],
                                    session_id=session_id, run_id=run_id, now=now, limits=limits,
-                                   message=user_payload(env, action, attachments), event_id=user_event_id,
+                                   message=message, event_id=user_event_id, envelope=envelope,
                                    title=session.get("title") or sessions_q.title_from_text(action.text))
         response = {"_": "MessageSessionResponse", "sessionId": session_id, "assistantEventId": "",
                     "userEventId": user_event_id, "runId": run_id}

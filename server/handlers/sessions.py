@@ -12,11 +12,13 @@ from ..store import agents as agents_q
 from ..store import collaborators as collab_q
 from ..store import delegation as delegation_q
 from ..store import events as events_q
+from ..store import history as history_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from .access import READER, WRITER, agent_access, agent_for, agent_role, session_for
 from .agent_definition import check_level
+from .history import signed_head
 from .idempotency import once
 from .pages import MAX_ANSWER_BYTES, sessions_with_agents
 
@@ -112,12 +114,13 @@ async def get_session(app, env, action) -> dict:
         session = session_for(conn, env.account_id, action.session_id, READER)
         rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES)
         context = firings_q.trigger_context(conn, action.session_id) if after == 0 else None   # triggers
-        return session, rows, more, context
+        head = history_q.head_at(conn, action.session_id, rows[-1][0]) if rows else None
+        return session, rows, more, context, head
 
     # On SQLite, read on the loop without suspending: GetSession is answered inline
     # (server/routes.py); on PostgreSQL off the loop (Database.aread). A page is stored bytes
     # copied as they are (nothing decoded), at most 4 MiB of them.
-    session, rows, more, context = await app.db.aread(read)
+    session, rows, more, context, head = await app.db.aread(read)
     response = {"_": "GetSessionResponse", "session": session}
     if context is not None:   # a session a trigger started (the desktop's trigger card)
         response["triggerContext"] = context
@@ -126,6 +129,8 @@ async def get_session(app, env, action) -> dict:
     response["systemPromptMarkdown"] = system_prompt(app, session["agentId"])
     if more:
         response["nextAfterSeq"] = rows[-1][0]
+    if head is not None and (signed := signed_head(app, action.session_id, *head)) is not None:
+        response["head"] = signed   # covers the page: a follower checks each page against it
     return response
 
 

@@ -25,6 +25,7 @@ from seed_agents.protocol.ws_frame import ws_frame
 from ..store import agents as agents_q
 from ..store import codec
 from ..store import events as events_q
+from ..store import history as history_q
 from ..store import journal as journal_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
@@ -217,7 +218,11 @@ class SessionSubscription(Subscription):
                 break  # no await from that read to the flip below
         self.replaying = False
         app.metrics.replayed.inc(sent)
-        conn.send(conn.framing.replayed(self.key, self.last_seq), bounded=False)   # v2 only: None in v1
+        head = None
+        if self.last_seq and app.heads is not None and conn.framing.subprotocol is not None:   # (v1: no marker)
+            seq, link = app.db.read(history_q.head_at, self.session_id, self.last_seq)
+            head = None if link is None else app.heads.signed(self.session_id, seq, link)
+        conn.send(conn.framing.replayed(self.key, self.last_seq, head), bounded=False)   # v2 only: None in v1
         if self.missed_change:
             session = app.db.read(sessions_q.get_session, self.session_id)
             conn.send_event(Outgoing(self.key, events.change(self.key, session)))

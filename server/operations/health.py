@@ -15,6 +15,8 @@ def health(app, version: str) -> dict:  # noqa: ANN001
     config = app.config
     value: dict = {"status": "ok", "ok": True, "uptime": round(app.uptime(), 3), "version": version,
                    "schemaVersion": app.db.schema_version, "storage": app.db.backend}
+    if app.heads is not None:   # the key that signs session heads (docs/protocol.md, "Verifiable history")
+        value["serverKey"] = app.heads.public_id
     if config.hm_server_url:
         # Documents and icons are read back from the HM server's gateway, as the reference
         # does when no separate IPFS server is configured.

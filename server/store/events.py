@@ -5,6 +5,8 @@ without decoding or re-encoding anything.
 """
 from __future__ import annotations
 
+from seed_agents.protocol import history
+
 from ..storage.port import Conn
 from . import agents as agents_q
 from . import codec, large_events
@@ -18,7 +20,7 @@ ANSWER_EVENT_BYTES = 4 << 20
 
 
 def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
-                 now: int, max_bytes: int = MAX_EVENT_BYTES) -> tuple[dict, bytes]:
+                 now: int, max_bytes: int = MAX_EVENT_BYTES, envelope: bytes | None = None) -> tuple[dict, bytes]:
     """Append to the session; returns (SessionEvent, its stored body bytes).
 
     The seq comes from the session row's counter, bumped in this same transaction: the
@@ -27,6 +29,11 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     the agent's latest activity (every event), so lists can show unread marks on their own.
     An event over `max_bytes` is stored cut, the rest kept as an attachment (large_events.spill):
     the SessionEvent returned is what was stored.
+
+    The event's link in the session's chain (protocol/history.py) is written with it: the
+    previous event's link is read under the same session-row lock that made the seq, so two
+    servers appending to one session on PostgreSQL still build one chain. `envelope`: the
+    canonical bytes of the signed envelope that caused a user event, kept beside it for exports.
     """
     kind, message_from = activity_of(payload)
     row = conn.execute(
@@ -42,8 +49,20 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     body = codec.encode(event)
     if len(body) > max_bytes:
         body = large_events.spill(conn, session_id, event_id, event, max_bytes, now)
-    conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (?, ?, ?, ?, ?)",
-                 (session_id, seq, event_id, now, body))
+    prev = None
+    if seq > 1:
+        prev = conn.execute("SELECT link FROM session_events WHERE session_id = ? AND seq = ?",
+                            (session_id, seq - 1)).fetchone()[0]
+    # An unlinked predecessor (stored before the chain, not yet backfilled) leaves this one
+    # unlinked too: the backfill links both, in order.
+    if prev is not None:
+        prev = bytes(prev)
+    link = history.link(session_id, seq, prev, body, now) if prev is not None or seq == 1 else None
+    conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body, link) VALUES (?, ?, ?, ?, ?, ?)",
+                 (session_id, seq, event_id, now, body, link))
+    if envelope is not None:
+        conn.execute("INSERT INTO session_envelopes (session_id, seq, body) VALUES (?, ?, ?)",
+                     (session_id, seq, envelope))
     return event, body
 
 

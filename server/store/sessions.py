@@ -134,6 +134,7 @@ def delete_session(conn: Conn, session_id: str) -> None:
     # with the session, as the messages do.
     conn.execute("UPDATE runs SET session_id = NULL, title = '' WHERE session_id = ?", (session_id,))
     conn.execute("UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?", (session_id,))
+    conn.execute("DELETE FROM session_envelopes WHERE session_id = ?", (session_id,))   # its chain goes too
     conn.execute("DELETE FROM session_events WHERE session_id = ?", (session_id,))
     files_q.delete_session_files(conn, session_id)
     conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))

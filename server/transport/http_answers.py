@@ -21,6 +21,8 @@ def register(routes: HttpRoutes, app) -> None:
 
     async def version(req: HttpRequest) -> bytes:
         value = {"version": VERSION, "schemaVersion": app.db.schema_version, "storage": app.db.backend}
+        if app.heads is not None:
+            value["serverKey"] = app.heads.public_id   # signs session heads
         if build_commit():
             value["commit"] = build_commit()
         return req.framing.json(200, value, keep_alive=req.keep_alive)
