@@ -26,6 +26,7 @@ from .commands import (
     signers,
     tail,
     triggers,
+    verify,
 )
 from .commands.common import CliError, common_parser, explain, url_of
 from .errors import AgentsError
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the server (see `seed-agents serve --help`)", add_help=False)
     common = common_parser()
     for module in (keys, providers, agents, sessions, send, chat, tail, signers, memory, identities, triggers,
-                   runs, completion):
+                   runs, verify, completion):
         module.register(sub, common)
     mcp.register(sub, common)
     return parser

@@ -28,7 +28,8 @@ from seed_agents.protocol.keys import Keypair
 from seed_agents.protocol.principals import principal_from_string, principal_to_string
 
 from . import actions
-from .errors import AgentsError
+from .errors import AgentsError, HistoryError
+from .history import Follower, export_session, server_public_key
 from .http_transport import HttpTransport, is_http_url
 from .shapes import (
     AgentIdResponse,
@@ -80,7 +81,8 @@ class AgentsClient:
     def __init__(self, url: str, keypair: Keypair, *, account: bytes | str | None = None,
                  reconnect: bool = True, connect_timeout: float = 10.0,
                  request_timeout: float | None = None, buffer_size: int = DEFAULT_BUFFER,
-                 on_state: Callable[[str, str], None] | None = None) -> None:
+                 on_state: Callable[[str, str], None] | None = None,
+                 server_key: str | None = None) -> None:
         """Prefer `await AgentsClient.connect(...)`; this only prepares.
 
         `account`: the account to act for when `keypair` is a delegated signer (principal
@@ -90,10 +92,16 @@ class AgentsClient:
         "unreachable"). `request_timeout`: the longest wait for an answer (None: no limit; a
         dropped socket fails the call anyway). `buffer_size`: items buffered per subscription.
         `on_state(state, detail)` is called with "disconnected" and "connected" around each
-        reconnect.
+        reconnect. `server_key`: the server's key id (`z6Mk...`, from its health answer) to pin:
+        then every GetSession page from the start and every session replay from the start is
+        checked against the session's signed head, and a history that was edited, dropped or
+        reordered, or a head another key signed, raises HistoryError naming the event
+        (docs/protocol.md, "Verifiable history").
         """
         self.url = url
         self.keypair = keypair
+        self.server_key = None if server_key is None else server_public_key(server_key)
+        self._followers: dict[str, Follower] = {}   # session -> its chain as verified so far
         if isinstance(account, str):
             account = principal_from_string(account)
         self.account: bytes = account if account is not None else keypair.principal
@@ -148,7 +156,12 @@ class AgentsClient:
     async def subscribe(self, key: str, after_seq: int | None = None) -> Subscription:
         """Subscribe to `account/<id>`, `agents/<id>`, `sessions/<id>` or `runs/<id>`; see
         `seed_agents.clients.subscription` for what the iterator yields and how it survives reconnects."""
-        return await self._transport.subscribe(key, after_seq)
+        follower = None
+        if self.server_key is not None and key.startswith("sessions/") and not after_seq:
+            follower = Follower(key.removeprefix("sessions/"), self.server_key)
+        if follower is None:
+            return await self._transport.subscribe(key, after_seq)
+        return await self._transport.subscribe(key, after_seq, follower)
 
     # -- actions (CONTRACT section 4) --------------------------------------------------------
     async def register_signer(self, capability: bytes) -> RegisterSignerResponse:
@@ -201,7 +214,48 @@ class AgentsClient:
 
     async def get_session(self, session_id: str, after_seq: int | None = None,
                           limit: int | None = None) -> GetSessionResponse:
-        return await self.call(actions.get_session(session_id, after_seq, limit))  # type: ignore[return-value]
+        """With a pinned server key, a page that starts at the beginning, or where the last
+        verified page of this session ended, is checked against the head it carries."""
+        response = await self.call(actions.get_session(session_id, after_seq, limit))
+        if self.server_key is not None:
+            await self._check_page(session_id, after_seq or 0, response)
+        return response  # type: ignore[return-value]
+
+    async def _check_page(self, session_id: str, after_seq: int, response: dict) -> None:
+        follower = self._followers.get(session_id)
+        if after_seq == 0 or follower is None or follower.seq != after_seq:
+            if after_seq:
+                return   # a page from the middle: nothing verified to extend
+            follower = Follower(session_id, self.server_key)
+        self._followers[session_id] = follower
+        try:
+            for event in response.get("events") or []:
+                follower.add(event)
+            if "head" in response:
+                follower.head(response["head"])
+            elif response.get("events"):
+                raise HistoryError(f"the server sent session {session_id}'s events without a signed head")
+        except HistoryError as error:
+            self._followers.pop(session_id, None)
+            raise await follower.locate(self.call, error) from None
+
+    async def verify_session(self, session_id: str) -> int:
+        """Read the whole session from its first event and check it against its signed head
+        (pinned key required); returns how many events were verified."""
+        if self.server_key is None:
+            raise HistoryError("pin the server key first (AgentsClient(..., server_key=...))")
+        after = 0
+        self._followers.pop(session_id, None)
+        while True:
+            page = await self.get_session(session_id, after)
+            if "nextAfterSeq" not in page:
+                return self._followers[session_id].seq if session_id in self._followers else 0
+            after = page["nextAfterSeq"]
+
+    async def export_session(self, session_id: str, path: str):  # noqa: ANN201
+        """Write the session as a CAR file (events, user envelopes, the signed head) and return
+        what it proves (seed_agents.protocol.history.Proof), checked as `seed-agents verify` does."""
+        return await export_session(self.call, session_id, path)
 
     async def message_session(self, session_id: str, text: str,
                               context_lines: Sequence[str] | None = None,

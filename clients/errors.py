@@ -54,3 +54,13 @@ class AgentsError(Exception):
     @classmethod
     def closed(cls, url: str) -> "AgentsError":
         return cls(NO_RESPONSE, f"the client for {url} is closed", reason="closed", url=url)
+
+
+class HistoryError(AgentsError):
+    """The history the server sent does not verify against its signed head (reason "history"):
+    an event was edited, dropped or reordered, or the head is not signed by the pinned server
+    key. `seq` names the first event found wrong, when the check could tell."""
+
+    def __init__(self, message: str, seq: int | None = None) -> None:
+        super().__init__(NO_RESPONSE, message, reason="history")
+        self.seq = seq

@@ -86,6 +86,6 @@ class HttpTransport:
             raise AgentsError.from_response(response if isinstance(response, dict) else {})
         return response
 
-    async def subscribe(self, key: str, after_seq: int | None = None):
+    async def subscribe(self, key: str, after_seq: int | None = None, follower=None):  # noqa: ANN001
         raise AgentsError(400, f"subscriptions need a WebSocket: connect to ws://HOST:PORT/agents/ws "
                                f"to follow {key} (this client talks HTTP to {self.url})")

@@ -24,6 +24,7 @@ import asyncio
 from collections import deque
 from typing import Protocol
 
+from .errors import HistoryError
 from .wire import append_seq, flatten
 
 DEFAULT_BUFFER = 1024
@@ -33,6 +34,8 @@ class Unsubscriber(Protocol):
     """What a subscription needs of its client (seed_agents.clients.transport.Transport): a way to end it."""
 
     async def _unsubscribe(self, sub: "Subscription") -> None: ...
+
+    async def request(self, action: dict) -> dict: ...   # (the history check names a bad event)
 
 
 class Subscription:
@@ -54,6 +57,10 @@ class Subscription:
         self._error: BaseException | None = None
         self.active = False  # subscribed on the client's current socket
         self.confirmed = False  # the first Subscribe succeeded, so reconnects resubscribe it
+        # With a pinned server key (clients/history.py): the session's chain as replayed, each
+        # signed head checked against it; None: nothing checked.
+        self.follower = None
+        self._locating: asyncio.Future | None = None
 
     # -- reader side (the client's socket loop) ---------------------------------------------
     async def _feed(self, frame: dict) -> None:
@@ -63,8 +70,12 @@ class Subscription:
                 if seq <= self._buffered_seq:
                     continue  # already buffered or delivered: a resumed replay overlaps
                 self._buffered_seq = seq
+                if self.follower is not None and not self._follow(lambda f: f.add(item["event"])):
+                    return
             elif item.get("_") == "replayed":
                 self.replayed_seq = item.get("seq")
+                if self.follower is not None and "head" in item and not self._follow(lambda f: f.head(item["head"])):
+                    return
             while len(self._items) >= self._maxsize and not self._ended:
                 self._room.clear()
                 await self._room.wait()  # back-pressure: the socket is not read meanwhile
@@ -72,6 +83,26 @@ class Subscription:
                 return
             self._items.append(item)
             self._readable.set()
+
+    def _follow(self, step) -> bool:  # noqa: ANN001
+        """One step of the pinned-key check (clients/history.py); a failure ends the subscription
+        with a HistoryError naming the event, found by a task of its own (the socket's reader
+        must go on reading for that task's requests to be answered)."""
+        try:
+            step(self.follower)
+        except HistoryError as error:
+            follower, self.follower = self.follower, None
+
+            async def name_it() -> None:
+                try:
+                    named = await follower.locate(self._client.request, error)
+                except Exception:  # noqa: BLE001  (the check failed either way; say what is known)
+                    named = error
+                self._end(named)
+
+            self._locating = asyncio.ensure_future(name_it())
+            return False
+        return True
 
     def _end(self, error: BaseException | None = None, *, discard: bool = False) -> None:
         """No more items: the caller gets what is buffered (unless `discard`), then `error`

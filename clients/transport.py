@@ -275,11 +275,12 @@ class Transport:
         return response
 
     # -- subscriptions ---------------------------------------------------------------------
-    async def subscribe(self, key: str, after_seq: int | None = None) -> Subscription:
+    async def subscribe(self, key: str, after_seq: int | None = None, follower=None) -> Subscription:  # noqa: ANN001
         if key in self._subs:
             raise AgentsError(409, f"this client is already subscribed to {key}; close that "
                                    "subscription first")
         sub = Subscription(self, key, after_seq, self.buffer_size)
+        sub.follower = follower   # (clients/history.py: checks the replay when a key is pinned)
         # Registered before the request, so the events right behind the response find it.
         self._subs[key] = sub
         try:

@@ -15,6 +15,7 @@ signed by the server's Ed25519 key over its DAG-CBOR encoding with the domain fi
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -55,8 +56,8 @@ def cid_bytes(data: bytes) -> bytes:
 
 
 def cid_text(cid: bytes) -> str:
-    """A binary CID as its base32 text ('bafy...')."""
-    return str(CID.decode(cid))
+    """A binary CID as its multibase base32 text ('bafy...')."""
+    return "b" + base64.b32encode(cid).decode("ascii").lower().rstrip("=")
 
 
 def cid_from_text(text: str) -> bytes:
@@ -177,20 +178,22 @@ class ChainCheck:
             verify_head(head, server_key)
 
 
-def first_bad_seq(session_id: str, bodies: list[bytes], links: list[bytes | None]) -> int | None:
-    """Where a stored chain stops holding: the first seq whose body or recorded link is wrong
-    (recomputed from seq 1); None when every link is right. Used to name the seq a tamper hit."""
-    prev = None
-    for i, body in enumerate(bodies, start=1):
+def first_bad_seq(session_id: str, bodies: list[bytes], links: list[bytes | None], *,
+                  start: int = 1, prev: bytes | None = None) -> int | None:
+    """Where a stored chain stops holding: the first seq (from `start`, after `prev`) whose body
+    is out of place or does not hash to the link the server recorded for it; None when all
+    hold. What names the seq a tamper hit."""
+    for i, body in enumerate(bodies):
+        expected = start + i
         try:
             sid, seq, created = event_fields(body)
         except HistoryError:
-            return i
-        if sid != session_id or seq != i:
-            return i
+            return expected
+        if sid != session_id or seq != expected:
+            return expected
         mine = link(sid, seq, prev, body, created)
-        if links[i - 1] is not None and links[i - 1] != mine:
-            return i
+        if i >= len(links) or links[i] != mine:
+            return expected
         prev = mine
     return None
 
@@ -205,3 +208,151 @@ def decode_strict(data: bytes) -> object:
         return decode(data)
     except ProtocolError as exc:
         raise HistoryError(f"not DAG-CBOR: {exc.message}") from exc
+
+
+# -- exports ---------------------------------------------------------------------------------
+# A session export is a CAR file (protocol/car.py) whose root is a manifest block
+#   {type: "SeedAgentsSessionExport", version: 1, sessionId, serverKey, head: <signed head, its
+#    `head` a CID link>}
+# followed by every event's block (its `prev` the link the server stored for the event before)
+# and the canonical bytes of every user envelope the events name.
+
+EXPORT_TYPE = "SeedAgentsSessionExport"
+
+
+def manifest(signed: dict, server_key_id: str) -> bytes:
+    """The export's root block for a signed head (its wire form) and the server key's id."""
+    head = {**signed, "head": CID.decode(cid_from_text(signed["head"]))}
+    return encode({"type": EXPORT_TYPE, "version": 1, "sessionId": signed["sessionId"],
+                   "serverKey": server_key_id, "head": head})
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What a verified export proves (`seed-agents verify` prints it)."""
+
+    session_id: str
+    events: int
+    user_events: int          # user messages whose envelope the export holds, each checked
+    unsigned_user_events: int  # user messages from before envelopes were kept (not provable)
+    accounts: tuple[str, ...]  # the accounts that signed those envelopes
+    server_key: str
+    head: str
+    head_ts: int
+
+
+def verify_export(data: bytes, server_key: str | None = None) -> Proof:
+    """Check an export offline; raises HistoryError naming the first seq found wrong.
+    `server_key` (`z6Mk...`): the key the head must be signed by; None trusts the one the
+    export names (the proof then says which key that is, for the reader to recognise)."""
+    from .car import CarError, read   # (only exports need the archive format)
+    from .principals import principal_from_string, public_key_of
+
+    try:
+        roots, blocks_in = read(data)
+        blocks = dict(blocks_in)
+    except CarError as exc:
+        raise HistoryError(f"not a usable session export: {exc}") from exc
+    if len(roots) != 1 or roots[0] not in blocks:
+        raise HistoryError("not a session export: its root block is missing")
+    root = decode_strict(blocks[roots[0]])
+    if not isinstance(root, dict) or root.get("type") != EXPORT_TYPE or root.get("version") != 1:
+        raise HistoryError("not a session export: the root is not a SeedAgentsSessionExport manifest")
+    key_id = server_key or root.get("serverKey")
+    if type(key_id) is not str:
+        raise HistoryError("the export names no server key")
+    if server_key is not None and root.get("serverKey") != server_key:
+        raise HistoryError(f"the export was signed by {root.get('serverKey')}, not by the key given ({server_key})")
+    try:
+        public = public_key_of(principal_from_string(key_id))
+    except ProtocolError as exc:
+        raise HistoryError(f"the server key {key_id[:80]!r} is not an Ed25519 key id") from exc
+    head = read_head(root.get("head"))
+    session_id = head.session_id
+    if root.get("sessionId") != session_id:
+        raise HistoryError("the manifest and its head name different sessions")
+    verify_head(head, public)
+
+    _check_places(blocks, session_id, head.seq)
+    user_events = unsigned = 0
+    accounts: set[str] = set()
+    want = head.head
+    for seq in range(head.seq, 0, -1):
+        named_by = "the signed head" if seq == head.seq else f"event {seq + 1}"
+        raw = blocks.get(want)
+        if raw is None:
+            raise HistoryError(f"event {seq} was altered or dropped: no block of the export hashes to the "
+                               f"link {named_by} names", seq)
+        block = decode_strict(raw)
+        event = block.get("event") if isinstance(block, dict) else None
+        if (not isinstance(event, dict) or block.get("seq") != seq or block.get("sessionId") != session_id
+                or event.get("seq") != seq or event.get("sessionId") != session_id
+                or event.get("createdAt") != block.get("createdAt")):
+            raise HistoryError(f"event {seq}'s block does not hold event {seq} of session {session_id}", seq)
+        payload = event.get("event")
+        if isinstance(payload, dict) and payload.get("type") == "message" and payload.get("role") == "user":
+            signer = _check_user_event(seq, session_id, payload, blocks)
+            if signer is None:
+                unsigned += 1
+            else:
+                user_events += 1
+                accounts.add(signer)
+        prev = block.get("prev")
+        if seq == 1:
+            if prev is not None:
+                raise HistoryError("event 1 links to an earlier event: the history does not start at 1", 1)
+            break
+        if not isinstance(prev, CID):
+            raise HistoryError(f"event {seq} has no link to event {seq - 1}", seq)
+        want = bytes(prev)
+    return Proof(session_id, head.seq, user_events, unsigned, tuple(sorted(accounts)), key_id,
+                 cid_text(head.head), head.ts)
+
+
+def _check_places(blocks: dict[bytes, bytes], session_id: str, last: int) -> None:
+    """Every event 1..last has a block, and each block holds the event of its place: names the
+    first event missing or out of place before the walk along the links names a changed one."""
+    held: dict[int, bool] = {}
+    for raw in blocks.values():
+        try:
+            block = decode_strict(raw)
+        except HistoryError:
+            continue
+        if not isinstance(block, dict) or block.get("sessionId") != session_id or type(block.get("seq")) is not int:
+            continue   # (the manifest, envelopes)
+        event = block.get("event")
+        in_place = isinstance(event, dict) and event.get("seq") == block["seq"]
+        held[block["seq"]] = held.get(block["seq"], True) and in_place
+    for seq in range(1, last + 1):
+        if seq not in held:
+            raise HistoryError(f"event {seq} is missing: the export has no block for it", seq)
+        if not held[seq]:
+            raise HistoryError(f"event {seq} is out of place: its block holds another event", seq)
+
+
+def _check_user_event(seq: int, session_id: str, payload: dict, blocks: dict[bytes, bytes]) -> str | None:
+    """The account that signed a user message, checked against its envelope; None when the
+    message predates envelopes (no envelopeCid)."""
+    from .actions import parse_action
+    from .envelope import verify_envelope
+
+    named = payload.get("envelopeCid")
+    if named is None:
+        return None
+    if type(named) is not str:
+        raise HistoryError(f"event {seq}'s envelopeCid is not a CID", seq)
+    raw = blocks.get(cid_from_text(named))
+    if raw is None:
+        raise HistoryError(f"event {seq}'s signed envelope is not in the export", seq)
+    try:
+        env = verify_envelope(raw, now_ms=None)
+        action = parse_action(env.action)
+    except ProtocolError as exc:
+        raise HistoryError(f"event {seq}'s envelope does not verify: {exc.message}", seq) from exc
+    if env.name != "MessageSession" or getattr(action, "session_id", None) != session_id:
+        raise HistoryError(f"event {seq}'s envelope is not a message to this session", seq)
+    meta = payload.get("meta")
+    if payload.get("content") != action.text or not isinstance(meta, dict) or meta.get("accountId") != env.account_id:
+        raise HistoryError(f"event {seq} is not what account {env.account_id} signed: its text or sender "
+                           "differs from the envelope", seq)
+    return env.account_id

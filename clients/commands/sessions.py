@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..render import Renderer, as_json, session_line, when
+from . import verify
 from .common import open_client, print_listing
 from .resolve import agent_id, agent_name, all_sessions, session_id
 
@@ -89,7 +90,7 @@ def register(sub, common) -> None:
     sessions = sub.add_parser("sessions", help="create and list sessions",
                               description="Create and list the sessions of your agents.")
     ssub = sessions.add_subparsers(dest="sessions_command",
-                                   metavar="{create,list,rename,delete,retry,stop}", required=True)
+                                   metavar="{create,list,rename,delete,retry,stop,export}", required=True)
     p = ssub.add_parser("create", parents=[common], help="create a session and print its id",
                         description="Create a session with an agent and print its id.")
     p.add_argument("agent_id", metavar="AGENT", help="the agent's name, id, or the start of its id")
@@ -119,6 +120,13 @@ def register(sub, common) -> None:
                                     "shows `stopped` at once.")
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.set_defaults(run=stop)
+    p = ssub.add_parser("export", parents=[common], help="write a session's verifiable history to a file",
+                        description="Write the session as a CAR file: every event's block, the user "
+                                    "messages' signed envelopes and the server's signed head, for "
+                                    "`seed-agents verify` to check offline.")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument("--car", required=True, metavar="FILE", help="where to write it")
+    p.set_defaults(run=verify.export)
     p = sub.add_parser("history", parents=[common], help="print a session's durable events",
                        description="Print a session's durable events (`#12 user: hello`): messages "
                                    "by who wrote them (`server:` for the turns the server adds), one "

@@ -30,7 +30,7 @@ async def get_session_head(app, env, action) -> dict:
         if seq:
             raise ProtocolError(503, "this session's history is still being linked; ask again shortly")
         return {"_": "GetSessionHeadResponse", "sessionId": action.session_id, "seq": 0}
-    return {"_": "GetSessionHeadResponse", **head}
+    return {"_": "GetSessionHeadResponse", **head, "serverKey": app.heads.public_id}
 
 
 def _entry(seq: int, link: bytes | None, envelope: bytes | None) -> dict:
