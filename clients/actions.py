@@ -66,6 +66,16 @@ def get_session(session_id: str, after_seq: int | None = None, limit: int | None
     return _action("GetSession", sessionId=session_id, afterSeq=after_seq, limit=limit)
 
 
+def get_session_head(session_id: str) -> dict:
+    """The session's signed head (docs/protocol.md, "Verifiable history")."""
+    return _action("GetSessionHead", sessionId=session_id)
+
+
+def get_session_chain(session_id: str, after_seq: int | None = None, limit: int | None = None) -> dict:
+    """The links the server recorded for the session's events, and the user envelopes, a page at a time."""
+    return _action("GetSessionChain", sessionId=session_id, afterSeq=after_seq, limit=limit)
+
+
 def content_parts(text: str, context_lines: Sequence[str] | None = None) -> list[dict]:
     """A text part, then a context part when there are lines: context goes to the model only,
     never into the stored `content`."""

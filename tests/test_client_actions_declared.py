@@ -114,6 +114,8 @@ async def test_a_written_method_hands_each_argument_to_the_field_of_its_name():
         sent = []
 
         class Recorder:
+            server_key = None   # (no key pinned: nothing is verified)
+
             async def call(self, action):
                 sent.append(action)
                 return {}
