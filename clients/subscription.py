@@ -25,6 +25,7 @@ from collections import deque
 from typing import Protocol
 
 from .errors import HistoryError
+from .history import Follower
 from .wire import append_seq, flatten
 
 DEFAULT_BUFFER = 1024
@@ -59,7 +60,7 @@ class Subscription:
         self.confirmed = False  # the first Subscribe succeeded, so reconnects resubscribe it
         # With a pinned server key (clients/history.py): the session's chain as replayed, each
         # signed head checked against it; None: nothing checked.
-        self.follower = None
+        self.follower: Follower | None = None
         self._locating: asyncio.Future | None = None
 
     # -- reader side (the client's socket loop) ---------------------------------------------
@@ -70,11 +71,11 @@ class Subscription:
                 if seq <= self._buffered_seq:
                     continue  # already buffered or delivered: a resumed replay overlaps
                 self._buffered_seq = seq
-                if self.follower is not None and not self._follow(lambda f: f.add(item["event"])):
+                if self.follower is not None and not self._follow("add", item["event"]):
                     return
             elif item.get("_") == "replayed":
                 self.replayed_seq = item.get("seq")
-                if self.follower is not None and "head" in item and not self._follow(lambda f: f.head(item["head"])):
+                if self.follower is not None and "head" in item and not self._follow("head", item["head"]):
                     return
             while len(self._items) >= self._maxsize and not self._ended:
                 self._room.clear()
@@ -84,13 +85,14 @@ class Subscription:
             self._items.append(item)
             self._readable.set()
 
-    def _follow(self, step) -> bool:  # noqa: ANN001
+    def _follow(self, step: str, value: dict) -> bool:
         """One step of the pinned-key check (clients/history.py); a failure ends the subscription
         with a HistoryError naming the event, found by a task of its own (the socket's reader
         must go on reading for that task's requests to be answered)."""
         try:
-            step(self.follower)
-        except HistoryError as error:
+            getattr(self.follower, step)(value)   # Follower.add(event) or Follower.head(head)
+        except HistoryError as caught:
+            error = caught   # (the except clause unbinds `caught`; the task below reads it later)
             follower, self.follower = self.follower, None
 
             async def name_it() -> None:

@@ -284,7 +284,9 @@ def verify_export(data: bytes, server_key: str | None = None) -> Proof:
             raise HistoryError(f"event {seq} was altered or dropped: no block of the export hashes to the "
                                f"link {named_by} names", seq)
         block = decode_strict(raw)
-        event = block.get("event") if isinstance(block, dict) else None
+        if not isinstance(block, dict):
+            raise HistoryError(f"event {seq}'s block is not a map", seq)
+        event = block.get("event")
         if (not isinstance(event, dict) or block.get("seq") != seq or block.get("sessionId") != session_id
                 or event.get("seq") != seq or event.get("sessionId") != session_id
                 or event.get("createdAt") != block.get("createdAt")):
@@ -352,7 +354,7 @@ def _check_user_event(seq: int, session_id: str, payload: dict, blocks: dict[byt
     if env.name != "MessageSession" or getattr(action, "session_id", None) != session_id:
         raise HistoryError(f"event {seq}'s envelope is not a message to this session", seq)
     meta = payload.get("meta")
-    if payload.get("content") != action.text or not isinstance(meta, dict) or meta.get("accountId") != env.account_id:
+    if payload.get("content") != getattr(action, "text", None) or not isinstance(meta, dict) or meta.get("accountId") != env.account_id:
         raise HistoryError(f"event {seq} is not what account {env.account_id} signed: its text or sender "
                            "differs from the envelope", seq)
     return env.account_id

@@ -247,7 +247,7 @@ async def test_two_servers_appending_to_one_session_build_one_chain(tmp_path, st
         try:
             agent = await a.create_agent({"name": "e", "systemPrompt": "", "modelProvider": "echo", "model": "echo"})
             session = (await a.create_session(agent["agentId"]))["sessionId"]
-            await asyncio.gather(*(c.message_session(session, f"m{i}") for c in (a, b) for i in range(5)))
+            await asyncio.gather(*(c.message_session(session, f"{n}{i}") for n, c in (("a", a), ("b", b)) for i in range(5)))
 
             async def all_replied():
                 page = await b.call({"_": "GetSession", "sessionId": session})
