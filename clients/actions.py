@@ -285,6 +285,10 @@ def delete_agent_trigger(trigger_id: str) -> dict:
     return _action("DeleteAgentTrigger", triggerId=trigger_id)
 
 
+def fire_agent_trigger(trigger_id: str, client_request_id: str | None = None) -> dict:
+    return _action("FireAgentTrigger", triggerId=trigger_id, clientRequestId=client_request_id)
+
+
 # -- tools, delegation and the run tree -------------------------------------------------------
 
 def list_agent_tools(agent_id: str) -> dict:

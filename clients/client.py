@@ -446,6 +446,10 @@ class AgentsClient:
     async def delete_agent_trigger(self, trigger_id: str) -> dict:
         return await self.call(actions.delete_agent_trigger(trigger_id))
 
+    async def fire_agent_trigger(self, trigger_id: str, client_request_id: str | None = None) -> dict:
+        """Fire a trigger now, by hand (this server's extension): {firingId, firingStatus, sessionId?}."""
+        return await self.call(actions.fire_agent_trigger(trigger_id, client_request_id))
+
     # -- tools, delegation and the run tree ------------------------------------------------------
     async def list_agent_tools(self, agent_id: str) -> dict:
         """{agentId, tools: [AgentToolInfo]} (builtins, authored tools, MCP tools; each with its CID)."""

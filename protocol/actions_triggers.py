@@ -81,6 +81,14 @@ class DeleteAgentTrigger:
     trigger_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class FireAgentTrigger:
+    """This server's extension: fire a trigger now, by hand (to try a schedule's prompt)."""
+    ts: int
+    trigger_id: str
+    client_request_id: str | None = None
+
+
 # -- the parts ---------------------------------------------------------------------------------
 def _boolean(f: Fields, field: str) -> bool | None:
     value = f.get(field, False)
@@ -265,6 +273,10 @@ def _create(f: Fields, ts: int) -> CreateAgentTrigger:
                               f.text("clientRequestId", MAX_ID, required=False))
 
 
+def _fire(f: Fields, ts: int) -> FireAgentTrigger:
+    return FireAgentTrigger(ts, f.text("triggerId", MAX_ID), f.text("clientRequestId", MAX_ID, required=False))
+
+
 def _update(f: Fields, ts: int) -> UpdateAgentTrigger:
     return UpdateAgentTrigger(ts, f.text("triggerId", MAX_ID), _trigger_patch(f))
 
@@ -275,4 +287,5 @@ ACTIONS: dict[str, ActionKind] = {
     "CreateAgentTrigger": write(_create),
     "UpdateAgentTrigger": write(_update),
     "DeleteAgentTrigger": write(id_action(DeleteAgentTrigger, "triggerId")),
+    "FireAgentTrigger": write(_fire),
 }

@@ -128,6 +128,7 @@ HANDLING: dict[str, Handling] = {
     "CreateAgentTrigger": Handling(triggers.create_agent_trigger),
     "UpdateAgentTrigger": Handling(triggers.update_agent_trigger),
     "DeleteAgentTrigger": Handling(triggers.delete_agent_trigger),
+    "FireAgentTrigger": Handling(triggers.fire_agent_trigger),
 
 }
 

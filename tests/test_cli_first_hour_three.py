@@ -366,3 +366,38 @@ async def test_history_shows_attachments(server, tmp_path):
     (tmp_path / "report.txt").write_text("twelve bytes")
     await ok(env, "send", session, "read this", "--attach", str(tmp_path / "report.txt"))
     assert (await ok(env, "history", "files")).splitlines()[0] == "#1 user: read this [attached: report.txt (12 bytes)]"
+
+
+async def test_a_schedule_trigger_fires_by_hand(server, tmp_path):
+    """Low: `triggers fire` tries a schedule now (FireAgentTrigger): its prompt starts a session; a
+    retried request fires once; a trigger that is off is 409; another account cannot fire it."""
+    from seed_agents.clients import AgentsError
+    from seed_agents.protocol.keys import Keypair
+
+    env = cli_env(tmp_path, server.url)
+    await ok(env, "keygen")
+    await ok(env, "agents", "create", "--name", "llama")
+    trigger = (await ok(env, "triggers", "add", "llama", "weekly", "--prompt", "Plan the week",
+                        "--weekly", "mon 09:00")).strip()
+    code, out, err = await cli(env, "triggers", "fire", trigger)
+    assert code == 0 and re.fullmatch(r"\S+ created session \S+\n", out), (out, err)
+    session = out.split()[-1]
+    history = (await ok(env, "history", session)).splitlines()
+    assert history[0] == "#1 user: Plan the week"
+    async with AgentsClient.connect(server.url, read_key(tmp_path / "key.json")) as client:
+        first = await client.fire_agent_trigger(trigger, "again-1")
+        assert (await client.fire_agent_trigger(trigger, "again-1"))["firingId"] == first["firingId"]
+        await client.update_agent_trigger(trigger, {"enabled": False})
+        try:
+            await client.fire_agent_trigger(trigger)
+            raise AssertionError("a trigger that is off fired")
+        except AgentsError as exc:
+            assert exc.status == 409 and "is off" in exc.message
+    async with AgentsClient.connect(server.url, Keypair.generate()) as stranger:
+        try:
+            await stranger.fire_agent_trigger(trigger)
+            raise AssertionError("another account fired the trigger")
+        except AgentsError as exc:
+            assert exc.status == 404
+    shown = json.loads(await ok(env, "triggers", "show", trigger, "--json"))
+    assert [f["activityKey"].split(":")[0] for f in shown["firings"]] == ["manual", "manual"]

@@ -2,11 +2,13 @@
 
 `add` builds the source from one of --every, --weekly, --at, --cron, --webhook or --after-run;
 `fire` calls a webhook trigger the way any outside sender would (`POST /agents/hooks/<id>` with
-its secret, read with GetAgentTrigger), so it needs edit rights on the agent.
+its secret, read with GetAgentTrigger), and fires any other trigger by hand (FireAgentTrigger);
+either needs edit rights on the agent.
 """
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -182,8 +184,17 @@ async def fire(args) -> int:
         body = args.data.encode()
     async with open_client(args) as client:
         response = await client.get_agent_trigger(args.trigger_id)
+        if response["trigger"]["source"]["type"] != "webhook":
+            if args.data is not None or args.idem_key is not None:
+                raise CliError("--data and --idempotency-key are for webhook triggers; this one fires with "
+                               "no data", code=2)
+            fired = await client.fire_agent_trigger(args.trigger_id, str(uuid.uuid4()))   # by hand
+            print(f"{fired['firingId']} {fired['firingStatus']}"
+                  + (f" session {fired['sessionId']}" if "sessionId" in fired else "")
+                  + (f" error {fired['error']}" if fired.get("error") else ""))
+            return 0
     if "webhook" not in response:
-        raise CliError(f"trigger {args.trigger_id} is not a webhook trigger (only those are fired from outside)")
+        raise CliError(f"you may not fire trigger {args.trigger_id}: its webhook secret is shown to editors only")
     headers = {"Authorization": f"Bearer {response['webhook']['secret']}", "Content-Type": args.content_type}
     if args.idem_key:
         headers["Idempotency-Key"] = args.idem_key
@@ -237,8 +248,10 @@ def register(sub, common) -> None:
     p = tsub.add_parser("rm", parents=[common], help="delete a trigger")
     p.add_argument("trigger_id", metavar="TRIGGER_ID")
     p.set_defaults(run=rm)
-    p = tsub.add_parser("fire", parents=[common], help="call a webhook trigger now",
-                        description="POST to a webhook trigger as an outside sender would.")
+    p = tsub.add_parser("fire", parents=[common], help="fire a trigger now (a webhook: as a sender would)",
+                        description="Fire a trigger now, to try it: a webhook trigger is POSTed to with its "
+                                    "secret, as an outside sender would; any other (a schedule, after-run) "
+                                    "fires by hand (FireAgentTrigger), with its prompt and continuation.")
     p.add_argument("trigger_id", metavar="TRIGGER_ID")
     p.add_argument("--data", metavar="JSON|@FILE", help="the body (default {})")
     p.add_argument("--content-type", default="application/json")

@@ -1,4 +1,5 @@
-"""ListAgentTriggers, GetAgentTrigger, CreateAgentTrigger, UpdateAgentTrigger, DeleteAgentTrigger.
+"""ListAgentTriggers, GetAgentTrigger, CreateAgentTrigger, UpdateAgentTrigger, DeleteAgentTrigger,
+and this server's FireAgentTrigger (a firing by hand, to try a trigger without waiting for it).
 
 Readers of an agent list its triggers and their firings; writers create, change and delete them
 and are the only ones shown a webhook trigger's secret (GetAgentTrigger `webhook`). A trigger
@@ -10,11 +11,13 @@ from __future__ import annotations
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.errors import ProtocolError
 
+from ..clock import new_id
 from ..store import agents as agents_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
 from ..triggers import manage, webhook
+from ..triggers.event import Event
 from .access import OWNER, READER, WRITER, agent_access, agent_role, require
 from .idempotency import once
 
@@ -124,3 +127,24 @@ async def delete_agent_trigger(app, env, action) -> dict:
     app.triggers.changed(trigger)
     app.notify_account(trigger["account"], "trigger-deleted", agent_id=trigger["agentId"])
     return {"_": "DeleteAgentTriggerResponse", "triggerId": trigger["id"]}
+
+
+async def fire_agent_trigger(app, env, action) -> dict:
+    """Fire a trigger now, as its source would (the same admission: limits, backoff, the
+    continuation, under the owner's authority), by a writer of its agent. The firing's key is
+    `manual:<clientRequestId>`, so a retried request fires once; without one, every request fires."""
+    trigger = await app.db.aread(lambda conn: trigger_for(conn, env.account_id, action.trigger_id, WRITER)[0])
+    key = "manual:" + (action.client_request_id or new_id())
+    event = Event(key, "fired by hand", {"type": "manual", "firedBy": env.account_id})
+    outcome = await app.triggers.fire(trigger, event)
+    if outcome is None:
+        raise ProtocolError(409, f"trigger {trigger['id']} is off: turn it on to fire it")
+    if outcome.new:
+        app.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
+    firing = outcome.firing
+    response = {"_": "FireAgentTriggerResponse", "firingId": firing["id"], "firingStatus": firing["status"]}
+    if "sessionId" in firing:
+        response["sessionId"] = firing["sessionId"]
+    if firing.get("error"):
+        response["error"] = firing["error"]
+    return response
