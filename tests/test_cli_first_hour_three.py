@@ -401,3 +401,81 @@ async def test_a_schedule_trigger_fires_by_hand(server, tmp_path):
             assert exc.status == 404
     shown = json.loads(await ok(env, "triggers", "show", trigger, "--json"))
     assert [f["activityKey"].split(":")[0] for f in shown["firings"]] == ["manual", "manual"]
+
+
+# -- children, chat, Ctrl-C ------------------------------------------------------------------------
+def delegating_model(request) -> Script:
+    """The parent delegates once, then answers with what its child said; the child says hi."""
+    messages = request.body.get("messages", [])
+    first = next((m["content"] for m in messages if m.get("role") == "user"), "")
+    results = [m for m in messages if m.get("role") == "tool"]
+    if first.startswith("child A"):
+        return Script(chunks=["hi from A"])
+    if not results:
+        return Script(chunks=["Asking a helper."],
+                      tool_calls=[tool_call("d1", "delegate", {"title": "part A", "brief": "child A: say hi"})])
+    return Script(chunks=["The helper said hi."])
+
+
+async def test_children_show_as_they_start_and_end(server, tmp_path, fake):
+    """Finding 2: a child run shows when it starts and when it ends, then the parent's answer."""
+    fake.default = delegating_model
+    env = cli_env(tmp_path, server.url, FAKE_KEY="sk-fake")
+    await with_model(env, fake)
+    session = (await ok(env, "sessions", "create", "bot", "--title", "parent")).strip()
+    lines = (await ok(env, "send", session, "get help")).splitlines()
+    assert lines[0] == "Asking a helper."
+    assert lines[1] == '↳ child "part A" started'
+    assert re.fullmatch(r'↳ child "part A" succeeded( \(\d+(\.\d)? m?s\))?', lines[2]), lines
+    assert lines[3:] == ["The helper said hi."]
+    history = (await ok(env, "history", "parent")).splitlines()
+    children = [re.sub(r"^#\d+ ", "", h) for h in history if "↳" in h]
+    assert children[0] == '↳ child "part A" started' and children[1].startswith('↳ child "part A" succeeded')
+    assert len(children) == 2
+
+
+async def test_chat_makes_a_session_only_when_a_message_is_sent(server, tmp_path):
+    """Low: chat, /new and /agent make no empty sessions; titles come from the first message, so
+    two chats of the same minute can be told apart; /agent alone lists the agents."""
+    env = cli_env(tmp_path, server.url)
+    await ok(env, "keygen")
+    await ok(env, "agents", "create", "--name", "llama")
+    code, out, err = await run_cli(env, "chat", "--agent", "llama", stdin=b"/new\n/agent\n/agent llama\n/quit\n")
+    assert code == 0 and out == "", err
+    assert "unknown chat command" not in err and "usage: /agent NAME" in err and "llama" in err
+    assert json.loads(await ok(env, "sessions", "list", "--json")) == []
+    for text in ("first question", "second question"):
+        code, out, err = await run_cli(env, "chat", "--agent", "llama", stdin=f"{text}\n".encode())
+        assert (code, out) == (0, f"echo: {text}\n"), err
+    titles = sorted(s["title"] for s in json.loads(await ok(env, "sessions", "list", "--json")))
+    assert titles == ["first question", "second question"]
+
+
+async def test_send_stops_the_run_on_ctrl_c(server, tmp_path, fake):
+    """What must hold: Ctrl-C stops everything: `send` interrupted stops the run on the server,
+    shows `[stopped]` and exits 130."""
+    import signal
+    import sys
+
+    from tests.test_cli_commands import ROOT
+
+    env = cli_env(tmp_path, server.url, FAKE_KEY="sk-fake")
+    await with_model(env, fake)
+    session = (await ok(env, "sessions", "create", "bot")).strip()
+    fake.enqueue(Script(chunks=["word "] * 400, chunk_delay=0.05))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "seed_agents.server.console", "send", session, "talk", cwd=str(ROOT), env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        first = await asyncio.wait_for(proc.stdout.readexactly(5), 20)   # the first word is on screen
+        assert first == b"word "
+        proc.send_signal(signal.SIGINT)
+        rest, err = await asyncio.wait_for(proc.communicate(), 20)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert rest.decode().rstrip().endswith("[stopped]")
+    async with AgentsClient.connect(server.url, read_key(tmp_path / "key.json")) as client:
+        runs = (await client.list_runs(session_id=session))["runs"]
+        assert [r["status"] for r in runs] == ["canceled"]

@@ -116,8 +116,9 @@ class Conversation:
     session is made only when its first message is sent (a chat left at once leaves nothing
     behind); the server titles it after that message, so sessions can be told apart."""
 
-    def __init__(self, client, agent_id: str) -> None:
+    def __init__(self, client, agent_id: str, mode: str = "normal") -> None:
         self.client = client
+        self.mode = mode                    # how replies are shown (reply.Screen: normal, quiet, json)
         self.agent_id = agent_id
         self.session_id = ""
         self.sub: Subscription | None = None
@@ -177,7 +178,7 @@ class Conversation:
             say(explain(exc, url))
             return
         self.marked = interactive
-        self.screen = screen = Screen("normal", before_first=self._unmark)
+        self.screen = screen = Screen(self.mode, before_first=self._unmark)
         if interactive:
             write_out(THINKING)   # erased by the first thing shown
         outcome = await follow_run(self.client, self.session_id, self.sub, sent, screen, after_seq=after)
@@ -254,11 +255,12 @@ class LoopThread:
 
 async def _open(stack: AsyncExitStack, args, keypair, on_state) -> Conversation:
     client = await stack.enter_async_context(open_client(args, keypair=keypair, on_state=on_state))
+    mode = "json" if args.json else "quiet" if args.quiet else "normal"
     if args.session:
-        conv = Conversation(client, "")
+        conv = Conversation(client, "", mode)
         await conv.resume(args.session)
     else:
-        conv = Conversation(client, await _agent(client, args.agent))
+        conv = Conversation(client, await _agent(client, args.agent), mode)
         await conv.new_session()
     return conv
 
@@ -331,4 +333,7 @@ def register(sub, common) -> None:
                        "or id (default: your agent named 'chat', created with the echo provider if missing)")
     which.add_argument("--session", default=None, metavar="SESSION", help="go back to this session "
                        "(id, start of its id, or title): its recent events are shown, then the chat goes on")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--quiet", "-q", action="store_true", help="show only each run's final answer")
+    how.add_argument("--json", action="store_true", help="print each run's raw events, one JSON object per line")
     p.set_defaults(run=chat)
