@@ -1,0 +1,104 @@
+"""The access matrix's expectations (tests/test_access_matrix.py): one row per cell of verb,
+address form (or callable tool, or action) and case, one column per role. The lists of forms,
+verbs, callables, owner-only fields, trigger continuations and roles are read from the code by
+the test, which fails when one has no row here (or a row has no column for a role).
+
+Roles: the person roles, each calling `InvokeSessionTool` (or the action) on a session of the
+shared agent A, except `public`, who reads the public agent P's session (public read on), and
+`stranger`, who has no role on A; then the agent acting as itself: `model` (a turn of A),
+`trigger` (a `tool` continuation of a trigger of A, fired by its webhook) and `child` (a run A's
+model delegated to). docs/architecture.md "Whose authority a tool call runs with" says why.
+
+Outcomes:
+- `ok`: answered without an error;
+- `ran`: the tool ran (answered, or its own error: a page out of reach of the network policy);
+- `hidden`: the item is not there for this caller (answered as a missing id is);
+- `refused`: the tool refused for the owner's sake (their say-so to publish, their other agents);
+- `denied`: the tool refused: the role on the agent is too low;
+- `unwritable`: the form does not take this verb;
+- `not-yet`: the form's part lands later on this server;
+- `400`, `403`, `404`: the action itself was refused with that status;
+- `n/a`: the role cannot make this call (the agent does not send actions).
+
+Inputs are templates: `{name}` is one of the world's ids (tests/authority_world.py), `{role}`
+the role's own name.
+"""
+from __future__ import annotations
+
+import json
+
+COLUMNS = "owner writer reader public stranger model trigger child"
+
+_TRIGGER = json.dumps({"source": {"type": "webhook"}, "prompt": "p"})
+_WATCH_B = json.dumps({"source": {"type": "run-completed", "agentId": "{b}"}, "prompt": "p"})
+
+# (verb, form or callable, case, input, outcomes by COLUMNS)
+TOOL_CELLS = [
+    # read: every form
+    ("read", "~/memory", "file", {"address": "~/memory/notes/a.md"}, "ok ok ok ok 404 ok ok ok"),
+    ("read", "~/tools", "list", {"address": "~/tools"}, "ok ok ok ok 404 ok ok ok"),
+    ("read", "~/self", "self", {"address": "~/self"}, "ok ok ok ok 404 ok ok ok"),
+    ("read", "~/triggers", "list", {"address": "~/triggers/"}, "ok ok ok ok 404 ok ok ok"),
+    ("read", "thread:", "list", {"address": "thread:"}, "ok ok ok ok 404 ok ok ok"),
+    ("read", "thread:", "shared agent's", {"address": "thread:{sa}"}, "ok ok ok hidden 404 ok ok ok"),
+    ("read", "thread:", "private agent's", {"address": "thread:{sb}"},
+     "ok hidden hidden hidden 404 hidden hidden hidden"),
+    ("read", "run:", "shared agent's", {"address": "run:{ra}"}, "ok ok ok hidden 404 ok ok ok"),
+    ("read", "run:", "private agent's", {"address": "run:{rb}"}, "ok hidden hidden hidden 404 hidden hidden hidden"),
+    # (an attachment of session SA: the agent's own turns run in sessions of their own)
+    ("read", "attachment:", "session SA's", {"address": "attachment:{att}"},
+     "ok ok ok hidden 404 hidden hidden hidden"),
+    ("read", "hm://", "document", {"address": "{doc}"}, "ok ok ok ok 404 ok ok ok"),
+    ("read", "activity:", "feed", {"address": "activity:"}, "ok ok ok ok 404 ok ok ok"),
+    ("read", "ipfs://", "cid", {"address": "ipfs://bafkqaaa"}, "not-yet not-yet not-yet not-yet 404 not-yet not-yet not-yet"),
+    ("read", "https://", "page", {"address": "{page}"}, "ran ran ran ran 404 ran ran ran"),
+    # write: every form (a reader's write is refused by the action: 403)
+    ("write", "~/memory", "file", {"address": "~/memory/notes/{role}.md", "content": "x"}, "ok ok 403 403 404 ok ok ok"),
+    ("write", "~/tools", "tool", {"address": "~/tools/mine", "content": "x"},
+     "not-yet not-yet 403 403 404 not-yet not-yet not-yet"),
+    ("write", "~/self", "self", {"address": "~/self", "content": "x"},
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+    ("write", "~/triggers", "own agent", {"address": "~/triggers/t-{role}", "content": _TRIGGER},
+     "ok ok 403 403 404 ok ok ok"),
+    ("write", "~/triggers", "watching agent B", {"address": "~/triggers/w-{role}", "content": _WATCH_B},
+     "ok refused 403 403 404 refused refused refused"),
+    ("write", "thread:", "-", {"address": "thread:{sa}", "content": "x"},
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+    ("write", "run:", "-", {"address": "run:{ra}", "content": "x"},
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+    ("write", "attachment:", "-", {"address": "attachment:{att}", "content": "x"},
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+    ("write", "hm://", "publish", {"address": "{doc}-{role}", "content": "x"}, "ok refused 403 403 404 ok ok ok"),
+    ("write", "activity:", "-", {"address": "activity:", "content": "x"},
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+    ("write", "ipfs://", "cid", {"address": "ipfs://bafkqaaa", "content": "x"},
+     "not-yet not-yet 403 403 404 not-yet not-yet not-yet"),
+    ("write", "https://", "page", {"address": "{page}", "content": "x"},
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+    # call: every callable this server offers, and its own (search_memory)
+    ("call", "search", "Seed", {"tool": "search", "input": {"query": "kites"}}, "ran ran 403 403 404 ran ran ran"),
+    ("call", "search_memory", "memory", {"tool": "search_memory", "input": {"query": "kites"}},
+     "ok ok 403 403 404 ok ok ok"),
+    ("call", "web_search", "query", {"tool": "web_search", "input": {"query": "kites"}}, "ran ran 403 403 404 ran ran ran"),
+    ("call", "navigate", "page", {"tool": "navigate", "input": {"url": "{page}"}}, "ran ran 403 403 404 ran ran ran"),
+    ("call", "navigate", "document", {"tool": "navigate", "input": {"url": "{doc}"}}, "ok ok 403 403 404 ok ok ok"),
+    # the session's own verbs: not a person's (InvokeSessionTool takes read, write and call)
+    ("plan", "-", "steps", {"title": "t", "steps": [{"id": "s1", "label": "x", "status": "done"}]},
+     "400 400 400 400 400 ok ok ok"),
+    ("status", "-", "title", {"title": "Matrix"}, "400 400 400 400 400 ok ok ok"),
+]
+
+# (action, case, outcomes of the person roles: owner writer reader public stranger)
+ACTION_CELLS = [
+    ("UpdateAgent", "name", "ok ok 403 403 404"),
+    ("UpdateAgent", "signingKey", "ok 403 403 403 404"),
+    ("UpdateAgent", "signingKeys", "ok 403 403 403 404"),
+    ("UpdateAgent", "mcpServers", "ok 403 403 403 404"),
+    ("UpdateAgent", "collaboratorsPublish", "ok 403 403 403 404"),
+    ("SignalRun", "a run of the agent", "ok ok 403 403 404"),
+    ("SignalRun", "a run of private agent B", "ok 404 404 404 404"),
+    ("CreateAgentTrigger", "continuation newThread", "ok ok 403 403 404"),
+    ("CreateAgentTrigger", "continuation wake", "ok ok 403 403 404"),
+    ("CreateAgentTrigger", "continuation tool", "ok ok 403 403 404"),
+    ("CreateAgentTrigger", "run-completed of agent B", "ok 403 403 403 404"),
+]
