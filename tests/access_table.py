@@ -50,7 +50,8 @@ TOOL_CELLS = [
      "ok ok ok hidden 404 hidden hidden hidden"),
     ("read", "hm://", "document", {"address": "{doc}"}, "ok ok ok ok 404 ok ok ok"),
     ("read", "activity:", "feed", {"address": "activity:"}, "ok ok ok ok 404 ok ok ok"),
-    ("read", "ipfs://", "cid", {"address": "ipfs://bafkqaaa"}, "not-yet not-yet not-yet not-yet 404 not-yet not-yet not-yet"),
+    # (reading a CID stores it in memory: a writer's; this identity CID is refused by the tool)
+    ("read", "ipfs://", "cid", {"address": "ipfs://bafkqaaa"}, "ran ran denied denied 404 ran ran ran"),
     ("read", "https://", "page", {"address": "{page}"}, "ran ran ran ran 404 ran ran ran"),
     # write: every form (a reader's write is refused by the action: 403)
     ("write", "~/memory", "file", {"address": "~/memory/notes/{role}.md", "content": "x"}, "ok ok 403 403 404 ok ok ok"),
@@ -71,8 +72,7 @@ TOOL_CELLS = [
     ("write", "hm://", "publish", {"address": "{doc}-{role}", "content": "x"}, "ok refused 403 403 404 ok ok ok"),
     ("write", "activity:", "-", {"address": "activity:", "content": "x"},
      "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
-    ("write", "ipfs://", "cid", {"address": "ipfs://bafkqaaa", "content": "x"},
-     "not-yet not-yet 403 403 404 not-yet not-yet not-yet"),
+    ("write", "ipfs://", "cid", {"address": "ipfs://bafkqaaa", "content": "x"}, "ran ran 403 403 404 ran ran ran"),
     ("write", "https://", "page", {"address": "{page}", "content": "x"},
      "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
     # call: every callable this server offers, and its own (search_memory)
