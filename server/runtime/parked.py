@@ -180,6 +180,10 @@ class ParkedRuns:
             children = delegation_q.child_count(conn, session_id)
             left = delegation_q.tokens_left(delegation_q.budget_of(conn, run["id"]), current,
                                             rt.config.max_run_tokens)
+            # Each child of this reply gets an equal share of what the run has left, the run
+            # keeping one share for itself; the shares are reserved on it until the children end.
+            share = left // (len(park.delegations) + 1)
+            reserved = 0
             for d in park.delegations:
                 refusal = None
                 if current["depth"] + 1 > delegation_q.MAX_DEPTH:
@@ -190,16 +194,21 @@ class ParkedRuns:
                 exists = refusal is None and conn.execute(
                     "SELECT 1 FROM runs WHERE parent_run_id = ? AND parent_tool_call_id = ?",
                     (run["id"], d.tool_call_id)).fetchone() is not None
+                if refusal is None and not exists and share < delegation_q.MIN_CHILD_TOKENS:
+                    refusal = (f"this run has {left} tokens left of its token budget (--max-run-tokens), too few "
+                               f"to give a child its share (at least {delegation_q.MIN_CHILD_TOKENS}); do this work "
+                               "yourself, or finish")
                 if refusal is None and not exists:
                     try:
                         child = delegation_q.spawn_child(
                             conn, current, session_id, child_session_id=new_id(), child_run_id=new_id(),
                             tool_call_id=d.tool_call_id, title=d.title, brief=d.brief, spec=d.spec, now=now,
-                            event_ids=(new_id(), new_id()), budget={"tokens": left}, limits=limits)
+                            event_ids=(new_id(), new_id()), budget={"tokens": share}, limits=limits)
                     except ProtocolError as exc:   # the account's runs in flight, the tree's size
                         refusal = exc.message
                     else:
                         children += 1
+                        reserved += share
                         spawned.merge(child.effects)
                         out.journal.append((current, journal_q.append(
                             conn, run["id"], {"kind": "call", "tool": "delegate", "toolCallId": d.tool_call_id,
@@ -210,6 +219,8 @@ class ParkedRuns:
                     out.appends.append((session_id, event, body))
                     continue
                 calls.append(d.tool_call_id)
+            if reserved:
+                delegation_q.reserve(conn, run["id"], reserved)
             for entry in park.journal or ():
                 out.journal.append((current, journal_q.append(conn, run["id"], entry, now)))
             if park.wait is not None:

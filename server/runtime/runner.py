@@ -106,6 +106,7 @@ class TurnResult:
     wait: dict | None = None         # the turn's `wait` call (server/tools/delegation_tools.py)
     output: object = None            # a typed child's result (return_result's), else {text} is recorded
     stopped: dict | None = None      # what the log gets if the turn is stopped (ToolLoop.stopped_message)
+    spent: int | None = None         # the run's tokens as its budget counts them, all its turns
 
 
 class Runtime:
@@ -344,6 +345,7 @@ class Runtime:
             outcome = await loop.run_turn()
         finally:
             result.usage = loop.out.usage   # what the steps used, however the turn ended
+            result.spent = loop.spent()
             result.stopped = loop.stopped_message()
         result.text, result.step_usage = outcome.text, outcome.step_usage
         result.message_started, result.unmet, result.park = outcome.message_started, outcome.unmet, outcome.park
@@ -357,12 +359,13 @@ class Runtime:
                                    history=lambda: self._history(run["sessionId"], run.get("userEventId", "")))
 
     def _budgets_for(self, run: dict) -> Budgets:
-        """The server's budgets, the tokens narrowed to the run's share of its tree's budget."""
+        """The server's budgets, the tokens narrowed to the run's share of its tree's budget, less
+        what it used in earlier turns and what its delegated runs used or hold."""
         budget = self.db.read(delegation_q.budget_of, run["id"])
         if not budget:
             return self.budgets
-        allowance = min(self.budgets.tokens, budget.get("tokens", self.budgets.tokens))
-        return dataclasses.replace(self.budgets, tokens=max(0, allowance - budget.get("spentByChildren", 0)))
+        return dataclasses.replace(self.budgets, tokens=min(self.budgets.tokens, budget.get("tokens", self.budgets.tokens)),
+                                   spent_own=budget.get("spent", 0), spent_below=delegation_q.spent_below(budget))
 
     async def user_surface(self, agent: dict, session_id: str, account: str, role: str) -> ToolSurface:
         """The verbs a person runs on a session's log (InvokeSessionTool): the agent's own tools,
@@ -433,6 +436,8 @@ class Runtime:
                     return None
                 wrote = False
             appended = titled = notice = settled = None
+            if wrote and result.spent is not None:   # before a parent is charged for it
+                delegation_q.record_spent(conn, run["id"], result.spent)
             if wrote and "parentRunId" in run:
                 # A child: its result is recorded, and its parent told (woken if it was the last).
                 if status == "succeeded":

@@ -28,7 +28,10 @@ parks the run (`waiting`). That is the one place a tool can park a run.
 
 Budgets (server/config.py): tool steps per run, tokens per run, wall time per run, and the
 characters of a tool result fed back (cut with a note). A spent budget ends the run with a
-`budget-exceeded` error.
+`budget-exceeded` error. Tokens are counted per step by server/runtime/token_count.py (the
+provider's figures unless missing or implausible), over all the run's turns, and checked before
+each model step against the run's allowance less what its delegated runs used or hold reserved
+(docs/operations.md "Delegation, parked runs and MCP servers").
 
 Plans: a plan the model keeps with the `plan` verb is shown to it each step (`<plan_state>`, never
 stored), and a run that ends its answer with steps of its own plan still open is handed a
@@ -49,6 +52,7 @@ from seed_agents.protocol.tool_registry import VERBS as _VERBS
 
 from ..clock import new_id
 from ..providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
+from ..store import delegation as delegation_q
 from ..store import events as events_q
 from ..store import journal as journal_q
 from ..store import runs as runs_q
@@ -57,6 +61,7 @@ from ..store.errors import NotFound
 from ..tools import records
 from ..tools.context import Park, ToolResult
 from ..tools.surface import SIDE_EFFECTS, ToolSurface, parse_arguments
+from . import token_count
 from .history import SessionHistory, result_text
 
 log = logging.getLogger("seed_agents.runtime")
@@ -79,11 +84,13 @@ class TurnGone(Exception):
 @dataclass(frozen=True)
 class Budgets:
     steps: int
-    tokens: int
+    tokens: int             # the run's allowance: --max-run-tokens, or a delegated run's share
     seconds: float
     output_chars: int
     tool_timeout: float
     event_bytes: int = events_q.MAX_EVENT_BYTES   # a larger event is stored cut (store/large_events.py)
+    spent_own: int = 0      # tokens the run counted in its earlier turns (before it parked)
+    spent_below: int = 0    # its delegated runs': ended ones' use, live ones' reservations
 
     @classmethod
     def from_config(cls, config) -> "Budgets":  # noqa: ANN001
@@ -138,6 +145,7 @@ class ToolLoop:
         self.rebuild = rebuild           # the messages again, from the history (after a resume)
         self.metrics = metrics
         self.steps = 0
+        self.counted = 0   # this turn's tokens as the budget counts them (server/runtime/token_count.py)
         self.continuations = 0
         self.used_ids = history.call_ids()
         self.out = LoopOutcome()
@@ -173,10 +181,12 @@ class ToolLoop:
             self._activity({"phase": "thinking"})
             step_started = time.perf_counter()
             messages = self._with_plan_state()
+            self._check_tokens(before_step=True)   # spent (by this run or the runs it delegated): no step
             model_started = time.perf_counter()
             text, calls, reasoning, usage = await self._model_step(messages)
             outside = time.perf_counter() - model_started   # the model's time, then the tools' too
             out.usage = add_usage(out.usage, usage)
+            self.counted += token_count.step_tokens(usage, messages, text, calls, reasoning)
             if calls:
                 self.steps += 1
                 if self.steps > self.budgets.steps:
@@ -219,11 +229,21 @@ class ToolLoop:
             self._activity({"phase": "finalizing"})
             return
 
-    def _check_tokens(self) -> None:
-        used = self.out.usage.total if self.out.usage is not None else 0
-        if used > self.budgets.tokens:
-            raise BudgetSpent(f"the run used {used} tokens, more than the {self.budgets.tokens} a run may use on "
-                              "this server (--max-run-tokens); it was stopped")
+    def spent(self) -> int:
+        """The run's own tokens, all its turns (what its budget row records)."""
+        return self.budgets.spent_own + self.counted
+
+    def _check_tokens(self, before_step: bool = False) -> None:
+        b = self.budgets
+        used = self.spent() + b.spent_below
+        if used < b.tokens or (used == b.tokens and not before_step):
+            return
+        if b.spent_below:
+            raise BudgetSpent(f"the token budget ended: this run and the runs it delegated used {used} of the "
+                              f"{b.tokens} tokens it may use (--max-run-tokens; a delegated run gets a share of "
+                              "its parent's); it was stopped")
+        raise BudgetSpent(f"the token budget ended: the run used {used} tokens, at or past the {b.tokens} it may "
+                          "use (--max-run-tokens; a delegated run gets a share of its parent's); it was stopped")
 
     # -- one model step ---------------------------------------------------------------------
 
@@ -342,7 +362,7 @@ class ToolLoop:
             payloads.append(records.call_event(call_id, call.name[:200], params if params is not None else {},
                                                "agent", meta))
         usage_wire = self.out.usage.to_wire() if self.out.usage is not None else None
-        write = self._write_calls(payloads, usage_wire)
+        write = self._write_calls(payloads, usage_wire, self.spent())
         if any(c.name in SIDE_EFFECTS for c in calls):
             await write   # a call with side effects is on disk before it runs
         else:
@@ -355,12 +375,13 @@ class ToolLoop:
                           original.extra), params)
                 for (c, params), original in zip(recorded, calls)]
 
-    async def _write_calls(self, payloads: list[dict], usage_wire: dict | None) -> None:
-        run = await self._write(payloads, (lambda conn, now: self._save_usage(conn, usage_wire)))
+    async def _write_calls(self, payloads: list[dict], usage_wire: dict | None, spent: int) -> None:
+        run = await self._write(payloads, (lambda conn, now: self._save_usage(conn, usage_wire, spent)))
         if run is not None:
             self.publisher.publish_run(runs_q.public(run))
 
-    def _save_usage(self, conn, usage_wire: dict | None) -> dict | None:  # noqa: ANN001
+    def _save_usage(self, conn, usage_wire: dict | None, spent: int) -> dict | None:  # noqa: ANN001
+        delegation_q.record_spent(conn, self.run_id, spent)   # (what the run's tree is charged)
         if usage_wire is None:
             return None
         return runs_q.set_usage(conn, self.run_id, usage_wire)

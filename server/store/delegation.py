@@ -26,6 +26,7 @@ from .errors import NotFound
 MAX_DEPTH = 3              # a child's depth is at most this (the reference's limit)
 MAX_CHILDREN_PER_SESSION = 10
 MAX_TREE = 10_000
+MIN_CHILD_TOKENS = 1_000   # a share of the parent's budget smaller than this makes no child
 
 
 @dataclass
@@ -80,19 +81,57 @@ def create_child(conn, parent: dict, parent_session_id: str, **spec) -> tuple[di
 
 
 def budget_of(conn, run_id: str) -> dict:
-    """The run's share of its tree's budget: {tokens?: what it may use, spentByChildren?: what
-    its ended children used}; {} for a root with the server's budgets."""
+    """The run's share of its tree's token budget: {tokens?: what it and its subtree may use
+    (absent for a root: the server's --max-run-tokens), spent?: what its own model steps used,
+    all its turns, spentByChildren?: what its ended children's subtrees used, reserved?: what its
+    live children hold}; {} for a run that has recorded nothing."""
     row = conn.execute("SELECT budget FROM runs WHERE id = ?", (run_id,)).fetchone()
     return {} if row is None or row[0] is None else codec.decode(row[0])
 
 
+def _own_spent(budget: dict, run: dict) -> int:
+    # (A run from before `spent` was recorded: its usage is the best there is.)
+    return budget["spent"] if "spent" in budget else (run.get("usage") or {}).get("total", 0)
+
+
+def spent_below(budget: dict) -> int:
+    """What the run's delegated runs are charged: the ended ones' use, the live ones' shares."""
+    return budget.get("spentByChildren", 0) + budget.get("reserved", 0)
+
+
 def tokens_left(budget: dict, run: dict, server_tokens: int) -> int:
-    """Tokens the run (and so its subtree) may still spend: its own allowance less what it and its
-    ended children used. A child gets what its parent has left when it is spawned: one budget,
-    shared down the tree."""
+    """Tokens the run may still hand out or spend: its allowance less what it used and what its
+    children used or hold. A child is given a share of this when it is spawned and the share is
+    reserved on the parent until the child ends; then what the child's subtree used is charged
+    instead. So a tree never spends more than its root's allowance (give or take the step that
+    crosses a share)."""
     allowance = min(server_tokens, budget.get("tokens", server_tokens))
-    used = (run.get("usage") or {}).get("total", 0)
-    return max(0, allowance - used - budget.get("spentByChildren", 0))
+    return max(0, allowance - _own_spent(budget, run) - spent_below(budget))
+
+
+def subtree_spent(budget: dict, run: dict) -> int:
+    """What an ended run's subtree is charged to its parent: its own use, its ended children's,
+    and the shares of children still live (canceled with it, their last steps unknown)."""
+    return _own_spent(budget, run) + spent_below(budget)
+
+
+def _set_budget(conn, run_id: str, budget: dict) -> None:
+    conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (codec.encode(budget), run_id))
+
+
+def record_spent(conn, run_id: str, spent: int) -> None:
+    """The run's own tokens so far, all its turns (the tool loop's count, after each step)."""
+    budget = budget_of(conn, run_id)
+    if budget.get("spent") != spent:
+        budget["spent"] = spent
+        _set_budget(conn, run_id, budget)
+
+
+def reserve(conn, run_id: str, tokens: int) -> None:
+    """Shares handed to children just spawned, held on the parent until they end."""
+    budget = budget_of(conn, run_id)
+    budget["reserved"] = budget.get("reserved", 0) + tokens
+    _set_budget(conn, run_id, budget)
 
 
 def child_input(conn, run_id: str) -> dict | None:
@@ -136,11 +175,13 @@ def children_ended(conn, ended: list[dict], now: int, new_id) -> Settled:  # noq
         if parent is None or parent["status"] in runs_q.TERMINAL or "sessionId" not in parent:
             continue
         answer = delegate_answer(child, run_output(conn, child["id"]))
-        spent = (child.get("usage") or {}).get("total", 0)
-        if spent:
-            budget = budget_of(conn, parent_id)
-            budget["spentByChildren"] = budget.get("spentByChildren", 0) + spent
-            conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (codec.encode(budget), parent_id))
+        # The child's share goes back to its parent, which is charged what the subtree used.
+        child_budget = budget_of(conn, child["id"])
+        budget = budget_of(conn, parent_id)
+        budget["spentByChildren"] = budget.get("spentByChildren", 0) + subtree_spent(child_budget, child)
+        if budget.get("reserved"):
+            budget["reserved"] = max(0, budget["reserved"] - child_budget.get("tokens", 0))
+        _set_budget(conn, parent_id, budget)
         payload: dict = {"type": "tool_result", "toolCallId": call_id, "name": "delegate", "output": answer,
                          "actor": "agent", "meta": {"runId": parent_id}}
         # (A child that failed or was canceled is still an answer: its status and error are in
