@@ -117,6 +117,9 @@ class Config:
     download_timeout: float = 600.0
     # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
     mcp_timeout: float = 30.0
+    mcp_max_servers: int = 100        # per account
+    mcp_max_tools: int = 1_000        # kept of one server's listing
+    mcp_max_schema_bytes: int = 64 * 1024   # one tool's input schema (protocol.tool_documents.MAX_SCHEMA_BYTES)
     # Triggers (server/triggers/): bounds per agent, history kept per trigger, webhook bounds,
     # the activity feed's polling, and the triggers' clock (test servers speed it up).
     trigger_max_per_agent: int = 100
@@ -361,7 +364,10 @@ SETTINGS: list[Setting] = [
     Setting("--owner-cache-bytes", "OWNER_CACHE_BYTES", "owner_cache_bytes", count, "BYTES", "memory for each of the caches of session owners, agent owners and registered signers (least recently used dropped)"),
     Setting("--run-lease", "RUN_LEASE", "run_lease", lease_seconds, "SECONDS", "with a shared (PostgreSQL) store: a server holds a run it executes for this long, renewing it every third of it; the runs of a server that died go back to the queue when it runs out"),
     Setting("--run-poll-interval", "RUN_POLL_INTERVAL", "run_poll_interval", seconds, "SECONDS", "with a shared (PostgreSQL) store: how often a server looks for queued runs (and for expired leases) besides when it queues a run itself"),
-    Setting("--mcp-timeout", "MCP_TIMEOUT", "mcp_timeout", seconds, "SECONDS", "a remote MCP server's discovery (RefreshMcpServer) or tool call fails when it takes longer (calls also run under --provider-networks)"),
+    Setting("--mcp-timeout", "MCP_TIMEOUT", "mcp_timeout", seconds, "SECONDS", "a remote MCP server's discovery (SetMcpServer, RefreshMcpServer: fetching its listing and checking it) or tool call fails when it takes longer (calls also run under --provider-networks)"),
+    Setting("--mcp-max-servers", "MCP_MAX_SERVERS", "mcp_max_servers", count, "N", "remote MCP servers one account may have (SetMcpServer of a new name past it is 409)"),
+    Setting("--mcp-max-tools", "MCP_MAX_TOOLS", "mcp_max_tools", count, "N", "tools kept of one MCP server's listing; the rest are left out (and counted in its `status.skipped`)"),
+    Setting("--mcp-max-schema-bytes", "MCP_MAX_SCHEMA_BYTES", "mcp_max_schema_bytes", count, "BYTES", "an MCP tool whose input schema is larger than this (as DAG-CBOR; at most 65536) is left out of its server's listing (counted in `status.skipped`)"),
     Setting("--clock-window-ms", "CLOCK_WINDOW_MS", "clock_window_ms", count, "MS", "allowed clock difference of a signed action, in milliseconds"),
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),

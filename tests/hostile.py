@@ -108,13 +108,14 @@ class HonestReader:
         self.client, self.kp, self.session_id = client, kp, session_id
         self.latencies: list[float] = []
         self.task: asyncio.Task | None = None
+        self.stopping = False
 
     async def _run(self) -> None:
         import time
 
         from seed_agents.clients.raw import unique_ts
 
-        while len(self.latencies) < 100_000:
+        while not self.stopping and len(self.latencies) < 100_000:
             t = time.perf_counter()
             r = await self.client.call(self.kp, {"_": "GetSession", "sessionId": self.session_id}, ts=unique_ts())
             assert r["_"] == "GetSessionResponse", r
@@ -127,11 +128,6 @@ class HonestReader:
 
     async def stop(self) -> list[float]:
         assert self.task is not None
-        if self.task.done():
-            self.task.result()   # its failure, if it failed
-        self.task.cancel()
-        try:
-            await self.task
-        except asyncio.CancelledError:
-            pass
+        self.stopping = True   # (not cancelled: a read under way finishes, and is counted)
+        await asyncio.wait_for(self.task, 60)
         return self.latencies

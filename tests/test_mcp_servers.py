@@ -135,8 +135,8 @@ async def test_hostile_mcp_servers_are_bounded(server):
     await c.close()
 
 
-async def listing_is_bounded(tmp_path, listed: int, kept: int) -> None:
-    running = await start_server(make_config(tmp_path, mcp_timeout=60.0))
+async def listing_is_bounded(tmp_path, listed: int, kept: int, **settings) -> None:
+    running = await start_server(make_config(tmp_path, mcp_timeout=60.0, **settings))
     many = await McpFake("many", str(listed)).__aenter__()
     try:
         kp = keypair("mcp-many")
@@ -151,16 +151,14 @@ async def listing_is_bounded(tmp_path, listed: int, kept: int) -> None:
         await running.stop()
 
 
-async def test_a_long_tool_listing_is_bounded(tmp_path, monkeypatch):
-    """The bound at a small size (the same code path as 10,000; the full size is behind slow)."""
-    from seed_agents.server.mcp import remote
-    monkeypatch.setattr(remote, "MAX_TOOLS", 100)
-    await listing_is_bounded(tmp_path, 150, 100)
+async def test_a_long_tool_listing_is_bounded(tmp_path):
+    """The bound at a small size (the same code path as the default; the full size is behind slow)."""
+    await listing_is_bounded(tmp_path, 150, 100, mcp_max_tools=100)
 
 
 @pytest.mark.slow
-async def test_a_listing_of_more_than_10000_tools_keeps_10000(tmp_path):
-    await listing_is_bounded(tmp_path, 10_050, 10_000)
+async def test_a_listing_of_more_than_1000_tools_keeps_1000(tmp_path):
+    await listing_is_bounded(tmp_path, 1_050, 1_000)   # --mcp-max-tools' default
 
 
 async def test_the_network_policy_holds_for_mcp(tmp_path):

@@ -701,6 +701,7 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     await w(mcp_q.set_discovery, ACCOUNT, "srv", None, {"state": "error", "error": "gone"}, T0 + 175)
     r(mcp_q.get_server, ACCOUNT, "srv")
     r(mcp_q.list_servers, ACCOUNT)
+    r(mcp_q.count_servers, ACCOUNT)
     await w(lifecycle_q.set_definition, "a1", {"name": "agent", "model": "m", "mcpServers": ["srv"]}, T0 + 176)
     r(mcp_q.agents_picking, ACCOUNT, "srv")
     agent = r(agents_q.get_agent, "a1")

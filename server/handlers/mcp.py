@@ -9,6 +9,9 @@ These four are this server's (the reference protocol has no MCP actions yet; doc
 - DeleteMcpServer {name} removes the server, its owned secrets, every agent's `<name>__*` tool
   documents, and the name from agents' `definition.mcpServers`.
 - ListMcpServers {} lists them (McpServerInfo, tools as {name, description?}).
+Bounds: --mcp-max-servers per account (409 for a new name past it), --mcp-max-tools per server
+and --mcp-max-schema-bytes per tool (the rest left out, counted in `status.skipped`), and the
+whole discovery, fetching and checking, within --mcp-timeout (server/mcp/remote.py).
 The servers are the caller's own: an agent uses those of its owner that its definition picks.
 """
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from seed_agents.protocol.errors import ProtocolError, quote
 
 from ..clock import new_id
-from ..mcp.remote import McpError, Remote
+from ..mcp.remote import McpError, McpLimits, Remote
 from ..providers.network import NetworkPolicy
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
@@ -51,7 +54,8 @@ def remote_for(app, conn, server: dict) -> Remote:  # noqa: ANN001
         value = secrets_q.read_secret(conn, app.secrets, server["account"], secret)
         if value is not None:
             headers[header] = value.decode("utf-8", "replace")
-    return Remote(config["url"], headers, policy(app), app.config.mcp_timeout)
+    return Remote(config["url"], headers, policy(app), app.config.mcp_timeout,
+                  McpLimits(app.config.mcp_max_tools, app.config.mcp_max_schema_bytes))
 
 
 async def discover(app, account_id: str, name: str) -> tuple[dict, str | None]:
@@ -98,6 +102,10 @@ async def set_mcp_server(app, env, action) -> dict:
 
     def job(conn):
         before = mcp_q.get_server(conn, account, name)
+        limit = app.config.mcp_max_servers
+        if before is None and mcp_q.count_servers(conn, account) >= limit:
+            raise ProtocolError(409, f"this account has {limit} MCP servers, the most it may have on this server "
+                                     "(--mcp-max-servers); delete one first")
         config = {"url": action.url, "transport": TRANSPORT, "enabled": action.enabled}
         if action.headers:
             config["headers"] = action.headers

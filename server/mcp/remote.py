@@ -1,7 +1,11 @@
 """Talking to one remote MCP server (Streamable HTTP) with the official SDK's `Client`.
 
-`discover` lists its tools (paged, at most MAX_TOOLS; a tool whose name or schema this server
-cannot carry is left out and counted); `call` runs one tool. Each opens its own session (MCP
+`discover` lists its tools (paged, at most `McpLimits.tools`; a tool whose name or schema this
+server cannot carry, or whose schema passes `McpLimits.schema_bytes`, is left out and counted);
+`call` runs one tool. Checking a listing is CPU work (jsonschema's meta-schema check costs about a
+millisecond per property, so a hostile listing costs seconds): it runs off the event loop, on one
+thread of its own (one listing at a time, all accounts together), and stops at the discovery's
+deadline (`--mcp-timeout` covers fetching and checking together). Each opens its own session (MCP
 sessions are cheap and a parked run may resume on another server), under the provider network
 policy (network.py), a timeout for the whole exchange, and a byte bound on every answer. Every
 failure becomes `McpError` with a fixed phrase: the server's own text never reaches a client or
@@ -12,6 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from seed_agents.protocol.dagcbor import encode
 from seed_agents.protocol.errors import ProtocolError
@@ -21,10 +28,24 @@ from ..providers.network import NetworkPolicy
 
 log = logging.getLogger("seed_agents.mcp")
 
-MAX_TOOLS = 10_000
 MAX_PAGES = 1_000
 MAX_RESULT_BYTES = 256 * 1024   # what one call may hand the model
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+_CHECKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-check")
+
+
+@dataclass(frozen=True)
+class McpLimits:
+    """What one server's listing may hold (--mcp-max-tools, --mcp-max-schema-bytes)."""
+
+    tools: int = 1_000
+    schema_bytes: int = MAX_SCHEMA_BYTES
+
+
+class _Late(Exception):
+    """The listing's check passed its deadline."""
 
 
 class McpError(Exception):
@@ -45,7 +66,7 @@ def _phrase(exc: BaseException, what: str) -> McpError:
         if isinstance(e, TooLarge):
             return McpError(f"{what}: the MCP server's answer was too large")
         if isinstance(e, TimeoutError):
-            return McpError(f"{what}: the MCP server did not answer in time")
+            return McpError(f"{what}: the MCP server did not answer in time (--mcp-timeout)")
     for e in _chain(exc):
         status = getattr(getattr(e, "response", None), "status_code", None)
         if type(status) is int and status >= 400:
@@ -73,8 +94,10 @@ def _chain(exc: BaseException):
 class Remote:
     """One account's connection settings for one server: URL and headers (secrets opened)."""
 
-    def __init__(self, url: str, headers: dict[str, str], policy: NetworkPolicy, timeout: float) -> None:
+    def __init__(self, url: str, headers: dict[str, str], policy: NetworkPolicy, timeout: float,
+                 limits: McpLimits = McpLimits()) -> None:
         self.url, self.headers, self.policy, self.timeout = url, headers, policy, timeout
+        self.limits = limits
 
     async def _session(self, body):  # noqa: ANN001
         # The SDK costs about a second of imports and its HTTP stack (httpx2, for our guarded
@@ -107,8 +130,11 @@ class Remote:
             raise _phrase(exc, what) from None
 
     async def discover(self) -> tuple[list[dict], int]:
-        """(McpToolInfo list, how many tools were left out) — at most MAX_TOOLS kept. The pages
-        are fetched under the timeout; checking what they hold is this server's own work, after."""
+        """(McpToolInfo list, how many tools were left out): at most `limits.tools` kept, fetched
+        and then checked (off the loop) within the timeout."""
+        deadline = time.monotonic() + self.timeout
+        cap = self.limits.tools
+
         async def body(client):  # noqa: ANN001
             raw: list = []
             seen = 0
@@ -116,19 +142,20 @@ class Remote:
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor)
                 seen += len(page.tools)
-                raw.extend(page.tools[:MAX_TOOLS - len(raw)])
+                raw.extend(page.tools[:cap - len(raw)])
                 cursor = page.next_cursor
-                if not cursor or seen >= 10 * MAX_TOOLS:
-                    break
+                if not cursor or len(raw) >= cap:
+                    break   # (past the cap the rest is not fetched: it is counted as left out)
             return raw, seen
 
         raw, seen = await self._run(body, "listing its tools failed")
-        tools: list[dict] = []
-        checked: dict[bytes, bool] = {}   # schemas repeat: each distinct one is checked once
-        for tool in raw:
-            info = _tool_info(tool, checked)
-            if info is not None and len(tools) < MAX_TOOLS:
-                tools.append(info)
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                tools = await loop.run_in_executor(_CHECKS, _check_listing, raw, deadline, self.limits)
+        except (TimeoutError, _Late):
+            raise McpError("listing its tools failed: checking the tools it lists took longer than this "
+                           "server allows (--mcp-timeout)") from None
         return tools, seen - len(tools)
 
     async def call(self, name: str, arguments: dict) -> tuple[object, str | None]:
@@ -140,7 +167,21 @@ class Remote:
         return await self._run(body, f"calling {name} failed")
 
 
-def _tool_info(tool, checked: dict) -> dict | None:  # noqa: ANN001
+def _check_listing(raw: list, deadline: float, limits: McpLimits) -> list[dict]:
+    """The tools of a listing this server can carry (on the checking thread); _Late past the
+    deadline, so a listing that was given up on stops costing CPU at its next tool."""
+    tools: list[dict] = []
+    checked: dict[bytes, bool] = {}   # schemas repeat: each distinct one is checked once
+    for tool in raw:
+        if time.monotonic() > deadline:
+            raise _Late()
+        info = _tool_info(tool, checked, limits.schema_bytes)
+        if info is not None and len(tools) < limits.tools:
+            tools.append(info)
+    return tools
+
+
+def _tool_info(tool, checked: dict, schema_bytes: int = MAX_SCHEMA_BYTES) -> dict | None:  # noqa: ANN001
     """McpToolInfo {name, description?, inputSchema} of an SDK Tool, or None when this server
     cannot carry it (a name that is not plain, a schema that is not a bounded JSON Schema)."""
     name = getattr(tool, "name", None)
@@ -151,6 +192,8 @@ def _tool_info(tool, checked: dict) -> dict | None:  # noqa: ANN001
         key = encode(schema)
     except (ValueError, TypeError):
         return None
+    if len(key) > schema_bytes:
+        return None   # (before the check, which costs in proportion to the schema)
     if key not in checked:
         try:
             check_schema(schema, "inputSchema")

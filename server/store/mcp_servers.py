@@ -32,6 +32,10 @@ def list_servers(conn, account_id: str) -> list[dict]:
     return [_server(r) for r in rows]
 
 
+def count_servers(conn, account_id: str) -> int:
+    return conn.execute("SELECT count(*) FROM mcp_servers WHERE account_id = ?", (account_id,)).fetchone()[0]
+
+
 def get_server(conn, account_id: str, name: str) -> dict | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM mcp_servers WHERE account_id = ? AND name = ?",
                        (account_id, name)).fetchone()

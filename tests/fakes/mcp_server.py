@@ -4,6 +4,7 @@ SDK (`mcp.server.MCPServer`, Streamable HTTP), and the hostile kinds.
     python -m tests.fakes.mcp_server PORT calc KEY   # tools add (works) and fail (raises);
                                                      # every request must carry x-api-key: KEY
     python -m tests.fakes.mcp_server PORT many N     # lists N tools
+    python -m tests.fakes.mcp_server PORT fat N      # lists N tools, each schema 55 KB of properties
     python -m tests.fakes.mcp_server PORT hang       # accepts, reads, never answers
     python -m tests.fakes.mcp_server PORT garbage    # answers every request with bytes that are not MCP
 
@@ -60,6 +61,27 @@ def many_app(count: int):  # noqa: ANN201
     return Many("many").streamable_http_app()
 
 
+def fat_schema(tool: int) -> dict:
+    """A flat schema of some 55 KB (900 properties): valid, and costly to check (jsonschema's
+    meta-schema check takes about a millisecond per property)."""
+    return {"type": "object", "properties": {f"p{tool}_{i}": {"type": "string", "description": "x" * 20,
+                                                               "enum": ["a", "b"]} for i in range(900)}}
+
+
+def fat_app(count: int):  # noqa: ANN201
+    from mcp.server import MCPServer
+    from mcp_types import Tool
+
+    tools = [Tool(name=f"fat{i}", description="a tool with a large schema", input_schema=fat_schema(i))
+             for i in range(count)]   # made once: the listing itself is quick to serve
+
+    class Fat(MCPServer):
+        async def list_tools(self):  # noqa: ANN202
+            return tools
+
+    return Fat("fat").streamable_http_app()
+
+
 class NotMcp(LoopbackFake):
     """A socket that takes MCP requests and answers garbage (200, bytes that are not JSON-RPC),
     or never answers."""
@@ -91,7 +113,8 @@ class McpFake:
         else:
             import uvicorn
 
-            app = calc_app(self.arg) if self.kind == "calc" else many_app(int(self.arg))
+            app = (calc_app(self.arg) if self.kind == "calc" else fat_app(int(self.arg)) if self.kind == "fat"
+                   else many_app(int(self.arg)))
             server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                    lifespan="on"))
             task = asyncio.create_task(server.serve())
