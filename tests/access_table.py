@@ -101,4 +101,5 @@ ACTION_CELLS = [
     ("CreateAgentTrigger", "continuation wake", "ok ok 403 403 404"),
     ("CreateAgentTrigger", "continuation tool", "ok ok 403 403 404"),
     ("CreateAgentTrigger", "run-completed of agent B", "ok 403 403 403 404"),
+    ("CreateAgentTrigger", "a tool continuation publishing", "ok 403 403 403 404"),
 ]

@@ -201,10 +201,12 @@ def action_cells(w: World) -> dict:
                 run_id = w.ids["rb"] if "private" in case else (w.ids["rp"] if role == "public" else w.ids["ra"])
                 answer = w.api.call(kp, {"_": "SignalRun", "runId": run_id, "signal": "go"})
             else:
-                kind = case.removeprefix("continuation ")
                 trigger = {"name": f"act-{n}-{role}", "source": {"type": "webhook"}, "prompt": "p"}
-                if kind in continuations:
-                    trigger["continuation"] = continuations[kind]
+                if case.startswith("continuation "):
+                    trigger["continuation"] = continuations[case.removeprefix("continuation ")]
+                elif "publishing" in case:
+                    trigger["continuation"] = {"kind": "tool", "tool": "write", "input": {
+                        "address": f"{w.ids['doc']}-hook-{role}", "content": "x"}}
                 else:
                     trigger["source"] = {"type": "run-completed", "agentId": w.ids["b"]}
                 answer = w.api.call(kp, {"_": "CreateAgentTrigger", "agentId": agent_id, "trigger": trigger})

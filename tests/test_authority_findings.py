@@ -203,6 +203,11 @@ async def test_finding_11_a_writer_publishes_as_the_owner_only_with_the_owners_s
     refused = w.invoke("writer", "write", {"address": doc, "content": "Published by a collaborator."})
     assert "collaboratorsPublish" in refused.get("error", ""), refused
     assert len(w.hm.published) == published
+    # ... nor through a trigger of the agent that publishes with no model involved.
+    hook = w.api.call(writer, {"_": "CreateAgentTrigger", "agentId": w.ids["a"], "trigger": {
+        "name": "publisher", "source": {"type": "webhook"}, "prompt": "p",
+        "continuation": {"kind": "tool", "tool": "write", "input": {"address": doc, "content": "By a hook."}}}})
+    assert hook["_"] == "Error" and hook["status"] == 403 and "collaboratorsPublish" in hook["message"], hook
     # The writer cannot give themself the say-so.
     a = w.api.ok(writer, {"_": "GetAgent", "agentId": w.ids["a"]})["agent"]
     self_granted = w.api.call(writer, {"_": "UpdateAgent", "agentId": w.ids["a"],

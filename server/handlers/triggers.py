@@ -88,7 +88,8 @@ async def create_agent_trigger(app, env, action) -> dict:
     def effect(conn):
         role = agent_access(conn, account_id, action.agent_id, WRITER)
         owner = agents_q.agent_account(conn, action.agent_id)   # a writer's trigger is the owner's
-        trigger = manage.create(conn, app, owner, action.agent_id, spec, now, secret, others=role == OWNER)
+        trigger = manage.create(conn, app, owner, action.agent_id, spec, now, secret, others=role == OWNER,
+                                collaborator=role != OWNER)
         return {"_": "CreateAgentTriggerResponse", "trigger": triggers_q.public(trigger)}, [trigger]
 
     def job(conn):
@@ -109,7 +110,8 @@ async def update_agent_trigger(app, env, action) -> dict:
 
     def job(conn):
         before, role = trigger_for(conn, env.account_id, action.trigger_id, WRITER)
-        return manage.update(conn, app, before, patch, now, secret, others=role == OWNER)
+        return manage.update(conn, app, before, patch, now, secret, others=role == OWNER,
+                             collaborator=role != OWNER)
 
     trigger = await app.db.write(job)
     app.triggers.changed(trigger)

@@ -101,6 +101,7 @@ async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  
     f = Fields(body, "trigger")
     secret = app.triggers.new_secret()
     others = ctx.authority.owner_in_person   # the agent itself watches only its own runs
+    collaborator = ctx.authority.in_person and not others
 
     def job(conn):
         before = _by_name(conn, agent_id, name)
@@ -109,11 +110,13 @@ async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  
             if type(enabled) is not bool:
                 raise ProtocolError(400, "trigger.enabled must be a boolean")
             spec = TriggerInput(name, enabled, parse_source(f), parse_prompt(f, required=True), parse_continuation(f))
-            return app.triggers.create(conn, owner, agent_id, spec, now, secret, others=others), "trigger-created"
+            return app.triggers.create(conn, owner, agent_id, spec, now, secret, others=others,
+                                       collaborator=collaborator), "trigger-created"
         patch = TriggerPatch(None, body.get("enabled") if type(body.get("enabled")) is bool else None,
                              parse_source(f) if body.get("source") is not None else None,
                              parse_prompt(f, required=False), parse_continuation(f))
-        return app.triggers.update(conn, before, patch, now, secret, others=others), "trigger-updated"
+        return app.triggers.update(conn, before, patch, now, secret, others=others,
+                                       collaborator=collaborator), "trigger-updated"
 
     try:
         trigger, reason = await ctx.db.write(job)

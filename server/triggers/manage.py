@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions_triggers import TriggerInput, TriggerPatch
 from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.owner_fields import COLLABORATORS_PUBLISH
 
 from ..clock import new_id
 from ..store import agents as agents_q
@@ -32,6 +33,27 @@ def check_source(conn, owner: str, source: dict, agent_id: str, others: bool) ->
                                      "leave it out to watch this agent's own")
 
 
+def publishes(continuation: dict | None) -> bool:
+    """A `tool` continuation that writes to Seed (hm://, ipfs://): it publishes as the agent's
+    identities, with no model involved."""
+    if not continuation or continuation.get("kind") != "tool" or continuation.get("tool") != "write":
+        return False
+    address = (continuation.get("input") or {}).get("address")
+    return isinstance(address, str) and address.strip().startswith(("hm://", "ipfs:"))
+
+
+def check_continuation(conn, agent_id: str, continuation: dict | None, collaborator: bool) -> None:
+    """A collaborator's trigger may publish as the owner's identities only with the owner's
+    say-so (`collaboratorsPublish`), as a collaborator's `write hm://` in person may (403)."""
+    if not collaborator or not publishes(continuation):
+        return
+    agent = agents_q.get_agent(conn, agent_id)
+    if agent is None or (agent.get("definition") or {}).get(COLLABORATORS_PUBLISH) is not True:
+        raise ProtocolError(403, "continuation: a trigger that publishes (write hm:// or ipfs://) as the agent's "
+                                 f"identities is the owner's to make, unless the agent's definition sets "
+                                 f"{COLLABORATORS_PUBLISH}")
+
+
 def first_due(source: dict, enabled: bool, now: int) -> int | None:
     if not enabled or source["type"] != "schedule":
         return None
@@ -39,9 +61,11 @@ def first_due(source: dict, enabled: bool, now: int) -> int | None:
 
 
 def create(conn, app, owner: str, agent_id: str, spec: TriggerInput, now: int, secret: str | None, *,
-           others: bool = False) -> dict:
-    """`others`: the caller is the owner in person (see check_source)."""
+           others: bool = False, collaborator: bool = False) -> dict:
+    """`others`: the caller is the owner in person (see check_source); `collaborator`: a writer in
+    person (see check_continuation)."""
     check_source(conn, owner, spec.source, agent_id, others)
+    check_continuation(conn, agent_id, spec.continuation, collaborator)
     limit = app.config.trigger_max_per_agent
     if triggers_q.count_of_agent(conn, agent_id) >= limit:
         raise ProtocolError(409, f"agent {agent_id} has {limit} triggers, the most it may have (delete one first)")
@@ -57,9 +81,10 @@ def create(conn, app, owner: str, agent_id: str, spec: TriggerInput, now: int, s
 
 
 def update(conn, app, before: dict, patch: TriggerPatch, now: int, secret: str | None, *,
-           others: bool = False) -> dict:
+           others: bool = False, collaborator: bool = False) -> dict:
     if patch.source is not None:
         check_source(conn, before["account"], patch.source, before["agentId"], others)
+    check_continuation(conn, before["agentId"], patch.continuation, collaborator)
     if patch.name is not None and triggers_q.name_taken(conn, before["agentId"], patch.name, but=before["id"]):
         raise ProtocolError(409, f"agent {before['agentId']} already has a trigger named {quote(patch.name)}")
     source = patch.source or before["source"]

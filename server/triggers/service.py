@@ -72,12 +72,14 @@ class Triggers:
         return self.clock.now_ms()
 
     def create(self, conn, owner: str, agent_id: str, spec, now: int, secret: str | None, *,
-               others: bool = False) -> dict:
+               others: bool = False, collaborator: bool = False) -> dict:
         """A new trigger inside a write job, with the actions' checks (server/triggers/manage.py)."""
-        return manage.create(conn, self.app, owner, agent_id, spec, now, secret, others=others)
+        return manage.create(conn, self.app, owner, agent_id, spec, now, secret, others=others,
+                             collaborator=collaborator)
 
-    def update(self, conn, before: dict, patch, now: int, secret: str | None, *, others: bool = False) -> dict:
-        return manage.update(conn, self.app, before, patch, now, secret, others=others)
+    def update(self, conn, before: dict, patch, now: int, secret: str | None, *, others: bool = False,
+               collaborator: bool = False) -> dict:
+        return manage.update(conn, self.app, before, patch, now, secret, others=others, collaborator=collaborator)
 
     @staticmethod
     def new_secret() -> str:
