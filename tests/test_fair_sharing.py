@@ -6,6 +6,7 @@ fake model (tests/fakes/openai_server.py) in this process."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import httpx
@@ -197,5 +198,50 @@ async def test_a_delegation_tree_is_bounded_in_runs(tmp_path):
             assert all("--max-tree-runs 4" in e["error"] for e in refused), refused
             assert events[-1]["content"] == "all done"
             await c.close()
+    finally:
+        srv.kill()
+
+
+async def test_twenty_agents_schedules_are_bounded_per_account_and_others_are_served(tmp_path):
+    """The finding's own case: one account, 20 agents, each with a trigger every minute, on a
+    trigger clock 600 times the wall clock (a trigger hour is 6 s). Within half a trigger hour
+    the account starts --account-trigger-firings-per-hour runs, not 20 x 30, and another
+    account's GetSession is measured meanwhile."""
+    speed, bound = 600, 10
+    srv = ServerProcess(tmp_path / "srv", extra=[
+        "--trigger-clock-speed", str(speed), "--trigger-clock-epoch-ms", str(int(time.time() * 1000)),
+        "--account-trigger-firings-per-hour", str(bound), *UNLIMITED_RATE]).start()
+    try:
+        kp, honest = keypair("twenty agents"), keypair("honest")
+        c = await V2Client.open(srv.url)
+        h = await V2Client.open(srv.url)
+        _, hsid = await setup_session(h, honest)
+        before = await honest_latencies(h, honest, hsid, asyncio.Event(), 1.0)
+        triggers = []
+        started = time.perf_counter()
+        for i in range(20):
+            agent_id = await make_agent(c, kp)
+            trigger = await create_trigger(c, kp, agent_id, {"type": "schedule", "schedule": {
+                "kind": "interval", "every": 1, "unit": "minutes"}}, name=f"tick{i}")
+            triggers.append(trigger["id"])
+        # Half a trigger hour after the first trigger was made (its slots every 0.1 s).
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(max(0.5, 3.0 - (time.perf_counter() - started)), stop.set)
+        during = await honest_latencies(h, honest, hsid, stop, 10)
+        firings = []
+        for trigger_id in triggers:
+            firings += (await get_trigger(c, kp, trigger_id))["firings"]
+        created = [f for f in firings if f["status"] == "created"]
+        held = [f for f in firings if f["status"] == "skipped" and "--account-trigger-firings-per-hour" in f["error"]]
+        print(f"\n20 agents, half a trigger hour: {len(firings)} firings, {len(created)} created, {len(held)} held back"
+              f" by the account bound; honest GetSession before p50 {percentile(before, 0.5) * 1000:.1f} ms, during"
+              f" x{len(during)} p50 {percentile(during, 0.5) * 1000:.1f} ms p99 {percentile(during, 0.99) * 1000:.1f} ms")
+        # (At most `bound` in any trigger hour: a slow machine may have let more than one pass.)
+        hours = math.ceil((time.perf_counter() - started) * speed / 3600)
+        assert len(created) <= bound * hours and len(held) >= 20, (len(created), len(held), hours)
+        assert percentile(during, 0.5) < max(10 * percentile(before, 0.5), 0.1)
+        assert percentile(during, 0.99) < 1.0
+        await c.close()
+        await h.close()
     finally:
         srv.kill()
