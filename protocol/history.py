@@ -68,19 +68,32 @@ def cid_from_text(text: str) -> bytes:
     return bytes(cid)
 
 
-def block(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at: int) -> bytes:
-    """The canonical DAG-CBOR bytes of an event's block (`body`: the stored event's bytes)."""
-    parts = [b"\xa4" if prev is None else b"\xa5", _K_SEQ, encode(seq)]
-    if prev is not None:
-        link = b"\x00" + prev
-        parts += [_K_PREV, _TAG42, encode_head(2, len(link)), link]
-    parts += [_K_EVENT, body, _K_CREATED, encode(created_at), _K_SESSION, encode(session_id)]
-    return b"".join(parts)
+def _uint(n: int) -> bytes:
+    """DAG-CBOR of a non-negative integer (seq, createdAt), without the general encoder."""
+    return encode_head(0, n) if n >= 0 else encode(n)
 
 
-def link(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at: int) -> bytes:
+# The 41 bytes in front of a 36-byte CID link in a block: `prev`, tag 42, a byte string of 37.
+_PREV_LINK = _K_PREV + _TAG42 + encode_head(2, 37) + b"\x00"
+
+
+def block(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at: int,
+          session_bytes: bytes | None = None) -> bytes:
+    """The canonical DAG-CBOR bytes of an event's block (`body`: the stored event's bytes;
+    `session_bytes`: `session_id` already encoded, for a caller that links many events)."""
+    tail = _K_EVENT + body + _K_CREATED + _uint(created_at) + _K_SESSION + (session_bytes or encode(session_id))
+    if prev is None:
+        return b"\xa4" + _K_SEQ + _uint(seq) + tail
+    if len(prev) == 36:
+        return b"\xa5" + _K_SEQ + _uint(seq) + _PREV_LINK + prev + tail
+    link = b"\x00" + prev
+    return b"\xa5" + _K_SEQ + _uint(seq) + _K_PREV + _TAG42 + encode_head(2, len(link)) + link + tail
+
+
+def link(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at: int,
+         session_bytes: bytes | None = None) -> bytes:
     """The event's link: the binary CID of its block."""
-    return cid_bytes(block(session_id, seq, prev, body, created_at))
+    return _CID_PREFIX + hashlib.sha256(block(session_id, seq, prev, body, created_at, session_bytes)).digest()
 
 
 def head_payload(session_id: str, seq: int, head: bytes, ts: int) -> bytes:
@@ -140,6 +153,43 @@ def event_fields(body: bytes) -> tuple[str, int, int]:
     return sid, seq, created
 
 
+_BODY_HEAD = b"\xa5" + encode("id")   # a stored event: {id, seq, event, createdAt, sessionId}
+_K_ID_SEQ = encode("seq")
+
+
+def _fields_fast(body: bytes, session_tail: bytes) -> tuple[int, int] | None:
+    """(seq, createdAt) read straight from a stored event's canonical layout, or None when the
+    bytes are laid out otherwise (then the caller decodes). Whatever it reads only goes into the
+    block being hashed, so a misreading can only fail a check, never pass a wrong event."""
+    if not body.startswith(_BODY_HEAD) or not body.endswith(session_tail):
+        return None
+    head = body[4]
+    if 0x60 <= head <= 0x77:          # the id: a text of at most 23 bytes
+        pos = 5 + head - 0x60
+    elif head == 0x78:
+        pos = 6 + body[5]
+    else:
+        return None
+    if body[pos:pos + 4] != _K_ID_SEQ:
+        return None
+    pos += 4
+    first = body[pos]
+    if first < 0x18:
+        seq = first
+    elif first == 0x18:
+        seq = body[pos + 1]
+    elif first == 0x19:
+        seq = int.from_bytes(body[pos + 1:pos + 3], "big")
+    elif first == 0x1a:
+        seq = int.from_bytes(body[pos + 1:pos + 5], "big")
+    else:
+        return None
+    end = len(body) - len(session_tail)
+    if body[end - 9] != 0x1b or body[end - 19:end - 9] != _K_CREATED:   # createdAt: ms, past 2^32
+        return None
+    return seq, int.from_bytes(body[end - 8:end], "big")
+
+
 class ChainCheck:
     """Follows one session's chain as events arrive (a replay, pages, an export), from seq 1 or
     from a link the caller already trusts; `check_head` compares a signed head with it."""
@@ -148,15 +198,21 @@ class ChainCheck:
         self.session_id = session_id
         self.seq = seq
         self.link = link
+        self._session = encode(session_id)
+        self._tail = _K_SESSION + self._session
 
     def add(self, body: bytes) -> bytes:
-        sid, seq, created = event_fields(body)
-        if sid != self.session_id:
-            raise HistoryError(f"event {seq} belongs to session {sid}, not {self.session_id}", seq)
+        fast = _fields_fast(body, self._tail)
+        if fast is None:
+            sid, seq, created = event_fields(body)
+            if sid != self.session_id:
+                raise HistoryError(f"event {seq} belongs to session {sid}, not {self.session_id}", seq)
+        else:
+            seq, created = fast
         if seq != self.seq + 1:
             raise HistoryError(f"expected event {self.seq + 1}, got event {seq}: the history has a gap "
                                "or is out of order", self.seq + 1)
-        self.link = link(sid, seq, self.link, body, created)
+        self.link = link(self.session_id, seq, self.link, body, created, self._session)
         self.seq = seq
         return self.link
 

@@ -1,0 +1,137 @@
+"""What verifiable history costs, in one run: `python -m bench.history [--events N]`.
+
+- **append**: `store.events.append_event` into a real SQLite file (on the façade's writer
+  thread, blocks of appends in one job, timed in that thread's CPU), with the chain on (this tree)
+  and with the link step taken out (the same function with `history.link` replaced by a constant
+  and the predecessor read skipped), alternating blocks of appends so machine drift falls on both;
+  reported as events per second and the ratio.
+- **verify**: a follower checking a replay of N stored events (a session of the `rpc`
+  benchmark's event sizes), on this one core: from the stored bytes as a v2 replay carries them
+  (`ChainCheck.add`), and through the Python client's path (each decoded event encoded again,
+  `clients.history.Follower.add`); events per second for each. The goal: at least 200,000 per
+  second on one core.
+
+Nothing is asserted; every loop is bounded in count.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+
+from seed_agents.clients.history import Follower
+from seed_agents.protocol import dagcbor, history
+from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.store import accounts as accounts_q
+from seed_agents.server.store import agents as agents_q
+from seed_agents.server.store import codec
+from seed_agents.server.store import events as events_q
+from seed_agents.server.store import sessions as sessions_q
+
+SESSION = "0b8f3c1e-5a7d-4e6f-9a1b-2c3d4e5f6a7b"
+PAYLOAD = {"type": "message", "role": "assistant",
+           "content": "echo: " + "the quick brown fox jumps over the lazy dog " * 13,
+           "meta": {"model": "echo", "provider": "echo", "usage": {"inputTokens": 120, "outputTokens": 130}}}
+
+
+def stored_bodies(n: int) -> list[bytes]:
+    return [codec.encode({"id": f"event-{seq}", "sessionId": SESSION, "seq": seq, "event": PAYLOAD,
+                          "createdAt": 1_764_900_000_000 + seq}) for seq in range(1, n + 1)]
+
+
+def verify_rates(n: int, rounds: int) -> dict:
+    bodies = stored_bodies(n)
+    decoded = [dagcbor.decode(b) for b in bodies]
+    raw, client = [], []
+    # CPU time of this process (one thread): what one core spends, whatever else the machine runs.
+    for _ in range(rounds):
+        t = time.process_time()
+        check = history.ChainCheck(SESSION)
+        for body in bodies:
+            check.add(body)
+        raw.append(n / (time.process_time() - t))
+        t = time.process_time()
+        follower = Follower(SESSION, None)
+        for event in decoded:
+            follower.add(event)
+        client.append(n / (time.process_time() - t))
+    return {"stored bytes (v2 replay)": statistics.median(raw), "decoded events (Python client)": statistics.median(client),
+            "event bytes": len(bodies[0])}
+
+
+def _unlinked_append(conn, session_id, payload, event_id, now, max_bytes=events_q.MAX_EVENT_BYTES, envelope=None):  # noqa: ANN001
+    """append_event as it was before the chain: no predecessor read, no hash, no link column."""
+    kind, message_from = events_q.activity_of(payload)
+    seq, agent_id = conn.execute(
+        "UPDATE sessions SET last_seq = last_seq + 1, updated_at = max(updated_at, ?1),"
+        " message_at = CASE WHEN ?2 IS NULL THEN message_at ELSE max(coalesce(message_at, 0), ?1) END,"
+        " message_from = coalesce(?2, message_from)"
+        " WHERE id = ?3 RETURNING last_seq, agent_id", (now, message_from, session_id)).fetchone()
+    agents_q.record_activity(conn, agent_id, session_id, kind, message_from, now)
+    event = {"id": event_id, "sessionId": session_id, "seq": seq, "event": payload, "createdAt": now}
+    body = codec.encode(event)
+    conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (?, ?, ?, ?, ?)",
+                 (session_id, seq, event_id, now, body))
+    return event, body
+
+
+async def append_rates(blocks: int, per_block: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database(os.path.join(tmp, "bench.sqlite"))
+        await db.start()
+        try:
+            await db.write(accounts_q.ensure_account, "z6MkBench", 1)
+            await db.write(agents_q.create_agent, "a1", "z6MkBench", {"name": "bench"}, "/tmp/a1", 1)
+            for sid in ("linked", "unlinked"):
+                await db.write(sessions_q.create_session, sid, "z6MkBench", "a1", None, 1)
+            rates: dict[str, list[float]] = {"with the chain": [], "without": []}
+            counter = 0
+            for block in range(blocks):
+                order = [("with the chain", events_q.append_event, "linked"), ("without", _unlinked_append, "unlinked")]
+                if block % 2:
+                    order.reverse()
+                for name, fn, sid in order:
+                    first = counter
+
+                    def job(conn, fn=fn, sid=sid, first=first):  # noqa: ANN001
+                        # One transaction of appends, timed in the writer's CPU: the append's own
+                        # work, without the fsync a commit adds to each (the same for both).
+                        t = time.thread_time()
+                        for i in range(first + 1, first + per_block + 1):
+                            fn(conn, sid, PAYLOAD, f"e{i}", 1_764_900_000_000 + i)
+                        return time.thread_time() - t
+
+                    counter += per_block
+                    rates[name].append(per_block / await db.write(job))
+        finally:
+            await db.close()
+    out = {name: statistics.median(v) for name, v in rates.items()}
+    out["ratio"] = out["with the chain"] / out["without"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=100_000, help="events in the replay checked")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--blocks", type=int, default=10, help="alternating blocks of appends per variant")
+    parser.add_argument("--per-block", type=int, default=500)
+    args = parser.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})   # one core
+    rates = verify_rates(args.events, args.rounds)
+    print(f"verify a replay of {args.events} events ({rates['event bytes']} bytes each), one core:")
+    for name in ("stored bytes (v2 replay)", "decoded events (Python client)"):
+        print(f"  {name:32} {rates[name]:>10,.0f} events/s")
+    appends = asyncio.run(append_rates(args.blocks, args.per_block))
+    print(f"append_event into SQLite, {args.blocks} alternating blocks of {args.per_block}:")
+    for name in ("with the chain", "without"):
+        print(f"  {name:32} {appends[name]:>10,.0f} events/s")
+    print(f"  with / without                   {appends['ratio']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
