@@ -55,17 +55,20 @@ class Background:
 
 class FeedHm(FakeHmServer):
     """The fake HM server, also answering the activity feed (`GET /api/ListEvents`, empty) and
-    remembering the query each read sent (whose account it asked as)."""
+    remembering the query each feed read and search sent (whose account it asked as)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.feed_queries: list[dict] = []
+        self.search_queries: list[dict] = []
 
     async def _route(self, request, writer) -> None:  # noqa: ANN001
         url = urlsplit(request.path)
         if (request.method, url.path) == ("GET", "/api/ListEvents"):
             self.feed_queries.append(dict(parse_qsl(url.query)))
             return await send_json(writer, 200, {"json": {"events": [], "nextPageToken": ""}})
+        if (request.method, url.path) == ("GET", "/api/Search"):
+            self.search_queries.append(dict(parse_qsl(url.query)))
         return await super()._route(request, writer)
 
 

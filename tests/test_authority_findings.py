@@ -230,13 +230,18 @@ async def test_finding_11_a_writer_publishes_as_the_owner_only_with_the_owners_s
         w.api.ok(owner, {"_": "UpdateAgent", "agentId": w.ids["a"], "definition": a["definition"]})
 
 
-def test_finding_16_a_readers_activity_read_asks_the_feed_as_the_reader(world):
+def test_finding_16_a_readers_activity_read_asks_the_feed_as_the_reader_and_search_likewise(world):
     w = world
     asked = len(w.hm.feed_queries)
     r = w.invoke("reader", "read", {"address": "activity:"})
     assert "error" not in r, r
     queries = w.hm.feed_queries[asked:]
     assert [q.get("currentAccount") for q in queries] == [w.kp("reader").account_id]
+    # Seed search, the same: from the perspective of the one who asks.
+    searched = len(w.hm.search_queries)
+    r = w.invoke("writer", "call", {"tool": "search", "input": {"query": "kites"}})
+    assert "error" not in r, r
+    assert [q.get("perspectiveAccountUid") for q in w.hm.search_queries[searched:]] == [w.kp("writer").account_id]
 
 
 def test_a_triggers_tool_continuation_reaches_the_hm_server(world):

@@ -562,7 +562,7 @@ async def search(ctx: ToolContext, params: dict) -> ToolResult:
         request["accountUid"] = params["accountUid"]
     request.update(includeBody="true" if body else "false",
                    contextSize=str(_bounded(params.get("contextSize"), 48, 0, 512)),
-                   perspectiveAccountUid=ctx.account, searchType=str(SEARCH_TYPES[kind]), pageSize=str(size))
+                   perspectiveAccountUid=ctx.authority.account, searchType=str(SEARCH_TYPES[kind]), pageSize=str(size))
     try:
         answer = await hm.search(request)
     except HmError as exc:
