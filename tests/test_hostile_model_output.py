@@ -77,6 +77,8 @@ async def test_floods_of_model_output_end_the_step_with_an_error_and_memory_stay
     h = await V2Client.open(srv.url)
     try:
         _, attacked = await provider_session(a, attacker, fake)
+        await send(a, attacker, attacked, "an ordinary turn first")   # (the provider's first use costs its own)
+        await ended(a, attacker, attacked, 1)
         _, mine = await setup_session(h, honest_kp)
         for n in range(3):
             await send(h, honest_kp, mine, f"hello {n}")
@@ -92,7 +94,7 @@ async def test_floods_of_model_output_end_the_step_with_an_error_and_memory_stay
             peak = Peak(pid)
             honest = HonestReader(h, honest_kp, mine).start()
             await send(a, attacker, attacked, f"flood {n}")
-            events = await ended(a, attacker, attacked, n + 1)
+            events = await ended(a, attacker, attacked, n + 2)
             loud = await honest.stop()
             grew = peak.stop() - before
             error = events[-1]["event"]

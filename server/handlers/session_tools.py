@@ -7,8 +7,10 @@ its MCP tools; a bad input is answered with the verb's contract, as for the mode
 read access; `write` and `call` need write access (a reader cannot change anything).
 
 What a call leaves: for a writer or the owner, a `tool_call` and a `tool_result` with
-`actor: "user"` (and the signer in `meta`), appended in one transaction after the verb ran, so the
-agent reads them on its next turn; refused (409) while the session has a live run, as the
+`actor: "user"` (and the signer in `meta`), appended in one transaction after the verb ran, for the
+people who read the session; the model is not handed them (server/runtime/history.py: a person's
+use of a verb is not a step of the model's to replay; what it changed, such as a memory file, the
+agent sees where it lives); refused (409) while the session has a live run, as the
 reference does (the log is not written under a running turn). A reader's read leaves nothing in
 the owner's log: it is answered (`resultEventId: ""`) and forgotten. Either way the output is cut to
 `--max-tool-output-chars` (server/tools/records.py), as the model's is. A verb still running

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.actions import request_fingerprint
 from seed_agents.protocol.blocks import system_prompt_markdown
+from seed_agents.protocol.dagcbor import encode
 from seed_agents.protocol.wire_values import RawEvents
 
 from ..cache import text_bytes
@@ -23,7 +24,10 @@ from .idempotency import once
 from .pages import MAX_ANSWER_BYTES, sessions_with_agents
 
 MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
-MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES  # a page also ends past this many bytes of events (nextAfterSeq says where)
+# A page of events ends before this many bytes (nextAfterSeq says where): the answer bound less
+# room for the session, its agent's system prompt and a trigger's context, so the whole answer
+# stays within MAX_ANSWER_BYTES (a page is cut further when they need more).
+MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES - (512 << 10)
 
 
 def system_prompt(app, agent_id: str) -> str:
@@ -112,7 +116,8 @@ async def get_session(app, env, action) -> dict:
 
     def read(conn):
         session = session_for(conn, env.account_id, action.session_id, READER)
-        rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES)
+        rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES,
+                                                max_event=MAX_RESPONSE_BYTES)
         context = firings_q.trigger_context(conn, action.session_id) if after == 0 else None   # triggers
         head = history_q.head_at(conn, action.session_id, rows[-1][0]) if rows else None
         return session, rows, more, context, head
@@ -124,9 +129,14 @@ async def get_session(app, env, action) -> dict:
     response = {"_": "GetSessionResponse", "session": session}
     if context is not None:   # a session a trigger started (the desktop's trigger card)
         response["triggerContext"] = context
+    response["systemPromptMarkdown"] = system_prompt(app, session["agentId"])
+    room = MAX_ANSWER_BYTES - len(encode(response)) - 64
+    size = sum(len(body) for _seq, body in rows)
+    while len(rows) > 1 and size > room:   # (an unusually large prompt or trigger context)
+        size -= len(rows.pop()[1])
+        more = True
     # Stored event bytes go out as they are in CBOR; JSON decodes them on demand.
     response["events"] = RawEvents([bytes(body) for _seq, body in rows])
-    response["systemPromptMarkdown"] = system_prompt(app, session["agentId"])
     if more:
         response["nextAfterSeq"] = rows[-1][0]
     if head is not None and (signed := signed_head(app, action.session_id, *head)) is not None:

@@ -106,14 +106,14 @@ def event_bodies_after(conn: Conn, session_id: str, after_seq: int,
 
 
 def event_bodies_page(conn: Conn, session_id: str, after_seq: int, limit: int,
-                      max_bytes: int) -> tuple[list[tuple[int, bytes]], bool]:
+                      max_bytes: int, max_event: int = ANSWER_EVENT_BYTES) -> tuple[list[tuple[int, bytes]], bool]:
     """Like `event_bodies_after`, but also stops once the bodies pass `max_bytes` (at least one
-    row is returned, and none over ANSWER_EVENT_BYTES: its stand-in), so a page of big events
-    cannot make the server hold gigabytes.
+    row is returned, and none over `max_event`: its stand-in), so a page of big events cannot
+    make the server hold gigabytes.
     Returns (rows, more): `more` is True when events past the page exist."""
     rows: list[tuple[int, bytes]] = []
     size = 0
-    for seq, body in _bounded_rows(conn, session_id, after_seq, limit + 1, ANSWER_EVENT_BYTES):
+    for seq, body in _bounded_rows(conn, session_id, after_seq, limit + 1, max_event):
         if len(rows) == limit or (rows and size + len(body) > max_bytes):
             return rows, True
         rows.append((seq, body))
