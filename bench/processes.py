@@ -90,7 +90,7 @@ class Server:
         return [PY, "-m", "seed_agents.server.main", *args]
 
     def start(self, timeout: float = 30.0) -> "Server":
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(ROOT), SEED_AGENTS_HM_SERVER_URL="")   # benches stay on 127.0.0.1
         os.makedirs(self.data_dir, exist_ok=True)
         log = open(self.log_path, "ab")
         # taskset execs the command, so the child's pid is the server's own pid (for /proc).

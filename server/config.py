@@ -81,7 +81,7 @@ class Config:
     run_poll_interval: float = 1.0
     # The Seed hypermedia server agents' identities are published to (None: created locally
     # only; server/hypermedia/identity_publish.py), and how long one publication may take.
-    hm_server_url: str | None = None
+    hm_server_url: str | None = "https://hyper.media"   # the public Seed gateway, as the reference
     hm_server_timeout: float = 15.0   # seed_agents.server.hypermedia.client.DEFAULT_TIMEOUT
     # Files (docs/operations.md "Files"): bytes per account (0: no quota), files per agent, the
     # largest file one answer carries whole (larger ones are read in ranges), and downloads.
@@ -300,6 +300,11 @@ def http_url(raw: str) -> str:
     return value
 
 
+def hm_url(raw: str) -> str | None:
+    """`--hm-server-url`: an http(s) URL, or '' for none (offline)."""
+    return http_url(raw) if raw.strip() else None
+
+
 def signed_ms(raw: str) -> int:
     return _int(raw)
 
@@ -372,7 +377,7 @@ SETTINGS: list[Setting] = [
     Setting("--ping-interval", "PING_INTERVAL", "ping_interval", rate, "SECONDS", "seconds between WebSocket pings"),
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (scripts, the CLI) are always allowed; others get 403, with CORS answers that name no origin", "the Seed desktop's own (`http://localhost:17654` to `http://localhost:17664`, `http://localhost:5173`, `file://`) on a loopback listen address, else `*`"),
-    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", http_url, "URL", "the Seed hypermedia server agents read from and publish to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile; unset, identities are created locally and nothing is published", "unset"),
+    Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", hm_url, "URL", "the Seed hypermedia server agents read from and publish to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile, `hm://` and `ipfs://` reads and writes, `search` and activity triggers go there; `''` runs offline (identities are created locally and nothing is published); an unreachable server is said once at start and in health, and the server serves at once", "`https://hyper.media` (the public Seed gateway, as the reference)"),
     Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
     Setting("--file-quota-bytes", "FILE_QUOTA_BYTES", "file_quota_bytes", byte_count, "BYTES", "bytes of files (agent memory, session attachments, uploads in progress) one account may hold; 0: no quota (more is 413)"),
     Setting("--memory-max-files", "MEMORY_MAX_FILES", "memory_max_files", count, "N", "files in one agent's memory (more is 413)"),

@@ -46,9 +46,12 @@ class RunningServer:
         self.lock: ProcessLock | None = None
         self.new_database = False   # the SQLite file was made by this start
         self.metrics_server = None
+        self.hm_probe: asyncio.Task | None = None
 
     async def stop(self) -> None:
         app, server = self.app, self.ws_server
+        if self.hm_probe is not None:
+            self.hm_probe.cancel()
         server.close(close_connections=False)   # stop accepting
         # Let in-flight actions finish and commit, within the shutdown timeout.
         pending = [c.drain_inflight() for c in list(app.connections)]
@@ -113,10 +116,22 @@ async def start_server(config: Config) -> RunningServer:
             lock.release()
         raise
     running = RunningServer(app, ws_server)
+    if app.runtime.hm is not None:   # said once, without holding up the start (health says it too)
+        running.hm_probe = asyncio.create_task(_probe_hm(app.runtime.hm))
     running.lock = lock
     running.new_database = new
     running.metrics_server = metrics_server
     return running
+
+
+async def _probe_hm(hm) -> None:  # noqa: ANN001
+    """The one line saying whether the Seed hypermedia server answers at start."""
+    if await hm.probe():
+        log.info("the Seed hypermedia server at %s answers", hm.display)
+    else:
+        log.warning("the Seed hypermedia server at %s %s: working offline until it answers (identities "
+                    "are kept here; hm:// and ipfs:// reads and writes and Seed search fail meanwhile)",
+                    hm.display, hm.unreachable_reason)
 
 
 def start_metrics_listener(config: Config, app: App):

@@ -19,10 +19,16 @@ from tests.pg import postgres_base_url, postgres_url  # noqa: E402,F401  (fixtur
 os.environ.setdefault("SEED_AGENTS_SECRETS_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
 
 
+# No test reaches beyond 127.0.0.1: servers started here and every child process (which inherits
+# this variable) run offline unless a test points them at a fake HM server.
+os.environ["SEED_AGENTS_HM_SERVER_URL"] = ""
+
+
 def make_config(tmp_path, **limits):
     from seed_agents.server.config import Config
 
-    cfg = Config(host="127.0.0.1", port=0, db_path=str(tmp_path / "agents.sqlite"), data_dir=str(tmp_path))
+    cfg = Config(host="127.0.0.1", port=0, db_path=str(tmp_path / "agents.sqlite"), data_dir=str(tmp_path),
+                 hm_server_url=None)
     cfg.shutdown_timeout = 2.0
     for name, value in limits.items():
         if hasattr(cfg.limits, name):

@@ -380,7 +380,13 @@ async def test_the_health_answer_states_every_capability_truthfully(publishing, 
                 "searches": {"seed": bool(hm_url), "memory": True, "web": False},
             }
             if hm_url:
-                expected.update(hmServerUrl=hm_url, ipfsServerUrl=hm_url)
+                # (the fake HM server of these tests comes and goes: whichever it was at the last ask)
+                hm_state = body["hmServer"]
+                expected.update(hmServerUrl=hm_url, ipfsServerUrl=hm_url, hmServer=hm_state)
+                assert hm_state["reachable"] in (True, False, None)
+                assert ("error" in hm_state) == (hm_state["reachable"] is False)
+            else:
+                expected.update(hmServer={"offline": True})
             assert capabilities == expected
 
 

@@ -6,11 +6,13 @@ Each ```sh line that is a command of the README (`make run`, `.venv/bin/seed-age
 it (`# ...` comments, or plain lines) are what it must print, where a word holding a digit or
 `…` (an id, a time) stands for any word. `you> TEXT` lines are typed into `chat`. The Python
 example runs twice in a row, from a folder outside the checkout (as a person's script would).
-Three things differ from a person's run, so that runs on one machine never collide, nothing
+Four things differ from a person's run, so that runs on one machine never collide, nothing
 already running there gets in the way, and nothing is installed twice: the ports, chosen free
 (SEED_AGENTS_HTTP_PORT and SEED_AGENTS_URL, which the README documents, the URLs of the example
 and of `curl`, and the local Ollama's: a `--type ollama` provider is given `--base-url` on a free
-port, so a real Ollama on 11434 changes nothing); and the copy's `.venv`, this tree's own, whose
+port, so a real Ollama on 11434 changes nothing); the server offline
+(SEED_AGENTS_HM_SERVER_URL='', as the README says; a person's talks to the public Seed gateway);
+and the copy's `.venv`, this tree's own, whose
 editable install runs this tree's files, the same as the copy's (the cold install is measured
 apart: docs/operations.md, "Installing").
 """
@@ -97,7 +99,8 @@ def tour(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_AGENTS_") and k != "PYTHONPATH"}
     env.update(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(tmp_path / "home" / ".local" / "share"),
                XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"), TERM="xterm",
-               SEED_AGENTS_HTTP_PORT=str(port), SEED_AGENTS_URL=f"http://127.0.0.1:{port}")
+               SEED_AGENTS_HTTP_PORT=str(port), SEED_AGENTS_URL=f"http://127.0.0.1:{port}",
+               SEED_AGENTS_HM_SERVER_URL="")   # offline: no test reaches beyond 127.0.0.1
     env.pop("INPUTRC", None)
     state = {"clone": clone, "env": env, "port": port, "server": None, "transcript": []}
     # Something on Ollama's default port (a running Ollama, as the README suggests): the tour must

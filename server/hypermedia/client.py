@@ -119,6 +119,10 @@ class HmClient:
         self.max_answer_bytes = max_answer_bytes
         self._own_http = http is None
         self.http = http if http is not None else provider_client(NetworkPolicy.parse(DEFAULT_LOOPBACK))
+        # Whether the server answered the last exchange (None: not asked yet), and why not:
+        # health shows it, and the start says it once (`probe`).
+        self.reachable: bool | None = None
+        self.unreachable_reason: str | None = None
 
     async def aclose(self) -> None:
         if self._own_http:
@@ -596,17 +600,38 @@ class HmClient:
                     headers: dict[str, str] | None = None) -> object:
         try:
             async with asyncio.timeout(self.timeout):
-                return await self._exchange(key, method, path, body, headers or {})
+                answer = await self._exchange(key, method, path, body, headers or {})
+        except HmError:
+            self._answered()   # it answered, badly: it is there
+            raise
         except TimeoutError:
-            raise self._error(key, f"did not answer within {self.timeout:g} s") from None
+            raise self._unreachable(key, f"did not answer within {self.timeout:g} s") from None
         except (httpx.InvalidURL, httpx.UnsupportedProtocol):
-            raise self._error(key, "is not an http(s) URL the client can use") from None
+            raise self._unreachable(key, "is not an http(s) URL the client can use") from None
         except httpx.HTTPError as exc:
             if _policy_refused(exc):
-                raise self._error(key, "is in a network the server's provider network policy refuses "
-                                       "(--provider-networks)") from None
+                raise self._unreachable(key, "is in a network the server's provider network policy refuses "
+                                             "(--provider-networks)") from None
             reason = "refused the connection" if isinstance(exc, httpx.ConnectError) else "broke the connection"
-            raise self._error(key, f"could not be reached: it {reason}") from None
+            raise self._unreachable(key, f"could not be reached: it {reason}") from None
+        self._answered()
+        return answer
+
+    def _answered(self) -> None:
+        self.reachable, self.unreachable_reason = True, None
+
+    def _unreachable(self, key: str, what: str) -> HmError:
+        self.reachable, self.unreachable_reason = False, what
+        return self._error(key, what)
+
+    async def probe(self) -> bool:
+        """One cheap request (a one-event page of the activity feed) to learn whether the server
+        answers; any HTTP answer counts. Never raises."""
+        try:
+            await self._call("probe", "GET", "/api/ListEvents?pageSize=1")
+        except HmError:
+            pass
+        return bool(self.reachable)
 
     async def _exchange(self, key: str, method: str, path: str, body: bytes | None,
                         headers: dict[str, str]) -> object:

@@ -22,6 +22,14 @@ def health(app, version: str) -> dict:  # noqa: ANN001
         # does when no separate IPFS server is configured.
         value["hmServerUrl"] = config.hm_server_url
         value["ipfsServerUrl"] = config.hm_server_url
+    # Ours: whether the HM server answers (`reachable` null until it was asked), and what is
+    # still waiting for it; `offline` when none is configured (--hm-server-url '').
+    hm = getattr(getattr(app, "runtime", None), "hm", None)
+    if hm is None:
+        value["hmServer"] = {"offline": True}
+    else:
+        value["hmServer"] = {"reachable": hm.reachable,
+                             **({"error": hm.unreachable_reason} if hm.unreachable_reason else {})}
     value["webTools"] = {"search": bool(getattr(config, "searxng_url", None)),
                          "readBrowser": bool(getattr(config, "crawler_url", None))}
     # Which searches an agent has: Seed's (`call search`, the HM server's search API), its own

@@ -1,0 +1,80 @@
+"""Connected out of the box, and fine without a network: the public Seed gateway by default,
+`--hm-server-url ''` offline; a server whose HM server does not answer starts and serves at once,
+and says so in one log line and in health."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import httpx
+
+from seed_agents.server.config import load_config
+from seed_agents.server.main import start_server
+
+from tests.conftest import make_config
+from tests.fakes.hm_server import FakeHmServer
+from tests.procs import free_port
+
+
+def test_the_default_is_the_public_gateway_and_empty_is_offline():
+    assert load_config(None, env={}).hm_server_url == "https://hyper.media"
+    assert load_config(None, env={"SEED_AGENTS_HM_SERVER_URL": ""}).hm_server_url is None
+    assert load_config(None, env={"SEED_AGENTS_HM_SERVER_URL": "http://127.0.0.1:9/"}).hm_server_url \
+        == "http://127.0.0.1:9"
+
+
+async def health(running) -> dict:
+    async with httpx.AsyncClient() as http:
+        return (await http.get(f"{running.http_url}/api/health", timeout=5)).json()
+
+
+async def wait_health(running, check, timeout: float = 20) -> dict:
+    async with asyncio.timeout(timeout):
+        while True:
+            body = await health(running)
+            if check(body):
+                return body
+            await asyncio.sleep(0.05)
+
+
+async def test_an_unreachable_hm_server_is_said_once_and_nothing_waits_for_it(tmp_path, caplog):
+    dead = f"http://127.0.0.1:{free_port()}"   # nothing listens there
+    caplog.set_level(logging.INFO, logger="seed_agents")
+    started = time.monotonic()
+    running = await start_server(make_config(tmp_path, hm_server_url=dead, hm_server_timeout=2.0))
+    try:
+        assert time.monotonic() - started < 10   # (it serves before the HM server is asked)
+        body = await wait_health(running, lambda b: b["hmServer"]["reachable"] is not None)
+        assert body["hmServer"] == {"reachable": False, "error": "could not be reached: it refused the connection"}
+        assert body["searches"]["seed"] is True and body["hmServerUrl"] == dead
+        lines = [r.getMessage() for r in caplog.records if "Seed hypermedia server" in r.getMessage()]
+        assert lines == [f"the Seed hypermedia server at {dead} could not be reached: it refused the connection: "
+                         "working offline until it answers (identities are kept here; hm:// and ipfs:// reads "
+                         "and writes and Seed search fail meanwhile)"]
+    finally:
+        await running.stop()
+
+
+async def test_a_reachable_hm_server_is_said_once_too(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="seed_agents")
+    async with FakeHmServer() as hm:
+        running = await start_server(make_config(tmp_path, hm_server_url=hm.base_url))
+        try:
+            body = await wait_health(running, lambda b: b["hmServer"]["reachable"] is not None)
+            assert body["hmServer"] == {"reachable": True}
+            assert ("GET", "/api/ListEvents?pageSize=1") in hm.requests
+        finally:
+            await running.stop()
+    assert [r.getMessage() for r in caplog.records if "Seed hypermedia server" in r.getMessage()] == [
+        f"the Seed hypermedia server at {hm.base_url} answers"]
+
+
+async def test_offline_says_so_in_health(tmp_path):
+    running = await start_server(make_config(tmp_path))
+    try:
+        body = await health(running)
+        assert body["hmServer"] == {"offline": True} and "hmServerUrl" not in body
+        assert body["searches"] == {"seed": False, "memory": True, "web": False}
+    finally:
+        await running.stop()
