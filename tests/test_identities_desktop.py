@@ -367,7 +367,7 @@ async def test_the_health_answer_states_every_capability_truthfully(publishing, 
             body = r.json()
             assert r.status_code == 200 and body["ok"] is True and body["status"] == "ok"
             capabilities = {k: v for k, v in body.items()
-                            if k not in ("status", "ok", "uptime", "version", "schemaVersion", "storage")}
+                            if k not in ("status", "ok", "uptime", "version", "schemaVersion", "storage", "serverKey")}
             expected = {
                 # No --searxng-url or crawler here: the desktop must not offer web search.
                 "webTools": {"search": False, "readBrowser": False},
