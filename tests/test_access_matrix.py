@@ -184,7 +184,9 @@ def action_cells(w: World) -> dict:
     base = w.base_definition
     changes = {"name": {"name": "Renamed"}, "signingKey": {"signingKey": w.ids["other_identity"]},
                "signingKeys": {"signingKeys": [w.ids["other_identity"]]}, "mcpServers": {"mcpServers": ["files"]},
-               "collaboratorsPublish": {"collaboratorsPublish": True}}
+               "collaboratorsPublish": {"collaboratorsPublish": True},
+               "tools (the publish grant off)": {"tools": ["navigate"]},
+               "tools (other grants, publish kept)": {"tools": ["navigate", "publish"]}}
     continuations = {"newThread": {"kind": "newThread"}, "wake": {"kind": "wake", "signal": "go"},
                      "tool": {"kind": "tool", "tool": "read", "input": {"address": "~/self"}}}
     got = {}

@@ -10,6 +10,7 @@ from seed_agents.protocol.providers import BUILTIN_TYPES
 from seed_agents.protocol.reasoning import level_problem
 
 from ..store import providers as providers_q
+from ..tools.hm_tools import publish_granted
 from .identities import check_signing_keys
 
 
@@ -38,7 +39,7 @@ def check_definition(conn, owner: str, definition: dict, prior: dict | None = No
                      role: str = "owner") -> None:
     """The definition's reasoning level fits its model, and its signing identities are the
     owner's; only the owner changes the owner-only fields (protocol/owner_fields.py: signing
-    identities, MCP servers, collaborators publishing). `prior` is the definition replaced, on
+    identities, MCP servers, collaborators publishing; and the publish grant). `prior` is the definition replaced, on
     update."""
     level = definition.get("reasoningLevel")
     if level is not None:
@@ -51,6 +52,10 @@ def check_definition(conn, owner: str, definition: dict, prior: dict | None = No
     if prior is not None and role != "owner":
         # (signing identities are compared as sets of names, above)
         fields = owner_fields.changed(definition, prior, ("mcpServers", owner_fields.COLLABORATORS_PUBLISH))
+        if publish_granted(definition) != publish_granted(prior):
+            # The "Publish Seed content" grant (`publish` in `tools`): what the agent may publish
+            # as the owner's identities is the owner's to turn on or off.
+            fields.append("the publish grant (tools: publish)")
         if fields:
             raise ProtocolError(403, f"Only the agent owner can change {', '.join(fields)} (the owner's MCP "
                                      "servers and publishing are the owner's to give)")
