@@ -105,3 +105,28 @@ async def test_the_caps_on_servers_tools_and_schema_bytes(tmp_path, fat):
         srv.kill()
         many.kill()
         many.wait(10)
+
+
+@pytest.mark.slow
+async def test_an_honest_get_session_p99_stays_under_50_ms_during_hostile_listings(tmp_path, fat):
+    """The issue's budget, for a quiet machine (make stress): three discoveries of the hostile
+    listing in a row while an honest client reads its own session."""
+    srv = ServerProcess(tmp_path / "srv", extra=FLAGS).start(timeout=60)
+    attacker, honest_kp = keypair("mcp attacker"), keypair("honest")
+    a, h = await V2Client.open(srv.url), await V2Client.open(srv.url)
+    try:
+        _, mine = await setup_session(h, honest_kp)
+        await send(h, honest_kp, mine, "hello")
+        r = await call(a, attacker, {"_": "SetMcpServer", "name": "fat", "url": fat})
+        honest = HonestReader(h, honest_kp, mine).start()
+        for _ in range(3):
+            r = await call(a, attacker, {"_": "RefreshMcpServer", "name": "fat"})
+            assert r["_"] in ("Error", "RefreshMcpServerResponse"), r
+        loud = await honest.stop()
+        print(f"\nhonest GetSession during 3 hostile listings: p50 {percentile(loud, 0.5) * 1000:.1f} ms, "
+              f"p99 {percentile(loud, 0.99) * 1000:.1f} ms ({len(loud)} reads)")
+        assert percentile(loud, 0.99) < 0.050
+    finally:
+        await a.close()
+        await h.close()
+        srv.kill()

@@ -188,3 +188,32 @@ def _replayed(c: V2Client, seen: list, count: int) -> list[dict] | None:
         if e.get("_") == "append":
             seen.extend(e["events"] if "events" in e else [e["event"]])
     return list(seen) if len(seen) >= count else None
+
+
+@pytest.mark.slow
+async def test_an_honest_get_session_p99_stays_under_50_ms_during_the_floods(srv, fake):
+    """The issue's budget, for a quiet machine (make stress): each flood five times in a row while
+    an honest client reads its own session."""
+    attacker, honest_kp = keypair("attacker"), keypair("honest")
+    a, h = await V2Client.open(srv.url), await V2Client.open(srv.url)
+    try:
+        _, attacked = await provider_session(a, attacker, fake)
+        await send(a, attacker, attacked, "an ordinary turn first")
+        await ended(a, attacker, attacked, 1)
+        _, mine = await setup_session(h, honest_kp)
+        await send(h, honest_kp, mine, "hello")
+        honest = HonestReader(h, honest_kp, mine).start()
+        runs = 1
+        for flood, _setting in FLOODS:
+            for _ in range(5):
+                fake.script(flood=flood)
+                await send(a, attacker, attacked, "flood")
+                runs += 1
+                await ended(a, attacker, attacked, runs, timeout=120)
+        loud = await honest.stop()
+        print(f"\nhonest GetSession during {runs - 1} floods: p50 {percentile(loud, 0.5) * 1000:.1f} ms, "
+              f"p99 {percentile(loud, 0.99) * 1000:.1f} ms ({len(loud)} reads)")
+        assert percentile(loud, 0.99) < 0.050
+    finally:
+        await a.close()
+        await h.close()
