@@ -78,3 +78,40 @@ async def test_offline_says_so_in_health(tmp_path):
         assert body["searches"] == {"seed": False, "memory": True, "web": False}
     finally:
         await running.stop()
+
+
+async def test_an_identity_made_while_the_hm_server_is_down_is_kept_and_goes_up_later(tmp_path):
+    from tests.wsraw import V2Client, keypair
+
+    kp = keypair("outage")
+    dead = f"http://127.0.0.1:{free_port()}"
+    running = await start_server(make_config(tmp_path, hm_server_url=dead, hm_server_timeout=2.0))
+    try:
+        c = await V2Client.open(running.url)
+        made = await c.call(kp, {"_": "CreateSigningIdentity", "label": "Made offline"})
+        assert made["_"] == "CreateSigningIdentityResponse", made
+        assert "serverUrl" not in made["identity"]
+        body = await health(running)
+        assert body["hmServer"]["reachable"] is False
+        await c.close()
+    finally:
+        await running.stop()
+    async with FakeHmServer() as hm:
+        running = await start_server(make_config(tmp_path, hm_server_url=hm.base_url))
+        try:
+            c = await V2Client.open(running.url)
+            await wait_health(running, lambda b: b["hmServer"]["reachable"] is True)   # (the start's probe)
+            # A refusal (the server answered) is still a 502, and nothing changes.
+            hm.fail("refuse")
+            refused = await c.call(kp, {"_": "CreateSigningIdentity", "label": "Refused"})
+            assert refused["_"] == "Error" and refused["status"] == 502, refused
+            renamed = await c.call(kp, {"_": "UpdateSigningIdentity", "name": made["identity"]["name"],
+                                        "label": "Back online"})
+            assert renamed["identity"]["serverUrl"] == hm.base_url
+            assert [b.type for b in hm.published[-1]] == ["Profile", "Change", "Change", "Ref"]
+            assert hm.profile(made["identity"]["accountId"])["name"] == "Back online"
+            listed = (await c.call(kp, {"_": "ListSigningIdentities"}))["identities"]
+            assert [i["label"] for i in listed] == ["Back online"]
+            await c.close()
+        finally:
+            await running.stop()

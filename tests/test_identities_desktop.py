@@ -265,7 +265,20 @@ async def test_bad_seeds_labels_and_icons_are_refused_and_store_nothing(publishi
             assert seed not in data and seed.hex().encode() not in data, path
 
 
-@pytest.mark.parametrize("kind", ["refuse", "hang", "garbage", "drop", "wrong-shape", "huge"])
+@pytest.mark.parametrize("kind", ["hang", "drop"])
+async def test_an_hm_server_that_does_not_answer_leaves_the_identity_here_unpublished(publishing, hm, http, kind):
+    """Beyond the reference: no answer at all (no connection, a timeout) is no reason to refuse a
+    key; it is kept without a serverUrl and goes up whole at its first update (test below)."""
+    d = desk(http, publishing, f"hm-down-{kind}")
+    hm.fail(kind)
+    started = time.monotonic()
+    made = (await d.ok({"_": "CreateSigningIdentity", "label": "Kept", "clientRequestId": "one"}))["identity"]
+    assert time.monotonic() - started < HM_TIMEOUT + 5
+    assert "serverUrl" not in made and hm.published == []
+    assert [i["id"] for i in await d.identities()] == [made["id"]]
+
+
+@pytest.mark.parametrize("kind", ["refuse", "garbage", "wrong-shape", "huge"])
 async def test_an_hm_server_failure_is_a_502_naming_it_and_stores_nothing(publishing, hm, http, kind):
     d = desk(http, publishing, f"hm-{kind}")
     hm.fail(kind)

@@ -9,6 +9,7 @@ have a profile of its own). Decisions are in docs/protocol.md, "Signing identiti
 """
 from __future__ import annotations
 
+import logging
 import os
 
 import filetype
@@ -25,6 +26,8 @@ from ..store import idempotency as idem_q
 from ..store import identities as identities_q
 from .access import OWNER, READER, agent_for
 from .idempotency import once
+
+log = logging.getLogger("seed_agents.identities")
 
 # Identities per account: ListSigningIdentities answers them all (a few hundred bytes each).
 MAX_IDENTITIES = 1_000
@@ -112,8 +115,15 @@ async def create_signing_identity(app, env, action) -> dict:
     label = action.label or f"Agent account {identity_id[:10]}"
     server_url = None
     if _publishing(app):
-        await identity_publish.publish_new_account(app, seed, label, now)
-        server_url = app.config.hm_server_url
+        try:
+            await identity_publish.publish_new_account(app, seed, label, now)
+            server_url = app.config.hm_server_url
+        except identity_publish.Unreachable as exc:
+            # Beyond the reference: no network is no reason to refuse a key. It is kept here
+            # without a serverUrl, as one made offline, and goes up whole at its first update
+            # once the HM server answers (update_signing_identity, `with_home`).
+            log.warning("%s; the identity %s is kept here and published at its next update", exc.message,
+                        identity_id)
     return await _store_new(app, env, action, "CreateSigningIdentity", seed, label, server_url,
                             "created", now)
 

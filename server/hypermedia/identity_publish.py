@@ -15,6 +15,10 @@ from seed_agents.protocol.errors import ProtocolError
 from .client import HmClient, HmError
 
 
+class Unreachable(ProtocolError):
+    """The HM server did not answer at all (no connection, a timeout): not a refusal."""
+
+
 async def _publish(app, blobs: list, what: str) -> None:  # noqa: ANN001
     # Over the runtime's guarded HTTP client for the HM server, as the agents' hm:// tools go:
     # reached under the providers' network policy (--provider-networks), in a pool of its own.
@@ -23,7 +27,12 @@ async def _publish(app, blobs: list, what: str) -> None:  # noqa: ANN001
     try:
         await client.publish_blobs(blobs)
     except HmError as exc:   # one sentence naming the server, never its answer
-        raise ProtocolError(502, f"Failed to publish {what}: {exc}") from None
+        kind = Unreachable if client.reachable is False else ProtocolError
+        raise kind(502, f"Failed to publish {what}: {exc}") from None
+    finally:
+        shared = getattr(app.runtime, "hm", None)
+        if shared is not None and client.reachable is not None:   # what health says
+            shared.reachable, shared.unreachable_reason = client.reachable, client.unreachable_reason
 
 
 async def publish_new_account(app, seed: bytes, name: str, ts_ms: int) -> None:  # noqa: ANN001
