@@ -451,6 +451,17 @@ class FakeHmServer(LoopbackFake):
         return [self._comment_view(b) for b in self._comment_blobs()
                 if principal_to_string(b.value["space"]) == account and b.value.get("path", "") == path]
 
+    def _events(self, query: dict) -> dict:
+        """`ListEvents`: a `comment` event for every comment held, newest first (the resolved
+        shape the activity monitor reads), paged by `pageSize` / `pageToken` (an offset)."""
+        events = [{"id": b.cid, "type": "comment", "feedEventId": f"blob-{b.cid}", "eventAtMs": b.value["ts"],
+                   "author": {"id": {"uid": principal_to_string(b.value["signer"]),
+                                     "id": f"hm://{principal_to_string(b.value['signer'])}", "path": []}},
+                   "comment": self._comment_view(b)} for b in reversed(self._comment_blobs())]
+        size, start = int(query.get("pageSize") or 50), int(query.get("pageToken") or 0)
+        more = start + size < len(events)
+        return {"events": events[start:start + size], "nextPageToken": str(start + size) if more else ""}
+
     def _comment(self, record_id: str) -> dict | None:
         for b in self._comment_blobs():
             if comment_record_id(b.data) == record_id:
@@ -558,6 +569,8 @@ class FakeHmServer(LoopbackFake):
             if data is None:
                 return await send_json(writer, 404, {"error": "no such file"})
             return await send(writer, 200, "application/octet-stream", data)
+        if route == ("GET", "/api/ListEvents"):
+            return await self._answer(writer, self._events(query))
         if request.method == "GET" and url.path in ("/api/Query", "/api/ListComments", "/api/Comment",
                                                      "/api/Search", "/api/AccountContacts",
                                                      "/api/ListCapabilities"):
