@@ -14,6 +14,8 @@ bound, larger than an answer carries, is answered in a bounded form (GetSession 
 100 MB event in one answer)."""
 from __future__ import annotations
 
+import base64
+import os
 import sqlite3
 
 import pytest
@@ -58,6 +60,20 @@ def fake():
 @pytest.fixture
 def srv(tmp_path):
     srv = ServerProcess(tmp_path / "srv", extra=FLAGS).start(timeout=60)
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def srv_on(request, tmp_path, monkeypatch):
+    """A server child process on SQLite or PostgreSQL."""
+    monkeypatch.setenv("SEED_AGENTS_SECRETS_KEY", base64.b64encode(os.urandom(32)).decode())
+    flags = list(FLAGS)
+    if request.param == "postgresql":
+        flags += ["--storage-url", request.getfixturevalue("postgres_url")]
+    srv = ServerProcess(tmp_path / "srv", extra=flags).start(timeout=60)
     try:
         yield srv
     finally:
@@ -113,7 +129,8 @@ async def test_floods_of_model_output_end_the_step_with_an_error_and_memory_stay
         await h.close()
 
 
-async def test_a_reply_over_the_event_bound_is_stored_cut_and_whole_as_an_attachment(srv, fake):
+async def test_a_reply_over_the_event_bound_is_stored_cut_and_whole_as_an_attachment(srv_on, fake):
+    srv = srv_on
     kp = keypair("writer of long replies")
     c = await V2Client.open(srv.url)
     try:
