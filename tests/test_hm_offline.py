@@ -63,7 +63,7 @@ async def test_a_reachable_hm_server_is_said_once_too(tmp_path, caplog):
         try:
             body = await wait_health(running, lambda b: b["hmServer"]["reachable"] is not None)
             assert body["hmServer"] == {"reachable": True}
-            assert ("GET", "/api/ListEvents?pageSize=1") in hm.requests
+            assert ("GET", "/api/Account?id=z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK") in hm.requests
         finally:
             await running.stop()
     assert [r.getMessage() for r in caplog.records if "Seed hypermedia server" in r.getMessage()] == [

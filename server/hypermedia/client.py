@@ -68,6 +68,8 @@ DEFAULT_MAX_ANSWER_BYTES = 8 * 1024 * 1024
 MAX_MARKDOWN_BYTES = 1024 * 1024
 # Redirects followed when reading (a document moved, then moved again).
 MAX_REDIRECTS = 3
+# The account whose `Account` answer tells that the HM server answers at all (any valid id does).
+PROBE_ACCOUNT = "z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
 # The largest file read from the HM server's gateway (`read ipfs://…`).
 MAX_IPFS_BYTES = 32 * 1024 * 1024
 # The largest Markdown published as one comment (the reference's MAX_WRITE_CONTENT_BYTES).
@@ -625,10 +627,11 @@ class HmClient:
         return self._error(key, what)
 
     async def probe(self) -> bool:
-        """One cheap request (a one-event page of the activity feed) to learn whether the server
-        answers; any HTTP answer counts. Never raises."""
+        """One cheap request (`Account` of a fixed account: a few bytes, and nothing the activity
+        feed's readers see) to learn whether the server answers; any HTTP answer counts. Never
+        raises."""
         try:
-            await self._call("probe", "GET", "/api/ListEvents?pageSize=1")
+            await self._call("probe", "GET", f"/api/Account?{search_params({'id': PROBE_ACCOUNT})}")
         except HmError:
             pass
         return bool(self.reachable)
