@@ -31,7 +31,9 @@ class FakeHMActivity(LoopbackFake):
         self.failure = status
 
     def list_requests(self) -> list[dict[str, str]]:
-        return [{k: v[0] for k, v in parse_qs(urlsplit(r.path).query).items()} for r in self.requests]
+        """The query of each ListEvents request (a server's start-up probe asks something else)."""
+        return [{k: v[0] for k, v in parse_qs(urlsplit(r.path).query).items()} for r in self.requests
+                if urlsplit(r.path).path == "/api/ListEvents"]
 
     async def _respond(self, request: RecordedRequest, reader, writer) -> bool:  # noqa: ANN001
         self.requests.append(request)
