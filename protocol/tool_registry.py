@@ -14,6 +14,8 @@ Markdown, since a server has no app window to open. Pure: no I/O.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 from dataclasses import dataclass, field
 
@@ -820,3 +822,14 @@ def input_errors(tool: Tool, value: object, limit: int = 10) -> list[str]:
 def provider_tool(tool: Tool) -> tuple[str, str, dict]:
     """(name, description, parameters) of a verb as the model is offered it."""
     return tool.name, tool.description, tool.input_schema
+
+
+def execute_for_server(runtimes: tuple[str, ...], description: str, runtime_help: str) -> Tool:
+    """`execute` as a server can honour it (the reference's executeToolForRuntimes): the runtime
+    enum narrowed to what it runs, and its own description of its sandbox."""
+    base = CALLABLES["execute"]
+    schema = copy.deepcopy(base.input_schema)
+    runtime = schema["properties"]["runtime"]
+    runtime["enum"] = [r for r in runtime["enum"] if r in runtimes]
+    runtime["description"] = runtime_help
+    return dataclasses.replace(base, description=description, input_schema=schema, _validator=None)

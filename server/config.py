@@ -115,6 +115,11 @@ class Config:
     web_networks: str = ""
     web_fetches_per_account: int = 4
     download_timeout: float = 600.0
+    code_exec: str = "bubblewrap"       # the code sandbox of `execute` and authored tools (server/sandbox/)
+    exec_network: bool = False
+    exec_timeout: float = 60.0
+    exec_memory_bytes: int = 512 << 20
+    exec_concurrency: int = 2
     # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
     mcp_timeout: float = 30.0
     mcp_max_servers: int = 100        # per account
@@ -284,6 +289,13 @@ def default_data_dir(cwd: str | None = None) -> str:
     return platformdirs.user_data_dir("seed-agents", appauthor=False)
 
 
+def code_exec(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in ("bubblewrap", "off"):
+        raise ValueError("must be bubblewrap or off")
+    return value
+
+
 def provider_networks(raw: str) -> str:
     return check_networks_value(raw)
 
@@ -399,6 +411,11 @@ SETTINGS: list[Setting] = [
     Setting("--web-networks", "WEB_NETWORKS", "web_networks", web_networks, "NETWORKS", "where the agents' web tools (`read https://…`, `navigate`, `write … fromUrl`) and DownloadAgentMemoryFile may connect, redirects included: the terms of `--provider-networks` (checked after DNS, on every connection); providers keep theirs", "`public`, wherever the server listens"),
     Setting("--web-fetches-per-account", "WEB_FETCHES_PER_ACCOUNT", "web_fetches_per_account", count, "N", "web pages and downloads one account fetches at once; more wait their turn (within their deadline), so one account's slow pages never delay another's"),
     Setting("--download-timeout", "DOWNLOAD_TIMEOUT", "download_timeout", seconds, "SECONDS", "the longest one DownloadAgentMemoryFile may take, from its first connection to its last byte (later is 502, nothing kept)"),
+    Setting("--code-exec", "CODE_EXEC", "code_exec", code_exec, "BACKEND", "the code sandbox of `execute` and authored tools: `bubblewrap` (Linux namespaces; offered when its self-check at start passes, see /api/health codeExec) or `off`"),
+    Setting("--exec-network", "EXEC_NETWORK", "exec_network", boolean, "BOOL", "let sandboxed code open outbound connections; only with `--provider-networks any`, since the sandbox's sockets cannot be held to a narrower policy"),
+    Setting("--exec-timeout", "EXEC_TIMEOUT", "exec_timeout", seconds, "SECONDS", "an `execute` call's time when it names none (it may ask for 1 to 300); also its CPU seconds per process"),
+    Setting("--exec-memory-bytes", "EXEC_MEMORY_BYTES", "exec_memory_bytes", byte_count, "BYTES", "memory of each process in the sandbox (address space; JavaScript: its heap)"),
+    Setting("--exec-concurrency", "EXEC_CONCURRENCY", "exec_concurrency", count, "N", "sandboxes running at once on this server; more calls wait for a slot"),
     Setting("--trigger-max-per-agent", "TRIGGER_MAX_PER_AGENT", "trigger_max_per_agent", count, "N", "triggers one agent may have (more is 409)"),
     Setting("--trigger-firings-per-hour", "TRIGGER_FIRINGS_PER_HOUR", "trigger_firings_per_hour", count, "N", "trigger firings per agent per hour that start work; past it a firing is recorded as skipped"),
     Setting("--account-trigger-firings-per-hour", "ACCOUNT_TRIGGER_FIRINGS_PER_HOUR", "account_trigger_firings_per_hour", count, "N", "trigger firings per account per hour that start work, over all its agents; past it a firing is recorded as skipped"),
@@ -477,6 +494,9 @@ def load_config(args: argparse.Namespace | None = None, env: Mapping[str, str] |
             raise ConfigError(f"the storage URL names {db_path} and the db path {cfg.db_path}; "
                               "give one of --storage-url and --db-path")
         cfg.db_path, given = db_path, given | {"db_path"}
+    if cfg.exec_network and "any" not in [t.strip().lower() for t in cfg.provider_networks.split(",")]:
+        raise ConfigError("--exec-network needs --provider-networks any: the sandbox's own sockets cannot be "
+                          "held to a narrower network policy")
     if "data_dir" not in given:
         cfg.data_dir = default_data_dir()
     # The database lives in the data dir unless it was named.

@@ -30,6 +30,7 @@ def make_config(tmp_path, **limits):
     cfg = Config(host="127.0.0.1", port=0, db_path=str(tmp_path / "agents.sqlite"), data_dir=str(tmp_path),
                  hm_server_url=None)
     cfg.shutdown_timeout = 2.0
+    cfg.code_exec = "off"   # the sandbox's self-check costs CPU at every start: asked for where used
     for name, value in limits.items():
         if hasattr(cfg.limits, name):
             setattr(cfg.limits, name, value)

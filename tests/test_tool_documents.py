@@ -1,7 +1,8 @@
 """Tool documents (ListAgentTools, SaveAgentTool, DeleteAgentTool) over a real socket: builtins
 listed with their CIDs (CIDv1 over the canonical DAG-CBOR of exactly the document), switched off
 and on per agent; an authored lambda stored, edited (new CID), renamed, deleted; a lambda is
-refused when called (no code sandbox, as health says); access: readers list, writers change."""
+refused when called where code cannot run (`--code-exec off`, as health says); access: readers
+list, writers change. (Lambdas that run: tests/test_code_exec.py.)"""
 from __future__ import annotations
 
 import httpx
@@ -37,7 +38,7 @@ async def test_tool_documents(server):
     assert set(tools) == set(BUILTINS)
     for info in tools.values():
         assert info["kind"] == "builtin" and info["enabled"]
-        # every callable is granted (the agent names no list), but execute: no sandbox here
+        # every callable is granted (the agent names no list), but execute: code does not run here
         assert info["granted"] is (info["name"] != "execute")
         assert info["cid"] == capability_cid(encode(document_of(info)))
     again = await c.call(kp, {"_": "ListAgentTools", "agentId": agent_id})
@@ -89,10 +90,10 @@ async def test_tool_documents(server):
         r = await c.call(kp, {"_": "SaveAgentTool", "agentId": agent_id, "tool": bad})
         assert r["_"] == "Error" and r["status"] == 400 and "SaveAgentTool.tool" in r["message"], r
 
-    # stored, but refused when called: this server has no code sandbox, and health says so
+    # stored, but refused when called: this server runs no code, and health says so
     r = await c.call(kp, {"_": "InvokeSessionTool", "sessionId": sid, "verb": "call",
                           "input": {"tool": "forecast", "input": {"city": "Oslo"}}})
-    assert "cannot run" in r["error"] and "sandbox" in r["error"], r
+    assert "code execution is not available" in r["error"], r
     port = server.url.split(":")[2].split("/")[0]
     async with httpx.AsyncClient() as http:
         health = (await http.get(f"http://127.0.0.1:{port}/api/health")).json()

@@ -3,8 +3,8 @@
 Listing brings the agent's builtin documents and MCP projections up to date first (a write only
 when a CID changed), as the reference does on every listing and at every run start. Rows belong
 to the agent's owner, whoever asks. `granted` says whether the agent's grants offer the tool: a
-builtin (a callable of the registry) when `definition.tools` names it (or has no list at all), but
-never `execute`, which needs the code sandbox this server has not got; an authored or MCP tool
+builtin (a callable of the registry) when `definition.tools` names it (or has no list at all),
+`execute` only while the code sandbox runs (it passed its self-check); an authored or MCP tool
 always. A tool is offered to the model when it is granted and enabled.
 """
 from __future__ import annotations
@@ -17,9 +17,10 @@ from ..tools.agent_tools import granted
 from .access import READER, WRITER, agent_for
 
 
-def infos(agent: dict, rows: list[dict]) -> list[dict]:
+def infos(app, agent: dict, rows: list[dict]) -> list[dict]:  # noqa: ANN001
     definition = agent["definition"]
-    return [tool_info(r["doc"], r["cid"], r["enabled"], granted(definition, r["doc"]), r["createdAt"],
+    code_exec = app.runtime is not None and app.runtime.code is not None
+    return [tool_info(r["doc"], r["cid"], r["enabled"], granted(definition, r["doc"], code_exec), r["createdAt"],
                       r["updatedAt"]) for r in rows]
 
 
@@ -32,13 +33,13 @@ async def list_agent_tools(app, env, action) -> dict:
         return agent, tools_q.list_documents(conn, agent["account"], agent["id"])
 
     agent, rows = await app.db.write(job)
-    return {"_": "ListAgentToolsResponse", "agentId": agent["id"], "tools": infos(agent, rows)}
+    return {"_": "ListAgentToolsResponse", "agentId": agent["id"], "tools": infos(app, agent, rows)}
 
 
 async def save_agent_tool(app, env, action) -> dict:
     """An authored (lambda) tool is created or replaced; a builtin or MCP tool is switched on or
-    off. A lambda is stored even though this server cannot run one (no code sandbox): calling it
-    fails with that reason, and /api/health says codeExec: false."""
+    off. A lambda is stored even where this server cannot run it (health: codeExec false):
+    calling it then fails with that reason."""
     now = app.now_ms()
 
     def job(conn):
@@ -56,7 +57,7 @@ async def save_agent_tool(app, env, action) -> dict:
 
     agent, row = await app.db.write(job)
     app.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
-    return {"_": "SaveAgentToolResponse", "agentId": agent["id"], "tool": infos(agent, [row])[0]}
+    return {"_": "SaveAgentToolResponse", "agentId": agent["id"], "tool": infos(app, agent, [row])[0]}
 
 
 async def delete_agent_tool(app, env, action) -> dict:

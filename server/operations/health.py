@@ -5,10 +5,9 @@ never a claim the server cannot keep.
 """
 from __future__ import annotations
 
-# No code sandbox is built into this server, so `execute` cannot run: said with the reference's
-# machine-readable cause, so the desktop shows a plain "not supported" note.
-CODE_EXEC_REASON = "This agent server has no code sandbox, so it cannot run code"
-CODE_EXEC_REASON_CODE = "config-disabled"
+# Before the runtime has chosen its sandbox (server/sandbox/), nothing runs.
+CODE_EXEC_REASON = "The code sandbox has not started yet"
+CODE_EXEC_REASON_CODE = "runtime-error"
 
 
 def health(app, version: str) -> dict:  # noqa: ANN001
@@ -37,8 +36,21 @@ def health(app, version: str) -> dict:  # noqa: ANN001
     value["searches"] = {"seed": bool(config.hm_server_url), "memory": True,
                          "web": bool(getattr(config, "searxng_url", None))}
     value["subscriptionAuth"] = False   # provider sign-in by OAuth is not offered: API keys only
-    value["codeExec"] = False
-    value["codeExecReason"] = CODE_EXEC_REASON
-    value["codeExecReasonCode"] = CODE_EXEC_REASON_CODE
-    value["codeExecRuntimes"] = []
+    value.update(code_exec(getattr(app.runtime, "sandbox", None)))
     return value
+
+
+def code_exec(sandbox) -> dict:  # noqa: ANN001
+    """`codeExec` true only when the sandbox passed its self-check at start, with the runtimes it
+    offers (and, for `ts`, what it really runs: `codeExecRuntimeNotes`); else why not. The same
+    keys either way."""
+    availability = getattr(sandbox, "availability", None)
+    if availability is None or not availability.available:
+        return {"codeExec": False, "codeExecBackend": getattr(sandbox, "name", ""), "codeExecRuntimeNotes": {},
+                "codeExecReason": availability.reason if availability is not None else CODE_EXEC_REASON,
+                "codeExecReasonCode": availability.code if availability is not None else CODE_EXEC_REASON_CODE,
+                "codeExecRuntimes": []}
+    # (Every field is stated either way, as CONTRACT section 8 asks: the reason empty here.)
+    return {"codeExec": True, "codeExecReason": "", "codeExecReasonCode": "",
+            "codeExecRuntimes": list(availability.runtimes), "codeExecBackend": availability.backend,
+            "codeExecRuntimeNotes": dict(availability.notes)}

@@ -48,17 +48,21 @@ from ..providers.network import NetworkPolicy, provider_client
 from ..providers.outbound_slots import AccountSlots
 from ..providers.registry import ProviderSettings
 from ..publisher import Publisher
+from ..sandbox.choose import check as check_sandbox
+from ..sandbox.choose import sandbox_for
 from ..storage.port import Storage
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
 from ..store import delegation as delegation_q
 from ..store import events as events_q
+from ..store import memory as memory_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store.errors import NotFound
 from ..store.journal import JournalFull
 from ..store.secrets import SecretBox
 from ..tools.context import Park
+from ..tools.code_tools import CodeExec
 from ..tools.delegation_tools import Delegating, event_wait
 from ..tools.surface import ToolSurface
 from ..tools.web import WebAccess
@@ -127,6 +131,9 @@ class Runtime:
         self.providers: ProviderLookup | None = None   # set in start(), with the HTTP client
         self.web: WebAccess | None = None               # the web tools' access, set in start()
         self.hm: HmClient | None = None                 # the agents' hm:// tools, when there is an HM server
+        self.sandbox = None                             # server/sandbox/: chosen in start()
+        self._code: CodeExec | None = None
+        self.sandbox_check: asyncio.Task | None = None
         self.budgets = Budgets.from_config(config)
         self.closing = False
         # The scheduling strategy, chosen here once; the rest of the runtime never asks which.
@@ -156,14 +163,35 @@ class Runtime:
                              if config.searxng_url else None, self.download_slots)
         if config.hm_server_url:
             self.hm = HmClient(config.hm_server_url, self.hm_http, timeout=config.hm_server_timeout)
+        # The code sandbox, chosen now and offered once its self-check passes (in the background).
+        self.sandbox = sandbox_for(config)
+        longest = max(1.0, min(300.0, config.tool_timeout - 5))   # --tool-timeout would stop the call
+        self._code = CodeExec(self.sandbox, min(longest, config.exec_timeout), memory_q.MemoryLimits(
+            quota=config.file_quota_bytes or None, max_files=config.memory_max_files), longest,
+            config.max_tool_output_chars)
+        self.sandbox_check = asyncio.create_task(check_sandbox(self.sandbox), name="sandbox-check")
         await self.queue.recover()
         ids, dirs = self.db.read(lambda conn: (lifecycle_q.agent_ids(conn), lifecycle_q.state_dirs(conn)))
         await asyncio.to_thread(reconcile_state_dirs, config.data_dir, ids, dirs)
         self.parked.start()
         self.queue.start()
 
+    @property
+    def code(self) -> CodeExec | None:
+        """What tools run code with, once the sandbox passed its self-check; else None."""
+        return self._code if self._code is not None and self._code.runtimes else None
+
+    async def sandbox_checked(self) -> None:
+        """A turn that starts while the self-check still runs (right after a start) waits for it,
+        so whether `execute` is offered never depends on how fast the server came up."""
+        if self.sandbox_check is not None and not self.sandbox_check.done():
+            await asyncio.wait({self.sandbox_check})
+
     async def stop(self) -> None:
         self.closing = True
+        if self.sandbox_check is not None:
+            self.sandbox_check.cancel()   # (its sandboxes are killed before it ends)
+            await asyncio.gather(self.sandbox_check, return_exceptions=True)
         self.parked.stop()
         tasks = [w.task for w in self.workers.values()]
         for task in tasks:

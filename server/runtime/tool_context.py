@@ -44,7 +44,8 @@ async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run
     child's earlier turns (to restore a result it delivered)."""
     db, config = runtime.db, runtime.config
     rows = await agent_tools.documents(db, agent, runtime.now_ms())
-    callables = agent_tools.offered(agent, rows, offered_callables(bool(config.searxng_url)))
+    await runtime.sandbox_checked()   # (right after a start: whether `execute` is offered is known)
+    callables = agent_tools.offered(agent, rows, offered_callables(bool(config.searxng_url), runtime.code is not None))
     verbs: tuple[str, ...] = OFFERED_VERBS
     delegating = None
     via = entry.via
@@ -67,5 +68,5 @@ async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run
     docs = agent_tools.AgentTools(db, runtime.box, config, agent["account"], agent["id"], rows)
     ctx = ToolContext(db, runtime.publisher, runtime.now_ms, agent["account"], agent, session_id,
                       run["id"] if run is not None else run_id, web=runtime.web, hm=runtime.hm, box=runtime.box,
-                      callables=callables, authority=authority, config=config)
+                      callables=callables, authority=authority, config=config, code=runtime.code)
     return ToolSurface(ctx, verbs, delegating, docs)

@@ -9,7 +9,7 @@ Durable, in this order for each step (docs/protocol.md "The tool loop"):
 1. the model's step streams (text as `appendPartial` textDelta, `activity` patches around it);
 2. one transaction records what the step said before its calls (an assistant message), every
    `tool_call` event of the step and the run's usage so far; when a call has side effects
-   (`surface.SIDE_EFFECTS`) it is committed before any call runs, else it is queued (the writer
+   (`surface.side_effects`) it is committed before any call runs, else it is queued (the writer
    commits in order, so it lands before the results; a crash before it commits only means the
    model is asked for the step again);
 3. each call runs, then one transaction records its `tool_result` with the call's id. It is
@@ -60,7 +60,7 @@ from ..store import sessions as sessions_q
 from ..store.errors import NotFound
 from ..tools import records
 from ..tools.context import Park, ToolResult
-from ..tools.surface import SIDE_EFFECTS, ToolSurface, parse_arguments
+from ..tools.surface import ToolSurface, parse_arguments, side_effects
 from . import token_count
 from .history import SessionHistory, result_text
 
@@ -363,7 +363,7 @@ class ToolLoop:
                                                "agent", meta))
         usage_wire = self.out.usage.to_wire() if self.out.usage is not None else None
         write = self._write_calls(payloads, usage_wire, self.spent())
-        if any(c.name in SIDE_EFFECTS for c in calls):
+        if any(side_effects(c.name, c.arguments) for c in calls):
             await write   # a call with side effects is on disk before it runs
         else:
             # Read-only calls: their record is queued ahead of their results; a crash before it
@@ -456,7 +456,7 @@ class ToolLoop:
             call = ToolCall(entry.call_id, entry.name, entry.content)
             params, _ = parse_arguments(call)
             started = None
-            if entry.name in SIDE_EFFECTS or self.surface is None:
+            if side_effects(entry.name, entry.content) or self.surface is None:
                 result = ToolResult(error=(
                     f"interrupted: the server stopped while this {entry.name} call was running, and it was not run "
                     "again, so it may or may not have taken effect. Check (read the address) before trying again."))

@@ -17,6 +17,8 @@ inside one read or write transaction, given by the caller (`db.read(fn, ...)`,
 - `delete_path(conn, agent_id, path)` -> bool: one file, or a directory and all under it.
 - `search(conn, agent_id, query, limit)` -> [{path, score, snippet, size, updatedAt, mimeType?}].
 - `delete_agent_memory(conn, agent_id)`: every file, with DeleteAgent.
+- `checkout(conn, agent_id, max_bytes)` / `commit_workspace(...)`: the whole memory handed to a
+  code sandbox, and what the code changed written back in the caller's one transaction.
 """
 from __future__ import annotations
 
@@ -247,6 +249,36 @@ def delete_agent_memory(conn, agent_id: str) -> int:
     rows = conn.execute("DELETE FROM memory_files WHERE agent_id = ? RETURNING id, blob_id", (agent_id,)).fetchall()
     _forget(conn, rows)
     return len(rows)
+
+
+def checkout(conn, agent_id: str, max_bytes: int) -> dict[str, tuple[int, bytes]] | None:
+    """Every file of the agent's memory: path -> (blob id, bytes); None when they are more than
+    `max_bytes` together (nothing is read then)."""
+    rows = conn.execute("SELECT path, blob_id, size FROM memory_files WHERE agent_id = ? ORDER BY path",
+                        (agent_id,)).fetchall()
+    if sum(r[2] for r in rows) > max_bytes:
+        return None
+    return {path: (blob_id, blobs.read_range(conn, blob_id)) for path, blob_id, _ in rows}
+
+
+def commit_workspace(conn, agent_id: str, account_id: str, base: dict[str, int], written: dict[str, bytes],
+                     removed: list[str], now: int, limits: MemoryLimits = MemoryLimits()) -> list[str]:
+    """What a sandbox run changed, in the caller's transaction (all of it or, on a refusal, none):
+    `written` files stored as new versions, `removed` ones deleted. A file removed by the run that
+    someone else wrote since the checkout (`base`: path -> blob id then) is kept; returns those."""
+    kept = []
+    for path in removed:
+        row = conn.execute("SELECT blob_id FROM memory_files WHERE agent_id = ? AND path = ?",
+                           (agent_id, path)).fetchone()
+        if row is None:
+            continue
+        if row[0] != base.get(path):
+            kept.append(path)
+            continue
+        delete_path(conn, agent_id, path)
+    for path, data in sorted(written.items()):
+        write_file(conn, agent_id, account_id, path, data, now, limits)
+    return kept
 
 
 # -- search ---------------------------------------------------------------------------------

@@ -20,10 +20,11 @@ def tools_listing(ctx: ToolContext, verbs: tuple[str, ...], summary: str | None 
             "markdown": "\n".join(lines), "tools": list(ctx.callables)}
 
 
-def read_tools(ctx: ToolContext, name: str, verbs: tuple[str, ...]) -> ToolResult:
+def read_tools(ctx: ToolContext, name: str, verbs: tuple[str, ...], tools: dict | None = None) -> ToolResult:
+    """`tools`: this server's own form of a registry tool (execute's runtimes), by name."""
     if not name:
         return ToolResult(tools_listing(ctx, verbs))
-    tool = registry.get_tool(name)
+    tool = (tools or {}).get(name) or registry.get_tool(name)
     if tool is None or (tool.name not in verbs and tool.name not in ctx.callables):
         return ToolResult(tools_listing(ctx, verbs, f"No tool named {name}."))
     return ToolResult({"summary": f"Contract for {tool.name}.", "name": tool.name,

@@ -8,7 +8,9 @@ forms are dispatched here to the module of each group; a form whose part lands l
 "not available on this server yet".
 
 `SIDE_EFFECTS` names the verbs whose effect must never happen twice for one recorded call: after
-a crash between such a call and its result, the call is answered as interrupted, not run again.
+a crash between such a call and its result, the call is answered as interrupted, not run again;
+`side_effects` adds the `call`s of anything but the read-only callables (code in the sandbox
+commits memory; an MCP or authored tool may act anywhere).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from seed_agents.protocol import tool_registry as registry
 
 from ..providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from . import agent_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools, trigger_tools
+from . import agent_tools, code_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools, trigger_tools
 from .authority import OWNER, READER, WRITER
 from .context import ToolContext, ToolFailure, ToolResult
 
@@ -31,15 +33,29 @@ SIDE_EFFECTS = frozenset({"write"})
 # agent itself always `owner`. A reader reads and changes nothing.
 VERB_NEEDS = {"read": READER, "write": WRITER, "call": WRITER, "plan": WRITER, "status": WRITER,
               "delegate": OWNER, "return_result": OWNER}
+READ_ONLY_CALLABLES = frozenset({"search", "web_search", "navigate", "wait"})
 NOT_YET = "is not available on this server yet"
 
 
-def offered_callables(web_search: bool) -> tuple[str, ...]:
-    return ("search", *(("web_search",) if web_search else ()), "navigate")
+def side_effects(name: str, arguments: str) -> bool:
+    """Must this recorded call never run twice (after a crash: answered as interrupted)?"""
+    if name in SIDE_EFFECTS:
+        return True
+    if name != "call":
+        return False
+    try:
+        tool = json.loads(arguments).get("tool")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(tool, str) and registry.normalize_name(tool.strip()) not in READ_ONLY_CALLABLES
+
+
+def offered_callables(web_search: bool, code_exec: bool = False) -> tuple[str, ...]:
+    return ("search", *(("web_search",) if web_search else ()), "navigate", *(("execute",) if code_exec else ()))
 
 
 def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = (),
-                   own: Sequence[str] = ()) -> tuple[ToolSpec, ...]:
+                   own: Sequence[str] = (), tools: dict | None = None) -> tuple[ToolSpec, ...]:
     """The verbs as the model is offered them. `call` says which tools it reaches, one summary
     line each: the registry's callables, then the agent's own tools (`own`, its MCP and authored
     tools' lines). The reference lists them in the model's context; here they travel with the
@@ -51,7 +67,8 @@ def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str,
             name, description, parameters = delegation_tools.offered(name, description, parameters)
         if verb == "call" and callables:
             description += "\n\nCallable tools:\n" + "\n".join(
-                f"- {registry.summary_line(registry.CALLABLES[c])}" for c in callables)
+                f"- {registry.summary_line((tools or registry.CALLABLES).get(c) or registry.CALLABLES[c])}"
+                for c in callables)
         if verb == "call" and own:
             description += "\n\nYour own tools, also through `call`:\n" + "\n".join(own)
         out.append(ToolSpec(name, description, parameters))
@@ -90,7 +107,7 @@ class ToolSurface:
         own.append("- " + memory_tools.SEARCH_MEMORY_DESCRIPTION)
         if self.delegating is not None:   # this server's own callable: park until a signal
             own.append("- " + delegation_tools.WAIT_DESCRIPTION)
-        specs = provider_tools(self.verbs, self.ctx.callables, own)
+        specs = provider_tools(self.verbs, self.ctx.callables, own, code_tools.server_tools(self.ctx))
         if self.delegating is not None and self.delegating.result_schema is not None:
             # return_result's real parameters are the spawner's output schema (the reference swaps
             # them in at session start).
@@ -172,11 +189,12 @@ class ToolSurface:
         if name == "wait" and self.delegating is not None:
             return delegation_tools.wait(self.delegating, params.get("__call_id", ""), params.get("input"))
         if self.agent_docs is not None and self.agent_docs.has(name):
-            return await self.agent_docs.call(name, params.get("input"))
-        tool = registry.CALLABLES.get(name)
+            return await self.agent_docs.call(name, params.get("input"), ctx, params.get("__call_id", ""))
+        tool = code_tools.server_tools(ctx).get(name) or registry.CALLABLES.get(name)
         if tool is None or name not in ctx.callables:
             if name == "execute":
-                raise ToolFailure("execute needs a code sandbox, which this server has not got (codeExec: false)")
+                raise ToolFailure("execute is not enabled for this agent, or this server cannot run code "
+                                  "(health: codeExec)")
             return ToolResult(self_tools.tools_listing(
                 ctx, self.verbs, f"No callable tool named {name}. Here is what you can call."))
         tool_input = params.get("input") if isinstance(params.get("input"), dict) else {}
@@ -187,6 +205,8 @@ class ToolSurface:
             return await hm_tools.search(ctx, tool_input)
         if name == "web_search":
             return await self._web().search(tool_input)
+        if name == "execute":
+            return await code_tools.execute(ctx, tool_input, params.get("__call_id", ""))
         if name == "navigate":
             url = tool_input["url"].strip()
             if url.startswith(("https://", "http://")):
@@ -229,7 +249,16 @@ async def _read_attachment(surface: ToolSurface, address: str, params: dict) -> 
 
 
 async def _read_tools(surface: ToolSurface, address: str, params: dict) -> ToolResult:
-    return self_tools.read_tools(surface.ctx, address[len("~/tools/"):].strip("/"), surface.verbs)
+    name = address[len("~/tools/"):].strip("/")
+    own = surface.agent_docs.contract(surface.ctx, name) if name and surface.agent_docs is not None else None
+    return own or self_tools.read_tools(surface.ctx, name, surface.verbs, code_tools.server_tools(surface.ctx))
+
+
+async def _write_tools(surface: ToolSurface, address: str, params: dict) -> ToolResult:
+    name = address[len("~/tools/"):].strip("/")
+    if not name or surface.agent_docs is None:
+        raise ToolFailure("write ~/tools/<name> (one authored tool by its name)")
+    return await surface.agent_docs.write(surface.ctx, name, params)
 
 
 async def _read_self(surface: ToolSurface, address: str, params: dict) -> ToolResult:
@@ -311,7 +340,7 @@ class AddressForm:
 # fails for a form without them).
 ADDRESS_FORMS: tuple[AddressForm, ...] = (
     AddressForm("~/memory", ("~/memory/",), ("~/memory",), _read_memory, _write_memory, example="~/memory/<path>"),
-    AddressForm("~/tools", ("~/tools/",), ("~/tools",), _read_tools, _not_yet, example="~/tools/<name>"),
+    AddressForm("~/tools", ("~/tools/",), ("~/tools",), _read_tools, _write_tools, example="~/tools/<name>"),
     AddressForm("~/self", (), ("~/self", "~/self/"), _read_self),
     AddressForm("~/triggers", ("~/triggers/",), ("~/triggers",), _read_triggers, _write_triggers,
                 example="~/triggers/<name>"),
