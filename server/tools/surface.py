@@ -33,7 +33,7 @@ SIDE_EFFECTS = frozenset({"write"})
 # agent itself always `owner`. A reader reads and changes nothing.
 VERB_NEEDS = {"read": READER, "write": WRITER, "call": WRITER, "plan": WRITER, "status": WRITER,
               "delegate": OWNER, "return_result": OWNER}
-READ_ONLY_CALLABLES = frozenset({"search", "web_search", "navigate", "wait"})
+READ_ONLY_CALLABLES = frozenset({"search", "search_memory", "web_search", "navigate", "wait"})
 NOT_YET = "is not available on this server yet"
 
 
