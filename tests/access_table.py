@@ -31,6 +31,10 @@ COLUMNS = "owner writer reader public stranger model trigger child"
 
 _TRIGGER = json.dumps({"source": {"type": "webhook"}, "prompt": "p"})
 _WATCH_B = json.dumps({"source": {"type": "run-completed", "agentId": "{b}"}, "prompt": "p"})
+# an authored tool (code in the sandbox: the agent's `execute` grant, tests/authority_world.py's
+# agent A holds every grant)
+_LAMBDA = json.dumps({"description": "Doubles.", "runtime": "python", "input": {"type": "object"},
+                      "source": "def main(input):\n    return {'twice': 2 * input.get('n', 1)}\n"})
 
 # (verb, form or callable, case, input, outcomes by COLUMNS)
 TOOL_CELLS = [
@@ -55,8 +59,8 @@ TOOL_CELLS = [
     ("read", "https://", "page", {"address": "{page}"}, "ran ran ran ran 404 ran ran ran"),
     # write: every form (a reader's write is refused by the action: 403)
     ("write", "~/memory", "file", {"address": "~/memory/notes/{role}.md", "content": "x"}, "ok ok 403 403 404 ok ok ok"),
-    ("write", "~/tools", "tool", {"address": "~/tools/mine", "content": "x"},
-     "not-yet not-yet 403 403 404 not-yet not-yet not-yet"),
+    ("write", "~/tools", "tool", {"address": "~/tools/t-{role}", "content": _LAMBDA},
+     "ok ok 403 403 404 ok ok ok"),
     ("write", "~/self", "self", {"address": "~/self", "content": "x"},
      "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
     ("write", "~/triggers", "own agent", {"address": "~/triggers/t-{role}", "content": _TRIGGER},
@@ -82,6 +86,10 @@ TOOL_CELLS = [
     ("call", "web_search", "query", {"tool": "web_search", "input": {"query": "kites"}}, "ran ran 403 403 404 ran ran ran"),
     ("call", "navigate", "page", {"tool": "navigate", "input": {"url": "{page}"}}, "ran ran 403 403 404 ran ran ran"),
     ("call", "navigate", "document", {"tool": "navigate", "input": {"url": "{doc}"}}, "ok ok 403 403 404 ok ok ok"),
+    # code in the sandbox runs as the agent, under its grants; a person's call needs write access
+    ("call", "execute", "shell", {"tool": "execute", "input": {"runtime": "shell", "code": "echo {role}"}},
+     "ok ok 403 403 404 ok ok ok"),
+    ("call", "double", "authored tool", {"tool": "double", "input": {"n": 2}}, "ok ok 403 403 404 ok ok ok"),
     # the session's own verbs: not a person's (InvokeSessionTool takes read, write and call)
     ("plan", "-", "steps", {"title": "t", "steps": [{"id": "s1", "label": "x", "status": "done"}]},
      "400 400 400 400 400 ok ok ok"),

@@ -198,6 +198,9 @@ def pg_schema_url() -> tuple[str, callable]:
     return with_schema(base, schema), drop
 
 
+LAMBDA = "double"   # agent A's authored tool
+
+
 def start_world(data_dir: Path, storage: str, storage_url: str | None = None, *, flags: tuple[str, ...] = (),
                 label: str = "") -> World:
     fakes = Background()
@@ -208,7 +211,7 @@ def start_world(data_dir: Path, storage: str, storage_url: str | None = None, *,
     extra = ["--rate-limit", "100000", "--rate-burst", "100000", "--hm-server-url", hm.base_url,
              "--searxng-url", web.url(""), "--allow-provider-base-url", "true",
              "--trigger-max-per-agent", "500", "--trigger-firings-per-hour", "100000", "--webhook-rate-limit", "10000",
-             *flags]
+             "--code-exec", "bubblewrap", *flags]
     if storage_url is not None:
         extra += ["--storage-url", storage_url]
     server = ServerProcess(data_dir, extra=extra).start(timeout=60)
@@ -238,6 +241,9 @@ def _populate(w: World, label: str) -> None:
                          "signingKey": identity["name"]}
     w.ids["a"] = api.ok(owner, {"_": "CreateAgent", "definition": w.base_definition})["agentId"]
     w.ids["p"] = api.ok(owner, {"_": "CreateAgent", "definition": {**w.base_definition, "name": "Public"}})["agentId"]
+    api.ok(owner, {"_": "SaveAgentTool", "agentId": w.ids["a"], "tool": {   # an authored tool of A's (code)
+        "name": LAMBDA, "description": "Doubles.", "runtime": "python", "input": {"type": "object"},
+        "source": "def main(input):\n    return {'twice': 2 * input.get('n', 1)}\n"}})
     w.ids["b"] = api.ok(owner, {"_": "CreateAgent", "definition": {
         "name": "Private", "systemPrompt": "", "modelProvider": "echo", "model": "echo-1"}})["agentId"]
     for role in ("writer", "reader"):

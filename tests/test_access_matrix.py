@@ -19,7 +19,7 @@ from seed_agents.server.tools.memory_tools import SEARCH_MEMORY
 from seed_agents.server.tools.surface import ADDRESS_FORMS, NOT_YET, OFFERED_VERBS, offered_callables
 
 from tests import access_table as table
-from tests.authority_world import PERSONS, SECRET, World, pg_schema_url, start_world, until
+from tests.authority_world import LAMBDA, PERSONS, SECRET, World, pg_schema_url, start_world, until
 from tests.pg import PG_URL_ENV
 
 AGENT_ROLES = ("model", "trigger", "child")
@@ -38,7 +38,8 @@ def test_the_table_has_a_column_for_every_role_and_a_row_for_every_form_verb_and
         for verb in ("read", "write"):
             assert (verb, form.name) in rows, f"address form {form.name} has no {verb} row in tests/access_table.py"
     called = {form for verb, form, *_ in table.TOOL_CELLS if verb == "call"}
-    assert called == {*offered_callables(True), SEARCH_MEMORY}, "a callable tool without its row (or a row for none)"
+    assert called == {*offered_callables(True, True), SEARCH_MEMORY, LAMBDA}, \
+        "a callable tool without its row (or a row for none)"
     assert {verb for verb, *_ in table.TOOL_CELLS} == set(OFFERED_VERBS), "a verb without its rows"
     actions = {(action, case) for action, case, _ in table.ACTION_CELLS}
     for name in OWNER_ONLY:
