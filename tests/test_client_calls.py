@@ -148,7 +148,9 @@ async def test_subscription_replays_then_streams_live(server):
         assert replay[0]["_"] == "change" and replay[0]["value"]["id"] == session_id
         assert seqs(replay) == [1, 2]
         marker = await sub.next(5)
-        assert marker == {"_": "replayed", "key": key, "seq": 2} and sub.replayed_seq == 2
+        # The marker carries the session's signed head at that seq (docs/protocol.md, "Verifiable history").
+        assert {k: marker[k] for k in ("_", "key", "seq")} == {"_": "replayed", "key": key, "seq": 2}
+        assert marker["head"]["seq"] == 2 and marker["head"]["sessionId"] == session_id and sub.replayed_seq == 2
 
         await client.message_session(session_id, "two words")
         live = await appends_until(sub, 4)
