@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import running_server, server_config
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.httpraw import base_url
 
@@ -50,6 +51,7 @@ STEPS = [
     "tools tab: a builtin off and on (UpdateAgent tools)",
     "SaveAgentTool (authored tool dialog)/DeleteAgentTool",
     "InvokeSessionTool (user tool palette)",
+    "Execute switch and a custom tool that runs (codeExec)",
     "StopSession on a running reply, RetrySession after a failed one",
     "run tree: GetRun, ListRuns (rootRunId), GetRunJournal, SignalRun not delivered",
     "CreateAgentTrigger/ListAgentTriggers",
@@ -59,6 +61,14 @@ STEPS = [
     "errors reach the screen as the server says them",
     "DeleteSession/DeleteAgent",
 ]
+
+
+@pytest.fixture
+async def server(tmp_path, storage, request):
+    """This test's server runs code (the sandbox's self-check done before the desktop looks)."""
+    async with running_server(server_config(tmp_path, storage, request, code_exec="bubblewrap")) as running:
+        await running.app.runtime.sandbox_checked()
+        yield running
 
 
 def node_or_skip() -> str:
@@ -100,4 +110,5 @@ async def test_the_desktop_client_walks_its_screens(server):
     assert seen["runTree"]["roots"] == ["succeeded", "failed", "canceled"]
     # The palette's search form left empty: the contract comes back and the form stays open.
     assert seen["palette"]["contractMiss"] is True
+    assert seen["codeExec"] == {"sum": 5, "tsSum": 9, "memory": "from the palette\n"}
     assert set(seen["readerRefusals"]) == {"UpdateAgent", "SaveAgentTool", "MessageSession", "InvokeSessionTool"}

@@ -516,6 +516,45 @@ async function main() {
     seen.palette = {read: typeof read.output, contractMiss, missError: miss.error ?? null}
   })
 
+  await step('Execute switch and a custom tool that runs (codeExec)', async () => {
+    // agent-tools.ts: the Execute switch is offered where health says codeExec; the tools tab
+    // saves it as the definition's `tools` list, and ListAgentTools' `granted` follows.
+    assert.equal(seen.health.codeExec, true, 'this server runs code')
+    const withoutExecute = agent.definition.tools.filter((t) => t !== 'execute')
+    const off = await send({_: 'UpdateAgent', agentId, definition: {...agent.definition, tools: withoutExecute}})
+    let tools = await send({_: 'ListAgentTools', agentId})
+    assert.equal(tools.tools.find((t) => t.name === 'execute')?.granted, false, 'Execute switched off')
+    const tool = {name: 'add_numbers', summary: 'Adds two numbers.', description: 'Adds a and b.',
+      input: {type: 'object', properties: {a: {type: 'number'}, b: {type: 'number'}}, required: ['a', 'b']},
+      output: {type: 'object', properties: {sum: {type: 'number'}}, required: ['sum']},
+      source: 'def main(input):\n    print("adding")\n    return {"sum": input["a"] + input["b"]}\n', runtime: 'python'}
+    assert.equal((await send({_: 'SaveAgentTool', agentId, tool}))._, 'SaveAgentToolResponse')
+    const refused = await send({_: 'InvokeSessionTool', sessionId, verb: 'call',
+      input: {tool: 'add_numbers', input: {a: 2, b: 3}}})
+    assert.match(refused.error ?? '', /not enabled for this agent/, JSON.stringify(refused))
+    const on = await send({_: 'UpdateAgent', agentId, definition: {...off.agent.definition, tools: [...withoutExecute, 'execute']}})
+    agent = on.agent
+    tools = await send({_: 'ListAgentTools', agentId})
+    assert.equal(tools.tools.find((t) => t.name === 'execute')?.granted, true, 'Execute switched on')
+    // The palette runs the custom tool (as the Tools tab's "Try it" would), then a TypeScript one
+    // in the dialog's default shape (its body plain JavaScript, which every Node runs).
+    const ran = await send({_: 'InvokeSessionTool', sessionId, verb: 'call', input: {tool: 'add_numbers', input: {a: 2, b: 3}}})
+    assert.equal(ran.error, undefined, JSON.stringify(ran))
+    assert.deepEqual([ran.output.result, ran.output.logs], [{sum: 5}, 'adding'])
+    const ts = {...tool, name: 'add_ts', runtime: 'typescript',
+      source: 'export default async function (input) {\n  return {sum: input.a + input.b}\n}\n'}
+    await send({_: 'SaveAgentTool', agentId, tool: ts})
+    const ranTs = await send({_: 'InvokeSessionTool', sessionId, verb: 'call', input: {tool: 'add_ts', input: {a: 4, b: 5}}})
+    assert.deepEqual(ranTs.output?.result, {sum: 9}, JSON.stringify(ranTs))
+    const code = await send({_: 'InvokeSessionTool', sessionId, verb: 'call', input: {tool: 'execute',
+      input: {runtime: 'shell', code: 'echo from the palette > palette.txt; cat palette.txt'}}})
+    assert.equal(code.output?.stdout, 'from the palette\n', JSON.stringify(code))
+    const file = await send({_: 'ReadAgentMemoryFile', agentId, path: 'palette.txt'})
+    assert.equal(file.file.content, 'from the palette\n')
+    for (const name of ['add_numbers', 'add_ts']) await send({_: 'DeleteAgentTool', agentId, name})
+    seen.codeExec = {sum: ran.output.result.sum, tsSum: ranTs.output.result.sum, memory: file.file.content}
+  })
+
   let modelSessionId, retriedRunId
   await step('StopSession on a running reply, RetrySession after a failed one', async () => {
     // A local OpenAI-compatible model, added on the providers screen, picked for this session.
