@@ -305,6 +305,7 @@ async def test_sigkill_during_a_commit_leaves_all_or_nothing(tmp_path):
                 listing = await c.call(kp, {"_": "ListAgentMemory", "agentId": agent_id})
                 files = [e for e in listing["entries"] if e["type"] == "file"]
                 assert len(files) in (0, 200), len(files)
+                print(f"killed {delay:g} s after the call was recorded: {len(files)} files")
                 assert all(e["size"] == 2000 for e in files)
 
                 async def settled():

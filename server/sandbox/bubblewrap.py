@@ -77,6 +77,7 @@ class BubblewrapSandbox:
         # one thread per slot reads a workspace back (never the loop's shared default executor,
         # which a run of minutes would hold)
         self.readers = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="sandbox-result")
+        self.writers = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="sandbox-files")
         self.python = _first("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
         self.shell = _first("/bin/sh", "/usr/bin/sh")
         self.node = _first("/usr/bin/node", "/usr/local/bin/node")
@@ -192,26 +193,29 @@ class BubblewrapSandbox:
             raise SandboxError(f"the memory to check out is larger than the sandbox's workspace "
                                f"({self.limits.workspace_bytes} bytes)")
         result_r, result_w = os.pipe()
+        stdin_r, stdin_w = os.pipe()
         head = self._job_line(job, files, result_w)
         drop = {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._bwrap_args(self.network), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                *self._bwrap_args(self.network), stdin=stdin_r, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, pass_fds=(result_w,), start_new_session=True, env={}, **drop)
         except OSError as exc:
-            os.close(result_r)
-            os.close(result_w)
+            for fd in (result_r, result_w, stdin_r, stdin_w):
+                os.close(fd)
             raise SandboxError(f"could not start bubblewrap: {exc.strerror or exc}") from None
         os.close(result_w)
-        # The workspace comes back on a thread of its own (up to the workspace's size): the event
-        # loop never copies it. The thread ends when the sandbox's last process does (EOF).
-        result_task = asyncio.get_running_loop().run_in_executor(self.readers, _read_result, result_r,
-                                                                 self.limits.workspace_bytes)
+        os.close(stdin_r)
+        # The workspace goes in and comes back on threads of their own (up to the workspace's
+        # size each way): the event loop never copies it. The reader ends when the sandbox's last
+        # process does (EOF); the writer when all is written or the sandbox is gone (EPIPE).
+        loop = asyncio.get_running_loop()
+        result_task = loop.run_in_executor(self.readers, _read_result, result_r, self.limits.workspace_bytes)
+        feed = loop.run_in_executor(self.writers, _feed, stdin_w, head, files)
         tail = _Tail(job.progress)
         cap = self.limits.output_bytes + 1
         try:
             async with asyncio.timeout(job.timeout_s + GRACE_S):
-                feed = asyncio.create_task(self._feed(proc, head, files))
                 out, err, result = await asyncio.gather(
                     _collect(proc.stdout, cap, tail), _collect(proc.stderr, cap, tail), asyncio.shield(result_task))
                 await proc.wait()
@@ -220,12 +224,12 @@ class BubblewrapSandbox:
         except TimeoutError:
             _kill(proc)
             await proc.wait()
-            await asyncio.gather(result_task, return_exceptions=True)
+            await asyncio.gather(result_task, feed, return_exceptions=True)
             raise SandboxError("the sandbox did not finish in its time and was stopped") from None
         except BaseException:   # cancelled (the run stopped, --tool-timeout), or a fault here
             _kill(proc)
             await asyncio.shield(proc.wait())
-            await asyncio.shield(asyncio.gather(result_task, return_exceptions=True))
+            await asyncio.shield(asyncio.gather(result_task, feed, return_exceptions=True))
             raise
         if result is None:
             note = err.decode(errors="replace").strip().splitlines()[-1:] if err else []
@@ -242,16 +246,6 @@ class BubblewrapSandbox:
             outcome.changed = changed
         return outcome
 
-    async def _feed(self, proc, head: bytes, files: list[tuple[str, bytes]]) -> None:  # noqa: ANN001
-        try:
-            proc.stdin.write(head)
-            for _, data in files:
-                proc.stdin.write(data)
-                await proc.stdin.drain()
-            await proc.stdin.drain()
-            proc.stdin.close()
-        except (BrokenPipeError, ConnectionResetError):
-            pass
 
 
 
@@ -292,6 +286,17 @@ async def _collect(stream: asyncio.StreamReader, cap: int, tail: _Tail) -> bytes
             kept += chunk[:cap - len(kept)]
         tail.add(chunk)
     return bytes(kept)
+
+
+def _feed(fd: int, head: bytes, files: list[tuple[str, bytes]]) -> None:
+    """The job line and the workspace's bytes into the sandbox's stdin (blocking: on a thread)."""
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(head)
+            for _, data in files:
+                pipe.write(data)
+    except OSError:   # (the sandbox is gone: its outcome says why)
+        pass
 
 
 def _read_result(fd: int, limit: int):  # noqa: ANN202
