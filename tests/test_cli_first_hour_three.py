@@ -479,3 +479,12 @@ async def test_send_stops_the_run_on_ctrl_c(server, tmp_path, fake):
     async with AgentsClient.connect(server.url, read_key(tmp_path / "key.json")) as client:
         runs = (await client.list_runs(session_id=session))["runs"]
         assert [r["status"] for r in runs] == ["canceled"]
+
+
+def test_a_transcript_read_by_an_agent_shows_injected_turns_as_the_servers():
+    """Finding 8, the agent's side: `read thread:<id>` names the server, not the user."""
+    from seed_agents.server.tools.session_tools import _event_line
+
+    injected = {"type": "message", "role": "user", "actor": "system", "content": CONTINUATION + ": x"}
+    assert _event_line(injected).startswith("**server**: ")
+    assert _event_line({"type": "message", "role": "user", "content": "hi"}) == "**user**: hi"

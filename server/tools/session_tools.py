@@ -102,7 +102,9 @@ def _event_line(payload: dict) -> str:
     kind = payload.get("type")
     if kind == "message":
         text = str(payload.get("content", ""))
-        return f"**{payload.get('role', '?')}**: {_cut(text)}"
+        # A turn the server injected (a plan reminder) is the server's, not the user's.
+        who = "server" if payload.get("actor") == "system" else payload.get("role", "?")
+        return f"**{who}**: {_cut(text)}"
     if kind == "tool_call":
         return f"→ {payload.get('name', '?')} {_cut(json.dumps(payload.get('input'), ensure_ascii=False))}"
     if kind == "tool_result":
