@@ -55,7 +55,10 @@ async def test_injected_turns_are_the_servers_not_the_users(server, tmp_path, fa
     fake.enqueue(Script(chunks=[], tool_calls=[tool_call("p1", "plan", plan)]),
                  *[Script(chunks=[f"Answer {n}."]) for n in range(1, 5)])
     session = (await ok(env, "sessions", "create", "bot", "--title", "stubborn")).strip()
-    await ok(env, "send", session, "colors please")
+    shown = (await ok(env, "send", session, "colors please")).splitlines()
+    # one send shows the whole run: every answer, and the server's reminders as the server's
+    assert [line for line in shown if line.startswith("Answer")] == [f"Answer {n}." for n in range(1, 5)]
+    assert sum(line.startswith(f"server: {CONTINUATION}") for line in shown) == 3
     history = (await ok(env, "history", "stubborn")).splitlines()
     injected = [line for line in history if CONTINUATION in line]
     assert len(injected) == 3 and all(re.match(r"#\d+ server: ", line) for line in injected), history
