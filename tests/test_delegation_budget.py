@@ -8,7 +8,10 @@ A server child process on a real socket; the scripted fake model (tests/fakes/op
 in this process plays every run of the tree, by the first message it is handed."""
 from __future__ import annotations
 
+import pytest
+
 from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
 from tests.test_delegation import first_user, tool_messages
 from tests.test_tool_loop import agent_session, call
@@ -53,8 +56,16 @@ async def finished(c: V2Client, kp, run_id: str) -> dict:
     return next(r for r in (await c.call(kp, {"_": "ListRuns", "rootRunId": run_id}))["runs"] if r["id"] == run_id)
 
 
-async def test_a_three_level_tree_spends_about_its_roots_budget(tmp_path):
-    srv = ServerProcess(tmp_path / "srv", extra=["--max-run-tokens", str(BUDGET)]).start()
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_flags(request) -> list[str]:
+    """A server child on SQLite, or on PostgreSQL (a schema of its own, leased runs)."""
+    if request.param == "sqlite":
+        return []
+    return ["--storage-url", request.getfixturevalue("postgres_url")]
+
+
+async def test_a_three_level_tree_spends_about_its_roots_budget(tmp_path, storage_flags):
+    srv = ServerProcess(tmp_path / "srv", extra=["--max-run-tokens", str(BUDGET), *storage_flags]).start()
     try:
         async with FakeOpenAI() as fake:
             fake.default = tree_model

@@ -14,6 +14,7 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.hostile import percentile
+from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
 from tests.test_delegation import first_user, tool_messages
 from tests.test_tool_loop import agent_session, call
@@ -56,11 +57,19 @@ async def agents_with_sessions(c: V2Client, kp, base_url: str, agents: int, sess
     return out
 
 
-async def run_flood(tmp_path, seconds: float) -> tuple[dict, list[float], list[float]]:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_flags(request) -> list[str]:
+    """A server child on SQLite, or on PostgreSQL (a schema of its own, leased runs)."""
+    if request.param == "sqlite":
+        return []
+    return ["--storage-url", request.getfixturevalue("postgres_url")]
+
+
+async def run_flood(tmp_path, seconds: float, flags: tuple[str, ...] = ()) -> tuple[dict, list[float], list[float]]:
     """An account with 4 agents keeps asking for turns its (hanging) model never finishes, while
     another account's echo turn and GetSession calls are measured. Returns what the flood was
     answered, and the honest client's latencies before and during it."""
-    srv = ServerProcess(tmp_path / "srv", extra=["--max-runs-in-flight", "6", *UNLIMITED_RATE]).start()
+    srv = ServerProcess(tmp_path / "srv", extra=["--max-runs-in-flight", "6", *UNLIMITED_RATE, *flags]).start()
     try:
         async with FakeOpenAI(Script(hang=True)) as fake:
             attacker, honest = keypair("flooder"), keypair("honest")
@@ -120,8 +129,8 @@ def check_flood(answers: dict, before: list[float], during: list[float], p99_bou
     assert percentile(during, 0.99) < p99_bound
 
 
-async def test_runs_in_flight_are_bounded_per_account_and_others_are_served(tmp_path):
-    answers, before, during = await run_flood(tmp_path, 3)
+async def test_runs_in_flight_are_bounded_per_account_and_others_are_served(tmp_path, storage_flags):
+    answers, before, during = await run_flood(tmp_path, 3, tuple(storage_flags))
     check_flood(answers, before, during, 1.0)
 
 
