@@ -56,6 +56,23 @@ def builtin_document(name: str) -> dict:
     return doc
 
 
+_BUILTIN_CIDS: dict[str, tuple[object, dict, str]] = {}
+
+
+def builtin_with_cid(name: str) -> tuple[dict, str]:
+    """(document, CID) of a builtin tool, encoded once per process and again only when its
+    registry record is replaced: every run's start compares each builtin with the agent's stored
+    one, and encoding them all each time was a tenth of a turn's cost (docs/performance.md).
+    Callers must not change the document returned."""
+    tool = BUILTINS[name]
+    cached = _BUILTIN_CIDS.get(name)
+    if cached is None or cached[0] is not tool:
+        doc = builtin_document(name)
+        cached = (tool, doc, encode_document(doc)[0])
+        _BUILTIN_CIDS[name] = cached
+    return cached[1], cached[2]
+
+
 def check_schema(schema: object, where: str) -> dict:
     """A JSON Schema (a map the 2020-12 meta-schema accepts), else 400 naming `where`."""
     if type(schema) is not dict:

@@ -431,3 +431,6 @@ CREATE TABLE webhook_trigger_credentials (
 
 -- Version 10: hostile clients (capability expiry).
 ALTER TABLE account_signers ADD COLUMN expires_at INTEGER;
+
+-- Version 12: whether a session has a parked run, one index lookup (created last, as the migration does).
+CREATE INDEX runs_waiting_by_session ON runs (session_id) WHERE status = 'waiting';

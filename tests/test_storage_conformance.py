@@ -465,6 +465,8 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(runs_q.create_run, "r4", ACCOUNT, "a1", "s1", None, T0 + 21)   # same ms: insertion order
     r(runs_q.queued_runs, 10)
     r(runs_q.queued_runs_of_session, "s1", 10)
+    r(runs_q.has_active_run, "s1")
+    r(runs_q.has_active_run, "no-such-session")
     r(runs_q.active_runs_of_session, "s1")
     tree = r(runs_q.runs_of_tree, "r1", None, 10)
     r(runs_q.with_child_counts, tree)   # r1 and r2 spawned one each, r3 and r4 none

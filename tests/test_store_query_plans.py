@@ -81,6 +81,7 @@ def exercise(conn) -> None:
     runs.session_status_from_runs(conn, "s00")
     runs.requeue_interrupted(conn, 11)
     runs.queued_runs_of_session(conn, "s00", 10)
+    runs.has_active_run(conn, "s00")
     # Sharing: the access check, grants, invitations, and the listings of shared agents.
     B = "z6MkOther"
     agents.create_agent(conn, "b0", B, {"name": "theirs"}, "/d", 1)
@@ -152,6 +153,8 @@ def test_no_full_scan_and_no_sort(plans):
     ("FROM agent_collaborators INDEXED BY agent_collaborators_by_account", "agent_collaborators_by_account"),
     ("FROM agent_collaborators c INDEXED BY", "agent_collaborators_by_account"),   # ListAgentInvites
     ("FROM agent_collaborators WHERE agent_id = ? AND account_id = ?", "PRIMARY KEY"),  # the access check
+    # The session worker's next run: whether one is parked is its own index, whatever the queue.
+    ("FROM runs w WHERE w.session_id = ? AND w.status = 'waiting'", "runs_waiting_by_session"),
 ])
 def test_hot_queries_use_their_index(plans, fragment, index):
     matching = {sql: plan for sql, plan in plans.items() if fragment in sql}

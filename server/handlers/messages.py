@@ -98,7 +98,7 @@ async def retry_session(app, env, action) -> dict:
 
     def job(conn):
         session = session_for(conn, account_id, session_id, WRITER)
-        if runs_q.active_runs_of_session(conn, session_id):
+        if runs_q.has_active_run(conn, session_id):
             raise ProtocolError(409, f"session {session_id} has a live run; retry after it ends "
                                      "(or stop it: `seed-agents sessions stop`)")
         latest = runs_q.latest_run_of_session(conn, session_id)

@@ -57,7 +57,7 @@ async def invoke_session_tool(app, env, action) -> dict:
     def check(conn):
         session = session_for(conn, env.account_id, action.session_id, need)
         role = session_role(conn, env.account_id, session["id"])[0]
-        if may_write(role) and runs_q.active_runs_of_session(conn, session["id"]):
+        if may_write(role) and runs_q.has_active_run(conn, session["id"]):
             raise ProtocolError(409, "the session has a live run; invoke tools once it has finished")
         return session, role, agents_q.get_agent(conn, session["agentId"])
 

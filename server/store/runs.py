@@ -178,11 +178,20 @@ def queued_runs(conn: Conn, limit: int) -> list[dict]:
 def queued_runs_of_session(conn: Conn, session_id: str, limit: int) -> list[dict]:
     """The session's queued runs, oldest first (the per-session worker takes them in order);
     none while a run of the session is parked (it goes first once woken, as on a shared store)."""
+    # Two index lookups whatever the queue's length (docs/performance.md, "A deep queue"): the
+    # oldest queued run by runs_active_by_session's order, and whether one is parked by
+    # runs_waiting_by_session (scanning the session's active runs for that grew with the queue).
     return queued_rows(conn.execute(
         f"SELECT {COLUMNS}{QUEUED_EXTRA} FROM runs WHERE session_id = ? AND {ACTIVE}"
         " AND status = 'queued' AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.session_id = ?"
-        f" AND w.{ACTIVE} AND w.status = 'waiting')"
+        " AND w.status = 'waiting')"
         " ORDER BY created_at, rowid LIMIT ?", (session_id, session_id, limit)).fetchall())
+
+
+def has_active_run(conn: Conn, session_id: str) -> bool:
+    """Whether a run of the session is queued, claimed, running or parked (one index lookup)."""
+    return conn.execute(f"SELECT 1 FROM runs WHERE session_id = ? AND {ACTIVE} LIMIT 1",
+                        (session_id,)).fetchone() is not None
 
 
 def active_runs_of_session(conn: Conn, session_id: str) -> list[dict]:
@@ -223,10 +232,7 @@ def requeue_interrupted(conn: Conn, now: int) -> list[str]:
 def session_status_from_runs(conn: Conn, session_id: str) -> str:
     """'streaming' while a run of the session is live, 'error' when its latest run failed,
     else 'idle' (CONTRACT section 4)."""
-    active = conn.execute(
-        f"SELECT 1 FROM runs WHERE session_id = ? AND {ACTIVE} LIMIT 1",
-        (session_id,)).fetchone()
-    if active is not None:
+    if has_active_run(conn, session_id):
         return "streaming"
     latest = latest_run_of_session(conn, session_id)
     return "error" if latest is not None and latest["status"] == "failed" else "idle"

@@ -9,7 +9,13 @@ picked by the agent's `definition.mcpServers` (`sync_mcp`).
 from __future__ import annotations
 
 from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.protocol.tool_documents import BUILTINS, MCP_SEPARATOR, builtin_document, encode_document, mcp_document
+from seed_agents.protocol.tool_documents import (
+    BUILTINS,
+    MCP_SEPARATOR,
+    builtin_with_cid,
+    encode_document,
+    mcp_document,
+)
 
 from . import codec
 from . import mcp_servers as mcp_q
@@ -17,10 +23,16 @@ from . import mcp_servers as mcp_q
 _ROW = "name, kind, cid, doc, enabled, created_at, updated_at"
 
 
-def _upsert(conn, account_id: str, agent_id: str, doc: dict, now: int, enabled: bool | None = None) -> None:
-    cid, data = encode_document(doc)
+def _upsert(conn, account_id: str, agent_id: str, doc: dict, now: int, enabled: bool | None = None,
+            cid: str | None = None) -> None:
+    """`cid`: the document's, when the caller has it (a builtin's): then it is encoded only to be written."""
+    data = None
+    if cid is None:
+        cid, data = encode_document(doc)
     row = conn.execute("SELECT cid FROM tool_documents WHERE account_id = ? AND agent_id = ? AND name = ?",
                        (account_id, agent_id, doc["name"])).fetchone()
+    if data is None and (row is None or row[0] != cid):
+        data = encode_document(doc)[1]
     if row is None:
         conn.execute("INSERT INTO tool_documents (account_id, agent_id, name, kind, cid, doc, enabled, created_at,"
                      " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -38,7 +50,8 @@ def _upsert(conn, account_id: str, agent_id: str, doc: dict, now: int, enabled: 
 
 def ensure_builtins(conn, account_id: str, agent_id: str, now: int) -> None:
     for name in BUILTINS:
-        _upsert(conn, account_id, agent_id, builtin_document(name), now)
+        doc, cid = builtin_with_cid(name)
+        _upsert(conn, account_id, agent_id, doc, now, cid=cid)
 
 
 def sync_mcp(conn, account_id: str, agent_id: str, picked: list[str], now: int) -> None:
@@ -76,8 +89,7 @@ def refreshed(conn, agent: dict, rows: list[dict], now: int) -> tuple[list[dict]
     out = {name: r for name, r in have.items() if r["doc"]["kind"] != "mcp"}
     changed = False
     for name in BUILTINS:
-        doc = builtin_document(name)
-        cid = encode_document(doc)[0]
+        doc, cid = builtin_with_cid(name)
         row = have.get(name)
         if row is None or row["cid"] != cid:
             changed = True

@@ -1,0 +1,121 @@
+"""A deep queue on one session, before and after a change, in one run:
+
+    python -m bench.deep_queue [--before REF] [--deep N] [--shallow N] [--turns K]
+
+Each tree (`--before`, default the commit before the deep-queue fix, and this working tree) runs
+as a child server with the echo model. For each depth, a fresh server gets one session, N
+messages pipelined into it over one v2 socket (answered as they are queued), then the time the
+server takes for the K turns after the first 10 is measured from a subscription's durable
+assistant appends: turns per second with N queued behind (shallow: 50, deep: 5,000 by default;
+`--deep 50000` for the issue's case, about a minute to queue). Reported: turns per second per tree
+and depth, deep / shallow per tree (1.0: the queue costs nothing per turn), after / before.
+Bounded in count and time; nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from seed_agents.clients.raw import RawV2
+
+from bench.bench_bounds import extract, free_port
+from bench.load import keypair
+from bench.processes import RAISED_BOUNDS, RAISED_LIMITS
+
+FIXED_IN = "HEAD"   # (--before defaults to the parent of the commit that made the queue flat)
+CAP_S = 600
+
+
+def start(tree: Path, data: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    data.mkdir(parents=True)
+    flags = list(RAISED_LIMITS) + list(RAISED_BOUNDS)
+    if "--max-runs-in-flight" in (tree / "server" / "config.py").read_text():
+        flags += ["--max-runs-in-flight", "1000000"]
+    log = open(data / "server.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "seed_agents.server.main", "--host", "127.0.0.1", "--port", str(port),
+         "--data-dir", str(data), "--log-level", "WARNING", "--hm-server-url", "", *flags],
+        cwd=str(tree), env=dict(os.environ, PYTHONPATH=str(tree)), stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=0.5).status_code == 200:
+                return proc, port
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"the server of {tree} did not start (log: {data / 'server.log'})")
+
+
+async def one(tree: Path, data: Path, depth: int, turns: int) -> float:
+    proc, port = start(tree, data)
+    url = f"ws://127.0.0.1:{port}/agents/ws"
+    kp = keypair("deep-queue")
+    try:
+        c = await RawV2.open(url, decode=True)
+        agent = await c.call(kp, {"_": "CreateAgent", "definition": {
+            "name": "echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}})
+        sid = (await c.call(kp, {"_": "CreateSession", "agentId": agent["agentId"]}))["sessionId"]
+        watch = await RawV2.open(url, decode=True)
+        replies: list[float] = []
+        done = asyncio.Event()
+
+        def on_event(frame: dict) -> None:
+            items = frame.get("events") or ([frame["event"]] if "event" in frame else [])
+            for event in items:
+                body = event.get("event", {})
+                if body.get("type") == "message" and body.get("role") == "assistant":
+                    replies.append(time.perf_counter())
+                    if len(replies) >= turns + 10:
+                        done.set()
+
+        watch.on_event = on_event
+        await watch.call(kp, {"_": "Subscribe", "key": f"sessions/{sid}"})
+        for start_at in range(0, depth, 200):   # pipelined, 200 in flight at a time
+            answers = await asyncio.gather(*[c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [
+                {"type": "text", "text": f"m{i}"}]}) for i in range(start_at, min(depth, start_at + 200))])
+            bad = [a for a in answers if a.get("_") == "Error"]
+            if bad:
+                raise RuntimeError(f"a message was refused: {bad[0]}")
+        await asyncio.wait_for(done.wait(), CAP_S)
+        window = replies[10:turns + 10]
+        return (len(window) - 1) / (window[-1] - window[0])
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", default=None, help="git ref of the tree before (default: HEAD~1)")
+    parser.add_argument("--shallow", type=int, default=50)
+    parser.add_argument("--deep", type=int, default=5000)
+    parser.add_argument("--turns", type=int, default=30)
+    args = parser.parse_args()
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"before": extract(args.before or "HEAD~1", Path(tmp) / "before"), "after": root}
+        rates: dict[tuple[str, int], float] = {}
+        for depth in (args.shallow, args.deep):
+            for name, tree in trees.items():
+                rates[name, depth] = await one(tree, Path(tmp) / f"{name}-{depth}", depth,
+                                               min(args.turns, depth - 10))
+                print(f"{name:6} {depth:>6} queued: {rates[name, depth]:7.1f} turns/s", flush=True)
+        print("\n| tree | turns/s, shallow | turns/s, deep | deep / shallow |\n|---|---|---|---|")
+        for name in trees:
+            shallow, deep = rates[name, args.shallow], rates[name, args.deep]
+            print(f"| {name} | {shallow:.1f} | {deep:.1f} | {deep / shallow:.2f} |")
+        print(f"\nafter / before, deep: {rates['after', args.deep] / rates['before', args.deep]:.2f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
