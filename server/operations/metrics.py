@@ -61,6 +61,9 @@ class Metrics:
                                         "socket and not yet written, now", registry=r)
         self.http_connections = Gauge("seed_agents_http_connections", "Open HTTP connections (not yet "
                                       "upgraded to a WebSocket)", registry=r)
+        self.web_fetches = Gauge("seed_agents_web_fetches", "Web page reads and downloads now: fetching, or "
+                                 "waiting for a slot of their account (--web-fetches-per-account)", ["state"],
+                                 registry=r)
         self.http_dropped = Counter("seed_agents_http_dropped", "HTTP connections dropped by a hostile-client "
                                     "bound", ["reason"], registry=r)
 
@@ -90,6 +93,11 @@ class Metrics:
     def watch_http(self, http_connections) -> None:
         """Export the count of open HTTP connections (the transport's set), read when scraped."""
         self.http_connections.set_function(lambda: len(http_connections))
+
+    def watch_web(self, slots) -> None:
+        """The web fetches of every account (server/providers/outbound_slots.py), read when scraped."""
+        self.web_fetches.labels("fetching").set_function(lambda: slots.running)
+        self.web_fetches.labels("waiting").set_function(lambda: slots.waiting)
 
     def action_done(self, name: str, status: int, seconds: float) -> None:
         # labels() costs a few microseconds a call; the hot path reuses the children.

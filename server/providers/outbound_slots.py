@@ -14,6 +14,7 @@ class AccountSlots:
     def __init__(self, per_account: int) -> None:
         self.per_account = per_account
         self._held: dict[str, tuple[asyncio.Semaphore, int]] = {}   # account -> (its slots, users)
+        self.running = self.waiting = 0   # over all accounts (seed_agents_web_fetches)
 
     @contextlib.asynccontextmanager
     async def slot(self, account: str, until: float | None = None) -> AsyncIterator[None]:
@@ -22,11 +23,17 @@ class AccountSlots:
         sem, users = self._held.get(account) or (asyncio.Semaphore(self.per_account), 0)
         self._held[account] = (sem, users + 1)
         try:
-            async with asyncio.timeout_at(until):
-                await sem.acquire()
+            self.waiting += 1
+            try:
+                async with asyncio.timeout_at(until):
+                    await sem.acquire()
+            finally:
+                self.waiting -= 1
+            self.running += 1
             try:
                 yield
             finally:
+                self.running -= 1
                 sem.release()
         finally:
             sem, users = self._held[account]

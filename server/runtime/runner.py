@@ -157,6 +157,7 @@ class Runtime:
         self.hm_http = provider_client(providers, HM_CONNECTIONS)
         self.download_http = provider_client(web, DOWNLOAD_CONNECTIONS)
         self.download_slots = AccountSlots(config.web_fetches_per_account)
+        self.metrics.watch_web(self.download_slots)
         self.providers = ProviderLookup(self.db, self.box, self.http, ProviderSettings.from_config(config))
         self.web = WebAccess(provider_client(web, WEB_CONNECTIONS), config.tool_fetch_bytes, config.tool_timeout,
                              config.searxng_url, httpx.AsyncClient(timeout=config.tool_timeout, trust_env=False)

@@ -8,6 +8,7 @@ JSON search API (`GET /search?format=json&q=...`, the shape SearXNG answers).
         web.huge("/big", 50 << 20)             # bytes actually sent: web.sent["/big"]
         web.hang("/stuck")
         web.slow("/slow", 5.0, "text")         # answers after 5 s
+        web.trickle("/drip", 1.0)              # a 1 MB body, one byte a second
         web.search_results = [{"title": ..., "url": ..., "content": ...}]
         web.url("/a.html"); web.requests       # [(method, path)]
 
@@ -60,6 +61,10 @@ class FakeWeb(LoopbackFake):
         """A page that answers after `seconds` (or never, if the client goes first)."""
         self.routes[path] = ("slow", seconds, body.encode())
 
+    def trickle(self, path: str, every: float) -> None:
+        """A page that announces a megabyte and sends one byte every `every` seconds."""
+        self.routes[path] = ("trickle", every)
+
     async def _respond(self, request, reader, writer) -> bool:  # noqa: ANN001
         self.requests.append((request.method, request.path))
         return await self._answer(urlsplit(request.path).path, request.path, reader, writer)
@@ -86,6 +91,15 @@ class FakeWeb(LoopbackFake):
         if kind == "hang":
             await pause(reader, None)
             return False
+        if kind == "trickle":
+            writer.write(response_head(200, "text/plain; charset=utf-8", length=1 << 20))
+            for _ in range(1 << 20):
+                writer.write(b"x")
+                await writer.drain()
+                self.sent[path] = self.sent.get(path, 0) + 1
+                if await pause(reader, route[1]):
+                    return False   # the client went away
+            return True
         if kind == "slow":
             if await pause(reader, route[1]):
                 return False
