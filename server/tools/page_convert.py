@@ -26,7 +26,7 @@ from ..providers.outbound_slots import AccountSlots
 
 PAGE_WORKERS = 2                     # conversions at once, all accounts together
 PER_ACCOUNT = 1                      # conversions at once for one account
-WORKER_NICE = 10                     # the workers yield the CPU to the server
+WORKER_NICE = 5                      # the workers yield the CPU to the server (not starved by it)
 WORKER_MEMORY = 1 << 30              # address space of one worker (RLIMIT_AS), bytes
 _HEAD = struct.Struct(">I")
 
@@ -128,11 +128,12 @@ def _serve() -> None:
     """The worker: pages in on stdin, answers out on stdout, until stdin closes."""
     import resource
 
+    import trafilatura  # noqa: F401 - loaded before the first page (at the server's priority)
+
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICE)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
-    import trafilatura  # noqa: F401 - loaded before the first page, not during it
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
