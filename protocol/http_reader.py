@@ -38,12 +38,12 @@ HEAD_PIECE = 4096            # bytes given to the parser at once outside a body
 BODY_PIECE = 64 * 1024       # the same within a body, whose bytes cost an event per piece
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Started:
     """A request's first byte has arrived."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Head:
     method: str
     target: str
@@ -59,24 +59,30 @@ class Head:
         return b"".join(lines)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Body:
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class End:
     keep_alive: bool
     upgrade: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Refused:
     status: int
     message: str
 
 
 Event = Started | Head | Body | End | Refused
+
+
+# Made once: a request costs no allocation for its start and end (frozen dataclasses would cost
+# a microsecond each to build; these are read only by convention).
+_STARTED = Started()
+_ENDS = {(k, u): End(k, u) for k in (False, True) for u in (False, True)}
 
 
 class _Bound(Exception):
@@ -212,21 +218,24 @@ class HttpReader:
         self._url = bytearray()
         self._headers = []
         self._head_bytes = self._head_fed = self._framing_fed = self._chunks = 0
-        self._events.append(Started())
+        self._events.append(_STARTED)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        self._count_head(len(url))
+        self._head_bytes += len(url)
+        if self._head_bytes > MAX_HEAD_BYTES:
+            self._head_too_large()
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        # Called once per header of every request: the count is inlined.
         self._headers.append((name, value))
-        self._count_head(len(name) + len(value) + 4)
-
-    def _count_head(self, n: int) -> None:
-        self._head_bytes += n
+        self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > MAX_HEAD_BYTES:
-            self._refuse(431, f"request head over {MAX_HEAD_BYTES} bytes")
-            raise _Bound
+            self._head_too_large()
+
+    def _head_too_large(self) -> None:
+        self._refuse(431, f"request head over {MAX_HEAD_BYTES} bytes")
+        raise _Bound
 
     def on_headers_complete(self) -> None:
         self.phase = "body"
@@ -254,4 +263,4 @@ class HttpReader:
         self._completed = True
         self.unanswered += 1
         parser = self._parser
-        self._events.append(End(parser.should_keep_alive(), parser.should_upgrade()))
+        self._events.append(_ENDS[parser.should_keep_alive(), parser.should_upgrade()])
