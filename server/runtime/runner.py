@@ -50,6 +50,7 @@ from ..providers.registry import ProviderSettings
 from ..publisher import Publisher
 from ..sandbox.choose import check as check_sandbox
 from ..sandbox.choose import sandbox_for
+from ..sandbox.port import Sandbox
 from ..storage.port import Storage
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
@@ -131,7 +132,7 @@ class Runtime:
         self.providers: ProviderLookup | None = None   # set in start(), with the HTTP client
         self.web: WebAccess | None = None               # the web tools' access, set in start()
         self.hm: HmClient | None = None                 # the agents' hm:// tools, when there is an HM server
-        self.sandbox = None                             # server/sandbox/: chosen in start()
+        self.sandbox: Sandbox | None = None             # server/sandbox/: chosen in start()
         self._code: CodeExec | None = None
         self.sandbox_check: asyncio.Task | None = None
         self.budgets = Budgets.from_config(config)

@@ -69,7 +69,7 @@ def _node_version(node: str) -> tuple[int, int]:
 class BubblewrapSandbox:
     name = "bubblewrap"
 
-    def __init__(self, limits: Limits = Limits(), network: bool = False, concurrency: int = 2,
+    def __init__(self, limits: Limits = Limits(), network: bool = False, concurrency: int = 2,  # noqa: B008 (frozen)
                  bwrap: str | None = None) -> None:
         self.limits, self.network = limits, network
         self.bwrap = bwrap or find_bwrap()
@@ -195,7 +195,7 @@ class BubblewrapSandbox:
         result_r, result_w = os.pipe()
         stdin_r, stdin_w = os.pipe()
         head = self._job_line(job, files, result_w)
-        drop = {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
+        drop: dict = {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._bwrap_args(self.network), stdin=stdin_r, stdout=asyncio.subprocess.PIPE,

@@ -96,7 +96,7 @@ def _listing(max_files):
     """[(path, size, mtime_ns)] of the workspace's regular files (readable ones); symlinks and
     other kinds are not memory and are left out; None past `max_files` files."""
     out = []
-    for root, dirs, files in os.walk(WORKSPACE):
+    for root, _dirs, files in os.walk(WORKSPACE):
         for name in files:
             full = os.path.join(root, name)
             try:
@@ -227,4 +227,4 @@ if __name__ == "__main__":
         raise
     except BaseException as exc:
         sys.stderr.write(f"sandbox: {type(exc).__name__}: {exc}\n")
-        raise SystemExit(70)
+        raise SystemExit(70) from None
