@@ -116,6 +116,8 @@ class App:
             self.guard.load(self.db.read(sig_q.unexpired_signatures, now), started_ms=now)
         self.runtime = Runtime(self.db, self.config, self.metrics, self, self.secrets, self.now_ms,
                                self.cache["history"])
+        self.cache["preambles"] = self.runtime.preambles.cache
+        self.metrics.watch_cache(self.runtime.preambles.cache)
         await self.runtime.start()
         from .triggers.service import Triggers  # (its modules read the store and the runtime)
 

@@ -7,6 +7,7 @@ import asyncio
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.waiting import until
 from tests.wsraw import V2Client, flatten, keypair
+from tests.model_view import without_preamble
 
 API_KEY = "sk-test-DO-NOT-LEAK-7f3a"
 
@@ -88,7 +89,7 @@ async def test_streamed_reply_usage_and_history(server):
         first, second = fake.requests[-2].body, fake.requests[-1].body
         assert fake.requests[-1].headers["authorization"] == f"Bearer {API_KEY}"
         assert first["model"] == "fake-model" and first["stream"] is True and first["temperature"] == 0.25
-        assert first["messages"] == [
+        assert without_preamble(first["messages"]) == [
             {"role": "system", "content": "You are terse."},
             {"role": "user", "content": "first\n\nContext:\nnote A\nnote B"}]
         # The tools it can use, from their declarations; `call` names what it reaches.

@@ -12,6 +12,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.waiting import until
 from tests.wsraw import V1, V2Client, flatten, keypair, setup_session
+from tests.model_view import without_preamble
 
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
@@ -222,7 +223,7 @@ async def test_block_system_prompt_round_trip_and_the_model_sees_markdown(server
         user = [x for e in seen for x in flatten(e)][0]["event"]
         assert user["blocks"] == message_blocks and user["content"] == "Look at this\nand this"
         [request] = fake.requests
-        assert request.body["messages"] == [{"role": "system", "content": PROMPT_MARKDOWN},
+        assert without_preamble(request.body["messages"]) == [{"role": "system", "content": PROMPT_MARKDOWN},
                                             {"role": "user", "content": "Look at this\nand this"}]
         assert "m1" not in repr(request.body)   # blocks are for display, never for the model
         # v1 (JSON) readers get the same user event, blocks included

@@ -44,6 +44,8 @@ def system_prompt(app, agent_id: str) -> str:
 
 def forget_system_prompt(app, agent_id: str) -> None:
     app.cache["system_prompts"].pop(agent_id, None)
+    if app.runtime is not None:   # the listing behind the model's preamble (server/runtime/preamble.py)
+        app.runtime.preambles.forget(agent_id)
 
 
 async def create_session(app, env, action) -> dict:

@@ -11,6 +11,8 @@ import collections
 import json
 from dataclasses import dataclass
 
+from seed_agents.protocol.preamble import sender_block
+
 from ..cache import text_bytes
 from ..providers.base import ChatMessage, ToolCall
 
@@ -47,6 +49,7 @@ class Entry:
     attachments: tuple[dict, ...] = ()   # a user message's SessionAttachmentInfo maps
     extra: dict | None = None      # tool_call: provider state to hand back (meta.providerState)
     reasoning: tuple = ()          # tool_call: the step's thinking blocks (meta.reasoning, first call)
+    sender: str = ""               # user: the account that signed it (meta.accountId with a signer), else ""
 
 
 def entry_bytes(entry: Entry) -> int:
@@ -84,7 +87,17 @@ def entry_of(event: dict) -> Entry | None:
     files = payload.get("attachments") if role == "user" else None
     files = tuple(a for a in files if isinstance(a, dict)) if isinstance(files, list) else ()
     return Entry(event["seq"], event.get("id", ""), role, payload["content"], tuple(lines or ()), run_id,
-                 attachments=files)
+                 attachments=files, sender=signed_sender(payload) if role == "user" else "")
+
+
+def signed_sender(payload: dict) -> str:
+    """The person who signed a user message: never an injected turn (actor "system") nor a
+    trigger's message (no signer)."""
+    meta = payload.get("meta")
+    if payload.get("actor") == "system" or not isinstance(meta, dict) or not meta.get("signerId"):
+        return ""
+    account = meta.get("accountId")
+    return account if isinstance(account, str) else ""
 
 
 class SessionHistory:
@@ -128,7 +141,7 @@ class SessionHistory:
         return {e.call_id for e in self.entries if e.role == "tool_call"}
 
     def messages(self, system_prompt: str, user_event_id: str, *, include_context: bool,
-                 run_id: str = "", attachments=None) -> list[ChatMessage]:
+                 run_id: str = "", attachments=None, senders: bool = False) -> list[ChatMessage]:
         """What the model sees for the run `run_id` answering `user_event_id`.
 
         User messages after it belong to runs still queued and are left out; replies to earlier
@@ -137,7 +150,8 @@ class SessionHistory:
         prompts), which come last. The built-in echo provider answers the user event's content
         exactly (CONTRACT section 4), so it is given the messages without their context lines.
         `attachments` (server/runtime/attachment_view.py) turns a message's attachments into text
-        and images."""
+        and images. With `senders` (a shared agent), each signed human message starts with its
+        <message_sender> block (protocol/preamble.py)."""
         own = next((e for e in reversed(self.entries) if e.event_id == user_event_id), None)
         before: list[Entry] = []
         mine: list[Entry] = []
@@ -152,11 +166,11 @@ class SessionHistory:
                 before.append(e)
         ordered = before + ([own] if own is not None else []) + mine
         out = [ChatMessage("system", system_prompt)] if system_prompt else []
-        return out + replay(ordered, include_context, attachments, own)
+        return out + replay(ordered, include_context, attachments, own, senders)
 
 
 def replay(entries: list[Entry], include_context: bool, attachments=None,
-           own: Entry | None = None) -> list[ChatMessage]:
+           own: Entry | None = None, senders: bool = False) -> list[ChatMessage]:
     """Entries as provider-neutral messages: consecutive calls are one assistant step (joined
     to the text the model said just before them), each answered right after it; a call with no
     recorded result is answered as such (providers refuse an unanswered call), and a result
@@ -188,6 +202,8 @@ def replay(entries: list[Entry], include_context: bool, attachments=None,
         flush()
         if e.role == "user":
             text = user_text(e.content, e.context_lines) if include_context else e.content
+            if senders and e.sender:
+                text = sender_block(e.sender) + text
             if e.attachments and include_context and attachments is not None:
                 extra, images = attachments(e.attachments, e is own)
                 out.append(ChatMessage("user", text + extra, images))

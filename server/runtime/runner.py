@@ -73,6 +73,7 @@ from .leased_queue import LeasedQueue
 from .leasing import RunLeases
 from .local_queue import LocalQueue
 from .parked import ParkedRuns, ParkRequest
+from .preamble import Preambles
 from .provider_lookup import ProviderLookup
 from .scheduling import RunQueue, SessionWorker
 from .state_dirs import reconcile_state_dirs
@@ -125,6 +126,8 @@ class Runtime:
         self.now_ms = now_ms
         self.workers: dict[str, SessionWorker] = {}
         self.histories = histories   # bounded in bytes (--history-cache-bytes)
+        # What each agent's preamble lists (server/runtime/preamble.py), bounded by --prompt-cache-bytes.
+        self.preambles = Preambles(self, ByteBudgetCache("preambles", config.prompt_cache_bytes))
         self.http: httpx.AsyncClient | None = None      # the providers' pool
         self.hm_http: httpx.AsyncClient | None = None   # the HM server's pool
         self.download_http: httpx.AsyncClient | None = None   # DownloadAgentMemoryFile's pool
@@ -356,15 +359,17 @@ class Runtime:
         echo = result.provider_type in BUILTIN_TYPES
         surface = None
         system = system_prompt_markdown(definition)
+        senders = False   # a shared agent's signed human messages carry <message_sender> blocks
         if not echo:
             surface = await self._surface(run, agent)
+            system, senders = await self.preambles.system_prompt(agent, system, surface)
 
         attachments = AttachmentView(self.db.read, session_id, accepts_images(result.provider_type, result.model))
 
         def messages():
             history = self._history(session_id, user_event_id)
             return history.messages(system, user_event_id, include_context=not echo, run_id=run_id,
-                                    attachments=attachments)
+                                    attachments=attachments, senders=senders)
 
         loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
                         provider=provider, model=result.model, provider_type=result.provider_type,
