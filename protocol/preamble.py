@@ -85,7 +85,10 @@ def inert_json(value, indent: int | None = None) -> str:
 
 def label(text: str, limit: int = MAX_LABEL) -> str:
     """A name from outside (a file, a tool, a display name) as one bounded line of data."""
-    text = "".join(ch if ch.isprintable() else " " for ch in str(text)).strip()
+    text = str(text)
+    if not text.isprintable():   # (the common case skips this walk)
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = text.strip()
     if len(text) > limit:
         text = text[:limit - 1] + "…"
     return text.replace("<", "‹").replace(">", "›")
@@ -97,9 +100,12 @@ def iso_time(now_ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now_ms % 1000:03d}Z"
 
 
+_CONVENTIONS_TEXT = "\n".join(SEED_CONVENTIONS)
+
+
 def seed_conventions(now_ms: int) -> str:
     """The Seed assistant preamble: hm:// conventions and the current time."""
-    return "\n".join((*SEED_CONVENTIONS, f"The current time is: {iso_time(now_ms)}"))
+    return f"{_CONVENTIONS_TEXT}\nThe current time is: {iso_time(now_ms)}"
 
 
 def members_roster(members: list[dict]) -> str:

@@ -39,7 +39,6 @@ class Listing:
     roster: str       # "" unless shared
     identities: str   # "" without identities
     built_at: int     # ms, for the display names' age
-    named: bool       # the roster holds display names looked up from the HM server
 
     def bytes(self) -> int:
         return (text_bytes(self.memory) + text_bytes(self.roster) + text_bytes(self.identities)
@@ -49,8 +48,9 @@ class Listing:
 def fingerprint(conn, agent: dict) -> tuple:
     """What the listing depends on, in a few aggregate reads (primary-key and index ranges)."""
     agent_id, account = agent["id"], agent["account"]
-    memory = conn.execute("SELECT count(*), coalesce(max(updated_at), 0), coalesce(sum(size), 0)"
-                          " FROM memory_files WHERE agent_id = ?", (agent_id,)).fetchone()
+    memory = conn.execute("SELECT count(*), coalesce(max(updated_at), 0), coalesce(sum(size), 0),"
+                          " coalesce(sum(length(path)), 0) FROM memory_files WHERE agent_id = ?",
+                          (agent_id,)).fetchone()
     triggers = conn.execute("SELECT count(*), coalesce(max(updated_at), 0), coalesce(sum(enabled), 0)"
                             " FROM agent_triggers WHERE agent_id = ?", (agent_id,)).fetchone()
     members = conn.execute("SELECT count(*), coalesce(max(updated_at), 0) FROM agent_collaborators"
@@ -112,7 +112,7 @@ class Preambles:
             roster = text.members_roster(members)
         listing = Listing(print_, text.memory_line(paths), tuple(triggers), roster,
                           text.identities_block([{"name": i.get("label") or i["name"], "publicKey": i["accountId"]}
-                                                 for i in identities]), now, bool(roster))
+                                                 for i in identities]), now)
         self.cache.put(agent["id"], listing, listing.bytes())
         return listing
 
