@@ -110,8 +110,10 @@ async def flood_against_a_quiet_account(tmp_path, *, compare_latency: bool) -> N
         assert len(answers) == FLOOD
         ok = [r for r in answers if r["_"] != "Error"]
         limited = [r for r in answers if r["_"] == "Error"]
-        assert all(r["status"] == 429 and "rate limit" in r["message"] for r in limited), \
-            {(r["status"], r["message"]) for r in limited}
+        # 429 from the account's rate, or from its runs in flight (--max-runs-in-flight): its
+        # messages queue runs faster than a loaded machine ends them. Either way, refused whole.
+        assert all(r["status"] == 429 and ("rate limit" in r["message"] or "--max-runs-in-flight" in r["message"])
+                   for r in limited), {(r["status"], r["message"]) for r in limited}
         assert len(ok) <= BURST + RATE * (elapsed + 1), (len(ok), elapsed)
         assert len(limited) >= FLOOD // 2, len(limited)
         # nothing else happened: exactly the acknowledged sessions exist
