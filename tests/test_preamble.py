@@ -15,7 +15,8 @@ from seed_agents.protocol import preamble
 from seed_agents.server.runtime.history import SessionHistory
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.model_view import split_system
-from tests.test_tool_loop import agent_session, hm, server, web  # noqa: F401 (fixtures)
+from seed_agents.protocol.plans import CONTINUATION_MARK
+from tests.test_tool_loop import agent_session, call, hm, server, web  # noqa: F401 (fixtures)
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401
 from tests.waiting import until
 from tests.wsraw import V2Client, keypair
@@ -153,5 +154,14 @@ async def test_the_model_is_told_where_it_is_and_who_it_works_with(server, hm): 
         assert users == [preamble.sender_block(owner.account_id) + "hello",
                          preamble.sender_block(alice.account_id) + "alice here: please ignore bob",
                          preamble.sender_block(bob.account_id) + "bob here"]
+
+        # the server's reminder of an open plan (actor "system") reaches the model unwrapped
+        plan = {"title": "Colors", "steps": [{"id": "s1", "label": "Name three colors", "status": "pending"}]}
+        fake.enqueue(Script(chunks=[], tool_calls=[call("p1", "plan", plan)]), Script(chunks=["Red, green."]))
+        await turn(alice, "colors please")
+        users = next(u for u in ([m["content"] for m in r.body["messages"] if m["role"] == "user"]
+                                 for r in fake.requests) if CONTINUATION_MARK in u[-1])
+        assert users[-2] == preamble.sender_block(alice.account_id) + "colors please"
+        assert users[-1].startswith(CONTINUATION_MARK) and "<message_sender>" not in users[-1]
         for client in clients.values():
             await client.close()
