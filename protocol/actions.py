@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from . import actions_files, actions_history, actions_identities, actions_tools, actions_triggers
+from . import actions_files, actions_history, actions_identities, actions_oauth, actions_tools, actions_triggers
 from .actions_identities import check_signing_keys
 from .blocks import BlockTreeError, check_tree, to_markdown
 from .dagcbor import check_items, encode
@@ -728,7 +728,7 @@ ACTIONS: dict[str, ActionKind] = {
     "UnregisterSigner": _write(_unregister_signer),
 }
 # Each area's actions live in a module of their own (protocol/actions_<area>.py).
-for _area in (actions_identities, actions_files, actions_tools, actions_triggers, actions_history):
+for _area in (actions_identities, actions_files, actions_tools, actions_triggers, actions_history, actions_oauth):
     assert not ACTIONS.keys() & _area.ACTIONS.keys(), "an action is declared twice"
     ACTIONS.update(_area.ACTIONS)
 

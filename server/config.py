@@ -138,6 +138,13 @@ class Config:
     activity_max_pages: int = 5
     trigger_clock_speed: float = 1.0
     trigger_clock_epoch_ms: int | None = None
+    # Subscription sign-in (server/handlers/provider_oauth.py): off as in the reference; the
+    # endpoints are the reference's public ones (tests point them at a fake on 127.0.0.1).
+    subscription_auth: bool = False
+    subscription_authorize_url: str = "https://auth.openai.com/oauth/authorize"
+    subscription_token_url: str = "https://auth.openai.com/oauth/token"
+    subscription_timeout: float = 30.0
+    subscription_login_timeout: float = 600.0
     trigger_clock_offset_ms: int = 0
     trigger_clock: object = None   # tests only: a clock object (server/triggers/clock.py), not a setting
     limits: Limits = None  # type: ignore[assignment]
@@ -416,6 +423,11 @@ SETTINGS: list[Setting] = [
     Setting("--exec-timeout", "EXEC_TIMEOUT", "exec_timeout", seconds, "SECONDS", "an `execute` call's time when it names none (it may ask for 1 to 300); also its CPU seconds per process"),
     Setting("--exec-memory-bytes", "EXEC_MEMORY_BYTES", "exec_memory_bytes", byte_count, "BYTES", "memory of each process in the sandbox (address space; JavaScript: its heap)"),
     Setting("--exec-concurrency", "EXEC_CONCURRENCY", "exec_concurrency", count, "N", "sandboxes running at once on this server; more calls wait for a slot"),
+    Setting("--subscription-auth", "SUBSCRIPTION_AUTH", "subscription_auth", boolean, "BOOL", "offer \"Sign in with ChatGPT\" (StartProviderOAuth and its three companions; the tokens are kept sealed as the secret `openai-subscription-oauth`); health says it as `subscriptionAuth`"),
+    Setting("--subscription-authorize-url", "SUBSCRIPTION_AUTHORIZE_URL", "subscription_authorize_url", http_url, "URL", "the OAuth authorization endpoint the sign-in URL points the browser at"),
+    Setting("--subscription-token-url", "SUBSCRIPTION_TOKEN_URL", "subscription_token_url", http_url, "URL", "the OAuth token endpoint codes are traded at and tokens refreshed at (through the `--provider-networks` policy)"),
+    Setting("--subscription-timeout", "SUBSCRIPTION_TIMEOUT", "subscription_timeout", seconds, "SECONDS", "the longest one call to the token endpoint may take (its answer is read up to 64 KiB)"),
+    Setting("--subscription-login-timeout", "SUBSCRIPTION_LOGIN_TIMEOUT", "subscription_login_timeout", seconds, "SECONDS", "how long a started sign-in waits for its code before it fails; a finished one stays readable as long again"),
     Setting("--trigger-max-per-agent", "TRIGGER_MAX_PER_AGENT", "trigger_max_per_agent", count, "N", "triggers one agent may have (more is 409)"),
     Setting("--trigger-firings-per-hour", "TRIGGER_FIRINGS_PER_HOUR", "trigger_firings_per_hour", count, "N", "trigger firings per agent per hour that start work; past it a firing is recorded as skipped"),
     Setting("--account-trigger-firings-per-hour", "ACCOUNT_TRIGGER_FIRINGS_PER_HOUR", "account_trigger_firings_per_hour", count, "N", "trigger firings per account per hour that start work, over all its agents; past it a firing is recorded as skipped"),

@@ -22,6 +22,7 @@ from .handlers import (
     memory_files,
     messages,
     provider_models,
+    provider_oauth,
     provider_removal,
     providers,
     run_signals,
@@ -129,6 +130,12 @@ HANDLING: dict[str, Handling] = {
     "UpdateAgentTrigger": Handling(triggers.update_agent_trigger),
     "DeleteAgentTrigger": Handling(triggers.delete_agent_trigger),
     "FireAgentTrigger": Handling(triggers.fire_agent_trigger),
+
+    # --- subscription sign-in (--subscription-auth) ---
+    "StartProviderOAuth": Handling(provider_oauth.start_provider_oauth),
+    "SubmitProviderOAuthCode": Handling(provider_oauth.submit_provider_oauth_code),
+    "GetProviderOAuthStatus": Handling(provider_oauth.get_provider_oauth_status),
+    "CancelProviderOAuth": Handling(provider_oauth.cancel_provider_oauth),
 
 }
 

@@ -112,4 +112,10 @@ ACTION_CELLS = [
     ("CreateAgentTrigger", "continuation tool", "ok ok 403 403 404"),
     ("CreateAgentTrigger", "run-completed of agent B", "ok 403 403 403 404"),
     ("CreateAgentTrigger", "a tool continuation publishing", "ok 403 403 403 404"),
+    # Subscription sign-in: an account's own logins only (another's loginId is not found). The
+    # owner's submit reaches the world's token endpoint, a closed loopback port: 502.
+    ("StartProviderOAuth", "the caller's own", "ok ok ok ok ok"),
+    ("GetProviderOAuthStatus", "the owner's login", "ok 404 404 404 404"),
+    ("SubmitProviderOAuthCode", "the owner's login", "502 404 404 404 404"),
+    ("CancelProviderOAuth", "the owner's login", "ok 404 404 404 404"),
 ]

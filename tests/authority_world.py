@@ -211,7 +211,10 @@ def start_world(data_dir: Path, storage: str, storage_url: str | None = None, *,
     extra = ["--rate-limit", "100000", "--rate-burst", "100000", "--hm-server-url", hm.base_url,
              "--searxng-url", web.url(""), "--allow-provider-base-url", "true",
              "--trigger-max-per-agent", "500", "--trigger-firings-per-hour", "100000", "--webhook-rate-limit", "10000",
-             "--code-exec", "bubblewrap", *flags]
+             "--code-exec", "bubblewrap",
+             # sign-in on, its token endpoint a closed loopback port (nothing leaves 127.0.0.1)
+             "--subscription-auth", "true", "--subscription-authorize-url", "http://127.0.0.1:9/oauth/authorize",
+             "--subscription-token-url", "http://127.0.0.1:9/oauth/token", *flags]
     if storage_url is not None:
         extra += ["--storage-url", storage_url]
     server = ServerProcess(data_dir, extra=extra).start(timeout=60)

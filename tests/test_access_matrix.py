@@ -200,6 +200,14 @@ def action_cells(w: World) -> dict:
                                          "definition": {**base, "name": name, **changes[case]}})
                 if answer.get("_") != "Error":   # put it back for the next cell
                     w.api.ok(owner, {"_": "UpdateAgent", "agentId": agent_id, "definition": {**base, "name": name}})
+            elif action.endswith("ProviderOAuth") or action.endswith("ProviderOAuthStatus") \
+                    or action == "SubmitProviderOAuthCode":
+                if action == "StartProviderOAuth":
+                    answer = w.api.call(kp, {"_": action, "providerType": "openai"})
+                else:   # a fresh login of the owner's, asked about by the role
+                    login = w.api.ok(owner, {"_": "StartProviderOAuth", "providerType": "openai"})["loginId"]
+                    fields = {"code": "a-code"} if action == "SubmitProviderOAuthCode" else {}
+                    answer = w.api.call(kp, {"_": action, "loginId": login, **fields})
             elif action == "SignalRun":
                 run_id = w.ids["rb"] if "private" in case else (w.ids["rp"] if role == "public" else w.ids["ra"])
                 answer = w.api.call(kp, {"_": "SignalRun", "runId": run_id, "signal": "go"})

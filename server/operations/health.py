@@ -35,7 +35,8 @@ def health(app, version: str) -> dict:  # noqa: ANN001
     # memory's (`call search_memory`, always), the web's (`call web_search`, with SearXNG).
     value["searches"] = {"seed": bool(config.hm_server_url), "memory": True,
                          "web": bool(getattr(config, "searxng_url", None))}
-    value["subscriptionAuth"] = False   # provider sign-in by OAuth is not offered: API keys only
+    # "Sign in with ChatGPT" (StartProviderOAuth...) is offered only when the operator turned it on.
+    value["subscriptionAuth"] = bool(getattr(config, "subscription_auth", False))
     value.update(code_exec(getattr(app.runtime, "sandbox", None)))
     return value
 
