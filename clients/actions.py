@@ -139,6 +139,33 @@ def delete_model_provider(name: str) -> dict:
     return _action("DeleteModelProvider", name=name)
 
 
+# -- subscription sign-in (servers started with --subscription-auth) ---------------------------
+
+def start_provider_oauth(provider_type: str = "openai") -> dict:
+    """Begins "Sign in with ChatGPT": the answer's `authUrl` is opened in a browser."""
+    return _action("StartProviderOAuth", providerType=provider_type)
+
+
+def submit_provider_oauth_code(login_id: str, code: str) -> dict:
+    """`code`: the redirect URL the browser ended on, `code#state`, or the bare code."""
+    return _action("SubmitProviderOAuthCode", loginId=login_id, code=code)
+
+
+def get_provider_oauth_status(login_id: str) -> dict:
+    return _action("GetProviderOAuthStatus", loginId=login_id)
+
+
+def cancel_provider_oauth(login_id: str) -> dict:
+    return _action("CancelProviderOAuth", loginId=login_id)
+
+
+# The names every action's builder also has: the snake case of the action's ("OAuth" -> "o_auth").
+start_provider_o_auth = start_provider_oauth
+submit_provider_o_auth_code = submit_provider_oauth_code
+get_provider_o_auth_status = get_provider_oauth_status
+cancel_provider_o_auth = cancel_provider_oauth
+
+
 # -- sharing ----------------------------------------------------------------------------------
 
 def invite_agent_collaborator(agent_id: str, account_id: str, role: str) -> dict:

@@ -30,7 +30,8 @@ def test_reads_are_said_per_action():
         # files
         "ListAgentMemory", "ReadAgentMemoryFile", "SearchAgentMemory", "ReadSessionAttachment"} | TOOL_READS | {
         "ListAgentTriggers", "GetAgentTrigger"} | {   # triggers
-            "GetSessionHead", "GetSessionChain"}   # verifiable history
+            "GetSessionHead", "GetSessionChain"} | {   # verifiable history
+            "GetProviderOAuthStatus"}   # subscription sign-in
 
 
 TOOL_READS = {"ListAgentTools", "GetRunJournal", "ListMcpServers"}   # section 8: tools and the run tree
