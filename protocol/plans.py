@@ -65,6 +65,13 @@ def next_plan(previous: dict | None, written: dict, run_id: str, now: int) -> di
     return plan
 
 
+def running_step(plan: dict | None) -> dict | None:
+    """{id, label} of the one step in progress, the step a child spawned now works on; None when
+    no step or several run (which one a child serves is then unknown, as the reference has it)."""
+    running = [s for s in (plan or {}).get("steps") or [] if s["status"] == "running"]
+    return {"id": running[0]["id"], "label": running[0]["label"]} if len(running) == 1 else None
+
+
 def open_steps(plan: dict | None, run_id: str) -> list[str]:
     """Labels of the steps still open on a plan owned by `run_id` (what the run owes)."""
     if not plan or plan.get("ownerRunId") != run_id:

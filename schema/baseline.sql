@@ -434,3 +434,8 @@ ALTER TABLE account_signers ADD COLUMN expires_at INTEGER;
 
 -- Version 12: whether a session has a parked run, one index lookup (created last, as the migration does).
 CREATE INDEX runs_waiting_by_session ON runs (session_id) WHERE status = 'waiting';
+
+-- Version 13: plans on runs (schema/migrations/0013_run_plans.sql says why).
+ALTER TABLE runs ADD COLUMN plan BLOB;            -- DAG-CBOR RunPlan, the settled copy
+ALTER TABLE runs ADD COLUMN step_label TEXT;
+ALTER TABLE runs ADD COLUMN plan_step_id TEXT;

@@ -468,6 +468,11 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(runs_q.has_active_run, "s1")
     r(runs_q.has_active_run, "no-such-session")
     r(runs_q.active_runs_of_session, "s1")
+    # a settled plan frozen on the root, its child stamped with the step it served
+    await w(runs_q.set_plan, "r1", {"steps": [{"id": "p1", "label": "look", "status": "done"}],
+                                    "ownerRunId": "r1", "settledAt": T0 + 21})
+    await w(runs_q.set_plan, "no-such-run", {"steps": []})
+    await w(runs_q.set_plan_step, child, {"id": "p1", "label": "look"})
     tree = r(runs_q.runs_of_tree, "r1", None, 10)
     r(runs_q.with_child_counts, tree)   # r1 and r2 spawned one each, r3 and r4 none
     out.append(runs_q.descendants(tree, "r1"))

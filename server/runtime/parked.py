@@ -18,6 +18,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from seed_agents.protocol import plans
 from seed_agents.protocol.errors import ProtocolError
 
 from ..clock import new_id
@@ -183,6 +184,7 @@ class ParkedRuns:
             # Each child of this reply gets an equal share of what the run has left, the run
             # keeping one share for itself; the shares are reserved on it until the children end.
             share = left // (len(park.delegations) + 1)
+            step = plans.running_step(sessions_q.get_plan(conn, session_id))   # what the children serve
             reserved = 0
             for d in park.delegations:
                 refusal = None
@@ -203,7 +205,8 @@ class ParkedRuns:
                         child = delegation_q.spawn_child(
                             conn, current, session_id, child_session_id=new_id(), child_run_id=new_id(),
                             tool_call_id=d.tool_call_id, title=d.title, brief=d.brief, spec=d.spec, now=now,
-                            event_ids=(new_id(), new_id()), budget={"tokens": share}, limits=limits)
+                            event_ids=(new_id(), new_id()), budget={"tokens": share}, limits=limits,
+                            step=step)
                     except ProtocolError as exc:   # the account's runs in flight, the tree's size
                         refusal = exc.message
                     else:

@@ -1,8 +1,10 @@
 """Runs: durable executions forming a tree, and the queue the runtime takes work from.
 
 RunInfo = {id, account, rootRunId, parentRunId?, depth, kind, agentId, sessionId?, origin, title,
-status, attempt, createdAt, updatedAt, startedAt?, finishedAt?, usage?, error?: {code, message},
-unmetObligations?}.
+stepLabel?, planStepId?, status, attempt, createdAt, updatedAt, startedAt?, finishedAt?, usage?,
+error?: {code, message}, unmetObligations?, plan?}: `plan` is the session's checklist frozen on the
+run that made it once it settled (`set_plan`); `stepLabel`/`planStepId` name the parent's plan step
+a child was spawned under.
 
 Every status change goes through `transition` (pure: checks the move, stamps the times) and is
 written with `save_run`, which writes only if the row is still in the status the change started
@@ -30,8 +32,8 @@ _MOVES = {
 
 COLUMNS = ("id, account_id, root_run_id, parent_run_id, depth, kind, agent_id, session_id, origin,"
            " title, status, attempt, created_at, updated_at, started_at, finished_at, usage,"
-           " error_code, error, unmet_obligations, wait, parent_tool_call_id")
-_N = 22
+           " error_code, error, unmet_obligations, wait, parent_tool_call_id, plan, step_label, plan_step_id")
+_N = 25
 # The WHERE of the partial index runs_active_by_session, written out verbatim: SQLite uses a
 # partial index only when the query repeats its condition, so "status = 'queued'" alone would
 # walk the session's whole run history.
@@ -85,7 +87,9 @@ _SAVE_WAITING = {False: _SAVE.format(lease="", wait=""),
 
 def save_run(conn: Conn, before: str, run: dict) -> bool:
     """Write `run`'s mutable fields if the row is still in status `before`; False otherwise
-    (someone else moved or deleted it first, and nothing was written)."""
+    (someone else moved or deleted it first, and nothing was written). A plan frozen on the run
+    since `run` was read (the plan verb, mid-turn) is put into `run`, so what is published of
+    the move keeps it."""
     error = run.get("error")
     usage = run.get("usage")
     ends_lease = conn.traits.run_leases and run["status"] not in ("claimed", "running")
@@ -99,7 +103,13 @@ def save_run(conn: Conn, before: str, run: dict) -> bool:
          None if usage is None else codec.encode(usage),
          None if error is None else error["code"], None if error is None else error["message"],
          run["id"], before))
-    return conn.changes() == 1
+    if conn.changes() != 1:
+        return False
+    if "plan" not in run:
+        row = conn.execute("SELECT plan FROM runs WHERE id = ?", (run["id"],)).fetchone()
+        if row is not None and row[0] is not None:
+            run["plan"] = codec.decode(row[0])
+    return True
 
 
 def move_run(conn: Conn, run: dict, to: str, now: int, **kw) -> dict | None:
@@ -127,7 +137,7 @@ def create_run(conn: Conn, run_id: str, account_id: str, agent_id: str,
         (run_id, account_id, agent_id, session_id, user_event_id, now, now, root, parent_id, depth,
          origin, title))
     return run_info((run_id, account_id, root, parent_id, depth, "agent", agent_id, session_id, origin,
-                     title, "queued", 0, now, now, None, None, None, None, None, None, None, None))
+                     title, "queued", 0, now, now, None, None, None, None, None, None, None, None, None, None, None))
 
 
 def get_run(conn: Conn, run_id: str) -> dict | None:
@@ -281,7 +291,8 @@ def descendants(tree: list[dict], run_id: str) -> list[dict]:
 
 def run_info(row: tuple) -> dict:
     (run_id, account_id, root, parent, depth, kind, agent_id, session_id, origin, title, status, attempt,
-     created_at, updated_at, started_at, finished_at, usage, error_code, error, unmet, wait, tool_call) = row
+     created_at, updated_at, started_at, finished_at, usage, error_code, error, unmet, wait, tool_call,
+     plan, step_label, step_id) = row
     info = {"id": run_id, "account": account_id, "rootRunId": root, "depth": depth, "kind": kind,
             "agentId": agent_id, "origin": origin, "title": title, "status": status, "attempt": attempt,
             "createdAt": created_at, "updatedAt": updated_at}
@@ -303,6 +314,12 @@ def run_info(row: tuple) -> dict:
         info["parentToolCallId"] = tool_call
     if wait is not None and status == "waiting":
         info["wait"] = wait_info(codec.decode(wait))
+    if plan is not None:
+        info["plan"] = codec.decode(plan)
+    if step_label is not None:
+        info["stepLabel"] = step_label
+    if step_id is not None:
+        info["planStepId"] = step_id
     return info
 
 
@@ -338,6 +355,21 @@ def set_unmet_obligations(conn: Conn, run: dict, obligations: list[dict]) -> dic
     """Record what the run ended owing (the tool loop's plan obligations); the RunInfo with it."""
     conn.execute("UPDATE runs SET unmet_obligations = ? WHERE id = ?", (codec.encode(obligations), run["id"]))
     return {**run, "unmetObligations": obligations}
+
+
+def set_plan(conn: Conn, run_id: str, plan: dict) -> dict | None:
+    """Freeze a settled checklist on the run that made it (a later turn's new plan replaces the
+    session's, never this copy); the RunInfo after it, or None when the run is gone."""
+    row = conn.execute(f"UPDATE runs SET plan = ? WHERE id = ? RETURNING {COLUMNS}",
+                       (codec.encode(plan), run_id)).fetchone()
+    return None if row is None else run_info(row)
+
+
+def set_plan_step(conn: Conn, run: dict, step: dict) -> dict:
+    """Stamp a child with the parent's plan step it works on ({id, label}); the RunInfo with it."""
+    conn.execute("UPDATE runs SET step_label = ?, plan_step_id = ? WHERE id = ?",
+                 (step["label"], step["id"], run["id"]))
+    return {**run, "stepLabel": step["label"], "planStepId": step["id"]}
 
 
 def with_child_counts(conn: Conn, runs: list[dict]) -> list[dict]:

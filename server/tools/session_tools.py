@@ -29,10 +29,21 @@ async def plan(ctx: ToolContext, params: dict) -> ToolResult:
 
     def job(conn):
         previous = sessions_q.get_plan(conn, ctx.session_id)
-        return sessions_q.set_plan(conn, ctx.session_id, plans.next_plan(previous, written, ctx.run_id, now), now)
+        stored = plans.next_plan(previous, written, ctx.run_id, now)
+        session = sessions_q.set_plan(conn, ctx.session_id, stored, now)
+        # A finished checklist is history: frozen on the run that made it, so a later turn's new
+        # plan replaces the session's live one and never this copy.
+        owner = runs_q.get_run(conn, stored["ownerRunId"]) if plans.is_settled(stored) else None
+        if owner is not None and owner.get("sessionId") == ctx.session_id and owner.get("plan") != stored:
+            owner = runs_q.set_plan(conn, owner["id"], stored)
+        else:
+            owner = None
+        return session, owner
 
-    session = await ctx.db.write(job)
+    session, owner = await ctx.db.write(job)
     ctx.publisher.publish_session(session)   # (announced to the account as session-updated)
+    if owner is not None:
+        ctx.publisher.publish_run(runs_q.public(owner))
     return ToolResult({"ok": True, "steps": len(session["plan"]["steps"])})
 
 
