@@ -91,6 +91,7 @@ class Server:
 
     def start(self, timeout: float = 30.0) -> "Server":
         env = dict(os.environ, PYTHONPATH=str(ROOT), SEED_AGENTS_HM_SERVER_URL="")   # benches stay on 127.0.0.1
+        env.setdefault("SEED_AGENTS_SESSION_TITLE_GENERATION", "false")   # no titling calls among the timed ones
         os.makedirs(self.data_dir, exist_ok=True)
         log = open(self.log_path, "ab")
         # taskset execs the command, so the child's pid is the server's own pid (for /proc).

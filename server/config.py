@@ -115,6 +115,7 @@ class Config:
     web_networks: str = ""
     web_fetches_per_account: int = 4
     download_timeout: float = 600.0
+    session_title_generation: bool = True   # name provisionally titled sessions with a small model call
     code_exec: str = "bubblewrap"       # the code sandbox of `execute` and authored tools (server/sandbox/)
     exec_network: bool = False
     exec_timeout: float = 60.0
@@ -418,6 +419,7 @@ SETTINGS: list[Setting] = [
     Setting("--web-networks", "WEB_NETWORKS", "web_networks", web_networks, "NETWORKS", "where the agents' web tools (`read https://…`, `navigate`, `write … fromUrl`) and DownloadAgentMemoryFile may connect, redirects included: the terms of `--provider-networks` (checked after DNS, on every connection); providers keep theirs", "`public`, wherever the server listens"),
     Setting("--web-fetches-per-account", "WEB_FETCHES_PER_ACCOUNT", "web_fetches_per_account", count, "N", "web pages and downloads one account fetches at once; more wait their turn (within their deadline), so one account's slow pages never delay another's"),
     Setting("--download-timeout", "DOWNLOAD_TIMEOUT", "download_timeout", seconds, "SECONDS", "the longest one DownloadAgentMemoryFile may take, from its first connection to its last byte (later is 502, nothing kept)"),
+    Setting("--session-title-generation", "SESSION_TITLE_GENERATION", "session_title_generation", boolean, "BOOL", "when a turn ends on a session still titled from its first line, ask the agent's model once for a title and a description (never over a title the user typed)"),
     Setting("--code-exec", "CODE_EXEC", "code_exec", code_exec, "BACKEND", "the code sandbox of `execute` and authored tools: `bubblewrap` (Linux namespaces; offered when its self-check at start passes, see /api/health codeExec) or `off`"),
     Setting("--exec-network", "EXEC_NETWORK", "exec_network", boolean, "BOOL", "let sandboxed code open outbound connections; only with `--provider-networks any`, since the sandbox's sockets cannot be held to a narrower policy"),
     Setting("--exec-timeout", "EXEC_TIMEOUT", "exec_timeout", seconds, "SECONDS", "an `execute` call's time when it names none (it may ask for 1 to 300); also its CPU seconds per process"),

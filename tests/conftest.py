@@ -22,6 +22,9 @@ os.environ.setdefault("SEED_AGENTS_SECRETS_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFR
 # No test reaches beyond 127.0.0.1: servers started here and every child process (which inherits
 # this variable) run offline unless a test points them at a fake HM server.
 os.environ["SEED_AGENTS_HM_SERVER_URL"] = ""
+# Scripted providers see only the requests a test scripts: session titling (a model call after a
+# turn) is asked for where tested (tests/test_session_titles.py).
+os.environ["SEED_AGENTS_SESSION_TITLE_GENERATION"] = "false"
 
 
 def make_config(tmp_path, **limits):
@@ -30,6 +33,7 @@ def make_config(tmp_path, **limits):
     cfg = Config(host="127.0.0.1", port=0, db_path=str(tmp_path / "agents.sqlite"), data_dir=str(tmp_path),
                  hm_server_url=None)
     cfg.shutdown_timeout = 2.0
+    cfg.session_title_generation = False   # (above: asked for where tested)
     cfg.code_exec = "off"   # the sandbox's self-check costs CPU at every start: asked for where used
     for name, value in limits.items():
         if hasattr(cfg.limits, name):

@@ -77,6 +77,7 @@ from .preamble import Preambles
 from .provider_lookup import ProviderLookup
 from .scheduling import RunQueue, SessionWorker
 from .state_dirs import reconcile_state_dirs
+from .titling import Titler
 from .tool_context import Entry, build_surface
 from .tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 
@@ -128,6 +129,7 @@ class Runtime:
         self.histories = histories   # bounded in bytes (--history-cache-bytes)
         # What each agent's preamble lists (server/runtime/preamble.py), bounded by --prompt-cache-bytes.
         self.preambles = Preambles(self, ByteBudgetCache("preambles", config.prompt_cache_bytes))
+        self.titler = Titler(self)   # session titles from a small model call (server/runtime/titling.py)
         self.http: httpx.AsyncClient | None = None      # the providers' pool
         self.hm_http: httpx.AsyncClient | None = None   # the HM server's pool
         self.download_http: httpx.AsyncClient | None = None   # DownloadAgentMemoryFile's pool
@@ -198,6 +200,7 @@ class Runtime:
             self.sandbox_check.cancel()   # (its sandboxes are killed before it ends)
             await asyncio.gather(self.sandbox_check, return_exceptions=True)
         self.parked.stop()
+        await self.titler.close()
         tasks = [w.task for w in self.workers.values()]
         for task in tasks:
             task.cancel()
@@ -544,6 +547,8 @@ class Runtime:
         if a is not None:
             publisher.publish_agent(a)
             publisher.notify_account(a["account"], "session-event", agent_id=a["id"], session_id=session_id)
+        if appended is not None and status == "succeeded":
+            self.titler.after_turn(agent, session_id, result.provider_type)
 
     @staticmethod
     def _auto_title(conn, session_id: str, now: int) -> dict | None:
