@@ -385,10 +385,14 @@ async def test_the_health_answer_states_every_capability_truthfully(publishing, 
                 # No --searxng-url or crawler here: the desktop must not offer web search.
                 "webTools": {"search": False, "readBrowser": False},
                 "subscriptionAuth": False,
+                # (these servers run with --code-exec off: tests/procs.py; a running sandbox is
+                # tests/test_code_exec.py's)
                 "codeExec": False,
-                "codeExecReason": "This agent server has no code sandbox, so it cannot run code",
+                "codeExecReason": "Code execution is disabled by configuration (--code-exec off)",
                 "codeExecReasonCode": "config-disabled",
                 "codeExecRuntimes": [],
+                "codeExecBackend": "none",
+                "codeExecRuntimeNotes": {},
                 # Seed search needs the HM server; memory search is always there.
                 "searches": {"seed": bool(hm_url), "memory": True, "web": False},
             }

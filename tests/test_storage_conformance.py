@@ -585,6 +585,13 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(uploads_q.abort, "u2", ACCOUNT)
     await w(uploads_q.begin, "u3", ACCOUNT, ACCOUNT, {"kind": "memory", "agentId": "a2", "path": "x"}, 5, T0 + 59)
     await w(uploads_q.sweep, T0 + 59 + 3_600_001)
+    # A code sandbox's run: memory checked out whole, what it changed committed in one go.
+    called.add("memory.checkout")   # (blob ids are each driver's own: the paths and bytes compared)
+    base = db.read(memory_q.checkout, "a2", 1 << 30)
+    out.append(sorted((path, data) for path, (_, data) in base.items()))
+    out.append(db.read(memory_q.checkout, "a2", 10))   # more than 10 bytes: None, nothing read
+    await w(memory_q.commit_workspace, "a2", ACCOUNT, {p: b for p, (b, _) in base.items()},
+            {"notes/trip.md": b"Lisbon trams are blue", "ran.txt": b"new"}, ["same"], T0 + 59, limits)
     await w(memory_q.delete_path, "a2", "notes")
     r(blobs_q.counts)
     r(blobs_q.check)

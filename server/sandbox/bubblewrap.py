@@ -69,9 +69,9 @@ def _node_version(node: str) -> tuple[int, int]:
 class BubblewrapSandbox:
     name = "bubblewrap"
 
-    def __init__(self, limits: Limits = Limits(), network: bool = False, concurrency: int = 2,  # noqa: B008 (frozen)
+    def __init__(self, limits: Limits | None = None, network: bool = False, concurrency: int = 2,
                  bwrap: str | None = None) -> None:
-        self.limits, self.network = limits, network
+        self.limits, self.network = limits or Limits(), network
         self.bwrap = bwrap or find_bwrap()
         self.slots = asyncio.Semaphore(max(1, concurrency))
         # one thread per slot reads a workspace back (never the loop's shared default executor,
@@ -195,11 +195,12 @@ class BubblewrapSandbox:
         result_r, result_w = os.pipe()
         stdin_r, stdin_w = os.pipe()
         head = self._job_line(job, files, result_w)
-        drop: dict = {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
+        root = os.geteuid() == 0   # then bwrap runs as uid/gid 65534, never as root
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._bwrap_args(self.network), stdin=stdin_r, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, pass_fds=(result_w,), start_new_session=True, env={}, **drop)
+                stderr=asyncio.subprocess.PIPE, pass_fds=(result_w,), start_new_session=True, env={},
+                user=NOBODY if root else None, group=NOBODY if root else None, extra_groups=[] if root else None)
         except OSError as exc:
             for fd in (result_r, result_w, stdin_r, stdin_w):
                 os.close(fd)
