@@ -3,8 +3,9 @@ agents. Answers carry SigningIdentity = {id, name, accountId, label?, icon?, ser
 createdAt, updatedAt}; the seed never leaves the server.
 
 With an HM server set (`--hm-server-url`), creating an identity publishes the new account and
-renaming it (or giving it an icon) republishes its profile, BEFORE anything is written: a failed
-publication is a 502 and nothing is stored. Import publishes nothing (the account may already
+renaming it (or giving it an icon) republishes its profile, BEFORE anything is written: a refused
+publication is a 502 and nothing is stored; a created identity whose server does not answer at
+all is stored unpublished (as one made offline) and goes up whole at its first update. Import publishes nothing (the account may already
 have a profile of its own). Decisions are in docs/protocol.md, "Signing identities".
 """
 from __future__ import annotations
