@@ -312,10 +312,12 @@ async def test_honest_get_session_p99_stays_under_50_ms_while_pages_are_converte
             (ac, akp, asid), (hc, hkp, hsid) = await two_accounts(srv)
             honest = Honest(hc, hkp, hsid)
             quiet = await honest.quiet(200)
-            for i in range(60):
-                url = web.url("/links" if i % 5 == 0 else "/hang")
-                attack.append(asyncio.create_task(ac.call(akp, read_action(asid, url), timeout=300)))
-            await until(lambda: sum(p == "/links" for _, p in web.requests) >= 2, 30, what="the attack under way")
+            for _ in range(12):
+                attack.append(asyncio.create_task(ac.call(akp, read_action(asid, web.url("/links")), timeout=300)))
+            await until(lambda: sum(p == "/links" for _, p in web.requests) >= 12, 60, what="the link pages fetched")
+            for _ in range(48):
+                attack.append(asyncio.create_task(ac.call(akp, read_action(asid, web.url("/hang")), timeout=300)))
+            await until(lambda: sum(p == "/hang" for _, p in web.requests) >= 4, 60, what="the slow reads")
             honest.start()
             await asyncio.sleep(15)   # the measurement's length, not a wait for a condition
             loud = await honest.stop()
