@@ -196,6 +196,11 @@ class ParkedRuns:
                 exists = refusal is None and conn.execute(
                     "SELECT 1 FROM runs WHERE parent_run_id = ? AND parent_tool_call_id = ?",
                     (run["id"], d.tool_call_id)).fetchone() is not None
+                if refusal is None and not exists and d.spec.get("agentId") is not None \
+                        and agents_q.agent_account(conn, d.spec["agentId"]) != current["account"]:
+                    # (another account's agent is not there, in the words a missing one gets)
+                    refusal = (f"there is no agent {d.spec['agentId']} among your account's agents; delegate "
+                               "without agentId, or name one of them")
                 if refusal is None and not exists and share < delegation_q.MIN_CHILD_TOKENS:
                     refusal = (f"this run has {left} tokens left of its token budget (--max-run-tokens), too few "
                                f"to give a child its share (at least {delegation_q.MIN_CHILD_TOKENS}); do this work "

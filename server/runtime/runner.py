@@ -362,6 +362,9 @@ class Runtime:
         echo = result.provider_type in BUILTIN_TYPES
         surface = None
         system = system_prompt_markdown(definition)
+        persona = self.db.read(delegation_q.child_input, run_id) if "parentRunId" in run else None
+        if persona and persona.get("prompt"):   # a delegate call's anonymous worker: its prompt, not the agent's
+            system = persona["prompt"]
         senders = False   # a shared agent's signed human messages carry <message_sender> blocks
         if not echo:
             surface = await self._surface(run, agent)

@@ -59,7 +59,8 @@ def spawn_child(conn, parent: dict, parent_session_id: str, *, child_session_id:
     before anything is written); the parent's session gets the `tool_spawn` event, in the
     effects to publish. `step` ({id, label}): the parent's plan step in progress, stamped on the
     child's run (stepLabel, planStepId) so a client nests the child under it."""
-    started = turns.start_turn(conn, owner=parent["account"], agent_id=parent["agentId"],
+    # `agentId` (checked by the caller to be the parent's account's) runs another agent as the child.
+    started = turns.start_turn(conn, owner=parent["account"], agent_id=spec.get("agentId") or parent["agentId"],
                                session_id=child_session_id, run_id=child_run_id, now=now, limits=limits,
                                message={"type": "message", "role": "user", "content": brief, "actor": "agent"},
                                event_id=event_ids[0],

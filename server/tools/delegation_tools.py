@@ -7,11 +7,17 @@ reply becomes a child when the turn parks (server/runtime/parked.py, one transac
 turn resumes once all of them have ended, each call answered with its child's
 {status, sessionId, runId, output?, error?}.
 
+`agentId` runs one of the account's other agents as the child (under that agent's definition
+and grants, never the caller's; an agent of another account is "not there", checked when the
+child is spawned); `prompt` gives the child an anonymous persona (its system prompt, in place of
+the agent's); at most one of the two. A bare `prompt` with no brief is read as the brief (the
+reference's rescue: models often put the task there).
+
 Limits as the reference: a child is at most 3 levels below its root, a session has at most 10
 children; a call past either is answered at once with an error the model can act on (and the
-parking transaction checks again). Script children (`script`), other agents (`agentId`), anonymous
-personas (`prompt`) and detached children (`await: false`) are not served here: they are not offered
-to the model (`offered`), and a call that names one anyway is refused in one sentence.
+parking transaction checks again). Script children (`script`) and detached children
+(`await: false`) are not served here: they are not offered to the model (`offered`), and a call
+that names one anyway is refused in one sentence.
 
 `wait` (a callable of this server, through `call`): the turn parks until a `SignalRun` names the
 signal (any signal when none is named) or the timeout passes; the call is answered with what woke
@@ -42,7 +48,7 @@ class Delegation:
     tool_call_id: str
     title: str
     brief: str
-    spec: dict          # stored as the child run's input: {brief, title, output?}
+    spec: dict          # stored as the child run's input: {brief, title, output?, tools?, agentId?, prompt?}
 
 
 MAX_RESULT_ATTEMPTS = 3
@@ -79,12 +85,12 @@ class Delegating:
 UNSERVED = {
     "script": "This server cannot run script children (it has no workflow engine), so delegate with a brief.",
     "input": "This server cannot run script children, so `input` has no use; delegate with a brief.",
-    "agentId": "This server cannot run a child as another agent, so delegate with a brief and the child runs as you.",
-    "prompt": "This server cannot run anonymous worker children, so delegate with a brief and the child runs as you.",
 }
 DETACHED_REFUSAL = "This server cannot run detached children (await: false), so your turn waits for the child."
 OFFERED_DESCRIPTION = "\n".join([
-    "Spawn a child run to do work for you: a model child that runs as you. Pass `brief`, human-readable "
+    "Spawn a child run to do work for you: a model child that runs as you, as an anonymous worker (`prompt`, "
+    "its system prompt) or as another of your agents (`agentId`; at most one of the two). Pass `brief`, "
+    "human-readable "
     "markdown that becomes the child conversation's first message VERBATIM. The user reviews it as the "
     "child's full context, so write a real briefing: goal, all needed background, expectations, data in "
     "fenced blocks. The child is a fresh context and never sees this conversation; it shares your "
@@ -102,7 +108,8 @@ OFFERED_DESCRIPTION = "\n".join([
 
 def offered(name: str, description: str, parameters: dict) -> tuple[str, str, dict]:
     """The delegate verb as this server offers it: only the fields it runs (a model child with a
-    brief), so the model is never shown a mode it would be refused."""
+    brief, as itself, a persona or another agent), so the model is never shown a mode it would be
+    refused."""
     properties = {k: v for k, v in (parameters.get("properties") or {}).items()
                   if k not in UNSERVED and k != "await"}
     if "brief" in properties:
@@ -117,7 +124,15 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
             raise ToolFailure(refusal)
     if params.get("await") is False:
         raise ToolFailure(DETACHED_REFUSAL)
-    brief = params.get("brief")
+    brief, prompt, agent_id = params.get("brief"), params.get("prompt"), params.get("agentId")
+    if brief is None and type(prompt) is str and prompt.strip():
+        brief, prompt = prompt, None   # the task written into `prompt`: it is the brief
+    if prompt is not None and agent_id is not None:
+        raise ToolFailure("give either prompt (an anonymous worker) or agentId (another of your agents), not both")
+    if prompt is not None and (type(prompt) is not str or not prompt.strip() or len(prompt) > MAX_BRIEF_CHARS):
+        raise ToolFailure(f"prompt must be the child's system prompt, text of 1 to {MAX_BRIEF_CHARS} characters")
+    if agent_id is not None and (type(agent_id) is not str or not 0 < len(agent_id) <= 200):
+        raise ToolFailure("agentId must be the id of one of your agents")
     if type(brief) is not str or not brief.strip():
         raise ToolFailure("delegate needs a brief: the child's first message, with everything it needs to know")
     if len(brief) > MAX_BRIEF_CHARS:
@@ -132,6 +147,10 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
         raise ToolFailure(f"a session has at most {delegation_q.MAX_CHILDREN_PER_SESSION} children; do the rest "
                           "yourself")
     spec: dict = {"brief": brief}
+    if prompt is not None:
+        spec["prompt"] = prompt
+    if agent_id is not None:
+        spec["agentId"] = agent_id
     output = params.get("output")
     if output is not None:
         try:
