@@ -16,6 +16,7 @@ from seed_agents.server.store.secrets_table import secret_aad
 
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.model_view import without_preamble
 from tests.wsraw import V2Client, flatten, keypair
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -89,7 +90,8 @@ async def test_a_version_2_database_is_migrated_and_keeps_everything(tmp_path):
                     appends += flatten(await c.event())
             assert [e["seq"] for e in appends] == [3, 4] and appends[1]["event"]["content"] == "still here"
             assert fake.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
-            assert [m["content"] for m in fake.requests[0].body["messages"]] == [
+            # (the server's preamble follows the agent's own prompt: tests/model_view.py)
+            assert [m["content"] for m in without_preamble(fake.requests[0].body["messages"])] == [
                 "You are old.", "hello", "hi there", "again"]
             async with asyncio.timeout(10):
                 while True:   # the reply's rollup lands with it; the run settles right after

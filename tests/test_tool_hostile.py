@@ -112,15 +112,18 @@ async def test_a_page_cannot_make_the_agent_read_another_accounts_data(tmp_path,
 
 async def test_budgets_end_runs_with_a_clear_error(tmp_path, web):
     web.hang("/slow")
-    server = await serve(tmp_path, max_tool_steps=4, max_run_tokens=40, tool_timeout=0.5, max_run_seconds=1.2)
+    # Token figures sized to a real prompt: the server's preamble makes each step's prompt about a
+    # thousand tokens, and a provider reporting far less is not believed (runtime/token_count.py).
+    server = await serve(tmp_path, max_tool_steps=4, max_run_tokens=5000, tool_timeout=0.5, max_run_seconds=1.2)
     try:
         async with FakeOpenAI() as fake:
             c = await V2Client.open(server.url)
             kp = keypair("budgets")
             _, sid = await agent_session(c, kp, "custom", fake.base_url)
 
-            # A model that calls tools forever (usage 9 per step: the step budget is hit first).
-            fake.default = Script(chunks=[], tool_calls=[call("", "read", {"address": "~/self"})])
+            # A model that calls tools forever (usage 1,100 per step: the step budget is hit first).
+            fake.default = Script(chunks=[], tool_calls=[call("", "read", {"address": "~/self"})],
+                                  usage={"prompt_tokens": 1095, "completion_tokens": 5, "total_tokens": 1100})
             _, appends = await run_turn(c, kp, sid)
             error = appends[-1]["event"]
             assert error["type"] == "error" and "more than 4 tool steps" in error["message"]
@@ -128,11 +131,11 @@ async def test_budgets_end_runs_with_a_clear_error(tmp_path, web):
             assert len([a for a in appends if a["event"]["type"] == "tool_result"]) == 4
             runs = (await c.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
             assert runs[0]["status"] == "failed" and runs[0]["error"]["code"] == "budget-exceeded"
-            assert runs[0]["usage"]["total"] == 5 * 9
+            assert runs[0]["usage"]["total"] == 5 * 1100
 
-            # Tokens: 3 steps of 20 pass 40.
+            # Tokens: 3 steps of 2,000 pass 5,000.
             fake.default = Script(chunks=[], tool_calls=[call("", "read", {"address": "~/self"})],
-                                  usage={"prompt_tokens": 15, "completion_tokens": 5, "total_tokens": 20})
+                                  usage={"prompt_tokens": 1995, "completion_tokens": 5, "total_tokens": 2000})
             _, appends = await run_turn(c, kp, sid)
             assert "--max-run-tokens" in appends[-1]["event"]["message"]
 

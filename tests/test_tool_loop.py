@@ -197,7 +197,11 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
         while not run_changes or run_changes[-1]["status"] != "succeeded":
             e = await watcher.event_where(lambda e: e.get("_") == "change" and e["key"] == f"runs/{runs[0]['id']}")
             run_changes.append(e["value"])
-        totals = [r["usage"]["total"] for r in run_changes if "usage" in r]
+        # The settled plan is frozen on the run in a change of its own (RunInfo.plan); the others
+        # carry each step's usage, then the end.
+        planned = [i for i, r in enumerate(run_changes) if "plan" in r]
+        assert planned and run_changes[planned[0]]["plan"]["steps"][0]["id"] == "s1"
+        totals = [r["usage"]["total"] for i, r in enumerate(run_changes) if "usage" in r and i != planned[0]]
         assert totals == [step_total * n for n in range(1, 8)] + [8 * step_total], totals   # each step, then the end
         await watcher.close()
         detail = await c.call(kp, {"_": "GetSession", "sessionId": sid})
