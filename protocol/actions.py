@@ -369,6 +369,10 @@ def _provider(f: _Fields) -> ProviderConfig:
     api_key = None
     if refs is not None:
         api_key = _Fields(refs, f"{p.name}.secretRefs").text("apiKey", MAX_NAME, required=False)
+        _Fields(refs, f"{p.name}.secretRefs").text("oauth", MAX_NAME, required=False)
+    mode = p.text("authMode", MAX_NAME, required=False)
+    if mode is not None and mode not in ("api-key", "subscription"):
+        raise p.fail("authMode", f"must be 'api-key' or 'subscription', got {quote(mode)}")
     defaults = p.mapping("modelDefaults", required=False)
     p.text("defaultModel", MAX_NAME, required=False)   # checked; kept in the stored map, listed
     return ProviderConfig(kind, base_url, api_key, defaults)

@@ -144,6 +144,7 @@ class Config:
     subscription_auth: bool = False
     subscription_authorize_url: str = "https://auth.openai.com/oauth/authorize"
     subscription_token_url: str = "https://auth.openai.com/oauth/token"
+    subscription_base_url: str = "https://chatgpt.com/backend-api"
     subscription_timeout: float = 30.0
     subscription_login_timeout: float = 600.0
     trigger_clock_offset_ms: int = 0
@@ -428,6 +429,7 @@ SETTINGS: list[Setting] = [
     Setting("--subscription-auth", "SUBSCRIPTION_AUTH", "subscription_auth", boolean, "BOOL", "offer \"Sign in with ChatGPT\" (StartProviderOAuth and its three companions; the tokens are kept sealed as the secret `openai-subscription-oauth`); health says it as `subscriptionAuth`"),
     Setting("--subscription-authorize-url", "SUBSCRIPTION_AUTHORIZE_URL", "subscription_authorize_url", http_url, "URL", "the OAuth authorization endpoint the sign-in URL points the browser at"),
     Setting("--subscription-token-url", "SUBSCRIPTION_TOKEN_URL", "subscription_token_url", http_url, "URL", "the OAuth token endpoint codes are traded at and tokens refreshed at (through the `--provider-networks` policy)"),
+    Setting("--subscription-base-url", "SUBSCRIPTION_BASE_URL", "subscription_base_url", http_url, "URL", "the ChatGPT backend `authMode: 'subscription'` providers' turns go to (`POST {url}/codex/responses`, the Responses API over SSE)"),
     Setting("--subscription-timeout", "SUBSCRIPTION_TIMEOUT", "subscription_timeout", seconds, "SECONDS", "the longest one call to the token endpoint may take (its answer is read up to 64 KiB)"),
     Setting("--subscription-login-timeout", "SUBSCRIPTION_LOGIN_TIMEOUT", "subscription_login_timeout", seconds, "SECONDS", "how long a started sign-in waits for its code before it fails; a finished one stays readable as long again"),
     Setting("--trigger-max-per-agent", "TRIGGER_MAX_PER_AGENT", "trigger_max_per_agent", count, "N", "triggers one agent may have (more is 409)"),

@@ -1,4 +1,5 @@
-"""`providers set`, `providers list` and `providers delete`: a real model in one command.
+"""`providers set`, `providers login`, `providers list` and `providers delete`: a real model in one
+command (`login`: a ChatGPT subscription instead of an API key).
 
 The API key never travels on the command line (where shell history and `ps` would keep it): it
 is read from a variable (`--api-key-env`) or a file (`--api-key-file`, `-` for stdin, or a
@@ -11,6 +12,7 @@ still names its model, and `agents create --provider NAME` takes that one when g
 """
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
 import sys
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from seed_agents.protocol import providers as provider_table
 
+from .. import actions
 from ..errors import AgentsError
 from .common import CliError, open_client, print_listing, say
 
@@ -83,13 +86,70 @@ async def set_(args) -> int:
     return 0
 
 
+async def login(args) -> int:
+    """`providers login NAME`: "Sign in with ChatGPT" (servers run with --subscription-auth). The
+    URL goes to stdout; the redirect the browser ends on (http://localhost:1455/auth/callback?code=...)
+    is read from stdin, so the tokens never pass through the command line."""
+    async with open_client(args) as client:
+        try:
+            started = await client.call(actions.start_provider_oauth("openai"))
+        except AgentsError as exc:
+            if exc.status == 403:
+                raise CliError("this server does not offer subscription sign-in (its operator can turn it on "
+                               "with --subscription-auth)") from None
+            raise
+        login_id = started["loginId"]
+        say("open this URL in a browser and sign in with your ChatGPT account:")
+        print(started["authUrl"], flush=True)
+        say("then paste the address your browser ended on (http://localhost:1455/auth/callback?code=...; "
+            "the page itself may not load), or the code, and press Enter:")
+        try:
+            pasted = await asyncio.to_thread(_read_line)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            await client.call(actions.cancel_provider_oauth(login_id))
+            raise
+        if not pasted.strip():
+            await client.call(actions.cancel_provider_oauth(login_id))
+            raise CliError("nothing was pasted: the sign-in is canceled", code=1)
+        try:
+            await client.call(actions.submit_provider_oauth_code(login_id, pasted.strip()))
+        except AgentsError as exc:
+            raise CliError(f"the sign-in failed: {exc.message}") from None
+        status = await client.call(actions.get_provider_oauth_status(login_id))
+        if status.get("status") != "completed":
+            raise CliError(f"the sign-in failed: {status.get('error', status.get('status'))}")
+        provider: dict = {"type": "openai", "authMode": "subscription",
+                          "secretRefs": {"oauth": status["secretName"]}}
+        if args.model:
+            provider["defaultModel"] = args.model
+        await client.set_model_provider(args.name, provider)
+    say(f"signed in: provider {args.name} uses your ChatGPT subscription (the tokens are stored encrypted "
+        f"on the server as {status['secretName']})")
+    if args.model:
+        say("create an agent that uses it with:")
+        print(f"seed-agents agents create --name NAME --provider {args.name} --model {args.model}")
+    return 0
+
+
+def _read_line() -> str:
+    if sys.stdin.isatty():
+        return getpass.getpass("redirect URL or code (not shown): ")
+    return sys.stdin.readline(8192)
+
+
 async def list_(args) -> int:
     async with open_client(args) as client:
         response = await client.list_model_providers()
     providers = response.get("providers", [])
     return print_listing(providers, args.json, ["NAME", "TYPE", "API KEY", "MODEL"],
                          lambda p: [str(p.get("name", "")), str(p.get("type", "")),
-                                    "stored" if p.get("hasSecrets") else "none", str(p.get("defaultModel", ""))])
+                                    _key_column(p), str(p.get("defaultModel", ""))])
+
+
+def _key_column(p: dict) -> str:
+    if p.get("authMode") == "subscription":   # `providers login`: no key, a ChatGPT sign-in
+        return "subscription" if p.get("authStatus") == "ok" else "sign-in-expired"
+    return "stored" if p.get("hasSecrets") else "none"
 
 
 async def delete(args) -> int:
@@ -117,7 +177,7 @@ def register(sub, common) -> None:
     providers = sub.add_parser("providers", help="set up real models (OpenAI, Anthropic, Ollama...)",
                                description="Model providers of your account: where agents send "
                                            "their turns, with the API key stored encrypted.")
-    psub = providers.add_subparsers(dest="providers_command", metavar="{set,list,delete}", required=True)
+    psub = providers.add_subparsers(dest="providers_command", metavar="{set,login,list,delete}", required=True)
     p = psub.add_parser("set", parents=[common], help="add or replace a provider",
                         description="Add or replace the provider NAME. The API key comes from a "
                                     "variable or a file, never from the command line, and is "
@@ -137,6 +197,14 @@ def register(sub, common) -> None:
                    help="the provider's model: what `agents create --provider NAME` uses when it "
                         "is given no --model")
     p.set_defaults(run=set_)
+    p = psub.add_parser("login", parents=[common], help="sign in with a ChatGPT subscription",
+                        description="Sign in with ChatGPT (a server run with --subscription-auth): prints the "
+                                    "URL to open, reads the address the browser ended on from stdin, and "
+                                    "sets the provider NAME to use the subscription.")
+    p.add_argument("name", metavar="NAME", help="a name for the provider, e.g. chatgpt")
+    p.add_argument("--model", metavar="M", default=None,
+                   help="the provider's model (e.g. gpt-5.4): what `agents create --provider NAME` uses")
+    p.set_defaults(run=login)
     p = psub.add_parser("list", parents=[common], help="list your providers (never their keys)",
                         description="List your providers: name, type, and whether a key is "
                                     "stored, its model (the server never shows keys, URLs or secret names).")

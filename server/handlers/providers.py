@@ -11,6 +11,7 @@ from seed_agents.protocol.providers import BUILTIN_PROVIDER
 
 from ..clock import new_id
 from ..store import providers as providers_q
+from ..store import secrets_table as secrets_q
 from .access import READER, agent_for
 
 BUILTIN_ECHO = BUILTIN_PROVIDER   # protocol/providers.py
@@ -19,7 +20,23 @@ BUILTIN_ECHO = BUILTIN_PROVIDER   # protocol/providers.py
 MAX_PROVIDERS = 1_000
 
 
-def redacted(row: dict) -> dict:
+def auth_info(conn, account_id: str, config: dict) -> dict:  # noqa: ANN001
+    """`authMode` and `authStatus` of a subscription provider (the reference's providerAuthInfo),
+    and ours, `authError`: the one sentence a failed refresh left; {} for an API-key provider."""
+    if config.get("authMode") != "subscription":
+        return {}
+    secret = (config.get("secretRefs") or {}).get("oauth")
+    meta = secrets_q.get_secret_metadata(conn, account_id, secret) if isinstance(secret, str) and secret else None
+    if meta is None:
+        return {"authMode": "subscription", "authStatus": "needs-login"}
+    if meta.get("needsReauth"):
+        reason = meta.get("reauthReason")
+        return {"authMode": "subscription", "authStatus": "needs-login",
+                **({"authError": reason} if isinstance(reason, str) else {})}
+    return {"authMode": "subscription", "authStatus": "ok"}
+
+
+def redacted(row: dict, auth: dict | None = None) -> dict:
     """RedactedModelProvider of a stored row {id, name, config, createdAt, updatedAt}."""
     refs = row["config"].get("secretRefs")
     has_secrets = type(refs) is dict and any(type(v) is str and v for v in refs.values())
@@ -28,6 +45,8 @@ def redacted(row: dict) -> dict:
     model = row["config"].get("defaultModel")
     if type(model) is str and model:
         value["defaultModel"] = model   # a model name is no secret: clients default to it
+    if auth:
+        value.update(auth)
     return value
 
 
@@ -49,11 +68,12 @@ async def set_model_provider(app, env, action) -> dict:
                 and providers_q.count_providers(conn, env.account_id) >= MAX_PROVIDERS:
             raise ProtocolError(400, f"SetModelProvider: an account has at most {MAX_PROVIDERS} model "
                                      "providers (delete one first: `seed-agents providers delete NAME`)")
-        return providers_q.set_provider(conn, env.account_id, action.name, action.provider, now, new_id())
+        row = providers_q.set_provider(conn, env.account_id, action.name, action.provider, now, new_id())
+        return row, auth_info(conn, env.account_id, row["config"])
 
-    row = await app.db.write(job)
+    row, auth = await app.db.write(job)
     app.notify_account(env.account_id, "model-provider-changed")
-    return {"_": "SetModelProviderResponse", "provider": redacted(row)}
+    return {"_": "SetModelProviderResponse", "provider": redacted(row, auth)}
 
 
 async def list_model_providers(app, env, action) -> dict:
@@ -62,9 +82,10 @@ async def list_model_providers(app, env, action) -> dict:
         if action.agent_id is not None:
             # The providers of the agent's owner (sharing: a collaborator sees the owner's).
             owner = agent_for(conn, env.account_id, action.agent_id, READER)["account"]
-        return owner, providers_q.list_providers(conn, owner)
+        rows = providers_q.list_providers(conn, owner)
+        return owner, [(r, auth_info(conn, owner, r["config"])) for r in rows]
 
     owner, rows = await app.db.aread(read)
-    providers = [] if any(r["name"] == BUILTIN_ECHO for r in rows) else [builtin_echo(owner)]
-    providers += [redacted(r) for r in rows]
+    providers = [] if any(r["name"] == BUILTIN_ECHO for r, _ in rows) else [builtin_echo(owner)]
+    providers += [redacted(r, auth) for r, auth in rows]
     return {"_": "ListModelProvidersResponse", "providers": providers}

@@ -10,6 +10,7 @@ import httpx
 from seed_agents.protocol.errors import quote
 from seed_agents.protocol.providers import BUILTIN_TYPES
 
+from ..providers.codex import CodexProvider
 from ..providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec
 from ..providers.registry import ProviderSettings, make_provider
 from ..storage.port import Storage
@@ -25,6 +26,10 @@ class ProviderLookup:
         self.box = box
         self.http = http
         self.settings = settings
+        # authMode 'subscription' providers (server/runtime/subscription_tokens.py), when the
+        # operator offers subscription sign-in (--subscription-auth).
+        self.subscription = None
+        self.subscription_base_url = ""
 
     def spec(self, account_id: str, name: str) -> ProviderSpec:
         """The spec of provider `name` of `account_id` (the built-in `echo` when none is stored
@@ -54,4 +59,25 @@ class ProviderLookup:
 
     def provider(self, account_id: str, name: str) -> Provider:
         """The ready provider `name` of `account_id`."""
+        row = self.db.read(providers_q.get_provider, account_id, name)
+        if row is not None and row["config"].get("authMode") == "subscription":
+            return self._subscription(account_id, name, row["config"])
         return make_provider(self.spec(account_id, name), self.http, self.settings)
+
+    def _subscription(self, account_id: str, name: str, config: dict) -> Provider:
+        """The ChatGPT backend under the account's sign-in (server/providers/codex.py)."""
+        if self.subscription is None:
+            raise ProviderError(f"provider {quote(name)} signs in with a ChatGPT subscription, which this "
+                                "server does not offer (its operator can turn it on with --subscription-auth)")
+        if config.get("type") != "openai":
+            raise ProviderError(f"provider {quote(name)}: only openai providers sign in with a subscription")
+        secret = (config.get("secretRefs") or {}).get("oauth")
+        if not isinstance(secret, str) or not secret:
+            raise ProviderError(f"provider {quote(name)} has no subscription sign-in (secretRefs.oauth): sign "
+                                "in with ChatGPT first")
+        tokens = self.subscription
+        spec = ProviderSpec(type="openai", base_url=self.subscription_base_url,
+                            model_defaults=dict(config.get("modelDefaults") or {}))
+        return CodexProvider(spec, self.http, lambda: tokens.access(account_id, secret),
+                             first_token_timeout=self.settings.first_token_timeout,
+                             idle_timeout=self.settings.idle_timeout, limits=self.settings.limits)

@@ -45,6 +45,7 @@ from ..operations.metrics import Metrics
 from ..providers.base import ProviderError, ProviderNotFound, Usage
 from ..providers.capabilities import accepts_images
 from ..providers.network import NetworkPolicy, provider_client
+from .subscription_tokens import SubscriptionTokens
 from ..providers.outbound_slots import AccountSlots
 from ..providers.registry import ProviderSettings
 from ..publisher import Publisher
@@ -165,6 +166,9 @@ class Runtime:
         self.download_slots = AccountSlots(config.web_fetches_per_account)
         self.metrics.watch_web(self.download_slots)
         self.providers = ProviderLookup(self.db, self.box, self.http, ProviderSettings.from_config(config))
+        if config.subscription_auth:
+            self.providers.subscription = SubscriptionTokens(self.db, self.box, self.http, config, self.now_ms)
+            self.providers.subscription_base_url = config.subscription_base_url
         self.web = WebAccess(provider_client(web, WEB_CONNECTIONS), config.tool_fetch_bytes, config.tool_timeout,
                              config.searxng_url, httpx.AsyncClient(timeout=config.tool_timeout, trust_env=False)
                              if config.searxng_url else None, self.download_slots)

@@ -54,3 +54,12 @@ def get_secret_ciphertext(conn: Conn, account_id: str, name: str) -> bytes | Non
 def list_secret_names(conn: Conn, account_id: str) -> list[str]:
     rows = conn.execute("SELECT name FROM secrets WHERE account_id = ? ORDER BY name", (account_id,))
     return [name for (name,) in rows]
+
+
+def get_secret_metadata(conn: Conn, account_id: str, name: str) -> dict | None:
+    """The secret's metadata ({} when it has none), or None when there is no such secret."""
+    row = conn.execute("SELECT metadata FROM secrets WHERE account_id = ? AND name = ?",
+                       (account_id, name)).fetchone()
+    if row is None:
+        return None
+    return codec.decode(row[0]) if row[0] is not None else {}

@@ -6,6 +6,10 @@ catch. `POST /oauth/token` trades a code (checking the PKCE verifier, the client
 redirect URI, each code once) or a refresh token (rotated on use) for an access token, a JWT
 carrying the ChatGPT account id claim. `mode` makes it misbehave: `garbage`, `huge`, `hang`,
 `refuse` (400 invalid_grant for everything).
+
+It is also the ChatGPT backend: `POST /backend-api/codex/responses` checks the bearer (a live
+access token) and `chatgpt-account-id`, records the body, and streams the Responses API's events
+for the next script in `replies` (text pieces, then function calls), ending `response.completed`.
 """
 from __future__ import annotations
 
@@ -39,6 +43,9 @@ class FakeOAuth(LoopbackFake):
         self.refresh_tokens: set[str] = set()
         self.issued: list[dict] = []          # every token answer, to look for tokens where none may be
         self.token_requests: list[dict] = []
+        self.live_access: set[str] = set()
+        self.replies: list[dict] = []        # {"text": [pieces], "calls": [(call_id, name, args)]}
+        self.turn_requests: list[dict] = []  # {"headers", "body"} of each /codex/responses
 
     def authorize(self, auth_url: str, *, state: str | None = None) -> str:
         query = {k: v[0] for k, v in parse_qs(urlsplit(auth_url).query).items()}
@@ -55,10 +62,35 @@ class FakeOAuth(LoopbackFake):
                                        "n": secrets.token_hex(8)}),
                   "refresh_token": refresh, "expires_in": self.expires_in, "token_type": "Bearer"}
         self.issued.append(answer)
+        self.live_access.add(answer["access_token"])
         return answer
+
+    def revoke(self) -> None:
+        self.refresh_tokens.clear()
+        self.live_access.clear()
+
+    async def _codex(self, request: RecordedRequest, writer: asyncio.StreamWriter) -> bool:
+        self.turn_requests.append({"headers": request.headers, "body": request.body})
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+        if bearer not in self.live_access or request.headers.get("chatgpt-account-id") != CHATGPT_ACCOUNT:
+            return await send_json(writer, 401, {"error": {"message": "bad token", "code": "token_expired"}})
+        script = self.replies.pop(0) if self.replies else {"text": ["ok"]}
+        events = [{"type": "response.created", "response": {"id": "resp_1"}}]
+        events += [{"type": "response.output_text.delta", "delta": piece} for piece in script.get("text", [])]
+        for call_id, name, args in script.get("calls", []):
+            item = {"type": "function_call", "call_id": call_id, "name": name, "arguments": args}
+            events += [{"type": "response.output_item.added", "item": {**item, "arguments": ""}},
+                       {"type": "response.function_call_arguments.delta", "delta": args},
+                       {"type": "response.output_item.done", "item": item}]
+        events.append({"type": "response.completed", "response": {"id": "resp_1", "usage": {
+            "input_tokens": 12, "output_tokens": 5, "total_tokens": 17, "input_tokens_details": {"cached_tokens": 2}}}})
+        body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+        return await send(writer, 200, "text/event-stream", body)
 
     async def _respond(self, request: RecordedRequest, reader: asyncio.StreamReader,
                        writer: asyncio.StreamWriter) -> bool:
+        if request.method == "POST" and request.path == "/backend-api/codex/responses":
+            return await self._codex(request, writer)
         if request.method != "POST" or request.path != "/oauth/token":
             return await send_json(writer, 404, {"error": "not_found"})
         form = {k: v[0] for k, v in parse_qs(request.raw_body.decode()).items()}
