@@ -140,3 +140,44 @@ async def test_a_subscription_turn_with_a_tool_call_refresh_and_revocation(tmp_p
                 assert "Traceback" not in caplog.text
             finally:
                 await c.close()
+
+
+async def test_two_servers_on_one_database_refresh_the_token_once(tmp_path, postgres_url):
+    """Four turns at once, spread over two servers sharing one PostgreSQL database, all needing
+    a fresh token: the token endpoint sees one refresh, and every turn answers."""
+    from tests.test_cluster_runs import servers
+
+    kp = keypair("A")
+    async with FakeOAuth(expires_in=10) as fake:
+        settings = dict(subscription_auth=True, subscription_authorize_url=fake.url("/oauth/authorize"),
+                        subscription_token_url=fake.url("/oauth/token"),
+                        subscription_base_url=fake.url("/backend-api"))
+        async with servers(tmp_path, postgres_url, 2) as (one, two):
+            for s in (one, two):
+                for name, value in settings.items():
+                    setattr(s.app.config, name, value)
+            # (the runtimes were built before: give each its token keeper as start would have)
+            from seed_agents.server.runtime.subscription_tokens import SubscriptionTokens
+            for s in (one, two):
+                rt = s.app.runtime
+                rt.providers.subscription = SubscriptionTokens(rt.db, rt.box, rt.http, s.app.config, rt.now_ms)
+                rt.providers.subscription_base_url = settings["subscription_base_url"]
+            c1, c2 = await V2Client.open(one.url), await V2Client.open(two.url)
+            try:
+                await sign_in(c1, kp, fake)
+                fake.expires_in = 3600
+                await call(c1, kp, {"_": "SetModelProvider", "name": "chatgpt", "provider": PROVIDER})
+                # One client per session (each turn reads its own client's events), two per server.
+                clients = [c1, c2, await V2Client.open(one.url), await V2Client.open(two.url)]
+                extra = clients[2:]
+                sessions = [await session(c, kp) for c in clients]
+                replies = await asyncio.gather(*(turn(c, kp, sid) for c, sid in zip(clients, sessions)))
+                for c in extra:
+                    await c.close()
+                assert all(r[-1]["type"] == "message" and r[-1]["content"] == "ok" for r in replies), replies
+                assert refreshes(fake) == 1
+                made = one.app.runtime.providers.subscription.refreshes + two.app.runtime.providers.subscription.refreshes
+                assert made == 1
+            finally:
+                await c1.close()
+                await c2.close()
