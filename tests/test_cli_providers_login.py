@@ -16,7 +16,8 @@ async def test_providers_login_prints_the_url_takes_the_redirect_and_the_provide
         cfg = server_config(tmp_path, "sqlite", request, subscription_auth=True,
                             subscription_authorize_url=fake.url("/oauth/authorize"),
                             subscription_token_url=fake.url("/oauth/token"),
-                            subscription_base_url=fake.url("/backend-api"))
+                            subscription_base_url=fake.url("/backend-api"),
+                            session_title_generation=False)   # (the scripts feed the turns alone)
         async with running_server(cfg) as server:
             env = cli_env(tmp_path, server.url)
             assert (await run_cli(env, "keygen"))[0] == 0

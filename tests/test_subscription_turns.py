@@ -69,7 +69,8 @@ async def test_a_subscription_turn_with_a_tool_call_refresh_and_revocation(tmp_p
         cfg = server_config(tmp_path, storage, request, subscription_auth=True,
                             subscription_authorize_url=fake.url("/oauth/authorize"),
                             subscription_token_url=fake.url("/oauth/token"),
-                            subscription_base_url=fake.url("/backend-api"))
+                            subscription_base_url=fake.url("/backend-api"),
+                            session_title_generation=False)   # (the scripts feed the turns alone)
         async with running_server(cfg) as server:
             c = await V2Client.open(server.url)
             try:
@@ -151,7 +152,7 @@ async def test_two_servers_on_one_database_refresh_the_token_once(tmp_path, post
     async with FakeOAuth(expires_in=10) as fake:
         settings = dict(subscription_auth=True, subscription_authorize_url=fake.url("/oauth/authorize"),
                         subscription_token_url=fake.url("/oauth/token"),
-                        subscription_base_url=fake.url("/backend-api"))
+                        subscription_base_url=fake.url("/backend-api"), session_title_generation=False)
         async with servers(tmp_path, postgres_url, 2) as (one, two):
             for s in (one, two):
                 for name, value in settings.items():
