@@ -103,7 +103,7 @@ class CodexProvider(HttpProvider):
             if usage is not None:
                 yield usage
         finally:
-            await events.aclose()
+            await events.aclose()  # type: ignore[attr-defined]  # (an async generator)
             await response.aclose()
 
     def _call(self, item: Any, meter: StepMeter) -> ToolCall | None:

@@ -17,6 +17,7 @@ from ..storage.port import Storage
 from ..store import providers as providers_q
 from ..store import secrets_table as secrets_q
 from ..store.secrets import SecretBox, SecretOpenError
+from .subscription_tokens import SubscriptionTokens
 
 
 class ProviderLookup:
@@ -28,7 +29,7 @@ class ProviderLookup:
         self.settings = settings
         # authMode 'subscription' providers (server/runtime/subscription_tokens.py), when the
         # operator offers subscription sign-in (--subscription-auth).
-        self.subscription = None
+        self.subscription: SubscriptionTokens | None = None
         self.subscription_base_url = ""
 
     def spec(self, account_id: str, name: str) -> ProviderSpec:
