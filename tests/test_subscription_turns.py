@@ -69,7 +69,7 @@ async def test_a_subscription_turn_with_a_tool_call_refresh_and_revocation(tmp_p
         cfg = server_config(tmp_path, storage, request, subscription_auth=True,
                             subscription_authorize_url=fake.url("/oauth/authorize"),
                             subscription_token_url=fake.url("/oauth/token"),
-                            subscription_base_url=fake.url("/backend-api"),
+                            subscription_base_url=fake.url("/backend-api"), subscription_timeout=1.0,
                             session_title_generation=False)   # (the scripts feed the turns alone)
         async with running_server(cfg) as server:
             c = await V2Client.open(server.url)
@@ -113,9 +113,19 @@ async def test_a_subscription_turn_with_a_tool_call_refresh_and_revocation(tmp_p
                 assert any(i.get("type") == "function_call_output" and i["call_id"] == "call_1" for i in follow)
                 assert refreshes(fake) == 1   # the refreshed token is good for an hour
 
-                # Revoked: a new sign-in's token is about to expire and its refresh is refused.
+                # A token endpoint that hangs or answers garbage fails the turn on time, and the
+                # sign-in stays good (the next turn tries again).
                 fake.expires_in = 10
                 await sign_in(c, kp, fake)
+                for mode in ("garbage", "hang"):
+                    fake.mode = mode
+                    events = await turn(c, kp, s1, mode)
+                    assert events[-1]["type"] == "error" and "tries again" in events[-1]["message"], events
+                    listed = await call(c, kp, {"_": "ListModelProviders"})
+                    assert next(p for p in listed["providers"] if p["name"] == "chatgpt")["authStatus"] == "ok"
+                fake.mode = "ok"
+
+                # Revoked: the token is about to expire and its refresh is refused.
                 fake.revoke()
                 events = await turn(c, kp, s1, "again")
                 assert events[-1]["type"] == "error", events

@@ -35,7 +35,12 @@ MAX_TOKEN_BODY = 64 * 1024
 
 
 class LoginError(Exception):
-    """One sentence a user may read; never holds a token, a code or the remote body."""
+    """One sentence a user may read; never holds a token, a code or the remote body. `refused`:
+    the endpoint said no (HTTP 4xx: a spent, revoked or expired grant), rather than failing."""
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ async def _post_token(http: httpx.AsyncClient, url: str, body: str, timeout: flo
         # An OAuth error code is a short token (RFC 6749 5.2): said when it is one, nothing else.
         named = f" ({code})" if type(code) is str and code.replace("_", "").isalnum() and len(code) < 40 else ""
         log.info("subscription %s: the token endpoint refused with HTTP %d%s", what, status, named)
-        raise LoginError(f"The token endpoint refused the {what} with HTTP {status}{named}.")
+        raise LoginError(f"The token endpoint refused the {what} with HTTP {status}{named}.", refused=status < 500)
     if type(answer) is not dict:
         raise LoginError("The token endpoint answered something other than a JSON token.")
     return answer

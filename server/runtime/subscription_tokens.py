@@ -12,8 +12,9 @@ has less than `REFRESH_MARGIN_MS` left, one server refreshes it:
   sealed, clearing the lease. A lease whose server died runs out after `--subscription-timeout`
   and the next turn claims again.
 
-A refresh the endpoint refuses (revoked, expired) marks the secret `needsReauth` with one
-sentence; ListModelProviders then says `authStatus: 'needs-login'` and `authError`, and the turn
+A refresh the endpoint refuses (HTTP 4xx: revoked, expired) marks the secret `needsReauth` with
+one sentence (an endpoint that fails, hangs or answers garbage only fails that turn, the lease
+given back); ListModelProviders then says `authStatus: 'needs-login'` and `authError`, and the turn
 fails with the reference's sentence. A new sign-in overwrites the secret and clears it all.
 """
 from __future__ import annotations
@@ -95,6 +96,10 @@ class SubscriptionTokens:
         except flow.LoginError as exc:
             reason = str(exc)
             log.warning("subscription refresh for an account failed: %s", reason)
+            if not exc.refused:   # the endpoint failed (down, slow, garbage): the sign-in may still be good
+                await self.db.write(_mark, account_id, name, meta, self.now_ms())
+                raise ProviderError(f"provider openai: the subscription token could not be refreshed ({reason}); "
+                                    "the next turn tries again") from None
             await self.db.write(_mark, account_id, name, {**meta, "needsReauth": True, "reauthReason": reason},
                                 self.now_ms())
             raise ProviderError(f"{EXPIRED} ({reason})") from None
