@@ -10,6 +10,7 @@ session SB holds a secret nobody else may read (and its run RB). A stranger has 
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 import uuid
@@ -73,9 +74,11 @@ class FeedHm(FakeHmServer):
 
 
 def first_user(body: dict) -> str:
+    """The first user message's text, without the <message_sender> block a shared agent's model
+    sees in front of a person's message (protocol/preamble.py)."""
     for m in body.get("messages", ()):
         if m.get("role") == "user" and isinstance(m.get("content"), str):
-            return m["content"]
+            return re.sub(r"\A<message_sender>\n.*?\n</message_sender>\n\n", "", m["content"], flags=re.S)
     return ""
 
 
