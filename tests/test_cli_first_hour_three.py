@@ -101,22 +101,23 @@ async def test_a_refused_webhook_call_says_why_in_the_log(server, tmp_path, capl
 
 
 async def test_delegate_offers_only_what_this_server_runs(server, tmp_path, fake):
-    """Finding 9: the model is not offered script or detached children (persona and other-agent
+    """Finding 9: the model is not offered script children (persona, other-agent and detached
     children it is: tests/test_delegate_modes.py), and a call naming one anyway is refused in one
     grammatical sentence."""
     env = cli_env(tmp_path, server.url, FAKE_KEY="sk-fake")
     await with_model(env, fake)
-    fake.enqueue(Script(chunks=[], tool_calls=[tool_call("d1", "delegate", {"await": False, "brief": "go"})]),
+    fake.enqueue(Script(chunks=[], tool_calls=[tool_call("d1", "delegate", {"script": "export default async () => 1", "brief": "go"})]),
                  Script(chunks=["I will do it myself."]))
     session = (await ok(env, "sessions", "create", "bot")).strip()
     await ok(env, "send", session, "split this")
     tools = {t["function"]["name"]: t["function"] for t in fake.requests[0].body["tools"]}
     delegate = tools["delegate"]
-    assert set(delegate["parameters"]["properties"]) == {"title", "brief", "tools", "output", "agentId", "prompt"}
-    assert "script" not in delegate["description"].lower() and "await" not in delegate["description"]
+    assert set(delegate["parameters"]["properties"]) == {"title", "brief", "tools", "output", "agentId", "prompt",
+                                                            "await"}
+    assert "script" not in delegate["description"].lower()
     raw = json.loads(await ok(env, "history", session, "--json"))
     errors = [e["event"]["error"] for e in raw if e["event"].get("type") == "tool_result"]
-    assert errors == ["This server cannot run detached children (await: false), so your turn waits for the child."]
+    assert errors == ["This server cannot run script children (it has no workflow engine), so delegate with a brief."]
 
 
 async def test_the_front_page_shows_code_not_backticks(server):

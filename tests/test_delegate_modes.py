@@ -1,8 +1,9 @@
 """Issue 36, every delegate mode: `agentId` runs another agent of the same account as the child,
 under that agent's own definition (its prompt, its model) and in a session of that agent; `prompt`
 gives the child an anonymous persona in place of the agent's prompt; an agent of another account
-is not there; prompt and agentId together are refused. The tool contract the model is offered
-lists these fields (and not `await` or `script`, which this server does not run).
+is not there; prompt and agentId together are refused; `await: false` starts a detached child in
+a session of its own while the parent goes on. The tool contract the model is offered lists these
+fields (and not `script`, which this server does not run).
 
 A server child process on a real socket; the scripted fake model plays every run by the first
 message it is handed and records what each was sent."""
@@ -121,11 +122,69 @@ async def test_a_child_as_another_agent_and_as_a_persona(tmp_path, storage_flags
             # the contract the model was offered: the modes this server runs, not the ones it refuses
             delegate = next(t["function"] for t in parent_request["tools"] if t["function"]["name"] == "delegate")
             props = delegate["parameters"]["properties"]
-            assert {"brief", "agentId", "prompt", "output", "tools"} <= set(props)
-            assert "await" not in props and "script" not in props
+            assert {"brief", "agentId", "prompt", "output", "tools", "await"} <= set(props)
+            assert "script" not in props and "input" not in props
             assert "agentId" in delegate["description"] and "prompt" in delegate["description"]
             json.dumps(delegate)
             for client in (s, c):
                 await client.close()
+    finally:
+        srv.kill()
+
+
+async def test_a_detached_child_runs_in_its_own_session_and_the_parent_goes_on(tmp_path, storage_flags):
+    """`await: false`: the call is answered at once with the child's session and run; the parent's
+    turn goes on without parking; the child is in the session list (under the parent's session)
+    and in the run tree; nobody is answered when it ends. Fields it cannot honour are refused."""
+    srv = ServerProcess(tmp_path / "srv", extra=storage_flags).start()
+    try:
+        async with FakeOpenAI() as fake:
+            kp = keypair("modes detached")
+            c = await V2Client.open(srv.url)
+            _, sid = await agent_session(c, kp, "custom", fake.base_url)
+
+            def model(request) -> Script:
+                body = request.body or {}
+                brief, tools = first_user(body), tool_messages(body)
+                if brief == "background":
+                    if not tools:
+                        return Script(chunks=[], tool_calls=[
+                            call("d0", "delegate", {"title": "watcher", "brief": "child detached: watch",
+                                                    "await": False}),
+                            call("d1", "delegate", {"brief": "child typed", "await": False,
+                                                    "output": {"type": "object"}})])
+                    return Script(chunks=["parent went on"])
+                return Script(chunks=["child detached done"])
+
+            fake.default = model
+            root = (await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": text("background")}))["runId"]
+
+            async def tree_ended() -> list | None:
+                runs = (await c.call(kp, {"_": "ListRuns", "rootRunId": root}))["runs"]
+                return runs if len(runs) == 2 and all(r["status"] == "succeeded" for r in runs) else None
+
+            tree = await until(tree_ended, 90, step=0.1, what="the parent and its detached child ending")
+            child = next(r for r in tree if r["id"] != root)
+            assert child["parentRunId"] == root and child["title"] == "watcher" and child["origin"] == "agent"
+
+            events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
+            answers = [e for e in events if e["type"] == "tool_result"]
+            assert [a["toolCallId"] for a in answers] == ["d0", "d1"]      # the child's end answered nobody
+            assert answers[0]["output"]["status"] == "detached"
+            assert answers[0]["output"]["sessionId"] == child["sessionId"] and answers[0]["output"]["runId"] == child["id"]
+            assert "does not take `output`" in answers[1]["error"]
+            assert events[-1]["type"] == "message" and events[-1]["content"] == "parent went on"
+            # the parent never parked
+            journal = (await c.call(kp, {"_": "GetRunJournal", "runId": root}))["entries"]
+            assert all(e["entry"]["kind"] != "wait" for e in journal)
+
+            # the child's own session: in the session list, its brief and its reply
+            listed = (await c.call(kp, {"_": "ListSessions", "parentSessionId": sid}))["sessions"]
+            assert [s["id"] for s in listed] == [child["sessionId"]]
+            child_events = [e["event"] for e in (await c.call(kp, {"_": "GetSession",
+                                                                  "sessionId": child["sessionId"]}))["events"]]
+            assert child_events[0]["content"] == "child detached: watch"
+            assert child_events[-1]["content"] == "child detached done"
+            await c.close()
     finally:
         srv.kill()

@@ -22,6 +22,7 @@ from ..tools.authority import Authority
 from ..tools.context import ToolContext
 from ..tools.delegation_tools import Delegating
 from ..tools.surface import OFFERED_VERBS, ToolSurface, offered_callables
+from . import turns
 
 
 @dataclass(frozen=True)
@@ -68,5 +69,6 @@ async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run
     docs = agent_tools.AgentTools(db, runtime.box, config, agent["account"], agent["id"], rows)
     ctx = ToolContext(db, runtime.publisher, runtime.now_ms, agent["account"], agent, session_id,
                       run["id"] if run is not None else run_id, web=runtime.web, hm=runtime.hm, box=runtime.box,
-                      callables=callables, authority=authority, config=config, code=runtime.code)
+                      callables=callables, authority=authority, config=config, code=runtime.code,
+                      started=lambda effects: turns.publish(runtime.publisher, runtime.kick, effects))
     return ToolSurface(ctx, verbs, delegating, docs)

@@ -187,6 +187,8 @@ def children_ended(conn, ended: list[dict], now: int, new_id) -> Settled:  # noq
         if budget.get("reserved"):
             budget["reserved"] = max(0, budget["reserved"] - child_budget.get("tokens", 0))
         _set_budget(conn, parent_id, budget)
+        if (child_input(conn, child["id"]) or {}).get("detached"):
+            continue   # delegate {await: false}: charged to its parent, answered to nobody
         payload: dict = {"type": "tool_result", "toolCallId": call_id, "name": "delegate", "output": answer,
                          "actor": "agent", "meta": {"runId": parent_id}}
         # (A child that failed or was canceled is still an answer: its status and error are in

@@ -15,9 +15,10 @@ reference's rescue: models often put the task there).
 
 Limits as the reference: a child is at most 3 levels below its root, a session has at most 10
 children; a call past either is answered at once with an error the model can act on (and the
-parking transaction checks again). Script children (`script`) and detached children
-(`await: false`) are not served here: they are not offered to the model (`offered`), and a call
-that names one anyway is refused in one sentence.
+parking transaction checks again). `await: false` (`detach`) starts a detached child at once: a
+session of this agent under this run, whose answer nobody waits for; the turn goes on. Script
+children (`script`) are not served here: not offered to the model (`offered`), and a call that
+names one anyway is refused in one sentence.
 
 `wait` (a callable of this server, through `call`): the turn parks until a `SignalRun` names the
 signal (any signal when none is named) or the timeout passes; the call is answered with what woke
@@ -31,12 +32,15 @@ ends the child's turn with that result.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.tool_documents import check_schema, schema_errors
 
 from ..store import delegation as delegation_q
+from ..store import runs as runs_q
+from ..store import turns as turns_q
 from .context import Park, ToolFailure, ToolResult
 
 
@@ -86,7 +90,6 @@ UNSERVED = {
     "script": "This server cannot run script children (it has no workflow engine), so delegate with a brief.",
     "input": "This server cannot run script children, so `input` has no use; delegate with a brief.",
 }
-DETACHED_REFUSAL = "This server cannot run detached children (await: false), so your turn waits for the child."
 OFFERED_DESCRIPTION = "\n".join([
     "Spawn a child run to do work for you: a model child that runs as you, as an anonymous worker (`prompt`, "
     "its system prompt) or as another of your agents (`agentId`; at most one of the two). Pass `brief`, "
@@ -96,6 +99,8 @@ OFFERED_DESCRIPTION = "\n".join([
     "fenced blocks. The child is a fresh context and never sees this conversation; it shares your "
     "persistent memory. Pass `tools` only to narrow its toolset. Declare `output` (a JSON schema, root "
     'type "object") to get a validated structured result; otherwise you get its final text.',
+    "Pass `await: false` to start a detached child that works in the background in a session of its own "
+    "(brief and title only): you get its session id at once and never its result.",
     "Independent children must be spawned TOGETHER: emit every delegate call for a batch in ONE reply, "
     "before you have any of their results; they run at the same time. Sequence children only when a later "
     "child genuinely needs an earlier one's output. Your turn then pauses until every child spawned this "
@@ -111,7 +116,7 @@ def offered(name: str, description: str, parameters: dict) -> tuple[str, str, di
     brief, as itself, a persona or another agent), so the model is never shown a mode it would be
     refused."""
     properties = {k: v for k, v in (parameters.get("properties") or {}).items()
-                  if k not in UNSERVED and k != "await"}
+                  if k not in UNSERVED}
     if "brief" in properties:
         properties["brief"] = {**properties["brief"], "description": (
             "The task brief as human-readable markdown; becomes the child's first message verbatim.")}
@@ -122,8 +127,6 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
     for field, refusal in UNSERVED.items():
         if params.get(field) is not None:
             raise ToolFailure(refusal)
-    if params.get("await") is False:
-        raise ToolFailure(DETACHED_REFUSAL)
     brief, prompt, agent_id = params.get("brief"), params.get("prompt"), params.get("agentId")
     if brief is None and type(prompt) is str and prompt.strip():
         brief, prompt = prompt, None   # the task written into `prompt`: it is the brief
@@ -170,6 +173,74 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
         spec["tools"] = tools[:64]
     state.calls.append(Delegation(call_id, title, brief, spec))
     return ToolResult(park=Park("children", {"toolCallId": call_id}))
+
+
+DETACHED_FIELDS = ("agentId", "prompt", "output", "tools", "script")
+
+
+async def detach(state: Delegating, ctx, call_id: str, params: dict) -> ToolResult:  # noqa: ANN001
+    """delegate {await: false}: a child session of this agent, started now under this run (in its
+    tree: the runs card shows it, a cancel reaches it, its use is charged to this run), whose
+    answer nobody waits for; the call is answered {status: detached, sessionId, runId, title}.
+    It takes a share of the run's token budget as an awaited child does (half of what is left:
+    the turn goes on). A retried call finds the child its first attempt started."""
+    for field in DETACHED_FIELDS:
+        if params.get(field) is not None:
+            raise ToolFailure(f"delegate with await: false does not take `{field}`: a detached child runs as you "
+                              f"and returns nothing; await the child, or drop {field}")
+    brief = params.get("brief")
+    if type(brief) is not str or not brief.strip():
+        raise ToolFailure("delegate needs a brief: the child's first message, with everything it needs to know")
+    if len(brief) > MAX_BRIEF_CHARS:
+        raise ToolFailure(f"the brief is longer than {MAX_BRIEF_CHARS} characters; give the child less, or "
+                          "write the material to memory and point to it")
+    if state.depth + 1 > delegation_q.MAX_DEPTH:
+        raise ToolFailure(f"delegation is at most {delegation_q.MAX_DEPTH} levels deep and this run is at "
+                          f"level {state.depth}; do this work yourself")
+    if ctx.started is None:
+        raise ToolFailure("detached children are started only from a model's turn")
+    title = params.get("title")
+    title = (title if type(title) is str and title.strip() else brief.strip().splitlines()[0]).strip()[:120]
+    spec = {"brief": brief, "title": title, "detached": True}
+    now = ctx.now_ms()
+    limits = turns_q.TurnLimits.from_config(ctx.config)
+
+    def job(conn):
+        row = conn.execute("SELECT id, session_id FROM runs WHERE parent_run_id = ? AND parent_tool_call_id = ?",
+                           (ctx.run_id, call_id)).fetchone()
+        if row is not None:
+            return {"runId": row[0], "sessionId": row[1]}, None
+        parent = runs_q.get_run(conn, ctx.run_id)
+        if parent is None or parent["status"] in runs_q.TERMINAL:
+            raise ToolFailure("this run has ended; nothing was started")
+        if delegation_q.child_count(conn, ctx.session_id) + len(state.calls) >= delegation_q.MAX_CHILDREN_PER_SESSION:
+            raise ToolFailure(f"a session has at most {delegation_q.MAX_CHILDREN_PER_SESSION} children; do the "
+                              "rest yourself")
+        left = delegation_q.tokens_left(delegation_q.budget_of(conn, parent["id"]), parent,
+                                        ctx.config.max_run_tokens)
+        share = left // 2
+        if share < delegation_q.MIN_CHILD_TOKENS:
+            raise ToolFailure(f"this run has {left} tokens left of its token budget (--max-run-tokens), too few to "
+                              f"give a child its share (at least {delegation_q.MIN_CHILD_TOKENS}); do this work "
+                              "yourself, or finish")
+        try:
+            child = delegation_q.spawn_child(
+                conn, parent, ctx.session_id, child_session_id=new_id(), child_run_id=new_id(),
+                tool_call_id=call_id, title=title, brief=brief, spec=spec, now=now,
+                event_ids=(new_id(), new_id()), budget={"tokens": share}, limits=limits)
+        except ProtocolError as exc:   # the account's runs in flight, the tree's size
+            raise ToolFailure(exc.message) from None
+        delegation_q.reserve(conn, parent["id"], share)
+        return {"runId": child.run["id"], "sessionId": child.session["id"]}, child.effects
+
+    def new_id() -> str:   # (row ids as server/clock.py makes them; tools do not import it)
+        return str(uuid.uuid4())
+
+    ids, effects = await ctx.db.write(job)
+    if effects is not None:
+        ctx.started(effects)
+    return ToolResult({"status": "detached", **ids, "title": title,
+                       "summary": f"Started detached child \"{title}\"; it is now running in the background."})
 
 
 MAX_WAIT_MS = 7 * 24 * 3600 * 1000

@@ -141,6 +141,8 @@ class ToolSurface:
             if tool.name == "call":
                 return await self._call({**params, "__call_id": call.id})
             if tool.name == "delegate" and self.delegating is not None:
+                if params.get("await") is False:   # a detached child: started now, the turn goes on
+                    return await delegation_tools.detach(self.delegating, self.ctx, call.id, params)
                 return delegation_tools.delegate(self.delegating, call.id, params)
             if tool.name == "return_result" and self.delegating is not None:
                 return delegation_tools.return_result(self.delegating, params)
