@@ -535,6 +535,9 @@ async def shape_script(db, called: set[str] | None = None) -> list:
             "4b1d0c7e-0000-4000-8000-000000000004")
     r(secrets_q.list_secret_names, ACCOUNT)
     r(secrets_q.get_secret_ciphertext, ACCOUNT, "key")
+    r(secrets_q.get_secret_metadata, ACCOUNT, "key")
+    r(secrets_q.get_secret_metadata, ACCOUNT, "another")
+    r(secrets_q.get_secret_metadata, ACCOUNT, "no-such-secret")
     box = SecretBox(bytes(range(32)))
     await w(secrets_q.set_secret, ACCOUNT, "sealed", box.seal(b"sk-live", secrets_q.secret_aad(ACCOUNT, "sealed")),
             None, T0 + 56, "4b1d0c7e-0000-4000-8000-000000000005")
