@@ -10,6 +10,7 @@ import os
 from collections.abc import Awaitable, Callable
 
 from seed_agents.protocol import dagcbor, history
+from seed_agents.protocol.actions_history import MAX_CHAIN_LIMIT
 from seed_agents.protocol.car import header, section
 from seed_agents.protocol.principals import principal_from_string, public_key_of
 
@@ -70,7 +71,7 @@ class Follower:
         after = self.start - 1
         while len(links) < len(self.pending):
             page = await call({"_": "GetSessionChain", "sessionId": self.session_id, "afterSeq": after,
-                               "limit": min(len(self.pending) - len(links), history_limit())})
+                               "limit": min(len(self.pending) - len(links), MAX_CHAIN_LIMIT)})
             entries = page.get("links") or []
             if not entries:
                 break
@@ -80,12 +81,6 @@ class Follower:
         if bad is None:
             return error
         return HistoryError(f"event {bad} of session {self.session_id} was edited, dropped or reordered: {error}", bad)
-
-
-def history_limit() -> int:
-    from seed_agents.protocol.actions_history import MAX_CHAIN_LIMIT
-
-    return MAX_CHAIN_LIMIT
 
 
 async def export_session(call: Call, session_id: str, path: str) -> history.Proof:

@@ -17,13 +17,12 @@ capability lasts until the account unregisters the signer (UnregisterSigner).
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from dataclasses import dataclass
 
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import CryptoError
 
+from .cids import cid_bytes, cid_text
 from .dagcbor import decode, encode
 from .errors import ProtocolError, quote
 from .keys import Keypair
@@ -35,9 +34,6 @@ ZERO_SIG = bytes(64)
 MAX_CAPABILITY_SIZE = 64 * 1024  # a capability is a few hundred bytes; refuse anything absurd
 MAX_LABEL_LENGTH = 1000
 MAX_TS = 2**53 - 1  # Unix ms as a JavaScript number can carry it exactly
-
-_DAG_CBOR = 0x71
-_SHA2_256 = 0x12
 
 
 @dataclass(frozen=True)
@@ -56,14 +52,7 @@ class Capability:
 
 def capability_cid(blob: bytes) -> str:
     """CIDv1 (dag-cbor, sha2-256) of the blob bytes, as the base32 string ('bafy...')."""
-    digest = hashlib.sha256(blob).digest()
-    # Binary CIDv1: version 1, codec 0x71, multihash (0x12, length 32, digest); all one-byte
-    # varints, so the bytes are written directly.
-    raw = bytes((1, _DAG_CBOR, _SHA2_256, 32)) + digest
-    # Multibase base32 is RFC 4648's alphabet, lower case, unpadded, after the prefix "b": the
-    # standard library's C encoder writes it in microseconds, where multiformats' own took some
-    # 8 ms (a turn's start computes a few of these, on the event loop).
-    return "b" + base64.b32encode(raw).decode("ascii").lower().rstrip("=")
+    return cid_text(cid_bytes(blob))
 
 
 def make_capability(

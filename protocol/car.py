@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from multiformats import CID
 
+from .cids import cid_text
 from .dagcbor import decode, encode
 from .errors import ProtocolError
 
@@ -98,5 +99,3 @@ def _blocks(view: memoryview, pos: int) -> Iterator[tuple[bytes, bytes]]:
         pos += size
 
 
-def cid_text(cid: bytes) -> str:
-    return str(CID.decode(cid).set(base="base32"))

@@ -15,7 +15,6 @@ signed by the server's Ed25519 key over its DAG-CBOR encoding with the domain fi
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,12 +23,13 @@ from multiformats import CID
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import CryptoError
 
+from .cids import PREFIX as CID_PREFIX
+from .cids import cid_bytes, cid_text  # noqa: F401  (the chain's CIDs; callers import them from here too)
 from .dagcbor import decode, decode_trusted, encode, encode_head
 from .errors import ProtocolError
 from .keys import Keypair
 
 HEAD_TYPE = "SeedAgentsSessionHead"
-_CID_PREFIX = b"\x01\x71\x12\x20"   # CIDv1, dag-cbor, sha2-256, 32-byte digest
 _TAG42 = b"\xd8\x2a"
 
 # The block's keys in DAG-CBOR order (length first, then bytes): seq, prev, event, createdAt,
@@ -48,16 +48,6 @@ class HistoryError(ValueError):
     def __init__(self, message: str, seq: int | None = None) -> None:
         super().__init__(message)
         self.seq = seq
-
-
-def cid_bytes(data: bytes) -> bytes:
-    """The binary CID (dag-cbor, sha2-256) of a block's bytes."""
-    return _CID_PREFIX + hashlib.sha256(data).digest()
-
-
-def cid_text(cid: bytes) -> str:
-    """A binary CID as its multibase base32 text ('bafy...')."""
-    return "b" + base64.b32encode(cid).decode("ascii").lower().rstrip("=")
 
 
 def cid_from_text(text: str) -> bytes:
@@ -93,7 +83,7 @@ def block(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at
 def link(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at: int,
          session_bytes: bytes | None = None) -> bytes:
     """The event's link: the binary CID of its block."""
-    return _CID_PREFIX + hashlib.sha256(block(session_id, seq, prev, body, created_at, session_bytes)).digest()
+    return CID_PREFIX + hashlib.sha256(block(session_id, seq, prev, body, created_at, session_bytes)).digest()
 
 
 def head_payload(session_id: str, seq: int, head: bytes, ts: int) -> bytes:
@@ -252,11 +242,6 @@ def first_bad_seq(session_id: str, bodies: list[bytes], links: list[bytes | None
             return expected
         prev = mine
     return None
-
-
-def envelope_cid(envelope: dict) -> str:
-    """The CID text of a signed envelope's canonical bytes (what a user event records)."""
-    return cid_text(cid_bytes(encode(envelope)))
 
 
 def decode_strict(data: bytes) -> object:
