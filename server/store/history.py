@@ -57,14 +57,13 @@ def backfill(conn: Conn, limit: int) -> int:
         if done >= limit:
             break
         _, prev = head_at(conn, session_id, first - 1) if first > 1 else (0, None)
+        if first > 1 and prev is None:
+            continue   # the predecessor is missing: nothing can be linked after a gap
         rows = conn.execute("SELECT seq, created_at, body FROM session_events WHERE session_id = ? AND seq >= ?"
                             " ORDER BY seq LIMIT ?", (session_id, first, limit - done)).fetchall()
         for seq, created_at, body in rows:
-            if first > 1 and prev is None:
-                break   # (the predecessor is missing: nothing can be linked after a gap)
             prev = history.link(session_id, seq, prev, bytes(body), created_at)
             conn.execute("UPDATE session_events SET link = ? WHERE session_id = ? AND seq = ?",
                          (prev, session_id, seq))
             done += 1
-            first = 0
     return done
