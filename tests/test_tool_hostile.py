@@ -76,7 +76,7 @@ async def test_a_page_cannot_make_the_agent_read_another_accounts_data(tmp_path,
             _, victim_sid = await setup_session(c2, other)
             await c2.call(other, {"_": "Subscribe", "key": f"sessions/{victim_sid}"})
             await c2.call(other, {"_": "MessageSession", "sessionId": victim_sid,
-                                  "content": [{"type": "text", "text": "my secret is 4471"}]})
+                                  "content": [{"type": "text", "text": "my secret is kestrel-4471-quill"}]})
             await c2.event_where(lambda e: any(a["event"].get("role") == "assistant"
                                                for a in ([e["event"]] if e.get("_") == "append" else [])),
                                  timeout=30)   # (a loaded machine)
@@ -98,7 +98,8 @@ async def test_a_page_cannot_make_the_agent_read_another_accounts_data(tmp_path,
             assert "no thread" in thread["error"] and "no run" in run["error"]
             assert [t["id"] for t in listing["output"]["threads"]] == [sid]
             frames = b"".join(c.frames)
-            assert b"4471" not in frames
+            # (a token no id or time can hold by chance: "4471" alone turned up inside random ids)
+            assert b"kestrel-4471-quill" not in frames and b"kestrel" not in frames
             # The page's text reached the model as a tool result only: the system prompt and the
             # tools offered did not change.
             first, last = fake.requests[0].body, fake.requests[-1].body
