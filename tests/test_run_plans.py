@@ -162,3 +162,53 @@ async def test_no_step_is_stamped_when_none_or_several_are_running(tmp_path):
             await c.close()
     finally:
         srv.kill()
+
+
+async def test_a_plan_an_earlier_run_settled_is_cleared_at_the_next_turn(tmp_path, storage_flags):
+    """The reference's #retireSettledSessionPlan: the finished checklist lives on in its run; the
+    session's live plan is cleared when the next turn starts, so the new turn's card and the model
+    start clean (no `<plan_state>` of the old list)."""
+    done = [{"id": "s1", "label": "look it up", "status": "done"}]
+
+    def settle_then_talk(request) -> Script:
+        said, answered = since_last_user(request.body or {})
+        if said == "plan it" and answered == 0:
+            return Script(chunks=[], tool_calls=[call("p1", "plan", {"title": "Look", "steps": done})])
+        return Script(chunks=[f"answered {said}"])
+
+    srv = ServerProcess(tmp_path / "srv", extra=storage_flags).start()
+    try:
+        async with FakeOpenAI() as fake:
+            fake.default = settle_then_talk
+            kp = keypair("run plans retire")
+            c = await V2Client.open(srv.url)
+            _, sid = await agent_session(c, kp, "custom", fake.base_url)
+            first = (await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": text("plan it")}))["runId"]
+
+            async def ended(run_id: str):
+                run = await run_of(c, kp, run_id)
+                return run if run["status"] == "succeeded" else None
+
+            frozen = (await until(lambda: ended(first), 60, step=0.1, what="the first turn's end"))["plan"]
+            assert [s["status"] for s in frozen["steps"]] == ["done"]
+            session = (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["session"]
+            assert session["plan"]["steps"] == frozen["steps"]    # still the live plan until a next turn
+
+            seen = len(fake.requests)
+            second = (await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": text("go")}))["runId"]
+            # the session's followers are told: a change of the session without its plan
+            async with asyncio.timeout(60):
+                while True:
+                    e = await c.event()
+                    if e.get("_") == "change" and e.get("key") == f"sessions/{sid}" and "plan" not in e["value"]:
+                        break
+            await until(lambda: ended(second), 60, step=0.1, what="the second turn's end")
+            session = (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["session"]
+            assert "plan" not in session
+            assert (await run_of(c, kp, first))["plan"] == frozen     # the history stays on its run
+            assert "plan" not in await run_of(c, kp, second)
+            later = [r.body for r in fake.requests[seen:]]
+            assert later and all("<plan_state>" not in str(m.get("content")) for b in later for m in b["messages"])
+            await c.close()
+    finally:
+        srv.kill()

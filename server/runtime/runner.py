@@ -374,6 +374,8 @@ class Runtime:
             surface = await self._surface(run, agent)
             system, senders = await self.preambles.system_prompt(agent, system, surface)
 
+        if not echo:
+            await self._retire_settled_plan(session_id, run_id)
         attachments = AttachmentView(self.db.read, session_id, accepts_images(result.provider_type, result.model))
 
         def messages():
@@ -396,6 +398,20 @@ class Runtime:
         result.message_started, result.unmet, result.park = outcome.message_started, outcome.unmet, outcome.park
         if surface is not None and surface.delegating is not None:
             self._delegation_outcome(surface.delegating, result)
+
+    async def _retire_settled_plan(self, session_id: str, run_id: str) -> None:
+        """A checklist an earlier run finished is that run's history (frozen on it), not this
+        turn's: the session's live plan is cleared, so the card and the model start clean."""
+        plan = self.db.read(sessions_q.get_plan, session_id)
+        if not plans.is_settled(plan) or plan.get("ownerRunId") in (None, run_id):
+            return   # (the common case: one read, nothing written)
+        now = self.now_ms()
+        session, owner = await self.db.write(
+            lambda conn: sessions_q.retire_settled_plan(conn, session_id, run_id, now))
+        if owner is not None:
+            self.publisher.publish_run(runs_q.public(owner))
+        if session is not None:
+            self.publisher.publish_session(session)
 
     async def _surface(self, run: dict, agent: dict):  # noqa: ANN202
         """The turn's tool surface (server/runtime/tool_context.py): the agent's model, or a child

@@ -7,8 +7,11 @@ and rows sharing one updated_at millisecond are neither lost nor repeated across
 """
 from __future__ import annotations
 
+from seed_agents.protocol import plans
+
 from ..storage.port import Conn
 from . import codec
+from . import runs as runs_q
 from . import files_lifecycle as files_q
 from .errors import InvalidCursor, NotFound
 
@@ -182,6 +185,26 @@ def set_plan(conn: Conn, session_id: str, plan: dict, now: int) -> dict:
     if row is None:
         raise NotFound(f"session {session_id} not found")
     return session_info(row)
+
+
+def retire_settled_plan(conn: Conn, session_id: str, run_id: str, now: int) -> tuple[dict | None, dict | None]:
+    """At a turn's start (the reference's #retireSettledSessionPlan): a checklist that settled under
+    an earlier run is history, already frozen on that run, so the session's live plan is cleared
+    and the new turn starts clean. The copy on its run is written first when missing, so clearing
+    is never the write that loses it. (SessionInfo after, RunInfo written), or (None, None) when
+    there was nothing to retire."""
+    plan = get_plan(conn, session_id)
+    owner_id = (plan or {}).get("ownerRunId")
+    if not plans.is_settled(plan) or not owner_id or owner_id == run_id:
+        return None, None
+    owner = runs_q.get_run(conn, owner_id)
+    written = None
+    if owner is not None and owner.get("sessionId") == session_id and not owner.get("plan"):
+        written = runs_q.set_plan(conn, owner_id, plan)
+    row = conn.execute(
+        f"UPDATE sessions SET plan = NULL, updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
+        (now, session_id)).fetchone()
+    return (None if row is None else session_info(row)), written
 
 
 def set_agent_status(conn: Conn, session_id: str, now: int, *, title: str | None,
