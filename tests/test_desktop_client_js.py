@@ -53,6 +53,7 @@ STEPS = [
     "InvokeSessionTool (user tool palette)",
     "Execute switch and a custom tool that runs (codeExec)",
     "StopSession on a running reply, RetrySession after a failed one",
+    "injected turns: the transcript shows them as the server's (agent-session-rows.ts)",
     "run tree: GetRun, ListRuns (rootRunId), GetRunJournal, SignalRun not delivered",
     "CreateAgentTrigger/ListAgentTriggers",
     "sharing: invite, accept, the collaborator sees the agent",
@@ -107,6 +108,11 @@ async def test_the_desktop_client_walks_its_screens(server):
     assert (seen["afterStop"]["lastRow"], seen["afterStop"]["role"], seen["afterStop"]["content"]) == (
         "message", "assistant", "Stopped.")
     assert seen["failedRow"] == "error"
+    # The desktop's own row builder: the person's message is theirs; the server's plan reminders
+    # (three) and its closing notice are the server's (message-rendering.tsx draws them as such).
+    assert seen["injected"] == [["user", "Plan the numbers"]] + [
+        ["system", "This turn is ending with work you committed to still open:"]] * 3 + [
+        ["system", "This run ended with work still open:"]]
     assert seen["runTree"]["roots"] == ["succeeded", "failed", "canceled"]
     # The palette's search form left empty: the contract comes back and the form stays open.
     assert seen["palette"]["contractMiss"] is True

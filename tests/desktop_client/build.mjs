@@ -25,12 +25,19 @@ const FILES = [
   'frontend/packages/client/src/cbor.ts',
   'frontend/packages/client/src/signer.ts',
   'frontend/packages/client/src/markdown-to-blocks.ts',
+  // The transcript's rows (who wrote each message: sessionEventActor), read by session.tsx.
+  'frontend/packages/ui/src/agents/agent-session-rows.ts',
+  'agents/protocol/src/index.ts',
+  'agents/protocol/src/tool-registry.ts',
+  'agents/protocol/src/reasoning.ts',
+  'agents/protocol/src/model-capabilities.ts',
 ]
 // The monorepo's package names, as its tsconfig paths and package.json exports map them.
 const ALIASES = [
   [/^@shm\/ui\/(.*)$/, 'frontend/packages/ui/src/$1.ts'],
   [/^@shm\/shared\/(.*)$/, 'frontend/packages/shared/src/$1.ts'],
   [/^@seed-hypermedia\/client\/(.*)$/, 'frontend/packages/client/src/$1.ts'],
+  [/^@seed-hypermedia\/agents-protocol$/, 'agents/protocol/src/index.ts'],
 ]
 
 const HERE = dirname(fileURLToPath(import.meta.url))

@@ -9,6 +9,11 @@
 //   7b87eca5a4126e7b5481e7c99be55b9b8f7ffe22  frontend/packages/client/src/cbor.ts
 //   c92e8d13a44085aa9ca0f3dfd2dafb142a6910be  frontend/packages/client/src/signer.ts
 //   589a2b3b8e28f8e577acfe0be779994dded8cb81  frontend/packages/client/src/markdown-to-blocks.ts
+//   cb6a8514b203aa2151404928a2dfbb8ed43a0b1f  frontend/packages/ui/src/agents/agent-session-rows.ts
+//   7effb87a6334e52ab4fb8944d3d2f692f43842de  agents/protocol/src/index.ts
+//   5595ec81c3bdd41b07b5ce1d48b63289c7637ece  agents/protocol/src/tool-registry.ts
+//   db88135fc36071f5010e06fd5a3f5d5df6d6d4df  agents/protocol/src/reasoning.ts
+//   b09ee120d5fae567580c471d284cb52e953a1292  agents/protocol/src/model-capabilities.ts
 // npm packages: esbuild@0.27.2, @ipld/dag-cbor@9.2.5, @noble/curves@2.0.1, @noble/hashes@2.0.1, cborg@4.5.8, multiformats@13.4.2
 // `yaml` is replaced by src/no-yaml.ts (prompts with YAML frontmatter are refused).
 var __defProp = Object.defineProperty;
@@ -5540,6 +5545,721 @@ function markdownBlockNodesToHMBlockNodes(nodes) {
   });
 }
 
+// reference/agents/protocol/src/tool-registry.ts
+var readVerb = {
+  name: "read",
+  label: "Read",
+  description: [
+    "Read anything you can address. One verb for your whole world; the address shape picks the source:",
+    "- `~/memory/<path>` \u2014 a file in your persistent memory. A directory path (or `~/memory/`) lists entries with sizes.",
+    "- `~/tools/<name>` \u2014 a tool contract: full description plus input/output schemas. `~/tools/` lists every tool you can call.",
+    "- `~/triggers/<name>` \u2014 one of your triggers (its source, prompt, status, and recent firings). `~/triggers/` lists them all.",
+    "- `~/self` \u2014 everything about you: your definition (model, system prompt, grants, signing keys), your triggers, and a memory summary.",
+    "- `hm://\u2026` (or a Seed gateway/site URL) \u2014 a hypermedia document or comment, as markdown by default. Append `/:directory` to list the child documents under an account or document; `/:attributes` for metadata only; `/:profile` on an account for its profile.",
+    "- `ipfs://<cid>` \u2014 fetch content by CID into memory and return it (binary files return metadata only).",
+    "- `https://\u2026` \u2014 read a public web page as markdown.",
+    "- `activity:` \u2014 the recent activity feed; filter with options {authors, eventTypes, resource, pageSize, pageToken}.",
+    "- `attachment:<id>` \u2014 a file attached to this conversation (images are shown to you when the model supports it).",
+    "- `thread:<id>` \u2014 another conversation transcript of yours. `thread:` alone lists your account's conversations, newest first; options {query} searches titles and message text, {agentId} filters to one agent, {limit} caps results. `run:<id>` \u2014 a run journal.",
+    "Directory listings return {entries: [{path, type, size}]}; memory file reads return {content}. Prefer reading exactly what you need; directory listings are cheap, whole trees are not."
+  ].join("\n"),
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      address: {
+        type: "string",
+        minLength: 1,
+        description: "What to read: ~/memory/\u2026, ~/tools/\u2026, ~/triggers/\u2026, ~/self, hm://\u2026, ipfs://\u2026, https://\u2026, activity:, attachment:<id>, thread: or thread:<id>, run:<id>."
+      },
+      format: {
+        type: "string",
+        enum: ["markdown", "json"],
+        description: "Output format where supported. Defaults to markdown."
+      },
+      options: {
+        type: "object",
+        description: "Source-specific options: activity filters {authors, eventTypes, resource, pageSize, pageToken}; thread listing {query, agentId, limit}; ipfs {path} to choose the memory destination."
+      }
+    },
+    required: ["address"]
+  },
+  render: {
+    kind: "read",
+    label: "Read",
+    pendingLabel: "Reading",
+    color: "sky",
+    primaryArg: "address",
+    summaryArg: "address",
+    resourceArg: "address",
+    summaryOutputPath: "summary",
+    details: [{ label: "Content", source: "output" }]
+  },
+  getReferencedUrls: (io) => {
+    const input = io.input;
+    const address = typeof input?.address === "string" ? input.address : "";
+    return address.startsWith("hm://") ? [address] : [];
+  },
+  runtimes: ["assistant", "agent-service"],
+  userConfigurable: true
+};
+var writeVerb = {
+  name: "write",
+  label: "Write",
+  description: [
+    "Write anything you can address. The address shape picks the destination:",
+    '- `~/memory/<path>` \u2014 write `content` to a memory file (parent folders are created automatically; writing an existing file replaces its whole content \u2014 there is no append). Options: {delete: true} removes a file or directory; {fromUrl} downloads a URL to the path instead of writing content; {fromAttachment: "<id>"} saves a conversation attachment to the path.',
+    "- `~/triggers/<name>` \u2014 create or edit one of your triggers: a standing rule that starts a session (or wakes a parked run) when something happens \u2014 a schedule, a comment, a mention, site activity, or a finished run. `content` is JSON {source, prompt, enabled?, continuation?} (read ~/triggers/ for the source shapes); enabled defaults to true, and writing with enabled false turns a trigger off. {delete: true} removes a trigger.",
+    '- `ipfs://` \u2014 publish to IPFS and get a CID URL back. Provide {fromPath: "~/memory/<path>"} or {fromAttachment: "<id>"} in options.',
+    '- `hm://<account>/<path>` \u2014 publish a hypermedia document with markdown `content`. The default creates a NEW document; pass {action: "update"} to revise an existing document in place (same address, new version); an update with `content` replaces the whole body, while omitting `content` changes only name/metadata and leaves the body untouched. Options: {name} sets the document name, REQUIRED when creating (it is stored as metadata.name; a # heading is body content, not the name); {metadata} sets further document metadata attributes as an object (e.g. {summary, icon, cover, or custom keys}) \u2014 metadata belongs here, never in the body text; {signer} picks the signing identity by profileName or publicKey; {action} also covers "comment" (with {target, replyTo}), "move" (with {toPath}), "redirect" (with {toUrl}), "delete", "fork" (with {fromUrl}). Unrecognized option keys are refused, not ignored. Parent documents must exist before nested paths.',
+    "Writing to hm:// publishes signed content other people can see \u2014 be sure the content is ready. Pass top-level dryRun: true to validate an hm:// write without publishing anything.",
+    "Every hm:// link inside document or comment content is checked before publishing: malformed links always fail the write, and links whose targets do not exist on the server fail it too \u2014 fix them (read each link to verify), or pass {skipLinkCheck: true} in options only when a linked target is about to be created."
+  ].join("\n"),
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      address: {
+        type: "string",
+        minLength: 1,
+        description: "Where to write: ~/memory/<path>, ~/tools/<name>, ~/triggers/<name>, ipfs://, or hm://<account>/<path>."
+      },
+      content: {
+        type: "string",
+        description: "The content to write. Markdown for hm:// documents; raw text for memory files."
+      },
+      options: {
+        type: "object",
+        description: "Destination-specific options; read ~/tools/write for the full contract per address form."
+      },
+      dryRun: {
+        type: "boolean",
+        description: "For hm:// writes: validate and echo what would be published without publishing anything."
+      }
+    },
+    required: ["address"]
+  },
+  render: {
+    kind: "write",
+    label: "Write",
+    pendingLabel: "Writing",
+    color: "emerald",
+    primaryArg: "address",
+    summaryArg: "address",
+    resourceArg: "address",
+    summaryOutputPath: "summary",
+    details: [
+      { label: "Content", source: "input", path: "content", format: "markdown" },
+      { label: "Options", source: "input", path: "options" },
+      { label: "Result", source: "output" }
+    ],
+    // Command-keyed rich views: old transcripts carry `command` in the tool input; new write-verb
+    // results carry it in the output (writeToolResult), so both render the purpose-built UI.
+    customViews: [
+      { command: "draft.create", kind: "write-command" },
+      { command: "draft.update", kind: "write-command" },
+      { command: "draft.get", kind: "write-command" },
+      { command: "draft.list", kind: "write-command" },
+      { command: "draft.delete", kind: "write-command" },
+      { command: "draft.publish", kind: "write-command" },
+      { command: "document.create", kind: "write-command" },
+      { command: "document.update", kind: "write-command" },
+      { command: "document.delete", kind: "write-command" },
+      { command: "document.fork", kind: "write-command" },
+      { command: "document.move", kind: "write-command" },
+      { command: "document.redirect", kind: "write-command" },
+      { command: "document.ref", kind: "write-command" },
+      { command: "comment.create", kind: "write-command" },
+      { command: "comment.update", kind: "write-command" },
+      { command: "comment.delete", kind: "write-command" },
+      { command: "capability.create", kind: "write-command" },
+      { command: "capability.grant", kind: "write-command" },
+      { command: "contact.create", kind: "write-command" },
+      { command: "contact.delete", kind: "write-command" },
+      { command: "profile.update", kind: "write-command" },
+      { command: "profile.alias", kind: "write-command" }
+    ]
+  },
+  getReferencedUrls: (io) => {
+    const input = io.input;
+    const output = io.output;
+    const id = typeof output?.id === "string" ? output.id : void 0;
+    const version = typeof output?.version === "string" ? output.version : void 0;
+    const versionedId = id && version ? `${id}${id.includes("?") ? "&" : "?"}v=${encodeURIComponent(version)}` : id;
+    return [
+      input?.address,
+      versionedId,
+      output?.url,
+      output?.resourceUrl,
+      output?.commentUrl,
+      output?.target,
+      output?.targetUrl,
+      output?.authorUrl,
+      output?.destination
+    ].filter((value) => typeof value === "string" && value.startsWith("hm://"));
+  },
+  runtimes: ["assistant", "agent-service"],
+  userConfigurable: true
+};
+var callVerb = {
+  name: "call",
+  label: "Call",
+  description: [
+    "Invoke a tool by name with a JSON input. Your available tools are listed in your context with one-line summaries; read `~/tools/<name>` for a full contract.",
+    "Calling a tool with missing or invalid input does not fail: the result is the tool contract itself \u2014 read it and call again correctly. Do not guess elaborate inputs for a tool you have not expanded."
+  ].join("\n"),
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      tool: { type: "string", minLength: 1, description: "The tool name, as listed under ~/tools/." },
+      input: { type: "object", description: "The tool's input, matching its contract." }
+    },
+    required: ["tool"]
+  },
+  render: {
+    kind: "generic",
+    label: "Call",
+    pendingLabel: "Calling",
+    color: "amber",
+    primaryArg: "tool",
+    summaryArg: "tool",
+    summaryOutputPath: "summary",
+    details: [
+      { label: "Input", source: "input", path: "input" },
+      { label: "Result", source: "output" }
+    ]
+  },
+  runtimes: ["assistant", "agent-service"],
+  userConfigurable: true
+};
+var delegateVerb = {
+  name: "delegate",
+  label: "Delegate",
+  description: [
+    "Spawn a child run to do work for you. Two kinds of child, one verb:",
+    "- A **model child** (default): pass `brief` \u2014 human-readable markdown that becomes the child conversation's first message VERBATIM. The user reviews it as the child's full context, so write a real briefing: goal, all needed background, expectations, data in fenced blocks. The child is a fresh context and never sees this conversation; it does share your persistent memory when it runs as you. Pass `prompt` for an anonymous worker persona or `agentId` to run one of your other agents; pass `tools` only to narrow its toolset. Declare `output` (a JSON schema, root type \"object\") to get a validated structured result; otherwise you get its final text.",
+    '- A **script child**: pass `script` \u2014 a JavaScript module `export default async function (input, ctx) {\u2026}` that orchestrates tools with real control flow (loops, parallel fan-out, durable sleeps). No imports, Date, Math.random, setTimeout, or fetch (standard built-ins plus UTF-8 TextEncoder/TextDecoder are available); everything external goes through ctx: `ctx.call(tool, input, {description})` \u2014 where tool is the read or write verb or any callable tool, and description is a short human-readable label for what this call is doing (shown live to the user; always provide one) \u2014 `ctx.delegate({...})` for nested model children (resolves DIRECTLY to the validated output object, or {text} when no output schema was declared; throws a coded error on failure), `ctx.parallel([...thunks])` (array of zero-arg functions, resolves to results in the same order), `ctx.sleep(ms)`, `ctx.waitForEvent(match, {timeoutMs, label})` \u2014 parks until something happens and resolves with the payload, or null on timeout; match `{signal: "approved"}` for a person or system answering this run, or `{eventType, resource, author}` for the activity feed \u2014 `ctx.continueAsNew(state)` \u2014 ends this run and starts a successor carrying only `state`, for loops that would otherwise run forever; nothing after it executes \u2014 `ctx.step(label, fn)`, `ctx.plan({steps})`, `ctx.now()`, `ctx.log(...)`, `ctx.progress(...)`, `ctx.input`, `ctx.runId`. Scripts run durably: they survive restarts and completed steps never re-execute; a parked wait costs nothing while it waits. Pass `input` for the JSON value handed to the module.',
+    "Independent children must be spawned TOGETHER: emit every delegate call for a batch in ONE reply, before you have any of their results. Two delegate calls in one reply run at the same time; the same two calls spawned in consecutive replies run one after the other and take twice as long. Asked to research two topics, reply with two delegate calls at once \u2014 do NOT delegate one, wait for its result, then delegate the other. Sequence children only when a later child genuinely needs an earlier one's output. Your turn then pauses (cheaply \u2014 parked, restart-proof) until every child spawned this turn resolves, and each delegate call receives its own result, so parallel children never mix up. Beyond about two parallel items, prefer a script child with `ctx.parallel`: it fans out deterministically and keeps the whole fan-out in one reviewable place. Pass `await: false` only for fire-and-forget work whose outcome you do not need.",
+    'Keep a plan. Before a parallel batch, mark ONE step running that names the whole batch (e.g. "Research both competitors"); every child spawned in that reply attaches to it. Never re-delegate work a completed child already did \u2014 check the children you already have before spawning. Do NOT delegate work you can simply do yourself, and never delegate just to make one tool call.'
+  ].join("\n"),
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      title: { type: "string", description: "Short label for the child, shown in the thread list and progress card." },
+      brief: {
+        type: "string",
+        description: "Model child: the task brief as human-readable markdown; becomes the child's first message verbatim. Provide exactly one of brief or script."
+      },
+      script: {
+        type: "string",
+        description: "Script child: a self-contained module `export default async function (input, ctx) {\u2026}`. Provide exactly one of brief or script."
+      },
+      input: { description: "Script child only: JSON value passed to the module as its first argument." },
+      prompt: {
+        type: "string",
+        description: "Model child: optional system prompt for an anonymous worker using your model. Omit to run the child as yourself; provide at most one of prompt or agentId."
+      },
+      agentId: { type: "string", description: "Model child: run under another of your agents by id." },
+      tools: {
+        type: "array",
+        items: { type: "string" },
+        description: "Model child: restrict the child to these tools (intersected with what its agent has)."
+      },
+      output: {
+        type: "object",
+        description: 'Model child: JSON schema for the required result (root type "object"). The child delivers it via return_result; validation errors bounce back for self-correction.'
+      },
+      await: {
+        type: "boolean",
+        description: "Default true: your turn parks until the child resolves and you receive its result. false: detached \u2014 the child runs in the background and you never receive its outcome."
+      }
+    },
+    required: []
+  },
+  outputSchema: {
+    type: "object",
+    properties: {
+      status: { type: "string", enum: ["succeeded", "failed", "canceled", "detached"] },
+      sessionId: { type: "string" },
+      runId: { type: "string" },
+      output: {
+        description: "The validated result payload, {text} when no output schema was declared, or the script's return value."
+      },
+      error: { type: "object", properties: { code: { type: "string" }, message: { type: "string" } } }
+    }
+  },
+  render: {
+    kind: "write",
+    label: "Delegate",
+    pendingLabel: "Delegating",
+    color: "violet",
+    primaryArg: "title",
+    summaryArg: "title",
+    // The full account of a delegation, for any surface without a purpose-built view: what the
+    // child was asked to do, the code if it was a script child, and what came back. (The desktop
+    // bubble renders the brief and the child's own run hierarchy instead, and keeps the raw
+    // payloads behind its info dialog.) Absent fields render nothing.
+    details: [
+      { label: "Brief", source: "input", path: "brief", format: "markdown" },
+      { label: "Script", source: "input", path: "script" },
+      { label: "Input", source: "input", path: "input" },
+      { label: "Result", source: "output" }
+    ]
+  },
+  runtimes: ["agent-service"],
+  userConfigurable: false
+};
+var planVerb = {
+  name: "plan",
+  label: "Plan",
+  description: "Maintain the visible plan for the current task. Call this when starting any task with 3 or more distinct steps (declare them all as pending, then mark the first running), and again whenever a step's status changes: running when you begin it, done when finished, failed if it cannot complete, skipped if no longer needed. Keep step labels short and outcome-oriented. Send the full current list each time; it replaces the previous plan. Each task gets its own checklist: a plan whose every step has finished is history \u2014 when the user asks for something new, publish a fresh plan with only the new task's steps (new ids), never re-list finished work. The user sees this as a live checklist and can act on it, so keeping it current is part of doing the task well. Plan BEFORE delegating: children spawned while a step is running attach under it \u2014 one step can own a whole parallel batch.",
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      title: { type: "string", description: "Optional one-line name for the overall task." },
+      steps: {
+        type: "array",
+        items: {
+          type: "object",
+          additionalProperties: false,
+          properties: {
+            id: { type: "string", description: 'Stable id for the step (e.g. "s1"), kept across updates.' },
+            label: { type: "string", minLength: 1, description: "Short description of the step." },
+            status: { type: "string", enum: ["pending", "running", "done", "failed", "skipped"] }
+          },
+          required: ["id", "label", "status"]
+        }
+      }
+    },
+    required: ["steps"]
+  },
+  render: { kind: "hidden", label: "Plan", color: "hidden", summaryArg: "title" },
+  runtimes: ["agent-service"]
+};
+var statusVerb = {
+  name: "status",
+  label: "Status",
+  description: `Update this session's title and description \u2014 the one-line label and one-or-two-sentence summary shown in session lists and read by any parent session or teammate checking on your work. Call it once early, as soon as you know what the conversation is about (a specific title beats a generic one: "Migrate billing cron to Postgres", not "Help with code"), and again whenever the focus shifts or a milestone is reached so the description reflects what is going on right now and what is left. Keep the description to what an outside reader needs: current objective, progress, blockers. When the task is finished, call it one final time so the description states the outcome rather than the intent \u2014 an idle session whose status still says what you were about to do misleads whoever checks on it. Omit a field to leave it unchanged. A title the user typed themselves is never overwritten.`,
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      title: { type: "string", minLength: 1, description: "Short session title, at most eight words." },
+      description: {
+        type: "string",
+        description: "One or two sentences: what the session is doing right now and how far along it is."
+      }
+    }
+  },
+  render: { kind: "hidden", label: "Status", color: "hidden", summaryArg: "title" },
+  runtimes: ["agent-service"]
+};
+var returnResultTool = {
+  name: "return_result",
+  label: "Return Result",
+  description: "Deliver the final structured result of this delegated task. Call this exactly once when the task is complete; the payload must match the required schema. This ends your task.",
+  // The real parameters are the spawner-declared output schema, swapped in at session start.
+  inputSchema: { type: "object" },
+  render: {
+    kind: "generic",
+    label: "Return Result",
+    color: "emerald",
+    details: [{ label: "Result", source: "input" }]
+  },
+  runtimes: ["agent-service"]
+};
+var seedVerbRegistry = {
+  read: readVerb,
+  write: writeVerb,
+  call: callVerb,
+  delegate: delegateVerb,
+  plan: planVerb,
+  status: statusVerb,
+  return_result: returnResultTool
+};
+var searchTool = {
+  name: "search",
+  label: "Search",
+  description: "Search Seed hypermedia content: document titles, contacts, and optionally document bodies and comments. Returns ranked results with hm:// URLs you can read.",
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      query: { type: "string", minLength: 1, description: "The search query. Supports phrases and wildcards." },
+      accountUid: { type: "string", description: "Optional account UID to scope search to a single account." },
+      includeBody: {
+        type: "boolean",
+        description: "Set true to search document bodies and comments in addition to titles and contacts."
+      },
+      contextSize: {
+        type: "integer",
+        minimum: 0,
+        maximum: 512,
+        description: "Optional match context size in runes. Defaults to 48."
+      },
+      searchType: {
+        type: "string",
+        enum: ["keyword", "semantic", "hybrid"],
+        description: "Search ranking mode. Defaults to hybrid."
+      },
+      pageSize: { type: "integer", minimum: 1, description: "Maximum number of results to return." }
+    },
+    required: ["query"]
+  },
+  render: {
+    kind: "search",
+    label: "Search",
+    color: "sky",
+    primaryArg: "query",
+    summaryOutputPath: "summary",
+    links: [{ source: "output", path: "results[].url", labelPath: "results[].title" }],
+    details: [
+      { label: "Results", source: "output", path: "markdown", format: "markdown" },
+      { label: "Input", source: "input" }
+    ]
+  },
+  runtimes: ["assistant", "agent-service"],
+  userConfigurable: true
+};
+var webSearchTool = {
+  name: "web_search",
+  label: "Web Search",
+  description: "Search the public web. Returns ranked results with titles, URLs, and snippets; read a result with `read` on its URL. Use the news category for recent events.",
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      query: { type: "string", minLength: 1, description: "The web search query." },
+      count: { type: "integer", minimum: 1, description: "Maximum number of results to return. Default 10, max 25." },
+      category: {
+        type: "string",
+        enum: ["general", "news"],
+        description: "Result category. Use news for recent events, general otherwise. Defaults to general."
+      },
+      timeRange: {
+        type: "string",
+        enum: ["day", "week", "month", "year"],
+        description: "Optional recency filter for time-sensitive queries."
+      },
+      language: { type: "string", description: "Optional language code such as en. Defaults to en." }
+    },
+    required: ["query"]
+  },
+  outputSchema: {
+    type: "object",
+    properties: {
+      summary: { type: "string", description: "One-line summary of the search outcome." },
+      results: {
+        type: "array",
+        items: {
+          type: "object",
+          properties: {
+            title: { type: "string" },
+            url: { type: "string" },
+            snippet: { type: "string" },
+            engine: { type: "string", description: "Upstream engine that produced the result." }
+          }
+        }
+      },
+      partial: { type: "boolean", description: "True when some engines were unavailable and coverage may be partial." },
+      markdown: { type: "string", description: "Human-readable rendering of the results." }
+    }
+  },
+  render: {
+    kind: "search",
+    label: "Web Search",
+    color: "sky",
+    primaryArg: "query",
+    summaryOutputPath: "summary",
+    links: [{ source: "output", path: "results[].url", labelPath: "results[].title" }],
+    details: [
+      { label: "Results", source: "output", path: "markdown", format: "markdown" },
+      { label: "Input", source: "input" }
+    ]
+  },
+  runtimes: ["assistant", "agent-service"],
+  userConfigurable: true
+};
+var navigateTool = {
+  name: "navigate",
+  label: "Navigate",
+  description: "Open an hm:// URL in the app so the user is looking at it.",
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      url: { type: "string", description: "The hm:// URL to open" },
+      newWindow: { type: "boolean", description: "True to open in a new window instead of the current window." }
+    },
+    required: ["url"]
+  },
+  render: {
+    kind: "navigate",
+    label: "Navigate",
+    color: "muted",
+    primaryArg: "url",
+    resourceArg: "url"
+  },
+  getReferencedUrls: (io) => {
+    const input = io.input;
+    return typeof input?.url === "string" && input.url.startsWith("hm://") ? [input.url] : [];
+  },
+  runtimes: ["assistant"],
+  userConfigurable: true
+};
+var executeTool = {
+  name: "execute",
+  label: "Execute Code",
+  description: "Run TypeScript, Python, or shell code in an isolated sandbox (a hardware-isolated microVM) with your persistent memory mounted at /workspace, which is also the working directory. Files your code reads and writes under /workspace are the same files as your ~/memory addresses, so use this to process, transform, analyze, or generate memory files \u2014 parse data, resize or convert media, run computations, and save results. Each call runs in a fresh sandbox: no state (variables, installed packages, processes) survives between calls, so persist anything important as files (for example install Python packages with `pip install --target /workspace/pylibs <pkg>` and add that dir to sys.path in later calls). The sandbox has internet access for fetching data and installing packages, but cannot reach private or local network addresses. Output returns stdout, stderr, the exit code, and which memory files changed.",
+  inputSchema: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      runtime: {
+        type: "string",
+        enum: ["ts", "python", "shell"],
+        description: 'How to run the code: "ts" runs TypeScript with bun, "python" runs it with the python interpreter, "shell" runs it with sh. Read ~/tools/execute for the runtimes this server actually offers \u2014 the list there is authoritative.'
+      },
+      code: { type: "string", minLength: 1, description: "The code to execute." },
+      timeout_secs: {
+        type: "integer",
+        minimum: 1,
+        description: "Optional timeout override in seconds. Defaults to the server limit (typically 60)."
+      }
+    },
+    required: ["runtime", "code"]
+  },
+  outputSchema: {
+    type: "object",
+    properties: {
+      summary: { type: "string" },
+      exitCode: { type: "integer" },
+      success: { type: "boolean" },
+      stdout: { type: "string" },
+      stderr: { type: "string" },
+      truncated: { type: "boolean", description: "True when stdout/stderr was cut to the size limit." },
+      durationMs: { type: "integer" },
+      changedFiles: {
+        type: "array",
+        description: "Memory files added, modified, or removed by the execution.",
+        items: {
+          type: "object",
+          properties: {
+            path: { type: "string" },
+            change: { type: "string", enum: ["added", "modified", "removed"] }
+          }
+        }
+      }
+    }
+  },
+  render: {
+    kind: "write",
+    label: "Execute Code",
+    color: "amber",
+    primaryArg: "runtime",
+    summaryArg: "runtime",
+    summaryOutputPath: "summary",
+    details: [
+      { label: "Code", source: "input", path: "code" },
+      { label: "Output", source: "output", path: "stdout" },
+      { label: "Errors", source: "output", path: "stderr" }
+    ]
+  },
+  runtimes: ["agent-service"],
+  userConfigurable: true
+};
+var callableToolRegistry = {
+  search: searchTool,
+  web_search: webSearchTool,
+  navigate: navigateTool,
+  execute: executeTool
+};
+var seedToolRegistry = {
+  ...seedVerbRegistry,
+  ...callableToolRegistry
+};
+
+// reference/agents/protocol/src/index.ts
+function sessionEventActor(payload) {
+  const value = payload;
+  if (value.actor === "user" || value.actor === "agent" || value.actor === "system" || value.actor === "trigger") {
+    return value.actor;
+  }
+  if (value.type === "message" && value.role === "user") return "user";
+  if (value.type === "error") return "system";
+  return "agent";
+}
+
+// reference/frontend/packages/ui/src/agents/agent-session-rows.ts
+function isOptimisticUserEcho(incoming, optimistic) {
+  const arrived = incoming;
+  if (arrived.type !== "message" || arrived.role !== "user") return false;
+  if (sessionEventActor(incoming) !== "user") return false;
+  const pending = optimistic;
+  if (pending.type !== "message" || pending.role !== "user") return false;
+  if (typeof arrived.clientMessageId === "string" && typeof pending.clientMessageId === "string") {
+    return arrived.clientMessageId === pending.clientMessageId;
+  }
+  if (typeof arrived.rawMarkdown === "string" && typeof pending.rawMarkdown === "string") {
+    return arrived.rawMarkdown === pending.rawMarkdown;
+  }
+  return pending.content === arrived.content;
+}
+function stripTriggerContextBlock(content) {
+  const index = content.indexOf("<trigger_context>");
+  if (index === -1) return content;
+  return content.slice(0, index).trimEnd();
+}
+function extractTriggerInstructions(content) {
+  const match = content.match(/<trigger_instructions>\n?([\s\S]*?)\n?<\/trigger_instructions>/);
+  const text = match?.[1]?.trim();
+  return text ? text : void 0;
+}
+function buildAgentSessionUrl(serverUrl, agentId, sessionId) {
+  if (!agentId) return void 0;
+  return `${serverUrl.replace(/\/+$/, "")}/agents/${encodeURIComponent(agentId)}/sessions/${encodeURIComponent(
+    sessionId
+  )}`;
+}
+function buildAgentSessionEventUrl(serverUrl, agentId, sessionId, eventId) {
+  const sessionUrl = buildAgentSessionUrl(serverUrl, agentId, sessionId);
+  return sessionUrl ? `${sessionUrl}#event=${encodeURIComponent(eventId)}` : void 0;
+}
+function getToolResultSummary(output) {
+  if (isRecord(output)) {
+    if (typeof output.summary === "string") return output.summary;
+    if (typeof output.title === "string") return output.title;
+  }
+  return "Complete";
+}
+function isRecord(value) {
+  return typeof value === "object" && value !== null;
+}
+function resolveToolMeta(stamped, derivedDurationMs) {
+  const durationMs = stamped?.durationMs ?? derivedDurationMs;
+  if (!stamped && durationMs === void 0) return void 0;
+  return { ...stamped, ...durationMs === void 0 ? {} : { durationMs } };
+}
+function buildAgentSessionChatRows(events, context) {
+  const rows = [];
+  const toolRowsById = /* @__PURE__ */ new Map();
+  let triggerCardAttached = false;
+  for (const event of events) {
+    const payload = event.event;
+    if (payload.type === "message" && typeof payload.content === "string") {
+      const hasTriggerBlock = payload.role === "user" && payload.content.includes("<trigger_context>");
+      const attachTriggerCard = hasTriggerBlock && !triggerCardAttached;
+      if (attachTriggerCard) triggerCardAttached = true;
+      const displayContent = hasTriggerBlock ? stripTriggerContextBlock(payload.content) : payload.content;
+      const triggerInstructions = attachTriggerCard ? extractTriggerInstructions(payload.content) : void 0;
+      const contextLines = Array.isArray(payload.contextLines) ? payload.contextLines.filter((line) => typeof line === "string") : void 0;
+      rows.push({
+        key: event.id,
+        kind: "message",
+        createdAt: event.createdAt,
+        message: {
+          role: payload.role,
+          // Who wrote it, on a log that four kinds of actor write to. Stamped on the message and not
+          // only on its tool parts: a message the runtime itself authored (a continuation prompt, an
+          // unmet-obligation notice) carries role 'user' so the model reads it as instruction, and
+          // without the actor the transcript would show it as something the user typed.
+          actor: sessionEventActor(event.event),
+          meta: payload.meta,
+          content: displayContent,
+          rawMarkdown: typeof payload.rawMarkdown === "string" ? payload.rawMarkdown : payload.content,
+          blocks: Array.isArray(payload.blocks) ? payload.blocks : void 0,
+          contextLines: contextLines?.length ? contextLines : void 0,
+          attachments: Array.isArray(payload.attachments) ? payload.attachments : void 0,
+          eventId: event.id,
+          sessionId: event.sessionId,
+          seq: event.seq,
+          shareUrl: buildAgentSessionEventUrl(context.serverUrl, context.agentId, context.sessionId, event.id)
+        },
+        ...attachTriggerCard && context.triggerContext ? { triggerContext: context.triggerContext, triggerInstructions } : {}
+      });
+      continue;
+    }
+    if (payload.type === "tool_call" && typeof payload.id === "string" && typeof payload.name === "string") {
+      const toolPart = {
+        type: "tool",
+        id: payload.id,
+        name: payload.name,
+        args: isRecord(payload.input) ? payload.input : { input: payload.input },
+        actor: sessionEventActor(event.event)
+      };
+      const row = {
+        key: event.id,
+        kind: "message",
+        createdAt: event.createdAt,
+        message: {
+          role: "assistant",
+          parts: [toolPart],
+          eventId: event.id,
+          sessionId: event.sessionId,
+          seq: event.seq,
+          shareUrl: buildAgentSessionEventUrl(context.serverUrl, context.agentId, context.sessionId, event.id)
+        }
+      };
+      rows.push(row);
+      toolRowsById.set(payload.id, row);
+      continue;
+    }
+    if (payload.type === "tool_result" && typeof payload.toolCallId === "string" && typeof payload.name === "string") {
+      const existingRow = toolRowsById.get(payload.toolCallId);
+      const resultText = payload.error || getToolResultSummary(payload.output);
+      const explicitResultActor = event.event.actor;
+      const derivedDurationMs = existingRow?.createdAt !== void 0 ? Math.max(0, event.createdAt - existingRow.createdAt) : void 0;
+      const meta = resolveToolMeta(payload.meta, derivedDurationMs);
+      const resultPart = {
+        type: "tool",
+        id: payload.toolCallId,
+        name: payload.name,
+        result: resultText,
+        rawOutput: payload.output,
+        ...explicitResultActor ? { actor: explicitResultActor } : {},
+        completedAt: event.createdAt,
+        ...meta ? { meta } : {},
+        ...payload.error ? { isError: true } : {}
+      };
+      if (existingRow) {
+        existingRow.message = {
+          ...existingRow.message,
+          parts: [{ ...existingRow.message.parts?.[0] || resultPart, ...resultPart }]
+        };
+      } else {
+        rows.push({
+          key: event.id,
+          kind: "message",
+          createdAt: event.createdAt,
+          message: {
+            role: "assistant",
+            parts: [{ ...resultPart, actor: resultPart.actor ?? sessionEventActor(event.event) }],
+            eventId: event.id,
+            sessionId: event.sessionId,
+            seq: event.seq,
+            shareUrl: buildAgentSessionEventUrl(context.serverUrl, context.agentId, context.sessionId, event.id)
+          }
+        });
+      }
+      continue;
+    }
+    if (payload.type === "error") {
+      rows.push({
+        key: event.id,
+        kind: "error",
+        createdAt: event.createdAt,
+        message: payload.message || payload.error || payload.content || "Unknown agent error"
+      });
+      continue;
+    }
+    rows.push({ key: event.id, kind: "raw", event, createdAt: event.createdAt });
+  }
+  return rows;
+}
+
 // src/platforms.ts
 function notHere(name) {
   return () => {
@@ -5605,17 +6325,20 @@ function installWebPlatform(input) {
 }
 export {
   blobs_exports as blobs,
+  buildAgentSessionChatRows,
   cbor_exports2 as cbor,
   getAgentServerHealth,
   getAgentWebSocketUrl,
   getAgentsPlatform,
   installDesktopPlatform,
   installWebPlatform,
+  isOptimisticUserEcho,
   isSafeAgentServerSecretTarget,
   markdownBlockNodesToHMBlockNodes,
   normalizeAgentServerUrl,
   parseMarkdown,
   sendAgentAction,
+  sessionEventActor,
   setAgentsPlatform,
   signAgentAction
 };

@@ -13,14 +13,17 @@ import assert from 'node:assert/strict'
 import {createHash, randomUUID} from 'node:crypto'
 import {
   blobs,
+  buildAgentSessionChatRows,
   getAgentServerHealth,
   installDesktopPlatform,
   installWebPlatform,
+  isOptimisticUserEcho,
   isSafeAgentServerSecretTarget,
   markdownBlockNodesToHMBlockNodes,
   normalizeAgentServerUrl,
   parseMarkdown,
   sendAgentAction,
+  sessionEventActor,
   signAgentAction,
 } from './desktop-client.bundle.mjs'
 
@@ -628,6 +631,39 @@ async function main() {
     })
     assert.equal(replied.events.at(-1).event.content, 'echo: Try again later')
     assert.equal(replied.events.filter((e) => e.event.role === 'user').length, 2, 'no new user message')
+  })
+
+  await step('injected turns: the transcript shows them as the server\'s (agent-session-rows.ts)', async () => {
+    // A plan left open: the server hands the model its reminder (three times), then leaves the
+    // notice of what was left; the desktop's own row builder decides who wrote each message.
+    const planSession = (await send({_: 'CreateSession', agentId, clientRequestId: randomUUID()})).sessionId
+    await send({_: 'UpdateSession', sessionId: planSession, modelOverride: {provider: 'local-model', model: 'fake-model'}})
+    await nextModelReply({tool_calls: [{id: 'plan-1', name: 'plan', arguments: {
+      steps: [{id: 's1', label: 'check the numbers', status: 'running'}]}}]})
+    const clientMessageId = randomUUID()
+    const text = 'Plan the numbers'
+    const sent = await send({_: 'MessageSession', sessionId: planSession, clientMessageId,
+      content: [{type: 'text', text, blocks: promptBlocks(text), clientMessageId}]})
+    const got = await until('the run to end with its notice', async () => {
+      const run = (await send({_: 'GetRun', runId: sent.runId})).run
+      if (!['succeeded', 'failed'].includes(run.status)) return null
+      const session = await send({_: 'GetSession', sessionId: planSession})
+      return session.session.status === 'idle' ? session : null
+    }, 20000)
+    const rows = buildAgentSessionChatRows(got.events, {serverUrl, agentId, sessionId: planSession})
+    const messages = rows.filter((row) => row.kind === 'message' && row.message.role === 'user')
+    seen.injected = messages.map((row) => [row.message.actor, row.message.content.split('\n')[0].slice(0, 60)])
+    // The person's own message is theirs, and is the echo of what the composer sent.
+    const own = got.events.find((e) => e.event.type === 'message' && e.event.clientMessageId === clientMessageId)
+    assert.ok(own, 'the person\'s message is in the log')
+    assert.equal(sessionEventActor(own.event), 'user')
+    const optimistic = {type: 'message', role: 'user', content: text, rawMarkdown: text, clientMessageId}
+    assert.equal(isOptimisticUserEcho(own.event, optimistic), true)
+    // The server's turns: never mistaken for the person's pending words, even with the same text.
+    for (const e of got.events.filter((e) => e.event.type === 'message' && e.event.actor === 'system')) {
+      assert.equal(isOptimisticUserEcho(e.event, {type: 'message', role: 'user', content: e.event.content}), false)
+    }
+    await send({_: 'DeleteSession', sessionId: planSession})
   })
 
   await step('run tree: GetRun, ListRuns (rootRunId), GetRunJournal, SignalRun not delivered', async () => {

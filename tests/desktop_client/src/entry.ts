@@ -13,4 +13,7 @@ export * as blobs from '@shm/shared/blobs'
 export * as cbor from '@shm/shared/cbor'
 // The create-agent dialog's default prompt: markdownBlockNodesToHMBlockNodes(parseMarkdown(text).tree).
 export {markdownBlockNodesToHMBlockNodes, parseMarkdown} from '@seed-hypermedia/client/markdown-to-blocks'
+// The transcript as session.tsx builds it from GetSession's events: rows, each message's actor.
+export {buildAgentSessionChatRows, isOptimisticUserEcho} from '@shm/ui/agents/agent-session-rows'
+export {sessionEventActor} from '@seed-hypermedia/agents-protocol'
 export {installDesktopPlatform, installWebPlatform} from './platforms'
