@@ -1,6 +1,6 @@
 """What the runtime and its tools may tell the world: the publishing half of the app, handed to
 the runtime (and by it to each tool's context) so that neither reaches into the app
-(seed_agents.server.app.App is the one implementation). It imports nothing of the server, so
+(server/live/broadcaster.Broadcaster is the one implementation). It imports nothing of the server, so
 every layer below the app may name it."""
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ partials, revocations, and the system prompt an UpdateAgent elsewhere set; a los
 connection is made good from the database.
 
 Durable events are written here as a handler writes them (the store's append in one
-transaction, then `app.publish_append` after the commit); a model turn end to end, leased by one
+transaction, then `app.broadcaster.publish_append` after the commit); a model turn end to end, leased by one
 server and watched from another, is the last test.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ async def write_events(server, session_id: str, texts, *, publish: bool = True) 
         payload = {"role": "user", "content": text, "meta": {"accountId": OWNER.account_id}}
         event, body = await server.app.db.write(events_q.append_event, session_id, payload, new_id(), now)
         if publish:
-            server.app.publish_append(session_id, event, body)
+            server.app.broadcaster.publish_append(session_id, event, body)
         out.append((event, body))
     return out
 
@@ -131,7 +131,7 @@ async def test_out_of_order_notices_from_two_servers_give_each_seq_once(cluster)
     (five, five_body), = await write_events(b, session_id, ["5"], publish=False)   # committed, not yet announced
     await write_events(c, session_id, ["6"])
     assert await seqs_until(sub, 6) == [5, 6]
-    b.app.publish_append(session_id, five, five_body)   # B's notice of 5, late
+    b.app.broadcaster.publish_append(session_id, five, five_body)   # B's notice of 5, late
     await write_events(c, session_id, ["7"])
     assert await seqs_until(sub, 7) == [7]
     await writer.close()
@@ -233,9 +233,9 @@ async def test_partials_published_on_one_server_reach_another(cluster):
     await sub.call(OWNER, {"_": "Subscribe", "key": "sessions/" + session_id})
     (event, body), = await write_events(b, session_id, ["question"])
     for word in ("echo: ", "question"):
-        b.app.publish_partial(session_id, "run-1", {"textDelta": word})
-    b.app.publish_partial(session_id, "run-1", {"textDelta": "x" * 9000})   # too large: dropped
-    b.app.publish_partial(session_id, "run-1", {"done": True})
+        b.app.broadcaster.publish_partial(session_id, "run-1", {"textDelta": word})
+    b.app.broadcaster.publish_partial(session_id, "run-1", {"textDelta": "x" * 9000})   # too large: dropped
+    b.app.broadcaster.publish_partial(session_id, "run-1", {"done": True})
     await write_events(b, session_id, ["answer"])
     got = []
     async with asyncio.timeout(15):
@@ -351,12 +351,12 @@ async def test_relay_orders_random_interleavings(cluster):
         if rng.random() < 0.3:
             late.append((server, event, body))
         else:
-            server.app.publish_append(session_id, event, body)
+            server.app.broadcaster.publish_append(session_id, event, body)
         if late and rng.random() < 0.5:
             s, ev, bd = late.pop(rng.randrange(len(late)))
-            s.app.publish_append(session_id, ev, bd)
+            s.app.broadcaster.publish_append(session_id, ev, bd)
     for s, ev, bd in late:
-        s.app.publish_append(session_id, ev, bd)
+        s.app.broadcaster.publish_append(session_id, ev, bd)
     (last, _body), = await write_events(c, session_id, ["end"])
     assert await seqs_until(sub, last["seq"]) == list(range(1, last["seq"] + 1))
     await writer.close()

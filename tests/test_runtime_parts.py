@@ -1,22 +1,23 @@
-"""The runtime is its own part: it sees the app only as a Publisher, and the app is one."""
+"""The runtime is its own part: it sees publishing only as a Publisher, and the server's
+Broadcaster (server/live/broadcaster.py) is one."""
 from __future__ import annotations
 
 import inspect
 
-from seed_agents.server.app import App
+from seed_agents.server.live.broadcaster import Broadcaster
 from seed_agents.server.publisher import Publisher
 
 from tests.imports import ROOT, imports_of
 
 
-def test_the_app_is_a_publisher():
-    """Every method the runtime may call exists on the app with the same parameters (so a
+def test_the_broadcaster_is_a_publisher():
+    """Every method the runtime may call exists on the broadcaster with the same parameters (so a
     rename on either side fails here, not in the middle of a turn)."""
     methods = [n for n, v in vars(Publisher).items() if inspect.isfunction(v) and not n.startswith("_")]
     assert {"publish_append", "publish_partial", "publish_run", "notify_account"} <= set(methods)
     for name in methods:
         wanted = list(inspect.signature(getattr(Publisher, name)).parameters)
-        have = list(inspect.signature(getattr(App, name)).parameters)
+        have = list(inspect.signature(getattr(Broadcaster, name)).parameters)
         assert have[:len(wanted)] == wanted, (name, have, wanted)
 
 

@@ -16,7 +16,6 @@ from seed_agents.protocol.actions import MAX_ID
 from seed_agents.protocol.errors import ProtocolError, quote
 
 from ..store import agents as agents_q
-from ..store import owners as owners_q
 from ..store import roles as roles_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
@@ -43,6 +42,9 @@ def _load(row: dict | None, kind: str, ident: str) -> dict:
 # (the reads themselves live beside the store, where the tools' authority asks them too)
 guest_role = roles_q.guest_role
 agent_role = roles_q.agent_role
+session_role = roles_q.session_role
+run_role = roles_q.run_role
+key_role = roles_q.key_role
 
 
 def require(role: str | None, need: str, kind: str, ident: str) -> str:
@@ -65,22 +67,6 @@ def agent_for(conn, account_id: str, agent_id: str, need: str = READER) -> dict:
     return _load(agents_q.get_agent(conn, agent_id, role), "agent", agent_id)
 
 
-def _role_through_agent(conn, account_id: str, row: tuple[str, str] | None) -> tuple[str | None, str | None]:
-    """(role, agent id) from a row's (owning account, agent id): its owner at once, anyone else
-    through the row's agent; (None, None) for no row."""
-    if row is None:
-        return None, None
-    owner, agent_id = row
-    if owner == account_id:
-        return OWNER, agent_id
-    return agent_role(conn, account_id, agent_id), agent_id
-
-
-def session_role(conn, account_id: str, session_id: str) -> tuple[str | None, str | None]:
-    """(role, agent id) for a session (one primary-key read for its owner)."""
-    return _role_through_agent(conn, account_id, owners_q.session_access(conn, session_id))
-
-
 def session_access(conn, account_id: str, session_id: str, need: str = READER) -> str:
     return require(session_role(conn, account_id, session_id)[0], need, "session", session_id)
 
@@ -91,21 +77,6 @@ def session_for(conn, account_id: str, session_id: str, need: str = READER) -> d
     return _load(sessions_q.get_session(conn, session_id), "session", session_id)
 
 
-def run_role(conn, account_id: str, run_id: str) -> tuple[str | None, str | None]:
-    return _role_through_agent(conn, account_id, owners_q.run_access(conn, run_id))
-
-
 def run_for(conn, account_id: str, run_id: str, need: str = READER) -> dict:
     require(run_role(conn, account_id, run_id)[0], need, "run", run_id)
     return _load(runs_q.get_run(conn, run_id), "run", run_id)
-
-
-def key_role(conn, account_id: str, kind: str, ident: str) -> tuple[str | None, str | None]:
-    """(role, agent id) for what a subscription key names (agents/, sessions/ or runs/)."""
-    if kind == "agents":
-        return agent_role(conn, account_id, ident), ident
-    if kind == "sessions":
-        return session_role(conn, account_id, ident)
-    if kind == "runs":
-        return run_role(conn, account_id, ident)
-    return None, None

@@ -28,7 +28,7 @@ async def update_agent(app, env, action) -> dict:
 
     agent, role = await app.db.write(job)
     forget_system_prompt(app, agent["id"])  # the next turn and GetSession read the new one
-    app.publish_agent(agent)   # with its `agent-updated` notice
+    app.broadcaster.publish_agent(agent)   # with its `agent-updated` notice
     # The reference's answer, GetAgentResponse: the desktop writes it into its agent cache.
     sessions = await app.db.aread(sessions_q.sessions_of_agent, agent["id"], AGENT_SESSIONS, large=True)
     return {"_": "GetAgentResponse", "agent": agents_q.as_seen_by(agent, role), "sessions": sessions}
@@ -62,10 +62,10 @@ async def delete_agent(app, env, action) -> dict:
     await asyncio.to_thread(remove_state_dir, app.config.data_dir, agent["stateDir"])
     for session_id in deleted_sessions:
         key = "sessions/" + session_id
-        app.publish_gone(key, {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id})
-    app.publish_gone("agents/" + agent_id, {"reason": "agent-deleted", "agentId": agent_id})
-    app.notify_account(agent["account"], "agent-deleted", agent_id=agent_id)
+        app.broadcaster.publish_gone(key, {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id})
+    app.broadcaster.publish_gone("agents/" + agent_id, {"reason": "agent-deleted", "agentId": agent_id})
+    app.broadcaster.notify_account(agent["account"], "agent-deleted", agent_id=agent_id)
     for account, (_role, status) in members.items():
-        app.notify_only(account, "agent-deleted" if status == "accepted" else "agent-invites-changed",
+        app.broadcaster.notify_only(account, "agent-deleted" if status == "accepted" else "agent-invites-changed",
                         agent_id=agent_id)
     return {"_": "DeleteAgentResponse", "agentId": agent_id}

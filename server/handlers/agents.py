@@ -52,8 +52,8 @@ async def create_agent(app, env, action) -> dict:
         # After the commit: a crash in between leaves a row without its directory, which the
         # next start makes (seed_agents.server.runtime.state_dirs).
         make_state_dir(app.config.data_dir, agent["stateDir"])
-        app.publish_agent(agent, created=True)
-        app.notify_account(account_id, "agent-created", agent_id=agent["id"])
+        app.broadcaster.publish_agent(agent, created=True)
+        app.broadcaster.notify_account(account_id, "agent-created", agent_id=agent["id"])
     return response
 
 

@@ -159,5 +159,5 @@ async def delete_mcp_server(app, env, action) -> dict:
 
     deleted, changed = await app.db.write(job)
     for agent in changed:
-        app.publish_agent(agent)
+        app.broadcaster.publish_agent(agent)
     return {"_": "DeleteMcpServerResponse", "name": name, "deleted": deleted}

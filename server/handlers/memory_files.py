@@ -26,7 +26,7 @@ def owner_of(conn, agent_id: str) -> str:
 
 def memory_changed(app, conn_owner: str, agent_id: str) -> None:
     """The reference's account notice, so Memory tabs open elsewhere refresh."""
-    app.notify_account(conn_owner, "agent-memory-changed", agent_id=agent_id)
+    app.broadcaster.notify_account(conn_owner, "agent-memory-changed", agent_id=agent_id)
 
 
 async def list_agent_memory(app, env, action) -> dict:

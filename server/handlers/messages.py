@@ -81,7 +81,7 @@ async def message_session(app, env, action) -> dict:
 
     def publish() -> None:
         for effects in done:
-            turns.publish(app, app.runtime.kick, effects)
+            turns.publish(app.broadcaster, app.runtime.kick, effects)
 
     # Right after the response is queued (the caller queues it without awaiting): the sender
     # hears back first, however many sockets follow the session.
@@ -111,7 +111,7 @@ async def retry_session(app, env, action) -> dict:
                                 user_event_id=runs_q.user_event_of(conn, latest["id"]), title=latest["title"])
 
     started = await app.db.write(job)
-    turns.publish(app, app.runtime.kick, started.effects)
+    turns.publish(app.broadcaster, app.runtime.kick, started.effects)
     return {"_": "RetrySessionResponse", "sessionId": session_id, "assistantEventId": "", "runId": started.run["id"]}
 
 

@@ -179,7 +179,7 @@ async def _exchange(app, login: Login, code: str) -> None:  # noqa: ANN001
     await app.db.write(secrets_q.set_secret, login.account_id, name, sealed,
                        {"provider": login.provider_type, "kind": "provider-oauth"}, app.now_ms(), new_id())
     finish(login, app.now_ms(), secret=name)
-    app.notify_account(login.account_id, "model-provider-changed")
+    app.broadcaster.notify_account(login.account_id, "model-provider-changed")
 
 
 def _ended(login: Login) -> str:

@@ -14,5 +14,5 @@ async def delete_model_provider(app, env, action) -> dict:
         if action.name in BUILTIN_PROVIDERS:
             raise ProtocolError(400, f"DeleteModelProvider.name {action.name!r} is built in and cannot be deleted")
         raise ProtocolError(404, f"model provider {action.name!r} not found")
-    app.notify_account(env.account_id, "model-provider-changed")
+    app.broadcaster.notify_account(env.account_id, "model-provider-changed")
     return {"_": "DeleteModelProviderResponse", "name": action.name}

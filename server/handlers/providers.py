@@ -72,7 +72,7 @@ async def set_model_provider(app, env, action) -> dict:
         return row, auth_info(conn, env.account_id, row["config"])
 
     row, auth = await app.db.write(job)
-    app.notify_account(env.account_id, "model-provider-changed")
+    app.broadcaster.notify_account(env.account_id, "model-provider-changed")
     return {"_": "SetModelProviderResponse", "provider": redacted(row, auth)}
 
 

@@ -90,8 +90,8 @@ async def invoke_session_tool(app, env, action) -> dict:
 
     call, answer, agent_now = await app.db.write(job)
     for event, body in (call, answer):
-        app.publish_append(session["id"], event, body)
+        app.broadcaster.publish_append(session["id"], event, body)
     if agent_now is not None:
-        app.notify_account(agent_now["account"], "session-event", agent_id=agent_now["id"], session_id=session["id"])
+        app.broadcaster.notify_account(agent_now["account"], "session-event", agent_id=agent_now["id"], session_id=session["id"])
     response["resultEventId"] = answer[0]["id"]
     return response

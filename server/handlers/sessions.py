@@ -66,11 +66,11 @@ async def create_session(app, env, action) -> dict:
 
     response, created = await app.db.write(job)
     for session, agent in created:
-        app.publish_session(session, created=True)
-        app.notify_account(session["account"], "session-created", agent_id=session["agentId"],
+        app.broadcaster.publish_session(session, created=True)
+        app.broadcaster.notify_account(session["account"], "session-created", agent_id=session["agentId"],
                            session_id=session["id"])
         if agent is not None:
-            app.publish_change("agents/" + agent["id"], agent)
+            app.broadcaster.publish_change("agents/" + agent["id"], agent)
     return response
 
 
@@ -160,7 +160,7 @@ async def update_session(app, env, action) -> dict:
                                          model_override=action.model_override)
 
     session = await app.db.write(job)
-    app.publish_session(session)   # with its `session-updated` notice
+    app.broadcaster.publish_session(session)   # with its `session-updated` notice
     return {"_": "UpdateSessionResponse", "session": session}
 
 
@@ -191,14 +191,14 @@ async def delete_session(app, env, action) -> dict:
     canceled, settled, children, agent = await app.db.write(job)
     app.runtime.abandon_sessions([session_id])  # a worker a message started meanwhile
     notice = {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id}
-    app.publish_gone("sessions/" + session_id, notice)
+    app.broadcaster.publish_gone("sessions/" + session_id, notice)
     app.runtime.publish_runs([{**{k: v for k, v in r.items() if k != "sessionId" or v != session_id}, "title": ""}
                               for r in canceled])
     app.runtime.parked.publish(settled)
     app.runtime.interrupt_runs(r["id"] for r in canceled if r.get("sessionId") != session_id)
     for child in children:
         if child is not None:
-            app.publish_change("sessions/" + child["id"], child)
-    app.publish_change("agents/" + agent_id, agent)
-    app.notify_account(session["account"], "session-deleted", agent_id=agent_id, session_id=session_id)
+            app.broadcaster.publish_change("sessions/" + child["id"], child)
+    app.broadcaster.publish_change("agents/" + agent_id, agent)
+    app.broadcaster.notify_account(session["account"], "session-deleted", agent_id=agent_id, session_id=session_id)
     return {"_": "DeleteSessionResponse", "sessionId": session_id, "agentId": agent_id}

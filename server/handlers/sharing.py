@@ -27,11 +27,11 @@ def _changed(app, agent_id: str, owner: str, *also: str) -> None:
     """`agent-collaborators-changed` to the owner, the collaborators and `also` (an account
     whose relation to the agent just changed)."""
     app.grants.forget_audience(agent_id)
-    app.notify_account(owner, COLLABORATORS_CHANGED, agent_id=agent_id)
+    app.broadcaster.notify_account(owner, COLLABORATORS_CHANGED, agent_id=agent_id)
     audience = app.grants.audience(agent_id)
     for account in also:
         if account != owner and account not in audience:
-            app.notify_only(account, COLLABORATORS_CHANGED, agent_id=agent_id)
+            app.broadcaster.notify_only(account, COLLABORATORS_CHANGED, agent_id=agent_id)
 
 
 async def invite_agent_collaborator(app, env, action) -> dict:
@@ -51,7 +51,7 @@ async def invite_agent_collaborator(app, env, action) -> dict:
         app.grants.forget_audience(agent_id)
         app.grants.refresh(agent_id, [invitee], f"access to agent {agent_id} changed")
     _changed(app, agent_id, env.account_id, invitee)
-    app.notify_only(invitee, INVITES_CHANGED, agent_id=agent_id)
+    app.broadcaster.notify_only(invitee, INVITES_CHANGED, agent_id=agent_id)
     return {"_": "InviteAgentCollaboratorResponse", "collaborator": collaborator}
 
 
@@ -99,7 +99,7 @@ async def remove_agent_collaborator(app, env, action) -> dict:
             await app.db.write(job)
             app.grants.refresh(agent_id, [target], why)
     _changed(app, agent_id, env.account_id, target)
-    app.notify_only(target, INVITES_CHANGED, agent_id=agent_id)
+    app.broadcaster.notify_only(target, INVITES_CHANGED, agent_id=agent_id)
     return {"_": "RemoveAgentCollaboratorResponse", "agentId": agent_id, "accountId": target}
 
 
@@ -123,7 +123,7 @@ async def accept_agent_invite(app, env, action) -> dict:
         app.grants.forget_audience(agent_id)
         app.grants.refresh(agent_id, [env.account_id], f"access to agent {agent_id} changed")
     _changed(app, agent_id, owner, env.account_id)
-    app.notify_only(env.account_id, INVITES_CHANGED, agent_id=agent_id)
+    app.broadcaster.notify_only(env.account_id, INVITES_CHANGED, agent_id=agent_id)
     return {"_": "AcceptAgentInviteResponse", "agent": agent}
 
 
@@ -138,7 +138,7 @@ async def decline_agent_invite(app, env, action) -> dict:
 
         owner = await app.db.write(job)
     _changed(app, agent_id, owner)
-    app.notify_only(env.account_id, INVITES_CHANGED, agent_id=agent_id)
+    app.broadcaster.notify_only(env.account_id, INVITES_CHANGED, agent_id=agent_id)
     return {"_": "DeclineAgentInviteResponse", "agentId": agent_id}
 
 
@@ -165,6 +165,6 @@ async def set_agent_public_read(app, env, action) -> dict:
 
         agent = await app.db.write(job)
         app.grants.refresh(agent_id, app.grants.guest_accounts(agent_id), why)
-    app.publish_agent(agent)
+    app.broadcaster.publish_agent(agent)
     _changed(app, agent_id, env.account_id)
     return {"_": "SetAgentPublicReadResponse", "agent": agent}

@@ -56,7 +56,7 @@ async def save_agent_tool(app, env, action) -> dict:
         return agent, row
 
     agent, row = await app.db.write(job)
-    app.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
+    app.broadcaster.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
     return {"_": "SaveAgentToolResponse", "agentId": agent["id"], "tool": infos(app, agent, [row])[0]}
 
 
@@ -67,5 +67,5 @@ async def delete_agent_tool(app, env, action) -> dict:
 
     agent, deleted = await app.db.write(job)
     if deleted:
-        app.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
+        app.broadcaster.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
     return {"_": "DeleteAgentToolResponse", "agentId": agent["id"], "name": action.name, "deleted": deleted}

@@ -99,7 +99,7 @@ async def create_agent_trigger(app, env, action) -> dict:
     response, created = await app.db.write(job)
     for trigger in created:
         app.triggers.changed(trigger)
-        app.notify_account(trigger["account"], "trigger-created", agent_id=trigger["agentId"])
+        app.broadcaster.notify_account(trigger["account"], "trigger-created", agent_id=trigger["agentId"])
     return response
 
 
@@ -115,7 +115,7 @@ async def update_agent_trigger(app, env, action) -> dict:
 
     trigger = await app.db.write(job)
     app.triggers.changed(trigger)
-    app.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
+    app.broadcaster.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
     return {"_": "UpdateAgentTriggerResponse", "trigger": triggers_q.public(trigger)}
 
 
@@ -127,7 +127,7 @@ async def delete_agent_trigger(app, env, action) -> dict:
 
     trigger = await app.db.write(job)
     app.triggers.changed(trigger)
-    app.notify_account(trigger["account"], "trigger-deleted", agent_id=trigger["agentId"])
+    app.broadcaster.notify_account(trigger["account"], "trigger-deleted", agent_id=trigger["agentId"])
     return {"_": "DeleteAgentTriggerResponse", "triggerId": trigger["id"]}
 
 
@@ -142,7 +142,7 @@ async def fire_agent_trigger(app, env, action) -> dict:
     if outcome is None:
         raise ProtocolError(409, f"trigger {trigger['id']} is off: turn it on to fire it")
     if outcome.new:
-        app.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
+        app.broadcaster.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
     firing = outcome.firing
     response = {"_": "FireAgentTriggerResponse", "firingId": firing["id"], "firingStatus": firing["status"]}
     if "sessionId" in firing:

@@ -5,14 +5,14 @@ into the local hub.
 Only when the database is shared (`app.db.shared`); a SQLite server never builds one, and its
 publishing pays one `is None` test.
 
-Outgoing: every App publication queues one entry (`Cluster.append`, `session`, ...), tagged with
+Outgoing: every publication (server/live/broadcaster.py, this cluster its relay) queues one entry (`Cluster.append`, `session`, ...), tagged with
 this server's origin id. One sender task packs what is queued into as few NOTIFY payloads as fit
 (each under the size limit) and sends them in order in one transaction. Publications happen
 after their commit, so a notice never names what another server cannot read yet.
 
 Incoming: one task reads the bus in arrival order (so in order per origin, as PostgreSQL
-delivers one sender's notices in commit order), skips its own origin, and calls the App's local
-publishing (`_publish_*`, which never re-broadcasts):
+delivers one sender's notices in commit order), skips its own origin, and hands each to the local
+sink (server/live/broadcaster.LocalSink, which never re-broadcasts):
 - a durable event is read back from the database by its seq, and only when someone here follows
   its session or account; the subscriptions' seq filter and gap fill (server/live/subscriptions.py)
   give every subscriber each seq once, in order, whatever order two origins' notices arrive in:
@@ -199,6 +199,7 @@ class Cluster:
         """One entry from another server, replayed into the local hub."""
         app = self.app
         hub = app.hub
+        local = app.broadcaster.local   # this server's subscribers only: never sent back out
         kind = entry[0]
         if kind == "a":
             _, session_id, seq, owner = entry
@@ -206,25 +207,25 @@ class Cluster:
                 rows = app.db.read(events_q.event_bodies_after, session_id, seq - 1, 1)
                 if rows and rows[0][0] == seq:
                     body = bytes(rows[0][1])
-                    app._publish_append(session_id, codec.decode(body), body, owner)
+                    local.append(session_id, codec.decode(body), body, owner)
         elif kind == "p":
             _, session_id, partial_id, patch, owner = entry
             if hub.has_subscribers("sessions/" + session_id) or hub.has_subscribers("account/" + owner):
-                app._publish_partial(session_id, partial_id, patch, owner)
+                local.partial(session_id, partial_id, patch, owner)
         elif kind == "s":
             _, session_id, created, agent_id, owner = entry
             if (hub.has_subscribers("sessions/" + session_id)
                     or self._follows_agent(agent_id, owner)):
                 session = app.db.read(sessions_q.get_session, session_id)
                 if session is not None:
-                    app._publish_session(session, created=bool(created))
+                    local.session(session, created=bool(created))
         elif kind == "g":
             _, agent_id, created, owner = entry
             app.cache["system_prompts"].pop(agent_id, None)   # UpdateAgent elsewhere
             if self._follows_agent(agent_id, owner):
                 agent = app.db.read(agents_q.get_agent, agent_id)
                 if agent is not None:
-                    app._publish_agent(agent, created=bool(created))
+                    local.agent(agent, created=bool(created))
         elif kind == "r":
             _, run_id, root, owner, status = entry
             if status in runs_q.TERMINAL:
@@ -235,14 +236,14 @@ class Cluster:
             if any(hub.has_subscribers(k) for k in keys):
                 run = app.db.read(runs_q.get_run, run_id)
                 if run is not None:
-                    app._publish_run(runs_q.public(run), owner)
+                    local.run(runs_q.public(run), owner)
         elif kind == "j":
             _, run_id, root, seq, _owner = entry
             if hub.has_subscribers("runs/" + root) or hub.has_subscribers("runs/" + run_id):
                 found = app.db.read(journal_q.entry, run_id, seq)
                 run = app.db.read(runs_q.get_run, run_id)
                 if found is not None and run is not None:
-                    app._publish_journal(run, found)
+                    local.journal(run, found)
         elif kind == "x":
             _, key, notice = entry
             kind_of_key, _, ident = key.partition("/")
@@ -251,13 +252,13 @@ class Cluster:
                     app.runtime.abandon_sessions([ident])
             elif kind_of_key == "agents":
                 app.cache["system_prompts"].pop(ident, None)
-            app._publish_gone(key, notice)
+            local.gone(key, notice)
         elif kind == "n":
             _, account_id, reason, agent_id, session_id, only = entry
             if only:
-                app._notify_only(account_id, reason, agent_id=agent_id, session_id=session_id)
+                local.notify_only(account_id, reason, agent_id=agent_id, session_id=session_id)
             else:
-                app._notify_account(account_id, reason, agent_id=agent_id, session_id=session_id)
+                local.notify_account(account_id, reason, agent_id=agent_id, session_id=session_id)
             if reason.startswith("trigger-") and app.triggers is not None:
                 app.triggers.changed()   # a trigger changed elsewhere: this server's timer looks again
         elif kind == "c":
@@ -316,4 +317,4 @@ class Cluster:
                 elif key.startswith("agents/") and app.hub.has_subscribers(key):
                     agent_id = key.partition("/")[2]
                     if app.db.read(agents_q.agent_account, agent_id) is None:
-                        app._publish_gone(key, {"reason": "agent-deleted", "agentId": agent_id})
+                        app.broadcaster.local.gone(key, {"reason": "agent-deleted", "agentId": agent_id})

@@ -24,7 +24,7 @@ import contextlib
 
 from seed_agents.protocol import events
 
-from ..handlers.access import OWNER, READER, agent_role, key_role
+from ..store.roles import OWNER, READER, agent_role, key_role
 from ..store import collaborators as collab_q
 from .frames import Outgoing
 

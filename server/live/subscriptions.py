@@ -171,7 +171,7 @@ class SessionSubscription(Subscription):
         session = app.db.read(sessions_q.get_session, self.session_id)
         if session is None:
             if self.agent_of_session is not None:
-                app._publish_gone(self.key, {"reason": "session-deleted", "agentId": self.agent_of_session,
+                app.broadcaster.local.gone(self.key, {"reason": "session-deleted", "agentId": self.agent_of_session,
                                              "sessionId": self.session_id})
             return
         page = app.config.limits.replay_page

@@ -151,6 +151,9 @@ class Runtime:
         # (conn, ended RunInfo) -> publications: called inside the transaction that ends a run
         # (server/triggers/service.py: run-completed triggers fire in it, exactly once).
         self.run_ended: Callable | None = None
+        # The trigger tools' port (server/tools/trigger_tools.TriggerAdmin), given by the
+        # composition root (server/app.py) once the triggers are built; None: no trigger tools.
+        self.trigger_admin = None
 
     async def start(self) -> None:
         config = self.config

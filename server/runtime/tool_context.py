@@ -70,5 +70,6 @@ async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run
     ctx = ToolContext(db, runtime.publisher, runtime.now_ms, agent["account"], agent, session_id,
                       run["id"] if run is not None else run_id, web=runtime.web, hm=runtime.hm, box=runtime.box,
                       callables=callables, authority=authority, config=config, code=runtime.code,
-                      started=lambda effects: turns.publish(runtime.publisher, runtime.kick, effects))
+                      started=lambda effects: turns.publish(runtime.publisher, runtime.kick, effects),
+                      triggers=runtime.trigger_admin)
     return ToolSurface(ctx, verbs, delegating, docs)

@@ -138,7 +138,7 @@ def agent_info(row: tuple, role: str = OWNER, *, decoded: bool = True) -> dict:
     """AgentInfo from a row of _COLUMNS; `role` is the caller's accessRole. `decoded=False`
     leaves the definition as its stored bytes: the writer thread, which every account's writes
     wait on, never decodes one per message (the app decodes it once per version to publish,
-    app.agent_decoded)."""
+    Broadcaster.agent_decoded)."""
     (agent_id, account_id, definition, state_dir, status, created_at, updated_at, public_read,
      activity_at, activity_kind, activity_session_id, message_at, message_from, busy) = row
     if decoded and type(definition) is not dict:

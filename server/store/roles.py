@@ -40,3 +40,35 @@ def is_shared(conn: Conn, agent_id: str) -> bool:
         return True
     return conn.execute("SELECT 1 FROM agent_collaborators WHERE agent_id = ? LIMIT 1", (agent_id,)).fetchone() \
         is not None
+
+
+def _role_through_agent(conn: Conn, account_id: str, row: tuple[str, str] | None) -> tuple[str | None, str | None]:
+    """(role, agent id) from a row's (owning account, agent id): its owner at once, anyone else
+    through the row's agent; (None, None) for no row."""
+    if row is None:
+        return None, None
+    owner, agent_id = row
+    if owner == account_id:
+        return OWNER, agent_id
+    return agent_role(conn, account_id, agent_id), agent_id
+
+
+def session_role(conn: Conn, account_id: str, session_id: str) -> tuple[str | None, str | None]:
+    """(role, agent id) for a session (one primary-key read for its owner)."""
+    return _role_through_agent(conn, account_id, owners_q.session_access(conn, session_id))
+
+
+def run_role(conn: Conn, account_id: str, run_id: str) -> tuple[str | None, str | None]:
+    return _role_through_agent(conn, account_id, owners_q.run_access(conn, run_id))
+
+
+def key_role(conn: Conn, account_id: str, kind: str, ident: str) -> tuple[str | None, str | None]:
+    """(role, agent id) for what a subscription key names (agents/, sessions/ or runs/): what a
+    live subscription is checked against (server/live/grants.py)."""
+    if kind == "agents":
+        return agent_role(conn, account_id, ident), ident
+    if kind == "sessions":
+        return session_role(conn, account_id, ident)
+    if kind == "runs":
+        return run_role(conn, account_id, ident)
+    return None, None

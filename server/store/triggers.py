@@ -62,6 +62,12 @@ def get_trigger(conn: Conn, trigger_id: str) -> dict | None:
     return None if row is None else trigger_info(row)
 
 
+def trigger_named(conn: Conn, agent_id: str, name: str) -> dict | None:
+    """The agent's trigger of that name (names are unique per agent), or None."""
+    row = conn.execute("SELECT id FROM agent_triggers WHERE agent_id = ? AND name = ?", (agent_id, name)).fetchone()
+    return None if row is None else get_trigger(conn, row[0])
+
+
 def trigger_access(conn: Conn, trigger_id: str) -> tuple[str, str] | None:
     """(owning account, agent id) of a trigger, read before the row (as store/owners.py does)."""
     row = conn.execute("SELECT account_id, agent_id FROM agent_triggers WHERE id = ?", (trigger_id,)).fetchone()

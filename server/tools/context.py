@@ -55,6 +55,7 @@ class ToolContext:
     config: Any = None             # the server's Config (bounds: file quota, memory files, output cap)
     code: Any = None               # seed_agents.server.tools.code_tools.CodeExec, or None: no sandbox
     started: Any = None            # started(effects): publish a turn a tool queued (a detached child), and start it
+    triggers: Any = None           # a trigger_tools.TriggerAdmin (the trigger tools), or None: no triggers
 
     def __post_init__(self) -> None:
         if not isinstance(self.authority, Authority):   # never a silent default: say who asks

@@ -286,8 +286,7 @@ async def _read_triggers(surface: ToolSurface, address: str, params: dict) -> To
 async def _write_triggers(surface: ToolSurface, address: str, params: dict) -> ToolResult:
     if not address.startswith("~/triggers/"):
         raise ToolFailure("write ~/triggers/<name> (one trigger by its name)")
-    # (the publisher is the app: the triggers' checks, secrets key and scheduler)
-    return await trigger_tools.write(surface.ctx, address[len("~/triggers/"):], params, surface.ctx.publisher)
+    return await trigger_tools.write(surface.ctx, address[len("~/triggers/"):], params)
 
 
 async def _read_hm(surface: ToolSurface, address: str, params: dict) -> ToolResult:

@@ -2,12 +2,14 @@
 `read ~/triggers/<name>` (one, with its recent firings) and `write ~/triggers/<name>` (create or
 change by name, `enabled` honoured as written; `options.delete` removes it). The same rows, checks
 and bounds as the CreateAgentTrigger / UpdateAgentTrigger actions (server/triggers/manage.py, reached
-through the app's `Triggers`, which this module never imports). The trigger is the owner's, as in
+through the `TriggerAdmin` port below, which server/triggers/service.Triggers fills; this module
+never imports the triggers). The trigger is the owner's, as in
 the reference (no consent step), and acts on this agent only: only the owner in person may name
 another of the account's agents (server/tools/authority.py)."""
 from __future__ import annotations
 
 import json
+from typing import Protocol
 
 from seed_agents.protocol.actions_triggers import (
     TriggerInput,
@@ -24,6 +26,20 @@ from ..store import triggers as triggers_q
 from .context import ToolContext, ToolFailure, ToolResult
 
 FIRINGS_SHOWN = 10
+
+
+class TriggerAdmin(Protocol):
+    """What the trigger tools need of the triggers (server/triggers/service.Triggers is the one):
+    the actions' checks inside a write job, the trigger clock, a webhook secret, and a wake-up of
+    the scheduler after a change commits."""
+
+    def now_ms(self) -> int: ...
+    def new_secret(self) -> str: ...
+    def create(self, conn, owner: str, agent_id: str, spec, now: int, secret: str | None, *,  # noqa: ANN001
+               others: bool = False, collaborator: bool = False) -> dict: ...
+    def update(self, conn, before: dict, patch, now: int, secret: str | None, *,  # noqa: ANN001
+               others: bool = False, collaborator: bool = False) -> dict: ...
+    def changed(self, trigger: dict | None = None) -> None: ...
 
 CONTRACT = """## Writing a trigger
 `write ~/triggers/<name>` with `content` a JSON object:
@@ -70,16 +86,17 @@ def read(ctx: ToolContext, name: str) -> ToolResult:
                                           if k in f} for f in firings]})
 
 
-def _by_name(conn, agent_id: str, name: str) -> dict | None:
-    row = conn.execute("SELECT id FROM agent_triggers WHERE agent_id = ? AND name = ?", (agent_id, name)).fetchone()
-    return None if row is None else triggers_q.get_trigger(conn, row[0])
+_by_name = triggers_q.trigger_named
 
 
-async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  # noqa: ANN001
+async def write(ctx: ToolContext, name: str, params: dict) -> ToolResult:
     name = _name(name)
+    admin: TriggerAdmin | None = ctx.triggers
+    if admin is None:
+        raise ToolFailure("this server runs no triggers")
     agent_id, owner = ctx.agent["id"], ctx.agent["account"]
     options = params.get("options") if isinstance(params.get("options"), dict) else {}
-    now = app.triggers.now_ms()
+    now = admin.now_ms()
     if options.get("delete") is True:
         def drop(conn):
             trigger = _by_name(conn, agent_id, name)
@@ -90,7 +107,7 @@ async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  
         trigger = await ctx.db.write(drop)
         if trigger is None:
             raise ToolFailure(f"no trigger named {name!r} to delete")
-        _announce(app, trigger, "trigger-deleted")
+        _announce(ctx, admin, trigger, "trigger-deleted")
         return ToolResult({"summary": f"Deleted trigger {name}.", "deleted": True})
     try:
         body = json.loads(params.get("content") or "")
@@ -99,7 +116,7 @@ async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  
     if not isinstance(body, dict):
         raise ToolFailure("content must be a JSON object describing the trigger\n\n" + CONTRACT)
     f = Fields(body, "trigger")
-    secret = app.triggers.new_secret()
+    secret = admin.new_secret()
     others = ctx.authority.owner_in_person   # the agent itself watches only its own runs
     collaborator = ctx.authority.in_person and not others
 
@@ -110,23 +127,23 @@ async def write(ctx: ToolContext, name: str, params: dict, app) -> ToolResult:  
             if type(enabled) is not bool:
                 raise ProtocolError(400, "trigger.enabled must be a boolean")
             spec = TriggerInput(name, enabled, parse_source(f), parse_prompt(f, required=True), parse_continuation(f))
-            return app.triggers.create(conn, owner, agent_id, spec, now, secret, others=others,
+            return admin.create(conn, owner, agent_id, spec, now, secret, others=others,
                                        collaborator=collaborator), "trigger-created"
         patch = TriggerPatch(None, body.get("enabled") if type(body.get("enabled")) is bool else None,
                              parse_source(f) if body.get("source") is not None else None,
                              parse_prompt(f, required=False), parse_continuation(f))
-        return app.triggers.update(conn, before, patch, now, secret, others=others,
+        return admin.update(conn, before, patch, now, secret, others=others,
                                        collaborator=collaborator), "trigger-updated"
 
     try:
         trigger, reason = await ctx.db.write(job)
     except ProtocolError as exc:
         raise ToolFailure(f"{exc.message}\n\n{CONTRACT}") from None
-    _announce(app, trigger, reason)
+    _announce(ctx, admin, trigger, reason)
     verb = "Created" if reason == "trigger-created" else "Updated"
     return ToolResult({"summary": f"{verb} trigger {name}.", "trigger": _shown(trigger)})
 
 
-def _announce(app, trigger: dict, reason: str) -> None:  # noqa: ANN001
-    app.triggers.changed(trigger)
-    app.notify_account(trigger["account"], reason, agent_id=trigger["agentId"])
+def _announce(ctx: ToolContext, admin: TriggerAdmin, trigger: dict, reason: str) -> None:
+    admin.changed(trigger)
+    ctx.publisher.notify_account(trigger["account"], reason, agent_id=trigger["agentId"])

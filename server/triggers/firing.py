@@ -209,7 +209,7 @@ def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, session_i
                                    title=title, origin=turns.SYSTEM)
     except ProtocolError as exc:   # a limit (checked before anything is written)
         raise FiringError(exc.message) from None
-    return [lambda: turns.publish(app, app.runtime.kick, started.effects)]
+    return [lambda: turns.publish(app.broadcaster, app.runtime.kick, started.effects)]
 
 
 def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str, continuation: dict):
@@ -229,9 +229,9 @@ def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, sessio
                                                                                    firing_id), new_id(), now)
 
     def publish() -> None:
-        app.publish_session(session, created=True)
-        app.notify_account(owner, "session-created", agent_id=agent_id, session_id=session_id)
-        app.publish_append(session_id, appended, body)
+        app.broadcaster.publish_session(session, created=True)
+        app.broadcaster.notify_account(owner, "session-created", agent_id=agent_id, session_id=session_id)
+        app.broadcaster.publish_append(session_id, appended, body)
         app.triggers.spawn(tool_run.run_tool(app, trigger, firing_id, session_id, call_id, tool, tool_input))
 
     return [publish]

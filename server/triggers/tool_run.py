@@ -88,5 +88,5 @@ async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id:
     appended = await app.db.write(job)
     if appended is not None:
         event, body = appended
-        app.publish_append(session_id, event, body)
-        app.notify_account(trigger["account"], "session-event", agent_id=trigger["agentId"], session_id=session_id)
+        app.broadcaster.publish_append(session_id, event, body)
+        app.broadcaster.notify_account(trigger["account"], "session-event", agent_id=trigger["agentId"], session_id=session_id)

@@ -199,7 +199,7 @@ async def answer(app, framing, path: str, method: str, headers, body: bytes, add
         return framing.json(409, {"status": "error", "message": "this Idempotency-Key was already used with "
                                   "a different body"}, keep_alive=keep_alive)
     if outcome.new:
-        app.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
+        app.broadcaster.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
     value = {"status": "accepted", "firingId": firing["id"], "firingStatus": firing["status"]}
     if "sessionId" in firing:
         value["sessionId"] = firing["sessionId"]
