@@ -31,12 +31,31 @@ def test_extend_skips_seen_events_and_non_messages_and_keeps_the_window():
     h.extend([ev(1, "user", "a"), ev(3, "assistant", "b"), ev(4, "user", "c"), ev(5, "assistant", "d")])
     assert h.last_seq == 5
     assert [e.content for e in h.entries] == ["b", "c", "d"]
-    assert h.has("e4") and not h.has("e1")
-    old = SessionHistory(1)
-    old.extend([ev(1, "user", "a")])
-    with_old = h.with_entry(old.entries[0])
-    assert [e.seq for e in with_old.entries] == [1, 3, 4, 5]
-    assert [e.seq for e in h.entries] == [3, 4, 5]   # the cached history is unchanged
+
+
+def test_the_window_ends_at_the_turns_own_message_and_moves_down_the_queue():
+    """Messages 1-4 queued at once, then the replies: the turn of message 2 sees message 1 and
+    its reply, not messages 3 and 4; the window moves on to message 3 without reading anew."""
+    events = [ev(1, "user", "one"), ev(2, "user", "two"), ev(3, "user", "three"), ev(4, "user", "four"),
+              {"id": "e5", "seq": 5, "event": {"type": "message", "role": "assistant", "content": "re one",
+                                               "meta": {"runId": "r1"}}}]
+    h = SessionHistory(2, upto=2, anchor="e2")
+    h.extend(events)
+    assert [e.content for e in h.head] == ["one", "two"] and [e.content for e in h.tail] == ["re one"]
+    assert h.messages("", "e2", include_context=True, run_id="r2") == [
+        ChatMessage("user", "one"), ChatMessage("assistant", "re one"), ChatMessage("user", "two")]
+    before = h.bytes
+    h.extend([{"id": "e6", "seq": 6, "event": {"type": "message", "role": "assistant", "content": "re two",
+                                               "meta": {"runId": "r2"}}}])
+    h.advance(3, events[2:3])
+    assert h.upto == 3 and h.last_seq == 6 and h.bytes > before
+    assert [e.content for e in h.head] == ["two", "three"]   # the head keeps its last 2
+    assert h.messages("", "e3", include_context=True, run_id="r3") == [
+        ChatMessage("user", "two"), ChatMessage("assistant", "re one"), ChatMessage("assistant", "re two"),
+        ChatMessage("user", "three")]
+    h.advance(6, events[3:] + [{"id": "e6", "seq": 6, "event": {"type": "message", "role": "assistant",
+                                                                 "content": "re two", "meta": {"runId": "r2"}}}])
+    assert [e.content for e in h.head] == ["re one", "re two"] and not h.tail   # what passed the end moved up
 
 
 def test_a_runs_tool_steps_replay_after_its_message_in_each_providers_format():

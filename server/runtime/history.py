@@ -3,12 +3,15 @@ with context lines attached to the user message they came with, and the tool ste
 (each `tool_call` event grouped into one assistant step, each result right after its call).
 
 Each session's messages are kept in memory between turns (`SessionHistory`): a turn reads only
-the events appended since the last one, instead of decoding the session's log again.
+the events appended since the last one, instead of decoding the session's log again, and the
+window ends at the turn's own message, so a turn far down a queue sees the conversation before
+it and not the messages queued ahead of it.
 """
 from __future__ import annotations
 
 import collections
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from seed_agents.protocol.preamble import sender_block
@@ -101,35 +104,60 @@ def signed_sender(payload: dict) -> str:
 
 
 class SessionHistory:
-    """The last `limit` entries of one session, extended as events are appended. `bytes` is
-    what it holds, about (the runtime's cache is bounded by it: server/cache.py)."""
+    """One session's entries as a turn sees them, extended as events are appended: a window
+    that ends at the turn's own message (`upto`, its seq; None: the session's end), holding the
+    last `limit` entries up to it (`head`), then the last `limit` entries after it that are not
+    messages still queued (`tail`: replies to earlier turns that landed after it was sent, and
+    the run's own steps and prompts). So a turn deep in a queue sees the conversation before its
+    message, not the queued messages ahead of it. `bytes` is what it holds, about (the runtime's
+    cache is bounded by it: server/cache.py)."""
 
-    def __init__(self, limit: int) -> None:
-        self.last_seq = 0
-        self.entries: collections.deque[Entry] = collections.deque(maxlen=limit)
+    def __init__(self, limit: int, upto: int | None = None, anchor: str = "") -> None:
+        self.upto = upto                 # the seq the window ends at, or None (the session's end)
+        self.anchor = anchor             # the event id at `upto` (the turn's own message)
+        self.last_seq = 0                # every event up to this seq has been read in
+        self.head: collections.deque[Entry] = collections.deque(maxlen=limit)
+        self.tail: collections.deque[Entry] = collections.deque(maxlen=limit)
         self.bytes = HISTORY_OVERHEAD
 
-    def extend(self, events: list[dict]) -> None:
+    @property
+    def entries(self) -> list[Entry]:
+        """The window in seq order."""
+        return [*self.head, *self.tail]
+
+    def extend(self, events: Iterable[dict]) -> None:
         for event in events:
             if event["seq"] <= self.last_seq:
                 continue
             self.last_seq = event["seq"]
             entry = entry_of(event)
-            if entry is not None:
-                if len(self.entries) == self.entries.maxlen:
-                    self.bytes -= entry_bytes(self.entries[0])   # the deque drops it
-                self.entries.append(entry)
-                self.bytes += entry_bytes(entry)
+            if entry is None:
+                continue
+            if self.upto is None or entry.seq <= self.upto:
+                self._push(self.head, entry)
+            elif entry.role != "user" or entry.run_id:   # a message still queued waits for its own turn
+                self._push(self.tail, entry)
 
-    def has(self, event_id: str) -> bool:
-        return any(e.event_id == event_id for e in self.entries)
+    def advance(self, upto: int, events: Iterable[dict]) -> None:
+        """Move the window's end on to `upto` (the next turn's message, later than this one's),
+        given every event after the current end up to it: what was after the old end and up to
+        the new one joins the head, in seq order, queued messages included."""
+        old = self.upto if self.upto is not None else self.last_seq
+        self.upto = upto
+        while self.tail and self.tail[0].seq <= upto:
+            self.bytes -= entry_bytes(self.tail.popleft())
+        for event in events:
+            if old < event["seq"] <= upto:
+                entry = entry_of(event)
+                if entry is not None:
+                    self._push(self.head, entry)
+        self.last_seq = max(self.last_seq, upto)
 
-    def with_entry(self, entry: Entry) -> "SessionHistory":
-        """A copy that also holds `entry` (not cached)."""
-        copy = SessionHistory(self.entries.maxlen + 1)
-        copy.last_seq = self.last_seq
-        copy.entries.extend(sorted([*self.entries, entry], key=lambda e: e.seq))
-        return copy
+    def _push(self, entries: collections.deque[Entry], entry: Entry) -> None:
+        if len(entries) == entries.maxlen:
+            self.bytes -= entry_bytes(entries[0])   # the deque drops it
+        entries.append(entry)
+        self.bytes += entry_bytes(entry)
 
     def open_calls(self, run_id: str) -> list[Entry]:
         """The run's recorded tool calls that have no recorded result (it was interrupted)."""
@@ -152,7 +180,7 @@ class SessionHistory:
         `attachments` (server/runtime/attachment_view.py) turns a message's attachments into text
         and images. With `senders` (a shared agent), each signed human message starts with its
         <message_sender> block (protocol/preamble.py)."""
-        own = next((e for e in reversed(self.entries) if e.event_id == user_event_id), None)
+        own = next((e for e in reversed(self.head) if e.event_id == user_event_id), None)
         before: list[Entry] = []
         mine: list[Entry] = []
         for e in self.entries:

@@ -27,7 +27,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -84,9 +84,11 @@ from .tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
 
 log = logging.getLogger("seed_agents.runtime")
 
-# The model sees at most this many of the session's latest events (ending with the turn's own
-# user message): a long session must not make every turn decode its whole history.
+# The model sees at most this many of the session's events up to the turn's own user message
+# (and as many after it: replies to earlier turns, its own steps): a long session must not make
+# every turn decode its whole history.
 HISTORY_EVENTS = 500
+HISTORY_PAGE = 1000   # events read at once into a history
 # Connections each outbound pool may hold at once (start() makes one pool per purpose).
 PROVIDER_CONNECTIONS, HM_CONNECTIONS, WEB_CONNECTIONS, DOWNLOAD_CONNECTIONS = 100, 20, 100, 50
 
@@ -450,25 +452,38 @@ class Runtime:
                 "typed-result", "the delegated task ended without a result that fits its output schema")
 
     def _history(self, session_id: str, user_event_id: str) -> SessionHistory:
+        """The model's view for the turn answering `user_event_id` (or the session's end, for a
+        run with none): cached per session and moved on as the worker goes down its queue, so a
+        turn reads only what was appended since, and the queued messages ahead of it are never
+        its history (server/runtime/history.py)."""
         history = self.histories.pop(session_id, None)   # re-inserted below: most recent last
-        if history is None:
-            history = SessionHistory(HISTORY_EVENTS)
-            first = max(0, self.db.read(events_q.last_seq, session_id) - HISTORY_EVENTS)
-            history.last_seq = first
-        while True:   # only what was appended since this session's last turn
-            events = self.db.read(events_q.events_after, session_id, history.last_seq, 1000)
-            history.extend(events)
-            if len(events) < 1000:
-                break
+        upto = None
+        if user_event_id:
+            upto = (history.upto if history is not None and history.anchor == user_event_id
+                    else self.db.read(events_q.event_seq, user_event_id))   # None: gone; the end then
+        if history is not None and upto is not None and history.upto is not None and upto > history.upto:
+            events = self._read_events(session_id, history.upto, upto)   # the next turn down the queue
+            history.advance(upto, events)
+            history.anchor = user_event_id
+        elif history is None or history.upto != upto:
+            # A first turn, a run whose window is elsewhere (an earlier message's, taken up
+            # again), or one without a message: read afresh.
+            end = upto if upto is not None else self.db.read(events_q.last_seq, session_id)
+            history = SessionHistory(HISTORY_EVENTS, upto, user_event_id if upto is not None else "")
+            history.last_seq = max(0, end - HISTORY_EVENTS)
+        history.extend(self._read_events(session_id, history.last_seq))   # only what was appended since
         self.histories.put(session_id, history, history.bytes)
-        if user_event_id and not history.has(user_event_id):
-            # A run so far behind that its message fell out of the window: read it alone.
-            seq = self.db.read(events_q.event_seq, user_event_id)
-            if seq is not None:
-                own = SessionHistory(1)
-                own.extend(self.db.read(events_q.events_after, session_id, seq - 1, 1))
-                history = history.with_entry(own.entries[0]) if own.entries else history
         return history
+
+    def _read_events(self, session_id: str, after: int, upto: int | None = None) -> Iterator[dict]:
+        """The session's events after `after` (up to `upto`), read a page at a time."""
+        while upto is None or after < upto:
+            page = self.db.read(events_q.events_after, session_id, after,
+                                HISTORY_PAGE if upto is None else min(HISTORY_PAGE, upto - after))
+            yield from page
+            if len(page) < HISTORY_PAGE:
+                return
+            after = page[-1]["seq"]
 
     async def _finish(self, run: dict, agent: dict, result: TurnResult, worker: SessionWorker) -> None:
         """The turn's one transaction: the run's ending, the reply (or the error event), the

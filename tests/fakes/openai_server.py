@@ -41,6 +41,7 @@ DEFAULT_USAGE = {
     "prompt_tokens_details": {"cached_tokens": 3},
 }
 
+HOLD_S = 60.0   # the longest a held answer waits (Script.hold)
 # `reasoning_effort` values OpenAI takes; a request with a reasoning effort gets THINKING_TEXT
 # streamed as reasoning before its answer.
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -74,6 +75,9 @@ class Script:
     # (one `data:` line of N bytes that never ends), {"kind": "calls", "count": N} (N tool calls,
     # one event each, then a normal end).
     flood: dict | None = None
+    # Hold the answer until the test sets this event (at most HOLD_S): a turn that stays running
+    # while the test queues more behind it.
+    hold: asyncio.Event | None = None
 
 
 class FakeOpenAI(ScriptedFake):
@@ -122,6 +126,9 @@ class FakeOpenAI(ScriptedFake):
         if script.hang:
             await pause(reader, None)
             return "gone"
+        if script.hold is not None:
+            async with asyncio.timeout(HOLD_S):
+                await script.hold.wait()
         if script.status >= 400:
             body = script.error_body
             if callable(body):
