@@ -394,6 +394,8 @@ async def shape_script(db, called: set[str] | None = None) -> list:
 
     # Accounts, signers, agents and sessions (a child, a user title, an automatic one).
     await w(accounts_q.ensure_account, ACCOUNT, T0)
+    await w(accounts_q.hold_account, ACCOUNT, T0 + 5)   # (an existing row: kept as it was)
+    await w(accounts_q.hold_account, "z6MkHeldOnly", T0)
     await w(accounts_q.add_signer, ACCOUNT, "z6MkSigner", "agent", "bafy-cid", b"\xa1\x01\x02", T0)
     r(accounts_q.is_signer, ACCOUNT, "z6MkSigner")
     await w(accounts_q.add_signer, ACCOUNT, "z6MkExpiring", "agent", None, b"\xa0", T0, T0 + 10)

@@ -9,6 +9,15 @@ def ensure_account(conn: Conn, account_id: str, now: int) -> None:
                  (account_id, now))
 
 
+def hold_account(conn: Conn, account_id: str, now: int) -> None:
+    """Make sure the account's row exists and hold it until the transaction ends: the per-account
+    limits (runs in flight, trigger firings) count first and then write, so on a store that
+    several servers share (PostgreSQL, READ COMMITTED) two servers must not count at once. An
+    upsert that updates takes the row's lock there; on SQLite the one writer already orders them."""
+    conn.execute("INSERT INTO accounts (id, created_at) VALUES (?, ?)"
+                 " ON CONFLICT (id) DO UPDATE SET created_at = accounts.created_at", (account_id, now))
+
+
 def add_signer(conn: Conn, account_id: str, signer_id: str, role: str,
                capability_cid: object, capability_blob: bytes, now: int,
                expires_at: int | None = None) -> None:

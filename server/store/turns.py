@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from seed_agents.protocol.errors import ProtocolError
 
+from . import accounts as accounts_q
 from . import agents as agents_q
 from . import events as events_q
 from . import runs as runs_q
@@ -115,6 +116,7 @@ def start_turn(conn, *, owner: str, agent_id: str, session_id: str, run_id: str,
     earlier one (RetrySession). A child (`parent` given) is queued under its parent's run; its
     session shows the run's status once it runs, as the reference's children do.
     Raises ProtocolError (nothing written) when a limit refuses it."""
+    accounts_q.hold_account(conn, owner, now)   # (the limits hold across servers: see hold_account)
     refusal = in_flight_refusal(conn, owner, limits)
     if refusal is not None:
         raise ProtocolError(429, refusal)

@@ -23,6 +23,7 @@ from seed_agents.protocol.errors import ProtocolError
 from ..clock import new_id
 from ..runtime import turns
 from ..runtime.parked import woken
+from ..store import accounts as accounts_q
 from ..store import events as events_q
 from ..store import parking
 from ..store import sessions as sessions_q
@@ -116,6 +117,8 @@ def _held_back(conn, trigger: dict, event: Event, now: int, policy: Policy,
     if event.chain_depth > MAX_CHAIN_HOPS:
         return f"run-completed chain longer than {MAX_CHAIN_HOPS} firings (a loop of triggers?)"
     agent_id = trigger["agentId"]
+    # Counted under the account's row lock, so servers sharing a store count one at a time.
+    accounts_q.hold_account(conn, trigger["account"], now)
     count = _fired(fired, agent_id, lambda: firings_q.fired_since(conn, agent_id, now - HOUR_MS))
     if count >= policy.per_hour:
         return f"the agent's limit of {policy.per_hour} trigger firings per hour was reached"
