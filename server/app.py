@@ -12,6 +12,7 @@ from seed_agents.protocol.keys import Keypair
 from .cache import ByteBudgetCache
 from .clock import now_ms
 from .config import Config
+from .handlers.context import HandlerContext
 from .heads import Heads
 from .live.broadcaster import Broadcaster, LocalSink
 from .live.hub import Hub
@@ -96,12 +97,12 @@ class App:
             else:
                 await self.db.close()
                 raise key_check.SecretsKeyMismatch(key_check_refusal(self.db.shared, self.db.path))
-        warn_if_wide(self.config.data_dir, None if self.db.shared else self.config.db_path)
+        warn_if_wide(self.config.data_dir, self.db.local_path)
         await self._start_history()
         now = self.now_ms()
         # `now` is also the start time: reads signed at or before it are refused unless known
         # (a SIGKILLed process may have answered them; server/verification/replay_guard.py)
-        if self.db.shared:
+        if self.db.shared:   # (several servers: the storage has a notice bus, below)
             # Every claim is in the database before its answer (claim_everywhere), so nothing a
             # dead server answered can be unknown here: no start-time rule, nothing to preload.
             self.guard.load([], started_ms=None)
@@ -123,6 +124,7 @@ class App:
 
         self.triggers = Triggers(self)
         self.runtime.trigger_admin = self.triggers
+        self.runtime.on_run_end(self.triggers.run_ended)   # run-completed triggers fire in its transaction
         await self.triggers.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
 
@@ -220,3 +222,9 @@ class App:
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_at
+
+
+def handler_context(app: App) -> HandlerContext:
+    """The App as the handlers see it: the composition root fills their port
+    (server/handlers/context.py); mypy checks here that it offers every member."""
+    return app

@@ -85,7 +85,6 @@ async def start_server(config: Config) -> RunningServer:
     from .transport.listener import start_transport
     from .triggers import webhook
 
-    shared = config.storage_url is not None and config.storage_url.is_postgresql
     app = App(config)   # writes nothing until start()
     # The HTTP routes that are not actions, registered once (server/http_routes.py).
     routes = HttpRoutes()
@@ -95,12 +94,12 @@ async def start_server(config: Config) -> RunningServer:
     started = False
     try:
         metrics_server = start_metrics_listener(config, app)
-        check_dirs(config)
+        check_dirs(config, app.db.local_path)
         # One process per SQLite file; PostgreSQL is shared by design (several servers as one).
         lock = app.db.process_lock()
         if lock is not None:
             lock.acquire()
-        new = not shared and not os.path.exists(config.db_path)
+        new = app.db.local_path is not None and not os.path.exists(app.db.local_path)
         await app.start()
         started = True
         new = new or bool(getattr(app.db, "created", False))   # PostgreSQL: an empty schema
@@ -156,7 +155,7 @@ def stop_metrics_listener(httpd) -> None:
 def start_line(running: RunningServer) -> str:
     """What the server says once it listens: where, what the desktop takes, which database."""
     app = running.app
-    where = app.db.path if app.db.shared else os.path.abspath(app.config.db_path)
+    where = app.db.path if app.db.local_path is None else os.path.abspath(app.db.local_path)
     new = ", new database" if running.new_database else ""
     return (f"seed-agents listening on {running.url} (Seed desktop: {running.http_url}; "
             f"database {where}{new})")
@@ -196,11 +195,12 @@ class StartError(Exception):
     """A reason not to start, worded for the person; exit status 2."""
 
 
-def check_dirs(config: Config) -> None:
-    """The data dir and the database's folder exist (made if need be) and are usable."""
+def check_dirs(config: Config, database_file: str | None) -> None:
+    """The data dir and the database's folder (a file on this machine: the storage's
+    `local_path`) exist, made if need be, and are usable."""
     folders = [("data dir", config.data_dir)]
-    if config.storage_url is None or not config.storage_url.is_postgresql:
-        folders.append(("database folder", os.path.dirname(os.path.abspath(config.db_path))))
+    if database_file is not None:
+        folders.append(("database folder", os.path.dirname(os.path.abspath(database_file))))
     for what, folder in folders:
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise StartError(f"the {what} {folder} is not a directory")

@@ -20,8 +20,8 @@ class Publisher(Protocol):
     def publish_session(self, session: dict, *, created: bool = False) -> None:
         """A SessionInfo after a change (or its creation: a delegated child's session)."""
 
-    def publish_agent(self, agent: dict) -> None:
-        """An AgentInfo after a change."""
+    def publish_agent(self, agent: dict, *, created: bool = False) -> None:
+        """An AgentInfo after a change (or its creation)."""
 
     def publish_journal(self, run: dict, entry: dict) -> None:
         """A run journal entry (RunJournalEntryInfo) of `run`, on its tree's key."""

@@ -516,6 +516,14 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(owners_q.agent_access, "a2")
     r(roles_q.agent_role, GUEST, "a2")     # public read: a reader
     r(roles_q.agent_role, ACCOUNT, "a2")
+    r(roles_q.session_role, GUEST, "s1")   # through its agent
+    r(roles_q.session_role, ACCOUNT, "s1")
+    r(roles_q.run_role, ACCOUNT, "r1")
+    r(roles_q.run_role, ACCOUNT, "no-such-run")
+    r(roles_q.key_role, GUEST, "agents", "a2")
+    r(roles_q.key_role, ACCOUNT, "sessions", "s1")
+    r(roles_q.key_role, ACCOUNT, "runs", "r1")
+    r(roles_q.key_role, ACCOUNT, "account", ACCOUNT)
     r(roles_q.is_shared, "a2")
     r(roles_q.is_shared, "a1")
     r(agents_q.get_agent, "a2", "reader")
@@ -796,6 +804,8 @@ async def trigger_shapes(db, w, r, out: list) -> None:  # noqa: ANN001
     r(triggers_q.get_trigger, "absent")
     r(triggers_q.trigger_access, "tr-w")
     r(triggers_q.trigger_access, "absent")
+    r(triggers_q.trigger_named, "a4", "deploys")
+    r(triggers_q.trigger_named, "a4", "absent")
     r(triggers_q.triggers_of_agent, "a4", 10)
     r(triggers_q.triggers_of_agent, "a4", 2)
     r(triggers_q.enabled_of_type, ("document-comment", "user-mention"))   # tr-m is off

@@ -11,11 +11,12 @@ from ..store import sessions as sessions_q
 from .access import OWNER, WRITER, agent_for
 from .agent_definition import check_definition
 from .agents import check_provider_name
+from .context import HandlerContext
 from .pages import AGENT_SESSIONS
 from .sessions import forget_system_prompt
 
 
-async def update_agent(app, env, action) -> dict:
+async def update_agent(app: HandlerContext, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
@@ -34,7 +35,7 @@ async def update_agent(app, env, action) -> dict:
     return {"_": "GetAgentResponse", "agent": agents_q.as_seen_by(agent, role), "sessions": sessions}
 
 
-async def delete_agent(app, env, action) -> dict:
+async def delete_agent(app: HandlerContext, env, action) -> dict:
     """In this order: stop the agent's live runs; delete its sessions, events, runs,
     collaborators and idempotency records in one transaction; remove its state directory; send
     `agent-deleted`. A crash after the commit leaves a directory without a row, which the next

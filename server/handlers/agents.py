@@ -16,6 +16,7 @@ from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from .access import READER, agent_for
 from .agent_definition import check_definition
+from .context import HandlerContext
 from .idempotency import once
 from .pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
 
@@ -30,7 +31,7 @@ def check_provider_name(conn, account_id: str, name: str) -> None:
                              f"settings, or use the built-in {quote(BUILTIN_PROVIDER)})")
 
 
-async def create_agent(app, env, action) -> dict:
+async def create_agent(app: HandlerContext, env, action) -> dict:
     definition = action.definition
     now = app.now_ms()
     account_id = env.account_id
@@ -57,7 +58,7 @@ async def create_agent(app, env, action) -> dict:
     return response
 
 
-async def get_agent(app, env, action) -> dict:
+async def get_agent(app: HandlerContext, env, action) -> dict:
     def read(conn):
         agent = agent_for(conn, env.account_id, action.agent_id, READER)
         sessions = sessions_q.sessions_of_agent(conn, action.agent_id, AGENT_SESSIONS)
@@ -69,7 +70,7 @@ async def get_agent(app, env, action) -> dict:
     return {"_": "GetAgentResponse", "agent": agent, "sessions": sessions}
 
 
-async def list_agents(app, env, action) -> dict:
+async def list_agents(app: HandlerContext, env, action) -> dict:
     """One page of the caller's own agents and those shared with it (accepted grants only; a
     public agent of another account is never listed): at most `limit` (default and cap 1000),
     ending before the answer passes 4 MiB; `nextCursor` when more remain (an addition a Seed

@@ -7,6 +7,7 @@ from seed_agents.protocol.file_rules import infer_mime_type
 from ..store import attachments as att_q
 from ..store import owners as owners_q
 from .access import READER, WRITER, session_access
+from .context import HandlerContext
 
 
 def session_owner(conn, account_id: str, session_id: str, need: str) -> tuple[str, str]:
@@ -15,7 +16,7 @@ def session_owner(conn, account_id: str, session_id: str, need: str) -> tuple[st
     return owners_q.session_access(conn, session_id)
 
 
-async def upload_session_attachment(app, env, action) -> dict:
+async def upload_session_attachment(app: HandlerContext, env, action) -> dict:
     now = app.now_ms()
     mime = action.mime_type or infer_mime_type(action.name)
 
@@ -27,7 +28,7 @@ async def upload_session_attachment(app, env, action) -> dict:
     return {"_": "UploadSessionAttachmentResponse", "attachment": await app.db.write(job)}
 
 
-async def read_session_attachment(app, env, action) -> dict:
+async def read_session_attachment(app: HandlerContext, env, action) -> dict:
     cap = app.config.file_answer_bytes
 
     def read(conn):

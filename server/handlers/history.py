@@ -8,10 +8,11 @@ from seed_agents.protocol.history import cid_text
 
 from ..store import history as history_q
 from .access import READER, session_for
+from .context import HandlerContext
 from .pages import MAX_ANSWER_BYTES
 
 
-def signed_head(app, session_id: str, seq: int, link: bytes | None) -> dict | None:
+def signed_head(app: HandlerContext, session_id: str, seq: int, link: bytes | None) -> dict | None:
     """The signed head at (seq, link), or None when there is nothing to sign (no events, or an
     event the start-up backfill has not linked)."""
     if seq == 0 or link is None:
@@ -19,7 +20,7 @@ def signed_head(app, session_id: str, seq: int, link: bytes | None) -> dict | No
     return app.heads.signed(session_id, seq, link)
 
 
-async def get_session_head(app, env, action) -> dict:
+async def get_session_head(app: HandlerContext, env, action) -> dict:
     def read(conn):
         session_for(conn, env.account_id, action.session_id, READER)
         return history_q.head_at(conn, action.session_id)
@@ -42,7 +43,7 @@ def _entry(seq: int, link: bytes | None, envelope: bytes | None) -> dict:
     return entry
 
 
-async def get_session_chain(app, env, action) -> dict:
+async def get_session_chain(app: HandlerContext, env, action) -> dict:
     limit = action.limit or history_q.MAX_LINKS
 
     def read(conn):

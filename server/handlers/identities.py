@@ -26,6 +26,7 @@ from ..store import codec
 from ..store import idempotency as idem_q
 from ..store import identities as identities_q
 from .access import OWNER, READER, agent_for
+from .context import HandlerContext
 from .idempotency import once
 
 log = logging.getLogger("seed_agents.identities")
@@ -43,11 +44,11 @@ def identity_name(identity_id: str) -> str:
     return "hm-account-" + identity_id[:16]
 
 
-def _publishing(app) -> bool:  # noqa: ANN001
+def _publishing(app: HandlerContext) -> bool:  # noqa: ANN001
     return bool(app.config.hm_server_url)
 
 
-async def list_signing_identities(app, env, action) -> dict:
+async def list_signing_identities(app: HandlerContext, env, action) -> dict:
     def read(conn):
         if action.agent_id is None:
             return identities_q.list_identities(conn, env.account_id)
@@ -60,7 +61,7 @@ async def list_signing_identities(app, env, action) -> dict:
     return {"_": "ListSigningIdentitiesResponse", "identities": await app.db.aread(read, large=True)}
 
 
-async def _answered_before(app, env, action_name: str, client_id: str | None) -> dict | None:  # noqa: ANN001
+async def _answered_before(app: HandlerContext, env, action_name: str, client_id: str | None) -> dict | None:  # noqa: ANN001
     """The first answer to this clientRequestId, so a retry neither makes a second key nor
     publishes again (409 when the id came with another request). `once` checks again in the
     write, which settles two concurrent first tries."""
@@ -80,7 +81,7 @@ def _room_for_one(conn, account_id: str, action_name: str) -> None:  # noqa: ANN
                                  "identities (delete one with DeleteSigningIdentity first)")
 
 
-async def _store_new(app, env, action, action_name: str, seed: bytes, label: str | None,  # noqa: ANN001
+async def _store_new(app: HandlerContext, env, action, action_name: str, seed: bytes, label: str | None,  # noqa: ANN001
                      server_url: str | None, origin: str, now: int) -> dict:
     identity_id = Keypair.from_seed(seed).account_id
     name = identity_name(identity_id)
@@ -105,7 +106,7 @@ async def _store_new(app, env, action, action_name: str, seed: bytes, label: str
     return response
 
 
-async def create_signing_identity(app, env, action) -> dict:
+async def create_signing_identity(app: HandlerContext, env, action) -> dict:
     prior = await _answered_before(app, env, "CreateSigningIdentity", action.client_request_id)
     if prior is not None:
         return prior
@@ -129,7 +130,7 @@ async def create_signing_identity(app, env, action) -> dict:
                             "created", now)
 
 
-async def import_signing_identity(app, env, action) -> dict:
+async def import_signing_identity(app: HandlerContext, env, action) -> dict:
     prior = await _answered_before(app, env, "ImportSigningIdentity", action.client_request_id)
     if prior is not None:
         return prior
@@ -148,7 +149,7 @@ def _check_icon(data: bytes) -> None:
                                  f"({', '.join(ICON_TYPES.values())}); {what}")
 
 
-async def update_signing_identity(app, env, action) -> dict:
+async def update_signing_identity(app: HandlerContext, env, action) -> dict:
     account_id = env.account_id
     if action.icon is not None:
         _check_icon(action.icon.data)
@@ -181,7 +182,7 @@ async def update_signing_identity(app, env, action) -> dict:
     return {"_": "UpdateSigningIdentityResponse", "identity": await app.db.write(job)}
 
 
-async def delete_signing_identity(app, env, action) -> dict:
+async def delete_signing_identity(app: HandlerContext, env, action) -> dict:
     account_id = env.account_id
 
     def job(conn):

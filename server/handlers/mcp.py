@@ -26,6 +26,7 @@ from ..store import agents as agents_q
 from ..store import mcp_servers as mcp_q
 from ..store import secrets_table as secrets_q
 from ..store import tool_documents as tools_q
+from .context import HandlerContext
 
 TRANSPORT = "streamable-http"
 
@@ -42,11 +43,11 @@ def server_info(server: dict) -> dict:
     return info
 
 
-def policy(app) -> NetworkPolicy:
+def policy(app: HandlerContext) -> NetworkPolicy:
     return NetworkPolicy.for_server(app.config.provider_networks, app.config.host)
 
 
-def remote_for(app, conn, server: dict) -> Remote:  # noqa: ANN001
+def remote_for(app: HandlerContext, conn, server: dict) -> Remote:  # noqa: ANN001
     """The Remote for a stored server, its secret headers opened (inside a read)."""
     config = server["config"]
     headers = dict(config.get("headers") or {})
@@ -58,7 +59,7 @@ def remote_for(app, conn, server: dict) -> Remote:  # noqa: ANN001
                   McpLimits(app.config.mcp_max_tools, app.config.mcp_max_schema_bytes))
 
 
-async def discover(app, account_id: str, name: str) -> tuple[dict, str | None]:
+async def discover(app: HandlerContext, account_id: str, name: str) -> tuple[dict, str | None]:
     """Discover the server's tools and record the outcome; (server, error phrase or None)."""
     server = app.db.read(mcp_q.get_server, account_id, name)
     if server is None:
@@ -88,12 +89,12 @@ async def discover(app, account_id: str, name: str) -> tuple[dict, str | None]:
     return saved, error
 
 
-async def list_mcp_servers(app, env, action) -> dict:
+async def list_mcp_servers(app: HandlerContext, env, action) -> dict:
     servers = await app.db.aread(mcp_q.list_servers, env.account_id)
     return {"_": "ListMcpServersResponse", "servers": [server_info(s) for s in servers]}
 
 
-async def set_mcp_server(app, env, action) -> dict:
+async def set_mcp_server(app: HandlerContext, env, action) -> dict:
     account, name, now = env.account_id, action.name, app.now_ms()
     sealed = {header: (mcp_q.secret_name(name, header),
                        app.secrets.seal(value.encode("utf-8"),
@@ -131,7 +132,7 @@ async def set_mcp_server(app, env, action) -> dict:
     return {"_": "SetMcpServerResponse", "server": server_info(saved)}
 
 
-async def refresh_mcp_server(app, env, action) -> dict:
+async def refresh_mcp_server(app: HandlerContext, env, action) -> dict:
     server = await app.db.aread(mcp_q.get_server, env.account_id, action.name)
     if server is None:
         raise ProtocolError(404, f"MCP server {quote(action.name)} not found")
@@ -141,7 +142,7 @@ async def refresh_mcp_server(app, env, action) -> dict:
     return {"_": "RefreshMcpServerResponse", "server": server_info(saved)}
 
 
-async def delete_mcp_server(app, env, action) -> dict:
+async def delete_mcp_server(app: HandlerContext, env, action) -> dict:
     account, name, now = env.account_id, action.name, app.now_ms()
 
     def job(conn):

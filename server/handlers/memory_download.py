@@ -28,6 +28,7 @@ from ..store import blobs
 from ..store import memory as memory_q
 from ..store import uploads as uploads_q
 from .access import WRITER, agent_access
+from .context import HandlerContext
 from .memory_files import limits, owner_of
 from .uploads import commit_scanned
 
@@ -75,7 +76,7 @@ async def _open(client: httpx.AsyncClient, url: str) -> tuple[httpx.Response, st
     raise ProtocolError(502, f"Could not download: more than {MAX_REDIRECTS} redirects")
 
 
-async def download_agent_memory_file(app, env, action) -> dict:
+async def download_agent_memory_file(app: HandlerContext, env, action) -> dict:
     await app.db.aread(agent_access, env.account_id, action.agent_id, WRITER)
     deadline = app.config.download_timeout
     until = asyncio.get_running_loop().time() + deadline
@@ -87,7 +88,7 @@ async def download_agent_memory_file(app, env, action) -> dict:
                                  f"{deadline:g} s (--download-timeout); nothing was kept") from None
 
 
-async def _download(app, env, action, until: float) -> dict:
+async def _download(app: HandlerContext, env, action, until: float) -> dict:
     """The download; its network parts end at `until` (TimeoutError), the commit is not cut."""
     account_id, agent_id = env.account_id, action.agent_id
     cap = app.config.download_max_bytes

@@ -14,9 +14,10 @@ from ..store import memory as memory_q
 from ..store import owners as owners_q
 from ..tools.memory_tools import memory_limits
 from .access import READER, WRITER, agent_access
+from .context import HandlerContext
 
 
-def limits(app) -> memory_q.MemoryLimits:
+def limits(app: HandlerContext) -> memory_q.MemoryLimits:
     return memory_limits(app.config)   # (the agent's own writes are bounded the same way)
 
 
@@ -24,12 +25,12 @@ def owner_of(conn, agent_id: str) -> str:
     return owners_q.agent_access(conn, agent_id)[0]
 
 
-def memory_changed(app, conn_owner: str, agent_id: str) -> None:
+def memory_changed(app: HandlerContext, conn_owner: str, agent_id: str) -> None:
     """The reference's account notice, so Memory tabs open elsewhere refresh."""
     app.broadcaster.notify_account(conn_owner, "agent-memory-changed", agent_id=agent_id)
 
 
-async def list_agent_memory(app, env, action) -> dict:
+async def list_agent_memory(app: HandlerContext, env, action) -> dict:
     def read(conn):
         agent_access(conn, env.account_id, action.agent_id, READER)
         return memory_q.list_memory(conn, action.agent_id)
@@ -38,7 +39,7 @@ async def list_agent_memory(app, env, action) -> dict:
     return {"_": "ListAgentMemoryResponse", "agentId": action.agent_id, "entries": entries, "totalBytes": total}
 
 
-async def read_agent_memory_file(app, env, action) -> dict:
+async def read_agent_memory_file(app: HandlerContext, env, action) -> dict:
     cap = app.config.file_answer_bytes
 
     def read(conn):
@@ -56,7 +57,7 @@ async def read_agent_memory_file(app, env, action) -> dict:
     return {"_": "ReadAgentMemoryFileResponse", "agentId": action.agent_id, "file": file}
 
 
-async def write_agent_memory_file(app, env, action) -> dict:
+async def write_agent_memory_file(app: HandlerContext, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
@@ -69,7 +70,7 @@ async def write_agent_memory_file(app, env, action) -> dict:
     return {"_": "WriteAgentMemoryFileResponse", "agentId": action.agent_id, "entry": entry}
 
 
-async def delete_agent_memory_file(app, env, action) -> dict:
+async def delete_agent_memory_file(app: HandlerContext, env, action) -> dict:
     def job(conn):
         agent_access(conn, env.account_id, action.agent_id, WRITER)
         return owner_of(conn, action.agent_id), memory_q.delete_path(conn, action.agent_id, action.path)
@@ -81,7 +82,7 @@ async def delete_agent_memory_file(app, env, action) -> dict:
             "deleted": deleted}
 
 
-async def search_agent_memory(app, env, action) -> dict:
+async def search_agent_memory(app: HandlerContext, env, action) -> dict:
     def read(conn):
         agent_access(conn, env.account_id, action.agent_id, READER)
         return memory_q.search(conn, action.agent_id, action.query, action.limit or 20)
@@ -94,7 +95,7 @@ async def search_agent_memory(app, env, action) -> dict:
 MAX_IPFS_BYTES = 64 << 20   # a file published as UnixFS is built in memory (protocol/unixfs.py)
 
 
-async def upload_agent_memory_file_to_ipfs(app, env, action) -> dict:
+async def upload_agent_memory_file_to_ipfs(app: HandlerContext, env, action) -> dict:
     """The file as UnixFS blocks, published with `PublishBlobs` to the HM server
     (`--hm-server-url`); its root CID and `ipfs://` URL, as the reference answers."""
     hm_url = getattr(app.config, "hm_server_url", None)

@@ -14,6 +14,7 @@ from ..store import attachments as att_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from .access import WRITER, session_for
+from .context import HandlerContext
 from .idempotency import once
 
 
@@ -51,7 +52,7 @@ def attachments_of(conn, session_id: str, attachment_id: str) -> dict:
     return info
 
 
-async def message_session(app, env, action) -> dict:
+async def message_session(app: HandlerContext, env, action) -> dict:
     now = app.now_ms()
     account_id = env.account_id
     session_id = action.session_id
@@ -89,7 +90,7 @@ async def message_session(app, env, action) -> dict:
     return response
 
 
-async def retry_session(app, env, action) -> dict:
+async def retry_session(app: HandlerContext, env, action) -> dict:
     """Queue the failed turn again, answering the same user message; the error events it left
     are not shown to the model (runtime.history keeps messages only)."""
     now = app.now_ms()
@@ -115,7 +116,7 @@ async def retry_session(app, env, action) -> dict:
     return {"_": "RetrySessionResponse", "sessionId": session_id, "assistantEventId": "", "runId": started.run["id"]}
 
 
-async def stop_session(app, env, action) -> dict:
+async def stop_session(app: HandlerContext, env, action) -> dict:
     await app.db.aread(session_for, env.account_id, action.session_id, WRITER)
     stopped = await app.runtime.stop_session(action.session_id)
     return {"_": "StopSessionResponse", "sessionId": action.session_id, "stopped": stopped}

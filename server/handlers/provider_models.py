@@ -10,9 +10,10 @@ from seed_agents.protocol.errors import ProtocolError, quote
 
 from ..providers.base import ProviderError, ProviderNotFound
 from . import access
+from .context import HandlerContext
 
 
-async def list_provider_models(app, env, action) -> dict:
+async def list_provider_models(app: HandlerContext, env, action) -> dict:
     account = env.account_id
     if action.agent_id is not None:
         # The provider names of that agent's owner (an agent out of reach is 404). Writers

@@ -27,6 +27,7 @@ from seed_agents.protocol.errors import ProtocolError, quote
 from ..clock import new_id
 from ..providers import subscription_login as flow
 from ..store import secrets_table as secrets_q
+from .context import HandlerContext
 
 log = logging.getLogger("seed_agents.providers.subscription")
 
@@ -106,7 +107,7 @@ def _swept(app) -> Logins:  # noqa: ANN001
     return logins
 
 
-async def start_provider_oauth(app, env, action) -> dict:
+async def start_provider_oauth(app: HandlerContext, env, action) -> dict:
     if not app.config.subscription_auth:
         raise ProtocolError(403, "Subscription sign-in is not enabled on this server (--subscription-auth)")
     if action.provider_type not in OAUTH_PROVIDER_TYPES:
@@ -131,7 +132,7 @@ async def start_provider_oauth(app, env, action) -> dict:
             "expiresAt": login.expires_at}
 
 
-async def submit_provider_oauth_code(app, env, action) -> dict:
+async def submit_provider_oauth_code(app: HandlerContext, env, action) -> dict:
     login = _swept(app).get(env.account_id, action.login_id)
     if login.status != "pending":
         raise ProtocolError(409, f"Sign-in is no longer pending (it {_ended(login)})")
@@ -186,7 +187,7 @@ def _ended(login: Login) -> str:
     return "completed" if login.status == "completed" else f"failed: {login.error}"
 
 
-async def get_provider_oauth_status(app, env, action) -> dict:
+async def get_provider_oauth_status(app: HandlerContext, env, action) -> dict:
     login = _swept(app).get(env.account_id, action.login_id)
     value = {"_": "ProviderOAuthStatusResponse", "loginId": login.login_id, "status": login.status}
     if login.secret_name:
@@ -196,7 +197,7 @@ async def get_provider_oauth_status(app, env, action) -> dict:
     return value
 
 
-async def cancel_provider_oauth(app, env, action) -> dict:
+async def cancel_provider_oauth(app: HandlerContext, env, action) -> dict:
     login = _swept(app).get(env.account_id, action.login_id)
     finish(login, app.now_ms(), error="Sign-in canceled.")
     return {"_": "CancelProviderOAuthResponse", "loginId": login.login_id}

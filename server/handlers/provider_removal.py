@@ -6,9 +6,10 @@ from seed_agents.protocol.errors import ProtocolError
 
 from ..store import provider_removal as removal_q
 from .agents import BUILTIN_PROVIDERS
+from .context import HandlerContext
 
 
-async def delete_model_provider(app, env, action) -> dict:
+async def delete_model_provider(app: HandlerContext, env, action) -> dict:
     deleted, _secret = await app.db.write(removal_q.delete_provider, env.account_id, action.name)
     if not deleted:
         if action.name in BUILTIN_PROVIDERS:

@@ -13,6 +13,7 @@ from ..clock import new_id
 from ..store import providers as providers_q
 from ..store import secrets_table as secrets_q
 from .access import READER, agent_for
+from .context import HandlerContext
 
 BUILTIN_ECHO = BUILTIN_PROVIDER   # protocol/providers.py
 # Providers per account: ListModelProviders answers them all, so their number is bounded
@@ -60,7 +61,7 @@ def builtin_echo(account_id: str) -> dict:
             "hasSecrets": False, "createdAt": 0, "updatedAt": 0, "defaultModel": BUILTIN_ECHO}
 
 
-async def set_model_provider(app, env, action) -> dict:
+async def set_model_provider(app: HandlerContext, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
@@ -76,7 +77,7 @@ async def set_model_provider(app, env, action) -> dict:
     return {"_": "SetModelProviderResponse", "provider": redacted(row, auth)}
 
 
-async def list_model_providers(app, env, action) -> dict:
+async def list_model_providers(app: HandlerContext, env, action) -> dict:
     def read(conn):
         owner = env.account_id
         if action.agent_id is not None:

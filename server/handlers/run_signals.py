@@ -12,12 +12,13 @@ from seed_agents.protocol.dagcbor import encode
 
 from ..store import journal as journal_q
 from .access import READER, WRITER, run_for
+from .context import HandlerContext
 from .pages import MAX_ANSWER_BYTES
 
 JOURNAL_PAGE = 1_000
 
 
-async def get_run_journal(app, env, action) -> dict:
+async def get_run_journal(app: HandlerContext, env, action) -> dict:
     limit = min(action.limit or JOURNAL_PAGE, JOURNAL_PAGE)
 
     def read(conn):
@@ -37,7 +38,7 @@ async def get_run_journal(app, env, action) -> dict:
     return answer
 
 
-async def signal_run(app, env, action) -> dict:
+async def signal_run(app: HandlerContext, env, action) -> dict:
     run = await app.db.aread(run_for, env.account_id, action.run_id, WRITER)
-    delivered = await app.runtime.parked.signal(run["id"], action.signal, action.payload)
+    delivered = await app.runtime.signal(run["id"], action.signal, action.payload)
     return {"_": "SignalRunResponse", "runId": run["id"], "delivered": delivered}

@@ -1,24 +1,23 @@
 """GetRun, ListRuns and CancelRun. Run changes are published on runs/<rootRunId>."""
 from __future__ import annotations
 
-from ..clock import new_id
-from ..store import delegation as delegation_q
 from ..store import runs as runs_q
 from .access import READER, WRITER, agent_access, run_for, session_access
+from .context import HandlerContext
 
 DEFAULT_LIMIT = 100
 MAX_RUNS_PAGE = 1_000   # server cap on ListRuns.limit: a RunInfo is a few KiB at most (title <= 1000 characters)
 MAX_TREE = 10_000  # runs of one tree read at once (CancelRun walks the whole tree)
 
 
-async def get_run(app, env, action) -> dict:
+async def get_run(app: HandlerContext, env, action) -> dict:
     def read(conn):
         return runs_q.with_child_counts(conn, [run_for(conn, env.account_id, action.run_id, READER)])[0]
 
     return {"_": "GetRunResponse", "run": await app.db.aread(read)}
 
 
-async def list_runs(app, env, action) -> dict:
+async def list_runs(app: HandlerContext, env, action) -> dict:
     limit = min(action.limit or DEFAULT_LIMIT, MAX_RUNS_PAGE)
 
     def read(conn):
@@ -35,7 +34,7 @@ async def list_runs(app, env, action) -> dict:
             "runs": await app.db.aread(lambda conn: runs_q.with_child_counts(conn, read(conn)))}
 
 
-async def cancel_run(app, env, action) -> dict:
+async def cancel_run(app: HandlerContext, env, action) -> dict:
     """The run and every non-terminal descendant end 'canceled' in one transaction; the turns
     executing any of them are stopped. `canceled` is False when the run had already ended."""
     now = app.now_ms()
@@ -43,11 +42,11 @@ async def cancel_run(app, env, action) -> dict:
     def job(conn):
         run = run_for(conn, env.account_id, action.run_id, WRITER)
         # The run and its subtree; a parent that lives on is answered 'canceled' for it.
-        canceled, settled = delegation_q.cancel_subtrees(conn, [run], now, new_id, app.runtime.run_ended)
+        canceled, settled = app.runtime.cancel_in(conn, [run], now)
         return run["status"] in runs_q.LIVE, canceled, settled
 
     was_live, canceled, settled = await app.db.write(job)
     app.runtime.publish_runs(canceled)
-    app.runtime.parked.publish(settled)
+    app.runtime.settle(settled)
     app.runtime.interrupt_runs(r["id"] for r in canceled)
     return {"_": "CancelRunResponse", "runId": action.run_id, "canceled": was_live and bool(canceled)}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..clock import new_id
 from ..store import secrets_table as secrets_q
+from .context import HandlerContext
 
 
-async def set_secret(app, env, action) -> dict:
+async def set_secret(app: HandlerContext, env, action) -> dict:
     sealed = app.secrets.seal(action.value, secrets_q.secret_aad(env.account_id, action.name))
     now = app.now_ms()
     info = await app.db.write(secrets_q.set_secret, env.account_id, action.name, sealed, action.metadata, now,

@@ -34,9 +34,10 @@ from ..tools import records
 from ..tools.authority import may_write
 from ..tools.context import ToolResult
 from .access import READER, WRITER, session_for, session_role
+from .context import HandlerContext
 
 
-async def run_verb(app, agent: dict, session_id: str, call_id: str, verb: str, value, account: str,  # noqa: ANN001
+async def run_verb(app: HandlerContext, agent: dict, session_id: str, call_id: str, verb: str, value, account: str,  # noqa: ANN001
                    role: str) -> tuple[object, str | None]:
     """(output, error) of one verb run as the person `account` with `role` on the agent."""
     surface = await app.runtime.user_surface(agent, session_id, account, role)
@@ -51,7 +52,7 @@ async def run_verb(app, agent: dict, session_id: str, call_id: str, verb: str, v
     return result.output, result.error
 
 
-async def invoke_session_tool(app, env, action) -> dict:
+async def invoke_session_tool(app: HandlerContext, env, action) -> dict:
     need = WRITER if action.verb in WRITE_VERBS else READER
 
     def check(conn):

@@ -11,7 +11,6 @@ from ..clock import new_id
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
 from ..store import collaborators as collab_q
-from ..store import delegation as delegation_q
 from ..store import events as events_q
 from ..store import history as history_q
 from ..store import runs as runs_q
@@ -19,6 +18,7 @@ from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from .access import READER, WRITER, agent_access, agent_for, agent_role, session_for
 from .agent_definition import check_level
+from .context import HandlerContext
 from .history import signed_head
 from .idempotency import once
 from .pages import MAX_ANSWER_BYTES, sessions_with_agents
@@ -30,7 +30,7 @@ MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
 MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES - (512 << 10)
 
 
-def system_prompt(app, agent_id: str) -> str:
+def system_prompt(app: HandlerContext, agent_id: str) -> str:
     """An agent's system prompt as Markdown (a block tree converted), cached rather than decoded
     on every GetSession; UpdateAgent and DeleteAgent drop the entry (forget_system_prompt)."""
     cache = app.cache["system_prompts"]   # bounded in bytes (--prompt-cache-bytes)
@@ -42,13 +42,13 @@ def system_prompt(app, agent_id: str) -> str:
     return prompt
 
 
-def forget_system_prompt(app, agent_id: str) -> None:
+def forget_system_prompt(app: HandlerContext, agent_id: str) -> None:
     app.cache["system_prompts"].pop(agent_id, None)
     if app.runtime is not None:   # the listing behind the model's preamble (server/runtime/preamble.py)
         app.runtime.preambles.forget(agent_id)
 
 
-async def create_session(app, env, action) -> dict:
+async def create_session(app: HandlerContext, env, action) -> dict:
     now = app.now_ms()
     account_id = env.account_id
 
@@ -74,7 +74,7 @@ async def create_session(app, env, action) -> dict:
     return response
 
 
-async def list_sessions(app, env, action) -> dict:
+async def list_sessions(app: HandlerContext, env, action) -> dict:
     def read(conn):
         # A shared agent's sessions are listed under its owner's account.
         account = env.account_id
@@ -112,7 +112,7 @@ async def list_sessions(app, env, action) -> dict:
     return response
 
 
-async def get_session(app, env, action) -> dict:
+async def get_session(app: HandlerContext, env, action) -> dict:
     limit = min(action.limit or MAX_EVENTS, MAX_EVENTS)
     after = action.after_seq or 0
 
@@ -146,7 +146,7 @@ async def get_session(app, env, action) -> dict:
     return response
 
 
-async def update_session(app, env, action) -> dict:
+async def update_session(app: HandlerContext, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
@@ -164,7 +164,7 @@ async def update_session(app, env, action) -> dict:
     return {"_": "UpdateSessionResponse", "session": session}
 
 
-async def delete_session(app, env, action) -> dict:
+async def delete_session(app: HandlerContext, env, action) -> dict:
     """Stop the live run, then one transaction: the session's live runs end 'canceled', its runs
     keep their history with the session detached, children become top level, the session and
     its events go. Subscribers of sessions/<id> get the notice, then nothing more."""
@@ -177,8 +177,7 @@ async def delete_session(app, env, action) -> dict:
         session_for(conn, env.account_id, session_id, WRITER)  # again: it may have gone meanwhile
         # The session's live runs end with their subtrees; a parent of this session's run is
         # answered 'canceled' (server/store/delegation.py).
-        canceled, settled = delegation_q.cancel_subtrees(
-            conn, runs_q.active_runs_of_session(conn, session_id), now, new_id, app.runtime.run_ended)
+        canceled, settled = app.runtime.cancel_in(conn, runs_q.active_runs_of_session(conn, session_id), now)
         settled.sessions = [s for s in settled.sessions if s["id"] != session_id]
         children = [row[0] for row in conn.execute(
             "SELECT id FROM sessions WHERE parent_session_id = ?", (session_id,))]
@@ -194,7 +193,7 @@ async def delete_session(app, env, action) -> dict:
     app.broadcaster.publish_gone("sessions/" + session_id, notice)
     app.runtime.publish_runs([{**{k: v for k, v in r.items() if k != "sessionId" or v != session_id}, "title": ""}
                               for r in canceled])
-    app.runtime.parked.publish(settled)
+    app.runtime.settle(settled)
     app.runtime.interrupt_runs(r["id"] for r in canceled if r.get("sessionId") != session_id)
     for child in children:
         if child is not None:

@@ -14,6 +14,7 @@ from ..store import agents as agents_q
 from ..store import collaborators as collab_q
 from ..store import owners as owners_q
 from .access import OWNER, READER, agent_access, agent_role
+from .context import HandlerContext
 
 COLLABORATORS_CHANGED = "agent-collaborators-changed"
 INVITES_CHANGED = "agent-invites-changed"
@@ -23,7 +24,7 @@ def _invitation_not_found(agent_id: str) -> ProtocolError:
     return ProtocolError(404, f"no invitation to agent {agent_id} for this account")
 
 
-def _changed(app, agent_id: str, owner: str, *also: str) -> None:
+def _changed(app: HandlerContext, agent_id: str, owner: str, *also: str) -> None:
     """`agent-collaborators-changed` to the owner, the collaborators and `also` (an account
     whose relation to the agent just changed)."""
     app.grants.forget_audience(agent_id)
@@ -34,7 +35,7 @@ def _changed(app, agent_id: str, owner: str, *also: str) -> None:
             app.broadcaster.notify_only(account, COLLABORATORS_CHANGED, agent_id=agent_id)
 
 
-async def invite_agent_collaborator(app, env, action) -> dict:
+async def invite_agent_collaborator(app: HandlerContext, env, action) -> dict:
     """Owner only. Re-inviting changes the role and keeps the status: an accepted collaborator
     stays accepted (with the new role, at once), a pending invitation stays pending."""
     agent_id, invitee = action.agent_id, action.account_id
@@ -55,7 +56,7 @@ async def invite_agent_collaborator(app, env, action) -> dict:
     return {"_": "InviteAgentCollaboratorResponse", "collaborator": collaborator}
 
 
-async def list_agent_collaborators(app, env, action) -> dict:
+async def list_agent_collaborators(app: HandlerContext, env, action) -> dict:
     """Reader: the owner first (`role: owner`), then the collaborators; pending invitations
     are shown to the owner only."""
     def read(conn):
@@ -73,7 +74,7 @@ async def list_agent_collaborators(app, env, action) -> dict:
             "publicRead": agent["publicRead"], "collaborators": [owner, *rows]}
 
 
-async def remove_agent_collaborator(app, env, action) -> dict:
+async def remove_agent_collaborator(app: HandlerContext, env, action) -> dict:
     """Owner only; revokes an accepted grant or cancels a pending invitation. The account's
     subscriptions of the agent end before the write (unless public read still lets it read)."""
     agent_id, target = action.agent_id, action.account_id
@@ -103,12 +104,12 @@ async def remove_agent_collaborator(app, env, action) -> dict:
     return {"_": "RemoveAgentCollaboratorResponse", "agentId": agent_id, "accountId": target}
 
 
-async def list_agent_invites(app, env, action) -> dict:
+async def list_agent_invites(app: HandlerContext, env, action) -> dict:
     invites = await app.db.aread(collab_q.invites_of, env.account_id)
     return {"_": "ListAgentInvitesResponse", "invites": invites}
 
 
-async def accept_agent_invite(app, env, action) -> dict:
+async def accept_agent_invite(app: HandlerContext, env, action) -> dict:
     """The invitee accepts; accepting again answers the same. The AgentInfo carries its role."""
     agent_id = action.agent_id
     now = app.now_ms()
@@ -127,7 +128,7 @@ async def accept_agent_invite(app, env, action) -> dict:
     return {"_": "AcceptAgentInviteResponse", "agent": agent}
 
 
-async def decline_agent_invite(app, env, action) -> dict:
+async def decline_agent_invite(app: HandlerContext, env, action) -> dict:
     """The invitee declines a pending invitation (an accepted grant is the owner's to remove)."""
     agent_id = action.agent_id
     async with app.grants.changing(agent_id):
@@ -142,7 +143,7 @@ async def decline_agent_invite(app, env, action) -> dict:
     return {"_": "DeclineAgentInviteResponse", "agentId": agent_id}
 
 
-async def set_agent_public_read(app, env, action) -> dict:
+async def set_agent_public_read(app: HandlerContext, env, action) -> dict:
     """Owner only. Turning it off ends, before the write, the subscriptions of every account
     that read the agent only because it was public."""
     agent_id = action.agent_id

@@ -5,9 +5,10 @@ from seed_agents.protocol.capability import parse_capability
 from seed_agents.protocol.errors import ProtocolError
 
 from ..store import accounts as accounts_q
+from .context import HandlerContext
 
 
-async def register_signer(app, env, action) -> dict:
+async def register_signer(app: HandlerContext, env, action) -> dict:
     # Any fault in the blob is a 400, and so is one dated beyond the clock window (a capability
     # from the future: docs/protocol.md, "Capabilities").
     cap = parse_capability(action.capability, now_ms=app.now_ms(),
@@ -30,7 +31,7 @@ async def register_signer(app, env, action) -> dict:
 UNREGISTERED = "the account unregistered the signer this socket acted with"
 
 
-async def unregister_signer(app, env, action) -> dict:
+async def unregister_signer(app: HandlerContext, env, action) -> dict:
     """The account takes a delegate's key back (a lost or leaked device): signed by the
     account's own key only, never by a delegate. Live: the sockets that acted through that
     signer are closed (1008), and the next action it signs is refused (403)."""

@@ -6,11 +6,12 @@ from __future__ import annotations
 from seed_agents.protocol.errors import ProtocolError, quote
 
 from .access import OWNER, READER, key_role, require
+from .context import HandlerContext
 
 _KINDS = {"agents": "agent", "sessions": "session", "runs": "run"}
 
 
-def check_access(app, account_id: str, action) -> tuple[str, str | None]:
+def check_access(app: HandlerContext, account_id: str, action) -> tuple[str, str | None]:
     """(role, agent id) of the account on what the key names; 404 without read access (the
     key's form was checked by seed_agents.protocol.actions: `action.kind` is one of account, agents,
     sessions, runs)."""
@@ -23,7 +24,7 @@ def check_access(app, account_id: str, action) -> tuple[str, str | None]:
     return require(role, READER, _KINDS[kind], ident), agent_id
 
 
-async def subscribe(app, env, action) -> dict:
+async def subscribe(app: HandlerContext, env, action) -> dict:
     role, agent_id = check_access(app, env.account_id, action)
     if role != OWNER and app.grants.changing_now(agent_id):
         # A change of access to this agent is running: wait for it, then check again. From

@@ -15,16 +15,17 @@ from seed_agents.protocol.tool_documents import tool_info
 from ..store import tool_documents as tools_q
 from ..tools.agent_tools import granted
 from .access import READER, WRITER, agent_for
+from .context import HandlerContext
 
 
-def infos(app, agent: dict, rows: list[dict]) -> list[dict]:  # noqa: ANN001
+def infos(app: HandlerContext, agent: dict, rows: list[dict]) -> list[dict]:  # noqa: ANN001
     definition = agent["definition"]
     code_exec = app.runtime is not None and app.runtime.code is not None
     return [tool_info(r["doc"], r["cid"], r["enabled"], granted(definition, r["doc"], code_exec), r["createdAt"],
                       r["updatedAt"]) for r in rows]
 
 
-async def list_agent_tools(app, env, action) -> dict:
+async def list_agent_tools(app: HandlerContext, env, action) -> dict:
     now = app.now_ms()
 
     def job(conn):
@@ -36,7 +37,7 @@ async def list_agent_tools(app, env, action) -> dict:
     return {"_": "ListAgentToolsResponse", "agentId": agent["id"], "tools": infos(app, agent, rows)}
 
 
-async def save_agent_tool(app, env, action) -> dict:
+async def save_agent_tool(app: HandlerContext, env, action) -> dict:
     """An authored (lambda) tool is created or replaced; a builtin or MCP tool is switched on or
     off. A lambda is stored even where this server cannot run it (health: codeExec false):
     calling it then fails with that reason."""
@@ -60,7 +61,7 @@ async def save_agent_tool(app, env, action) -> dict:
     return {"_": "SaveAgentToolResponse", "agentId": agent["id"], "tool": infos(app, agent, [row])[0]}
 
 
-async def delete_agent_tool(app, env, action) -> dict:
+async def delete_agent_tool(app: HandlerContext, env, action) -> dict:
     def job(conn):
         agent = agent_for(conn, env.account_id, action.agent_id, WRITER)
         return agent, tools_q.delete_lambda(conn, agent["account"], agent["id"], action.name)

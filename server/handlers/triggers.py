@@ -19,6 +19,7 @@ from ..store import triggers as triggers_q
 from ..triggers import manage, webhook
 from ..triggers.event import Event
 from .access import OWNER, READER, WRITER, agent_access, agent_role, require
+from .context import HandlerContext
 from .idempotency import once
 
 LIST_LIMIT = 1_000       # triggers in one ListAgentTriggers answer (the per-agent bound is lower)
@@ -40,7 +41,7 @@ def trigger_for(conn, account_id: str, trigger_id: str, need: str) -> tuple[dict
     return trigger, role
 
 
-async def list_agent_triggers(app, env, action) -> dict:
+async def list_agent_triggers(app: HandlerContext, env, action) -> dict:
     def read(conn):
         agent_access(conn, env.account_id, action.agent_id, READER)
         return triggers_q.triggers_of_agent(conn, action.agent_id, LIST_LIMIT)
@@ -49,7 +50,7 @@ async def list_agent_triggers(app, env, action) -> dict:
     return {"_": "ListAgentTriggersResponse", "triggers": [triggers_q.public(t) for t in triggers]}
 
 
-async def get_agent_trigger(app, env, action) -> dict:
+async def get_agent_trigger(app: HandlerContext, env, action) -> dict:
     def read(conn):
         trigger, role = trigger_for(conn, env.account_id, action.trigger_id, READER)
         sessions = []
@@ -79,7 +80,7 @@ def attribution(trigger: dict, firing: dict) -> dict:
             or firing["activityKey"], "source": trigger["source"], "firedAt": firing["createdAt"]}
 
 
-async def create_agent_trigger(app, env, action) -> dict:
+async def create_agent_trigger(app: HandlerContext, env, action) -> dict:
     now = app.triggers.now_ms()
     spec = action.trigger
     account_id = env.account_id
@@ -103,7 +104,7 @@ async def create_agent_trigger(app, env, action) -> dict:
     return response
 
 
-async def update_agent_trigger(app, env, action) -> dict:
+async def update_agent_trigger(app: HandlerContext, env, action) -> dict:
     now = app.triggers.now_ms()
     patch = action.patch
     secret = webhook.new_secret() if patch.source is not None and patch.source["type"] == "webhook" else None
@@ -119,7 +120,7 @@ async def update_agent_trigger(app, env, action) -> dict:
     return {"_": "UpdateAgentTriggerResponse", "trigger": triggers_q.public(trigger)}
 
 
-async def delete_agent_trigger(app, env, action) -> dict:
+async def delete_agent_trigger(app: HandlerContext, env, action) -> dict:
     def job(conn):
         trigger, _role = trigger_for(conn, env.account_id, action.trigger_id, WRITER)
         triggers_q.delete_trigger(conn, trigger["id"])
@@ -131,7 +132,7 @@ async def delete_agent_trigger(app, env, action) -> dict:
     return {"_": "DeleteAgentTriggerResponse", "triggerId": trigger["id"]}
 
 
-async def fire_agent_trigger(app, env, action) -> dict:
+async def fire_agent_trigger(app: HandlerContext, env, action) -> dict:
     """Fire a trigger now, as its source would (the same admission: limits, backoff, the
     continuation, under the owner's authority), by a writer of its agent. The firing's key is
     `manual:<clientRequestId>`, so a retried request fires once; without one, every request fires."""

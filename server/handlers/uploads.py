@@ -18,6 +18,7 @@ from ..store import memory as memory_q
 from ..store import uploads as uploads_q
 from .access import WRITER, agent_access
 from .attachments import session_owner
+from .context import HandlerContext
 from .memory_files import limits, memory_changed, owner_of
 
 
@@ -36,7 +37,7 @@ def _target_owner(conn, app, account_id: str, target, size: int) -> tuple[str, d
                    "name": target.name, "mimeType": mime}
 
 
-async def begin_file_upload(app, env, action) -> dict:
+async def begin_file_upload(app: HandlerContext, env, action) -> dict:
     now = app.now_ms()
     upload_id = new_id()
 
@@ -49,13 +50,13 @@ async def begin_file_upload(app, env, action) -> dict:
     return {"_": "BeginFileUploadResponse", "uploadId": upload_id, "maxChunkBytes": MAX_UPLOAD_CHUNK_BYTES}
 
 
-async def append_file_upload_chunk(app, env, action) -> dict:
+async def append_file_upload_chunk(app: HandlerContext, env, action) -> dict:
     received = await app.db.write(uploads_q.append, action.upload_id, env.account_id, action.offset,
                                   action.content, app.now_ms())
     return {"_": "AppendFileUploadChunkResponse", "uploadId": action.upload_id, "received": received}
 
 
-async def commit_file_upload(app, env, action) -> dict:
+async def commit_file_upload(app: HandlerContext, env, action) -> dict:
     up = await app.db.aread(uploads_q.get, action.upload_id, env.account_id)
     if up.received != up.size:
         raise ProtocolError(400, f"Upload has {up.received} of {up.size} bytes; cannot commit")
@@ -70,7 +71,7 @@ async def commit_file_upload(app, env, action) -> dict:
     return await commit_scanned(app, env.account_id, action.upload_id, scan)
 
 
-async def commit_scanned(app, account_id: str, upload_id: str, scan: blobs.Scan) -> dict:
+async def commit_scanned(app: HandlerContext, account_id: str, upload_id: str, scan: blobs.Scan) -> dict:
     """Move a staged upload whose bytes were scanned to its target, in one transaction."""
     now = app.now_ms()
 
@@ -93,6 +94,6 @@ async def commit_scanned(app, account_id: str, upload_id: str, scan: blobs.Scan)
     return {"_": "CommitFileUploadResponse", **result}
 
 
-async def abort_file_upload(app, env, action) -> dict:
+async def abort_file_upload(app: HandlerContext, env, action) -> dict:
     await app.db.write(uploads_q.abort, action.upload_id, env.account_id)
     return {"_": "AbortFileUploadResponse", "uploadId": action.upload_id}

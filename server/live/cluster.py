@@ -2,8 +2,8 @@
 the others as small notices (LISTEN/NOTIFY, server/storage/postgres/bus.py), and theirs are replayed
 into the local hub.
 
-Only when the database is shared (`app.db.shared`); a SQLite server never builds one, and its
-publishing pays one `is None` test.
+Only when the storage has a notice bus (`db.notice_bus()`: a shared database); a SQLite server
+never builds one, and its publishing pays one `is None` test.
 
 Outgoing: every publication (server/live/broadcaster.py, this cluster its relay) queues one entry (`Cluster.append`, `session`, ...), tagged with
 this server's origin id. One sender task packs what is queued into as few NOTIFY payloads as fit
@@ -37,7 +37,6 @@ import logging
 import uuid
 
 from ..storage.notices import MAX_NOTICE_BYTES, Resync
-from ..storage.postgres.bus import PgNoticeBus, channel_for
 from ..store import agents as agents_q
 from ..store import codec
 from ..store import events as events_q
@@ -54,7 +53,7 @@ MAX_ENTRY_BYTES = MAX_NOTICE_BYTES - _ENVELOPE_BYTES
 
 
 class Cluster:
-    def __init__(self, app, bus: PgNoticeBus) -> None:
+    def __init__(self, app, bus) -> None:  # noqa: ANN001 (a storage notice bus)
         self.app = app
         self.bus = bus
         self.origin = uuid.uuid4().hex[:16]   # this server (an App), for as long as it runs
@@ -70,9 +69,7 @@ class Cluster:
 
     @classmethod
     def for_app(cls, app) -> Cluster:
-        db = app.db
-        bus = PgNoticeBus(db.url.dsn(), channel_for(db.database, db.schema), display=str(db.url))
-        return cls(app, bus)
+        return cls(app, app.db.notice_bus())   # (the storage port's: no dialect asked here)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -231,7 +228,7 @@ class Cluster:
             if status in runs_q.TERMINAL:
                 self._interrupt([run_id])   # ended elsewhere: the turn running it here stops
             elif status == "waiting" and app.runtime is not None:
-                app.runtime.parked.refresh()   # parked elsewhere: this server's clock may wake it too
+                app.runtime.parked_elsewhere()   # parked elsewhere: this server's clock may wake it too
             keys = ("runs/" + root, "runs/" + run_id, "account/" + (owner or ""))
             if any(hub.has_subscribers(k) for k in keys):
                 run = app.db.read(runs_q.get_run, run_id)

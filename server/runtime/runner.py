@@ -151,7 +151,8 @@ class Runtime:
             if db.traits.run_leases else LocalQueue(self))
         self.parked = ParkedRuns(self)   # parked runs: their clock, signals, parking a turn
         # (conn, ended RunInfo) -> publications: called inside the transaction that ends a run
-        # (server/triggers/service.py: run-completed triggers fire in it, exactly once).
+        # (server/triggers/service.py: run-completed triggers fire in it, exactly once); set by
+        # the composition root through `on_run_end`.
         self.run_ended: Callable | None = None
         # The trigger tools' port (server/tools/trigger_tools.TriggerAdmin), given by the
         # composition root (server/app.py) once the triggers are built; None: no trigger tools.
@@ -231,6 +232,22 @@ class Runtime:
         if not self.closing:
             self.queue.kick(session_id)
 
+    # -- RunControl (server/runtime/control.py): what the layers above ask of the runs ----------
+    def on_run_end(self, hook: Callable) -> None:
+        self.run_ended = hook
+
+    def cancel_in(self, conn, runs: list[dict], now: int):  # noqa: ANN001
+        return delegation_q.cancel_subtrees(conn, runs, now, new_id, self.run_ended)
+
+    def settle(self, settled) -> None:  # noqa: ANN001
+        self.parked.publish(settled)
+
+    async def signal(self, run_id: str, name: str, payload) -> bool:  # noqa: ANN001
+        return await self.parked.signal(run_id, name, payload)
+
+    def parked_elsewhere(self) -> None:
+        self.parked.refresh()
+
     def publish_runs(self, runs: list[dict]) -> None:
         for run in runs:
             self.publisher.publish_run(runs_q.public(run))
@@ -251,8 +268,7 @@ class Runtime:
         now = self.now_ms()
 
         def job(conn):
-            canceled, settled = delegation_q.cancel_subtrees(
-                conn, runs_q.active_runs_of_session(conn, session_id), now, new_id, self.run_ended)
+            canceled, settled = self.cancel_in(conn, runs_q.active_runs_of_session(conn, session_id), now)
             status = runs_q.session_status_from_runs(conn, session_id)
             return canceled, settled, sessions_q.set_session_status(conn, session_id, status, now)
 

@@ -71,13 +71,19 @@ class Storage(Protocol):
     `shared` backend (several servers on one database) gives none, and its traits say
     `run_leases`: its schema has the lease columns the run lease queries use
     (server/store/leases.py), and it gives `claim_signature` for the replay guard across
-    servers. Notices between servers travel on the shared backend's bus
-    (server/storage/postgres/bus.py, through seed_agents.server.live.cluster).
+    servers. Notices between servers travel on the shared backend's bus (`notice_bus()`,
+    server/storage/postgres/bus.py, carried by seed_agents.server.live.cluster).
     """
 
     backend: str          # Traits.name
     shared: bool
     path: str             # where it is, as logs may show it (a URL redacted)
+    # The questions callers would otherwise ask by dialect ("is it PostgreSQL?"), answered here:
+    # `local_path` is the database file on this machine (its folder must exist, a missing file
+    # is a new database), None for a database server; `notice_bus()` is the bus notices between
+    # servers travel on (a shared backend's), None when one server owns the store; which text
+    # search the memory index has is `traits.text_search`.
+    local_path: str | None
     traits: Traits
     batches: int
     jobs: int
@@ -94,6 +100,8 @@ class Storage(Protocol):
     def close_sync(self) -> None: ...
 
     def process_lock(self) -> ProcessLock | None: ...
+
+    def notice_bus(self) -> Any | None: ...
 
     def read(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 

@@ -183,7 +183,7 @@ def wake(conn, app, trigger: dict, event: Event, continuation: dict):
         where = f"run {run_id}" if run_id else "no run of the agent"
         raise FiringError(f"nothing was woken: {where} is waiting for the signal {name!r}")
     settled = woken(*done)
-    return [lambda: app.runtime.parked.publish(settled)]
+    return [lambda: app.runtime.settle(settled)]
 
 
 def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str, run_id: str):

@@ -1,9 +1,10 @@
 """`Triggers`: the app's one object for triggers, made at start. It owns the clock, the bounds,
 the schedule loop, the activity monitor, and the ways other parts reach triggers: the runtime's
-run-end hook (`run_ended`, called inside the transaction that ends a run), webhook deliveries
-(`server/triggers/webhook.py`), and the agent's own `write ~/triggers/<name>` (`create`,
-`update`, `new_secret`: the tool is handed this object, so the tools never import the triggers
-that run them)."""
+run-end hook (`run_ended`, called inside the transaction that ends a run; server/app.py hands it
+to the runtime's `on_run_end`), webhook deliveries (`server/triggers/webhook.py`), and the
+agent's own `write ~/triggers/<name>` (`create`, `update`, `new_secret`: this object fills the
+tools' `TriggerAdmin` port, server/tools/trigger_tools.py, so the tools never import the
+triggers that run them)."""
 from __future__ import annotations
 
 import asyncio
@@ -45,7 +46,6 @@ class Triggers:
 
             self.activity = ActivityMonitor(self)
             self.activity.start()
-        self.app.runtime.run_ended = self.run_ended
 
     def spawn(self, work) -> None:
         """Run `work` (a coroutine) as a task this object ends at stop."""

@@ -149,6 +149,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
             raise ValueError(f"not a postgresql:// URL: {url}")
         self.url = url
         self.path = str(url)   # what logs and errors may show (redacted)
+        self.local_path: str | None = None   # a database server: no file here
         self._timeout = connect_timeout
         self._target = target or PgSchemaTarget.current()
         self._version = 0
@@ -167,6 +168,13 @@ class PgDatabase(WriteQueue, ReaderThreads):
         self.schema = ""
         self.batches = 0
         self.jobs = 0
+
+    def notice_bus(self):  # noqa: ANN201
+        """The LISTEN/NOTIFY bus of this database and schema (server/live/cluster.py carries
+        publications on it), once started."""
+        from .bus import PgNoticeBus, channel_for
+
+        return PgNoticeBus(self.url.dsn(), channel_for(self.database, self.schema), display=str(self.url))
 
     # -- lifecycle -------------------------------------------------------------------------
     @property

@@ -45,6 +45,7 @@ class Database(WriteQueue, ReaderThreads):
 
     def __init__(self, path: str, *, batch_limit: int = 256, target: SchemaTarget | None = None) -> None:
         self.path = path
+        self.local_path: str | None = path   # (storage/port.py: the questions asked of a backend)
         self.batch_limit = batch_limit
         self._target = target or SchemaTarget.current()
         self._reader: apsw.Connection | None = None
@@ -113,6 +114,9 @@ class Database(WriteQueue, ReaderThreads):
     def process_lock(self) -> dblock.DatabaseLock:
         """One server per file: the lock `seed-agents serve` takes before opening it."""
         return dblock.DatabaseLock(self.path)
+
+    def notice_bus(self) -> None:
+        return None   # one server owns the file: nothing to tell other servers
 
     # -- reads -----------------------------------------------------------------------------
     def read(self, fn: Callable[..., Any], *args: Any) -> Any:
