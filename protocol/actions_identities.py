@@ -147,6 +147,21 @@ def signing_keys_of(definition: dict) -> list[str]:
     return names
 
 
+# The desktop's "Publish Seed content" grant: the pseudo-tool `publish` in `definition.tools`, or
+# one of the pre-verbs write tools, which meant the same.
+PUBLISH_GRANT = "publish"
+LEGACY_PUBLISH_GRANTS = ("write", "memory_publish_document", "ipfs_write", "attachment_to_ipfs")
+
+
+def publish_granted(definition: dict) -> bool:
+    """Does the definition allow publishing (the reference's `publishGrantEnabled`)? No `tools`
+    list at all publishes."""
+    tools = definition.get("tools")
+    if type(tools) is not list:
+        return True
+    return any(t == PUBLISH_GRANT or t in LEGACY_PUBLISH_GRANTS for t in tools)
+
+
 MAX_SIGNING_KEYS = 32
 
 

@@ -439,3 +439,27 @@ CREATE INDEX runs_waiting_by_session ON runs (session_id) WHERE status = 'waitin
 ALTER TABLE runs ADD COLUMN plan BLOB;            -- DAG-CBOR RunPlan, the settled copy
 ALTER TABLE runs ADD COLUMN step_label TEXT;
 ALTER TABLE runs ADD COLUMN plan_step_id TEXT;
+
+-- Version 14: the publication queue (schema/migrations/0014_hm_publications.sql says why).
+CREATE TABLE hm_publications (
+    id               TEXT NOT NULL PRIMARY KEY,
+    account_id       TEXT NOT NULL,
+    subject          TEXT NOT NULL,   -- 'identity:<name>' or the document's hm:// address
+    seq              INTEGER NOT NULL,
+    kind             TEXT NOT NULL,   -- 'blobs' | 'document'
+    identity_name    TEXT NOT NULL,   -- the signing identity it publishes as
+    agent_id         TEXT,            -- the agent that wrote it (a document), checked again when sent
+    what             TEXT NOT NULL,   -- a few words for people: "the new account", "the profile"
+    body             BLOB NOT NULL,   -- DAG-CBOR: {blobs: [{cid, data}]} or {markdown, ts}
+    server_url       TEXT NOT NULL,
+    status           TEXT NOT NULL,   -- 'pending' | 'failed' (refused: kept to be seen, not retried)
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at  INTEGER NOT NULL,
+    last_error       TEXT,
+    lease_owner      TEXT,
+    lease_expires_at INTEGER,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL
+) STRICT;
+CREATE INDEX hm_publications_due ON hm_publications (status, next_attempt_at);
+CREATE INDEX hm_publications_subject ON hm_publications (account_id, subject, created_at, seq);

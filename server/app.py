@@ -61,6 +61,7 @@ class App:
         self.runtime: Runtime | None = None  # made in start(), once the secrets key is read
         self.heads: Heads | None = None   # signed session heads, made in start() with the server key
         self.triggers = None   # server/triggers/service.Triggers, made in start() after the runtime
+        self.publications = None   # server/hypermedia/publications.PublicationQueue, with an HM server
         # Several servers on one database (PostgreSQL): publications cross to the others
         # (server/live/cluster.py). None on SQLite, where publishing pays one `is None` test.
         self.cluster = None
@@ -126,6 +127,12 @@ class App:
         self.runtime.trigger_admin = self.triggers
         self.runtime.on_run_end(self.triggers.run_ended)   # run-completed triggers fire in its transaction
         await self.triggers.start()
+        if self.runtime.hm is not None:   # what the HM server did not take, sent again until it does
+            from .hypermedia.publications import PublicationQueue
+            from .runtime.leasing import server_id
+
+            self.publications = PublicationQueue(self, server_id())
+            self.publications.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
 
     async def _start_history(self) -> None:
@@ -143,6 +150,8 @@ class App:
     async def stop(self) -> None:
         for t in self._tasks:
             t.cancel()
+        if self.publications is not None:
+            await self.publications.stop()
         if self.triggers is not None:
             await self.triggers.stop()
         if self.runtime is not None:

@@ -83,6 +83,7 @@ class Config:
     # only; server/hypermedia/identity_publish.py), and how long one publication may take.
     hm_server_url: str | None = "https://hyper.media"   # the public Seed gateway, as the reference
     hm_server_timeout: float = 15.0   # seed_agents.server.hypermedia.client.DEFAULT_TIMEOUT
+    hm_publish_retry: float = 10.0    # the publication queue's first wait; doubled per failure, at most 1 h
     # Files (docs/operations.md "Files"): bytes per account (0: no quota), files per agent, the
     # largest file one answer carries whole (larger ones are read in ranges), and downloads.
     file_quota_bytes: int = 0
@@ -399,7 +400,8 @@ SETTINGS: list[Setting] = [
     Setting("--write-timeout", "WRITE_TIMEOUT", "write_timeout", seconds, "SECONDS", "a WebSocket peer or HTTP client whose writes (our frames, pongs, pings, answers) make no progress this long is dropped"),
     Setting("--allowed-origins", "ALLOWED_ORIGINS", "allowed_origins", origins, "ORIGINS", "browser origins that may open the WebSocket and POST actions: `*` (any), or comma-separated `scheme://host[:port]`; requests without an Origin header (scripts, the CLI) are always allowed; others get 403, with CORS answers that name no origin", "the Seed desktop's own (`http://localhost:17654` to `http://localhost:17664`, `http://localhost:5173`, `file://`) on a loopback listen address, else `*`"),
     Setting("--hm-server-url", "HM_SERVER_URL", "hm_server_url", hm_url, "URL", "the Seed hypermedia server agents read from and publish to (`POST {url}/api/PublishBlobs`): `CreateSigningIdentity` publishes the new account's profile and home document, a rename or an icon republishes the profile, `hm://` and `ipfs://` reads and writes, `search` and activity triggers go there; `''` runs offline (identities are created locally and nothing is published); an unreachable server is said once at start and in health, and the server serves at once", "`https://hyper.media` (the public Seed gateway, as the reference)"),
-    Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one publication to the HM server may take (connect, send, answer) before the action is answered 502"),
+    Setting("--hm-server-timeout", "HM_SERVER_TIMEOUT", "hm_server_timeout", seconds, "SECONDS", "the longest one exchange with the HM server may take (connect, send, answer); a publication that takes longer is stored and queued (`--hm-publish-retry`)"),
+    Setting("--hm-publish-retry", "HM_PUBLISH_RETRY", "hm_publish_retry", seconds, "SECONDS", "a publication the HM server did not take (no answer, a timeout, a 5xx: an identity's account or profile, an agent's document) is kept in the store and sent again by whichever server of a cluster takes it first: after this long, then twice as long after each failure, at most an hour; a refusal (4xx) is kept as failed and not retried"),
     Setting("--file-quota-bytes", "FILE_QUOTA_BYTES", "file_quota_bytes", byte_count, "BYTES", "bytes of files (agent memory, session attachments, uploads in progress) one account may hold; 0: no quota (more is 413)"),
     Setting("--memory-max-files", "MEMORY_MAX_FILES", "memory_max_files", count, "N", "files in one agent's memory (more is 413)"),
     Setting("--file-answer-bytes", "FILE_ANSWER_BYTES", "file_answer_bytes", count, "BYTES", "largest file (or range) ReadAgentMemoryFile and ReadSessionAttachment return in one answer; larger files are read in ranges (offset, length)"),

@@ -129,7 +129,8 @@ async def _probe_hm(hm) -> None:  # noqa: ANN001
         log.info("the Seed hypermedia server at %s answers", hm.display)
     else:
         log.warning("the Seed hypermedia server at %s %s: working offline until it answers (identities "
-                    "are kept here; hm:// and ipfs:// reads and writes and Seed search fail meanwhile)",
+                    "and documents are kept here and their publication queued; hm:// and ipfs:// reads, other "
+                    "writes and Seed search fail meanwhile)",
                     hm.display, hm.unreachable_reason)
 
 

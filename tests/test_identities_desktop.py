@@ -76,7 +76,11 @@ def _server(tmp_path_factory, name: str, extra: list[str]):
 @pytest.fixture(scope="module")
 def publishing(tmp_path_factory, hm_port):
     proc = _server(tmp_path_factory, "hm", ["--hm-server-url", f"http://127.0.0.1:{hm_port}",
-                                             "--hm-server-timeout", str(HM_TIMEOUT)])
+                                             "--hm-server-timeout", str(HM_TIMEOUT),
+                                             # the queue's retries must not take a failure a test
+                                             # scripts for an action (tests/test_hm_publications.py
+                                             # tests the queue)
+                                             "--hm-publish-retry", "3600"])
     yield proc
     proc.kill()
 
@@ -268,17 +272,20 @@ async def test_bad_seeds_labels_and_icons_are_refused_and_store_nothing(publishi
 @pytest.mark.parametrize("kind", ["hang", "drop"])
 async def test_an_hm_server_that_does_not_answer_leaves_the_identity_here_unpublished(publishing, hm, http, kind):
     """Beyond the reference: no answer at all (no connection, a timeout) is no reason to refuse a
-    key; it is kept without a serverUrl and goes up whole at its first update (test below)."""
+    key; it is kept without a serverUrl and its publication queued (tests/test_hm_publications.py)."""
     d = desk(http, publishing, f"hm-down-{kind}")
     hm.fail(kind)
     started = time.monotonic()
     made = (await d.ok({"_": "CreateSigningIdentity", "label": "Kept", "clientRequestId": "one"}))["identity"]
     assert time.monotonic() - started < HM_TIMEOUT + 5
     assert "serverUrl" not in made and hm.published == []
+    assert [p["what"] for p in made["pendingPublications"]] == ["the new account"]
     assert [i["id"] for i in await d.identities()] == [made["id"]]
+    # Deleted, its queued publication goes with it (and cannot take another test's scripted failure).
+    await d.ok({"_": "DeleteSigningIdentity", "name": made["name"]})
 
 
-@pytest.mark.parametrize("kind", ["refuse", "garbage", "wrong-shape", "huge"])
+@pytest.mark.parametrize("kind", ["reject", "garbage", "wrong-shape", "huge"])
 async def test_an_hm_server_failure_is_a_502_naming_it_and_stores_nothing(publishing, hm, http, kind):
     d = desk(http, publishing, f"hm-{kind}")
     hm.fail(kind)

@@ -50,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 13
+    assert schema.CURRENT_VERSION == 14
 
 
 def test_baseline_equals_migrations_applied_in_order():
@@ -97,7 +97,9 @@ def test_expected_tables_and_strictness():
         "agent_triggers", "trigger_firings", "trigger_event_claims", "activity_watermarks",
         "webhook_trigger_credentials",
         # version 11: verifiable history
-        "session_envelopes"}
+        "session_envelopes",
+        # version 14: the publication queue
+        "hm_publications"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 

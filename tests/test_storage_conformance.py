@@ -35,6 +35,7 @@ from seed_agents.server.store import file_quota as file_quota_q
 from seed_agents.server.store import history as history_q
 from seed_agents.server.store import idempotency as idem_q
 from seed_agents.server.store import identities as identities_q
+from seed_agents.server.store import publications as pub_q
 from seed_agents.server.store import memory as memory_q
 from seed_agents.server.store import owners as owners_q
 from seed_agents.server.store import provider_removal as removal_q
@@ -634,6 +635,28 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(identities_q.count_identities, ACCOUNT)
     r(identities_q.missing_names, ACCOUNT, [name, "absent"])
     await w(identities_q.update_identity, ACCOUNT, name, "New", "ipfs://bafyicon", "http://hm", T0 + 71)
+    # The publication queue: two items of one identity in order, a claim, a retry, a refusal.
+    subject = f"identity:{name}"
+    for i, what in enumerate(("the new account", "the profile")):
+        await w(pub_q.enqueue, item_id=f"pub-{i}", account_id=ACCOUNT, subject=subject, kind="blobs",
+                identity_name=name, agent_id=None, what=what, body={"blobs": [{"cid": "bafy", "data": b"x"}]},
+                server_url="http://hm", now=T0 + 71)
+    r(pub_q.get, "pub-0")
+    r(pub_q.has_pending, ACCOUNT, subject)
+    await w(pub_q.claim, "server-a", T0 + 72, 1000, 8)   # pub-0 alone: pub-1 waits behind it
+    await w(pub_q.claim, "server-b", T0 + 72, 1000, 8)   # nothing: held
+    r(pub_q.next_wake, T0 + 72)
+    await w(pub_q.retry_later, "pub-0", "server-a", "no answer", T0 + 80, T0 + 72)
+    await w(pub_q.claim, "server-b", T0 + 80, 1000, 8)
+    await w(pub_q.sent, "pub-0", "server-b")
+    await w(identities_q.mark_published, ACCOUNT, name, "http://hm", T0 + 81)
+    await w(pub_q.claim, "server-a", T0 + 81, 1000, 8, T0 + 10_000)
+    await w(pub_q.release, ["pub-1"], "server-a")
+    await w(pub_q.claim, "server-a", T0 + 81, 1000, 8)
+    await w(pub_q.failed, "pub-1", "server-a", "refused", T0 + 82)
+    r(pub_q.counts)
+    r(pub_q.of_identities, ACCOUNT)
+    await w(pub_q.drop_identity, ACCOUNT, name)
     await w(agents_q.create_agent, "a3", ACCOUNT, {"name": "signer", "signingKeys": [name]}, "/tmp/a3", T0 + 72)
     r(identities_q.agents_signing_with, ACCOUNT, name)
     await w(idem_q.idem_put, ACCOUNT, "CreateSigningIdentity", "c2", b"fp",

@@ -5,12 +5,12 @@ their write job, after the provider itself was found."""
 from __future__ import annotations
 
 from seed_agents.protocol import owner_fields
+from seed_agents.protocol.actions_identities import publish_granted
 from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.providers import BUILTIN_TYPES
 from seed_agents.protocol.reasoning import level_problem
 
 from ..store import providers as providers_q
-from ..tools.hm_tools import publish_granted
 from .identities import check_signing_keys
 
 

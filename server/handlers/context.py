@@ -9,7 +9,8 @@ stops offering one of these).
 - `runtime`: `RunControl` (server/runtime/control.py) and the runtime's pools and caches;
 - `grants`: changes of access reaching live subscribers (server/live/grants.py);
 - `triggers`: trigger administration (`TriggerAdmin`, server/tools/trigger_tools.py, and firing);
-- the secrets box, the session heads' key, the signer cache and the in-memory caches.
+- the secrets box, the session heads' key, the signer cache and the in-memory caches;
+- `publications`: the publication queue, woken when a handler queued something.
 """
 from __future__ import annotations
 
@@ -98,5 +99,7 @@ class HandlerContext(Protocol):
     def heads(self) -> Any: ...    # server/heads.Heads: the signed session heads' key
     @property
     def cache(self) -> dict: ...   # the named in-memory caches (server/cache.py)
+    @property
+    def publications(self) -> Any: ...   # server/hypermedia/publications.PublicationQueue, None without an HM server
     def remember_signer(self, account_id: str, signer_id: str, expires_at: int | None = None) -> Any: ...
     def forget_signer(self, account_id: str, signer_id: str) -> None: ...

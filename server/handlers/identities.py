@@ -21,10 +21,11 @@ from seed_agents.protocol.errors import ProtocolError, quote
 from seed_agents.protocol.keys import Keypair
 
 from ..clock import new_id
-from ..hypermedia import identity_publish
+from ..hypermedia import identity_publish, publications
 from ..store import codec
 from ..store import idempotency as idem_q
 from ..store import identities as identities_q
+from ..store import publications as pub_q
 from .access import OWNER, READER, agent_for
 from .context import HandlerContext
 from .idempotency import once
@@ -50,15 +51,24 @@ def _publishing(app: HandlerContext) -> bool:  # noqa: ANN001
 
 async def list_signing_identities(app: HandlerContext, env, action) -> dict:
     def read(conn):
-        if action.agent_id is None:
-            return identities_q.list_identities(conn, env.account_id)
-        # The owner's identities of a shared agent. A collaborator sees only those the agent's
-        # definition names: the owner's other keys stay private.
-        agent = agent_for(conn, env.account_id, action.agent_id, READER)
-        names = None if agent["accessRole"] == OWNER else signing_keys_of(agent["definition"])
-        return identities_q.list_identities(conn, agent["account"], names)
+        owner, names = env.account_id, None
+        if action.agent_id is not None:
+            # The owner's identities of a shared agent. A collaborator sees only those the agent's
+            # definition names: the owner's other keys stay private.
+            agent = agent_for(conn, env.account_id, action.agent_id, READER)
+            owner = agent["account"]
+            names = None if agent["accessRole"] == OWNER else signing_keys_of(agent["definition"])
+        identities = identities_q.list_identities(conn, owner, names)
+        waiting = pub_q.of_identities(conn, owner) if identities else {}
+        return [with_pending(i, waiting.get(i["name"])) for i in identities]
 
     return {"_": "ListSigningIdentitiesResponse", "identities": await app.db.aread(read, large=True)}
+
+
+def with_pending(identity: dict, items: list[dict] | None) -> dict:
+    """SigningIdentity with what of it the HM server has not taken yet (ours, beyond the
+    reference): `pendingPublications`, oldest first, absent when nothing waits."""
+    return {**identity, "pendingPublications": items} if items else identity
 
 
 async def _answered_before(app: HandlerContext, env, action_name: str, client_id: str | None) -> dict | None:  # noqa: ANN001
@@ -82,7 +92,8 @@ def _room_for_one(conn, account_id: str, action_name: str) -> None:  # noqa: ANN
 
 
 async def _store_new(app: HandlerContext, env, action, action_name: str, seed: bytes, label: str | None,  # noqa: ANN001
-                     server_url: str | None, origin: str, now: int) -> dict:
+                     server_url: str | None, origin: str, now: int,
+                     queued: tuple[list, str | None] | None = None) -> dict:
     identity_id = Keypair.from_seed(seed).account_id
     name = identity_name(identity_id)
     account_id = env.account_id
@@ -96,6 +107,9 @@ async def _store_new(app: HandlerContext, env, action, action_name: str, seed: b
         _room_for_one(conn, account_id, action_name)
         identity = identities_q.insert_identity(conn, account_id, name, identity_id, new_id(), sealed,
                                                 label, server_url, origin, now)
+        if queued is not None:
+            item = _enqueue(conn, app, account_id, name, queued, "the new account", now)
+            identity = with_pending(identity, [pub_q.shown(item)])
         return {"_": action_name + "Response", "identity": identity}, []
 
     def job(conn):
@@ -103,7 +117,23 @@ async def _store_new(app: HandlerContext, env, action, action_name: str, seed: b
                     request_fingerprint(env.action), now, effect)
 
     response, _ = await app.db.write(job)
+    _wake(app)
     return response
+
+
+def _enqueue(conn, app: HandlerContext, account_id: str, name: str, queued: tuple, what: str, now: int) -> dict:  # noqa: ANN001
+    """The blobs the HM server did not take (`queued`: them, and why not, None when they wait
+    behind earlier ones untried), queued in the action's own transaction."""
+    blobs, reason = queued
+    return pub_q.enqueue(conn, item_id=new_id(), account_id=account_id, subject=f"identity:{name}", kind="blobs",
+                         identity_name=name, agent_id=None, what=what, body=publications.blobs_body(blobs),
+                         server_url=app.config.hm_server_url, now=now, failed_with=reason,
+                         retry_at=None if reason is None else now + int(app.config.hm_publish_retry * 1000))
+
+
+def _wake(app: HandlerContext) -> None:
+    if app.publications is not None:
+        app.publications.wake()
 
 
 async def create_signing_identity(app: HandlerContext, env, action) -> dict:
@@ -115,19 +145,21 @@ async def create_signing_identity(app: HandlerContext, env, action) -> dict:
     seed = os.urandom(SEED_SIZE)
     identity_id = Keypair.from_seed(seed).account_id
     label = action.label or f"Agent account {identity_id[:10]}"
-    server_url = None
+    server_url: str | None = None
+    queued: tuple[list, str | None] | None = None
     if _publishing(app):
+        blobs = identity_publish.account_blobs(seed, label, now)
         try:
-            await identity_publish.publish_new_account(app, seed, label, now)
+            await identity_publish.publish(app, blobs, "the agent account")
             server_url = app.config.hm_server_url
         except identity_publish.Unreachable as exc:
-            # Beyond the reference: no network is no reason to refuse a key. It is kept here
-            # without a serverUrl, as one made offline, and goes up whole at its first update
-            # once the HM server answers (update_signing_identity, `with_home`).
-            log.warning("%s; the identity %s is kept here and published at its next update", exc.message,
-                        identity_id)
+            # Beyond the reference: no network is no reason to refuse a key. It is kept here,
+            # and the same blobs are queued (server/hypermedia/publications.py) in the same
+            # transaction; serverUrl is set once they went out.
+            log.warning("%s; the identity %s is kept here and its publication queued", exc.message, identity_id)
+            queued = (blobs, exc.message)
     return await _store_new(app, env, action, "CreateSigningIdentity", seed, label, server_url,
-                            "created", now)
+                            "created", now, queued)
 
 
 async def import_signing_identity(app: HandlerContext, env, action) -> dict:
@@ -161,25 +193,44 @@ async def update_signing_identity(app: HandlerContext, env, action) -> dict:
         raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
     now = app.now_ms()
     icon_uri, server_url = None, None
+    queued: tuple[list, str | None] | None = None
     if _publishing(app):
         seed = await app.db.aread(identities_q.open_seed, app.secrets, account_id, action.name)
         origin = await app.db.aread(identities_q.origin_of, account_id, action.name)
         if seed is None or origin is None:
             raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
+        # What waits for the HM server goes first: a rename queues behind it, in order.
+        waiting = await app.db.aread(pub_q.has_pending, account_id, f"identity:{action.name}")
         # An account this server made before it had an HM server was never published: it goes up
         # whole (profile and home document). An imported one only ever gets a profile.
-        icon_uri = await identity_publish.publish_profile(
-            app, seed, action.label, now, action.icon.data if action.icon else None,
-            current.get("icon"), with_home=origin == "created" and "serverUrl" not in current)
-        server_url = app.config.hm_server_url
+        with_home = origin == "created" and "serverUrl" not in current and not waiting
+        blobs, icon_uri = identity_publish.profile_blobs(
+            seed, action.label, now, action.icon.data if action.icon else None, current.get("icon"),
+            with_home=with_home)
+        what = "the new account" if with_home else "the profile"
+        if waiting:
+            queued = (blobs, None)
+        else:
+            try:
+                await identity_publish.publish(app, blobs, "the agent account" if with_home
+                                               else "the agent account profile")
+                server_url = app.config.hm_server_url
+            except identity_publish.Unreachable as exc:
+                log.warning("%s; the change to %s is kept here and its publication queued", exc.message, action.name)
+                queued = (blobs, exc.message)
 
     def job(conn):
         if identities_q.get_identity(conn, account_id, action.name) is None:   # deleted meanwhile
             raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
-        return identities_q.update_identity(conn, account_id, action.name, action.label, icon_uri,
-                                            server_url, now)
+        identity = identities_q.update_identity(conn, account_id, action.name, action.label, icon_uri,
+                                                server_url, now)
+        if queued is not None:
+            _enqueue(conn, app, account_id, action.name, queued, what, now)
+        return with_pending(identity, pub_q.of_identities(conn, account_id).get(action.name))
 
-    return {"_": "UpdateSigningIdentityResponse", "identity": await app.db.write(job)}
+    identity = await app.db.write(job)
+    _wake(app)
+    return {"_": "UpdateSigningIdentityResponse", "identity": identity}
 
 
 async def delete_signing_identity(app: HandlerContext, env, action) -> dict:
@@ -198,6 +249,7 @@ async def delete_signing_identity(app: HandlerContext, env, action) -> dict:
                                      "signingKeys first")
         identities_q.delete_identity(conn, account_id, action.name)
         identities_q.forget_idempotency(conn, account_id, action.name)
+        pub_q.drop_identity(conn, account_id, action.name)   # nothing signs as it any more
 
     await app.db.write(job)
     return {"_": "DeleteSigningIdentityResponse", "name": action.name}

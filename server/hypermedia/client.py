@@ -79,7 +79,11 @@ MAX_LINK_CHECKS = 50
 
 
 class HmError(Exception):
-    """One clear sentence about what went wrong with the HM server (never its answer's text)."""
+    """One clear sentence about what went wrong with the HM server (never its answer's text).
+    `status`: the HTTP status it answered with, when that was the fault (a 4xx is a refusal that
+    trying again will not change; the publication queue retries everything else)."""
+
+    status: int | None = None
 
 
 class HmNotFound(HmError):
@@ -336,18 +340,7 @@ class HmClient:
             raise ValueError("the Markdown is not valid Unicode (it has a lone surrogate)") from None
         if size > MAX_MARKDOWN_BYTES:
             raise ValueError(f"a document is at most {MAX_MARKDOWN_BYTES} bytes of Markdown")
-        account = account_id(seed)
-        if hm_url is None:
-            name = _document_name(markdown)
-            if not name:
-                raise ValueError("a new document needs a name: front matter `name:` or a first heading")
-            hm_id = HmId(account, (slugify(name),))
-        else:
-            hm_id = parse_hm_id(hm_url)
-            hm_id = HmId(hm_id.uid, hm_id.path)  # always the latest version
-            if hm_id.uid != account:
-                raise ValueError(f"this identity ({account}) can only publish in its own account, "
-                                 f"not in {hm_id.uid}")
+        hm_id = document_target(account_id(seed), markdown, hm_url)
         nodes = await asyncio.to_thread(lambda: to_hm_nodes(parse_markdown(markdown)[0]))
         await self.check_links(nodes, resolve=check_links)
         kind, resource = await self._kind_of(hm_id)
@@ -400,6 +393,8 @@ class HmClient:
             try:
                 resource = await self.resource(HmId(target.uid, target.path, target.version).pack())
             except HmError:
+                if self.reachable is False:
+                    break   # the server is not there: the rest cannot be checked either
                 continue   # unverifiable, not broken
             if resource.get("type") == "not-found":
                 broken.append(link)
@@ -645,7 +640,9 @@ class HmClient:
             if response.status_code == 404 and method == "GET":
                 raise HmNotFound(f"the Seed hypermedia server at {self.display} found nothing ({key})")
             if response.status_code >= 400 or response.status_code < 200:
-                raise self._error(key, f"refused the request with HTTP {response.status_code}")
+                error = self._error(key, f"refused the request with HTTP {response.status_code}")
+                error.status = response.status_code
+                raise error
             declared = response.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > self.max_answer_bytes:
                 raise self._error(key, f"answered more than {self.max_answer_bytes} bytes")
@@ -694,6 +691,22 @@ def _js_json(value: object) -> str:
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _HEADING_LINE = re.compile(r"^[ \t]*#{1,6}[ \t]+(.+?)[ \t]*(?:<!--.*-->)?[ \t]*$", re.M)
+
+
+def document_target(account: str, markdown: str, hm_url: str | None) -> HmId:
+    """Where `publish_document` puts Markdown signed by `account`: `hm_url` (its latest version),
+    else a new document at the slug of its name. ValueError when there is no name, or the
+    address is in another account."""
+    if hm_url is None:
+        name = _document_name(markdown)
+        if not name:
+            raise ValueError("a new document needs a name: front matter `name:` or a first heading")
+        return HmId(account, (slugify(name),))
+    hm_id = parse_hm_id(hm_url)
+    hm_id = HmId(hm_id.uid, hm_id.path)  # always the latest version
+    if hm_id.uid != account:
+        raise ValueError(f"this identity ({account}) can only publish in its own account, not in {hm_id.uid}")
+    return hm_id
 
 
 def _document_name(markdown: str) -> str:

@@ -29,6 +29,9 @@ def health(app, version: str) -> dict:  # noqa: ANN001
     else:
         value["hmServer"] = {"reachable": hm.reachable,
                              **({"error": hm.unreachable_reason} if hm.unreachable_reason else {})}
+        queue = getattr(app, "publications", None)
+        if queue is not None:   # publications waiting for it, and refused ones kept (as of the queue's last look)
+            value["hmServer"]["publications"] = dict(queue.counts)
     value["webTools"] = {"search": bool(getattr(config, "searxng_url", None)),
                          "readBrowser": bool(getattr(config, "crawler_url", None))}
     # Which searches an agent has: Seed's (`call search`, the HM server's search API), its own

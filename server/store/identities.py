@@ -124,3 +124,10 @@ def shown(row: tuple) -> dict:
         identity["serverUrl"] = server_url
     identity.update(createdAt=created_at, updatedAt=updated_at)
     return identity
+
+
+def mark_published(conn, account_id: str, name: str, server_url: str, now: int) -> None:  # noqa: ANN001
+    """The identity's queued publication went out (server/hypermedia/publications.py): it is on
+    `server_url` now."""
+    conn.execute("UPDATE signing_identities SET server_url = ?, updated_at = max(updated_at, ?)"
+                 " WHERE account_id = ? AND name = ?", (server_url, now, account_id, name))

@@ -10,16 +10,19 @@ is untrusted text for the model, nothing more.
 from __future__ import annotations
 
 import json
+import uuid
 
 from seed_agents.protocol import file_rules
 from seed_agents.protocol import hm_activity as activity
-from seed_agents.protocol.actions_identities import signing_keys_of
+from seed_agents.protocol.actions_identities import publish_granted, signing_keys_of
 from seed_agents.protocol.hm_comments import comment_url
 from seed_agents.protocol.hm_ids import HmId, parse_hm_id, split_view
 from seed_agents.protocol.owner_fields import COLLABORATORS_PUBLISH
 
-from ..hypermedia.client import FeedPageError, HmError
+from ..hypermedia.client import FeedPageError, HmError, document_target
+from ..hypermedia.identity_publish import transient
 from ..store import identities as identities_q
+from ..store import publications as pub_q
 from . import memory_tools
 from .context import ToolContext, ToolFailure, ToolResult
 
@@ -31,8 +34,6 @@ _ACTION_OPTIONS = {"document": frozenset({"name"}), "update": frozenset({"name"}
                    "redirect": frozenset({"toUrl"}), "fork": frozenset({"fromUrl"}),
                    "move": frozenset({"toPath"})}
 _REF_ACTIONS = ("delete", "redirect", "fork", "move")
-PUBLISH_GRANT = "publish"
-LEGACY_PUBLISH_GRANTS = ("write", "memory_publish_document", "ipfs_write", "attachment_to_ipfs")
 FEED_PAGE_DEFAULT, FEED_PAGE_MAX = 20, 50
 FEED_BYTES = 4 << 20   # one ListEvents page read at most
 MAX_LISTED = 200                 # entries of a directory, comment or version listing shown
@@ -213,16 +214,6 @@ def _result(summary: str, out: dict) -> ToolResult:
     return ToolResult({"summary": summary, **out})
 
 
-def publish_granted(definition: dict) -> bool:
-    """The desktop's "Publish Seed content" grant, as the reference's `publishGrantEnabled`: the
-    pseudo-tool `publish` in `definition.tools` (or one of the pre-verbs write tools, which meant
-    the same); no `tools` list at all publishes."""
-    tools = definition.get("tools")
-    if type(tools) is not list:
-        return True
-    return any(t == PUBLISH_GRANT or t in LEGACY_PUBLISH_GRANTS for t in tools)
-
-
 def require_publish_grant(ctx: ToolContext) -> None:
     if not publish_granted(ctx.agent.get("definition") or {}):
         raise ToolFailure("Publishing is not enabled for this agent. The owner can grant \"Publish Seed content\" "
@@ -327,14 +318,48 @@ async def _write(ctx: ToolContext, address: str, params: dict) -> ToolResult:
                              "was published.", {"id": address, "url": address, "markdown": markdown, "dryRun": True})
     seed = _seed(ctx, row)
     target = None if address.rstrip("/").count("/") <= 2 else address
+    now = ctx.now_ms()
     try:
-        version = await hm.publish_document(seed, markdown, target, ctx.now_ms(), check_links=links)
+        subject = document_target(row["accountId"], markdown, target).pack()
+    except ValueError as exc:
+        raise ToolFailure(str(exc)) from None
+    # What still waits for the HM server goes first (this document's earlier versions, its
+    # identity's account or profile): this one queues behind it, untried.
+    if await ctx.db.aread(pub_q.has_pending, ctx.account, subject, f"identity:{row['name']}"):
+        return await _queue_document(ctx, row, command, subject, markdown, now, links, None)
+    try:
+        version = await hm.publish_document(seed, markdown, target, now, check_links=links)
     except ValueError as exc:
         raise ToolFailure(str(exc)) from None
     except HmError as exc:
-        raise ToolFailure(str(exc)) from None
+        if not transient(hm, exc):
+            raise ToolFailure(str(exc)) from None
+        return await _queue_document(ctx, row, command, subject, markdown, now, links, str(exc))
     return _write_result(command, row, f"Published {address} as {row['name']}.",
                          {"id": address, "url": address, "version": version})
+
+
+async def _queue_document(ctx: ToolContext, row: dict, command: str, subject: str, markdown: str, now: int,
+                          links: bool, reason: str | None) -> ToolResult:
+    """The HM server did not take the document (beyond the reference): it is kept in the store and
+    published when the server answers, by whichever server of a cluster takes it first
+    (server/hypermedia/publications.py), built then against the document's current version and
+    under this agent's grants as they are then."""
+    item_id = str(uuid.uuid4())   # (a row id as server/clock.py makes them; tools do not import it)
+    retry_ms = int(getattr(ctx.config, "hm_publish_retry", 10.0) * 1000)
+
+    def job(conn):  # noqa: ANN001
+        return pub_q.enqueue(conn, item_id=item_id, account_id=ctx.account, subject=subject, kind="document",
+                             identity_name=row["name"], agent_id=ctx.agent["id"], what=f"the document {subject}",
+                             body={"markdown": markdown, "ts": now, "checkLinks": links},
+                             server_url=ctx.hm.base_url, now=now, failed_with=reason,
+                             retry_at=None if reason is None else now + retry_ms)
+
+    item = await ctx.db.write(job)
+    why = reason or f"earlier publications of {row['name']} or of this document are still waiting to be published"
+    return _write_result(command, row, f"Queued {subject}: {why}. It will be published as {row['name']} when the "
+                         "HM server takes it; nothing else is needed.",
+                         {"id": subject, "url": subject, "status": "queued", "publication": pub_q.shown(item)})
 
 
 async def _write_ref(ctx: ToolContext, hm, address: str, action: str, options: dict, row: dict,  # noqa: ANN001

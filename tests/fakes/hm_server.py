@@ -68,7 +68,7 @@ from .loopback import (
 
 __all__ = ["FakeHmServer", "FakeHmProcess", "fake_hm_in_thread", "StoredBlob", "FAILURES", "REFUSAL_SECRET"]
 
-FAILURES = ("refuse", "hang", "garbage", "huge", "huge-stream", "drop", "wrong-shape", "deep", "slow-drip")
+FAILURES = ("refuse", "reject", "hang", "garbage", "huge", "huge-stream", "drop", "wrong-shape", "deep", "slow-drip")
 # What a refusal's body says: a client error must never repeat it.
 REFUSAL_SECRET = "internal trace 7f3a: token=hm-secret-do-not-echo"
 HUGE_ANSWER_BYTES = 9 * 1024 * 1024
@@ -132,7 +132,7 @@ class FakeHmServer(LoopbackFake):
         self.failures: deque[_Failure] = deque()
 
     def fail(self, kind: str, times: int = 1) -> None:
-        """Answer the next `times` requests badly: refuse (500), hang (never answer), garbage
+        """Answer the next `times` requests badly: refuse (500), reject (400), hang (never answer), garbage
         (200, not JSON), huge (200, 9 MiB), huge-stream (the same, chunked), drop (close the connection), wrong-shape (200, JSON
         of another shape), deep (200, a document nested 3000 levels), slow-drip (200, a byte every
         0.2 s)."""
@@ -506,6 +506,8 @@ class FakeHmServer(LoopbackFake):
         """Play one failure; False when the connection is to end."""
         if kind == "refuse":
             await send_json(writer, 500, {"error": REFUSAL_SECRET})
+        elif kind == "reject":   # a refusal for good (4xx): the queue keeps it as failed
+            await send_json(writer, 400, {"error": REFUSAL_SECRET})
         elif kind == "garbage":
             await send(writer, 200, "application/json", b"<html>" + REFUSAL_SECRET.encode() + b"</html>")
         elif kind == "wrong-shape":
