@@ -215,19 +215,20 @@ class App:
         self._signers.put((account_id, signer_id), known, len(account_id) + len(signer_id))
         return known
 
-    def forget_signer(self, account_id: str, signer_id: str) -> None:
+    def forget_signer(self, account_id: str, signer_id: str, *, here_only: bool = False) -> None:
         """An unregistered signer: out of the cache, and every socket that acted through it
         closed (a captured socket must not outlive the key the account took back); the other
-        servers of a shared store do the same."""
-        if self.cluster is not None:
+        servers of a shared store do the same (`here_only`: the cluster relaying theirs)."""
+        if self.cluster is not None and not here_only:
             self.cluster.signer_gone(account_id, signer_id)
-        self._forget_signer(account_id, signer_id)
-
-    def _forget_signer(self, account_id: str, signer_id: str) -> None:
         self._signers.pop((account_id, signer_id))
         for conn in list(self.connections):
             if conn.account_id == account_id and signer_id in conn.signers:
                 conn.close_for(1008, "signer unregistered by the account")
+
+    def forget_signers(self) -> None:
+        """Every cached registration (notices from other servers may have been lost)."""
+        self._signers.clear()
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_at

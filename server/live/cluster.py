@@ -35,6 +35,7 @@ import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Callable
 
 from ..storage.notices import MAX_NOTICE_BYTES, Resync
 from ..store import agents as agents_q
@@ -55,6 +56,7 @@ MAX_ENTRY_BYTES = MAX_NOTICE_BYTES - _ENVELOPE_BYTES
 class Cluster:
     def __init__(self, app, bus) -> None:  # noqa: ANN001 (a storage notice bus)
         self.app = app
+        self.local = app.broadcaster.local   # this server's subscribers only: never sent back out
         self.bus = bus
         self.origin = uuid.uuid4().hex[:16]   # this server (an App), for as long as it runs
         self._queue: list[str] = []           # encoded entries, in publication order
@@ -193,77 +195,98 @@ class Cluster:
                 log.exception("a notice from another server could not be handled")
 
     def handle(self, entry: list) -> None:
-        """One entry from another server, replayed into the local hub."""
+        """One entry from another server, replayed into the local hub: its kind (the first
+        element) picks the row of KINDS below."""
+        on = KINDS.get(entry[0]) if entry else None
+        if on is None:
+            log.warning("ignored a notice of unknown kind %r", entry[0] if entry else None)
+            return
+        on(self, entry)
+
+    # -- the kinds, one method each (KINDS maps the wire letter to it) -----------------------
+    def _on_append(self, entry: list) -> None:
+        """A durable event: read back by its seq, only when someone here follows it."""
+        _, session_id, seq, owner = entry
         app = self.app
-        hub = app.hub
-        local = app.broadcaster.local   # this server's subscribers only: never sent back out
-        kind = entry[0]
-        if kind == "a":
-            _, session_id, seq, owner = entry
-            if hub.has_subscribers("sessions/" + session_id) or hub.has_subscribers("account/" + owner):
-                rows = app.db.read(events_q.event_bodies_after, session_id, seq - 1, 1)
-                if rows and rows[0][0] == seq:
-                    body = bytes(rows[0][1])
-                    local.append(session_id, codec.decode(body), body, owner)
-        elif kind == "p":
-            _, session_id, partial_id, patch, owner = entry
-            if hub.has_subscribers("sessions/" + session_id) or hub.has_subscribers("account/" + owner):
-                local.partial(session_id, partial_id, patch, owner)
-        elif kind == "s":
-            _, session_id, created, agent_id, owner = entry
-            if (hub.has_subscribers("sessions/" + session_id)
-                    or self._follows_agent(agent_id, owner)):
-                session = app.db.read(sessions_q.get_session, session_id)
-                if session is not None:
-                    local.session(session, created=bool(created))
-        elif kind == "g":
-            _, agent_id, created, owner = entry
-            app.cache["system_prompts"].pop(agent_id, None)   # UpdateAgent elsewhere
-            if self._follows_agent(agent_id, owner):
-                agent = app.db.read(agents_q.get_agent, agent_id)
-                if agent is not None:
-                    local.agent(agent, created=bool(created))
-        elif kind == "r":
-            _, run_id, root, owner, status = entry
-            if status in runs_q.TERMINAL:
-                self._interrupt([run_id])   # ended elsewhere: the turn running it here stops
-            elif status == "waiting" and app.runtime is not None:
-                app.runtime.parked_elsewhere()   # parked elsewhere: this server's clock may wake it too
-            keys = ("runs/" + root, "runs/" + run_id, "account/" + (owner or ""))
-            if any(hub.has_subscribers(k) for k in keys):
-                run = app.db.read(runs_q.get_run, run_id)
-                if run is not None:
-                    local.run(runs_q.public(run), owner)
-        elif kind == "j":
-            _, run_id, root, seq, _owner = entry
-            if hub.has_subscribers("runs/" + root) or hub.has_subscribers("runs/" + run_id):
-                found = app.db.read(journal_q.entry, run_id, seq)
-                run = app.db.read(runs_q.get_run, run_id)
-                if found is not None and run is not None:
-                    local.journal(run, found)
-        elif kind == "x":
-            _, key, notice = entry
-            kind_of_key, _, ident = key.partition("/")
-            if kind_of_key == "sessions":
-                if app.runtime is not None:   # (notices are heard from before the runtime starts)
-                    app.runtime.abandon_sessions([ident])
-            elif kind_of_key == "agents":
-                app.cache["system_prompts"].pop(ident, None)
-            local.gone(key, notice)
-        elif kind == "n":
-            _, account_id, reason, agent_id, session_id, only = entry
-            if only:
-                local.notify_only(account_id, reason, agent_id=agent_id, session_id=session_id)
-            else:
-                local.notify_account(account_id, reason, agent_id=agent_id, session_id=session_id)
-            if reason.startswith("trigger-") and app.triggers is not None:
-                app.triggers.changed()   # a trigger changed elsewhere: this server's timer looks again
-        elif kind == "c":
-            app.grants.changed_elsewhere(entry[1])
-        elif kind == "u":
-            app._forget_signer(entry[1], entry[2])
+        if app.hub.has_subscribers("sessions/" + session_id) or app.hub.has_subscribers("account/" + owner):
+            rows = app.db.read(events_q.event_bodies_after, session_id, seq - 1, 1)
+            if rows and rows[0][0] == seq:
+                body = bytes(rows[0][1])
+                self.local.append(session_id, codec.decode(body), body, owner)
+
+    def _on_partial(self, entry: list) -> None:
+        """A streamed reply's patch, carried in the notice itself (never stored)."""
+        _, session_id, partial_id, patch, owner = entry
+        hub = self.app.hub
+        if hub.has_subscribers("sessions/" + session_id) or hub.has_subscribers("account/" + owner):
+            self.local.partial(session_id, partial_id, patch, owner)
+
+    def _on_session(self, entry: list) -> None:
+        _, session_id, created, agent_id, owner = entry
+        app = self.app
+        if app.hub.has_subscribers("sessions/" + session_id) or self._follows_agent(agent_id, owner):
+            session = app.db.read(sessions_q.get_session, session_id)
+            if session is not None:
+                self.local.session(session, created=bool(created))
+
+    def _on_agent(self, entry: list) -> None:
+        _, agent_id, created, owner = entry
+        app = self.app
+        app.cache["system_prompts"].pop(agent_id, None)   # UpdateAgent elsewhere
+        if self._follows_agent(agent_id, owner):
+            agent = app.db.read(agents_q.get_agent, agent_id)
+            if agent is not None:
+                self.local.agent(agent, created=bool(created))
+
+    def _on_run(self, entry: list) -> None:
+        _, run_id, root, owner, status = entry
+        app = self.app
+        if status in runs_q.TERMINAL:
+            self._interrupt([run_id])   # ended elsewhere: the turn running it here stops
+        elif status == "waiting" and app.runtime is not None:
+            app.runtime.parked_elsewhere()   # parked elsewhere: this server's clock may wake it too
+        keys = ("runs/" + root, "runs/" + run_id, "account/" + (owner or ""))
+        if any(app.hub.has_subscribers(k) for k in keys):
+            run = app.db.read(runs_q.get_run, run_id)
+            if run is not None:
+                self.local.run(runs_q.public(run), owner)
+
+    def _on_journal(self, entry: list) -> None:
+        _, run_id, root, seq, _owner = entry
+        app = self.app
+        if app.hub.has_subscribers("runs/" + root) or app.hub.has_subscribers("runs/" + run_id):
+            found = app.db.read(journal_q.entry, run_id, seq)
+            run = app.db.read(runs_q.get_run, run_id)
+            if found is not None and run is not None:
+                self.local.journal(run, found)
+
+    def _on_gone(self, entry: list) -> None:
+        """A session or agent deleted elsewhere: its last event here, and what it leaves behind."""
+        _, key, notice = entry
+        app = self.app
+        kind_of_key, _, ident = key.partition("/")
+        if kind_of_key == "sessions":
+            if app.runtime is not None:   # (notices are heard from before the runtime starts)
+                app.runtime.abandon_sessions([ident])
+        elif kind_of_key == "agents":
+            app.cache["system_prompts"].pop(ident, None)
+        self.local.gone(key, notice)
+
+    def _on_notice(self, entry: list) -> None:
+        _, account_id, reason, agent_id, session_id, only = entry
+        app = self.app
+        if only:
+            self.local.notify_only(account_id, reason, agent_id=agent_id, session_id=session_id)
         else:
-            log.warning("ignored a notice of unknown kind %r", kind)
+            self.local.notify_account(account_id, reason, agent_id=agent_id, session_id=session_id)
+        if reason.startswith("trigger-") and app.triggers is not None:
+            app.triggers.changed()   # a trigger changed elsewhere: this server's timer looks again
+
+    def _on_access(self, entry: list) -> None:
+        self.app.grants.changed_elsewhere(entry[1])
+
+    def _on_signer_gone(self, entry: list) -> None:
+        self.app.forget_signer(entry[1], entry[2], here_only=True)
 
     def _follows_agent(self, agent_id: str, owner: str) -> bool:
         """Does anyone here hear of the agent: its key, its owner's account, or a collaborator's
@@ -289,7 +312,7 @@ class Cluster:
         app = self.app
         log.warning("re-reading live state from the database: %s", reason)
         app.cache["system_prompts"].clear()
-        app._signers.clear()   # an UnregisterSigner may have been lost
+        app.forget_signers()   # an UnregisterSigner may have been lost
         app.grants.resync()   # revocations
         runtime = app.runtime
         workers = runtime.workers if runtime is not None else {}
@@ -314,4 +337,20 @@ class Cluster:
                 elif key.startswith("agents/") and app.hub.has_subscribers(key):
                     agent_id = key.partition("/")[2]
                     if app.db.read(agents_q.agent_account, agent_id) is None:
-                        app.broadcaster.local.gone(key, {"reason": "agent-deleted", "agentId": agent_id})
+                        self.local.gone(key, {"reason": "agent-deleted", "agentId": agent_id})
+
+
+# The kinds of entry one server sends the others: the wire letter -> what this server does on
+# hearing it. A new kind is a sending method above (`_put([letter, ...])`) and one row here.
+KINDS: dict[str, Callable[[Cluster, list], None]] = {
+    "a": Cluster._on_append,       # a durable event (by seq)
+    "p": Cluster._on_partial,      # a streamed reply's patch
+    "s": Cluster._on_session,      # SessionInfo changed
+    "g": Cluster._on_agent,        # AgentInfo changed
+    "r": Cluster._on_run,          # RunInfo changed
+    "j": Cluster._on_journal,      # a run journal entry
+    "x": Cluster._on_gone,         # a session or agent deleted
+    "n": Cluster._on_notice,       # an account notice
+    "c": Cluster._on_access,       # access to an agent changed
+    "u": Cluster._on_signer_gone,  # a signer unregistered
+}
