@@ -150,7 +150,11 @@ class Renderer:
             title = self.children.pop(call_id, None) or str((call.get("input") or {}).get("title", ""))
             return [f'{head}↳ child "{one_line(title, DETAIL_CHARS)}" {result_summary(payload)}{took}']
         detail = call_detail(name, call.get("input"))
-        line = f"{head}· {name}{' ' + detail if detail else ''} → {result_summary(payload)}{took}"
+        summary = result_summary(payload)
+        output = payload.get("output")
+        if name == "continue_session" and isinstance(output, dict) and isinstance(output.get("sessionId"), str):
+            summary = f"continues in session {output['sessionId']}"   # (the model's own summary is for it)
+        line = f"{head}· {name}{' ' + detail if detail else ''} → {summary}{took}"
         out = [line]
         plan = call.get("input") if name == "plan" and "error" not in payload else None
         if isinstance(plan, dict) and plan != self.plan:
@@ -176,6 +180,16 @@ def agent_line(agent: dict) -> str:
     definition = agent.get("definition") or {}
     return (f"{agent.get('id')}  {definition.get('name', '')!s:<20}  {agent.get('status', '')!s:<8}  "
             f"{definition.get('modelProvider', '')}/{definition.get('model', '')}")
+
+
+def continuation_lines(session: dict) -> tuple[list[str], list[str]]:
+    """(before, after) a session's events: where it came from and where it goes on
+    (continue_session's links)."""
+    before = [f"(continued from session {session['continuedFromSessionId']})"] \
+        if isinstance(session.get("continuedFromSessionId"), str) else []
+    after = [f"(continues in session {session['continuedBySessionId']})"] \
+        if isinstance(session.get("continuedBySessionId"), str) else []
+    return before, after
 
 
 def session_line(session: dict) -> str:

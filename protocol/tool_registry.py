@@ -504,6 +504,67 @@ _STATUS = Tool(
     runtimes=('agent-service',),
 )
 
+# Not among the reference's records (its storage design names the verb, session_continuations and
+# the manifest; protocol/continuations.py): this server's, in the same shape.
+_CONTINUE_SESSION = Tool(
+    name='continue_session',
+    label='Continue Session',
+    description=('Continue this conversation in a fresh session, when this one has grown long or its '
+     'thread has run its course while the work goes on. Write a real handoff: the goal, what is '
+     'done, what is left, decisions made, open questions, anything the next session must not '
+     'redo. The successor starts from your handoff and the list of sources you cite, and nothing '
+     'else: this conversation and its checklist stay readable to it as thread:<id>, but are not '
+     'loaded. The successor is linked from this session and starts working at once, as you. '
+     'Call it once, near the end of your turn (close or write off your plan first); then tell '
+     'the user the conversation continues there. Calling it again answers the same successor.'),
+    input_schema={
+        'type': 'object',
+        'additionalProperties': False,
+        'properties': {
+            'handoff': {
+                'type': 'string',
+                'minLength': 1,
+                'maxLength': 20000,
+                'description': 'Markdown: everything the successor needs to carry on.',
+            },
+            'title': {'type': 'string', 'maxLength': 120, 'description': "The successor's title."},
+            'reason': {'type': 'string', 'maxLength': 500,
+                       'description': 'Why the conversation continues elsewhere, in one line.'},
+            'sources': {
+                'type': 'array',
+                'maxItems': 50,
+                'items': {'type': 'string', 'minLength': 1, 'maxLength': 2000},
+                'description': ('Addresses the successor may need (hm://…, https://…, ~/memory/…, '
+                 'thread:…): listed for it, not loaded.'),
+            },
+        },
+        'required': ['handoff'],
+    },
+    output_schema={
+        'type': 'object',
+        'properties': {
+            'status': {'type': 'string', 'enum': ['continued']},
+            'sessionId': {'type': 'string'},
+            'runId': {'type': 'string'},
+            'title': {'type': 'string'},
+        },
+    },
+    render={
+        'kind': 'write',
+        'label': 'Continue Session',
+        'pendingLabel': 'Continuing',
+        'color': 'sky',
+        'primaryArg': 'title',
+        'summaryArg': 'reason',
+        'details': [
+            {'label': 'Handoff', 'source': 'input', 'path': 'handoff', 'format': 'markdown'},
+            {'label': 'Sources', 'source': 'input', 'path': 'sources'},
+            {'label': 'Successor', 'source': 'output'},
+        ],
+    },
+    runtimes=('agent-service',),
+)
+
 _RETURN_RESULT = Tool(
     name='return_result',
     label='Return Result',
@@ -767,7 +828,8 @@ _EXECUTE = Tool(
 )
 
 
-VERBS = {t.name: t for t in (_READ, _WRITE, _CALL, _DELEGATE, _PLAN, _STATUS, _RETURN_RESULT)}
+VERBS = {t.name: t for t in (_READ, _WRITE, _CALL, _DELEGATE, _PLAN, _STATUS, _RETURN_RESULT,
+                              _CONTINUE_SESSION)}
 CALLABLES = {t.name: t for t in (_SEARCH, _WEB_SEARCH, _NAVIGATE, _EXECUTE)}
 TOOLS = {**VERBS, **CALLABLES}
 

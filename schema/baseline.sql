@@ -463,3 +463,21 @@ CREATE TABLE hm_publications (
 ) STRICT;
 CREATE INDEX hm_publications_due ON hm_publications (status, next_attempt_at);
 CREATE INDEX hm_publications_subject ON hm_publications (account_id, subject, created_at, seq);
+
+-- Version 15: session continuations (schema/migrations/0015_session_continuations.sql says why).
+CREATE TABLE session_continuations (
+    successor_session_id   TEXT NOT NULL PRIMARY KEY,
+    predecessor_session_id TEXT NOT NULL,
+    origin_session_id      TEXT NOT NULL,
+    account_id             TEXT NOT NULL,
+    tool_call_id           TEXT NOT NULL,
+    run_id                 TEXT,
+    event_id               TEXT,
+    reason                 TEXT,
+    manifest               BLOB NOT NULL, -- DAG-CBOR {version, handoff, reason?, sources, loaded, cold}
+    created_at             INTEGER NOT NULL,
+    UNIQUE (predecessor_session_id, tool_call_id)
+) STRICT;
+CREATE INDEX session_continuations_by_origin ON session_continuations (origin_session_id);
+ALTER TABLE sessions ADD COLUMN continued_from TEXT;
+ALTER TABLE sessions ADD COLUMN continued_by TEXT;

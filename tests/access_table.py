@@ -17,6 +17,8 @@ Outcomes:
 - `denied`: the tool refused: the role on the agent is too low;
 - `unwritable`: the form does not take this verb;
 - `not-yet`: the form's part lands later on this server;
+- `not-offered`: the verb is not offered in this kind of session (continue_session in a child);
+- `unrunnable`: a trigger's `tool` continuation cannot run this verb headless (its firing fails);
 - `400`, `403`, `404`: the action itself was refused with that status;
 - `n/a`: the role cannot make this call (the agent does not send actions).
 
@@ -94,6 +96,22 @@ TOOL_CELLS = [
     ("plan", "-", "steps", {"title": "t", "steps": [{"id": "s1", "label": "x", "status": "done"}]},
      "400 400 400 400 400 ok ok ok"),
     ("status", "-", "title", {"title": "Matrix"}, "400 400 400 400 400 ok ok ok"),
+    # The verbs of a model's turn (surface.TURN_VERBS): never a person's nor a trigger's. delegate in
+    # each of its modes (delegation_tools.MODES): the child runs as the caller's agent, or as another
+    # agent of the same account under that agent's own grants; another account's agent is not there.
+    ("delegate", "brief", "a child as itself", {"title": "self", "brief": "matrix delegate {role} self"},
+     "400 400 400 400 400 ok unrunnable ok"),
+    ("delegate", "agentId", "the account's agent B", {"title": "as B", "brief": "matrix delegate {role} b",
+                                                     "agentId": "{b}"}, "400 400 400 400 400 ok unrunnable ok"),
+    ("delegate", "agentId", "another account's agent", {"brief": "matrix delegate {role} x", "agentId": "{x}"},
+     "400 400 400 400 400 hidden unrunnable hidden"),
+    ("delegate", "prompt", "a persona", {"brief": "matrix delegate {role} persona", "prompt": "You are terse."},
+     "400 400 400 400 400 ok unrunnable ok"),
+    ("delegate", "await:false", "detached", {"brief": "matrix delegate {role} detached", "await": False},
+     "400 400 400 400 400 ok unrunnable ok"),
+    # continue_session: a top-level conversation's own turn only (a successor session of the agent)
+    ("continue_session", "-", "handoff", {"handoff": "matrix handoff {role}", "title": "matrix {role} part two"},
+     "400 400 400 400 400 ok unrunnable not-offered"),
 ]
 
 # (action, case, outcomes of the person roles: owner writer reader public stranger)

@@ -94,10 +94,14 @@ class Model:
         steps = self.plans.get(first_user(body).strip())
         if steps is None:
             return Script(chunks=["ok"])
-        # Each step's calls are answered before the next request: count the assistant turns.
-        done = sum(1 for m in body.get("messages", ()) if m.get("role") == "assistant" and m.get("tool_calls"))
-        if done < len(steps):
-            return Script(chunks=[], tool_calls=steps[done])
+        # Each step's calls are answered before the next request: the next step is the first whose
+        # calls the conversation does not hold yet (by id: a turn resumed after its delegate calls
+        # parked may hand back its earlier steps merged into fewer assistant messages).
+        made = {c.get("id") for m in body.get("messages", ()) if m.get("role") == "assistant"
+                for c in m.get("tool_calls") or ()}
+        for step in steps:
+            if not all(c["id"] in made for c in step):
+                return Script(chunks=[], tool_calls=step)
         return Script(chunks=["done"])
 
 
@@ -252,6 +256,9 @@ def _populate(w: World, label: str) -> None:
         "source": "def main(input):\n    return {'twice': 2 * input.get('n', 1)}\n"}})
     w.ids["b"] = api.ok(owner, {"_": "CreateAgent", "definition": {
         "name": "Private", "systemPrompt": "", "modelProvider": "echo", "model": "echo-1"}})["agentId"]
+    # An agent of another account (the stranger's): the owner's agents may not delegate to it.
+    w.ids["x"] = api.ok(w.kp("stranger"), {"_": "CreateAgent", "definition": {
+        "name": "Stranger's", "systemPrompt": "", "modelProvider": "echo", "model": "echo-1"}})["agentId"]
     for role in ("writer", "reader"):
         api.ok(owner, {"_": "InviteAgentCollaborator", "agentId": w.ids["a"], "accountId": w.kp(role).account_id,
                        "role": role})

@@ -16,7 +16,8 @@ from seed_agents.protocol.actions_triggers import CONTINUATION_KINDS
 from seed_agents.protocol.owner_fields import OWNER_ONLY
 from seed_agents.server.tools import authority
 from seed_agents.server.tools.memory_tools import SEARCH_MEMORY
-from seed_agents.server.tools.surface import ADDRESS_FORMS, NOT_YET, OFFERED_VERBS, offered_callables
+from seed_agents.server.tools.delegation_tools import MODES as DELEGATE_MODES
+from seed_agents.server.tools.surface import ADDRESS_FORMS, NOT_YET, OFFERED_VERBS, TURN_VERBS, offered_callables
 
 from tests import access_table as table
 from tests.authority_world import LAMBDA, PERSONS, SECRET, World, pg_schema_url, start_world, until
@@ -40,7 +41,9 @@ def test_the_table_has_a_column_for_every_role_and_a_row_for_every_form_verb_and
     called = {form for verb, form, *_ in table.TOOL_CELLS if verb == "call"}
     assert called == {*offered_callables(True, True), SEARCH_MEMORY, LAMBDA}, \
         "a callable tool without its row (or a row for none)"
-    assert {verb for verb, *_ in table.TOOL_CELLS} == set(OFFERED_VERBS), "a verb without its rows"
+    assert {verb for verb, *_ in table.TOOL_CELLS} == {*OFFERED_VERBS, *TURN_VERBS}, "a verb without its rows"
+    assert {form for verb, form, *_ in table.TOOL_CELLS if verb == "delegate"} == set(DELEGATE_MODES), \
+        "a delegate mode without its row (or a row for none)"
     actions = {(action, case) for action, case, _ in table.ACTION_CELLS}
     for name in OWNER_ONLY:
         assert ("UpdateAgent", name) in actions, f"owner-only field {name} without its UpdateAgent row"
@@ -101,8 +104,10 @@ def classify(answer: dict) -> tuple[str, str]:
             return "not-yet", text
         if "cannot be written" in text or "cannot be read" in text:
             return "unwritable", text
-        if text.startswith(("no thread", "no run")) or "not found" in text:
+        if text.startswith(("no thread", "no run", "there is no agent")) or "not found" in text:
             return "hidden", text
+        if "not offered here" in text:
+            return "not-offered", text
         if "owner" in text:
             return "refused", text
         return "error", text
@@ -145,7 +150,11 @@ def agent_cells(w: World) -> dict:
         return children["sessions"] and runs and all(r["status"] in ("succeeded", "failed", "canceled") for r in runs) \
             and children["sessions"]
 
-    child_id = until("the matrix turn and its child", settled, timeout=90)[0]["id"]
+    until("the matrix turn and its children", settled, timeout=120)
+    spawned = next(e for e in w.api.events(owner, session_id) if e.get("type") == "tool_result"
+                   and e["toolCallId"] == "spawn")
+    assert "output" in spawned, spawned.get("error")
+    child_id = spawned["output"]["sessionId"]
     got = {}
     for session, prefix, role in ((session_id, "m", "model"), (child_id, "c", "child")):
         results = {e["toolCallId"]: e for e in w.api.events(owner, session) if e.get("type") == "tool_result"}
@@ -170,7 +179,10 @@ def trigger_cells(w: World) -> dict:
     got = {}
     for n, (trigger_id, fired) in enumerate(hooks):
         if not fired.get("sessionId"):
-            got[n, "trigger"] = ("missing", json.dumps(fired))
+            # a firing that failed: the trigger's lastError says why
+            said = json.dumps([fired, w.api.ok(owner, {"_": "GetAgentTrigger", "triggerId": trigger_id})["trigger"]
+                               .get("lastError")])
+            got[n, "trigger"] = ("unrunnable" if "not one this server runs headless" in said else "missing", said)
             continue
 
         def result(session_id=fired["sessionId"]):

@@ -10,7 +10,8 @@ from seed_agents.server.tools.surface import provider_tools
 
 
 def test_the_registry_holds_the_reference_surface():
-    assert list(registry.VERBS) == ["read", "write", "call", "delegate", "plan", "status", "return_result"]
+    assert list(registry.VERBS) == ["read", "write", "call", "delegate", "plan", "status", "return_result",
+                                   "continue_session"]
     assert list(registry.CALLABLES) == ["search", "web_search", "navigate", "execute"]
     read = registry.VERBS["read"]
     assert read.input_schema["required"] == ["address"] and read.render["pendingLabel"] == "Reading"

@@ -93,7 +93,8 @@ async def test_streamed_reply_usage_and_history(server):
             {"role": "system", "content": "You are terse."},
             {"role": "user", "content": "first\n\nContext:\nnote A\nnote B"}]
         # The tools it can use, from their declarations; `call` names what it reaches.
-        assert [t["function"]["name"] for t in first["tools"]] == ["read", "write", "call", "plan", "status", "delegate"]
+        assert [t["function"]["name"] for t in first["tools"]] == ["read", "write", "call", "plan", "status", "delegate",
+                                                                       "continue_session"]
         assert "\n- search — " in first["tools"][2]["function"]["description"]
         assert without_preamble(second["messages"]) == without_preamble(first["messages"]) + [
             {"role": "assistant", "content": "Hello there"}, {"role": "user", "content": "second"}]

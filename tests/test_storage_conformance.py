@@ -30,6 +30,7 @@ from seed_agents.server.store import attachments as attachments_q
 from seed_agents.server.store import blobs as blobs_q
 from seed_agents.server.store import codec, key_check
 from seed_agents.server.store import collaborators as collab_q
+from seed_agents.server.store import continuations as continuations_q
 from seed_agents.server.store import events as events_q
 from seed_agents.server.store import file_quota as file_quota_q
 from seed_agents.server.store import history as history_q
@@ -788,6 +789,20 @@ async def trigger_shapes(db, w, r, out: list) -> None:  # noqa: ANN001
     settled = plans.normalize_plan({"title": "Lisbon trip", "steps": [{**s, "status": "done"} for s in steps]})
     await w(sessions_q.set_plan, "sl1", plans.next_plan(previous, settled, "rl1", t + 2), t + 2)
     r(sessions_q.get_plan, "sl1")   # settled at t + 2
+    # The next run retires the settled plan (its copy frozen on rl1 first); its own run never does.
+    await w(sessions_q.retire_settled_plan, "sl1", "rl1", t + 2)
+    await w(sessions_q.retire_settled_plan, "sl1", "rl-next", t + 2)
+    r(sessions_q.get_plan, "sl1")   # none: retired
+    # A continuation of sl1 (continue_session): the edge, found again by its call, the chain's size.
+    await w(sessions_q.create_session, "sl2", ACCOUNT, "a1", "Lisbon, part two", t + 2)
+    await w(continuations_q.record, successor_id="sl2", predecessor_id="sl1", origin_id="sl1", account_id=ACCOUNT,
+            tool_call_id="k1", run_id="rl1", event_id="el1", reason="long", now=t + 2,
+            manifest={"version": 1, "handoff": "book the trams", "sources": [], "loaded": [], "cold": []})
+    r(continuations_q.of_call, "sl1", "k1")
+    r(continuations_q.of_call, "sl1", "k2")   # none
+    r(continuations_q.of_successor, "sl2")
+    r(continuations_q.chain_length, "sl1")
+    r(sessions_q.get_session, "sl1")   # continuedBySessionId
     await w(sessions_q.set_agent_status, "sl1", t + 3, title="Booking Lisbon trams", description="two steps")
     await w(sessions_q.set_agent_status, "sl1", t + 4, title=None, description="booked")
     await w(sessions_q.set_agent_status, "s1", t + 4, title="never over the user's", description=None)

@@ -215,7 +215,8 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
         assert len(bodies) == 8
         last = bodies[-1]
         if type_ == "custom":
-            assert [t["function"]["name"] for t in last["tools"]] == ["read", "write", "call", "plan", "status", "delegate"]
+            assert [t["function"]["name"] for t in last["tools"]] == ["read", "write", "call", "plan", "status", "delegate",
+                                                                       "continue_session"]
             tool_msgs = [m for m in last["messages"] if m["role"] == "tool"]
             assert [m["tool_call_id"] for m in tool_msgs] == ["c1", "c2", "c3", "c4", "c5", "h1", "h2", "c6"]
             step2 = next(m for m in last["messages"] if m.get("tool_calls") and len(m["tool_calls"]) == 2)
@@ -223,7 +224,8 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
             first = next(m for m in last["messages"] if m.get("tool_calls"))
             assert first["content"] == "Let me note that."
         elif type_ == "anthropic":
-            assert [t["name"] for t in last["tools"]] == ["read", "write", "call", "plan", "status", "delegate"]
+            assert [t["name"] for t in last["tools"]] == ["read", "write", "call", "plan", "status", "delegate",
+                                                                       "continue_session"]
             first = next(m for m in last["messages"] if m["role"] == "assistant")
             assert [b["type"] for b in first["content"]] == ["thinking", "text", "tool_use"]
             assert first["content"][0]["signature"] == "sig-23"
@@ -232,7 +234,8 @@ async def test_a_turn_that_uses_every_kind_of_tool(server, web, hm, fake_cls, sc
             assert [b["tool_use_id"] for b in results_blocks] == ["c1", "c2", "c3", "c4", "c5", "h1", "h2", "c6"]
         else:
             assert [d["name"] for d in last["tools"][0]["functionDeclarations"]] == \
-                ["read", "write", "call", "plan", "status", "delegate"]
+                ["read", "write", "call", "plan", "status", "delegate",
+                                                                       "continue_session"]
             responses = [p["functionResponse"] for content in last["contents"] if content["role"] == "user"
                          for p in content["parts"] if "functionResponse" in p]
             assert [r["name"] for r in responses] == ["write", "read", "call", "call", "call", "write", "read", "plan"]

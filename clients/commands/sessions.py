@@ -1,7 +1,7 @@
 """`sessions create|list|rename|delete|retry|stop` and `history`."""
 from __future__ import annotations
 
-from ..render import Renderer, as_json, session_line, when
+from ..render import Renderer, as_json, continuation_lines, session_line, when
 from . import verify
 from .common import open_client, print_listing
 from .resolve import agent_id, agent_name, all_sessions, session_id
@@ -64,8 +64,14 @@ async def history(args) -> int:
         after = args.after_seq
         renderer = Renderer()
         everything: list[dict] = []
+        links: tuple[list[str], list[str]] | None = None
         while True:
             response = await client.get_session(session, after_seq=after, limit=HISTORY_PAGE)
+            if links is None:   # continue_session's links: where it came from, where it goes on
+                links = continuation_lines(response.get("session") or {})
+                if not args.json and not args.after_seq:
+                    for line in links[0]:
+                        print(line)
             for event in response.get("events", []):
                 if args.json:
                     everything.append(event)
@@ -79,6 +85,8 @@ async def history(args) -> int:
         print(as_json(everything))
     else:
         for line in renderer.open_calls():
+            print(line)
+        for line in (links or ([], []))[1]:
             print(line)
     return 0
 

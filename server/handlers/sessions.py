@@ -11,6 +11,7 @@ from ..clock import new_id
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
 from ..store import collaborators as collab_q
+from ..store import continuations as continuations_q
 from ..store import events as events_q
 from ..store import history as history_q
 from ..store import runs as runs_q
@@ -122,15 +123,19 @@ async def get_session(app: HandlerContext, env, action) -> dict:
                                                 max_event=MAX_RESPONSE_BYTES)
         context = firings_q.trigger_context(conn, action.session_id) if after == 0 else None   # triggers
         head = history_q.head_at(conn, action.session_id, rows[-1][0]) if rows else None
-        return session, rows, more, context, head
+        # a successor: the edge that made it, its manifest included (continue_session)
+        edge = continuations_q.of_successor(conn, action.session_id) if after == 0 else None
+        return session, rows, more, context, head, edge
 
     # On SQLite, read on the loop without suspending: GetSession is answered inline
     # (server/routes.py); on PostgreSQL off the loop (Database.aread). A page is stored bytes
     # copied as they are (nothing decoded), at most 4 MiB of them.
-    session, rows, more, context, head = await app.db.aread(read)
+    session, rows, more, context, head, edge = await app.db.aread(read)
     response = {"_": "GetSessionResponse", "session": session}
     if context is not None:   # a session a trigger started (the desktop's trigger card)
         response["triggerContext"] = context
+    if edge is not None:
+        response["continuation"] = edge
     response["systemPromptMarkdown"] = system_prompt(app, session["agentId"])
     room = MAX_ANSWER_BYTES - len(encode(response)) - 64
     size = sum(len(body) for _seq, body in rows)

@@ -60,7 +60,8 @@ async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run
         delegating = Delegating(run["depth"], db.read(delegation_q.child_count, run["sessionId"]), schema)
         if schema is not None and history is not None:   # taken up again: a result it delivered stands
             delegating.restore(history().entries, run["id"])
-        verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()))
+        verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()),
+                 *(("continue_session",) if via == "model" else ()))   # (a top-level conversation's)
     shared = db.read(roles_q.is_shared, agent["id"])
     if via == "user":
         authority = Authority.of_person(entry.account, entry.role, agent, callables, shared)

@@ -50,6 +50,8 @@ def delete_agent(conn: Conn, agent_id: str) -> list[str]:
     conn.execute(f"UPDATE runs SET session_id = NULL WHERE session_id IN ({own}) AND agent_id != ?",
                  (agent_id, agent_id))
     conn.execute(f"DELETE FROM session_envelopes WHERE session_id IN ({own})", (agent_id,))
+    # (a continuation joins two sessions of one agent: both ends go)
+    conn.execute(f"DELETE FROM session_continuations WHERE successor_session_id IN ({own})", (agent_id,))
     conn.execute(f"DELETE FROM session_events WHERE session_id IN ({own})", (agent_id,))
     # Its files: memory, the sessions' attachments, uploads in progress (bytes freed here too).
     files_q.delete_agent_files(conn, agent_id, session_ids)

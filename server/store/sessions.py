@@ -1,5 +1,6 @@
 """Sessions: SessionInfo = {id, account, agentId, title?, status, createdAt, updatedAt,
-parentSessionId?, runId?, childSessionCount?, modelOverride?, description?, activity?, plan?}.
+parentSessionId?, runId?, childSessionCount?, modelOverride?, description?, activity?, plan?,
+continuedFromSessionId?, continuedBySessionId?}.
 
 Lists are newest update first, paged with a keyset cursor {updatedBefore, idBefore} (the last
 row's updated_at and id, ordered both descending), so a page costs the same however deep it is
@@ -17,7 +18,8 @@ from .errors import InvalidCursor, NotFound
 
 _COLUMNS = ("id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id,"
             " run_id, model_override, description, message_at, message_from,"
-            " (SELECT count(*) FROM sessions c WHERE c.parent_session_id = sessions.id), plan")
+            " (SELECT count(*) FROM sessions c WHERE c.parent_session_id = sessions.id), plan,"
+            " continued_from, continued_by")
 _INSERT = "id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id"
 _ORDER = "ORDER BY updated_at DESC, id DESC"
 TITLE_CHARS = 60  # automatic titles: the first line of the first message, trimmed to this
@@ -29,7 +31,7 @@ def create_session(conn: Conn, session_id: str, account_id: str, agent_id: str,
         f"INSERT INTO sessions ({_INSERT}) VALUES (?, ?, ?, ?, 'idle', ?, ?, ?)",
         (session_id, account_id, agent_id, title, now, now, parent_session_id))
     return session_info((session_id, account_id, agent_id, title, "idle", now, now, parent_session_id,
-                         None, None, None, None, None, 0, None))
+                         None, None, None, None, None, 0, None, None, None))
 
 
 def get_session(conn: Conn, session_id: str) -> dict | None:
@@ -137,6 +139,11 @@ def delete_session(conn: Conn, session_id: str) -> None:
     # with the session, as the messages do.
     conn.execute("UPDATE runs SET session_id = NULL, title = '' WHERE session_id = ?", (session_id,))
     conn.execute("UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?", (session_id,))
+    # Continuations: the links to it go; a successor's row (its starting point) goes with the
+    # successor, while the row of a successor it had stays, as that one's history.
+    conn.execute("UPDATE sessions SET continued_from = NULL WHERE continued_from = ?", (session_id,))
+    conn.execute("UPDATE sessions SET continued_by = NULL WHERE continued_by = ?", (session_id,))
+    conn.execute("DELETE FROM session_continuations WHERE successor_session_id = ?", (session_id,))
     conn.execute("DELETE FROM session_envelopes WHERE session_id = ?", (session_id,))   # its chain goes too
     conn.execute("DELETE FROM session_events WHERE session_id = ?", (session_id,))
     files_q.delete_session_files(conn, session_id)
@@ -150,7 +157,7 @@ def ids_with_status(conn: Conn, status: str) -> list[str]:
 
 def session_info(row: tuple) -> dict:
     (session_id, account_id, agent_id, title, status, created_at, updated_at, parent, run_id,
-     override, description, message_at, message_from, children, plan) = row
+     override, description, message_at, message_from, children, plan, continued_from, continued_by) = row
     info = {"id": session_id, "account": account_id, "agentId": agent_id, "status": status,
             "createdAt": created_at, "updatedAt": updated_at}
     if title is not None:
@@ -169,6 +176,10 @@ def session_info(row: tuple) -> dict:
         info["activity"] = {"messageAt": message_at, "messageFrom": message_from}
     if plan is not None:
         info["plan"] = codec.decode(plan)
+    if continued_from is not None:   # continue_session's links, both ways (store/continuations.py)
+        info["continuedFromSessionId"] = continued_from
+    if continued_by is not None:
+        info["continuedBySessionId"] = continued_by
     return info
 
 

@@ -176,6 +176,9 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
 
 
 DETACHED_FIELDS = ("agentId", "prompt", "output", "tools", "script")
+# Every mode the verb runs here, as the access matrix names them (tests/access_table.py has rows
+# for each): a child as the caller, as another agent of the account, as a persona, and detached.
+MODES = ("brief", "agentId", "prompt", "await:false")
 
 
 async def detach(state: Delegating, ctx, call_id: str, params: dict) -> ToolResult:  # noqa: ANN001

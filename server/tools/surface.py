@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from seed_agents.protocol import tool_registry as registry
 
 from ..providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
-from . import agent_tools, code_tools, delegation_tools, hm_tools, memory_tools, self_tools, session_tools, trigger_tools
+from . import (agent_tools, code_tools, continuation_tools, delegation_tools, hm_tools, memory_tools, self_tools,
+               session_tools, trigger_tools)
 from .authority import OWNER, READER, WRITER
 from .context import ToolContext, ToolFailure, ToolResult
 
@@ -32,7 +33,13 @@ SIDE_EFFECTS = frozenset({"write"})
 # The role on the agent each verb needs (server/tools/authority.py): a person's own role, the
 # agent itself always `owner`. A reader reads and changes nothing.
 VERB_NEEDS = {"read": READER, "write": WRITER, "call": WRITER, "plan": WRITER, "status": WRITER,
-              "delegate": OWNER, "return_result": OWNER}
+              "delegate": OWNER, "return_result": OWNER, "continue_session": OWNER}
+# The verbs a model turn gets by the kind of its session, besides OFFERED_VERBS (tool_context.py):
+# delegate in every model turn (return_result in a typed child's), continue_session in a top-level
+# conversation's only. A call of one where it is not offered is answered why.
+TURN_VERBS = ("delegate", "continue_session")
+NOT_OFFERED = {"continue_session": "continue_session is not offered here: only a conversation's own turn "
+                                   "continues it (a delegated task reports back to its parent)"}
 READ_ONLY_CALLABLES = frozenset({"search", "search_memory", "web_search", "navigate", "wait"})
 NOT_YET = "is not available on this server yet"
 
@@ -118,6 +125,8 @@ class ToolSurface:
     async def run(self, call: ToolCall) -> ToolResult:
         tool = registry.VERBS.get(call.name)
         if tool is None or tool.name not in self.verbs:
+            if tool is not None and tool.name in NOT_OFFERED:
+                return ToolResult(error=NOT_OFFERED[tool.name])
             if tool is not None:   # a verb of the reference this server has not got yet
                 return ToolResult(error=f"{call.name} {NOT_YET}")
             return ToolResult(self_tools.tools_listing(
@@ -148,6 +157,8 @@ class ToolSurface:
                 return delegation_tools.return_result(self.delegating, params)
             if tool.name == "plan":
                 return await session_tools.plan(self.ctx, params)
+            if tool.name == "continue_session":
+                return await continuation_tools.continue_session(self.ctx, call.id, params)
             return await session_tools.status(self.ctx, params)
         except ToolFailure as exc:
             return ToolResult(error=str(exc))
