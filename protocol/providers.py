@@ -5,11 +5,16 @@ another list of types appears.
 A type belongs to a family, which says how it is spoken to: `builtin` (answered in the server,
 no network), `openai` (the OpenAI-compatible chat API), `anthropic`, `google`. Adding a type of an
 existing family is one row here; a new family is a row here, its module in server/providers/ and
-its line in server/providers/registry.py FAMILIES.
+its line in server/providers/registry.py FAMILIES. What a type's models take (images, reasoning
+levels) are columns of its row, naming rules of protocol/model_rules.py: a row that names none
+gets neither, whatever its family.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from . import model_rules as rules
 
 
 @dataclass(frozen=True)
@@ -19,14 +24,20 @@ class ProviderType:
     base_url: str | None = None    # its public endpoint (a default for the self-hosted ones)
     hosted: bool = False           # a public service: needs a key, a stored baseUrl is ignored
                                    # unless the operator allows it (--allow-provider-base-url)
+    # Capabilities, per model (protocol/model_rules.py); None: no model of the type has it.
+    images: Callable[[str], bool] | None = None     # accepts images in user messages
+    reasoning: Callable[[str], rules.ReasoningSupport | None] | None = None   # its reasoning levels
 
 
 # In the order the command line offers them (the built-in first, never offered: every account has it).
 TABLE: tuple[ProviderType, ...] = (
     ProviderType("echo", "builtin"),
-    ProviderType("openai", "openai", "https://api.openai.com/v1", hosted=True),
-    ProviderType("anthropic", "anthropic", "https://api.anthropic.com", hosted=True),
-    ProviderType("google", "google", "https://generativelanguage.googleapis.com", hosted=True),
+    ProviderType("openai", "openai", "https://api.openai.com/v1", hosted=True,
+                 images=rules.openai_images, reasoning=rules.openai_reasoning),
+    ProviderType("anthropic", "anthropic", "https://api.anthropic.com", hosted=True,
+                 images=rules.anthropic_images, reasoning=rules.anthropic_reasoning),
+    ProviderType("google", "google", "https://generativelanguage.googleapis.com", hosted=True,
+                 images=rules.google_images, reasoning=rules.google_reasoning),
     ProviderType("ollama", "openai", "http://localhost:11434/v1"),
     ProviderType("openrouter", "openai", "https://openrouter.ai/api/v1", hosted=True),
     ProviderType("deepseek", "openai", "https://api.deepseek.com/v1", hosted=True),

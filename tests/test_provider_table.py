@@ -83,3 +83,22 @@ def test_the_drift_finder_finds_a_list():
               'ONE = ("openai", "x")\n'
               'DISPATCH = {"openai": f, "google": g}\n')
     assert _type_lists(source) == [1, 2]
+
+
+def test_capabilities_are_columns_of_the_row_not_keyed_by_type_name(monkeypatch):
+    """Images and reasoning levels come from a row's `images` and `reasoning` columns: a new type
+    that names the rules gets them with no other line, and a row naming none gets neither."""
+    from seed_agents.protocol import model_rules
+    from seed_agents.protocol.reasoning import model_reasoning_support
+    from seed_agents.server.providers.capabilities import accepts_images
+
+    for row in table.TABLE:
+        assert accepts_images(row.name, "gpt-4o") == (row.images is not None and row.images("gpt-4o"))
+        assert (model_reasoning_support(row.name, "gpt-5") is not None) == (
+            row.reasoning is not None and row.reasoning("gpt-5") is not None)
+    assert not accepts_images("openrouter", "gpt-4o") and model_reasoning_support("openrouter", "gpt-5") is None
+    new = table.ProviderType("azure-openai", "openai", "https://example.invalid/v1", hosted=True,
+                             images=model_rules.openai_images, reasoning=model_rules.openai_reasoning)
+    monkeypatch.setitem(table.BY_NAME, new.name, new)
+    assert accepts_images("azure-openai", "gpt-4o") and not accepts_images("azure-openai", "gpt-3.5-turbo")
+    assert model_reasoning_support("azure-openai", "gpt-5.2").levels[-1] == "xhigh"
