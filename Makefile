@@ -14,7 +14,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 INSTALLER ?= uv
 comma := ,
 
-.PHONY: run test lint stress bench bench-quick bench-cluster clean
+.PHONY: run test lint stress bench bench-quick bench-cluster reference-fixture clean
 
 # Without pip: ensurepip alone takes seconds, and uv needs none. pip is added when it is used.
 $(BIN)/python:
@@ -91,6 +91,11 @@ bench-quick: $(BENCH_STAMP)
 # `make bench-cluster PART=b` runs one part.
 bench-cluster: $(BENCH_STAMP)
 	$(BIN)/python -m bench.cluster $(if $(PART),--part $(PART))
+
+# The reference server's data directory the import is tested on, written by the reference's own
+# code under Bun (tests/reference_data/make.sh; needs the npm registry): REF=/path/to/seed-checkout.
+reference-fixture:
+	tests/reference_data/make.sh $(or $(REF),/work/ref)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
