@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     # are listed here so that they show up in --help.
     parser.add_argument("--version", action="store_true", help="print the version and the schema version")
     sub.add_parser("serve", help="run the server (see `seed-agents serve --help`)", add_help=False)
+    sub.add_parser("import", help="bring a reference server's data into this server's store "
+                                  "(see `seed-agents import --help`)", add_help=False)
     common = common_parser()
     for module in (keys, providers, agents, sessions, send, chat, tail, signers, memory, identities, triggers,
                    runs, verify, completion):
@@ -57,7 +59,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["serve"] or argv[:1] == ["--version"]:
+    if argv[:1] in (["serve"], ["import"], ["--version"]):
         print(f"{PROG}: `{argv[0]}` is answered by the installed `seed-agents` command "
               "(seed_agents.server.console), not by seed_agents.clients.cli alone", file=sys.stderr)
         return 2

@@ -20,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
         from .main import main as serve_main  # the server's code only when serving
 
         return serve_main(argv[1:])
+    if argv[:1] == ["import"]:
+        from .importer.command import main as import_main  # writes to the store: the server's code
+
+        return import_main(argv[1:])
     if argv[:1] in (["--version"], ["-V"]):
         print(version_line())
         return 0

@@ -77,8 +77,9 @@ const db = new Database(dbPath, {create: true, strict: true})
 const opened = sqlite.openWithDatabase(db)
 if (!opened.ok) throw new Error('schema mismatch')
 const svc = new apisvc.Service(db, OUT, {titleGeneration: true})
-const owner = blobs.generateNobleKeyPair()
-const guest = blobs.generateNobleKeyPair()
+// Fixed keys, so the import test can act as these accounts on the imported server.
+const owner = blobs.nobleKeyPairFromSeed(new Uint8Array(32).fill(7))
+const guest = blobs.nobleKeyPairFromSeed(new Uint8Array(32).fill(9))
 const as = (who: blobs.Signer) => async (action: Record<string, unknown>): Promise<any> => {
   const answer: any = await svc.message(await apisvc.createSignedEnvelope(who, {action} as never))
   if (answer._ === 'Error') throw new Error(`${action._}: ${answer.message}`)

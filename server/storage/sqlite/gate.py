@@ -179,13 +179,25 @@ def _plan(conn: apsw.Connection, path: str, target: SchemaTarget) -> int | None:
         return None
     if version == 0:
         if has_objects:
-            raise SchemaGateError(path, 0, target.version,
-                                  "legacy database: it has tables but no schema version")
+            raise SchemaGateError(path, 0, target.version, _legacy_reason(conn, path))
         return 0
     have = {v for v, _ in target.migrations}
     if 0 < version < target.version and have >= set(range(version + 1, target.version + 1)):
         return version
     raise SchemaGateError(path, version, target.version, _unknown_reason(version, target))
+
+
+def _legacy_reason(conn: apsw.Connection, path: str) -> str:
+    """Why a file with tables and no version is refused: the reference server's own database
+    (its `session_events` keeps `event_cbor`) is named as such, with the command that moves in."""
+    reference = conn.execute("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'session_events'"
+                             " AND sql LIKE '%event_cbor%'").fetchall()[0][0]
+    if reference:
+        folder = os.path.dirname(os.path.abspath(path)) or "."
+        return ("a reference (TypeScript) Seed agents server's database, which this server does not run on; "
+                f"bring its data into a new data dir with `seed-agents import {folder} --data-dir NEW_DIR`, "
+                "which only reads it")
+    return "legacy database: it has tables but no schema version"
 
 
 def _bring_to_target(conn: apsw.Connection, path: str, target: SchemaTarget) -> None:
