@@ -354,23 +354,29 @@ class Importer:
             self.sessions[r["id"]] = r
         for start in range(0, len(batch), ROW_BATCH):
             part = batch[start:start + ROW_BATCH]
-            results = self.write(_apply, [("sessions", q.session, row) for row in part]) or [None] * len(part)
+            results = self.write(q.sessions, part) or [None] * len(part)
             for new in results:
                 self._note("sessions", new)
         done = {} if self.dry else self.db.read(q.sessions_present, list(self.sessions))
+        self.pending: list[tuple] = []   # (session id, agent id, rows, activity) of the unit being filled
+        self.pending_events = 0
         for sid, r in self.sessions.items():
             self.event_units(r, done.get(sid, 0))
-            self.attachment_unit(r)
             self.progress.show("sessions")
+        self.flush_events()
+        for r in self.sessions.values():
+            self.attachment_unit(r)
 
     def event_units(self, r: dict, last_seq: int) -> None:
-        t = self.report["events"]
+        """Queue a session's events past `last_seq` into units of `event_batch` events; a unit may
+        span sessions (short sessions would otherwise cost a transaction each) and commits whole."""
         sid = r["id"]
-        t.present += last_seq
+        self.report["events"].present += last_seq
         self.progress.events += last_seq
         after = last_seq
         while True:
-            rows = self.ref.event_rows(sid, after, self.event_batch)
+            limit = self.event_batch - self.pending_events
+            rows = self.ref.event_rows(sid, after, limit)
             if not rows:
                 return
             batch = []
@@ -381,7 +387,7 @@ class Importer:
                 if seq != after + len(batch) + 1:
                     raise ReferenceError(f"{row_name('session_events', row)}: the seq numbers of session {sid!r} "
                                          f"jump from {after + len(batch)} to {seq}")
-                if not isinstance(event_id, str) or not isinstance(created_at, int):
+                if not isinstance(event_id, str) or type(created_at) is not int or created_at < 0:
                     raise ReferenceError(f"{row_name('session_events', row)}: its id or created_at is malformed")
                 body, payload = convert.event_body(sid, event_id, seq, created_at, event_cbor, row)
                 kind, message_from = events_q.activity_of(payload)
@@ -389,16 +395,26 @@ class Importer:
                     message = (message_from, created_at)
                 activity = (kind, message[0], message[1], created_at)
                 batch.append((seq, event_id, created_at, body))
-            if self.dry:
-                n = len(batch)
-            else:
-                n = self.db.write_sync(q.append_events, sid, r["agent_id"], batch, activity)
-                if n == 0:   # another import wrote them meanwhile
-                    t.present += len(batch)
-            t.new += n
-            self.progress.events += len(batch)
+            self.pending.append((sid, r["agent_id"], batch, activity))
+            self.pending_events += len(batch)
             after += len(batch)
-            self.progress.show("events")
+            if self.pending_events >= self.event_batch:
+                self.flush_events()
+            elif len(rows) < limit:
+                return   # the session's last events: no need to ask again
+
+    def flush_events(self) -> None:
+        if not self.pending:
+            return
+        t = self.report["events"]
+        written = [len(b) for _, _, b, _ in self.pending] if self.dry else self.db.write_sync(
+            q.append_events, self.pending)
+        for (_, _, batch, _), n in zip(self.pending, written):
+            t.new += n
+            t.present += len(batch) - n   # another import wrote them meanwhile
+            self.progress.events += len(batch)
+        self.pending, self.pending_events = [], 0
+        self.progress.show("events")
 
     def attachment_unit(self, r: dict) -> None:
         t = self.report["attachments"]

@@ -152,9 +152,16 @@ def event_body(session_id: str, event_id: str, seq: int, created_at: int, event_
     if not isinstance(payload, dict):
         raise ReferenceError(f"{row_name('session_events', row)}: the event is not a map")
     raw = bytes(event_cbor) if canonical else dagcbor.encode(payload)
-    body = b"".join((b"\xa5", _K_ID, dagcbor.encode(event_id), _K_SEQ, dagcbor.encode(seq), _K_EVENT, raw,
-                     _K_CREATED, dagcbor.encode(created_at), _K_SESSION, dagcbor.encode(session_id)))
+    eid, sid = event_id.encode(), session_id.encode()
+    body = b"".join((b"\xa5", _K_ID, _head(3, len(eid)), eid, _K_SEQ, _head(0, seq), _K_EVENT, raw,
+                     _K_CREATED, _head(0, created_at), _K_SESSION, _head(3, len(sid)), sid))
     return body, payload
+
+
+def _head(major: int, n: int) -> bytes:
+    # A text's or a non-negative integer's canonical head (the event's own fields; a negative
+    # seq or time was refused before).
+    return dagcbor.encode_head(major, n)
 
 
 RUN_STATUSES = ("queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled")

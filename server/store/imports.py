@@ -98,6 +98,16 @@ def session(conn: Conn, row: tuple) -> bool:
                          " last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)", row)
 
 
+def sessions(conn: Conn, rows: list[tuple]) -> list[bool]:
+    """Many `session` rows at once (one statement, not one round trip each); True per new row."""
+    present = set(sessions_present(conn, [r[0] for r in rows]))
+    fresh = [r for r in rows if r[0] not in present]
+    conn.executemany("INSERT INTO sessions (id, account_id, agent_id, title, title_source, status,"
+                     " parent_session_id, run_id, plan, model_override, description, created_at, updated_at,"
+                     " last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING", fresh)
+    return [r[0] not in present for r in rows]
+
+
 def session_seq(conn: Conn, session_id: str) -> int | None:
     row = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return None if row is None else row[0]
@@ -114,30 +124,44 @@ def sessions_present(conn: Conn, ids: list[str]) -> dict[str, int]:
     return found
 
 
-def append_events(conn: Conn, session_id: str, agent_id: str, rows: list[tuple], activity: tuple | None) -> int:
-    """Insert `rows` [(seq, id, created_at, body)], seq ascending and dense, past the session's
-    `last_seq` read under its row lock; returns how many went in. Their chain links are left
+def append_events(conn: Conn, pending: list[tuple]) -> list[int]:
+    """One unit of events, over one or more sessions: `pending` is [(session id, agent id, rows,
+    activity)], rows [(seq, id, created_at, body)] seq ascending and dense. Each session's rows go
+    in past its `last_seq`, read under its row lock (taken in id order, so two imports at once
+    cannot deadlock), and `last_seq` moves in the same transaction; returns how many rows of each
+    session went in (0 for rows another import wrote meanwhile). The events' chain links are left
     NULL: the server links them at its next start (store/history.py), in order.
-    `activity`: (kind, message_from, at) of the batch's last event and last message, for the
-    session's and the agent's activity marks."""
-    last = conn.execute("SELECT last_seq FROM sessions WHERE id = ?" + conn.traits.lock_rows,
-                        (session_id,)).fetchone()
-    if last is None:
-        return 0
-    rows = [r for r in rows if r[0] > last[0]]
-    if not rows or rows[0][0] != last[0] + 1:
-        return 0
-    conn.executemany("INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (?, ?, ?, ?, ?)",
-                     [(session_id, seq, event_id, at, body) for seq, event_id, at, body in rows])
-    if activity is not None:
+    `activity`: (kind, message_from, message_at, at) of the session's last event and last
+    message in the unit, for the session's and the agent's activity marks."""
+    ids = sorted({sid for sid, *_ in pending})
+    last: dict[str, int] = {}
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        for sid, seq in conn.execute(f"SELECT id, last_seq FROM sessions WHERE id IN ({', '.join('?' * len(part))})"
+                                     " ORDER BY id" + conn.traits.lock_rows, tuple(part)):
+            last[sid] = seq
+    events, moves, latest, written = [], [], {}, []
+    for sid, agent_id, rows, activity in pending:
+        have = last.get(sid)
+        fresh = [] if have is None else [r for r in rows if r[0] > have]
+        if not fresh or fresh[0][0] != have + 1:
+            written.append(0)
+            continue
+        events.extend((sid, seq, event_id, at, body) for seq, event_id, at, body in fresh)
+        last[sid] = fresh[-1][0]
         kind, message_from, message_at, at = activity
-        conn.execute("UPDATE sessions SET last_seq = ?, message_at = coalesce(?, message_at),"
-                     " message_from = coalesce(?, message_from) WHERE id = ?",
-                     (rows[-1][0], message_at, message_from, session_id))
-        agents_q.record_activity(conn, agent_id, session_id, kind, message_from, at)
-    else:
-        conn.execute("UPDATE sessions SET last_seq = ? WHERE id = ?", (rows[-1][0], session_id))
-    return len(rows)
+        moves.append((fresh[-1][0], message_at, message_from, sid))
+        if agent_id not in latest or at >= latest[agent_id][4]:
+            latest[agent_id] = (agent_id, sid, kind, message_from, at)
+        written.append(len(fresh))
+    if events:
+        conn.executemany("INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (?, ?, ?, ?, ?)",
+                         events)
+        conn.executemany("UPDATE sessions SET last_seq = ?, message_at = coalesce(?, message_at),"
+                         " message_from = coalesce(?, message_from) WHERE id = ?", moves)
+        for agent_id, sid, kind, message_from, at in latest.values():
+            agents_q.record_activity(conn, agent_id, sid, kind, message_from, at)
+    return written
 
 
 def attachment_present(conn: Conn, session_id: str, attachment_id: str) -> bool:
