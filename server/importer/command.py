@@ -201,6 +201,7 @@ class Importer:
                     self._note(kind, self.write(q.secret, r["account_id"], r["name"], sealed, convert.enc(metadata),
                                                 r["id"], r["created_at"], r["updated_at"]))
                     continue
+                assert isinstance(metadata, dict)   # identity_of said so
                 name, identity_id, label, server_url = convert.identity(r, plain, metadata)
                 sealed = self.box.seal(plain, identity_aad(r["account_id"], name)) if self.box else b""
                 self._note(kind, self.write(q.identity, r["account_id"], name, r["id"], identity_id, sealed, label,
@@ -379,9 +380,9 @@ class Importer:
             rows = self.ref.event_rows(sid, after, limit)
             if not rows:
                 return
-            batch = []
+            batch: list[tuple] = []
             activity = None
-            message = (None, None)
+            message: tuple = (None, None)
             for event_id, seq, event_cbor, created_at in rows:
                 row = {"session_id": sid, "seq": seq}
                 if seq != after + len(batch) + 1:

@@ -9,6 +9,7 @@ run's error is a map there and two columns here.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from seed_agents.protocol import cids, dagcbor
 from seed_agents.protocol.actions import parse_action, request_fingerprint
@@ -23,7 +24,7 @@ class Skip(Exception):
     """This row is not brought over; the message says why, in one sentence."""
 
 
-def _parse(action: dict) -> object:
+def _parse(action: dict) -> Any:
     try:
         return parse_action({**action, "ts": 0})
     except ProtocolError as exc:

@@ -140,7 +140,10 @@ def append_events(conn: Conn, pending: list[tuple]) -> list[int]:
         for sid, seq in conn.execute(f"SELECT id, last_seq FROM sessions WHERE id IN ({', '.join('?' * len(part))})"
                                      " ORDER BY id" + conn.traits.lock_rows, tuple(part)):
             last[sid] = seq
-    events, moves, latest, written = [], [], {}, []
+    events: list[tuple] = []
+    moves: list[tuple] = []
+    latest: dict[str, tuple] = {}
+    written: list[int] = []
     for sid, agent_id, rows, activity in pending:
         have = last.get(sid)
         fresh = [] if have is None else [r for r in rows if r[0] > have]
