@@ -676,6 +676,46 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(key_check.same_key, SecretBox(bytes([1]) * 32))
     await delegation_shapes(db, w, r)   # (version 8's tables)
     await trigger_shapes(db, w, r, out)   # (last: the tool loop's verbs, version 9's tables)
+    # What `seed-agents import` writes (server/store/imports.py): each row once, a second insert
+    # left alone; events past each session's last_seq, over several sessions in one unit.
+    from seed_agents.server.store import imports as imp_q
+    await w(imp_q.account, "z6MkImported", T0)
+    await w(imp_q.account, "z6MkImported", T0 + 1)
+    await w(imp_q.signer, "z6MkImported", "z6MkImpSigner", "agent", None, T0)
+    await w(imp_q.provider, "z6MkImported", "p", codec.encode({"type": "custom"}), "prov-imp", T0, T0)
+    await w(imp_q.provider, "z6MkImported", "p", codec.encode({"type": "custom"}), "prov-imp", T0, T0)
+    await w(imp_q.secret, "z6MkImported", "k", b"sealed", None, "sec-imp", T0, T0)
+    await w(imp_q.identity, "z6MkImported", "hm-account-z6MkIdentity", "idn-imp", "z6MkIdentity", b"seed", "L",
+            None, T0, T0)
+    await w(imp_q.agent, "ai1", "z6MkImported", codec.encode({"name": "imp"}), "/tmp/ai1", "idle", True, T0, T0)
+    await w(imp_q.agent, "ai1", "z6MkImported", codec.encode({"name": "imp"}), "/tmp/ai1", "idle", True, T0, T0)
+    await w(imp_q.collaborator, "ai1", "z6MkGuestImp", "writer", "accepted", T0, T0, T0)
+    await w(imp_q.trigger, ("ti1", "z6MkImported", "ai1", "t", 1, "schedule", codec.encode({"type": "schedule"}),
+                            codec.encode("go"), None, T0, T0, None, None, None, T0 + 60_000))
+    await w(imp_q.tool_document, "z6MkImported", "ai1", "lam", "lambda", "bafy-imp", b"\xa0", True, T0, T0)
+    await w(imp_q.sessions, [("si1", "z6MkImported", "ai1", "t", "user", "idle", None, None, None, None, None, T0, T0),
+                             ("si2", "z6MkImported", "ai1", None, "system", "idle", "si1", None, None, None, None,
+                              T0, T0)])
+    await w(imp_q.sessions, [("si1", "z6MkImported", "ai1", "t", "user", "idle", None, None, None, None, None, T0, T0)])
+    r(imp_q.sessions_present, ["si1", "si2", "nope"])
+    body = codec.encode({"id": "ei1", "sessionId": "si1", "seq": 1, "event": user_message("imp"), "createdAt": T0})
+    unit = [("si1", "ai1", [(1, "ei1", T0, body), (2, "ei2", T0 + 1, body)], ("message", "user", T0, T0 + 1)),
+            ("si2", "ai1", [(1, "ei3", T0 + 2, body)], ("message", None, None, T0 + 2))]
+    await w(imp_q.append_events, unit)
+    await w(imp_q.append_events, unit)   # again: nothing past last_seq
+    r(imp_q.event_bodies, "si1", [1, 2])
+    r(imp_q.counts, "session_events", "session_id", ["si1", "si2"])
+    r(imp_q.attachment_present, "si1", "00" * 32)
+    r(imp_q.memory_present, "ai1", "a.md")
+    await w(imp_q.run, {"id": "ri1", "account_id": "z6MkImported", "agent_id": "ai1", "session_id": "si1",
+                        "status": "succeeded", "created_at": T0, "updated_at": T0, "root_run_id": "ri1",
+                        "origin": "user", "title": "t", "usage": codec.encode({"total": 1})})
+    await w(imp_q.journal, "ri1", [(1, codec.encode({"kind": "log"}), T0)])
+    await w(imp_q.journal, "ri1", [(1, codec.encode({"kind": "log"}), T0)])
+    await w(imp_q.wait, "ri1", "w1", "z6MkImported", codec.encode({"signal": "go"}), None, T0)
+    await w(imp_q.firing, ("fi1", "z6MkImported", "ai1", "ti1", "k1", "skipped", None, None, "why", T0))
+    await w(imp_q.firing, ("fi1", "z6MkImported", "ai1", "ti1", "k1", "skipped", None, None, "why", T0))
+    await w(imp_q.watermark, ("z6MkImported", "http://hm", codec.encode({"seenKeys": []}), None, None, None))
     return out
 
 

@@ -90,27 +90,16 @@ def tool_document(conn: Conn, account_id: str, agent_id: str, name: str, kind: s
                    (account_id, agent_id, name, kind, cid, doc, int(enabled), created_at, updated_at))
 
 
-def session(conn: Conn, row: tuple) -> bool:
-    """(id, account_id, agent_id, title, title_source, status, parent_session_id, run_id, plan,
-    model_override, description, created_at, updated_at); its events come after (last_seq 0)."""
-    return _insert(conn, "INSERT INTO sessions (id, account_id, agent_id, title, title_source, status,"
-                         " parent_session_id, run_id, plan, model_override, description, created_at, updated_at,"
-                         " last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)", row)
-
-
 def sessions(conn: Conn, rows: list[tuple]) -> list[bool]:
-    """Many `session` rows at once (one statement, not one round trip each); True per new row."""
+    """Sessions [(id, account_id, agent_id, title, title_source, status, parent_session_id, run_id,
+    plan, model_override, description, created_at, updated_at)] in one statement (not a round trip
+    each), their events to come (last_seq 0); True per row that was new."""
     present = set(sessions_present(conn, [r[0] for r in rows]))
     fresh = [r for r in rows if r[0] not in present]
     conn.executemany("INSERT INTO sessions (id, account_id, agent_id, title, title_source, status,"
                      " parent_session_id, run_id, plan, model_override, description, created_at, updated_at,"
                      " last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING", fresh)
     return [r[0] not in present for r in rows]
-
-
-def session_seq(conn: Conn, session_id: str) -> int | None:
-    row = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    return None if row is None else row[0]
 
 
 def sessions_present(conn: Conn, ids: list[str]) -> dict[str, int]:
@@ -182,10 +171,6 @@ def run(conn: Conn, row: dict) -> bool:
     return _insert(conn, f"INSERT INTO runs ({columns}) VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
 
 
-def run_present(conn: Conn, run_id: str) -> bool:
-    return conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
-
-
 def journal(conn: Conn, run_id: str, entries: list[tuple[int, bytes, int]]) -> int:
     """The run's journal, when it has none yet (whole, or not at: one transaction)."""
     if conn.execute("SELECT 1 FROM run_journal WHERE run_id = ? LIMIT 1", (run_id,)).fetchone():
@@ -214,16 +199,6 @@ def firing(conn: Conn, row: tuple) -> bool:
 def watermark(conn: Conn, row: tuple) -> bool:
     return _insert(conn, "INSERT INTO activity_watermarks (account_id, server_url, cursor_cbor, last_poll_at,"
                          " last_success_at, last_error) VALUES (?, ?, ?, ?, ?, ?)", row)
-
-
-def idempotency(conn: Conn, account_id: str, action: str, client_id: str, fingerprint: bytes, response: bytes,
-                created_at: int) -> bool:
-    return _insert(conn, "INSERT INTO idempotency (account_id, action, client_id, fingerprint, response, created_at)"
-                         " VALUES (?, ?, ?, ?, ?, ?)", (account_id, action, client_id, fingerprint, response, created_at))
-
-
-def agents_present(conn: Conn) -> set[str]:
-    return {r[0] for r in conn.execute("SELECT id FROM agents")}
 
 
 def counts(conn: Conn, table: str, where: str, ids: list[str]) -> int:
