@@ -229,8 +229,8 @@ class NoChanges(ValueError):
     """The Markdown says exactly what the document already says."""
 
 
-def document_blobs(seed: bytes, markdown: str, ts_ms: int, *, path: str = "", base: DocumentBase | None = None,
-                   defaults: dict | None = None,
+def document_blobs(seed: bytes, markdown: str | None, ts_ms: int, *, path: str = "", base: DocumentBase | None = None,
+                   defaults: dict | None = None, overrides: dict | None = None,
                    new_id: Callable[[], str] = random_block_id) -> tuple[str, list[Blob]]:
     """A document version from Markdown, as the reference publishes one: (version, blobs).
 
@@ -240,12 +240,24 @@ def document_blobs(seed: bytes, markdown: str, ts_ms: int, *, path: str = "", ba
     is a new version in place: one change (deps = the current heads) holding the front matter
     and the block operations from the current blocks to the new ones, and the ref. Blocks keep
     their ids when the Markdown carries them (`<!-- id:… -->`, as blocks_to_markdown writes).
-    `defaults` is metadata the front matter may override (e.g. a new document's name).
-    NoChanges when an update would change nothing.
+    `defaults` is metadata the front matter may override (e.g. a new document's name);
+    `overrides` is metadata over the front matter (the write's `options.metadata`, then its
+    `name`, as the reference's mergeWriteMetadata). `markdown` None: a metadata-only update of
+    `base` (its blocks untouched; only `overrides` are set). NoChanges when an update would
+    change nothing.
     """
     kp = _keypair(seed)
+    if markdown is None:
+        if base is None:
+            raise ValueError("a metadata-only change needs the document it changes")
+        if not overrides or all(base.metadata.get(k) == v for k, v in overrides.items()):
+            raise NoChanges("the document already has this metadata")
+        change = change_blob(seed, metadata_operations(dict(overrides)), ts_ms, base.genesis, list(base.heads),
+                             base.depth + 1)
+        ref = ref_blob(seed, kp.account_id, path, base.genesis, [change.cid], ts_ms, ts_ms)
+        return change.cid, [change, ref]
     tree, metadata = parse_markdown(markdown, new_id)
-    metadata = {**(defaults or {}), **metadata}
+    metadata = {**(defaults or {}), **metadata, **(overrides or {})}
     if base is None:
         ops = metadata_operations(metadata) + flatten_to_operations(tree)
         genesis = genesis_blob(seed)

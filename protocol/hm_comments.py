@@ -151,6 +151,65 @@ def comment_blob(seed: bytes, content: list[dict], space: str, path: str, versio
     return Blob(blob_cid(data), data)
 
 
+def _tsid(comment_id: str) -> str:
+    tsid = comment_id.split("/")[1] if comment_id.count("/") == 1 else ""
+    if not tsid:
+        raise ValueError(f"{comment_id[:100]!r} is not a comment id (<author>/<tsid>)")
+    return tsid
+
+
+def comment_update_blob(seed: bytes, comment_id: str, content: list[dict], space: str, path: str, version: str,
+                        ts_ms: int, *, reply_parent: str | None = None, thread_root: str | None = None,
+                        visibility: str = "") -> Blob:
+    """`updateComment`: a new body for the comment `comment_id` (`<author>/<tsid>`, signed by its
+    author), on the same target, version and thread as the comment it replaces: the comment blob
+    with the record's `id` (the tsid)."""
+    kp = Keypair.from_seed(seed)
+    value: dict = {
+        "type": "Comment",
+        "id": _tsid(comment_id),
+        "body": _strip(blocks_to_publishable(_trim_trailing_empty(content))),
+        "space": principal_from_string(space),
+        "path": path,
+        "version": [CID.decode(v) for v in version.split(".")],
+        "signer": kp.principal,
+        "ts": ts_ms,
+        "sig": bytes(SIG_SIZE),
+    }
+    if reply_parent:
+        value["replyParent"] = CID.decode(reply_parent)
+    if thread_root:
+        value["threadRoot"] = CID.decode(thread_root)
+    if visibility:
+        value["visibility"] = visibility
+    value["sig"] = kp.sign(dagcbor.encode(value))
+    data = dagcbor.encode(value)
+    return Blob(blob_cid(data), data)
+
+
+def comment_delete_blob(seed: bytes, comment_id: str, space: str, path: str, version: str, ts_ms: int, *,
+                        visibility: str = "") -> Blob:
+    """`deleteComment`: the comment's tombstone, an empty body under the record's `id`, its
+    thread references dropped."""
+    kp = Keypair.from_seed(seed)
+    value: dict = {
+        "type": "Comment",
+        "id": _tsid(comment_id),
+        "body": [],
+        "space": principal_from_string(space),
+        "path": path,
+        "version": [CID.decode(v) for v in version.split(".")],
+        "signer": kp.principal,
+        "ts": ts_ms,
+        "sig": bytes(SIG_SIZE),
+    }
+    if visibility:
+        value["visibility"] = visibility
+    value["sig"] = kp.sign(dagcbor.encode(value))
+    data = dagcbor.encode(value)
+    return Blob(blob_cid(data), data)
+
+
 def comment_record_id(data: bytes) -> str:
     """`commentRecordIdFromBlob`: `<author uid>/<tsid>` of a comment blob's bytes."""
     value = dagcbor.decode(data)

@@ -241,3 +241,95 @@ async def test_ipfs_files_go_up_from_memory_and_come_back_verified(server, hm):
         assert results[2]["output"]["entries"] == [{"path": "copies/big.txt", "type": "file", "size": len(big)}]
         assert "has no file" in results[3]["error"]
     await c.close()
+
+
+@pytest.mark.storages("sqlite", "postgresql")
+async def test_an_agent_edits_and_deletes_its_own_comments_only(server, hm):
+    """comment.update and comment.delete (the reference's raw commands, their fields in
+    options.input): the author's comment is replaced on its thread; someone else's is refused."""
+    kp = keypair("comment-editor")
+    c = await V2Client.open(server.url)
+    me = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Editor"}))["identity"]
+    other = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Other"}))["identity"]
+    doc = f"hm://{me['accountId']}/kites"
+    async with FakeOpenAI() as fake:
+        agent_id = await make_agent(c, kp, fake.base_url, signingKeys=[me["name"], other["name"]])
+        sid = await open_session(c, kp, agent_id)
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("d", "write", {"address": doc, "content": "Kites fly.", "options": {"name": "Kites"}}),
+            call("c1", "write", {"address": doc, "content": "First.", "options": {"action": "comment"}}),
+            call("c2", "write", {"address": doc, "content": "By the other.",
+                                 "options": {"action": "comment", "signer": other["accountId"]}})]),
+            Script(chunks=["ok"]))
+        made = await run_turn(c, kp, sid)
+        first, theirs = made[1]["output"], made[2]["output"]
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("u", "write", {"address": doc, "content": "First, **edited**.",
+                                "options": {"action": "comment.update", "input": {"commentId": first["commentUrl"]}}}),
+            call("x", "write", {"address": doc, "content": "Not mine.",
+                                "options": {"action": "comment.update", "input": {"commentId": theirs["commentId"]}}}),
+            call("y", "write", {"address": doc, "options": {"action": "comment.delete", "commentId": "z"}}),
+            call("r", "read", {"address": f"{doc}/:comments"})]),
+            Script(chunks=["ok"]))
+        edited = await run_turn(c, kp, sid)
+        updated = edited[0]["output"]
+        assert updated["command"] == "comment.update" and updated["commentId"] == first["commentId"]
+        assert updated["signer"]["publicKey"] == me["accountId"] and len(updated["cids"]) == 1
+        assert "can only edit or delete its own comments" in edited[1]["error"]
+        assert "refused, not ignored" in edited[2]["error"] and "commentId" in edited[2]["error"]
+        listed = {x["id"]: x for x in edited[3]["output"]["comments"]}
+        assert "First, **edited**." in listed[first["commentId"]]["markdown"]
+        assert "By the other." in listed[theirs["commentId"]]["markdown"]
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("z", "write", {"address": doc, "options": {"action": "comment.delete", "dryRun": True,
+                                                            "input": {"commentId": first["commentId"]}}}),
+            call("z2", "write", {"address": doc, "dryRun": True,
+                                 "options": {"action": "comment.delete", "input": {"commentId": first["commentId"]}}}),
+            call("z3", "write", {"address": doc,
+                                 "options": {"action": "comment.delete", "input": {"commentId": first["commentId"]}}}),
+            call("r2", "read", {"address": f"{doc}/:comments"})]),
+            Script(chunks=["ok"]))
+        gone = await run_turn(c, kp, sid)
+        assert "refused, not ignored" in gone[0]["error"]
+        assert gone[1]["output"]["dryRun"] is True
+        assert gone[2]["output"]["command"] == "comment.delete"
+        assert [x["id"] for x in gone[3]["output"]["comments"]] == [theirs["commentId"]]
+    await c.close()
+
+
+@pytest.mark.storages("sqlite", "postgresql")
+async def test_document_metadata_with_a_body_and_alone(server, hm):
+    """options.metadata over the front matter (options.name wins), and an update with no content:
+    the metadata changes, the body stays."""
+    kp = keypair("metadata-writer")
+    c = await V2Client.open(server.url)
+    me = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Meta"}))["identity"]
+    doc = f"hm://{me['accountId']}/gulls"
+    async with FakeOpenAI() as fake:
+        agent_id = await make_agent(c, kp, fake.base_url, signingKey=me["name"])
+        sid = await open_session(c, kp, agent_id)
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("a", "write", {"address": doc, "content": "---\nname: Front\nsummary: old\n---\nGulls are loud.",
+                                "options": {"name": "Gulls", "metadata": {"summary": "Seabirds", "tags": ["x"]}}}),
+            call("b", "write", {"address": doc, "options": {"action": "update",
+                                                            "metadata": {"summary": "Loud seabirds", "cover": "ipfs://bafkqaaa"}}}),
+            call("c", "write", {"address": doc, "options": {"action": "update", "metadata": "summary"}}),
+            call("d", "write", {"address": doc, "options": {"action": "update"}}),
+            call("e", "read", {"address": f"{doc}/:attributes"}),
+            call("f", "read", {"address": doc})]),
+            Script(chunks=["ok"]))
+        results = await run_turn(c, kp, sid)
+    created, updated = results[0]["output"], results[1]["output"]
+    assert created["command"] == "document.create" and created["metadata"] == {
+        "summary": "Seabirds", "tags": ["x"], "name": "Gulls"}
+    assert updated["command"] == "document.update" and updated["version"] != created["version"]
+    assert "must be an object" in results[2]["error"]
+    assert "options.metadata / options.name alone" in results[3]["error"]
+    attributes = results[4]["output"]["metadata"]
+    assert attributes["name"] == "Gulls" and attributes["summary"] == "Loud seabirds"
+    assert attributes["cover"] == "ipfs://bafkqaaa" and attributes["tags"] == ["x"]
+    assert "Gulls are loud." in results[5]["output"]["markdown"]   # the body untouched
+    change = [b for b in hm.published[-1] if b.type == "Change"][0]
+    assert change.value["body"]["ops"] == [{"type": "SetAttributes", "attrs": [
+        {"key": ["summary"], "value": "Loud seabirds"}, {"key": ["cover"], "value": "ipfs://bafkqaaa"}]}]
+    await c.close()

@@ -86,6 +86,32 @@ def test_an_update_in_place_equals_the_library(index):
     _check(blobs, update["blobs"])
 
 
+METADATA_UPDATES = DOCUMENT["metadataUpdates"]
+
+
+@pytest.mark.parametrize("case", METADATA_UPDATES, ids=["metadata only", "name only", "metadata over a new body"])
+def test_document_metadata_equals_the_library(case):
+    """options.metadata and options.name as writeDocumentUpdate merges them: with no content a
+    metadata-only change (the body untouched), else over the body's front matter, name last."""
+    create = DOCUMENT["create"]
+    seed = bytes.fromhex(DOCUMENT["seed"])
+    base = hm_blobs.DocumentBase(genesis=create["blobs"][0]["cid"], heads=(create["version"],), depth=1,
+                                 content=create["content"])
+    overrides = {**case["metadata"], **({"name": case["name"]} if "name" in case else {})}
+    version, blobs = hm_blobs.document_blobs(seed, case.get("markdown"), case["ts"], path=create["path"],
+                                             base=base, overrides=overrides, new_id=block_ids(case["randomSeed"]))
+    assert version == case["version"]
+    _check(blobs, case["blobs"])
+
+
+def test_a_metadata_only_change_that_changes_nothing_is_refused():
+    create = DOCUMENT["create"]
+    base = hm_blobs.DocumentBase(genesis=create["blobs"][0]["cid"], heads=(create["version"],), depth=1,
+                                 content=create["content"], metadata={"name": "Field notes"})
+    with pytest.raises(hm_blobs.NoChanges):
+        hm_blobs.document_blobs(bytes.fromhex(DOCUMENT["seed"]), None, 1, base=base, overrides={"name": "Field notes"})
+
+
 def test_an_update_that_changes_nothing_is_refused():
     create = DOCUMENT["create"]
     seed = bytes.fromhex(DOCUMENT["seed"])

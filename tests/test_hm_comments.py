@@ -12,7 +12,9 @@ from seed_agents.protocol.hm_comments import (
     UnsupportedBlock,
     comment_blob,
     comment_blocks,
+    comment_delete_blob,
     comment_record_id,
+    comment_update_blob,
     comment_url,
 )
 
@@ -37,6 +39,30 @@ def test_a_comment_is_the_library_s_bytes(case):
     assert case["recordId"].startswith(VECTORS["accountId"] + "/")
     # The library publishes the comment blob without its CID ({data} alone).
     assert case["publishKeys"] == ["data"]
+
+
+EDITS = VECTORS["edits"]
+
+
+@pytest.mark.parametrize("edit", EDITS, ids=[("update" if "markdown" in e else "delete") + f"{i}"
+                                             for i, e in enumerate(EDITS)])
+def test_a_comment_update_or_delete_is_the_library_s_bytes(edit):
+    """updateComment / deleteComment on the comment as the server answers it."""
+    seed = bytes.fromhex(VECTORS["seed"])
+    target = VECTORS["target"]
+    original = CASES[edit["of"]]
+    where = (target["account"], target["path"], target["version"])
+    if "markdown" in edit:
+        blocks = comment_blocks(edit["markdown"], block_ids(edit["randomSeed"]))
+        blob = comment_update_blob(seed, edit["commentId"], blocks, *where, edit["ts"],
+                                   reply_parent=original.get("replyParent"), thread_root=original.get("threadRoot"),
+                                   visibility=original.get("visibility", ""))
+    else:
+        blob = comment_delete_blob(seed, edit["commentId"], *where, edit["ts"], visibility=original.get("visibility", ""))
+    expected = base64.b64decode(edit["data"])
+    assert blob.data == expected, (dagcbor.decode(blob.data), dagcbor.decode(expected))
+    assert blob.cid == edit["cid"] and edit["publishKeys"] == ["data"]
+    assert dagcbor.decode(blob.data)["id"] == edit["commentId"].split("/")[1]
 
 
 def test_a_reply_names_its_parent_and_its_thread_root():

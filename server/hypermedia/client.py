@@ -42,7 +42,14 @@ from seed_agents.protocol.hm_blobs import (
     ref_blob,
     tombstone_ref_blob,
 )
-from seed_agents.protocol.hm_comments import UnsupportedBlock, comment_blob, comment_blocks, comment_record_id
+from seed_agents.protocol.hm_comments import (
+    UnsupportedBlock,
+    comment_blob,
+    comment_blocks,
+    comment_delete_blob,
+    comment_record_id,
+    comment_update_blob,
+)
 from seed_agents.protocol.hm_ids import HmId, content_links, malformed_link, parse_hm_id
 from seed_agents.protocol.hm_markdown import (
     MarkdownTooComplex,
@@ -323,8 +330,9 @@ class HmClient:
         return await asyncio.to_thread(self._render, {"metadata": {}, "content": comment.get("content")}, hm_id,
                                        "comment")
 
-    async def publish_document(self, seed: bytes, markdown: str, hm_url: str | None, ts_ms: int, *,
-                               new_id: Callable[[], str] = random_block_id, check_links: bool = True) -> str:
+    async def publish_document(self, seed: bytes, markdown: str | None, hm_url: str | None, ts_ms: int, *,
+                               new_id: Callable[[], str] = random_block_id, check_links: bool = True,
+                               metadata: dict | None = None) -> str:
         """Publish Markdown as a document signed with `seed`; its new version (the change CID).
 
         `hm_url` None: a new document in the key's account, at the slug of its name (front
@@ -333,16 +341,22 @@ class HmClient:
         blocks; nothing is published, and the current version answered, when nothing changed).
         `hm_url` naming no document yet: a new document at that path (its parent must exist).
         Only the key's own account can be written. All blobs go in one PublishBlobs call.
+        `metadata`: attributes over the front matter (options.metadata, then options.name);
+        `markdown` None: only those, on the document at `hm_url` (its body untouched).
         """
-        try:
-            size = len(markdown.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise ValueError("the Markdown is not valid Unicode (it has a lone surrogate)") from None
-        if size > MAX_MARKDOWN_BYTES:
-            raise ValueError(f"a document is at most {MAX_MARKDOWN_BYTES} bytes of Markdown")
-        hm_id = document_target(account_id(seed), markdown, hm_url)
-        nodes = await asyncio.to_thread(lambda: to_hm_nodes(parse_markdown(markdown)[0]))
-        await self.check_links(nodes, resolve=check_links)
+        if markdown is not None:
+            try:
+                size = len(markdown.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise ValueError("the Markdown is not valid Unicode (it has a lone surrogate)") from None
+            if size > MAX_MARKDOWN_BYTES:
+                raise ValueError(f"a document is at most {MAX_MARKDOWN_BYTES} bytes of Markdown")
+        elif hm_url is None or not metadata:
+            raise ValueError("a change of metadata alone names the document and the metadata")
+        hm_id = document_target(account_id(seed), markdown or "", hm_url, (metadata or {}).get("name"))
+        if markdown is not None:
+            nodes = await asyncio.to_thread(lambda: to_hm_nodes(parse_markdown(markdown)[0]))
+            await self.check_links(nodes, resolve=check_links)
         kind, resource = await self._kind_of(hm_id)
         if kind == "document" and hm_url is None:
             raise ValueError(f"a document already exists at {hm_id.base}: pass its address to update it")
@@ -355,21 +369,26 @@ class HmClient:
                 raise self._error("ListChanges", "answered a change list that is not a document's") from None
             try:
                 version, blobs = await asyncio.to_thread(document_blobs, seed, markdown, ts_ms,
-                                                         path=hm_id.api_path, base=base, new_id=new_id)
+                                                         path=hm_id.api_path, base=base, overrides=metadata,
+                                                         new_id=new_id)
             except NoChanges:
                 return str(document.get("version") or ".".join(base.heads))
             except MarkdownTooComplex:
                 raise
             except (KeyError, TypeError, AttributeError, RecursionError):
                 raise self._error("Resource", "answered a document that is not well formed") from None
+        elif kind in ("not-found", "tombstone") and markdown is None:
+            raise ValueError(f"there is no document at {hm_id.base} to change the metadata of")
         elif kind in ("not-found", "tombstone"):
+            assert markdown is not None
             if len(hm_id.path) > 1:
                 parent = HmId(hm_id.uid, hm_id.path[:-1])
                 if (await self._kind_of(parent))[0] != "document":
                     raise ValueError(f"cannot create {hm_id.base}: its parent {parent.base} does not exist")
             name = _document_name(markdown) or (hm_id.path[-1] if hm_id.path else "")
             version, blobs = await asyncio.to_thread(document_blobs, seed, markdown, ts_ms, path=hm_id.api_path,
-                                                     defaults={"name": name} if name else None, new_id=new_id)
+                                                     defaults={"name": name} if name else None, overrides=metadata,
+                                                     new_id=new_id)
         else:
             raise ValueError(f"{hm_id.base} is a {kind or 'resource'} on the HM server, not a document")
         await self.publish_blobs(blobs)
@@ -448,6 +467,52 @@ class HmClient:
         return {"blob": blob, "commentId": comment_record_id(blob.data), "target": HmId(target.uid, target.path).pack(),
                 "targetName": metadata.get("name") or HmId(target.uid, target.path).pack(),
                 "replyCommentId": parent.get("id") if parent else None, "blockCount": len(nodes)}
+
+    async def prepare_comment_edit(self, seed: bytes, comment_ref: str, ts_ms: int, markdown: str | None = None, *,
+                                   check_links: bool = True, new_id: Callable[[], str] = random_block_id) -> dict:
+        """`comment.update` (with `markdown`) or `comment.delete` (without), as the reference's
+        writeCommentUpdate / writeCommentDelete: the comment `comment_ref` (its record id
+        `<author>/<tsid>` or hm:// URL) as the server answers it, replaced on the same target,
+        version and thread. Only its author can: ValueError otherwise. Nothing is published."""
+        comment_id = _comment_record(comment_ref)
+        author = account_id(seed)
+        if comment_id.split("/", 1)[0] != author:
+            raise ValueError(f"this identity ({author}) can only edit or delete its own comments, not {comment_id}")
+        if markdown is not None:
+            try:
+                size = len(markdown.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise ValueError("the comment is not valid Unicode (it has a lone surrogate)") from None
+            if size > MAX_COMMENT_BYTES:
+                raise ValueError(f"a comment is at most {MAX_COMMENT_BYTES} bytes of Markdown")
+        try:
+            existing = await self.comment(comment_id)
+        except HmNotFound:
+            raise ValueError(f"there is no comment {comment_id} on {self.display}") from None
+        space, path = existing.get("targetAccount"), existing.get("targetPath") or ""
+        version = existing.get("targetVersion")
+        if not isinstance(space, str) or not isinstance(path, str) or not isinstance(version, str) or not version:
+            raise self._error("Comment", "answered a comment without its target")
+        visibility = "Private" if existing.get("visibility") == "PRIVATE" else ""
+        nodes: list = []
+        if markdown is not None:
+            nodes = await asyncio.to_thread(comment_blocks, markdown, new_id)
+            await self.check_links(nodes, resolve=check_links)
+        reply_parent, thread_root = existing.get("replyParentVersion"), existing.get("threadRootVersion")
+        try:
+            if markdown is None:
+                blob = comment_delete_blob(seed, comment_id, space, path, version, ts_ms, visibility=visibility)
+            else:
+                blob = await asyncio.to_thread(
+                    comment_update_blob, seed, comment_id, nodes, space, path, version, ts_ms,
+                    reply_parent=reply_parent if isinstance(reply_parent, str) and reply_parent else None,
+                    thread_root=thread_root if isinstance(thread_root, str) and thread_root else None,
+                    visibility=visibility)
+        except UnsupportedBlock:
+            raise
+        except (ValueError, KeyError, TypeError):
+            raise self._error("Comment", "answered a comment whose target or thread is not CIDs") from None
+        return {"blob": blob, "commentId": comment_id, "blockCount": len(nodes)}
 
     async def publish_comment_blob(self, blob: Blob) -> str:
         """Publish a comment as the library does (`{data}` without its CID); the CID stored."""
@@ -693,12 +758,12 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _HEADING_LINE = re.compile(r"^[ \t]*#{1,6}[ \t]+(.+?)[ \t]*(?:<!--.*-->)?[ \t]*$", re.M)
 
 
-def document_target(account: str, markdown: str, hm_url: str | None) -> HmId:
+def document_target(account: str, markdown: str, hm_url: str | None, name: object = None) -> HmId:
     """Where `publish_document` puts Markdown signed by `account`: `hm_url` (its latest version),
-    else a new document at the slug of its name. ValueError when there is no name, or the
-    address is in another account."""
+    else a new document at the slug of its name (`name`, else the Markdown's). ValueError when
+    there is no name, or the address is in another account."""
     if hm_url is None:
-        name = _document_name(markdown)
+        name = name.strip() if isinstance(name, str) and name.strip() else _document_name(markdown)
         if not name:
             raise ValueError("a new document needs a name: front matter `name:` or a first heading")
         return HmId(account, (slugify(name),))

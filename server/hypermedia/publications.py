@@ -173,7 +173,8 @@ class PublicationQueue:
         if name not in signing_keys_of(definition) or not publish_granted(definition):
             raise Refused(f"the agent may no longer publish as {name}")
         try:
-            await self.hm.publish_document(seed, body["markdown"], item["subject"], int(body["ts"]),
-                                           check_links=body.get("checkLinks", True) is True)
+            await self.hm.publish_document(seed, body.get("markdown"), item["subject"], int(body["ts"]),
+                                           check_links=body.get("checkLinks", True) is True,
+                                           metadata=body.get("metadata"))
         except ValueError as exc:   # a link gone bad, a document moved meanwhile: the writer's to fix
             raise Refused(str(exc)) from None

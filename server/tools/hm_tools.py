@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from seed_agents.protocol import file_rules
+from seed_agents.protocol import dagcbor, file_rules
 from seed_agents.protocol import hm_activity as activity
 from seed_agents.protocol.actions_identities import publish_granted, signing_keys_of
 from seed_agents.protocol.hm_comments import comment_url
@@ -29,7 +29,9 @@ from .context import ToolContext, ToolFailure, ToolResult
 # What `options` an hm:// write takes: these, and each action's own (a key outside them is
 # refused, never ignored, as the reference's assertKnownWriteOptions).
 _BASE_OPTIONS = frozenset({"action", "signer", "skipLinkCheck"})
-_ACTION_OPTIONS = {"document": frozenset({"name"}), "update": frozenset({"name"}),
+_ACTION_OPTIONS = {"document": frozenset({"name", "metadata"}), "update": frozenset({"name", "metadata"}),
+                   # the reference's raw commands: their own fields only in options.input
+                   "comment.update": frozenset({"input"}), "comment.delete": frozenset({"input"}),
                    "comment": frozenset({"target", "replyTo"}), "delete": frozenset(),
                    "redirect": frozenset({"toUrl"}), "fork": frozenset({"fromUrl"}),
                    "move": frozenset({"toPath"})}
@@ -300,47 +302,114 @@ async def _write(ctx: ToolContext, address: str, params: dict) -> ToolResult:
     if action in _REF_ACTIONS:
         return await _write_ref(ctx, hm, address, action, options, _signer(ctx, options.get("signer")),
                                 params.get("dryRun") is True)
+    if action in ("comment.update", "comment.delete"):
+        return await _write_comment_edit(ctx, hm, action, options, params)
+    metadata = _write_metadata(options)
     content = params.get("content")
-    if not isinstance(content, str) or not content.strip():
+    # An update with no content at all changes only the metadata (the reference's metadata-only
+    # update): the body is left as it is, never diffed against nothing.
+    metadata_only = action == "update" and content is None and bool(metadata)
+    if not metadata_only and (not isinstance(content, str) or not content.strip()):
         raise ToolFailure("an hm:// write needs " + ("the comment's markdown" if action == "comment"
-                                                     else "the document's markdown") + " in `content`")
+                                                     else "the document's markdown") + " in `content`"
+                          + (" (or, for an update, options.metadata / options.name alone)" if action == "update"
+                             else ""))
     row = _signer(ctx, options.get("signer"))
     links = options.get("skipLinkCheck") is not True
     if action == "comment":
         return await _write_comment(ctx, hm, address, content, options, row, params.get("dryRun") is True, links)
-    markdown = content
-    if isinstance(options.get("name"), str) and options["name"].strip() and not content.lstrip().startswith("---"):
-        name = options["name"].strip().replace("\n", " ")
-        markdown = f"---\nname: {_yaml_text(name)}\n---\n{content}"
+    markdown = None if metadata_only else content
     command = "document.update" if action == "update" else "document.create"
     if params.get("dryRun") is True:
+        shape = {"metadataOnly": True} if metadata_only else {"markdown": markdown}
         return _write_result(command, row, f"Dry run: {address} would be published as {row['name']}; nothing "
-                             "was published.", {"id": address, "url": address, "markdown": markdown, "dryRun": True})
+                             "was published.", {"id": address, "url": address, **shape,
+                                                **({"metadata": metadata} if metadata else {}), "dryRun": True})
     seed = _seed(ctx, row)
-    target = None if address.rstrip("/").count("/") <= 2 else address
+    target = None if address.rstrip("/").count("/") <= 2 and not metadata_only else address
     now = ctx.now_ms()
     try:
-        subject = document_target(row["accountId"], markdown, target).pack()
+        subject = document_target(row["accountId"], markdown or "", target, (metadata or {}).get("name")).pack()
     except ValueError as exc:
         raise ToolFailure(str(exc)) from None
     # What still waits for the HM server goes first (this document's earlier versions, its
     # identity's account or profile): this one queues behind it, untried.
     if await ctx.db.aread(pub_q.has_pending, ctx.account, subject, f"identity:{row['name']}"):
-        return await _queue_document(ctx, row, command, subject, markdown, now, links, None)
+        return await _queue_document(ctx, row, command, subject, markdown, metadata, now, links, None)
     try:
-        version = await hm.publish_document(seed, markdown, target, now, check_links=links)
+        version = await hm.publish_document(seed, markdown, target, now, check_links=links, metadata=metadata)
     except ValueError as exc:
         raise ToolFailure(str(exc)) from None
     except HmError as exc:
         if not transient(hm, exc):
             raise ToolFailure(str(exc)) from None
-        return await _queue_document(ctx, row, command, subject, markdown, now, links, str(exc))
+        return await _queue_document(ctx, row, command, subject, markdown, metadata, now, links, str(exc))
     return _write_result(command, row, f"Published {address} as {row['name']}.",
-                         {"id": address, "url": address, "version": version})
+                         {"id": address, "url": address, "version": version,
+                          **({"metadata": metadata} if metadata else {})})
 
 
-async def _queue_document(ctx: ToolContext, row: dict, command: str, subject: str, markdown: str, now: int,
-                          links: bool, reason: str | None) -> ToolResult:
+MAX_METADATA_BYTES = 16 * 1024   # options.metadata as DAG-CBOR (the reference's MAX_METADATA_CBOR_BYTES)
+
+
+def _write_metadata(options: dict) -> dict | None:
+    """options.metadata (an object of document attributes), then options.name over it, as the
+    reference's mergeWriteMetadata; None when neither is given."""
+    raw = options.get("metadata")
+    if raw is not None and not isinstance(raw, dict):
+        raise ToolFailure("write options.metadata must be an object of document metadata attributes")
+    metadata = dict(raw or {})
+    name = options.get("name")
+    if name is not None:
+        if not isinstance(name, str) or not name.strip():
+            raise ToolFailure("write options.name must be a non-empty string (the document's name)")
+        metadata["name"] = name.strip().replace("\n", " ")
+    if not metadata:
+        return None
+    try:
+        size = len(dagcbor.encode(metadata))
+    except (TypeError, ValueError, OverflowError):
+        raise ToolFailure("write options.metadata holds a value a document cannot (use strings, numbers, "
+                          "booleans, lists and objects)") from None
+    if size > MAX_METADATA_BYTES:
+        raise ToolFailure(f"write options.metadata is {size} bytes encoded; at most {MAX_METADATA_BYTES}")
+    return metadata
+
+
+async def _write_comment_edit(ctx: ToolContext, hm, action: str, options: dict, params: dict) -> ToolResult:  # noqa: ANN001
+    """`comment.update` / `comment.delete`, as the reference's writeCommentUpdate /
+    writeCommentDelete: the comment named in options.input (`commentId` or `comment`: its id
+    `<author>/<tsid>` or hm:// URL), by its author (one of this agent's identities)."""
+    fields = options.get("input") if isinstance(options.get("input"), dict) else {}
+    ref = fields.get("commentId", fields.get("comment"))
+    if not isinstance(ref, str) or not ref.strip():
+        raise ToolFailure(f"{action} needs options.input.commentId (the comment's id <author>/<tsid>, or its hm:// URL)")
+    content = None
+    if action == "comment.update":
+        content = params.get("content", fields.get("body", fields.get("content")))
+        if not isinstance(content, str) or not content.strip():
+            raise ToolFailure("comment.update needs the comment's new markdown in `content`")
+    row = _signer(ctx, options.get("signer"))
+    dry_run = params.get("dryRun") is True
+    try:
+        prepared = await hm.prepare_comment_edit(_seed(ctx, row), ref.strip(), ctx.now_ms(), content,
+                                                 check_links=options.get("skipLinkCheck") is not True)
+        comment_id = prepared["commentId"]
+        if dry_run:
+            return _write_result(action, row, f"Dry run: {action} of {comment_id}; nothing was published.",
+                                 {"commentId": comment_id, "dryRun": True})
+        cid = await hm.publish_comment_blob(prepared["blob"])
+    except ValueError as exc:   # the caller's mistake (not the author, no such comment, a bad link), named
+        raise ToolFailure(str(exc)) from None
+    except HmError as exc:
+        raise ToolFailure(str(exc)) from None
+    done = "Updated" if action == "comment.update" else "Deleted"
+    return _write_result(action, row, f"{done} the comment {comment_id} as {row['name']}.",
+                         {"commentId": comment_id, "cids": [cid]})
+
+
+async def _queue_document(ctx: ToolContext, row: dict, command: str, subject: str, markdown: str | None,
+                          metadata: dict | None, now: int, links: bool, reason: str | None) -> ToolResult:
     """The HM server did not take the document (beyond the reference): it is kept in the store and
     published when the server answers, by whichever server of a cluster takes it first
     (server/hypermedia/publications.py), built then against the document's current version and
@@ -351,7 +420,8 @@ async def _queue_document(ctx: ToolContext, row: dict, command: str, subject: st
     def job(conn):  # noqa: ANN001
         return pub_q.enqueue(conn, item_id=item_id, account_id=ctx.account, subject=subject, kind="document",
                              identity_name=row["name"], agent_id=ctx.agent["id"], what=f"the document {subject}",
-                             body={"markdown": markdown, "ts": now, "checkLinks": links},
+                             body={"markdown": markdown, "ts": now, "checkLinks": links,
+                                   **({"metadata": metadata} if metadata else {})},
                              server_url=ctx.hm.base_url, now=now, failed_with=reason,
                              retry_at=None if reason is None else now + retry_ms)
 
@@ -511,10 +581,6 @@ async def write_ipfs(ctx: ToolContext, params: dict) -> ToolResult:
     url = f"ipfs://{cid}"
     return ToolResult({"summary": f"Published {source} to IPFS as {url}.", "cid": cid, "url": url,
                        "size": len(data), **{k: v for k, v in described.items() if v is not None}})
-
-
-def _yaml_text(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 async def read_activity(ctx: ToolContext, options: dict) -> ToolResult:

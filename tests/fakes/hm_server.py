@@ -196,9 +196,16 @@ class FakeHmServer(LoopbackFake):
         return StoredBlob(str(cid), data, value)
 
     def _check_comment(self, index: int, blob: StoredBlob, batch: list[StoredBlob]) -> None:
-        """A comment is on a document version the fake holds, and a reply under comments it holds."""
+        """A comment is on a document version the fake holds, and a reply under comments it holds;
+        an update or a deletion (a blob with the record's `id`) replaces a comment its signer wrote."""
         v = blob.value
         known = {b.cid for b in batch}
+        if "id" in v:
+            record = f"{principal_to_string(v['signer'])}/{v['id']}"
+            originals = self._comment_blobs() + [b for b in batch if b.type == "Comment" and "id" not in b.value]
+            if not any(comment_record_id(b.data) == record for b in originals):
+                raise BlobRefused(f"blob {index}: it replaces comment {record}, which this server does not hold "
+                                  "(only a comment's author can edit or delete it)")
         for head in v.get("version") or []:
             held = self.get(str(head))
             if held is None or held.type != "Change":
@@ -428,15 +435,29 @@ class FakeHmServer(LoopbackFake):
         return {"in": includes[0] if includes else {}, "results": results}
 
     def _comment_blobs(self) -> list[StoredBlob]:
-        return sorted(self.of_type("Comment"), key=lambda b: (b.value["ts"], b.cid))
+        """The comments as first written (an edit, a blob with the record's `id`, replaces one)."""
+        return sorted((b for b in self.of_type("Comment") if "id" not in b.value), key=lambda b: (b.value["ts"], b.cid))
+
+    def _latest(self, blob: StoredBlob) -> StoredBlob:
+        """The comment's current blob: its latest edit by its author, else itself."""
+        record = comment_record_id(blob.data)
+        edits = [b for b in self.of_type("Comment") if "id" in b.value
+                 and f"{principal_to_string(b.value['signer'])}/{b.value['id']}" == record]
+        return max(edits, key=lambda b: (b.value["ts"], b.cid)) if edits else blob
+
+    def _deleted(self, blob: StoredBlob) -> bool:
+        latest = self._latest(blob)
+        return latest is not blob and not latest.value.get("body")
 
     def _comment_view(self, blob: StoredBlob) -> dict:
         v = blob.value
+        latest = self._latest(blob)
         by_cid = {b.cid: b for b in self._comment_blobs()}
-        out = {"id": comment_record_id(blob.data), "version": blob.cid,
+        out = {"id": comment_record_id(blob.data), "version": latest.cid,
                "author": principal_to_string(v["signer"]), "targetAccount": principal_to_string(v["space"]),
                "targetPath": v.get("path", ""), "targetVersion": ".".join(str(c) for c in v.get("version", [])),
-               "content": _nodes(v.get("body") or []), "createTime": _iso(v["ts"]), "updateTime": _iso(v["ts"]),
+               "content": _nodes(latest.value.get("body") or []), "createTime": _iso(v["ts"]),
+               "updateTime": _iso(latest.value["ts"]),
                "visibility": "PRIVATE" if v.get("visibility") == "Private" else "PUBLIC"}
         for key, ref in (("replyParent", v.get("replyParent")), ("threadRoot", v.get("threadRoot"))):
             if ref is not None:
@@ -449,7 +470,8 @@ class FakeHmServer(LoopbackFake):
     def comments_on(self, account: str, path: str) -> list[dict]:
         """The comments the fake holds on a document, oldest first, as ListComments answers them."""
         return [self._comment_view(b) for b in self._comment_blobs()
-                if principal_to_string(b.value["space"]) == account and b.value.get("path", "") == path]
+                if principal_to_string(b.value["space"]) == account and b.value.get("path", "") == path
+                and not self._deleted(b)]
 
     def _events(self, query: dict) -> dict:
         """`ListEvents`: a `comment` event for every comment held, newest first (the resolved
@@ -457,7 +479,7 @@ class FakeHmServer(LoopbackFake):
         events = [{"id": b.cid, "type": "comment", "feedEventId": f"blob-{b.cid}", "eventAtMs": b.value["ts"],
                    "author": {"id": {"uid": principal_to_string(b.value["signer"]),
                                      "id": f"hm://{principal_to_string(b.value['signer'])}", "path": []}},
-                   "comment": self._comment_view(b)} for b in reversed(self._comment_blobs())]
+                   "comment": self._comment_view(b)} for b in reversed(self._comment_blobs()) if not self._deleted(b)]
         size, start = int(query.get("pageSize") or 50), int(query.get("pageToken") or 0)
         more = start + size < len(events)
         return {"events": events[start:start + size], "nextPageToken": str(start + size) if more else ""}
@@ -465,7 +487,7 @@ class FakeHmServer(LoopbackFake):
     def _comment(self, record_id: str) -> dict | None:
         for b in self._comment_blobs():
             if comment_record_id(b.data) == record_id:
-                return self._comment_view(b)
+                return None if self._deleted(b) else self._comment_view(b)
         return None
 
     def _search(self, query: dict) -> dict:

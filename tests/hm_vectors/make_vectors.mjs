@@ -15,6 +15,8 @@ import {
   blocksToMarkdown,
   commentRecordIdFromBlob,
   createComment,
+  deleteComment,
+  updateComment,
   createRedirectRef,
   createTombstoneRef,
   computeReplaceOps,
@@ -405,11 +407,53 @@ async function documentVectors() {
     .replace('Intro paragraph with', 'Edited intro with')
     .replace(/- third item[^\n]*\n/, '')
     .concat('\nA closing paragraph.\n')
+  // Metadata (options.metadata, options.name), as writeDocumentUpdate merges it
+  // (mergeWriteMetadata: front matter, then options.metadata, then name): with no content at all
+  // a metadata-only change (the body untouched), else over the new body's front matter.
+  async function metadataUpdate(markdown, optionsMetadata, name, randomSeed, ts) {
+    seedRandom(randomSeed)
+    let ops = []
+    let merged = {...optionsMetadata, ...(name === undefined ? {} : {name})}
+    if (markdown !== undefined) {
+      const parsed = parseMarkdown(markdown)
+      merged = {...parsed.metadata, ...optionsMetadata, ...(name === undefined ? {} : {name})}
+      const oldNodes = blocks1.map((node) => toAPIBlockNode(node))
+      const newTree = rebindTableIdentities(
+        oldNodes,
+        markdownBlockNodesToHMBlockNodes(parsed.tree).map((node) => hmBlockNodeToBlockNode(node)),
+      )
+      ops = computeReplaceOps(createBlocksMap(oldNodes), newTree)
+    }
+    ops = metadataOps(merged).concat(ops)
+    const c = createChangeOps({ops, genesisCid: genesis.cid, deps: [change1.cid], depth: 2, ts: BigInt(ts)})
+    const change = await createChange(c.unsignedBytes, signer)
+    const ref = await createVersionRef(
+      {space: account, path, genesis: genesis.cid.toString(), version: change.cid.toString(), generation: ts, ts},
+      signer,
+    )
+    return {
+      ...(markdown === undefined ? {} : {markdown}),
+      metadata: optionsMetadata,
+      ...(name === undefined ? {} : {name}),
+      randomSeed,
+      ts,
+      blobs: [blobEntry(change.cid, change.bytes), await refBlob(ref)],
+      version: change.cid.toString(),
+    }
+  }
   return {
     seed: hex(seed),
     accountId: account,
     create,
     updates: [await update(DOC_V2_PLAIN, 77, 1767233600000), await update(edited, 78, 1767237200000)],
+    metadataUpdates: [
+      await metadataUpdate(undefined, {summary: 'Notes from the field', icon: 'ipfs://bafkqaaa', showOutline: false,
+                                       contentWidth: 'M', custom: {n: 3, tags: ['a', 'b']}}, undefined, 80,
+                           1767238000000),
+      await metadataUpdate(undefined, {}, 'Renamed notes', 81, 1767238600000),
+      await metadataUpdate(DOC_V2_PLAIN, {summary: 'Over the front matter', name: 'Ignored by name'}, 'Field notes v3',
+                           82, 1767239200000),
+    ],
   }
 }
 
@@ -615,13 +659,55 @@ async function commentVectors(documentVector) {
       data: b64(data),
     })
   }
+  // As the reference server's writeCommentUpdate / writeCommentDelete: updateComment and
+  // deleteComment on the comment as the server answers it (target, version, thread), Date.now fixed.
+  const edits = []
+  for (const [i, e] of COMMENT_EDITS.entries()) {
+    const ts = 1767250000000 + i * 61000
+    const original = made[e.of]
+    const base = {
+      commentId: original.recordId,
+      targetAccount: documentVector.accountId,
+      targetPath: '/field-notes',
+      targetVersion: docVersion,
+      visibility: original.visibility || '',
+    }
+    Date.now = () => ts
+    let input
+    if (e.markdown === undefined) {
+      input = await deleteComment(base, signer)
+    } else {
+      seedRandom(e.randomSeed)
+      const content = markdownBlockNodesToHMBlockNodes(parseMarkdown(e.markdown).tree)
+      input = await updateComment(
+        {...base, content, replyParentVersion: original.replyParent || null,
+         rootReplyCommentVersion: original.threadRoot || null},
+        signer,
+      )
+    }
+    Date.now = realNow
+    const data = input.blobs[0].data
+    const digest = await sha256.digest(data)
+    edits.push({...e, ts, commentId: original.recordId, cid: CID.createV1(0x71, digest).toString(),
+                publishKeys: Object.keys(input.blobs[0]), data: b64(data)})
+  }
   return {
     seed: hex(seed),
     accountId: blobs.principalToString(keyPair.principal),
     target: {account: documentVector.accountId, path: '/field-notes', version: docVersion},
     comments: made,
+    edits,
   }
 }
+
+// Updates (markdown) and deletes (none) of the comments above, by index.
+const COMMENT_EDITS = [
+  {of: 0, markdown: 'Nice notes! I agree with **the intro**, and the end.', randomSeed: 310},
+  {of: 1, markdown: 'An edited reply.\n\n- still a list', randomSeed: 311},
+  {of: 4, markdown: 'Edited private aside.', randomSeed: 312},
+  {of: 2},
+  {of: 4},
+]
 
 const comments = {
   library: '@seed-hypermedia/client@0.0.83',
