@@ -25,6 +25,7 @@ from seed_agents.server.storage.errors import SchemaGateError
 from seed_agents.server.storage.port import Conn
 from seed_agents.server.store import accounts as accounts_q
 from seed_agents.server.store import agent_lifecycle as lifecycle_q
+from seed_agents.server.store import agent_listing as listing_q
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import attachments as attachments_q
 from seed_agents.server.store import blobs as blobs_q
@@ -415,6 +416,8 @@ async def shape_script(db, called: set[str] | None = None) -> list:
             model_override={"provider": "p", "model": "m2"})
     await w(sessions_q.auto_title, "s2", "auto", T0 + 6)
     await w(sessions_q.auto_title, "s1", "never replaces a user's title", T0 + 7)
+    await w(sessions_q.apply_title, "s3", "From the model", "A description", T0 + 7)   # over a provisional title
+    await w(sessions_q.apply_title, "s1", "never over a user's", "", T0 + 7)
     # Events and the activity rollup of sessions and agents.
     payloads = [user_message("hi"), {"type": "message", "role": "assistant", "content": "hello"},
                 {"type": "tool", "name": "search"}, {"type": 7}]
@@ -430,6 +433,12 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(sessions_q.get_session, "s1")
     r(sessions_q.get_session, "s2")
     r(agents_q.get_agent, "a1")
+    r(sessions_q.session_ids_of_agent, "a1")
+    r(sessions_q.child_session_ids, "s1")
+    r(sessions_q.title_source, "s2")
+    r(sessions_q.title_source, "no-such-session")
+    r(runs_q.first_run_of_session, "s1")
+    r(runs_q.first_run_of_session, "no-such-session")
     r(agents_q.list_agents, ACCOUNT)
     r(agents_q.list_agents_page, ACCOUNT, 1, None, 1 << 20)
     r(agents_q.list_agents_page, ACCOUNT, 5, {"updatedBefore": T0 + 1, "idAfter": "a1"}, 1 << 20)
@@ -554,8 +563,18 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(secrets_q.set_secret, ACCOUNT, "sealed", box.seal(b"sk-live", secrets_q.secret_aad(ACCOUNT, "sealed")),
             None, T0 + 56, "4b1d0c7e-0000-4000-8000-000000000005")
     r(secrets_q.read_secret, box, ACCOUNT, "sealed")
+    # A subscription's tokens: read with their version, the lease swapped only at that version.
+    _sealed, meta, version = r(secrets_q.token_row, ACCOUNT, "key")
+    r(secrets_q.token_row, ACCOUNT, "no-such-secret")
+    assert await w(secrets_q.swap_token_metadata, ACCOUNT, "key", version, meta, {"lease": 1}, T0 + 56)
+    assert not await w(secrets_q.swap_token_metadata, ACCOUNT, "key", version, meta, {"lease": 2}, T0 + 56)
+    await w(secrets_q.mark_token, ACCOUNT, "key", {"needsReauth": True}, T0 + 56)
+    await w(secrets_q.store_token, ACCOUNT, "key", b"sealed-new", {}, T0 + 56)
+    r(secrets_q.token_row, ACCOUNT, "key")
     await w(removal_q.delete_provider, ACCOUNT, "p")
     await w(removal_q.delete_provider, ACCOUNT, "p")
+    r(secrets_q.list_secret_names, ACCOUNT)
+    await w(secrets_q.delete_secret, ACCOUNT, "another")
     r(secrets_q.list_secret_names, ACCOUNT)
     # Replay signatures, one by one and in a batch.
     await w(sig_q.claim_signature, b"\x07" * 64, T0 + 1_000, T0)
@@ -576,6 +595,9 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(memory_q.list_dir, "a2", "notes")
     r(memory_q.read_file, "a2", "notes/trip.md", 1 << 20)
     r(memory_q.file_info, "a2", "notes/bin")
+    listed = r(agents_q.get_agent, "a2")
+    r(listing_q.fingerprint, listed)
+    r(listing_q.read_listing, listed)
     r(memory_q.check_writable, "a2", ACCOUNT, "other", 10, limits)
     called.add("memory.search")   # which files only: each driver ranks and marks snippets its own way
     out.append([sorted(x["path"] for x in db.read(memory_q.search, "a2", q, 10)) for q in ("yellow trams", "ams a")])
@@ -747,6 +769,8 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
             title="child", brief="do it", spec={"brief": "do it"}, now=T0 + 110, event_ids=("e-c1", "e-sp1"),
             budget={"tokens": 100})
     r(del_q.child_count, "sp1")
+    r(runs_q.child_of_call, "p1", "t1")
+    r(runs_q.child_of_call, "p1", "t2")
     r(del_q.child_input, "c1")
     r(del_q.budget_of, "c1")
     await w(del_q.reserve, "p1", 100)
@@ -938,6 +962,8 @@ async def trigger_shapes(db, w, r, out: list) -> None:  # noqa: ANN001
     await w(firings_q.insert_firing, "f-r", reacted, "rl1", "created", now + 3, session_id="sf2", run_id="rf2",
             activity=done, context={"name": reacted["name"], "prompt": reacted["prompt"], "source": after_a1},
             chain_depth=1)
+    await w(firings_q.mark_error, "f-r", "agent a1 is gone")
+    r(firings_q.firings_of_trigger, "tr-r", 5)
     # A continuation that could not start: failures counted, backed off, then cleared.
     r(triggers_q.failures_of, "tr-r")
     await w(triggers_q.record_outcome, "tr-r", now + 4, fired=False, error="agent a1 is gone")

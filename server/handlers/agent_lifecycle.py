@@ -42,8 +42,7 @@ async def delete_agent(app: HandlerContext, env, action) -> dict:
     start removes (runtime.state_dirs); before it, nothing changed."""
     agent = app.db.read(agent_for, env.account_id, action.agent_id, OWNER)
     agent_id = agent["id"]
-    session_ids = app.db.read(lambda conn: [r[0] for r in conn.execute(
-        "SELECT id FROM sessions WHERE agent_id = ?", (agent_id,))])
+    session_ids = app.db.read(sessions_q.session_ids_of_agent, agent_id)
     app.runtime.abandon_sessions(session_ids)
     why = f"agent {agent_id} was deleted"
 

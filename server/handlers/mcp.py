@@ -118,7 +118,7 @@ async def set_mcp_server(app: HandlerContext, env, action) -> dict:
         if before is not None:   # secrets of headers no longer sent go
             for header, secret in (before["config"].get("secretRefs") or {}).items():
                 if header not in sealed:
-                    conn.execute("DELETE FROM secrets WHERE account_id = ? AND name = ?", (account, secret))
+                    secrets_q.delete_secret(conn, account, secret)
         return mcp_q.put_server(conn, account, name, config, now, new_id())
 
     saved = await app.db.write(job)

@@ -184,8 +184,7 @@ async def delete_session(app: HandlerContext, env, action) -> dict:
         # answered 'canceled' (server/store/delegation.py).
         canceled, settled = app.runtime.cancel_in(conn, runs_q.active_runs_of_session(conn, session_id), now)
         settled.sessions = [s for s in settled.sessions if s["id"] != session_id]
-        children = [row[0] for row in conn.execute(
-            "SELECT id FROM sessions WHERE parent_session_id = ?", (session_id,))]
+        children = sessions_q.child_session_ids(conn, session_id)
         sessions_q.delete_session(conn, session_id)
         for member in {session["account"], env.account_id}:
             lifecycle_q.forget_idempotency(conn, member, {session_id})

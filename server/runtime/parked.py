@@ -193,9 +193,7 @@ class ParkedRuns:
                 elif children >= delegation_q.MAX_CHILDREN_PER_SESSION:
                     refusal = (f"a session has at most {delegation_q.MAX_CHILDREN_PER_SESSION} children; "
                                "do the rest yourself")
-                exists = refusal is None and conn.execute(
-                    "SELECT 1 FROM runs WHERE parent_run_id = ? AND parent_tool_call_id = ?",
-                    (run["id"], d.tool_call_id)).fetchone() is not None
+                exists = refusal is None and runs_q.child_of_call(conn, run["id"], d.tool_call_id) is not None
                 if refusal is None and not exists and d.spec.get("agentId") is not None \
                         and agents_q.agent_account(conn, d.spec["agentId"]) != current["account"]:
                     # (another account's agent is not there, in the words a missing one gets)

@@ -16,11 +16,10 @@ import logging
 from dataclasses import dataclass
 
 from seed_agents.protocol import preamble as text
-from seed_agents.protocol.actions_identities import signing_keys_of
 from seed_agents.protocol.tool_documents import builtin_document
 
 from ..cache import ByteBudgetCache, text_bytes
-from ..store import identities as identities_q
+from ..store import agent_listing as listing_q
 
 log = logging.getLogger(__name__)
 
@@ -45,39 +44,6 @@ class Listing:
                 + sum(text_bytes(t) for t in self.triggers) + 400)
 
 
-def fingerprint(conn, agent: dict) -> tuple:
-    """What the listing depends on, in a few aggregate reads (primary-key and index ranges)."""
-    agent_id, account = agent["id"], agent["account"]
-    memory = conn.execute("SELECT count(*), coalesce(max(updated_at), 0), coalesce(sum(size), 0),"
-                          " coalesce(sum(length(path)), 0) FROM memory_files WHERE agent_id = ?",
-                          (agent_id,)).fetchone()
-    triggers = conn.execute("SELECT count(*), coalesce(max(updated_at), 0), coalesce(sum(enabled), 0)"
-                            " FROM agent_triggers WHERE agent_id = ?", (agent_id,)).fetchone()
-    members = conn.execute("SELECT count(*), coalesce(max(updated_at), 0) FROM agent_collaborators"
-                           " WHERE agent_id = ? AND status = 'accepted'", (agent_id,)).fetchone()
-    identities = conn.execute("SELECT count(*), coalesce(max(updated_at), 0) FROM signing_identities"
-                              " WHERE account_id = ?", (account,)).fetchone()
-    return (agent.get("updatedAt"), bool(agent.get("publicRead")), tuple(memory), tuple(triggers),
-            tuple(members), tuple(identities))
-
-
-def read_listing(conn, agent: dict) -> tuple[list[str], list[str], list[tuple[str, str]], list[dict]]:
-    """(memory paths, active trigger names, accepted collaborators (account, role), identities)."""
-    agent_id, account = agent["id"], agent["account"]
-    paths = [r[0] for r in conn.execute("SELECT path FROM memory_files WHERE agent_id = ? ORDER BY path",
-                                        (agent_id,))]
-    triggers = [r[0] for r in conn.execute("SELECT name FROM agent_triggers WHERE agent_id = ? AND enabled = 1"
-                                           " ORDER BY name LIMIT ?", (agent_id, text.MAX_TRIGGERS))]
-    members = [(r[0], r[1]) for r in conn.execute(
-        "SELECT account_id, role FROM agent_collaborators WHERE agent_id = ? AND status = 'accepted'"
-        " ORDER BY created_at, account_id LIMIT ?", (agent_id, text.MAX_MEMBERS))]
-    names = signing_keys_of(agent.get("definition") or {})
-    identities = identities_q.list_identities(conn, account, names) if names else []
-    order = {n: i for i, n in enumerate(names)}
-    identities.sort(key=lambda i: order.get(i["name"], len(order)))
-    return paths, triggers, members, identities
-
-
 class Preambles:
     """The system prompt of each turn. `now_ms` is the clock the prompt's time is read from
     (injectable: tests set it)."""
@@ -98,12 +64,12 @@ class Preambles:
 
     async def listing(self, agent: dict) -> Listing:
         db, now = self.runtime.db, self.now_ms()
-        print_ = db.read(fingerprint, agent)
+        print_ = db.read(listing_q.fingerprint, agent)
         cached = self.cache.get(agent["id"])
         if cached is not None and cached.fingerprint == print_ and not (
                 cached.roster and now - cached.built_at > NAME_TTL_MS):
             return cached
-        paths, triggers, collaborators, identities = db.read(read_listing, agent)
+        paths, triggers, collaborators, identities = db.read(listing_q.read_listing, agent)
         roster = ""
         if collaborators or agent.get("publicRead"):
             members = [{"accountId": agent["account"], "role": "owner"},

@@ -29,7 +29,6 @@ import httpx
 from ..providers import subscription_login as flow
 from ..providers.base import ProviderError
 from ..storage.port import Storage
-from ..store import codec
 from ..store import secrets_table as secrets_q
 from ..store.secrets import SecretBox, SecretOpenError
 
@@ -54,7 +53,7 @@ class SubscriptionTokens:
         loop = asyncio.get_running_loop()
         give_up = loop.time() + 3 * timeout + 5
         while loop.time() < give_up:
-            row = await self.db.aread(_row, account_id, name)
+            row = await self.db.aread(secrets_q.token_row, account_id, name)
             if row is None:
                 raise ProviderError(f"provider openai: no subscription sign-in is stored (secret {name!r}); "
                                     "sign in with ChatGPT first")
@@ -70,7 +69,7 @@ class SubscriptionTokens:
                 await asyncio.sleep(POLL_SECONDS)   # another turn or server is refreshing
                 continue
             claim = {**meta, "refreshing": {"by": self.me, "until": now + int(timeout * 1000) + 5000}}
-            if not await self.db.write(_swap, account_id, name, updated, meta, claim, now):
+            if not await self.db.write(secrets_q.swap_token_metadata, account_id, name, updated, meta, claim, now):
                 continue   # someone changed the row first: look again
             return await self._refresh(account_id, name, creds, claim)
         raise ProviderError("provider openai: the subscription token could not be refreshed in time")
@@ -97,47 +96,16 @@ class SubscriptionTokens:
             reason = str(exc)
             log.warning("subscription refresh for an account failed: %s", reason)
             if not exc.refused:   # the endpoint failed (down, slow, garbage): the sign-in may still be good
-                await self.db.write(_mark, account_id, name, meta, self.now_ms())
+                await self.db.write(secrets_q.mark_token, account_id, name, meta, self.now_ms())
                 raise ProviderError(f"provider openai: the subscription token could not be refreshed ({reason}); "
                                     "the next turn tries again") from None
-            await self.db.write(_mark, account_id, name, {**meta, "needsReauth": True, "reauthReason": reason},
+            await self.db.write(secrets_q.mark_token, account_id, name, {**meta, "needsReauth": True, "reauthReason": reason},
                                 self.now_ms())
             raise ProviderError(f"{EXPIRED} ({reason})") from None
         except BaseException:
-            await self.db.write(_mark, account_id, name, meta, self.now_ms())   # give the lease back
+            await self.db.write(secrets_q.mark_token, account_id, name, meta, self.now_ms())   # give the lease back
             raise
         self.refreshes += 1
         sealed = self.box.seal(json.dumps(fresh).encode(), secrets_q.secret_aad(account_id, name))
-        await self.db.write(_store, account_id, name, sealed, meta, self.now_ms())
+        await self.db.write(secrets_q.store_token, account_id, name, sealed, meta, self.now_ms())
         return fresh["access"], fresh["accountId"]
-
-
-def _row(conn, account_id: str, name: str):  # noqa: ANN001, ANN202
-    row = conn.execute("SELECT ciphertext, metadata, updated_at FROM secrets WHERE account_id = ? AND name = ?",
-                       (account_id, name)).fetchone()
-    if row is None:
-        return None
-    sealed, meta, updated = row
-    return bytes(sealed), (codec.decode(meta) if meta is not None else {}), updated
-
-
-def _swap(conn, account_id: str, name: str, updated: int, meta: dict, new_meta: dict, now: int) -> bool:  # noqa: ANN001
-    """Write `new_meta` only if the row is still as it was read (updated_at and metadata)."""
-    same = " AND metadata = ?" if meta else " AND metadata IS NULL"
-    row = conn.execute(
-        "UPDATE secrets SET metadata = ?, updated_at = ? WHERE account_id = ? AND name = ? AND updated_at = ?"
-        + same + " RETURNING id",
-        (codec.encode(new_meta), max(now, updated + 1), account_id, name, updated,
-         *([codec.encode(meta)] if meta else []))).fetchone()
-    return row is not None
-
-
-def _mark(conn, account_id: str, name: str, meta: dict, now: int) -> None:  # noqa: ANN001
-    conn.execute("UPDATE secrets SET metadata = ?, updated_at = CASE WHEN updated_at >= ? THEN updated_at + 1"
-                 " ELSE ? END WHERE account_id = ? AND name = ?", (codec.encode(meta), now, now, account_id, name))
-
-
-def _store(conn, account_id: str, name: str, sealed: bytes, meta: dict, now: int) -> None:  # noqa: ANN001
-    conn.execute("UPDATE secrets SET ciphertext = ?, metadata = ?, updated_at = CASE WHEN updated_at >= ? THEN"
-                 " updated_at + 1 ELSE ? END WHERE account_id = ? AND name = ?",
-                 (sealed, codec.encode(meta), now, now, account_id, name))

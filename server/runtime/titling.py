@@ -72,23 +72,6 @@ def parse_answer(text: str) -> tuple[str, str] | None:
     return title, description
 
 
-def apply_title(conn, session_id: str, title: str, description: str, now: int) -> dict | None:
-    """The generated title, only over a provisional one; the description only into an empty slot."""
-    row = conn.execute("UPDATE sessions SET title = ?, title_source = 'agent', updated_at = max(updated_at, ?)"
-                       " WHERE id = ? AND title_source = 'system' RETURNING id", (title, now, session_id)).fetchone()
-    if row is None:
-        return None
-    if description:
-        conn.execute("UPDATE sessions SET description = ? WHERE id = ? AND (description IS NULL OR description = '')",
-                     (description, session_id))
-    return sessions_q.get_session(conn, session_id)
-
-
-def title_source(conn, session_id: str) -> str | None:
-    row = conn.execute("SELECT title_source FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    return None if row is None else row[0]
-
-
 class Titler:
     def __init__(self, runtime) -> None:  # noqa: ANN001
         self.runtime = runtime
@@ -102,7 +85,7 @@ class Titler:
             return
         if session_id in self.naming or self.attempts.get(session_id, 0) >= MAX_ATTEMPTS:
             return
-        if rt.db.read(title_source, session_id) != "system":
+        if rt.db.read(sessions_q.title_source, session_id) != "system":
             return
         if len(self.attempts) >= 10_000:
             self.attempts.clear()   # bounded; a session may then be tried again
@@ -131,7 +114,7 @@ class Titler:
             parsed = parse_answer(answer[:MAX_ANSWER_CHARS])
             if parsed is None:
                 return
-            session = await rt.db.write(apply_title, session_id, parsed[0], parsed[1], rt.now_ms())
+            session = await rt.db.write(sessions_q.apply_title, session_id, parsed[0], parsed[1], rt.now_ms())
             if session is not None:
                 self.attempts.pop(session_id, None)
                 rt.publisher.publish_session(session)   # (a change of sessions/<id>, and the account's notice)

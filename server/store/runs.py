@@ -389,3 +389,16 @@ def with_child_counts(conn: Conn, runs: list[dict]) -> list[dict]:
 def public(run: dict) -> dict:
     """The RunInfo without the runtime's own keys (what clients see)."""
     return {k: v for k, v in run.items() if k not in ("userEventId", "modelOverride")}
+
+
+def child_of_call(conn: Conn, parent_run_id: str, tool_call_id: str) -> tuple[str, str] | None:
+    """(run id, session id) of the child a parent's tool call started, or None."""
+    row = conn.execute("SELECT id, session_id FROM runs WHERE parent_run_id = ? AND parent_tool_call_id = ?",
+                       (parent_run_id, tool_call_id)).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def first_run_of_session(conn: Conn, session_id: str) -> str | None:
+    row = conn.execute("SELECT id FROM runs WHERE session_id = ? ORDER BY created_at, id LIMIT 1",
+                       (session_id,)).fetchone()
+    return None if row is None else row[0]

@@ -63,3 +63,41 @@ def get_secret_metadata(conn: Conn, account_id: str, name: str) -> dict | None:
     if row is None:
         return None
     return codec.decode(row[0]) if row[0] is not None else {}
+
+
+# -- a subscription sign-in's tokens (server/runtime/subscription_tokens.py): refreshed once
+# across servers under a lease kept in the row's metadata, each write checked against the version read
+def token_row(conn: Conn, account_id: str, name: str) -> tuple[bytes, dict, int] | None:
+    """A subscription sign-in's sealed tokens, metadata (its refresh lease) and version."""
+    row = conn.execute("SELECT ciphertext, metadata, updated_at FROM secrets WHERE account_id = ? AND name = ?",
+                       (account_id, name)).fetchone()
+    if row is None:
+        return None
+    sealed, meta, updated = row
+    return bytes(sealed), (codec.decode(meta) if meta is not None else {}), updated
+
+
+def swap_token_metadata(conn: Conn, account_id: str, name: str, updated: int, meta: dict, new_meta: dict, now: int) -> bool:
+    """Write `new_meta` only if the row is still as it was read (updated_at and metadata)."""
+    same = " AND metadata = ?" if meta else " AND metadata IS NULL"
+    row = conn.execute(
+        "UPDATE secrets SET metadata = ?, updated_at = ? WHERE account_id = ? AND name = ? AND updated_at = ?"
+        + same + " RETURNING id",
+        (codec.encode(new_meta), max(now, updated + 1), account_id, name, updated,
+         *([codec.encode(meta)] if meta else []))).fetchone()
+    return row is not None
+
+
+def mark_token(conn: Conn, account_id: str, name: str, meta: dict, now: int) -> None:
+    conn.execute("UPDATE secrets SET metadata = ?, updated_at = CASE WHEN updated_at >= ? THEN updated_at + 1"
+                 " ELSE ? END WHERE account_id = ? AND name = ?", (codec.encode(meta), now, now, account_id, name))
+
+
+def store_token(conn: Conn, account_id: str, name: str, sealed: bytes, meta: dict, now: int) -> None:
+    conn.execute("UPDATE secrets SET ciphertext = ?, metadata = ?, updated_at = CASE WHEN updated_at >= ? THEN"
+                 " updated_at + 1 ELSE ? END WHERE account_id = ? AND name = ?",
+                 (sealed, codec.encode(meta), now, now, account_id, name))
+
+
+def delete_secret(conn: Conn, account_id: str, name: str) -> None:
+    conn.execute("DELETE FROM secrets WHERE account_id = ? AND name = ?", (account_id, name))

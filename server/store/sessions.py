@@ -235,3 +235,29 @@ def set_agent_status(conn: Conn, session_id: str, now: int, *, title: str | None
     if row is None:
         raise NotFound(f"session {session_id} not found")
     return session_info(row)
+
+
+def apply_title(conn: Conn, session_id: str, title: str, description: str, now: int) -> dict | None:
+    """The generated title, only over a provisional one; the description only into an empty slot."""
+    row = conn.execute("UPDATE sessions SET title = ?, title_source = 'agent', updated_at = max(updated_at, ?)"
+                       " WHERE id = ? AND title_source = 'system' RETURNING id", (title, now, session_id)).fetchone()
+    if row is None:
+        return None
+    if description:
+        conn.execute("UPDATE sessions SET description = ? WHERE id = ? AND (description IS NULL OR description = '')",
+                     (description, session_id))
+    return get_session(conn, session_id)
+
+
+def title_source(conn: Conn, session_id: str) -> str | None:
+    row = conn.execute("SELECT title_source FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def session_ids_of_agent(conn: Conn, agent_id: str) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT id FROM sessions WHERE agent_id = ?", (agent_id,))]
+
+
+def child_session_ids(conn: Conn, session_id: str) -> list[str]:
+    """The sessions whose parent is this one (delegated children, continuations' successors)."""
+    return [r[0] for r in conn.execute("SELECT id FROM sessions WHERE parent_session_id = ?", (session_id,))]

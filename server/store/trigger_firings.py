@@ -202,3 +202,9 @@ def attribute_sessions(conn: Conn, sessions: list[dict]) -> None:
     for session in sessions:
         if session["id"] in found:
             session["startedByTrigger"] = found[session["id"]]
+
+
+def mark_error(conn: Conn, firing_id: str, error: str) -> None:
+    """A firing whose continuation failed: no session or run came of it."""
+    conn.execute("UPDATE trigger_firings SET status = 'error', error = ?, session_id = NULL, run_id = NULL"
+                 " WHERE id = ?", (error, firing_id))

@@ -109,7 +109,4 @@ async def continue_session(ctx: ToolContext, call_id: str, params: dict) -> Tool
     return ToolResult(out)
 
 
-def _first_run(conn, session_id: str) -> str | None:  # noqa: ANN001
-    row = conn.execute("SELECT id FROM runs WHERE session_id = ? ORDER BY created_at, id LIMIT 1",
-                       (session_id,)).fetchone()
-    return None if row is None else row[0]
+_first_run = runs_q.first_run_of_session

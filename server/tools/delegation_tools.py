@@ -209,8 +209,7 @@ async def detach(state: Delegating, ctx, call_id: str, params: dict) -> ToolResu
     limits = turns_q.TurnLimits.from_config(ctx.config)
 
     def job(conn):
-        row = conn.execute("SELECT id, session_id FROM runs WHERE parent_run_id = ? AND parent_tool_call_id = ?",
-                           (ctx.run_id, call_id)).fetchone()
+        row = runs_q.child_of_call(conn, ctx.run_id, call_id)
         if row is not None:
             return {"runId": row[0], "sessionId": row[1]}, None
         parent = runs_q.get_run(conn, ctx.run_id)

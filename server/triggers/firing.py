@@ -86,8 +86,7 @@ def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy, *,
             publish = _continue(conn, app, trigger, event, firing_id, session_id, run_id, now)
         except FiringError as exc:
             error = str(exc)
-            conn.execute("UPDATE trigger_firings SET status = 'error', error = ?, session_id = NULL, run_id = NULL"
-                         " WHERE id = ?", (error, firing_id))
+            firings_q.mark_error(conn, firing_id, error)
             firing.update(status="error", error=error)
             firing.pop("sessionId", None)
             firing.pop("runId", None)
