@@ -119,6 +119,9 @@ class SessionHistory:
         self.head: collections.deque[Entry] = collections.deque(maxlen=limit)
         self.tail: collections.deque[Entry] = collections.deque(maxlen=limit)
         self.bytes = HISTORY_OVERHEAD
+        # Each entry's message as the model is handed it, made once: (seq, flags) -> ChatMessage
+        # (frozen), so a turn does not rebuild the whole window's messages at every pass.
+        self.made: dict[tuple, ChatMessage] = {}
 
     @property
     def entries(self) -> list[Entry]:
@@ -194,11 +197,13 @@ class SessionHistory:
                 before.append(e)
         ordered = before + ([own] if own is not None else []) + mine
         out = [ChatMessage("system", system_prompt)] if system_prompt else []
-        return out + replay(ordered, include_context, attachments, own, senders)
+        if len(self.made) > 4 * ((self.head.maxlen or 0) + (self.tail.maxlen or 0)):
+            self.made.clear()   # (entries that left the window)
+        return out + replay(ordered, include_context, attachments, own, senders, self.made)
 
 
 def replay(entries: list[Entry], include_context: bool, attachments=None,
-           own: Entry | None = None, senders: bool = False) -> list[ChatMessage]:
+           own: Entry | None = None, senders: bool = False, made: dict | None = None) -> list[ChatMessage]:
     """Entries as provider-neutral messages: consecutive calls are one assistant step (joined
     to the text the model said just before them), each answered right after it; a call with no
     recorded result is answered as such (providers refuse an unanswered call), and a result
@@ -221,6 +226,7 @@ def replay(entries: list[Entry], include_context: bool, attachments=None,
                                    name=e.name, is_error=r.is_error if r else True))
         step.clear()
 
+    made = {} if made is None else made
     for e in entries:
         if e.role == "tool_call":
             step.append(e)
@@ -228,16 +234,22 @@ def replay(entries: list[Entry], include_context: bool, attachments=None,
         if e.role == "tool":
             continue   # placed with its call
         flush()
-        if e.role == "user":
-            text = user_text(e.content, e.context_lines) if include_context else e.content
-            if senders and e.sender:
-                text = sender_block(e.sender) + text
-            if e.attachments and include_context and attachments is not None:
-                extra, images = attachments(e.attachments, e is own)
-                out.append(ChatMessage("user", text + extra, images))
+        if e.role == "user" and e.attachments and include_context and attachments is not None:
+            text = (sender_block(e.sender) if senders and e.sender else "") + user_text(e.content, e.context_lines)
+            extra, images = attachments(e.attachments, e is own)
+            out.append(ChatMessage("user", text + extra, images))
+            continue
+        key = (e.seq, include_context, senders)
+        message = made.get(key)
+        if message is None:
+            if e.role == "user":
+                text = user_text(e.content, e.context_lines) if include_context else e.content
+                if senders and e.sender:
+                    text = sender_block(e.sender) + text
+                message = ChatMessage("user", text)
             else:
-                out.append(ChatMessage("user", text))
-        else:
-            out.append(ChatMessage("assistant", e.content))
+                message = ChatMessage("assistant", e.content)
+            made[key] = message
+        out.append(message)
     flush()
     return out
