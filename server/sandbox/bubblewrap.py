@@ -6,7 +6,8 @@ Each run is a fresh sandbox: new user, PID, network, IPC, UTS and cgroup namespa
 capabilities; the host's system (`/usr` and the library folders, a few files of `/etc`)
 read-only; everything else absent (no /home, /root, /work, no data folder, no other agent's
 memory: the only files are the ones handed in); `/workspace` and `/tmp` fresh tmpfs folders of
-bounded size; the network namespace empty unless the operator allows outbound traffic. A server
+bounded size; the network namespace holds only its own loopback: with `--exec-network` the code
+reaches out through the server's proxy for the run (egress.py), under the web network policy. A server
 running as root starts bwrap as uid/gid 65534 (`nobody`), so the sandbox's processes are an
 unprivileged user on the host too. Inside, `inside.py` runs the program under CPU, memory,
 process and file-size limits, cuts its output, stops every process when it ends or its time is
@@ -29,6 +30,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..providers.network import NetworkPolicy
+from .egress import PROXY_PORT, SOCKET_DIR, SOCKET_NAME, Egress, proxy_env
 from .port import RUNTIMES, Availability, Job, Limits, Outcome, SandboxError
 
 GRACE_S = 15.0                   # checkout and collection on top of the program's own time
@@ -69,8 +72,9 @@ def _node_version(node: str) -> tuple[int, int]:
 class BubblewrapSandbox:
     name = "bubblewrap"
 
-    def __init__(self, limits: Limits | None = None, network: bool = False, concurrency: int = 2,
+    def __init__(self, limits: Limits | None = None, network: NetworkPolicy | None = None, concurrency: int = 2,
                  bwrap: str | None = None) -> None:
+        # `network`: where the code may connect through the run's proxy; None, nowhere.
         self.limits, self.network = limits or Limits(), network
         self.bwrap = bwrap or find_bwrap()
         self.slots = asyncio.Semaphore(max(1, concurrency))
@@ -143,10 +147,11 @@ class BubblewrapSandbox:
     def _ext(self) -> str:
         return "mts" if self.strip_types else "mjs"
 
-    def _bwrap_args(self, network: bool) -> list[str]:
+    def _bwrap_args(self, egress: str | None) -> list[str]:
+        """bwrap's arguments; `egress`, the host folder of the run's proxy socket (network allowed)."""
         lim = self.limits
-        args = [self.bwrap, "--unshare-all", *(["--share-net"] if network else []),
-                "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
+        network = egress is not None
+        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
                 "--uid", "1000", "--gid", "1000", "--hostname", "sandbox"]
         for d in _SYSTEM_DIRS:
             if os.path.islink(d):
@@ -155,6 +160,8 @@ class BubblewrapSandbox:
                 args += ["--ro-bind", d, d]
         for name in _ETC + (_ETC_NET if network else ()):
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        if network:
+            args += ["--ro-bind", egress, SOCKET_DIR]
         args += ["--proc", "/proc", "--dev", "/dev",
                  "--size", str(lim.tmp_bytes), "--tmpfs", "/tmp",
                  "--size", str(lim.workspace_bytes), "--tmpfs", "/workspace",
@@ -176,18 +183,24 @@ class BubblewrapSandbox:
         limits["RLIMIT_DATA" if job.runtime == "ts" else "RLIMIT_AS"] = lim.memory_bytes
         if job.runtime == "ts":
             limits["RLIMIT_DATA"] = lim.memory_bytes * 2
-        spec = {"argv": self._argv(job), "env": _ENV, "limits": limits, "tmp": tmp,
+        env = {**_ENV, **proxy_env()} if self.network is not None else _ENV
+        spec = {"argv": self._argv(job), "env": env, "limits": limits, "tmp": tmp,
                 "timeout": job.timeout_s, "out_max": lim.output_bytes, "max_files": lim.max_files,
                 "workspace": [[p, len(d)] for p, d in files], "result_fd": result_fd}
+        if self.network is not None:
+            spec["egress"] = {"port": PROXY_PORT, "socket": f"{SOCKET_DIR}/{SOCKET_NAME}"}
         return json.dumps(spec).encode() + b"\n"
 
     async def run(self, job: Job, checking: bool = False) -> Outcome:
         if not checking and not self.availability.available:
             raise SandboxError(self.availability.reason)
         async with self.slots:
-            return await self._run(job)
+            if self.network is None:
+                return await self._run(job, None)
+            async with Egress(self.network).serving() as folder:
+                return await self._run(job, folder)
 
-    async def _run(self, job: Job) -> Outcome:
+    async def _run(self, job: Job, egress: str | None) -> Outcome:
         files = sorted(job.files.items())
         if sum(len(d) for _, d in files) > self.limits.workspace_bytes:
             raise SandboxError(f"the memory to check out is larger than the sandbox's workspace "
@@ -198,7 +211,7 @@ class BubblewrapSandbox:
         root = os.geteuid() == 0   # then bwrap runs as uid/gid 65534, never as root
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._bwrap_args(self.network), stdin=stdin_r, stdout=asyncio.subprocess.PIPE,
+                *self._bwrap_args(egress), stdin=stdin_r, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, pass_fds=(result_w,), start_new_session=True, env={},
                 user=NOBODY if root else None, group=NOBODY if root else None, extra_groups=[] if root else None)
         except OSError as exc:

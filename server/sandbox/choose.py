@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from ..providers.network import NetworkPolicy
 from .bubblewrap import BubblewrapSandbox
 from .port import Availability, Limits, Sandbox
 
@@ -36,7 +37,10 @@ def sandbox_for(config) -> Sandbox:  # noqa: ANN001
     if not sys.platform.startswith("linux"):
         return NoSandbox(Availability(False, (), "The bubblewrap sandbox runs on Linux only", "unsupported-platform"))
     limits = Limits(memory_bytes=config.exec_memory_bytes, max_files=config.memory_max_files)
-    return BubblewrapSandbox(limits, network=config.exec_network, concurrency=config.exec_concurrency)
+    # With --exec-network the code reaches out only through the run's proxy, under the web tools'
+    # policy (--web-networks: public only by default), never the providers' wider one.
+    network = NetworkPolicy.for_web(config.web_networks) if config.exec_network else None
+    return BubblewrapSandbox(limits, network=network, concurrency=config.exec_concurrency)
 
 
 async def check(sandbox) -> Availability:  # noqa: ANN001

@@ -92,6 +92,69 @@ def _kill_all():
         time.sleep(0.01)
 
 
+def _relay(spec):
+    """With network allowed: listen on the sandbox's own 127.0.0.1 (the only address its network
+    namespace has) and relay each connection to the server's proxy socket, bound in from outside
+    (server/sandbox/egress.py decides where it may go). At most 32 connections at once."""
+    if not spec:
+        return
+    import socket
+    import threading
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", spec["port"]))
+    listener.listen(64)
+    slots = threading.BoundedSemaphore(32)
+
+    def pump(src, dst, done):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        done()
+
+    def serve():
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            if not slots.acquire(blocking=False):
+                client.close()
+                continue
+            try:
+                upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                upstream.connect(spec["socket"])
+            except OSError:
+                client.close()
+                slots.release()
+                continue
+            left = [2]
+            lock = threading.Lock()
+
+            def done(client=client, upstream=upstream, left=left, lock=lock):
+                with lock:
+                    left[0] -= 1
+                    if left[0]:
+                        return
+                client.close()
+                upstream.close()
+                slots.release()
+            threading.Thread(target=pump, args=(client, upstream, done), daemon=True).start()
+            threading.Thread(target=pump, args=(upstream, client, done), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
 def _listing(max_files):
     """[(path, size, mtime_ns)] of the workspace's regular files (readable ones); symlinks and
     other kinds are not memory and are left out; None past `max_files` files."""
@@ -134,6 +197,7 @@ def main():
     os.close(0)
     os.open("/dev/null", os.O_RDONLY)
 
+    _relay(job.get("egress"))
     result = job["result_fd"]   # the pipe the server reads the workspace back from
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
