@@ -107,9 +107,12 @@ def delete_agent(agent_id: str) -> dict:
     return _action("DeleteAgent", agentId=agent_id)
 
 
-def update_session(session_id: str, title: str | None = None, model_override: dict | None = None) -> dict:
-    """`model_override`: {provider, model, reasoningLevel?} sets it, CLEAR clears it, None leaves it."""
-    return _action("UpdateSession", sessionId=session_id, title=title, modelOverride=model_override)
+def update_session(session_id: str, title: str | None = None, model_override: dict | None = None,
+                   thoroughness: str | None = None) -> dict:
+    """`model_override`: {provider, model, reasoningLevel?} sets it, CLEAR clears it, None leaves it;
+    `thoroughness` (quick, normal, deep) likewise."""
+    return _action("UpdateSession", sessionId=session_id, title=title, modelOverride=model_override,
+                   thoroughness=thoroughness)
 
 
 def delete_session(session_id: str) -> dict:

@@ -49,6 +49,7 @@ from .fields import read as _read
 from .fields import write as _write
 from .file_rules import MAX_MESSAGE_ATTACHMENTS
 from .principals import principal_from_string
+from .thoroughness import LEVELS as THOROUGHNESS
 from .reasoning import REASONING_LEVELS
 
 _ATTACHMENT_ID = re.compile(r"[0-9a-f]{64}")
@@ -223,6 +224,8 @@ class UpdateSession:
     title: str | None = None
     set_model_override: bool = False  # True when the action carries modelOverride (even null)
     model_override: dict | None = None  # {provider, model, reasoningLevel?}; None clears
+    set_thoroughness: bool = False    # True when the action carries thoroughness (even null)
+    thoroughness: str | None = None   # quick | normal | deep (protocol/thoroughness.py); None clears
 
 
 @dataclass(frozen=True)
@@ -562,9 +565,13 @@ def _update_session(f: _Fields, ts: int) -> UpdateSession:
     session_id = f.text("sessionId", MAX_ID)
     title = f.text("title", MAX_TITLE, required=False)
     present, override = _model_override(f)
-    if title is None and not present:
-        raise f.fail("title", "or modelOverride is required (nothing to update)")
-    return UpdateSession(ts, session_id, title, present, override)
+    set_thoroughness, thoroughness = "thoroughness" in f.action, f.action.get("thoroughness")
+    if thoroughness is not None and thoroughness not in THOROUGHNESS:
+        got = quote(thoroughness) if type(thoroughness) is str else _kind(thoroughness)
+        raise f.fail("thoroughness", f"must be one of {', '.join(THOROUGHNESS)} or null, got {got}")
+    if title is None and not present and not set_thoroughness:
+        raise f.fail("title", "or modelOverride or thoroughness is required (nothing to update)")
+    return UpdateSession(ts, session_id, title, present, override, set_thoroughness, thoroughness)
 
 
 _RUN_SELECTORS = ("rootRunId", "sessionId", "agentId")

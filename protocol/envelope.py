@@ -104,7 +104,8 @@ class _ExplicitNull:
 
 
 # An action field sent as CBOR null rather than dropped (None means "absent"): the contract's
-# one use is UpdateSession.modelOverride = null, which clears the override.
+# one use is UpdateSession.modelOverride = null, which clears the override (and this server's
+# UpdateSession.thoroughness = null, likewise).
 NULL = _ExplicitNull()
 
 

@@ -481,3 +481,6 @@ CREATE TABLE session_continuations (
 CREATE INDEX session_continuations_by_origin ON session_continuations (origin_session_id);
 ALTER TABLE sessions ADD COLUMN continued_from TEXT;
 ALTER TABLE sessions ADD COLUMN continued_by TEXT;
+
+-- Version 16: a session's thoroughness (schema/migrations/0016_session_thoroughness.sql says why).
+ALTER TABLE sessions ADD COLUMN thoroughness TEXT CHECK (thoroughness IN ('quick', 'normal', 'deep'));

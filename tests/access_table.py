@@ -123,6 +123,8 @@ ACTION_CELLS = [
     ("UpdateAgent", "collaboratorsPublish", "ok 403 403 403 404"),
     ("UpdateAgent", "tools (the publish grant off)", "ok 403 403 403 404"),
     ("UpdateAgent", "tools (other grants, publish kept)", "ok ok 403 403 404"),
+    # a session's delegation preset (never past the server's limits): a writer's, as its title
+    ("UpdateSession", "thoroughness", "ok ok 403 403 404"),
     ("SignalRun", "a run of the agent", "ok ok 403 403 404"),
     ("SignalRun", "a run of private agent B", "ok 404 404 404 404"),
     ("CreateAgentTrigger", "continuation newThread", "ok ok 403 403 404"),

@@ -13,6 +13,7 @@ import os
 import pytest
 
 from seed_agents.protocol.actions_triggers import CONTINUATION_KINDS
+from seed_agents.protocol.envelope import NULL
 from seed_agents.protocol.owner_fields import OWNER_ONLY
 from seed_agents.server.tools import authority
 from seed_agents.server.tools.memory_tools import SEARCH_MEMORY
@@ -220,6 +221,9 @@ def action_cells(w: World) -> dict:
                     login = w.api.ok(owner, {"_": "StartProviderOAuth", "providerType": "openai"})["loginId"]
                     fields = {"code": "a-code"} if action == "SubmitProviderOAuthCode" else {}
                     answer = w.api.call(kp, {"_": action, "loginId": login, **fields})
+            elif action == "UpdateSession":   # (put back after: the preset is the session's)
+                answer = w.api.call(kp, {"_": "UpdateSession", "sessionId": w.session_of(role), "thoroughness": "quick"})
+                w.api.ok(owner, {"_": "UpdateSession", "sessionId": w.session_of(role), "thoroughness": NULL})
             elif action == "SignalRun":
                 run_id = w.ids["rb"] if "private" in case else (w.ids["rp"] if role == "public" else w.ids["ra"])
                 answer = w.api.call(kp, {"_": "SignalRun", "runId": run_id, "signal": "go"})

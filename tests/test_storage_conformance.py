@@ -867,6 +867,10 @@ async def trigger_shapes(db, w, r, out: list) -> None:  # noqa: ANN001
     r(continuations_q.of_successor, "sl2")
     r(continuations_q.chain_length, "sl1")
     r(sessions_q.get_session, "sl1")   # continuedBySessionId
+    # A session's thoroughness, set and read through a run of its tree (the preset its turns use).
+    await w(sessions_q.update_session, "sl1", t + 3, set_thoroughness=True, thoroughness="quick")
+    r(sessions_q.thoroughness_of_tree, "rl1")
+    r(sessions_q.thoroughness_of_tree, "no-such-run")
     await w(sessions_q.set_agent_status, "sl1", t + 3, title="Booking Lisbon trams", description="two steps")
     await w(sessions_q.set_agent_status, "sl1", t + 4, title=None, description="booked")
     await w(sessions_q.set_agent_status, "s1", t + 4, title="never over the user's", description=None)

@@ -162,7 +162,9 @@ async def update_session(app: HandlerContext, env, action) -> dict:
                         override.get("reasoningLevel"), "UpdateSession.modelOverride")
         return sessions_q.update_session(conn, action.session_id, now, title=action.title,
                                          set_override=action.set_model_override,
-                                         model_override=action.model_override)
+                                         model_override=action.model_override,
+                                         set_thoroughness=action.set_thoroughness,
+                                         thoroughness=action.thoroughness)
 
     session = await app.db.write(job)
     app.broadcaster.publish_session(session)   # with its `session-updated` notice

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from seed_agents.protocol import thoroughness
+
 from ..store import delegation as delegation_q
 from ..store import roles as roles_q
+from ..store import sessions as sessions_q
 from ..tools import agent_tools
 from ..tools.authority import Authority
 from ..tools.context import ToolContext
@@ -57,7 +60,8 @@ async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run
         if spec and type(spec.get("tools")) is list:   # a child narrowed by its spawner
             callables = tuple(c for c in callables if c in spec["tools"])
         schema = spec.get("output") if spec else None
-        delegating = Delegating(run["depth"], db.read(delegation_q.child_count, run["sessionId"]), schema)
+        preset = thoroughness.preset(db.read(sessions_q.thoroughness_of_tree, run["id"]))   # the session's
+        delegating = Delegating(run["depth"], db.read(delegation_q.child_count, run["sessionId"]), schema, preset)
         if schema is not None and history is not None:   # taken up again: a result it delivered stands
             delegating.restore(history().entries, run["id"])
         verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()),

@@ -1,6 +1,6 @@
 """Sessions: SessionInfo = {id, account, agentId, title?, status, createdAt, updatedAt,
 parentSessionId?, runId?, childSessionCount?, modelOverride?, description?, activity?, plan?,
-continuedFromSessionId?, continuedBySessionId?}.
+continuedFromSessionId?, continuedBySessionId?, thoroughness?}.
 
 Lists are newest update first, paged with a keyset cursor {updatedBefore, idBefore} (the last
 row's updated_at and id, ordered both descending), so a page costs the same however deep it is
@@ -19,7 +19,7 @@ from .errors import InvalidCursor, NotFound
 _COLUMNS = ("id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id,"
             " run_id, model_override, description, message_at, message_from,"
             " (SELECT count(*) FROM sessions c WHERE c.parent_session_id = sessions.id), plan,"
-            " continued_from, continued_by")
+            " continued_from, continued_by, thoroughness")
 _INSERT = "id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id"
 _ORDER = "ORDER BY updated_at DESC, id DESC"
 TITLE_CHARS = 60  # automatic titles: the first line of the first message, trimmed to this
@@ -31,7 +31,7 @@ def create_session(conn: Conn, session_id: str, account_id: str, agent_id: str,
         f"INSERT INTO sessions ({_INSERT}) VALUES (?, ?, ?, ?, 'idle', ?, ?, ?)",
         (session_id, account_id, agent_id, title, now, now, parent_session_id))
     return session_info((session_id, account_id, agent_id, title, "idle", now, now, parent_session_id,
-                         None, None, None, None, None, 0, None, None, None))
+                         None, None, None, None, None, 0, None, None, None, None))
 
 
 def get_session(conn: Conn, session_id: str) -> dict | None:
@@ -94,10 +94,15 @@ def set_session_status(conn: Conn, session_id: str, status: str, now: int) -> di
 
 
 def update_session(conn: Conn, session_id: str, now: int, *, title: str | None = None,
-                   set_override: bool = False, model_override: dict | None = None) -> dict:
+                   set_override: bool = False, model_override: dict | None = None,
+                   set_thoroughness: bool = False, thoroughness: str | None = None) -> dict:
     """UpdateSession: a title set here is the user's (title_source 'user'); with `set_override`,
-    `model_override` replaces the override (None clears it)."""
+    `model_override` replaces the override (None clears it); with `set_thoroughness`, the
+    delegation preset (None clears it)."""
     sets, params = ["updated_at = max(updated_at, ?)"], [now]
+    if set_thoroughness:
+        sets.append("thoroughness = ?")
+        params.append(thoroughness)
     if title is not None:
         sets += ["title = ?", "title_source = 'user'"]
         params.append(title)
@@ -157,7 +162,8 @@ def ids_with_status(conn: Conn, status: str) -> list[str]:
 
 def session_info(row: tuple) -> dict:
     (session_id, account_id, agent_id, title, status, created_at, updated_at, parent, run_id,
-     override, description, message_at, message_from, children, plan, continued_from, continued_by) = row
+     override, description, message_at, message_from, children, plan, continued_from, continued_by,
+     thoroughness) = row
     info = {"id": session_id, "account": account_id, "agentId": agent_id, "status": status,
             "createdAt": created_at, "updatedAt": updated_at}
     if title is not None:
@@ -180,7 +186,17 @@ def session_info(row: tuple) -> dict:
         info["continuedFromSessionId"] = continued_from
     if continued_by is not None:
         info["continuedBySessionId"] = continued_by
+    if thoroughness is not None:   # the delegation preset (protocol/thoroughness.py)
+        info["thoroughness"] = thoroughness
     return info
+
+
+def thoroughness_of_tree(conn: Conn, run_id: str) -> str | None:
+    """The thoroughness a run's turn runs under: its tree's root session's (a child's session
+    carries none of its own)."""
+    row = conn.execute("SELECT s.thoroughness FROM runs r JOIN runs root ON root.id = r.root_run_id"
+                       " JOIN sessions s ON s.id = root.session_id WHERE r.id = ?", (run_id,)).fetchone()
+    return None if row is None else row[0]
 
 
 def get_plan(conn: Conn, session_id: str) -> dict | None:

@@ -35,6 +35,7 @@ import json
 import uuid
 from dataclasses import dataclass
 
+from seed_agents.protocol import thoroughness
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.tool_documents import check_schema, schema_errors
 
@@ -62,9 +63,11 @@ MAX_BRIEF_CHARS = 100_000
 class Delegating:
     """One turn's delegation state, kept on its tool surface."""
 
-    def __init__(self, depth: int, children: int, result_schema: dict | None) -> None:
+    def __init__(self, depth: int, children: int, result_schema: dict | None,
+                 preset: thoroughness.Preset = thoroughness.PRESETS[thoroughness.DEFAULT]) -> None:
         self.depth = depth                  # the run's depth in its tree
         self.children = children            # children the session has already
+        self.preset = preset                # the session's thoroughness: its delegation limits and guidance
         self.calls: list[Delegation] = []   # this turn's delegate calls, in order
         self.result_schema = result_schema  # a typed child's output schema
         self.result = None                  # the accepted return_result payload
@@ -143,11 +146,9 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
                           "write the material to memory and point to it")
     if state.wait is not None:
         raise ToolFailure("this reply already waits for a signal; delegate in another reply")
-    if state.depth + 1 > delegation_q.MAX_DEPTH:
-        raise ToolFailure(f"delegation is at most {delegation_q.MAX_DEPTH} levels deep and this run is at "
-                          f"level {state.depth}; do this work yourself")
-    if state.children + len(state.calls) >= delegation_q.MAX_CHILDREN_PER_SESSION:
-        raise ToolFailure(f"a session has at most {delegation_q.MAX_CHILDREN_PER_SESSION} children; do the rest "
+    check_depth(state)
+    if state.children + len(state.calls) >= max_children(state):
+        raise ToolFailure(f"a session has at most {max_children(state)} children{_under(state)}; do the rest "
                           "yourself")
     spec: dict = {"brief": brief}
     if prompt is not None:
@@ -175,6 +176,24 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
     return ToolResult(park=Park("children", {"toolCallId": call_id}))
 
 
+def max_children(state: Delegating) -> int:
+    return min(state.preset.max_children, delegation_q.MAX_CHILDREN_PER_SESSION)
+
+
+def _under(state: Delegating) -> str:
+    narrower = state.preset.max_children < delegation_q.MAX_CHILDREN_PER_SESSION \
+        or state.preset.max_depth < delegation_q.MAX_DEPTH
+    return f" (this conversation is set to {state.preset.name})" if narrower else ""
+
+
+def check_depth(state: Delegating) -> None:
+    """A child one level below this run fits the tree's depth: the server's, or the preset's."""
+    deepest = min(state.preset.max_depth, delegation_q.MAX_DEPTH)
+    if state.depth + 1 > deepest:
+        raise ToolFailure(f"delegation is at most {deepest} levels deep{_under(state)} and this run is at "
+                          f"level {state.depth}; do this work yourself")
+
+
 DETACHED_FIELDS = ("agentId", "prompt", "output", "tools", "script")
 # Every mode the verb runs here, as the access matrix names them (tests/access_table.py has rows
 # for each): a child as the caller, as another agent of the account, as a persona, and detached.
@@ -197,9 +216,7 @@ async def detach(state: Delegating, ctx, call_id: str, params: dict) -> ToolResu
     if len(brief) > MAX_BRIEF_CHARS:
         raise ToolFailure(f"the brief is longer than {MAX_BRIEF_CHARS} characters; give the child less, or "
                           "write the material to memory and point to it")
-    if state.depth + 1 > delegation_q.MAX_DEPTH:
-        raise ToolFailure(f"delegation is at most {delegation_q.MAX_DEPTH} levels deep and this run is at "
-                          f"level {state.depth}; do this work yourself")
+    check_depth(state)
     if ctx.started is None:
         raise ToolFailure("detached children are started only from a model's turn")
     title = params.get("title")
@@ -215,8 +232,8 @@ async def detach(state: Delegating, ctx, call_id: str, params: dict) -> ToolResu
         parent = runs_q.get_run(conn, ctx.run_id)
         if parent is None or parent["status"] in runs_q.TERMINAL:
             raise ToolFailure("this run has ended; nothing was started")
-        if delegation_q.child_count(conn, ctx.session_id) + len(state.calls) >= delegation_q.MAX_CHILDREN_PER_SESSION:
-            raise ToolFailure(f"a session has at most {delegation_q.MAX_CHILDREN_PER_SESSION} children; do the "
+        if delegation_q.child_count(conn, ctx.session_id) + len(state.calls) >= max_children(state):
+            raise ToolFailure(f"a session has at most {max_children(state)} children{_under(state)}; do the "
                               "rest yourself")
         left = delegation_q.tokens_left(delegation_q.budget_of(conn, parent["id"]), parent,
                                         ctx.config.max_run_tokens)

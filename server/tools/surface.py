@@ -115,6 +115,10 @@ class ToolSurface:
         if self.delegating is not None:   # this server's own callable: park until a signal
             own.append("- " + delegation_tools.WAIT_DESCRIPTION)
         specs = provider_tools(self.verbs, self.ctx.callables, own, code_tools.server_tools(self.ctx))
+        guidance = self.delegating.preset.guidance if self.delegating is not None else None
+        if guidance:   # the session's thoroughness, told where delegation is described
+            specs = tuple(ToolSpec(t.name, t.description + "\n\n" + guidance, t.parameters)
+                          if t.name == "delegate" else t for t in specs)
         if self.delegating is not None and self.delegating.result_schema is not None:
             # return_result's real parameters are the spawner's output schema (the reference swaps
             # them in at session start).
