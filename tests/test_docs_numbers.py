@@ -46,12 +46,13 @@ def _where_a_change_lands() -> dict[str, list[str]]:
 def test_the_change_table_names_real_files_and_keeps_its_counts():
     rows = _where_a_change_lands()
     assert set(rows) == {"an action", "a provider", "a storage backend", "a scheduling strategy", "a framing",
-                         "an HTTP route"}
+                         "an HTTP route", "a tool", "an address form", "a cluster message kind"}
     for kind, paths in rows.items():
         for path in paths:
             concrete = path.replace("<area>", "identities").replace("<backend>", "postgres") \
                 .replace("<family>", "anthropic").replace("<name>", "v2") \
-                .replace("<strategy>", "leased").replace("<folder>/<module>", "triggers/webhook")
+                .replace("<strategy>", "leased").replace("<folder>/<module>", "triggers/webhook") \
+                .replace("<group>", "session_tools")
             assert (ROOT / concrete).exists(), f"{kind}: {path} ({concrete}) does not exist"
     code = lambda kind: [p for p in rows[kind] if not p.startswith("tests/")]   # noqa: E731
     assert len(code("an action")) <= 4, rows["an action"]
