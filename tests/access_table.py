@@ -92,6 +92,10 @@ TOOL_CELLS = [
     ("call", "execute", "shell", {"tool": "execute", "input": {"runtime": "shell", "code": "echo {role}"}},
      "ok ok 403 403 404 ok ok ok"),
     ("call", "double", "authored tool", {"tool": "double", "input": {"n": 2}}, "ok ok 403 403 404 ok ok ok"),
+    # a tool of the owner's MCP server the agent picked (its secret header the owner's): as the agent's
+    # other tools, the agent and a person who may write to it; the server's answer is the result
+    ("call", "calc__add", "the agent's MCP tool", {"tool": "calc__add", "input": {"a": 2, "b": 40}},
+     "ok ok 403 403 404 ok ok ok"),
     # the session's own verbs: not a person's (InvokeSessionTool takes read, write and call)
     ("plan", "-", "steps", {"title": "t", "steps": [{"id": "s1", "label": "x", "status": "done"}]},
      "400 400 400 400 400 ok ok ok"),

@@ -26,6 +26,7 @@ from seed_agents.protocol.envelope import sign_envelope
 
 from tests.fakes.hm_server import FakeHmServer
 from tests.fakes.loopback import send_json
+from tests.fakes.mcp_server import McpFake
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.fakes.web_server import FakeWeb
 from tests.pg import PG_URL_ENV, with_schema
@@ -154,6 +155,7 @@ class World:
     model: Model
     fakes: Background
     model_fake: FakeOpenAI
+    mcp: McpFake
     keys: dict = field(default_factory=dict)      # role -> keypair
     ids: dict = field(default_factory=dict)       # names of the world's things -> ids
     base_definition: dict = field(default_factory=dict)
@@ -184,6 +186,7 @@ class World:
         self.fakes.run(self.hm.close())
         self.fakes.run(self.web.close())
         self.fakes.run(self.model_fake.close())
+        self.fakes.run(self.mcp.stop())
         self.fakes.close()
 
 
@@ -206,6 +209,8 @@ def pg_schema_url() -> tuple[str, callable]:
 
 
 LAMBDA = "double"   # agent A's authored tool
+MCP_KEY = "mcp-secret-key"   # the MCP server's secret header (the owner's)
+MCP_TOOL = "calc__add"       # agent A's tool from the owner's MCP server `calc` (the SDK's own server)
 
 
 def start_world(data_dir: Path, storage: str, storage_url: str | None = None, *, flags: tuple[str, ...] = (),
@@ -215,6 +220,8 @@ def start_world(data_dir: Path, storage: str, storage_url: str | None = None, *,
     model_fake = FakeOpenAI(model)
     for fake in (hm, web, model_fake):
         fakes.run(fake.start())
+    mcp = McpFake("calc", MCP_KEY)
+    fakes.run(mcp.__aenter__(), timeout=60)   # (the SDK's imports take seconds on a busy machine)
     extra = ["--rate-limit", "100000", "--rate-burst", "100000", "--hm-server-url", hm.base_url,
              "--searxng-url", web.url(""), "--allow-provider-base-url", "true",
              "--trigger-max-per-agent", "500", "--trigger-firings-per-hour", "100000", "--webhook-rate-limit", "10000",
@@ -226,7 +233,7 @@ def start_world(data_dir: Path, storage: str, storage_url: str | None = None, *,
         extra += ["--storage-url", storage_url]
     server = ServerProcess(data_dir, extra=extra).start(timeout=60)
     api = Api(f"http://127.0.0.1:{server.port}")
-    world = World(storage, api, server, hm, web, model, fakes, model_fake)
+    world = World(storage, api, server, hm, web, model, fakes, model_fake, mcp)
     try:
         _populate(world, label or storage)
     except BaseException:
@@ -247,8 +254,12 @@ def _populate(w: World, label: str) -> None:
     other_identity = api.ok(owner, {"_": "CreateSigningIdentity", "label": "Owner's other voice"})["identity"]
     w.ids.update(identity=identity["name"], identity_account=identity["accountId"],
                  other_identity=other_identity["name"])
+    # The owner's MCP server, its secret header sealed; agents A and P pick it (an owner-only field).
+    listed = api.ok(owner, {"_": "SetMcpServer", "name": "calc", "url": w.mcp.url,
+                            "secretHeaders": {"x-api-key": MCP_KEY}})["server"]
+    assert listed["status"]["state"] == "ok", listed
     w.base_definition = {"name": "Shared", "systemPrompt": "You use tools.", "modelProvider": "p", "model": "m",
-                         "signingKey": identity["name"]}
+                         "signingKey": identity["name"], "mcpServers": ["calc"]}
     w.ids["a"] = api.ok(owner, {"_": "CreateAgent", "definition": w.base_definition})["agentId"]
     w.ids["p"] = api.ok(owner, {"_": "CreateAgent", "definition": {**w.base_definition, "name": "Public"}})["agentId"]
     api.ok(owner, {"_": "SaveAgentTool", "agentId": w.ids["a"], "tool": {   # an authored tool of A's (code)

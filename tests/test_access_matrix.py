@@ -21,7 +21,7 @@ from seed_agents.server.tools.delegation_tools import MODES as DELEGATE_MODES
 from seed_agents.server.tools.surface import ADDRESS_FORMS, NOT_YET, OFFERED_VERBS, TURN_VERBS, offered_callables
 
 from tests import access_table as table
-from tests.authority_world import LAMBDA, PERSONS, SECRET, World, pg_schema_url, start_world, until
+from tests.authority_world import LAMBDA, MCP_TOOL, PERSONS, SECRET, World, pg_schema_url, start_world, until
 from tests.pg import PG_URL_ENV
 
 AGENT_ROLES = ("model", "trigger", "child")
@@ -40,7 +40,7 @@ def test_the_table_has_a_column_for_every_role_and_a_row_for_every_form_verb_and
         for verb in ("read", "write"):
             assert (verb, form.name) in rows, f"address form {form.name} has no {verb} row in tests/access_table.py"
     called = {form for verb, form, *_ in table.TOOL_CELLS if verb == "call"}
-    assert called == {*offered_callables(True, True), SEARCH_MEMORY, LAMBDA}, \
+    assert called == {*offered_callables(True, True), SEARCH_MEMORY, LAMBDA, MCP_TOOL}, \
         "a callable tool without its row (or a row for none)"
     assert {verb for verb, *_ in table.TOOL_CELLS} == {*OFFERED_VERBS, *TURN_VERBS}, "a verb without its rows"
     assert {form for verb, form, *_ in table.TOOL_CELLS if verb == "delegate"} == set(DELEGATE_MODES), \

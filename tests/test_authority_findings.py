@@ -94,20 +94,21 @@ def test_finding_6_a_writer_cannot_reach_the_owners_mcp_server(world):
     mcp = McpFake("calc", "the-owners-secret-key")
     w.fakes.run(mcp.__aenter__(), timeout=60)
     try:
-        r = w.api.ok(owner, {"_": "SetMcpServer", "name": "calc", "url": mcp.url,
+        # (a server of its own: the world's `calc` is one the owner gave agent A)
+        r = w.api.ok(owner, {"_": "SetMcpServer", "name": "vault", "url": mcp.url,
                              "secretHeaders": {"X-Api-Key": "the-owners-secret-key"}})
         assert r["server"]["status"]["state"] == "ok", r
         # The owner's private agent uses it; the writer tries to point the shared agent at it.
         b = w.api.ok(owner, {"_": "GetAgent", "agentId": w.ids["b"]})["agent"]
         w.api.ok(owner, {"_": "UpdateAgent", "agentId": w.ids["b"],
-                         "definition": {**b["definition"], "mcpServers": ["calc"]}})
+                         "definition": {**b["definition"], "mcpServers": ["vault"]}})
         a = w.api.ok(writer, {"_": "GetAgent", "agentId": w.ids["a"]})["agent"]
         refused = w.api.call(writer, {"_": "UpdateAgent", "agentId": w.ids["a"],
-                                      "definition": {**a["definition"], "mcpServers": ["calc"]}})
+                                      "definition": {**a["definition"], "mcpServers": [*a["definition"]["mcpServers"], "vault"]}})
         assert refused["_"] == "Error" and refused["status"] == 403 and "mcpServers" in refused["message"], refused
         tools = w.api.ok(writer, {"_": "ListAgentTools", "agentId": w.ids["a"]})["tools"]
-        assert not [t for t in tools if t["name"].startswith("calc__")]
-        called = w.invoke("writer", "call", {"tool": "calc__add", "input": {"a": 2, "b": 40}})
+        assert not [t for t in tools if t["name"].startswith("vault__")]
+        called = w.invoke("writer", "call", {"tool": "vault__add", "input": {"a": 2, "b": 40}})
         assert "42" not in json.dumps(called.get("output")), called
         # The writer's other edits still go through.
         assert w.api.call(writer, {"_": "UpdateAgent", "agentId": w.ids["a"],
