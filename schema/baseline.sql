@@ -484,3 +484,8 @@ ALTER TABLE sessions ADD COLUMN continued_by TEXT;
 
 -- Version 16: a session's thoroughness (schema/migrations/0016_session_thoroughness.sql says why).
 ALTER TABLE sessions ADD COLUMN thoroughness TEXT CHECK (thoroughness IN ('quick', 'normal', 'deep'));
+
+-- Version 17: workflows (schema/migrations/0017_workflows.sql says why).
+ALTER TABLE runs ADD COLUMN source_text TEXT;     -- a workflow run's script
+ALTER TABLE runs ADD COLUMN continued_from_run_id TEXT;
+ALTER TABLE runs ADD COLUMN error_detail BLOB;    -- DAG-CBOR {stack?, tool?, callSeq?}

@@ -122,6 +122,11 @@ class Config:
     exec_timeout: float = 60.0
     exec_memory_bytes: int = 512 << 20
     exec_concurrency: int = 2
+    # Workflows (script children, server/runtime/workflows.py): a slice's CPU between two awaits,
+    # the engine's memory, and from how long on a sleep parks the run instead of holding it.
+    workflow_fuel_ms: int = 2_000
+    workflow_memory_bytes: int = 64 << 20
+    workflow_park_after_ms: int = 60_000
     # Remote MCP servers (server/mcp/): how long one discovery or tool call may take.
     mcp_timeout: float = 30.0
     mcp_max_servers: int = 100        # per account
@@ -425,6 +430,9 @@ SETTINGS: list[Setting] = [
     Setting("--session-title-generation", "SESSION_TITLE_GENERATION", "session_title_generation", boolean, "BOOL", "when a turn ends on a session still titled from its first line, ask the agent's model once for a title and a description (never over a title the user typed)"),
     Setting("--code-exec", "CODE_EXEC", "code_exec", code_exec, "BACKEND", "the code sandbox of `execute` and authored tools: `bubblewrap` (Linux namespaces; offered when its self-check at start passes, see /api/health codeExec) or `off`"),
     Setting("--exec-network", "EXEC_NETWORK", "exec_network", boolean, "BOOL", "let sandboxed code open outbound connections, through a proxy the server runs for each run, under `--web-networks` (public only by default) and bounded in bytes and connections per run"),
+    Setting("--workflow-fuel-ms", "WORKFLOW_FUEL_MS", "workflow_fuel_ms", count, "MS", "CPU a workflow (a script child) may use between two awaited `ctx` calls; past it the run fails `fuel-exhausted`"),
+    Setting("--workflow-memory-bytes", "WORKFLOW_MEMORY_BYTES", "workflow_memory_bytes", byte_count, "BYTES", "memory of one workflow's JavaScript engine; past it the run fails `memory-cap`"),
+    Setting("--workflow-park-after-ms", "WORKFLOW_PARK_AFTER_MS", "workflow_park_after_ms", count, "MS", "a workflow's `ctx.sleep` of at least this long parks the run (no worker held; a timer wakes it, on any server) instead of keeping its engine in memory"),
     Setting("--exec-timeout", "EXEC_TIMEOUT", "exec_timeout", seconds, "SECONDS", "an `execute` call's time when it names none (it may ask for 1 to 300); also its CPU seconds per process"),
     Setting("--exec-memory-bytes", "EXEC_MEMORY_BYTES", "exec_memory_bytes", byte_count, "BYTES", "memory of each process in the sandbox (address space; JavaScript: its heap)"),
     Setting("--exec-concurrency", "EXEC_CONCURRENCY", "exec_concurrency", count, "N", "sandboxes running at once on this server; more calls wait for a slot"),

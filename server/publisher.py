@@ -17,6 +17,9 @@ class Publisher(Protocol):
     def publish_run(self, run: dict) -> None:
         """A RunInfo after a change."""
 
+    def publish_run_partial(self, run: dict, patch: dict) -> None:
+        """A live-only piece of a run's progress ({progress: {fraction?, label?}}) on its tree's key."""
+
     def publish_session(self, session: dict, *, created: bool = False) -> None:
         """A SessionInfo after a change (or its creation: a delegated child's session)."""
 

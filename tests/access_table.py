@@ -6,8 +6,9 @@ the test, which fails when one has no row here (or a row has no column for a rol
 Roles: the person roles, each calling `InvokeSessionTool` (or the action) on a session of the
 shared agent A, except `public`, who reads the public agent P's session (public read on), and
 `stranger`, who has no role on A; then the agent acting as itself: `model` (a turn of A),
-`trigger` (a `tool` continuation of a trigger of A, fired by its webhook) and `child` (a run A's
-model delegated to). docs/architecture.md "Whose authority a tool call runs with" says why.
+`trigger` (a `tool` continuation of a trigger of A, fired by its webhook), `child` (a run A's
+model delegated to) and `workflow` (a script child A's model delegated, each cell a `ctx.call`;
+the turn's own verbs are not offered to it: its children come through ctx.delegate). docs/architecture.md "Whose authority a tool call runs with" says why.
 
 Outcomes:
 - `ok`: answered without an error;
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import json
 
-COLUMNS = "owner writer reader public stranger model trigger child"
+COLUMNS = "owner writer reader public stranger model trigger child workflow"
 
 _TRIGGER = json.dumps({"source": {"type": "webhook"}, "prompt": "p"})
 _WATCH_B = json.dumps({"source": {"type": "run-completed", "agentId": "{b}"}, "prompt": "p"})
@@ -38,84 +39,89 @@ _WATCH_B = json.dumps({"source": {"type": "run-completed", "agentId": "{b}"}, "p
 _LAMBDA = json.dumps({"description": "Doubles.", "runtime": "python", "input": {"type": "object"},
                       "source": "def main(input):\n    return {'twice': 2 * input.get('n', 1)}\n"})
 
+# a script child (a workflow) with nothing to do
+_SCRIPT = "export default async function (input, ctx) {{ return 'matrix'; }}"   # (a template: {{ is {)
+
 # (verb, form or callable, case, input, outcomes by COLUMNS)
 TOOL_CELLS = [
     # read: every form
-    ("read", "~/memory", "file", {"address": "~/memory/notes/a.md"}, "ok ok ok ok 404 ok ok ok"),
-    ("read", "~/tools", "list", {"address": "~/tools"}, "ok ok ok ok 404 ok ok ok"),
-    ("read", "~/self", "self", {"address": "~/self"}, "ok ok ok ok 404 ok ok ok"),
-    ("read", "~/triggers", "list", {"address": "~/triggers/"}, "ok ok ok ok 404 ok ok ok"),
-    ("read", "thread:", "list", {"address": "thread:"}, "ok ok ok ok 404 ok ok ok"),
-    ("read", "thread:", "shared agent's", {"address": "thread:{sa}"}, "ok ok ok hidden 404 ok ok ok"),
+    ("read", "~/memory", "file", {"address": "~/memory/notes/a.md"}, "ok ok ok ok 404 ok ok ok ok"),
+    ("read", "~/tools", "list", {"address": "~/tools"}, "ok ok ok ok 404 ok ok ok ok"),
+    ("read", "~/self", "self", {"address": "~/self"}, "ok ok ok ok 404 ok ok ok ok"),
+    ("read", "~/triggers", "list", {"address": "~/triggers/"}, "ok ok ok ok 404 ok ok ok ok"),
+    ("read", "thread:", "list", {"address": "thread:"}, "ok ok ok ok 404 ok ok ok ok"),
+    ("read", "thread:", "shared agent's", {"address": "thread:{sa}"}, "ok ok ok hidden 404 ok ok ok ok"),
     ("read", "thread:", "private agent's", {"address": "thread:{sb}"},
-     "ok hidden hidden hidden 404 hidden hidden hidden"),
-    ("read", "run:", "shared agent's", {"address": "run:{ra}"}, "ok ok ok hidden 404 ok ok ok"),
-    ("read", "run:", "private agent's", {"address": "run:{rb}"}, "ok hidden hidden hidden 404 hidden hidden hidden"),
+     "ok hidden hidden hidden 404 hidden hidden hidden hidden"),
+    ("read", "run:", "shared agent's", {"address": "run:{ra}"}, "ok ok ok hidden 404 ok ok ok ok"),
+    ("read", "run:", "private agent's", {"address": "run:{rb}"}, "ok hidden hidden hidden 404 hidden hidden hidden hidden"),
     # (an attachment of session SA: the agent's own turns run in sessions of their own)
     ("read", "attachment:", "session SA's", {"address": "attachment:{att}"},
-     "ok ok ok hidden 404 hidden hidden hidden"),
-    ("read", "hm://", "document", {"address": "{doc}"}, "ok ok ok ok 404 ok ok ok"),
-    ("read", "activity:", "feed", {"address": "activity:"}, "ok ok ok ok 404 ok ok ok"),
+     "ok ok ok hidden 404 hidden hidden hidden hidden"),
+    ("read", "hm://", "document", {"address": "{doc}"}, "ok ok ok ok 404 ok ok ok ok"),
+    ("read", "activity:", "feed", {"address": "activity:"}, "ok ok ok ok 404 ok ok ok ok"),
     # (reading a CID stores it in memory: a writer's; this identity CID is refused by the tool)
-    ("read", "ipfs://", "cid", {"address": "ipfs://bafkqaaa"}, "ran ran denied denied 404 ran ran ran"),
-    ("read", "https://", "page", {"address": "{page}"}, "ran ran ran ran 404 ran ran ran"),
+    ("read", "ipfs://", "cid", {"address": "ipfs://bafkqaaa"}, "ran ran denied denied 404 ran ran ran ran"),
+    ("read", "https://", "page", {"address": "{page}"}, "ran ran ran ran 404 ran ran ran ran"),
     # write: every form (a reader's write is refused by the action: 403)
-    ("write", "~/memory", "file", {"address": "~/memory/notes/{role}.md", "content": "x"}, "ok ok 403 403 404 ok ok ok"),
+    ("write", "~/memory", "file", {"address": "~/memory/notes/{role}.md", "content": "x"}, "ok ok 403 403 404 ok ok ok ok"),
     ("write", "~/tools", "tool", {"address": "~/tools/t-{role}", "content": _LAMBDA},
-     "ok ok 403 403 404 ok ok ok"),
+     "ok ok 403 403 404 ok ok ok ok"),
     ("write", "~/self", "self", {"address": "~/self", "content": "x"},
-     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable unwritable"),
     ("write", "~/triggers", "own agent", {"address": "~/triggers/t-{role}", "content": _TRIGGER},
-     "ok ok 403 403 404 ok ok ok"),
+     "ok ok 403 403 404 ok ok ok ok"),
     ("write", "~/triggers", "watching agent B", {"address": "~/triggers/w-{role}", "content": _WATCH_B},
-     "ok refused 403 403 404 refused refused refused"),
+     "ok refused 403 403 404 refused refused refused refused"),
     ("write", "thread:", "-", {"address": "thread:{sa}", "content": "x"},
-     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable unwritable"),
     ("write", "run:", "-", {"address": "run:{ra}", "content": "x"},
-     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable unwritable"),
     ("write", "attachment:", "-", {"address": "attachment:{att}", "content": "x"},
-     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
-    ("write", "hm://", "publish", {"address": "{doc}-{role}", "content": "x"}, "ok refused 403 403 404 ok ok ok"),
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable unwritable"),
+    ("write", "hm://", "publish", {"address": "{doc}-{role}", "content": "x"}, "ok refused 403 403 404 ok ok ok ok"),
     ("write", "activity:", "-", {"address": "activity:", "content": "x"},
-     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
-    ("write", "ipfs://", "cid", {"address": "ipfs://bafkqaaa", "content": "x"}, "ran ran 403 403 404 ran ran ran"),
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable unwritable"),
+    ("write", "ipfs://", "cid", {"address": "ipfs://bafkqaaa", "content": "x"}, "ran ran 403 403 404 ran ran ran ran"),
     ("write", "https://", "page", {"address": "{page}", "content": "x"},
-     "unwritable unwritable 403 403 404 unwritable unwritable unwritable"),
+     "unwritable unwritable 403 403 404 unwritable unwritable unwritable unwritable"),
     # call: every callable this server offers, and its own (search_memory)
-    ("call", "search", "Seed", {"tool": "search", "input": {"query": "kites"}}, "ran ran 403 403 404 ran ran ran"),
+    ("call", "search", "Seed", {"tool": "search", "input": {"query": "kites"}}, "ran ran 403 403 404 ran ran ran ran"),
     ("call", "search_memory", "memory", {"tool": "search_memory", "input": {"query": "kites"}},
-     "ok ok 403 403 404 ok ok ok"),
-    ("call", "web_search", "query", {"tool": "web_search", "input": {"query": "kites"}}, "ran ran 403 403 404 ran ran ran"),
-    ("call", "navigate", "page", {"tool": "navigate", "input": {"url": "{page}"}}, "ran ran 403 403 404 ran ran ran"),
-    ("call", "navigate", "document", {"tool": "navigate", "input": {"url": "{doc}"}}, "ok ok 403 403 404 ok ok ok"),
+     "ok ok 403 403 404 ok ok ok ok"),
+    ("call", "web_search", "query", {"tool": "web_search", "input": {"query": "kites"}}, "ran ran 403 403 404 ran ran ran ran"),
+    ("call", "navigate", "page", {"tool": "navigate", "input": {"url": "{page}"}}, "ran ran 403 403 404 ran ran ran ran"),
+    ("call", "navigate", "document", {"tool": "navigate", "input": {"url": "{doc}"}}, "ok ok 403 403 404 ok ok ok ok"),
     # code in the sandbox runs as the agent, under its grants; a person's call needs write access
     ("call", "execute", "shell", {"tool": "execute", "input": {"runtime": "shell", "code": "echo {role}"}},
-     "ok ok 403 403 404 ok ok ok"),
-    ("call", "double", "authored tool", {"tool": "double", "input": {"n": 2}}, "ok ok 403 403 404 ok ok ok"),
+     "ok ok 403 403 404 ok ok ok ok"),
+    ("call", "double", "authored tool", {"tool": "double", "input": {"n": 2}}, "ok ok 403 403 404 ok ok ok ok"),
     # a tool of the owner's MCP server the agent picked (its secret header the owner's): as the agent's
     # other tools, the agent and a person who may write to it; the server's answer is the result
     ("call", "calc__add", "the agent's MCP tool", {"tool": "calc__add", "input": {"a": 2, "b": 40}},
-     "ok ok 403 403 404 ok ok ok"),
+     "ok ok 403 403 404 ok ok ok ok"),
     # the session's own verbs: not a person's (InvokeSessionTool takes read, write and call)
     ("plan", "-", "steps", {"title": "t", "steps": [{"id": "s1", "label": "x", "status": "done"}]},
-     "400 400 400 400 400 ok ok ok"),
-    ("status", "-", "title", {"title": "Matrix"}, "400 400 400 400 400 ok ok ok"),
+     "400 400 400 400 400 ok ok ok ok"),
+    ("status", "-", "title", {"title": "Matrix"}, "400 400 400 400 400 ok ok ok ok"),
     # The verbs of a model's turn (surface.TURN_VERBS): never a person's nor a trigger's. delegate in
     # each of its modes (delegation_tools.MODES): the child runs as the caller's agent, or as another
     # agent of the same account under that agent's own grants; another account's agent is not there.
     ("delegate", "brief", "a child as itself", {"title": "self", "brief": "matrix delegate {role} self"},
-     "400 400 400 400 400 ok unrunnable ok"),
+     "400 400 400 400 400 ok unrunnable ok not-offered"),
     ("delegate", "agentId", "the account's agent B", {"title": "as B", "brief": "matrix delegate {role} b",
-                                                     "agentId": "{b}"}, "400 400 400 400 400 ok unrunnable ok"),
+                                                     "agentId": "{b}"}, "400 400 400 400 400 ok unrunnable ok not-offered"),
     ("delegate", "agentId", "another account's agent", {"brief": "matrix delegate {role} x", "agentId": "{x}"},
-     "400 400 400 400 400 hidden unrunnable hidden"),
+     "400 400 400 400 400 hidden unrunnable hidden not-offered"),
     ("delegate", "prompt", "a persona", {"brief": "matrix delegate {role} persona", "prompt": "You are terse."},
-     "400 400 400 400 400 ok unrunnable ok"),
+     "400 400 400 400 400 ok unrunnable ok not-offered"),
     ("delegate", "await:false", "detached", {"brief": "matrix delegate {role} detached", "await": False},
-     "400 400 400 400 400 ok unrunnable ok"),
+     "400 400 400 400 400 ok unrunnable ok not-offered"),
+    ("delegate", "script", "a script child", {"title": "script {role}", "script": _SCRIPT},
+     "400 400 400 400 400 ok unrunnable ok not-offered"),
     # continue_session: a top-level conversation's own turn only (a successor session of the agent)
     ("continue_session", "-", "handoff", {"handoff": "matrix handoff {role}", "title": "matrix {role} part two"},
-     "400 400 400 400 400 ok unrunnable not-offered"),
+     "400 400 400 400 400 ok unrunnable not-offered not-offered"),
 ]
 
 # (action, case, outcomes of the person roles: owner writer reader public stranger)

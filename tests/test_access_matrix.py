@@ -24,7 +24,7 @@ from tests import access_table as table
 from tests.authority_world import LAMBDA, MCP_TOOL, PERSONS, SECRET, World, pg_schema_url, start_world, until
 from tests.pg import PG_URL_ENV
 
-AGENT_ROLES = ("model", "trigger", "child")
+AGENT_ROLES = ("model", "trigger", "child", "workflow")
 STEP_CALLS = 8   # tool calls per model step (well under any bound on calls per step)
 
 
@@ -139,8 +139,15 @@ def agent_cells(w: World) -> dict:
                  for n, (verb, _f, _c, tool_input, _) in enumerate(table.TOOL_CELLS)]
         return [every[i:i + STEP_CALLS] for i in range(0, len(every), STEP_CALLS)]
 
+    # the script child makes every cell's call in order, through ctx.call (journal callSeq n + 1)
+    cells = [[verb, cell_input(tool_input, w, "workflow")] for verb, _f, _c, tool_input, _ in table.TOOL_CELLS]
+    script = ("export default async function (input, ctx) {\n"
+              "  for (const [verb, args] of input.cells) { try { await ctx.call(verb, args); } catch (e) {} }\n"
+              "  return 'done';\n}\n")
     w.model.plans["matrix parent"] = [*calls("m", "model"), [
-        {"id": "spawn", "name": "delegate", "arguments": json.dumps({"title": "child", "brief": "matrix child"})}]]
+        {"id": "spawn", "name": "delegate", "arguments": json.dumps({"title": "child", "brief": "matrix child"})},
+        {"id": "script", "name": "delegate", "arguments": json.dumps({"title": "script", "script": script,
+                                                                      "input": {"cells": cells}})}]]
     w.model.plans["matrix child"] = calls("c", "child")
     session_id = w.api.ok(owner, {"_": "CreateSession", "agentId": w.ids["a"], "title": "matrix turn"})["sessionId"]
     w.api.ok(owner, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "matrix parent"}]})
@@ -156,11 +163,15 @@ def agent_cells(w: World) -> dict:
                    and e["toolCallId"] == "spawn")
     assert "output" in spawned, spawned.get("error")
     child_id = spawned["output"]["sessionId"]
+    scripted = next(e for e in w.api.events(owner, session_id) if e.get("type") == "tool_result"
+                    and e["toolCallId"] == "script")
+    assert "output" in scripted and scripted["output"]["status"] == "succeeded", scripted
     got = {}
-    for session, prefix, role in ((session_id, "m", "model"), (child_id, "c", "child")):
+    for session, prefix, role, first in ((session_id, "m", "model", 0), (child_id, "c", "child", 0),
+                                         (scripted["output"]["sessionId"], "ctx-", "workflow", 1)):
         results = {e["toolCallId"]: e for e in w.api.events(owner, session) if e.get("type") == "tool_result"}
         for n in range(len(table.TOOL_CELLS)):
-            event = results.get(f"{prefix}{n}")
+            event = results.get(f"{prefix}{n + first}")
             got[n, role] = classify(event) if event is not None else ("missing", f"no result in {session}")
     return got
 

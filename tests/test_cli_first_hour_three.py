@@ -101,8 +101,8 @@ async def test_a_refused_webhook_call_says_why_in_the_log(server, tmp_path, capl
 
 
 async def test_delegate_offers_only_what_this_server_runs(server, tmp_path, fake):
-    """Finding 9: the model is not offered script children (persona, other-agent and detached
-    children it is: tests/test_delegate_modes.py), and a call naming one anyway is refused in one
+    """Finding 9: the model is offered every mode this server runs (script children too, since
+    the workflow engine: tests/test_workflows.py), and a call mixing two modes is refused in one
     grammatical sentence."""
     env = cli_env(tmp_path, server.url, FAKE_KEY="sk-fake")
     await with_model(env, fake)
@@ -113,11 +113,11 @@ async def test_delegate_offers_only_what_this_server_runs(server, tmp_path, fake
     tools = {t["function"]["name"]: t["function"] for t in fake.requests[0].body["tools"]}
     delegate = tools["delegate"]
     assert set(delegate["parameters"]["properties"]) == {"title", "brief", "tools", "output", "agentId", "prompt",
-                                                            "await"}
-    assert "script" not in delegate["description"].lower()
+                                                            "await", "script", "input"}
+    assert "script child" in delegate["description"].lower()
     raw = json.loads(await ok(env, "history", session, "--json"))
     errors = [e["event"]["error"] for e in raw if e["event"].get("type") == "tool_result"]
-    assert errors == ["This server cannot run script children (it has no workflow engine), so delegate with a brief."]
+    assert errors == ["give exactly one of brief (a model child) or script (a script child)"]
 
 
 async def test_the_front_page_shows_code_not_backticks(server):

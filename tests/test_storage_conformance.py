@@ -486,6 +486,9 @@ async def shape_script(db, called: set[str] | None = None) -> list:
                                     "ownerRunId": "r1", "settledAt": T0 + 21})
     await w(runs_q.set_plan, "no-such-run", {"steps": []})
     await w(runs_q.set_plan_step, child, {"id": "p1", "label": "look"})
+    # a workflow: its script and the run it continues; a failure's detail (read with the run below)
+    await w(runs_q.make_workflow, child, "export default async () => 1", "r1")
+    await w(runs_q.set_error_detail, child["id"], {"stack": "at <input>:1", "callSeq": 2})
     tree = r(runs_q.runs_of_tree, "r1", None, 10)
     r(runs_q.with_child_counts, tree)   # r1 and r2 spawned one each, r3 and r4 none
     out.append(runs_q.descendants(tree, "r1"))

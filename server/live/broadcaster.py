@@ -69,6 +69,12 @@ class LocalSink:
         self._send(Outgoing(key, events.append(key, event), seq=event["seq"], body=body),
                    key, "account/" + owner)
 
+    def run_partial(self, run: dict, patch: dict) -> None:
+        root = run.get("rootRunId") or run["id"]
+        key = "runs/" + root
+        keys = [key] if root == run["id"] else [key, "runs/" + run["id"]]
+        self._send(Outgoing(key, {"_": "appendPartial", "key": key, "runId": run["id"], "patch": patch}), *keys)
+
     def partial(self, session_id: str, partial_id: str, patch: dict, owner: str) -> None:
         key = "sessions/" + session_id
         self._send(Outgoing(key, events.append_partial(key, partial_id, patch)), key, "account/" + owner)
@@ -203,6 +209,12 @@ class Broadcaster:
         if self.relay is not None:
             self.relay.journal(run, entry["seq"], run.get("account") or self._agent_owner(run["agentId"]))
         self.local.journal(run, entry)
+
+    def publish_run_partial(self, run: dict, patch: dict) -> None:
+        """A workflow's live progress: `appendPartial` {runId, patch} on `runs/<rootRunId>` (and
+        the run's own key), never stored; to this server's subscribers only (progress is
+        animation: the run's plan and journal, which every server relays, are its durable state)."""
+        self.local.run_partial(run, patch)
 
     def publish_gone(self, key: str, notice: dict) -> None:
         """The last event of a deleted session or agent: `change` with the deletion notice

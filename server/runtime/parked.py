@@ -209,7 +209,7 @@ class ParkedRuns:
                             conn, current, session_id, child_session_id=new_id(), child_run_id=new_id(),
                             tool_call_id=d.tool_call_id, title=d.title, brief=d.brief, spec=d.spec, now=now,
                             event_ids=(new_id(), new_id()), budget={"tokens": share}, limits=limits,
-                            step=step)
+                            step=step, source=d.script)
                     except ProtocolError as exc:   # the account's runs in flight, the tree's size
                         refusal = exc.message
                     else:
@@ -229,7 +229,10 @@ class ParkedRuns:
                 delegation_q.reserve(conn, run["id"], reserved)
             for entry in park.journal or ():
                 out.journal.append((current, journal_q.append(conn, run["id"], entry, now)))
-            if park.wait is not None:
+            if park.wait is not None and park.wait["reason"] == "children":   # a workflow's children
+                wait, match = {**park.wait, "toolCallIds": parking.live_children_of_calls(
+                    conn, run["id"], park.wait["toolCallIds"])}, None
+            elif park.wait is not None:
                 wait, match = park.wait, park.match
             else:
                 wait, match = {"reason": "children",

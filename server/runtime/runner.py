@@ -81,6 +81,7 @@ from .state_dirs import reconcile_state_dirs
 from .titling import Titler
 from .tool_context import Entry, build_surface
 from .tool_loop import Budgets, BudgetSpent, ToolLoop, TurnGone
+from .workflows import WorkflowRun, continue_as_new
 
 log = logging.getLogger("seed_agents.runtime")
 
@@ -117,6 +118,8 @@ class TurnResult:
     output: object = None            # a typed child's result (return_result's), else {text} is recorded
     stopped: dict | None = None      # what the log gets if the turn is stopped (ToolLoop.stopped_message)
     spent: int | None = None         # the run's tokens as its budget counts them, all its turns
+    park_request: ParkRequest | None = None   # a workflow parks (server/runtime/workflows.py)
+    successor: dict | None = None    # a workflow continued as this new run (ctx.continueAsNew)
 
 
 class Runtime:
@@ -315,8 +318,11 @@ class Runtime:
             run, agent = queue.begin(run, agent)
             publisher.publish_run(runs_q.public(run))
             publisher.publish_agent(agent)
-            provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
-            await self._turn(run, agent, worker, provider, result)
+            if run.get("kind") == "workflow":
+                await self._workflow(run, agent, worker, result)
+            else:
+                provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
+                await self._turn(run, agent, worker, provider, result)
         except BudgetSpent as exc:
             result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
         except TurnGone:
@@ -345,6 +351,14 @@ class Runtime:
         if result.usage is not None and result.status == "succeeded":
             done_patch["usage"] = result.usage.to_wire()
         publisher.publish_partial(session_id, run_id, done_patch)
+        if result.park_request is not None:
+            await self.parked.park_turn(run, agent, result.park_request, worker)
+            return
+        if result.successor is not None:   # its place (the parent's delegate call) went to the successor
+            run = {k: v for k, v in run.items() if k != "parentToolCallId"}
+            await self._finish(run, agent, result, worker)
+            self.kick(session_id)
+            return
         if result.park is not None and result.status in ("succeeded", "waiting"):
             # A tool's answer comes later (the turn's delegate calls): the run parks, holding no
             # worker, and is woken when its children have ended.
@@ -354,6 +368,25 @@ class Runtime:
             await self.parked.park_turn(run, agent, request, worker)
             return
         await self._finish(run, agent, result, worker)
+
+    async def _workflow(self, run: dict, agent: dict, worker: SessionWorker, result: TurnResult) -> None:
+        """A script child's run (server/runtime/workflows.py); fills `result` as a turn does."""
+        result.provider_type, result.model = "workflow", ""
+        outcome = await WorkflowRun(self, run, agent, worker).execute()
+        if outcome.status == "succeeded":
+            result.output = outcome.output
+            result.text = json.dumps(outcome.output, ensure_ascii=False)[:20_000]
+        elif outcome.status == "failed":
+            result.status, result.error = "failed", outcome.error
+        elif outcome.status == "parked":
+            result.park_request = ParkRequest([], wait=outcome.wait, match=outcome.match)
+        else:   # continued
+            successor = await continue_as_new(self, run, outcome.state, worker)
+            if successor is None:
+                raise TurnGone("the run is no longer this server's")
+            result.successor = successor
+            result.output = {"continuedAsRunId": successor["id"]}
+            result.text = f"Continued as run {successor['id']}."
 
     def _provider_for(self, agent: dict, override: dict | None = None):
         """(provider, its type, model) for a turn: the session's model override while its
@@ -531,6 +564,9 @@ class Runtime:
                     return None
                 wrote = False
             appended = titled = notice = settled = None
+            if wrote and status == "failed" and set(result.error) - {"code", "message"}:
+                runs_q.set_error_detail(conn, run["id"], {k: v for k, v in result.error.items()
+                                                          if k not in ("code", "message")})
             if wrote and result.spent is not None:   # before a parent is charged for it
                 delegation_q.record_spent(conn, run["id"], result.spent)
             if wrote and "parentRunId" in run:

@@ -5,7 +5,10 @@
   named, with delegation's verbs): server/runtime/runner.py;
 - a person's `InvokeSessionTool` (`user`, as that person with their role on the agent):
   server/handlers/session_tools.py;
-- a trigger's `tool` continuation (`trigger`, as the trigger's agent): server/triggers/tool_run.py.
+- a trigger's `tool` continuation (`trigger`, as the trigger's agent): server/triggers/tool_run.py;
+- a workflow's `ctx.call` (`workflow`, as its agent, narrowed like any child to the tools its
+  spawner named, without delegation's verbs: ctx.delegate is its way to children):
+  server/runtime/workflows.py.
 
 Each gets the same ways out (the store, the publisher, the web access, the HM client, the secrets
 box, the server's bounds), the agent's grants (its enabled tool documents, its MCP tools) and an
@@ -32,7 +35,7 @@ from . import turns
 class Entry:
     """Where a tool call entered: `via`, and for a person their account and role on the agent."""
 
-    via: str                      # model | user | trigger | child
+    via: str                      # model | user | trigger | child | workflow
     account: str | None = None    # the person (via user)
     role: str | None = None       # their role on the agent (via user)
 
@@ -66,6 +69,10 @@ async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run
             delegating.restore(history().entries, run["id"])
         verbs = (*OFFERED_VERBS, "delegate", *(("return_result",) if schema is not None else ()),
                  *(("continue_session",) if via == "model" else ()))   # (a top-level conversation's)
+    elif run is not None and via == "workflow":
+        spec = db.read(delegation_q.child_input, run["id"]) or {}
+        if type(spec.get("tools")) is list:   # narrowed by its spawner, as a child is
+            callables = tuple(c for c in callables if c in spec["tools"])
     shared = db.read(roles_q.is_shared, agent["id"])
     if via == "user":
         authority = Authority.of_person(entry.account, entry.role, agent, callables, shared)

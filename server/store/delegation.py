@@ -53,12 +53,13 @@ def child_count(conn, session_id: str) -> int:
 def spawn_child(conn, parent: dict, parent_session_id: str, *, child_session_id: str, child_run_id: str,
                 tool_call_id: str, title: str, brief: str, spec: dict, now: int,
                 event_ids: tuple[str, str], budget: dict, limits: turns.TurnLimits,
-                step: dict | None = None) -> turns.Started:
+                step: dict | None = None, source: str | None = None) -> turns.Started:
     """The child session (brief as its first user message) and its queued run under `parent`,
     started as every turn is (`turns.start_turn`, under `limits`: a refusal raises ProtocolError
     before anything is written); the parent's session gets the `tool_spawn` event, in the
     effects to publish. `step` ({id, label}): the parent's plan step in progress, stamped on the
-    child's run (stepLabel, planStepId) so a client nests the child under it."""
+    child's run (stepLabel, planStepId) so a client nests the child under it. `source`: a script
+    child's module, which makes the run a workflow."""
     # `agentId` (checked by the caller to be the parent's account's) runs another agent as the child.
     started = turns.start_turn(conn, owner=parent["account"], agent_id=spec.get("agentId") or parent["agentId"],
                                session_id=child_session_id, run_id=child_run_id, now=now, limits=limits,
@@ -69,6 +70,8 @@ def spawn_child(conn, parent: dict, parent_session_id: str, *, child_session_id:
     conn.execute("UPDATE runs SET parent_tool_call_id = ?, input = ?, budget = ? WHERE id = ?",
                  (tool_call_id, codec.encode(spec), codec.encode(budget), child_run_id))
     started.run["parentToolCallId"] = tool_call_id
+    if source is not None:
+        started.run.update(runs_q.make_workflow(conn, started.run, source))
     if step is not None:
         started.run.update(runs_q.set_plan_step(conn, started.run, step))
     spawn, body = events_q.append_event(conn, parent_session_id,

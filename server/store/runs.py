@@ -32,8 +32,9 @@ _MOVES = {
 
 COLUMNS = ("id, account_id, root_run_id, parent_run_id, depth, kind, agent_id, session_id, origin,"
            " title, status, attempt, created_at, updated_at, started_at, finished_at, usage,"
-           " error_code, error, unmet_obligations, wait, parent_tool_call_id, plan, step_label, plan_step_id")
-_N = 25
+           " error_code, error, unmet_obligations, wait, parent_tool_call_id, plan, step_label, plan_step_id,"
+           " source_text, continued_from_run_id, error_detail")
+_N = 28
 # The WHERE of the partial index runs_active_by_session, written out verbatim: SQLite uses a
 # partial index only when the query repeats its condition, so "status = 'queued'" alone would
 # walk the session's whole run history.
@@ -137,7 +138,8 @@ def create_run(conn: Conn, run_id: str, account_id: str, agent_id: str,
         (run_id, account_id, agent_id, session_id, user_event_id, now, now, root, parent_id, depth,
          origin, title))
     return run_info((run_id, account_id, root, parent_id, depth, "agent", agent_id, session_id, origin,
-                     title, "queued", 0, now, now, None, None, None, None, None, None, None, None, None, None, None))
+                     title, "queued", 0, now, now, None, None, None, None, None, None, None, None, None, None, None,
+                     None, None, None))
 
 
 def get_run(conn: Conn, run_id: str) -> dict | None:
@@ -292,8 +294,10 @@ def descendants(tree: list[dict], run_id: str) -> list[dict]:
 def run_info(row: tuple) -> dict:
     (run_id, account_id, root, parent, depth, kind, agent_id, session_id, origin, title, status, attempt,
      created_at, updated_at, started_at, finished_at, usage, error_code, error, unmet, wait, tool_call,
-     plan, step_label, step_id) = row
-    info = {"id": run_id, "account": account_id, "rootRunId": root, "depth": depth, "kind": kind,
+     plan, step_label, step_id, source, continued_from, error_detail) = row
+    # (a run with a script is a workflow: the column's CHECK keeps `agent`, schema/migrations/0014)
+    info = {"id": run_id, "account": account_id, "rootRunId": root, "depth": depth,
+            "kind": "workflow" if source is not None else kind,
             "agentId": agent_id, "origin": origin, "title": title, "status": status, "attempt": attempt,
             "createdAt": created_at, "updatedAt": updated_at}
     if parent is not None:
@@ -308,6 +312,8 @@ def run_info(row: tuple) -> dict:
         info["usage"] = codec.decode(usage)
     if error is not None:
         info["error"] = {"code": error_code or "run-failed", "message": error}
+        if error_detail is not None:   # a workflow's: {stack?, tool?, callSeq?}
+            info["error"].update(codec.decode(error_detail))
     if unmet is not None:
         info["unmetObligations"] = codec.decode(unmet)
     if tool_call is not None:
@@ -320,6 +326,10 @@ def run_info(row: tuple) -> dict:
         info["stepLabel"] = step_label
     if step_id is not None:
         info["planStepId"] = step_id
+    if source is not None:
+        info["sourceText"] = source
+    if continued_from is not None:
+        info["continuedFromRunId"] = continued_from
     return info
 
 
@@ -363,6 +373,21 @@ def set_plan(conn: Conn, run_id: str, plan: dict) -> dict | None:
     row = conn.execute(f"UPDATE runs SET plan = ? WHERE id = ? RETURNING {COLUMNS}",
                        (codec.encode(plan), run_id)).fetchone()
     return None if row is None else run_info(row)
+
+
+def set_error_detail(conn: Conn, run_id: str, detail: dict) -> None:
+    """What a workflow's failure knew besides its code and message: {stack?, tool?, callSeq?}."""
+    conn.execute("UPDATE runs SET error_detail = ? WHERE id = ?", (codec.encode(detail), run_id))
+
+
+def make_workflow(conn: Conn, run: dict, source: str, continued_from: str | None = None) -> dict:
+    """A run just created becomes a workflow: its script (and the run it continues)."""
+    conn.execute("UPDATE runs SET source_text = ?, continued_from_run_id = ? WHERE id = ?",
+                 (source, continued_from, run["id"]))
+    out = {**run, "kind": "workflow", "sourceText": source}
+    if continued_from is not None:
+        out["continuedFromRunId"] = continued_from
+    return out
 
 
 def set_plan_step(conn: Conn, run: dict, step: dict) -> dict:

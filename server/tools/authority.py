@@ -8,6 +8,8 @@ address form.
   writer, reader: public read makes anyone a reader), within the agent's grants.
 - `trigger`: a trigger's `tool` continuation, as the trigger's agent (what `model` may do).
 - `child`: a delegated run, as its parent's agent, narrowed to the tools its spawner named.
+- `workflow`: a script child's `ctx.call`, as `child` (its parent's agent, narrowed to the tools
+  its spawner named): whoever started the parent turn lends it no more than the agent has.
 
 Pure: what the store says (the role, whether the agent is shared) is read by whoever builds it.
 """
@@ -18,8 +20,8 @@ from dataclasses import dataclass
 OWNER, WRITER, READER = "owner", "writer", "reader"
 ROLES = (OWNER, WRITER, READER)
 _RANK = {READER: 1, WRITER: 2, OWNER: 3}
-VIAS = ("model", "user", "trigger", "child")
-AGENT_VIAS = ("model", "trigger", "child")   # the agent acting as itself
+VIAS = ("model", "user", "trigger", "child", "workflow")
+AGENT_VIAS = ("model", "trigger", "child", "workflow")   # the agent acting as itself
 
 
 def may_write(role: str | None) -> bool:
@@ -31,7 +33,7 @@ def may_write(role: str | None) -> bool:
 class Authority:
     account: str                   # who the call runs for: the person (user), else the agent's owner
     role: str                      # that account's role on the agent (the agent itself: owner)
-    via: str                       # model | user | trigger | child
+    via: str                       # model | user | trigger | child | workflow
     agent_id: str
     owner: str                     # the agent's owner (whose store rows the agent's tools touch)
     grants: tuple[str, ...] = ()   # the registry's callables this call may reach (the agent's, narrowed)

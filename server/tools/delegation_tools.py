@@ -16,9 +16,10 @@ reference's rescue: models often put the task there).
 Limits as the reference: a child is at most 3 levels below its root, a session has at most 10
 children; a call past either is answered at once with an error the model can act on (and the
 parking transaction checks again). `await: false` (`detach`) starts a detached child at once: a
-session of this agent under this run, whose answer nobody waits for; the turn goes on. Script
-children (`script`) are not served here: not offered to the model (`offered`), and a call that
-names one anyway is refused in one sentence.
+session of this agent under this run, whose answer nobody waits for; the turn goes on. A script
+child (`script`, with `input`) is a workflow: its source is checked here (protocol/workflows.py
+`lint`), and it runs in the workflow engine (server/runtime/workflows.py) in a session of its own,
+its answer the script's return value.
 
 `wait` (a callable of this server, through `call`): the turn parks until a `SignalRun` names the
 signal (any signal when none is named) or the timeout passes; the call is answered with what woke
@@ -36,6 +37,7 @@ import uuid
 from dataclasses import dataclass
 
 from seed_agents.protocol import thoroughness
+from seed_agents.protocol import workflows
 from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.tool_documents import check_schema, schema_errors
 
@@ -54,6 +56,8 @@ class Delegation:
     title: str
     brief: str
     spec: dict          # stored as the child run's input: {brief, title, output?, tools?, agentId?, prompt?}
+    #                     (a script child's: {title, input?, tools?}, its source kept on the run)
+    script: str | None = None
 
 
 MAX_RESULT_ATTEMPTS = 3
@@ -87,49 +91,61 @@ class Delegating:
                     pass
 
 
-# The reference's delegate fields this server does not serve: they are left out of what the model
-# is offered (`offered`), and a call that names one anyway is refused in one sentence.
-UNSERVED = {
-    "script": "This server cannot run script children (it has no workflow engine), so delegate with a brief.",
-    "input": "This server cannot run script children, so `input` has no use; delegate with a brief.",
-}
-OFFERED_DESCRIPTION = "\n".join([
-    "Spawn a child run to do work for you: a model child that runs as you, as an anonymous worker (`prompt`, "
-    "its system prompt) or as another of your agents (`agentId`; at most one of the two). Pass `brief`, "
-    "human-readable "
-    "markdown that becomes the child conversation's first message VERBATIM. The user reviews it as the "
-    "child's full context, so write a real briefing: goal, all needed background, expectations, data in "
-    "fenced blocks. The child is a fresh context and never sees this conversation; it shares your "
-    "persistent memory. Pass `tools` only to narrow its toolset. Declare `output` (a JSON schema, root "
-    'type "object") to get a validated structured result; otherwise you get its final text.',
-    "Pass `await: false` to start a detached child that works in the background in a session of its own "
-    "(brief and title only): you get its session id at once and never its result.",
-    "Independent children must be spawned TOGETHER: emit every delegate call for a batch in ONE reply, "
-    "before you have any of their results; they run at the same time. Sequence children only when a later "
-    "child genuinely needs an earlier one's output. Your turn then pauses until every child spawned this "
-    "turn resolves, and each delegate call receives its own result.",
-    "Keep a plan. Before a parallel batch, mark ONE step running that names the whole batch. Never "
-    "re-delegate work a completed child already did. Do NOT delegate work you can simply do yourself, and "
-    "never delegate just to make one tool call.",
-])
-
-
 def offered(name: str, description: str, parameters: dict) -> tuple[str, str, dict]:
-    """The delegate verb as this server offers it: only the fields it runs (a model child with a
-    brief, as itself, a persona or another agent), so the model is never shown a mode it would be
-    refused."""
-    properties = {k: v for k, v in (parameters.get("properties") or {}).items()
-                  if k not in UNSERVED}
-    if "brief" in properties:
-        properties["brief"] = {**properties["brief"], "description": (
-            "The task brief as human-readable markdown; becomes the child's first message verbatim.")}
-    return name, OFFERED_DESCRIPTION, {**parameters, "properties": properties, "required": ["brief"]}
+    """The delegate verb as this server offers it: every mode of the reference's (a model child
+    with a brief, as itself, a persona or another agent; a script child; a detached child)."""
+    return name, description, parameters
+
+
+def script_child(state: Delegating, call_id: str, params: dict) -> ToolResult:
+    """delegate {script, input?, title?, tools?}: a workflow child, checked before anything runs."""
+    script = params.get("script")
+    if params.get("brief") is not None or params.get("prompt") is not None:
+        raise ToolFailure("give exactly one of brief (a model child) or script (a script child)")
+    for field in ("agentId", "output"):
+        if params.get(field) is not None:
+            raise ToolFailure(f"a script child does not take `{field}`: its result is what the script returns; "
+                              "use ctx.delegate inside the script for model children")
+    if type(script) is not str or not script.strip():
+        raise ToolFailure("script must be the module's source: export default async function (input, ctx) {...}")
+    problems = workflows.lint(script)
+    if problems:
+        raise ToolFailure("the script was not started: " + "; ".join(problems))
+    value = params.get("input")
+    try:
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+    except (TypeError, ValueError):
+        raise ToolFailure("input must be a JSON value") from None
+    if size > workflows.INPUT_MAX_BYTES:
+        raise ToolFailure(f"input is {size} bytes as JSON; the limit is {workflows.INPUT_MAX_BYTES}")
+    _check_room(state)
+    title = params.get("title")
+    title = (title.strip() if type(title) is str and title.strip() else "Script").splitlines()[0][:120]
+    spec: dict = {"title": title, "input": value}
+    tools = params.get("tools")
+    if type(tools) is list and all(type(t) is str for t in tools):
+        spec["tools"] = tools[:64]
+    brief = f"Script child: {title}"
+    if value is not None:
+        brief += "\n\nInput:\n```json\n" + json.dumps(value, ensure_ascii=False, indent=1)[:20_000] + "\n```"
+    state.calls.append(Delegation(call_id, title, brief, spec, script=script))
+    return ToolResult(park=Park("children", {"toolCallId": call_id}))
+
+
+def _check_room(state: Delegating) -> None:
+    if state.wait is not None:
+        raise ToolFailure("this reply already waits for a signal; delegate in another reply")
+    check_depth(state)
+    if state.children + len(state.calls) >= max_children(state):
+        raise ToolFailure(f"a session has at most {max_children(state)} children{_under(state)}; do the rest "
+                          "yourself")
 
 
 def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
-    for field, refusal in UNSERVED.items():
-        if params.get(field) is not None:
-            raise ToolFailure(refusal)
+    if params.get("script") is not None:
+        return script_child(state, call_id, params)
+    if params.get("input") is not None:
+        raise ToolFailure("`input` is for a script child (with `script`); a model child takes a brief")
     brief, prompt, agent_id = params.get("brief"), params.get("prompt"), params.get("agentId")
     if brief is None and type(prompt) is str and prompt.strip():
         brief, prompt = prompt, None   # the task written into `prompt`: it is the brief
@@ -144,12 +160,7 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
     if len(brief) > MAX_BRIEF_CHARS:
         raise ToolFailure(f"the brief is longer than {MAX_BRIEF_CHARS} characters; give the child less, or "
                           "write the material to memory and point to it")
-    if state.wait is not None:
-        raise ToolFailure("this reply already waits for a signal; delegate in another reply")
-    check_depth(state)
-    if state.children + len(state.calls) >= max_children(state):
-        raise ToolFailure(f"a session has at most {max_children(state)} children{_under(state)}; do the rest "
-                          "yourself")
+    _check_room(state)
     spec: dict = {"brief": brief}
     if prompt is not None:
         spec["prompt"] = prompt
@@ -194,10 +205,11 @@ def check_depth(state: Delegating) -> None:
                           f"level {state.depth}; do this work yourself")
 
 
-DETACHED_FIELDS = ("agentId", "prompt", "output", "tools", "script")
+DETACHED_FIELDS = ("agentId", "prompt", "output", "tools", "script", "input")
 # Every mode the verb runs here, as the access matrix names them (tests/access_table.py has rows
-# for each): a child as the caller, as another agent of the account, as a persona, and detached.
-MODES = ("brief", "agentId", "prompt", "await:false")
+# for each): a child as the caller, as another agent of the account, as a persona, detached, and
+# a script child (a workflow).
+MODES = ("brief", "agentId", "prompt", "await:false", "script")
 
 
 async def detach(state: Delegating, ctx, call_id: str, params: dict) -> ToolResult:  # noqa: ANN001
