@@ -282,9 +282,12 @@ class AgentsClient:
         return await self.call(actions.delete_agent(agent_id))  # type: ignore[return-value]
 
     async def update_session(self, session_id: str, title: str | None = None,
-                             model_override: dict | None = None) -> UpdateSessionResponse:
-        """`model_override=actions.CLEAR` clears the override; None leaves it as it is."""
-        return await self.call(actions.update_session(session_id, title, model_override))  # type: ignore[return-value]
+                             model_override: dict | None = None,
+                             thoroughness: str | None = None) -> UpdateSessionResponse:
+        """`model_override=actions.CLEAR` clears the override; None leaves it as it is (and the
+        same for `thoroughness`: quick, normal, deep)."""
+        return await self.call(actions.update_session(session_id, title, model_override,  # type: ignore[return-value]
+                                                      thoroughness))
 
     async def delete_session(self, session_id: str) -> DeleteSessionResponse:
         return await self.call(actions.delete_session(session_id))  # type: ignore[return-value]

@@ -47,6 +47,10 @@ class SessionInfo(TypedDict, total=False):
     modelOverride: dict       # {provider, model, reasoningLevel?}
     description: str
     activity: SessionActivity  # absent until the session's first message
+    plan: dict                 # the live checklist {title?, steps, ownerRunId, settledAt?}
+    continuedFromSessionId: str   # continue_session: the predecessor ...
+    continuedBySessionId: str     # ... and the successor
+    thoroughness: Literal["quick", "normal", "deep"]
 
 
 class RedactedModelProvider(TypedDict):
@@ -155,6 +159,7 @@ class GetSessionResponse(TypedDict, total=False):
     events: list[SessionEvent]
     systemPromptMarkdown: str
     nextAfterSeq: int
+    continuation: dict        # a successor's edge and manifest (docs/protocol.md "Session continuations")
 
 
 class MessageSessionResponse(TypedDict):

@@ -1,4 +1,4 @@
-"""`seed-agents sessions rename|delete|retry|list --top-level` and `agents delete`, as a person
+"""`seed-agents sessions rename|thoroughness|delete|retry|list --top-level` and `agents delete`, as a person
 runs them: a child process against a real server."""
 from __future__ import annotations
 
@@ -14,6 +14,12 @@ async def test_rename_delete_retry_and_agent_delete(server, tmp_path):
     assert code == 0 and sid in out and "Named by me" in out, err
     code, out, _ = await run_cli(env, "sessions", "list", "--top-level")
     assert sid in out and "Named by me" in out
+    code, out, err = await run_cli(env, "sessions", "thoroughness", sid, "quick")
+    assert (code, out.strip()) == (0, f"{sid}  thoroughness quick"), err
+    code, out, err = await run_cli(env, "sessions", "thoroughness", sid, "default")
+    assert (code, out.strip()) == (0, f"{sid}  thoroughness normal (the default)"), err
+    code, out, err = await run_cli(env, "sessions", "thoroughness", sid, "thorough")
+    assert code == 2 and "invalid choice" in err
     code, out, err = await run_cli(env, "sessions", "retry", sid)
     assert code == 1 and "409" in err and "nothing to retry" in err and "Traceback" not in err, err
     code, out, err = await run_cli(env, "sessions", "delete", sid)

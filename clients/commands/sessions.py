@@ -1,6 +1,7 @@
 """`sessions create|list|rename|delete|retry|stop` and `history`."""
 from __future__ import annotations
 
+from ..actions import CLEAR
 from ..render import Renderer, as_json, continuation_lines, session_line, when
 from . import verify
 from .common import open_client, print_listing
@@ -31,6 +32,15 @@ async def rename(args) -> int:
     async with open_client(args) as client:
         response = await client.update_session(await session_id(client, args.session), title=args.title)
     print(session_line(response["session"]))
+    return 0
+
+
+async def thoroughness(args) -> int:
+    level = CLEAR if args.level == "default" else args.level
+    async with open_client(args) as client:
+        response = await client.update_session(await session_id(client, args.session), thoroughness=level)
+    session = response["session"]
+    print(f"{session['id']}  thoroughness {session.get('thoroughness', 'normal (the default)')}")
     return 0
 
 
@@ -98,7 +108,7 @@ def register(sub, common) -> None:
     sessions = sub.add_parser("sessions", help="create and list sessions",
                               description="Create and list the sessions of your agents.")
     ssub = sessions.add_subparsers(dest="sessions_command",
-                                   metavar="{create,list,rename,delete,retry,stop,export}", required=True)
+                                   metavar="{create,list,rename,thoroughness,delete,retry,stop,export}", required=True)
     p = ssub.add_parser("create", parents=[common], help="create a session and print its id",
                         description="Create a session with an agent and print its id.")
     p.add_argument("agent_id", metavar="AGENT", help="the agent's name, id, or the start of its id")
@@ -115,6 +125,13 @@ def register(sub, common) -> None:
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("title", metavar="TITLE")
     p.set_defaults(run=rename)
+    p = ssub.add_parser("thoroughness", parents=[common], help="set how thoroughly a session's turns delegate",
+                        description="Set a session's thoroughness, the delegation preset of its turns: quick "
+                                    "(answer directly; children one level down, at most 3), normal (the server's "
+                                    "limits), deep (split and check); default clears it (normal).")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument("level", metavar="LEVEL", choices=("quick", "normal", "deep", "default"))
+    p.set_defaults(run=thoroughness)
     p = ssub.add_parser("delete", parents=[common], help="delete a session and its events",
                         description="Delete a session and its events (its runs keep their history).")
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
