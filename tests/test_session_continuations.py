@@ -146,3 +146,46 @@ async def child_answer(c, kp, results: dict) -> str:
     answer = next(e["event"] for e in events if e["event"].get("type") == "tool_result")
     assert answer["name"] == "continue_session"
     return answer["error"]
+
+
+async def test_an_agent_that_keeps_continuing_itself_stops(tmp_path, storage_flags):
+    """Each successor's model continues at once: the chain ends after MAX_CHAIN successors of its
+    origin, the last call answered why, and nothing more is started."""
+    from seed_agents.protocol.continuations import MAX_CHAIN
+
+    def relay(request) -> Script:
+        body = request.body or {}
+        if len(tool_messages(body)) == 0:
+            return Script(chunks=[], tool_calls=[call("k", "continue_session", {"handoff": "keep going"})])
+        return Script(chunks=["passed on"])
+
+    srv = ServerProcess(tmp_path / "srv", extra=storage_flags).start()
+    try:
+        async with FakeOpenAI() as fake:
+            fake.default = relay
+            kp = keypair("continuation chain")
+            c = await V2Client.open(srv.url)
+            agent_id, sid = await agent_session(c, kp, "custom", fake.base_url)
+            await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": text("start the chain")})
+
+            async def chain_end():
+                current = sid
+                for _ in range(MAX_CHAIN + 2):
+                    got = await c.call(kp, {"_": "GetSession", "sessionId": current})
+                    nxt = got["session"].get("continuedBySessionId")
+                    if nxt is None:
+                        refused = [e["event"] for e in got["events"] if e["event"].get("type") == "tool_result"
+                                   and "error" in e["event"]]
+                        return (current, refused) if refused and got["session"]["status"] == "idle" else None
+                    current = nxt
+                return None
+
+            last, refused = await until(chain_end, 120, step=0.2, what="the chain's end")
+            assert f"already continued {MAX_CHAIN} times from thread:{sid}" in refused[0]["error"]
+            sessions = (await c.call(kp, {"_": "ListSessions", "agentId": agent_id, "limit": 100}))["sessions"]
+            assert len(sessions) == MAX_CHAIN + 1
+            edge = (await c.call(kp, {"_": "GetSession", "sessionId": last}))["continuation"]
+            assert edge["originSessionId"] == sid
+            await c.close()
+    finally:
+        srv.kill()
