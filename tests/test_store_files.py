@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.server.store.errors import Refused
 from seed_agents.server.store import agent_lifecycle as lifecycle_q
 from seed_agents.server.store import attachments as att_q
 from seed_agents.server.store import blobs
@@ -55,13 +55,13 @@ async def test_memory_write_read_list_and_delete_round_trip(db):
     assert db.read(memory_q.read_file, "a1", "empty.txt", 10)["content"] == ""
     level = db.read(memory_q.list_dir, "a1", "notes")
     assert [(e["path"], e.get("entryCount")) for e in level["entries"]] == [("notes/deep", 1), ("notes/trip.md", None)]
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(Refused) as exc:
         db.read(memory_q.read_file, "a1", "notes", 10)
     assert exc.value.status == 400
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(Refused) as exc:
         await write(db, "notes/trip.md/child", b"x")
     assert exc.value.status == 400 and "is a file" in exc.value.message
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(Refused) as exc:
         await write(db, "notes", b"x")
     assert exc.value.status == 400
     assert await db.write(memory_q.delete_path, "a1", "notes") is True
@@ -107,7 +107,7 @@ async def test_a_staged_upload_is_committed_through_another_instance(db, request
                        len(data), T0)
         for at in range(0, len(data), 1_500_000):
             await db.write(uploads_q.append, "u1", ACCOUNT, at, data[at:at + 1_500_000], T0)
-        with pytest.raises(ProtocolError) as exc:   # a repeated chunk changes nothing
+        with pytest.raises(Refused) as exc:   # a repeated chunk changes nothing
             await db.write(uploads_q.append, "u1", ACCOUNT, 0, data[:10], T0)
         assert exc.value.status == 409
         up = other.read(uploads_q.get, "u1", ACCOUNT)
@@ -131,7 +131,7 @@ async def test_a_staged_upload_is_committed_through_another_instance(db, request
 async def test_uploads_of_another_account_are_not_found_and_stale_ones_are_swept(db):
     await db.write(uploads_q.begin, "u1", ACCOUNT, ACCOUNT, {"kind": "memory", "agentId": "a1", "path": "x"}, 10, T0)
     await db.write(uploads_q.append, "u1", ACCOUNT, 0, b"12345", T0)
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(Refused) as exc:
         await db.write(uploads_q.append, "u1", "z6MkOther", 5, b"67890", T0)
     assert exc.value.status == 404
     assert await db.write(uploads_q.sweep, T0 + 59 * 60_000) == 0
@@ -142,13 +142,13 @@ async def test_uploads_of_another_account_are_not_found_and_stale_ones_are_swept
 async def test_quota_and_file_count_refuse_before_anything_is_stored(db):
     limits = memory_q.MemoryLimits(quota=100, max_files=3)
     await write(db, "a", b"x" * 60, limits=limits)
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(Refused) as exc:
         await write(db, "b", b"x" * 50, limits=limits)
     assert exc.value.status == 413 and "quota" in exc.value.message
     await write(db, "a", b"y" * 90, limits=limits)   # replacing frees the old size first
     await write(db, "b", b"", limits=limits)
     await write(db, "c", b"", limits=limits)
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(Refused) as exc:
         await write(db, "d", b"", limits=limits)
     assert exc.value.status == 413 and "files" in exc.value.message
 

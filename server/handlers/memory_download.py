@@ -27,6 +27,7 @@ from ..providers.redact import display_url
 from ..store import blobs
 from ..store import memory as memory_q
 from ..store import uploads as uploads_q
+from ..store.errors import Refused
 from .access import WRITER, agent_access
 from .context import HandlerContext
 from .memory_files import limits, owner_of
@@ -141,7 +142,7 @@ async def _download(app: HandlerContext, env, action, until: float) -> dict:
         if upload_id is not None:
             try:
                 await app.db.write(uploads_q.abort, upload_id, account_id)
-            except ProtocolError:
+            except (ProtocolError, Refused):
                 pass   # never begun
     out = {"_": "DownloadAgentMemoryFileResponse", "agentId": agent_id, "entry": result["entry"],
            "finalUrl": final_url}

@@ -33,6 +33,7 @@ from ..store import memory as memory_q
 from ..store.identities import identity_aad
 from ..store.secrets import SecretBox, SecretsKeyError, load_secrets_key
 from ..store.secrets_table import secret_aad
+from ..store.errors import Refused
 from ..triggers import schedule as sched
 from . import convert
 from .convert import Skip
@@ -295,7 +296,7 @@ class Importer:
             t.seen += 1
             try:
                 path = memory_path(disk.path)
-            except ProtocolError as exc:
+            except (ProtocolError, Refused) as exc:
                 t.skip(f"memory file {disk.path!r} of agent {r['id']!r}", exc.message)
                 continue
             if disk.size > MAX_FILE_BYTES:
@@ -444,7 +445,7 @@ class Importer:
                 return True
             try:
                 self._note("attachments", self.write(job))
-            except ProtocolError as exc:
+            except (ProtocolError, Refused) as exc:
                 t.skip(what, exc.message)
 
     def run_units(self) -> None:
@@ -556,7 +557,7 @@ class Importer:
             for disk in self.ref.memory_files(self.ref.agent_dir(agent_id, r["state_dir"])):
                 try:
                     path = memory_path(disk.path)
-                except ProtocolError:
+                except (ProtocolError, Refused):
                     continue
                 info = self.db.read(memory_q.file_info, agent_id, path)
                 if info is None:

@@ -17,6 +17,7 @@ from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.keys import Keypair
 from seed_agents.protocol.tool_documents import lambda_document
 
+from ..store.errors import Refused
 from .reference import ReferenceError, decode_cbor, row_name
 
 
@@ -27,7 +28,7 @@ class Skip(Exception):
 def _parse(action: dict) -> Any:
     try:
         return parse_action({**action, "ts": 0})
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         raise Skip(f"breaks this server's rules: {exc.message}") from None
 
 
@@ -116,7 +117,7 @@ def tool_document(row: dict) -> bytes:
     if row["kind"] == "lambda":
         try:
             checked = lambda_document(doc, "tool document")
-        except ProtocolError as exc:
+        except (ProtocolError, Refused) as exc:
             raise Skip(f"breaks this server's rules: {exc.message}") from None
         if checked.get("name") != row["name"]:
             raise Skip("its name differs from its document's")

@@ -30,7 +30,9 @@ from ..store import parking
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store.delegation import Settled
-from ..store.errors import NotFound
+from ..store.errors import NotFound, Refused
+from ..tools import records
+from ..tools.context import ToolResult
 from ..tools.delegation_tools import Delegation
 from . import turns
 
@@ -210,7 +212,7 @@ class ParkedRuns:
                             tool_call_id=d.tool_call_id, title=d.title, brief=d.brief, spec=d.spec, now=now,
                             event_ids=(new_id(), new_id()), budget={"tokens": share}, limits=limits,
                             step=step, source=d.script)
-                    except ProtocolError as exc:   # the account's runs in flight, the tree's size
+                    except (ProtocolError, Refused) as exc:   # the account's runs in flight, the tree's size
                         refusal = exc.message
                     else:
                         children += 1
@@ -286,6 +288,7 @@ def woken(moved: dict, entry: dict | None) -> Settled:
 
 
 def refused(conn, session_id: str, call_id: str, message: str, now: int):  # noqa: ANN001
-    """A delegate call over a limit: answered at once with an error `tool_result`."""
-    return events_q.append_event(conn, session_id, {"type": "tool_result", "toolCallId": call_id, "name": "delegate",
-                                                    "error": message, "actor": "agent"}, new_id(), now)
+    """A delegate call over a limit: answered at once with an error `tool_result` (recorded as
+    every tool result is, server/tools/records.py; the sentence is ours and short, never cut)."""
+    payload = records.result_event(call_id, "delegate", ToolResult(error=message), "agent", len(message))
+    return events_q.append_event(conn, session_id, payload, new_id(), now)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hashlib
 
-from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import MAX_SESSION_ATTACHMENTS
 
 from . import blobs, file_quota
+from .errors import Refused
 
 _COLUMNS = "id, session_id, name, mime_type, size, created_at"
 
@@ -49,11 +49,11 @@ def read(conn, session_id: str, attachment_id: str, max_bytes: int, offset: int 
     """(info, bytes [offset, offset+length)); 404 when absent, 413 when the range is over `max_bytes`."""
     found = blob_of(conn, session_id, attachment_id)
     if found is None:
-        raise ProtocolError(404, f"Attachment not found: {attachment_id}")
+        raise Refused(404, f"Attachment not found: {attachment_id}")
     meta, blob_id = found
     want = max(0, meta["size"] - offset) if length is None else max(0, min(length, meta["size"] - offset))
     if want > max_bytes:
-        raise ProtocolError(413, f"Attachment {attachment_id} is {meta['size']} bytes, more than the {max_bytes} "
+        raise Refused(413, f"Attachment {attachment_id} is {meta['size']} bytes, more than the {max_bytes} "
                                  f"one answer carries; read it in ranges (offset, length)")
     return meta, blobs.read_range(conn, blob_id, offset, want)
 
@@ -64,7 +64,7 @@ def _existing_or_room(conn, session_id: str, attachment_id: str) -> dict | None:
         return existing
     n = conn.execute("SELECT count(*) FROM session_attachments WHERE session_id = ?", (session_id,)).fetchone()[0]
     if n >= MAX_SESSION_ATTACHMENTS:
-        raise ProtocolError(413, f"Session already has {MAX_SESSION_ATTACHMENTS} attachments")
+        raise Refused(413, f"Session already has {MAX_SESSION_ATTACHMENTS} attachments")
     return None
 
 
@@ -72,7 +72,7 @@ def check_room(conn, session_id: str, account_id: str, size: int, quota: int | N
     """The refusals an attachment of `size` bytes would meet (BeginFileUpload asks up front)."""
     n = conn.execute("SELECT count(*) FROM session_attachments WHERE session_id = ?", (session_id,)).fetchone()[0]
     if n >= MAX_SESSION_ATTACHMENTS:
-        raise ProtocolError(413, f"Session already has {MAX_SESSION_ATTACHMENTS} attachments")
+        raise Refused(413, f"Session already has {MAX_SESSION_ATTACHMENTS} attachments")
     file_quota.charge(conn, account_id, size, quota)
 
 

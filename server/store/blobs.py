@@ -18,8 +18,8 @@ import codecs
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from .errors import Refused
 
-from seed_agents.protocol.errors import ProtocolError
 
 CHUNK_BYTES = 1 << 20   # bytes of one stored chunk (an upload's chunk is split into these)
 
@@ -59,7 +59,7 @@ def put(conn, data: bytes, now: int, sha256: bytes | None = None) -> int:
 def add_ref(conn, blob_id: int) -> None:
     conn.execute("UPDATE file_blobs SET refs = refs + 1 WHERE id = ?", (blob_id,))
     if conn.changes() != 1:
-        raise ProtocolError(404, "the file's bytes are gone (deleted meanwhile)")
+        raise Refused(404, "the file's bytes are gone (deleted meanwhile)")
 
 
 def release(conn, blob_id: int) -> bool:
@@ -112,7 +112,7 @@ def seal(conn, blob_id: int, sha256: bytes) -> int:
         return existing[0]
     conn.execute("UPDATE file_blobs SET sha256 = ?, refs = 1 WHERE id = ? AND sha256 IS NULL", (sha256, blob_id))
     if conn.changes() != 1:
-        raise ProtocolError(404, "Upload not found")
+        raise Refused(404, "Upload not found")
     return blob_id
 
 

@@ -55,7 +55,7 @@ def spawn_child(conn, parent: dict, parent_session_id: str, *, child_session_id:
                 event_ids: tuple[str, str], budget: dict, limits: turns.TurnLimits,
                 step: dict | None = None, source: str | None = None) -> turns.Started:
     """The child session (brief as its first user message) and its queued run under `parent`,
-    started as every turn is (`turns.start_turn`, under `limits`: a refusal raises ProtocolError
+    started as every turn is (`turns.start_turn`, under `limits`: a refusal raises errors.Refused
     before anything is written); the parent's session gets the `tool_spawn` event, in the
     effects to publish. `step` ({id, label}): the parent's plan step in progress, stamped on the
     child's run (stepLabel, planStepId) so a client nests the child under it. `source`: a script

@@ -5,8 +5,8 @@ sessions, and the declared size of its uploads in progress, each as the account 
 stored once for two sessions counts twice: deduplication is the server's saving, not a credit).
 """
 from __future__ import annotations
+from .errors import Refused
 
-from seed_agents.protocol.errors import ProtocolError
 
 
 def used_bytes(conn, account_id: str) -> int:
@@ -25,5 +25,5 @@ def charge(conn, account_id: str, adding: int, quota: int | None, freeing: int =
         return
     used = used_bytes(conn, account_id)
     if used - freeing + adding > quota:
-        raise ProtocolError(413, f"File quota exceeded: this account holds {used} bytes of files and the "
+        raise Refused(413, f"File quota exceeded: this account holds {used} bytes of files and the "
                                  f"quota is {quota} bytes; delete files or ask the operator for more")

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 
-from seed_agents.protocol.errors import ProtocolError
 
 from ..storage.port import Conn
 from . import attachments, codec
+from .errors import Refused
 
 # Fields never moved: they say what the event is and where it belongs.
 _KEPT = frozenset(("type", "id", "toolCallId", "name", "role", "actor", "status"))
@@ -65,7 +65,7 @@ def _attach(conn: Conn, session_id: str, name: str, mime: str, data: bytes, now:
         return None
     try:
         return attachments.save(conn, session_id, row[0], name, mime, data, now)
-    except ProtocolError:   # the session's attachments are full: the event is cut all the same
+    except Refused:   # the session's attachments are full: the event is cut all the same
         return None
 
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import infer_mime_type, utf8_or_none
 
 from . import blobs, file_quota
+from .errors import Refused
 
 MAX_INDEXED_CHARS = 256 * 1024   # characters of a text file that search sees (its start)
 MAX_SEARCH_RESULTS = 50
@@ -92,12 +92,12 @@ def list_dir(conn, agent_id: str, path: str | None) -> dict:
     directories with `entryCount`; 404 for no such directory, 400 for a file."""
     if path:
         if file_info(conn, agent_id, path) is not None:
-            raise ProtocolError(400, f"Memory path is a file, not a directory: {path}")
+            raise Refused(400, f"Memory path is a file, not a directory: {path}")
         lo, hi = _under(path)
         rows = conn.execute("SELECT path, size, updated_at FROM memory_files WHERE agent_id = ? AND path >= ?"
                             " AND path < ? ORDER BY path", (agent_id, lo, hi)).fetchall()
         if not rows:
-            raise ProtocolError(404, f"Memory directory not found: {path}")
+            raise Refused(404, f"Memory directory not found: {path}")
         prefix = lo
     else:
         rows = conn.execute("SELECT path, size, updated_at FROM memory_files WHERE agent_id = ? ORDER BY path",
@@ -142,10 +142,10 @@ def read_file(conn, agent_id: str, path: str, max_bytes: int) -> dict:
     info = file_info(conn, agent_id, path)
     if info is None:
         if _is_dir(conn, agent_id, path):
-            raise ProtocolError(400, f"Memory path is a directory, not a file: {path}")
-        raise ProtocolError(404, f"Memory file not found: {path}")
+            raise Refused(400, f"Memory path is a directory, not a file: {path}")
+        raise Refused(404, f"Memory file not found: {path}")
     if info.size > max_bytes:
-        raise ProtocolError(413, f"Memory file {path} is {info.size} bytes, more than the {max_bytes} one "
+        raise Refused(413, f"Memory file {path} is {info.size} bytes, more than the {max_bytes} one "
                                  f"answer carries; read it in ranges (offset, length)")
     data = blobs.read_range(conn, info.blob_id)
     return file_value(info, data)
@@ -169,7 +169,7 @@ def file_value(info: FileInfo, data: bytes, offset: int | None = None) -> dict:
 def _check_place(conn, agent_id: str, path: str) -> None:
     """400 when `path` is a directory, or one of its parents is a file."""
     if _is_dir(conn, agent_id, path):
-        raise ProtocolError(400, f"Memory path is a directory, not a file: {path}")
+        raise Refused(400, f"Memory path is a directory, not a file: {path}")
     parts = path.split("/")
     parents = ["/".join(parts[:i]) for i in range(1, len(parts))]
     if parents:
@@ -177,7 +177,7 @@ def _check_place(conn, agent_id: str, path: str) -> None:
         row = conn.execute(f"SELECT path FROM memory_files WHERE agent_id = ? AND path IN ({marks}) LIMIT 1",
                            (agent_id, *parents)).fetchone()
         if row is not None:
-            raise ProtocolError(400, f"Memory path {path} is under {row[0]}, which is a file")
+            raise Refused(400, f"Memory path {path} is under {row[0]}, which is a file")
 
 
 def check_writable(conn, agent_id: str, account_id: str, path: str, size: int, limits: MemoryLimits) -> None:
@@ -188,7 +188,7 @@ def check_writable(conn, agent_id: str, account_id: str, path: str, size: int, l
     if old is None:
         n = conn.execute("SELECT count(*) FROM memory_files WHERE agent_id = ?", (agent_id,)).fetchone()[0]
         if n >= limits.max_files:
-            raise ProtocolError(413, f"Agent memory holds {n} files, the most one agent may have; delete some first")
+            raise Refused(413, f"Agent memory holds {n} files, the most one agent may have; delete some first")
     file_quota.charge(conn, account_id, size, limits.quota, freeing=0 if old is None else old.size)
 
 

@@ -8,7 +8,7 @@ picked by the agent's `definition.mcpServers` (`sync_mcp`).
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.errors import quote
 from seed_agents.protocol.tool_documents import (
     BUILTINS,
     MCP_SEPARATOR,
@@ -19,6 +19,7 @@ from seed_agents.protocol.tool_documents import (
 
 from . import codec
 from . import mcp_servers as mcp_q
+from .errors import Refused
 
 _ROW = "name, kind, cid, doc, enabled, created_at, updated_at"
 
@@ -146,13 +147,13 @@ def save_lambda(conn, account_id: str, agent_id: str, doc: dict, enabled: bool |
     if previous_name is not None:
         before = existing if previous_name == name else get_document(conn, account_id, agent_id, previous_name)
         if before is None:
-            raise ProtocolError(404, f"tool {quote(previous_name)} not found")
+            raise Refused(404, f"tool {quote(previous_name)} not found")
         if before["doc"]["kind"] != "lambda":
-            raise ProtocolError(400, f"{quote(previous_name)} is a {before['doc']['kind']} tool and cannot be edited")
+            raise Refused(400, f"{quote(previous_name)} is a {before['doc']['kind']} tool and cannot be edited")
     if existing is not None and existing["doc"]["kind"] != "lambda":
-        raise ProtocolError(400, f"{quote(name)} is a {existing['doc']['kind']} tool and cannot be replaced")
+        raise Refused(400, f"{quote(name)} is a {existing['doc']['kind']} tool and cannot be replaced")
     if existing is not None and previous_name != name:
-        raise ProtocolError(409, f"a tool named {quote(name)} already exists")
+        raise Refused(409, f"a tool named {quote(name)} already exists")
     if previous_name is not None and previous_name != name:
         conn.execute("UPDATE tool_documents SET name = ? WHERE account_id = ? AND agent_id = ? AND name = ?",
                      (name, account_id, agent_id, previous_name))
@@ -172,7 +173,7 @@ def delete_lambda(conn, account_id: str, agent_id: str, name: str) -> bool:
         return False
     kind = existing["doc"]["kind"]
     if kind != "lambda":
-        raise ProtocolError(400, f"{quote(name)} is a {kind} tool: disable it (SaveAgentTool with enabled: false)"
+        raise Refused(400, f"{quote(name)} is a {kind} tool: disable it (SaveAgentTool with enabled: false)"
                                  " instead" + (", or remove its MCP server" if kind == "mcp" else ""))
     conn.execute("DELETE FROM tool_documents WHERE account_id = ? AND agent_id = ? AND name = ?",
                  (account_id, agent_id, name))

@@ -10,7 +10,7 @@ that publishes them, after the commit.
 
 Limits (server/config.py, docs/operations.md "Fair sharing"): runs in flight per account
 (queued, claimed or running, across all its agents; a parked run holds no worker and is not
-counted) and runs per delegation tree. A refusal is `ProtocolError` (429 for runs in flight),
+counted) and runs per delegation tree. A refusal is `errors.Refused` (429 for runs in flight),
 which a handler answers, a trigger records on its firing, and delegation gives the model as
 the delegate call's error.
 """
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from seed_agents.protocol.errors import ProtocolError
 
 from . import accounts as accounts_q
 from . import agents as agents_q
 from . import events as events_q
 from . import runs as runs_q
 from . import sessions as sessions_q
+from .errors import Refused
 
 # What a run's turn is started by (RunInfo.origin).
 USER, SYSTEM, AGENT = "user", "system", "agent"
@@ -115,15 +115,15 @@ def start_turn(conn, *, owner: str, agent_id: str, session_id: str, run_id: str,
     message; without it the run answers `user_event_id`, an
     earlier one (RetrySession). A child (`parent` given) is queued under its parent's run; its
     session shows the run's status once it runs, as the reference's children do.
-    Raises ProtocolError (nothing written) when a limit refuses it."""
+    Raises Refused (nothing written) when a limit refuses it."""
     accounts_q.hold_account(conn, owner, now)   # (the limits hold across servers: see hold_account)
     refusal = in_flight_refusal(conn, owner, limits)
     if refusal is not None:
-        raise ProtocolError(429, refusal)
+        raise Refused(429, refusal)
     if parent is not None:
         refusal = tree_refusal(conn, parent, limits)
         if refusal is not None:
-            raise ProtocolError(409, refusal)
+            raise Refused(409, refusal)
     out = Effects()
     if new_session is not None:
         session = sessions_q.create_session(conn, session_id, owner, agent_id, new_session.title, now,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seed_agents.protocol.errors import ProtocolError
 from seed_agents.protocol.file_rules import MAX_ACTIVE_UPLOADS_PER_ACCOUNT, UPLOAD_TTL_MS
 
 from . import blobs
+from .errors import Refused
 
 _COLUMNS = ("id, account_id, owner_account, blob_id, kind, agent_id, session_id, path, name, mime_type, size,"
             " received, updated_at")
@@ -39,7 +39,7 @@ def get(conn, upload_id: str, account_id: str) -> Upload:
     """The account's upload; 404 for no such upload or another account's (the same answer)."""
     row = conn.execute(f"SELECT {_COLUMNS} FROM file_uploads WHERE id = ?", (upload_id,)).fetchone()
     if row is None or row[1] != account_id:
-        raise ProtocolError(404, "Upload not found")
+        raise Refused(404, "Upload not found")
     return Upload(*row)
 
 
@@ -48,7 +48,7 @@ def begin(conn, upload_id: str, account_id: str, owner_account: str, target: dic
     mimeType?}: checked by the caller); 429 past MAX_ACTIVE_UPLOADS_PER_ACCOUNT in progress."""
     active = conn.execute("SELECT count(*) FROM file_uploads WHERE account_id = ?", (account_id,)).fetchone()[0]
     if active >= MAX_ACTIVE_UPLOADS_PER_ACCOUNT:
-        raise ProtocolError(429, f"Too many uploads in progress (at most {MAX_ACTIVE_UPLOADS_PER_ACCOUNT}); "
+        raise Refused(429, f"Too many uploads in progress (at most {MAX_ACTIVE_UPLOADS_PER_ACCOUNT}); "
                                  "commit or abort one first")
     blob_id = blobs.stage(conn, size, now)
     conn.execute("INSERT INTO file_uploads (id, account_id, owner_account, blob_id, kind, agent_id, session_id, path,"
@@ -64,16 +64,16 @@ def append(conn, upload_id: str, account_id: str, offset: int, data: bytes, now:
     repeated or out of order changes nothing); 400 past the declared size. Returns bytes received."""
     up = get(conn, upload_id, account_id)
     if offset != up.received:
-        raise ProtocolError(409, f"Chunk offset {offset} does not match {up.received} bytes received")
+        raise Refused(409, f"Chunk offset {offset} does not match {up.received} bytes received")
     if up.received + len(data) > up.size:
-        raise ProtocolError(400, f"Upload exceeds its declared size of {up.size} bytes")
+        raise Refused(400, f"Upload exceeds its declared size of {up.size} bytes")
     blobs.append(conn, up.blob_id, up.received, data)
     received = up.received + len(data)
     # The guard on `received` orders two appends racing on two servers: the second changes nothing.
     conn.execute("UPDATE file_uploads SET received = ?, updated_at = ? WHERE id = ? AND received = ?",
                  (received, now, upload_id, up.received))
     if conn.changes() != 1:
-        raise ProtocolError(409, "Another chunk of this upload arrived at the same time; retry at the new offset")
+        raise Refused(409, "Another chunk of this upload arrived at the same time; retry at the new offset")
     return received
 
 
@@ -82,7 +82,7 @@ def finish(conn, upload_id: str, account_id: str, received: int) -> Upload:
     meanwhile (aborted, swept, committed elsewhere), 409 if its bytes changed."""
     up = get(conn, upload_id, account_id)
     if up.received != received:
-        raise ProtocolError(409, "The upload changed while it was being committed; commit again")
+        raise Refused(409, "The upload changed while it was being committed; commit again")
     conn.execute("DELETE FROM file_uploads WHERE id = ?", (upload_id,))
     return up
 

@@ -17,6 +17,7 @@ from seed_agents.protocol.tool_documents import BUILTINS, lambda_document, summa
 
 from ..mcp.calls import call_mcp_tool
 from ..store import tool_documents as tools_q
+from ..store.errors import Refused
 from . import code_tools
 from .context import ToolContext, ToolFailure, ToolResult
 
@@ -104,7 +105,7 @@ class AgentTools:
                 return tools_q.save_lambda(conn, account, agent_id, doc, None, previous, now)
 
             row = await ctx.db.write(job)
-        except ProtocolError as exc:
+        except (ProtocolError, Refused) as exc:
             raise ToolFailure(exc.message) from None
         if row["enabled"]:
             self.docs[name] = row["doc"]

@@ -26,6 +26,7 @@ from seed_agents.protocol.tool_documents import schema_errors
 
 from ..sandbox.port import Job, Outcome, SandboxError
 from ..store import memory as memory_q
+from ..store.errors import Refused
 from .context import ToolContext, ToolFailure, ToolResult
 
 EXECUTE = "execute"
@@ -117,7 +118,7 @@ async def _run(ctx: ToolContext, runtime: str, code: str, timeout: float, module
     for path, data in outcome.changed.items():
         try:
             clean = file_rules.memory_path(path)
-        except ProtocolError as exc:
+        except (ProtocolError, Refused) as exc:
             refused.append(f"{path[:100]} ({exc.message})")
             continue
         if clean != path:
@@ -135,7 +136,7 @@ async def _run(ctx: ToolContext, runtime: str, code: str, timeout: float, module
     try:
         kept = await ctx.db.write(lambda conn: memory_q.commit_workspace(
             conn, agent_id, account, blob_ids, written, removed, now, ctx.code.limits))
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         return Ran(outcome, [], f"memory was not changed: {exc.message}")
     ctx.publisher.notify_account(account, "agent-memory-changed", agent_id=agent_id)
     notes = ([f"kept (changed by someone else meanwhile): {', '.join(kept)}"] if kept else []) + (

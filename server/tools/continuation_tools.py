@@ -24,6 +24,7 @@ from ..store import events as events_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store import turns as turns_q
+from ..store.errors import Refused
 from .context import ToolContext, ToolFailure, ToolResult
 
 
@@ -82,7 +83,7 @@ async def continue_session(ctx: ToolContext, call_id: str, params: dict) -> Tool
                 conn, owner=ctx.account, agent_id=ctx.agent["id"], session_id=successor_id, run_id=new_id(),
                 now=now, limits=limits, message=message, event_id=new_id(),
                 new_session=turns_q.NewSession(successor_id, name), title=name, origin=turns_q.AGENT)
-        except ProtocolError as exc:   # the account's runs in flight
+        except (ProtocolError, Refused) as exc:   # the account's runs in flight
             raise ToolFailure(exc.message) from None
         edge = continuations_q.record(
             conn, successor_id=successor_id, predecessor_id=ctx.session_id, origin_id=origin,

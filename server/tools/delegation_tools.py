@@ -44,6 +44,7 @@ from seed_agents.protocol.tool_documents import check_schema, schema_errors
 from ..store import delegation as delegation_q
 from ..store import runs as runs_q
 from ..store import turns as turns_q
+from ..store.errors import Refused
 from .context import Park, ToolFailure, ToolResult
 
 
@@ -170,7 +171,7 @@ def delegate(state: Delegating, call_id: str, params: dict) -> ToolResult:
     if output is not None:
         try:
             check_schema(output, "output")
-        except ProtocolError as exc:
+        except (ProtocolError, Refused) as exc:
             raise ToolFailure(exc.message) from None
         if output.get("type") != "object":
             raise ToolFailure('output must be a JSON schema whose root type is "object"')
@@ -259,7 +260,7 @@ async def detach(state: Delegating, ctx, call_id: str, params: dict) -> ToolResu
                 conn, parent, ctx.session_id, child_session_id=new_id(), child_run_id=new_id(),
                 tool_call_id=call_id, title=title, brief=brief, spec=spec, now=now,
                 event_ids=(new_id(), new_id()), budget={"tokens": share}, limits=limits)
-        except ProtocolError as exc:   # the account's runs in flight, the tree's size
+        except (ProtocolError, Refused) as exc:   # the account's runs in flight, the tree's size
             raise ToolFailure(exc.message) from None
         delegation_q.reserve(conn, parent["id"], share)
         return {"runId": child.run["id"], "sessionId": child.session["id"]}, child.effects

@@ -13,6 +13,7 @@ from seed_agents.protocol.errors import ProtocolError
 from ..store import attachments as attachments_q
 from ..store import blobs
 from ..store import memory as memory_q
+from ..store.errors import Refused
 from .context import ToolContext, ToolFailure, ToolResult
 
 # A file the model reads is cut to this many bytes (the loop cuts its output again, in characters).
@@ -36,7 +37,7 @@ def memory_path_of(address: str) -> str | None:
         return None
     try:
         return file_rules.memory_path(address[len("~/memory/"):])
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         raise ToolFailure(exc.message) from None
 
 
@@ -52,7 +53,7 @@ async def read(ctx: ToolContext, path: str) -> ToolResult:
 
     try:
         kind, value = await ctx.db.aread(job, large=True)   # (a file's bytes: off the event loop)
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         if not path and exc.status == 404:
             value, kind = {"path": "", "entries": [], "totalBytes": 0}, "dir"
         else:
@@ -88,7 +89,7 @@ async def file_bytes(ctx: ToolContext, path: str) -> bytes:
 
     try:
         return await ctx.db.aread(job, large=True)
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         raise ToolFailure(exc.message) from None
 
 
@@ -97,7 +98,7 @@ async def attachment_bytes(ctx: ToolContext, attachment_id: str) -> tuple[dict, 
     try:
         return await ctx.db.aread(attachments_q.read, ctx.session_id, attachment_id,
                                   file_rules.MAX_SESSION_ATTACHMENT_BYTES, large=True)
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         raise ToolFailure(exc.message) from None
 
 
@@ -129,7 +130,7 @@ async def write(ctx: ToolContext, path: str, params: dict, *, data: bytes | None
         try:
             _, data = await ctx.db.aread(attachments_q.read, ctx.session_id, attachment_id,
                                          file_rules.MAX_SESSION_ATTACHMENT_BYTES, large=True)
-        except ProtocolError as exc:
+        except (ProtocolError, Refused) as exc:
             raise ToolFailure(exc.message) from None
     elif isinstance(params.get("content"), str):
         data = params["content"].encode()
@@ -138,7 +139,7 @@ async def write(ctx: ToolContext, path: str, params: dict, *, data: bytes | None
     limits = memory_limits(ctx.config)
     try:
         entry = await ctx.db.write(lambda conn: memory_q.write_file(conn, agent_id, account, path, data, now, limits))
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         raise ToolFailure(exc.message) from None
     return ToolResult({"summary": f"Wrote ~/memory/{path} ({len(data)} bytes).", "path": path,
                        "size": entry.get("size", len(data))})
@@ -176,7 +177,7 @@ async def read_attachment(ctx: ToolContext, attachment_id: str) -> ToolResult:
     try:
         meta, data = await ctx.db.aread(attachments_q.read, ctx.session_id, attachment_id, READ_BYTES, 0,
                                         READ_BYTES, large=True)
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         raise ToolFailure(exc.message) from None
     text = file_rules.utf8_or_none(data)
     if text is None and len(data) == READ_BYTES:

@@ -23,6 +23,7 @@ from seed_agents.protocol.fields import MAX_NAME, Fields
 
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
+from ..store.errors import Refused
 from .context import ToolContext, ToolFailure, ToolResult
 
 FIRINGS_SHOWN = 10
@@ -137,7 +138,7 @@ async def write(ctx: ToolContext, name: str, params: dict) -> ToolResult:
 
     try:
         trigger, reason = await ctx.db.write(job)
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         raise ToolFailure(f"{exc.message}\n\n{CONTRACT}") from None
     _announce(ctx, admin, trigger, reason)
     verb = "Created" if reason == "trigger-created" else "Updated"

@@ -29,6 +29,7 @@ from ..store import parking
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
+from ..store.errors import Refused
 from . import tool_run
 from .backoff import failure_backoff
 from .event import Event
@@ -209,7 +210,7 @@ def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, session_i
                                    now=now, limits=turns.TurnLimits.from_config(app.config), message=payload,
                                    event_id=new_id(), new_session=turns.NewSession(session_id, title),
                                    title=title, origin=turns.SYSTEM)
-    except ProtocolError as exc:   # a limit (checked before anything is written)
+    except (ProtocolError, Refused) as exc:   # a limit (checked before anything is written)
         raise FiringError(exc.message) from None
     return [lambda: turns.publish(app.broadcaster, app.runtime.kick, started.effects)]
 

@@ -17,7 +17,7 @@ from seed_agents.protocol.frame_limits import envelope_limit, frame_limit
 
 from ..operations import accesslog
 from ..routes import ROUTES
-from ..store.errors import InvalidCursor, NotFound, UnstorableText
+from ..store.errors import InvalidCursor, NotFound, Refused, UnstorableText
 from .upload_gate import arrived_ms
 
 log = logging.getLogger("seed_agents.dispatch")
@@ -127,7 +127,7 @@ async def _execute(app, conn, envelope) -> Outcome:
         action = parse_action(env.action)
         response = await route.handler(app, env, action)
         outcome = Outcome(response, env, action)
-    except ProtocolError as exc:
+    except (ProtocolError, Refused) as exc:
         # A rate limit is not junk: it is already bounded, and it is what an honest client
         # that sends too fast sees.
         outcome = Outcome(error(exc.status, exc.message), junk=not verified and exc.status != 429)
