@@ -45,6 +45,7 @@ from ..store import events as events_q
 from ..store import journal as journal_q
 from ..store import parking
 from ..store import runs as runs_q
+from ..store.errors import Refused
 from ..tools import records
 from ..tools.context import ToolFailure, ToolResult
 from ..tools.delegation_tools import Delegating, delegate
@@ -569,7 +570,7 @@ class WorkflowRun:
                             brief=d.brief, spec=d.spec, now=now, event_ids=(str(uuid.uuid4()), str(uuid.uuid4())),
                             budget={"tokens": share}, limits=limits,
                             step={"id": stamp["id"], "label": stamp["label"]} if stamp else None, source=d.script)
-                    except ProtocolError as exc:
+                    except (ProtocolError, Refused) as exc:
                         refusal = exc.message
                 if refusal is not None:
                     refused.append((call_id, refusal))
