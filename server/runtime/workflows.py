@@ -61,6 +61,17 @@ MAX_ENTRY_VALUE_BYTES = 256 * 1024   # one journaled value (a log's data, a tool
 MAX_PROGRESS_PER_SECOND = 10
 
 
+# The engine's own errors, as a script's rejection carries them: the cap each one is.
+ENGINE_FAULTS = {
+    "out of memory": lambda config: ("memory-cap", f"the script used more than "
+                                                   f"{config.workflow_memory_bytes // (1024 * 1024)} MiB of engine memory"),
+    "interrupted": lambda config: ("fuel-exhausted", f"the script computed for more than {config.workflow_fuel_ms} ms "
+                                                     "without awaiting a ctx call; move heavy computation to execute"),
+    "Maximum call stack size exceeded": lambda config: ("stack-overflow", "the script recursed too deeply"),
+    "stack overflow": lambda config: ("stack-overflow", "the script recursed too deeply"),
+}
+
+
 @dataclass
 class Outcome:
     """How one execution of a workflow run ended."""
@@ -277,6 +288,9 @@ class WorkflowRun:
         error = value if isinstance(value, dict) else {}
         out = {"code": str(error.get("code") or "workflow-error")[:100],
                "message": str(error.get("message") or "the workflow failed")[:2000]}
+        if out["code"] == "workflow-error" and out["message"] in ENGINE_FAULTS:
+            # (a cap hit inside an async body reaches the host as the script's rejection)
+            out["code"], out["message"] = ENGINE_FAULTS[out["message"]](self.config)
         for key in ("stack", "tool"):
             if isinstance(error.get(key), str):
                 out[key] = error[key][:8000]
