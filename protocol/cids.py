@@ -9,17 +9,43 @@ of these, on the event loop).
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 
 PREFIX = b"\x01\x71\x12\x20"   # CIDv1, dag-cbor, sha2-256, a 32-byte digest
 
 
+# A fresh hash object by copying this one: `hashlib.sha256()` looks the digest up by name in
+# OpenSSL 3 at every call, which costs more than hashing a block of an append (and a turn makes
+# several: bench/history.py, docs/performance.md).
+_SHA256 = hashlib.sha256()
+# Base32 text ten bits (two characters) at a time, from an integer: the standard library's
+# b32encode is Python bytecode, a loop over five-byte groups, and a turn makes a CID text.
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+
+
+def sha256(data: bytes) -> bytes:
+    h = _SHA256.copy()
+    h.update(data)
+    return h.digest()
+
+
 def cid_bytes(data: bytes) -> bytes:
     """The binary CID of a block's bytes."""
-    return PREFIX + hashlib.sha256(data).digest()
+    return PREFIX + sha256(data)
 
 
 def cid_text(cid: bytes) -> str:
     """A binary CID as its multibase base32 text."""
-    return "b" + base64.b32encode(cid).decode("ascii").lower().rstrip("=")
+    return "b" + base32(cid)
+
+
+def base32(data: bytes) -> str:
+    """RFC 4648 base32 of `data`, lower case, unpadded (as base64.b32encode, then lowered and
+    stripped of '=')."""
+    bits = 8 * len(data)
+    chars = -(-bits // 5)
+    pairs = -(-chars // 2)
+    n = int.from_bytes(data, "big") << (10 * pairs - bits)   # zero bits fill the last group
+    text = "".join([_PAIRS[(n >> shift) & 1023] for shift in range(10 * pairs - 10, -1, -10)])
+    return text[:chars]

@@ -15,7 +15,6 @@ signed by the server's Ed25519 key over its DAG-CBOR encoding with the domain fi
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,7 +23,7 @@ from nacl.bindings import crypto_sign_open
 from nacl.exceptions import CryptoError
 
 from .cids import PREFIX as CID_PREFIX
-from .cids import cid_bytes, cid_text  # noqa: F401  (the chain's CIDs; callers import them from here too)
+from .cids import cid_bytes, cid_text, sha256  # noqa: F401  (the chain's CIDs; callers import them from here too)
 from .dagcbor import decode, decode_trusted, encode, encode_head
 from .errors import ProtocolError
 from .keys import Keypair
@@ -83,7 +82,7 @@ def block(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at
 def link(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at: int,
          session_bytes: bytes | None = None) -> bytes:
     """The event's link: the binary CID of its block."""
-    return CID_PREFIX + hashlib.sha256(block(session_id, seq, prev, body, created_at, session_bytes)).digest()
+    return CID_PREFIX + sha256(block(session_id, seq, prev, body, created_at, session_bytes))
 
 
 def head_payload(session_id: str, seq: int, head: bytes, ts: int) -> bytes:
