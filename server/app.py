@@ -15,6 +15,7 @@ from .config import Config
 from .handlers.context import HandlerContext
 from .heads import Heads
 from .live.broadcaster import Broadcaster, LocalSink
+from .live.streams import LiveParts
 from .live.hub import Hub
 from .operations.metrics import Metrics
 from .ratelimit import RateLimiter
@@ -237,4 +238,9 @@ class App:
 def handler_context(app: App) -> HandlerContext:
     """The App as the handlers see it: the composition root fills their port
     (server/handlers/context.py); mypy checks here that it offers every member."""
+    return app
+
+
+def live_parts(app: App) -> LiveParts:
+    """The App as a socket's streams see it (server/live/streams.py); mypy checks it here."""
     return app

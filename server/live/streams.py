@@ -7,22 +7,48 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any, Protocol
 
 from seed_agents.protocol.events import error_response
 
+from .broadcaster import Broadcaster
+from .grants import Grants
+from .hub import Hub
 from .subscriptions import RunTreeSubscription, SessionSubscription, Subscription
 
 log = logging.getLogger("seed_agents.connection")
 
-__all__ = ["Streams"]
+__all__ = ["LiveParts", "Streams"]
+
+
+class LiveParts(Protocol):
+    """What a socket's streams need of the server, declared here (the App fills it): the store's
+    reads, the hub, the live grants, the local sink (a session deleted under a replay), the
+    session heads' key, the metrics and the limits."""
+
+    @property
+    def db(self) -> Any: ...        # a server/storage/port.Storage
+    @property
+    def hub(self) -> Hub: ...
+    @property
+    def grants(self) -> Grants: ...
+    @property
+    def broadcaster(self) -> Broadcaster: ...
+    @property
+    def heads(self) -> Any: ...     # server/heads.Heads, None until the server key is read
+    @property
+    def metrics(self) -> Any: ...
+    @property
+    def config(self) -> Any: ...    # its `limits`
 
 
 class Streams:
-    """`conn`: the socket (its framing, `send`, `spawn`, `send_event`, `outbound`)."""
+    """`conn`: the socket (its framing, `send`, `spawn`, `send_event`, `outbound`); `app`: the
+    server's parts its streams read through (`LiveParts`)."""
 
     __slots__ = ("app", "conn", "subs")
 
-    def __init__(self, app, conn) -> None:
+    def __init__(self, app: LiveParts, conn) -> None:  # noqa: ANN001
         self.app = app
         self.conn = conn
         self.subs: dict[str, Subscription] = {}
@@ -57,11 +83,11 @@ class Streams:
         if old is not None:
             self.drop(key, old)
         if action.kind == "sessions":
-            sub: Subscription = SessionSubscription(conn, key, action.target, action.after_seq or 0)
+            sub: Subscription = SessionSubscription(conn, app, key, action.target, action.after_seq or 0)
         elif action.kind == "runs":
-            sub = RunTreeSubscription(conn, key)
+            sub = RunTreeSubscription(conn, app, key)
         else:
-            sub = Subscription(conn, key)
+            sub = Subscription(conn, app, key)
         conn.send(conn.framing.subscribed(request, key, account_id, response))
         self.subs[key] = sub
         app.hub.add(key, sub)  # before the replay reads, so nothing published is missed

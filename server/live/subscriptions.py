@@ -56,8 +56,9 @@ class Subscription:
     role = "owner"
     agent_id: str | None = None
 
-    def __init__(self, conn, key: str) -> None:
+    def __init__(self, conn, parts, key: str) -> None:  # noqa: ANN001 (parts: streams.LiveParts)
         self.conn = conn
+        self.parts = parts   # the server's parts a stream reads through (server/live/streams.LiveParts)
         self.key = key
         self.task: asyncio.Task | None = None
 
@@ -77,9 +78,9 @@ class Subscription:
         # it is read, so no newer change published meanwhile can precede it.
         await self.conn.outbound.wait_fits(CHANGE_BYTES + (MAX_DEFINITION_BYTES if kind == "agents" else 0))
         if kind == "agents":
-            current = self.conn.app.db.read(agents_q.get_agent, ident, self.role)
+            current = self.parts.db.read(agents_q.get_agent, ident, self.role)
         elif kind == "runs":
-            current = self.conn.app.db.read(runs_q.get_run, ident)
+            current = self.parts.db.read(runs_q.get_run, ident)
         if current is not None:
             self.conn.send_event(Outgoing(self.key, events.change(self.key, current)), bounded=False)
 
@@ -98,8 +99,8 @@ class RunTreeSubscription(Subscription):
 
     REPLAY_JOURNAL = 2_000
 
-    def __init__(self, conn, key: str) -> None:
-        super().__init__(conn, key)
+    def __init__(self, conn, parts, key: str) -> None:  # noqa: ANN001
+        super().__init__(conn, parts, key)
         self.replaying = True
 
     def deliver(self, event: Outgoing) -> None:
@@ -108,7 +109,7 @@ class RunTreeSubscription(Subscription):
 
     async def start(self) -> None:
         self.task = asyncio.current_task()
-        conn, app = self.conn, self.conn.app
+        conn, app = self.conn, self.parts
         ident = self.key.partition("/")[2]
         await conn.outbound.wait_fits(replay_page_bytes(conn.outbound.max_bytes))
         run = app.db.read(runs_q.get_run, ident)   # no await from here to the flip below
@@ -127,8 +128,8 @@ class RunTreeSubscription(Subscription):
 
 
 class SessionSubscription(Subscription):
-    def __init__(self, conn, key: str, session_id: str, after_seq: int) -> None:
-        super().__init__(conn, key)
+    def __init__(self, conn, parts, key: str, session_id: str, after_seq: int) -> None:  # noqa: ANN001
+        super().__init__(conn, parts, key)
         self.session_id = session_id
         self.after_seq = after_seq
         self.last_seq = after_seq      # last durable seq queued to the socket
@@ -153,7 +154,7 @@ class SessionSubscription(Subscription):
             self.conn.send_event(event)
 
     def _fill_gap(self, upto: int) -> int:
-        app = self.conn.app
+        app = self.parts
         rows = app.db.read(events_q.event_bodies_after, self.session_id, self.last_seq, upto - self.last_seq)
         for seq, body in rows:   # rare: decoded for every framing alike
             self.conn.send_event(Outgoing(self.key, events.append(self.key, codec.decode(body)),
@@ -167,7 +168,7 @@ class SessionSubscription(Subscription):
         meanwhile ends the subscription with the deletion notice, as it would have live."""
         if self.replaying or self.conn.outbound.closed:
             return   # a replay reads the database anyway
-        app = self.conn.app
+        app = self.parts
         session = app.db.read(sessions_q.get_session, self.session_id)
         if session is None:
             if self.agent_of_session is not None:
@@ -181,7 +182,7 @@ class SessionSubscription(Subscription):
 
     async def start(self) -> None:
         self.task = asyncio.current_task()
-        conn, app = self.conn, self.conn.app
+        conn, app = self.conn, self.parts
         outbound = conn.outbound
         # Replay stays within the socket's outbound bound: a page is built, then queued only
         # when it fits under the bound (else the replay waits for the socket to drain and reads
