@@ -32,7 +32,7 @@ from multiformats import CID, varint
 
 from . import dagcbor
 from .hm_diff import blocks_map, compute_replace_ops, from_api_node, rebind_table_identities, to_api_node
-from .hm_markdown import flatten_to_operations, parse_markdown, random_block_id, to_hm_nodes
+from .hm_markdown import flatten_to_operations, hm_nodes_to_operations, parse_markdown, random_block_id, to_hm_nodes
 from .keys import Keypair
 from .principals import principal_from_string
 
@@ -55,6 +55,7 @@ __all__ = [
     "NoChanges",
     "document_blobs",
     "document_base",
+    "draft_document_blobs",
 ]
 
 DAG_CBOR = 0x71
@@ -274,6 +275,19 @@ def document_blobs(seed: bytes, markdown: str | None, ts_ms: int, *, path: str =
     change = change_blob(seed, ops, ts_ms, base.genesis, list(base.heads), base.depth + 1)
     ref = ref_blob(seed, kp.account_id, path, base.genesis, [change.cid], ts_ms, ts_ms)
     return change.cid, [change, ref]
+
+
+def draft_document_blobs(seed: bytes, blocks: list[dict], metadata: dict, ts_ms: int, *,
+                         path: str = "") -> tuple[str, list[Blob]]:
+    """A new document from a draft's blocks (API block nodes) and metadata, as the reference's
+    draft.publish of a draft with no edit target: writeDocumentCreate on the blocks as JSON, the
+    operations the server's hmBlockNodesToOperations. (version, [genesis, change, ref])."""
+    kp = _keypair(seed)
+    ops = metadata_operations(metadata) + hm_nodes_to_operations(blocks)
+    genesis = genesis_blob(seed)
+    change = change_blob(seed, ops, ts_ms, genesis.cid, [genesis.cid], 1)
+    ref = ref_blob(seed, kp.account_id, path, genesis.cid, [change.cid], ts_ms, ts_ms)
+    return change.cid, [genesis, change, ref]
 
 
 def document_base(changes: list, content: list, metadata: dict | None = None) -> DocumentBase:

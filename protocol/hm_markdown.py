@@ -993,6 +993,22 @@ def flatten_to_operations(tree: list[dict], parent_id: str = "") -> list[dict]:
     return ops
 
 
+def hm_nodes_to_operations(nodes: list[dict], parent_id: str = "") -> list[dict]:
+    """API block nodes as document operations, as the reference server's
+    `hmBlockNodesToOperations` (a draft's blocks, published): each block whole (its `attributes`
+    nested) in a ReplaceBlock, then MoveBlocks per level."""
+    ops: list[dict] = []
+    ids: list[str] = []
+    for node in nodes:
+        ops.append({"type": "ReplaceBlock", "block": node["block"]})
+        ids.append(node["block"]["id"])
+        if node.get("children"):
+            ops.extend(hm_nodes_to_operations(node["children"], node["block"]["id"]))
+    if ids:
+        ops.append({"type": "MoveBlocks", "blocks": ids, "parent": parent_id})
+    return ops
+
+
 def to_hm_nodes(tree: list[dict]) -> list[dict]:
     """Parser nodes → the API's block nodes (`markdownBlockNodesToHMBlockNodes`): childrenType and
     language move under `attributes`, `children` only when there are some."""

@@ -489,3 +489,25 @@ ALTER TABLE sessions ADD COLUMN thoroughness TEXT CHECK (thoroughness IN ('quick
 ALTER TABLE runs ADD COLUMN source_text TEXT;     -- a workflow run's script
 ALTER TABLE runs ADD COLUMN continued_from_run_id TEXT;
 ALTER TABLE runs ADD COLUMN error_detail BLOB;    -- DAG-CBOR {stack?, tool?, callSeq?}
+
+-- Version 18: agent drafts (schema/migrations/0018_agent_drafts.sql says why).
+CREATE TABLE agent_drafts (
+    id                TEXT NOT NULL PRIMARY KEY,
+    account_id        TEXT NOT NULL,
+    agent_id          TEXT NOT NULL,
+    title             TEXT,
+    content_format    TEXT NOT NULL,
+    content           BLOB NOT NULL,
+    metadata          BLOB,
+    edit_target       TEXT,
+    location_target   TEXT,
+    path_name         TEXT,
+    visibility        TEXT,
+    status            TEXT NOT NULL,
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL,
+    published_at      INTEGER,
+    published_id      TEXT,
+    published_version TEXT
+) STRICT;
+CREATE INDEX agent_drafts_agent_updated ON agent_drafts (account_id, agent_id, updated_at);

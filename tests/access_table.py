@@ -80,6 +80,10 @@ TOOL_CELLS = [
     ("write", "attachment:", "-", {"address": "attachment:{att}", "content": "x"},
      "unwritable unwritable 403 403 404 unwritable unwritable unwritable unwritable"),
     ("write", "hm://", "publish", {"address": "{doc}-{role}", "content": "x"}, "ok refused 403 403 404 ok ok ok ok"),
+    # a draft is the agent's, kept here: whoever may publish as it may keep one (the same grant)
+    ("write", "hm://", "draft", {"address": "{doc}-{role}", "content": "x",
+                                 "options": {"action": "draft.create", "name": "D"}},
+     "ok refused 403 403 404 ok ok ok ok"),
     ("write", "activity:", "-", {"address": "activity:", "content": "x"},
      "unwritable unwritable 403 403 404 unwritable unwritable unwritable unwritable"),
     ("write", "ipfs://", "cid", {"address": "ipfs://bafkqaaa", "content": "x"}, "ran ran 403 403 404 ran ran ran ran"),

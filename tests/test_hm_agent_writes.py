@@ -333,3 +333,76 @@ async def test_document_metadata_with_a_body_and_alone(server, hm):
     assert change.value["body"]["ops"] == [{"type": "SetAttributes", "attrs": [
         {"key": ["summary"], "value": "Loud seabirds"}, {"key": ["cover"], "value": "ipfs://bafkqaaa"}]}]
     await c.close()
+
+
+@pytest.mark.storages("sqlite", "postgresql")
+async def test_drafts_are_kept_until_published(server, hm):
+    """draft.create / update / get / list / delete / publish, as the reference's raw commands:
+    kept in the store (nothing reaches the HM server) until draft.publish, which publishes the
+    draft's blocks as a new document, or as a new version of its edit target."""
+    kp = keypair("drafter")
+    c = await V2Client.open(server.url)
+    me = (await c.call(kp, {"_": "CreateSigningIdentity", "label": "Drafter"}))["identity"]
+    base = f"hm://{me['accountId']}"
+    async with FakeOpenAI() as fake:
+        agent_id = await make_agent(c, kp, fake.base_url, signingKey=me["name"])
+        sid = await open_session(c, kp, agent_id)
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("a", "write", {"address": f"{base}/plans", "content": "Plan **one**.",
+                                "options": {"action": "draft.create", "name": "Plans", "metadata": {"summary": "s"}}}),
+            call("b", "write", {"address": f"{base}/x", "content": "No name.", "options": {"action": "draft.create"}}),
+            call("c", "write", {"address": base, "content": "Scrap.",
+                                "options": {"action": "draft.create", "name": "Scrap"}})]),
+            Script(chunks=["ok"]))
+        made = await run_turn(c, kp, sid)
+        plans, scrap = made[0]["output"], made[2]["output"]
+        assert plans["command"] == "draft.create" and plans["name"] == "Plans" and "signer" not in plans
+        assert plans["metadata"] == {"summary": "s", "name": "Plans"}
+        assert "requires a name" in made[1]["error"]
+        published_before = len(hm.published)
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("u", "write", {"address": base, "content": "Plan **two**.",
+                                "options": {"action": "draft.update", "input": {"draftId": plans["draftId"]}}}),
+            call("g", "write", {"address": base, "options": {"action": "draft.get",
+                                                             "input": {"draftId": plans["draftId"]}}}),
+            call("d", "write", {"address": base, "options": {"action": "draft.delete",
+                                                             "input": {"draftId": scrap["draftId"]}}}),
+            call("l", "write", {"address": base, "options": {"action": "draft.list"}}),
+            call("g2", "write", {"address": base, "options": {"action": "draft.get",
+                                                              "input": {"draftId": scrap["draftId"]}}})]),
+            Script(chunks=["ok"]))
+        kept = await run_turn(c, kp, sid)
+        assert len(hm.published) == published_before   # drafts stay here
+        got = kept[1]["output"]
+        assert "Plan **two**." in got["markdown"] and got["status"] == "idle" and got["path"] == "/plans"
+        assert kept[2]["output"]["status"] == "deleted"
+        assert [(d["id"], d["name"]) for d in kept[3]["output"]["drafts"]] == [(plans["draftId"], "Plans")]
+        assert "Draft not found" in kept[4]["error"]
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("p", "write", {"address": base, "options": {"action": "draft.publish",
+                                                             "input": {"draftId": plans["draftId"]}}}),
+            call("r", "read", {"address": f"{base}/plans"}),
+            call("e", "write", {"address": base, "content": "Plan **three**.",
+                                "options": {"action": "draft.create", "name": "Plans",
+                                            "input": {"edit": f"{base}/plans"}}})]),
+            Script(chunks=["ok"]))
+        done = await run_turn(c, kp, sid)
+        published = done[0]["output"]
+        assert published["command"] == "draft.publish" and published["published"] == "document.create"
+        assert published["id"] == f"{base}/plans" and published["signer"]["publicKey"] == me["accountId"]
+        assert [b.type for b in hm.published[-1]] == ["Change", "Change", "Ref"]
+        # (new content replaces the draft's metadata with its own, as the reference's draft.update;
+        # the name stays the draft's)
+        assert "Plan **two**." in done[1]["output"]["markdown"] and done[1]["output"]["metadata"] == {"name": "Plans"}
+        edit_id = done[2]["output"]["draftId"]
+        fake.enqueue(Script(chunks=[], tool_calls=[
+            call("p2", "write", {"address": base, "options": {"action": "draft.publish",
+                                                              "input": {"draftId": edit_id}}}),
+            call("r2", "read", {"address": f"{base}/plans"}),
+            call("l2", "write", {"address": base, "options": {"action": "draft.list"}})]),
+            Script(chunks=["ok"]))
+        edited = await run_turn(c, kp, sid)
+        assert edited[0]["output"]["published"] == "document.update", edited
+        assert "Plan **three**." in edited[1]["output"]["markdown"]
+        assert {d["status"] for d in edited[2]["output"]["drafts"]} == {"published"}
+    await c.close()

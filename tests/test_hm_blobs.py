@@ -120,3 +120,20 @@ def test_an_update_that_changes_nothing_is_refused():
     body = create["rendered"].split("---\n", 2)[2]  # no front matter: no metadata to set either
     with pytest.raises(hm_blobs.NoChanges):
         hm_blobs.document_blobs(seed, body, create["ts"] + 1, path=create["path"], base=base)
+
+
+def test_a_published_draft_equals_the_library():
+    """draft.create keeps the Markdown's blocks; draft.publish of a new document is
+    writeDocumentCreate on those blocks (the server's hmBlockNodesToOperations)."""
+    from seed_agents.protocol import hm_markdown
+
+    draft = load("drafts")["draft"]
+    seed = bytes.fromhex(draft["seed"])
+    tree, front = hm_markdown.parse_markdown(draft["markdown"], block_ids(draft["randomSeed"]))
+    blocks = hm_markdown.to_hm_nodes(tree)
+    assert blocks == draft["blocks"]
+    metadata = {**front, "name": draft["name"]}
+    assert metadata == draft["metadata"]
+    version, blobs = hm_blobs.draft_document_blobs(seed, blocks, metadata, draft["ts"], path=draft["path"])
+    assert version == draft["version"]
+    _check(blobs, draft["blobs"])

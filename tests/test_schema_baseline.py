@@ -50,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 17
+    assert schema.CURRENT_VERSION == 18
 
 
 def test_baseline_equals_migrations_applied_in_order():
@@ -101,7 +101,9 @@ def test_expected_tables_and_strictness():
         # version 14: the publication queue
         "hm_publications",
         # version 15: session continuations
-        "session_continuations"}
+        "session_continuations",
+        # version 18: agent drafts
+        "agent_drafts"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 

@@ -36,6 +36,7 @@ from seed_agents.server.store import events as events_q
 from seed_agents.server.store import file_quota as file_quota_q
 from seed_agents.server.store import history as history_q
 from seed_agents.server.store import idempotency as idem_q
+from seed_agents.server.store import drafts as drafts_q
 from seed_agents.server.store import identities as identities_q
 from seed_agents.server.store import publications as pub_q
 from seed_agents.server.store import memory as memory_q
@@ -691,6 +692,22 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(idem_q.idem_get, ACCOUNT, "CreateSigningIdentity", "c2")
     await w(identities_q.delete_identity, ACCOUNT, name)
     await w(identities_q.delete_identity, ACCOUNT, name)
+    # Agent drafts: kept, changed, listed, published, deleted, and gone with their agent.
+    blocks = [{"block": {"type": "Paragraph", "id": "b1", "text": "hi", "annotations": [], "attributes": {}}}]
+    await w(drafts_q.insert_draft, "d1", ACCOUNT, "a3", "Draft", blocks, {"name": "Draft"}, None, None, "/d", None,
+            T0 + 74)
+    await w(drafts_q.update_draft, ACCOUNT, "a3", "d1", "Draft 2", blocks, {"name": "Draft 2"}, "hm://x/y", None,
+            None, None, T0 + 75)
+    await w(drafts_q.insert_draft, "d2", ACCOUNT, "a3", "Other", [], {}, None, None, None, None, T0 + 76)
+    r(drafts_q.get_draft, ACCOUNT, "a3", "d1")
+    r(drafts_q.list_drafts, ACCOUNT, "a3", 10)
+    await w(drafts_q.mark_published, ACCOUNT, "a3", "d1", "hm://x/y", "bafyv", T0 + 77)
+    await w(drafts_q.mark_deleted, ACCOUNT, "a3", "d2", T0 + 78)
+    await w(drafts_q.mark_deleted, ACCOUNT, "a3", "d2", T0 + 79)   # again: nothing
+    r(drafts_q.get_draft, ACCOUNT, "a3", "d2")
+    r(drafts_q.list_drafts, ACCOUNT, "a3", 10)
+    await w(lifecycle_q.delete_agent, "a3")
+    r(drafts_q.list_drafts, ACCOUNT, "a3", 10)   # its drafts went with it
     r(blobs_q.counts)   # the agent's files went with it
     # The shared secrets key: recorded by the first key, accepted again, refused for another.
     await w(key_check.same_key, SecretBox(bytes(32)))

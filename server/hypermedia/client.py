@@ -38,6 +38,7 @@ from seed_agents.protocol.hm_blobs import (
     account_id,
     document_base,
     document_blobs,
+    draft_document_blobs,
     redirect_ref_blob,
     ref_blob,
     tombstone_ref_blob,
@@ -393,6 +394,32 @@ class HmClient:
             raise ValueError(f"{hm_id.base} is a {kind or 'resource'} on the HM server, not a document")
         await self.publish_blobs(blobs)
         return version
+
+    async def publish_draft(self, seed: bytes, blocks: list, metadata: dict, path: str | None, ts_ms: int, *,
+                            check_links: bool = True, dry_run: bool = False) -> dict:
+        """A draft (its blocks and metadata) as a new document in the key's account, as the
+        reference's draft.publish without an edit target (protocol/hm_blobs.draft_document_blobs):
+        at `path`, else the slug of its name; refused when a document is already there or its
+        parent is not. {id, version, cids}."""
+        name = metadata.get("name") if isinstance(metadata.get("name"), str) else ""
+        segments = tuple(p for p in (path or "").split("/") if p) or ((slugify(name),) if name.strip() else ())
+        if not segments:
+            raise ValueError("the draft has neither a path nor a name to place it at")
+        hm_id = HmId(account_id(seed), segments)
+        await self.check_links(blocks, resolve=check_links)
+        kind, _ = await self._kind_of(hm_id)
+        if kind == "document":
+            raise ValueError(f"a document already exists at {hm_id.base}: give the draft an edit target "
+                             "(input.edit) to revise it")
+        if len(hm_id.path) > 1 and (await self._kind_of(HmId(hm_id.uid, hm_id.path[:-1])))[0] != "document":
+            raise ValueError(f"cannot create {hm_id.base}: its parent does not exist")
+        try:
+            version, blobs = await asyncio.to_thread(draft_document_blobs, seed, blocks, metadata, ts_ms,
+                                                     path=hm_id.api_path)
+        except (KeyError, TypeError, AttributeError):
+            raise ValueError("the draft's blocks are not well formed") from None
+        cids = [] if dry_run else await self.publish_blobs(blobs)
+        return {"id": hm_id.pack(), "version": version, "cids": cids}
 
     async def check_links(self, nodes: list, *, resolve: bool = True) -> None:
         """The reference's `assertHmContentLinks`: a malformed hm: link always refuses the write;

@@ -64,6 +64,7 @@ def delete_agent(conn: Conn, agent_id: str) -> list[str]:
     for member in members:
         forget_idempotency(conn, member, {agent_id, *session_ids})
     triggers_q.delete_agent_triggers(conn, agent_id)
+    conn.execute("DELETE FROM agent_drafts WHERE agent_id = ?", (agent_id,))   # (as the reference)
     conn.execute("DELETE FROM agents WHERE id = ?", (agent_id,))
     return session_ids
 

@@ -23,7 +23,7 @@ from ..hypermedia.client import FeedPageError, HmError, document_target
 from ..hypermedia.identity_publish import transient
 from ..store import identities as identities_q
 from ..store import publications as pub_q
-from . import memory_tools
+from . import hm_drafts, memory_tools
 from .context import ToolContext, ToolFailure, ToolResult
 
 # What `options` an hm:// write takes: these, and each action's own (a key outside them is
@@ -32,6 +32,7 @@ _BASE_OPTIONS = frozenset({"action", "signer", "skipLinkCheck"})
 _ACTION_OPTIONS = {"document": frozenset({"name", "metadata"}), "update": frozenset({"name", "metadata"}),
                    # the reference's raw commands: their own fields only in options.input
                    "comment.update": frozenset({"input"}), "comment.delete": frozenset({"input"}),
+                   **{command: frozenset({"name", "metadata", "input"}) for command in hm_drafts.COMMANDS},
                    "comment": frozenset({"target", "replyTo"}), "delete": frozenset(),
                    "redirect": frozenset({"toUrl"}), "fork": frozenset({"fromUrl"}),
                    "move": frozenset({"toPath"})}
@@ -305,6 +306,9 @@ async def _write(ctx: ToolContext, address: str, params: dict) -> ToolResult:
     if action in ("comment.update", "comment.delete"):
         return await _write_comment_edit(ctx, hm, action, options, params)
     metadata = _write_metadata(options)
+    if action in hm_drafts.COMMANDS:
+        return await hm_drafts.write(ctx, address, action, options, params, metadata,
+                                     lambda choice: _signer(ctx, choice), lambda row: _seed(ctx, row))
     content = params.get("content")
     # An update with no content at all changes only the metadata (the reference's metadata-only
     # update): the body is left as it is, never diffed against nothing.

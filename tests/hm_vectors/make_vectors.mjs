@@ -709,6 +709,79 @@ const COMMENT_EDITS = [
   {of: 4},
 ]
 
+// ─── Drafts ─────────────────────────────────────────────────────────────────
+
+// As the reference server's draft.create then draft.publish of a new document: the draft keeps the
+// Markdown's blocks (markdownBlockNodesToHMBlockNodes) and metadata; publishing runs
+// writeDocumentCreate on those blocks as JSON, whose operations are the server's
+// hmBlockNodesToOperations (copied here: it is the reference server's, not the library's).
+function hmBlockNodesToOperations(nodes, parentId = '') {
+  const ops = []
+  const blockIds = []
+  for (const node of nodes) {
+    ops.push({type: 'ReplaceBlock', block: node.block})
+    blockIds.push(node.block.id)
+    if (node.children?.length) ops.push(...hmBlockNodesToOperations(node.children, node.block.id))
+  }
+  if (blockIds.length > 0) ops.push({type: 'MoveBlocks', blocks: blockIds, parent: parentId})
+  return ops
+}
+
+const DRAFT_MD = `---
+summary: A draft, kept on the server until published
+---
+# Drafted
+
+Some **bold** and a [link](https://example.com/d).
+
+- one
+  - nested
+- two
+
+\`\`\`py
+print("draft")
+\`\`\`
+`
+
+async function draftVectors() {
+  const seed = seedBytes('seed-agents hm vector doc')
+  const keyPair = blobs.nobleKeyPairFromSeed(seed)
+  const signer = signerOf(keyPair)
+  const account = blobs.principalToString(keyPair.principal)
+  seedRandom(909)
+  const parsed = parseMarkdown(DRAFT_MD)
+  const blocks = markdownBlockNodesToHMBlockNodes(parsed.tree)
+  const name = 'Draft notes'
+  const metadata = {...parsed.metadata, name}
+  const path = '/drafted'
+  const ts = 1767241000000
+  const ops = metadataOps(metadata).concat(hmBlockNodesToOperations(blocks))
+  const genesis = await createGenesisChange(signer)
+  const c = createChangeOps({ops, genesisCid: genesis.cid, deps: [genesis.cid], depth: 1, ts: BigInt(ts)})
+  const change = await createChange(c.unsignedBytes, signer)
+  const ref = await createVersionRef(
+    {space: account, path, genesis: genesis.cid.toString(), version: change.cid.toString(), generation: ts, ts},
+    signer,
+  )
+  return {
+    seed: hex(seed),
+    accountId: account,
+    markdown: DRAFT_MD,
+    randomSeed: 909,
+    name,
+    path,
+    ts,
+    blocks,
+    metadata,
+    blobs: [blobEntry(genesis.cid, genesis.bytes), blobEntry(change.cid, change.bytes), await refBlob(ref)],
+    version: change.cid.toString(),
+  }
+}
+
+writeFileSync(new URL('./drafts.json', import.meta.url),
+              JSON.stringify({library: '@seed-hypermedia/client@0.0.83', draft: await draftVectors()}, null, 1) + '\n')
+console.log('wrote drafts.json')
+
 const comments = {
   library: '@seed-hypermedia/client@0.0.83',
   comments: await commentVectors(documents.document),
