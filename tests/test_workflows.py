@@ -260,3 +260,83 @@ async def test_a_workflow_delegates_sleeps_past_a_restart_waits_for_a_signal_and
             assert briefs.count("child left: go") == 2 and briefs.count("child right: go") == 2
     finally:
         srv.kill()
+
+
+CONTINUING = """
+export default async function (input, ctx) {
+  await ctx.log('info', 'lap ' + input.n);
+  if (input.n < 2) await ctx.continueAsNew({n: input.n + 1});
+  return {done: input.n};
+}
+"""
+WAITING = "export default async function (input, ctx) { return await ctx.waitForEvent({signal: 'never'}); }"
+TICKING = """
+export default async function (input, ctx) {
+  for (let i = 0; ; i++) { await ctx.sleep(50); await ctx.log('info', 'tick ' + i); }
+}
+"""
+
+
+async def test_continue_as_new_and_cancel(tmp_path, storage_flags):
+    srv = ServerProcess(tmp_path / "srv", extra=storage_flags).start()
+    try:
+        async with FakeOpenAI() as fake:
+            kp = keypair("workflow laps")
+            c = await V2Client.open(srv.url)
+            agent_id, sid = await agent_session(c, kp, "custom", fake.base_url)
+
+            # continueAsNew: each lap a run of its own in the same place; the parent answered once
+            root = await start_script(c, kp, sid, fake, CONTINUING, {"n": 0})
+
+            async def ended(run_id: str, status: str = "succeeded") -> bool:
+                return (await c.call(kp, {"_": "GetRun", "runId": run_id}))["run"]["status"] == status
+
+            await until(lambda: ended(root), 90, step=0.1, what="the parent's end")
+            laps = [r for r in await tree_of(c, kp, root) if r["kind"] == "workflow"]
+            assert len(laps) == 3 and all(r["status"] == "succeeded" and r["parentRunId"] == root for r in laps)
+            assert "continuedFromRunId" not in laps[0]
+            assert laps[1]["continuedFromRunId"] == laps[0]["id"] and laps[2]["continuedFromRunId"] == laps[1]["id"]
+            assert {r["sessionId"] for r in laps} == {laps[0]["sessionId"]}
+            assert [e["kind"] for e in await journal_of(c, kp, laps[0]["id"])] == ["log", "continued"]
+            events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
+            answers = [e["output"] for e in events if e["type"] == "tool_result" and e.get("name") == "delegate"]
+            assert len(answers) == 1 and answers[0]["output"] == {"done": 2} and answers[0]["runId"] == laps[2]["id"]
+
+            # a cancel reaches a parked script: canceled, and its parent answered so
+            sid2 = (await c.call(kp, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
+            root2 = await start_script(c, kp, sid2, fake, WAITING, None)
+
+            async def parked_child() -> dict | None:
+                runs = [r for r in await tree_of(c, kp, root2) if r["kind"] == "workflow"]
+                return runs[0] if runs and runs[0]["status"] == "waiting" else None
+
+            waiting = await until(parked_child, 60, step=0.1, what="the script parked on its wait")
+            assert waiting["wait"]["answerWith"] == "never"
+            done = await c.call(kp, {"_": "CancelRun", "runId": waiting["id"]})
+            assert done["canceled"] is True
+            await until(lambda: ended(root2), 60, step=0.1, what="the parent's end after the cancel")
+            events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid2}))["events"]]
+            answer = next(e["output"] for e in events if e["type"] == "tool_result" and e.get("name") == "delegate")
+            assert answer["status"] == "canceled"
+            assert (await c.call(kp, {"_": "SignalRun", "runId": waiting["id"], "signal": "never"}))["delivered"] is False
+
+            # ... and a running one (short sleeps held in memory), within a moment
+            sid3 = (await c.call(kp, {"_": "CreateSession", "agentId": agent_id}))["sessionId"]
+            root3 = await start_script(c, kp, sid3, fake, TICKING, None)
+
+            async def ticking() -> dict | None:
+                runs = [r for r in await tree_of(c, kp, root3) if r["kind"] == "workflow"]
+                if not runs:
+                    return None
+                logs = [e for e in await journal_of(c, kp, runs[0]["id"]) if e["kind"] == "log"]
+                return runs[0] if len(logs) >= 3 else None
+
+            running = await until(ticking, 60, step=0.1, what="the script ticking")
+            assert running["status"] == "running"
+            await c.call(kp, {"_": "CancelRun", "runId": running["id"]})
+            await until(lambda: ended(running["id"], "canceled"), 10, step=0.05, what="the script canceled")
+            count = len(await journal_of(c, kp, running["id"]))
+            await until(lambda: ended(root3), 60, step=0.1, what="the parent's end")
+            assert len(await journal_of(c, kp, running["id"])) == count   # nothing more was journaled
+    finally:
+        srv.kill()

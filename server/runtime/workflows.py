@@ -630,11 +630,12 @@ async def continue_as_new(rt, run: dict, state, worker) -> dict | None:  # noqa:
         spec["input"] = state
         new = runs_q.create_run(conn, successor_id, current["account"], current["agentId"], run["sessionId"], None,
                                 now, title=current["title"], origin=current["origin"], parent=parent)
+        # (one run per delegate call: the predecessor lets go of it first)
+        conn.execute("UPDATE runs SET parent_tool_call_id = NULL WHERE id = ?", (run["id"],))
         conn.execute("UPDATE runs SET parent_tool_call_id = ?, input = ?, budget = ? WHERE id = ?",
                      (current.get("parentToolCallId"), codec.encode(spec),
                       codec.encode({k: v for k, v in delegation_q.budget_of(conn, run["id"]).items()
-                                                 if k == "tokens"}), successor_id))
-        conn.execute("UPDATE runs SET parent_tool_call_id = NULL WHERE id = ?", (run["id"],))
+                                    if k == "tokens"}), successor_id))
         new = runs_q.make_workflow(conn, new, current["sourceText"], continued_from=run["id"])
         if current.get("parentToolCallId"):
             new["parentToolCallId"] = current["parentToolCallId"]
