@@ -76,7 +76,7 @@ test: $(STAMP)
 
 # ruff and mypy alone (docs/architecture.md, "Tooling"); `make test` runs them as part of the suite.
 lint: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_lint.py
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider tests/repo/test_lint.py
 
 stress: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -m slow

@@ -23,9 +23,9 @@ import time
 from nacl.bindings import crypto_sign_open
 from nacl.signing import VerifyKey
 
-from seed_agents.protocol.dagcbor import decode
-from seed_agents.protocol.envelope import sign_envelope, signing_input, verify_envelope
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire.dagcbor import decode
+from seed_agents.protocol.wire.envelope import sign_envelope, signing_input, verify_envelope
+from seed_agents.protocol.wire.keys import Keypair
 
 TARGET_RATIO = 0.85
 _NOW_MS = 1_767_225_607_000

@@ -250,8 +250,8 @@ async def delivery_load(writer_url: str, watcher_url: str, label: str, agent_id:
     """MessageSession through `writer_url`; time to its user `append` at a socket subscribed to
     the session through `watcher_url`. One write at a time, each waiting for its reply to land
     too (so the next write does not queue behind a turn)."""
-    from seed_agents.protocol import dagcbor
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire import dagcbor
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     kp = keypair(label)
     arrivals: asyncio.Queue = asyncio.Queue()

@@ -55,7 +55,7 @@ class Subscriber:
 
 
 async def _subscribe_many(url: str, kp, session_id: str, n: int, batch: int = 100) -> list[Subscriber]:
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     subs: list[Subscriber] = []
 
@@ -73,7 +73,7 @@ async def _subscribe_many(url: str, kp, session_id: str, n: int, batch: int = 10
 
 
 async def load(url: str, label: str, runs: int, fanouts: list[int], pid: int | None = None) -> dict:
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     kp = keypair(label)
     sender = await Rpc.open(url)

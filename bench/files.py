@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from seed_agents.clients import AgentsClient, actions
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire.keys import Keypair
 
 from bench.processes import Server
 from bench.stats import percentile

@@ -71,7 +71,7 @@ async def _closed_loop(conns: list[KeepAlive], bodies: list[bytes], timeout: flo
             if status != 200:
                 errors += 1
                 if first_error is None:
-                    from seed_agents.protocol.dagcbor import decode
+                    from seed_agents.protocol.wire.dagcbor import decode
 
                     first_error = f"{status} {decode(answer)!r}"[:300]
 

@@ -21,7 +21,7 @@ def sizes(quick: bool) -> tuple[int, int]:
 
 
 async def load(url: str, label: str, pid: int, sockets: int, settle: float = 2.0) -> dict:
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     kp = keypair(label)
     admin = await Rpc.open(url)

@@ -8,8 +8,8 @@ import time
 
 from seed_agents.clients.raw import RawV2, response_id
 from seed_agents.clients.wire import decode_frame as decode
-from seed_agents.protocol import dagcbor
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.wire.keys import Keypair
 
 
 class LoadError(RuntimeError):

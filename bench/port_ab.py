@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.wire.envelope import sign_envelope
 
 from bench.load import Rpc, closed_loop, keypair
 from bench.processes import RAISED_LIMITS, free_port

@@ -1,4 +1,4 @@
-"""A turn's cost with the model's preamble (protocol/preamble.py, server/runtime/preamble.py)
+"""A turn's cost with the model's preamble (protocol/agent/preamble.py, server/runtime/preamble.py)
 against a tree without it, in one run:
 
     python -m bench.preamble_ab [--before REF] [--after REF|.] [--turns N] [--rounds R] [--json FILE]
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from seed_agents.clients.raw import signed_request_frame, unique_ts
-from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.wire.envelope import sign_envelope
 
 from bench.load import Rpc, is_assistant_append, is_error_event, keypair
 from bench.processes import FakeProvider

@@ -29,7 +29,7 @@ VARIANTS = {"at_clock": 0, "ahead_2s": 2_000}
 
 
 def _frames(kp, session_id: str, n: int, offset_ms: int, counter: list[int]) -> list[bytes]:
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     ts = now_ms() + offset_ms
     out = []

@@ -31,7 +31,7 @@ def sizes(quick: bool) -> tuple[int, dict[str, int]]:
 
 
 async def replay_once(url: str, kp, session_id: str, expected: int, timeout: float = 120.0) -> dict:
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     ws = await connect(url, max_queue=64)
     envelope = sign_envelope(kp, {"_": "Subscribe", "key": f"sessions/{session_id}", "afterSeq": 0},

@@ -50,7 +50,7 @@ def _actions(kind: str, n: int, session_id: str, agent_id: str, counter: list[in
 
 
 def _sign(kp, actions: list[dict], ts: int) -> list[bytes]:
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     # GetSession frames differ by limit within a block of 9979; the ts moves on per block.
     return [sign_envelope(kp, a, ts=ts + (i // 9979)) for i, a in enumerate(actions)]
@@ -121,8 +121,8 @@ def raw_verify(label: str, session_id: str, agent_id: str, quick: bool) -> dict:
     CreateSession envelope like the load's, on one core (this process is pinned)."""
     from nacl.signing import VerifyKey
 
-    from seed_agents.protocol.dagcbor import decode
-    from seed_agents.protocol.envelope import signing_input
+    from seed_agents.protocol.wire.dagcbor import decode
+    from seed_agents.protocol.wire.envelope import signing_input
 
     kp = keypair(label)
     out = {}

@@ -210,7 +210,7 @@ class _GetSessions:
 
     def sign(self, count: int) -> list[bytes]:
         from seed_agents.clients.raw import now_ms
-        from seed_agents.protocol.envelope import sign_envelope
+        from seed_agents.protocol.wire.envelope import sign_envelope
 
         # Every frame distinct: one ts per batch (past the last one), limits 21..9999 (every
         # answer carries the same 20 events).
@@ -260,7 +260,7 @@ class TurnLanes:
 
     def sign(self, count: int) -> list[list[bytes]]:
         from seed_agents.clients.raw import unique_ts
-        from seed_agents.protocol.envelope import sign_envelope
+        from seed_agents.protocol.wire.envelope import sign_envelope
 
         first, self.signed = self.signed, self.signed + count
         return [[sign_envelope(self.kp, {"_": "MessageSession", "sessionId": sid,

@@ -95,7 +95,7 @@ async def _lag_probe(url: str, stop: asyncio.Event, out: list[float]) -> None:
 
 async def step(url: str, accounts: list, agents: list[str], spa: int, rate: float, seconds: float,
                windows: int = 1, tag: str = "", pid: int | None = None) -> dict:
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     # A missed step can leave runs queued in the server; start only once it is idle again.
     settle = await _wait_idle(pid, 45.0)

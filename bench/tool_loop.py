@@ -54,7 +54,7 @@ async def _turns(url: str, kp, agent_id: str, fake: httpx.AsyncClient, n: int, s
 
 
 async def _one_turn(url: str, kp, agent_id: str, fake: httpx.AsyncClient, i: int, steps: int) -> list[float]:
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     rpc, session_id, arrivals = await _session(url, kp, agent_id)
     try:

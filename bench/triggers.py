@@ -19,7 +19,7 @@ import sqlite3
 import time
 
 from seed_agents.clients import AgentsClient
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire.keys import Keypair
 
 from bench.meters import CpuMeter
 from bench.processes import Server

@@ -37,7 +37,7 @@ async def _session_socket(url: str, kp, agent_id: str):
 
 
 async def _turns(rpc: Rpc, kp, session_id: str, arrivals: asyncio.Queue, n: int, tag: str) -> dict:
-    from seed_agents.protocol.envelope import sign_envelope
+    from seed_agents.protocol.wire.envelope import sign_envelope
 
     frames = [sign_envelope(kp, {"_": "MessageSession", "sessionId": session_id,
                                  "content": [{"type": "text", "text": f"turn {i} says hello world"}],

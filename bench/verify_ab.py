@@ -33,8 +33,8 @@ from seed_agents import protocol
 assert protocol.__file__.startswith(sys.argv[1]), protocol.__file__
 from bench.bench_verify import run
 r = run(quick=sys.argv[2] == "quick")
-from seed_agents.protocol.envelope import sign_envelope, verify_envelope
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire.envelope import sign_envelope, verify_envelope
+from seed_agents.protocol.wire.keys import Keypair
 kp = Keypair.from_seed(bytes(32))
 frame = sign_envelope(kp, {"_": "ListAgents", "junk": []}, ts=0)
 at = frame.index(b"\x64junk\x80") + 5

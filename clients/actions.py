@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from seed_agents.protocol.envelope import NULL
+from seed_agents.protocol.wire.envelope import NULL
 
 CLEAR = NULL  # update_session(model_override=CLEAR) sends modelOverride: null
 

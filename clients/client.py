@@ -22,10 +22,10 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
-from seed_agents.protocol.actions import ACTIONS
-from seed_agents.protocol.envelope import build_envelope
-from seed_agents.protocol.keys import Keypair
-from seed_agents.protocol.principals import principal_from_string, principal_to_string
+from seed_agents.protocol.api.actions import ACTIONS
+from seed_agents.protocol.wire.envelope import build_envelope
+from seed_agents.protocol.wire.keys import Keypair
+from seed_agents.protocol.wire.principals import principal_from_string, principal_to_string
 
 from . import actions
 from .errors import AgentsError, HistoryError
@@ -254,7 +254,7 @@ class AgentsClient:
 
     async def export_session(self, session_id: str, path: str):  # noqa: ANN201
         """Write the session as a CAR file (events, user envelopes, the signed head) and return
-        what it proves (seed_agents.protocol.history.Proof), checked as `seed-agents verify` does."""
+        what it proves (seed_agents.protocol.api.history.Proof), checked as `seed-agents verify` does."""
         return await export_session(self.call, session_id, path)
 
     async def message_session(self, session_id: str, text: str,
@@ -519,7 +519,7 @@ def _derived(name: str, builder):
 
 
 def _derive_methods() -> None:
-    """Every action of `seed_agents.protocol.actions.ACTIONS` is a method: written above when it does more
+    """Every action of `seed_agents.protocol.api.actions.ACTIONS` is a method: written above when it does more
     than send its builder's map (typed answers, uploads in chunks), else derived here from the
     builder of the same name in clients/actions.py. So adding an action to the client is adding
     its builder."""

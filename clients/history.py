@@ -2,17 +2,18 @@
 session's chain as pages and replays arrive, naming the event a failed check is about, and
 exporting a session as a CAR file that `seed-agents verify` checks offline.
 
-The rules themselves are seed_agents.protocol.history's; here they meet the client's calls.
+The rules themselves are seed_agents.protocol.api.history's; here they meet the client's calls.
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
 
-from seed_agents.protocol import dagcbor, history
-from seed_agents.protocol.actions_history import MAX_CHAIN_LIMIT
-from seed_agents.protocol.car import header, section
-from seed_agents.protocol.principals import principal_from_string, public_key_of
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.api import history
+from seed_agents.protocol.api.actions_history import MAX_CHAIN_LIMIT
+from seed_agents.protocol.wire.car import header, section
+from seed_agents.protocol.wire.principals import principal_from_string, public_key_of
 
 from .errors import HistoryError
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from seed_agents.protocol import dagcbor
+from seed_agents.protocol.wire import dagcbor
 
 from .errors import AgentsError
 

@@ -14,7 +14,7 @@ import stat
 import warnings
 from pathlib import Path
 
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire.keys import Keypair
 
 KEY_TYPE = "ed25519-seed"
 ENV_KEY = "SEED_AGENTS_KEY"

@@ -19,10 +19,10 @@ import time
 from websockets.asyncio.client import connect as ws_connect
 from websockets.utils import apply_mask  # the library's C helper when it is built
 
-from seed_agents.protocol import dagcbor
-from seed_agents.protocol.envelope import sign_envelope
-from seed_agents.protocol.keys import Keypair
-from seed_agents.protocol.v2 import peek_id
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.wire.envelope import sign_envelope
+from seed_agents.protocol.wire.keys import Keypair
+from seed_agents.protocol.wire.v2 import peek_id
 
 from .wire import SUBPROTOCOL as V2
 from .wire import decode_frame

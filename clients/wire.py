@@ -6,7 +6,7 @@ requests `{id, envelope}`, unsubscribes `{id, _: "Unsubscribe", key}`, responses
 """
 from __future__ import annotations
 
-from seed_agents.protocol import dagcbor
+from seed_agents.protocol.wire import dagcbor
 
 SUBPROTOCOL = "seed-agents.v2"
 

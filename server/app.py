@@ -6,8 +6,8 @@ import logging
 import os
 import time
 
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.wire.keys import Keypair
 
 from .cache import ByteBudgetCache
 from .clock import now_ms

@@ -131,7 +131,7 @@ class Config:
     mcp_timeout: float = 30.0
     mcp_max_servers: int = 100        # per account
     mcp_max_tools: int = 1_000        # kept of one server's listing
-    mcp_max_schema_bytes: int = 64 * 1024   # one tool's input schema (protocol.tool_documents.MAX_SCHEMA_BYTES)
+    mcp_max_schema_bytes: int = 64 * 1024   # one tool's input schema (protocol.agent.tool_documents.MAX_SCHEMA_BYTES)
     # Triggers (server/triggers/): bounds per agent, history kept per trigger, webhook bounds,
     # the activity feed's polling, and the triggers' clock (test servers speed it up).
     trigger_max_per_agent: int = 100

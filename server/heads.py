@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from seed_agents.protocol import history
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.api import history
+from seed_agents.protocol.wire.keys import Keypair
 
 from .cache import ENTRY_OVERHEAD, ByteBudgetCache
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from seed_agents.protocol.framing_http import HttpFraming, Route
+from seed_agents.protocol.wire.framing_http import HttpFraming, Route
 
 
 @dataclass(frozen=True, slots=True)

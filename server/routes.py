@@ -1,7 +1,7 @@
 """One route per action: the protocol's half (how it is parsed, whether it is a read) joined with
 the server's (its handler, whether it may run inline).
 
-Adding an action is one line in `seed_agents.protocol.actions.ACTIONS` and one line in `HANDLING` below;
+Adding an action is one line in `seed_agents.protocol.api.actions.ACTIONS` and one line in `HANDLING` below;
 the server refuses to import unless both name the same actions.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from seed_agents.protocol.actions import ACTIONS
+from seed_agents.protocol.api.actions import ACTIONS
 
 from .handlers import (
     agent_lifecycle,
@@ -45,7 +45,7 @@ Handler = Callable[..., Awaitable[dict]]   # (app, verified envelope, parsed act
 class Handling:
     handler: Handler
     # The handler never awaits (a read from the loop thread's reader), so v2 answers it in the
-    # socket's reader without a task per request. tests/test_routes.py proves it never awaits.
+    # socket's reader without a task per request. tests/server/test_routes.py proves it never awaits.
     inline: bool = False
 
 
@@ -151,7 +151,7 @@ class Route:
 def _join() -> dict[str, Route]:
     unhandled, unknown = ACTIONS.keys() - HANDLING.keys(), HANDLING.keys() - ACTIONS.keys()
     if unhandled or unknown:
-        raise ImportError(f"server/routes.py and seed_agents.protocol.actions.ACTIONS disagree: no handler for "
+        raise ImportError(f"server/routes.py and seed_agents.protocol.api.actions.ACTIONS disagree: no handler for "
                           f"{sorted(unhandled)}, no action for {sorted(unknown)}")
     if any(h.inline and not ACTIONS[n].read for n, h in HANDLING.items()):
         raise ImportError("only reads may run inline")

@@ -1,4 +1,4 @@
-"""The access matrix's expectations (tests/test_access_matrix.py): one row per cell of verb,
+"""The access matrix's expectations (tests/server/handlers/test_access_matrix.py): one row per cell of verb,
 address form (or callable tool, or action) and case, one column per role. The lists of forms,
 verbs, callables, owner-only fields, trigger continuations and roles are read from the code by
 the test, which fails when one has no row here (or a row has no column for a role).

@@ -1,4 +1,4 @@
-"""The world the authority tests run in (tests/test_access_matrix.py, tests/test_authority_findings.py):
+"""The world the authority tests run in (tests/server/handlers/test_access_matrix.py, tests/hostile/test_authority_findings.py):
 a server child process on SQLite or PostgreSQL, its fakes (a Seed HM server with an activity feed,
 a scripted OpenAI-style model, a web page and SearXNG) on a background event loop, and accounts
 in every role on a shared agent, spoken to over HTTP (`POST /api/message`, signed envelopes).
@@ -21,8 +21,8 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 
 from seed_agents.clients.raw import unique_ts
-from seed_agents.protocol import dagcbor
-from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.wire.envelope import sign_envelope
 
 from tests.fakes.hm_server import FakeHmServer
 from tests.fakes.loopback import send_json
@@ -76,7 +76,7 @@ class FeedHm(FakeHmServer):
 
 def first_user(body: dict) -> str:
     """The first user message's text, without the <message_sender> block a shared agent's model
-    sees in front of a person's message (protocol/preamble.py)."""
+    sees in front of a person's message (protocol/agent/preamble.py)."""
     for m in body.get("messages", ()):
         if m.get("role") == "user" and isinstance(m.get("content"), str):
             return re.sub(r"\A<message_sender>\n.*?\n</message_sender>\n\n", "", m["content"], flags=re.S)

@@ -23,7 +23,7 @@ os.environ.setdefault("SEED_AGENTS_SECRETS_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFR
 # this variable) run offline unless a test points them at a fake HM server.
 os.environ["SEED_AGENTS_HM_SERVER_URL"] = ""
 # Scripted providers see only the requests a test scripts: session titling (a model call after a
-# turn) is asked for where tested (tests/test_session_titles.py).
+# turn) is asked for where tested (tests/server/runtime/test_session_titles.py).
 os.environ["SEED_AGENTS_SESSION_TITLE_GENERATION"] = "false"
 
 

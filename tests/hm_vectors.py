@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Callable
 
-from seed_agents.protocol.hm_markdown import ID_CHARS
+from seed_agents.protocol.hm.hm_markdown import ID_CHARS
 
 HM_VECTORS_DIR = Path(__file__).resolve().parent / "hm_vectors"
 

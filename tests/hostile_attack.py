@@ -13,9 +13,9 @@ import sys
 import time
 
 from seed_agents.clients.raw import unique_ts
-from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.wire.envelope import sign_envelope
 
-from tests.hostile import dropped
+from tests.hostile_measure import dropped
 from tests.httpraw import request
 from tests.wsraw import keypair
 

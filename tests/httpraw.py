@@ -7,8 +7,8 @@ import socket
 
 import httpx
 
-from seed_agents.protocol import dagcbor
-from seed_agents.protocol.envelope import sign_envelope
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.wire.envelope import sign_envelope
 
 CBOR_HEADERS = {"Content-Type": "application/cbor", "Accept": "application/cbor"}
 CORS = {"access-control-allow-origin": "*",

@@ -1,5 +1,5 @@
 """What a scripted model was handed, split as the server builds it: the agent's own prompt, the
-preamble the server adds after it (protocol/preamble.py), and the conversation."""
+preamble the server adds after it (protocol/agent/preamble.py), and the conversation."""
 from __future__ import annotations
 
 SEED_START = "\n\nYou are the Seed Assistant."

@@ -1,11 +1,11 @@
-"""protocol/cids.py's own base32 and sha256 give the standard library's bytes (pure: no server)."""
+"""protocol/wire/cids.py's own base32 and sha256 give the standard library's bytes (pure: no server)."""
 from __future__ import annotations
 
 import base64
 import hashlib
 import random
 
-from seed_agents.protocol.cids import base32, cid_bytes, cid_text, sha256
+from seed_agents.protocol.wire.cids import base32, cid_bytes, cid_text, sha256
 
 
 def test_base32_and_sha256_match_the_standard_library():

@@ -16,11 +16,11 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.web_server import FakeWeb
-from tests.hostile import percentile
+from tests.hostile_measure import percentile
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
-from tests.test_tool_loop import agent_session
-from tests.test_workflows import journal_of, start_script, tree_of
+from tests.server.runtime.test_tool_loop import agent_session
+from tests.server.runtime.test_workflows import journal_of, start_script, tree_of
 from tests.waiting import until
 from tests.wsraw import V2Client, keypair, setup_session
 

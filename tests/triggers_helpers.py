@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from seed_agents.server.triggers.clock import ManualClock
 
-from tests.test_lifecycle_sessions import call
+from tests.server.handlers.test_lifecycle_sessions import call
 from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 

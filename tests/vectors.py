@@ -1,5 +1,5 @@
 """Loader for the reference vectors in tests/vectors/ (see its README.md): a copy kept in the
-repository so it stands alone; tests/test_vectors_copy.py checks it against the original."""
+repository so it stands alone; tests/protocol/test_vectors_copy.py checks it against the original."""
 
 from __future__ import annotations
 

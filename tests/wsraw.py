@@ -8,8 +8,8 @@ import hashlib
 
 from seed_agents.clients.raw import V1, V2, RawV2, connect, unique_ts
 from seed_agents.clients.wire import decode_frame
-from seed_agents.protocol.envelope import build_envelope
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire.envelope import build_envelope
+from seed_agents.protocol.wire.keys import Keypair
 
 __all__ = ["V1", "V2", "V2Client", "keypair", "setup_session", "flatten", "rss_bytes"]
 

@@ -12,7 +12,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from seed_agents.protocol import tool_registry as registry
+from seed_agents.protocol.agent import tool_registry as registry
 
 from ..client import merged_definition
 from ..errors import AgentsError

@@ -15,7 +15,7 @@ import threading
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire.keys import Keypair
 
 from ..errors import AgentsError
 from ..keyfile import KeyFileError, read_key, resolve_key_path, write_key

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
-from seed_agents.protocol.principals import principal_from_string
+from seed_agents.protocol.wire.principals import principal_from_string
 
 from ..client import DEFAULT_URL, AgentsClient
 from ..errors import AgentsError

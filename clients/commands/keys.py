@@ -1,7 +1,7 @@
 """`keygen` and `whoami`: the key a person signs with."""
 from __future__ import annotations
 
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.wire.keys import Keypair
 
 from ..keyfile import KeyFileError, resolve_key_path, write_key
 from .common import CliError, keypair_of, say

@@ -18,13 +18,13 @@ import os
 import sys
 from pathlib import Path
 
-from seed_agents.protocol import providers as provider_table
+from seed_agents.protocol.agent import providers as provider_table
 
 from .. import actions
 from ..errors import AgentsError
 from .common import CliError, open_client, print_listing, say
 
-TYPES = provider_table.ADDABLE_TYPES   # the provider table (protocol/providers.py)
+TYPES = provider_table.ADDABLE_TYPES   # the provider table (protocol/agent/providers.py)
 # Hosted services refuse anonymous calls: better said now than at the first message.
 KEY_REQUIRED = provider_table.KEY_REQUIRED
 

@@ -12,8 +12,8 @@ and "does not exist" give the same answer and never decode anything.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.actions import MAX_ID
-from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.api.actions import MAX_ID
+from seed_agents.protocol.wire.errors import ProtocolError, quote
 
 from ..store import agents as agents_q
 from ..store import roles as roles_q

@@ -1,14 +1,14 @@
 """What an agent definition (or a session's model override) may name on its owner's account,
-beyond its shape (protocol/actions.py checks that): a reasoning level the model takes, and
+beyond its shape (protocol/api/actions.py checks that): a reasoning level the model takes, and
 signing identities the owner holds. Asked by CreateAgent, UpdateAgent and UpdateSession inside
 their write job, after the provider itself was found."""
 from __future__ import annotations
 
-from seed_agents.protocol import owner_fields
-from seed_agents.protocol.actions_identities import publish_granted
-from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.protocol.providers import BUILTIN_TYPES
-from seed_agents.protocol.reasoning import level_problem
+from seed_agents.protocol.agent import owner_fields
+from seed_agents.protocol.api.actions_identities import publish_granted
+from seed_agents.protocol.wire.errors import ProtocolError, quote
+from seed_agents.protocol.agent.providers import BUILTIN_TYPES
+from seed_agents.protocol.agent.reasoning import level_problem
 
 from ..store import providers as providers_q
 from .identities import check_signing_keys
@@ -38,7 +38,7 @@ def check_level(conn, owner: str, provider: str, model: str, level: str | None, 
 def check_definition(conn, owner: str, definition: dict, prior: dict | None = None,  # noqa: ANN001
                      role: str = "owner") -> None:
     """The definition's reasoning level fits its model, and its signing identities are the
-    owner's; only the owner changes the owner-only fields (protocol/owner_fields.py: signing
+    owner's; only the owner changes the owner-only fields (protocol/agent/owner_fields.py: signing
     identities, MCP servers, collaborators publishing; and the publish grant). `prior` is the definition replaced, on
     update."""
     level = definition.get("reasoningLevel")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import os
 
-from seed_agents.protocol.actions import request_fingerprint
-from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
+from seed_agents.protocol.api.actions import request_fingerprint
+from seed_agents.protocol.wire.errors import ProtocolError, quote
+from seed_agents.protocol.agent.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
 
 from ..clock import new_id
 from ..runtime.state_dirs import make_state_dir
@@ -20,7 +20,7 @@ from .context import HandlerContext
 from .idempotency import once
 from .pages import AGENT_SESSIONS, AGENTS_PAGE, MAX_ANSWER_BYTES
 
-BUILTIN_PROVIDERS = BUILTIN_TYPES   # every account has them (protocol/providers.py)
+BUILTIN_PROVIDERS = BUILTIN_TYPES   # every account has them (protocol/agent/providers.py)
 
 
 def check_provider_name(conn, account_id: str, name: str) -> None:

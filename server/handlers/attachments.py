@@ -2,7 +2,7 @@
 readers read), stored once per distinct content, deleted with the session."""
 from __future__ import annotations
 
-from seed_agents.protocol.file_rules import infer_mime_type
+from seed_agents.protocol.wire.file_rules import infer_mime_type
 
 from ..store import attachments as att_q
 from ..store import owners as owners_q

@@ -3,8 +3,8 @@ by page, for a client that checks what it replayed or exports the session (docs/
 "Verifiable history"). Readers of the session may ask, as for GetSession."""
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.history import cid_text
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.api.history import cid_text
 
 from ..store import history as history_q
 from .access import READER, session_for

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.wire.errors import ProtocolError, quote
 
 from ..store import codec
 from ..store import idempotency as idem_q

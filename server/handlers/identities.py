@@ -15,10 +15,10 @@ import os
 
 import filetype
 
-from seed_agents.protocol.actions import request_fingerprint
-from seed_agents.protocol.actions_identities import SEED_SIZE, signing_keys_of
-from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.protocol.keys import Keypair
+from seed_agents.protocol.api.actions import request_fingerprint
+from seed_agents.protocol.api.actions_identities import SEED_SIZE, signing_keys_of
+from seed_agents.protocol.wire.errors import ProtocolError, quote
+from seed_agents.protocol.wire.keys import Keypair
 
 from ..clock import new_id
 from ..hypermedia import identity_publish, publications

@@ -16,7 +16,7 @@ The servers are the caller's own: an agent uses those of its owner that its defi
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.wire.errors import ProtocolError, quote
 
 from ..clock import new_id
 from ..mcp.remote import McpError, McpLimits, Remote

@@ -18,8 +18,8 @@ import asyncio
 
 import httpx
 
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.file_rules import default_download_path, extension_for, memory_path
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.wire.file_rules import default_download_path, extension_for, memory_path
 
 from ..clock import new_id
 from ..providers.network import NetworkRefused

@@ -7,7 +7,7 @@ server/handlers/uploads.py.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..store import blobs
 from ..store import memory as memory_q
@@ -92,7 +92,7 @@ async def search_agent_memory(app: HandlerContext, env, action) -> dict:
             "results": results}
 
 
-MAX_IPFS_BYTES = 64 << 20   # a file published as UnixFS is built in memory (protocol/unixfs.py)
+MAX_IPFS_BYTES = 64 << 20   # a file published as UnixFS is built in memory (protocol/hm/unixfs.py)
 
 
 async def upload_agent_memory_file_to_ipfs(app: HandlerContext, env, action) -> dict:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import asyncio
 
-from seed_agents.protocol.actions import request_fingerprint
-from seed_agents.protocol.dagcbor import encode
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.history import cid_bytes, cid_text
+from seed_agents.protocol.api.actions import request_fingerprint
+from seed_agents.protocol.wire.dagcbor import encode
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.api.history import cid_bytes, cid_text
 
 from ..clock import new_id
 from ..runtime import turns

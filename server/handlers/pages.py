@@ -4,8 +4,8 @@ once its bytes pass MAX_ANSWER_BYTES, whichever comes first, and says where to g
 than a few MiB, whatever the account stored."""
 from __future__ import annotations
 
-from seed_agents.protocol.actions import MAX_AGENTS_PAGE
-from seed_agents.protocol.dagcbor import encode
+from seed_agents.protocol.api.actions import MAX_AGENTS_PAGE
+from seed_agents.protocol.wire.dagcbor import encode
 
 from ..store import agents as agents_q
 

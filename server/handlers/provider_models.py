@@ -6,7 +6,7 @@ never a stack trace); a provider that cannot be built from its stored config is 
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.wire.errors import ProtocolError, quote
 
 from ..providers.base import ProviderError, ProviderNotFound
 from . import access

@@ -21,8 +21,8 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
-from seed_agents.protocol.actions_oauth import OAUTH_PROVIDER_TYPES, parse_authorization_input
-from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.api.actions_oauth import OAUTH_PROVIDER_TYPES, parse_authorization_input
+from seed_agents.protocol.wire.errors import ProtocolError, quote
 
 from ..clock import new_id
 from ..providers import subscription_login as flow

@@ -2,7 +2,7 @@
 turn with an error event that says the provider is not configured (runtime)."""
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..store import provider_removal as removal_q
 from .agents import BUILTIN_PROVIDERS

@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.providers import BUILTIN_PROVIDER
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.agent.providers import BUILTIN_PROVIDER
 
 from ..clock import new_id
 from ..store import providers as providers_q
@@ -15,7 +15,7 @@ from ..store import secrets_table as secrets_q
 from .access import READER, agent_for
 from .context import HandlerContext
 
-BUILTIN_ECHO = BUILTIN_PROVIDER   # protocol/providers.py
+BUILTIN_ECHO = BUILTIN_PROVIDER   # protocol/agent/providers.py
 # Providers per account: ListModelProviders answers them all, so their number is bounded
 # (a RedactedModelProvider is a few hundred bytes: 1000 of them stay well under 1 MiB).
 MAX_PROVIDERS = 1_000

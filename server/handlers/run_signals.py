@@ -8,7 +8,7 @@ another signal), so a signal sent twice wakes the run once.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.dagcbor import encode
+from seed_agents.protocol.wire.dagcbor import encode
 
 from ..store import journal as journal_q
 from .access import READER, WRITER, run_for

@@ -22,8 +22,8 @@ import asyncio
 import json
 import time
 
-from seed_agents.protocol.actions_tools import WRITE_VERBS
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.api.actions_tools import WRITE_VERBS
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..clock import new_id
 from ..providers.base import ToolCall

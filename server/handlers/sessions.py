@@ -1,10 +1,10 @@
 """CreateSession, ListSessions, GetSession, UpdateSession, DeleteSession."""
 from __future__ import annotations
 
-from seed_agents.protocol.actions import request_fingerprint
-from seed_agents.protocol.blocks import system_prompt_markdown
-from seed_agents.protocol.dagcbor import encode
-from seed_agents.protocol.wire_values import RawEvents
+from seed_agents.protocol.api.actions import request_fingerprint
+from seed_agents.protocol.hm.blocks import system_prompt_markdown
+from seed_agents.protocol.wire.dagcbor import encode
+from seed_agents.protocol.wire.wire_values import RawEvents
 
 from ..cache import text_bytes
 from ..clock import new_id

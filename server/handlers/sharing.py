@@ -8,7 +8,7 @@ commit (server/live/grants.py): not one event of the agent reaches them once the
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..store import agents as agents_q
 from ..store import collaborators as collab_q

@@ -1,8 +1,8 @@
 """RegisterSigner: a delegate presents a Capability blob from the account it will act for."""
 from __future__ import annotations
 
-from seed_agents.protocol.capability import parse_capability
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.wire.capability import parse_capability
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..store import accounts as accounts_q
 from .context import HandlerContext

@@ -3,7 +3,7 @@ belongs to server/live/streams.py, framed and paced through the socket; server/l
 notes each subscriber's role and ends a guest's subscriptions when its access goes."""
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError, quote
+from seed_agents.protocol.wire.errors import ProtocolError, quote
 
 from .access import OWNER, READER, key_role, require
 from .context import HandlerContext
@@ -13,7 +13,7 @@ _KINDS = {"agents": "agent", "sessions": "session", "runs": "run"}
 
 def check_access(app: HandlerContext, account_id: str, action) -> tuple[str, str | None]:
     """(role, agent id) of the account on what the key names; 404 without read access (the
-    key's form was checked by seed_agents.protocol.actions: `action.kind` is one of account, agents,
+    key's form was checked by seed_agents.protocol.api.actions: `action.kind` is one of account, agents,
     sessions, runs)."""
     kind, ident = action.kind, action.target
     if kind == "account":

@@ -9,8 +9,8 @@ always. A tool is offered to the model when it is granted and enabled.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.protocol.tool_documents import tool_info
+from seed_agents.protocol.wire.errors import ProtocolError, quote
+from seed_agents.protocol.agent.tool_documents import tool_info
 
 from ..store import tool_documents as tools_q
 from ..tools.agent_tools import granted

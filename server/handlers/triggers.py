@@ -8,8 +8,8 @@ account as `trigger-created` / `trigger-updated` / `trigger-deleted` (the refere
 """
 from __future__ import annotations
 
-from seed_agents.protocol.actions import request_fingerprint
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.api.actions import request_fingerprint
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..clock import new_id
 from ..store import agents as agents_q

@@ -8,8 +8,8 @@ or not at all, and bytes whose hash differs from the one declared are dropped.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.file_rules import MAX_UPLOAD_CHUNK_BYTES, infer_mime_type
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.wire.file_rules import MAX_UPLOAD_CHUNK_BYTES, infer_mime_type
 
 from ..clock import new_id
 from ..store import attachments as att_q

@@ -15,8 +15,8 @@ which in the server is the runtime's guarded client (provider network policy, pe
 after DNS: server/providers/network.py).
 
 Documents: `read_document` (an `hm://` address in, Markdown out) and `publish_document`
-(Markdown and a key in, the new version out), on the pure halves in protocol/hm_blobs.py and
-protocol/hm_markdown.py.
+(Markdown and a key in, the new version out), on the pure halves in protocol/hm/hm_blobs.py and
+protocol/hm/hm_markdown.py.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from urllib.parse import quote_plus
 import httpx
 from multiformats import CID
 
-from seed_agents.protocol import dagcbor
-from seed_agents.protocol.hm_blobs import (
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.hm.hm_blobs import (
     Blob,
     NoChanges,
     account_id,
@@ -43,7 +43,7 @@ from seed_agents.protocol.hm_blobs import (
     ref_blob,
     tombstone_ref_blob,
 )
-from seed_agents.protocol.hm_comments import (
+from seed_agents.protocol.hm.hm_comments import (
     UnsupportedBlock,
     comment_blob,
     comment_blocks,
@@ -51,8 +51,8 @@ from seed_agents.protocol.hm_comments import (
     comment_record_id,
     comment_update_blob,
 )
-from seed_agents.protocol.hm_ids import HmId, content_links, malformed_link, parse_hm_id
-from seed_agents.protocol.hm_markdown import (
+from seed_agents.protocol.hm.hm_ids import HmId, content_links, malformed_link, parse_hm_id
+from seed_agents.protocol.hm.hm_markdown import (
     MarkdownTooComplex,
     blocks_to_markdown,
     parse_frontmatter,
@@ -61,7 +61,7 @@ from seed_agents.protocol.hm_markdown import (
     slugify,
     to_hm_nodes,
 )
-from seed_agents.protocol.unixfs import DAG_PB, RAW, file_blobs
+from seed_agents.protocol.hm.unixfs import DAG_PB, RAW, file_blobs
 
 from ..providers.network import DEFAULT_LOOPBACK, NetworkPolicy, NetworkRefused, provider_client
 from ..providers.redact import display_url
@@ -183,7 +183,7 @@ class HmClient:
         return cids
 
     async def publish_file(self, data: bytes) -> str:
-        """Publish bytes as UnixFS (protocol/unixfs.py) in one call; their root CID (an icon's
+        """Publish bytes as UnixFS (protocol/hm/unixfs.py) in one call; their root CID (an icon's
         avatar is `ipfs://<cid>`). The server must answer every block's CID (by its hash)."""
         root, blobs = await asyncio.to_thread(file_blobs, data)
         answered = await self.publish_blobs(blobs)

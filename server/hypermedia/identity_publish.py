@@ -1,6 +1,6 @@
 """Publishing signing identities to the Seed hypermedia server (`--hm-server-url`).
 
-The blobs are built by protocol/hm_blobs.py byte for byte as `@seed-hypermedia/client` builds
+The blobs are built by protocol/hm/hm_blobs.py byte for byte as `@seed-hypermedia/client` builds
 them, and sent in ONE `POST {hm}/api/PublishBlobs` (server/hypermedia/client.py), so the server holds
 all of them or none: a new account is its profile, the genesis change, the change holding the
 home document and the version ref; a rename or a new icon is a new profile (with the icon's
@@ -11,8 +11,8 @@ same blobs (server/hypermedia/publications.py).
 """
 from __future__ import annotations
 
-from seed_agents.protocol import hm_blobs, unixfs
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.hm import hm_blobs, unixfs
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from .client import HmClient, HmError
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from seed_agents.protocol.actions_identities import publish_granted, signing_keys_of
-from seed_agents.protocol.hm_blobs import Blob
+from seed_agents.protocol.api.actions_identities import publish_granted, signing_keys_of
+from seed_agents.protocol.hm.hm_blobs import Blob
 
 from ..storage.workers import DatabaseClosed
 from ..store import agents as agents_q

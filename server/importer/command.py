@@ -16,9 +16,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from seed_agents.protocol import dagcbor
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.file_rules import (MAX_SESSION_ATTACHMENT_BYTES, attachment_name, infer_mime_type,
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.wire.file_rules import (MAX_SESSION_ATTACHMENT_BYTES, attachment_name, infer_mime_type,
                                              memory_path)
 
 from ..config import SETTINGS, ConfigError, load_config

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from seed_agents.protocol import cids, dagcbor
-from seed_agents.protocol.actions import parse_action, request_fingerprint
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.keys import Keypair
-from seed_agents.protocol.tool_documents import lambda_document
+from seed_agents.protocol.wire import cids, dagcbor
+from seed_agents.protocol.api.actions import parse_action, request_fingerprint
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.wire.keys import Keypair
+from seed_agents.protocol.agent.tool_documents import lambda_document
 
 from ..store.errors import Refused
 from .reference import ReferenceError, decode_cbor, row_name

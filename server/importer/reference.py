@@ -21,8 +21,8 @@ import cbor2
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from seed_agents.protocol import dagcbor
-from seed_agents.protocol.errors import DagCborError
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.wire.errors import DagCborError
 
 DB_NAME = "agents.sqlite"
 # The reference's schema version this import reads (server_config.schema_migration_version, the

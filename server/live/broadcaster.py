@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from seed_agents.protocol import events
+from seed_agents.protocol.wire import events
 
 from ..store import agents as agents_q
 from ..store import codec

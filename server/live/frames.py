@@ -2,7 +2,7 @@
 for it is built at most once, on first use, and shared by every socket of that framing."""
 from __future__ import annotations
 
-from seed_agents.protocol.ws_frame import ws_frame
+from seed_agents.protocol.wire.ws_frame import ws_frame
 
 
 class Outgoing:
@@ -19,7 +19,7 @@ class Outgoing:
         self._frames: dict[str, bytes] = {}
 
     def frame(self, framing) -> bytes:
-        """The complete WebSocket frame of this event in `framing` (protocol/framing_v1.py, _v2.py)."""
+        """The complete WebSocket frame of this event in `framing` (protocol/wire/framing_v1.py, _v2.py)."""
         frame = self._frames.get(framing.name)
         if frame is None:
             frame = self._frames[framing.name] = ws_frame(framing.event(self.value, self.body))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from seed_agents.protocol import events
+from seed_agents.protocol.wire import events
 
 from ..store.roles import OWNER, READER, agent_role, key_role
 from ..store import collaborators as collab_q

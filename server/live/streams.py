@@ -9,7 +9,7 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
-from seed_agents.protocol.events import error_response
+from seed_agents.protocol.wire.events import error_response
 
 from .broadcaster import Broadcaster
 from .grants import Grants

@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from seed_agents.protocol import events
-from seed_agents.protocol.actions import MAX_DEFINITION_BYTES
-from seed_agents.protocol.ws_frame import ws_frame
+from seed_agents.protocol.wire import events
+from seed_agents.protocol.api.actions import MAX_DEFINITION_BYTES
+from seed_agents.protocol.wire.ws_frame import ws_frame
 
 from ..store import agents as agents_q
 from ..store import codec

@@ -8,8 +8,8 @@ record; nothing here raises for the remote side's faults.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import quote
-from seed_agents.protocol.tool_documents import schema_errors
+from seed_agents.protocol.wire.errors import quote
+from seed_agents.protocol.agent.tool_documents import schema_errors
 
 from ..providers.network import NetworkPolicy
 from ..store import mcp_servers as mcp_q

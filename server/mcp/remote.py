@@ -20,9 +20,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from seed_agents.protocol.dagcbor import encode
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.tool_documents import MAX_SCHEMA_BYTES, MAX_TEXT_BYTES, check_schema
+from seed_agents.protocol.wire.dagcbor import encode
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.agent.tool_documents import MAX_SCHEMA_BYTES, MAX_TEXT_BYTES, check_schema
 
 from ..providers.network import NetworkPolicy
 

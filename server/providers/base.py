@@ -47,7 +47,7 @@ class Reasoning:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool offered to the model: derived from its declaration (protocol/tool_registry.py)."""
+    """A tool offered to the model: derived from its declaration (protocol/agent/tool_registry.py)."""
 
     name: str
     description: str

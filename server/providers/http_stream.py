@@ -121,7 +121,7 @@ class StreamState:
 class HttpProvider:
     """Base of the HTTP providers: subclasses build requests and read events."""
 
-    # The turn's reasoning level (protocol/reasoning.py), set by the runtime after building the
+    # The turn's reasoning level (protocol/agent/reasoning.py), set by the runtime after building the
     # provider; each family writes it into its request body (providers/reasoning.py).
     reasoning_level: str | None = None
 

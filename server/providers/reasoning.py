@@ -1,6 +1,6 @@
 """A reasoning level in each provider family's own terms, written into the request body.
 
-Which levels a model takes is protocol/reasoning.py (the Seed protocol's `reasoning.ts`); the
+Which levels a model takes is protocol/agent/reasoning.py (the Seed protocol's `reasoning.ts`); the
 level was checked against the model when the agent or session was saved, and is checked again
 here, since a provider's type can change under its name. A level the model no longer takes is
 left out (the provider's default applies) rather than failing the turn.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from seed_agents.protocol.reasoning import model_reasoning_support
+from seed_agents.protocol.agent.reasoning import model_reasoning_support
 
 # Thinking budgets in tokens, as pi-ai (the reference's model layer) gives Anthropic. Anthropic's
 # minimum budget is 1024.

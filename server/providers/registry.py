@@ -1,6 +1,6 @@
 """Which provider types exist, what each needs, and how a spec becomes a provider.
 
-The types are the protocol's provider table (`protocol/providers.py`), kept once; this module
+The types are the protocol's provider table (`protocol/agent/providers.py`), kept once; this module
 says which class speaks each family. The hosted types
 talk to their public endpoint: a `baseUrl` stored with one of them is ignored unless the operator
 allows overrides (`--allow-provider-base-url`), so a stored API key never goes to a host an
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from seed_agents.protocol import providers as table
+from seed_agents.protocol.agent import providers as table
 
 from .anthropic import AnthropicProvider
 from .base import Provider, ProviderError, ProviderSpec
@@ -25,7 +25,7 @@ from .openai_compat import OpenAICompatProvider
 from .redact import display_url
 
 # The class that speaks each family of the table. A table family with no class here is refused
-# at import (and by tests/test_provider_table.py).
+# at import (and by tests/protocol/test_provider_table.py).
 FAMILIES: dict[str, type] = {"builtin": EchoProvider, "openai": OpenAICompatProvider,
                              "anthropic": AnthropicProvider, "google": GoogleProvider}
 assert set(FAMILIES) == table.FAMILIES, "the provider table and the registry disagree on families"

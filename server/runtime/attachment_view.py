@@ -8,7 +8,7 @@ delimited block the model is told is the file's content.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.file_rules import utf8_or_none
+from seed_agents.protocol.wire.file_rules import utf8_or_none
 
 from ..providers.base import Image
 from ..store import attachments as att_q

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from seed_agents.protocol.preamble import sender_block
+from seed_agents.protocol.agent.preamble import sender_block
 
 from ..cache import text_bytes
 from ..providers.base import ChatMessage, ToolCall
@@ -182,7 +182,7 @@ class SessionHistory:
         exactly (CONTRACT section 4), so it is given the messages without their context lines.
         `attachments` (server/runtime/attachment_view.py) turns a message's attachments into text
         and images. With `senders` (a shared agent), each signed human message starts with its
-        <message_sender> block (protocol/preamble.py)."""
+        <message_sender> block (protocol/agent/preamble.py)."""
         own = next((e for e in reversed(self.head) if e.event_id == user_event_id), None)
         before: list[Entry] = []
         mine: list[Entry] = []

@@ -18,8 +18,8 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from seed_agents.protocol import plans
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.agent import plans
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..clock import new_id
 from ..store import agents as agents_q

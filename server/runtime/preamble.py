@@ -1,4 +1,4 @@
-"""The reads behind the model's system prompt (the text itself: protocol/preamble.py): the
+"""The reads behind the model's system prompt (the text itself: protocol/agent/preamble.py): the
 agent's memory and active triggers, the identities it may publish as, and in a shared agent its
 members with their display names (asked of the HM server, 1 s each, remembered 5 minutes).
 
@@ -15,8 +15,8 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from seed_agents.protocol import preamble as text
-from seed_agents.protocol.tool_documents import builtin_document
+from seed_agents.protocol.agent import preamble as text
+from seed_agents.protocol.agent.tool_documents import builtin_document
 
 from ..cache import ByteBudgetCache, text_bytes
 from ..store import agent_listing as listing_q

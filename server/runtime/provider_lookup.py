@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import httpx
 
-from seed_agents.protocol.errors import quote
-from seed_agents.protocol.providers import BUILTIN_TYPES
+from seed_agents.protocol.wire.errors import quote
+from seed_agents.protocol.agent.providers import BUILTIN_TYPES
 
 from ..providers.codex import CodexProvider
 from ..providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec

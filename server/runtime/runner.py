@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 import httpx
 
-from seed_agents.protocol import plans
-from seed_agents.protocol.blocks import system_prompt_markdown
-from seed_agents.protocol.errors import quote
-from seed_agents.protocol.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
+from seed_agents.protocol.agent import plans
+from seed_agents.protocol.hm.blocks import system_prompt_markdown
+from seed_agents.protocol.wire.errors import quote
+from seed_agents.protocol.agent.providers import BUILTIN_PROVIDER, BUILTIN_TYPES
 
 from ..cache import ByteBudgetCache
 from ..clock import new_id

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import re
 
-from seed_agents.protocol.providers import BUILTIN_TYPES
+from seed_agents.protocol.agent.providers import BUILTIN_TYPES
 
 from ..providers.base import ChatMessage, TextDelta
 from ..store import events as events_q

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seed_agents.protocol import thoroughness
+from seed_agents.protocol.agent import thoroughness
 
 from ..store import delegation as delegation_q
 from ..store import roles as roles_q

@@ -47,8 +47,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from seed_agents.protocol import plans
-from seed_agents.protocol.tool_registry import VERBS as _VERBS
+from seed_agents.protocol.agent import plans
+from seed_agents.protocol.agent.tool_registry import VERBS as _VERBS
 
 from ..clock import new_id
 from ..providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage

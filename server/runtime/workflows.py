@@ -3,7 +3,7 @@ effect of its `ctx` journaled (server/store/journal.py) and, on every start of t
 
 A run starts from the top each time it is taken up (its first start, a wake from parking, the
 start after a crash). Each effect the script asks for is filed under its content key
-(protocol/workflows.py `effect_key`); a journaled group with that key answers it with what was
+(protocol/agent/workflows.py `effect_key`); a journaled group with that key answers it with what was
 recorded, in whatever order the effects come. Only when the script has nothing left to be
 answered from the journal are live effects started: if journaled groups are still unclaimed at
 that moment, the script no longer does what it did, and the run fails `nondeterministic-replay`
@@ -33,8 +33,8 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
-from seed_agents.protocol import workflows as wf
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.agent import workflows as wf
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..providers.base import ToolCall
 from ..sandbox.workflow_vm import VMError, WorkflowVM

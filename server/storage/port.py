@@ -1,7 +1,7 @@
 """The storage port: what a backend provides, so the store's queries (seed_agents.server.store) are written
 once and run on any of them. Each backend is one folder implementing it (server/storage/sqlite/,
 server/storage/postgres/); an adapter imports nothing of seed_agents.server.store (the queries sit above it); `seed_agents.server.storage.database_for` picks one from the storage URL, and
-tests/test_storage_conformance.py drives every one through this interface.
+tests/server/storage/test_storage_conformance.py drives every one through this interface.
 
 A store function is `fn(conn: Conn, *args)`: it runs inside a transaction the façade opens
 (a read snapshot, or a write job), never begins or commits one itself, and returns plain values.

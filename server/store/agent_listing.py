@@ -1,9 +1,9 @@
 """The reads behind the listing in an agent's system prompt (server/runtime/preamble.py builds and
-caches it; the text is protocol/preamble.py): what the listing depends on, and the listing."""
+caches it; the text is protocol/agent/preamble.py): what the listing depends on, and the listing."""
 from __future__ import annotations
 
-from seed_agents.protocol import preamble as text
-from seed_agents.protocol.actions_identities import signing_keys_of
+from seed_agents.protocol.agent import preamble as text
+from seed_agents.protocol.api.actions_identities import signing_keys_of
 
 from ..storage.port import Conn
 from . import identities as identities_q

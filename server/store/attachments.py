@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 
-from seed_agents.protocol.file_rules import MAX_SESSION_ATTACHMENTS
+from seed_agents.protocol.wire.file_rules import MAX_SESSION_ATTACHMENTS
 
 from . import blobs, file_quota
 from .errors import Refused

@@ -1,4 +1,4 @@
-"""DAG-CBOR for stored maps (definitions, configs, event bodies), via seed_agents.protocol.dagcbor.
+"""DAG-CBOR for stored maps (definitions, configs, event bodies), via seed_agents.protocol.wire.dagcbor.
 
 Stored bytes are the canonical encoding, because event bodies are spliced into wire frames
 without re-encoding.
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from seed_agents.protocol import dagcbor
+from seed_agents.protocol.wire import dagcbor
 
 
 def encode(value: Any) -> bytes:

@@ -7,7 +7,7 @@ AgentInviteInfo = {agentId, agentName, ownerAccountId, role, createdAt, updatedA
 """
 from __future__ import annotations
 
-from seed_agents.protocol.dagcbor import peek_text
+from seed_agents.protocol.wire.dagcbor import peek_text
 
 from ..storage.port import Conn
 from . import agents as agents_q

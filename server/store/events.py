@@ -5,7 +5,7 @@ without decoding or re-encoding anything.
 """
 from __future__ import annotations
 
-from seed_agents.protocol import history
+from seed_agents.protocol.api import history
 
 from ..storage.port import Conn
 from . import agents as agents_q
@@ -30,7 +30,7 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     An event over `max_bytes` is stored cut, the rest kept as an attachment (large_events.spill):
     the SessionEvent returned is what was stored.
 
-    The event's link in the session's chain (protocol/history.py) is written with it: the
+    The event's link in the session's chain (protocol/api/history.py) is written with it: the
     previous event's link is read under the same session-row lock that made the seq, so two
     servers appending to one session on PostgreSQL still build one chain. `envelope`: the
     canonical bytes of the signed envelope that caused a user event, kept beside it for exports.

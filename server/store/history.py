@@ -1,9 +1,9 @@
 """The sessions' hash chains in the store: links as written at append (server/store/events.py),
 the backfill of events stored before the chain existed, and the reads a head and an export need.
-The block and link rules are protocol/history.py's."""
+The block and link rules are protocol/api/history.py's."""
 from __future__ import annotations
 
-from seed_agents.protocol import history
+from seed_agents.protocol.api import history
 
 from ..storage.port import Conn
 

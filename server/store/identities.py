@@ -7,7 +7,7 @@ updatedAt}. Nothing here ever returns the seed except `open_seed`.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.actions_identities import signing_keys_of
+from seed_agents.protocol.api.actions_identities import signing_keys_of
 
 from . import codec
 from .errors import NotFound

@@ -2,7 +2,7 @@
 indexed for full-text search as text files are written.
 
 The tree has file rows only; a directory is any prefix of a file's path (as `mkdir -p` would make
-it), so it exists while it holds a file. Paths are normalized by `seed_agents.protocol.file_rules.memory_path`
+it), so it exists while it holds a file. Paths are normalized by `seed_agents.protocol.wire.file_rules.memory_path`
 before they reach these functions.
 
 Functions for the agent's tools (read, write, search, list) and for the memory actions; each runs
@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from seed_agents.protocol.file_rules import infer_mime_type, utf8_or_none
+from seed_agents.protocol.wire.file_rules import infer_mime_type, utf8_or_none
 
 from . import blobs, file_quota
 from .errors import Refused

@@ -14,7 +14,7 @@ insertion order, so the queue stays FIFO.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.actions import RUN_STATUSES as STATUSES  # the contract's list, kept once
+from seed_agents.protocol.api.actions import RUN_STATUSES as STATUSES  # the contract's list, kept once
 
 from ..storage.port import Conn
 from . import codec

@@ -8,7 +8,7 @@ and rows sharing one updated_at millisecond are neither lost nor repeated across
 """
 from __future__ import annotations
 
-from seed_agents.protocol import plans
+from seed_agents.protocol.agent import plans
 
 from ..storage.port import Conn
 from . import codec
@@ -186,7 +186,7 @@ def session_info(row: tuple) -> dict:
         info["continuedFromSessionId"] = continued_from
     if continued_by is not None:
         info["continuedBySessionId"] = continued_by
-    if thoroughness is not None:   # the delegation preset (protocol/thoroughness.py)
+    if thoroughness is not None:   # the delegation preset (protocol/agent/thoroughness.py)
         info["thoroughness"] = thoroughness
     return info
 

@@ -8,8 +8,8 @@ picked by the agent's `definition.mcpServers` (`sync_mcp`).
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import quote
-from seed_agents.protocol.tool_documents import (
+from seed_agents.protocol.wire.errors import quote
+from seed_agents.protocol.agent.tool_documents import (
     BUILTINS,
     MCP_SEPARATOR,
     builtin_with_cid,

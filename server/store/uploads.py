@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seed_agents.protocol.file_rules import MAX_ACTIVE_UPLOADS_PER_ACCOUNT, UPLOAD_TTL_MS
+from seed_agents.protocol.wire.file_rules import MAX_ACTIVE_UPLOADS_PER_ACCOUNT, UPLOAD_TTL_MS
 
 from . import blobs
 from .errors import Refused

@@ -1,5 +1,5 @@
 """The tools an agent's model calls during a turn: `surface.py` dispatches a call (checked
-against its declaration in protocol/tool_registry.py) to the module of its group.
+against its declaration in protocol/agent/tool_registry.py) to the module of its group.
 
 May import: protocol, server.store, server.mcp, server.hypermedia, server.providers, server.sandbox,
 server.operations, server.publisher.

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.lambda_abi import document_contract
-from seed_agents.protocol.tool_documents import BUILTINS, lambda_document, summary_from_description
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.agent.lambda_abi import document_contract
+from seed_agents.protocol.agent.tool_documents import BUILTINS, lambda_document, summary_from_description
 
 from ..mcp.calls import call_mcp_tool
 from ..store import tool_documents as tools_q

@@ -18,11 +18,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from seed_agents.protocol import file_rules
-from seed_agents.protocol import tool_registry as registry
-from seed_agents.protocol import lambda_abi as abi
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.tool_documents import schema_errors
+from seed_agents.protocol.wire import file_rules
+from seed_agents.protocol.agent import tool_registry as registry
+from seed_agents.protocol.agent import lambda_abi as abi
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.agent.tool_documents import schema_errors
 
 from ..sandbox.port import Job, Outcome, SandboxError
 from ..store import memory as memory_q

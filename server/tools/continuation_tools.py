@@ -1,5 +1,5 @@
 """`continue_session`: the conversation goes on in a fresh session of the same agent (the storage
-design's session continuations; protocol/continuations.py has the manifest and the first message).
+design's session continuations; protocol/agent/continuations.py has the manifest and the first message).
 
 Whose authority: the agent's own, in a model turn of a top-level session only. A delegated child
 reports to its parent instead, a trigger's headless tool has no conversation to continue, and a
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import uuid
 
-from seed_agents.protocol import continuations as spec
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.agent import continuations as spec
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..store import continuations as continuations_q
 from ..store import events as events_q

@@ -17,7 +17,7 @@ Limits as the reference: a child is at most 3 levels below its root, a session h
 children; a call past either is answered at once with an error the model can act on (and the
 parking transaction checks again). `await: false` (`detach`) starts a detached child at once: a
 session of this agent under this run, whose answer nobody waits for; the turn goes on. A script
-child (`script`, with `input`) is a workflow: its source is checked here (protocol/workflows.py
+child (`script`, with `input`) is a workflow: its source is checked here (protocol/agent/workflows.py
 `lint`), and it runs in the workflow engine (server/runtime/workflows.py) in a session of its own,
 its answer the script's return value.
 
@@ -36,10 +36,10 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from seed_agents.protocol import thoroughness
-from seed_agents.protocol import workflows
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.tool_documents import check_schema, schema_errors
+from seed_agents.protocol.agent import thoroughness
+from seed_agents.protocol.agent import workflows
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.agent.tool_documents import check_schema, schema_errors
 
 from ..store import delegation as delegation_q
 from ..store import runs as runs_q

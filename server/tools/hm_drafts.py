@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from seed_agents.protocol.hm_ids import parse_hm_id
-from seed_agents.protocol.hm_markdown import blocks_to_markdown, parse_markdown, to_hm_nodes
+from seed_agents.protocol.hm.hm_ids import parse_hm_id
+from seed_agents.protocol.hm.hm_markdown import blocks_to_markdown, parse_markdown, to_hm_nodes
 
 from ..hypermedia.client import MAX_MARKDOWN_BYTES, HmError
 from ..store import drafts as drafts_q

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import uuid
 
-from seed_agents.protocol import dagcbor, file_rules
-from seed_agents.protocol import hm_activity as activity
-from seed_agents.protocol.actions_identities import publish_granted, signing_keys_of
-from seed_agents.protocol.hm_comments import comment_url
-from seed_agents.protocol.hm_ids import HmId, parse_hm_id, split_view
-from seed_agents.protocol.owner_fields import COLLABORATORS_PUBLISH
+from seed_agents.protocol.wire import dagcbor, file_rules
+from seed_agents.protocol.hm import hm_activity as activity
+from seed_agents.protocol.api.actions_identities import publish_granted, signing_keys_of
+from seed_agents.protocol.hm.hm_comments import comment_url
+from seed_agents.protocol.hm.hm_ids import HmId, parse_hm_id, split_view
+from seed_agents.protocol.agent.owner_fields import COLLABORATORS_PUBLISH
 
 from ..hypermedia.client import FeedPageError, HmError, document_target
 from ..hypermedia.identity_publish import transient

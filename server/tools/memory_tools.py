@@ -7,8 +7,8 @@ name a path, never another agent or session, so the agent reads and writes only 
 """
 from __future__ import annotations
 
-from seed_agents.protocol import file_rules
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.wire import file_rules
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..store import attachments as attachments_q
 from ..store import blobs

@@ -2,7 +2,7 @@
 can use, and each one's contract)."""
 from __future__ import annotations
 
-from seed_agents.protocol import tool_registry as registry
+from seed_agents.protocol.agent import tool_registry as registry
 
 from .context import ToolContext, ToolResult
 

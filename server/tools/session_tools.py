@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from seed_agents.protocol import plans
+from seed_agents.protocol.agent import plans
 
 from ..store import events as events_q
 from ..store import roles as roles_q

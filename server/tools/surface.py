@@ -1,6 +1,6 @@
 """One turn's tool surface: which verbs the model is offered, and running one call.
 
-A call is checked against its tool's declaration (protocol/tool_registry.py) before anything
+A call is checked against its tool's declaration (protocol/agent/tool_registry.py) before anything
 runs. A call the model got wrong (an unknown tool, arguments that are not JSON, input that does
 not match the schema) is answered with the tool's contract or the listing, as the reference
 does ("touch-expand"), so the model can correct itself; it never ends the run. The verbs' address
@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from seed_agents.protocol import tool_registry as registry
+from seed_agents.protocol.agent import tool_registry as registry
 
 from ..providers.base import MAX_TOOL_ARGUMENT_CHARS, ToolCall, ToolSpec
 from . import (agent_tools, code_tools, continuation_tools, delegation_tools, hm_tools, memory_tools, self_tools,
@@ -352,7 +352,7 @@ class AddressForm:
 
 
 # Every address form of `read` and `write` (issue 33: extension points as tables). A new form is
-# one row here, and one row per role in the access matrix (tests/test_access_matrix.py, which
+# one row here, and one row per role in the access matrix (tests/server/handlers/test_access_matrix.py, which
 # fails for a form without them).
 ADDRESS_FORMS: tuple[AddressForm, ...] = (
     AddressForm("~/memory", ("~/memory/",), ("~/memory",), _read_memory, _write_memory, example="~/memory/<path>"),

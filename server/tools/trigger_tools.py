@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 from typing import Protocol
 
-from seed_agents.protocol.actions_triggers import (
+from seed_agents.protocol.api.actions_triggers import (
     TriggerInput,
     TriggerPatch,
     parse_continuation,
     parse_prompt,
     parse_source,
 )
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.fields import MAX_NAME, Fields
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.api.fields import MAX_NAME, Fields
 
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q

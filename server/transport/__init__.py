@@ -1,5 +1,5 @@
 """Transport: the server's one port and the bytes on it. `listener.py` accepts connections;
-`httpconn.py` answers HTTP/1.1 (protocol/framing_http.py decides each answer); an upgrade on
+`httpconn.py` answers HTTP/1.1 (protocol/wire/framing_http.py decides each answer); an upgrade on
 `/agents/ws` becomes a `wsconn.py` WebSocket whose frames `connection.py` reads and writes
 through its framing and `outbound.py`'s queue. `peers.py` and `origins.py` bound and admit
 clients per address and origin; `memtrim.py` gives memory back after connections end. Nothing

@@ -1,6 +1,6 @@
 """One WebSocket connection: its framing (v1 or v2, picked once when the socket opens), account
 binding, in-flight cap. It only moves frames: reading a client frame and building every server
-frame belong to the framing (protocol/framing_v1.py, protocol/framing_v2.py), and its
+frame belong to the framing (protocol/wire/framing_v1.py, protocol/wire/framing_v2.py), and its
 subscriptions to server/live/streams.py, which sees each answered action first; this module
 names no action."""
 from __future__ import annotations
@@ -11,13 +11,13 @@ import logging
 
 from websockets.exceptions import ConnectionClosed
 
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.framing_types import Refusal, Request, Unsubscribe
-from seed_agents.protocol.framing_v1 import V1Framing
-from seed_agents.protocol.framing_v2 import SUBPROTOCOL as V2
-from seed_agents.protocol.framing_v2 import V2Framing
-from seed_agents.protocol.v2 import peek_action_name
-from seed_agents.protocol.ws_frame import ws_frame
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.wire.framing_types import Refusal, Request, Unsubscribe
+from seed_agents.protocol.wire.framing_v1 import V1Framing
+from seed_agents.protocol.wire.framing_v2 import SUBPROTOCOL as V2
+from seed_agents.protocol.wire.framing_v2 import V2Framing
+from seed_agents.protocol.wire.v2 import peek_action_name
+from seed_agents.protocol.wire.ws_frame import ws_frame
 
 from ..live.frames import Outgoing
 from ..live.streams import Streams

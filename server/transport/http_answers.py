@@ -1,20 +1,26 @@
 """The transport's own HTTP answers, registered by route kind into the route table at start
 (server/http_routes.py): the front page, health, version and metrics. What each says comes from
-server/operations/; the bytes from protocol/framing_http.py."""
+server/operations/; the bytes from protocol/wire/framing_http.py."""
 from __future__ import annotations
 
-from seed_agents.protocol.framing_http import HttpFraming
+from seed_agents.protocol.wire.framing_http import HttpFraming
 
 from ..http_routes import HttpRequest, HttpRoutes
+from ..operations.front_page import page_html, page_value
 from ..operations.health import health
 from ..operations.version import VERSION, build_commit
 
 
 def register(routes: HttpRoutes, app) -> None:
     async def index(req: HttpRequest) -> bytes:
-        return req.framing.index(req.route, {"version": VERSION, "schemaVersion": app.db.schema_version,
-                                             "uptime": round(app.uptime(), 3), "commit": build_commit()},
-                                 keep_alive=req.keep_alive)
+        """The front page (`GET /`): what this is, its version and health, how to connect the
+        Seed desktop, where the docs are. JSON for a JSON client, else a small HTML page."""
+        value = page_value(req.route.host, {"version": VERSION, "schemaVersion": app.db.schema_version,
+                                            "uptime": round(app.uptime(), 3), "commit": build_commit()})
+        if req.route.json:
+            return req.framing.json(200, value, keep_alive=req.keep_alive)
+        return HttpFraming.http_message(200, page_html(value).encode(), "text/html; charset=utf-8",
+                                        keep_alive=req.keep_alive)
 
     async def health_answer(req: HttpRequest) -> bytes:
         return req.framing.json(200, health(app, VERSION), keep_alive=req.keep_alive)

@@ -1,6 +1,6 @@
 """HTTP/1.1 on the server's one port, as an asyncio protocol that keeps only the time and the
-writes: protocol/http_reader.py reads the requests from the bytes (events, with the head, chunk
-and pipeline bounds), protocol/framing_http.py decides every answer's bytes, and the route
+writes: protocol/wire/http_reader.py reads the requests from the bytes (events, with the head, chunk
+and pipeline bounds), protocol/wire/framing_http.py decides every answer's bytes, and the route
 table (server/http_routes.py) answers whatever is not an action.
 
 One `HttpConnection` per TCP connection. Requests are answered in order (keep-alive, pipelining
@@ -30,10 +30,10 @@ import socket
 import struct
 import termios
 
-from seed_agents.protocol.events import error_response
-from seed_agents.protocol.framing_http import WS_PATH, HttpFraming, Route, with_origin
-from seed_agents.protocol.framing_types import Refusal, Request
-from seed_agents.protocol.http_reader import Body, End, Head, HttpReader, Refused, Started
+from seed_agents.protocol.wire.events import error_response
+from seed_agents.protocol.wire.framing_http import WS_PATH, HttpFraming, Route, with_origin
+from seed_agents.protocol.wire.framing_types import Refusal, Request
+from seed_agents.protocol.wire.http_reader import Body, End, Head, HttpReader, Refused, Started
 
 from ..http_routes import Endpoint, HttpRequest, HttpRoutes
 from ..ratelimit import TokenBucket

@@ -17,8 +17,8 @@ from websockets.http11 import SERVER
 from websockets.protocol import OPEN
 from websockets.server import ServerProtocol
 
-from seed_agents.protocol.frame_limits import largest
-from seed_agents.protocol.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
+from seed_agents.protocol.wire.frame_limits import largest
+from seed_agents.protocol.wire.framing_http import CORS_PAIRS, WS_PATH, HttpFraming
 
 from ..http_routes import HttpRoutes
 from ..operations.version import build_commit

@@ -1,7 +1,7 @@
 """One socket's outbound queue: the only place that writes to the socket.
 
 Everything a socket sends is a complete, prebuilt WebSocket frame (an event's is built once and
-shared by every socket: protocol/ws_frame.py), queued without blocking whoever produced it.
+shared by every socket: protocol/wire/ws_frame.py), queued without blocking whoever produced it.
 The queue holds frames and at most one `Close(code, reason)`. It is written once per loop
 turn, in one call (all the frames a turn produced for the socket, up to a batch), and again
 whenever the transport's buffer drains (server/transport/wsconn.py calls back).

@@ -1,8 +1,8 @@
 """The server's WebSocket connection: websockets' own, plus what it lacks for a server that must
 bound what an unread connection costs. Every use of websockets' internals lives here, and
-tests/test_wsconn_fence.py fails when the websockets code this module relies on changes.
+tests/server/transport/test_wsconn_fence.py fails when the websockets code this module relies on changes.
 
-- Prebuilt frames: `protocol/ws_frame.py` puts the RFC 6455 header on a framing's message, so an event's
+- Prebuilt frames: `protocol/wire/ws_frame.py` puts the RFC 6455 header on a framing's message, so an event's
   frame is built once and shared by every socket (server frames are unmasked), and a socket's
   frames of one loop turn leave in one write. websockets' protocol keeps no state about data
   frames it did not build, so they go straight to the transport (`write_frames`), never

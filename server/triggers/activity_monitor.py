@@ -22,9 +22,9 @@ import asyncio
 import logging
 import time
 
-from seed_agents.protocol import hm_activity as activity
-from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
-from seed_agents.protocol.dagcbor import encode
+from seed_agents.protocol.hm import hm_activity as activity
+from seed_agents.protocol.api.actions_triggers import ACTIVITY_SOURCES
+from seed_agents.protocol.wire.dagcbor import encode
 
 from ..hypermedia.client import FeedPageError
 from ..runtime.leasing import server_id

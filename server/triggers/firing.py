@@ -17,8 +17,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from seed_agents.protocol.blocks import to_markdown
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.hm.blocks import to_markdown
+from seed_agents.protocol.wire.errors import ProtocolError
 
 from ..clock import new_id
 from ..runtime import turns

@@ -4,9 +4,9 @@ parsing cannot make, the per-agent bound, unique names, the first slot, the webh
 Access is the caller's business; these functions take the owner's account."""
 from __future__ import annotations
 
-from seed_agents.protocol.actions_triggers import TriggerInput, TriggerPatch
-from seed_agents.protocol.errors import ProtocolError, quote
-from seed_agents.protocol.owner_fields import COLLABORATORS_PUBLISH
+from seed_agents.protocol.api.actions_triggers import TriggerInput, TriggerPatch
+from seed_agents.protocol.wire.errors import ProtocolError, quote
+from seed_agents.protocol.agent.owner_fields import COLLABORATORS_PUBLISH
 
 from ..clock import new_id
 from ..store import agents as agents_q

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from seed_agents.protocol.actions_triggers import ACTIVITY_SOURCES
+from seed_agents.protocol.api.actions_triggers import ACTIVITY_SOURCES
 
 from ..runtime import turns
 from ..store import trigger_firings as firings_q

@@ -26,7 +26,7 @@ import secrets as pysecrets
 import time
 from collections import OrderedDict
 
-from seed_agents.protocol.fields import MAX_ID
+from seed_agents.protocol.api.fields import MAX_ID
 from ..http_routes import Endpoint, HttpRequest
 from ..ratelimit import Clock, TokenBucket
 from ..store import triggers as triggers_q

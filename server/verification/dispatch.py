@@ -9,11 +9,11 @@ import logging
 import time
 from dataclasses import dataclass
 
-from seed_agents.protocol.actions import parse_action
-from seed_agents.protocol.envelope import VerifiedEnvelope, verify_envelope
-from seed_agents.protocol.errors import ProtocolError
-from seed_agents.protocol.events import error_response as error
-from seed_agents.protocol.frame_limits import envelope_limit, frame_limit
+from seed_agents.protocol.api.actions import parse_action
+from seed_agents.protocol.wire.envelope import VerifiedEnvelope, verify_envelope
+from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.wire.events import error_response as error
+from seed_agents.protocol.wire.frame_limits import envelope_limit, frame_limit
 
 from ..operations import accesslog
 from ..routes import ROUTES
@@ -49,7 +49,7 @@ def _verify_failure_reason(status: int) -> str:
 async def execute(app, conn, envelope) -> Outcome:
     """`envelope` is the frame bytes (v1) or the decoded envelope map (v2)."""
     if type(envelope) is bytes and len(envelope) > app.config.limits.max_frame:
-        # An upload chunk (protocol/frame_limits.py): only a few are worked on at once in the
+        # An upload chunk (protocol/wire/frame_limits.py): only a few are worked on at once in the
         # whole server, so concurrent uploads cost memory per chunk in flight, not per client.
         async with app.upload_gate.slot(app.now_ms()):
             return await _execute(app, conn, envelope)

@@ -16,7 +16,7 @@ persisted in batches (every 100 ms), which a SIGKILL can cut short, so two rules
 """
 from __future__ import annotations
 
-from seed_agents.protocol.errors import ProtocolError
+from seed_agents.protocol.wire.errors import ProtocolError
 
 _FROM_BEFORE = -1   # claimed by an earlier process: no connection may repeat it
 _WRITE = -2         # claimed by a write: never repeats

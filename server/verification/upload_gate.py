@@ -1,4 +1,4 @@
-"""How many upload-sized frames (protocol/frame_limits.py) the server works on at once.
+"""How many upload-sized frames (protocol/wire/frame_limits.py) the server works on at once.
 
 A socket's upload chunk takes a slot before it is even split from its frame, and holds it until
 its answer: the copies a chunk costs on its way to the database (the envelope, the decoded

@@ -50,10 +50,10 @@ from multiformats import CID
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from seed_agents.protocol import dagcbor
-from seed_agents.protocol.hm_comments import comment_record_id
-from seed_agents.protocol.hm_ids import HmId, parse_hm_id
-from seed_agents.protocol.principals import principal_to_string
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.hm.hm_comments import comment_record_id
+from seed_agents.protocol.hm.hm_ids import HmId, parse_hm_id
+from seed_agents.protocol.wire.principals import principal_to_string
 
 from .loopback import (
     LoopbackFake,

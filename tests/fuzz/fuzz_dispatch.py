@@ -4,7 +4,7 @@
 
 Each input is one frame: a v1 binary envelope, or (first byte odd) the decoded value handed over
 the way v2 does. It goes through `seed_agents.server.verification.dispatch.execute` of a started in-process app with a
-fresh connection, exactly as tests/test_hardening_fuzz.py does under hypothesis; any exception,
+fresh connection, exactly as tests/hostile/test_hardening_fuzz.py does under hypothesis; any exception,
 any answer that is not a response or an Error with a contract status, or any error logged by the
 server stops the run. The server clock is frozen at the time of tests/vectors/envelopes.json,
 so seed the corpus with those frames: `tests/fuzz/fuzz_dispatch.py --write-seeds DIR` writes them
@@ -40,7 +40,7 @@ class _NoSocket:
 
 class Target:
     def __init__(self) -> None:
-        from seed_agents.protocol import dagcbor
+        from seed_agents.protocol.wire import dagcbor
         from seed_agents.server.app import App
         from seed_agents.server.transport.connection import Connection
         from seed_agents.server.verification.dispatch import execute
@@ -65,8 +65,8 @@ class Target:
         self.app.guard.started_ms = ts[0] - 1
         handler = _FailOnError(level=logging.ERROR)
         logging.getLogger("seed_agents").addHandler(handler)
-        from seed_agents.protocol.framing_v1 import dumps as json_dumps
-        from seed_agents.protocol.wire_values import encode_value
+        from seed_agents.protocol.wire.framing_v1 import dumps as json_dumps
+        from seed_agents.protocol.wire.wire_values import encode_value
 
         self.json_dumps, self.encode_value = json_dumps, encode_value
 
@@ -112,8 +112,8 @@ def _inputs(paths: list[str]):
 def _extreme_inputs():
     """Actions with integer extremes and huge values, signed by a vector key at the frozen
     time (issue 12, findings 6 and 7): seeds for the mutations to start from."""
-    from seed_agents.protocol.envelope import sign_envelope
-    from seed_agents.protocol.keys import Keypair
+    from seed_agents.protocol.wire.envelope import sign_envelope
+    from seed_agents.protocol.wire.keys import Keypair
 
     from tests.vectors import load
 

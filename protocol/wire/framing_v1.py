@@ -1,0 +1,122 @@
+"""The v1 WebSocket framing (CONTRACT section 3; what the Seed desktop uses to follow sessions):
+binary DAG-CBOR envelopes in (or a text frame holding a JSON array of their byte values), JSON
+text out, requests answered in the order received, `subscribed` / `error` for Subscribe.
+
+Pure: frames in, messages out (text: str); server/transport/wsconn.py puts the WebSocket frame header on
+them, once per event for every socket (server/live/frames.py).
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+
+from multiformats import CID
+
+from . import dagcbor, events
+from .framing_types import Refusal, Request
+from .v2 import peek_action_name
+
+__all__ = ["V1Framing", "dumps"]
+
+
+def _default(value: object) -> object:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"/": {"bytes": base64.b64encode(bytes(value)).decode().rstrip("=")}}
+    if hasattr(value, "decoded"):  # seed_agents.protocol.wire.wire_values.RawEvents
+        return value.decoded()
+    if isinstance(value, CID):
+        return {"/": str(value)}
+    raise TypeError(f"cannot send {type(value).__name__} as JSON")
+
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default, allow_nan=False)
+
+
+def dumps(value: object) -> str:
+    """JSON text for v1. Bytes and CIDs follow the DAG-JSON convention so nothing is lost."""
+    return _encoder.encode(value)
+
+
+def _text(value: dict) -> str:
+    return dumps(value)   # a text message
+
+
+def byte_array(text: str) -> bytes | None:
+    """A text frame holding a JSON array of byte values (integers 0..255), as those bytes."""
+    text = text.strip()
+    if not text.startswith("["):
+        return None
+    try:
+        values = json.loads(text)
+        return bytes(values) if type(values) is list and all(type(v) is int for v in values) else None
+    except (ValueError, TypeError):   # bytes() refuses values outside 0..255
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class V1Framing:
+    max_frame: int
+    name = "v1"
+    subprotocol = None
+    concurrent = False   # v1 answers in the order received
+
+    # -- reading ---------------------------------------------------------------------------
+    def read(self, message: bytes | str) -> Request | Refusal:
+        if type(message) is str:
+            data = byte_array(message)   # the Seed server's other form of a binary frame
+            if data is None:
+                return Refusal(None, events.error_response(
+                    400, "text frames are not actions: send a binary DAG-CBOR SignedActionEnvelope "
+                         "(or a JSON array of its byte values)"))
+            message = data
+        if len(message) > self.max_frame:
+            return Refusal(None, events.error_response(
+                413, f"frame of {len(message)} bytes is over the limit of {self.max_frame}"))
+        return Request(None, message)
+
+    # -- writing ---------------------------------------------------------------------------
+    def connected(self, now_ms: int) -> str | None:
+        return _text({"_": "connected", "connectedAt": now_ms})
+
+    def reply(self, request: Request, response: dict, action: str | None) -> str:
+        """An action's response; a failed Subscribe has v1's lower-case error event."""
+        if response.get("_") == "Error":
+            if action is None:
+                action = _action_name(request.envelope)
+            if action == "Subscribe":
+                return self.subscribe_failed(request, response)
+        return _text(response)
+
+    def subscribed(self, request: Request, key: str, account_id: str, response: dict) -> str:
+        return _text(events.subscribed(key, account_id))
+
+    def subscribe_failed(self, request: Request, error: dict) -> str:
+        return _text(events.error_event(error["message"], error["status"]))
+
+    def refusal(self, refusal: Refusal) -> str:
+        return _text(refusal.value)
+
+    def error_event(self, message: str, status: int) -> str:
+        return _text(events.error_event(message, status))
+
+    def event(self, value: dict, body: bytes | None = None) -> str:
+        return _text(value)   # JSON: the decoded SessionEvent in `value`, never the stored bytes
+
+    def replay(self, key: str, rows: list) -> list[tuple[str, int]]:
+        """Durable events read back for a replay: one `append` frame each, with its seq."""
+        return [(_text(events.append(key, dagcbor.decode_trusted(bytes(body)))), seq) for seq, body in rows]
+
+    def replayed(self, key: str, seq: int, head: dict | None = None) -> str | None:
+        return None   # v1 has no end-of-replay marker
+
+
+def _action_name(frame: bytes) -> str | None:
+    """The action name of a frame that failed verification, to pick v1's error shape."""
+    name = peek_action_name(frame)
+    if name is not None:
+        return name
+    try:
+        return dagcbor.decode(frame)["action"]["_"]
+    except Exception:  # noqa: BLE001 - best effort only
+        return None

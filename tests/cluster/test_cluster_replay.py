@@ -1,0 +1,88 @@
+"""Replay protection holds across servers (issue 16): an envelope accepted by one server is
+refused by every other server on the same PostgreSQL database, writes and reads alike, and
+the refused copy costs its owner nothing. Two real servers, one fresh PostgreSQL schema."""
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from seed_agents.clients.raw import unique_ts
+from seed_agents.protocol.wire.envelope import sign_envelope
+from seed_agents.server.storage.url import parse_storage_url
+
+from tests.conftest import make_config
+from tests.pg import postgres_base_url, postgres_url  # noqa: F401
+from tests.wsraw import V2Client, keypair
+
+
+@contextlib.asynccontextmanager
+async def servers(tmp_path, url: str, n: int):
+    from seed_agents.server.main import start_server
+
+    running = []
+    try:
+        for i in range(n):
+            cfg = make_config(tmp_path / f"s{i}")
+            cfg.storage_url = parse_storage_url(url)
+            running.append(await start_server(cfg))
+        yield running
+    finally:
+        for r in reversed(running):
+            await r.stop()
+
+
+AGENT = {"name": "Echo", "systemPrompt": "be brief", "modelProvider": "echo", "model": "echo-1"}
+
+
+@pytest.mark.parametrize("kind", ["write", "read"])
+async def test_an_envelope_accepted_by_one_server_is_refused_by_another(tmp_path, postgres_url, kind):
+    kp = keypair(f"replayed {kind}")
+    async with servers(tmp_path, postgres_url, 2) as (a, b):
+        ca, cb = await V2Client.open(a.url), await V2Client.open(b.url)
+        try:
+            if kind == "read":   # the account must exist for a read to mean anything
+                setup = sign_envelope(kp, {"_": "CreateAgent", "definition": AGENT}, ts=unique_ts())
+                assert (await ca.request(setup))["_"] == "CreateAgentResponse"
+            action = {"_": "CreateAgent", "definition": AGENT} if kind == "write" else {"_": "ListAgents"}
+            envelope = sign_envelope(kp, action, ts=unique_ts())
+            first = await ca.request(envelope)
+            assert first["_"] in ("CreateAgentResponse", "ListAgentsResponse"), first
+            again = await cb.request(envelope)
+            assert again["_"] == "Error" and again["status"] == 409, again
+            assert "already accepted" in again["message"]
+            # The refused copy neither bound B's socket to the account nor spent its budget:
+            # the owner's next, freshly signed action on B is answered.
+            fresh = sign_envelope(kp, {"_": "ListAgents"}, ts=unique_ts())
+            listed = await cb.request(fresh)
+            assert listed["_"] == "ListAgentsResponse"
+            assert len(listed["agents"]) == 1   # one agent, created once, seen from both servers
+        finally:
+            await ca.close()
+            await cb.close()
+
+
+async def test_one_client_request_id_raced_through_two_servers_makes_one_agent(tmp_path, postgres_url):
+    """Idempotency across servers: 36 CreateAgent requests with one clientRequestId, sent at once
+    through two servers, make one agent and all get its response; a different request with
+    that id is 409."""
+    import asyncio
+
+    kp = keypair("idempotent racer")
+    async with servers(tmp_path, postgres_url, 2) as (a, b):
+        clients = [await V2Client.open(s.url) for s in (a, b) for _ in range(3)]
+        try:
+            action = {"_": "CreateAgent", "definition": AGENT, "clientRequestId": "only-once"}
+            answers = await asyncio.gather(*[
+                clients[i % len(clients)].request(sign_envelope(kp, action, ts=unique_ts()))
+                for i in range(36)])
+            assert {r["_"] for r in answers} == {"CreateAgentResponse"}, answers
+            assert len({r["agentId"] for r in answers}) == 1
+            listed = await clients[0].request(sign_envelope(kp, {"_": "ListAgents"}, ts=unique_ts()))
+            assert len(listed["agents"]) == 1
+            other = {"_": "CreateAgent", "definition": {**AGENT, "name": "Other"}, "clientRequestId": "only-once"}
+            refused = await clients[-1].request(sign_envelope(kp, other, ts=unique_ts()))
+            assert refused["_"] == "Error" and refused["status"] == 409, refused
+        finally:
+            for c in clients:
+                await c.close()

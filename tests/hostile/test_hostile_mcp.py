@@ -1,0 +1,132 @@
+"""Issue 32, finding 3: a hostile MCP server's listing cannot freeze the server. Over real
+sockets, a server child process and a remote MCP server made with the SDK's own server (a child
+process too: tests/fakes/mcp_server.py `fat`, 100 tools of 55 KB schemas, which froze the server
+26 s): the listing is checked off the event loop and within --mcp-timeout, SetMcpServer and
+RefreshMcpServer answer in about that time, and an honest client's GetSession stays fast
+meanwhile. The caps: servers per account, tools per server, schema bytes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.hostile_measure import HonestReader, percentile
+from tests.procs import ROOT, ServerProcess, free_port
+from tests.server.handlers.test_lifecycle_sessions import call
+from tests.server.runtime.test_runtime_turns import send
+from tests.waiting import until
+from tests.wsraw import V2Client, keypair, setup_session
+
+TIMEOUT = 6.0
+FLAGS = ["--rate-limit", "100000", "--rate-burst", "100000", "--mcp-timeout", str(TIMEOUT)]
+
+
+def mcp_child(kind: str, arg: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.mcp_server", str(port), kind, arg], cwd=str(ROOT),
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE)
+    line = proc.stdout.readline().decode()
+    assert line.strip() == "ready", line
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture
+def fat():
+    proc, url = mcp_child("fat", "100")
+    try:
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+async def test_a_hostile_listing_is_checked_off_the_loop_within_the_timeout(tmp_path, fat):
+    srv = ServerProcess(tmp_path / "srv", extra=FLAGS).start(timeout=60)
+    attacker, honest_kp = keypair("mcp attacker"), keypair("honest")
+    a, h = await V2Client.open(srv.url), await V2Client.open(srv.url)
+    try:
+        _, mine = await setup_session(h, honest_kp)
+        await send(h, honest_kp, mine, "hello")
+        quiet = HonestReader(h, honest_kp, mine).start()
+        await until(lambda: len(quiet.latencies) >= 30, 30, what="quiet GetSession latencies")
+        quiet = await quiet.stop()
+
+        honest = HonestReader(h, honest_kp, mine).start()
+        started = time.monotonic()
+        r = await call(a, attacker, {"_": "SetMcpServer", "name": "fat", "url": fat})
+        took = time.monotonic() - started
+        assert r["_"] == "SetMcpServerResponse", r
+        status = r["server"]["status"]
+        # 100 schemas of 55 KB cost more than the timeout to check: the discovery says so.
+        assert status["state"] == "error" and "--mcp-timeout" in status["error"], status
+        started = time.monotonic()
+        r = await call(a, attacker, {"_": "RefreshMcpServer", "name": "fat"})
+        took_refresh = time.monotonic() - started
+        assert (r["_"], r["status"]) == ("Error", 502) and "--mcp-timeout" in r["message"], r
+        loud = await honest.stop()
+        print(f"\nSetMcpServer {took:.1f} s, RefreshMcpServer {took_refresh:.1f} s (--mcp-timeout {TIMEOUT:g}); "
+              f"honest GetSession p99 {percentile(quiet, 0.99) * 1000:.1f} ms quiet, "
+              f"{percentile(loud, 0.99) * 1000:.1f} ms during ({len(loud)} reads)")
+        assert took < TIMEOUT + 10 and took_refresh < TIMEOUT + 10   # was 26 s, whatever the timeout
+        assert len(loud) > 20 and percentile(loud, 0.99) < max(1.0, 20 * percentile(quiet, 0.99)), loud
+    finally:
+        await a.close()
+        await h.close()
+        srv.kill()
+
+
+async def test_the_caps_on_servers_tools_and_schema_bytes(tmp_path, fat):
+    many, many_url = mcp_child("many", "30")
+    srv = ServerProcess(tmp_path / "srv", extra=[*FLAGS[:4], "--mcp-timeout", "60", "--mcp-max-servers", "2",
+                                                 "--mcp-max-tools", "20", "--mcp-max-schema-bytes", "4096"]
+                        ).start(timeout=60)
+    kp = keypair("mcp caps")
+    c = await V2Client.open(srv.url)
+    try:
+        r = await call(c, kp, {"_": "SetMcpServer", "name": "many", "url": many_url})
+        status = r["server"]["status"]
+        assert status["state"] == "ok" and status["skipped"] == 10 and r["server"]["toolCount"] == 20, r
+        # Every schema of `fat` is over 4 KiB: left out before any is checked, so quickly.
+        started = time.monotonic()
+        r = await call(c, kp, {"_": "SetMcpServer", "name": "fat", "url": fat})
+        status = r["server"]["status"]
+        assert status["state"] == "ok" and r["server"]["toolCount"] == 0 and status["skipped"] == 100, r
+        assert time.monotonic() - started < 20
+        r = await call(c, kp, {"_": "SetMcpServer", "name": "third", "url": many_url})
+        assert (r["_"], r["status"]) == ("Error", 409) and "--mcp-max-servers" in r["message"], r
+        r = await call(c, kp, {"_": "SetMcpServer", "name": "many", "url": many_url, "enabled": False})
+        assert r["_"] == "SetMcpServerResponse", r   # an existing name may still change
+        assert [s["name"] for s in (await call(c, kp, {"_": "ListMcpServers"}))["servers"]] == ["fat", "many"]
+    finally:
+        await c.close()
+        srv.kill()
+        many.kill()
+        many.wait(10)
+
+
+@pytest.mark.slow
+async def test_an_honest_get_session_p99_stays_under_50_ms_during_hostile_listings(tmp_path, fat):
+    """The issue's budget, for a quiet machine (make stress): three discoveries of the hostile
+    listing in a row while an honest client reads its own session."""
+    srv = ServerProcess(tmp_path / "srv", extra=FLAGS).start(timeout=60)
+    attacker, honest_kp = keypair("mcp attacker"), keypair("honest")
+    a, h = await V2Client.open(srv.url), await V2Client.open(srv.url)
+    try:
+        _, mine = await setup_session(h, honest_kp)
+        await send(h, honest_kp, mine, "hello")
+        r = await call(a, attacker, {"_": "SetMcpServer", "name": "fat", "url": fat})
+        honest = HonestReader(h, honest_kp, mine).start()
+        for _ in range(3):
+            r = await call(a, attacker, {"_": "RefreshMcpServer", "name": "fat"})
+            assert r["_"] in ("Error", "RefreshMcpServerResponse"), r
+        loud = await honest.stop()
+        print(f"\nhonest GetSession during 3 hostile listings: p50 {percentile(loud, 0.5) * 1000:.1f} ms, "
+              f"p99 {percentile(loud, 0.99) * 1000:.1f} ms ({len(loud)} reads)")
+        assert percentile(loud, 0.99) < 0.050
+    finally:
+        await a.close()
+        await h.close()
+        srv.kill()
