@@ -16,7 +16,7 @@ import tempfile
 import time
 import uuid
 
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import agents, events, sessions
 
 PAYLOAD = {"type": "message", "role": "assistant", "content": "a reply of ordinary length " * 8,

@@ -129,12 +129,12 @@ def fill(db, account_id: str, data_dir: str, sessions: dict[str, int]) -> dict:
 def prepared(backend: str, pg_url: str | None, data_dir: str, account_id: str, sessions: dict) -> dict:
     """Fill the store a server will open: the SQLite file in `data_dir`, or the PostgreSQL schema."""
     if backend == "sqlite":
-        from seed_agents.server.storage.sqlite.database import Database
+        from seed_agents.server.database.sqlite.database import Database
 
         db = Database(os.path.join(data_dir, "agents.sqlite"))
     else:
-        from seed_agents.server.storage.postgres.database import PgDatabase
-        from seed_agents.server.storage.url import parse_storage_url
+        from seed_agents.server.database.postgres.database import PgDatabase
+        from seed_agents.server.database.url import parse_storage_url
 
         db = PgDatabase(parse_storage_url(pg_url))
     db.start_sync()

@@ -7,7 +7,7 @@ import os
 import time
 import uuid
 
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import codec
 from seed_agents.server.store import events as events_q

@@ -127,12 +127,12 @@ def seed_memory(storage_url: str | None, db_path: str, account: str, files: int)
             memory_q.write_file(conn, agent_id, account, f"notes/{i // 100}/note-{i}.md", text.encode(), 1, limits)
 
     if storage_url:
-        from seed_agents.server.storage import parse_storage_url
-        from seed_agents.server.storage.postgres.database import PgDatabase
+        from seed_agents.server.database import parse_storage_url
+        from seed_agents.server.database.postgres.database import PgDatabase
 
         db = PgDatabase(parse_storage_url(storage_url))
     else:
-        from seed_agents.server.storage.sqlite.database import Database
+        from seed_agents.server.database.sqlite.database import Database
 
         db = Database(db_path)
     db.start_sync()

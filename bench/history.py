@@ -25,7 +25,7 @@ import time
 from seed_agents.clients.history import Follower
 from seed_agents.protocol.wire import dagcbor
 from seed_agents.protocol.api import history
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import accounts as accounts_q
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import codec

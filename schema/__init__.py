@@ -4,7 +4,7 @@ The schema version is `PRAGMA user_version`. Version N is reached by applying
 `migrations/NNNN_*.sql` for 1..N in order to an empty database, or `baseline.sql` in one step;
 the two must produce the same schema (tests/schema/test_schema_baseline.py). The SQL files hold DDL
 (and the backfill a new column needs, e.g. version 3's ids); never `PRAGMA user_version`:
-whoever applies them (seed_agents.server.storage.sqlite.gate) sets it, so the number lives in one place.
+whoever applies them (seed_agents.server.database.sqlite.gate) sets it, so the number lives in one place.
 """
 from __future__ import annotations
 

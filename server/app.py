@@ -20,8 +20,8 @@ from .live.hub import Hub
 from .operations.metrics import Metrics
 from .ratelimit import RateLimiter
 from .runtime.runner import Runtime
-from .storage import database_for
-from .storage.filemodes import make_private_dir, warn_if_wide
+from .database import database_for
+from .database.filemodes import make_private_dir, warn_if_wide
 from .store import accounts as accounts_q
 from .store import key_check
 from .store import history as history_q

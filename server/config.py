@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from .providers.network import check_networks_value
-from .storage.url import StorageURL, StorageURLError, parse_storage_url, redact
+from .database.url import StorageURL, StorageURLError, parse_storage_url, redact
 
 
 @dataclass
@@ -227,7 +227,7 @@ def log_format(raw: str) -> str:
 
 def storage_url(raw: str) -> StorageURL:
     """`sqlite:FILE` (also `sqlite:///abs/file`) or `postgresql://...`, read by the one parser
-    (seed_agents.server.storage.url). Errors never show a password."""
+    (seed_agents.server.database.url). Errors never show a password."""
     try:
         return parse_storage_url(raw)
     except StorageURLError as exc:

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from .config import Config, ConfigError, add_arguments, load_config, metrics_address
 from .operations import logs
 from .providers.network import is_loopback_host
-from .storage.errors import SchemaGateError, StorageError
-from .storage.filemodes import make_private_dir
-from .storage.port import ProcessLock
+from .database.errors import SchemaGateError, StorageError
+from .database.filemodes import make_private_dir
+from .database.port import ProcessLock
 from .store.key_check import SecretsKeyMismatch
 from .store.secrets import SecretsKeyError
 

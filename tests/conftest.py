@@ -83,7 +83,7 @@ def server_config(tmp_path, storage: str, request, **limits):
     """make_config, on the storage named: for 'postgresql', a fresh schema (tests/pg.py)."""
     cfg = make_config(tmp_path, **limits)
     if storage == "postgresql":
-        from seed_agents.server.storage.url import parse_storage_url
+        from seed_agents.server.database.url import parse_storage_url
 
         cfg.storage_url = parse_storage_url(request.getfixturevalue("postgres_url"))
     return cfg
@@ -110,7 +110,7 @@ async def server(tmp_path, storage, request):
 @pytest.fixture
 def conn(tmp_path):
     """A fresh database file opened through the gate, for the store's own tests."""
-    from seed_agents.server.storage.sqlite.gate import open_database
+    from seed_agents.server.database.sqlite.gate import open_database
 
     c = open_database(str(tmp_path / "db.sqlite"))
     yield c

@@ -29,7 +29,7 @@ def with_schema(url: str, schema: str) -> str:
 
 @pytest.fixture(scope="session")
 def postgres_base_url() -> str:
-    from seed_agents.server.storage.url import StorageURLError, parse_storage_url
+    from seed_agents.server.database.url import StorageURLError, parse_storage_url
 
     url = os.environ.get(PG_URL_ENV, "").strip()
     if not url:

@@ -4,7 +4,7 @@ PostgreSQL keeps its own version sequence (in the `schema_version` table), separ
 SQLite's `PRAGMA user_version`: version 1 mirrors SQLite version 2 plus run leases, version 2
 mirrors SQLite versions 3 and 4, version 3 makes flags integers (the store functions
 are shared). A change to the SQLite schema needs a PostgreSQL migration that
-mirrors it (tests/server/storage/test_storage_postgres.py checks every table and column).
+mirrors it (tests/server/database/test_storage_postgres.py checks every table and column).
 """
 from __future__ import annotations
 

@@ -5,5 +5,5 @@ says which handler answers which action.
 
 May import: protocol, server.store, server.runtime, server.tools, server.triggers, server.mcp,
 server.hypermedia, server.providers, server.clock, server.cache, server.publisher (the
-publishing port), server.storage (the storage port's type).
+publishing port), server.database (the storage port's type).
 """

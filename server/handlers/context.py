@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from ..publisher import Publisher
 from ..runtime.control import RunControl
-from ..storage.port import Storage
+from ..database.port import Storage
 from ..store.secrets import SecretBox
 from ..tools.trigger_tools import TriggerAdmin
 

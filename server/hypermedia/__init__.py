@@ -4,5 +4,5 @@ protocol/hm/hm_blobs.py), the publishing of signing identities (`identity_publis
 publication queue that sends again what the HM server did not take (`publications.py`).
 
 May import: protocol, server.providers (the outbound network policy), server.store,
-server.storage (the publication queue's rows).
+server.database (the publication queue's rows).
 """

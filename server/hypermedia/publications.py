@@ -27,7 +27,7 @@ import logging
 from seed_agents.protocol.api.actions_identities import publish_granted, signing_keys_of
 from seed_agents.protocol.hm.hm_blobs import Blob
 
-from ..storage.workers import DatabaseClosed
+from ..database.workers import DatabaseClosed
 from ..store import agents as agents_q
 from ..store import identities as identities_q
 from ..store import publications as pub_q

@@ -13,5 +13,5 @@ from the reference server").
   progress line, `--dry-run`, the summary table and the check. Its SQL is in
   `server/store/imports.py`.
 
-May import: protocol, server.store, server.storage, server.config, server.triggers (a schedule's first slot).
+May import: protocol, server.store, server.database, server.config, server.triggers (a schedule's first slot).
 """

@@ -22,8 +22,8 @@ from seed_agents.protocol.wire.file_rules import (MAX_SESSION_ATTACHMENT_BYTES, 
                                              memory_path)
 
 from ..config import SETTINGS, ConfigError, load_config
-from ..storage import database_for
-from ..storage.errors import SchemaGateError, StorageError
+from ..database import database_for
+from ..database.errors import SchemaGateError, StorageError
 from ..store import attachments as attachments_q
 from ..store import blobs as blobs_q
 from ..store import codec, key_check

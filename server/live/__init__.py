@@ -5,5 +5,5 @@ cluster relay, to the others (`broadcaster.py`), access changes reaching live su
 once (`grants.py`), and several servers on one PostgreSQL database carried into each other's hub
 (`cluster.py`).
 
-May import: protocol, server.store, server.storage.
+May import: protocol, server.store, server.database.
 """

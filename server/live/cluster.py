@@ -1,5 +1,5 @@
 """Several servers on one PostgreSQL database as one: each server's publications are carried to
-the others as small notices (LISTEN/NOTIFY, server/storage/postgres/bus.py), and theirs are replayed
+the others as small notices (LISTEN/NOTIFY, server/database/postgres/bus.py), and theirs are replayed
 into the local hub.
 
 Only when the storage has a notice bus (`db.notice_bus()`: a shared database); a SQLite server
@@ -37,7 +37,7 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from ..storage.notices import MAX_NOTICE_BYTES, Resync
+from ..database.notices import MAX_NOTICE_BYTES, Resync
 from ..store import agents as agents_q
 from ..store import codec
 from ..store import events as events_q

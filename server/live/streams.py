@@ -27,7 +27,7 @@ class LiveParts(Protocol):
     session heads' key, the metrics and the limits."""
 
     @property
-    def db(self) -> Any: ...        # a server/storage/port.Storage
+    def db(self) -> Any: ...        # a server/database/port.Storage
     @property
     def hub(self) -> Hub: ...
     @property

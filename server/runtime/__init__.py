@@ -5,7 +5,7 @@
 when one process owns the store, `leased_queue.py` when several servers share it (the leases:
 `leasing.py`).
 
-May import: protocol, server.store, server.storage, server.tools, server.sandbox, server.providers,
+May import: protocol, server.store, server.database, server.tools, server.sandbox, server.providers,
 server.hypermedia, server.operations, server.config, server.clock, server.cache,
 server.publisher.
 """

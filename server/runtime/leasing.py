@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from ..storage.workers import DatabaseClosed
+from ..database.workers import DatabaseClosed
 from ..store import agents as agents_q
 from ..store import leases as leases_q
 from ..store.errors import NotFound

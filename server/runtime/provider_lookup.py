@@ -13,7 +13,7 @@ from seed_agents.protocol.agent.providers import BUILTIN_TYPES
 from ..providers.codex import CodexProvider
 from ..providers.base import Provider, ProviderError, ProviderNotFound, ProviderSpec
 from ..providers.registry import ProviderSettings, make_provider
-from ..storage.port import Storage
+from ..database.port import Storage
 from ..store import providers as providers_q
 from ..store import secrets_table as secrets_q
 from ..store.secrets import SecretBox, SecretOpenError

@@ -52,7 +52,7 @@ from ..publisher import Publisher
 from ..sandbox.choose import check as check_sandbox
 from ..sandbox.choose import sandbox_for
 from ..sandbox.port import Sandbox
-from ..storage.port import Storage
+from ..database.port import Storage
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
 from ..store import delegation as delegation_q

@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 
-from ..storage.filemodes import make_private_dir
+from ..database.filemodes import make_private_dir
 
 log = logging.getLogger("seed_agents.state_dirs")
 

@@ -28,7 +28,7 @@ import httpx
 
 from ..providers import subscription_login as flow
 from ..providers.base import ProviderError
-from ..storage.port import Storage
+from ..database.port import Storage
 from ..store import secrets_table as secrets_q
 from ..store.secrets import SecretBox, SecretOpenError
 

@@ -1,6 +1,6 @@
 """The store: plain query functions, written once against the storage port
-(server/storage/port.py) and run by whichever backend's façade the storage URL picks
-(server/storage/sqlite/, server/storage/postgres/).
+(server/database/port.py) and run by whichever backend's façade the storage URL picks
+(server/database/sqlite/, server/database/postgres/).
 
 - `accounts`, `signatures`, `idempotency`, `providers`, `secrets_table`, `agents`, `sessions`,
   `events`, `runs`, ...: query functions taking a `port.Conn` first, returning contract-shaped
@@ -10,5 +10,5 @@
   leases (PostgreSQL) has the columns, and only the runtime's leased strategy calls them.
 - `codec`, `errors`: helpers the queries share.
 
-May import: protocol, server.storage.
+May import: protocol, server.database.
 """

@@ -1,7 +1,7 @@
 """Accounts and the signers registered for them (RegisterSigner, verification step 5)."""
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 
 
 def ensure_account(conn: Conn, account_id: str, now: int) -> None:

@@ -5,7 +5,7 @@ table that hangs off an agent.
 """
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 from . import files_lifecycle as files_q
 from . import triggers as triggers_q

@@ -5,7 +5,7 @@ from __future__ import annotations
 from seed_agents.protocol.agent import preamble as text
 from seed_agents.protocol.api.actions_identities import signing_keys_of
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import identities as identities_q
 
 

@@ -8,7 +8,7 @@ rollup that `record_activity` writes with every appended session event.
 """
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 from .errors import NotFound
 from .runs import ACTIVE

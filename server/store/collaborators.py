@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.wire.dagcbor import peek_text
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import agents as agents_q
 from . import codec
 from . import sessions as sessions_q

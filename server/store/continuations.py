@@ -5,7 +5,7 @@ links written with it, in the same transaction. Row = the wire's SessionContinua
 manifest, createdAt}."""
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 
 _COLUMNS = ("successor_session_id, predecessor_session_id, origin_session_id, tool_call_id, run_id, event_id,"

@@ -1,7 +1,7 @@
 """Errors the query functions raise, so callers can map them to contract statuses."""
 from __future__ import annotations
 
-from ..storage.errors import UnstorableText  # noqa: F401  (raised by a backend, answered by callers)
+from ..database.errors import UnstorableText  # noqa: F401  (raised by a backend, answered by callers)
 
 
 class Refused(Exception):

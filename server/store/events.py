@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.api import history
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import agents as agents_q
 from . import codec, large_events
 from .errors import NotFound

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.api import history
 
-from ..storage.port import Conn
+from ..database.port import Conn
 
 # Links and envelopes of one page: an envelope is at most one frame (1 MiB), so a page is
 # bounded in bytes as GetSession's is.

@@ -5,7 +5,7 @@ thread runs jobs one at a time, so a second request with the same id sees the fi
 """
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 
 
 def idem_get(conn: Conn, account_id: str, action: str,

@@ -10,7 +10,7 @@ seq run instead of repeating or skipping a seq.
 """
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import agents as agents_q
 
 

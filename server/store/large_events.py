@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import attachments, codec
 from .errors import Refused
 

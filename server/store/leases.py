@@ -2,7 +2,7 @@
 
 PostgreSQL only (`db.shared`): the SQLite schema has no lease columns, and one process owns a
 SQLite file. The functions run through the same `db.write` façade as the rest of `seed_agents.server.store`
-(PostgreSQL syntax that `seed_agents.server.storage.postgres.dialect` leaves alone, `?` placeholders).
+(PostgreSQL syntax that `seed_agents.server.database.postgres.dialect` leaves alone, `?` placeholders).
 
 A claimed or running run carries `lease_owner` (a server's per-process id) and
 `lease_expires_at` (milliseconds); no other status carries one (the schema's

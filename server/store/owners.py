@@ -5,7 +5,7 @@ foreign id never decodes a definition nor touches a large column.
 """
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 
 
 def agent_access(conn: Conn, agent_id: str) -> tuple[str, bool] | None:

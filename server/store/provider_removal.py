@@ -2,7 +2,7 @@
 provider of the account names it."""
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 
 _COLUMNS = "id, name, config, created_at, updated_at"

@@ -4,7 +4,7 @@ directly, server/tools/authority.py). Indexed reads only: agents and agent_colla
 primary key."""
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import collaborators as collab_q
 from . import owners as owners_q
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.api.actions import RUN_STATUSES as STATUSES  # the contract's list, kept once
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 from .errors import NotFound
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.agent import plans
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 from . import runs as runs_q
 from . import files_lifecycle as files_q

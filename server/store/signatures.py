@@ -4,7 +4,7 @@ A row is live while `expires_at >= now` (the same rule as seed_agents.server.ver
 """
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 
 
 def claim_signature(conn: Conn, sig: bytes, expires_at: int, now: int) -> bool:

@@ -7,7 +7,7 @@ before a restart or by another server on the same database.
 """
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 
 COLUMNS = ("id, trigger_id, activity_key, status, created_at, session_id, run_id, run_status,"

@@ -7,7 +7,7 @@ store also keeps what the scheduler and the backoff need (`next_due_at`, `failur
 """
 from __future__ import annotations
 
-from ..storage.port import Conn
+from ..database.port import Conn
 from . import codec
 
 COLUMNS = ("id, account_id, agent_id, name, enabled, source_cbor, prompt_cbor, continuation_cbor,"

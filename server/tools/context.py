@@ -40,7 +40,7 @@ class ToolResult:
 
 @dataclass
 class ToolContext:
-    db: Any                        # a seed_agents.server.storage.port.Storage (either backend)
+    db: Any                        # a seed_agents.server.database.port.Storage (either backend)
     publisher: Publisher
     now_ms: Callable[[], int]
     account: str                   # the agent's owner: whose rows (memory, identities, quota) its tools touch

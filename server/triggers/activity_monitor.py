@@ -28,7 +28,7 @@ from seed_agents.protocol.wire.dagcbor import encode
 
 from ..hypermedia.client import FeedPageError
 from ..runtime.leasing import server_id
-from ..storage.workers import DatabaseClosed
+from ..database.workers import DatabaseClosed
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
 from .firing import Event, admit

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from datetime import datetime, timezone
 
-from ..storage.workers import DatabaseClosed
+from ..database.workers import DatabaseClosed
 from ..store import triggers as triggers_q
 from . import schedule as sched
 from .firing import Event, admit

@@ -19,7 +19,7 @@ import pytest
 
 from seed_agents.server.clock import new_id
 from seed_agents.server.main import start_server
-from seed_agents.server.storage.url import parse_storage_url
+from seed_agents.server.database.url import parse_storage_url
 from seed_agents.server.store import collaborators as collab_q
 from seed_agents.server.store import events as events_q
 from seed_agents.server.store import sessions as sessions_q

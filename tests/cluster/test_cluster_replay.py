@@ -9,7 +9,7 @@ import pytest
 
 from seed_agents.clients.raw import unique_ts
 from seed_agents.protocol.wire.envelope import sign_envelope
-from seed_agents.server.storage.url import parse_storage_url
+from seed_agents.server.database.url import parse_storage_url
 
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401

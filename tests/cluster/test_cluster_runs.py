@@ -12,7 +12,7 @@ from unittest.mock import ANY
 
 import pytest
 
-from seed_agents.server.storage.url import parse_storage_url
+from seed_agents.server.database.url import parse_storage_url
 
 from tests.conftest import make_config
 from tests.fakes.openai_server import FakeOpenAI, Script
@@ -321,7 +321,7 @@ def account_and_agent(conn) -> None:
 async def test_leases_in_the_store(tmp_path, postgres_url):
     """seed_agents.server.store.leases on its own: claims in session order across owners, renewals only of
     what an owner holds, requeue on the database clock, and an old attempt never answers."""
-    from seed_agents.server.storage.postgres.database import PgDatabase
+    from seed_agents.server.database.postgres.database import PgDatabase
     from seed_agents.server.store import leases, runs, sessions
 
     db = PgDatabase(parse_storage_url(postgres_url))
@@ -366,7 +366,7 @@ async def test_leases_in_the_store(tmp_path, postgres_url):
 async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgres_url):
     """Three claimers, each with its own connections (as three servers have), drain one queue
     at once: every run is claimed exactly once, and each session's runs in order."""
-    from seed_agents.server.storage.postgres.database import PgDatabase
+    from seed_agents.server.database.postgres.database import PgDatabase
     from seed_agents.server.store import leases, runs, sessions
 
     n_sessions, per_session = 8, 5

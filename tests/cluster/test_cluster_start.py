@@ -8,7 +8,7 @@ import base64
 import os
 from urllib.parse import urlsplit, urlunsplit
 
-from seed_agents.server.storage.url import parse_storage_url
+from seed_agents.server.database.url import parse_storage_url
 
 from tests.conftest import make_config
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401

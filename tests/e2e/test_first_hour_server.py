@@ -107,7 +107,7 @@ async def test_sqlite_refuses_a_changed_secrets_key_unless_told_then_names_the_p
 
     # A database from before the check (no check value, a secret sealed under A) is refused too
     # (on a copy, read as the start reads it).
-    from seed_agents.server.storage.sqlite.gate import open_database
+    from seed_agents.server.database.sqlite.gate import open_database
     from seed_agents.server.store import key_check
     from seed_agents.server.store.secrets import SecretBox
 
@@ -283,7 +283,7 @@ async def test_json_clients_get_json_refusals(server):
 
 # -- passwords ------------------------------------------------------------------------------------
 def test_a_short_password_is_blanked_in_urls_and_as_a_word_never_inside_other_words():
-    from seed_agents.server.storage.url import parse_storage_url, scrub
+    from seed_agents.server.database.url import parse_storage_url, scrub
 
     url = parse_storage_url("postgresql://seed:p@127.0.0.1:5999/agents")
     text = ('connection to server at "127.0.0.1", port 5999 failed: postgresql://seed:p@127.0.0.1:5999/agents '
@@ -295,7 +295,7 @@ def test_a_short_password_is_blanked_in_urls_and_as_a_word_never_inside_other_wo
 
 async def test_a_postgresql_start_line_shows_the_url_without_its_password(tmp_path, postgres_url):
     from seed_agents.server.main import start_line, start_server
-    from seed_agents.server.storage.url import parse_storage_url
+    from seed_agents.server.database.url import parse_storage_url
 
     from tests.conftest import make_config
 

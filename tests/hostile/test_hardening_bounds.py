@@ -15,7 +15,7 @@ from seed_agents.protocol.api.actions import MAX_DEFINITION_BYTES
 from seed_agents.protocol.wire.envelope import build_envelope
 from seed_agents.server.handlers.pages import MAX_ANSWER_BYTES
 from seed_agents.server.main import start_server
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import accounts, agents, events, sessions
 
 from tests.conftest import make_config

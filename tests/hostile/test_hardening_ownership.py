@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from seed_agents.server.handlers.access import agent_for, run_for, session_for
-from seed_agents.server.storage.sqlite.gate import open_database
+from seed_agents.server.database.sqlite.gate import open_database
 from seed_agents.server.store import agents, runs, sessions
 
 from tests.wsraw import V2Client, keypair, setup_session

@@ -73,7 +73,7 @@ async def test_unregister_signer_refuses_the_key_and_closes_its_sockets(server):
 
 async def test_unregister_signer_closes_the_keys_sockets_on_every_server_of_a_shared_store(tmp_path, postgres_url):  # noqa: F811
     from seed_agents.server.main import start_server
-    from seed_agents.server.storage.url import parse_storage_url
+    from seed_agents.server.database.url import parse_storage_url
 
     from tests.conftest import make_config
 

@@ -122,7 +122,7 @@ def test_the_layer_rule_sees_the_imports_it_judges():
     # misread, every folder would pass the rule above with nothing to judge.
     graph = _graph()
     assert "server.verification.dispatch" in graph["server.transport.connection"]
-    assert "server.storage.port" in graph["server.store.runs"] | set().union(
+    assert "server.database.port" in graph["server.store.runs"] | set().union(
         *(graph[m] for m in graph if m.startswith("server.store.")))
     assert _may_import(ROOT / "server" / "operations") == {"protocol"}
 

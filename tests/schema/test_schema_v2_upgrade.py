@@ -9,7 +9,7 @@ from pathlib import Path
 import apsw
 
 from seed_agents import schema
-from seed_agents.server.storage.sqlite.gate import open_database
+from seed_agents.server.database.sqlite.gate import open_database
 from seed_agents.server.store import runs as runs_q
 
 from tests.conftest import make_config

@@ -17,7 +17,7 @@ import pytest
 
 from seed_agents.clients import AgentsClient, AgentsError, actions
 from seed_agents.protocol.wire.keys import Keypair
-from seed_agents.server.storage import parse_storage_url
+from seed_agents.server.database import parse_storage_url
 from seed_agents.server.store import agent_lifecycle, blobs
 from seed_agents.server.store import memory as memory_q
 from seed_agents.server.store import owners as owners_q
@@ -40,11 +40,11 @@ def pattern(i: int, size: int) -> bytes:
 
 async def open_store(where: str):
     if where.startswith("postgresql"):
-        from seed_agents.server.storage.postgres.database import PgDatabase
+        from seed_agents.server.database.postgres.database import PgDatabase
 
         db = PgDatabase(parse_storage_url(where))
     else:
-        from seed_agents.server.storage.sqlite.database import Database
+        from seed_agents.server.database.sqlite.database import Database
 
         db = Database(where)
     await db.start()

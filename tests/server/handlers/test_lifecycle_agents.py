@@ -173,7 +173,7 @@ async def test_start_up_removes_orphan_state_dirs_and_remakes_missing_ones(tmp_p
     stray_file = agents_dir / "README"
     stray_file.write_text("not a directory: left alone")
     # a row whose directory went missing
-    from seed_agents.server.storage.sqlite.database import Database
+    from seed_agents.server.database.sqlite.database import Database
 
     db = Database(cfg.db_path)
     db.start_sync()

@@ -11,7 +11,7 @@ import apsw
 import pytest
 
 from seed_agents.protocol.wire.envelope import build_envelope
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import accounts, agents, events, runs, sessions
 
 from tests.procs import ServerProcess

@@ -9,7 +9,7 @@ from websockets.asyncio.client import connect
 
 from seed_agents.protocol.wire import dagcbor
 from seed_agents.protocol.wire.envelope import build_envelope
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import accounts, agents, events, sessions
 
 from tests.conftest import make_config

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import uuid
 
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import accounts, agents, sessions
 
 from tests.conftest import make_config

@@ -10,8 +10,8 @@ import apsw
 import pytest
 
 from seed_agents import schema
-from seed_agents.server.storage.sqlite.database import Database
-from seed_agents.server.storage.sqlite.gate import open_database
+from seed_agents.server.database.sqlite.database import Database
+from seed_agents.server.database.sqlite.gate import open_database
 from seed_agents.server.store import agents, events, sessions
 
 from tests.waiting import until

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import agents, events, idempotency, sessions
 
 from tests.threads import race

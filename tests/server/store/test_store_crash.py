@@ -18,13 +18,13 @@ import threading
 
 import pytest
 
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import events, sessions
 
 CHILD = textwrap.dedent("""
     import asyncio, sys, uuid
     from seed_agents.server.store import agents, events, sessions
-    from seed_agents.server.storage.sqlite.database import Database
+    from seed_agents.server.database.sqlite.database import Database
 
     def setup(conn):
         if sessions.get_session(conn, "s1") is None:

@@ -8,7 +8,7 @@ import threading
 import apsw
 import pytest
 
-from seed_agents.server.storage.sqlite.database import Database, DatabaseClosed
+from seed_agents.server.database.sqlite.database import Database, DatabaseClosed
 
 
 def insert(conn, key, value=None):

@@ -17,7 +17,7 @@ from seed_agents.server.store import sessions as sessions_q
 from seed_agents.server.store import uploads as uploads_q
 
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
-from tests.server.storage.test_storage_conformance import ACCOUNT, BACKENDS, T0, Stores, seed
+from tests.server.database.test_storage_conformance import ACCOUNT, BACKENDS, T0, Stores, seed
 
 LIMITS = memory_q.MemoryLimits(quota=None, max_files=10_000)
 
@@ -96,8 +96,8 @@ async def test_overwrite_releases_the_old_bytes(db):
 async def test_a_staged_upload_is_committed_through_another_instance(db, request):
     other = db
     if db.shared:   # a second "server" on the same store
-        from seed_agents.server.storage import parse_storage_url
-        from seed_agents.server.storage.postgres.database import PgDatabase
+        from seed_agents.server.database import parse_storage_url
+        from seed_agents.server.database.postgres.database import PgDatabase
 
         other = PgDatabase(parse_storage_url(request.getfixturevalue("postgres_url")))
         await other.start()

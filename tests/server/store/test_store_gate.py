@@ -7,7 +7,7 @@ import apsw
 import pytest
 
 from seed_agents import schema
-from seed_agents.server.storage.sqlite.gate import (
+from seed_agents.server.database.sqlite.gate import (
     SchemaGateError,
     SchemaMigrationError,
     SchemaTarget,

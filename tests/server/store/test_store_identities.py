@@ -1,12 +1,12 @@
 """server/store/identities.py on both drivers (a SQLite file and a PostgreSQL schema), through
-the façade the server uses (`db.write` / `db.read`), as tests/server/storage/test_storage_conformance.py does."""
+the façade the server uses (`db.write` / `db.read`), as tests/server/database/test_storage_conformance.py does."""
 from __future__ import annotations
 
 import pytest
 
 from seed_agents.protocol.wire.keys import Keypair
 from seed_agents.server.handlers.idempotency import once
-from seed_agents.server.storage import parse_storage_url
+from seed_agents.server.database import parse_storage_url
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import identities as identities_q
 from seed_agents.server.store.errors import NotFound
@@ -22,11 +22,11 @@ BOX = SecretBox(bytes(range(32)))
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def db(request, tmp_path):
     if request.param == "sqlite":
-        from seed_agents.server.storage.sqlite.database import Database
+        from seed_agents.server.database.sqlite.database import Database
 
         database = Database(str(tmp_path / "agents.sqlite"))
     else:
-        from seed_agents.server.storage.postgres.database import PgDatabase
+        from seed_agents.server.database.postgres.database import PgDatabase
 
         database = PgDatabase(parse_storage_url(request.getfixturevalue("postgres_url")))
     await database.start()

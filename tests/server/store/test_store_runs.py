@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from seed_agents.server.storage.sqlite.gate import open_database
+from seed_agents.server.database.sqlite.gate import open_database
 from seed_agents.server.store import agents, runs, sessions
 from seed_agents.server.store.errors import NotFound
 

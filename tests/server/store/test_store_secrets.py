@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from seed_agents.server.storage.sqlite.database import Database
+from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import secrets_table
 from seed_agents.server.store.secrets import KEY_FILE, SecretBox, SecretOpenError, SecretsKeyError, load_secrets_key
 

@@ -90,7 +90,7 @@ async def test_a_run_taken_over_on_postgresql_continues_from_its_last_step(tmp_p
     """Server A records a call and dies with the tool running; server B (same PostgreSQL) takes
     the run when A's lease runs out and continues it from the recorded call."""
     from seed_agents.server.main import start_server
-    from seed_agents.server.storage.url import parse_storage_url
+    from seed_agents.server.database.url import parse_storage_url
 
     from tests.conftest import make_config
 

@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from seed_agents.server.storage import database_for
-from seed_agents.server.storage.url import StorageURLError, parse_storage_url, scrub, sqlite_url
+from seed_agents.server.database import database_for
+from seed_agents.server.database.url import StorageURLError, parse_storage_url, scrub, sqlite_url
 
 SECRET = "s3cr3t-Pa55"
 
@@ -63,8 +63,8 @@ def test_a_percent_encoded_password_is_scrubbed_in_both_forms():
 def test_the_url_picks_the_facade_without_connecting(tmp_path):
     from types import SimpleNamespace
 
-    from seed_agents.server.storage.postgres.database import PgDatabase
-    from seed_agents.server.storage.sqlite.database import Database
+    from seed_agents.server.database.postgres.database import PgDatabase
+    from seed_agents.server.database.sqlite.database import Database
 
     lite = database_for(SimpleNamespace(storage_url=parse_storage_url(f"sqlite:{tmp_path / 'a.sqlite'}"),
                                         db_path=str(tmp_path / "a.sqlite")))
@@ -79,7 +79,7 @@ def test_the_url_picks_the_facade_without_connecting(tmp_path):
 
 
 def test_redact_shows_any_refused_input_without_its_password():
-    from seed_agents.server.storage.url import redact
+    from seed_agents.server.database.url import redact
 
     assert redact(f"mysql://root:{SECRET}@db/x") == "mysql://root:***@db/x"
     assert redact(f"postgres://u:{SECRET}@h:notaport/d?sslpassword={SECRET}") == \

@@ -1,11 +1,11 @@
-"""The SQLite-to-PostgreSQL rewrite of the store's SQL (server/storage/postgres/dialect.py): pure strings,
+"""The SQLite-to-PostgreSQL rewrite of the store's SQL (server/database/postgres/dialect.py): pure strings,
 then a few rewritten statements run on a real PostgreSQL (the whole store's SQL runs there in
-tests/server/storage/test_storage_conformance.py and the PostgreSQL pass of the end-to-end tests)."""
+tests/server/database/test_storage_conformance.py and the PostgreSQL pass of the end-to-end tests)."""
 from __future__ import annotations
 
 import pytest
 
-from seed_agents.server.storage.postgres.dialect import to_postgres
+from seed_agents.server.database.postgres.dialect import to_postgres
 
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
@@ -103,7 +103,7 @@ def test_the_rewrite_is_cached_per_statement():
 def test_rewritten_statements_run_on_postgresql(postgres_url):
     import psycopg
 
-    from seed_agents.server.storage.postgres.database import PgConn
+    from seed_agents.server.database.postgres.database import PgConn
 
     raw = psycopg.connect(postgres_url, autocommit=True, cursor_factory=psycopg.ClientCursor)
     try:

@@ -1,9 +1,9 @@
 """The store's conformance tests: the same tests on both drivers, through what the server uses.
 
-The server reaches its store in one way, the storage port (server/storage/port.py): the functions
+The server reaches its store in one way, the storage port (server/database/port.py): the functions
 of `seed_agents.server.store`, run through a façade, `db.write` / `db.read` / `db.aread`. `Database` runs them
 on a SQLite file, `PgDatabase` on PostgreSQL (their SQL rewritten by
-server/storage/postgres/dialect.py). Each test here runs on every backend of `BACKENDS`
+server/database/postgres/dialect.py). Each test here runs on every backend of `BACKENDS`
 (parametrized), calling the real store functions (and handlers/idempotency.once, as the
 handlers do).
 
@@ -20,9 +20,9 @@ import pytest
 
 from seed_agents.protocol.wire.errors import ProtocolError
 from seed_agents.server.handlers import idempotency as idem
-from seed_agents.server.storage import parse_storage_url
-from seed_agents.server.storage.errors import SchemaGateError
-from seed_agents.server.storage.port import Conn
+from seed_agents.server.database import parse_storage_url
+from seed_agents.server.database.errors import SchemaGateError
+from seed_agents.server.database.port import Conn
 from seed_agents.server.store import accounts as accounts_q
 from seed_agents.server.store import agent_lifecycle as lifecycle_q
 from seed_agents.server.store import agent_listing as listing_q
@@ -72,7 +72,7 @@ class SqliteBackend:
 
     @staticmethod
     def make(where: str):
-        from seed_agents.server.storage.sqlite.database import Database
+        from seed_agents.server.database.sqlite.database import Database
 
         return Database(where)
 
@@ -98,7 +98,7 @@ class PostgresBackend:
 
     @staticmethod
     def make(where: str):
-        from seed_agents.server.storage.postgres.database import PgDatabase
+        from seed_agents.server.database.postgres.database import PgDatabase
 
         return PgDatabase(parse_storage_url(where))
 
@@ -114,7 +114,7 @@ class PostgresBackend:
         cls.run_sql(where, "UPDATE schema_version SET version = %s", (version,))
 
 
-# A third backend is its folder under server/storage/ and one entry here.
+# A third backend is its folder under server/database/ and one entry here.
 BACKENDS = {backend.name: backend for backend in (SqliteBackend, PostgresBackend)}
 
 
@@ -1069,8 +1069,8 @@ def normalized(value):
 
 
 async def test_both_drivers_return_the_same_shapes(tmp_path, postgres_url):
-    from seed_agents.server.storage.postgres.database import PgDatabase
-    from seed_agents.server.storage.sqlite.database import Database
+    from seed_agents.server.database.postgres.database import PgDatabase
+    from seed_agents.server.database.sqlite.database import Database
 
     lite, pg = Database(str(tmp_path / "agents.sqlite")), PgDatabase(parse_storage_url(postgres_url))
     await lite.start()
@@ -1163,7 +1163,7 @@ async def test_the_shape_script_calls_every_store_function(tmp_path):
     """So every statement of the store runs on PostgreSQL in the test above: a new store
     function must be added to `shape_script` (or, if only another one calls it, named in
     CALLED_BY_OTHERS). Runs on SQLite alone, so it holds without PostgreSQL too."""
-    from seed_agents.server.storage.sqlite.database import Database
+    from seed_agents.server.database.sqlite.database import Database
 
     db = Database(str(tmp_path / "agents.sqlite"))
     await db.start()

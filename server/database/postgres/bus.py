@@ -1,7 +1,7 @@
 """Notices across servers through PostgreSQL LISTEN/NOTIFY.
 
 Each server keeps one LISTEN connection (outside the pool) and fans what arrives out to its
-subscriptions. A notice is small (seed_agents.server.storage.notices.encode_notice); durable events are
+subscriptions. A notice is small (seed_agents.server.database.notices.encode_notice); durable events are
 read back from the database, so NOTIFY only says "look".
 
 When the LISTEN connection is lost (server restart, pg_terminate_backend, a network cut seen
@@ -10,7 +10,7 @@ hands every subscription a Resync: notices sent while it was away are gone, and 
 fills the gap from the database, past its last seq. Listening again before the Resync means
 nothing published after the re-read can be missed.
 
-Sending: through the pool when one is given (seed_agents.server.storage.postgres), else on one sending
+Sending: through the pool when one is given (seed_agents.server.database.postgres), else on one sending
 connection of the bus's own (`send`, used by server/live/cluster.py), which reconnects and sends again
 what a lost connection may not have delivered (receivers tolerate a repeat, never a loss).
 """

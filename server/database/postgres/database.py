@@ -1,10 +1,10 @@
-"""PgDatabase: the PostgreSQL adapter's façade (the storage port: server/storage/port.py).
+"""PgDatabase: the PostgreSQL adapter's façade (the storage port: server/database/port.py).
 
 The server talks to its store in one way whatever the backend: `read(fn, *args)`,
 `aread`, `write`, `write_nowait`, `write_sync`, where `fn(conn, *args)` is a function of
-`seed_agents.server.store`. `seed_agents.server.storage.sqlite.database.Database` runs them on SQLite; this class runs the same
+`seed_agents.server.store`. `seed_agents.server.database.sqlite.database.Database` runs them on SQLite; this class runs the same
 functions on PostgreSQL through psycopg 3, with `PgConn` presenting a psycopg connection the way
-the store uses apsw's (`execute`, `executemany`, `changes`) and `seed_agents.server.storage.postgres.dialect`
+the store uses apsw's (`execute`, `executemany`, `changes`) and `seed_agents.server.database.postgres.dialect`
 rewriting the few SQLite spellings.
 
 - `read`: on the caller's thread (the event loop's), on one reader connection, in one
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 RETRIES = 4
 _BIG_PARAM = 64 * 1024   # bytes: a larger bytes parameter is bound by the server, in binary
-# How PostgreSQL differs where a query must know it (server/storage/port.py): several servers
+# How PostgreSQL differs where a query must know it (server/database/port.py): several servers
 # take runs (leases), lock the rows they move, and skip those another server holds.
 POSTGRES = Traits(name="postgresql", run_leases=True, lock_rows=" FOR UPDATE",
                   skip_locked=" FOR UPDATE SKIP LOCKED", like_ci="ILIKE", text_search="tsvector")

@@ -28,7 +28,7 @@ BUSY_TIMEOUT_MS = 5000
 JOURNAL_SIZE_LIMIT = 64 << 20
 
 
-# How SQLite differs where a query must know it (server/storage/port.py): one process owns the
+# How SQLite differs where a query must know it (server/database/port.py): one process owns the
 # file, so runs need no leases and its one writer already serializes (no row locks).
 SQLITE = Traits(name="sqlite", run_leases=False, lock_rows="", skip_locked="", like_ci="LIKE",
                 text_search="fts5")

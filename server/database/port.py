@@ -1,12 +1,12 @@
 """The storage port: what a backend provides, so the store's queries (seed_agents.server.store) are written
-once and run on any of them. Each backend is one folder implementing it (server/storage/sqlite/,
-server/storage/postgres/); an adapter imports nothing of seed_agents.server.store (the queries sit above it); `seed_agents.server.storage.database_for` picks one from the storage URL, and
-tests/server/storage/test_storage_conformance.py drives every one through this interface.
+once and run on any of them. Each backend is one folder implementing it (server/database/sqlite/,
+server/database/postgres/); an adapter imports nothing of seed_agents.server.store (the queries sit above it); `seed_agents.server.database.database_for` picks one from the storage URL, and
+tests/server/database/test_storage_conformance.py drives every one through this interface.
 
 A store function is `fn(conn: Conn, *args)`: it runs inside a transaction the façade opens
 (a read snapshot, or a write job), never begins or commits one itself, and returns plain values.
 Its SQL is written in SQLite's spelling; an adapter rewrites what it must (PostgreSQL:
-server/storage/postgres/dialect.py). Where the backends differ beyond spelling, the connection's
+server/database/postgres/dialect.py). Where the backends differ beyond spelling, the connection's
 `traits` say so, in one place per adapter: a query reads a trait, it never asks which backend.
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Storage(Protocol):
     `run_leases`: its schema has the lease columns the run lease queries use
     (server/store/leases.py), and it gives `claim_signature` for the replay guard across
     servers. Notices between servers travel on the shared backend's bus (`notice_bus()`,
-    server/storage/postgres/bus.py, carried by seed_agents.server.live.cluster).
+    server/database/postgres/bus.py, carried by seed_agents.server.live.cluster).
     """
 
     backend: str          # Traits.name

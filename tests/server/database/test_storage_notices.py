@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from seed_agents.server.storage.notices import (
+from seed_agents.server.database.notices import (
     MAX_NOTICE_BYTES,
     LocalNoticeBus,
     Notice,

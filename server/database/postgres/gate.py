@@ -1,4 +1,4 @@
-"""The schema gate for PostgreSQL, with the refusals of every gate (seed_agents.server.storage.errors).
+"""The schema gate for PostgreSQL, with the refusals of every gate (seed_agents.server.database.errors).
 
 The version lives in a one-row table `schema_version (version, app)` in the connection's
 schema (the first of its search_path). Under a transaction-scoped advisory lock, so servers
@@ -10,7 +10,7 @@ starting together take turns:
 - older: each missing migration in its own savepoint, the batch in one transaction;
 - newer or unknown: refused.
 
-A refusal raises seed_agents.server.storage.errors.SchemaGateError (exit status 2) naming both versions and
+A refusal raises seed_agents.server.database.errors.SchemaGateError (exit status 2) naming both versions and
 the redacted URL, and changes nothing.
 """
 from __future__ import annotations

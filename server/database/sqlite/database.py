@@ -1,4 +1,4 @@
-"""Database: the SQLite adapter's façade over one file (the storage port: server/storage/port.py).
+"""Database: the SQLite adapter's façade over one file (the storage port: server/database/port.py).
 
 `read` runs on the caller's thread with a dedicated reader connection: the store's reads are
 short indexed lookups, and apsw releases the GIL while SQLite works. A handler's `aread` is that
@@ -39,7 +39,7 @@ class Database(WriteQueue, ReaderThreads):
     small pool of reader threads for large reads."""
 
     backend = "sqlite"
-    shared = False     # one server process owns the file (server/storage/sqlite/dblock.py)
+    shared = False     # one server process owns the file (server/database/sqlite/dblock.py)
     traits = SQLITE
     reader_threads = 2   # the machine's cores serve the loop and the writer too
 

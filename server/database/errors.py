@@ -1,4 +1,4 @@
-"""The storage's own refusals (seed_agents.server.storage), apart from the store's (seed_agents.server.store.errors)."""
+"""The storage's own refusals (seed_agents.server.database), apart from the store's (seed_agents.server.store.errors)."""
 from __future__ import annotations
 
 

@@ -10,9 +10,9 @@ import pytest
 
 import seed_agents.schema.postgres as pg_schema
 from seed_agents.server.handlers import idempotency as idem
-from seed_agents.server.storage import parse_storage_url
-from seed_agents.server.storage.postgres.database import PgDatabase, StorageUnavailable
-from seed_agents.server.storage.postgres.gate import PgSchemaGateError, PgSchemaMigrationError, PgSchemaTarget
+from seed_agents.server.database import parse_storage_url
+from seed_agents.server.database.postgres.database import PgDatabase, StorageUnavailable
+from seed_agents.server.database.postgres.gate import PgSchemaGateError, PgSchemaMigrationError, PgSchemaTarget
 from seed_agents.server.store import accounts as accounts_q
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import events as events_q
@@ -266,8 +266,8 @@ async def test_a_lost_listen_connection_reconnects_and_asks_for_a_resync(postgre
     "look", events are read back from the database past the last seq seen."""
     from psycopg_pool import AsyncConnectionPool
 
-    from seed_agents.server.storage.notices import Notice, Resync
-    from seed_agents.server.storage.postgres.bus import PgNoticeBus, channel_for
+    from seed_agents.server.database.notices import Notice, Resync
+    from seed_agents.server.database.postgres.bus import PgNoticeBus, channel_for
 
     url = parse_storage_url(postgres_url)
     a, b = await open_db(postgres_url), await open_db(postgres_url)
