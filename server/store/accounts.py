@@ -12,10 +12,11 @@ def ensure_account(conn: Conn, account_id: str, now: int) -> None:
 def hold_account(conn: Conn, account_id: str, now: int) -> None:
     """Make sure the account's row exists and hold it until the transaction ends: the per-account
     limits (runs in flight, trigger firings) count first and then write, so on a store that
-    several servers share (PostgreSQL, READ COMMITTED) two servers must not count at once. An
-    upsert that updates takes the row's lock there; on SQLite the one writer already orders them."""
-    conn.execute("INSERT INTO accounts (id, created_at) VALUES (?, ?)"
-                 " ON CONFLICT (id) DO UPDATE SET created_at = accounts.created_at", (account_id, now))
+    several servers share (PostgreSQL, READ COMMITTED) two servers must not count at once. There
+    the row is locked (`lock_rows`); on SQLite the one writer already orders them, and an existing
+    row costs a read, not a write."""
+    ensure_account(conn, account_id, now)
+    conn.execute(f"SELECT id FROM accounts WHERE id = ?{conn.traits.lock_rows}", (account_id,)).fetchone()
 
 
 def add_signer(conn: Conn, account_id: str, signer_id: str, role: str,
