@@ -135,6 +135,13 @@ async def test_continue_session_makes_one_linked_successor_from_its_manifest(tmp
             assert code == 0, err
             assert out.splitlines()[0] == f"(continued from session {sid})"
             assert out.splitlines()[1].startswith("#1 server: <session_continuation>")
+
+            # deletion detaches: the successor keeps its starting point, the links to a deleted
+            # session go
+            assert (await c.call(kp, {"_": "DeleteSession", "sessionId": sid}))["_"] == "DeleteSessionResponse"
+            after = await c.call(kp, {"_": "GetSession", "sessionId": successor})
+            assert "continuedFromSessionId" not in after["session"]
+            assert after["continuation"]["predecessorSessionId"] == sid
             await c.close()
     finally:
         srv.kill()
