@@ -25,8 +25,12 @@ MAX_LIST = 100                      # accounts of a mention source, event types 
 MAX_INTERVAL = 10_000               # `every` of an interval schedule (minutes or hours)
 MAX_CRON = 200                      # characters of a cron expression
 RUN_END_STATUSES = ("succeeded", "failed", "canceled")
-ACTIVITY_SOURCES = ("document-comment", "user-mention", "comment-reply", "site-update")
+# The activity feed's filters, and `activity`: several of them as alternatives (any one matching
+# fires it), as the storage design's AgentTriggerSource.
+ACTIVITY_FILTERS = ("document-comment", "user-mention", "comment-reply", "document-author-comment", "site-update")
+ACTIVITY_SOURCES = (*ACTIVITY_FILTERS, "activity")
 SOURCE_TYPES = ("schedule", "webhook", "run-completed", *ACTIVITY_SOURCES)
+MAX_ALTERNATIVES = 16
 _TIME_OF_DAY = re.compile(r"([01][0-9]|2[0-3]):[0-5][0-9]")
 
 
@@ -203,6 +207,39 @@ def parse_source(f: Fields, field: str = "source") -> dict:
         types = _texts(s, "eventTypes", MAX_NAME, required=False)
         if types:
             out["eventTypes"] = types
+    elif kind == "document-author-comment":
+        # A comment by someone else on a document in this account (the documents it wrote).
+        out["documentAuthor"] = s.text("documentAuthor", MAX_RESOURCE).strip().removeprefix("hm://").strip("/")
+        if not out["documentAuthor"]:
+            raise s.fail("documentAuthor", "must name an account")
+        optional_text("resourcePrefix", MAX_RESOURCE)
+    elif kind == "activity":
+        out["alternatives"] = _alternatives(s)
+    return out
+
+
+def _alternatives(s: Fields) -> list[dict]:
+    """An activity source's `alternatives`: 1..MAX_ALTERNATIVES `{id, source}`, ids unique, each
+    source one of the activity filters (no schedules, webhooks, runs, nor nested alternatives)."""
+    raw = s.get("alternatives", True)
+    if type(raw) is not list or not raw:
+        raise s.fail("alternatives", "must be a non-empty array of {id, source}")
+    if len(raw) > MAX_ALTERNATIVES:
+        raise s.fail("alternatives", f"holds at most {MAX_ALTERNATIVES} alternatives")
+    out, seen = [], set()
+    for i, item in enumerate(raw):
+        if type(item) is not dict:
+            raise s.fail(f"alternatives[{i}]", f"must be an object {{id, source}}, got {kind_of(item)}")
+        a = Fields(item, f"{s.name}.alternatives[{i}]")
+        alt_id = a.text("id", MAX_NAME).strip()
+        if not alt_id or alt_id in seen:
+            raise a.fail("id", "must be a non-empty id, unique among the alternatives")
+        seen.add(alt_id)
+        source = parse_source(a)
+        if source["type"] not in ACTIVITY_FILTERS:
+            raise a.fail("source.type", f"must be one of the activity filters ({', '.join(ACTIVITY_FILTERS)}), "
+                                        f"got {source['type']!r}")
+        out.append({"id": alt_id, "source": source})
     return out
 
 

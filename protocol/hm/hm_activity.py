@@ -224,7 +224,33 @@ def matches(source: dict, event: dict) -> bool:
         return _comment_reply(source, event)
     if kind == "site-update":
         return _site_update(source, event)
+    if kind == "document-author-comment":
+        return _document_author_comment(source, event)
+    if kind == "activity":
+        return bool(matched_alternatives(source, event))
     return False
+
+
+def matched_alternatives(source: dict, event: dict) -> list[str]:
+    """The ids of an `activity` source's alternatives the event matches (what a firing records
+    as its matched conditions)."""
+    return [alt["id"] for alt in source.get("alternatives") or () if matches(alt["source"], event)]
+
+
+def _document_author_comment(source: dict, event: dict) -> bool:
+    """A comment on a document in `documentAuthor`'s account, written by anyone else (the
+    author's own comments never wake it: an agent answering in a comment would wake itself);
+    `resourcePrefix` narrows to some of its documents."""
+    owner = source["documentAuthor"]
+    if _s(event, "type") != "comment":
+        return False
+    target = _comment_target(event)
+    if not target or not _same_account(target.removeprefix("hm://").split("/", 1)[0], owner):
+        return False
+    commenter = _author(event) or _s(_r(event, "comment"), "author")
+    if commenter is None or _same_account(commenter, owner):
+        return False
+    return "resourcePrefix" not in source or _under(target, source["resourcePrefix"])
 
 
 def _document_comment(source: dict, event: dict) -> bool:

@@ -49,7 +49,9 @@ CONTRACT = """## Writing a trigger
   `{"kind": "once", "runAt": <unix ms>}`, `{"kind": "cron", "expression": "30 9 * * 1-5", "timezone": "UTC"}`;
   or `{"type": "webhook"}`, `{"type": "run-completed", "agentId"?, "status"?, "titleMatch"?}`,
   `{"type": "document-comment", "resource": "hm://..."}`, `{"type": "user-mention", "mentionedAccounts": [...]}`,
-  `{"type": "comment-reply", "parentAuthor": "<account>"}`, `{"type": "site-update", "resourcePrefix": "hm://..."}`
+  `{"type": "comment-reply", "parentAuthor": "<account>"}`, `{"type": "site-update", "resourcePrefix": "hm://..."}`,
+  `{"type": "document-author-comment", "documentAuthor": "<account>"}` (others' comments on its documents),
+  `{"type": "activity", "alternatives": [{"id": "...", "source": {...one of the above feed sources...}}]}`
 - `prompt` (required for a new trigger): what the new session starts with
 - `enabled` (default true), `continuation` (`{"kind": "newThread"}` by default, or `{"kind": "tool", "tool": "...", "input": {...}}`)
 Writing an existing name changes only the fields given. `options: {"delete": true}` deletes it."""

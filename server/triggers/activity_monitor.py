@@ -197,8 +197,10 @@ class ActivityMonitor:
                     continue
                 if not firings_q.claim_event(conn, account, trigger["id"], key, now):
                     continue   # admitted before (another poll, another server, a restart)
-                outcome = admit(conn, self.app, trigger, Event(key, summary, {"type": "activity", "event": kept}),
-                                now, triggers.policy)
+                detail = {"type": "activity", "event": kept}
+                if trigger["source"]["type"] == "activity":   # the conditions it matched, as admitted
+                    detail["matched"] = activity.matched_alternatives(trigger["source"], event)
+                outcome = admit(conn, self.app, trigger, Event(key, summary, detail), now, triggers.policy)
                 publish += outcome.publish
         firings_q.set_watermark(conn, account, self.url, cursor, polled_at, int(time.time() * 1000))
         return publish

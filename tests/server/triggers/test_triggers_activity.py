@@ -228,3 +228,63 @@ async def test_a_trigger_never_fires_for_what_happened_before_it(tmp_path, reque
         assert await firings(c, a, first["id"]) == []
         await c.close()
         await server.stop()
+
+
+ALTERNATIVES = {"type": "activity", "alternatives": [
+    {"id": "replies", "source": {"type": "comment-reply", "parentAuthor": ME}},
+    {"id": "my-docs", "source": {"type": "document-author-comment", "documentAuthor": ME}}]}
+
+
+@pytest.mark.parametrize("source, event, expected", [
+    # document-author-comment: someone else's comment on a document in the account
+    ({"type": "document-author-comment", "documentAuthor": ME}, comment_event("c1", AUTHOR, ME, 1), True),
+    ({"type": "document-author-comment", "documentAuthor": ME},
+     comment_event("c1", AUTHOR, ME, 1, target_path="notes/x"), True),
+    ({"type": "document-author-comment", "documentAuthor": ME}, comment_event("c1", ME, ME, 1), False),  # its own
+    ({"type": "document-author-comment", "documentAuthor": ME}, comment_event("c1", AUTHOR, DOC_OWNER, 1), False),
+    ({"type": "document-author-comment", "documentAuthor": ME, "resourcePrefix": f"hm://{ME}/notes"},
+     comment_event("c1", AUTHOR, ME, 1, target_path="other"), False),
+    ({"type": "document-author-comment", "documentAuthor": ME}, doc_update_event("d1", ME, "a", 1), False),
+    # activity: any alternative
+    (ALTERNATIVES, comment_event("c1", AUTHOR, ME, 1), True),
+    (ALTERNATIVES, comment_event("c1", AUTHOR, DOC_OWNER, 1, reply_parent=f"{ME}/z6Habc"), True),
+    (ALTERNATIVES, comment_event("c1", AUTHOR, DOC_OWNER, 1), False),
+])
+def test_matching_author_comments_and_alternatives(source, event, expected):
+    assert activity.matches(source, event) is expected
+
+
+def test_the_alternatives_an_event_matched():
+    both = comment_event("c1", AUTHOR, ME, 1, reply_parent=f"{ME}/z6Habc")
+    assert activity.matched_alternatives(ALTERNATIVES, both) == ["replies", "my-docs"]
+    assert activity.matched_alternatives(ALTERNATIVES, comment_event("c1", AUTHOR, ME, 1)) == ["my-docs"]
+
+
+async def test_an_activity_trigger_with_alternatives_fires_once_and_records_what_matched(tmp_path, request):
+    async with FakeHMActivity() as fake:
+        server = await start(tmp_path, request, fake)
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        trigger = await create_trigger(c, a, agent_id, ALTERNATIVES, name="either")
+        assert trigger["source"] == ALTERNATIVES
+        # Refused by name: a schedule among the alternatives, a repeated id, none at all.
+        for bad, words in (({"type": "activity", "alternatives": [{"id": "s", "source": {"type": "webhook"}}]},
+                            "must be one of the activity filters"),
+                           ({"type": "activity", "alternatives": [ALTERNATIVES["alternatives"][0]] * 2},
+                            "unique among the alternatives"),
+                           ({"type": "activity", "alternatives": []}, "non-empty array"),
+                           ({"type": "document-author-comment"}, "documentAuthor")):
+            r = await c.call(a, {"_": "CreateAgentTrigger", "agentId": agent_id,
+                                 "trigger": {"name": "bad", "source": bad, "prompt": "p"}})
+            assert r["_"] == "Error" and r["status"] == 400 and words in r["message"], r
+        monitor = server.app.triggers.activity
+        await settle(monitor)
+        fake.publish(comment_event("bafyboth", AUTHOR, ME, now_ms(), reply_parent=f"{ME}/z6Habc"))
+        fake.publish(comment_event("bafymine", ME, ME, now_ms()))   # its own comment: nothing
+        await monitor.poll_once()
+        fired = await firings(c, a, trigger["id"])
+        assert [f["activityKey"] for f in fired] == ["blob-bafyboth"]
+        assert fired[0]["activity"]["matched"] == ["replies", "my-docs"]
+        await c.close()
+        await server.stop()
