@@ -272,156 +272,206 @@ def parse_inline(raw: str, _work: _Work | None = None) -> tuple[str, list[dict]]
     """Inline Markdown → (plain text, annotations), as the library's `parseInlineFormatting`.
     MarkdownTooComplex past the work bound."""
     work = _work if _work is not None else _Work(_WORK_BASE + _WORK_PER_CHAR * len(raw))
-    annotations: list[dict] = []
-    stack: list[dict] = []
-    parts: list[str] = []
-    length = 0  # UTF-16 length of "".join(parts)
+    return _InlineParser(raw, work).run()
 
-    def add(s: str) -> None:
-        nonlocal length
-        parts.append(s)
-        length += _u16(s)
 
-    def close(span: dict) -> None:
-        if length > span["start"]:
-            ann = {"type": span["type"], "starts": [span["start"]], "ends": [length]}
+class _InlineParser:
+    """One pass over inline Markdown. The text so far is `parts` (its UTF-16 length `length`, the
+    unit annotations count in); `stack` holds the spans opened and not yet closed. Each reader
+    below looks at the character at `i` and returns where its construct ends, or None when the
+    character is plain text there."""
+
+    def __init__(self, raw: str, work: _Work) -> None:
+        self.raw = raw
+        self.work = work
+        self.annotations: list[dict] = []
+        self.stack: list[dict] = []
+        self.parts: list[str] = []
+        self.length = 0  # UTF-16 length of "".join(parts)
+
+    def run(self) -> tuple[str, list[dict]]:
+        raw = self.raw
+        readers = {"\\": self._escape, "`": self._code, "*": self._emphasis, "_": self._emphasis,
+                   "~": self._strike, "<": self._angle, "!": self._image, "[": self._link}
+        i = 0
+        n_raw = len(raw)
+        while i < n_raw:
+            ch = raw[i]
+            reader = readers.get(ch)
+            after = reader(i) if reader is not None else None
+            if after is None:
+                self.add(ch)
+                i += 1
+            else:
+                i = after
+        while self.stack:
+            self.close(self.stack.pop())
+        return "".join(self.parts), _merge_adjacent(self.annotations)
+
+    # ── the text and its spans ──
+
+    def add(self, s: str) -> None:
+        self.parts.append(s)
+        self.length += _u16(s)
+
+    def annotate(self, kind: str, start: int, link: str | None = None) -> None:
+        ann: dict = {"type": kind, "starts": [start], "ends": [self.length]}
+        if link is not None:
+            ann["link"] = link
+        self.annotations.append(ann)
+
+    def close(self, span: dict) -> None:
+        if self.length > span["start"]:
+            ann = {"type": span["type"], "starts": [span["start"]], "ends": [self.length]}
             if "link" in span:
                 ann["link"] = span["link"]
             if span.get("attributes"):
                 ann["attributes"] = span["attributes"]
-            annotations.append(ann)
+            self.annotations.append(ann)
 
-    def close_at(idx: int) -> None:
+    def close_at(self, idx: int) -> None:
+        """Close the span at `idx`; the spans opened after it close and reopen around it."""
+        stack = self.stack
         above = stack[idx + 1:]
         del stack[idx + 1:]
         for s in reversed(above):
-            close(s)
-        close(stack.pop())
+            self.close(s)
+        self.close(stack.pop())
         for s in above:
-            stack.append({**s, "start": length})
+            stack.append({**s, "start": self.length})
 
-    def toggle(kind: str, family: str) -> None:
-        for idx in range(len(stack) - 1, -1, -1):
-            if stack[idx]["type"] == kind and stack[idx]["family"] == family:
-                close_at(idx)
+    def toggle(self, kind: str, family: str) -> None:
+        for idx in range(len(self.stack) - 1, -1, -1):
+            if self.stack[idx]["type"] == kind and self.stack[idx]["family"] == family:
+                self.close_at(idx)
                 return
-        stack.append({"type": kind, "start": length, "family": family})
+        self.stack.append({"type": kind, "start": self.length, "family": family})
 
-    def close_type(pred) -> None:
-        for idx in range(len(stack) - 1, -1, -1):
-            if pred(stack[idx]):
-                close_at(idx)
+    def close_type(self, pred) -> None:
+        for idx in range(len(self.stack) - 1, -1, -1):
+            if pred(self.stack[idx]):
+                self.close_at(idx)
                 return
 
-    def append_parsed(text: str, anns: list[dict]) -> None:
-        offset = length
-        add(text)
+    def append_parsed(self, text: str, anns: list[dict]) -> None:
+        offset = self.length
+        self.add(text)
         for ann in anns:
-            annotations.append({**ann, "starts": [s + offset for s in ann["starts"]],
-                                "ends": [e + offset for e in ann["ends"]]})
+            self.annotations.append({**ann, "starts": [s + offset for s in ann["starts"]],
+                                     "ends": [e + offset for e in ann["ends"]]})
 
-    i = 0
-    n_raw = len(raw)
-    while i < n_raw:
-        ch = raw[i]
-        if ch == "\\" and i + 1 < n_raw:
-            add(raw[i + 1])
-            i += 2
-            continue
-        if ch == "`":
-            n = 0
-            while i + n < n_raw and raw[i + n] == "`":
-                n += 1
-            closer = _find_backtick_run(raw, i + n, n, work)
-            if closer != -1:
-                inner = raw[i + n:closer]
-                if len(inner) >= 2 and inner.startswith(" ") and inner.endswith(" ") and _trim(inner) != "":
-                    inner = inner[1:-1]
-                inner = re.sub(r"<br" + _S + r"*/?>", "\n", inner)
-                start = length
-                add(inner)
-                if inner:
-                    annotations.append({"type": "Code", "starts": [start], "ends": [length]})
-                i = closer + n
-                continue
-            add(raw[i:i + n])
-            i += n
-            continue
-        if ch in "*_":
-            n = 0
-            while i + n < n_raw and raw[i + n] == ch:
-                n += 1
-            i += n
-            while n > 0:
-                if n >= 2:
-                    toggle("Bold", ch)
-                    n -= 2
-                else:
-                    toggle("Italic", ch)
-                    n -= 1
-            continue
-        if ch == "~" and raw[i + 1:i + 2] == "~":
-            toggle("Strike", "~")
-            i += 2
-            continue
-        if ch == "<":
-            br = _BR_AT_RE.match(raw, i)
-            if br:
-                add("\n")
-                i = br.end()
-                continue
-            tag = _TAG_RE.match(raw, i)
-            if tag:
-                kind = "Underline" if tag.group(2) == "u" else "Range"
-                if tag.group(1):
-                    close_type(lambda s, kind=kind: s["type"] == kind)
-                else:
-                    stack.append({"type": kind, "start": length, "family": "html"})
-                i = tag.end()
-                continue
-            span = _SPAN_RE.match(raw, i)
-            if span and span.group(1) in _SPAN_STYLE_TO_TYPE:
-                stack.append({"type": _SPAN_STYLE_TO_TYPE[span.group(1)], "start": length, "family": "html",
-                              "attributes": {"value": _decode_html_attr(span.group(2))}})
-                i = span.end()
-                continue
-            if raw.startswith("</span>", i):
-                close_type(lambda s: s["type"] in _SPAN_TYPES)
-                i += 7
-                continue
-            end = raw.find(">", i + 1)
-            if end != -1:
-                inner = raw[i + 1:end]
-                if _AUTOLINK_RE.fullmatch(inner) and not _AUTOLINK_BAD_RE.search(inner):
-                    start = length
-                    if inner.startswith("hm://"):
-                        add("\ufffc")
-                        annotations.append({"type": "Embed", "starts": [start], "ends": [length], "link": inner})
-                    else:
-                        add(inner)
-                        annotations.append({"type": "Link", "starts": [start], "ends": [length], "link": inner})
-                    i = end + 1
-                    continue
-        if ch == "!" and raw[i + 1:i + 2] == "[":
-            link = _read_link(raw, i + 1, work)
-            if link:
-                append_parsed(*parse_inline(link[0], work))
-                i = link[2]
-                continue
-        if ch == "[":
-            link = _read_link(raw, i, work)
-            if link:
-                start = length
-                append_parsed(*parse_inline(link[0], work))
-                if length > start:
-                    annotations.append({"type": "Link", "starts": [start], "ends": [length], "link": link[1]})
-                i = link[2]
-                continue
-        add(ch)
-        i += 1
-    while stack:
-        close(stack.pop())
-    return "".join(parts), _merge_adjacent(annotations)
+    # ── the readers, one per construct ──
+
+    def _escape(self, i: int) -> int | None:
+        if i + 1 < len(self.raw):
+            self.add(self.raw[i + 1])
+            return i + 2
+        return None
+
+    def _code(self, i: int) -> int:
+        raw = self.raw
+        n = _run_length(raw, i, "`")
+        closer = _find_backtick_run(raw, i + n, n, self.work)
+        if closer == -1:  # no closing run: the backticks are text
+            self.add(raw[i:i + n])
+            return i + n
+        inner = raw[i + n:closer]
+        if len(inner) >= 2 and inner.startswith(" ") and inner.endswith(" ") and _trim(inner) != "":
+            inner = inner[1:-1]
+        inner = re.sub(r"<br" + _S + r"*/?>", "\n", inner)
+        start = self.length
+        self.add(inner)
+        if inner:
+            self.annotate("Code", start)
+        return closer + n
+
+    def _emphasis(self, i: int) -> int:
+        ch = self.raw[i]
+        n = _run_length(self.raw, i, ch)
+        after = i + n
+        while n > 0:  # a run of three is bold then italic, and so on
+            if n >= 2:
+                self.toggle("Bold", ch)
+                n -= 2
+            else:
+                self.toggle("Italic", ch)
+                n -= 1
+        return after
+
+    def _strike(self, i: int) -> int | None:
+        if self.raw[i + 1:i + 2] != "~":
+            return None
+        self.toggle("Strike", "~")
+        return i + 2
+
+    def _angle(self, i: int) -> int | None:
+        """`<br>`, `<u>`/`<range>` tags, styled `<span>`s and their close, or an autolink."""
+        raw = self.raw
+        br = _BR_AT_RE.match(raw, i)
+        if br:
+            self.add("\n")
+            return br.end()
+        tag = _TAG_RE.match(raw, i)
+        if tag:
+            kind = "Underline" if tag.group(2) == "u" else "Range"
+            if tag.group(1):
+                self.close_type(lambda s, kind=kind: s["type"] == kind)
+            else:
+                self.stack.append({"type": kind, "start": self.length, "family": "html"})
+            return tag.end()
+        span = _SPAN_RE.match(raw, i)
+        if span and span.group(1) in _SPAN_STYLE_TO_TYPE:
+            self.stack.append({"type": _SPAN_STYLE_TO_TYPE[span.group(1)], "start": self.length, "family": "html",
+                               "attributes": {"value": _decode_html_attr(span.group(2))}})
+            return span.end()
+        if raw.startswith("</span>", i):
+            self.close_type(lambda s: s["type"] in _SPAN_TYPES)
+            return i + 7
+        return self._autolink(i)
+
+    def _autolink(self, i: int) -> int | None:
+        end = self.raw.find(">", i + 1)
+        if end == -1:
+            return None
+        inner = self.raw[i + 1:end]
+        if not _AUTOLINK_RE.fullmatch(inner) or _AUTOLINK_BAD_RE.search(inner):
+            return None
+        start = self.length
+        if inner.startswith("hm://"):
+            self.add("\ufffc")
+            self.annotate("Embed", start, inner)
+        else:
+            self.add(inner)
+            self.annotate("Link", start, inner)
+        return end + 1
+
+    def _image(self, i: int) -> int | None:
+        """`![alt](url)` inline: its alt text stays, the image does not."""
+        if self.raw[i + 1:i + 2] != "[":
+            return None
+        link = _read_link(self.raw, i + 1, self.work)
+        if not link:
+            return None
+        self.append_parsed(*parse_inline(link[0], self.work))
+        return link[2]
+
+    def _link(self, i: int) -> int | None:
+        link = _read_link(self.raw, i, self.work)
+        if not link:
+            return None
+        start = self.length
+        self.append_parsed(*parse_inline(link[0], self.work))
+        if self.length > start:
+            self.annotate("Link", start, link[1])
+        return link[2]
+
+
+def _run_length(s: str, i: int, ch: str) -> int:
+    """How many times `ch` repeats from `i`."""
+    n = 0
+    while i + n < len(s) and s[i + n] == ch:
+        n += 1
+    return n
 
 
 # ─── Block comments and lines ────────────────────────────────────────────────
@@ -783,12 +833,70 @@ def parse_markdown(markdown: str, new_id: NewId = random_block_id) -> tuple[list
     `annotations` and, when set, `attributes`, `childrenType`, `language`, `link`.
     """
     content, metadata = parse_frontmatter(markdown)
-    infos = [_Line(line) for line in content.split("\n")]
-    b = _Builder(new_id)
-    root: dict = {"list": [], "childIndent": 0}
-    stack: list[dict] = [root]
+    tree = _TreeParser([_Line(line) for line in content.split("\n")], new_id).run()
+    _finalize_groups(tree)
+    return tree, metadata
 
-    def adjust(info: _Line, heading_level: int | None) -> None:
+
+class _TreeParser:
+    """The lines of a document into a block tree. `stack` is the path from the root to where the
+    next block goes: each frame holds the list its blocks join (`list`), the indent its children
+    have (`childIndent`), and what opened it: a heading (`headingLevel`), a run of list markers
+    (`shorthand`: the marker kind), or a block with indented children."""
+
+    def __init__(self, infos: list[_Line], new_id: NewId) -> None:
+        self.infos = infos
+        self.new_id = new_id
+        self.b = _Builder(new_id)
+        self.root: dict = {"list": [], "childIndent": 0}
+        self.stack: list[dict] = [self.root]
+
+    def run(self) -> list[dict]:
+        infos = self.infos
+        i = 0
+        while i < len(infos):
+            info = infos[i]
+            if info.blank:
+                i += 1
+                continue
+            end = _search_js(_END_RE, info.rest)
+            if end and not info.marker:
+                self.close_block(end.group(1))
+                i += 1
+                continue
+            heading_m = _HEADING_RE.match(info.rest)
+            self.adjust(info, len(heading_m.group(1)) if heading_m else None)
+            frame = self.stack[-1]
+            if not info.marker_kind:
+                self.group_heading_list(frame)
+            if info.marker_kind and not frame.get("shorthand") and self.implicit_list_start(frame, info.marker_kind):
+                frame = self.open_list(frame, info.marker_kind, info.indent)
+            if len(self.stack) > MAX_NESTING:
+                raise MarkdownTooComplex(f"the Markdown nests blocks more than {MAX_NESTING} levels deep")
+            node, i, standalone = self.parse_block_at(i)
+            frame["list"].append(node)
+            frame["markerRun"] = info.marker_kind
+            if info.marker_kind and frame.get("node") and not frame["node"]["block"].get("childrenType"):
+                frame["node"]["block"]["childrenType"] = info.marker_kind
+            self.stack.append(self.frame_under(node, info, heading_m, standalone, i))
+        return self.root["list"]
+
+    # ── where the next block goes ──
+
+    def close_block(self, target: str) -> None:
+        """`<!-- end:ID -->`: the children of block ID end here."""
+        stack = self.stack
+        for idx in range(len(stack) - 1, -1, -1):
+            node = stack[idx].get("node")
+            if node and node["block"]["id"] == target:
+                if idx > 0:
+                    del stack[idx:]
+                break
+
+    def adjust(self, info: _Line, heading_level: int | None) -> None:
+        """Leave the frames this line is not inside: less indented, another marker kind at a
+        list's indent, or a heading of the same or a higher level."""
+        stack = self.stack
         while len(stack) > 1:
             frame = stack[-1]
             if info.indent < frame["childIndent"]:
@@ -807,7 +915,20 @@ def parse_markdown(markdown: str, new_id: NewId = random_block_id) -> tuple[list
                 break
             break
 
-    def implicit_list_start(frame: dict, kind: str) -> bool:
+    def group_heading_list(self, frame: dict) -> None:
+        """A line without a marker under a heading whose children so far are a list: the list
+        moves into an empty container paragraph and the heading's children become a group."""
+        fnode = frame.get("node")
+        if (not frame.get("shorthand") and fnode and fnode["block"]["type"] == "Heading"
+                and frame["list"] and _is_list_type(fnode["block"].get("childrenType"))):
+            container = _node({"type": "Paragraph", "id": self.new_id(), "text": "", "annotations": [],
+                               "childrenType": fnode["block"]["childrenType"]}, frame["list"][:])
+            frame["list"].clear()
+            frame["list"].append(container)
+            fnode["block"]["childrenType"] = "Group"
+            frame["markerRun"] = None
+
+    def implicit_list_start(self, frame: dict, kind: str) -> bool:
         if not frame.get("node"):
             return True
         parent_type = frame["node"]["block"].get("childrenType")
@@ -815,78 +936,143 @@ def parse_markdown(markdown: str, new_id: NewId = random_block_id) -> tuple[list
             return True
         return len(frame["list"]) > 0 and frame.get("markerRun") != kind
 
-    def next_non_blank(start: int) -> _Line | None:
-        for j in range(start, len(infos)):
-            if not infos[j].blank:
-                return infos[j]
+    def open_list(self, frame: dict, kind: str, indent: int) -> dict:
+        """A list starts without a parent block: it nests under the paragraph just before it when
+        that one can hold it, else under a new empty paragraph. Returns the list's frame."""
+        stack = self.stack
+        prev = frame["list"][-1] if frame["list"] else None
+        can_nest = (prev is not None and prev["block"]["type"] == "Paragraph" and prev["block"]["text"] != ""
+                    and not prev["children"] and not prev["block"].get("childrenType"))
+        if can_nest:
+            target = prev
+        else:
+            target = _node({"type": "Paragraph", "id": self.new_id(), "text": "", "annotations": []})
+            frame["list"].append(target)
+            frame["markerRun"] = None
+        target["block"]["childrenType"] = kind
+        if len(stack) > 1 and stack[-1].get("node") is target:
+            stack.pop()
+        stack.append({"node": target, "list": target["children"], "childIndent": indent, "shorthand": kind})
+        return stack[-1]
+
+    def frame_under(self, node: dict, info: _Line, heading_m, standalone: bool, after: int) -> dict:
+        """The frame a block's children go into: under a heading, what follows until a heading
+        of its level; under a lone block comment, a list at its indent or what is indented more;
+        otherwise what is indented past its marker (or by two)."""
+        if heading_m:
+            return {"node": node, "list": node["children"], "childIndent": info.content_col,
+                    "headingLevel": len(heading_m.group(1))}
+        if standalone and not info.marker:
+            following = self.next_non_blank(after)
+            if following and following.indent == info.indent and following.marker_kind:
+                return {"node": node, "list": node["children"], "childIndent": info.indent,
+                        "shorthand": following.marker_kind}
+            return {"node": node, "list": node["children"], "childIndent": info.indent + 2}
+        return {"node": node, "list": node["children"],
+                "childIndent": info.content_col if info.marker else info.indent + 2}
+
+    def next_non_blank(self, start: int) -> _Line | None:
+        for j in range(start, len(self.infos)):
+            if not self.infos[j].blank:
+                return self.infos[j]
         return None
 
-    def parse_block_at(start: int) -> tuple[dict, int, bool]:
-        info = infos[start]
+    # ── one block: (its node, the line after it, whether it was a lone block comment) ──
+
+    def parse_block_at(self, start: int) -> tuple[dict, int, bool]:
+        info = self.infos[start]
         rest = info.rest
         standalone = _search_js(_STANDALONE_COMMENT_RE, rest)
         if standalone:
-            comment = _comment_from_match(standalone)
-            following = next_non_blank(start + 1)
-            if (following and following.indent >= info.indent and following.rest.startswith("|")
-                    and not following.marker):
-                lines = []
-                j = start + 1
-                while j < len(infos) and infos[j].rest.startswith("|") and not infos[j].blank:
-                    lines.append(infos[j].rest)
-                    j += 1
-                return b.table(lines, comment), j, False
-            return _node(b.base(comment.get("type") or "Paragraph", comment)), start + 1, True
+            return self.commented_block(start, _comment_from_match(standalone))
         fence = _FENCE_RE.match(rest)
         if fence:
-            fence_len = len(fence.group(1))
-            language, comment = _strip_block_comment(_trim(fence.group(2)))
-            body = []
-            j = start + 1
-            while j < len(infos):
-                line = infos[j]
-                closing = _CLOSING_FENCE_RE.match(_trim(line.raw))
-                if closing and len(closing.group(1)) >= fence_len and line.indent <= info.content_col:
-                    break
-                body.append(_strip_indent(line.raw, info.content_col))
-                j += 1
-            return b.code("\n".join(body), _trim(language), comment), j + 1, False
+            return self.code_block(start, fence)
         if rest.startswith("$$"):
-            _, comment = _strip_block_comment(_trim(rest[2:]))
-            body = []
-            j = start + 1
-            while j < len(infos) and _trim(infos[j].raw) != "$$":
-                body.append(_strip_indent(infos[j].raw, info.content_col))
-                j += 1
-            return b.math("\n".join(body), comment), j + 1, False
+            return self.math_block(start)
         heading = _HEADING_RE.match(rest)
         if heading:
             text, comment = _strip_block_comment(heading.group(2))
             if comment and comment.get("type"):
-                return b.typed(text, comment), start + 1, False
-            return b.heading(text, comment), start + 1, False
+                return self.b.typed(text, comment), start + 1, False
+            return self.b.heading(text, comment), start + 1, False
         if rest.startswith("|"):
-            lines = []
-            j = start
-            while j < len(infos) and infos[j].rest.startswith("|") and not infos[j].blank:
-                lines.append(infos[j].rest)
-                j += 1
-            return b.table(lines), j, False
+            lines, j = self.table_lines(start)
+            return self.b.table(lines), j, False
         visible, comment = _strip_block_comment(rest)
         if comment and comment.get("type"):
-            return b.typed(visible, comment), start + 1, False
+            return self.b.typed(visible, comment), start + 1, False
         if visible.startswith("!["):
-            link = _read_link(visible, 1)
-            if link and _trim(visible[link[2]:]) == "":
-                url = link[1]
-                if url and not _URL_SCHEME_RE.match(url):
-                    url = "file://" + url
-                return b.image(link[0], url, comment), start + 1, False
-        text = visible
+            image = self.image_block(visible, comment)
+            if image is not None:
+                return image, start + 1, False
+        return self.paragraph(start, visible, comment)
+
+    def commented_block(self, start: int, comment: dict) -> tuple[dict, int, bool]:
+        """A line holding only a block comment: the table under it takes its id, else it is a
+        block of its own (of the comment's type)."""
+        info = self.infos[start]
+        following = self.next_non_blank(start + 1)
+        if (following and following.indent >= info.indent and following.rest.startswith("|")
+                and not following.marker):
+            lines, j = self.table_lines(start + 1)
+            return self.b.table(lines, comment), j, False
+        return _node(self.b.base(comment.get("type") or "Paragraph", comment)), start + 1, True
+
+    def table_lines(self, start: int) -> tuple[list[str], int]:
+        """The `|` lines from `start`, and the line after them."""
+        infos = self.infos
+        lines = []
+        j = start
+        while j < len(infos) and infos[j].rest.startswith("|") and not infos[j].blank:
+            lines.append(infos[j].rest)
+            j += 1
+        return lines, j
+
+    def code_block(self, start: int, fence: re.Match) -> tuple[dict, int, bool]:
+        """A fenced block up to a closing fence at least as long, at most as indented."""
+        info = self.infos[start]
+        fence_len = len(fence.group(1))
+        language, comment = _strip_block_comment(_trim(fence.group(2)))
+        body = []
+        j = start + 1
+        while j < len(self.infos):
+            line = self.infos[j]
+            closing = _CLOSING_FENCE_RE.match(_trim(line.raw))
+            if closing and len(closing.group(1)) >= fence_len and line.indent <= info.content_col:
+                break
+            body.append(_strip_indent(line.raw, info.content_col))
+            j += 1
+        return self.b.code("\n".join(body), _trim(language), comment), j + 1, False
+
+    def math_block(self, start: int) -> tuple[dict, int, bool]:
+        """`$$` … `$$`."""
+        info = self.infos[start]
+        _, comment = _strip_block_comment(_trim(info.rest[2:]))
+        body = []
+        j = start + 1
+        while j < len(self.infos) and _trim(self.infos[j].raw) != "$$":
+            body.append(_strip_indent(self.infos[j].raw, info.content_col))
+            j += 1
+        return self.b.math("\n".join(body), comment), j + 1, False
+
+    def image_block(self, visible: str, comment: dict | None) -> dict | None:
+        """A line that is one image and nothing else; a path without a scheme is a file."""
+        link = _read_link(visible, 1)
+        if not link or _trim(visible[link[2]:]) != "":
+            return None
+        url = link[1]
+        if url and not _URL_SCHEME_RE.match(url):
+            url = "file://" + url
+        return self.b.image(link[0], url, comment)
+
+    def paragraph(self, start: int, text: str, comment: dict | None) -> tuple[dict, int, bool]:
+        """A paragraph; without a block comment it goes on over the lines that continue it."""
+        info = self.infos[start]
         j = start + 1
         if not comment:
-            while j < len(infos):
-                line = infos[j]
+            while j < len(self.infos):
+                line = self.infos[j]
                 if line.blank or line.marker or line.indent != info.content_col or _starts_special(line.rest):
                     break
                 more, c = _strip_block_comment(line.rest)
@@ -894,83 +1080,16 @@ def parse_markdown(markdown: str, new_id: NewId = random_block_id) -> tuple[list
                     break
                 text += " " + more
                 j += 1
-        return b.paragraph(text, comment), j, False
+        return self.b.paragraph(text, comment), j, False
 
-    i = 0
-    while i < len(infos):
-        info = infos[i]
-        if info.blank:
-            i += 1
-            continue
-        end = _search_js(_END_RE, info.rest)
-        if end and not info.marker:
-            target = end.group(1)
-            for idx in range(len(stack) - 1, -1, -1):
-                node = stack[idx].get("node")
-                if node and node["block"]["id"] == target:
-                    if idx > 0:
-                        del stack[idx:]
-                    break
-            i += 1
-            continue
-        heading_m = _HEADING_RE.match(info.rest)
-        adjust(info, len(heading_m.group(1)) if heading_m else None)
-        frame = stack[-1]
-        fnode = frame.get("node")
-        if (not info.marker_kind and not frame.get("shorthand") and fnode and fnode["block"]["type"] == "Heading"
-                and frame["list"] and _is_list_type(fnode["block"].get("childrenType"))):
-            container = _node({"type": "Paragraph", "id": new_id(), "text": "", "annotations": [],
-                               "childrenType": fnode["block"]["childrenType"]}, frame["list"][:])
-            frame["list"].clear()
-            frame["list"].append(container)
-            fnode["block"]["childrenType"] = "Group"
-            frame["markerRun"] = None
-        if info.marker_kind and not frame.get("shorthand") and implicit_list_start(frame, info.marker_kind):
-            prev = frame["list"][-1] if frame["list"] else None
-            can_nest = (prev is not None and prev["block"]["type"] == "Paragraph" and prev["block"]["text"] != ""
-                        and not prev["children"] and not prev["block"].get("childrenType"))
-            if can_nest:
-                target = prev
-            else:
-                target = _node({"type": "Paragraph", "id": new_id(), "text": "", "annotations": []})
-                frame["list"].append(target)
-                frame["markerRun"] = None
-            target["block"]["childrenType"] = info.marker_kind
-            if len(stack) > 1 and stack[-1].get("node") is target:
-                stack.pop()
-            stack.append({"node": target, "list": target["children"], "childIndent": info.indent,
-                          "shorthand": info.marker_kind})
-            frame = stack[-1]
-        if len(stack) > MAX_NESTING:
-            raise MarkdownTooComplex(f"the Markdown nests blocks more than {MAX_NESTING} levels deep")
-        node, i, standalone = parse_block_at(i)
-        frame["list"].append(node)
-        frame["markerRun"] = info.marker_kind
-        if info.marker_kind and frame.get("node") and not frame["node"]["block"].get("childrenType"):
-            frame["node"]["block"]["childrenType"] = info.marker_kind
-        if heading_m:
-            stack.append({"node": node, "list": node["children"], "childIndent": info.content_col,
-                          "headingLevel": len(heading_m.group(1))})
-        elif standalone and not info.marker:
-            following = next_non_blank(i)
-            if following and following.indent == info.indent and following.marker_kind:
-                stack.append({"node": node, "list": node["children"], "childIndent": info.indent,
-                              "shorthand": following.marker_kind})
-            else:
-                stack.append({"node": node, "list": node["children"], "childIndent": info.indent + 2})
-        else:
-            stack.append({"node": node, "list": node["children"],
-                          "childIndent": info.content_col if info.marker else info.indent + 2})
 
-    def finalize(nodes: list[dict]) -> None:
-        for n in nodes:
-            blk = n["block"]
-            if n["children"] and not blk.get("childrenType") and blk["type"] not in ("Table", "TableRow"):
-                blk["childrenType"] = "Group"
-            finalize(n["children"])
-
-    finalize(root["list"])
-    return root["list"], metadata
+def _finalize_groups(nodes: list[dict]) -> None:
+    """A block with children but no children type holds a group (tables keep their rows)."""
+    for n in nodes:
+        blk = n["block"]
+        if n["children"] and not blk.get("childrenType") and blk["type"] not in ("Table", "TableRow"):
+            blk["childrenType"] = "Group"
+        _finalize_groups(n["children"])
 
 
 def flatten_to_operations(tree: list[dict], parent_id: str = "") -> list[dict]:
