@@ -187,6 +187,17 @@ def _author(event: dict) -> str | None:
             or _s(_blob(event), "author") or _s(event, "account"))
 
 
+def author_of(event: dict) -> str | None:
+    """The account uid an event is by (a workflow's wait on `author` asks this)."""
+    return _author(event)
+
+
+def resource_of(event: dict) -> str | None:
+    """The hm:// resource an event is about, canonical (a workflow's wait on `resource`)."""
+    resource = event.get("resource")
+    return canonical(resource) if isinstance(resource, str) and resource else _site_resource(event)
+
+
 def _same_account(a: str | None, b: str) -> bool:
     return a is not None and a.removeprefix("hm://").strip("/") == b.removeprefix("hm://").strip("/")
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import uuid
 
+from seed_agents.protocol import workflows
+
 from . import codec
 from . import events as events_q
 from . import journal as journal_q
@@ -117,6 +119,41 @@ def signal_agent(conn, account_id: str, agent_id: str, name: str, payload, now: 
             if done is not None:
                 return done
     return None
+
+
+def activity_wait_accounts(conn) -> dict[str, int]:
+    """Accounts with a parked run waiting on the activity feed: {account: its oldest wait's time}
+    (the activity monitor polls their feeds as it polls those of activity triggers)."""
+    out: dict[str, int] = {}
+    for account, match, created in conn.execute("SELECT account_id, match, created_at FROM run_event_waits"
+                                                 " ORDER BY created_at").fetchall():
+        if account not in out and workflows.watches_activity(codec.decode(match)):
+            out[account] = created
+    return out
+
+
+def deliver_activity(conn, account_id: str, event: dict, payload: dict,
+                     now: int) -> list[tuple[dict, dict | None]]:
+    """An activity-feed event answers each of the account's waits it matches (the reference's
+    delivery: {source: activity, payload: the event, as kept}); the runs woken, each once."""
+    done = []
+    rows = conn.execute("SELECT run_id, wait_id, match FROM run_event_waits WHERE account_id = ? ORDER BY created_at",
+                        (account_id,)).fetchall()
+    for run_id, wait_id, match in rows:
+        if not workflows.activity_matches_wait(codec.decode(match), event):
+            continue
+        run = lock_run(conn, run_id)
+        wait = stored_wait(conn, run_id) if run is not None and run["status"] == "waiting" else None
+        if wait is None or wait["reason"] != "event":
+            continue
+        delivery = {"source": "activity", "payload": payload}
+        entry = {"kind": "event", "waitId": wait_id, "delivery": delivery}
+        if wait.get("callSeq") is not None:
+            entry["callSeq"] = wait["callSeq"]
+        woke = wake(conn, run, now, entry, (wait, {"delivered": True, **delivery}))
+        if woke is not None:
+            done.append(woke)
+    return done
 
 
 def run_agent(conn, run_id: str) -> str | None:  # noqa: ANN001

@@ -29,6 +29,8 @@ from seed_agents.protocol.wire.dagcbor import encode
 from ..hypermedia.client import FeedPageError
 from ..runtime.leasing import server_id
 from ..database.workers import DatabaseClosed
+from ..runtime.parked import woken
+from ..store import parking
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
 from .firing import Event, admit
@@ -114,6 +116,9 @@ class ActivityMonitor:
         for trigger in rows:
             earliest[trigger["account"]] = min(earliest.get(trigger["account"], trigger["createdAt"]),
                                                trigger["createdAt"])
+        # (and the feeds a parked workflow waits on: ctx.waitForEvent({eventType, resource, author}))
+        for account, since in (await self.app.db.aread(parking.activity_wait_accounts)).items():
+            earliest[account] = min(earliest.get(account, since), since)
         for account in sorted(earliest):
             await self._poll_account(account, earliest[account])
         self.polls += 1
@@ -202,6 +207,10 @@ class ActivityMonitor:
                     detail["matched"] = activity.matched_alternatives(trigger["source"], event)
                 outcome = admit(conn, self.app, trigger, Event(key, summary, detail), now, triggers.policy)
                 publish += outcome.publish
+            # A parked run waiting on the feed is one run's business, beside the agent's triggers.
+            for done in parking.deliver_activity(conn, account, event, kept, self.app.now_ms()):
+                settled = woken(*done)
+                publish.append(lambda settled=settled: self.app.runtime.settle(settled))
         firings_q.set_watermark(conn, account, self.url, cursor, polled_at, int(time.time() * 1000))
         return publish
 

@@ -340,3 +340,50 @@ async def test_continue_as_new_and_cancel(tmp_path, storage_flags):
             assert len(await journal_of(c, kp, running["id"])) == count   # nothing more was journaled
     finally:
         srv.kill()
+
+
+async def test_an_activity_event_wakes_a_script_waiting_on_the_feed(tmp_path, request):
+    """ctx.waitForEvent({eventType, resource}): the activity monitor polls the account's feed while
+    the run waits (no trigger needed); a matching event wakes it once, with the event as payload;
+    one that does not match leaves it parked. In process (the monitor's pass is driven)."""
+    from tests.fakes.hm_activity import FakeHMActivity, comment_event
+    from tests.test_triggers_activity import AUTHOR, DOC_OWNER, now_ms, start
+
+    script = ("export default async function (input, ctx) {\n"
+              "  const got = await ctx.waitForEvent({eventType: 'comment', resource: 'hm://" + DOC_OWNER + "'},"
+              " {label: 'a comment on the doc'});\n"
+              "  return {source: got.source, id: got.payload.feedEventId};\n}")
+    async with FakeHMActivity() as hm, FakeOpenAI() as fake:
+        server = await start(tmp_path, request, hm)
+        try:
+            kp = keypair("workflow feed")
+            c = await V2Client.open(server.url)
+            _, sid = await agent_session(c, kp, "custom", fake.base_url)
+            root = await start_script(c, kp, sid, fake, script, None)
+
+            async def parked() -> dict | None:
+                runs = [r for r in await tree_of(c, kp, root) if r["kind"] == "workflow"]
+                return runs[0] if runs and runs[0]["status"] == "waiting" else None
+
+            child = await until(parked, 60, step=0.05, what="the script parked on the feed")
+            assert child["wait"]["label"] == "a comment on the doc" and "answerWith" not in child["wait"]
+            monitor = server.app.triggers.activity
+            hm.publish(comment_event("bafyelse", AUTHOR, "z6MkOtherDoc", now_ms() + 5))
+            await monitor.poll_once()
+            assert (await c.call(kp, {"_": "GetRun", "runId": child["id"]}))["run"]["status"] == "waiting"
+            hm.publish(comment_event("bafydoc", AUTHOR, DOC_OWNER, now_ms() + 10))
+            await monitor.poll_once()
+            await monitor.poll_once()   # seen again: nothing more
+
+            async def ended() -> bool:
+                return (await c.call(kp, {"_": "GetRun", "runId": root}))["run"]["status"] == "succeeded"
+
+            await until(ended, 60, step=0.05, what="the parent's end")
+            events = [e["event"] for e in (await c.call(kp, {"_": "GetSession", "sessionId": sid}))["events"]]
+            answer = next(e["output"] for e in events if e["type"] == "tool_result" and e["toolCallId"] == "d1")
+            assert answer["output"] == {"source": "activity", "id": "blob-bafydoc"}, answer
+            journal = await journal_of(c, kp, child["id"])
+            assert len([e for e in journal if e["kind"] == "event"]) == 1
+            await c.close()
+        finally:
+            await server.stop()
