@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 
-from .hm_activity import author_of, canonical, resource_of
 from .plans import STEP_STATUSES
 
 SOURCE_MAX_BYTES = 256 * 1024
@@ -118,26 +117,6 @@ def watches_activity(match) -> bool:  # noqa: ANN001
     """A wait the activity feed can answer: criteria of the feed, and no signal named."""
     return isinstance(match, dict) and match.get("signal") is None and \
         any(isinstance(match.get(k), str) for k in ACTIVITY_CRITERIA)
-
-
-def activity_matches_wait(match, event: dict) -> bool:  # noqa: ANN001
-    """Whether an activity-feed event answers a wait (the reference's matchesActivityCriteria):
-    every criterion given must hold: `eventType` the event's type, `author` its author's account,
-    `resource` what it is about, compared canonically (no version or query)."""
-    if not watches_activity(match):
-        return False
-    def field(name: str) -> str | None:
-        value = event.get(name)
-        return value if isinstance(value, str) else None
-    if isinstance(match.get("eventType"), str) and field("type") != match["eventType"]:
-        return False
-    if isinstance(match.get("author"), str) and author_of(event) != match["author"].removeprefix("hm://"):
-        return False
-    if isinstance(match.get("resource"), str):
-        resource = resource_of(event) or (canonical(field("id") or "") or None)
-        if not resource or resource != canonical(match["resource"]):
-            return False
-    return True
 
 
 def normalize_plan(raw) -> dict:  # noqa: ANN001

@@ -198,6 +198,26 @@ def resource_of(event: dict) -> str | None:
     return canonical(resource) if isinstance(resource, str) and resource else _site_resource(event)
 
 
+def matches_wait(match: dict, event: dict) -> bool:
+    """Whether an event answers a workflow's wait on the feed (the reference's
+    matchesActivityCriteria): every criterion given holds: `eventType` the event's type, `author`
+    its author's account, `resource` what it is about, compared canonically (no version or
+    query). A wait naming a signal, or no criterion, is not the feed's to answer."""
+    criteria = {k: match.get(k) for k in ("eventType", "resource", "author") if isinstance(match.get(k), str)}
+    if match.get("signal") is not None or not criteria:
+        return False
+    if "eventType" in criteria and event.get("type") != criteria["eventType"]:
+        return False
+    if "author" in criteria and author_of(event) != criteria["author"].removeprefix("hm://"):
+        return False
+    if "resource" in criteria:
+        ident = event.get("id")
+        resource = resource_of(event) or (canonical(ident) if isinstance(ident, str) and ident else None)
+        if not resource or resource != canonical(criteria["resource"]):
+            return False
+    return True
+
+
 def _same_account(a: str | None, b: str) -> bool:
     return a is not None and a.removeprefix("hm://").strip("/") == b.removeprefix("hm://").strip("/")
 

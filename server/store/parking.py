@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import uuid
 
-from seed_agents.protocol import workflows
+from seed_agents.protocol.agent import workflows
+from seed_agents.protocol.hm import hm_activity
 
 from . import codec
 from . import events as events_q
@@ -140,7 +141,7 @@ def deliver_activity(conn, account_id: str, event: dict, payload: dict,
     rows = conn.execute("SELECT run_id, wait_id, match FROM run_event_waits WHERE account_id = ? ORDER BY created_at",
                         (account_id,)).fetchall()
     for run_id, wait_id, match in rows:
-        if not workflows.activity_matches_wait(codec.decode(match), event):
+        if not hm_activity.matches_wait(codec.decode(match), event):
             continue
         run = lock_run(conn, run_id)
         wait = stored_wait(conn, run_id) if run is not None and run["status"] == "waiting" else None

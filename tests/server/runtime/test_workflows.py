@@ -347,7 +347,7 @@ async def test_an_activity_event_wakes_a_script_waiting_on_the_feed(tmp_path, re
     the run waits (no trigger needed); a matching event wakes it once, with the event as payload;
     one that does not match leaves it parked. In process (the monitor's pass is driven)."""
     from tests.fakes.hm_activity import FakeHMActivity, comment_event
-    from tests.test_triggers_activity import AUTHOR, DOC_OWNER, now_ms, start
+    from tests.server.triggers.test_triggers_activity import AUTHOR, DOC_OWNER, now_ms, start
 
     script = ("export default async function (input, ctx) {\n"
               "  const got = await ctx.waitForEvent({eventType: 'comment', resource: 'hm://" + DOC_OWNER + "'},"
