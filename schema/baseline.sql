@@ -511,3 +511,22 @@ CREATE TABLE agent_drafts (
     published_version TEXT
 ) STRICT;
 CREATE INDEX agent_drafts_agent_updated ON agent_drafts (account_id, agent_id, updated_at);
+
+-- Version 19: pending subscription sign-ins (schema/migrations/0019_provider_logins.sql says why).
+CREATE TABLE provider_logins (
+    id              TEXT NOT NULL PRIMARY KEY,
+    account_id      TEXT NOT NULL,
+    provider_type   TEXT NOT NULL,
+    verifier        BLOB NOT NULL,
+    state           TEXT NOT NULL,
+    status          TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+    exchange_until  INTEGER,
+    exchange_failed INTEGER NOT NULL DEFAULT 0 CHECK (exchange_failed IN (0, 1)),
+    secret_name     TEXT,
+    error           TEXT,
+    expires_at      INTEGER NOT NULL,
+    finished_at     INTEGER,
+    created_at      INTEGER NOT NULL
+) STRICT;
+CREATE INDEX provider_logins_by_account ON provider_logins (account_id, provider_type);
+CREATE INDEX provider_logins_by_expiry ON provider_logins (expires_at);

@@ -718,6 +718,21 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(key_check.same_key, SecretBox(bytes([1]) * 32))
     await delegation_shapes(db, w, r)   # (version 8's tables)
     await trigger_shapes(db, w, r, out)   # (last: the tool loop's verbs, version 9's tables)
+    # Subscription sign-ins in progress (server/store/provider_logins.py): start, replace, claim,
+    # complete, fail, expiry as read, sweep.
+    from seed_agents.server.store import provider_logins as plog_q
+    await w(plog_q.start, "pl1", ACCOUNT, "openai", b"sealed-verifier", "state-1", T0, T0 + 1000, 8, 100)
+    await w(plog_q.start, "pl2", ACCOUNT, "openai", b"sealed-verifier", "state-2", T0 + 1, T0 + 1001, 8, 100)
+    r(plog_q.get, ACCOUNT, "pl1", T0 + 2)
+    r(plog_q.get, "z6MkSomeoneElse", "pl2", T0 + 2)
+    await w(plog_q.claim, ACCOUNT, "pl2", T0 + 3, T0 + 500)
+    await w(plog_q.claim, ACCOUNT, "pl2", T0 + 4, T0 + 500)   # taken: exchanging
+    await w(plog_q.complete, "pl2", "openai-subscription-oauth", T0 + 5)
+    await w(plog_q.fail, "pl2", "too late", T0 + 6)
+    await w(plog_q.start, "pl3", ACCOUNT, "openai", b"v", "state-3", T0 + 7, T0 + 8, 8, 100)
+    r(plog_q.get, ACCOUNT, "pl3", T0 + 9)   # expired as read
+    await w(plog_q.sweep, T0 + 10_000, 1000)
+    r(plog_q.get, ACCOUNT, "pl1", T0 + 10_000)
     # What `seed-agents import` writes (server/store/imports.py): each row once, a second insert
     # left alone; events past each session's last_seq, over several sessions in one unit.
     from seed_agents.server.store import imports as imp_q

@@ -223,3 +223,47 @@ async def test_a_login_expires(tmp_path, storage, request):
             assert not fake.token_requests
         finally:
             await c.close()
+
+
+async def test_a_login_started_on_one_server_is_finished_on_another(tmp_path, postgres_url):
+    """Behind a load balancer with no sticky sessions: the login lives in the shared database, so
+    the server that takes the redirect need not be the one that started it."""
+    from tests.cluster.test_cluster_runs import servers
+
+    kp = keypair("A")
+    async with FakeOAuth() as fake, servers(tmp_path, postgres_url, 2) as (one, two):
+        for s in (one, two):
+            s.app.config.subscription_auth = True
+            s.app.config.subscription_authorize_url = fake.url("/oauth/authorize")
+            s.app.config.subscription_token_url = fake.url("/oauth/token")
+        c1, c2 = await V2Client.open(one.url), await V2Client.open(two.url)
+        try:
+            login = await call(c1, kp, {"_": "StartProviderOAuth", "providerType": "openai"})
+            status = await call(c2, kp, {"_": "GetProviderOAuthStatus", "loginId": login["loginId"]})
+            assert status["status"] == "pending", status
+            done = await call(c2, kp, {"_": "SubmitProviderOAuthCode", "loginId": login["loginId"],
+                                       "code": fake.authorize(login["authUrl"])})
+            assert done == {"_": "SubmitProviderOAuthCodeResponse"}, done
+            status = await call(c1, kp, {"_": "GetProviderOAuthStatus", "loginId": login["loginId"]})
+            assert status["status"] == "completed" and status["secretName"] == "openai-subscription-oauth"
+            again = await call(c1, kp, {"_": "SubmitProviderOAuthCode", "loginId": login["loginId"],
+                                        "code": fake.authorize(login["authUrl"])})
+            assert again["_"] == "Error" and again["status"] == 409, again
+            # A newer login started on one server replaces one started on the other; a cancel on
+            # either is seen by both.
+            first = await call(c2, kp, {"_": "StartProviderOAuth", "providerType": "openai"})
+            second = await call(c1, kp, {"_": "StartProviderOAuth", "providerType": "openai"})
+            old = await call(c2, kp, {"_": "GetProviderOAuthStatus", "loginId": first["loginId"]})
+            assert old["status"] == "failed" and "newer" in old["error"], old
+            await call(c2, kp, {"_": "CancelProviderOAuth", "loginId": second["loginId"]})
+            gone = await call(c1, kp, {"_": "GetProviderOAuthStatus", "loginId": second["loginId"]})
+            assert gone["status"] == "failed" and gone["error"] == "Sign-in canceled."
+            # The verifier is kept sealed: it is nowhere in the row as text.
+            rows = await one.app.db.aread(lambda conn: conn.execute(
+                "SELECT verifier, state FROM provider_logins").fetchall())
+            for verifier, state in rows:
+                assert len(bytes(verifier)) > 64 and state
+            assert len(fake.token_requests) == 1
+        finally:
+            await c1.close()
+            await c2.close()
