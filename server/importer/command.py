@@ -314,16 +314,23 @@ class Importer:
         files = [(path, read_file(disk), disk.mtime_ms) for path, disk in batch]
 
         def job(conn):
-            out = []
+            out: list = []
             for path, data, mtime in files:
                 if q.memory_present(conn, r["id"], path):
                     out.append(False)   # never over a file already here (the owner may have changed it)
                     continue
-                memory_q.write_file(conn, r["id"], r["account_id"], path, data, mtime)
+                try:   # (its checks come before any write of its own)
+                    memory_q.write_file(conn, r["id"], r["account_id"], path, data, mtime)
+                except Refused as exc:
+                    out.append(exc.message)
+                    continue
                 out.append(True)
             return out
-        for new in (self.write(job) or [None] * len(files)):
-            self._note("memory files", new)
+        for (path, _, _), new in zip(files, self.write(job) or [None] * len(files)):
+            if isinstance(new, str):
+                self.report["memory files"].skip(f"memory file {path!r} of agent {r['id']!r}", new)
+            else:
+                self._note("memory files", new)
 
     def session_units(self) -> None:
         rows = list(self.ref.rows("sessions", order="created_at, id"))

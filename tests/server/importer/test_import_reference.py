@@ -253,10 +253,15 @@ def test_a_row_that_breaks_our_rules_is_reported_and_skipped(tmp_path):
         db.execute("UPDATE agents SET definition_cbor = ? WHERE id = ?",
                    (cbor2.dumps({"name": 7, "systemPrompt": "x", "modelProvider": "p", "model": "m"}), agent_id))
         db.execute("UPDATE model_providers SET config_cbor = ?", (cbor2.dumps("not a map"),))
+    other, = [a["id"] for a in ANSWERS["agents"] if a["id"] != agent_id]
+    deep = ref / "agents" / other / "memory" / Path(*["d"] * 20)
+    deep.mkdir(parents=True)
+    (deep / "too-deep.md").write_text("nested past our depth")
     done = run_import(str(ref), "--data-dir", str(tmp_path / "ours"))
     assert done.returncode == 0, done.stderr + done.stdout
     table = summary(done.stdout)
     assert table["agents"] == (2, 1, 0, 1) and table["providers"] == (1, 0, 0, 1)
+    assert table["memory files"][3] == 1 and "Memory path is nested too deeply" in done.stdout
     assert f"agents row id='{agent_id}': breaks this server's rules: CreateAgent.definition.name" in done.stdout
     with sqlite3.connect(tmp_path / "ours" / "agents.sqlite") as db:
         assert db.execute("SELECT count(*) FROM agents WHERE id = ?", (agent_id,)).fetchone()[0] == 0
