@@ -666,6 +666,59 @@ async function main() {
     await send({_: 'DeleteSession', sessionId: planSession})
   })
 
+  await step('a workflow\'s run card: its source, plan, journal and parked wait, answered', async () => {
+    // A script child the model delegates (the fake model's next two replies), followed as the run
+    // card follows it: useSessionRuns -> the latest root, useRunTree -> the tree (the workflow row,
+    // sourceText for the source drawer, plan for the steps, wait for ParkedRunActions), the
+    // activity drawer from GetRunJournal, and the answer button's SignalRun with wait.answerWith.
+    const sessionId = (await send({_: 'CreateSession', agentId, clientRequestId: randomUUID()})).sessionId
+    await send({_: 'UpdateSession', sessionId, modelOverride: {provider: 'local-model', model: 'fake-model'}})
+    const script = [
+      'export default async function (input, ctx) {',
+      "  await ctx.plan({steps: ['gather', 'approve']});",
+      "  await ctx.step('gather', () => ctx.call('read', {address: '~/self'}, {description: 'read my settings'}));",
+      "  ctx.progress({fraction: 0.5, label: 'waiting for approval'});",
+      "  const ok = await ctx.step('approve', () => ctx.waitForEvent({signal: 'approve'}, {label: 'Approve?'}));",
+      '  return {approved: ok.payload};',
+      '}',
+    ].join('\n')
+    await nextModelReply({chunks: [], tool_calls: [{id: 'wf1', name: 'delegate',
+      arguments: JSON.stringify({title: 'approval flow', script})}]})
+    await nextModelReply({chunks: ['The flow is done.']})
+    const clientMessageId = randomUUID()
+    const sent = await send({_: 'MessageSession', sessionId, clientMessageId,
+      content: [{type: 'text', text: 'run the flow', blocks: promptBlocks('run the flow'), clientMessageId}]})
+    const roots = await send({_: 'ListRuns', sessionId})
+    assert.equal(roots.runs[0].id, sent.runId)
+    const child = await until('the script child parked on its wait', async () => {
+      const tree = (await send({_: 'ListRuns', rootRunId: sent.runId})).runs
+      const flow = tree.find((r) => r.kind === 'workflow')
+      return flow && flow.status === 'waiting' ? flow : null
+    }, 30000)
+    assert.deepEqual([child.parentRunId, child.title, child.sourceText], [sent.runId, 'approval flow', script])
+    assert.deepEqual(child.plan.steps.map((s) => [s.label, s.status]), [['gather', 'done'], ['approve', 'running']])
+    assert.deepEqual([child.wait.reason, child.wait.answerWith, child.wait.label], ['event', 'approve', 'Approve?'])
+    const journal = (await send({_: 'GetRunJournal', runId: child.id})).entries
+    const call = journal.find((e) => e.entry.kind === 'call')
+    assert.deepEqual([call.entry.tool, call.entry.description], ['read', 'read my settings'])
+    const signal = await send({_: 'SignalRun', runId: child.id, signal: child.wait.answerWith, payload: 'yes'})
+    assert.deepEqual([signal.runId, signal.delivered], [child.id, true])
+    const done = await until('the flow done', async () => {
+      const run = (await send({_: 'GetRun', runId: child.id})).run
+      return run.status === 'succeeded' ? run : null
+    }, 30000)
+    assert.deepEqual(done.plan.steps.map((s) => s.status), ['done', 'done'])
+    const parent = await until('the parent answered', async () => {
+      const got = await send({_: 'GetSession', sessionId})
+      return got.session.status === 'idle' ? got : null
+    }, 30000)
+    const answer = parent.events.find((e) => e.event.type === 'tool_result' && e.event.toolCallId === 'wf1').event
+    assert.deepEqual(answer.output.output, {approved: 'yes'})
+    seen.workflow = {kind: child.kind, steps: done.plan.steps.map((s) => s.status),
+      journal: [...new Set((await send({_: 'GetRunJournal', runId: child.id})).entries.map((e) => e.entry.kind))]}
+    for (const id of [child.sessionId, sessionId]) await send({_: 'DeleteSession', sessionId: id})
+  })
+
   await step('run tree: GetRun, ListRuns (rootRunId), GetRunJournal, SignalRun not delivered', async () => {
     // useRun, useSessionRuns (roots, newest first), useRunTree (oldest first), the activity drawer.
     const run = (await send({_: 'GetRun', runId: retriedRunId})).run

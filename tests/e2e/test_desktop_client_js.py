@@ -54,6 +54,7 @@ STEPS = [
     "Execute switch and a custom tool that runs (codeExec)",
     "StopSession on a running reply, RetrySession after a failed one",
     "injected turns: the transcript shows them as the server's (agent-session-rows.ts)",
+    "a workflow's run card: its source, plan, journal and parked wait, answered",
     "run tree: GetRun, ListRuns (rootRunId), GetRunJournal, SignalRun not delivered",
     "CreateAgentTrigger/ListAgentTriggers",
     "sharing: invite, accept, the collaborator sees the agent",
@@ -114,6 +115,8 @@ async def test_the_desktop_client_walks_its_screens(server):
         ["system", "This turn is ending with work you committed to still open:"]] * 3 + [
         ["system", "This run ended with work still open:"]]
     assert seen["runTree"]["roots"] == ["succeeded", "failed", "canceled"]
+    assert seen["workflow"]["kind"] == "workflow" and seen["workflow"]["steps"] == ["done", "done"]
+    assert {"plan", "step", "call", "result", "progress"} - set(seen["workflow"]["journal"]) == {"progress"}
     # The palette's search form left empty: the contract comes back and the form stays open.
     assert seen["palette"]["contractMiss"] is True
     assert seen["codeExec"] == {"sum": 5, "tsSum": 9, "memory": "from the palette\n"}
