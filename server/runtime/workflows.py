@@ -4,10 +4,11 @@ effect of its `ctx` journaled (server/store/journal.py) and, on every start of t
 A run starts from the top each time it is taken up (its first start, a wake from parking, the
 start after a crash). Each effect the script asks for is filed under its content key
 (protocol/agent/workflows.py `effect_key`); a journaled group with that key answers it with what was
-recorded, in whatever order the effects come. Only when the script has nothing left to be
-answered from the journal are live effects started: if journaled groups are still unclaimed at
-that moment, the script no longer does what it did, and the run fails `nondeterministic-replay`
-(naming the first effect it did not ask for again) before anything new runs.
+recorded, in whatever order the effects come. An effect with no journaled group, asked while
+groups are still unclaimed, is held: only once the script waits on nothing but held effects is
+it decided; if groups are still unclaimed then, the script no longer does what it did, and the
+run fails `nondeterministic-replay` (naming the first effect it did not ask for again) before
+anything new is journaled or run.
 
 Effects: `ctx.call` (a tool, as the workflow's agent narrowed like any child: Entry "workflow",
 server/runtime/tool_context.py; each call is a `tool_call`/`tool_result` pair in the run's own
@@ -166,6 +167,7 @@ class WorkflowRun:
         self.pending = _Pending()
         self.inflight: dict[asyncio.Task, int] = {}
         self.deliveries: list[tuple[int, bool, object]] = []
+        self.held: list[tuple[int, str, object]] = []   # effects asked anew before the replay was done
         self.plan: dict = dict(run.get("plan") or {"steps": []})
         self.surface: ToolSurface | None = None
         self._progress_at = 0.0
@@ -243,6 +245,15 @@ class WorkflowRun:
                 deliveries, self.deliveries = self.deliveries, []
                 await vm.deliver(deliveries)
                 continue
+            if self.held:   # the script waits on what it asked anew: the replay must be done
+                unclaimed = self.replay.unclaimed()
+                if unclaimed:
+                    return self._diverged(unclaimed)
+                held, self.held = self.held, []
+                entries, events, plan_changed, starts = await self._handle(held)
+                await self._journal(entries, events, plan_changed)
+                live.extend(starts)
+                continue
             if vm.finished is not None:
                 return self._finished(vm.finished)
             unclaimed = self.replay.unclaimed()
@@ -275,6 +286,13 @@ class WorkflowRun:
                 return parked
             return Outcome("failed", error={"code": "workflow-deadlock", "message": (
                 "the script awaits something that can never settle (a promise outside ctx)")})
+
+    @staticmethod
+    def _diverged(unclaimed: list[str]) -> Outcome:
+        return Outcome("failed", error={"code": "nondeterministic-replay", "message": (
+            "the script no longer does what its journal recorded: on replay it asked for something new before "
+            f"asking again for {unclaimed[0][:200]!r} (and {len(unclaimed) - 1} more); a run replays exactly the "
+            "code it started with, so the script depends on something outside ctx; nothing new was run")})
 
     def _finished(self, finished: tuple[bool, object]) -> Outcome:
         ok, value = finished
@@ -343,6 +361,9 @@ class WorkflowRun:
             args = raw if isinstance(raw, dict) else {}
             key = wf.effect_key(op, args)
             taken = self.replay.take(key)
+            if taken is None and self.replay.unclaimed():
+                self.held.append((call_id, op, raw))   # new, while the replay is not done: not yet
+                continue
             call_seq, group = taken if taken is not None else (self._next_seq(), None)
 
             def deliver(ok: bool, value, call_id=call_id) -> None:  # noqa: ANN001

@@ -387,3 +387,60 @@ async def test_an_activity_event_wakes_a_script_waiting_on_the_feed(tmp_path, re
             await c.close()
         finally:
             await server.stop()
+
+
+async def test_a_replay_that_no_longer_matches_its_journal_fails_before_anything_new_runs(tmp_path, request):
+    """The journal of a parked script no longer matches what the script asks (here: one recorded
+    effect's content changed under it): the wake's replay fails `nondeterministic-replay`, naming
+    the effect it did not ask for again, and nothing new is journaled, called or spawned."""
+    from seed_agents.server.store import codec
+
+    from tests.conftest import running_server, server_config
+
+    script = """
+export default async function (input, ctx) {
+  await ctx.log('info', 'first');
+  await ctx.waitForEvent({signal: 'go'});
+  await ctx.call('write', {address: '~/memory/after.md', content: 'must not happen'});
+  return 'done';
+}
+"""
+    async with FakeOpenAI() as fake, running_server(server_config(tmp_path, "sqlite", request)) as server:
+        kp = keypair("workflow divergence")
+        c = await V2Client.open(server.url)
+        agent_id, sid = await agent_session(c, kp, "custom", fake.base_url)
+        root = await start_script(c, kp, sid, fake, script, None)
+
+        async def parked() -> dict | None:
+            runs = [r for r in await tree_of(c, kp, root) if r["kind"] == "workflow"]
+            return runs[0] if runs and runs[0]["status"] == "waiting" else None
+
+        child = await until(parked, 60, step=0.05, what="the script parked")
+        before = await journal_of(c, kp, child["id"])
+        log = next(e for e in before if e["kind"] == "log")
+        assert log["key"] == "log|info|first"
+
+        def alter(conn):   # as if the script had logged something else then
+            row = conn.execute("SELECT seq, entry FROM run_journal WHERE run_id = ?", (child["id"],)).fetchall()
+            for seq, body in row:
+                entry = codec.decode(body)
+                if entry.get("kind") == "log":
+                    entry.update(key="log|info|other", message="other")
+                    conn.execute("UPDATE run_journal SET entry = ? WHERE run_id = ? AND seq = ?",
+                                 (codec.encode(entry), child["id"], seq))
+
+        await server.app.db.write(alter)
+        assert (await c.call(kp, {"_": "SignalRun", "runId": child["id"], "signal": "go"}))["delivered"] is True
+
+        async def failed() -> dict | None:
+            run = (await c.call(kp, {"_": "GetRun", "runId": child["id"]}))["run"]
+            return run if run["status"] == "failed" else None
+
+        run = await until(failed, 60, step=0.05, what="the replay's failure")
+        assert run["error"]["code"] == "nondeterministic-replay", run["error"]
+        assert "log|info|other" in run["error"]["message"] and "nothing new was run" in run["error"]["message"]
+        after = await journal_of(c, kp, child["id"])
+        assert [e["kind"] for e in after] == [e["kind"] for e in before] + ["event"]   # the wake's, nothing more
+        listing = await c.call(kp, {"_": "ListAgentMemoryFiles", "agentId": agent_id})
+        assert "after.md" not in str(listing)
+        await c.close()
