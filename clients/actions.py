@@ -319,6 +319,11 @@ def fire_agent_trigger(trigger_id: str, client_request_id: str | None = None) ->
     return _action("FireAgentTrigger", triggerId=trigger_id, clientRequestId=client_request_id)
 
 
+def merge_agent_triggers(trigger_id: str, retired_id: str, action: str | None = None) -> dict:
+    """Combine `retired_id` into `trigger_id` (both activity triggers of one agent)."""
+    return _action("MergeAgentTriggers", triggerId=trigger_id, retiredId=retired_id, action=action)
+
+
 # -- tools, delegation and the run tree -------------------------------------------------------
 
 def list_agent_tools(agent_id: str) -> dict:

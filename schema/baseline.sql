@@ -530,3 +530,6 @@ CREATE TABLE provider_logins (
 ) STRICT;
 CREATE INDEX provider_logins_by_account ON provider_logins (account_id, provider_type);
 CREATE INDEX provider_logins_by_expiry ON provider_logins (expires_at);
+
+-- Version 20: combining two triggers (schema/migrations/0020_trigger_merges.sql says why).
+ALTER TABLE agent_triggers ADD COLUMN merged_into TEXT;

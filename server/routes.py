@@ -130,6 +130,7 @@ HANDLING: dict[str, Handling] = {
     "UpdateAgentTrigger": Handling(triggers.update_agent_trigger),
     "DeleteAgentTrigger": Handling(triggers.delete_agent_trigger),
     "FireAgentTrigger": Handling(triggers.fire_agent_trigger),
+    "MergeAgentTriggers": Handling(triggers.merge_agent_triggers),
 
     # --- subscription sign-in (--subscription-auth) ---
     "StartProviderOAuth": Handling(provider_oauth.start_provider_oauth),

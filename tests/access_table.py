@@ -141,6 +141,8 @@ ACTION_CELLS = [
     ("UpdateSession", "thoroughness", "ok ok 403 403 404"),
     ("SignalRun", "a run of the agent", "ok ok 403 403 404"),
     ("SignalRun", "a run of private agent B", "ok 404 404 404 404"),
+    # combining two activity triggers of the agent (the storage design's merged_into): a writer's
+    ("MergeAgentTriggers", "two activity triggers of the agent", "ok ok 403 403 404"),
     ("CreateAgentTrigger", "continuation newThread", "ok ok 403 403 404"),
     ("CreateAgentTrigger", "continuation wake", "ok ok 403 403 404"),
     ("CreateAgentTrigger", "continuation tool", "ok ok 403 403 404"),

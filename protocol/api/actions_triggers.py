@@ -93,6 +93,22 @@ class FireAgentTrigger:
     client_request_id: str | None = None
 
 
+MERGE_ACTIONS = ("survivor", "retired")
+
+
+@dataclass(frozen=True, slots=True)
+class MergeAgentTriggers:
+    """This server's extension (the storage design's `merged_into`): combine two activity
+    triggers of one agent. The survivor (`triggerId`) takes both conditions as `activity`
+    alternatives and the chosen one's action (prompt and continuation: `action` "survivor", the
+    default, or "retired"); the other (`retiredId`) is disabled, marked `mergedInto`, keeps its
+    firings and cannot be changed again. One transaction."""
+    ts: int
+    trigger_id: str
+    retired_id: str
+    action: str = "survivor"
+
+
 # -- the parts ---------------------------------------------------------------------------------
 def _boolean(f: Fields, field: str) -> bool | None:
     value = f.get(field, False)
@@ -314,6 +330,14 @@ def _fire(f: Fields, ts: int) -> FireAgentTrigger:
     return FireAgentTrigger(ts, f.text("triggerId", MAX_ID), f.text("clientRequestId", MAX_ID, required=False))
 
 
+def _merge(f: Fields, ts: int) -> MergeAgentTriggers:
+    trigger_id, retired_id = f.text("triggerId", MAX_ID), f.text("retiredId", MAX_ID)
+    if trigger_id == retired_id:
+        raise f.fail("retiredId", "must be another trigger than triggerId")
+    return MergeAgentTriggers(ts, trigger_id, retired_id, _one_of(f, "action", MERGE_ACTIONS, required=False)
+                              or "survivor")
+
+
 def _update(f: Fields, ts: int) -> UpdateAgentTrigger:
     return UpdateAgentTrigger(ts, f.text("triggerId", MAX_ID), _trigger_patch(f))
 
@@ -325,4 +349,5 @@ ACTIONS: dict[str, ActionKind] = {
     "UpdateAgentTrigger": write(_update),
     "DeleteAgentTrigger": write(id_action(DeleteAgentTrigger, "triggerId")),
     "FireAgentTrigger": write(_fire),
+    "MergeAgentTriggers": write(_merge),
 }

@@ -1,5 +1,6 @@
 """ListAgentTriggers, GetAgentTrigger, CreateAgentTrigger, UpdateAgentTrigger, DeleteAgentTrigger,
-and this server's FireAgentTrigger (a firing by hand, to try a trigger without waiting for it).
+and this server's FireAgentTrigger (a firing by hand, to try a trigger without waiting for it) and
+MergeAgentTriggers (two activity triggers combined into one).
 
 Readers of an agent list its triggers and their firings; writers create, change and delete them
 and are the only ones shown a webhook trigger's secret (GetAgentTrigger `webhook`). A trigger
@@ -137,6 +138,7 @@ async def fire_agent_trigger(app: HandlerContext, env, action) -> dict:
     continuation, under the owner's authority), by a writer of its agent. The firing's key is
     `manual:<clientRequestId>`, so a retried request fires once; without one, every request fires."""
     trigger = await app.db.aread(lambda conn: trigger_for(conn, env.account_id, action.trigger_id, WRITER)[0])
+    manage.refuse_retired(trigger)
     key = "manual:" + (action.client_request_id or new_id())
     event = Event(key, "fired by hand", {"type": "manual", "firedBy": env.account_id})
     outcome = await app.triggers.fire(trigger, event)
@@ -151,3 +153,21 @@ async def fire_agent_trigger(app: HandlerContext, env, action) -> dict:
     if firing.get("error"):
         response["error"] = firing["error"]
     return response
+
+
+async def merge_agent_triggers(app: HandlerContext, env, action) -> dict:
+    """MergeAgentTriggers (this server's extension, the storage design's merged_into): a writer of
+    the agent combines two of its activity triggers in one transaction (server/triggers/manage.merge)."""
+    now = app.triggers.now_ms()
+
+    def job(conn):
+        survivor, _ = trigger_for(conn, env.account_id, action.trigger_id, WRITER)
+        retired, _ = trigger_for(conn, env.account_id, action.retired_id, WRITER)
+        return manage.merge(conn, survivor, retired, action.action, now)
+
+    survivor, retired = await app.db.write(job)
+    for trigger in (survivor, retired):
+        app.triggers.changed(trigger)
+    app.broadcaster.notify_account(survivor["account"], "trigger-updated", agent_id=survivor["agentId"])
+    return {"_": "MergeAgentTriggersResponse", "trigger": triggers_q.public(survivor),
+            "retired": triggers_q.public(retired)}

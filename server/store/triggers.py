@@ -12,12 +12,13 @@ from . import codec
 
 COLUMNS = ("id, account_id, agent_id, name, enabled, source_cbor, prompt_cbor, continuation_cbor,"
            " created_at, updated_at, last_checked_at, last_fired_at, last_error, next_due_at,"
-           " failures, backoff_until")
+           " failures, backoff_until, merged_into")
 
 
 def trigger_info(row: tuple) -> dict:
     (trigger_id, account_id, agent_id, name, enabled, source, prompt, continuation, created_at,
-     updated_at, last_checked_at, last_fired_at, last_error, next_due_at, failures, backoff_until) = row
+     updated_at, last_checked_at, last_fired_at, last_error, next_due_at, failures, backoff_until,
+     merged_into) = row
     info = {"id": trigger_id, "account": account_id, "agentId": agent_id, "name": name,
             "enabled": bool(enabled), "source": codec.decode(source), "prompt": codec.decode(prompt),
             "createdAt": created_at, "updatedAt": updated_at,
@@ -30,6 +31,8 @@ def trigger_info(row: tuple) -> dict:
         info["lastFiredAt"] = last_fired_at
     if last_error is not None:
         info["lastError"] = last_error
+    if merged_into is not None:
+        info["mergedInto"] = merged_into
     return info
 
 
@@ -118,6 +121,19 @@ def update_trigger(conn: Conn, trigger_id: str, now: int, *, name: str | None = 
         sets.append("last_error = NULL")
     row = conn.execute(f"UPDATE agent_triggers SET {', '.join(sets)} WHERE id = ? RETURNING {COLUMNS}",
                        (*params, trigger_id)).fetchone()
+    return None if row is None else trigger_info(row)
+
+
+def retire_into(conn: Conn, trigger_id: str, survivor_id: str, now: int) -> dict | None:
+    """A trigger combined into `survivor_id`: disabled and marked, its firings kept, and its
+    activity claims imported into the survivor (the union: what either admitted, the survivor
+    never admits again); deleting it later leaves the imported claims."""
+    conn.execute("INSERT INTO trigger_event_claims (account_id, trigger_id, activity_key, created_at)"
+                 " SELECT account_id, ?, activity_key, created_at FROM trigger_event_claims WHERE trigger_id = ?"
+                 " ON CONFLICT DO NOTHING", (survivor_id, trigger_id))
+    row = conn.execute(f"UPDATE agent_triggers SET enabled = 0, merged_into = ?, next_due_at = NULL,"
+                       f" updated_at = max(updated_at, ?) WHERE id = ? RETURNING {COLUMNS}",
+                       (survivor_id, now, trigger_id)).fetchone()
     return None if row is None else trigger_info(row)
 
 

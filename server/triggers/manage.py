@@ -4,7 +4,7 @@ parsing cannot make, the per-agent bound, unique names, the first slot, the webh
 Access is the caller's business; these functions take the owner's account."""
 from __future__ import annotations
 
-from seed_agents.protocol.api.actions_triggers import TriggerInput, TriggerPatch
+from seed_agents.protocol.api.actions_triggers import ACTIVITY_SOURCES, TriggerInput, TriggerPatch
 from seed_agents.protocol.wire.errors import ProtocolError, quote
 from seed_agents.protocol.agent.owner_fields import COLLABORATORS_PUBLISH
 
@@ -82,6 +82,7 @@ def create(conn, app, owner: str, agent_id: str, spec: TriggerInput, now: int, s
 
 def update(conn, app, before: dict, patch: TriggerPatch, now: int, secret: str | None, *,
            others: bool = False, collaborator: bool = False) -> dict:
+    refuse_retired(before)
     if patch.source is not None:
         check_source(conn, before["account"], patch.source, before["agentId"], others)
     check_continuation(conn, before["agentId"], patch.continuation, collaborator)
@@ -98,3 +99,51 @@ def update(conn, app, before: dict, patch: TriggerPatch, now: int, secret: str |
     if source["type"] == "webhook" and triggers_q.credentials(conn, before["id"]) is None:
         webhook.store_secret(conn, app.secrets, before["id"], before["account"], secret or webhook.new_secret(), now)
     return trigger
+
+
+def refuse_retired(trigger: dict) -> None:
+    """A trigger combined into another (`mergedInto`) is kept as it was, with its firings: 409."""
+    if trigger.get("mergedInto"):
+        raise ProtocolError(409, f"trigger {quote(trigger['name'])} was combined into trigger {trigger['mergedInto']}: "
+                                 "it keeps its history and cannot be changed or fired (change the survivor)")
+
+
+MAX_MERGED = 16   # alternatives of one activity source (protocol ACTIVITY alternatives bound)
+
+
+def merge(conn, survivor: dict, retired: dict, take: str, now: int) -> tuple[dict, dict]:  # noqa: ANN001
+    """Combine `retired` into `survivor` (the storage design's merged_into), in the caller's
+    transaction: the survivor's source becomes `activity` with both triggers' conditions as
+    alternatives (an activity source brings its own), and it takes the chosen trigger's action
+    (prompt and continuation); the retired one is disabled, marked and keeps its firings; its
+    claims are imported so no event it admitted fires the survivor again."""
+    for t in (survivor, retired):
+        refuse_retired(t)
+        if t["source"]["type"] not in ACTIVITY_SOURCES:
+            raise ProtocolError(400, f"only activity triggers combine; trigger {quote(t['name'])} has a "
+                                     f"{t['source']['type']} source")
+    if survivor["agentId"] != retired["agentId"]:
+        raise ProtocolError(400, "triggers of two agents cannot combine: both must be the same agent's")
+    alternatives: list[dict] = []
+    for t in (survivor, retired):
+        source = t["source"]
+        own = source["alternatives"] if source["type"] == "activity" else [{"id": t["name"], "source": source}]
+        for alt in own:
+            alt_id, n = alt["id"], 2
+            while any(a["id"] == alt_id for a in alternatives):
+                alt_id, n = f"{alt['id']}-{n}", n + 1
+            alternatives.append({"id": alt_id, "source": alt["source"]})
+    if len(alternatives) > MAX_MERGED:
+        raise ProtocolError(400, f"combined, the triggers would have {len(alternatives)} conditions; an activity "
+                                 f"trigger holds at most {MAX_MERGED}")
+    # The chosen action: the survivor's own, or the retired one's (its continuation, the default
+    # newThread when it had none, replacing the survivor's).
+    prompt, continuation = survivor["prompt"], None
+    if take == "retired":
+        prompt, continuation = retired["prompt"], retired.get("continuation") or {"kind": "newThread"}
+    updated = triggers_q.update_trigger(conn, survivor["id"], now, source={"type": "activity",
+                                                                           "alternatives": alternatives},
+                                        prompt=prompt, continuation=continuation)
+    gone = triggers_q.retire_into(conn, retired["id"], survivor["id"], now)
+    assert updated is not None and gone is not None
+    return updated, gone

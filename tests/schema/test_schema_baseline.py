@@ -50,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 19
+    assert schema.CURRENT_VERSION == 20
 
 
 def test_baseline_equals_migrations_applied_in_order():

@@ -1062,6 +1062,11 @@ async def trigger_shapes(db, w, r, out: list) -> None:  # noqa: ANN001
                 scheduled_at=n, error="missed")
     await w(firings_q.prune, "tr-s", 2)
     r(firings_q.firings_of_trigger, "tr-s", 10)
+    # Combining: tr-m (with its claim) retired into tr-s; the claim comes along, once.
+    await w(triggers_q.retire_into, "tr-m", "tr-s", now + 11)
+    await w(triggers_q.retire_into, "tr-m", "tr-s", now + 12)   # again: the claim is there already
+    r(triggers_q.get_trigger, "tr-m")
+    await w(firings_q.claim_event, ACCOUNT, "tr-s", key, now + 13)   # imported: claimed before
     await w(triggers_q.delete_trigger, "tr-w")
     r(triggers_q.credentials, "tr-w")
     r(triggers_q.hook_target, "tr-w")

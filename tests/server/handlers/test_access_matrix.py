@@ -235,6 +235,12 @@ def action_cells(w: World) -> dict:
             elif action == "UpdateSession":   # (put back after: the preset is the session's)
                 answer = w.api.call(kp, {"_": "UpdateSession", "sessionId": w.session_of(role), "thoroughness": "quick"})
                 w.api.ok(owner, {"_": "UpdateSession", "sessionId": w.session_of(role), "thoroughness": NULL})
+            elif action == "MergeAgentTriggers":   # two fresh activity triggers of the role's agent, by the owner
+                pair = [w.api.ok(owner, {"_": "CreateAgentTrigger", "agentId": agent_id, "trigger": {
+                    "name": f"merge-{n}-{role}-{i}", "prompt": "p",
+                    "source": {"type": "comment-reply", "parentAuthor": w.kp(role).account_id}}})["trigger"]["id"]
+                    for i in range(2)]
+                answer = w.api.call(kp, {"_": "MergeAgentTriggers", "triggerId": pair[0], "retiredId": pair[1]})
             elif action == "SignalRun":
                 run_id = w.ids["rb"] if "private" in case else (w.ids["rp"] if role == "public" else w.ids["ra"])
                 answer = w.api.call(kp, {"_": "SignalRun", "runId": run_id, "signal": "go"})

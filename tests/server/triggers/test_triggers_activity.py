@@ -288,3 +288,55 @@ async def test_an_activity_trigger_with_alternatives_fires_once_and_records_what
         assert fired[0]["activity"]["matched"] == ["replies", "my-docs"]
         await c.close()
         await server.stop()
+
+
+async def test_two_triggers_combine_in_one_transaction(tmp_path, request):
+    """MergeAgentTriggers: the survivor takes both conditions as alternatives and the chosen
+    action; the retired trigger is off, marked, keeps its firings, cannot change or fire, and the
+    events it admitted never fire the survivor (its claims come along)."""
+    from tests.triggers_helpers import call
+
+    async with FakeHMActivity() as fake:
+        server = await start(tmp_path, request, fake)
+        a = keypair("A")
+        c = await V2Client.open(server.url)
+        agent_id = await make_agent(c, a)
+        keep = await create_trigger(c, a, agent_id, {"type": "document-comment", "resource": f"hm://{DOC_OWNER}"},
+                                    name="docs", prompt="Read the comment")
+        mine = await create_trigger(c, a, agent_id, {"type": "document-author-comment", "documentAuthor": ME},
+                                    name="mine", prompt="Answer on my documents")
+        timer = await create_trigger(c, a, agent_id, {"type": "schedule", "schedule": {
+            "kind": "interval", "every": 1, "unit": "hours"}}, name="timer")
+        monitor = server.app.triggers.activity
+        await settle(monitor)
+        fake.publish(comment_event("bafyfirst", AUTHOR, ME, now_ms()))
+        await monitor.poll_once()
+        assert [f["activityKey"] for f in await firings(c, a, mine["id"])] == ["blob-bafyfirst"]
+
+        r = await call(c, a, {"_": "MergeAgentTriggers", "triggerId": keep["id"], "retiredId": timer["id"]})
+        assert r["_"] == "Error" and r["status"] == 400 and "only activity triggers combine" in r["message"], r
+        merged = await call(c, a, {"_": "MergeAgentTriggers", "triggerId": keep["id"], "retiredId": mine["id"],
+                                   "action": "retired"})
+        assert merged["_"] == "MergeAgentTriggersResponse", merged
+        survivor, retired = merged["trigger"], merged["retired"]
+        assert survivor["source"] == {"type": "activity", "alternatives": [
+            {"id": "docs", "source": keep["source"]}, {"id": "mine", "source": mine["source"]}]}
+        assert survivor["prompt"] == "Answer on my documents" and survivor["enabled"] is True
+        assert retired["enabled"] is False and retired["mergedInto"] == keep["id"]
+        assert [f["activityKey"] for f in await firings(c, a, mine["id"])] == ["blob-bafyfirst"]   # kept
+        claims = server.app.db.read(lambda conn: conn.execute(
+            "SELECT activity_key FROM trigger_event_claims WHERE trigger_id = ?", (keep["id"],)).fetchall())
+        assert [k for (k,) in claims] == ["blob-bafyfirst"]   # imported: it never fires the survivor
+        for again in ({"_": "UpdateAgentTrigger", "triggerId": mine["id"], "patch": {"enabled": True}},
+                      {"_": "FireAgentTrigger", "triggerId": mine["id"]},
+                      {"_": "MergeAgentTriggers", "triggerId": mine["id"], "retiredId": keep["id"]}):
+            r = await call(c, a, again)
+            assert r["_"] == "Error" and r["status"] == 409 and "was combined into" in r["message"], r
+
+        fake.publish(comment_event("bafysecond", AUTHOR, ME, now_ms()))
+        await monitor.poll_once()
+        fired = await firings(c, a, keep["id"])
+        assert [(f["activityKey"], f["activity"]["matched"]) for f in fired] == [("blob-bafysecond", ["mine"])]
+        assert [f["activityKey"] for f in await firings(c, a, mine["id"])] == ["blob-bafyfirst"]
+        await c.close()
+        await server.stop()
