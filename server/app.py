@@ -15,6 +15,8 @@ from .config import Config
 from .handlers.context import HandlerContext
 from .heads import Heads
 from .live.broadcaster import Broadcaster, LocalSink
+from .live.cluster import ClusterHost
+from .live.grants import Grants
 from .live.streams import LiveParts
 from .live.hub import Hub
 from .operations.metrics import Metrics
@@ -51,9 +53,7 @@ class App:
         self.config = config
         self.db = database_for(config)   # SQLite file or PostgreSQL: the same store functions
         self.hub = Hub()
-        from .live.grants import Grants  # (it reads through the handlers' access function)
-
-        self.grants = Grants(self)
+        self.grants = Grants(self.db)
         self.metrics = Metrics()
         self.guard = ReplayGuard(config.clock_window_ms)
         self.limiter = RateLimiter(config.limits.rate_per_second, config.limits.rate_burst)
@@ -113,7 +113,8 @@ class App:
             cluster = Cluster.for_app(self)
             await cluster.start()   # listening before anything is published or subscribed
             self.cluster = cluster
-            self.broadcaster.relay = cluster
+            self.broadcaster.relay = cluster   # publications, and changes of access, reach the others
+            self.grants.relay = cluster
             self.metrics.watch_cluster(cluster)
         else:
             self.guard.load(self.db.read(sig_q.unexpired_signatures, now), started_ms=now)
@@ -159,6 +160,7 @@ class App:
             await self.runtime.stop()
         if self.cluster is not None:
             self.broadcaster.relay = None
+            self.grants.relay = None
             await self.cluster.stop()
             self.cluster = None
         self.save_signatures()
@@ -243,4 +245,9 @@ def handler_context(app: App) -> HandlerContext:
 
 def live_parts(app: App) -> LiveParts:
     """The App as a socket's streams see it (server/live/streams.py); mypy checks it here."""
+    return app
+
+
+def cluster_host(app: App) -> ClusterHost:
+    """The App as the cluster relay sees it (server/live/cluster.py); mypy checks it here."""
     return app

@@ -36,6 +36,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from ..database.notices import MAX_NOTICE_BYTES, Resync
 from ..store import agents as agents_q
@@ -44,6 +45,8 @@ from ..store import events as events_q
 from ..store import journal as journal_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
+from .broadcaster import Broadcaster
+from .grants import Grants
 
 log = logging.getLogger("seed_agents.cluster")
 
@@ -53,8 +56,35 @@ _ENVELOPE_BYTES = 100
 MAX_ENTRY_BYTES = MAX_NOTICE_BYTES - _ENVELOPE_BYTES
 
 
+class ClusterHost(Protocol):
+    """What the relay touches on this server besides its bus, declared here (the App fills it):
+    the store's reads, the hub and the local sink it replays into, the live grants, the caches
+    notices keep fresh, the sockets (a resync catches their streams up), the runs (RunControl:
+    a run ended or parked elsewhere, a session deleted elsewhere), the triggers' timer, the signer
+    cache."""
+
+    @property
+    def db(self) -> Any: ...
+    @property
+    def hub(self) -> Any: ...
+    @property
+    def broadcaster(self) -> Broadcaster: ...
+    @property
+    def grants(self) -> Grants: ...
+    @property
+    def cache(self) -> dict: ...
+    @property
+    def connections(self) -> set: ...
+    @property
+    def runtime(self) -> Any: ...    # server/runtime/control.RunControl (and its workers), None before start
+    @property
+    def triggers(self) -> Any: ...   # its `changed()`, None before start
+    def forget_signer(self, account_id: str, signer_id: str, *, here_only: bool = False) -> None: ...
+    def forget_signers(self) -> None: ...
+
+
 class Cluster:
-    def __init__(self, app, bus) -> None:  # noqa: ANN001 (a storage notice bus)
+    def __init__(self, app: ClusterHost, bus) -> None:  # noqa: ANN001 (a storage notice bus)
         self.app = app
         self.local = app.broadcaster.local   # this server's subscribers only: never sent back out
         self.bus = bus

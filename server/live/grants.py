@@ -32,8 +32,11 @@ _AUDIENCE_MAX = 100_000
 
 
 class Grants:
-    def __init__(self, app) -> None:
-        self.app = app
+    def __init__(self, db) -> None:  # noqa: ANN001 (a server/database/port.Storage)
+        self.db = db
+        # The cluster (server/live/cluster.py) when the database is shared: told of each change
+        # of access after its commit. Set by the composition root (server/app.py) once it listens.
+        self.relay = None
         self._subs: dict[tuple[str, str], set] = {}       # (account, agent) -> guest subscriptions
         self._accounts: dict[str, set[str]] = {}          # agent -> accounts in _subs
         self._locks: dict[str, list] = {}              # agent -> [lock, users]
@@ -48,7 +51,7 @@ class Grants:
         if kind == "account":
             return
         account = sub.conn.account_id
-        role, agent_id = self.app.db.read(key_role, account, kind, ident)
+        role, agent_id = self.db.read(key_role, account, kind, ident)
         if role == OWNER:   # the class default: nothing stored on the owner's subscriptions
             return
         sub.role = role or READER
@@ -141,7 +144,7 @@ class Grants:
             subs = self.subscriptions(account, agent_id)
             if not subs:
                 continue
-            role = self.app.db.read(agent_role, account, agent_id)
+            role = self.db.read(agent_role, account, agent_id)
             if role is None:
                 self.cut(subs, why)
             else:
@@ -176,7 +179,7 @@ class Grants:
     def _audience_of(self, agent_id: str) -> tuple[str, ...]:
         accounts = self._audience.get(agent_id)
         if accounts is None:
-            members = self.app.db.read(collab_q.members, agent_id)
+            members = self.db.read(collab_q.members, agent_id)
             accounts = tuple(sorted(a for a, (_role, status) in members.items() if status == "accepted"))
             if len(self._audience) >= _AUDIENCE_MAX:
                 self._audience.clear()
@@ -186,9 +189,8 @@ class Grants:
     def forget_audience(self, agent_id: str) -> None:
         """After a change of access commits: the cached audience is stale, here and elsewhere."""
         self._audience.pop(agent_id, None)
-        cluster = self.app.cluster
-        if cluster is not None:
-            cluster.access(agent_id)
+        if self.relay is not None:
+            self.relay.access(agent_id)
 
     # -- changes made by another server --------------------------------------------------------
     def changed_elsewhere(self, agent_id: str) -> None:
