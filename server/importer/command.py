@@ -222,6 +222,10 @@ class Importer:
         self.report["collaborators"].seen = sum(map(len, collaborators.values()))
         self.report["triggers"].seen = sum(map(len, triggers.values()))
         self.report["tool documents"].seen = sum(map(len, tools.values()))
+        drafts = _group(self.ref.rows("agent_drafts", order="created_at, id"), "agent_id")
+        self.report["drafts"].seen = sum(map(len, drafts.values()))
+        for d in drafts.pop(None, []):
+            self.report["drafts"].skip(row_name("agent_drafts", d), "it belongs to no agent")
         for r in rows:
             try:
                 definition = convert.definition(r)
@@ -230,12 +234,12 @@ class Importer:
             except Skip as exc:
                 self.report["agents"].skip(row_name("agents", r), str(exc))
                 for table, group in (("collaborators", collaborators), ("triggers", triggers),
-                                     ("tool documents", tools)):
+                                     ("tool documents", tools), ("drafts", drafts)):
                     for _ in group.get(r["id"], ()):
                         self.report[table].skip(f"of agent {r['id']!r}", "its agent was not imported")
                 continue
             unit = self._agent_unit(r, definition, collaborators.get(r["id"], []), triggers.get(r["id"], []),
-                                    tools.get(r["id"], []))
+                                    tools.get(r["id"], []), drafts.get(r["id"], []))
             results = self.write(_apply, unit) or [None] * len(unit)
             for (table, *_), new in zip(unit, results):
                 self._note(table, new)
@@ -243,7 +247,8 @@ class Importer:
             self.memory_unit(r)
             self.progress.show("agents")
 
-    def _agent_unit(self, r: dict, definition: dict, collaborators: list, triggers: list, tools: list) -> list:
+    def _agent_unit(self, r: dict, definition: dict, collaborators: list, triggers: list, tools: list,
+                    drafts: list) -> list:
         """[(report table, store function, args...)], written in one transaction."""
         state_dir = os.path.join(self.data_dir, "agents", r["id"])
         unit: list = [("agents", q.agent, r["id"], r["account_id"], codec.encode(definition), state_dir,
@@ -285,6 +290,11 @@ class Importer:
                 continue
             unit.append(("tool documents", q.tool_document, d["account_id"], d["agent_id"], d["name"], "lambda",
                          d["cid"], doc, bool(d["enabled"]), d["created_at"], d["updated_at"]))
+        for d in drafts:
+            try:
+                unit.append(("drafts", q.draft, convert.draft(d)))
+            except Skip as exc:
+                self.report["drafts"].skip(row_name("agent_drafts", d), str(exc))
         return unit
 
     def memory_unit(self, r: dict) -> None:
@@ -523,8 +533,7 @@ class Importer:
         for table, name, why in (
                 ("action_idempotency", "idempotency",
                  "the reference remembers a different digest of each request than this server checks, so a "
-                 "retry could not be matched; actions retried after the move are answered anew"),
-                ("agent_drafts", "drafts", "this server keeps no hypermedia drafts yet")):
+                 "retry could not be matched; actions retried after the move are answered anew"),):
             t = self.report[name]
             for r in self.ref.rows(table):
                 t.seen += 1
@@ -556,7 +565,7 @@ class Importer:
                     break
                 stored = codec.decode(body)
                 payload = convert.decode_cbor(event_cbor, "session_events", {"session_id": sid, "seq": seq},
-                                              "event_cbor")[0]
+                                              "event_cbor", undefined_as_null=True)[0]
                 if stored.get("id") != event_id or stored.get("event") != payload or stored.get("createdAt") != created_at:
                     problems.append(f"session {sid}: event {seq} differs from the reference's")
                     break

@@ -9,8 +9,10 @@ run's error is a map there and two columns here.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
+from seed_agents.protocol.hm import hm_activity
 from seed_agents.protocol.wire import cids, dagcbor
 from seed_agents.protocol.api.actions import parse_action, request_fingerprint
 from seed_agents.protocol.wire.errors import ProtocolError
@@ -150,7 +152,7 @@ def event_body(session_id: str, event_id: str, seq: int, created_at: int, event_
     createdAt} with the reference's payload bytes spliced in when they are canonical DAG-CBOR
     (checked), re-encoded when they are not. Returns (body, payload when it had to be decoded
     anyway, else None)."""
-    payload, canonical = decode_cbor(event_cbor, "session_events", row, "event_cbor")
+    payload, canonical = decode_cbor(event_cbor, "session_events", row, "event_cbor", undefined_as_null=True)
     if not isinstance(payload, dict):
         raise ReferenceError(f"{row_name('session_events', row)}: the event is not a map")
     raw = bytes(event_cbor) if canonical else dagcbor.encode(payload)
@@ -167,13 +169,16 @@ def _head(major: int, n: int) -> bytes:
 
 
 RUN_STATUSES = ("queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled")
-ORIGINS = {"user": "user", "agent": "agent", "system": "system", "trigger": "system"}
+# Ours has no `trigger` or `workflow` origin: a trigger's run is the system's, a script's child the agent's.
+ORIGINS = {"user": "user", "agent": "agent", "system": "system", "trigger": "system", "workflow": "agent"}
 
 
 def run(row: dict) -> dict:
     """Our runs row (column → value) of a reference run."""
-    if row["kind"] != "agent":
-        raise Skip(f"a {row['kind']!r} run: this server runs agent turns only (no workflow engine)")
+    if row["kind"] not in ("agent", "workflow"):
+        raise Skip(f"a {row['kind']!r} run: this server runs agent turns and workflows only")
+    if row["kind"] == "workflow" and not (isinstance(row["source_text"], str) and row["source_text"]):
+        raise Skip("a workflow run without its script")
     if row["agent_id"] is None:
         raise Skip("it names no agent")
     if row["status"] not in RUN_STATUSES:
@@ -193,6 +198,9 @@ def run(row: dict) -> dict:
         "parent_run_id": row["parent_run_id"], "depth": row["depth"] or 0, "kind": "agent", "origin": origin,
         "title": row["title"] or "", "started_at": row["started_at"], "finished_at": row["finished_at"],
         "parent_tool_call_id": row["parent_tool_call_id"],
+        # A workflow keeps its script (the `kind` column stays `agent`: a run with a source is a workflow).
+        "source_text": row["source_text"] if row["kind"] == "workflow" else None,
+        "continued_from_run_id": row["continued_from_run_id"],
         "usage": enc(cbor(row, table, "usage_cbor", optional=True)),
         "budget": enc(cbor(row, table, "budget_cbor", optional=True)),
         "plan": enc(cbor(row, table, "plan_cbor", optional=True)),
@@ -217,6 +225,9 @@ def run(row: dict) -> dict:
     if isinstance(error, dict):
         out["error"] = str(error.get("message") or "")[:4096] or None
         out["error_code"] = str(error.get("code"))[:200] if error.get("code") is not None else None
+        detail = {k: error[k] for k in ("stack", "tool", "callSeq") if k in error}
+        if detail:
+            out["error_detail"] = enc(detail)
     return out
 
 
@@ -229,7 +240,25 @@ def firing(row: dict) -> tuple:
         status, error = "skipped", error or f"the reference recorded it as {row['status']!r}"
     activity = cbor(row, "trigger_firings", "activity_cbor", optional=True)
     return (row["id"], row["account_id"], row["agent_id"], row["trigger_id"], row["activity_key"], status,
-            row["session_id"], enc(activity), error, row["created_at"])
+            row["session_id"], enc(activity), error, row["created_at"], firing_summary(activity))
+
+
+def firing_summary(activity: object) -> str | None:
+    """The one line a firing is listed with, as the reference words it (activity-triggers.ts)."""
+    if not isinstance(activity, dict):
+        return None
+    kind = activity.get("type")
+    if kind == "run-completed":
+        title, status = activity.get("runTitle"), activity.get("runStatus")
+        return f"{title if isinstance(title, str) and title else 'A run'} " \
+               f"{status if isinstance(status, str) and status else 'finished'}"
+    if kind == "schedule":
+        at, what = activity.get("scheduledAt"), activity.get("scheduleKind")
+        if type(at) is int:
+            when = datetime.fromtimestamp(at / 1000, timezone.utc).isoformat(timespec="milliseconds")
+            return f"Scheduled {what if isinstance(what, str) and what else 'schedule'} at {when.replace('+00:00', 'Z')}"
+        return "Scheduled run"
+    return hm_activity.summary(activity)
 
 
 def idempotency(row: dict) -> tuple[bytes, bytes]:
@@ -240,3 +269,23 @@ def idempotency(row: dict) -> tuple[bytes, bytes]:
     if not isinstance(request, dict):
         raise Skip("its request is not a map")
     return request_fingerprint(request), dagcbor.encode(response)
+
+
+DRAFT_STATUSES = ("idle", "published", "deleted")
+
+
+def draft(row: dict) -> tuple:
+    """(id, account_id, agent_id, title, content_format, content, metadata, edit_target,
+    location_target, path_name, visibility, status, created_at, updated_at, published_at,
+    published_id, published_version); the reference's signer_secret_name has no column here (a
+    draft is published as the agent's identity)."""
+    if row["status"] not in DRAFT_STATUSES:
+        raise Skip(f"its status {row['status']!r} is not a draft status here")
+    if not isinstance(row["content_format"], str):
+        raise Skip("it has no content format")
+    content = cbor(row, "agent_drafts", "content_cbor")
+    metadata = cbor(row, "agent_drafts", "metadata_cbor", optional=True)
+    return (row["id"], row["account_id"], row["agent_id"], row["title"], row["content_format"], enc(content),
+            enc(metadata), row["edit_target"], row["location_target"], row["path_name"], row["visibility"],
+            row["status"], row["created_at"], row["updated_at"], row["published_at"], row["published_id"],
+            row["published_version"])

@@ -55,8 +55,9 @@ TABLES: dict[str, tuple[str, ...]] = {
     "sessions": ("id", "account_id", "agent_id", "title", "title_source", "status", "parent_session_id",
                  "run_id", "plan_cbor", "model_override_cbor", "description", "created_at", "updated_at"),
     "session_events": ("id", "session_id", "seq", "event_cbor", "created_at"),
-    "runs": ("id", "account_id", "root_run_id", "parent_run_id", "parent_tool_call_id", "depth", "kind",
-             "agent_id", "session_id", "trigger_firing_id", "origin", "title", "input_cbor", "output_cbor",
+    "runs": ("id", "account_id", "root_run_id", "parent_run_id", "parent_tool_call_id", "continued_from_run_id",
+             "depth", "kind", "agent_id", "session_id", "trigger_firing_id", "origin", "title", "source_text",
+             "input_cbor", "output_cbor",
              "error_cbor", "status", "wait_cbor", "attempt", "not_before", "budget_cbor", "usage_cbor",
              "plan_cbor", "created_at", "started_at", "finished_at", "updated_at"),
     "run_journal": ("run_id", "seq", "entry_cbor", "created_at"),
@@ -67,7 +68,9 @@ TABLES: dict[str, tuple[str, ...]] = {
                             "last_error"),
     "action_idempotency": ("account_id", "action", "client_request_id", "request_cbor", "response_cbor",
                            "created_at"),
-    "agent_drafts": ("id", "account_id", "agent_id", "status"),
+    "agent_drafts": ("id", "account_id", "agent_id", "title", "content_format", "content_cbor", "metadata_cbor",
+                     "edit_target", "location_target", "path_name", "visibility", "status", "created_at",
+                     "updated_at", "published_at", "published_id", "published_version"),
 }
 # Each table's row key, as errors and reports name a row.
 ROW_KEYS: dict[str, tuple[str, ...]] = {
@@ -91,10 +94,12 @@ def row_name(table: str, row: dict) -> str:
     return f"{table} row " + ", ".join(f"{k}={row.get(k)!r}" for k in keys)
 
 
-def decode_cbor(data: object, table: str, row: dict, column: str) -> tuple[object, bool]:
+def decode_cbor(data: object, table: str, row: dict, column: str, *, undefined_as_null: bool = False
+                ) -> tuple[object, bool]:
     """(value, canonical) of a CBOR column: strict DAG-CBOR first; the reference's encoder also
-    writes JavaScript's `undefined` for a missing optional field, which is read as absent (a map
-    entry dropped, an array item null). Anything else is a ReferenceError naming the row."""
+    writes JavaScript's `undefined` for a missing optional field, which is read as the reference
+    answers it: a session event's as null (`undefined_as_null`), any other column's as absent.
+    Anything else is a ReferenceError naming the row."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ReferenceError(f"{row_name(table, row)}: {column} is not a blob ({type(data).__name__})")
     data = bytes(data)
@@ -104,18 +109,22 @@ def decode_cbor(data: object, table: str, row: dict, column: str) -> tuple[objec
         if "undefined" not in str(exc):
             raise ReferenceError(f"{row_name(table, row)}: {column} is not valid DAG-CBOR ({exc})") from None
     try:
-        value = _scrub(cbor2.loads(data, tag_hook=dagcbor._tag_hook))
+        value = _scrub(cbor2.loads(data, tag_hook=dagcbor._tag_hook), undefined_as_null)
         dagcbor.encode(value)   # what is left must be DAG-CBOR
     except Exception as exc:  # noqa: BLE001 (any fault of untrusted bytes is the row's)
         raise ReferenceError(f"{row_name(table, row)}: {column} is not valid DAG-CBOR ({exc})") from None
     return value, False
 
 
-def _scrub(value: object) -> object:
+def _scrub(value: object, keep: bool) -> object:
+    # `keep`: a map entry holding `undefined` stays, as null (how the reference answers an event
+    # it stored so); else it is dropped (how it answers a definition, which it normalizes first).
+    if value is cbor2.undefined:
+        return None
     if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items() if v is not cbor2.undefined}
+        return {k: _scrub(v, keep) for k, v in value.items() if keep or v is not cbor2.undefined}
     if isinstance(value, list):
-        return [None if v is cbor2.undefined else _scrub(v) for v in value]
+        return [_scrub(v, keep) for v in value]
     return value
 
 

@@ -189,16 +189,26 @@ def wait(conn: Conn, run_id: str, wait_id: str, account_id: str, match: bytes, t
 
 
 def firing(conn: Conn, row: tuple) -> bool:
-    """(id, account_id, agent_id, trigger_id, activity_key, status, session_id, activity_cbor, error, created_at)."""
+    """(id, account_id, agent_id, trigger_id, activity_key, status, session_id, activity_cbor, error, created_at,
+    summary)."""
     if conn.execute("SELECT 1 FROM trigger_firings WHERE id = ?", (row[0],)).fetchone():
         return False
     return _insert(conn, "INSERT INTO trigger_firings (id, account_id, agent_id, trigger_id, activity_key, status,"
-                         " session_id, activity_cbor, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                         " session_id, activity_cbor, error, created_at, summary)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
 
 
 def watermark(conn: Conn, row: tuple) -> bool:
     return _insert(conn, "INSERT INTO activity_watermarks (account_id, server_url, cursor_cbor, last_poll_at,"
                          " last_success_at, last_error) VALUES (?, ?, ?, ?, ?, ?)", row)
+
+
+def draft(conn: Conn, row: tuple) -> bool:
+    """A hypermedia draft (convert.draft's columns)."""
+    return _insert(conn, "INSERT INTO agent_drafts (id, account_id, agent_id, title, content_format, content, metadata,"
+                         " edit_target, location_target, path_name, visibility, status, created_at, updated_at,"
+                         " published_at, published_id, published_version)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
 
 
 def counts(conn: Conn, table: str, where: str, ids: list[str]) -> int:

@@ -39,6 +39,7 @@ const call = (id: string, name: string, args: unknown) =>
     {id, choices: [{delta: {}, finish_reason: 'tool_calls'}], usage: usage()},
   ])
 let n = 0
+let identityAccount = ''
 Bun.serve({
   port: PORT,
   hostname: '127.0.0.1',
@@ -63,6 +64,17 @@ Bun.serve({
         {id: 's1', label: 'Name three colors', status: 'done'},
         {id: 's2', label: 'Write the sentence', status: 'done'},
       ]})
+    }
+    if (ask.includes('script')) {
+      return call(`w${n}`, 'delegate', {title: 'Tally', input: {items: ['a', 'b']}, script:
+        "export default async function (input, ctx) {\n" +
+        "  const seen = await ctx.step('read notes', () => ctx.call('read', {address: '~/memory/profile.md'}, {description: 'read the profile'}))\n" +
+        "  ctx.log('items', input.items.length)\n" +
+        "  return {count: input.items.length, read: typeof seen}\n}\n"})
+    }
+    if (ask.includes('draft')) {
+      return call(`r${n}`, 'write', {address: `hm://${identityAccount}/fixture-draft`,
+        content: '---\ntitle: Fixture draft\n---\n# Fixture draft\n\nHello draft.', options: {action: 'draft.create'}})
     }
     if (ask.includes('delegate')) {
       return call(`d${n}`, 'delegate', {title: 'Researcher', brief: 'Name three colors', prompt: 'You are the researcher.'})
@@ -96,8 +108,9 @@ await send({_: 'SetModelProvider', name: 'scripted', provider: {type: 'custom', 
 const seed = new Uint8Array(32).map((_, i) => i + 1)
 const identity = await send({_: 'ImportSigningIdentity', seed, label: 'Fixture writer'})
 const signingKey = identity.identity?.name ?? identity.name
+identityAccount = identity.identity?.accountId ?? ''
 const main = (await send({_: 'CreateAgent', definition: {name: 'Helper', systemPrompt: 'You help. Be brief.',
-  modelProvider: 'scripted', model: 'scripted-1', tools: [], ...(signingKey ? {signingKey} : {})}})).agentId
+  modelProvider: 'scripted', model: 'scripted-1', tools: ['publish'], ...(signingKey ? {signingKey} : {})}})).agentId
 const second = (await send({_: 'CreateAgent', definition: {name: 'Notes', systemPrompt: 'You keep notes.',
   modelProvider: 'scripted', model: 'scripted-1', tools: []}})).agentId
 
@@ -113,7 +126,7 @@ await send({_: 'WriteAgentMemoryFile', agentId: second, path: 'logo.bin', conten
 await send({_: 'CreateAgentTrigger', agentId: main, trigger: {name: 'morning', source: {type: 'schedule',
   schedule: {kind: 'weekly', daysOfWeek: [1, 3, 5], timeOfDay: '09:00', timezone: 'Europe/Madrid'}},
   prompt: 'Good morning: what is on the list?'}})
-await send({_: 'CreateAgentTrigger', agentId: second, trigger: {name: 'after-helper', enabled: false,
+await send({_: 'CreateAgentTrigger', agentId: second, trigger: {name: 'after-helper', enabled: true,
   source: {type: 'run-completed', agentId: main, status: 'succeeded'}, prompt: 'Summarise what Helper did.'}})
 
 await send({_: 'SaveAgentTool', agentId: main, tool: {name: 'add_numbers', summary: 'Adds two numbers',
@@ -131,6 +144,8 @@ await turn(chat, 'Please remember that the meeting is on Tuesday.')
 await turn(chat, 'Make a checklist for the colors task.')
 await turn(chat, 'Please delegate the research to a child.')
 await turn(chat, 'I am the collaborator: hello from me.', guestSend)
+await turn(chat, 'Run a script child to tally the items.')
+await turn(chat, 'Write a draft document for later.')
 const attached = await send({_: 'UploadSessionAttachment', sessionId: chat, name: 'notes.txt',
   content: enc.encode('attached notes\n')})
 await send({_: 'MessageSession', sessionId: chat, content: [{type: 'text', text: 'See the attached file.'},

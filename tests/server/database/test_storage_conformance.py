@@ -770,9 +770,13 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(imp_q.journal, "ri1", [(1, codec.encode({"kind": "log"}), T0)])
     await w(imp_q.journal, "ri1", [(1, codec.encode({"kind": "log"}), T0)])
     await w(imp_q.wait, "ri1", "w1", "z6MkImported", codec.encode({"signal": "go"}), None, T0)
-    await w(imp_q.firing, ("fi1", "z6MkImported", "ai1", "ti1", "k1", "skipped", None, None, "why", T0))
-    await w(imp_q.firing, ("fi1", "z6MkImported", "ai1", "ti1", "k1", "skipped", None, None, "why", T0))
+    await w(imp_q.firing, ("fi1", "z6MkImported", "ai1", "ti1", "k1", "skipped", None, None, "why", T0, "a summary"))
+    await w(imp_q.firing, ("fi1", "z6MkImported", "ai1", "ti1", "k1", "skipped", None, None, "why", T0, "a summary"))
     await w(imp_q.watermark, ("z6MkImported", "http://hm", codec.encode({"seenKeys": []}), None, None, None))
+    draft_row = ("di1", "z6MkImported", "ai1", "Draft", "blocks", codec.encode([]), None, None, None, "/d", None,
+                 "idle", T0, T0, None, None, None)
+    await w(imp_q.draft, draft_row)
+    await w(imp_q.draft, draft_row)
     return out
 
 
