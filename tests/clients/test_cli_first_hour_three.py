@@ -329,7 +329,7 @@ def test_the_readme_lists_every_command_once():
         subs = choices(sub)
         for pair in ([(name, s) for s in subs] if subs else [(name, "")]):
             wanted[pair] = 1
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     table = text[text.index("| command | does |"):].split("\n\n", 1)[0].splitlines()[2:]
     seen: Counter = Counter()
     for row in table:
@@ -356,7 +356,7 @@ def test_skip_lines_name_nothing_outside_the_repository():
     import tests.repo.test_contract_references as contract
     import tests.protocol.test_vectors_copy as vectors
 
-    outside = str(Path(__file__).resolve().parents[2])
+    outside = str(Path(__file__).resolve().parents[3])
     for test in (contract.test_the_copy_equals_the_original, vectors.test_the_copy_equals_the_original):
         [reason] = [m.kwargs["reason"] for m in test.pytestmark if m.name == "skipif"]
         assert outside not in reason and "../" not in reason and "beside this clone" not in reason, reason
