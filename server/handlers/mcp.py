@@ -67,7 +67,7 @@ async def discover(app: HandlerContext, account_id: str, name: str) -> tuple[dic
     remote = app.db.read(lambda conn: remote_for(app, conn, server))
     error = None
     try:
-        tools, skipped = await remote.discover()
+        tools, skipped = await remote.discover(account_id)
         status = {"state": "ok", "checkedAt": app.now_ms()}
         if skipped:
             status["skipped"] = skipped

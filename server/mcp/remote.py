@@ -2,10 +2,10 @@
 
 `discover` lists its tools (paged, at most `McpLimits.tools`; a tool whose name or schema this
 server cannot carry, or whose schema passes `McpLimits.schema_bytes`, is left out and counted);
-`call` runs one tool. Checking a listing is CPU work (jsonschema's meta-schema check costs about a
-millisecond per property, so a hostile listing costs seconds): it runs off the event loop, on one
-thread of its own (one listing at a time, all accounts together), and stops at the discovery's
-deadline (`--mcp-timeout` covers fetching and checking together). Each opens its own session (MCP
+`call` runs one tool. A listing is CPU work twice over (the SDK's pydantic parse of every page, in
+one call that holds the GIL, and jsonschema's meta-schema check at about a millisecond per
+property), so a hostile listing costs seconds: the whole discovery runs in a worker process
+(listing.py), and stops at its deadline (`--mcp-timeout` covers fetching and checking together). Each opens its own session (MCP
 sessions are cheap and a parked run may resume on another server), under the provider network
 policy (network.py), a timeout for the whole exchange, and a byte bound on every answer. Every
 failure becomes `McpError` with a fixed phrase: the server's own text never reaches a client or
@@ -17,7 +17,6 @@ import asyncio
 import logging
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from seed_agents.protocol.wire.dagcbor import encode
@@ -31,9 +30,6 @@ log = logging.getLogger("seed_agents.mcp")
 MAX_PAGES = 1_000
 MAX_RESULT_BYTES = 256 * 1024   # what one call may hand the model
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-
-
-_CHECKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-check")
 
 
 @dataclass(frozen=True)
@@ -129,9 +125,23 @@ class Remote:
             log.info("MCP %s at %s failed: %r", what, self.url.split("?")[0], exc)
             raise _phrase(exc, what) from None
 
-    async def discover(self) -> tuple[list[dict], int]:
+    async def discover(self, account: str = "") -> tuple[list[dict], int]:
         """(McpToolInfo list, how many tools were left out): at most `limits.tools` kept, fetched
-        and then checked (off the loop) within the timeout."""
+        and checked within the timeout, in a worker process (listing.py), one at a time per
+        `account`."""
+        from .listing import ListingFailed, pool
+
+        request = {"url": self.url, "headers": self.headers, "networks": self.policy.text,
+                   "flag": self.policy.flag, "timeout": self.timeout, "tools": self.limits.tools,
+                   "schemaBytes": self.limits.schema_bytes}
+        try:
+            return await pool().discover(account, request)
+        except ListingFailed as exc:
+            raise McpError(exc.message) from None
+
+    async def discover_here(self) -> tuple[list[dict], int]:
+        """`discover`'s work, in this process (the listing worker's): the pages fetched through
+        the SDK, then the tools checked, all before the deadline."""
         deadline = time.monotonic() + self.timeout
         cap = self.limits.tools
 
@@ -149,11 +159,9 @@ class Remote:
             return raw, seen
 
         raw, seen = await self._run(body, "listing its tools failed")
-        loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                tools = await loop.run_in_executor(_CHECKS, _check_listing, raw, deadline, self.limits)
-        except (TimeoutError, _Late):
+            tools = _check_listing(raw, deadline, self.limits)
+        except _Late:
             raise McpError("listing its tools failed: checking the tools it lists took longer than this "
                            "server allows (--mcp-timeout)") from None
         return tools, seen - len(tools)
@@ -168,7 +176,7 @@ class Remote:
 
 
 def _check_listing(raw: list, deadline: float, limits: McpLimits) -> list[dict]:
-    """The tools of a listing this server can carry (on the checking thread); _Late past the
+    """The tools of a listing this server can carry (in the listing worker); _Late past the
     deadline, so a listing that was given up on stops costing CPU at its next tool."""
     tools: list[dict] = []
     checked: dict[bytes, bool] = {}   # schemas repeat: each distinct one is checked once

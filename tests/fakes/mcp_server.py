@@ -5,6 +5,7 @@ SDK (`mcp.server.MCPServer`, Streamable HTTP), and the hostile kinds.
                                                      # every request must carry x-api-key: KEY
     python -m tests.fakes.mcp_server PORT many N     # lists N tools
     python -m tests.fakes.mcp_server PORT fat N      # lists N tools, each schema 55 KB of properties
+    python -m tests.fakes.mcp_server PORT huge N      # lists N tools on one page, each described in 15 KB
     python -m tests.fakes.mcp_server PORT hang       # accepts, reads, never answers
     python -m tests.fakes.mcp_server PORT garbage    # answers every request with bytes that are not MCP
 
@@ -82,6 +83,23 @@ def fat_app(count: int):  # noqa: ANN201
     return Fat("fat").streamable_http_app()
 
 
+def huge_app(count: int):  # noqa: ANN201
+    """One listing page of some 15 MB (1,000 tools) with small schemas: nothing costly to check,
+    all of it costly to parse (the SDK's pydantic parse of a page is one call under the GIL)."""
+    from mcp.server import MCPServer
+    from mcp_types import Tool
+
+    tools = [Tool(name=f"wide{i}", description=f"tool {i} " + "y" * 15_000,
+                  input_schema={"type": "object", "properties": {"x": {"type": "integer"}}})
+             for i in range(count)]
+
+    class Huge(MCPServer):
+        async def list_tools(self):  # noqa: ANN202
+            return tools
+
+    return Huge("huge").streamable_http_app()
+
+
 class NotMcp(LoopbackFake):
     """A socket that takes MCP requests and answers garbage (200, bytes that are not JSON-RPC),
     or never answers."""
@@ -114,7 +132,7 @@ class McpFake:
             import uvicorn
 
             app = (calc_app(self.arg) if self.kind == "calc" else fat_app(int(self.arg)) if self.kind == "fat"
-                   else many_app(int(self.arg)))
+                   else huge_app(int(self.arg)) if self.kind == "huge" else many_app(int(self.arg)))
             server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                    lifespan="on"))
             task = asyncio.create_task(server.serve())

@@ -33,6 +33,20 @@ def mcp_child(kind: str, arg: str) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}/mcp"
 
 
+async def warm_listing_worker(c: V2Client, kp) -> None:
+    """One small discovery first, so a listing worker has started (the SDK's imports take seconds
+    on a busy machine, once per worker): what follows measures the hostile listing alone."""
+    many, many_url = mcp_child("many", "3")
+    try:
+        r = await call(c, kp, {"_": "SetMcpServer", "name": "warm", "url": many_url})
+        assert r["server"]["status"]["state"] == "ok", r
+        r = await call(c, kp, {"_": "DeleteMcpServer", "name": "warm"})
+        assert r["_"] == "DeleteMcpServerResponse", r
+    finally:
+        many.kill()
+        many.wait(10)
+
+
 @pytest.fixture
 def fat():
     proc, url = mcp_child("fat", "100")
@@ -50,6 +64,7 @@ async def test_a_hostile_listing_is_checked_off_the_loop_within_the_timeout(tmp_
     try:
         _, mine = await setup_session(h, honest_kp)
         await send(h, honest_kp, mine, "hello")
+        await warm_listing_worker(a, attacker)
         quiet = HonestReader(h, honest_kp, mine).start()
         await until(lambda: len(quiet.latencies) >= 30, 30, what="quiet GetSession latencies")
         quiet = await quiet.stop()
@@ -76,6 +91,39 @@ async def test_a_hostile_listing_is_checked_off_the_loop_within_the_timeout(tmp_
         await a.close()
         await h.close()
         srv.kill()
+
+
+async def test_a_huge_listing_page_is_parsed_off_the_server(tmp_path):
+    """A page of some 15 MB (1,000 tools described in 15 KB each): the SDK parses a page in one
+    call that holds the GIL, which stopped the server's loop for seconds even on a thread; it is
+    now parsed in the listing worker, and the honest client's reads go on meanwhile."""
+    huge, huge_url = mcp_child("huge", "1000")
+    srv = ServerProcess(tmp_path / "srv", extra=[*FLAGS[:4], "--mcp-timeout", "60"]).start(timeout=60)
+    attacker, honest_kp = keypair("mcp attacker"), keypair("honest")
+    a, h = await V2Client.open(srv.url), await V2Client.open(srv.url)
+    try:
+        _, mine = await setup_session(h, honest_kp)
+        await send(h, honest_kp, mine, "hello")
+        await warm_listing_worker(a, attacker)
+        quiet = HonestReader(h, honest_kp, mine).start()
+        await until(lambda: len(quiet.latencies) >= 30, 30, what="quiet GetSession latencies")
+        quiet = await quiet.stop()
+        honest = HonestReader(h, honest_kp, mine).start()
+        for name in ("huge", "huge2"):
+            r = await call(a, attacker, {"_": "SetMcpServer", "name": name, "url": huge_url})
+            assert r["_"] == "SetMcpServerResponse" and r["server"]["status"]["state"] == "ok", r
+            assert r["server"]["toolCount"] == 1000, r["server"]["status"]
+        loud = await honest.stop()
+        print(f"\nhonest GetSession p99 {percentile(quiet, 0.99) * 1000:.1f} ms quiet, "
+              f"{percentile(loud, 0.99) * 1000:.1f} ms (max {max(loud) * 1000:.0f} ms) during two 15 MB listings "
+              f"({len(loud)} reads)")
+        assert len(loud) > 20 and percentile(loud, 0.99) < max(0.25, 10 * percentile(quiet, 0.99)), loud
+    finally:
+        await a.close()
+        await h.close()
+        srv.kill()
+        huge.kill()
+        huge.wait(10)
 
 
 async def test_the_caps_on_servers_tools_and_schema_bytes(tmp_path, fat):
@@ -117,6 +165,7 @@ async def test_an_honest_get_session_p99_stays_under_50_ms_during_hostile_listin
     try:
         _, mine = await setup_session(h, honest_kp)
         await send(h, honest_kp, mine, "hello")
+        await warm_listing_worker(a, attacker)
         r = await call(a, attacker, {"_": "SetMcpServer", "name": "fat", "url": fat})
         honest = HonestReader(h, honest_kp, mine).start()
         for _ in range(3):
