@@ -6,7 +6,9 @@ costs seconds of CPU, and a thread of the server doing it stops the loop just as
 checking the schemas is more CPU. So the whole discovery (`Remote.discover_here`: the SDK's
 session, its paging, the checks, under the same network policy, byte bounds and deadline) runs in
 one of at most `WORKERS` child processes (`python -m seed_agents.server.mcp.listing`, started
-on first use and kept, at a lower CPU priority, with an address-space cap). One account lists one
+on first use and kept, with an address-space cap; at the server's own CPU priority, since an
+honest discovery must finish within --mcp-timeout on a busy host, and the server's loop is in
+another process). One account lists one
 server at a time, so another account's discovery finds a worker while one account refreshes a
 hostile server. A discovery past its deadline (or whose caller went away) kills its worker; the
 next starts a fresh one. A worker's start-up (the SDK's imports) is not charged to the remote
@@ -31,7 +33,6 @@ from ..providers.outbound_slots import AccountSlots
 
 WORKERS = 2                 # discoveries at once, all accounts together (per event loop)
 PER_ACCOUNT = 1             # discoveries at once for one account
-WORKER_NICE = 5             # the workers yield the CPU to the server
 WORKER_MEMORY = 1 << 30     # address space of one worker (RLIMIT_AS), bytes
 START_TIMEOUT = 60.0        # seconds a worker may take to load the SDK (not the remote's time)
 GRACE = 1.0                 # seconds past the deadline the worker's own answer may take
@@ -160,11 +161,12 @@ def _serve() -> None:
     from ..providers.network import NetworkPolicy
     from .remote import McpError, McpLimits, Remote
 
-    import mcp  # noqa: F401 - the SDK loaded before the first request (not on its clock), at the
-    import mcp.client.streamable_http  # noqa: F401 - server's priority
+    # Everything a discovery imports, loaded before the first request (not on its clock).
+    import mcp.client.streamable_http  # noqa: F401
+    from mcp import Client  # noqa: F401
 
-    with contextlib.suppress(OSError):
-        os.nice(WORKER_NICE)
+    from . import network  # noqa: F401 - httpx2 and httpcore2
+
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
 
