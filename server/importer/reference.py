@@ -103,16 +103,26 @@ def decode_cbor(data: object, table: str, row: dict, column: str, *, undefined_a
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ReferenceError(f"{row_name(table, row)}: {column} is not a blob ({type(data).__name__})")
     data = bytes(data)
+    if len(data) > MAX_CBOR_BYTES:
+        raise ReferenceError(f"{row_name(table, row)}: {column} is {len(data)} bytes, over the "
+                             f"{MAX_CBOR_BYTES} this import reads")
+    value, canonical = dagcbor.decode_if_canonical(data)   # the common case, at C speed
+    if canonical:
+        return value, True
+    # Not canonical (the reference's `undefined`, or another encoder's key order): read once with
+    # cbor2 under an item bound, and kept only if what it read encodes as DAG-CBOR (our bytes are
+    # then stored, never the reference's).
     try:
-        return dagcbor.decode_canonical(data, max_size=MAX_CBOR_BYTES, max_items=MAX_CBOR_ITEMS)
+        dagcbor.check_items(data, MAX_CBOR_ITEMS)
+        value = _scrub(cbor2.loads(data, tag_hook=dagcbor._tag_hook, max_depth=dagcbor.DEFAULT_MAX_DEPTH,
+                                   allow_indefinite=False, allow_duplicate_keys=False),
+                       undefined_as_null)
+        dagcbor.encode(value)
     except DagCborError as exc:
-        if "undefined" not in str(exc):
-            raise ReferenceError(f"{row_name(table, row)}: {column} is not valid DAG-CBOR ({exc})") from None
-    try:
-        value = _scrub(cbor2.loads(data, tag_hook=dagcbor._tag_hook), undefined_as_null)
-        dagcbor.encode(value)   # what is left must be DAG-CBOR
-    except Exception as exc:  # noqa: BLE001 (any fault of untrusted bytes is the row's)
         raise ReferenceError(f"{row_name(table, row)}: {column} is not valid DAG-CBOR ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 (any fault of untrusted bytes is the row's)
+        raise ReferenceError(f"{row_name(table, row)}: {column} is not valid DAG-CBOR "
+                             f"({type(exc).__name__}: {str(exc)[:200]})") from None
     return value, False
 
 
