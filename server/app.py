@@ -134,7 +134,7 @@ class App:
             from .runtime.leasing import server_id
 
             self.publications = PublicationQueue(self, server_id())
-            self.publications.start()
+            await self.publications.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
 
     async def _start_history(self) -> None:

@@ -68,7 +68,9 @@ class PublicationQueue:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        # Health's figures are the store's from the start, not zeros until the first pass.
+        self.counts = await self.app.db.aread(pub_q.counts)
         self._task = asyncio.create_task(self._loop(), name="hm-publications")
 
     async def stop(self) -> None:

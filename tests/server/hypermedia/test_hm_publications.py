@@ -232,3 +232,31 @@ async def test_a_hostile_hm_server_costs_one_bounded_try_each_and_publishes_noth
         await c.close()
     finally:
         proc.kill()
+
+
+async def test_a_server_killed_with_work_queued_sends_it_after_its_restart(tmp_path):
+    """SQLite, one server child: identities made during an outage, the server SIGKILLed, started
+    again with the HM server back: everything goes once, in order; nothing is lost."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    extra = ["--hm-server-url", url, "--hm-server-timeout", "1", "--hm-publish-retry", "0.3"]
+    proc = ServerProcess(tmp_path / "srv", extra=extra).start()
+    try:
+        made = []
+        for i in range(3):
+            kp = keypair(f"killed-{i}")
+            c = await V2Client.open(proc.url)
+            identity = (await c.call(kp, {"_": "CreateSigningIdentity", "label": f"K{i}"}))["identity"]
+            renamed = await c.call(kp, {"_": "UpdateSigningIdentity", "name": identity["name"], "label": f"K{i}b"})
+            assert renamed["_"] == "UpdateSigningIdentityResponse", renamed
+            made.append(identity)
+            await c.close()
+        proc.kill()   # SIGKILL, with six publications waiting
+        async with FakeHmServer(port=port) as hm:
+            proc.start()
+            await until(lambda: _pending(f"http://127.0.0.1:{proc.port}", 0), 60, step=0.2)
+            assert calls_by_account(hm) == {i["accountId"]: [["Profile", "Change", "Change", "Ref"], ["Profile"]]
+                                            for i in made}
+            assert [hm.profile(i["accountId"])["name"] for i in made] == ["K0b", "K1b", "K2b"]
+    finally:
+        proc.kill()
