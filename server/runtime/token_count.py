@@ -38,7 +38,15 @@ def _calls_bytes(calls) -> int:  # noqa: ANN001
 
 
 def sent_bytes(messages: list[ChatMessage]) -> int:
-    return sum(len(m.content.encode()) + _calls_bytes(m.tool_calls) for m in messages)
+    # Every model step counts its whole window: ASCII text is its length (no copy to encode),
+    # and a message without calls costs no generator.
+    total = 0
+    for m in messages:
+        content = m.content
+        total += len(content) if content.isascii() else len(content.encode())
+        if m.tool_calls:
+            total += _calls_bytes(m.tool_calls)
+    return total
 
 
 def answered_bytes(text: str, calls: list[ToolCall], reasoning: Reasoning | None) -> int:
