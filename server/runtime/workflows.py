@@ -40,7 +40,6 @@ from seed_agents.protocol.wire.errors import ProtocolError
 from ..providers.base import ToolCall
 from ..sandbox.workflow_vm import VMError, WorkflowVM
 from ..store import agents as agents_q
-from ..store import codec
 from ..store import delegation as delegation_q
 from ..store import events as events_q
 from ..store import journal as journal_q
@@ -180,8 +179,7 @@ class WorkflowRun:
         def job(conn):
             if gone.gone:
                 raise TurnGone("the session was deleted")
-            row = conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None or row[0] != "running" or (still_ours is not None and not still_ours(conn)):
+            if runs_q.status_of(conn, run_id) != "running" or (still_ours is not None and not still_ours(conn)):
                 raise TurnGone("the run is no longer this server's")
             return fn(conn, *args)
 
@@ -643,20 +641,17 @@ async def continue_as_new(rt, run: dict, state, worker) -> dict | None:  # noqa:
         current = parking.lock_run(conn, run["id"])
         if current is None or current["status"] != "running" or (still_ours is not None and not still_ours(conn)):
             return None
-        row = conn.execute(f"SELECT {runs_q.COLUMNS} FROM runs WHERE continued_from_run_id = ?", (run["id"],)).fetchone()
-        if row is not None:   # (made before a crash that came before this run's ending)
-            return runs_q.run_info(row), None
+        made = runs_q.successor_of(conn, run["id"])
+        if made is not None:   # (made before a crash that came before this run's ending)
+            return made, None
         parent = runs_q.get_run(conn, current["parentRunId"]) if "parentRunId" in current else None
         spec = dict(delegation_q.child_input(conn, run["id"]) or {})
         spec["input"] = state
         new = runs_q.create_run(conn, successor_id, current["account"], current["agentId"], run["sessionId"], None,
                                 now, title=current["title"], origin=current["origin"], parent=parent)
         # (one run per delegate call: the predecessor lets go of it first)
-        conn.execute("UPDATE runs SET parent_tool_call_id = NULL WHERE id = ?", (run["id"],))
-        conn.execute("UPDATE runs SET parent_tool_call_id = ?, input = ?, budget = ? WHERE id = ?",
-                     (current.get("parentToolCallId"), codec.encode(spec),
-                      codec.encode({k: v for k, v in delegation_q.budget_of(conn, run["id"]).items()
-                                    if k == "tokens"}), successor_id))
+        runs_q.hand_over_call(conn, run["id"], successor_id, current.get("parentToolCallId"), spec,
+                              {k: v for k, v in delegation_q.budget_of(conn, run["id"]).items() if k == "tokens"})
         new = runs_q.make_workflow(conn, new, current["sourceText"], continued_from=run["id"])
         if current.get("parentToolCallId"):
             new["parentToolCallId"] = current["parentToolCallId"]

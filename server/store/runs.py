@@ -427,3 +427,23 @@ def first_run_of_session(conn: Conn, session_id: str) -> str | None:
     row = conn.execute("SELECT id FROM runs WHERE session_id = ? ORDER BY created_at, id LIMIT 1",
                        (session_id,)).fetchone()
     return None if row is None else row[0]
+
+
+def status_of(conn: Conn, run_id: str) -> str | None:
+    row = conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def successor_of(conn: Conn, run_id: str) -> dict | None:
+    """The run a workflow run continues in (its `continued_from_run_id` names this one), if made."""
+    row = conn.execute(f"SELECT {COLUMNS} FROM runs WHERE continued_from_run_id = ?", (run_id,)).fetchone()
+    return None if row is None else run_info(row)
+
+
+def hand_over_call(conn: Conn, from_run_id: str, to_run_id: str, parent_tool_call_id: str | None,
+                   spec: dict, budget: dict) -> None:
+    """A delegate call's one child run passes to its successor (the predecessor lets go of the
+    call first), with the child's input and token budget."""
+    conn.execute("UPDATE runs SET parent_tool_call_id = NULL WHERE id = ?", (from_run_id,))
+    conn.execute("UPDATE runs SET parent_tool_call_id = ?, input = ?, budget = ? WHERE id = ?",
+                 (parent_tool_call_id, codec.encode(spec), codec.encode(budget), to_run_id))

@@ -490,6 +490,10 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     # a workflow: its script and the run it continues; a failure's detail (read with the run below)
     await w(runs_q.make_workflow, child, "export default async () => 1", "r1")
     await w(runs_q.set_error_detail, child["id"], {"stack": "at <input>:1", "callSeq": 2})
+    r(runs_q.successor_of, "r1")   # the workflow run continuing r1
+    r(runs_q.successor_of, "no-such-run")
+    r(runs_q.status_of, child["id"])
+    r(runs_q.status_of, "no-such-run")
     tree = r(runs_q.runs_of_tree, "r1", None, 10)
     r(runs_q.with_child_counts, tree)   # r1 and r2 spawned one each, r3 and r4 none
     out.append(runs_q.descendants(tree, "r1"))
@@ -810,6 +814,7 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     r(del_q.child_count, "sp1")
     r(runs_q.child_of_call, "p1", "t1")
     r(runs_q.child_of_call, "p1", "t2")
+    await w(runs_q.hand_over_call, "c1", "c1", "t1", {"brief": "do it"}, {"tokens": 100})   # (to itself: unchanged)
     r(del_q.child_input, "c1")
     r(del_q.budget_of, "c1")
     await w(del_q.reserve, "p1", 100)
