@@ -96,7 +96,7 @@ class TreeServer(processes.Server):
         super().__init__(label, data_dir=data_dir)
         self.tree = tree
 
-    def start(self, timeout: float = 60.0) -> "TreeServer":
+    def start(self, timeout: float = 240.0) -> "TreeServer":   # a loaded machine starts slowly
         saved = processes.ROOT
         processes.ROOT = self.tree   # its PYTHONPATH and working directory
         try:

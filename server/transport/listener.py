@@ -2,9 +2,9 @@
 `/agents/ws` handed to a normal websockets server connection.
 
 websockets stays the WebSocket implementation: the upgraded socket gets websockets' sans-I/O
-`ServerProtocol` inside our `BatchingServerConnection` (its asyncio connection), is fed the
-request bytes already read, and from then on reads and writes the transport directly, with no
-layer of ours in between. The listening server is websockets' own `Server` object (close,
+`ServerProtocol` (public, sans-I/O) inside our `WsConnection` (server/transport/wsconn.py, the
+asyncio protocol that keeps the time, the bytes in and the one writer out), is fed the request
+bytes already read, and from then on reads and writes the transport itself. The listening server is websockets' own `Server` object (close,
 wait_closed, sockets), created around our protocol factory.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .connection import V2, Connection
 from .httpconn import HttpConnection
 from .origins import DUPLICATE, REFUSED, policy
 from .peers import AddressTable, address_of
-from .wsconn import BatchingServerConnection
+from .wsconn import WsConnection
 
 log = logging.getLogger("seed_agents.transport")
 
@@ -90,7 +90,7 @@ async def start_transport(app, routes: HttpRoutes | None = None, start_serving: 
     origins = policy(config.allowed_origins, config.host)
     cors_on_refusal = _cors_on_refusal(origins)
 
-    def check_origin(ws: BatchingServerConnection, request):
+    def check_origin(ws: WsConnection, request):
         """A web page from an origin the operator did not allow gets 403, not a socket."""
         given = request.headers.get_all("Origin")
         if len(given) > 1:
@@ -99,7 +99,7 @@ async def start_transport(app, routes: HttpRoutes | None = None, start_serving: 
             return ws.respond(403, REFUSED + "\n")
         return None
 
-    async def run_socket(ws: BatchingServerConnection) -> None:
+    async def run_socket(ws: WsConnection) -> None:
         """As websockets' own per-connection handler does: handshake, then our Connection."""
         try:
             async with asyncio.timeout(OPEN_TIMEOUT):
@@ -130,7 +130,7 @@ async def start_transport(app, routes: HttpRoutes | None = None, start_serving: 
             max_size=max(4 * limits.max_frame, largest(limits.max_frame)),
             # compression off: per-message deflate costs CPU and memory per socket for little gain
         )
-        ws = BatchingServerConnection(
+        ws = WsConnection(
             protocol, server,
             ping_interval=config.ping_interval or None,
             ping_timeout=config.ping_timeout or None,
