@@ -803,7 +803,7 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     def new_id() -> str:
         return next(ids)
 
-    for n in (1, 2, 3):
+    for n in (1, 2, 3, 4):
         await w(sessions_q.create_session, f"sp{n}", ACCOUNT, "a1", f"parent {n}", T0 + 100 + n)
         await w(runs_q.create_run, f"p{n}", ACCOUNT, "a1", f"sp{n}", None, T0 + 100 + n)
         await db.write(running, f"p{n}")
@@ -845,6 +845,15 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     await w(parking_q.time_out, "p3", T0 + 140)
     await w(parking_q.time_out, "p3", T0 + 160)
     await w(parking_q.end_waits, ["p3"])
+    # A workflow's wait on the activity feed: found by the monitor, answered by a matching event only.
+    await w(parking_q.park, r(runs_q.get_run, "p4"), {"reason": "event", "waitId": "w4"}, T0 + 141,
+            match={"eventType": "comment", "author": "hm://z6Mkauthor"})
+    r(parking_q.activity_wait_accounts)
+    await w(parking_q.deliver_activity, ACCOUNT, {"type": "capability"}, {"n": 0}, T0 + 142)
+    r(runs_q.get_run, "p4")
+    await w(parking_q.deliver_activity, ACCOUNT, {"type": "comment", "author": "z6Mkauthor"}, {"n": 1}, T0 + 143)
+    r(runs_q.get_run, "p4")
+    r(parking_q.activity_wait_accounts)
     # Tool documents and MCP servers.
     await w(tools_q.ensure_builtins, ACCOUNT, "a1", T0 + 170)
     r(tools_q.get_document, ACCOUNT, "a1", "search")
