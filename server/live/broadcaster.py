@@ -30,6 +30,7 @@ class Relay(Protocol):
 
     def append(self, session_id: str, seq: int, owner: str) -> None: ...
     def partial(self, session_id: str, partial_id: str, patch: dict, owner: str) -> None: ...
+    def run_partial(self, run: dict, patch: dict) -> None: ...
     def session(self, session: dict, created: bool) -> None: ...
     def agent(self, agent: dict, created: bool) -> None: ...
     def run(self, run: dict, owner: str | None) -> None: ...
@@ -212,8 +213,10 @@ class Broadcaster:
 
     def publish_run_partial(self, run: dict, patch: dict) -> None:
         """A workflow's live progress: `appendPartial` {runId, patch} on `runs/<rootRunId>` (and
-        the run's own key), never stored; to this server's subscribers only (progress is
-        animation: the run's plan and journal, which every server relays, are its durable state)."""
+        the run's own key), never stored; relayed like a reply's patch, so a subscriber on another
+        server of a cluster sees it too (the run's plan and journal stay its durable state)."""
+        if self.relay is not None:
+            self.relay.run_partial(run, patch)
         self.local.run_partial(run, patch)
 
     def publish_gone(self, key: str, notice: dict) -> None:

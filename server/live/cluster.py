@@ -146,6 +146,11 @@ class Cluster:
         if not self._put(["p", session_id, partial_id, patch, owner]):
             self.dropped_partials += 1   # other servers' subscribers get the durable reply only
 
+    def run_partial(self, run: dict, patch: dict) -> None:
+        run_id = run["id"]
+        if not self._put(["q", run_id, run.get("rootRunId") or run_id, patch]):
+            self.dropped_partials += 1   # other servers' subscribers get the durable plan and journal only
+
     def session(self, session: dict, created: bool) -> None:
         self._put(["s", session["id"], int(created), session["agentId"], session["account"]])
 
@@ -250,6 +255,13 @@ class Cluster:
         hub = self.app.hub
         if hub.has_subscribers("sessions/" + session_id) or hub.has_subscribers("account/" + owner):
             self.local.partial(session_id, partial_id, patch, owner)
+
+    def _on_run_partial(self, entry: list) -> None:
+        """A workflow's live progress, carried in the notice itself (never stored)."""
+        _, run_id, root, patch = entry
+        hub = self.app.hub
+        if hub.has_subscribers("runs/" + root) or hub.has_subscribers("runs/" + run_id):
+            self.local.run_partial({"id": run_id, "rootRunId": root}, patch)
 
     def _on_session(self, entry: list) -> None:
         _, session_id, created, agent_id, owner = entry
@@ -375,6 +387,7 @@ class Cluster:
 KINDS: dict[str, Callable[[Cluster, list], None]] = {
     "a": Cluster._on_append,       # a durable event (by seq)
     "p": Cluster._on_partial,      # a streamed reply's patch
+    "q": Cluster._on_run_partial,  # a workflow's live progress
     "s": Cluster._on_session,      # SessionInfo changed
     "g": Cluster._on_agent,        # AgentInfo changed
     "r": Cluster._on_run,          # RunInfo changed

@@ -67,3 +67,48 @@ async def test_a_workflow_parked_by_a_stopped_server_runs_on_and_is_woken_once(t
     finally:
         for server in servers:
             await server.stop()
+
+
+PROGRESS_SCRIPT = """
+export default async function (input, ctx) {
+  await ctx.waitForEvent({signal: 'go'});
+  ctx.progress({fraction: 0.5, label: 'half way'});
+  await ctx.waitForEvent({signal: 'done'});
+  return 'ok';
+}
+"""
+
+
+async def test_a_workflows_progress_reaches_subscribers_on_both_servers(tmp_path, postgres_url):
+    """Progress is live only, never stored, yet a desktop connected to the other server of the
+    cluster sees the run card move too: the partial travels in the cluster's notice."""
+    from seed_agents.server.main import start_server
+
+    servers = [await start_server(pg_config(tmp_path, postgres_url, f"s{i}")) for i in range(2)]
+    try:
+        async with FakeOpenAI() as fake:
+            kp = keypair("cluster progress")
+            c0, c1 = await V2Client.open(servers[0].url), await V2Client.open(servers[1].url)
+            _, sid = await agent_session(c0, kp, "custom", fake.base_url)
+            root = await start_script(c0, kp, sid, fake, PROGRESS_SCRIPT, None)
+
+            async def waiting():  # noqa: ANN202
+                runs = [r for r in await tree_of(c1, kp, root) if r["kind"] == "workflow"]
+                return runs[0] if runs and runs[0]["status"] == "waiting" else None
+
+            child = await until(waiting, 60, step=0.05, what="the script waiting for its signal")
+            for c in (c0, c1):
+                await c.call(kp, {"_": "Subscribe", "key": f"runs/{root}"})
+            assert (await c1.call(kp, {"_": "SignalRun", "runId": child["id"], "signal": "go"}))["delivered"]
+            for c in (c0, c1):
+                seen = await c.event_where(lambda e: e.get("_") == "appendPartial" and e.get("key") == f"runs/{root}",
+                                           timeout=30)
+                assert seen["runId"] == child["id"]
+                assert seen["patch"]["progress"] == {"fraction": 0.5, "label": "half way"}
+            await until(waiting, 60, step=0.05, what="the script waiting for its second signal")
+            assert (await c0.call(kp, {"_": "SignalRun", "runId": child["id"], "signal": "done"}))["delivered"]
+            for c in (c0, c1):
+                await c.close()
+    finally:
+        for server in servers:
+            await server.stop()
