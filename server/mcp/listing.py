@@ -5,7 +5,7 @@ The SDK parses every answer with pydantic in one call that holds the GIL (a 15 M
 costs seconds of CPU, and a thread of the server doing it stops the loop just as surely), and
 checking the schemas is more CPU. So the whole discovery (`Remote.discover_here`: the SDK's
 session, its paging, the checks, under the same network policy, byte bounds and deadline) runs in
-one of at most `WORKERS` child processes (`python -m seed_agents.server.mcp.listing`, started
+one of at most `WORKERS` child processes (`python -m seed_agents.server.mcp.listing_worker`, started
 on first use and kept, with an address-space cap; at the server's own CPU priority, since an
 honest discovery must finish within --mcp-timeout on a busy host, and the server's loop is in
 another process). One account lists one
@@ -54,7 +54,7 @@ class _Worker:
     @classmethod
     async def start(cls) -> _Worker:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "seed_agents.server.mcp.listing",
+            sys.executable, "-m", "seed_agents.server.mcp.listing_worker",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
             limit=FRAME_MAX)
         worker = cls(proc)
@@ -145,55 +145,3 @@ def pool() -> ListingPool:
     if found is None:
         found = _POOLS[loop] = ListingPool()
     return found
-
-
-def _write(out, frame: list) -> None:  # noqa: ANN001
-    data = json.dumps(frame).encode()
-    out.write(_HEAD.pack(len(data)) + data)
-    out.flush()
-
-
-def _serve() -> None:
-    """The worker: requests in on stdin, frames out on stdout, until stdin closes."""
-    import resource
-
-    from ..providers.network import NetworkPolicy
-    from .remote import McpError, McpLimits, Remote
-
-    # Everything a discovery imports, loaded before the first request (not on its clock).
-    import mcp.client.streamable_http  # noqa: F401
-    from mcp import Client  # noqa: F401
-
-    from . import network  # noqa: F401 - httpx2 and httpcore2
-
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
-
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    _write(stdout, ["ready"])
-    while True:
-        head = stdin.read(_HEAD.size)
-        if len(head) < _HEAD.size:
-            return
-        request = json.loads(stdin.read(_HEAD.unpack(head)[0]))
-        remote = Remote(request["url"], request["headers"],
-                        NetworkPolicy.parse(request["networks"], request["flag"]), float(request["timeout"]),
-                        McpLimits(int(request["tools"]), int(request["schemaBytes"])))
-        try:
-            tools, skipped = asyncio.run(remote.discover_here())
-        except McpError as exc:
-            _write(stdout, ["error", exc.message])
-            continue
-        except MemoryError:
-            _write(stdout, ["error", "listing its tools failed: the listing needs more memory than one may take"])
-            continue
-        except Exception:  # noqa: BLE001 - one bad listing must not end the worker
-            _write(stdout, ["error", "listing its tools failed: the MCP server's answer was not valid MCP"])
-            continue
-        for tool in tools:
-            _write(stdout, ["tool", tool])
-        _write(stdout, ["done", skipped])
-
-
-if __name__ == "__main__":
-    _serve()
