@@ -145,21 +145,26 @@ async def _run(ctx: ToolContext, runtime: str, code: str, timeout: float, module
     return Ran(outcome, changed, "; ".join(notes))
 
 
-def _streams(outcome: Outcome, timeout: float) -> tuple[str, str, bool]:
+def _streams(outcome: Outcome, timeout: float) -> tuple[str, str, bool, list[str]]:
+    """stdout and stderr bounded, whether either was cut, and the server's notes on how the run
+    ended (kept apart so no cut of stderr can drop them)."""
     stdout, cut_out = abi.bound_output(outcome.stdout)
     stderr, cut_err = abi.bound_output(outcome.stderr)
+    notes = []
     if outcome.timed_out:
-        note = f"[execution timed out after {timeout:g} s and was stopped]"
-        stderr = f"{stderr}\n{note}" if stderr else note
+        notes.append(f"[execution timed out after {timeout:g} s and was stopped]")
     elif outcome.signal:
         name = _SIGNALS.get(outcome.signal, f"signal {outcome.signal}")
         why = {"SIGXCPU": ": CPU time limit", "SIGKILL": ": killed (a limit was reached)",
                "SIGXFSZ": ": file size limit"}.get(name, "")
-        note = f"[stopped by {name}{why}]"
-        stderr = f"{stderr}\n{note}" if stderr else note
+        notes.append(f"[stopped by {name}{why}]")
     cut = cut_out or cut_err or outcome.stdout_total > abi.MAX_EXEC_OUTPUT_BYTES \
         or outcome.stderr_total > abi.MAX_EXEC_OUTPUT_BYTES
-    return stdout, stderr, cut
+    return stdout, stderr, cut, notes
+
+
+def _with_notes(stderr: str, notes: list[str]) -> str:
+    return "\n".join(([stderr] if stderr else []) + notes)
 
 
 async def execute(ctx: ToolContext, params: dict, call_id: str) -> ToolResult:
@@ -171,27 +176,29 @@ async def execute(ctx: ToolContext, params: dict, call_id: str) -> ToolResult:
     timeout = float(min(ctx.code.max_timeout, max(1, params.get("timeout_secs") or ctx.code.default_timeout)))
     ran = await _run(ctx, runtime, params["code"], timeout, None, f"Running {runtime} code…", call_id)
     out = ran.outcome
-    stdout, stderr, truncated = _streams(out, timeout)
+    stdout, stderr, truncated, notes = _streams(out, timeout)
     if ran.note:
-        stderr = f"{stderr}\n[{ran.note}]" if stderr else f"[{ran.note}]"
+        notes.append(f"[{ran.note}]")
     n = len(ran.changed)
     changes = f", {n} memory file{'' if n == 1 else 's'} changed" if n else ""
     success = out.exit_code == 0 and not out.timed_out and not out.signal
     value = {"summary": f"Ran {runtime} code (exit {out.exit_code}, {out.duration_ms}ms{changes}).",
              "exitCode": out.exit_code, "success": success, "stdout": stdout, "stderr": stderr,
              "truncated": truncated, "durationMs": out.duration_ms, "changedFiles": ran.changed}
-    return ToolResult(_fit(value, ctx.code.output_chars))
+    return ToolResult(_fit(value, ctx.code.output_chars, notes))
 
 
-def _fit(value: dict, limit: int) -> dict:
+def _fit(value: dict, limit: int, notes: list[str]) -> dict:
     """The result with stdout and stderr cut (their starts kept, with the reference's note) so
     that the whole fits the loop's --max-tool-output-chars, which would otherwise replace it by
-    a cut text and lose its shape."""
-    size = len(json.dumps(value, ensure_ascii=False))
+    a cut text and lose its shape. The server's notes (a timeout, a signal, memory not kept) end
+    stderr whole after any cut: code that floods stderr must not hide why it was stopped."""
+    whole = dict(value, stderr=_with_notes(value["stderr"], notes))
+    size = len(json.dumps(whole, ensure_ascii=False))
     if size <= limit:
-        return value
-    rest = size - len(json.dumps(value["stdout"], ensure_ascii=False)) - len(json.dumps(value["stderr"], ensure_ascii=False))
-    room = max(0, limit - rest - 2 * len(abi.TRUNCATED_NOTE) - 64)
+        return whole
+    rest = size - len(json.dumps(value["stdout"], ensure_ascii=False)) - len(json.dumps(whole["stderr"], ensure_ascii=False))
+    room = max(0, limit - rest - len(json.dumps("\n".join(notes), ensure_ascii=False)) - 2 * len(abi.TRUNCATED_NOTE) - 64)
     err_room = min(len(value["stderr"]), room // 2)
     out_room = room - err_room
     out = dict(value, truncated=True)
@@ -201,6 +208,7 @@ def _fit(value: dict, limit: int) -> dict:
             keep = keep * 3 // 4   # escapes make JSON longer than the text
         if keep < len(text):
             out[key] = text[:keep] + abi.TRUNCATED_NOTE
+    out["stderr"] = _with_notes(out["stderr"], notes)
     return out
 
 
@@ -229,7 +237,8 @@ async def run_lambda(ctx: ToolContext, doc: dict, value: object, call_id: str) -
     timeout = float(min(ctx.code.max_timeout, ctx.code.default_timeout))
     ran = await _run(ctx, runtime, program, timeout, module, f"Running {name}…", call_id)
     out = ran.outcome
-    stdout, stderr, _ = _streams(out, timeout)
+    stdout, stderr, _, notes = _streams(out, timeout)
+    stderr = _with_notes(stderr, notes)
     has_result, result, logs = abi.parse_lambda_result(stdout)
     if out.exit_code != 0 or out.timed_out or out.signal:
         tail = "\n".join((stderr.strip() or logs or "").split("\n")[-8:])
