@@ -585,6 +585,22 @@ _RETURN_RESULT = Tool(
 # Callable tools: reached through `call`, never offered to the model directly
 # ---------------------------------------------------------------------------------------------
 
+def _search_render(label: str) -> dict:
+    """How the desktop draws a search call (Seed search and web search alike): results as links."""
+    return {
+        'kind': 'search',
+        'label': label,
+        'color': 'sky',
+        'primaryArg': 'query',
+        'summaryOutputPath': 'summary',
+        'links': [{'source': 'output', 'path': 'results[].url', 'labelPath': 'results[].title'}],
+        'details': [
+            {'label': 'Results', 'source': 'output', 'path': 'markdown', 'format': 'markdown'},
+            {'label': 'Input', 'source': 'input'},
+        ],
+    }
+
+
 _SEARCH = Tool(
     name='search',
     label='Search',
@@ -627,18 +643,7 @@ _SEARCH = Tool(
         },
         'required': ['query'],
     },
-    render={
-        'kind': 'search',
-        'label': 'Search',
-        'color': 'sky',
-        'primaryArg': 'query',
-        'summaryOutputPath': 'summary',
-        'links': [{'source': 'output', 'path': 'results[].url', 'labelPath': 'results[].title'}],
-        'details': [
-            {'label': 'Results', 'source': 'output', 'path': 'markdown', 'format': 'markdown'},
-            {'label': 'Input', 'source': 'input'},
-        ],
-    },
+    render=_search_render('Search'),
     runtimes=('assistant', 'agent-service'),
     user_configurable=True,
 )
@@ -702,18 +707,7 @@ _WEB_SEARCH = Tool(
             'markdown': {'type': 'string', 'description': 'Human-readable rendering of the results.'},
         },
     },
-    render={
-        'kind': 'search',
-        'label': 'Web Search',
-        'color': 'sky',
-        'primaryArg': 'query',
-        'summaryOutputPath': 'summary',
-        'links': [{'source': 'output', 'path': 'results[].url', 'labelPath': 'results[].title'}],
-        'details': [
-            {'label': 'Results', 'source': 'output', 'path': 'markdown', 'format': 'markdown'},
-            {'label': 'Input', 'source': 'input'},
-        ],
-    },
+    render=_search_render('Web Search'),
     runtimes=('assistant', 'agent-service'),
     user_configurable=True,
 )
