@@ -5,6 +5,8 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from seed_agents.protocol.wire.errors import ProtocolError
 from seed_agents.protocol.wire.keys import Keypair
@@ -23,6 +25,7 @@ from .operations.metrics import Metrics
 from .ratelimit import RateLimiter
 from .runtime.runner import Runtime
 from .database import database_for
+from .database.port import Storage
 from .database.filemodes import make_private_dir, warn_if_wide
 from .store import accounts as accounts_q
 from .store import key_check
@@ -33,6 +36,9 @@ from .store import uploads as uploads_q
 from .store.secrets import SecretBox, load_secrets_key
 from .verification.replay_guard import ReplayGuard
 from .verification.upload_gate import UploadGate
+
+if TYPE_CHECKING:
+    from .triggers.service import Triggers
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +57,7 @@ def key_check_refusal(shared: bool, where: str) -> str:
 class App:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.db = database_for(config)   # SQLite file or PostgreSQL: the same store functions
+        self.db: Storage = database_for(config)   # SQLite file or PostgreSQL: the same store functions
         self.hub = Hub()
         self.grants = Grants(self.db)
         self.metrics = Metrics()
@@ -61,7 +67,7 @@ class App:
         self.started_at = time.monotonic()
         self.runtime: Runtime | None = None  # made in start(), once the secrets key is read
         self.heads: Heads | None = None   # signed session heads, made in start() with the server key
-        self.triggers = None   # server/triggers/service.Triggers, made in start() after the runtime
+        self.triggers: Triggers | None = None   # made in start() after the runtime
         self.publications = None   # server/hypermedia/publications.PublicationQueue, with an HM server
         # Several servers on one database (PostgreSQL): publications cross to the others
         # (server/live/cluster.py). None on SQLite, where publishing pays one `is None` test.
@@ -83,7 +89,10 @@ class App:
         for cache in self.cache.values():
             self.metrics.watch_cache(cache)
         self.metrics.watch_outbound(self.connections)
-        self.now_ms = now_ms
+        self._now_ms = now_ms
+        # What dispatch hands every handler (server/handlers/context.py): built at the end of
+        # start(), from the parts made there; the App itself is never a handler's argument.
+        self.context: HandlerContext | None = None
         # Publishing (server/live/broadcaster.py): the cluster relay joins it in start().
         self.broadcaster = Broadcaster(LocalSink(self.hub, self.metrics, self.grants), self.db, self.cache)
         self.upload_gate = UploadGate()   # upload chunks worked on at once (server/verification/upload_gate.py)
@@ -135,7 +144,23 @@ class App:
 
             self.publications = PublicationQueue(self, server_id())
             await self.publications.start()
+        self.context = HandlerContext(
+            db=self.db, config=self.config, now_ms=self._now_ms, broadcaster=self.broadcaster,
+            runtime=self.runtime, grants=self.grants, triggers=self.triggers, secrets=self.secrets,
+            heads=self.heads, cache=self.cache, publications=self.publications,
+            remember_signer=self.remember_signer, forget_signer=self.forget_signer)
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
+
+    @property
+    def now_ms(self) -> Callable[[], int]:
+        return self._now_ms
+
+    @now_ms.setter
+    def now_ms(self, clock: Callable[[], int]) -> None:
+        """The clock is injected (tests move it): the handlers' context follows the App's."""
+        self._now_ms = clock
+        if self.context is not None:
+            self.context.now_ms = clock
 
     async def _start_history(self) -> None:
         """The server key (made at the first start, shared through the database), then the
@@ -235,12 +260,6 @@ class App:
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_at
-
-
-def handler_context(app: App) -> HandlerContext:
-    """The App as the handlers see it: the composition root fills their port
-    (server/handlers/context.py); mypy checks here that it offers every member."""
-    return app
 
 
 def live_parts(app: App) -> LiveParts:

@@ -31,16 +31,16 @@ def check_provider_name(conn, account_id: str, name: str) -> None:
                              f"settings, or use the built-in {quote(BUILTIN_PROVIDER)})")
 
 
-async def create_agent(app: HandlerContext, env, action) -> dict:
+async def create_agent(ctx: HandlerContext, env, action) -> dict:
     definition = action.definition
-    now = app.now_ms()
+    now = ctx.now_ms()
     account_id = env.account_id
 
     def effect(conn):
         check_provider_name(conn, account_id, definition["modelProvider"])
         check_definition(conn, account_id, definition)
         agent_id = new_id()
-        state_dir = os.path.join(app.config.data_dir, "agents", agent_id)
+        state_dir = os.path.join(ctx.config.data_dir, "agents", agent_id)
         agent = agents_q.create_agent(conn, agent_id, account_id, definition, state_dir, now)
         return {"_": "CreateAgentResponse", "agentId": agent_id}, [agent]
 
@@ -48,17 +48,17 @@ async def create_agent(app: HandlerContext, env, action) -> dict:
         return once(conn, account_id, "CreateAgent", action.client_request_id,
                     request_fingerprint(env.action), now, effect)
 
-    response, created = await app.db.write(job)
+    response, created = await ctx.db.write(job)
     for agent in created:
         # After the commit: a crash in between leaves a row without its directory, which the
         # next start makes (seed_agents.server.runtime.state_dirs).
-        make_state_dir(app.config.data_dir, agent["stateDir"])
-        app.broadcaster.publish_agent(agent, created=True)
-        app.broadcaster.notify_account(account_id, "agent-created", agent_id=agent["id"])
+        make_state_dir(ctx.config.data_dir, agent["stateDir"])
+        ctx.broadcaster.publish_agent(agent, created=True)
+        ctx.broadcaster.notify_account(account_id, "agent-created", agent_id=agent["id"])
     return response
 
 
-async def get_agent(app: HandlerContext, env, action) -> dict:
+async def get_agent(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         agent = agent_for(conn, env.account_id, action.agent_id, READER)
         sessions = sessions_q.sessions_of_agent(conn, action.agent_id, AGENT_SESSIONS)
@@ -66,16 +66,16 @@ async def get_agent(app: HandlerContext, env, action) -> dict:
         return agent, sessions
 
     # Off the event loop: the definition (up to 256 KiB) and 1000 sessions are decoded there.
-    agent, sessions = await app.db.aread(read, large=True)
+    agent, sessions = await ctx.db.aread(read, large=True)
     return {"_": "GetAgentResponse", "agent": agent, "sessions": sessions}
 
 
-async def list_agents(app: HandlerContext, env, action) -> dict:
+async def list_agents(ctx: HandlerContext, env, action) -> dict:
     """One page of the caller's own agents and those shared with it (accepted grants only; a
     public agent of another account is never listed): at most `limit` (default and cap 1000),
     ending before the answer passes 4 MiB; `nextCursor` when more remain (an addition a Seed
     client ignores: docs/protocol.md)."""
-    agents, cursor = await app.db.aread(
+    agents, cursor = await ctx.db.aread(
         collab_q.agents_page, env.account_id, action.limit or AGENTS_PAGE, action.cursor,
         MAX_ANSWER_BYTES, large=True)
     response = {"_": "ListAgentsResponse", "agents": agents}

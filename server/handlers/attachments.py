@@ -16,20 +16,20 @@ def session_owner(conn, account_id: str, session_id: str, need: str) -> tuple[st
     return owners_q.session_access(conn, session_id)
 
 
-async def upload_session_attachment(app: HandlerContext, env, action) -> dict:
-    now = app.now_ms()
+async def upload_session_attachment(ctx: HandlerContext, env, action) -> dict:
+    now = ctx.now_ms()
     mime = action.mime_type or infer_mime_type(action.name)
 
     def job(conn):
         owner, _agent = session_owner(conn, env.account_id, action.session_id, WRITER)
         return att_q.save(conn, action.session_id, owner, action.name, mime, action.content, now,
-                          app.config.file_quota_bytes or None)
+                          ctx.config.file_quota_bytes or None)
 
-    return {"_": "UploadSessionAttachmentResponse", "attachment": await app.db.write(job)}
+    return {"_": "UploadSessionAttachmentResponse", "attachment": await ctx.db.write(job)}
 
 
-async def read_session_attachment(app: HandlerContext, env, action) -> dict:
-    cap = app.config.file_answer_bytes
+async def read_session_attachment(ctx: HandlerContext, env, action) -> dict:
+    cap = ctx.config.file_answer_bytes
 
     def read(conn):
         session_access(conn, env.account_id, action.session_id, READER)
@@ -39,7 +39,7 @@ async def read_session_attachment(app: HandlerContext, env, action) -> dict:
             length = cap if length is None else min(length, cap)
         return att_q.read(conn, action.session_id, action.attachment_id, cap, offset, length)
 
-    info, data = await app.db.aread(read, large=True)
+    info, data = await ctx.db.aread(read, large=True)
     response = {"_": "ReadSessionAttachmentResponse", "attachment": info, "data": data}
     if action.offset is not None or action.length is not None:
         response["offset"] = action.offset or 0

@@ -1,8 +1,9 @@
 """The handlers' port: everything an action handler may use, declared here, in the layer that
-needs it. A handler is `async def handler(app: HandlerContext, env, action) -> dict`; the
-composition root (server/app.py) is the one implementation, and mypy checks both sides (a
-handler reaching for something not declared here fails the type check, and so does an App that
-stops offering one of these).
+needs it. A handler is `async def handler(ctx: HandlerContext, env, action) -> dict`; the
+composition root (server/app.py) builds one `HandlerContext` from the parts it made, and that
+object, not the App, is what dispatch hands every handler: it holds these fields and nothing
+else, so a handler cannot reach past them (mypy fails one that tries, and the root fails the
+type check when a part stops filling its field's protocol).
 
 - storage (`db`), clock (`now_ms`), configuration (`config`);
 - `broadcaster`: publishing after a commit (server/live/broadcaster.py);
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..publisher import Publisher
@@ -78,28 +80,22 @@ class TriggerActions(TriggerAdmin, Protocol):
     async def fire(self, trigger: dict, event: Any) -> Any: ...
 
 
-class HandlerContext(Protocol):
-    @property
-    def db(self) -> Storage: ...
-    @property
-    def config(self) -> Any: ...   # server/config.Config (the settings table)
-    @property
-    def now_ms(self) -> Callable[[], int]: ...
-    @property
-    def broadcaster(self) -> Broadcast: ...
-    @property
-    def runtime(self) -> HandlerRuntime: ...
-    @property
-    def grants(self) -> AccessChanges: ...
-    @property
-    def triggers(self) -> TriggerActions: ...
-    @property
-    def secrets(self) -> SecretBox: ...
-    @property
-    def heads(self) -> Any: ...    # server/heads.Heads: the signed session heads' key
-    @property
-    def cache(self) -> dict: ...   # the named in-memory caches (server/cache.py)
-    @property
-    def publications(self) -> Any: ...   # server/hypermedia/publications.PublicationQueue, None without an HM server
-    def remember_signer(self, account_id: str, signer_id: str, expires_at: int | None = None) -> Any: ...
-    def forget_signer(self, account_id: str, signer_id: str) -> None: ...
+@dataclass(slots=True)
+class HandlerContext:
+    """The handlers' port, filled once by the composition root after its parts are built.
+    Not frozen: the root's clock is injected (tests move it), and `now_ms` follows it."""
+
+    db: Storage
+    config: Any   # server/config.Config (the settings table)
+    now_ms: Callable[[], int]
+    broadcaster: Broadcast
+    runtime: HandlerRuntime
+    grants: AccessChanges
+    triggers: TriggerActions
+    secrets: SecretBox
+    heads: Any    # server/heads.Heads: the signed session heads' key
+    cache: dict   # the named in-memory caches (server/cache.py)
+    publications: Any   # server/hypermedia/publications.PublicationQueue, None without an HM server
+    # the signer cache (server/app.py keeps it; registering and unregistering a signer change it)
+    remember_signer: Callable[..., Any]
+    forget_signer: Callable[[str, str], None]

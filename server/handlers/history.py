@@ -12,26 +12,26 @@ from .context import HandlerContext
 from .pages import MAX_ANSWER_BYTES
 
 
-def signed_head(app: HandlerContext, session_id: str, seq: int, link: bytes | None) -> dict | None:
+def signed_head(ctx: HandlerContext, session_id: str, seq: int, link: bytes | None) -> dict | None:
     """The signed head at (seq, link), or None when there is nothing to sign (no events, or an
     event the start-up backfill has not linked)."""
     if seq == 0 or link is None:
         return None
-    return app.heads.signed(session_id, seq, link)
+    return ctx.heads.signed(session_id, seq, link)
 
 
-async def get_session_head(app: HandlerContext, env, action) -> dict:
+async def get_session_head(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         session_for(conn, env.account_id, action.session_id, READER)
         return history_q.head_at(conn, action.session_id)
 
-    seq, link = await app.db.aread(read)
-    head = signed_head(app, action.session_id, seq, link)
+    seq, link = await ctx.db.aread(read)
+    head = signed_head(ctx, action.session_id, seq, link)
     if head is None:
         if seq:
             raise ProtocolError(503, "this session's history is still being linked; ask again shortly")
         return {"_": "GetSessionHeadResponse", "sessionId": action.session_id, "seq": 0}
-    return {"_": "GetSessionHeadResponse", **head, "serverKey": app.heads.public_id}
+    return {"_": "GetSessionHeadResponse", **head, "serverKey": ctx.heads.public_id}
 
 
 def _entry(seq: int, link: bytes | None, envelope: bytes | None) -> dict:
@@ -43,18 +43,18 @@ def _entry(seq: int, link: bytes | None, envelope: bytes | None) -> dict:
     return entry
 
 
-async def get_session_chain(app: HandlerContext, env, action) -> dict:
+async def get_session_chain(ctx: HandlerContext, env, action) -> dict:
     limit = action.limit or history_q.MAX_LINKS
 
     def read(conn):
         session_for(conn, env.account_id, action.session_id, READER)
         return history_q.chain_page(conn, action.session_id, action.after_seq, limit, MAX_ANSWER_BYTES)
 
-    rows, more = await app.db.aread(read, large=True)
+    rows, more = await ctx.db.aread(read, large=True)
     response: dict = {"_": "GetSessionChainResponse", "sessionId": action.session_id,
                       "links": [_entry(seq, link, envelope) for seq, link, envelope in rows]}
     if rows:
-        head = signed_head(app, action.session_id, rows[-1][0], rows[-1][1])
+        head = signed_head(ctx, action.session_id, rows[-1][0], rows[-1][1])
         if head is not None:
             response["head"] = head
     if more:

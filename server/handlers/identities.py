@@ -45,11 +45,11 @@ def identity_name(identity_id: str) -> str:
     return "hm-account-" + identity_id[:16]
 
 
-def _publishing(app: HandlerContext) -> bool:  # noqa: ANN001
-    return bool(app.config.hm_server_url)
+def _publishing(ctx: HandlerContext) -> bool:  # noqa: ANN001
+    return bool(ctx.config.hm_server_url)
 
 
-async def list_signing_identities(app: HandlerContext, env, action) -> dict:
+async def list_signing_identities(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         owner, names = env.account_id, None
         if action.agent_id is not None:
@@ -62,7 +62,7 @@ async def list_signing_identities(app: HandlerContext, env, action) -> dict:
         waiting = pub_q.of_identities(conn, owner) if identities else {}
         return [with_pending(i, waiting.get(i["name"])) for i in identities]
 
-    return {"_": "ListSigningIdentitiesResponse", "identities": await app.db.aread(read, large=True)}
+    return {"_": "ListSigningIdentitiesResponse", "identities": await ctx.db.aread(read, large=True)}
 
 
 def with_pending(identity: dict, items: list[dict] | None) -> dict:
@@ -71,13 +71,13 @@ def with_pending(identity: dict, items: list[dict] | None) -> dict:
     return {**identity, "pendingPublications": items} if items else identity
 
 
-async def _answered_before(app: HandlerContext, env, action_name: str, client_id: str | None) -> dict | None:  # noqa: ANN001
+async def _answered_before(ctx: HandlerContext, env, action_name: str, client_id: str | None) -> dict | None:  # noqa: ANN001
     """The first answer to this clientRequestId, so a retry neither makes a second key nor
     publishes again (409 when the id came with another request). `once` checks again in the
     write, which settles two concurrent first tries."""
     if client_id is None:
         return None
-    prior = await app.db.aread(idem_q.idem_get, env.account_id, action_name, client_id)
+    prior = await ctx.db.aread(idem_q.idem_get, env.account_id, action_name, client_id)
     if prior is None:
         return None
     if bytes(prior[0]) != request_fingerprint(env.action):
@@ -91,13 +91,13 @@ def _room_for_one(conn, account_id: str, action_name: str) -> None:  # noqa: ANN
                                  "identities (delete one with DeleteSigningIdentity first)")
 
 
-async def _store_new(app: HandlerContext, env, action, action_name: str, seed: bytes, label: str | None,  # noqa: ANN001
+async def _store_new(ctx: HandlerContext, env, action, action_name: str, seed: bytes, label: str | None,  # noqa: ANN001
                      server_url: str | None, origin: str, now: int,
                      queued: tuple[list, str | None] | None = None) -> dict:
     identity_id = Keypair.from_seed(seed).account_id
     name = identity_name(identity_id)
     account_id = env.account_id
-    sealed = app.secrets.seal(seed, identities_q.identity_aad(account_id, name))
+    sealed = ctx.secrets.seal(seed, identities_q.identity_aad(account_id, name))
 
     def effect(conn):
         existing = identities_q.get_identity(conn, account_id, name)
@@ -108,7 +108,7 @@ async def _store_new(app: HandlerContext, env, action, action_name: str, seed: b
         identity = identities_q.insert_identity(conn, account_id, name, identity_id, new_id(), sealed,
                                                 label, server_url, origin, now)
         if queued is not None:
-            item = _enqueue(conn, app, account_id, name, queued, "the new account", now)
+            item = _enqueue(conn, ctx, account_id, name, queued, "the new account", now)
             identity = with_pending(identity, [pub_q.shown(item)])
         return {"_": action_name + "Response", "identity": identity}, []
 
@@ -116,61 +116,61 @@ async def _store_new(app: HandlerContext, env, action, action_name: str, seed: b
         return once(conn, account_id, action_name, action.client_request_id,
                     request_fingerprint(env.action), now, effect)
 
-    response, _ = await app.db.write(job)
-    _wake(app)
+    response, _ = await ctx.db.write(job)
+    _wake(ctx)
     return response
 
 
-def _enqueue(conn, app: HandlerContext, account_id: str, name: str, queued: tuple, what: str, now: int) -> dict:  # noqa: ANN001
+def _enqueue(conn, ctx: HandlerContext, account_id: str, name: str, queued: tuple, what: str, now: int) -> dict:  # noqa: ANN001
     """The blobs the HM server did not take (`queued`: them, and why not, None when they wait
     behind earlier ones untried), queued in the action's own transaction."""
     blobs, reason = queued
     return pub_q.enqueue(conn, item_id=new_id(), account_id=account_id, subject=f"identity:{name}", kind="blobs",
                          identity_name=name, agent_id=None, what=what, body=publications.blobs_body(blobs),
-                         server_url=app.config.hm_server_url, now=now, failed_with=reason,
-                         retry_at=None if reason is None else now + int(app.config.hm_publish_retry * 1000))
+                         server_url=ctx.config.hm_server_url, now=now, failed_with=reason,
+                         retry_at=None if reason is None else now + int(ctx.config.hm_publish_retry * 1000))
 
 
-def _wake(app: HandlerContext) -> None:
-    if app.publications is not None:
-        app.publications.wake()
+def _wake(ctx: HandlerContext) -> None:
+    if ctx.publications is not None:
+        ctx.publications.wake()
 
 
-async def create_signing_identity(app: HandlerContext, env, action) -> dict:
-    prior = await _answered_before(app, env, "CreateSigningIdentity", action.client_request_id)
+async def create_signing_identity(ctx: HandlerContext, env, action) -> dict:
+    prior = await _answered_before(ctx, env, "CreateSigningIdentity", action.client_request_id)
     if prior is not None:
         return prior
-    await app.db.aread(_room_for_one, env.account_id, "CreateSigningIdentity")   # before publishing anything
-    now = app.now_ms()
+    await ctx.db.aread(_room_for_one, env.account_id, "CreateSigningIdentity")   # before publishing anything
+    now = ctx.now_ms()
     seed = os.urandom(SEED_SIZE)
     identity_id = Keypair.from_seed(seed).account_id
     label = action.label or f"Agent account {identity_id[:10]}"
     server_url: str | None = None
     queued: tuple[list, str | None] | None = None
-    if _publishing(app):
+    if _publishing(ctx):
         blobs = identity_publish.account_blobs(seed, label, now)
         try:
-            await identity_publish.publish(app, blobs, "the agent account")
-            server_url = app.config.hm_server_url
+            await identity_publish.publish(ctx, blobs, "the agent account")
+            server_url = ctx.config.hm_server_url
         except identity_publish.Unreachable as exc:
             # Beyond the reference: no network is no reason to refuse a key. It is kept here,
             # and the same blobs are queued (server/hypermedia/publications.py) in the same
             # transaction; serverUrl is set once they went out.
             log.warning("%s; the identity %s is kept here and its publication queued", exc.message, identity_id)
             queued = (blobs, exc.message)
-    return await _store_new(app, env, action, "CreateSigningIdentity", seed, label, server_url,
+    return await _store_new(ctx, env, action, "CreateSigningIdentity", seed, label, server_url,
                             "created", now, queued)
 
 
-async def import_signing_identity(app: HandlerContext, env, action) -> dict:
-    prior = await _answered_before(app, env, "ImportSigningIdentity", action.client_request_id)
+async def import_signing_identity(ctx: HandlerContext, env, action) -> dict:
+    prior = await _answered_before(ctx, env, "ImportSigningIdentity", action.client_request_id)
     if prior is not None:
         return prior
     # Nothing is published: the account may already exist with a profile and content of its
     # own, which a fresh profile would overwrite. The label is only what the client says;
     # serverUrl is where the agents signing with it publish (the reference's choice).
-    return await _store_new(app, env, action, "ImportSigningIdentity", action.seed, action.label,
-                            app.config.hm_server_url or None, "imported", app.now_ms())
+    return await _store_new(ctx, env, action, "ImportSigningIdentity", action.seed, action.label,
+                            ctx.config.hm_server_url or None, "imported", ctx.now_ms())
 
 
 def _check_icon(data: bytes) -> None:
@@ -181,26 +181,26 @@ def _check_icon(data: bytes) -> None:
                                  f"({', '.join(ICON_TYPES.values())}); {what}")
 
 
-async def update_signing_identity(app: HandlerContext, env, action) -> dict:
+async def update_signing_identity(ctx: HandlerContext, env, action) -> dict:
     account_id = env.account_id
     if action.icon is not None:
         _check_icon(action.icon.data)
-        if not _publishing(app):
+        if not _publishing(ctx):
             raise ProtocolError(400, "UpdateSigningIdentity.icon needs an HM server to publish the image "
                                      "to, and this server has none (--hm-server-url)")
-    current = await app.db.aread(identities_q.get_identity, account_id, action.name)
+    current = await ctx.db.aread(identities_q.get_identity, account_id, action.name)
     if current is None:
         raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
-    now = app.now_ms()
+    now = ctx.now_ms()
     icon_uri, server_url = None, None
     queued: tuple[list, str | None] | None = None
-    if _publishing(app):
-        seed = await app.db.aread(identities_q.open_seed, app.secrets, account_id, action.name)
-        origin = await app.db.aread(identities_q.origin_of, account_id, action.name)
+    if _publishing(ctx):
+        seed = await ctx.db.aread(identities_q.open_seed, ctx.secrets, account_id, action.name)
+        origin = await ctx.db.aread(identities_q.origin_of, account_id, action.name)
         if seed is None or origin is None:
             raise ProtocolError(404, f"signing identity {quote(action.name)} not found")
         # What waits for the HM server goes first: a rename queues behind it, in order.
-        waiting = await app.db.aread(pub_q.has_pending, account_id, f"identity:{action.name}")
+        waiting = await ctx.db.aread(pub_q.has_pending, account_id, f"identity:{action.name}")
         # An account this server made before it had an HM server was never published: it goes up
         # whole (profile and home document). An imported one only ever gets a profile.
         with_home = origin == "created" and "serverUrl" not in current and not waiting
@@ -212,9 +212,9 @@ async def update_signing_identity(app: HandlerContext, env, action) -> dict:
             queued = (blobs, None)
         else:
             try:
-                await identity_publish.publish(app, blobs, "the agent account" if with_home
+                await identity_publish.publish(ctx, blobs, "the agent account" if with_home
                                                else "the agent account profile")
-                server_url = app.config.hm_server_url
+                server_url = ctx.config.hm_server_url
             except identity_publish.Unreachable as exc:
                 log.warning("%s; the change to %s is kept here and its publication queued", exc.message, action.name)
                 queued = (blobs, exc.message)
@@ -225,15 +225,15 @@ async def update_signing_identity(app: HandlerContext, env, action) -> dict:
         identity = identities_q.update_identity(conn, account_id, action.name, action.label, icon_uri,
                                                 server_url, now)
         if queued is not None:
-            _enqueue(conn, app, account_id, action.name, queued, what, now)
+            _enqueue(conn, ctx, account_id, action.name, queued, what, now)
         return with_pending(identity, pub_q.of_identities(conn, account_id).get(action.name))
 
-    identity = await app.db.write(job)
-    _wake(app)
+    identity = await ctx.db.write(job)
+    _wake(ctx)
     return {"_": "UpdateSigningIdentityResponse", "identity": identity}
 
 
-async def delete_signing_identity(app: HandlerContext, env, action) -> dict:
+async def delete_signing_identity(ctx: HandlerContext, env, action) -> dict:
     account_id = env.account_id
 
     def job(conn):
@@ -251,7 +251,7 @@ async def delete_signing_identity(app: HandlerContext, env, action) -> dict:
         identities_q.forget_idempotency(conn, account_id, action.name)
         pub_q.drop_identity(conn, account_id, action.name)   # nothing signs as it any more
 
-    await app.db.write(job)
+    await ctx.db.write(job)
     return {"_": "DeleteSigningIdentityResponse", "name": action.name}
 
 

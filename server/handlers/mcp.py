@@ -43,38 +43,38 @@ def server_info(server: dict) -> dict:
     return info
 
 
-def policy(app: HandlerContext) -> NetworkPolicy:
-    return NetworkPolicy.for_server(app.config.provider_networks, app.config.host)
+def policy(ctx: HandlerContext) -> NetworkPolicy:
+    return NetworkPolicy.for_server(ctx.config.provider_networks, ctx.config.host)
 
 
-def remote_for(app: HandlerContext, conn, server: dict) -> Remote:  # noqa: ANN001
+def remote_for(ctx: HandlerContext, conn, server: dict) -> Remote:  # noqa: ANN001
     """The Remote for a stored server, its secret headers opened (inside a read)."""
     config = server["config"]
     headers = dict(config.get("headers") or {})
     for header, secret in (config.get("secretRefs") or {}).items():
-        value = secrets_q.read_secret(conn, app.secrets, server["account"], secret)
+        value = secrets_q.read_secret(conn, ctx.secrets, server["account"], secret)
         if value is not None:
             headers[header] = value.decode("utf-8", "replace")
-    return Remote(config["url"], headers, policy(app), app.config.mcp_timeout,
-                  McpLimits(app.config.mcp_max_tools, app.config.mcp_max_schema_bytes))
+    return Remote(config["url"], headers, policy(ctx), ctx.config.mcp_timeout,
+                  McpLimits(ctx.config.mcp_max_tools, ctx.config.mcp_max_schema_bytes))
 
 
-async def discover(app: HandlerContext, account_id: str, name: str) -> tuple[dict, str | None]:
+async def discover(ctx: HandlerContext, account_id: str, name: str) -> tuple[dict, str | None]:
     """Discover the server's tools and record the outcome; (server, error phrase or None)."""
-    server = app.db.read(mcp_q.get_server, account_id, name)
+    server = ctx.db.read(mcp_q.get_server, account_id, name)
     if server is None:
         raise ProtocolError(404, f"MCP server {quote(name)} not found")
-    remote = app.db.read(lambda conn: remote_for(app, conn, server))
+    remote = ctx.db.read(lambda conn: remote_for(ctx, conn, server))
     error = None
     try:
         tools, skipped = await remote.discover(account_id)
-        status = {"state": "ok", "checkedAt": app.now_ms()}
+        status = {"state": "ok", "checkedAt": ctx.now_ms()}
         if skipped:
             status["skipped"] = skipped
     except McpError as exc:
         tools, error = None, exc.message
-        status = {"state": "error", "error": exc.message, "checkedAt": app.now_ms()}
-    now = app.now_ms()
+        status = {"state": "error", "error": exc.message, "checkedAt": ctx.now_ms()}
+    now = ctx.now_ms()
 
     def job(conn):
         saved = mcp_q.set_discovery(conn, account_id, name, tools, status, now)
@@ -83,27 +83,27 @@ async def discover(app: HandlerContext, account_id: str, name: str) -> tuple[dic
                 tools_q.sync_mcp(conn, account_id, agent["id"], agent["definition"].get("mcpServers") or [], now)
         return saved
 
-    saved = await app.db.write(job)
+    saved = await ctx.db.write(job)
     if saved is None:
         raise ProtocolError(404, f"MCP server {quote(name)} not found")
     return saved, error
 
 
-async def list_mcp_servers(app: HandlerContext, env, action) -> dict:
-    servers = await app.db.aread(mcp_q.list_servers, env.account_id)
+async def list_mcp_servers(ctx: HandlerContext, env, action) -> dict:
+    servers = await ctx.db.aread(mcp_q.list_servers, env.account_id)
     return {"_": "ListMcpServersResponse", "servers": [server_info(s) for s in servers]}
 
 
-async def set_mcp_server(app: HandlerContext, env, action) -> dict:
-    account, name, now = env.account_id, action.name, app.now_ms()
+async def set_mcp_server(ctx: HandlerContext, env, action) -> dict:
+    account, name, now = env.account_id, action.name, ctx.now_ms()
     sealed = {header: (mcp_q.secret_name(name, header),
-                       app.secrets.seal(value.encode("utf-8"),
+                       ctx.secrets.seal(value.encode("utf-8"),
                                         secrets_q.secret_aad(account, mcp_q.secret_name(name, header))))
               for header, value in action.secret_headers.items()}
 
     def job(conn):
         before = mcp_q.get_server(conn, account, name)
-        limit = app.config.mcp_max_servers
+        limit = ctx.config.mcp_max_servers
         if before is None and mcp_q.count_servers(conn, account) >= limit:
             raise ProtocolError(409, f"this account has {limit} MCP servers, the most it may have on this server "
                                      "(--mcp-max-servers); delete one first")
@@ -121,29 +121,29 @@ async def set_mcp_server(app: HandlerContext, env, action) -> dict:
                     secrets_q.delete_secret(conn, account, secret)
         return mcp_q.put_server(conn, account, name, config, now, new_id())
 
-    saved = await app.db.write(job)
+    saved = await ctx.db.write(job)
     if saved["enabled"]:
-        saved, _error = await discover(app, account, name)
+        saved, _error = await discover(ctx, account, name)
     else:
         def unproject(conn):
             for agent in mcp_q.agents_picking(conn, account, name):
                 tools_q.sync_mcp(conn, account, agent["id"], agent["definition"].get("mcpServers") or [], now)
-        await app.db.write(unproject)
+        await ctx.db.write(unproject)
     return {"_": "SetMcpServerResponse", "server": server_info(saved)}
 
 
-async def refresh_mcp_server(app: HandlerContext, env, action) -> dict:
-    server = await app.db.aread(mcp_q.get_server, env.account_id, action.name)
+async def refresh_mcp_server(ctx: HandlerContext, env, action) -> dict:
+    server = await ctx.db.aread(mcp_q.get_server, env.account_id, action.name)
     if server is None:
         raise ProtocolError(404, f"MCP server {quote(action.name)} not found")
-    saved, error = await discover(app, env.account_id, action.name)
+    saved, error = await discover(ctx, env.account_id, action.name)
     if error is not None:
         raise ProtocolError(502, f"MCP server {action.name}: {error}; its last discovered tools are kept")
     return {"_": "RefreshMcpServerResponse", "server": server_info(saved)}
 
 
-async def delete_mcp_server(app: HandlerContext, env, action) -> dict:
-    account, name, now = env.account_id, action.name, app.now_ms()
+async def delete_mcp_server(ctx: HandlerContext, env, action) -> dict:
+    account, name, now = env.account_id, action.name, ctx.now_ms()
 
     def job(conn):
         removed = mcp_q.delete_server(conn, account, name)
@@ -158,7 +158,7 @@ async def delete_mcp_server(app: HandlerContext, env, action) -> dict:
             changed.append(agents_q.get_agent(conn, agent["id"]))
         return True, changed
 
-    deleted, changed = await app.db.write(job)
+    deleted, changed = await ctx.db.write(job)
     for agent in changed:
-        app.broadcaster.publish_agent(agent)
+        ctx.broadcaster.publish_agent(agent)
     return {"_": "DeleteMcpServerResponse", "name": name, "deleted": deleted}

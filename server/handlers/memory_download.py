@@ -77,28 +77,28 @@ async def _open(client: httpx.AsyncClient, url: str) -> tuple[httpx.Response, st
     raise ProtocolError(502, f"Could not download: more than {MAX_REDIRECTS} redirects")
 
 
-async def download_agent_memory_file(app: HandlerContext, env, action) -> dict:
-    await app.db.aread(agent_access, env.account_id, action.agent_id, WRITER)
-    deadline = app.config.download_timeout
+async def download_agent_memory_file(ctx: HandlerContext, env, action) -> dict:
+    await ctx.db.aread(agent_access, env.account_id, action.agent_id, WRITER)
+    deadline = ctx.config.download_timeout
     until = asyncio.get_running_loop().time() + deadline
     try:
-        async with app.runtime.download_slots.slot(env.account_id, until):
-            return await _download(app, env, action, until)
+        async with ctx.runtime.download_slots.slot(env.account_id, until):
+            return await _download(ctx, env, action, until)
     except TimeoutError:
         raise ProtocolError(502, f"Could not download {display_url(action.url)}: it did not finish within "
                                  f"{deadline:g} s (--download-timeout); nothing was kept") from None
 
 
-async def _download(app: HandlerContext, env, action, until: float) -> dict:
+async def _download(ctx: HandlerContext, env, action, until: float) -> dict:
     """The download; its network parts end at `until` (TimeoutError), the commit is not cut."""
     account_id, agent_id = env.account_id, action.agent_id
-    cap = app.config.download_max_bytes
+    cap = ctx.config.download_max_bytes
     async with asyncio.timeout_at(until):
-        response, final_url = await _open(app.runtime.download_http, action.url)
+        response, final_url = await _open(ctx.runtime.download_http, action.url)
     upload_id = new_id()
     try:
         content_type = response.headers.get("content-type")
-        path = action.path or default_download_path(response.url.path, f"download-{app.now_ms()}")
+        path = action.path or default_download_path(response.url.path, f"download-{ctx.now_ms()}")
         path = memory_path(path)
         if content_type and not _has_extension(path):
             ext = extension_for(content_type)
@@ -107,16 +107,16 @@ async def _download(app: HandlerContext, env, action, until: float) -> dict:
         declared = response.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > cap:
             raise ProtocolError(413, f"Download of {int(declared)} bytes exceeds the limit of {cap} bytes")
-        now = app.now_ms()
+        now = ctx.now_ms()
 
         def begin(conn):
             owner = owner_of(conn, agent_id)
             memory_q.check_writable(conn, agent_id, owner, path, int(declared) if declared and declared.isdigit()
-                                    else 0, limits(app))
+                                    else 0, limits(ctx))
             uploads_q.begin(conn, upload_id, account_id, owner,
                             {"kind": "memory", "agentId": agent_id, "path": path}, cap, now)
 
-        await app.db.write(begin)
+        await ctx.db.write(begin)
         received, buffer = 0, bytearray()
         try:
             async with asyncio.timeout_at(until):   # a write cut here is dropped with the upload
@@ -125,23 +125,23 @@ async def _download(app: HandlerContext, env, action, until: float) -> dict:
                     if received + len(buffer) > cap:
                         raise ProtocolError(413, f"Download exceeds the limit of {cap} bytes; nothing was kept")
                     if len(buffer) >= WRITE_EVERY:
-                        received = await app.db.write(uploads_q.append, upload_id, account_id, received,
-                                                      bytes(buffer), app.now_ms())
+                        received = await ctx.db.write(uploads_q.append, upload_id, account_id, received,
+                                                      bytes(buffer), ctx.now_ms())
                         buffer.clear()
         except httpx.HTTPError as exc:
             raise ProtocolError(502, f"Download of {display_url(final_url)} failed: {type(exc).__name__}") from None
         if buffer:
-            received = await app.db.write(uploads_q.append, upload_id, account_id, received, bytes(buffer),
-                                          app.now_ms())
-        up = await app.db.aread(uploads_q.get, upload_id, account_id)
-        scan = await app.db.aread(blobs.scan, up.blob_id, memory_q.MAX_INDEXED_CHARS, large=True)
-        result = await commit_scanned(app, account_id, upload_id, scan)
+            received = await ctx.db.write(uploads_q.append, upload_id, account_id, received, bytes(buffer),
+                                          ctx.now_ms())
+        up = await ctx.db.aread(uploads_q.get, upload_id, account_id)
+        scan = await ctx.db.aread(blobs.scan, up.blob_id, memory_q.MAX_INDEXED_CHARS, large=True)
+        result = await commit_scanned(ctx, account_id, upload_id, scan)
         upload_id = None
     finally:
         await response.aclose()
         if upload_id is not None:
             try:
-                await app.db.write(uploads_q.abort, upload_id, account_id)
+                await ctx.db.write(uploads_q.abort, upload_id, account_id)
             except (ProtocolError, Refused):
                 pass   # never begun
     out = {"_": "DownloadAgentMemoryFileResponse", "agentId": agent_id, "entry": result["entry"],

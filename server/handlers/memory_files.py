@@ -17,30 +17,30 @@ from .access import READER, WRITER, agent_access
 from .context import HandlerContext
 
 
-def limits(app: HandlerContext) -> memory_q.MemoryLimits:
-    return memory_limits(app.config)   # (the agent's own writes are bounded the same way)
+def limits(ctx: HandlerContext) -> memory_q.MemoryLimits:
+    return memory_limits(ctx.config)   # (the agent's own writes are bounded the same way)
 
 
 def owner_of(conn, agent_id: str) -> str:
     return owners_q.agent_access(conn, agent_id)[0]
 
 
-def memory_changed(app: HandlerContext, conn_owner: str, agent_id: str) -> None:
+def memory_changed(ctx: HandlerContext, conn_owner: str, agent_id: str) -> None:
     """The reference's account notice, so Memory tabs open elsewhere refresh."""
-    app.broadcaster.notify_account(conn_owner, "agent-memory-changed", agent_id=agent_id)
+    ctx.broadcaster.notify_account(conn_owner, "agent-memory-changed", agent_id=agent_id)
 
 
-async def list_agent_memory(app: HandlerContext, env, action) -> dict:
+async def list_agent_memory(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         agent_access(conn, env.account_id, action.agent_id, READER)
         return memory_q.list_memory(conn, action.agent_id)
 
-    entries, total = await app.db.aread(read, large=True)
+    entries, total = await ctx.db.aread(read, large=True)
     return {"_": "ListAgentMemoryResponse", "agentId": action.agent_id, "entries": entries, "totalBytes": total}
 
 
-async def read_agent_memory_file(app: HandlerContext, env, action) -> dict:
-    cap = app.config.file_answer_bytes
+async def read_agent_memory_file(ctx: HandlerContext, env, action) -> dict:
+    cap = ctx.config.file_answer_bytes
 
     def read(conn):
         agent_access(conn, env.account_id, action.agent_id, READER)
@@ -53,41 +53,41 @@ async def read_agent_memory_file(app: HandlerContext, env, action) -> dict:
         length = min(cap, max(0, info.size - offset) if action.length is None else action.length)
         return memory_q.file_value(info, blobs.read_range(conn, info.blob_id, offset, length), offset)
 
-    file = await app.db.aread(read, large=True)
+    file = await ctx.db.aread(read, large=True)
     return {"_": "ReadAgentMemoryFileResponse", "agentId": action.agent_id, "file": file}
 
 
-async def write_agent_memory_file(app: HandlerContext, env, action) -> dict:
-    now = app.now_ms()
+async def write_agent_memory_file(ctx: HandlerContext, env, action) -> dict:
+    now = ctx.now_ms()
 
     def job(conn):
         agent_access(conn, env.account_id, action.agent_id, WRITER)
         owner = owner_of(conn, action.agent_id)
-        return owner, memory_q.write_file(conn, action.agent_id, owner, action.path, action.content, now, limits(app))
+        return owner, memory_q.write_file(conn, action.agent_id, owner, action.path, action.content, now, limits(ctx))
 
-    owner, entry = await app.db.write(job)
-    memory_changed(app, owner, action.agent_id)
+    owner, entry = await ctx.db.write(job)
+    memory_changed(ctx, owner, action.agent_id)
     return {"_": "WriteAgentMemoryFileResponse", "agentId": action.agent_id, "entry": entry}
 
 
-async def delete_agent_memory_file(app: HandlerContext, env, action) -> dict:
+async def delete_agent_memory_file(ctx: HandlerContext, env, action) -> dict:
     def job(conn):
         agent_access(conn, env.account_id, action.agent_id, WRITER)
         return owner_of(conn, action.agent_id), memory_q.delete_path(conn, action.agent_id, action.path)
 
-    owner, deleted = await app.db.write(job)
+    owner, deleted = await ctx.db.write(job)
     if deleted:
-        memory_changed(app, owner, action.agent_id)
+        memory_changed(ctx, owner, action.agent_id)
     return {"_": "DeleteAgentMemoryFileResponse", "agentId": action.agent_id, "path": action.path,
             "deleted": deleted}
 
 
-async def search_agent_memory(app: HandlerContext, env, action) -> dict:
+async def search_agent_memory(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         agent_access(conn, env.account_id, action.agent_id, READER)
         return memory_q.search(conn, action.agent_id, action.query, action.limit or 20)
 
-    results = await app.db.aread(read, large=True)
+    results = await ctx.db.aread(read, large=True)
     return {"_": "SearchAgentMemoryResponse", "agentId": action.agent_id, "query": action.query,
             "results": results}
 
@@ -95,10 +95,10 @@ async def search_agent_memory(app: HandlerContext, env, action) -> dict:
 MAX_IPFS_BYTES = 64 << 20   # a file published as UnixFS is built in memory (protocol/hm/unixfs.py)
 
 
-async def upload_agent_memory_file_to_ipfs(app: HandlerContext, env, action) -> dict:
+async def upload_agent_memory_file_to_ipfs(ctx: HandlerContext, env, action) -> dict:
     """The file as UnixFS blocks, published with `PublishBlobs` to the HM server
     (`--hm-server-url`); its root CID and `ipfs://` URL, as the reference answers."""
-    hm_url = getattr(app.config, "hm_server_url", None)
+    hm_url = getattr(ctx.config, "hm_server_url", None)
 
     def read(conn):
         agent_access(conn, env.account_id, action.agent_id, WRITER)
@@ -112,13 +112,13 @@ async def upload_agent_memory_file_to_ipfs(app: HandlerContext, env, action) -> 
                                      "are published to IPFS")
         return info, blobs.read_range(conn, info.blob_id)
 
-    info, data = await app.db.aread(read, large=True)
+    info, data = await ctx.db.aread(read, large=True)
     if not hm_url:
         raise ProtocolError(501, "UploadAgentMemoryFileToIpfs needs a Seed hypermedia server to publish through, "
                                  "and this server has none (--hm-server-url); the file stays in memory")
     from ..hypermedia.client import HmClient, HmError
 
-    client = HmClient(hm_url, app.runtime.hm_http, timeout=getattr(app.config, "hm_server_timeout", 15.0))
+    client = HmClient(hm_url, ctx.runtime.hm_http, timeout=getattr(ctx.config, "hm_server_timeout", 15.0))
     try:
         cid = await client.publish_file(data)
     except HmError as exc:

@@ -52,11 +52,11 @@ def attachments_of(conn, session_id: str, attachment_id: str) -> dict:
     return info
 
 
-async def message_session(app: HandlerContext, env, action) -> dict:
-    now = app.now_ms()
+async def message_session(ctx: HandlerContext, env, action) -> dict:
+    now = ctx.now_ms()
     account_id = env.account_id
     session_id = action.session_id
-    limits = turns.TurnLimits.from_config(app.config)
+    limits = turns.TurnLimits.from_config(ctx.config)
     envelope, envelope_cid = signed_envelope(env)
 
     def effect(conn):
@@ -78,11 +78,11 @@ async def message_session(app: HandlerContext, env, action) -> dict:
         return once(conn, account_id, "MessageSession", action.client_message_id,
                     request_fingerprint(env.action), now, effect)
 
-    response, done = await app.db.write(job)
+    response, done = await ctx.db.write(job)
 
     def publish() -> None:
         for effects in done:
-            turns.publish(app.broadcaster, app.runtime.kick, effects)
+            turns.publish(ctx.broadcaster, ctx.runtime.kick, effects)
 
     # Right after the response is queued (the caller queues it without awaiting): the sender
     # hears back first, however many sockets follow the session.
@@ -90,12 +90,12 @@ async def message_session(app: HandlerContext, env, action) -> dict:
     return response
 
 
-async def retry_session(app: HandlerContext, env, action) -> dict:
+async def retry_session(ctx: HandlerContext, env, action) -> dict:
     """Queue the failed turn again, answering the same user message; the error events it left
     are not shown to the model (runtime.history keeps messages only)."""
-    now = app.now_ms()
+    now = ctx.now_ms()
     account_id, session_id = env.account_id, action.session_id
-    limits = turns.TurnLimits.from_config(app.config)
+    limits = turns.TurnLimits.from_config(ctx.config)
 
     def job(conn):
         session = session_for(conn, account_id, session_id, WRITER)
@@ -111,12 +111,12 @@ async def retry_session(app: HandlerContext, env, action) -> dict:
                                 run_id=new_id(), now=now, limits=limits,
                                 user_event_id=runs_q.user_event_of(conn, latest["id"]), title=latest["title"])
 
-    started = await app.db.write(job)
-    turns.publish(app.broadcaster, app.runtime.kick, started.effects)
+    started = await ctx.db.write(job)
+    turns.publish(ctx.broadcaster, ctx.runtime.kick, started.effects)
     return {"_": "RetrySessionResponse", "sessionId": session_id, "assistantEventId": "", "runId": started.run["id"]}
 
 
-async def stop_session(app: HandlerContext, env, action) -> dict:
-    await app.db.aread(session_for, env.account_id, action.session_id, WRITER)
-    stopped = await app.runtime.stop_session(action.session_id)
+async def stop_session(ctx: HandlerContext, env, action) -> dict:
+    await ctx.db.aread(session_for, env.account_id, action.session_id, WRITER)
+    stopped = await ctx.runtime.stop_session(action.session_id)
     return {"_": "StopSessionResponse", "sessionId": action.session_id, "stopped": stopped}

@@ -13,14 +13,14 @@ from . import access
 from .context import HandlerContext
 
 
-async def list_provider_models(app: HandlerContext, env, action) -> dict:
+async def list_provider_models(ctx: HandlerContext, env, action) -> dict:
     account = env.account_id
     if action.agent_id is not None:
         # The provider names of that agent's owner (an agent out of reach is 404). Writers
         # only: they are who pick models, and the list is a network call on the owner's key.
-        account = (await app.db.aread(access.agent_for, env.account_id, action.agent_id, access.WRITER))["account"]
+        account = (await ctx.db.aread(access.agent_for, env.account_id, action.agent_id, access.WRITER))["account"]
     try:
-        provider = app.runtime.providers.provider(account, action.provider)
+        provider = ctx.runtime.providers.provider(account, action.provider)
     except ProviderNotFound:
         raise ProtocolError(404, f"model provider {quote(action.provider)} not found") from None
     except ProviderError as exc:

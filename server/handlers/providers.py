@@ -61,8 +61,8 @@ def builtin_echo(account_id: str) -> dict:
             "hasSecrets": False, "createdAt": 0, "updatedAt": 0, "defaultModel": BUILTIN_ECHO}
 
 
-async def set_model_provider(app: HandlerContext, env, action) -> dict:
-    now = app.now_ms()
+async def set_model_provider(ctx: HandlerContext, env, action) -> dict:
+    now = ctx.now_ms()
 
     def job(conn):
         if providers_q.get_provider(conn, env.account_id, action.name) is None \
@@ -72,12 +72,12 @@ async def set_model_provider(app: HandlerContext, env, action) -> dict:
         row = providers_q.set_provider(conn, env.account_id, action.name, action.provider, now, new_id())
         return row, auth_info(conn, env.account_id, row["config"])
 
-    row, auth = await app.db.write(job)
-    app.broadcaster.notify_account(env.account_id, "model-provider-changed")
+    row, auth = await ctx.db.write(job)
+    ctx.broadcaster.notify_account(env.account_id, "model-provider-changed")
     return {"_": "SetModelProviderResponse", "provider": redacted(row, auth)}
 
 
-async def list_model_providers(app: HandlerContext, env, action) -> dict:
+async def list_model_providers(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         owner = env.account_id
         if action.agent_id is not None:
@@ -86,7 +86,7 @@ async def list_model_providers(app: HandlerContext, env, action) -> dict:
         rows = providers_q.list_providers(conn, owner)
         return owner, [(r, auth_info(conn, owner, r["config"])) for r in rows]
 
-    owner, rows = await app.db.aread(read)
+    owner, rows = await ctx.db.aread(read)
     providers = [] if any(r["name"] == BUILTIN_ECHO for r, _ in rows) else [builtin_echo(owner)]
     providers += [redacted(r, auth) for r, auth in rows]
     return {"_": "ListModelProvidersResponse", "providers": providers}

@@ -18,14 +18,14 @@ from .pages import MAX_ANSWER_BYTES
 JOURNAL_PAGE = 1_000
 
 
-async def get_run_journal(app: HandlerContext, env, action) -> dict:
+async def get_run_journal(ctx: HandlerContext, env, action) -> dict:
     limit = min(action.limit or JOURNAL_PAGE, JOURNAL_PAGE)
 
     def read(conn):
         run = run_for(conn, env.account_id, action.run_id, READER)
         return run, journal_q.entries(conn, run["id"], action.after_seq, limit + 1)
 
-    run, rows = await app.db.aread(read)
+    run, rows = await ctx.db.aread(read)
     entries, size = [], 0
     for entry in rows[:limit]:
         size += len(encode(entry["entry"])) + 64
@@ -38,7 +38,7 @@ async def get_run_journal(app: HandlerContext, env, action) -> dict:
     return answer
 
 
-async def signal_run(app: HandlerContext, env, action) -> dict:
-    run = await app.db.aread(run_for, env.account_id, action.run_id, WRITER)
-    delivered = await app.runtime.signal(run["id"], action.signal, action.payload)
+async def signal_run(ctx: HandlerContext, env, action) -> dict:
+    run = await ctx.db.aread(run_for, env.account_id, action.run_id, WRITER)
+    delivered = await ctx.runtime.signal(run["id"], action.signal, action.payload)
     return {"_": "SignalRunResponse", "runId": run["id"], "delivered": delivered}

@@ -10,14 +10,14 @@ MAX_RUNS_PAGE = 1_000   # server cap on ListRuns.limit: a RunInfo is a few KiB a
 MAX_TREE = 10_000  # runs of one tree read at once (CancelRun walks the whole tree)
 
 
-async def get_run(app: HandlerContext, env, action) -> dict:
+async def get_run(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         return runs_q.with_child_counts(conn, [run_for(conn, env.account_id, action.run_id, READER)])[0]
 
-    return {"_": "GetRunResponse", "run": await app.db.aread(read)}
+    return {"_": "GetRunResponse", "run": await ctx.db.aread(read)}
 
 
-async def list_runs(app: HandlerContext, env, action) -> dict:
+async def list_runs(ctx: HandlerContext, env, action) -> dict:
     limit = min(action.limit or DEFAULT_LIMIT, MAX_RUNS_PAGE)
 
     def read(conn):
@@ -31,22 +31,22 @@ async def list_runs(app: HandlerContext, env, action) -> dict:
         return runs_q.runs_of_agent(conn, action.target, action.status, limit)
 
     return {"_": "ListRunsResponse",
-            "runs": await app.db.aread(lambda conn: runs_q.with_child_counts(conn, read(conn)))}
+            "runs": await ctx.db.aread(lambda conn: runs_q.with_child_counts(conn, read(conn)))}
 
 
-async def cancel_run(app: HandlerContext, env, action) -> dict:
+async def cancel_run(ctx: HandlerContext, env, action) -> dict:
     """The run and every non-terminal descendant end 'canceled' in one transaction; the turns
     executing any of them are stopped. `canceled` is False when the run had already ended."""
-    now = app.now_ms()
+    now = ctx.now_ms()
 
     def job(conn):
         run = run_for(conn, env.account_id, action.run_id, WRITER)
         # The run and its subtree; a parent that lives on is answered 'canceled' for it.
-        canceled, settled = app.runtime.cancel_in(conn, [run], now)
+        canceled, settled = ctx.runtime.cancel_in(conn, [run], now)
         return run["status"] in runs_q.LIVE, canceled, settled
 
-    was_live, canceled, settled = await app.db.write(job)
-    app.runtime.publish_runs(canceled)
-    app.runtime.settle(settled)
-    app.runtime.interrupt_runs(r["id"] for r in canceled)
+    was_live, canceled, settled = await ctx.db.write(job)
+    ctx.runtime.publish_runs(canceled)
+    ctx.runtime.settle(settled)
+    ctx.runtime.interrupt_runs(r["id"] for r in canceled)
     return {"_": "CancelRunResponse", "runId": action.run_id, "canceled": was_live and bool(canceled)}

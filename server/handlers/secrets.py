@@ -7,10 +7,10 @@ from ..store import secrets_table as secrets_q
 from .context import HandlerContext
 
 
-async def set_secret(app: HandlerContext, env, action) -> dict:
-    sealed = app.secrets.seal(action.value, secrets_q.secret_aad(env.account_id, action.name))
-    now = app.now_ms()
-    info = await app.db.write(secrets_q.set_secret, env.account_id, action.name, sealed, action.metadata, now,
+async def set_secret(ctx: HandlerContext, env, action) -> dict:
+    sealed = ctx.secrets.seal(action.value, secrets_q.secret_aad(env.account_id, action.name))
+    now = ctx.now_ms()
+    info = await ctx.db.write(secrets_q.set_secret, env.account_id, action.name, sealed, action.metadata, now,
                               new_id())
     secret = {"id": info["id"], "name": info["name"]}
     if "metadata" in info:

@@ -37,11 +37,11 @@ from .access import READER, WRITER, session_for, session_role
 from .context import HandlerContext
 
 
-async def run_verb(app: HandlerContext, agent: dict, session_id: str, call_id: str, verb: str, value, account: str,  # noqa: ANN001
+async def run_verb(ctx: HandlerContext, agent: dict, session_id: str, call_id: str, verb: str, value, account: str,  # noqa: ANN001
                    role: str) -> tuple[object, str | None]:
     """(output, error) of one verb run as the person `account` with `role` on the agent."""
-    surface = await app.runtime.user_surface(agent, session_id, account, role)
-    limit = app.config.tool_timeout   # as for the model's calls: abandoned past --tool-timeout
+    surface = await ctx.runtime.user_surface(agent, session_id, account, role)
+    limit = ctx.config.tool_timeout   # as for the model's calls: abandoned past --tool-timeout
     try:
         async with asyncio.timeout(limit):
             result = await surface.run(ToolCall(call_id, verb, json.dumps(value, ensure_ascii=False, default=str)))
@@ -52,7 +52,7 @@ async def run_verb(app: HandlerContext, agent: dict, session_id: str, call_id: s
     return result.output, result.error
 
 
-async def invoke_session_tool(app: HandlerContext, env, action) -> dict:
+async def invoke_session_tool(ctx: HandlerContext, env, action) -> dict:
     need = WRITER if action.verb in WRITE_VERBS else READER
 
     def check(conn):
@@ -62,12 +62,12 @@ async def invoke_session_tool(app: HandlerContext, env, action) -> dict:
             raise ProtocolError(409, "the session has a live run; invoke tools once it has finished")
         return session, role, agents_q.get_agent(conn, session["agentId"])
 
-    session, role, agent = await app.db.aread(check)
+    session, role, agent = await ctx.db.aread(check)
     started = time.perf_counter()
     call_id = new_id()
-    output, error = await run_verb(app, agent, session["id"], call_id, action.verb, action.input, env.account_id,
+    output, error = await run_verb(ctx, agent, session["id"], call_id, action.verb, action.input, env.account_id,
                                    role)
-    limit = app.config.max_tool_output_chars
+    limit = ctx.config.max_tool_output_chars
     meta = {"accountId": env.account_id, "signerId": env.signer_id,
             "durationMs": int((time.perf_counter() - started) * 1000)}
     result = records.result_event(call_id, action.verb, ToolResult(output, error), "user", limit, meta)
@@ -80,7 +80,7 @@ async def invoke_session_tool(app: HandlerContext, env, action) -> dict:
     if not may_write(role):
         return response   # a reader's call leaves nothing in the owner's log
 
-    now = app.now_ms()
+    now = ctx.now_ms()
 
     def job(conn):
         session_for(conn, env.account_id, session["id"], need)   # still there, still allowed
@@ -89,10 +89,10 @@ async def invoke_session_tool(app: HandlerContext, env, action) -> dict:
         answer = events_q.append_event(conn, session["id"], result, new_id(), now)
         return call, answer, agents_q.get_agent(conn, session["agentId"])
 
-    call, answer, agent_now = await app.db.write(job)
+    call, answer, agent_now = await ctx.db.write(job)
     for event, body in (call, answer):
-        app.broadcaster.publish_append(session["id"], event, body)
+        ctx.broadcaster.publish_append(session["id"], event, body)
     if agent_now is not None:
-        app.broadcaster.notify_account(agent_now["account"], "session-event", agent_id=agent_now["id"], session_id=session["id"])
+        ctx.broadcaster.notify_account(agent_now["account"], "session-event", agent_id=agent_now["id"], session_id=session["id"])
     response["resultEventId"] = answer[0]["id"]
     return response

@@ -31,26 +31,26 @@ MAX_EVENTS = 10_000  # server cap on GetSession.limit (CONTRACT section 4)
 MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES - (512 << 10)
 
 
-def system_prompt(app: HandlerContext, agent_id: str) -> str:
+def system_prompt(ctx: HandlerContext, agent_id: str) -> str:
     """An agent's system prompt as Markdown (a block tree converted), cached rather than decoded
     on every GetSession; UpdateAgent and DeleteAgent drop the entry (forget_system_prompt)."""
-    cache = app.cache["system_prompts"]   # bounded in bytes (--prompt-cache-bytes)
+    cache = ctx.cache["system_prompts"]   # bounded in bytes (--prompt-cache-bytes)
     prompt = cache.get(agent_id)
     if prompt is None:
-        agent = app.db.read(agents_q.get_agent, agent_id)
+        agent = ctx.db.read(agents_q.get_agent, agent_id)
         prompt = system_prompt_markdown((agent or {}).get("definition", {}))
         cache.put(agent_id, prompt, text_bytes(agent_id) + text_bytes(prompt))
     return prompt
 
 
-def forget_system_prompt(app: HandlerContext, agent_id: str) -> None:
-    app.cache["system_prompts"].pop(agent_id, None)
-    if app.runtime is not None:   # the listing behind the model's preamble (server/runtime/preamble.py)
-        app.runtime.preambles.forget(agent_id)
+def forget_system_prompt(ctx: HandlerContext, agent_id: str) -> None:
+    ctx.cache["system_prompts"].pop(agent_id, None)
+    if ctx.runtime is not None:   # the listing behind the model's preamble (server/runtime/preamble.py)
+        ctx.runtime.preambles.forget(agent_id)
 
 
-async def create_session(app: HandlerContext, env, action) -> dict:
-    now = app.now_ms()
+async def create_session(ctx: HandlerContext, env, action) -> dict:
+    now = ctx.now_ms()
     account_id = env.account_id
 
     def effect(conn):
@@ -65,17 +65,17 @@ async def create_session(app: HandlerContext, env, action) -> dict:
         return once(conn, account_id, "CreateSession", action.client_request_id,
                     request_fingerprint(env.action), now, effect)
 
-    response, created = await app.db.write(job)
+    response, created = await ctx.db.write(job)
     for session, agent in created:
-        app.broadcaster.publish_session(session, created=True)
-        app.broadcaster.notify_account(session["account"], "session-created", agent_id=session["agentId"],
+        ctx.broadcaster.publish_session(session, created=True)
+        ctx.broadcaster.notify_account(session["account"], "session-created", agent_id=session["agentId"],
                            session_id=session["id"])
         if agent is not None:
-            app.broadcaster.publish_change("agents/" + agent["id"], agent)
+            ctx.broadcaster.publish_change("agents/" + agent["id"], agent)
     return response
 
 
-async def list_sessions(app: HandlerContext, env, action) -> dict:
+async def list_sessions(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         # A shared agent's sessions are listed under its owner's account.
         account = env.account_id
@@ -106,14 +106,14 @@ async def list_sessions(app: HandlerContext, env, action) -> dict:
             cursor = {"updatedBefore": kept[-1]["updatedAt"], "idBefore": kept[-1]["id"]}
         return kept, agents, cursor
 
-    sessions, agents, cursor = await app.db.aread(read, large=True)
+    sessions, agents, cursor = await ctx.db.aread(read, large=True)
     response = {"_": "ListSessionsResponse", "sessions": sessions, "agents": agents}
     if cursor is not None:
         response["nextCursor"] = cursor
     return response
 
 
-async def get_session(app: HandlerContext, env, action) -> dict:
+async def get_session(ctx: HandlerContext, env, action) -> dict:
     limit = min(action.limit or MAX_EVENTS, MAX_EVENTS)
     after = action.after_seq or 0
 
@@ -130,13 +130,13 @@ async def get_session(app: HandlerContext, env, action) -> dict:
     # On SQLite, read on the loop without suspending: GetSession is answered inline
     # (server/routes.py); on PostgreSQL off the loop (Database.aread). A page is stored bytes
     # copied as they are (nothing decoded), at most 4 MiB of them.
-    session, rows, more, context, head, edge = await app.db.aread(read)
+    session, rows, more, context, head, edge = await ctx.db.aread(read)
     response = {"_": "GetSessionResponse", "session": session}
     if context is not None:   # a session a trigger started (the desktop's trigger card)
         response["triggerContext"] = context
     if edge is not None:
         response["continuation"] = edge
-    response["systemPromptMarkdown"] = system_prompt(app, session["agentId"])
+    response["systemPromptMarkdown"] = system_prompt(ctx, session["agentId"])
     room = MAX_ANSWER_BYTES - len(encode(response)) - 64
     size = sum(len(body) for _seq, body in rows)
     while len(rows) > 1 and size > room:   # (an unusually large prompt or trigger context)
@@ -146,13 +146,13 @@ async def get_session(app: HandlerContext, env, action) -> dict:
     response["events"] = RawEvents([bytes(body) for _seq, body in rows])
     if more:
         response["nextAfterSeq"] = rows[-1][0]
-    if head is not None and (signed := signed_head(app, action.session_id, *head)) is not None:
+    if head is not None and (signed := signed_head(ctx, action.session_id, *head)) is not None:
         response["head"] = signed   # covers the page: a follower checks each page against it
     return response
 
 
-async def update_session(app: HandlerContext, env, action) -> dict:
-    now = app.now_ms()
+async def update_session(ctx: HandlerContext, env, action) -> dict:
+    now = ctx.now_ms()
 
     def job(conn):
         session = session_for(conn, env.account_id, action.session_id, WRITER)
@@ -166,25 +166,25 @@ async def update_session(app: HandlerContext, env, action) -> dict:
                                          set_thoroughness=action.set_thoroughness,
                                          thoroughness=action.thoroughness)
 
-    session = await app.db.write(job)
-    app.broadcaster.publish_session(session)   # with its `session-updated` notice
+    session = await ctx.db.write(job)
+    ctx.broadcaster.publish_session(session)   # with its `session-updated` notice
     return {"_": "UpdateSessionResponse", "session": session}
 
 
-async def delete_session(app: HandlerContext, env, action) -> dict:
+async def delete_session(ctx: HandlerContext, env, action) -> dict:
     """Stop the live run, then one transaction: the session's live runs end 'canceled', its runs
     keep their history with the session detached, children become top level, the session and
     its events go. Subscribers of sessions/<id> get the notice, then nothing more."""
-    session = await app.db.aread(session_for, env.account_id, action.session_id, WRITER)
+    session = await ctx.db.aread(session_for, env.account_id, action.session_id, WRITER)
     session_id, agent_id = session["id"], session["agentId"]
-    app.runtime.abandon_sessions([session_id])
-    now = app.now_ms()
+    ctx.runtime.abandon_sessions([session_id])
+    now = ctx.now_ms()
 
     def job(conn):
         session_for(conn, env.account_id, session_id, WRITER)  # again: it may have gone meanwhile
         # The session's live runs end with their subtrees; a parent of this session's run is
         # answered 'canceled' (server/store/delegation.py).
-        canceled, settled = app.runtime.cancel_in(conn, runs_q.active_runs_of_session(conn, session_id), now)
+        canceled, settled = ctx.runtime.cancel_in(conn, runs_q.active_runs_of_session(conn, session_id), now)
         settled.sessions = [s for s in settled.sessions if s["id"] != session_id]
         children = sessions_q.child_session_ids(conn, session_id)
         sessions_q.delete_session(conn, session_id)
@@ -193,17 +193,17 @@ async def delete_session(app: HandlerContext, env, action) -> dict:
         agent = agents_q.touch_agent(conn, agent_id, now)
         return canceled, settled, [sessions_q.get_session(conn, c) for c in children], agent
 
-    canceled, settled, children, agent = await app.db.write(job)
-    app.runtime.abandon_sessions([session_id])  # a worker a message started meanwhile
+    canceled, settled, children, agent = await ctx.db.write(job)
+    ctx.runtime.abandon_sessions([session_id])  # a worker a message started meanwhile
     notice = {"reason": "session-deleted", "agentId": agent_id, "sessionId": session_id}
-    app.broadcaster.publish_gone("sessions/" + session_id, notice)
-    app.runtime.publish_runs([{**{k: v for k, v in r.items() if k != "sessionId" or v != session_id}, "title": ""}
+    ctx.broadcaster.publish_gone("sessions/" + session_id, notice)
+    ctx.runtime.publish_runs([{**{k: v for k, v in r.items() if k != "sessionId" or v != session_id}, "title": ""}
                               for r in canceled])
-    app.runtime.settle(settled)
-    app.runtime.interrupt_runs(r["id"] for r in canceled if r.get("sessionId") != session_id)
+    ctx.runtime.settle(settled)
+    ctx.runtime.interrupt_runs(r["id"] for r in canceled if r.get("sessionId") != session_id)
     for child in children:
         if child is not None:
-            app.broadcaster.publish_change("sessions/" + child["id"], child)
-    app.broadcaster.publish_change("agents/" + agent_id, agent)
-    app.broadcaster.notify_account(session["account"], "session-deleted", agent_id=agent_id, session_id=session_id)
+            ctx.broadcaster.publish_change("sessions/" + child["id"], child)
+    ctx.broadcaster.publish_change("agents/" + agent_id, agent)
+    ctx.broadcaster.notify_account(session["account"], "session-deleted", agent_id=agent_id, session_id=session_id)
     return {"_": "DeleteSessionResponse", "sessionId": session_id, "agentId": agent_id}

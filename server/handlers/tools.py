@@ -18,30 +18,30 @@ from .access import READER, WRITER, agent_for
 from .context import HandlerContext
 
 
-def infos(app: HandlerContext, agent: dict, rows: list[dict]) -> list[dict]:  # noqa: ANN001
+def infos(ctx: HandlerContext, agent: dict, rows: list[dict]) -> list[dict]:  # noqa: ANN001
     definition = agent["definition"]
-    code_exec = app.runtime is not None and app.runtime.code is not None
+    code_exec = ctx.runtime is not None and ctx.runtime.code is not None
     return [tool_info(r["doc"], r["cid"], r["enabled"], granted(definition, r["doc"], code_exec), r["createdAt"],
                       r["updatedAt"]) for r in rows]
 
 
-async def list_agent_tools(app: HandlerContext, env, action) -> dict:
-    now = app.now_ms()
+async def list_agent_tools(ctx: HandlerContext, env, action) -> dict:
+    now = ctx.now_ms()
 
     def job(conn):
         agent = agent_for(conn, env.account_id, action.agent_id, READER)
         tools_q.refresh(conn, agent, now)
         return agent, tools_q.list_documents(conn, agent["account"], agent["id"])
 
-    agent, rows = await app.db.write(job)
-    return {"_": "ListAgentToolsResponse", "agentId": agent["id"], "tools": infos(app, agent, rows)}
+    agent, rows = await ctx.db.write(job)
+    return {"_": "ListAgentToolsResponse", "agentId": agent["id"], "tools": infos(ctx, agent, rows)}
 
 
-async def save_agent_tool(app: HandlerContext, env, action) -> dict:
+async def save_agent_tool(ctx: HandlerContext, env, action) -> dict:
     """An authored (lambda) tool is created or replaced; a builtin or MCP tool is switched on or
     off. A lambda is stored even where this server cannot run it (health: codeExec false):
     calling it then fails with that reason."""
-    now = app.now_ms()
+    now = ctx.now_ms()
 
     def job(conn):
         agent = agent_for(conn, env.account_id, action.agent_id, WRITER)
@@ -56,17 +56,17 @@ async def save_agent_tool(app: HandlerContext, env, action) -> dict:
                                       action.previous_name, now)
         return agent, row
 
-    agent, row = await app.db.write(job)
-    app.broadcaster.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
-    return {"_": "SaveAgentToolResponse", "agentId": agent["id"], "tool": infos(app, agent, [row])[0]}
+    agent, row = await ctx.db.write(job)
+    ctx.broadcaster.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
+    return {"_": "SaveAgentToolResponse", "agentId": agent["id"], "tool": infos(ctx, agent, [row])[0]}
 
 
-async def delete_agent_tool(app: HandlerContext, env, action) -> dict:
+async def delete_agent_tool(ctx: HandlerContext, env, action) -> dict:
     def job(conn):
         agent = agent_for(conn, env.account_id, action.agent_id, WRITER)
         return agent, tools_q.delete_lambda(conn, agent["account"], agent["id"], action.name)
 
-    agent, deleted = await app.db.write(job)
+    agent, deleted = await ctx.db.write(job)
     if deleted:
-        app.broadcaster.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
+        ctx.broadcaster.notify_account(agent["account"], "agent-updated", agent_id=agent["id"])
     return {"_": "DeleteAgentToolResponse", "agentId": agent["id"], "name": action.name, "deleted": deleted}

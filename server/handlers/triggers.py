@@ -42,16 +42,16 @@ def trigger_for(conn, account_id: str, trigger_id: str, need: str) -> tuple[dict
     return trigger, role
 
 
-async def list_agent_triggers(app: HandlerContext, env, action) -> dict:
+async def list_agent_triggers(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         agent_access(conn, env.account_id, action.agent_id, READER)
         return triggers_q.triggers_of_agent(conn, action.agent_id, LIST_LIMIT)
 
-    triggers = await app.db.aread(read)
+    triggers = await ctx.db.aread(read)
     return {"_": "ListAgentTriggersResponse", "triggers": [triggers_q.public(t) for t in triggers]}
 
 
-async def get_agent_trigger(app: HandlerContext, env, action) -> dict:
+async def get_agent_trigger(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
         trigger, role = trigger_for(conn, env.account_id, action.trigger_id, READER)
         sessions = []
@@ -64,12 +64,12 @@ async def get_agent_trigger(app: HandlerContext, env, action) -> dict:
         sealed = triggers_q.credentials(conn, trigger["id"]) if role != READER else None
         return trigger, sessions, firings, sealed
 
-    trigger, sessions, firings, sealed = await app.db.aread(read)
+    trigger, sessions, firings, sealed = await ctx.db.aread(read)
     response = {"_": "GetAgentTriggerResponse", "trigger": triggers_q.public(trigger), "sessions": sessions,
                 "firings": [firings_q.public(f) for f in firings]}
     if sealed is not None and trigger["source"]["type"] == "webhook":
         response["webhook"] = {"path": webhook.hook_path(trigger["id"]),
-                               "secret": webhook.open_secret(app.secrets, trigger["id"], sealed[1])}
+                               "secret": webhook.open_secret(ctx.secrets, trigger["id"], sealed[1])}
     return response
 
 
@@ -81,8 +81,8 @@ def attribution(trigger: dict, firing: dict) -> dict:
             or firing["activityKey"], "source": trigger["source"], "firedAt": firing["createdAt"]}
 
 
-async def create_agent_trigger(app: HandlerContext, env, action) -> dict:
-    now = app.triggers.now_ms()
+async def create_agent_trigger(ctx: HandlerContext, env, action) -> dict:
+    now = ctx.triggers.now_ms()
     spec = action.trigger
     account_id = env.account_id
     secret = webhook.new_secret() if spec.source["type"] == "webhook" else None
@@ -90,7 +90,7 @@ async def create_agent_trigger(app: HandlerContext, env, action) -> dict:
     def effect(conn):
         role = agent_access(conn, account_id, action.agent_id, WRITER)
         owner = agents_q.agent_account(conn, action.agent_id)   # a writer's trigger is the owner's
-        trigger = manage.create(conn, app, owner, action.agent_id, spec, now, secret, others=role == OWNER,
+        trigger = manage.create(conn, ctx, owner, action.agent_id, spec, now, secret, others=role == OWNER,
                                 collaborator=role != OWNER)
         return {"_": "CreateAgentTriggerResponse", "trigger": triggers_q.public(trigger)}, [trigger]
 
@@ -98,54 +98,54 @@ async def create_agent_trigger(app: HandlerContext, env, action) -> dict:
         return once(conn, account_id, "CreateAgentTrigger", action.client_request_id,
                     request_fingerprint(env.action), now, effect)
 
-    response, created = await app.db.write(job)
+    response, created = await ctx.db.write(job)
     for trigger in created:
-        app.triggers.changed(trigger)
-        app.broadcaster.notify_account(trigger["account"], "trigger-created", agent_id=trigger["agentId"])
+        ctx.triggers.changed(trigger)
+        ctx.broadcaster.notify_account(trigger["account"], "trigger-created", agent_id=trigger["agentId"])
     return response
 
 
-async def update_agent_trigger(app: HandlerContext, env, action) -> dict:
-    now = app.triggers.now_ms()
+async def update_agent_trigger(ctx: HandlerContext, env, action) -> dict:
+    now = ctx.triggers.now_ms()
     patch = action.patch
     secret = webhook.new_secret() if patch.source is not None and patch.source["type"] == "webhook" else None
 
     def job(conn):
         before, role = trigger_for(conn, env.account_id, action.trigger_id, WRITER)
-        return manage.update(conn, app, before, patch, now, secret, others=role == OWNER,
+        return manage.update(conn, ctx, before, patch, now, secret, others=role == OWNER,
                              collaborator=role != OWNER)
 
-    trigger = await app.db.write(job)
-    app.triggers.changed(trigger)
-    app.broadcaster.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
+    trigger = await ctx.db.write(job)
+    ctx.triggers.changed(trigger)
+    ctx.broadcaster.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
     return {"_": "UpdateAgentTriggerResponse", "trigger": triggers_q.public(trigger)}
 
 
-async def delete_agent_trigger(app: HandlerContext, env, action) -> dict:
+async def delete_agent_trigger(ctx: HandlerContext, env, action) -> dict:
     def job(conn):
         trigger, _role = trigger_for(conn, env.account_id, action.trigger_id, WRITER)
         triggers_q.delete_trigger(conn, trigger["id"])
         return trigger
 
-    trigger = await app.db.write(job)
-    app.triggers.changed(trigger)
-    app.broadcaster.notify_account(trigger["account"], "trigger-deleted", agent_id=trigger["agentId"])
+    trigger = await ctx.db.write(job)
+    ctx.triggers.changed(trigger)
+    ctx.broadcaster.notify_account(trigger["account"], "trigger-deleted", agent_id=trigger["agentId"])
     return {"_": "DeleteAgentTriggerResponse", "triggerId": trigger["id"]}
 
 
-async def fire_agent_trigger(app: HandlerContext, env, action) -> dict:
+async def fire_agent_trigger(ctx: HandlerContext, env, action) -> dict:
     """Fire a trigger now, as its source would (the same admission: limits, backoff, the
     continuation, under the owner's authority), by a writer of its agent. The firing's key is
     `manual:<clientRequestId>`, so a retried request fires once; without one, every request fires."""
-    trigger = await app.db.aread(lambda conn: trigger_for(conn, env.account_id, action.trigger_id, WRITER)[0])
+    trigger = await ctx.db.aread(lambda conn: trigger_for(conn, env.account_id, action.trigger_id, WRITER)[0])
     manage.refuse_retired(trigger)
     key = "manual:" + (action.client_request_id or new_id())
     event = Event(key, "fired by hand", {"type": "manual", "firedBy": env.account_id})
-    outcome = await app.triggers.fire(trigger, event)
+    outcome = await ctx.triggers.fire(trigger, event)
     if outcome is None:
         raise ProtocolError(409, f"trigger {trigger['id']} is off: turn it on to fire it")
     if outcome.new:
-        app.broadcaster.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
+        ctx.broadcaster.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
     firing = outcome.firing
     response = {"_": "FireAgentTriggerResponse", "firingId": firing["id"], "firingStatus": firing["status"]}
     if "sessionId" in firing:
@@ -155,19 +155,19 @@ async def fire_agent_trigger(app: HandlerContext, env, action) -> dict:
     return response
 
 
-async def merge_agent_triggers(app: HandlerContext, env, action) -> dict:
+async def merge_agent_triggers(ctx: HandlerContext, env, action) -> dict:
     """MergeAgentTriggers (this server's extension, the storage design's merged_into): a writer of
     the agent combines two of its activity triggers in one transaction (server/triggers/manage.merge)."""
-    now = app.triggers.now_ms()
+    now = ctx.triggers.now_ms()
 
     def job(conn):
         survivor, _ = trigger_for(conn, env.account_id, action.trigger_id, WRITER)
         retired, _ = trigger_for(conn, env.account_id, action.retired_id, WRITER)
         return manage.merge(conn, survivor, retired, action.action, now)
 
-    survivor, retired = await app.db.write(job)
+    survivor, retired = await ctx.db.write(job)
     for trigger in (survivor, retired):
-        app.triggers.changed(trigger)
-    app.broadcaster.notify_account(survivor["account"], "trigger-updated", agent_id=survivor["agentId"])
+        ctx.triggers.changed(trigger)
+    ctx.broadcaster.notify_account(survivor["account"], "trigger-updated", agent_id=survivor["agentId"])
     return {"_": "MergeAgentTriggersResponse", "trigger": triggers_q.public(survivor),
             "retired": triggers_q.public(retired)}

@@ -125,7 +125,7 @@ async def _execute(app, conn, envelope) -> Outcome:
         elif app.guard.must_persist(is_read, env.ts, now):
             await app.save_signatures_durably()   # signed ahead of our clock (replay_guard.py)
         action = parse_action(env.action)
-        response = await route.handler(app, env, action)
+        response = await route.handler(app.context, env, action)
         outcome = Outcome(response, env, action)
     except (ProtocolError, Refused) as exc:
         # A rate limit is not junk: it is already bounded, and it is what an honest client

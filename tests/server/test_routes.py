@@ -71,7 +71,7 @@ async def test_inline_handlers_never_await(server):
     for name in sorted(INLINE_ACTIONS):
         for fields in samples[name]:
             env = verify_envelope(build_envelope(kp, {"_": name, **fields}), now_ms=app.now_ms())
-            coro = ROUTES[name].handler(app, env, parse_action(env.action))
+            coro = ROUTES[name].handler(app.context, env, parse_action(env.action))
             try:
                 step = coro.send(None)
             except StopIteration as done:
