@@ -149,7 +149,7 @@ class Importer:
         self.session_units()
         self.run_units()
         self.firing_units()
-        self.left_behind()
+        self.idempotency_units()
         elapsed = self.progress.done()
         rate = self.progress.events / elapsed if elapsed > 0 else 0.0
         self.out.write(self.report.table(self.dry) + "\n")
@@ -528,16 +528,31 @@ class Importer:
                 m["account_id"], m["server_url"], dagcbor.encode(cursor), m["last_poll_at"], m["last_success_at"],
                 m["last_error"])))
 
-    def left_behind(self) -> None:
-        """Tables whose rows have no place here, each with the reason."""
-        for table, name, why in (
-                ("action_idempotency", "idempotency",
-                 "the reference remembers a different digest of each request than this server checks, so a "
-                 "retry could not be matched; actions retried after the move are answered anew"),):
-            t = self.report[name]
-            for r in self.ref.rows(table):
-                t.seen += 1
-                t.skip(row_name(table, r), why)
+    def idempotency_units(self) -> None:
+        """The answers the reference remembers by client id, so a desktop retrying a request
+        after the move gets the answer it missed rather than a second session, agent or turn. A
+        record that names an agent or session not imported here is left behind (its retry would
+        answer an id this server does not have)."""
+        t = self.report["idempotency"]
+        batch: list[tuple] = []
+        for r in self.ref.rows("action_idempotency", order="created_at, account_id, action, client_request_id"):
+            t.seen += 1
+            try:
+                fingerprint, response, action, answer = convert.idempotency(r)
+                for key in ("agentId", "sessionId"):
+                    for where in (action, answer):
+                        named = where.get(key)
+                        if isinstance(named, str) and named not in (self.agents if key == "agentId" else self.sessions):
+                            raise Skip(f"its {key} {named!r} was not imported")
+            except Skip as exc:
+                t.skip(row_name("action_idempotency", r), str(exc))
+                continue
+            batch.append(("idempotency", q.idempotency, r["account_id"], r["action"], r["client_request_id"],
+                          fingerprint, response, r["created_at"]))
+        for start in range(0, len(batch), ROW_BATCH):
+            part = batch[start:start + ROW_BATCH]
+            for new in (self.write(_apply, part) or [None] * len(part)):
+                self._note("idempotency", new)
 
     # -- the check -----------------------------------------------------------------------------
     def check(self) -> list[str]:

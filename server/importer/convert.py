@@ -261,14 +261,35 @@ def firing_summary(activity: object) -> str | None:
     return hm_activity.summary(activity)
 
 
-def idempotency(row: dict) -> tuple[bytes, bytes]:
-    """(fingerprint, response) of a remembered answer: the fingerprint is ours
-    (protocol/actions.request_fingerprint) of the request the reference kept."""
+# The reference's remembered actions (api-service.ts: #withIdempotency and #messageSession) and
+# the field of each that carries the client's id. It keeps a part of the request (MessageSession:
+# {sessionId, content}; CreateSession: {agentId, title}; ...): that part, the action's name and the
+# id are the whole action the desktop sends (models.ts), so our fingerprint of a retry, which is
+# taken over the action without `ts`, is the fingerprint of that action.
+IDEMPOTENT_ACTIONS = {"CreateAgent": "clientRequestId", "CreateSigningIdentity": "clientRequestId",
+                      "CreateAgentTrigger": "clientRequestId", "CreateSession": "clientRequestId",
+                      "MessageSession": "clientMessageId"}
+
+
+def idempotency(row: dict) -> tuple[bytes, bytes, dict, dict]:
+    """(fingerprint, response bytes, the action, the response) of a remembered answer: the
+    fingerprint is ours (protocol/api/actions.request_fingerprint) of the action the desktop
+    sent, rebuilt from what the reference kept and checked by its parser here."""
+    name = row["action"]
+    if name == "ImportSigningIdentity":
+        raise Skip("the reference keeps this request without its seed, so a retry could not be matched to it")
+    field = IDEMPOTENT_ACTIONS.get(name)
+    if field is None:
+        raise Skip(f"the action {name!r} is not one whose answer this server remembers")
     request = cbor(row, "action_idempotency", "request_cbor")
     response = cbor(row, "action_idempotency", "response_cbor")
-    if not isinstance(request, dict):
-        raise Skip("its request is not a map")
-    return request_fingerprint(request), dagcbor.encode(response)
+    if not isinstance(request, dict) or "_" in request or field in request or "ts" in request:
+        raise Skip("its request is not the map of an action's fields")
+    if not isinstance(response, dict) or response.get("_") != name + "Response":
+        raise Skip(f"its response is not a {name}Response")
+    action = {**request, "_": name, field: row["client_request_id"]}
+    _parse(action)
+    return request_fingerprint(action), dagcbor.encode(response), action, response
 
 
 DRAFT_STATUSES = ("idle", "published", "deleted")

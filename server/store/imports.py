@@ -203,6 +203,13 @@ def watermark(conn: Conn, row: tuple) -> bool:
                          " last_success_at, last_error) VALUES (?, ?, ?, ?, ?, ?)", row)
 
 
+def idempotency(conn: Conn, account_id: str, action: str, client_id: str, fingerprint: bytes, response: bytes,
+                created_at: int) -> bool:
+    """A remembered answer (server/handlers/idempotency.py reads it): a retry after the move gets it."""
+    return _insert(conn, "INSERT INTO idempotency (account_id, action, client_id, fingerprint, response, created_at)"
+                         " VALUES (?, ?, ?, ?, ?, ?)", (account_id, action, client_id, fingerprint, response, created_at))
+
+
 def draft(conn: Conn, row: tuple) -> bool:
     """A hypermedia draft (convert.draft's columns)."""
     return _insert(conn, "INSERT INTO agent_drafts (id, account_id, agent_id, title, content_format, content, metadata,"

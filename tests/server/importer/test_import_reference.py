@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from seed_agents.clients import AgentsClient
+from seed_agents.clients import AgentsClient, AgentsError
 from seed_agents.protocol.wire.keys import Keypair
 from tests.procs import ROOT, ServerProcess
 from tests.reference_data.grow import FIXTURE, copy_fixture, grow
@@ -105,6 +105,35 @@ async def desktop_reads(url: str) -> None:
         assert [a["definition"]["name"] for a in shared] == ["Helper"]
 
 
+def remembered_answers(ref: Path) -> list[tuple[str, str, dict, dict]]:
+    """(action, client id, request, response) of each answer the reference remembers."""
+    import cbor2
+    with sqlite3.connect(f"file:{ref / 'agents.sqlite'}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT action, client_request_id, request_cbor, response_cbor FROM action_idempotency"
+                          " ORDER BY created_at").fetchall()
+    return [(a, cid, {k: v for k, v in cbor2.loads(req).items() if v is not cbor2.undefined}, cbor2.loads(resp))
+            for a, cid, req, resp in rows]
+
+
+async def retried_requests(url: str, remembered: list) -> None:
+    """A desktop that sent CreateSession to the reference and lost the answer retries it against
+    the imported server, as the desktop does (a new ts, the same clientRequestId): it gets the
+    reference's answer, and no second session is made."""
+    (action, client_id, request, response), = remembered   # the fixture's one: make_fixture.ts's 'fixture-chat'
+    assert (action, client_id) == ("CreateSession", "fixture-chat")
+    async with AgentsClient.connect(url, OWNER) as c:
+        listed = {s["id"] for s in (await c.call({"_": "ListSessions", "agentId": request["agentId"]}))["sessions"]}
+        assert response["sessionId"] in listed
+        again = await c.call({"_": "CreateSession", **request, "clientRequestId": client_id})
+        assert again == response
+        after = {s["id"] for s in (await c.call({"_": "ListSessions", "agentId": request["agentId"]}))["sessions"]}
+        assert after == listed
+        # The same id with another request is refused, as the reference refuses it.
+        with pytest.raises(AgentsError) as refused:
+            await c.call({"_": "CreateSession", **request, "title": "Another", "clientRequestId": client_id})
+        assert refused.value.status == 409
+
+
 @pytest.mark.parametrize("storage", ["sqlite", "postgresql"])
 def test_import_then_a_server_answers_the_desktop_as_the_reference_did(tmp_path, storage, request):
     ref = copy_fixture(tmp_path / "ref")
@@ -117,7 +146,7 @@ def test_import_then_a_server_answers_the_desktop_as_the_reference_did(tmp_path,
         events, sessions = db.execute("SELECT (SELECT count(*) FROM session_events),"
                                       " (SELECT count(*) FROM sessions)").fetchone()
     assert table["events"] == (events, events, 0, 0) and table["sessions"] == (sessions, sessions, 0, 0)
-    assert table["tool documents"][1] == 1 and table["idempotency"][3] == 1
+    assert table["tool documents"][1] == 1 and table["idempotency"] == (1, 1, 0, 0)
     assert "check: counts and a sample of contents match the reference" in done.stdout
     assert "events/s" in done.stderr
     assert digest(ref / "agents.sqlite") == before   # the reference is only read
@@ -131,6 +160,7 @@ def test_import_then_a_server_answers_the_desktop_as_the_reference_did(tmp_path,
     srv = ServerProcess(tmp_path / "ours", extra=extra).start()
     try:
         asyncio.run(desktop_reads(srv.url))
+        asyncio.run(retried_requests(srv.url, remembered_answers(ref)))
     finally:
         srv.terminate()
 
@@ -142,6 +172,7 @@ def test_dry_run_says_what_would_come_and_writes_nothing(tmp_path):
     assert "WOULD COME" in done.stdout
     table = summary(done.stdout)
     assert table["events"][1] == table["events"][0] > 0
+    assert table["idempotency"] == (1, 1, 0, 0)
     assert "a builtin: this server keeps its own builtin documents" in done.stdout
     assert not (tmp_path / "ours").exists()
 
@@ -253,6 +284,13 @@ def test_a_row_that_breaks_our_rules_is_reported_and_skipped(tmp_path):
         db.execute("UPDATE agents SET definition_cbor = ? WHERE id = ?",
                    (cbor2.dumps({"name": 7, "systemPrompt": "x", "modelProvider": "p", "model": "m"}), agent_id))
         db.execute("UPDATE model_providers SET config_cbor = ?", (cbor2.dumps("not a map"),))
+        owner, = db.execute("SELECT account_id FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        remembered = [("ImportSigningIdentity", "with-seed", {"label": "x"}, {"_": "ImportSigningIdentityResponse"}),
+                      ("CreateSession", "gone", {"agentId": agent_id}, {"_": "CreateSessionResponse", "sessionId": "s"}),
+                      ("CreateSession", "odd", {"agentId": agent_id}, {"_": "Error"})]
+        db.executemany("INSERT INTO action_idempotency (account_id, action, client_request_id, request_cbor,"
+                       " response_cbor, created_at) VALUES (?, ?, ?, ?, ?, 1)",
+                       [(owner, a, cid, cbor2.dumps(req), cbor2.dumps(resp)) for a, cid, req, resp in remembered])
     other, = [a["id"] for a in ANSWERS["agents"] if a["id"] != agent_id]
     deep = ref / "agents" / other / "memory" / Path(*["d"] * 20)
     deep.mkdir(parents=True)
@@ -263,6 +301,11 @@ def test_a_row_that_breaks_our_rules_is_reported_and_skipped(tmp_path):
     assert table["agents"] == (2, 1, 0, 1) and table["providers"] == (1, 0, 0, 1)
     assert table["memory files"][3] == 1 and "Memory path is nested too deeply" in done.stdout
     assert f"agents row id='{agent_id}': breaks this server's rules: CreateAgent.definition.name" in done.stdout
+    assert table["idempotency"][0] == 4 and table["idempotency"][3] >= 3
+    assert (f"client_request_id='with-seed': the reference keeps this request without its seed, so a retry could "
+            "not be matched to it") in done.stdout
+    assert f"client_request_id='gone': its agentId '{agent_id}' was not imported" in done.stdout
+    assert "client_request_id='odd': its response is not a CreateSessionResponse" in done.stdout
     with sqlite3.connect(tmp_path / "ours" / "agents.sqlite") as db:
         assert db.execute("SELECT count(*) FROM agents WHERE id = ?", (agent_id,)).fetchone()[0] == 0
         assert db.execute("SELECT count(*) FROM sessions WHERE agent_id = ?", (agent_id,)).fetchone()[0] == 0
