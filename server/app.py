@@ -132,9 +132,13 @@ class App:
         self.cache["preambles"] = self.runtime.preambles.cache
         self.metrics.watch_cache(self.runtime.preambles.cache)
         await self.runtime.start()
-        from .triggers.service import Triggers  # (its modules read the store and the runtime)
+        from .triggers.clock import trigger_clock  # (its modules read the store and the runtime)
+        from .triggers.port import TriggerContext
+        from .triggers.service import Triggers
 
-        self.triggers = Triggers(self)
+        self.triggers = Triggers(TriggerContext(
+            db=self.db, config=self.config, now_ms=self._now_ms, broadcaster=self.broadcaster,
+            runtime=self.runtime, metrics=self.metrics, secrets=self.secrets, clock=trigger_clock(self.config)))
         self.runtime.trigger_admin = self.triggers
         self.runtime.on_run_end(self.triggers.run_ended)   # run-completed triggers fire in its transaction
         await self.triggers.start()
@@ -157,10 +161,12 @@ class App:
 
     @now_ms.setter
     def now_ms(self, clock: Callable[[], int]) -> None:
-        """The clock is injected (tests move it): the handlers' context follows the App's."""
+        """The clock is injected (tests move it): the handlers' and triggers' contexts follow."""
         self._now_ms = clock
         if self.context is not None:
             self.context.now_ms = clock
+        if self.triggers is not None:
+            self.triggers.ctx.now_ms = clock
 
     async def _start_history(self) -> None:
         """The server key (made at the first start, shared through the database), then the

@@ -86,9 +86,9 @@ async def start_server(config: Config) -> RunningServer:
     from .triggers import webhook
 
     app = App(config)   # writes nothing until start()
-    # The HTTP routes that are not actions, registered once (server/http_routes.py).
+    # The HTTP routes that are not actions, registered once (server/http_routes.py): the
+    # transport's own now, the webhooks once the triggers are built (below, before serving).
     routes = HttpRoutes()
-    routes.add(webhook.endpoint(app))
     ws_server = await start_transport(app, routes, start_serving=False)
     lock = metrics_server = None
     started = False
@@ -102,6 +102,7 @@ async def start_server(config: Config) -> RunningServer:
         new = app.db.local_path is not None and not os.path.exists(app.db.local_path)
         await app.start()
         started = True
+        routes.add(webhook.endpoint(app.triggers))
         new = new or bool(getattr(app.db, "created", False))   # PostgreSQL: an empty schema
         await ws_server.start_serving()
     except BaseException:

@@ -55,8 +55,8 @@ class FeedError(Exception):
 class ActivityMonitor:
     def __init__(self, triggers) -> None:
         self.triggers = triggers
-        self.app = app = triggers.app
-        cfg = app.config
+        self.ctx = ctx = triggers.ctx
+        cfg = ctx.config
         self.url = cfg.hm_server_url
         self.interval = cfg.activity_poll_interval
         self.page_size = cfg.activity_page_size
@@ -68,7 +68,7 @@ class ActivityMonitor:
         self._task: asyncio.Task | None = None
         # The runtime's HM client: the feed is read on its guarded HTTP client (the provider
         # network policy, one TLS context), as every other call to the HM server is.
-        self.hm = app.runtime.hm
+        self.hm = ctx.runtime.hm
         self.polls = 0
         self.pages = 0
         self._lock = asyncio.Lock()   # one pass at a time (the loop's, or one asked for)
@@ -111,20 +111,20 @@ class ActivityMonitor:
             await self._poll()
 
     async def _poll(self) -> None:
-        rows = await self.app.db.aread(triggers_q.enabled_of_type, ACTIVITY)
+        rows = await self.ctx.db.aread(triggers_q.enabled_of_type, ACTIVITY)
         earliest: dict[str, int] = {}
         for trigger in rows:
             earliest[trigger["account"]] = min(earliest.get(trigger["account"], trigger["createdAt"]),
                                                trigger["createdAt"])
         # (and the feeds a parked workflow waits on: ctx.waitForEvent({eventType, resource, author}))
-        for account, since in (await self.app.db.aread(parking.activity_wait_accounts)).items():
+        for account, since in (await self.ctx.db.aread(parking.activity_wait_accounts)).items():
             earliest[account] = min(earliest.get(account, since), since)
         for account in sorted(earliest):
             await self._poll_account(account, earliest[account])
         self.polls += 1
 
     async def _poll_account(self, account: str, since: int) -> None:
-        db = self.app.db
+        db = self.ctx.db
         started = int(time.time() * 1000)
         if db.shared and not await db.write(firings_q.take_poll_lease, account, self.url, self.owner, started,
                                              self.lease_ms):
@@ -205,12 +205,12 @@ class ActivityMonitor:
                 detail = {"type": "activity", "event": kept}
                 if trigger["source"]["type"] == "activity":   # the conditions it matched, as admitted
                     detail["matched"] = activity.matched_alternatives(trigger["source"], event)
-                outcome = admit(conn, self.app, trigger, Event(key, summary, detail), now, triggers.policy)
+                outcome = admit(conn, self.ctx, trigger, Event(key, summary, detail), now, triggers.policy)
                 publish += outcome.publish
             # A parked run waiting on the feed is one run's business, beside the agent's triggers.
-            for done in parking.deliver_activity(conn, account, event, kept, self.app.now_ms()):
+            for done in parking.deliver_activity(conn, account, event, kept, self.ctx.now_ms()):
                 settled = woken(*done)
-                publish.append(lambda settled=settled: self.app.runtime.settle(settled))
+                publish.append(lambda settled=settled: self.ctx.runtime.settle(settled))
         firings_q.set_watermark(conn, account, self.url, cursor, polled_at, int(time.time() * 1000))
         return publish
 

@@ -65,3 +65,10 @@ class ManualClock:
             finally:
                 for w in waiters:
                     w.cancel()
+
+
+def trigger_clock(config) -> TriggerClock | ManualClock:  # noqa: ANN001
+    """The clock the settings name: a test's own (`config.trigger_clock`), else the wall clock
+    shifted and sped up as the flags say."""
+    return getattr(config, "trigger_clock", None) or TriggerClock(
+        config.trigger_clock_speed, config.trigger_clock_epoch_ms, config.trigger_clock_offset_ms)

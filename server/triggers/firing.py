@@ -33,6 +33,7 @@ from ..store.errors import Refused
 from . import tool_run
 from .backoff import failure_backoff
 from .event import Event
+from .port import TriggerContext
 
 HOUR_MS = 3_600_000
 MAX_CHAIN_HOPS = 8            # run-completed firings feeding each other (the reference's guard)
@@ -60,7 +61,7 @@ class Outcome:
     publish: list[Callable[[], None]] = field(default_factory=list)
 
 
-def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy, *,
+def admit(conn, ctx: TriggerContext, trigger: dict, event: Event, now: int, policy: Policy, *,
           fired: dict[str, int] | None = None, next_due: object = KEEP) -> Outcome:
     """Fire `trigger` for `event` once (see the module doc). `fired` caches the agents' firings
     of the last hour across one batch; `next_due` (when given) moves the trigger's next slot in
@@ -84,7 +85,7 @@ def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy, *,
     error = None
     if reason is None:
         try:
-            publish = _continue(conn, app, trigger, event, firing_id, session_id, run_id, now)
+            publish = _continue(conn, ctx, trigger, event, firing_id, session_id, run_id, now)
         except FiringError as exc:
             error = str(exc)
             firings_q.mark_error(conn, firing_id, error)
@@ -103,7 +104,7 @@ def admit(conn, app, trigger: dict, event: Event, now: int, policy: Policy, *,
             account_key = "account:" + trigger["account"]
             fired[account_key] = fired.get(account_key, 0) + 1
     firings_q.prune(conn, trigger["id"], policy.keep)
-    counted = app.metrics.trigger_firings.labels(trigger["source"]["type"], firing["status"])
+    counted = ctx.metrics.trigger_firings.labels(trigger["source"]["type"], firing["status"])
     return Outcome(firing, True, [*publish, counted.inc])   # (counted once committed)
 
 
@@ -152,26 +153,26 @@ def prompt_text(prompt: object) -> str:
     return prompt if isinstance(prompt, str) else to_markdown(prompt)
 
 
-def _continue(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str | None,
+def _continue(conn, ctx: TriggerContext, trigger: dict, event: Event, firing_id: str, session_id: str | None,
               run_id: str | None, now: int):
     """The publications of the work the firing starts (its rows are written here)."""
     continuation = trigger.get("continuation") or {"kind": "newThread"}
     kind = continuation["kind"]
     if kind == "wake":
-        return wake(conn, app, trigger, event, continuation)
+        return wake(conn, ctx, trigger, event, continuation)
     if kind == "tool":
-        return headless_tool(conn, app, trigger, event, firing_id, session_id, continuation)
-    return new_thread(conn, app, trigger, event, firing_id, session_id, run_id)
+        return headless_tool(conn, ctx, trigger, event, firing_id, session_id, continuation)
+    return new_thread(conn, ctx, trigger, event, firing_id, session_id, run_id)
 
 
-def wake(conn, app, trigger: dict, event: Event, continuation: dict):
+def wake(conn, ctx: TriggerContext, trigger: dict, event: Event, continuation: dict):
     """Signals a parked run of the trigger's own agent (SignalRun's delivery, in the firing's
     transaction): the named run, or the agent's oldest wait that takes the signal. Never a run of
     another agent, even the same account's: a collaborator's trigger on a shared agent must not
     reach the owner's other agents. The payload is the continuation's, else the event that fired."""
     agent_id, name = trigger["agentId"], continuation.get("signal") or ""
     payload = continuation["payload"] if "payload" in continuation else event.activity
-    now = app.now_ms()
+    now = ctx.now_ms()
     run_id = continuation.get("runId")
     if run_id:
         # A run of another agent is not named to this one: the same error as a run that is gone.
@@ -183,14 +184,14 @@ def wake(conn, app, trigger: dict, event: Event, continuation: dict):
         where = f"run {run_id}" if run_id else "no run of the agent"
         raise FiringError(f"nothing was woken: {where} is waiting for the signal {name!r}")
     settled = woken(*done)
-    return [lambda: app.runtime.settle(settled)]
+    return [lambda: ctx.runtime.settle(settled)]
 
 
-def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str, run_id: str):
+def new_thread(conn, ctx: TriggerContext, trigger: dict, event: Event, firing_id: str, session_id: str, run_id: str):
     """A session for the agent with the prompt and the event as context, its run queued (the
     turn MessageSession starts for a person, server/runtime/turns.py)."""
     owner, agent_id = trigger["account"], trigger["agentId"]
-    now = app.now_ms()   # sessions, events and runs keep the server's real clock
+    now = ctx.now_ms()   # sessions, events and runs keep the server's real clock
     title = f"{trigger['name']} — {event.summary}"[:TITLE_CHARS]
     activity = json.dumps(event.activity, separators=(",", ":"), default=str, ensure_ascii=False)
     if len(activity) > MAX_EVENT_JSON:
@@ -207,24 +208,24 @@ def new_thread(conn, app, trigger: dict, event: Event, firing_id: str, session_i
         payload["blocks"] = trigger["prompt"]
     try:
         started = turns.start_turn(conn, owner=owner, agent_id=agent_id, session_id=session_id, run_id=run_id,
-                                   now=now, limits=turns.TurnLimits.from_config(app.config), message=payload,
+                                   now=now, limits=turns.TurnLimits.from_config(ctx.config), message=payload,
                                    event_id=new_id(), new_session=turns.NewSession(session_id, title),
                                    title=title, origin=turns.SYSTEM)
     except (ProtocolError, Refused) as exc:   # a limit (checked before anything is written)
         raise FiringError(exc.message) from None
-    return [lambda: turns.publish(app.broadcaster, app.runtime.kick, started.effects)]
+    return [lambda: turns.publish(ctx.broadcaster, ctx.runtime.kick, started.effects)]
 
 
-def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, session_id: str, continuation: dict):
+def headless_tool(conn, ctx: TriggerContext, trigger: dict, event: Event, firing_id: str, session_id: str, continuation: dict):
     """The session that is the tool run's transcript, with the call recorded; the tool runs
     after the commit (server/triggers/tool_run.py)."""
     tool, tool_input = continuation["tool"], continuation.get("input") or {}
-    if not tool_run.runnable(tool, app.config):
+    if not tool_run.runnable(tool, ctx.config):
         raise FiringError(f"tool {tool!r} is not one this server runs headless: a verb "
                           f"({', '.join(tool_run.OFFERED_VERBS)}) or a callable tool it offers "
-                          f"({', '.join(tool_run.offered_callables(bool(app.config.searxng_url)))})")
+                          f"({', '.join(tool_run.offered_callables(bool(ctx.config.searxng_url)))})")
     owner, agent_id = trigger["account"], trigger["agentId"]
-    now = app.now_ms()
+    now = ctx.now_ms()
     call_id = "trigger-" + firing_id
     title = f"{trigger['name']} — tool {tool} ({event.summary})"[:TITLE_CHARS]
     session = sessions_q.create_session(conn, session_id, owner, agent_id, title, now)
@@ -232,9 +233,9 @@ def headless_tool(conn, app, trigger: dict, event: Event, firing_id: str, sessio
                                                                                    firing_id), new_id(), now)
 
     def publish() -> None:
-        app.broadcaster.publish_session(session, created=True)
-        app.broadcaster.notify_account(owner, "session-created", agent_id=agent_id, session_id=session_id)
-        app.broadcaster.publish_append(session_id, appended, body)
-        app.triggers.spawn(tool_run.run_tool(app, trigger, firing_id, session_id, call_id, tool, tool_input))
+        ctx.broadcaster.publish_session(session, created=True)
+        ctx.broadcaster.notify_account(owner, "session-created", agent_id=agent_id, session_id=session_id)
+        ctx.broadcaster.publish_append(session_id, appended, body)
+        ctx.tasks.spawn(tool_run.run_tool(ctx, trigger, firing_id, session_id, call_id, tool, tool_input))
 
     return [publish]

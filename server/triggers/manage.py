@@ -60,13 +60,13 @@ def first_due(source: dict, enabled: bool, now: int) -> int | None:
     return sched.first_slot(source["schedule"], now)
 
 
-def create(conn, app, owner: str, agent_id: str, spec: TriggerInput, now: int, secret: str | None, *,
+def create(conn, ctx, owner: str, agent_id: str, spec: TriggerInput, now: int, secret: str | None, *,
            others: bool = False, collaborator: bool = False) -> dict:
     """`others`: the caller is the owner in person (see check_source); `collaborator`: a writer in
     person (see check_continuation)."""
     check_source(conn, owner, spec.source, agent_id, others)
     check_continuation(conn, agent_id, spec.continuation, collaborator)
-    limit = app.config.trigger_max_per_agent
+    limit = ctx.config.trigger_max_per_agent
     if triggers_q.count_of_agent(conn, agent_id) >= limit:
         raise ProtocolError(409, f"agent {agent_id} has {limit} triggers, the most it may have (delete one first)")
     if triggers_q.name_taken(conn, agent_id, spec.name):
@@ -76,11 +76,11 @@ def create(conn, app, owner: str, agent_id: str, spec: TriggerInput, now: int, s
                                         spec.prompt, spec.continuation, now,
                                         first_due(spec.source, spec.enabled, now))
     if spec.source["type"] == "webhook":
-        webhook.store_secret(conn, app.secrets, trigger_id, owner, secret or webhook.new_secret(), now)
+        webhook.store_secret(conn, ctx.secrets, trigger_id, owner, secret or webhook.new_secret(), now)
     return trigger
 
 
-def update(conn, app, before: dict, patch: TriggerPatch, now: int, secret: str | None, *,
+def update(conn, ctx, before: dict, patch: TriggerPatch, now: int, secret: str | None, *,
            others: bool = False, collaborator: bool = False) -> dict:
     refuse_retired(before)
     if patch.source is not None:
@@ -97,7 +97,7 @@ def update(conn, app, before: dict, patch: TriggerPatch, now: int, secret: str |
                                         source=patch.source, prompt=patch.prompt, continuation=patch.continuation,
                                         next_due_at=first_due(source, enabled, now), retime=retime)
     if source["type"] == "webhook" and triggers_q.credentials(conn, before["id"]) is None:
-        webhook.store_secret(conn, app.secrets, before["id"], before["account"], secret or webhook.new_secret(), now)
+        webhook.store_secret(conn, ctx.secrets, before["id"], before["account"], secret or webhook.new_secret(), now)
     return trigger
 
 

@@ -22,6 +22,7 @@ from ..database.workers import DatabaseClosed
 from ..store import triggers as triggers_q
 from . import schedule as sched
 from .firing import Event, admit
+from .port import TriggerContext
 
 log = logging.getLogger("seed_agents.triggers")
 
@@ -35,7 +36,7 @@ def schedule_summary(schedule: dict, slot: int) -> str:
     return f"scheduled {schedule['kind']} at {at}"
 
 
-def fire_due(conn, app, policy, now: int, limit: int = BATCH) -> tuple[int, list]:
+def fire_due(conn, ctx: TriggerContext, policy, now: int, limit: int = BATCH) -> tuple[int, list]:
     """One batch: (triggers handled, publications)."""
     publish: list = []
     fired: dict[str, int] = {}   # each agent's firings of the last hour, counted once per batch
@@ -46,11 +47,11 @@ def fire_due(conn, app, policy, now: int, limit: int = BATCH) -> tuple[int, list
         # Only the latest missed slots are recorded (at most the history kept).
         missed, latest = slots[:-1][-policy.keep:], slots[-1]
         for slot in missed:
-            publish += admit(conn, app, trigger, _event(trigger, schedule, slot, now,
+            publish += admit(conn, ctx, trigger, _event(trigger, schedule, slot, now,
                                                         skip="missed: no server was running at this slot; only "
                                                              "the latest missed slot fires"), now, policy,
                              fired=fired).publish
-        publish += admit(conn, app, trigger, _event(trigger, schedule, latest, now), now, policy, fired=fired,
+        publish += admit(conn, ctx, trigger, _event(trigger, schedule, latest, now), now, policy, fired=fired,
                          next_due=following).publish
     return len(due), publish
 
@@ -64,9 +65,9 @@ def _event(trigger: dict, schedule: dict, slot: int, now: int, skip: str | None 
 
 
 class Scheduler:
-    def __init__(self, app, clock, policy) -> None:
-        self.app = app
-        self.clock = clock
+    def __init__(self, ctx: TriggerContext, policy) -> None:  # noqa: ANN001
+        self.ctx = ctx
+        self.clock = ctx.clock
         self.policy = policy
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -87,7 +88,7 @@ class Scheduler:
         self._wake.set()
 
     async def _loop(self) -> None:
-        db = self.app.db
+        db = self.ctx.db
         while True:
             self._wake.clear()
             try:
@@ -107,13 +108,13 @@ class Scheduler:
                 continue
             await self.clock.wait_until(due, self._wake, MAX_SLEEP)
             self.wakeups += 1
-            self.app.metrics.trigger_wakeups.inc()
+            self.ctx.metrics.trigger_wakeups.inc()
 
     async def tick(self) -> int:
         """Fire what is due now; returns how many triggers were handled."""
-        app, policy = self.app, self.policy
+        ctx, policy = self.ctx, self.policy
         now = self.clock.now_ms()
-        handled, publish = await app.db.write(fire_due, app, policy, now)
+        handled, publish = await ctx.db.write(fire_due, ctx, policy, now)
         self.passes += 1
         for do in publish:
             do()

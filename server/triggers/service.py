@@ -1,4 +1,5 @@
-"""`Triggers`: the app's one object for triggers, made at start. It owns the clock, the bounds,
+"""`Triggers`: the app's one object for triggers, made at start from its port (`port.TriggerContext`,
+built by the composition root: storage, clocks, broadcaster, runtime, metrics, secrets). It owns the bounds,
 the schedule loop, the activity monitor, and the ways other parts reach triggers: the runtime's
 run-end hook (`run_ended`, called inside the transaction that ends a run; server/app.py hands it
 to the runtime's `on_run_end`), webhook deliveries (`server/triggers/webhook.py`), and the
@@ -7,7 +8,6 @@ tools' `TriggerAdmin` port, server/tools/trigger_tools.py, so the tools never im
 triggers that run them)."""
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from seed_agents.protocol.api.actions_triggers import ACTIVITY_SOURCES
@@ -17,8 +17,8 @@ from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
 from . import manage, webhook
 from .backoff import failure_backoff
-from .clock import TriggerClock
 from .firing import Event, Policy, admit
+from .port import TriggerContext
 from .scheduler import Scheduler
 from .webhook import Deliveries
 
@@ -26,37 +26,27 @@ log = logging.getLogger("seed_agents.triggers")
 
 
 class Triggers:
-    def __init__(self, app, clock=None) -> None:
-        cfg = app.config
-        self.app = app
-        self.clock = clock or getattr(cfg, "trigger_clock", None) or TriggerClock(
-            cfg.trigger_clock_speed, cfg.trigger_clock_epoch_ms, cfg.trigger_clock_offset_ms)
+    def __init__(self, ctx: TriggerContext) -> None:
+        cfg = ctx.config
+        self.ctx = ctx
+        self.clock = ctx.clock
         self.policy = Policy(per_hour=cfg.trigger_firings_per_hour, keep=cfg.trigger_history,
                              account_per_hour=cfg.account_trigger_firings_per_hour,
                              turns=turns.TurnLimits.from_config(cfg))
-        self.scheduler = Scheduler(app, self.clock, self.policy)
+        self.scheduler = Scheduler(ctx, self.policy)
         self.activity = None
-        self._tasks: set[asyncio.Task] = set()   # headless tool runs under way
         self.deliveries = Deliveries(cfg.webhook_rate_limit)   # webhook calls per client address
 
     async def start(self) -> None:
         self.scheduler.start()
-        if self.app.config.hm_server_url:
+        if self.ctx.config.hm_server_url:
             from .activity_monitor import ActivityMonitor
 
             self.activity = ActivityMonitor(self)
             self.activity.start()
 
-    def spawn(self, work) -> None:
-        """Run `work` (a coroutine) as a task this object ends at stop."""
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.ctx.tasks.stop()   # headless tool runs under way
         await self.scheduler.stop()
         if self.activity is not None:
             await self.activity.stop()
@@ -74,12 +64,12 @@ class Triggers:
     def create(self, conn, owner: str, agent_id: str, spec, now: int, secret: str | None, *,
                others: bool = False, collaborator: bool = False) -> dict:
         """A new trigger inside a write job, with the actions' checks (server/triggers/manage.py)."""
-        return manage.create(conn, self.app, owner, agent_id, spec, now, secret, others=others,
+        return manage.create(conn, self.ctx, owner, agent_id, spec, now, secret, others=others,
                              collaborator=collaborator)
 
     def update(self, conn, before: dict, patch, now: int, secret: str | None, *, others: bool = False,
                collaborator: bool = False) -> dict:
-        return manage.update(conn, self.app, before, patch, now, secret, others=others, collaborator=collaborator)
+        return manage.update(conn, self.ctx, before, patch, now, secret, others=others, collaborator=collaborator)
 
     @staticmethod
     def new_secret() -> str:
@@ -87,7 +77,7 @@ class Triggers:
 
     async def fire(self, trigger: dict, event: Event):
         """Admit one firing of `trigger` now (webhook, activity); publishes after the commit."""
-        outcome = await self.app.db.write(self.admit_in, trigger["id"], event)
+        outcome = await self.ctx.db.write(self.admit_in, trigger["id"], event)
         for do in outcome.publish if outcome is not None else ():
             do()
         return outcome
@@ -97,7 +87,7 @@ class Triggers:
         trigger = triggers_q.get_trigger(conn, trigger_id)
         if trigger is None or not trigger["enabled"]:
             return None
-        return admit(conn, self.app, trigger, event, self.clock.now_ms(), self.policy)
+        return admit(conn, self.ctx, trigger, event, self.clock.now_ms(), self.policy)
 
     # -- run-completed --------------------------------------------------------------------------
     def run_ended(self, conn, run: dict) -> list:
@@ -136,7 +126,7 @@ class Triggers:
             if run.get("error"):
                 activity["error"] = run["error"]
             summary = f"{run.get('title') or 'a run'} {status}"
-            outcome = admit(conn, self.app, trigger, Event(run["id"], summary, activity, chain_depth=depth),
+            outcome = admit(conn, self.ctx, trigger, Event(run["id"], summary, activity, chain_depth=depth),
                             now, self.policy)
             publish += outcome.publish
         return publish

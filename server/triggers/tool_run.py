@@ -29,6 +29,7 @@ from ..tools.context import ToolResult
 from ..tools.memory_tools import SEARCH_MEMORY
 from ..tools.surface import OFFERED_VERBS, offered_callables
 from .backoff import failure_backoff
+from .port import TriggerContext
 
 log = logging.getLogger("seed_agents.triggers")
 
@@ -47,10 +48,10 @@ def call_payload(call_id: str, tool: str, tool_input: dict, firing_id: str) -> d
     return records.call_event(call_id, tool, tool_input, "trigger", {"firingId": firing_id})
 
 
-async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id: str, tool: str,
+async def run_tool(ctx: TriggerContext, trigger: dict, firing_id: str, session_id: str, call_id: str, tool: str,
                    tool_input: dict) -> None:
-    config = app.config
-    agent = await app.db.aread(agents_q.get_agent, trigger["agentId"])
+    config = ctx.config
+    agent = await ctx.db.aread(agents_q.get_agent, trigger["agentId"])
     if agent is None:
         return
     started = time.perf_counter()
@@ -58,7 +59,7 @@ async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id:
         async with asyncio.timeout(config.tool_timeout):
             # As the trigger's agent, with what every entry point gets (the HM client, the
             # secrets box, the agent's grants): server/runtime/tool_context.py.
-            surface = await build_surface(app.runtime, Entry("trigger"), agent, session_id, run_id=firing_id)
+            surface = await build_surface(ctx.runtime, Entry("trigger"), agent, session_id, run_id=firing_id)
             verb, verb_input = as_call(tool, tool_input)
             result = await surface.run(ToolCall(call_id, verb, json.dumps(verb_input)))
     except TimeoutError:
@@ -70,7 +71,7 @@ async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id:
         result = ToolResult(error="this tool waits for something, which a headless run cannot do")
     payload = records.result_event(call_id, tool, result, "trigger", config.max_tool_output_chars,
                                    {"firingId": firing_id, "durationMs": int((time.perf_counter() - started) * 1000)})
-    now, clock_now = app.now_ms(), app.triggers.now_ms()
+    now, clock_now = ctx.now_ms(), ctx.clock.now_ms()
 
     def job(conn):
         firings_q.set_run_status(conn, firing_id, "failed" if result.error else "succeeded")
@@ -85,8 +86,8 @@ async def run_tool(app, trigger: dict, firing_id: str, session_id: str, call_id:
             return None   # deleted meanwhile
         return events_q.append_event(conn, session_id, payload, new_id(), now)
 
-    appended = await app.db.write(job)
+    appended = await ctx.db.write(job)
     if appended is not None:
         event, body = appended
-        app.broadcaster.publish_append(session_id, event, body)
-        app.broadcaster.notify_account(trigger["account"], "session-event", agent_id=trigger["agentId"], session_id=session_id)
+        ctx.broadcaster.publish_append(session_id, event, body)
+        ctx.broadcaster.notify_account(trigger["account"], "session-event", agent_id=trigger["agentId"], session_id=session_id)

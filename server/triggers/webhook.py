@@ -24,6 +24,7 @@ import json
 import logging
 import secrets as pysecrets
 import time
+from typing import Any, Protocol
 from collections import OrderedDict
 
 from seed_agents.protocol.api.fields import MAX_ID
@@ -31,6 +32,7 @@ from ..http_routes import Endpoint, HttpRequest
 from ..ratelimit import Clock, TokenBucket
 from ..store import triggers as triggers_q
 from .event import Event
+from .port import TriggerContext
 
 HOOK_PREFIX = "/agents/hooks/"
 SECRET_PREFIX = "whsec_"
@@ -76,14 +78,15 @@ def secret_matches(presented: str | None, stored_hash: bytes | None) -> bool:
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
-def endpoint(app) -> Endpoint:
+def endpoint(triggers: Hooks) -> Endpoint:
     """Webhooks in the HTTP route table: every path under HOOK_PREFIX (route kind `hook` for a
     POST, `hook_method` for anything else), bodies up to `--webhook-max-body`, and their own
-    rate limit per address (`Deliveries`), so they are not counted as probes."""
+    rate limit per address (`Deliveries`), so they are not counted as probes. Registered by
+    server/main.py once the triggers are built, before the port serves."""
     async def answer_request(req: HttpRequest) -> bytes:
-        return await answer(app, req.framing, req.route.path, req.method, req.headers, req.body, req.address,
+        return await answer(triggers, req.framing, req.route.path, req.method, req.headers, req.body, req.address,
                             req.keep_alive)
-    return Endpoint(HOOK_PREFIX, "hook", answer_request, body_cap=app.config.webhook_max_body, what="webhook",
+    return Endpoint(HOOK_PREFIX, "hook", answer_request, body_cap=triggers.ctx.config.webhook_max_body, what="webhook",
                     limited_alone=True)
 
 
@@ -101,6 +104,17 @@ class Deliveries:
         if len(self.buckets) > MAX_ADDRESSES:
             self.buckets.popitem(last=False)
         return bucket.take()
+
+
+class Hooks(Protocol):
+    """What a webhook call reaches (server/triggers/service.Triggers): the port's parts, the
+    per-address buckets, and a firing admitted now."""
+
+    @property
+    def ctx(self) -> TriggerContext: ...
+    @property
+    def deliveries(self) -> Deliveries: ...
+    async def fire(self, trigger: dict, event: Event) -> Any: ...
 
 
 def _headers(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -161,20 +175,20 @@ def depth_within(value: object, limit: int) -> bool:
     return True
 
 
-async def answer(app, framing, path: str, method: str, headers, body: bytes, address: str,
+async def answer(triggers: Hooks, framing, path: str, method: str, headers, body: bytes, address: str,
                  keep_alive: bool) -> bytes:
     """The whole answer to one webhook request (its body already read, within the cap)."""
     if method != "POST":
         return framing.json(405, {"status": "error", "message": f"{method} is not allowed on webhooks (allowed: POST)"},
                             keep_alive=keep_alive, extra=b"Allow: POST\r\n")
-    if not app.triggers.deliveries.allow(address):
+    if not triggers.deliveries.allow(address):
         return framing.json(429, {"status": "error", "message": "too many webhook calls from this address; "
                                   "slow down"}, keep_alive=keep_alive, extra=b"Retry-After: 1\r\n")
     trigger_id = path[len(HOOK_PREFIX):]
     h = _headers(headers)
     found = None
     if 0 < len(trigger_id) <= MAX_ID and "/" not in trigger_id:
-        found = await app.db.aread(triggers_q.hook_target, trigger_id)
+        found = await triggers.ctx.db.aread(triggers_q.hook_target, trigger_id)
     trigger, stored = found if found is not None else (None, None)
     if not secret_matches(_presented(h), stored) or trigger is None:
         # The caller gets the same 404 whatever the cause; the owner reads why in the log.
@@ -190,8 +204,8 @@ async def answer(app, framing, path: str, method: str, headers, body: bytes, add
     content_type = h.get("content-type", "")
     activity = {"type": "webhook", "idempotencyKey": key, "contentType": content_type,
                 "bytes": len(body), "body": _body_value(content_type, body)}
-    outcome = await app.triggers.fire(trigger, Event(f"webhook:{key}", f"webhook call ({len(body)} bytes)",
-                                                     activity, body_digest=digest))
+    outcome = await triggers.fire(trigger, Event(f"webhook:{key}", f"webhook call ({len(body)} bytes)",
+                                                 activity, body_digest=digest))
     if outcome is None:   # deleted or disabled in between
         return framing.not_found(path, keep_alive=keep_alive)
     firing = outcome.firing
@@ -199,7 +213,7 @@ async def answer(app, framing, path: str, method: str, headers, body: bytes, add
         return framing.json(409, {"status": "error", "message": "this Idempotency-Key was already used with "
                                   "a different body"}, keep_alive=keep_alive)
     if outcome.new:
-        app.broadcaster.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
+        triggers.ctx.broadcaster.notify_account(trigger["account"], "trigger-updated", agent_id=trigger["agentId"])
     value = {"status": "accepted", "firingId": firing["id"], "firingStatus": firing["status"]}
     if "sessionId" in firing:
         value["sessionId"] = firing["sessionId"]
