@@ -4,8 +4,9 @@ A call is checked against its tool's declaration (protocol/agent/tool_registry.p
 runs. A call the model got wrong (an unknown tool, arguments that are not JSON, input that does
 not match the schema) is answered with the tool's contract or the listing, as the reference
 does ("touch-expand"), so the model can correct itself; it never ends the run. The verbs' address
-forms are dispatched here to the module of each group; a form whose part lands later answers
-"not available on this server yet".
+forms (`ADDRESS_FORMS`) and the callables of `call` (`CALLABLE_TOOLS`) are tables here, each row
+naming the adapter that hands the work to its group's module: a new form or tool is one row. A
+form whose part lands later answers "not available on this server yet".
 
 `SIDE_EFFECTS` names the verbs whose effect must never happen twice for one recorded call: after
 a crash between such a call and its result, the call is answered as interrupted, not run again;
@@ -40,7 +41,6 @@ VERB_NEEDS = {"read": READER, "write": WRITER, "call": WRITER, "plan": WRITER, "
 TURN_VERBS = ("delegate", "continue_session")
 NOT_OFFERED = {"continue_session": "continue_session is not offered here: only a conversation's own turn "
                                    "continues it (a delegated task reports back to its parent)"}
-READ_ONLY_CALLABLES = frozenset({"search", "search_memory", "web_search", "navigate", "wait"})
 NOT_YET = "is not available on this server yet"
 
 
@@ -58,7 +58,10 @@ def side_effects(name: str, arguments: str) -> bool:
 
 
 def offered_callables(web_search: bool, code_exec: bool = False) -> tuple[str, ...]:
-    return ("search", *(("web_search",) if web_search else ()), "navigate", *(("execute",) if code_exec else ()))
+    """The callables of CALLABLE_TOOLS this server offers, in the table's order: each row's
+    `offered_if` names the capability it needs (a search engine, a code sandbox)."""
+    has = {None: True, "web_search": web_search, "code_exec": code_exec}
+    return tuple(t.name for t in CALLABLE_TOOLS.values() if not t.own and has[t.offered_if])
 
 
 def provider_tools(verbs: tuple[str, ...] = OFFERED_VERBS, callables: tuple[str, ...] = (),
@@ -199,39 +202,30 @@ class ToolSurface:
         return await handler(self, address, params)
 
     async def _call(self, params: dict) -> ToolResult:
+        """`call`: this server's own tools (rows marked `own`) first, then the agent's MCP and
+        authored tools, then the offered callables of CALLABLE_TOOLS, their input checked
+        against the registry's schema before their row runs."""
         name = registry.normalize_name(params["tool"])
         ctx = self.ctx
-        if name == memory_tools.SEARCH_MEMORY:   # this server's own: the agent's memory, full text
-            return await memory_tools.search(ctx, memory_tools.search_input(params.get("input")))
-        if name == "wait" and self.delegating is not None:
-            return delegation_tools.wait(self.delegating, params.get("__call_id", ""), params.get("input"))
+        call_id = params.get("__call_id", "")
+        row = CALLABLE_TOOLS.get(name)
+        if row is not None and row.own and row.applies(self):
+            return await row.run(self, params.get("input"), call_id)
         if self.agent_docs is not None and self.agent_docs.has(name):
-            return await self.agent_docs.call(name, params.get("input"), ctx, params.get("__call_id", ""))
+            return await self.agent_docs.call(name, params.get("input"), ctx, call_id)
         tool = code_tools.server_tools(ctx).get(name) or registry.CALLABLES.get(name)
         if tool is None or name not in ctx.callables:
-            if name == "execute":
-                raise ToolFailure("execute is not enabled for this agent, or this server cannot run code "
-                                  "(health: codeExec)")
+            if row is not None and row.unavailable:
+                raise ToolFailure(row.unavailable)
             return ToolResult(self_tools.tools_listing(
                 ctx, self.verbs, f"No callable tool named {name}. Here is what you can call."))
         tool_input = params.get("input") if isinstance(params.get("input"), dict) else {}
         errors = registry.input_errors(tool, tool_input)
         if errors:
             return _contract(tool, errors)
-        if name == "search":
-            return await hm_tools.search(ctx, tool_input)
-        if name == "web_search":
-            return await self._web().search(tool_input)
-        if name == "execute":
-            return await code_tools.execute(ctx, tool_input, params.get("__call_id", ""))
-        if name == "navigate":
-            url = tool_input["url"].strip()
-            if url.startswith(("https://", "http://")):
-                return await self._web().read_page(url)
-            if url.startswith("hm://"):
-                return await hm_tools.read(ctx, url)
-            raise ToolFailure("navigate opens https:// pages and hm:// documents")
-        raise ToolFailure(f"{name} {NOT_YET}")
+        if row is None or row.own:
+            raise ToolFailure(f"{name} {NOT_YET}")
+        return await row.run(self, tool_input, call_id)
 
     def _web(self):  # noqa: ANN202
         if self.ctx.web is None:
@@ -374,6 +368,76 @@ ADDRESS_FORMS: tuple[AddressForm, ...] = (
 
 def form_of(address: str) -> AddressForm | None:
     return next((f for f in ADDRESS_FORMS if f.matches(address)), None)
+
+
+# -- the callables of `call` ---------------------------------------------------------------------
+
+async def _search_memory(surface: ToolSurface, tool_input: object, call_id: str) -> ToolResult:
+    # this server's own: the agent's memory, full text (its input checked by search_input)
+    return await memory_tools.search(surface.ctx, memory_tools.search_input(tool_input))
+
+
+async def _wait(surface: ToolSurface, tool_input: object, call_id: str) -> ToolResult:
+    return delegation_tools.wait(surface.delegating, call_id, tool_input)
+
+
+async def _search(surface: ToolSurface, tool_input: dict, call_id: str) -> ToolResult:
+    return await hm_tools.search(surface.ctx, tool_input)
+
+
+async def _web_search(surface: ToolSurface, tool_input: dict, call_id: str) -> ToolResult:
+    return await surface._web().search(tool_input)
+
+
+async def _execute(surface: ToolSurface, tool_input: dict, call_id: str) -> ToolResult:
+    return await code_tools.execute(surface.ctx, tool_input, call_id)
+
+
+# The address forms `navigate` opens: rows of ADDRESS_FORMS, read as `read` reads them (a page of
+# the web, a Seed document). A new one is one name here.
+NAVIGATES = ("https://", "hm://")
+
+
+async def _navigate(surface: ToolSurface, tool_input: dict, call_id: str) -> ToolResult:
+    url = tool_input["url"].strip()
+    form = form_of(url)
+    if form is None or form.name not in NAVIGATES:
+        raise ToolFailure("navigate opens https:// pages and hm:// documents")
+    return await form.read(surface, url, {})
+
+
+def _always(surface: ToolSurface) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class CallableTool:
+    """One callable of `call` this server runs: its name (the registry's record, or the server's
+    own), the adapter that hands the checked input to its group's module, and what the rest of
+    the server reads of it."""
+
+    name: str
+    run: Callable                        # async (surface, input, call id) -> ToolResult
+    read_only: bool = False              # changes nothing: after a crash, a recorded call may run again
+    offered_if: str | None = None        # offered only with this capability ("web_search", "code_exec")
+    own: bool = False                    # this server's own: before the agent's tools, never listed as offered
+    applies: Callable[[ToolSurface], bool] = _always   # (own rows) where the surface takes it
+    unavailable: str | None = None       # the answer when it is not offered here (else: the listing)
+
+
+# Every callable of `call` (issue 33: extension points as tables). A new tool is its registry
+# record, its work in its group's module, and one row here with its adapter beside the others;
+# `offered_callables`, `READ_ONLY_CALLABLES` and `_call` read the rows.
+CALLABLE_TOOLS: dict[str, CallableTool] = {t.name: t for t in (
+    CallableTool(memory_tools.SEARCH_MEMORY, _search_memory, read_only=True, own=True),
+    CallableTool("wait", _wait, read_only=True, own=True, applies=lambda s: s.delegating is not None),
+    CallableTool("search", _search, read_only=True),
+    CallableTool("web_search", _web_search, read_only=True, offered_if="web_search"),
+    CallableTool("navigate", _navigate, read_only=True),
+    CallableTool("execute", _execute, offered_if="code_exec",
+                 unavailable="execute is not enabled for this agent, or this server cannot run code (health: codeExec)"),
+)}
+READ_ONLY_CALLABLES = frozenset(t.name for t in CALLABLE_TOOLS.values() if t.read_only)
 
 
 def _contract(tool: registry.Tool, errors: list[str]) -> ToolResult:

@@ -63,7 +63,7 @@ CHANGES = {
             ACTIONS["CountSigningIdentities"] = read(lambda f, ts: CountSigningIdentities(ts))
         '''),
         "server/handlers/identities.py": _append('''
-            async def count_signing_identities(app: HandlerContext, env, action) -> dict:
+            async def count_signing_identities(ctx: HandlerContext, env, action) -> dict:
                 return {"_": "CountSigningIdentitiesResponse", "count": 7}
         '''),
         "server/routes.py": _after('    "DeleteSigningIdentity": Handling(identities.delete_signing_identity),\n',
@@ -113,10 +113,11 @@ CHANGES = {
                 return ToolResult({"summary": "The time.", "now": ctx.now_ms()})
         '''),
         "server/tools/surface.py": [
-            _before('        if name == "web_search":\n',
-                    '        if name == "clock":\n            return session_tools.clock(ctx, tool_input)\n'),
-            lambda s: s.replace('return ("search", *(("web_search",)', 'return ("search", "clock", *(("web_search",)', 1),
-            lambda s: s.replace('READ_ONLY_CALLABLES = frozenset({"search",', 'READ_ONLY_CALLABLES = frozenset({"clock", "search",', 1),
+            _before("\n@dataclass(frozen=True)\nclass CallableTool:\n",
+                    "\nasync def _clock(surface, tool_input, call_id):\n"
+                    "    return session_tools.clock(surface.ctx, tool_input)\n\n"),
+            _after('    CallableTool("navigate", _navigate, read_only=True),\n',
+                   '    CallableTool("clock", _clock, read_only=True),\n'),
         ],
     }, '''
         import asyncio
