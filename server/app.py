@@ -21,6 +21,7 @@ from .live.cluster import ClusterHost
 from .live.grants import Grants
 from .live.streams import LiveParts
 from .live.hub import Hub
+from .live.replay_frames import ReplayFrames
 from .operations.metrics import Metrics
 from .ratelimit import RateLimiter
 from .runtime.runner import Runtime
@@ -86,6 +87,7 @@ class App:
             ByteBudgetCache("history", config.history_cache_bytes),
             ByteBudgetCache("definitions", config.prompt_cache_bytes),
             self._signers)}
+        self.cache["replay_frames"] = ReplayFrames(config.replay_cache_bytes)   # (v1's replays)
         for cache in self.cache.values():
             self.metrics.watch_cache(cache)
         self.metrics.watch_outbound(self.connections)

@@ -75,6 +75,7 @@ class Config:
     history_cache_bytes: int = 64 << 20   # the runtime's per-session message histories
     prompt_cache_bytes: int = 16 << 20    # agents' system prompts as Markdown (GetSession, turns)
     owner_cache_bytes: int = 16 << 20     # each of: session owners, agent owners, registered signers
+    replay_cache_bytes: int = 64 << 20    # v1 replay frames, derived once per stored event (server/live/replay_frames.py)
     # Runs on a shared store (PostgreSQL; server/runtime/leasing.py): how long a server's claim on
     # a run lasts unrenewed (renewed every third of it), and how often idle servers look for work.
     run_lease: float = 15.0
@@ -394,6 +395,7 @@ SETTINGS: list[Setting] = [
     Setting("--history-cache-bytes", "HISTORY_CACHE_BYTES", "history_cache_bytes", count, "BYTES", "memory for the sessions' message histories the runtime keeps between turns (least recently used dropped; a dropped one is read again from the database)"),
     Setting("--prompt-cache-bytes", "PROMPT_CACHE_BYTES", "prompt_cache_bytes", count, "BYTES", "memory for agents' system prompts as Markdown (least recently used dropped)"),
     Setting("--owner-cache-bytes", "OWNER_CACHE_BYTES", "owner_cache_bytes", count, "BYTES", "memory for each of the caches of session owners, agent owners and registered signers (least recently used dropped)"),
+    Setting("--replay-cache-bytes", "REPLAY_CACHE_BYTES", "replay_cache_bytes", byte_count, "BYTES", "memory for the JSON frames of replayed events, derived once per stored event for v1 (desktop) sockets (least recently replayed sessions dropped; 0 keeps none)"),
     Setting("--run-lease", "RUN_LEASE", "run_lease", lease_seconds, "SECONDS", "with a shared (PostgreSQL) store: a server holds a run it executes for this long, renewing it every third of it; the runs of a server that died go back to the queue when it runs out"),
     Setting("--run-poll-interval", "RUN_POLL_INTERVAL", "run_poll_interval", seconds, "SECONDS", "with a shared (PostgreSQL) store: how often a server looks for queued runs (and for expired leases) besides when it queues a run itself"),
     Setting("--mcp-timeout", "MCP_TIMEOUT", "mcp_timeout", seconds, "SECONDS", "a remote MCP server's discovery (SetMcpServer, RefreshMcpServer: fetching its listing and checking it) or tool call fails when it takes longer (calls also run under --provider-networks)"),

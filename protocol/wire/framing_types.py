@@ -52,6 +52,7 @@ class SocketFraming(Framing, Protocol):
 
     subprotocol: str | None
     concurrent: bool        # requests on one socket may run concurrently (answered by id)
+    replay_derives: bool    # a replayed event's frame is derived from its stored bytes (worth keeping)
 
     def connected(self, now_ms: int) -> bytes | str | None:
         """The greeting sent when the socket opens, if the framing has one."""

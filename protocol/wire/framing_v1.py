@@ -60,6 +60,7 @@ class V1Framing:
     name = "v1"
     subprotocol = None
     concurrent = False   # v1 answers in the order received
+    replay_derives = True   # a replayed event's frame is derived (JSON), not spliced: worth keeping
 
     # -- reading ---------------------------------------------------------------------------
     def read(self, message: bytes | str) -> Request | Refusal:

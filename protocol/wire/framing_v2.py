@@ -49,6 +49,7 @@ class V2Framing:
     name = "v2"
     subprotocol = SUBPROTOCOL
     concurrent = True   # requests on one socket run concurrently
+    replay_derives = False   # a replay splices the stored bytes (one batched frame a page)
 
     # -- reading ---------------------------------------------------------------------------
     def read(self, message: bytes | str) -> Request | Unsubscribe | Refusal:

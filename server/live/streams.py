@@ -24,7 +24,7 @@ __all__ = ["LiveParts", "Streams"]
 class LiveParts(Protocol):
     """What a socket's streams need of the server, declared here (the App fills it): the store's
     reads, the hub, the live grants, the local sink (a session deleted under a replay), the
-    session heads' key, the metrics and the limits."""
+    session heads' key, the metrics, the limits and the kept replay frames."""
 
     @property
     def db(self) -> Any: ...        # a server/database/port.Storage
@@ -40,6 +40,8 @@ class LiveParts(Protocol):
     def metrics(self) -> Any: ...
     @property
     def config(self) -> Any: ...    # its `limits`
+    @property
+    def cache(self) -> dict: ...    # the in-memory caches by name: `replay_frames` (live/replay_frames.py)
 
 
 class Streams:

@@ -30,6 +30,7 @@ from ..store import journal as journal_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from .frames import Outgoing
+from .replay_frames import aligned_limit
 
 log = logging.getLogger("seed_agents.subscriptions")
 
@@ -136,6 +137,7 @@ class SessionSubscription(Subscription):
         self.replaying = True
         self.missed_change = False
         self.agent_of_session: str | None = None   # read at start (a deletion notice names it)
+        self.created_at = None   # the session's createdAt, read at start (what kept frames belong to)
 
     def deliver(self, event: Outgoing) -> None:
         if self.replaying:
@@ -180,6 +182,24 @@ class SessionSubscription(Subscription):
             pass   # a slow consumer is cut off by its outbound bound, as with live events
         self.conn.send_event(Outgoing(self.key, events.change(self.key, session)))
 
+    def _page(self, page: int, page_bytes: int, derived) -> tuple[list[tuple[bytes, int]], int, bool]:  # noqa: ANN001
+        """The next replay page after `last_seq`: its frames with the seq each ends on, how many
+        events, and whether more may follow (only a page read from the database says no)."""
+        app, conn = self.parts, self.conn
+        if derived is not None:   # v1: frames kept from an earlier replay, while the session holds their events
+            kept = derived.kept(self.session_id, self.created_at, self.last_seq, page, page_bytes)
+            if kept is not None and app.db.read(events_q.holds_range, self.session_id, self.last_seq + 1, kept[1]):
+                return [kept], kept[1] - self.last_seq, True
+        limit = page if derived is None else aligned_limit(self.last_seq, page)
+        rows, more = app.db.read(events_q.event_bodies_page, self.session_id, self.last_seq, limit, page_bytes)
+        if not rows:
+            return [], 0, more
+        if derived is None:   # v2: one batched frame, its WebSocket header added here
+            return [(ws_frame(m), seq) for m, seq in conn.framing.replay(self.key, rows)], len(rows), more
+        # v1: a frame per event, derived (or kept), all of the page's in one write
+        return [(derived.page(conn.framing, self.key, self.session_id, self.created_at, rows), rows[-1][0])], \
+            len(rows), more
+
     async def start(self) -> None:
         self.task = asyncio.current_task()
         conn, app = self.conn, self.parts
@@ -193,30 +213,31 @@ class SessionSubscription(Subscription):
         session = app.db.read(sessions_q.get_session, self.session_id)   # no await from here to the send
         if session is not None:
             self.agent_of_session = session["agentId"]
+            self.created_at = session["createdAt"]
         conn.send_event(Outgoing(self.key, events.change(self.key, session)), bounded=False)
         page = app.config.limits.replay_page
         page_bytes = replay_page_bytes(outbound.max_bytes)
+        # v1 derives each event's frame (JSON): kept per stored event (server/live/replay_frames.py)
+        derived = app.cache["replay_frames"] if conn.framing.replay_derives else None
         need = page_bytes
         sent = 0
         while True:
             await outbound.wait_fits(need)
             if outbound.closed:
                 return
-            rows, more = app.db.read(events_q.event_bodies_page, self.session_id, self.last_seq, page,
-                                     page_bytes)
-            # v2: one batched frame; v1: one each; the WebSocket header added once here
-            frames = [(ws_frame(m), seq) for m, seq in conn.framing.replay(self.key, rows)] if rows else []
+            frames, count, more = self._page(page, page_bytes, derived)
             need = sum(len(frame) for frame, _seq in frames)
             if not outbound.fits(need):
                 continue  # bigger than planned (one big event): wait for that much room, read again
             for frame, seq in frames:
                 outbound.put(frame, self.key, seq, bounded=False)   # it fits (checked above)
-            if rows:
-                sent += len(rows)
-                self.last_seq = rows[-1][0]
+            if count:
+                sent += count
+                self.last_seq = frames[-1][1]
             need = page_bytes
             if not more:
                 break  # no await from that read to the flip below
+            await asyncio.sleep(0)   # the page goes out now (the first event early), and others are served
         self.replaying = False
         app.metrics.replayed.inc(sent)
         head = None

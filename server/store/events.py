@@ -121,6 +121,14 @@ def event_bodies_page(conn: Conn, session_id: str, after_seq: int, limit: int,
     return rows, False
 
 
+def holds_range(conn: Conn, session_id: str, first: int, last: int) -> bool:
+    """Does the session still hold its events `first` to `last`? (A replay's kept frames are
+    sent only then: server/live/replay_frames.py.) Events leave only with their whole session
+    and seqs are dense, so the two ends say it, with two index lookups."""
+    return conn.execute("SELECT count(*) FROM session_events WHERE session_id = ? AND seq IN (?, ?)",
+                        (session_id, first, last)).fetchone()[0] == (1 if first == last else 2)
+
+
 def event_seq(conn: Conn, event_id: str) -> int | None:
     row = conn.execute("SELECT seq FROM session_events WHERE id = ?", (event_id,)).fetchone()
     return None if row is None else row[0]

@@ -1,0 +1,150 @@
+"""A replay's frames in a framing that derives each event's frame from its stored bytes (v1's
+JSON: decoded, then encoded as text, ~15 us an event, where v2 splices the stored bytes):
+derived once per stored event and kept, so a desktop that subscribes again, or a second
+desktop on the same session, gets them by slicing (issue 39: v1 replay at v2's pace).
+
+Kept in runs of CHUNK consecutive events (one bytes object of complete WebSocket frames and
+the offset of each), and only runs that are complete: a stored event never changes (history's
+`link` column aside, which no frame holds), so neither do its frames. A run belongs to the
+session *as created at* `stamp` (its createdAt): a session deleted and created again under the
+same id starts afresh. A replay page comes out as one bytes object (all its frames, written in
+one call), whatever was kept.
+
+Bounded in bytes (`--replay-cache-bytes`; 0 keeps nothing): least recently replayed sessions
+go first, and a session that alone would pass the budget keeps the runs it has (its oldest
+events) instead of evicting its own, so a session larger than the budget never thrashes it.
+Exported as the cache `replay_frames` (seed_agents_cache_*).
+"""
+from __future__ import annotations
+
+from array import array
+from collections import OrderedDict
+
+from seed_agents.protocol.wire.ws_frame import ws_frame
+
+CHUNK = 200           # events per kept run; divides the default replay page (1000 events)
+_RUN_OVERHEAD = 200   # bytes a kept run costs beyond its frames and offsets, about
+
+
+def aligned_limit(after_seq: int, page: int) -> int:
+    """How many events to read after `after_seq` so the page ends on a run's boundary (when a
+    page holds at least one whole run), and each run can be kept whole."""
+    cut = (after_seq + page) % CHUNK
+    return page - cut if page - cut > 0 else page
+
+
+class ReplayFrames:
+    """session id -> [stamp, bytes, {run index -> (frames, offsets)}], least recently used first."""
+
+    name = "replay_frames"
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.bytes = 0
+        self._sessions: OrderedDict[str, list] = OrderedDict()
+        self.hits = 0     # events served from kept runs
+        self.misses = 0   # events derived
+
+    def __len__(self) -> int:
+        return sum(len(entry[2]) for entry in self._sessions.values())
+
+    def page(self, framing, key: str, session_id: str, stamp: object, rows: list) -> bytes:
+        """The complete WebSocket frames of `rows` ((seq, stored body), seq order, a replay
+        page) in `framing`, one after the other. `stamp` None: nothing is kept."""
+        runs = None
+        if stamp is not None and self.budget > 0:
+            entry = self._sessions.get(session_id)
+            if entry is not None and entry[0] != stamp:   # deleted and created again
+                self._drop(session_id)
+                entry = None
+            if entry is not None:
+                self._sessions.move_to_end(session_id)
+                runs = entry[2]
+        out: list = []
+        i, n = 0, len(rows)
+        while i < n:
+            first = rows[i][0]
+            index = (first - 1) // CHUNK
+            lo = index * CHUNK + 1
+            hi = lo + CHUNK - 1
+            j = i
+            while j < n and rows[j][0] <= hi:
+                j += 1
+            last = rows[j - 1][0]
+            kept = runs.get(index) if runs is not None else None
+            if kept is not None and last - first == j - i - 1:   # consecutive: all in the run
+                frames, offsets = kept
+                out.append(memoryview(frames)[offsets[first - lo]:offsets[last - lo + 1]])
+                self.hits += j - i
+            else:
+                derived = [ws_frame(m) for m, _seq in framing.replay(key, rows[i:j])]
+                self.misses += j - i
+                if j - i == CHUNK and first == lo and stamp is not None:   # a whole run
+                    frames = b"".join(derived)
+                    offsets = array("I", [0])
+                    for frame in derived:
+                        offsets.append(offsets[-1] + len(frame))
+                    self._keep(session_id, stamp, index, frames, offsets)
+                    out.append(frames)
+                else:
+                    out.extend(derived)
+            i = j
+        return b"".join(out)
+
+    def kept(self, session_id: str, stamp: object, after_seq: int, limit: int, max_bytes: int) -> tuple[bytes, int] | None:
+        """The kept frames of the events after `after_seq`, as far as kept runs go on without a
+        hole, at most `limit` events and `max_bytes` (a run's part at least): (frames, last seq),
+        or None when the next event's run is not kept. The caller checks that the session
+        still holds those events (it may have been deleted since)."""
+        entry = self._sessions.get(session_id)
+        if entry is None or entry[0] != stamp:
+            return None
+        runs = entry[2]
+        parts: list = []
+        size, seq, end = 0, after_seq, after_seq + limit
+        while seq < end:
+            index = seq // CHUNK   # the run of seq + 1
+            run = runs.get(index)
+            if run is None:
+                break
+            frames, offsets = run
+            lo = index * CHUNK + 1
+            start, stop = seq + 1 - lo, min(CHUNK, end - lo + 1)
+            part = offsets[stop] - offsets[start]
+            if parts and size + part > max_bytes:
+                break
+            parts.append(memoryview(frames)[offsets[start]:offsets[stop]])
+            size += part
+            seq = lo + stop - 1
+        if not parts:
+            return None
+        self._sessions.move_to_end(session_id)
+        self.hits += seq - after_seq
+        return b"".join(parts), seq
+
+    def _keep(self, session_id: str, stamp: object, index: int, frames: bytes, offsets: array) -> None:
+        size = len(frames) + 4 * len(offsets) + _RUN_OVERHEAD
+        entry = self._sessions.get(session_id)
+        while self.bytes + size > self.budget:
+            oldest = next(iter(self._sessions), None)
+            if oldest is None or oldest == session_id:
+                return   # only this session's own runs are left: keep what it has
+            self._drop(oldest)
+        if entry is None:
+            entry = self._sessions[session_id] = [stamp, 0, {}]
+        entry[2][index] = (frames, offsets)
+        entry[1] += size
+        self.bytes += size
+
+    def _drop(self, session_id: str) -> None:
+        entry = self._sessions.pop(session_id, None)
+        if entry is not None:
+            self.bytes -= entry[1]
+
+    def forget(self, session_id: str) -> None:
+        """The session is gone: its runs are of no more use."""
+        self._drop(session_id)
+
+    def clear(self) -> None:
+        self._sessions.clear()
+        self.bytes = 0

@@ -1,0 +1,178 @@
+"""v1 replay frames derived once per stored event (server/live/replay_frames.py): what a desktop
+receives is byte for byte the JSON of each stored event, one text message each, whether the
+frames were derived for it or kept from an earlier replay, from any afterSeq; the kept frames
+stay within their budget."""
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.wire.framing_v1 import V1Framing
+from seed_agents.protocol.wire.ws_frame import ws_frame
+from seed_agents.server.live.replay_frames import CHUNK, ReplayFrames, aligned_limit
+from seed_agents.server.store import codec
+from seed_agents.server.store import events as events_q
+
+from tests.conftest import running_server, server_config
+from tests.wsraw import V1, V2Client, keypair, setup_session
+
+N = 2 * CHUNK + 57   # two whole runs and a tail
+
+
+def payload(i: int) -> dict:
+    # non-ASCII text, a large integer, nesting and bytes: what the JSON encoding has to get right
+    return {"type": "message", "role": "assistant" if i % 2 else "user",
+            "content": f"event {i}: h\u00e9llo \u2603 \"quoted\" \\ {'x' * (i % 50)}",
+            "meta": {"provider": "echo", "model": "echo-1", "durationMs": i, "big": 2 ** 53 + i,
+                     "list": [i, {"nested": None, "flag": i % 3 == 0}]},
+            **({"blob": bytes([i % 256, 0, 255])} if i % 7 == 0 else {})}
+
+
+async def fill(app, session_id: str, n: int) -> None:
+    def job(conn):
+        for i in range(1, n + 1):
+            events_q.append_event(conn, session_id, payload(i), str(uuid.uuid4()), 1_700_000_000_000 + i)
+
+    await app.db.write(job)
+
+
+def expected_texts(app, key: str, session_id: str, after_seq: int) -> list[str]:
+    """The v1 text of each stored event past `after_seq`, encoded here from the stored bytes."""
+    rows = app.db.read(events_q.event_bodies_after, session_id, after_seq, 10 * N)
+
+    def default(value):
+        if isinstance(value, bytes):
+            import base64
+            return {"/": {"bytes": base64.b64encode(value).decode().rstrip("=")}}
+        raise TypeError(type(value))
+
+    return [json.dumps({"_": "append", "key": key, "event": dagcbor.decode(bytes(body))},
+                       ensure_ascii=False, separators=(",", ":"), default=default) for _seq, body in rows]
+
+
+async def replay_texts(url: str, kp, key: str, after_seq: int, n: int) -> list[str]:
+    v1 = await V1.open(url)
+    try:
+        await v1.ws.send(_signed(kp, {"_": "Subscribe", "key": key, "afterSeq": after_seq}))
+        texts: list[str] = []
+        async with asyncio.timeout(60):
+            while len(texts) < n:
+                text = await v1.ws.recv()
+                assert isinstance(text, str)   # every v1 message is a text frame
+                if text.startswith('{"_":"append"'):
+                    texts.append(text)
+        return texts
+    finally:
+        await v1.close()
+
+
+def _signed(kp, action: dict) -> bytes:
+    from seed_agents.clients.raw import unique_ts
+    from seed_agents.protocol.wire.envelope import sign_envelope
+
+    return sign_envelope(kp, action, ts=unique_ts())
+
+
+async def test_v1_replay_sends_each_stored_event_as_its_json_whether_derived_or_kept(server):
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    _, session_id = await setup_session(c, a)
+    key = f"sessions/{session_id}"
+    await fill(server.app, session_id, N)
+    kept = server.app.cache["replay_frames"]
+    read = server.app.db.read
+    assert read(events_q.holds_range, session_id, 1, N) and read(events_q.holds_range, session_id, N, N)
+    assert not read(events_q.holds_range, session_id, N, N + 1) and not read(events_q.holds_range, "nope", 1, 1)
+    full = expected_texts(server.app, key, session_id, 0)
+    assert len(full) == N
+    assert await replay_texts(server.url, a, key, 0, N) == full   # derived (and the whole runs kept)
+    derived = kept.misses
+    assert kept.bytes > 0 and kept.hits == 0
+    assert await replay_texts(server.url, a, key, 0, N) == full   # the runs from what was kept
+    assert kept.hits >= 2 * CHUNK and kept.misses - derived <= N - 2 * CHUNK
+    for after_seq in (1, CHUNK - 3, CHUNK, CHUNK + 121, N - 1):   # starting inside and at a run's edge
+        assert await replay_texts(server.url, a, key, after_seq, N - after_seq) == full[after_seq:], after_seq
+    # then live, with no gap: the next event follows the replayed ones
+    v1 = await V1.open(server.url)
+    await v1.ws.send(_signed(a, {"_": "Subscribe", "key": key, "afterSeq": N - 2}))
+    await c.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "live"}]})
+    seqs = []
+    async with asyncio.timeout(30):
+        while len(seqs) < 3:
+            e = json.loads(await v1.ws.recv())
+            if e["_"] == "append":
+                seqs.append(e["event"]["seq"])
+    assert seqs == [N - 1, N, N + 1]
+    await v1.close()
+    await c.close()
+
+
+async def test_v1_replay_with_nothing_kept_sends_the_same(tmp_path, storage, request):
+    async with running_server(server_config(tmp_path, storage, request, replay_cache_bytes=0)) as running:
+        a = keypair("A")
+        c = await V2Client.open(running.url)
+        _, session_id = await setup_session(c, a)
+        key = f"sessions/{session_id}"
+        await fill(running.app, session_id, N)
+        full = expected_texts(running.app, key, session_id, 0)
+        assert await replay_texts(running.url, a, key, 0, N) == full
+        assert await replay_texts(running.url, a, key, 33, N - 33) == full[33:]
+        kept = running.app.cache["replay_frames"]
+        assert kept.bytes == 0 and kept.hits == 0
+        await c.close()
+
+
+# -- the kept frames themselves ------------------------------------------------------------------
+def rows_of(session_id: str, n: int, size: int = 40) -> list[tuple[int, bytes]]:
+    return [(i, codec.encode({"id": f"e{i}", "sessionId": session_id, "seq": i,
+                              "event": {"type": "message", "content": "y" * size}, "createdAt": i}))
+            for i in range(1, n + 1)]
+
+
+def direct(framing, key: str, rows) -> bytes:
+    return b"".join(ws_frame(m) for m, _seq in framing.replay(key, rows))
+
+
+def replay(frames: ReplayFrames, framing, key, session_id, stamp, rows, page: int = 1000) -> bytes:
+    """A whole replay as the subscription pages it (pages end on a run's edge)."""
+    out, after = [], 0
+    while after < len(rows):
+        limit = aligned_limit(after, page)
+        chunk = rows[after:after + limit]
+        out.append(frames.page(framing, key, session_id, stamp, chunk))
+        after = chunk[-1][0]
+    return b"".join(out)
+
+
+def test_pages_end_on_a_runs_edge():
+    assert aligned_limit(0, 1000) == 1000
+    assert aligned_limit(57, 1000) == 1000 - 57
+    assert (57 + aligned_limit(57, 1000)) % CHUNK == 0
+    assert aligned_limit(5, CHUNK // 2) == CHUNK // 2   # a page smaller than a run: as asked
+
+
+def test_a_session_larger_than_the_budget_keeps_its_oldest_runs_and_never_thrashes():
+    framing, sid = V1Framing(1 << 20), str(uuid.uuid4())
+    key = "sessions/" + sid
+    rows = rows_of(sid, 10 * CHUNK)
+    run_bytes = len(direct(framing, key, rows[:CHUNK]))
+    frames = ReplayFrames(budget=int(3.5 * (run_bytes + 4 * (CHUNK + 1) + 200)))
+    want = direct(framing, key, rows)
+    assert replay(frames, framing, key, sid, 1, rows) == want
+    assert len(frames) == 3 and frames.bytes <= frames.budget
+    hits = frames.hits
+    assert replay(frames, framing, key, sid, 1, rows) == want
+    assert frames.hits - hits == 3 * CHUNK   # the same three runs served again, none evicted
+    # another session evicts the least recently replayed one, within the budget
+    other = str(uuid.uuid4())
+    other_rows = rows_of(other, 2 * CHUNK)
+    assert replay(frames, framing, "sessions/" + other, other, 1, other_rows) == \
+        direct(framing, "sessions/" + other, other_rows)
+    assert frames.bytes <= frames.budget and len(frames) == 2
+    # a session created again under the same id (another createdAt) starts afresh
+    changed = [(seq, codec.encode({"id": "z", "sessionId": other, "seq": seq, "event": {}, "createdAt": 0}))
+               for seq, _ in other_rows]
+    assert replay(frames, framing, "sessions/" + other, other, 2, changed) == \
+        direct(framing, "sessions/" + other, changed)
