@@ -28,10 +28,11 @@ class TokenBucket:
         self._refill()
         return self.tokens >= 1.0
 
-    def take(self) -> bool:
+    def take(self, cost: float = 1.0) -> bool:
+        """Take `cost` tokens when that many are there (a request that costs more takes more)."""
         self._refill()
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
+        if self.tokens >= cost:
+            self.tokens -= cost
             return True
         return False
 

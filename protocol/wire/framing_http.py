@@ -16,7 +16,7 @@ from .events import error_response
 from .frame_limits import envelope_limit, frame_limit, largest
 from .framing_types import Refusal, Request
 from .v2 import peek_action_name
-from .wire_values import encode_value
+from .wire_values import encode_pieces, encode_value
 
 MESSAGE_PATHS = frozenset({"/api/message", "/agents/api/message"})
 HEALTH_PATHS = frozenset({"/api/health", "/agents/api/health"})
@@ -166,6 +166,15 @@ class HttpFraming:
             status = 500
         return self.http_message(status, encode_value(value), CBOR, keep_alive=keep_alive)
 
+    def response_pieces(self, value: dict, *, keep_alive: bool = True) -> list[bytes]:
+        """`response` as pieces to write in turn: the head first (CORS lines included), then
+        the body's pieces as encoded (a session's stored events are not joined into one copy)."""
+        status = value.get("status", 500) if value.get("_") == "Error" else 200
+        if type(status) is not int or not 200 <= status <= 599:
+            status = 500
+        body = encode_pieces(value)
+        return [self.http_head(status, sum(map(len, body)), CBOR, keep_alive=keep_alive), *body]
+
     def refusal(self, refusal: Refusal, *, keep_alive: bool = True, route: Route | None = None) -> bytes:
         """A refusal before the pipeline (415, 413, 403, Subscribe's 400): CBOR, or JSON
         (`{"status": "error", "code": 415, "message": ...}`) when the client asked for JSON."""
@@ -209,11 +218,18 @@ class HttpFraming:
     @staticmethod
     def http_message(status: int, body: bytes, content_type: str | None, *, keep_alive: bool = True,
                extra: bytes = b"") -> bytes:
+        return HttpFraming.http_head(status, len(body), content_type, keep_alive=keep_alive, extra=extra,
+                                     body=body)
+
+    @staticmethod
+    def http_head(status: int, length: int, content_type: str | None, *, keep_alive: bool = True,
+                  extra: bytes = b"", body: bytes = b"") -> bytes:
+        """The head of an answer whose body is `length` bytes (followed by `body`, when given)."""
         head = [f"HTTP/1.1 {status} {_phrase(status)}\r\n".encode()]
         if content_type is not None:
             head.append(f"Content-Type: {content_type}\r\n".encode())
         if status != 204:
-            head.append(f"Content-Length: {len(body)}\r\n".encode())
+            head.append(f"Content-Length: {length}\r\n".encode())
         head.append(CORS_HEADERS)
         head.append(extra)
         head.append(b"Connection: keep-alive\r\n\r\n" if keep_alive else b"Connection: close\r\n\r\n")

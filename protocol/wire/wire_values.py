@@ -39,8 +39,16 @@ _PLACEHOLDER_CBOR = dagcbor.encode(_PLACEHOLDER)
 
 def encode_value(value: object) -> bytes:
     """DAG-CBOR of a response value; a map holding RawEvents is assembled around the raw bytes."""
+    pieces = encode_pieces(value)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def encode_pieces(value: object) -> list[bytes]:
+    """`encode_value` as the pieces it is joined from: the stored events stay the bytes they
+    were read as, so a large answer can be written without being copied into one (a 2 MiB
+    GetSession was copied whole three times on the event loop)."""
     if type(value) is RawEvents:
-        return value.cbor()
+        return [dagcbor.encode_head(4, len(value.bodies)), *value.bodies]
     if type(value) is dict:
         raw = [(k, v) for k, v in value.items() if type(v) is RawEvents]
         if raw:
@@ -48,8 +56,10 @@ def encode_value(value: object) -> bytes:
                 raise ValueError("at most one RawEvents per response")
             key, events = raw[0]
             encoded = dagcbor.encode({**value, key: _PLACEHOLDER})
-            return encoded.replace(_PLACEHOLDER_CBOR, events.cbor(), 1)
-    return dagcbor.encode(value)
+            at = encoded.index(_PLACEHOLDER_CBOR)
+            return [encoded[:at], dagcbor.encode_head(4, len(events.bodies)), *events.bodies,
+                    encoded[at + len(_PLACEHOLDER_CBOR):]]
+    return [dagcbor.encode(value)]
 
 
 def plain(value: object) -> object:

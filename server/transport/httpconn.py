@@ -51,8 +51,14 @@ __all__ = ["HttpConnection", "HttpPeer", "reset", "unsent_bytes"]
 LINGER_SECONDS = 2.0         # after a refusal with an unread body: read and drop, then close
 _PIPELINE_PAUSE = 4          # requests waiting on one connection before it stops being read
 _WRITE_HIGH = 256 * 1024     # a response writer waits while the socket holds more than this
+_TURN_BYTES = 256 * 1024     # of one answer written in one turn of the loop
 # Per connection, requests that are not actions (the address has its own bucket, --probe-rate).
 CONN_PROBE_RATE, CONN_PROBE_BURST = 50.0, 100
+# What a probe costs of its address's bucket, by route kind: rendering /metrics takes about
+# fifty times the CPU of a health answer (2-4 ms on the event loop, every counter and bucket
+# of the registry), so a flood of it from one address gets a quarter of the renders a flood
+# of health probes gets answers (a scraper's one request every few seconds never notices).
+PROBE_COST = {"metrics": 4.0}
 JUNK_REFUSED = ("too many actions from this address failed verification; slow down (a tenth of "
                 "--max-unverified refills per second)")
 
@@ -316,7 +322,7 @@ class HttpConnection(asyncio.Protocol):
         upgrade = route.kind == "ws" and end.upgrade
         not_probe = route.kind == "message" or (reading.endpoint is not None and reading.endpoint.limited_alone
                                                 and route.kind == reading.endpoint.kind)
-        if not not_probe and not upgrade and not self._probe_allowed():
+        if not not_probe and not upgrade and not self._probe_allowed(PROBE_COST.get(route.kind, 1.0)):
             self._final(self.framing.too_many_probes(), reading.origin)
             return
         if upgrade:
@@ -334,10 +340,10 @@ class HttpConnection(asyncio.Protocol):
             self._pause_reading()
         self._start_worker()
 
-    def _probe_allowed(self) -> bool:
+    def _probe_allowed(self, cost: float) -> bool:
         """A request that is not an action (health, version, metrics, preflight, 404...) costs
-        a token of this connection and one of its address."""
-        return self.probes.take() and self.addresses.probe(self.address or "")
+        a token of this connection and `cost` of its address."""
+        return self.probes.take() and self.addresses.probe(self.address or "", cost)
 
     def _pause_reading(self) -> None:
         if not self._paused_reading and not self.closed:
@@ -365,7 +371,12 @@ class HttpConnection(asyncio.Protocol):
                 answer = await self._answer(item)
                 if self.closed:
                     return
-                self._write(self._cors(answer, item.origin))
+                if isinstance(answer, list):
+                    await self._write_pieces(answer, item.origin)
+                    if self.closed:
+                        return
+                else:
+                    self._write(self._cors(answer, item.origin))
                 if not item.keep_alive:
                     self._close_after_write()
                     return
@@ -391,7 +402,25 @@ class HttpConnection(asyncio.Protocol):
             self.worker = None
             self.server.handler_tasks.discard(asyncio.current_task())
 
-    async def _answer(self, item: _Queued) -> bytes:
+    async def _write_pieces(self, pieces: list[bytes], origin: str | None) -> None:
+        """An action's answer, piece by piece (its head, then the body as encoded: a session's
+        events are never joined into one copy): after each `_TURN_BYTES` the loop is given to
+        the other clients, and a client that stops reading gets no more pieces until it reads
+        (or the write watchdog drops it), so its answer is not copied into the transport."""
+        pieces[0] = self._cors(pieces[0], origin)
+        turn = 0
+        for piece in pieces:
+            if self.closed:
+                return
+            self._write(piece)
+            turn += len(piece)
+            if turn >= _TURN_BYTES:
+                turn = 0
+                if self.transport.get_write_buffer_size() > _WRITE_HIGH:
+                    await self._wait_drain()
+                await asyncio.sleep(0)
+
+    async def _answer(self, item: _Queued) -> bytes | list[bytes]:
         framing, route, keep_alive = self.framing, item.route, item.keep_alive
         kind = route.kind
         if kind == "message":
@@ -402,7 +431,7 @@ class HttpConnection(asyncio.Protocol):
                     outcome = await execute(self.app, self.peer, read.envelope)
                     if outcome.junk:
                         self.addresses.junk(self.address or "")
-                    return framing.response(outcome.response, keep_alive=keep_alive)
+                    return framing.response_pieces(outcome.response, keep_alive=keep_alive)
                 refusal = read
             return framing.refusal(refusal, keep_alive=keep_alive, route=route)
         answer = self.routes.answers.get(kind)

@@ -52,15 +52,15 @@ class AddressTable:
     def open_from(self, address: str) -> int:
         return self._open.get(address, 0)
 
-    def probe(self, address: str) -> bool:
-        """Take one probe token of `address` (a GET that is not an action)."""
+    def probe(self, address: str, cost: float = 1.0) -> bool:
+        """Take `cost` probe tokens of `address` (a GET that is not an action)."""
         bucket = self._probes.get(address)
         if bucket is None:
             if len(self._probes) >= _FORGET_AT:
                 for known in [a for a in self._probes if a not in self._open]:
                     del self._probes[known]
             bucket = self._probes[address] = TokenBucket(self.probe_rate, self.probe_burst, self.clock)
-        return bucket.take()
+        return bucket.take(cost)
 
     def junk_ready(self, address: str) -> bool:
         """May the address send another action (a look: nothing is taken)?"""

@@ -171,6 +171,27 @@ async def test_probes_are_limited_per_address_across_connections(running):
     raw.close()
 
 
+@pytest.mark.parametrize("running", [{"probe_rate": 10.0}], indirect=True)
+async def test_a_metrics_render_costs_its_address_four_probes(running):
+    # /metrics renders the whole registry on the event loop (about fifty health answers' CPU):
+    # a pipelined flood of it from one address gets a quarter of what version probes get (20-25
+    # of them in the test above, on the same bucket of 2 x 10).
+    raw = await RawHttp.open(running)
+    await raw.send(request("GET", "/metrics") * 40)
+    statuses = []
+    for _ in range(40):
+        try:
+            status, _h, _b = await raw.response(timeout=5)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            break
+        statuses.append(status)
+        if status == 429:
+            break
+    raw.close()
+    # The burst of 20 tokens pays for 5 renders, and what refilled meanwhile for one or two more.
+    assert statuses[-1] == 429 and 5 <= statuses.count(200) <= 7, statuses
+
+
 async def test_pipelined_actions_are_all_answered_in_order_under_the_pipeline_bound(running):
     # 200 actions in one write: more than the 16 parsed ahead, so most wait unparsed, yet
     # every one is answered, in order, on the one connection.

@@ -60,6 +60,18 @@ def test_v2_reads_requests_and_controls_and_answers_by_id():
     assert seq == 2 and dagcbor.decode(frame)["events"] == [{"seq": 1}, {"seq": 2}]
 
 
+def test_an_http_answer_in_pieces_is_the_answer_in_one_piece_and_keeps_the_events_uncopied():
+    h = HttpFraming(max_frame=1000, max_depth=64)
+    bodies = [dagcbor.encode({"seq": i, "text": "x" * 1000}) for i in range(3)]
+    value = {"_": "GetSessionResponse", "session": {"id": "s"}, "events": RawEvents(bodies), "more": False}
+    pieces = h.response_pieces(value, keep_alive=True)
+    assert b"".join(pieces) == h.response(value, keep_alive=True)
+    assert all(any(p is b for p in pieces) for b in bodies)   # the stored bytes themselves
+    assert pieces[0].startswith(b"HTTP/1.1 200 OK\r\n") and pieces[0].endswith(b"\r\n\r\n")
+    error = {"_": "Error", "status": 404, "message": "no"}
+    assert b"".join(h.response_pieces(error, keep_alive=False)) == h.response(error, keep_alive=False)
+
+
 def test_http_routes_head_checks_and_answers():
     h = HttpFraming(max_frame=1000, max_depth=64)
     assert h.route("POST", "/api/message?x=1").kind == "message"
