@@ -64,6 +64,10 @@ class VerifiedEnvelope:
     name: str
     ts: int
     sig: bytes
+    # The envelope's canonical DAG-CBOR bytes (what was signed, sig included), when the check
+    # had them at hand: a user event's stored envelope and its CID reuse them instead of
+    # encoding the envelope again. None when the layout was unusual (then encode the fields).
+    raw: bytes | None = None
 
 
 def _make_verified() -> object:
@@ -71,9 +75,9 @@ def _make_verified() -> object:
     # a visible share of the per-envelope budget; the slot descriptors set the fields directly.
     new = object.__new__
     cls = VerifiedEnvelope
-    s0, s1, s2, s3, s4, s5, s6, s7 = (getattr(cls, f).__set__ for f in cls.__slots__)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8 = (getattr(cls, f).__set__ for f in cls.__slots__)
 
-    def make(account, signer, account_id, signer_id, action, name, ts, sig):  # noqa: ANN001
+    def make(account, signer, account_id, signer_id, action, name, ts, sig, raw):  # noqa: ANN001
         obj = new(cls)
         s0(obj, account)
         s1(obj, signer)
@@ -83,6 +87,7 @@ def _make_verified() -> object:
         s5(obj, name)
         s6(obj, ts)
         s7(obj, sig)
+        s8(obj, raw)
         return obj
 
     return make
@@ -204,7 +209,7 @@ def verify_envelope(
                             and account[:2] == PRINCIPAL_PREFIX
                             and (now_ms is None or -window_ms <= ts - now_ms <= window_ms)):
                         return _verified(account, signer, _principal_to_string(account),
-                                         _principal_to_string(signer), action, name, ts, sig)
+                                         _principal_to_string(signer), action, name, ts, sig, data)
     if isinstance(envelope, (bytes, bytearray, memoryview)):
         if len(envelope) <= max_size and envelope and not 0xA0 <= envelope[0] <= 0xBB:
             # Not a map, whatever follows: refuse before paying to decode up to max_size bytes.
@@ -225,6 +230,7 @@ def verify_decoded(
 ) -> VerifiedEnvelope:
     """Steps 1-4 for an envelope already decoded. `canonical`, when given, must be the exact
     canonical encoding of `value` (as `decode_canonical` reports it); it saves a re-encode."""
+    raw = canonical
     if (canonical is not None and 0xA0 <= canonical[0] < 0xB8
             and canonical[1:_SIG_START] == _SIG_KEY_AND_HEAD):
         message = None  # cut from `canonical` below, once the fields are known to be sound
@@ -240,8 +246,10 @@ def verify_decoded(
     if message is None:
         message = canonical[:_SIG_START] + ZERO_SIG + canonical[_SIG_END:]
     _check_signature(sig, message, signer)  # step 4
+    if raw is None and 0xA0 <= message[0] < 0xB8 and message[1:_SIG_START] == _SIG_KEY_AND_HEAD:
+        raw = message[:_SIG_START] + sig + message[_SIG_END:]   # (a decoded map: sig is its first key)
     return _verified(account, signer, _principal_to_string(account),
-                     _principal_to_string(signer), action, name, ts, sig)
+                     _principal_to_string(signer), action, name, ts, sig, raw)
 
 
 def _check_signature(sig: bytes, message: bytes, signer: bytes) -> None:

@@ -39,8 +39,10 @@ def signed_envelope(env) -> tuple[bytes, str]:
     """The canonical bytes of the envelope that carried the action, and their CID: a user event
     records the CID and the store keeps the bytes, so an export proves who asked for exactly
     that (docs/protocol.md, "Verifiable history")."""
-    envelope = encode({"type": "AgentsAction", "signer": env.signer, "sig": env.sig, "account": env.account,
-                       "action": env.action})
+    envelope = env.raw   # the bytes verification checked, when it had them (no second encoding)
+    if envelope is None:
+        envelope = encode({"type": "AgentsAction", "signer": env.signer, "sig": env.sig, "account": env.account,
+                           "action": env.action})
     return envelope, cid_text(cid_bytes(envelope))
 
 

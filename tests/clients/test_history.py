@@ -111,6 +111,49 @@ async def test_an_export_verifies_offline_and_says_what_it_proves(server, tmp_pa
     assert code == 1 and "does not verify" in err and "Traceback" not in err
 
 
+async def test_an_envelope_with_a_field_of_its_own_is_kept_as_signed_and_its_export_verifies(server, tmp_path):
+    """A newer client's envelope may carry a top-level field this server does not read: it is
+    signed with the rest, so the user event's envelope is the bytes as signed (over v1, the
+    frame; over v2, the map's canonical encoding), and the export still verifies (five fields
+    encoded again would not: the signature covers the sixth)."""
+    from seed_agents.clients.actions import message_session
+    from seed_agents.protocol.wire.envelope import ZERO_SIG
+    from seed_agents.clients.raw import V1, RawV2, unique_ts
+
+    key = Keypair.from_seed(bytes([3] * 32))
+    client, session = await chat(server, key, [])
+
+    def signed(text: str) -> bytes:
+        action = {k: v for k, v in message_session(session, text).items() if v is not None}
+        envelope = {"type": "AgentsAction", "signer": key.principal, "sig": ZERO_SIG, "account": key.principal,
+                    "action": {**action, "ts": unique_ts()}, "via": "a newer client"}
+        envelope["sig"] = key.sign(dagcbor.encode(envelope))
+        return dagcbor.encode(envelope)
+
+    v1 = await V1.open(server.url)
+    v2 = await RawV2.open(server.url, decode=True)
+    path = str(tmp_path / "extra.car")
+    try:
+        await v1.ws.send(signed("over v1"))
+        answer = await v1.recv()
+        assert answer.get("_") == "MessageSessionResponse", answer
+        answer = await v2.request(signed("over v2"))
+        assert answer.get("_") == "MessageSessionResponse", answer
+
+        async def replied():
+            page = await client.call({"_": "GetSession", "sessionId": session})
+            return len([e for e in page["events"] if e["event"].get("type") == "message"]) >= 4
+
+        await until(replied, 20)
+        proof = await client.export_session(session, path)
+    finally:
+        await v1.close()
+        await v2.close()
+        await client.close()
+    assert proof.events == 4 and proof.user_events == 2 and proof.accounts == (key.account_id,)
+    assert verify_file(path).user_events == 2
+
+
 async def test_the_cli_exports_a_session_by_title(server, tmp_path):
     env = cli_env(tmp_path, url=server.http_url)
     assert (await run_cli(env, "keygen"))[0] == 0

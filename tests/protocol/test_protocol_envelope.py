@@ -381,3 +381,24 @@ def test_v2_request_errors():
     extra = framing.read(encode({"id": 1, "envelope": envelope, "x": 1}))
     assert type(extra.envelope) is dict   # not the canonical {id, envelope}: decoded whole
     assert verify_envelope(extra.envelope, now_ms=T).name == "ListAgents"
+
+
+def test_a_verified_envelope_keeps_the_canonical_bytes_that_were_signed():
+    # A user event's stored envelope and its CID reuse these (server/handlers/messages.py).
+    frame = sign_envelope(KEY, {"_": "MessageSession", "sessionId": "s", "text": "hi"}, ts=T)
+    assert verify_envelope(frame, now_ms=T).raw == frame                 # the fast path
+    assert verify_envelope(decode(frame), now_ms=T).raw == frame         # a decoded map (v2)
+    # A field of the envelope's own (a newer client's) is signed too, so it is kept.
+    extra = build_envelope(KEY, ACTION, ts=T)
+    extra["via"] = "x"
+    extra["sig"] = bytes(64)
+    extra["sig"] = KEY.sign(encode(extra))
+    for candidate in (encode(extra), extra):
+        env = verify_envelope(candidate, now_ms=T)
+        assert env.raw == encode(extra) and decode(env.raw)["via"] == "x"
+    # Not canonical on the wire (the map's keys out of order): the canonical re-encoding is
+    # what was signed, and what is kept.
+    value = decode(frame)
+    shuffled = b"\xa5" + b"".join(encode(k)[0:] + encode(v) for k, v in reversed(list(value.items())))
+    assert shuffled != frame and decode_canonical(shuffled)[1] is False
+    assert verify_envelope(shuffled, now_ms=T).raw == frame
