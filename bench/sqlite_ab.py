@@ -32,7 +32,10 @@ costs, which a neighbour's load moves much less than it moves wall time. Reporte
 over the rounds for each tree, after/before of those medians, and the per-round ratios (a
 round's after against the same round's before): median, min and max. Also the CPU that other
 processes took from the server's and the load's CPU during the timed chunks (`foreign`) and the
-load average at start and end; `--wait-quiet SECONDS` makes each round first wait (bounded)
+load average at start and end; the event loop's share of the server's CPU (its main thread:
+the rest is the database writer's and readers' threads). `--aa` runs a second server of the
+before tree in the same rounds (the three take turns going first) and shows its ratios too: the
+A/A beside the A/B, the noise of this run. `--wait-quiet SECONDS` makes each round first wait (bounded)
 until both CPUs are less than 20% busy. Every phase is bounded in count and in time
 (CELL_CAP_S), every process by a timeout. Nothing is asserted.
 
@@ -159,6 +162,16 @@ class TreeServer:
 
 
 # -- the load (runs in a load process, bench.processes.run_load) ---------------------------------
+
+def loop_cpu_ns(pid: int) -> int:
+    """CPU time of the server's main thread (the event loop's) so far, in ns: the rest of
+    `server_cpu_ns` is the database writer and the reader threads."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
 
 def server_cpu_ns(pid: int) -> int:
     """CPU time of all the server's threads so far, in ns (/proc/PID/task/*/schedstat: exact,
@@ -307,10 +320,11 @@ async def _timed(driver, count: int, profile: bool) -> dict:
 
     frames = driver.sign(count)
     pid = driver.target["pid"]
-    cpu0 = server_cpu_ns(pid)
+    cpu0, loop0 = server_cpu_ns(pid), loop_cpu_ns(pid)
     with _Window(pid, profile), CpuMeter(pid) as meter:
         res = await driver.run(frames)
     res["cpu_ns"] = server_cpu_ns(pid) - cpu0
+    res["loop_ns"] = loop_cpu_ns(pid) - loop0
     res["meter"] = meter.result
     return res
 
@@ -326,6 +340,7 @@ def _combine(chunks: list[dict]) -> dict:
     keys = [k for k in chunks[0]["meter"] if k != "wall_s"]
     return {"per_s": lat["n"] / seconds, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"],
             "cpu_us": sum(ch["cpu_ns"] for ch in chunks) / 1000 / max(1, lat["n"]),
+            "loop_cpu_us": sum(ch.get("loop_ns", 0) for ch in chunks) / 1000 / max(1, lat["n"]),
             "n": lat["n"], "errors": sum(ch["errors"] for ch in chunks),
             "first_error": next((ch["first_error"] for ch in chunks if ch["first_error"]), None),
             "chunk_per_s": [round(len(ch["latencies"]) / ch["seconds"], 1) for ch in chunks],
@@ -368,7 +383,7 @@ async def round_load(targets: dict, order: list[str], counts: dict, chunks: int,
 
 # Throughput and p50 latency are what the issue asks for; the server's CPU time per action (all
 # its threads, from /proc) is the work each costs, which a neighbour's load moves much less.
-FIGURES = ("per_s", "p50_ms", "cpu_us")
+FIGURES = ("per_s", "p50_ms", "cpu_us", "loop_cpu_us")
 
 
 def _spread(values: list[float], digits: int = 3) -> dict:
@@ -395,13 +410,17 @@ def geomean_ci(ratios: list[float]) -> dict:
     return {"geomean": round(math.exp(mean), 3), "ci95": [round(math.exp(mean - half), 3), round(math.exp(mean + half), 3)]}
 
 
-def summarize(rounds: list[dict]) -> dict:
+def summarize(rounds: list[dict], other: str = "after") -> dict:
+    """`other` (the after tree, or `same`: the before tree's second server, the A/A) against
+    the before tree."""
     measured = [c for c in CELLS if c in rounds[0]["before"]]
     cells = {}
     for cell in measured:
         for fig in FIGURES:
+            if fig not in rounds[0]["before"][cell]:
+                continue
             b = [r["before"][cell][fig] for r in rounds]
-            a = [r["after"][cell][fig] for r in rounds]
+            a = [r[other][cell][fig] for r in rounds]
             pairs = [x / y for x, y in zip(a, b) if y]
             mb, ma = statistics.median(b), statistics.median(a)
             cells[f"{cell} {fig}"] = {
@@ -410,12 +429,12 @@ def summarize(rounds: list[dict]) -> dict:
                 "pair_ratios": {**_spread(pairs), **geomean_ci(pairs)}, "better": "higher" if fig == "per_s" else "lower",
                 "before_runs": [round(x, 3) for x in b], "after_runs": [round(x, 3) for x in a]}
     noise = {}
-    for name in ("before", "after"):
+    for name in ("before", other):
         phases = [r[name][cell]["cpu"] for r in rounds for cell in measured]
         noise[name] = {k: _spread([p[k] for p in phases if k in p], 2)
                        for k in ("main_busy", "server_cpu_foreign", "load_cpu_foreign", "load_busy")
                        if any(k in p for p in phases)}
-    errors = {name: sum(r[name][cell]["errors"] for r in rounds for cell in measured) for name in ("before", "after")}
+    errors = {name: sum(r[name][cell]["errors"] for r in rounds for cell in measured) for name in ("before", other)}
     return {"cells": cells, "cpu_during_timed_phases": noise, "errors": errors}
 
 
@@ -426,7 +445,8 @@ def table(summary: dict) -> str:
     for key, c in summary["cells"].items():
         cell, fig = key.rsplit(" ", 1)
         unit, name, digits = {"per_s": ("/s", "turns/s" if cell.startswith("turns") else "actions/s", 0),
-                              "p50_ms": (" ms", "p50", 2), "cpu_us": (" us", "server CPU per action", 0)}[fig]
+                              "p50_ms": (" ms", "p50", 2), "cpu_us": (" us", "server CPU per action", 0),
+                              "loop_cpu_us": (" us", "of which the event loop's thread", 0)}[fig]
         p = c["pair_ratios"]
         ci = f"{p['geomean']:.3f} ({p['ci95'][0]:.3f}..{p['ci95'][1]:.3f})" if p["ci95"] else "-"
         lines.append(f"| {cell} | {name} | {c['before_median']:,.{digits}f}{unit} | {c['after_median']:,.{digits}f}{unit} "
@@ -449,7 +469,7 @@ def resolve(ref: str, into: Path) -> tuple[Path, str]:
 
 
 def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profile_dir: str | None,
-         quiet_s: float = 0.0, cells: list[str] = CELLS) -> dict:
+         quiet_s: float = 0.0, cells: list[str] = CELLS, aa: bool = False) -> dict:
     from bench.load import keypair
     from bench.run import wait_quiet
 
@@ -467,6 +487,10 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
             tree, described = resolve(ref, tmp / f"tree-{name}")
             trees[name] = tree
             out[f"{name}_tree"] = {"ref": ref, "commit": described}
+        if aa:   # the A/A beside: a second server of the before tree, in the same rounds
+            trees["same"] = trees["before"]
+            out["same_tree"] = out["before_tree"]
+        names = list(trees)
         targets = {}
         for name, tree in trees.items():
             data = tmp / f"data-{name}"
@@ -478,20 +502,21 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
               f"{n_rounds} rounds", flush=True)
         out["rounds_data"] = []
         for r in range(n_rounds):
-            order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
+            order = (["before", "after"] if r % 2 == 0 else ["after", "before"]) if not aa else \
+                names[r % 3:] + names[:r % 3]   # each tree first, second and third in turn
             busy = wait_quiet(quiet_s) if quiet_s else None   # both servers idle: others' load
             res = run_load("bench.sqlite_ab:round_load",
                            {"targets": targets, "order": order, "counts": counts, "chunks": CHUNKS,
                             "round_no": r, "profile": bool(profile_dir), "cells": list(cells)},
-                           timeout=len(CELLS) * 2 * (CHUNKS + 1) * CELL_CAP_S + 120)
+                           timeout=len(CELLS) * len(names) * (CHUNKS + 1) * CELL_CAP_S + 120)
             for name, srv in servers.items():
                 if not srv.alive():
                     raise RuntimeError(f"the {name} server died: {srv.log_tail()}")
             res["order"], res["cpus_busy_before_round"] = order, busy
             out["rounds_data"].append(res)
             print(f"round {r + 1}/{n_rounds} ({' then '.join(order)}): " + "; ".join(
-                f"{cell} " + "/".join(f"{res[n][cell]['per_s']:.0f}" for n in ("before", "after"))
-                for cell in cells) + " per s (before/after)", flush=True)
+                f"{cell} " + "/".join(f"{res[n][cell]['per_s']:.0f}" for n in names)
+                for cell in cells) + f" per s ({'/'.join(names)})", flush=True)
     finally:
         for srv in servers.values():
             srv.stop()
@@ -500,6 +525,8 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
     out["loadavg_end"] = os.getloadavg()
     out["seconds"] = round(time.monotonic() - started, 1)
     out["summary"] = summarize(out["rounds_data"])
+    if aa:
+        out["summary_aa"] = summarize(out["rounds_data"], "same")
     return out
 
 
@@ -516,14 +543,20 @@ if __name__ == "__main__":
     parser.add_argument("--cells", nargs="+", choices=CELLS, default=list(CELLS), metavar="CELL",
                         help=f"measure only these cells (quoted: {', '.join(repr(c) for c in CELLS)})")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the whole result to FILE")
+    parser.add_argument("--aa", action="store_true",
+                        help="an A/A beside: a second server of the before tree in the same rounds, its ratios shown too")
     args = parser.parse_args()
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")
     result = main(args.before, args.after, args.quick, args.rounds, args.profile, args.wait_quiet,
-                  [c for c in CELLS if c in args.cells])
+                  [c for c in CELLS if c in args.cells], args.aa)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print()
     print(table(result["summary"]))
+    if "summary_aa" in result:
+        print("\nA/A (the before tree's second server against the first, in the same rounds):\n")
+        print(table(result["summary_aa"]))
+    print(f"\nload average at start / end: {result['loadavg_start'][0]:.1f} / {result['loadavg_end'][0]:.1f}")
     print()
     print(json.dumps({k: v for k, v in result.items() if k != "rounds_data"}, indent=2))
