@@ -65,6 +65,7 @@ class Config:
     provider_networks: str = ""
     allow_provider_base_url: bool = False
     log_level: str = "INFO"
+    turn_timings: bool = False   # time each turn's phases into /metrics (server/operations/turn_timing.py)
     log_format: str = "text"
     # HTTP (server/transport/httpconn.py): bounds on a stalled request, and on an idle keep-alive connection.
     http_header_timeout: float = 10.0   # first byte of a request to the end of its headers
@@ -371,6 +372,7 @@ SETTINGS: list[Setting] = [
     Setting("--accept-new-secrets-key", "ACCEPT_NEW_SECRETS_KEY", "accept_new_secrets_key", boolean, "BOOL", "start even when the database's secrets were sealed under another secrets key (otherwise refused, exit 2); the database then records this key, and each provider key stored under the old one must be set again (`seed-agents providers set NAME ...`)"),
     Setting("--metrics-listen", "METRICS_LISTEN", "metrics_listen", metrics_listen, "WHERE", "where `/metrics` is served: `same` (the server's port), `off`, or `HOST:PORT` of its own (e.g. `127.0.0.1:9464`); a warning at start when it is reachable beyond loopback"),
     Setting("--log-level", "LOG_LEVEL", "log_level", log_level, "LEVEL", "DEBUG, INFO (one access line per action), WARNING or ERROR"),
+    Setting("--turn-timings", "TURN_TIMINGS", "turn_timings", boolean, "BOOL", "time each MessageSession turn's phases on the server (accepted, claimed, provider, last token, durable, published) into `/metrics` as `seed_agents_turn_phase_seconds`; off, nothing is timed"),
     Setting("--log-format", "LOG_FORMAT", "log_format", log_format, "FORMAT", "`text`, or `json` (one JSON object per line)"),
     Setting("--max-frame-bytes", "MAX_FRAME_BYTES", "limits.max_frame", count, "BYTES", "largest envelope (larger is 413)"),
     Setting("--max-depth", "MAX_DEPTH", "limits.max_depth", count, "N", "deepest CBOR nesting (deeper is 400)"),

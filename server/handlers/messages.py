@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from seed_agents.protocol.api.actions import request_fingerprint
 from seed_agents.protocol.wire.dagcbor import encode
@@ -55,6 +56,8 @@ def attachments_of(conn, session_id: str, attachment_id: str) -> dict:
 
 
 async def message_session(ctx: HandlerContext, env, action) -> dict:
+    timings = ctx.runtime.timings   # --turn-timings (server/operations/turn_timing.py), else None
+    accepted = time.perf_counter_ns() if timings is not None else 0
     now = ctx.now_ms()
     account_id = env.account_id
     session_id = action.session_id
@@ -81,6 +84,8 @@ async def message_session(ctx: HandlerContext, env, action) -> dict:
                     request_fingerprint(env.action), now, effect)
 
     response, done = await ctx.db.write(job)
+    if timings is not None:
+        timings.accepted(response["runId"], accepted)
 
     def publish() -> None:
         for effects in done:

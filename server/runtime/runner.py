@@ -42,6 +42,7 @@ from ..clock import new_id
 from ..config import Config
 from ..hypermedia.client import HmClient
 from ..operations.metrics import Metrics
+from ..operations.turn_timing import CLAIMED, DURABLE, TurnTimings
 from ..providers.base import ProviderError, ProviderNotFound, Usage
 from ..providers.capabilities import accepts_images
 from ..providers.network import NetworkPolicy, provider_client
@@ -128,6 +129,9 @@ class Runtime:
         self.db = db
         self.config = config
         self.metrics = metrics
+        # --turn-timings: each MessageSession turn's phases (server/operations/turn_timing.py);
+        # None when off, and every mark below is then one test.
+        self.timings = TurnTimings(metrics.registry) if config.turn_timings else None
         self.publisher = publisher
         self.box = box
         self.now_ms = now_ms
@@ -302,6 +306,8 @@ class Runtime:
         # Registered as live before the first await, so a StopSession arriving at any point
         # of this run finds it and cancels it.
         worker.run_id = run_id
+        if self.timings is not None:
+            self.timings.mark(run_id, CLAIMED)
         if agent is None:  # deleted between the queue read and now: its runs went with it
             worker.run_id = None
             queue.release(run)
@@ -322,6 +328,8 @@ class Runtime:
                 await self._workflow(run, agent, worker, result)
             else:
                 provider, result.provider_type, result.model = self._provider_for(agent, run.get("modelOverride"))
+                if self.timings is not None:
+                    provider = self.timings.provider(provider, run_id)
                 await self._turn(run, agent, worker, provider, result)
         except BudgetSpent as exc:
             result.status, result.error = "failed", run_error("budget-exceeded", str(exc))
@@ -621,6 +629,9 @@ class Runtime:
             return appended, notice, nonlocal_ended[0] if wrote else None, titled or session, a, settled
 
         done = await self.db.write(job)
+        timings = self.timings
+        if timings is not None:
+            timings.mark(run["id"], DURABLE)
         self.queue.release(run)
         self.metrics.runs.labels(status).inc()
         for publish in after:   # what the run's ending started (run-completed triggers)
@@ -640,6 +651,8 @@ class Runtime:
         if a is not None:
             publisher.publish_agent(a)
             publisher.notify_account(a["account"], "session-event", agent_id=a["id"], session_id=session_id)
+        if timings is not None:
+            timings.finished(run["id"])
         if appended is not None and status == "succeeded":
             self.titler.after_turn(agent, session_id, result.provider_type)
 
