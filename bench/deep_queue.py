@@ -1,6 +1,7 @@
 """A deep queue on one session, before and after a change, in one run:
 
-    python -m bench.deep_queue [--before REF] [--deep N] [--shallow N] [--turns K]
+    python -m bench.deep_queue [--before REF | --after-only] [--deep N] [--shallow N] [--turns K]
+                               [--history H]
 
 Each tree (`--before`, default the commit before the deep-queue fix, and this working tree) runs
 as a child server with the echo model. For each depth, a fresh server gets one session, N
@@ -10,6 +11,13 @@ assistant appends: turns per second with N queued behind (shallow: 50, deep: 5,0
 `--deep 50000` for the issue's case, about a minute to queue). Reported: turns per second per tree
 and depth, deep / shallow per tree (1.0: the queue costs nothing per turn), after / before.
 Bounded in count and time; nothing is asserted.
+
+Like with like: a turn deep in a queue carries a long history (the 500 entries up to its own
+message, runtime/runner.py HISTORY_EVENTS), where a turn of a fresh session carries almost none,
+so deep / shallow measured on fresh sessions mixes the queue's cost with the history's. With
+`--history H` (default 500) each session first holds H messages and their replies (pipelined,
+all answered) before the N messages are queued, so a timed turn sees about H earlier messages at
+either depth and the ratio is the queue's alone. `--history 0` gives the old figure.
 """
 from __future__ import annotations
 
@@ -56,7 +64,16 @@ def start(tree: Path, data: Path) -> tuple[subprocess.Popen, int]:
     raise RuntimeError(f"the server of {tree} did not start (log: {data / 'server.log'})")
 
 
-async def one(tree: Path, data: Path, depth: int, turns: int) -> float:
+async def _pipeline(c: RawV2, kp, sid: str, count: int, tag: str) -> None:  # noqa: ANN001
+    for start_at in range(0, count, 200):   # pipelined, 200 in flight at a time
+        answers = await asyncio.gather(*[c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [
+            {"type": "text", "text": f"{tag}{i}"}]}) for i in range(start_at, min(count, start_at + 200))])
+        bad = [a for a in answers if a.get("_") == "Error"]
+        if bad:
+            raise RuntimeError(f"a message was refused: {bad[0]}")
+
+
+async def one(tree: Path, data: Path, depth: int, turns: int, history: int = 0) -> float:
     proc, port = start(tree, data)
     url = f"ws://127.0.0.1:{port}/agents/ws"
     kp = keypair("deep-queue")
@@ -68,6 +85,7 @@ async def one(tree: Path, data: Path, depth: int, turns: int) -> float:
         watch = await RawV2.open(url, decode=True)
         replies: list[float] = []
         done = asyncio.Event()
+        wanted = [history]   # replies that end the current phase
 
         def on_event(frame: dict) -> None:
             items = frame.get("events") or ([frame["event"]] if "event" in frame else [])
@@ -75,19 +93,19 @@ async def one(tree: Path, data: Path, depth: int, turns: int) -> float:
                 body = event.get("event", {})
                 if body.get("type") == "message" and body.get("role") == "assistant":
                     replies.append(time.perf_counter())
-                    if len(replies) >= turns + 10:
+                    if len(replies) >= wanted[0]:
                         done.set()
 
         watch.on_event = on_event
         await watch.call(kp, {"_": "Subscribe", "key": f"sessions/{sid}"})
-        for start_at in range(0, depth, 200):   # pipelined, 200 in flight at a time
-            answers = await asyncio.gather(*[c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": [
-                {"type": "text", "text": f"m{i}"}]}) for i in range(start_at, min(depth, start_at + 200))])
-            bad = [a for a in answers if a.get("_") == "Error"]
-            if bad:
-                raise RuntimeError(f"a message was refused: {bad[0]}")
+        if history:   # the conversation before the queue, all answered
+            await _pipeline(c, kp, sid, history, "h")
+            await asyncio.wait_for(done.wait(), CAP_S)
+        done.clear()
+        wanted[0] = history + turns + 10
+        await _pipeline(c, kp, sid, depth, "m")
         await asyncio.wait_for(done.wait(), CAP_S)
-        window = replies[10:turns + 10]
+        window = replies[history + 10:history + turns + 10]
         return (len(window) - 1) / (window[-1] - window[0])
     finally:
         proc.kill()
@@ -100,21 +118,27 @@ async def main() -> None:
     parser.add_argument("--shallow", type=int, default=50)
     parser.add_argument("--deep", type=int, default=5000)
     parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--history", type=int, default=500,
+                        help="messages answered in each session before the queue (default 500; 0: none)")
+    parser.add_argument("--after-only", action="store_true", help="this tree alone: deep / shallow, no before")
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {"before": extract(args.before or "HEAD~1", Path(tmp) / "before"), "after": root}
+        trees = {"after": root} if args.after_only else {
+            "before": extract(args.before or "HEAD~1", Path(tmp) / "before"), "after": root}
         rates: dict[tuple[str, int], float] = {}
+        print(f"each session holds {args.history} answered messages before the queue", flush=True)
         for depth in (args.shallow, args.deep):
             for name, tree in trees.items():
                 rates[name, depth] = await one(tree, Path(tmp) / f"{name}-{depth}", depth,
-                                               min(args.turns, depth - 10))
+                                               min(args.turns, depth - 10), args.history)
                 print(f"{name:6} {depth:>6} queued: {rates[name, depth]:7.1f} turns/s", flush=True)
         print("\n| tree | turns/s, shallow | turns/s, deep | deep / shallow |\n|---|---|---|---|")
         for name in trees:
             shallow, deep = rates[name, args.shallow], rates[name, args.deep]
             print(f"| {name} | {shallow:.1f} | {deep:.1f} | {deep / shallow:.2f} |")
-        print(f"\nafter / before, deep: {rates['after', args.deep] / rates['before', args.deep]:.2f}")
+        if "before" in trees:
+            print(f"\nafter / before, deep: {rates['after', args.deep] / rates['before', args.deep]:.2f}")
 
 
 if __name__ == "__main__":
