@@ -9,7 +9,8 @@ built-in echo provider.
 Printed per provider: each phase's mean, p50 and p99 over the timed turns (the server's
 histograms read before and after them, so the warm-up does not count; quantiles from buckets
 1.25x apart), the turn's own time on the server (all but the provider's stream), and the
-client's end-to-end p50 and p99 for comparison. The server's own time is set against the
+client's end-to-end p50 and p99 for comparison, and the event loop thread's CPU time in each
+phase (the wall time less the waits for the database writer, the provider and the machine). The server's own time is set against the
 reference TypeScript server's turn end to end (issue 39: p50 7.5 ms, p99 17.4 ms, the fake
 provider's streaming included, which makes the ratio flatter to the reference, not to us).
 Bounded: every turn waits at most 30 s, the whole load process 600 s.
@@ -28,17 +29,19 @@ from bench.turns import _session_socket, _turns
 
 PHASES = ("accept", "queue", "prepare", "provider", "finish", "publish", "own", "total")
 REFERENCE_TURN_MS = {"p50": 7.5, "p99": 17.4}   # issue 39's table, the reference server
-_LINE = re.compile(r'^seed_agents_turn_phase_seconds_(bucket|count|sum)\{(.*?)\} (\S+)$', re.M)
+_LINE = re.compile(r'^seed_agents_turn_phase_(seconds|loop_cpu_seconds)_(bucket|count|sum)\{(.*?)\} (\S+)$', re.M)
 
 
 def scrape(metrics_url: str) -> dict:
-    """{phase: {"count": n, "sum": s, "buckets": [(le, cumulative count)]}} from /metrics."""
+    """{"wall" | "cpu": {phase: {"count": n, "sum": s, "buckets": [(le, cumulative count)]}}} from
+    /metrics: the phases' wall times, and the event loop thread's CPU in each."""
     with urllib.request.urlopen(metrics_url, timeout=10) as r:
         text = r.read().decode()
-    out: dict = {}
-    for kind, labels, value in _LINE.findall(text):
+    out: dict = {"wall": {}, "cpu": {}}
+    for metric, kind, labels, value in _LINE.findall(text):
         fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
-        entry = out.setdefault(fields["phase"], {"count": 0.0, "sum": 0.0, "buckets": []})
+        entry = out["wall" if metric == "seconds" else "cpu"].setdefault(
+            fields["phase"], {"count": 0.0, "sum": 0.0, "buckets": []})
         if kind == "bucket":
             entry["buckets"].append((float(fields["le"]), float(value)))
         else:
@@ -94,7 +97,8 @@ async def load(url: str, metrics_url: str, label: str, provider: str, fake_url: 
     after = await asyncio.to_thread(scrape, metrics_url)
     await rpc.close()
     await admin.close()
-    return {"provider": provider, "turns": turns, "client": client, "phases": delta(before, after)}
+    return {"provider": provider, "turns": turns, "client": client, "phases": delta(before["wall"], after["wall"]),
+            "loop_cpu": delta(before["cpu"], after["cpu"])}
 
 
 def run(quick: bool = False, turns: int | None = None) -> dict:
@@ -116,14 +120,17 @@ def report(result: dict) -> str:
         own = phases.get("own", {})
         lines += [f"\n{provider} provider, {res['turns']} turns one at a time "
                   f"(client end to end: p50 {client['p50_ms']:.2f} ms, p99 {client['p99_ms']:.2f} ms)",
-                  "| phase | mean | p50 | p99 | share of the mean turn |", "|---|---|---|---|---|"]
+                  "| phase | mean | p50 | p99 | share of the mean turn | the event loop's CPU in it (mean) |",
+                  "|---|---|---|---|---|---|"]
         total = phases.get("total", {}).get("mean_s", float("nan"))
         for phase in PHASES:
             p = phases.get(phase)
             if p is None:
                 continue
+            cpu = res.get("loop_cpu", {}).get(phase)
             lines.append(f"| {phase} | {p['mean_s'] * 1e6:,.0f} us | {p['p50_s'] * 1e6:,.0f} us | "
-                         f"{p['p99_s'] * 1e6:,.0f} us | {p['mean_s'] / total:.0%} |")
+                         f"{p['p99_s'] * 1e6:,.0f} us | {p['mean_s'] / total:.0%} | "
+                         + (f"{cpu['mean_s'] * 1e6:,.0f} us |" if cpu else "- |"))
         if own:
             lines.append(f"own time per turn / the reference's turn: p50 {own['p50_s'] * 1e3 / REFERENCE_TURN_MS['p50']:.2f}"
                          f", p99 {own['p99_s'] * 1e3 / REFERENCE_TURN_MS['p99']:.2f} (goal: <= 0.5)")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from seed_agents.protocol.api.actions import request_fingerprint
 from seed_agents.protocol.wire.dagcbor import encode
@@ -57,7 +56,7 @@ def attachments_of(conn, session_id: str, attachment_id: str) -> dict:
 
 async def message_session(ctx: HandlerContext, env, action) -> dict:
     timings = ctx.runtime.timings   # --turn-timings (server/operations/turn_timing.py), else None
-    accepted = time.perf_counter_ns() if timings is not None else 0
+    accepted = timings.now() if timings is not None else None
     now = ctx.now_ms()
     account_id = env.account_id
     session_id = action.session_id

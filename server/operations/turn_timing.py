@@ -12,7 +12,10 @@ A MessageSession turn is marked at six points, and each phase is the time betwee
     publish   durable -> the event, run, session and agent handed to the subscribers' queues
 
 plus `own`, the whole less `provider` (the server's own time per turn), and `total`. Each is a
-histogram, `seed_agents_turn_phase_seconds{phase}`, in `/metrics`. Turns not started by a
+histogram, `seed_agents_turn_phase_seconds{phase}`, in `/metrics`; beside it,
+`seed_agents_turn_phase_loop_cpu_seconds{phase}` is the event loop thread's CPU time in each phase
+(the wall time less the waits: for the database writer's thread, the provider, other processes;
+with one turn at a time it is that turn's, with several it includes the others' work meanwhile). Turns not started by a
 MessageSession on this server (a retry, a trigger's, a run resumed after parking) and turns
 that never reached the model are not counted.
 
@@ -39,20 +42,30 @@ KEEP_OPEN = 10_000
 class TurnTimings:
     def __init__(self, registry: CollectorRegistry, keep_open: int = KEEP_OPEN) -> None:
         self.keep_open = keep_open
-        self.open: dict[str, list[int]] = {}
+        self.open: dict[str, list[int]] = {}   # run id -> 7 wall marks, then 7 loop-CPU marks
         histogram = Histogram("seed_agents_turn_phase_seconds", "A MessageSession turn's phases on this server "
                               "(--turn-timings): accept, queue, prepare, provider, finish, publish; own = all "
                               "but provider; total", ["phase"], registry=registry, buckets=BUCKETS)
         self._observe = [histogram.labels(phase).observe for phase in PHASES]
         self._own = histogram.labels("own").observe
         self._total = histogram.labels("total").observe
+        cpu = Histogram("seed_agents_turn_phase_loop_cpu_seconds", "The event loop thread's CPU time in each "
+                        "phase of a MessageSession turn (--turn-timings)", ["phase"], registry=registry,
+                        buckets=BUCKETS)
+        self._observe_cpu = [cpu.labels(phase).observe for phase in PHASES]
+        self._own_cpu = cpu.labels("own").observe
 
-    def accepted(self, run_id: str, accepted_ns: int) -> None:
-        """A MessageSession's run is committed (its handler began at `accepted_ns`)."""
+    def accepted(self, run_id: str, accepted: tuple[int, int]) -> None:
+        """A MessageSession's run is committed (its handler began at `accepted`, from `now()`)."""
         committed = time.perf_counter_ns()
         if len(self.open) >= self.keep_open:
             del self.open[next(iter(self.open))]   # the oldest record goes
-        self.open[run_id] = [accepted_ns, committed, 0, 0, 0, 0, 0]
+        self.open[run_id] = [accepted[0], committed, 0, 0, 0, 0, 0, accepted[1], time.thread_time_ns(), 0, 0, 0, 0, 0]
+
+    @staticmethod
+    def now() -> tuple[int, int]:
+        """(wall, the calling thread's CPU) in ns."""
+        return time.perf_counter_ns(), time.thread_time_ns()
 
     def mark(self, run_id: str, index: int) -> None:
         """Mark `index` of the run's turn now. The claim and the provider's start keep their
@@ -60,6 +73,7 @@ class TurnTimings:
         marks = self.open.get(run_id)
         if marks is not None and (index in (LAST_TOKEN, DURABLE, PUBLISHED) or not marks[index]):
             marks[index] = time.perf_counter_ns()
+            marks[index + 7] = time.thread_time_ns()
 
     def finished(self, run_id: str) -> None:
         """The turn's ending is published: its phases are observed, and its record dropped."""
@@ -67,13 +81,18 @@ class TurnTimings:
         if marks is None:
             return
         marks[PUBLISHED] = time.perf_counter_ns()
+        marks[PUBLISHED + 7] = time.thread_time_ns()
         if not all(marks) or marks[LAST_TOKEN] < marks[PROVIDER_STARTED]:
             return   # never reached the model, or never heard its end
-        for observe, start, end in zip(self._observe, marks, marks[1:]):
+        wall, cpu = marks[:7], marks[7:]
+        for observe, start, end in zip(self._observe, wall, wall[1:]):
             observe((end - start) / 1e9)
-        total = marks[PUBLISHED] - marks[ACCEPTED]
+        for observe, start, end in zip(self._observe_cpu, cpu, cpu[1:]):
+            observe((end - start) / 1e9)
+        total = wall[PUBLISHED] - wall[ACCEPTED]
         self._total(total / 1e9)
-        self._own((total - (marks[LAST_TOKEN] - marks[PROVIDER_STARTED])) / 1e9)
+        self._own((total - (wall[LAST_TOKEN] - wall[PROVIDER_STARTED])) / 1e9)
+        self._own_cpu((cpu[PUBLISHED] - cpu[ACCEPTED] - (cpu[LAST_TOKEN] - cpu[PROVIDER_STARTED])) / 1e9)
 
     def provider(self, provider, run_id: str):  # noqa: ANN001, ANN201
         """`provider` with its stream timed for this run's turn."""

@@ -23,11 +23,11 @@ async def metrics(server) -> str:
         return (await http.get(f"http://{server.host}:{server.port}/metrics")).text
 
 
-def phases(text: str) -> dict[str, tuple[float, float]]:
-    """{phase: (count, sum in seconds)} of seed_agents_turn_phase_seconds."""
+def phases(text: str, metric: str = "seconds") -> dict[str, tuple[float, float]]:
+    """{phase: (count, sum in seconds)} of seed_agents_turn_phase_<metric>."""
     found: dict[str, list[float]] = {}
     for kind, phase, value in re.findall(
-            r'^seed_agents_turn_phase_seconds_(count|sum)\{phase="(\w+)"\} (\S+)$', text, re.M):
+            rf'^seed_agents_turn_phase_{metric}_(count|sum)\{{phase="(\w+)"\}} (\S+)$', text, re.M):
         found.setdefault(phase, [0.0, 0.0])[kind == "sum"] = float(value)
     return {phase: (count, total) for phase, (count, total) in found.items()}
 
@@ -57,6 +57,11 @@ async def test_each_turns_phases_are_timed_and_the_providers_stream_is_told_apar
     assert got["provider"][1] >= 3 * 2 * CHUNK_DELAY
     assert got["own"][1] + got["provider"][1] == pytest.approx(got["total"][1], abs=1e-6)
     assert sum(got[p][1] for p in PHASES[:6]) == pytest.approx(got["total"][1], abs=1e-6)
+    # The event loop's CPU in each phase: counted alike, and never more than the phase's time.
+    cpu = phases(text, "loop_cpu_seconds")
+    assert sorted(cpu) == sorted(PHASES[:6] + ("own",)), cpu
+    for phase, (count, seconds) in cpu.items():
+        assert count == 3 and 0 < seconds <= got[phase][1] + 1e-3, (phase, cpu[phase], got[phase])
 
 
 async def test_off_by_default_nothing_is_timed(server):
