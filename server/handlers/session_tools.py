@@ -28,8 +28,9 @@ from seed_agents.protocol.wire.errors import ProtocolError
 from ..clock import new_id
 from ..providers.base import ToolCall
 from ..store import agents as agents_q
-from ..store import events as events_q
+from ..runtime import turns
 from ..store import runs as runs_q
+from ..store import tool_events
 from ..tools import records
 from ..tools.authority import may_write
 from ..tools.context import ToolResult
@@ -84,15 +85,12 @@ async def invoke_session_tool(ctx: HandlerContext, env, action) -> dict:
 
     def job(conn):
         session_for(conn, env.account_id, session["id"], need)   # still there, still allowed
-        call = events_q.append_event(conn, session["id"], records.call_event(call_id, action.verb, action.input,
-                                                                              "user"), new_id(), now)
-        answer = events_q.append_event(conn, session["id"], result, new_id(), now)
-        return call, answer, agents_q.get_agent(conn, session["agentId"])
+        agent_now = agents_q.get_agent(conn, session["agentId"])
+        return tool_events.record(conn, session["id"], [records.call_event(call_id, action.verb, action.input, "user"),
+                                                        result], now, new_id,
+                                  notice=(agent_now["account"], agent_now["id"]) if agent_now is not None else None)
 
-    call, answer, agent_now = await ctx.db.write(job)
-    for event, body in (call, answer):
-        ctx.broadcaster.publish_append(session["id"], event, body)
-    if agent_now is not None:
-        ctx.broadcaster.notify_account(agent_now["account"], "session-event", agent_id=agent_now["id"], session_id=session["id"])
-    response["resultEventId"] = answer[0]["id"]
+    effects = await ctx.db.write(job)
+    turns.publish(ctx.broadcaster, None, effects)
+    response["resultEventId"] = effects.appended[-1][1]["id"]
     return response

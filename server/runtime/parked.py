@@ -24,11 +24,11 @@ from seed_agents.protocol.wire.errors import ProtocolError
 from ..clock import new_id
 from ..store import agents as agents_q
 from ..store import delegation as delegation_q
-from ..store import events as events_q
 from ..store import journal as journal_q
 from ..store import parking
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
+from ..store import tool_events
 from ..store.delegation import Settled
 from ..store.errors import NotFound, Refused
 from ..tools import records
@@ -223,8 +223,7 @@ class ParkedRuns:
                                               "input": d.spec, "runId": child.run["id"],
                                               "sessionId": child.session["id"]}, now)))
                 if refusal is not None:
-                    event, body = refused(conn, session_id, d.tool_call_id, refusal, now)
-                    out.appends.append((session_id, event, body))
+                    out.appends.extend(refused(conn, session_id, d.tool_call_id, refusal, now).appended)
                     continue
                 calls.append(d.tool_call_id)
             if reserved:
@@ -291,4 +290,4 @@ def refused(conn, session_id: str, call_id: str, message: str, now: int):  # noq
     """A delegate call over a limit: answered at once with an error `tool_result` (recorded as
     every tool result is, server/tools/records.py; the sentence is ours and short, never cut)."""
     payload = records.result_event(call_id, "delegate", ToolResult(error=message), "agent", len(message))
-    return events_q.append_event(conn, session_id, payload, new_id(), now)
+    return tool_events.record(conn, session_id, [payload], now, new_id)

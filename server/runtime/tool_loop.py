@@ -54,14 +54,14 @@ from ..clock import new_id
 from ..providers.base import ChatMessage, Reasoning, TextDelta, ToolCall, Usage
 from ..store import delegation as delegation_q
 from ..store import events as events_q
-from ..store import journal as journal_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
+from ..store import tool_events
 from ..store.errors import NotFound
 from ..tools import records
 from ..tools.context import Park, ToolResult
 from ..tools.surface import ToolSurface, parse_arguments, side_effects
-from . import token_count
+from . import token_count, turns
 from .history import SessionHistory, result_text
 
 log = logging.getLogger("seed_agents.runtime")
@@ -310,28 +310,23 @@ class ToolLoop:
     async def _write(self, payloads: list[dict], extra=None):  # noqa: ANN001, ANN202
         """Append `payloads` (and run `extra(conn)`) in one transaction, then publish them."""
         now = self.now_ms()
-        session_id, still_ours, max_bytes = self.session_id, self.still_ours, self.budgets.event_bytes
+        session_id, still_ours, max_bytes, run = self.session_id, self.still_ours, self.budgets.event_bytes, self.run
 
         def job(conn):
             if still_ours is not None and not still_ours(conn):
                 return None
             try:
-                appended = [events_q.append_event(conn, session_id, p, new_id(), now, max_bytes) for p in payloads]
+                # (the run's journal points at its calls and results: JournalFull at its cap)
+                effects = tool_events.record(conn, session_id, payloads, now, new_id, run=run, max_bytes=max_bytes)
             except NotFound:
                 return None   # the session was deleted meanwhile
-            # The run's journal points at its calls and results (raises JournalFull at its cap).
-            journaled = journal_q.record_tool_events(conn, run_id, appended, now)
-            return appended, journaled, extra(conn, now) if extra is not None else None
+            return effects, extra(conn, now) if extra is not None else None
 
-        run_id = self.run_id
         done = await self.db.write(job)
         if done is None or self.gone():
             raise TurnGone()
-        appended, journaled, extra_out = done
-        for event, body in appended:
-            self.publisher.publish_append(session_id, event, body)
-        for entry in journaled:
-            self.publisher.publish_journal(self.run, entry)
+        effects, extra_out = done
+        turns.publish(self.publisher, None, effects)
         return extra_out
 
     async def _record_calls(self, text: str, calls: list[ToolCall], usage: Usage | None,

@@ -54,9 +54,10 @@ class Effects:
     agents: list[dict] = field(default_factory=list)                        # AgentInfo changes
     notices: list[tuple[str, str, str, str]] = field(default_factory=list)  # (account, reason, agent, session)
     kick: list[str] = field(default_factory=list)                           # sessions with a queued run
+    journal: list[tuple[dict, dict]] = field(default_factory=list)          # (run, entry): run journal entries
 
     def merge(self, other: "Effects") -> None:
-        for name in ("created", "appended", "runs", "sessions", "agents", "notices", "kick"):
+        for name in ("created", "appended", "runs", "sessions", "agents", "notices", "kick", "journal"):
             getattr(self, name).extend(getattr(other, name))
 
 

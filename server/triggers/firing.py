@@ -24,9 +24,9 @@ from ..clock import new_id
 from ..runtime import turns
 from ..runtime.parked import woken
 from ..store import accounts as accounts_q
-from ..store import events as events_q
 from ..store import parking
 from ..store import sessions as sessions_q
+from ..store import tool_events
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
 from ..store.errors import Refused
@@ -228,14 +228,13 @@ def headless_tool(conn, ctx: TriggerContext, trigger: dict, event: Event, firing
     now = ctx.now_ms()
     call_id = "trigger-" + firing_id
     title = f"{trigger['name']} — tool {tool} ({event.summary})"[:TITLE_CHARS]
-    session = sessions_q.create_session(conn, session_id, owner, agent_id, title, now)
-    appended, body = events_q.append_event(conn, session_id, tool_run.call_payload(call_id, tool, tool_input,
-                                                                                   firing_id), new_id(), now)
+    effects = turns.Effects(created=[sessions_q.create_session(conn, session_id, owner, agent_id, title, now)],
+                            notices=[(owner, "session-created", agent_id, session_id)])
+    tool_events.record(conn, session_id, [tool_run.call_payload(call_id, tool, tool_input, firing_id)], now, new_id,
+                       effects=effects)
 
     def publish() -> None:
-        ctx.broadcaster.publish_session(session, created=True)
-        ctx.broadcaster.notify_account(owner, "session-created", agent_id=agent_id, session_id=session_id)
-        ctx.broadcaster.publish_append(session_id, appended, body)
+        turns.publish(ctx.broadcaster, None, effects)
         ctx.tasks.spawn(tool_run.run_tool(ctx, trigger, firing_id, session_id, call_id, tool, tool_input))
 
     return [publish]

@@ -18,10 +18,11 @@ import time
 
 from ..clock import new_id
 from ..providers.base import ToolCall
+from ..runtime import turns
 from ..runtime.tool_context import Entry, build_surface
 from ..store import agents as agents_q
-from ..store import events as events_q
 from ..store import sessions as sessions_q
+from ..store import tool_events
 from ..store import trigger_firings as firings_q
 from ..store import triggers as triggers_q
 from ..tools import records
@@ -84,10 +85,9 @@ async def run_tool(ctx: TriggerContext, trigger: dict, firing_id: str, session_i
             triggers_q.clear_failures(conn, trigger["id"])
         if sessions_q.get_session(conn, session_id) is None:
             return None   # deleted meanwhile
-        return events_q.append_event(conn, session_id, payload, new_id(), now)
+        return tool_events.record(conn, session_id, [payload], now, new_id,
+                                  notice=(trigger["account"], trigger["agentId"]))
 
-    appended = await ctx.db.write(job)
-    if appended is not None:
-        event, body = appended
-        ctx.broadcaster.publish_append(session_id, event, body)
-        ctx.broadcaster.notify_account(trigger["account"], "session-event", agent_id=trigger["agentId"], session_id=session_id)
+    effects = await ctx.db.write(job)
+    if effects is not None:
+        turns.publish(ctx.broadcaster, None, effects)

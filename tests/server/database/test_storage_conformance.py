@@ -797,6 +797,7 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     from seed_agents.server.store import mcp_servers as mcp_q
     from seed_agents.server.store import parking as parking_q
     from seed_agents.server.store import tool_documents as tools_q
+    from seed_agents.server.store import tool_events
 
     ids = iter(f"d-{i}" for i in range(1000))
 
@@ -826,6 +827,11 @@ async def delegation_shapes(db, w, r) -> None:  # noqa: ANN001
     await w(journal_q.append, "p1", {"kind": "call", "tool": "delegate"}, T0 + 112)
     await w(journal_q.record_tool_events, "p1", [({"seq": 3, "event": {"type": "tool_call", "id": "k",
                                                                      "name": "read"}}, b"")], T0 + 113)
+    # (a tool call and its result, as every entry point records them: events, journal, notice)
+    await w(tool_events.record, "sp2", [{"type": "tool_call", "id": "k2", "name": "read", "input": {}, "actor": "agent"},
+                                        {"type": "tool_result", "toolCallId": "k2", "name": "read", "output": "x",
+                                         "actor": "agent"}], T0 + 113, new_id, run=r(runs_q.get_run, "p2"),
+            notice=(ACCOUNT, "a1"))
     r(journal_q.entries, "p1", 0, 10)
     r(journal_q.entry, "p1", 2)
     r(journal_q.tree_entries, "p1", 10)
