@@ -403,6 +403,38 @@ def part_b(pg_url: str, quick: bool) -> dict:
     return out
 
 
+def part_a_ab(pg_url: str, quick: bool, before: str, rounds: int) -> dict:
+    """Part a for two trees, interleaved (B A A B per pair of rounds), in one run: each tree's
+    PostgreSQL / SQLite ratios per round, their medians, and the load average around each."""
+    order = []
+    for r in range(rounds):
+        order += [("before", "after"), ("after", "before")][r % 2]
+    runs: dict[str, list] = {"before": [], "after": []}
+    for tree in order:
+        load0 = os.getloadavg()
+        if tree == "before":
+            os.environ["BENCH_SERVER_TREE"] = before
+        else:
+            os.environ.pop("BENCH_SERVER_TREE", None)
+        try:
+            res = part_a(pg_url, quick)
+        finally:
+            os.environ.pop("BENCH_SERVER_TREE", None)
+        res["loadavg"] = [round(x, 2) for x in (*load0, *os.getloadavg())]
+        runs[tree].append(res)
+    out: dict = {"order": order, "runs": runs, "medians": {}}
+    for tree, rs in runs.items():
+        keys = rs[0]["ratios_pg_over_sqlite"].keys()
+        out["medians"][tree] = {k: summary([r["ratios_pg_over_sqlite"][k] for r in rs
+                                            if r["ratios_pg_over_sqlite"][k] is not None], 3) for k in keys}
+        for backend in ("sqlite", "postgresql"):
+            for cell, key in (("GetSession", "actions_per_s"), ("CreateSession", "actions_per_s"),
+                              ("turns", "turns_per_s_at_p50"), ("replay", "events_per_s")):
+                vals = [r[backend][cell][key]["median"] for r in rs if key in r[backend][cell]]
+                out["medians"][tree][f"{backend}_{cell}"] = summary(vals, 1) if vals else None
+    return out
+
+
 class _nothing:
     def __enter__(self):
         return None
@@ -418,12 +450,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--part", choices=("a", "b", "all"), default="all")
     parser.add_argument("--quick", action="store_true", help="fewer runs and requests")
     parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
+    parser.add_argument("--before", metavar="DIR",
+                        help="A/B: also run part a with DIR's server (a scratch tree, e.g. `git worktree"
+                             " add` or `git archive` of main), rounds interleaved before, after, after,"
+                             " before (the two runs of a tree are the A/A)")
+    parser.add_argument("--rounds", type=int, default=2, help="with --before: pairs of part-a runs per tree")
     args = parser.parse_args(argv)
     if not args.url:
         parser.error(f"no PostgreSQL URL: pass --url or set {PG_URL_ENV}")
     _loopback_only(args.url)
     result: dict = {"machine": machine_info(), "git": git_state(), "quick": args.quick}
-    if args.part in ("a", "all"):
+    if args.before:
+        result["ab"] = part_a_ab(args.url, args.quick, os.path.abspath(args.before), args.rounds)
+    elif args.part in ("a", "all"):
         result["a"] = part_a(args.url, args.quick)
     if args.part in ("b", "all"):
         result["b"] = part_b(args.url, args.quick)

@@ -90,12 +90,14 @@ class Server:
         return [PY, "-m", "seed_agents.server.main", *args]
 
     def start(self, timeout: float = 30.0) -> "Server":
-        env = dict(os.environ, PYTHONPATH=str(ROOT), SEED_AGENTS_HM_SERVER_URL="")   # benches stay on 127.0.0.1
+        # BENCH_SERVER_TREE: run another source tree's server (bench/cluster.py --before).
+        root = os.environ.get("BENCH_SERVER_TREE") or str(ROOT)
+        env = dict(os.environ, PYTHONPATH=root, SEED_AGENTS_HM_SERVER_URL="")   # benches stay on 127.0.0.1
         env.setdefault("SEED_AGENTS_SESSION_TITLE_GENERATION", "false")   # no titling calls among the timed ones
         os.makedirs(self.data_dir, exist_ok=True)
         log = open(self.log_path, "ab")
         # taskset execs the command, so the child's pid is the server's own pid (for /proc).
-        self.proc = subprocess.Popen([*pin_prefix(SERVER_CPU), *self.command()], cwd=str(ROOT),
+        self.proc = subprocess.Popen([*pin_prefix(SERVER_CPU), *self.command()], cwd=root,
                                      env=env, stdout=log, stderr=log, preexec_fn=_raise_nofile_child)
         log.close()
         deadline = time.monotonic() + timeout

@@ -12,7 +12,9 @@ nothing published after the re-read can be missed.
 
 Sending: through the pool when one is given (seed_agents.server.database.postgres), else on one sending
 connection of the bus's own (`send`, used by server/live/cluster.py), which reconnects and sends again
-what a lost connection may not have delivered (receivers tolerate a repeat, never a loss).
+what a lost connection may not have delivered (receivers tolerate a repeat, never a loss). That
+connection commits without waiting for the WAL flush (`synchronous_commit = off`, for it alone):
+a notice stores nothing, and what it names committed durably before it was sent.
 """
 from __future__ import annotations
 
@@ -77,6 +79,11 @@ class PgNoticeBus:
                 try:
                     if self._sender is None or self._sender.closed:
                         self._sender = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+                        # A NOTIFY's transaction takes a transaction id, so its commit would wait
+                        # for a WAL flush like a write's: a few ms on every cross-server delivery
+                        # for nothing, since it stores nothing (a notice is lost on a database
+                        # crash either way; listeners resync from what is durable).
+                        await self._sender.execute("SET synchronous_commit = off")
                     conn = self._sender
                     async with conn.transaction():
                         async with conn.cursor() as cur:

@@ -52,6 +52,21 @@ POSTGRES = Traits(name="postgresql", run_leases=True, lock_rows=" FOR UPDATE",
                   skip_locked=" FOR UPDATE SKIP LOCKED", like_ci="ILIKE", text_search="tsvector")
 # Run again from the start: another transaction won a race this one can now see.
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
+# Group commit (PgDatabase._run_batch): at most this many jobs share a transaction, each in a
+# savepoint (a subtransaction: past 64 with an id each, PostgreSQL's snapshots of every session
+# overflow their subtransaction cache and slow down), and a batch's transaction waits at most
+# this long for a row lock before it stops there and commits what it has.
+BATCH_LIMIT = 48
+BATCH_LOCK_WAIT_MS = 20
+# A job that meets one of these in a batch is rolled back to its savepoint and runs alone next.
+_CUT_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+_CUT = object()   # a job's value while it waits to run alone
+_BEGIN_BATCH = f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '{BATCH_LOCK_WAIT_MS}ms'"
+_BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_SAVEPOINT = "SAVEPOINT job"
+_NEXT_SAVEPOINT = "RELEASE SAVEPOINT job; SAVEPOINT job"
+_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT job"
 
 
 class StorageUnavailable(StorageError):
@@ -94,21 +109,48 @@ class _Rows:
 
 
 class PgConn:
-    """A psycopg connection as the store functions use apsw's."""
+    """A psycopg connection as the store functions use apsw's.
 
-    __slots__ = ("raw", "_changes")
+    `begin(sql)` opens a transaction lazily: the BEGIN is sent in front of the first statement
+    (one simple-query message, `BEGIN ...; SELECT ...`), so it costs no round trip of its own,
+    and a job or read that runs no statement opens none; `end()` commits what was opened."""
+
+    __slots__ = ("raw", "_changes", "_begin")
 
     traits = POSTGRES
 
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
         self._changes = 0
+        self._begin = ""
+
+    def begin(self, sql: str) -> None:
+        self._begin = sql
+
+    def end(self) -> None:
+        """COMMIT, if a statement opened the transaction."""
+        if self._begin:
+            self._begin = ""
+        else:
+            self.raw.execute("COMMIT")
+
+    def abort(self) -> None:
+        """ROLLBACK whatever is open (after a failure; nothing is sent when nothing is open)."""
+        self._begin = ""
+        if self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            self.raw.execute("ROLLBACK")
+
+    def _opened(self) -> None:
+        if self._begin:
+            sql, self._begin = self._begin, ""
+            self.raw.execute(sql)
 
     def execute(self, sql: str, params=()) -> _Rows:
         stmt = to_postgres(sql)
         if any(type(p) is bytes and len(p) > _BIG_PARAM for p in params):
             # File chunks: bound by the server in binary, not spelled out as hex in the query
             # text (which would cost several copies of each chunk in memory).
+            self._opened()
             cur = psycopg.Cursor(self.raw)
             cur.execute(stmt.text, [_param(p) for p in stmt.params(params)], binary=True)
             self._changes = max(cur.rowcount, 0)
@@ -116,13 +158,19 @@ class PgConn:
         cur = self.raw.cursor()
         # Always a parameter list, even an empty one: psycopg reads `%%` as `%` only when it
         # binds parameters, and the rewrite doubled every literal `%`.
-        cur.execute(stmt.text, [_param(p) for p in stmt.params(params)])
+        if self._begin:
+            begin, self._begin = self._begin, ""
+            cur.execute(begin + "; " + stmt.text, [_param(p) for p in stmt.params(params)])
+            cur.nextset()   # past the BEGIN's result, to the statement's
+        else:
+            cur.execute(stmt.text, [_param(p) for p in stmt.params(params)])
         self._changes = max(cur.rowcount, 0)
         return _Rows(cur)
 
     def executemany(self, sql: str, seq) -> None:
         stmt = to_postgres(sql)
         rows = [[_param(p) for p in stmt.params(params)] for params in seq]
+        self._opened()
         if any(type(p) is bytes and len(p) > _BIG_PARAM for row in rows for p in row):
             for row in rows:   # one chunk at a time, bound in binary (see execute)
                 psycopg.Cursor(self.raw).execute(stmt.text, row, binary=True)
@@ -142,6 +190,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
     shared = True          # several servers on one store: leases and notices cross processes
     traits = POSTGRES
     reader_threads = 4     # handlers' reads wait on the network here, not on the CPU
+    batch_limit = BATCH_LIMIT
 
     def __init__(self, url: StorageURL, *, connect_timeout: float = 10.0,
                  target: PgSchemaTarget | None = None) -> None:
@@ -268,8 +317,14 @@ class PgDatabase(WriteQueue, ReaderThreads):
 
     @staticmethod
     def _snapshot(conn: PgConn, fn, args) -> Any:
-        with conn.raw.transaction():
-            return fn(conn, *args)
+        conn.begin(_BEGIN_READ)
+        try:
+            value = fn(conn, *args)
+        except BaseException:
+            conn.abort()
+            raise
+        conn.end()
+        return value
 
     async def aread(self, fn: Callable[..., Any], *args: Any, large: bool = False) -> Any:
         """A handler's read: a round trip to the database, so it runs on a reader thread and the
@@ -318,33 +373,146 @@ class PgDatabase(WriteQueue, ReaderThreads):
     # -- the writer thread (jobs come in through WriteQueue's write, write_nowait, write_sync)
     def _run(self, conn: PgConn) -> None:
         try:
-            while True:
-                job = self._queue.get()
-                if job is _STOP:
+            stop = False
+            while not stop:
+                first = self._queue.get()
+                if first is _STOP:
                     break
-                conn = self._run_job(conn, job)
-                deliver([job])
+                batch = [first]
+                while len(batch) < self.batch_limit:
+                    try:
+                        job = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is _STOP:
+                        stop = True
+                        break
+                    batch.append(job)
+                conn = self._run_batch(conn, batch)
         finally:
             self._fail_queued()
             conn.raw.close()
 
+    def _run_batch(self, conn: PgConn, batch: list[Job]) -> PgConn:
+        """Group commit: run `batch` in as few transactions as the locks allow, each job in its
+        own savepoint, and settle every job once its transaction ended (in job order).
+
+        A batch's transaction never waits for a row lock longer than `BATCH_LOCK_WAIT_MS`
+        (`lock_timeout`, set for that transaction only). A job that would wait longer (or is
+        chosen as a deadlock's victim, or fails to serialize) is rolled back to its savepoint;
+        the jobs before it commit, then it runs alone in a transaction of its own that waits as
+        long as it must (`_run_job`, with its retries), and the jobs after it form the next
+        batch. So jobs commit in submission order, each once, and a batch never holds its locks
+        while it waits for another transaction's: no wait-for cycle can keep a batch
+        (docs/storage.md, "Group commit on PostgreSQL")."""
+        while batch:
+            if len(batch) == 1:
+                conn = self._run_job(conn, batch[0])
+                deliver(batch)
+                return conn
+            conn, done = self._batch_transaction(conn, batch)
+            deliver(batch[:done])
+            if done < len(batch) and not batch[done].ok and batch[done].value is _CUT:
+                job = batch[done]
+                job.value = None
+                conn = self._run_job(conn, job)
+                deliver([job])
+                done += 1
+            batch = batch[done:]
+        return conn
+
+    def _batch_transaction(self, conn: PgConn, batch: list[Job]) -> tuple[PgConn, int]:
+        """Run a prefix of `batch` in one transaction: returns how many jobs are settled (ran and
+        committed, or failed), and marks the job it stopped at, if any, with `_CUT` (rolled back
+        to its savepoint, to run alone next)."""
+        raw = conn.raw
+        ran = 0   # jobs of `batch` begun in this transaction
+        try:
+            raw.execute(_BEGIN_BATCH)
+            for job in batch:
+                raw.execute(_SAVEPOINT if ran == 0 else _NEXT_SAVEPOINT)
+                ran += 1
+                if not self._job_in_savepoint(raw, conn, job):
+                    ran -= 1   # cut here: this job is not part of the transaction
+                    break
+            raw.execute("COMMIT")
+        except psycopg.OperationalError as exc:
+            # The connection broke. Before a COMMIT came back, whether it landed is unknown, so
+            # no job of the transaction is reported done (as a lone job's is not) and none is
+            # run again; the jobs after them go to the next batch, on a new connection.
+            log.warning("writer connection to %s lost (%s); reconnecting", self.url, type(exc).__name__)
+            for job in batch[:ran]:
+                job.fail(exc)
+            conn.raw.close()
+            try:
+                conn = self._connect(reader=False)
+            except StorageUnavailable:
+                pass   # still down: the next job fails on the closed one and tries again
+            return conn, ran
+        except psycopg.Error as exc:
+            # The transaction failed as a whole (e.g. COMMIT refused it): nothing of it committed,
+            # so each of its jobs runs again, alone, as jobs ran before group commit.
+            log.warning("batch transaction failed (%s); running its jobs one at a time", type(exc).__name__)
+            if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                raw.execute("ROLLBACK")
+            for job in batch[:ran]:
+                job.ok, job.value = False, None
+                conn = self._run_job(conn, job)
+            return conn, ran
+        self.batches += 1
+        self.jobs += sum(1 for job in batch[:ran] if job.ok)
+        return conn, ran
+
+    @staticmethod
+    def _job_in_savepoint(raw: psycopg.Connection, conn: PgConn, job: Job) -> bool:
+        """Run `job` inside the current savepoint; False when the batch must stop before it
+        (its savepoint rolled back, the job marked `_CUT`). A job that fails is rolled back to
+        its savepoint alone and keeps its error; its batch-mates go on."""
+        for _attempt in range(RETRIES):
+            try:
+                job.value = job.fn(conn, *job.args)
+                job.ok = True
+                return True
+            except pg_errors.UniqueViolation as exc:
+                # Another server's commit won an idempotency race: run the job again (READ
+                # COMMITTED: its statements now see the winner's row), up to RETRIES times.
+                raw.execute(_ROLLBACK_TO)
+                job.fail(exc)
+            except _CUT_ERRORS:
+                raw.execute(_ROLLBACK_TO)
+                job.ok, job.value = False, _CUT
+                return False
+            except psycopg.OperationalError:
+                raise
+            except Exception as exc:
+                job.fail(exc)
+                raw.execute(_ROLLBACK_TO)   # whatever it wrote before it failed goes too
+                return True
+        return True
+
     def _run_job(self, conn: PgConn, job: Job) -> PgConn:
         for attempt in range(RETRIES):
             try:
-                with conn.raw.transaction():
+                conn.begin(_BEGIN_WRITE)
+                try:
                     job.value = job.fn(conn, *job.args)
+                except BaseException:
+                    conn.abort()
+                    raise
+                conn.end()
                 job.ok = True
                 self.jobs += 1
                 self.batches += 1
                 return conn
             except _RETRYABLE as exc:
+                job.ok = False
                 if attempt == RETRIES - 1:
                     job.value = exc
                     return conn
             except psycopg.OperationalError as exc:
                 # The connection broke mid-job: whether a COMMIT in flight landed is unknown, so
                 # the job is reported failed, not run again; the next job gets a new connection.
-                job.value = exc
+                job.fail(exc)
                 log.warning("writer connection to %s lost (%s); reconnecting", self.url, type(exc).__name__)
                 conn.raw.close()
                 try:
@@ -352,6 +520,6 @@ class PgDatabase(WriteQueue, ReaderThreads):
                 except StorageUnavailable:
                     return conn   # still down: the next job fails on the closed one and tries again
             except Exception as exc:
-                job.value = exc
+                job.fail(exc)
                 return conn
         return conn
