@@ -210,7 +210,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
         self._lock = threading.Lock()
         self._accepting = False
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._claims: concurrent.futures.ThreadPoolExecutor | None = None
+        self._claimers: dict[bool, _Claimer] = {}
         self._thread_conns: list[PgConn] = []
         self._local = threading.local()
         self.database = ""
@@ -284,10 +284,12 @@ class PgDatabase(WriteQueue, ReaderThreads):
 
     def close_sync(self) -> None:
         self._stop_writer()
-        for pool in (self._pool, self._claims):
-            if pool is not None:
-                pool.shutdown(wait=True)
-        self._pool = self._claims = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._pool = None
+        claimers, self._claimers = list(self._claimers.values()), {}
+        for claimer in claimers:
+            claimer.stop()
         for conn in [self._reader, *self._thread_conns]:
             if conn is not None:
                 conn.raw.close()
@@ -343,32 +345,27 @@ class PgDatabase(WriteQueue, ReaderThreads):
 
     # -- replay claims (several servers) ---------------------------------------------------
     async def claim_signature(self, sig: bytes, expires_at: int, now: int, *, durable: bool) -> bool:
-        """One statement on a connection of its own (not queued behind the writer's jobs): True
-        when this server now holds the signature, False when a live claim exists anywhere.
-        `durable=False` commits without waiting for the disk (`synchronous_commit = off`): the
-        row is visible to every server at once, and only a database crash could forget it."""
+        """True when this server now holds the signature, False when a live claim exists
+        anywhere. Not queued behind the writer's jobs: claims have threads of their own, one per
+        durability, each committing every claim waiting for it in one statement and one
+        transaction (group commit, as the writer's; `_claim_batch`). `durable=False` commits
+        without waiting for the disk (`synchronous_commit = off`): the row is visible to every
+        server at once, and only a database crash could forget it."""
         if self._reader is None:
             raise DatabaseClosed("database is not open")
-        if self._claims is None:
-            self._claims = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="db-claims")
-        return await asyncio.get_running_loop().run_in_executor(
-            self._claims, self._claim_on_thread, bytes(sig), expires_at, now, durable)
+        claimer = self._claimers.get(durable)
+        if claimer is None:
+            with self._lock:
+                claimer = self._claimers.get(durable)
+                if claimer is None:
+                    claimer = self._claimers[durable] = _Claimer(self, durable)
+        return await asyncio.wrap_future(claimer.submit(bytes(sig), expires_at, now))
 
-    def _claim_on_thread(self, sig: bytes, expires_at: int, now: int, durable: bool) -> bool:
-        conns = getattr(self._local, "claims", None)
-        if conns is None or any(c.raw.closed for c in conns.values()):
-            conns = self._local.claims = {}
-            for flag in (True, False):
-                conn = conns[flag] = self._connect(reader=False)
-                if not flag:
-                    conn.raw.execute("SET synchronous_commit = off")
-                with self._lock:
-                    self._thread_conns.append(conn)
-        cur = conns[durable].raw.execute(
-            "INSERT INTO accepted_signatures (sig, expires_at) VALUES (%s, %s)"
-            " ON CONFLICT (sig) DO UPDATE SET expires_at = excluded.expires_at"
-            " WHERE accepted_signatures.expires_at < %s", (sig, expires_at, now))
-        return cur.rowcount > 0
+    def _claim_connection(self, durable: bool) -> PgConn:
+        conn = self._connect(reader=False)
+        if not durable:
+            conn.raw.execute("SET synchronous_commit = off")
+        return conn
 
     # -- the writer thread (jobs come in through WriteQueue's write, write_nowait, write_sync)
     def _run(self, conn: PgConn) -> None:
@@ -523,3 +520,104 @@ class PgDatabase(WriteQueue, ReaderThreads):
                 job.fail(exc)
                 return conn
         return conn
+
+
+# One statement for every claim of a batch: the rows go in in signature order (so two servers'
+# batches lock the rows they share in the same order and cannot deadlock), a live row is kept,
+# an expired one is taken over, and the signatures this batch now holds come back.
+_CLAIM_BATCH = (
+    "INSERT INTO accepted_signatures (sig, expires_at)"
+    " SELECT s, e FROM unnest(%s::bytea[], %s::bigint[]) AS c(s, e) ORDER BY s"
+    " ON CONFLICT (sig) DO UPDATE SET expires_at = excluded.expires_at"
+    " WHERE accepted_signatures.expires_at < %s RETURNING sig")
+CLAIM_BATCH_LIMIT = 256
+
+
+class _Claimer:
+    """A thread committing replay claims in batches on a connection of its own."""
+
+    def __init__(self, db: PgDatabase, durable: bool) -> None:
+        self._db = db
+        self._durable = durable
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._conn: PgConn | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                         name=f"db-claims:{'durable' if durable else 'async'}")
+        self._thread.start()
+
+    def submit(self, sig: bytes, expires_at: int, now: int) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._queue.put((sig, expires_at, now, future))
+        return future
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                first = self._queue.get()
+                if first is None:
+                    break
+                batch = [first]
+                stop = False
+                while len(batch) < CLAIM_BATCH_LIMIT:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        stop = True
+                        break
+                    batch.append(item)
+                self._settle(batch)
+                if stop:
+                    break
+        finally:
+            while True:   # whatever came after the stop
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[3].set_exception(DatabaseClosed("database closed before this claim ran"))
+            if self._conn is not None:
+                self._conn.raw.close()
+
+    def _settle(self, batch: list) -> None:
+        try:
+            held = self._claim_batch(batch)
+        except Exception as exc:
+            for item in batch:
+                item[3].set_exception(exc)
+            return
+        for sig, _expires_at, _now, future in batch:
+            future.set_result(held.pop(sig, False))   # a signature twice in a batch: the first has it
+
+    def _claim_batch(self, batch: list) -> dict[bytes, bool]:
+        """{sig: True} for each signature this batch now holds. The same signature twice in one
+        batch goes in once (its later copies are refused, as they would be one after another);
+        `now` is the batch's earliest (an expiry is judged no later than any claim's own clock)."""
+        first: dict[bytes, int] = {}
+        for sig, expires_at, _now, _future in batch:
+            first.setdefault(sig, expires_at)
+        sigs, expiries = list(first), list(first.values())
+        now = min(item[2] for item in batch)
+        attempt = 0
+        while True:
+            conn = self._conn
+            if conn is None or conn.raw.closed:
+                conn = self._conn = self._db._claim_connection(self._durable)
+            try:   # one statement in autocommit: its own transaction, one round trip
+                rows = conn.raw.execute(_CLAIM_BATCH, (sigs, expiries, now)).fetchall()
+                return {bytes(r[0]): True for r in rows}
+            except _RETRYABLE:
+                attempt += 1
+                if attempt == RETRIES:
+                    raise
+            except psycopg.OperationalError:
+                # Whether the commit landed is unknown: refuse these claims (the clients sign
+                # again) rather than risk answering a replay; the next batch reconnects.
+                conn.raw.close()
+                raise

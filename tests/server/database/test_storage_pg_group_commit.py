@@ -204,3 +204,27 @@ async def test_three_writers_appending_to_the_same_sessions_keep_seqs_dense(post
     finally:
         for db in dbs:
             await db.close()
+
+
+async def test_replay_claims_committed_in_batches_give_each_signature_to_one_server(postgres_url):
+    """Durable and fast claims go in batches (one statement, one commit each); two servers
+    claiming the same signatures at once, in opposite orders, each signature is held once."""
+    one, two = await open_db(postgres_url), await open_db(postgres_url)
+    try:
+        sigs = [bytes([i]) * 64 for i in range(1, 81)]
+        for durable in (True, False):
+            now = T0 if durable else T0 + 1_000_000   # the second round takes the expired ones over
+            got = await asyncio.wait_for(asyncio.gather(
+                *(one.claim_signature(s, now + 60_000, now, durable=durable) for s in sigs),
+                *(two.claim_signature(s, now + 60_000, now, durable=durable) for s in reversed(sigs)),
+                *(one.claim_signature(s, now + 60_000, now, durable=durable) for s in sigs[:10])), WAIT_S)
+            mine, theirs, again = got[:80], got[80:160][::-1], got[160:]
+            assert all(a != b for a, b in zip(mine, theirs)), "each signature held by exactly one server"
+            assert again == [False] * 10   # already held (by this server or the other)
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            held = dict(conn.execute("SELECT sig, expires_at FROM accepted_signatures").fetchall())
+        assert {bytes(k) for k in held} == set(sigs)
+        assert set(held.values()) == {T0 + 1_000_000 + 60_000}
+    finally:
+        await one.close()
+        await two.close()
