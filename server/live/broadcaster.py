@@ -28,7 +28,7 @@ from .frames import Outgoing
 class Relay(Protocol):
     """What the cluster carries to the other servers (server/live/cluster.py is the one)."""
 
-    def append(self, session_id: str, seq: int, owner: str) -> None: ...
+    def append(self, session_id: str, seq: int, owner: str, body: bytes) -> None: ...
     def partial(self, session_id: str, partial_id: str, patch: dict, owner: str) -> None: ...
     def run_partial(self, run: dict, patch: dict) -> None: ...
     def session(self, session: dict, created: bool) -> None: ...
@@ -157,7 +157,7 @@ class Broadcaster:
         """A durable event: to its session and to the account that owns the session."""
         owner = self._session_owner(session_id)
         if self.relay is not None:
-            self.relay.append(session_id, event["seq"], owner)
+            self.relay.append(session_id, event["seq"], owner, body)
         self.local.append(session_id, event, body, owner)
 
     def publish_partial(self, session_id: str, partial_id: str, patch: dict) -> None:

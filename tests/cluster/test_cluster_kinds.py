@@ -65,3 +65,22 @@ def test_an_unknown_kind_is_logged_and_ignored(caplog):
         cluster.handle([])
     assert sink.calls == []
     assert sum("unknown kind" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_an_append_carries_its_small_body_and_is_delivered_without_a_read():
+    """Kind "e": the stored body in the notice; the receiving server reads nothing (its fake app
+    has no database) and delivers the same bytes. A body too large for a notice goes as "a"."""
+    from seed_agents.protocol.wire import dagcbor
+
+    sender, _, _ = _cluster()
+    sent: list = []
+    sender._put = lambda entry: sent.append(entry) or True
+    body = dagcbor.encode({"seq": 7, "event": {"role": "user", "content": "hi"}})
+    sender.append("s1", 7, "acc", body)
+    sender.append("s1", 8, "acc", b"x" * (cluster_module.APPEND_BODY_BYTES + 1))
+    assert [e[0] for e in sent] == ["e", "a"] and sent[1] == ["a", "s1", 8, "acc"]
+    receiver, sink, _ = _cluster()
+    receiver.handle(sent[0])
+    assert sink.calls == [("append", ("s1", {"seq": 7, "event": {"role": "user", "content": "hi"}}, body, "acc"), {})]
+    receiver.handle(["e", "s1", 7, "other", sent[0][4]])   # nobody here follows that session or account
+    assert len(sink.calls) == 1

@@ -13,11 +13,13 @@ rewriting the few SQLite spellings.
   the price of keeping the store's synchronous, await-free reads, on which the subscription
   and grant invariants rest. A handler's `aread` runs on reader threads (a round trip the loop
   need not wait for).
-- writes: one writer thread runs the jobs in the order they were submitted, each in its own
-  transaction (READ COMMITTED). Not batched as SQLite's writer is: a transaction holding two
-  jobs' row locks could deadlock with another server's. A job that fails with a serialization
-  failure, a deadlock or a unique violation (two servers racing on an idempotency key) is run
-  again from the start, up to `RETRIES` times: the second run sees the winner's commit.
+- writes: one writer thread group-commits the jobs in the order they were submitted: a batch
+  in one READ COMMITTED transaction, each job in a savepoint, and a batch never waits for a row
+  lock past `BATCH_LOCK_WAIT_MS`, so another server's batch cannot deadlock with it
+  (`_run_batch`; docs/storage.md "Group commit on PostgreSQL"). A job that fails with a
+  serialization failure, a deadlock or a unique violation (two servers racing on an
+  idempotency key) is run again from the start, up to `RETRIES` times: the second run sees the
+  winner's commit.
 - What must hold across servers is held by the database: the per-session seq counter row, the
   unique keys of idempotency records and replay signatures (`claim_signature`), and the run
   leases (seed_agents.server.store.leases, for a backend whose traits say `run_leases`).
