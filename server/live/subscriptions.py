@@ -182,16 +182,25 @@ class SessionSubscription(Subscription):
             pass   # a slow consumer is cut off by its outbound bound, as with live events
         self.conn.send_event(Outgoing(self.key, events.change(self.key, session)))
 
-    def _page(self, page: int, page_bytes: int, derived) -> tuple[list[tuple[bytes, int]], int, bool]:  # noqa: ANN001
+    async def _read(self, on_loop: bool, fn, *args):  # noqa: ANN001, ANN202
+        """A replay read: on the loop (`read`), or on a reader thread (`aread`, a shared store's
+        round trip). On the loop it never suspends: awaiting it then yields nothing to the loop."""
+        if on_loop:
+            return self.parts.db.read(fn, *args)
+        return await self.parts.db.aread(fn, *args, large=True)
+
+    async def _page(self, page: int, page_bytes: int, derived, on_loop: bool) -> tuple[list[tuple[bytes, int]], int, bool]:  # noqa: ANN001
         """The next replay page after `last_seq`: its frames with the seq each ends on, how many
         events, and whether more may follow (only a page read from the database says no)."""
         app, conn = self.parts, self.conn
         if derived is not None:   # v1: frames kept from an earlier replay, while the session holds their events
             kept = derived.kept(self.session_id, self.created_at, self.last_seq, page, page_bytes)
-            if kept is not None and app.db.read(events_q.holds_range, self.session_id, self.last_seq + 1, kept[1]):
+            if kept is not None and await self._read(on_loop, events_q.holds_range, self.session_id,
+                                                     self.last_seq + 1, kept[1]):
                 return [kept], kept[1] - self.last_seq, True
         limit = page if derived is None else aligned_limit(self.last_seq, page)
-        rows, more = app.db.read(events_q.event_bodies_page, self.session_id, self.last_seq, limit, page_bytes)
+        rows, more = await self._read(on_loop, events_q.event_bodies_page, self.session_id, self.last_seq, limit,
+                                      page_bytes)
         if not rows:
             return [], 0, more
         if derived is None:   # v2: one batched frame, its WebSocket header added here
@@ -221,11 +230,19 @@ class SessionSubscription(Subscription):
         derived = app.cache["replay_frames"] if conn.framing.replay_derives else None
         need = page_bytes
         sent = 0
+        # On a shared store a page is a round trip: read on a reader thread while the loop serves
+        # others. Appends published meanwhile are not sent (deliver: still replaying), so the
+        # switch to live must follow a read on the loop itself, with no await between the two:
+        # once a page off the loop says it was the last, one more page is read on the loop
+        # (usually empty), and only a last page read there ends the replay.
+        on_loop = not app.db.shared
         while True:
             await outbound.wait_fits(need)
             if outbound.closed:
                 return
-            frames, count, more = self._page(page, page_bytes, derived)
+            frames, count, more = await self._page(page, page_bytes, derived, on_loop)
+            if outbound.closed:
+                return
             need = sum(len(frame) for frame, _seq in frames)
             if not outbound.fits(need):
                 continue  # bigger than planned (one big event): wait for that much room, read again
@@ -236,7 +253,9 @@ class SessionSubscription(Subscription):
                 self.last_seq = frames[-1][1]
             need = page_bytes
             if not more:
-                break  # no await from that read to the flip below
+                if on_loop:
+                    break  # no await from that read to the flip below
+                on_loop = True   # the seam: the next page is read on the loop
             await asyncio.sleep(0)   # the page goes out now (the first event early), and others are served
         self.replaying = False
         app.metrics.replayed.inc(sent)
