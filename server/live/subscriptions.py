@@ -192,7 +192,7 @@ class SessionSubscription(Subscription):
     async def _page(self, page: int, page_bytes: int, derived, on_loop: bool) -> tuple[list[tuple[bytes, int]], int, bool]:  # noqa: ANN001
         """The next replay page after `last_seq`: its frames with the seq each ends on, how many
         events, and whether more may follow (only a page read from the database says no)."""
-        app, conn = self.parts, self.conn
+        conn = self.conn
         if derived is not None:   # v1: frames kept from an earlier replay, while the session holds their events
             kept = derived.kept(self.session_id, self.created_at, self.last_seq, page, page_bytes)
             if kept is not None and await self._read(on_loop, events_q.holds_range, self.session_id,
