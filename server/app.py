@@ -6,7 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from seed_agents.protocol.wire.errors import ProtocolError
 from seed_agents.protocol.wire.keys import Keypair
@@ -17,7 +17,7 @@ from .config import Config
 from .handlers.context import HandlerContext
 from .heads import Heads
 from .live.broadcaster import Broadcaster, LocalSink
-from .live.cluster import ClusterHost
+from .live.cluster import Cluster, ClusterHost
 from .live.grants import Grants
 from .live.streams import LiveParts
 from .live.hub import Hub
@@ -26,7 +26,7 @@ from .operations.metrics import Metrics
 from .ratelimit import RateLimiter
 from .runtime.runner import Runtime
 from .database import database_for
-from .database.port import Storage
+from .database.port import SharedStorage, Storage
 from .database.filemodes import make_private_dir, warn_if_wide
 from .store import accounts as accounts_q
 from .store import key_check
@@ -39,6 +39,7 @@ from .verification.replay_guard import ReplayGuard
 from .verification.upload_gate import UploadGate
 
 if TYPE_CHECKING:
+    from .hypermedia.publications import PublicationQueue
     from .triggers.service import Triggers
 
 log = logging.getLogger(__name__)
@@ -69,10 +70,10 @@ class App:
         self.runtime: Runtime | None = None  # made in start(), once the secrets key is read
         self.heads: Heads | None = None   # signed session heads, made in start() with the server key
         self.triggers: Triggers | None = None   # made in start() after the runtime
-        self.publications = None   # server/hypermedia/publications.PublicationQueue, with an HM server
+        self.publications: PublicationQueue | None = None   # with an HM server
         # Several servers on one database (PostgreSQL): publications cross to the others
         # (server/live/cluster.py). None on SQLite, where publishing pays one `is None` test.
-        self.cluster = None
+        self.cluster: Cluster | None = None
         self.connections: set = set()
         self.sockets_by_account: dict[str, int] = {}
         # (account, signer) pairs known to be registered; a miss is one primary-key read.
@@ -80,7 +81,7 @@ class App:
         self._tasks: list[asyncio.Task] = []
         # Every in-memory cache, by name, each bounded in bytes (server/cache.py) and exported
         # as seed_agents_cache_*{cache=name}.
-        self.cache: dict[str, ByteBudgetCache] = {c.name: c for c in (
+        self.cache: dict[str, Any] = {c.name: c for c in (
             ByteBudgetCache("system_prompts", config.prompt_cache_bytes),
             ByteBudgetCache("session_owner", config.owner_cache_bytes),
             ByteBudgetCache("agent_owner", config.owner_cache_bytes),
@@ -119,8 +120,6 @@ class App:
             # Every claim is in the database before its answer (claim_everywhere), so nothing a
             # dead server answered can be unknown here: no start-time rule, nothing to preload.
             self.guard.load([], started_ms=None)
-            from .live.cluster import Cluster  # psycopg only where PostgreSQL is used
-
             cluster = Cluster.for_app(self)
             await cluster.start()   # listening before anything is published or subscribed
             self.cluster = cluster
@@ -136,9 +135,9 @@ class App:
         await self.runtime.start()
         from .triggers.clock import trigger_clock  # (its modules read the store and the runtime)
         from .triggers.port import TriggerContext
-        from .triggers.service import Triggers
+        from .triggers.service import Triggers as TriggerService
 
-        self.triggers = Triggers(TriggerContext(
+        self.triggers = TriggerService(TriggerContext(
             db=self.db, config=self.config, now_ms=self._now_ms, broadcaster=self.broadcaster,
             runtime=self.runtime, metrics=self.metrics, secrets=self.secrets, clock=trigger_clock(self.config)))
         self.runtime.trigger_admin = self.triggers
@@ -208,7 +207,8 @@ class App:
         """The claim in the shared database (several servers): 409 when another server holds
         it. A write's claim is durable before its answer; a read's is committed without waiting
         for the disk (docs/storage.md: only a database crash could forget it)."""
-        if not await self.db.claim_signature(sig, expires_at, now, durable=not is_read):
+        shared = cast(SharedStorage, self.db)   # (only a shared backend is asked: dispatch checks db.shared)
+        if not await shared.claim_signature(sig, expires_at, now, durable=not is_read):
             self.guard.forget(sig)
             raise ProtocolError(409, "replayed envelope: this signature was already accepted (by "
                                      "another server); sign the action again (new ts) and use "

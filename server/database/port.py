@@ -113,3 +113,10 @@ class Storage(Protocol):
 
     def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
+
+
+class SharedStorage(Storage, Protocol):
+    """A `shared` backend (several servers on one database): the replay guard's claims are made
+    in the database, so a signature accepted by one server is refused by the others."""
+
+    async def claim_signature(self, sig: bytes, expires_at: int, now: int, *, durable: bool) -> bool: ...

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from seed_agents.protocol.api.actions import request_fingerprint
 from seed_agents.protocol.wire.dagcbor import encode
@@ -18,7 +19,7 @@ from .context import HandlerContext
 from .idempotency import once
 
 
-def user_payload(env, action, attachments: list[dict] = ()) -> dict:
+def user_payload(env, action, attachments: Sequence[dict] = ()) -> dict:
     payload: dict = {"type": "message", "role": "user", "content": action.text,
                      "meta": {"accountId": env.account_id, "signerId": env.signer_id}}
     if attachments:   # the SessionAttachmentInfo of each attachment part, in order

@@ -26,7 +26,8 @@ async def get_run_journal(ctx: HandlerContext, env, action) -> dict:
         return run, journal_q.entries(conn, run["id"], action.after_seq, limit + 1)
 
     run, rows = await ctx.db.aread(read)
-    entries, size = [], 0
+    entries: list[dict] = []
+    size = 0
     for entry in rows[:limit]:
         size += len(encode(entry["entry"])) + 64
         if entries and size > MAX_ANSWER_BYTES:

@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..database.notices import MAX_NOTICE_BYTES, Resync
+from ..database.notices import MAX_NOTICE_BYTES, Resync, Subscription
 from ..store import agents as agents_q
 from ..store import codec
 from ..store import events as events_q
@@ -96,7 +96,7 @@ class Cluster:
         self._access_queued: set[str] = set()   # agents with an access entry not yet sent
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
-        self._sub = None
+        self._sub: Subscription | None = None
         self.sent = 0                # entries sent
         self.received = 0            # entries from other servers handled
         self.dropped_partials = 0    # partials too large for a notice
@@ -208,7 +208,9 @@ class Cluster:
         entries, self._queue = self._queue, []
         self._access_queued.clear()
         head = '{"t":"%s","d":{"o":"%s","n":[' % (TOPIC, self.origin)
-        payloads, batch, size = [], [], 0
+        payloads: list[str] = []
+        batch: list[str] = []
+        size = 0
         for entry in entries:   # each under MAX_ENTRY_BYTES (_put refuses larger)
             n = len(entry.encode("utf-8")) + 1
             if batch and size + n > MAX_ENTRY_BYTES:

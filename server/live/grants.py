@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Protocol
 
 from seed_agents.protocol.wire import events
 
@@ -31,12 +32,18 @@ from .frames import Outgoing
 _AUDIENCE_MAX = 100_000
 
 
+class AccessRelay(Protocol):
+    """What a change of access tells the other servers (server/live/cluster.Cluster)."""
+
+    def access(self, agent_id: str) -> None: ...
+
+
 class Grants:
     def __init__(self, db) -> None:  # noqa: ANN001 (a server/database/port.Storage)
         self.db = db
         # The cluster (server/live/cluster.py) when the database is shared: told of each change
         # of access after its commit. Set by the composition root (server/app.py) once it listens.
-        self.relay = None
+        self.relay: AccessRelay | None = None
         self._subs: dict[tuple[str, str], set] = {}       # (account, agent) -> guest subscriptions
         self._accounts: dict[str, set[str]] = {}          # agent -> accounts in _subs
         self._locks: dict[str, list] = {}              # agent -> [lock, users]

@@ -68,6 +68,7 @@ from ..tools.context import Park
 from ..tools.code_tools import CodeExec
 from ..tools.delegation_tools import Delegating, event_wait
 from ..tools.surface import ToolSurface
+from ..tools.trigger_tools import TriggerAdmin
 from ..tools.web import WebAccess
 from .attachment_view import AttachmentView
 from .history import SessionHistory
@@ -163,7 +164,7 @@ class Runtime:
         self.run_ended: Callable | None = None
         # The trigger tools' port (server/tools/trigger_tools.TriggerAdmin), given by the
         # composition root (server/app.py) once the triggers are built; None: no trigger tools.
-        self.trigger_admin = None
+        self.trigger_admin: TriggerAdmin | None = None
 
     async def start(self) -> None:
         config = self.config

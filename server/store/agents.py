@@ -70,7 +70,8 @@ def list_agents_page(conn: Conn, account_id: str, limit: int, cursor: dict | Non
         # "updated_at <= ?" bounds the index range; the OR skips rows already returned.
         where += " AND updated_at <= ? AND (updated_at < ? OR id > ?)"
         params += [cursor["updatedBefore"], cursor["updatedBefore"], cursor["idAfter"]]
-    rows, size, more = [], 0, False
+    rows: list[tuple] = []
+    size, more = 0, False
     for row in conn.execute(f"SELECT {_COLUMNS} FROM agents WHERE {where} ORDER BY updated_at DESC, id LIMIT ?",
                             (*params, limit + 1)):
         cost = len(row[2]) + AGENT_INFO_OVERHEAD

@@ -7,6 +7,7 @@ row that `sweep` drops once it has not moved for UPLOAD_TTL_MS (an hour, as the 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from seed_agents.protocol.wire.file_rules import MAX_ACTIVE_UPLOADS_PER_ACCOUNT, UPLOAD_TTL_MS
@@ -106,7 +107,7 @@ def sweep(conn, now: int, ttl_ms: int = UPLOAD_TTL_MS, limit: int = 100) -> int:
     return _drop(conn, rows)
 
 
-def drop_for(conn, agent_id: str | None = None, session_ids: list[str] = ()) -> int:
+def drop_for(conn, agent_id: str | None = None, session_ids: Sequence[str] = ()) -> int:
     """Uploads into an agent being deleted (any of its targets) or into sessions being deleted."""
     rows = []
     if agent_id is not None:

@@ -75,7 +75,7 @@ class Delegating:
         self.preset = preset                # the session's thoroughness: its delegation limits and guidance
         self.calls: list[Delegation] = []   # this turn's delegate calls, in order
         self.result_schema = result_schema  # a typed child's output schema
-        self.result = None                  # the accepted return_result payload
+        self.result: dict | None = None     # the accepted return_result payload
         self.bad_results = 0
         self.finished = False               # the turn ends now (a result was accepted, or refused for good)
         self.wait: dict | None = None       # this turn's wait: {toolCallId, signal?, label?, timeoutMs?}

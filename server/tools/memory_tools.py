@@ -70,7 +70,7 @@ async def read(ctx: ToolContext, path: str) -> ToolResult:
         return ToolResult({"summary": f"{path} is a binary file of {info.size} bytes: not shown.",
                            "path": path, "size": info.size,
                            **({"mimeType": m} if (m := file_rules.infer_mime_type(path)) else {})})
-    out = {"summary": f"Read {path} ({info.size} bytes).", "path": path, "content": text}
+    out: dict = {"summary": f"Read {path} ({info.size} bytes).", "path": path, "content": text}
     if len(data) < info.size:
         out["truncated"] = True
         out["summary"] += f" Only its first {len(data)} bytes are shown."

@@ -108,7 +108,7 @@ class WebAccess:
         else:
             return ToolResult({"summary": f"{final} is {kind or 'binary content'} ({len(body)} bytes): not shown.",
                                "url": final, "contentType": kind})
-        out = {"summary": f"Read {final}" + (f": {title}" if title else "") + ".", "url": final,
+        out: dict = {"summary": f"Read {final}" + (f": {title}" if title else "") + ".", "url": final,
                "markdown": markdown}
         if title:
             out["title"] = title

@@ -180,10 +180,9 @@ class ActivityMonitor:
             raise FeedError(f"ListEvents did not answer plain JSON (nested at most {MAX_FEED_DEPTH} deep)")
         if isinstance(value, dict) and isinstance(value.get("json"), dict):
             value = value["json"]   # superjson's envelope, as the HM server sends it
-        events = value.get("events") if isinstance(value, dict) else None
-        if not isinstance(events, list):
+        if not isinstance(value, dict) or not isinstance(value.get("events"), list):
             raise FeedError("ListEvents answered without an events list")
-        next_token = value.get("nextPageToken")
+        events, next_token = value["events"], value.get("nextPageToken")
         return [e for e in events if isinstance(e, dict)], next_token if isinstance(next_token, str) else None
 
     def _handle(self, conn, account: str, event: dict, cursor: list[str], polled_at: int) -> list:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from seed_agents.protocol.hm.blocks import to_markdown
 from seed_agents.protocol.wire.errors import ProtocolError
@@ -79,7 +80,7 @@ def admit(conn, ctx: TriggerContext, trigger: dict, event: Event, now: int, poli
                                      chain_depth=event.chain_depth, error=reason)
     if firing is None:   # fired already (before a restart, or on another server)
         if next_due is not KEEP:
-            triggers_q.set_next_due(conn, trigger["id"], next_due, now)
+            triggers_q.set_next_due(conn, trigger["id"], cast("int | None", next_due), now)
         return Outcome(firings_q.firing_by_key(conn, trigger["account"], trigger["id"], event.key), False)
     publish: list[Callable[[], None]] = []
     error = None

@@ -9,6 +9,7 @@ triggers that run them)."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from seed_agents.protocol.api.actions_triggers import ACTIVITY_SOURCES
 
@@ -19,6 +20,9 @@ from . import manage, webhook
 from .backoff import failure_backoff
 from .firing import Event, Policy, admit
 from .port import TriggerContext
+
+if TYPE_CHECKING:
+    from .activity_monitor import ActivityMonitor
 from .scheduler import Scheduler
 from .webhook import Deliveries
 
@@ -34,7 +38,7 @@ class Triggers:
                              account_per_hour=cfg.account_trigger_firings_per_hour,
                              turns=turns.TurnLimits.from_config(cfg))
         self.scheduler = Scheduler(ctx, self.policy)
-        self.activity = None
+        self.activity: ActivityMonitor | None = None
         self.deliveries = Deliveries(cfg.webhook_rate_limit)   # webhook calls per client address
 
     async def start(self) -> None:
