@@ -200,6 +200,16 @@ def set_agent_public_read(agent_id: str, public_read: bool) -> dict:
     return _action("SetAgentPublicRead", agentId=agent_id, publicRead=public_read)
 
 
+def set_agent_public_chat(agent_id: str, public_chat: bool, limits: dict | None = None,
+                          tools: list[str] | None = None) -> dict:
+    fields: dict = {"agentId": agent_id, "publicChat": public_chat}
+    if limits is not None:
+        fields["limits"] = limits
+    if tools is not None:
+        fields["tools"] = tools
+    return _action("SetAgentPublicChat", **fields)
+
+
 # -- signing identities -------------------------------------------------------------------------
 
 def list_signing_identities(agent_id: str | None = None) -> dict:

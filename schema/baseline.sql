@@ -533,3 +533,25 @@ CREATE INDEX provider_logins_by_expiry ON provider_logins (expires_at);
 
 -- Version 20: combining two triggers (schema/migrations/0020_trigger_merges.sql says why).
 ALTER TABLE agent_triggers ADD COLUMN merged_into TEXT;
+
+-- Version 21: public chat (schema/migrations/0021_public_chat.sql says why).
+ALTER TABLE agents ADD COLUMN public_chat BLOB;
+ALTER TABLE sessions ADD COLUMN visitor_id TEXT;
+CREATE INDEX sessions_by_visitor ON sessions (agent_id, visitor_id, updated_at DESC, id DESC)
+    WHERE visitor_id IS NOT NULL;
+CREATE TABLE visitor_usage (
+    agent_id   TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    hour_start INTEGER NOT NULL,
+    messages   INTEGER NOT NULL,
+    day_start  INTEGER NOT NULL,
+    tokens     INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, account_id)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE visitor_runs (
+    run_id     TEXT NOT NULL PRIMARY KEY,
+    agent_id   TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    reserved   INTEGER NOT NULL,
+    day_start  INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;

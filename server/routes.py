@@ -25,6 +25,7 @@ from .handlers import (
     provider_oauth,
     provider_removal,
     providers,
+    public_chat,
     run_signals,
     runs,
     secrets,
@@ -88,6 +89,7 @@ HANDLING: dict[str, Handling] = {
     "AcceptAgentInvite": Handling(sharing.accept_agent_invite),
     "DeclineAgentInvite": Handling(sharing.decline_agent_invite),
     "SetAgentPublicRead": Handling(sharing.set_agent_public_read),
+    "SetAgentPublicChat": Handling(public_chat.set_agent_public_chat),
     "UnregisterSigner": Handling(signers.unregister_signer),
     # --- signing identities ---
     "ListSigningIdentities": Handling(identities.list_signing_identities),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from . import actions_files, actions_history, actions_identities, actions_oauth, actions_tools, actions_triggers
+from . import actions_public_chat
 from .actions_identities import check_signing_keys
 from ..hm.blocks import BlockTreeError, check_tree, to_markdown
 from ..wire.dagcbor import check_items, encode
@@ -739,7 +740,8 @@ ACTIONS: dict[str, ActionKind] = {
     "UnregisterSigner": _write(_unregister_signer),
 }
 # Each area's actions live in a module of their own (protocol/actions_<area>.py).
-for _area in (actions_identities, actions_files, actions_tools, actions_triggers, actions_history, actions_oauth):
+for _area in (actions_identities, actions_files, actions_tools, actions_triggers, actions_history, actions_oauth,
+              actions_public_chat):
     assert not ACTIONS.keys() & _area.ACTIONS.keys(), "an action is declared twice"
     ACTIONS.update(_area.ACTIONS)
 

@@ -2,7 +2,8 @@
 
 `agent_role` answers "what may this account do to this agent": `owner`, an accepted
 collaborator's `writer` or `reader`, `reader` for anyone when the owner turned public read on,
-or None. Every handler and every subscription asks it (through the helpers below), and the live
+`visitor` for any other signed account when the owner opened public chat (its own sessions
+only: docs/protocol.md, "Public chat"), or None. Every handler and every subscription asks it (through the helpers below), and the live
 grants index (server/live/grants.py) asks it again whenever a grant changes.
 
 No access at all is 404 with the very text a missing id gets (it must not confirm existence);
@@ -21,9 +22,12 @@ from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 
 OWNER, WRITER, READER = "owner", "writer", "reader"
-_RANK = {READER: 1, WRITER: 2, OWNER: 3}
+VISITOR = roles_q.VISITOR
+_RANK = {VISITOR: 0, READER: 1, WRITER: 2, OWNER: 3}
 WRITE_REQUIRED = "Write access is required"
 OWNER_REQUIRED = "Only the agent owner can do this"
+VISITOR_ONLY = ("A visitor of this agent (public chat) may only create sessions of its own, message them and "
+                "read them")
 
 
 def _not_found(kind: str, ident: str) -> ProtocolError:
@@ -48,9 +52,15 @@ key_role = roles_q.key_role
 
 
 def require(role: str | None, need: str, kind: str, ident: str) -> str:
-    """`role` when it is at least `need`; 404 without access, 403 with too little."""
+    """`role` when it is at least `need`; 404 without access, 403 with too little. A visitor
+    reads its own sessions and their runs (session_role and run_role give VISITOR for nothing
+    else) and nothing of the agent itself."""
     if role is None:
         raise _not_found(kind, ident)
+    if role == VISITOR:
+        if need == READER and kind in ("session", "run"):
+            return role
+        raise ProtocolError(403, VISITOR_ONLY)
     if _RANK[role] < _RANK[need]:
         raise ProtocolError(403, WRITE_REQUIRED if need == WRITER else OWNER_REQUIRED)
     return role

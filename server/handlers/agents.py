@@ -14,7 +14,8 @@ from ..store import collaborators as collab_q
 from ..store import providers as providers_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
-from .access import READER, agent_for
+from . import public_chat
+from .access import READER, VISITOR, agent_for, agent_role
 from .agent_definition import check_definition
 from .context import HandlerContext
 from .idempotency import once
@@ -60,8 +61,13 @@ async def create_agent(ctx: HandlerContext, env, action) -> dict:
 
 async def get_agent(ctx: HandlerContext, env, action) -> dict:
     def read(conn):
+        if agent_role(conn, env.account_id, action.agent_id) == VISITOR:   # a minimal view (public chat)
+            return public_chat.visitor_agent(conn, env.account_id, action.agent_id, AGENT_SESSIONS, ctx.now_ms())
         agent = agent_for(conn, env.account_id, action.agent_id, READER)
         sessions = sessions_q.sessions_of_agent(conn, action.agent_id, AGENT_SESSIONS)
+        if agent["accessRole"] != "owner":   # (visitors' sessions are theirs and the owner's alone)
+            sessions = [s for s in sessions if "visitorId" not in s]
+        public_chat.add_usage(conn, agent, env.account_id, ctx.now_ms())
         firings_q.attribute_sessions(conn, sessions)   # startedByTrigger (triggers)
         return agent, sessions
 

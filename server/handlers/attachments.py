@@ -13,7 +13,7 @@ from .context import HandlerContext
 def session_owner(conn, account_id: str, session_id: str, need: str) -> tuple[str, str]:
     """(owner, agent id) of a session the caller may `need` (404 / 403 otherwise)."""
     session_access(conn, account_id, session_id, need)
-    return owners_q.session_access(conn, session_id)
+    return owners_q.session_access(conn, session_id)[:2]
 
 
 async def upload_session_attachment(ctx: HandlerContext, env, action) -> dict:

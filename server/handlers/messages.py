@@ -14,6 +14,7 @@ from ..runtime import turns
 from ..store import attachments as att_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
+from . import public_chat
 from .access import WRITER, session_for
 from .context import HandlerContext
 from .idempotency import once
@@ -65,8 +66,14 @@ async def message_session(ctx: HandlerContext, env, action) -> dict:
     envelope, envelope_cid = signed_envelope(env)
 
     def effect(conn):
-        session = session_for(conn, account_id, session_id, WRITER)
+        try:
+            session = session_for(conn, account_id, session_id, WRITER)
+            visiting = False
+        except ProtocolError as refused:   # a visitor's own session (public chat), or refused as it was
+            session, visiting = public_chat.own_session(conn, account_id, session_id, refused), True
         user_event_id, run_id = new_id(), new_id()
+        if visiting:   # within the owner's limits (429 past them), the run's tokens reserved
+            public_chat.admit_visitor_message(conn, session, run_id, now, ctx.config)
         attachments = [attachments_of(conn, session_id, a) for a in getattr(action, "attachment_ids", ())]
         # The run is the owner's; the message's meta names the real sender.
         message = user_payload(env, action, attachments)

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..store import runs as runs_q
-from .access import READER, WRITER, agent_access, run_for, session_access
+from ..store import visitors as visitors_q
+from .access import OWNER, READER, WRITER, agent_access, run_for, session_access
 from .context import HandlerContext
 
 DEFAULT_LIMIT = 100
@@ -27,8 +28,11 @@ async def list_runs(ctx: HandlerContext, env, action) -> dict:
         if action.selector == "sessionId":
             session_access(conn, env.account_id, action.target, READER)
             return runs_q.runs_of_session(conn, action.target, action.status, limit)
-        agent_access(conn, env.account_id, action.target, READER)
-        return runs_q.runs_of_agent(conn, action.target, action.status, limit)
+        role = agent_access(conn, env.account_id, action.target, READER)
+        runs = runs_q.runs_of_agent(conn, action.target, action.status, limit)
+        if role != OWNER:   # (a visitor's runs are theirs and the owner's alone: public chat)
+            runs = [r for r in runs if "sessionId" not in r or visitors_q.visitor_of(conn, r["sessionId"]) is None]
+        return runs
 
     return {"_": "ListRunsResponse",
             "runs": await ctx.db.aread(lambda conn: runs_q.with_child_counts(conn, read(conn)))}

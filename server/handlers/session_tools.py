@@ -34,7 +34,7 @@ from ..store import tool_events
 from ..tools import records
 from ..tools.authority import may_write
 from ..tools.context import ToolResult
-from .access import READER, WRITER, session_for, session_role
+from .access import READER, VISITOR, VISITOR_ONLY, WRITER, session_for, session_role
 from .context import HandlerContext
 
 
@@ -59,6 +59,8 @@ async def invoke_session_tool(ctx: HandlerContext, env, action) -> dict:
     def check(conn):
         session = session_for(conn, env.account_id, action.session_id, need)
         role = session_role(conn, env.account_id, session["id"])[0]
+        if role == VISITOR:   # a visitor chats; the owner's tools run only through the agent's turn
+            raise ProtocolError(403, VISITOR_ONLY)
         if may_write(role) and runs_q.has_active_run(conn, session["id"]):
             raise ProtocolError(409, "the session has a live run; invoke tools once it has finished")
         return session, role, agents_q.get_agent(conn, session["agentId"])

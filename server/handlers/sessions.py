@@ -4,6 +4,7 @@ from __future__ import annotations
 from seed_agents.protocol.api.actions import request_fingerprint
 from seed_agents.protocol.hm.blocks import system_prompt_markdown
 from seed_agents.protocol.wire.dagcbor import encode
+from seed_agents.protocol.wire.errors import ProtocolError
 from seed_agents.protocol.wire.wire_values import RawEvents
 
 from ..cache import text_bytes
@@ -17,7 +18,8 @@ from ..store import history as history_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
-from .access import READER, WRITER, agent_access, agent_for, agent_role, session_for
+from . import public_chat
+from .access import READER, VISITOR, WRITER, agent_access, agent_for, agent_role, session_for
 from .agent_definition import check_level
 from .context import HandlerContext
 from .history import signed_head
@@ -65,7 +67,12 @@ async def create_session(ctx: HandlerContext, env, action) -> dict:
         return once(conn, account_id, "CreateSession", action.client_request_id,
                     request_fingerprint(env.action), now, effect)
 
-    response, created = await ctx.db.write(job)
+    try:
+        response, created = await ctx.db.write(job)
+    except ProtocolError as refused:   # no write access: a visitor's session, when public chat is open
+        if refused.status != 403 or not ctx.db.read(public_chat.may_chat, account_id, action.agent_id):
+            raise
+        return await public_chat.create_visitor_session(ctx, env, action)
     for session, agent in created:
         ctx.broadcaster.publish_session(session, created=True)
         ctx.broadcaster.notify_account(session["account"], "session-created", agent_id=session["agentId"],
@@ -81,6 +88,11 @@ async def list_sessions(ctx: HandlerContext, env, action) -> dict:
         account = env.account_id
         roles: dict[str, str] = {}
         if action.agent_id is not None:
+            if agent_role(conn, env.account_id, action.agent_id) == VISITOR:   # its own sessions alone
+                sessions, cursor = public_chat.visitor_sessions(conn, env.account_id, action.agent_id,
+                                                                action.limit or 100, action.cursor)
+                agent = public_chat.visitor_view(agents_q.get_agent(conn, action.agent_id), sessions)
+                return sessions, [agent], cursor
             roles[action.agent_id] = agent_access(conn, env.account_id, action.agent_id, READER)
             account = agents_q.agent_account(conn, action.agent_id)
         if action.parent_session_id is not None:
@@ -91,10 +103,11 @@ async def list_sessions(ctx: HandlerContext, env, action) -> dict:
         if shared:   # own sessions and those of the agents shared with the caller
             sessions, cursor = collab_q.sessions_page(conn, env.account_id, sorted(shared), limit,
                                                       action.cursor, action.include_children)
-        else:
+        else:   # (a shared agent's visitor sessions are its owner's and their visitors' alone)
             sessions, cursor = sessions_q.list_sessions(
                 conn, account, action.agent_id, limit, action.cursor,
-                parent_session_id=action.parent_session_id, include_children=action.include_children)
+                parent_session_id=action.parent_session_id, include_children=action.include_children,
+                visitors="all" if account == env.account_id else None)
 
         def role_of(agent_id: str) -> str | None:
             return roles.get(agent_id) or shared.get(agent_id) or agent_role(conn, env.account_id, agent_id)

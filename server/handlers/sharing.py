@@ -70,8 +70,11 @@ async def list_agent_collaborators(ctx: HandlerContext, env, action) -> dict:
         rows = [r for r in rows if r["status"] == "accepted"]
     owner = collab_q.collaborator_info(agent["account"], OWNER, "accepted", agent["createdAt"],
                                        agent["updatedAt"])
-    return {"_": "ListAgentCollaboratorsResponse", "agentId": action.agent_id,
-            "publicRead": agent["publicRead"], "collaborators": [owner, *rows]}
+    response = {"_": "ListAgentCollaboratorsResponse", "agentId": action.agent_id,
+                "publicRead": agent["publicRead"], "collaborators": [owner, *rows]}
+    if role == OWNER and "publicChat" in agent:   # its limits and grants (handlers/public_chat.py)
+        response["publicChat"] = agent["publicChat"]
+    return response
 
 
 async def remove_agent_collaborator(ctx: HandlerContext, env, action) -> dict:

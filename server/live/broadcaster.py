@@ -85,8 +85,10 @@ class LocalSink:
 
     def session(self, session: dict, *, created: bool = False) -> None:
         key = "sessions/" + session["id"]
-        self._send(Outgoing(key, events.change(key, session)),
-                   key, "agents/" + session["agentId"], "account/" + session["account"])
+        # A visitor's session (public chat) is its visitor's and the owner's alone: not shown to
+        # the agent's other readers.
+        agent_key = () if "visitorId" in session else ("agents/" + session["agentId"],)
+        self._send(Outgoing(key, events.change(key, session)), key, *agent_key, "account/" + session["account"])
         if not created:
             self.notify_account(session["account"], "session-updated", agent_id=session["agentId"],
                                 session_id=session["id"])

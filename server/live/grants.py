@@ -25,7 +25,7 @@ from typing import Protocol
 
 from seed_agents.protocol.wire import events
 
-from ..store.roles import OWNER, READER, agent_role, key_role
+from ..store.roles import OWNER, READER, VISITOR, agent_role, key_role
 from ..store import collaborators as collab_q
 from .frames import Outgoing
 
@@ -154,8 +154,14 @@ class Grants:
             role = self.db.read(agent_role, account, agent_id)
             if role is None:
                 self.cut(subs, why)
-            else:
-                for sub in subs:
+                continue
+            for sub in subs:
+                if VISITOR in (role, sub.role) and not sub.key.startswith("agents/"):
+                    # a visitor's own session or run (public chat): read again by its key
+                    sub.role = self.db.read(key_role, account, *sub.key.split("/", 1))[0]
+                    if sub.role is None:
+                        self.cut([sub], why)
+                else:
                     sub.role = role
 
     # -- who hears about an agent ------------------------------------------------------------

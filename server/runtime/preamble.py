@@ -54,9 +54,12 @@ class Preambles:
         self.now_ms = runtime.now_ms
         self.names: dict[str, tuple[str, int]] = {}   # account -> (display name, good until); bounded below
 
-    async def system_prompt(self, agent: dict, prompt: str, surface) -> tuple[str, bool]:  # noqa: ANN001
+    async def system_prompt(self, agent: dict, prompt: str, surface, visitor: bool = False) -> tuple[str, bool]:  # noqa: ANN001
         """(the agent's prompt with the whole preamble, whether the agent is shared: its signed
-        human messages then carry <message_sender> blocks). `surface`: the turn's tools."""
+        human messages then carry <message_sender> blocks). `surface`: the turn's tools. A
+        visitor's session (public chat) lists nothing of the owner's: no listing is read."""
+        if visitor:
+            return text.assemble_visitor(prompt, self.now_ms()), False
         listing = await self.listing(agent)
         index = text.space_index(tools_of(surface), listing.memory, list(listing.triggers))
         return text.assemble(prompt, self.now_ms(), roster=listing.roster, index=index,

@@ -61,6 +61,7 @@ from ..store import events as events_q
 from ..store import memory as memory_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
+from ..store import visitors as visitors_q
 from ..store.errors import NotFound
 from ..store.journal import JournalFull
 from ..store.secrets import SecretBox
@@ -433,9 +434,15 @@ class Runtime:
         if persona and persona.get("prompt"):   # a delegate call's anonymous worker: its prompt, not the agent's
             system = persona["prompt"]
         senders = False   # a shared agent's signed human messages carry <message_sender> blocks
+        # A visitor's session (public chat): only the tools the owner granted visitors, and a
+        # preamble without the memory, the members or the identities (store/visitors.py).
+        visitor = self.db.read(visitors_q.visitor_of, session_id) if "parentRunId" not in run else None
+        grants = (agent.get("publicChat") or {}).get("tools") if visitor is not None else None
+        if visitor is not None and "publicChat" not in agent:
+            raise BudgetSpent("this agent's owner closed public chat: visitor messages are no longer answered")
         if not echo:
-            surface = await self._surface(run, agent)
-            system, senders = await self.preambles.system_prompt(agent, system, surface)
+            surface = await self._surface(run, agent, grants)
+            system, senders = await self.preambles.system_prompt(agent, system, surface, visitor=visitor is not None)
 
         if not echo:
             await self._retire_settled_plan(session_id, run_id)
@@ -476,18 +483,22 @@ class Runtime:
         if session is not None:
             self.publisher.publish_session(session)
 
-    async def _surface(self, run: dict, agent: dict):  # noqa: ANN202
+    async def _surface(self, run: dict, agent: dict, visitor_tools: list | None = None):  # noqa: ANN202
         """The turn's tool surface (server/runtime/tool_context.py): the agent's model, or a child
-        narrowed by its spawner, with delegation's verbs."""
+        narrowed by its spawner, with delegation's verbs; in a visitor's session, the granted tools alone."""
         return await build_surface(self, Entry("model"), agent, run["sessionId"], run,
-                                   history=lambda: self._history(run["sessionId"], run.get("userEventId", "")))
+                                   history=lambda: self._history(run["sessionId"], run.get("userEventId", "")),
+                                   visitor_tools=visitor_tools)
 
     def _budgets_for(self, run: dict) -> Budgets:
         """The server's budgets, the tokens narrowed to the run's share of its tree's budget, less
         what it used in earlier turns and what its delegated runs used or hold."""
         budget = self.db.read(delegation_q.budget_of, run["id"])
         if not budget:
-            return self.budgets
+            # a visitor's run: no more than the tokens its message reserved (store/visitors.py)
+            reserved = self.db.read(visitors_q.reservation, run["id"]) if "parentRunId" not in run else None
+            return self.budgets if reserved is None else dataclasses.replace(
+                self.budgets, tokens=min(self.budgets.tokens, reserved))
         return dataclasses.replace(self.budgets, tokens=min(self.budgets.tokens, budget.get("tokens", self.budgets.tokens)),
                                    spent_own=budget.get("spent", 0), spent_below=delegation_q.spent_below(budget))
 
@@ -578,6 +589,7 @@ class Runtime:
                                                           if k not in ("code", "message")})
             if wrote and result.spent is not None:   # before a parent is charged for it
                 delegation_q.record_spent(conn, run["id"], result.spent)
+            visitors_q.settle_run(conn, run["id"], result.spent)   # a visitor's run: its unused tokens back
             if wrote and "parentRunId" in run:
                 # A child: its result is recorded, and its parent told (woken if it was the last).
                 if status == "succeeded":
@@ -654,7 +666,9 @@ class Runtime:
             publisher.notify_account(a["account"], "session-event", agent_id=a["id"], session_id=session_id)
         if timings is not None:
             timings.finished(run["id"])
-        if appended is not None and status == "succeeded":
+        if appended is not None and status == "succeeded" and "visitorId" not in session:
+            # (a visitor's session keeps its first line: a model call for its title would be the
+            # owner's tokens beyond the visitor's limits)
             self.titler.after_turn(agent, session_id, result.provider_type)
 
     @staticmethod

@@ -45,10 +45,12 @@ class Entry:
 
 
 async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run: dict | None = None,  # noqa: ANN001
-                        history=None, run_id: str = "") -> ToolSurface:  # noqa: ANN001
+                        history=None, run_id: str = "", visitor_tools: list | None = None) -> ToolSurface:  # noqa: ANN001
     """The tool surface of one entry: `run` is the turn's run (model, child), else None and
     `run_id` names what the calls belong to (a trigger's firing); `history` gives a typed
-    child's earlier turns (to restore a result it delivered)."""
+    child's earlier turns (to restore a result it delivered). `visitor_tools`: a visitor's
+    session (public chat), offered `call` with the tools its owner granted visitors and nothing
+    else (no memory, no writes, no delegation, no plan)."""
     db, config = runtime.db, runtime.config
     rows = await agent_tools.documents(db, agent, runtime.now_ms())
     await runtime.sandbox_checked()   # (right after a start: whether `execute` is offered is known)
@@ -73,6 +75,8 @@ async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run
         spec = db.read(delegation_q.child_input, run["id"]) or {}
         if type(spec.get("tools")) is list:   # narrowed by its spawner, as a child is
             callables = tuple(c for c in callables if c in spec["tools"])
+    if visitor_tools is not None:
+        return _visitor_surface(runtime, agent, session_id, run, callables, rows, visitor_tools)
     shared = db.read(roles_q.is_shared, agent["id"])
     if via == "user":
         authority = Authority.of_person(entry.account, entry.role, agent, callables, shared)
@@ -85,3 +89,20 @@ async def build_surface(runtime, entry: Entry, agent: dict, session_id: str, run
                       started=lambda effects: turns.publish(runtime.publisher, runtime.kick, effects),
                       triggers=runtime.trigger_admin)
     return ToolSurface(ctx, verbs, delegating, docs)
+
+
+def _visitor_surface(runtime, agent: dict, session_id: str, run: dict, callables: tuple[str, ...],  # noqa: ANN001
+                     rows: list[dict], granted: list) -> ToolSurface:
+    """A visitor's turn: the agent acting as itself (its grants, its owner's account), narrowed to
+    the callables and MCP tools the owner granted visitors; authored tools (code run with the
+    agent's files) never."""
+    allowed = set(granted)
+    callables = tuple(c for c in callables if c in allowed)
+    rows = [r for r in rows if r["doc"]["name"] in allowed and r["doc"]["kind"] == "mcp"]
+    authority = Authority.of_agent(agent, "model", callables, True)
+    docs = agent_tools.AgentTools(runtime.db, runtime.box, runtime.config, agent["account"], agent["id"], rows)
+    ctx = ToolContext(runtime.db, runtime.publisher, runtime.now_ms, agent["account"], agent, session_id, run["id"],
+                      web=runtime.web, hm=runtime.hm, box=runtime.box, callables=callables, authority=authority,
+                      config=runtime.config, code=None, started=lambda effects: None, triggers=None)
+    verbs = ("call",) if callables or docs.docs else ()
+    return ToolSurface(ctx, verbs, None, docs, visitor=True)

@@ -9,6 +9,7 @@ from ..database.port import Conn
 from . import codec
 from . import files_lifecycle as files_q
 from . import triggers as triggers_q
+from . import visitors as visitors_q
 from .errors import NotFound
 
 
@@ -65,6 +66,7 @@ def delete_agent(conn: Conn, agent_id: str) -> list[str]:
         forget_idempotency(conn, member, {agent_id, *session_ids})
     triggers_q.delete_agent_triggers(conn, agent_id)
     conn.execute("DELETE FROM agent_drafts WHERE agent_id = ?", (agent_id,))   # (as the reference)
+    visitors_q.forget_agent(conn, agent_id)   # public chat's counters
     conn.execute("DELETE FROM agents WHERE id = ?", (agent_id,))
     return session_ids
 

@@ -17,7 +17,7 @@ from .runs import ACTIVE
 # statuses, store/runs.ACTIVE) verbatim: SQLite uses a partial index only then.
 _COLUMNS = ("id, account_id, definition, state_dir, status, created_at, updated_at, public_read,"
             " activity_at, activity_kind, activity_session_id, message_at, message_from,"
-            f" EXISTS (SELECT 1 FROM runs WHERE runs.agent_id = agents.id AND {ACTIVE})")
+            f" EXISTS (SELECT 1 FROM runs WHERE runs.agent_id = agents.id AND {ACTIVE}), public_chat")
 OWNER = "owner"
 
 
@@ -28,7 +28,7 @@ def create_agent(conn: Conn, agent_id: str, account_id: str, definition: dict,
         " VALUES (?, ?, ?, ?, 'idle', ?, ?)",
         (agent_id, account_id, codec.encode(definition), state_dir, now, now))
     return agent_info((agent_id, account_id, definition, state_dir, "idle", now, now, 0,
-                       None, None, None, None, None, 0), role)
+                       None, None, None, None, None, 0, None), role)
 
 
 def get_agent(conn: Conn, agent_id: str, role: str = OWNER) -> dict | None:
@@ -141,7 +141,8 @@ def agent_info(row: tuple, role: str = OWNER, *, decoded: bool = True) -> dict:
     wait on, never decodes one per message (the app decodes it once per version to publish,
     Broadcaster.agent_decoded)."""
     (agent_id, account_id, definition, state_dir, status, created_at, updated_at, public_read,
-     activity_at, activity_kind, activity_session_id, message_at, message_from, busy) = row
+     activity_at, activity_kind, activity_session_id, message_at, message_from, busy, *rest) = row
+    public_chat = rest[0] if rest else None
     if decoded and type(definition) is not dict:
         definition = codec.decode(definition)
     elif not decoded and type(definition) is not dict:
@@ -151,6 +152,8 @@ def agent_info(row: tuple, role: str = OWNER, *, decoded: bool = True) -> dict:
     info = {"id": agent_id, "account": account_id, "definition": definition, "stateDir": state_dir,
             "status": status, "createdAt": created_at, "updatedAt": updated_at,
             "accessRole": role, "publicRead": bool(public_read), "busy": bool(busy)}
+    if public_chat is not None:   # open to every signed account (store/visitors.py): its limits and grants
+        info["publicChat"] = public_chat if type(public_chat) is dict else codec.decode(public_chat)
     if activity_at is not None:
         activity: dict = {"at": activity_at, "kind": activity_kind or "event"}
         if activity_session_id is not None:

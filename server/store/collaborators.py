@@ -203,7 +203,9 @@ def sessions_page(conn: Conn, account_id: str, agent_ids, limit: int,
     rows: list[tuple] = []
     sources = [("account_id", account_id)] + [("agent_id", a) for a in agent_ids]
     for column, value in sources:
-        sql = f"SELECT {sessions_q._COLUMNS} FROM sessions WHERE {column} = ?{rest} {sessions_q._ORDER} LIMIT ?"
+        # (a shared agent's visitor sessions are its visitors' and its owner's: not listed here)
+        only = " AND visitor_id IS NULL" if column == "agent_id" else ""
+        sql = f"SELECT {sessions_q._COLUMNS} FROM sessions WHERE {column} = ?{only}{rest} {sessions_q._ORDER} LIMIT ?"
         rows += conn.execute(sql, (value, *extra, limit + 1)).fetchall()
     rows.sort(key=lambda r: (r[6], r[0]), reverse=True)   # (updated_at, id) both descending
     more = len(rows) > limit

@@ -21,6 +21,7 @@ from . import events as events_q
 from . import journal as journal_q
 from . import runs as runs_q
 from . import sessions as sessions_q
+from . import visitors as visitors_q
 from .errors import NotFound
 
 MAX_DEPTH = 3              # a child's depth is at most this (the reference's limit)
@@ -234,6 +235,9 @@ def cancel_subtrees(conn, runs: list[dict], now: int, new_id, ended=None) -> tup
     canceled = runs_q.cancel_runs(conn, list(targets.values()), now)
     parking.end_waits(conn, [r["id"] for r in canceled])
     settled = children_ended(conn, canceled, now, new_id)
+    for run in canceled:
+        if run["id"] not in had_turn:   # a visitor's run that never ran: all its tokens back
+            visitors_q.settle_run(conn, run["id"], 0)
     if ended is not None:
         for run in canceled:
             if run["id"] not in had_turn:

@@ -7,8 +7,12 @@ from __future__ import annotations
 from ..database.port import Conn
 from . import collaborators as collab_q
 from . import owners as owners_q
+from . import visitors as visitors_q
 
 OWNER, WRITER, READER = "owner", "writer", "reader"
+# Any signed account on an agent whose owner opened public chat (and who has no other role): it
+# may chat in sessions of its own and see nothing else of the agent (docs/protocol.md, "Public chat").
+VISITOR = "visitor"
 
 
 def guest_role(conn: Conn, account_id: str, agent_id: str, public_read: bool) -> str | None:
@@ -22,13 +26,20 @@ def guest_role(conn: Conn, account_id: str, agent_id: str, public_read: bool) ->
 
 def agent_role(conn: Conn, account_id: str, agent_id: str) -> str | None:
     """The caller's role on an agent, or None (no such agent, or no access)."""
-    row = owners_q.agent_access(conn, agent_id)
+    row = owners_q.agent_flags(conn, agent_id)
     if row is None:
         return None
-    owner, public_read = row
+    owner, public_read, public_chat = row
     if owner == account_id:
         return OWNER
-    return guest_role(conn, account_id, agent_id, public_read)
+    role = guest_role(conn, account_id, agent_id, public_read)
+    return VISITOR if role is None and public_chat else role
+
+
+def may_visit(role: str | None) -> bool:
+    """Whether a role chats with the agent as a visitor: it cannot write to the agent, and public
+    chat is open (a reader of a public agent with public chat open is a visitor in its sessions)."""
+    return role in (VISITOR, READER)
 
 
 def is_shared(conn: Conn, agent_id: str) -> bool:
@@ -42,24 +53,38 @@ def is_shared(conn: Conn, agent_id: str) -> bool:
         is not None
 
 
-def _role_through_agent(conn: Conn, account_id: str, row: tuple[str, str] | None) -> tuple[str | None, str | None]:
-    """(role, agent id) from a row's (owning account, agent id): its owner at once, anyone else
-    through the row's agent; (None, None) for no row."""
+def _role_through_agent(conn: Conn, account_id: str, row: tuple[str, str, str | None] | None,
+                        visitor: str | None) -> tuple[str | None, str | None]:
+    """(role, agent id) from a row's (owning account, agent id, ...) and the visitor whose session
+    it belongs to: its owner at once; a visitor session only to its visitor while public chat is
+    open (VISITOR), to nobody else; any other session to anyone else through the row's agent,
+    except to a mere visitor; (None, None) for no row."""
     if row is None:
         return None, None
-    owner, agent_id = row
+    owner, agent_id = row[0], row[1]
     if owner == account_id:
         return OWNER, agent_id
-    return agent_role(conn, account_id, agent_id), agent_id
+    if visitor is not None:
+        if visitor != account_id:
+            return None, agent_id
+        flags = owners_q.agent_flags(conn, agent_id)
+        return (VISITOR if flags is not None and flags[2] else None), agent_id
+    role = agent_role(conn, account_id, agent_id)
+    return (None if role == VISITOR else role), agent_id
 
 
 def session_role(conn: Conn, account_id: str, session_id: str) -> tuple[str | None, str | None]:
     """(role, agent id) for a session (one primary-key read for its owner)."""
-    return _role_through_agent(conn, account_id, owners_q.session_access(conn, session_id))
+    row = owners_q.session_access(conn, session_id)
+    return _role_through_agent(conn, account_id, row, row[2] if row is not None else None)
 
 
 def run_role(conn: Conn, account_id: str, run_id: str) -> tuple[str | None, str | None]:
-    return _role_through_agent(conn, account_id, owners_q.run_access(conn, run_id))
+    row = owners_q.run_access(conn, run_id)
+    visitor = None
+    if row is not None and row[0] != account_id and row[2] is not None:
+        visitor = visitors_q.visitor_of(conn, row[2])
+    return _role_through_agent(conn, account_id, row, visitor)
 
 
 def key_role(conn: Conn, account_id: str, kind: str, ident: str) -> tuple[str | None, str | None]:

@@ -19,7 +19,7 @@ from .errors import InvalidCursor, NotFound
 _COLUMNS = ("id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id,"
             " run_id, model_override, description, message_at, message_from,"
             " (SELECT count(*) FROM sessions c WHERE c.parent_session_id = sessions.id), plan,"
-            " continued_from, continued_by, thoroughness")
+            " continued_from, continued_by, thoroughness, visitor_id")
 _INSERT = "id, account_id, agent_id, title, status, created_at, updated_at, parent_session_id"
 _ORDER = "ORDER BY updated_at DESC, id DESC"
 TITLE_CHARS = 60  # automatic titles: the first line of the first message, trimmed to this
@@ -31,7 +31,7 @@ def create_session(conn: Conn, session_id: str, account_id: str, agent_id: str,
         f"INSERT INTO sessions ({_INSERT}) VALUES (?, ?, ?, ?, 'idle', ?, ?, ?)",
         (session_id, account_id, agent_id, title, now, now, parent_session_id))
     return session_info((session_id, account_id, agent_id, title, "idle", now, now, parent_session_id,
-                         None, None, None, None, None, 0, None, None, None, None))
+                         None, None, None, None, None, 0, None, None, None, None, None))
 
 
 def get_session(conn: Conn, session_id: str) -> dict | None:
@@ -41,10 +41,14 @@ def get_session(conn: Conn, session_id: str) -> dict | None:
 
 def list_sessions(conn: Conn, account_id: str, agent_id: str | None, limit: int,
                   cursor: dict | None, *, parent_session_id: str | None = None,
-                  include_children: bool = True) -> tuple[list[dict], dict | None]:
+                  include_children: bool = True, visitors: str | None = "all") -> tuple[list[dict], dict | None]:
     """(sessions, next cursor or None) of the account, optionally of one agent, or the children
-    of one session; `include_children=False` leaves out sessions that have a parent."""
-    if parent_session_id is not None:
+    of one session; `include_children=False` leaves out sessions that have a parent. `visitors`:
+    "all" keeps visitor sessions (public chat; the owner's listing), None leaves them out (anyone
+    else's), an account id keeps that visitor's alone (of `agent_id`, on sessions_by_visitor)."""
+    if visitors not in ("all", None) and agent_id is not None:
+        where, params = ["agent_id = ?", "visitor_id = ?"], [agent_id, visitors]
+    elif parent_session_id is not None:
         where, params = ["parent_session_id = ?", "+account_id = ?"], [parent_session_id, account_id]
     elif agent_id is not None:
         # Unary + keeps the planner on sessions_by_agent (the narrower index) for this filter.
@@ -53,6 +57,8 @@ def list_sessions(conn: Conn, account_id: str, agent_id: str | None, limit: int,
         where, params = ["account_id = ?"], [account_id]
     if parent_session_id is None and not include_children:
         where.append("parent_session_id IS NULL")
+    if visitors is None:
+        where.append("visitor_id IS NULL")
     if parent_session_id is not None and agent_id is not None:
         where.append("+agent_id = ?")
         params.append(agent_id)
@@ -163,7 +169,8 @@ def ids_with_status(conn: Conn, status: str) -> list[str]:
 def session_info(row: tuple) -> dict:
     (session_id, account_id, agent_id, title, status, created_at, updated_at, parent, run_id,
      override, description, message_at, message_from, children, plan, continued_from, continued_by,
-     thoroughness) = row
+     thoroughness, *rest) = row
+    visitor = rest[0] if rest else None
     info = {"id": session_id, "account": account_id, "agentId": agent_id, "status": status,
             "createdAt": created_at, "updatedAt": updated_at}
     if title is not None:
@@ -188,6 +195,8 @@ def session_info(row: tuple) -> dict:
         info["continuedBySessionId"] = continued_by
     if thoroughness is not None:   # the delegation preset (protocol/agent/thoroughness.py)
         info["thoroughness"] = thoroughness
+    if visitor is not None:   # a visitor's session (public chat: store/visitors.py)
+        info["visitorId"] = visitor
     return info
 
 

@@ -15,6 +15,7 @@ from ..store import events as events_q
 from ..store import roles as roles_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
+from ..store import visitors as visitors_q
 from .context import ToolContext, ToolFailure, ToolResult
 
 THREAD_LIST_DEFAULT = 20
@@ -67,7 +68,8 @@ def read_thread(ctx: ToolContext, thread_id: str, options: dict) -> ToolResult:
     if not thread_id:
         return ToolResult(_thread_list(ctx, options))
     session = ctx.db.read(sessions_q.get_session, thread_id)
-    if session is None or not ctx.db.read(visible, ctx, session["account"], session["agentId"]):
+    if session is None or not ctx.db.read(visible, ctx, session["account"], session["agentId"],
+                                          session.get("visitorId")):
         # Another account's conversation is not there, as far as this agent can tell.
         raise ToolFailure(f"no thread {thread_id!r} among your conversations (read thread: to list them)")
     last = ctx.db.read(events_q.last_seq, thread_id)
@@ -79,9 +81,12 @@ def read_thread(ctx: ToolContext, thread_id: str, options: dict) -> ToolResult:
                        "markdown": "\n".join(lines)})
 
 
-def visible(conn, ctx: ToolContext, account: str, agent_id: str) -> bool:  # noqa: ANN001
-    """May the call's authority read a session or run of `agent_id` held by `account`?"""
+def visible(conn, ctx: ToolContext, account: str, agent_id: str, visitor: str | None = None) -> bool:  # noqa: ANN001
+    """May the call's authority read a session or run of `agent_id` held by `account`? A visitor's
+    session (public chat: `visitor`) only the owner in person, or the agent nobody else drives."""
     authority = ctx.authority
+    if visitor is not None and not (authority.sees_account and account == authority.owner):
+        return False
     if authority.in_person:   # what GetSession / GetRun would answer this person
         return roles_q.agent_role(conn, authority.account, agent_id) is not None
     if authority.sees_account:
@@ -97,8 +102,10 @@ def _thread_list(ctx: ToolContext, options: dict) -> dict:
         # A collaborator, or the agent of a shared agent: this agent's conversations only.
         agent_id = ctx.authority.agent_id
     query = options.get("query").lower() if isinstance(options.get("query"), str) else None
-    sessions, _ = ctx.db.read(sessions_q.list_sessions, ctx.account, agent_id,
-                              THREAD_LIST_MAX if query else limit, None)
+    visitors = "all" if ctx.authority.sees_account else None   # (a visitor's session: the owner's eyes only)
+    sessions, _ = ctx.db.read(lambda conn: sessions_q.list_sessions(conn, ctx.account, agent_id,
+                                                                    THREAD_LIST_MAX if query else limit, None,
+                                                                    visitors=visitors))
     if query:
         sessions = [s for s in sessions if query in (s.get("title") or "").lower()
                     or query in (s.get("description") or "").lower()][:limit]
@@ -130,7 +137,8 @@ def _cut(text: str) -> str:
 
 def read_run(ctx: ToolContext, run_id: str) -> ToolResult:
     run = ctx.db.read(runs_q.get_run, run_id) if run_id else None
-    if run is None or not ctx.db.read(visible, ctx, run["account"], run["agentId"]):
+    visitor = ctx.db.read(visitors_q.visitor_of, run["sessionId"]) if run is not None and run.get("sessionId") else None
+    if run is None or not ctx.db.read(visible, ctx, run["account"], run["agentId"], visitor):
         raise ToolFailure(f"no run {run_id!r} among your runs")
     run = runs_q.public(run)
     return ToolResult({"summary": f"Run {run_id}: {run['status']}.", "run": run})

@@ -101,9 +101,10 @@ def parse_arguments(call: ToolCall) -> tuple[dict | None, str | None]:
 class ToolSurface:
     def __init__(self, ctx: ToolContext, verbs: tuple[str, ...] = OFFERED_VERBS,
                  delegating: delegation_tools.Delegating | None = None,
-                 agent_docs: agent_tools.AgentTools | None = None) -> None:
+                 agent_docs: agent_tools.AgentTools | None = None, visitor: bool = False) -> None:
         self.ctx = ctx
         self.verbs = verbs
+        self.visitor = visitor         # a visitor's session: the owner's grants to visitors alone (public chat)
         self.delegating = delegating   # delegate / return_result state (server/tools/delegation_tools.py)
         self.agent_docs = agent_docs   # the agent's MCP and authored tools (server/tools/agent_tools.py)
 
@@ -114,7 +115,8 @@ class ToolSurface:
 
     def provider_tools(self) -> tuple[ToolSpec, ...]:
         own = list(self.agent_docs.guide_lines()) if self.agent_docs is not None else []
-        own.append("- " + memory_tools.SEARCH_MEMORY_DESCRIPTION)
+        if not self.visitor:   # (the owner's memory is never a visitor's)
+            own.append("- " + memory_tools.SEARCH_MEMORY_DESCRIPTION)
         if self.delegating is not None:   # this server's own callable: park until a signal
             own.append("- " + delegation_tools.WAIT_DESCRIPTION)
         specs = provider_tools(self.verbs, self.ctx.callables, own, code_tools.server_tools(self.ctx))
@@ -132,6 +134,9 @@ class ToolSurface:
     async def run(self, call: ToolCall) -> ToolResult:
         tool = registry.VERBS.get(call.name)
         if tool is None or tool.name not in self.verbs:
+            if tool is not None and self.visitor:
+                return ToolResult(error=f"{tool.name} is not offered here: this is a visitor's conversation "
+                                        "(public chat), where only the tools the owner granted visitors run")
             if tool is not None and tool.name in NOT_OFFERED:
                 return ToolResult(error=NOT_OFFERED[tool.name])
             if tool is not None:   # a verb of the reference this server has not got yet
@@ -207,6 +212,8 @@ class ToolSurface:
         against the registry's schema before their row runs."""
         name = registry.normalize_name(params["tool"])
         ctx = self.ctx
+        if self.visitor and name not in ctx.callables and not (self.agent_docs and self.agent_docs.has(name)):
+            raise ToolFailure(f"{name[:100]} is not a tool this agent's owner granted to visitors")
         call_id = params.get("__call_id", "")
         row = CALLABLE_TOOLS.get(name)
         if row is not None and row.own and row.applies(self):

@@ -102,9 +102,11 @@ def store(tmp_path):
 # What the access check may read before access is settled: owners and flags by primary key,
 # then the caller's grant by primary key. Nothing else (above all no definition).
 ACCESS_READS = {
-    "agents": "SELECT account_id, public_read FROM agents WHERE id = ?",
-    "sessions": "SELECT account_id, agent_id FROM sessions WHERE id = ?",
-    "runs": "SELECT account_id, agent_id FROM runs WHERE id = ?",
+    "agents": "SELECT account_id, public_read, public_chat IS NOT NULL FROM agents WHERE id = ?",
+    "sessions": "SELECT account_id, agent_id, visitor_id FROM sessions WHERE id = ?",
+    "runs": "SELECT account_id, agent_id, session_id FROM runs WHERE id = ?",
+    # (a run of a session: whether that session is a visitor's, public chat)
+    "visitor": "SELECT visitor_id FROM sessions WHERE id = ?",
     "grant": ("SELECT role FROM agent_collaborators WHERE agent_id = ? AND account_id = ?"
               " AND status = 'accepted'"),
 }

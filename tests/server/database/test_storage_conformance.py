@@ -50,6 +50,7 @@ from seed_agents.server.store import server_key as server_key_q
 from seed_agents.server.store import sessions as sessions_q
 from seed_agents.server.store import signatures as sig_q
 from seed_agents.server.store import uploads as uploads_q
+from seed_agents.server.store import visitors as visitors_q
 from seed_agents.server.store.errors import NotFound
 from seed_agents.server.store.secrets import SecretBox
 
@@ -548,6 +549,39 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(agents_q.get_agent, "a2", "reader")
     await w(collab_q.remove, "a1", GUEST)
     r(owners_q.session_access, "s3")
+    # Public chat (server/store/visitors.py): agent av opened, a visitor's session, two messages
+    # admitted (the first run's tokens given back in part), a third refused, a fresh day's window.
+    visitor = "z6MkVisitor"
+    await w(agents_q.create_agent, "av", ACCOUNT, {"name": "visited"}, "/tmp/av", T0 + 60)
+    r(roles_q.agent_role, visitor, "av")   # closed: nothing
+    chat = {"messagesPerHour": 2, "tokensPerDay": 100, "tokensPerDayAll": 150, "tools": ["navigate"]}
+    await w(visitors_q.set_config, "av", chat, T0 + 61)
+    r(visitors_q.get_config, "av")
+    r(owners_q.agent_flags, "av")
+    r(roles_q.agent_role, visitor, "av")   # open: a visitor
+    await w(sessions_q.create_session, "sv", ACCOUNT, "av", None, T0 + 62)
+    await w(visitors_q.set_visitor, "sv", visitor)
+    r(visitors_q.visitor_of, "sv")
+    r(visitors_q.visitors_of, "av")
+    r(roles_q.session_role, visitor, "sv")
+    r(roles_q.session_role, GUEST, "sv")   # another account: nothing
+    await w(runs_q.create_run, "rv1", ACCOUNT, "av", "sv", None, T0 + 63)
+    r(roles_q.run_role, visitor, "rv1")
+    first = await w(visitors_q.admit, "av", visitor, chat, T0 + 63, 80, 4)
+    await w(visitors_q.reserve_run, "rv1", "av", visitor, first, T0 + 63)
+    r(visitors_q.reservation, "rv1")
+    r(visitors_q.live_visitor_sessions, "av")
+    await w(visitors_q.admit, "av", visitor, chat, T0 + 64, 80, 4)   # its run still live: refused
+    await w(visitors_q.settle_run, "rv1", 30)
+    await w(visitors_q.settle_run, "rv1", 30)   # (once)
+    r(visitors_q.usage, "av", visitor, T0 + 64)
+    r(visitors_q.usage, "av", "", T0 + 64)
+    await w(visitors_q.admit, "av", visitor, chat, T0 + 65, 80, 4)
+    await w(visitors_q.admit, "av", visitor, chat, T0 + 66, 80, 4)   # the hour's two are spent
+    r(visitors_q.usage, "av", visitor, T0 + 86_400_000)   # a new day
+    await w(visitors_q.set_config, "av", None, T0 + 67)
+    r(roles_q.session_role, visitor, "sv")   # closed: its own session is gone from it
+    await w(visitors_q.forget_agent, "av")
     # Providers and secrets (ids given: both drivers must keep what they are handed).
     config = {"type": "openai", "model": "m", "secretRefs": {"apiKey": "key"}}
     await w(providers_q.set_provider, ACCOUNT, "p", config, T0 + 50, "4b1d0c7e-0000-4000-8000-000000000001")
