@@ -4,8 +4,10 @@ a scripted OpenAI-style model, a web page and SearXNG) on a background event loo
 in every role on a shared agent, spoken to over HTTP (`POST /api/message`, signed envelopes).
 
 The owner has a shared agent A (a writer and a reader collaborator, a session SA with a run and
-an attachment), a public agent P (public read on, a session SP), and a private agent B whose
-session SB holds a secret nobody else may read (and its run RB). A stranger has no role at all.
+an attachment), a public agent P (public read on, a session SP), an agent V open to visitors
+(public chat on, public read off: the owner's session SO with its run RV, and the visitor's own
+session SV), and a private agent B whose session SB holds a secret nobody else may read (and its
+run RB). A stranger has no role at all.
 """
 from __future__ import annotations
 
@@ -35,7 +37,9 @@ from tests.wsraw import keypair
 
 SECRET = "my bank PIN is 4321"     # in the owner's private session: nobody else may read it
 PIN = "4321"
-PERSONS = ("owner", "writer", "reader", "public", "stranger")
+PERSONS = ("owner", "writer", "reader", "public", "stranger", "visitor")
+# What the owner grants visitors of P (public chat): a network callable and P's MCP tool.
+VISITOR_TOOLS = ["navigate", "calc__add"]
 
 
 class Background:
@@ -164,11 +168,12 @@ class World:
         return self.keys[role]
 
     def session_of(self, role: str) -> str:
-        """The session a person's InvokeSessionTool names: the public agent's for `public`."""
-        return self.ids["sp"] if role == "public" else self.ids["sa"]
+        """The session a person's InvokeSessionTool names: the public agent's for `public`, the
+        visitor's own for `visitor`."""
+        return {"public": self.ids["sp"], "visitor": self.ids.get("sv", "")}.get(role, self.ids["sa"])
 
     def agent_of(self, role: str) -> str:
-        return self.ids["p"] if role == "public" else self.ids["a"]
+        return {"public": self.ids["p"], "visitor": self.ids.get("v", "")}.get(role, self.ids["a"])
 
     def invoke(self, role: str, verb: str, tool_input: dict, session_id: str | None = None) -> dict:
         return self.api.call(self.kp(role), {"_": "InvokeSessionTool", "sessionId": session_id or self.session_of(role),
@@ -275,14 +280,19 @@ def _populate(w: World, label: str) -> None:
                        "role": role})
         api.ok(w.kp(role), {"_": "AcceptAgentInvite", "agentId": w.ids["a"]})
     api.ok(owner, {"_": "SetAgentPublicRead", "agentId": w.ids["p"], "publicRead": True})
-    for name, agent in (("sa", "a"), ("sp", "p"), ("sb", "b")):
+    w.ids["v"] = api.ok(owner, {"_": "CreateAgent", "definition": {**w.base_definition, "name": "Visited"}})["agentId"]
+    api.ok(owner, {"_": "SetAgentPublicChat", "agentId": w.ids["v"], "publicChat": True, "tools": VISITOR_TOOLS,
+                   "limits": {"messagesPerHour": 1000, "tokensPerDay": 10**8, "tokensPerDayAll": 10**9}})
+    w.ids["sv"] = api.ok(w.kp("visitor"), {"_": "CreateSession", "agentId": w.ids["v"], "title": "visiting"})[
+        "sessionId"]
+    for name, agent in (("sa", "a"), ("sp", "p"), ("sb", "b"), ("so", "v")):
         w.ids[name] = api.ok(owner, {"_": "CreateSession", "agentId": w.ids[agent], "title": f"session {name}"})[
             "sessionId"]
     # Each session has a run (and SB the owner's secret); A and P hold the same memory file.
-    for name, text in (("sa", "hello shared"), ("sp", "hello public"), ("sb", SECRET)):
+    for name, text in (("sa", "hello shared"), ("sp", "hello public"), ("sb", SECRET), ("so", "hello visited")):
         sent = api.ok(owner, {"_": "MessageSession", "sessionId": w.ids[name],
                               "content": [{"type": "text", "text": text}]})
-        w.ids["r" + name[1]] = sent["runId"]
+        w.ids["r" + ("v" if name == "so" else name[1])] = sent["runId"]
         w.wait_idle(w.ids[name])
     for agent in ("a", "p"):
         api.ok(owner, {"_": "WriteAgentMemoryFile", "agentId": w.ids[agent], "path": "notes/a.md",

@@ -15,6 +15,7 @@ import pytest
 from seed_agents.protocol.api.actions_triggers import CONTINUATION_KINDS
 from seed_agents.protocol.wire.envelope import NULL
 from seed_agents.protocol.agent.owner_fields import OWNER_ONLY
+from seed_agents.server.store.roles import VISITOR
 from seed_agents.server.tools import authority
 from seed_agents.server.tools.memory_tools import SEARCH_MEMORY
 from seed_agents.server.tools.delegation_tools import MODES as DELEGATE_MODES
@@ -31,7 +32,7 @@ STEP_CALLS = 8   # tool calls per model step (well under any bound on calls per 
 # -- the table covers the code ---------------------------------------------------------------
 
 def test_the_table_has_a_column_for_every_role_and_a_row_for_every_form_verb_and_action():
-    roles = [*authority.ROLES, "public", "stranger", *authority.AGENT_VIAS]
+    roles = [*authority.ROLES, "public", "stranger", VISITOR, *authority.AGENT_VIAS, "visiting"]
     assert table.COLUMNS.split() == roles, "a role without its column in tests/access_table.py"
     for verb, _form, case, _input, outcomes in table.TOOL_CELLS:
         assert len(outcomes.split()) == len(roles), (verb, _form, case)
@@ -176,6 +177,23 @@ def agent_cells(w: World) -> dict:
     return got
 
 
+def visiting_cells(w: World) -> dict:
+    """V's turn in the visitor's own session (public chat): its scripted model makes every cell's
+    call; only the tools the owner granted visitors run."""
+    visitor, owner = w.kp("visitor"), w.kp("owner")
+    every = [{"id": f"v{n}", "name": verb, "arguments": json.dumps(cell_input(tool_input, w, "visiting"))}
+             for n, (verb, _f, _c, tool_input, _) in enumerate(table.TOOL_CELLS)]
+    w.model.plans["matrix visiting"] = [every[i:i + STEP_CALLS] for i in range(0, len(every), STEP_CALLS)]
+    session_id = w.api.ok(visitor, {"_": "CreateSession", "agentId": w.ids["v"], "title": "matrix visit"})["sessionId"]
+    sent = w.api.ok(visitor, {"_": "MessageSession", "sessionId": session_id,
+                              "content": [{"type": "text", "text": "matrix visiting"}]})
+    until("the visitor's matrix turn", lambda: w.api.ok(visitor, {"_": "GetRun", "runId": sent["runId"]})["run"][
+        "status"] in ("succeeded", "failed", "canceled"), timeout=120)
+    results = {e["toolCallId"]: e for e in w.api.events(owner, session_id) if e.get("type") == "tool_result"}
+    return {(n, "visiting"): classify(results[f"v{n}"]) if f"v{n}" in results else ("missing", f"no result in {session_id}")
+            for n in range(len(table.TOOL_CELLS))}
+
+
 def trigger_cells(w: World) -> dict:
     """Each cell's call as a `tool` continuation of a webhook trigger of agent A, fired once."""
     owner = w.kp("owner")
@@ -242,7 +260,8 @@ def action_cells(w: World) -> dict:
                     for i in range(2)]
                 answer = w.api.call(kp, {"_": "MergeAgentTriggers", "triggerId": pair[0], "retiredId": pair[1]})
             elif action == "SignalRun":
-                run_id = w.ids["rb"] if "private" in case else (w.ids["rp"] if role == "public" else w.ids["ra"])
+                run_id = w.ids["rb"] if "private" in case else {"public": w.ids["rp"], "visitor": w.ids["rv"]}.get(
+                    role, w.ids["ra"])
                 answer = w.api.call(kp, {"_": "SignalRun", "runId": run_id, "signal": "go"})
             else:
                 trigger = {"name": f"act-{n}-{role}", "source": {"type": "webhook"}, "prompt": "p"}
@@ -262,7 +281,8 @@ def test_every_cell_answers_as_its_row_says(world):
     w = world
     # The owner's own calls last: what they read in person is recorded in the shared session (the
     # owner's choice), and the others' reads of that session come first.
-    got = {**person_cells(w, PERSONS[1:]), **trigger_cells(w), **agent_cells(w), **person_cells(w, PERSONS[:1])}
+    got = {**person_cells(w, PERSONS[1:]), **trigger_cells(w), **agent_cells(w), **visiting_cells(w),
+           **person_cells(w, PERSONS[:1])}
     wrong = []
     roles = table.COLUMNS.split()
     for n, (verb, form, case, _input, outcomes) in enumerate(table.TOOL_CELLS):
