@@ -15,6 +15,7 @@ import os
 import socket
 import struct
 import time
+from typing import Any
 
 from websockets.asyncio.client import connect as ws_connect
 from websockets.utils import apply_mask  # the library's C helper when it is built
@@ -77,7 +78,7 @@ def response_id(frame: bytes) -> tuple[int, bool] | None:
 
 async def connect(url: str, **kw):
     """A raw v2 socket: no compression, no size limit, no client pings unless asked."""
-    options = {"subprotocols": [V2], "max_size": None, "compression": None,
+    options: dict[str, Any] = {"subprotocols": [V2], "max_size": None, "compression": None,
                "ping_interval": None, "open_timeout": 30, "close_timeout": 2, "proxy": None}
     options.update(kw)
     ws = await ws_connect(url, **options)

@@ -20,7 +20,7 @@ RANGE_BYTES = 8 * 1024 * 1024
 AGENT_HELP = "the agent's name, id, or the start of its id"
 
 
-def _human(n: int) -> str:
+def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

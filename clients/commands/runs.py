@@ -18,9 +18,9 @@ async def _runs(client, args) -> tuple[list[dict], dict]:
     """The runs asked for, newest first, and the agents by id (for their names)."""
     status = getattr(args, "status", None)
     if getattr(args, "session", None):
-        runs = (await client.list_runs(session_id=await session_id(client, args.session), status=status,
-                                       limit=LIMIT)).get("runs", [])
-        return runs, {a["id"]: a for a in await all_agents(client)}
+        found = (await client.list_runs(session_id=await session_id(client, args.session), status=status,
+                                        limit=LIMIT)).get("runs", [])
+        return found, {a["id"]: a for a in await all_agents(client)}
     agents = await all_agents(client)
     if getattr(args, "agent", None):
         wanted = await agent_id(client, args.agent)

@@ -159,18 +159,20 @@ def agents_page(conn: Conn, account_id: str, limit: int, cursor: dict | None,
         return own, own_next
     rows = shared_agent_rows(conn, account_id, limit + 1, cursor)
     # (order key, cost, own AgentInfo or shared row)
-    items = [((-a["updatedAt"], a["id"]), len(codec.encode(a["definition"])), a) for a in own]
+    items: list[tuple[tuple, int, dict | tuple]] = [((-a["updatedAt"], a["id"]), len(codec.encode(a["definition"])), a)
+                                                   for a in own]
     items += [((-r[6], r[0]), len(r[2]), r) for r in rows]
     items.sort(key=lambda item: item[0])
     if own_next is not None:   # own agents past that page are not read: stop at its last one
         last = (-own[-1]["updatedAt"], own[-1]["id"])
         items = [item for item in items if item[0] <= last]
-    page, size = [], 0
+    page: list[dict] = []
+    size = 0
     for _order, cost, agent in items:
         cost += agents_q.AGENT_INFO_OVERHEAD
         if len(page) == limit or (page and size + cost > max_bytes):
             break
-        page.append(agent if type(agent) is dict else agents_q.agent_info(agent, roles.get(agent[0], "reader")))
+        page.append(agent if isinstance(agent, dict) else agents_q.agent_info(agent, roles.get(agent[0], "reader")))
         size += cost
     more = len(page) < len(items) or own_next is not None
     next_cursor = {"updatedBefore": page[-1]["updatedAt"], "idAfter": page[-1]["id"]} if more and page else None

@@ -46,6 +46,8 @@ def list_sessions(conn: Conn, account_id: str, agent_id: str | None, limit: int,
     of one session; `include_children=False` leaves out sessions that have a parent. `visitors`:
     "all" keeps visitor sessions (public chat; the owner's listing), None leaves them out (anyone
     else's), an account id keeps that visitor's alone (of `agent_id`, on sessions_by_visitor)."""
+    where: list[str]
+    params: list[object]
     if visitors not in ("all", None) and agent_id is not None:
         where, params = ["agent_id = ?", "visitor_id = ?"], [agent_id, visitors]
     elif parent_session_id is not None:
@@ -105,7 +107,8 @@ def update_session(conn: Conn, session_id: str, now: int, *, title: str | None =
     """UpdateSession: a title set here is the user's (title_source 'user'); with `set_override`,
     `model_override` replaces the override (None clears it); with `set_thoroughness`, the
     delegation preset (None clears it)."""
-    sets, params = ["updated_at = max(updated_at, ?)"], [now]
+    sets: list[str] = ["updated_at = max(updated_at, ?)"]
+    params: list[object] = [now]
     if set_thoroughness:
         sets.append("thoroughness = ?")
         params.append(thoroughness)
@@ -247,7 +250,8 @@ def set_agent_status(conn: Conn, session_id: str, now: int, *, title: str | None
                      description: str | None) -> dict:
     """The status verb: the agent's title (never over one the user typed; it becomes the
     agent's) and description; the SessionInfo after it."""
-    sets, params = ["updated_at = max(updated_at, ?)"], [now]
+    sets: list[str] = ["updated_at = max(updated_at, ?)"]
+    params: list[object] = [now]
     if title is not None:
         sets.append("title = CASE WHEN title_source = 'user' THEN title ELSE ? END")
         sets.append("title_source = CASE WHEN title_source = 'user' THEN 'user' ELSE 'agent' END")

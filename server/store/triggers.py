@@ -98,7 +98,8 @@ def update_trigger(conn: Conn, trigger_id: str, now: int, *, name: str | None = 
                    retime: bool = False) -> dict | None:
     """Apply a patch; with `retime`, `next_due_at` replaces the scheduled slot (None clears it).
     Re-enabling or changing a trigger forgets its backoff."""
-    sets, params = ["updated_at = max(updated_at, ?)", "failures = 0", "backoff_until = NULL"], [now]
+    sets: list[str] = ["updated_at = max(updated_at, ?)", "failures = 0", "backoff_until = NULL"]
+    params: list[object] = [now]
     if name is not None:
         sets.append("name = ?")
         params.append(name)
@@ -195,7 +196,8 @@ def record_outcome(conn: Conn, trigger_id: str, now: int, *, fired: bool, error:
     """After a firing: `fired` stamps lastFiredAt; an error counts a failure (and backs off for
     `backoff_ms`); `next_due` (an int, or None for no slot left) moves the schedule's next slot in
     the same statement."""
-    sets, params = ["last_checked_at = ?"], [now]
+    sets: list[str] = ["last_checked_at = ?"]
+    params: list[object] = [now]
     if next_due is not KEEP:
         sets.append("next_due_at = ?")
         params.append(next_due)
