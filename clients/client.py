@@ -334,6 +334,12 @@ class AgentsClient:
     async def set_agent_public_read(self, agent_id: str, public_read: bool) -> AgentResponse:
         return await self.call(actions.set_agent_public_read(agent_id, public_read))  # type: ignore[return-value]
 
+    async def set_agent_public_chat(self, agent_id: str, public_chat: bool, limits: dict | None = None,
+                                    tools: list[str] | None = None) -> AgentResponse:
+        """Open the agent to every signed account (or close it): `limits` {messagesPerHour,
+        tokensPerDay, tokensPerDayAll}, `tools` the callables granted to visitors."""
+        return await self.call(actions.set_agent_public_chat(agent_id, public_chat, limits, tools))  # type: ignore[return-value]
+
     # -- signing identities (Seed account keys the server holds for the account's agents) ---
     async def list_signing_identities(self, agent_id: str | None = None) -> dict:
         """{identities: [SigningIdentity]} (seed_agents.clients.shapes.SigningIdentity), newest first."""

@@ -131,6 +131,12 @@ async def retry_session(ctx: HandlerContext, env, action) -> dict:
 
 
 async def stop_session(ctx: HandlerContext, env, action) -> dict:
-    await ctx.db.aread(session_for, env.account_id, action.session_id, WRITER)
+    def check(conn):
+        try:
+            session_for(conn, env.account_id, action.session_id, WRITER)
+        except ProtocolError as refused:   # a visitor stops its own session's reply (public chat)
+            public_chat.own_session(conn, env.account_id, action.session_id, refused)
+
+    await ctx.db.aread(check)
     stopped = await ctx.runtime.stop_session(action.session_id)
     return {"_": "StopSessionResponse", "sessionId": action.session_id, "stopped": stopped}

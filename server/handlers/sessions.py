@@ -149,7 +149,9 @@ async def get_session(ctx: HandlerContext, env, action) -> dict:
         response["triggerContext"] = context
     if edge is not None:
         response["continuation"] = edge
-    response["systemPromptMarkdown"] = system_prompt(ctx, session["agentId"])
+    # (a visitor of the agent, public chat, reads its own session but never the agent's prompt)
+    visitor = session.get("visitorId") == env.account_id
+    response["systemPromptMarkdown"] = "" if visitor else system_prompt(ctx, session["agentId"])
     room = MAX_ANSWER_BYTES - len(encode(response)) - 64
     size = sum(len(body) for _seq, body in rows)
     while len(rows) > 1 and size > room:   # (an unusually large prompt or trigger context)

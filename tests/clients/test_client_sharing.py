@@ -55,3 +55,24 @@ async def test_sharing_over_http(server):
         with pytest.raises(AgentsError) as e:
             await guest.create_session(agent_id)
         assert e.value.status == 403 and e.value.message == "Write access is required"
+
+
+async def test_public_chat_methods(server):
+    """An owner opens an echo agent to visitors; a visitor chats in its own session, within the
+    hour's messages the owner allows (429 past them), and loses it when the owner closes."""
+    owner_kp, visitor_kp = Keypair.generate(), Keypair.generate()
+    async with AgentsClient.connect(server.url, owner_kp) as owner, \
+            AgentsClient.connect(server.url, visitor_kp) as visitor:
+        agent_id = (await owner.create_agent(ECHO))["agentId"]
+        opened = await owner.set_agent_public_chat(agent_id, True, {"messagesPerHour": 1}, [])
+        assert opened["agent"]["publicChat"]["messagesPerHour"] == 1
+        assert (await visitor.get_agent(agent_id))["agent"]["accessRole"] == "visitor"
+        session_id = (await visitor.create_session(agent_id))["sessionId"]
+        await visitor.message_session(session_id, "hello")
+        with pytest.raises(AgentsError) as e:
+            await visitor.message_session(session_id, "again")
+        assert e.value.status == 429
+        await owner.set_agent_public_chat(agent_id, False)
+        with pytest.raises(AgentsError) as e:
+            await visitor.get_session(session_id)
+        assert e.value.status == 404

@@ -163,8 +163,11 @@ async def test_visitors_chat_alone_within_what_the_owner_granted(server, web):  
             assert [m for m in handed.body["messages"] if m["role"] == "user"] == [
                 {"role": "user", "content": "search and snoop"}]
 
-            events = [e["event"] if "event" in e else e for e in
-                      (await alice.ok({"_": "GetSession", "sessionId": sa}))["events"]]
+            got = await alice.ok({"_": "GetSession", "sessionId": sa})
+            assert got["systemPromptMarkdown"] == "" and got["session"]["visitorId"] == ALICE.account_id
+            owners_view = await owner.ok({"_": "GetSession", "sessionId": sa})
+            assert owners_view["systemPromptMarkdown"] == "You answer questions about kites."
+            events = [e["event"] if "event" in e else e for e in got["events"]]
             results = {e["toolCallId"]: e for e in events if e.get("type") == "tool_result"}
             assert "error" not in results["w"], results["w"]   # the granted tool ran
             assert "visitor" in results["m"]["error"] and "visitor" in results["t"]["error"]
@@ -274,9 +277,21 @@ async def test_the_owners_limits_hold_and_closing_stops_visitors(server):  # noq
             status, message = await bob.refused({"_": "MessageSession", "sessionId": sb2, "content": text("twice")})
             assert status == 429 and "still being answered" in message, message
 
-            async def running():
-                return (await owner.ok({"_": "GetRun", "runId": held["runId"]}))["run"]["status"] == "running"
-            await until(running, timeout=30)
+            async def status_of(run_id: str) -> str:
+                return (await owner.ok({"_": "GetRun", "runId": run_id}))["run"]["status"]
+
+            async def running(run_id: str) -> bool:
+                return await status_of(run_id) == "running"
+            await until(lambda: running(held["runId"]), timeout=30)
+            # a visitor stops its own reply (and only its own)
+            assert (await alice.refused({"_": "StopSession", "sessionId": sb2}))[0] == 404
+            assert (await bob.ok({"_": "StopSession", "sessionId": sb2}))["stopped"] is True
+
+            async def canceled(run_id: str) -> bool:
+                return await status_of(run_id) == "canceled"
+            await until(lambda: canceled(held["runId"]), timeout=30)
+            held = await bob.ok({"_": "MessageSession", "sessionId": sb2, "content": text("hold")})
+            await until(lambda: running(held["runId"]), timeout=30)
             await owner.ok({"_": "SetAgentPublicChat", "agentId": agent_id, "publicChat": False})
             model.hold.set()
 
