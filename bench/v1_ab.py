@@ -22,7 +22,8 @@ rotates each round, and runs one load process (pinned to the load CPU; this tree
 2. v1 fan-out: `--fanout` v1 sockets subscribed to one session; `--turns` echo turns sent over
    one more (v2) socket; when each v1 socket has the durable assistant append (kernel stamp,
    from the MessageSession's send: p50, p99), and on the server (bench.timed_server), from the
-   append's publication to the last socket write, with its parts.
+   append's publication to the last socket write, with its parts and the loop thread's CPU
+   time over it. Then the same with v2 sockets on another session of the same server, beside it.
 3. Unless `--no-regress`: bench.front_ab's load (GetSession at 64 HTTP connections, a v2 replay
    of 100,000 events, RSS per idle subscribed socket) against the same server.
 
@@ -62,10 +63,17 @@ class V1Socket:
     """A raw v1 WebSocket (no subprotocol: the desktop's JSON text frames) for the load side:
     frame heads scanned in place, `append` frames counted, nothing decoded. Stamps (perf_counter
     when read, kernel receive time on time.time's clock) of the first and last append; with
-    `watch` armed, of the first append holding it (the fan-out's assistant reply)."""
+    `watch` armed, of the first append holding it (the fan-out's assistant reply). `v2=True`:
+    the same over a v2 socket (binary CBOR frames; ready at `replayed`), for comparison."""
 
-    def __init__(self, sock) -> None:
+    def __init__(self, sock, v2: bool = False) -> None:
         self.sock = sock
+        self.v2 = v2
+        if v2:
+            from bench.load import _APPEND as append, _ASSISTANT as assistant, _REPLAYED as ready
+            self.opcode, self.append, self.ready, self.assistant, self.at = 2, append, ready, assistant, 1
+        else:
+            self.opcode, self.append, self.ready, self.assistant, self.at = 1, _APPEND, _CHANGE, _ASSISTANT, 0
         self.loop = asyncio.get_running_loop()
         self.buf = b""
         self.closed = False
@@ -79,12 +87,12 @@ class V1Socket:
         self.seen: tuple[float, float | None] | None = None
 
     @classmethod
-    async def connect(cls, host: str, port: int) -> "V1Socket":
-        from seed_agents.clients.raw import tcp_handshake
+    async def connect(cls, host: str, port: int, v2: bool = False) -> "V1Socket":
+        from seed_agents.clients.raw import V2, tcp_handshake
 
-        sock, rest = await tcp_handshake(host, port, subprotocol=None)
+        sock, rest = await tcp_handshake(host, port, subprotocol=V2 if v2 else None)
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-        self = cls(sock)
+        self = cls(sock, v2)
         if rest:
             self._feed(rest, time.perf_counter(), None)
         self.loop.add_reader(sock.fileno(), self._readable)
@@ -95,9 +103,10 @@ class V1Socket:
         self.done = self.loop.create_future()
         return self.done
 
-    def send(self, payload: bytes) -> None:
-        from seed_agents.clients.raw import client_frame
+    def send(self, envelope: bytes) -> None:
+        from seed_agents.clients.raw import client_frame, signed_request_frame
 
+        payload = signed_request_frame(1, envelope) if self.v2 else envelope
         self.sock.sendall(client_frame(payload, 0x2))   # small frames only (a signed Subscribe)
 
     def _readable(self) -> None:
@@ -135,12 +144,12 @@ class V1Socket:
             if end > n:
                 break
             opcode = buf[pos] & 0x0F
-            if opcode == 1:
-                if buf.startswith(_APPEND, pos + hdr):
+            if opcode == self.opcode:
+                if buf.startswith(self.append, pos + hdr + self.at):
                     appends += 1
-                    if self.watch and self.seen is None and buf.find(_ASSISTANT, pos + hdr, end) >= 0:
+                    if self.watch and self.seen is None and buf.find(self.assistant, pos + hdr, end) >= 0:
                         self.seen = stamp
-                elif buf.startswith(_CHANGE, pos + hdr):
+                elif buf.startswith(self.ready, pos + hdr + self.at):
                     self.changed.set()
             elif opcode == 9:
                 from seed_agents.clients.raw import client_frame
@@ -216,7 +225,8 @@ def _timings(path: str, since: int) -> tuple[list[dict], int]:
     return [json.loads(line) for line in data[:end].splitlines() if line], since + end
 
 
-async def v1_fanout(host: str, port: int, url: str, kp, sockets: int, turns: int, timings: str) -> dict:
+async def v1_fanout(host: str, port: int, url: str, kp, sockets: int, turns: int, timings: str,
+                    v2: bool = False) -> dict:
     from seed_agents.clients.raw import unique_ts
     from seed_agents.protocol.wire.envelope import sign_envelope
 
@@ -229,9 +239,9 @@ async def v1_fanout(host: str, port: int, url: str, kp, sockets: int, turns: int
     subs: list[V1Socket] = []
 
     async def one() -> V1Socket:
-        ws = await V1Socket.connect(host, port)
+        ws = await V1Socket.connect(host, port, v2)
         ws.send(sign_envelope(kp, {"_": "Subscribe", "key": f"sessions/{session_id}"}, ts=unique_ts()))
-        await asyncio.wait_for(ws.changed.wait(), 60)   # subscribed, then the session's change
+        await asyncio.wait_for(ws.changed.wait(), 60)   # v1: the session's change; v2: replayed
         return ws
 
     try:
@@ -242,7 +252,7 @@ async def v1_fanout(host: str, port: int, url: str, kp, sockets: int, turns: int
         for turn in range(turns + 1):   # turn 0 is the warm-up
             env = sign_envelope(kp, {"_": "MessageSession", "sessionId": session_id,
                                      "content": [{"type": "text", "text": f"v1 fan out turn {turn}"}],
-                                     "clientMessageId": f"v1-fanout-{turn}"}, ts=unique_ts())
+                                     "clientMessageId": f"fanout-{session_id}-{turn}"}, ts=unique_ts())
             futures = []
             for ws in subs:
                 ws.seen, ws.watch = None, True
@@ -263,7 +273,7 @@ async def v1_fanout(host: str, port: int, url: str, kp, sockets: int, turns: int
                    "missing": len(subs) - len(lat)}
             if reply:
                 r = reply[-1]
-                row |= {f"server_{k}": r[k] for k in ("total_us", "build_us", "encode_us", "deliver_us",
+                row |= {f"server_{k}": r[k] for k in ("total_us", "cpu_us", "build_us", "encode_us", "deliver_us",
                                                        "write_us", "sockets", "paused")}
             row["server_publications"] = len(records)
             row["server_deliver_all_us"] = sum(r["deliver_us"] for r in records)
@@ -308,6 +318,8 @@ async def load(host: str, port: int, url: str, pid: int, sessions: dict, session
     out["v1_replays_rss_kept_mb"] = (rss_kb(pid) - rss_start) / 1024
     fan = await v1_fanout(host, port, url, kp, fanout, turns, timings)
     out |= {f"v1_fanout_{k}": v for k, v in fan.items()}
+    fan = await v1_fanout(host, port, url, kp, fanout, turns, timings, v2=True)   # the same over v2, beside it
+    out |= {f"v2_fanout_{k}": v for k, v in fan.items()}
     if regress:
         from bench.front_ab import load as front_load
 
@@ -361,12 +373,17 @@ FIGURES = (
     ("v1_fanout_p50_ms", "v1 fan-out: assistant append on every socket, p50 (client)", "ms", 1),
     ("v1_fanout_p99_ms", "v1 fan-out: p99 (client)", "ms", 1),
     ("v1_fanout_server_total_us", "v1 fan-out on the server: publication to last socket write", "us", 1),
+    ("v1_fanout_server_cpu_us", "  the loop thread's CPU over that time", "us", 1),
     ("v1_fanout_server_build_us", "  of which: the event map and routing", "us", 1),
     ("v1_fanout_server_deliver_us", "  of which: deliver to every socket (encode included)", "us", 1),
     ("v1_fanout_server_encode_us", "    of which: the frame's encode (once)", "us", 1),
     ("v1_fanout_server_write_us", "  of which: the socket writes", "us", 1),
     ("v1_fanout_server_publications", "v1 fan-out: publications in a turn (each to every socket)", "", 1),
     ("v1_fanout_server_deliver_all_us", "v1 fan-out: deliver time of all of a turn's publications", "us", 1),
+    ("v2_fanout_p50_ms", "v2 fan-out (same server, after v1's): p50 (client)", "ms", 1),
+    ("v2_fanout_server_total_us", "v2 fan-out on the server: publication to last socket write", "us", 1),
+    ("v2_fanout_server_cpu_us", "  the loop thread's CPU over that time", "us", 1),
+    ("v2_fanout_server_write_us", "  of which: the socket writes", "us", 1),
     ("http_c64_actions_per_s", "HTTP GetSession c64 actions/s", "/s", 1),
     ("http_c64_cpu_us_per_action", "HTTP GetSession c64 server CPU per action", "us", 1),
     ("replay_100k_seconds", "v2 replay of 100,000 events: time to last event", "ms", 1000),
