@@ -14,15 +14,20 @@ Bounded in bytes (`--replay-cache-bytes`; 0 keeps nothing): least recently repla
 go first, and a session that alone would pass the budget keeps the runs it has (its oldest
 events) instead of evicting its own, so a session larger than the budget never thrashes it.
 Exported as the cache `replay_frames` (seed_agents_cache_*).
+
+A live gap (a subscriber receiving seq 6 before 5, across servers) is filled from the database
+the same way for every subscriber of the session: `gap` reads and frames it once per loop turn.
 """
 from __future__ import annotations
 
+import asyncio
 from array import array
 from collections import OrderedDict
 
 from seed_agents.protocol.wire.ws_frame import ws_frame
 
 CHUNK = 200           # events per kept run; divides the default replay page (1000 events)
+SHARED_GAP = 16       # events: a live gap this short is read and framed once for every socket missing it
 _RUN_OVERHEAD = 200   # bytes a kept run costs beyond its frames and offsets, about
 
 
@@ -44,6 +49,8 @@ class ReplayFrames:
         self._sessions: OrderedDict[str, list] = OrderedDict()
         self.hits = 0     # events served from kept runs
         self.misses = 0   # events derived
+        self._gaps: dict[tuple[str, int, int], list] = {}   # this loop turn's gap fills
+        self.gap_reads = 0
 
     def __len__(self) -> int:
         return sum(len(entry[2]) for entry in self._sessions.values())
@@ -121,6 +128,21 @@ class ReplayFrames:
         self._sessions.move_to_end(session_id)
         self.hits += seq - after_seq
         return b"".join(parts), seq
+
+    def gap(self, session_id: str, after_seq: int, upto: int, read):  # noqa: ANN001, ANN201
+        """The events (`Outgoing`s) filling a live gap (after_seq, upto], read and built once in
+        this loop turn for every subscriber missing the same ones: a notice overtaken by a later
+        one reaches each subscriber of the session in the same turn, and each frame of an
+        `Outgoing` is built once. Forgotten at the end of the turn; the caller keeps longer
+        gaps (a catch-up's pages) to itself."""
+        key = (session_id, after_seq, upto)
+        got = self._gaps.get(key)
+        if got is None:
+            if not self._gaps:
+                asyncio.get_running_loop().call_soon(self._gaps.clear)
+            got = self._gaps[key] = read()
+            self.gap_reads += 1
+        return got
 
     def _keep(self, session_id: str, stamp: object, index: int, frames: bytes, offsets: array) -> None:
         size = len(frames) + 4 * len(offsets) + _RUN_OVERHEAD

@@ -30,7 +30,7 @@ from ..store import journal as journal_q
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from .frames import Outgoing
-from .replay_frames import aligned_limit
+from .replay_frames import SHARED_GAP, aligned_limit
 
 log = logging.getLogger("seed_agents.subscriptions")
 
@@ -156,13 +156,20 @@ class SessionSubscription(Subscription):
             self.conn.send_event(event)
 
     def _fill_gap(self, upto: int) -> int:
-        app = self.parts
-        rows = app.db.read(events_q.event_bodies_after, self.session_id, self.last_seq, upto - self.last_seq)
-        for seq, body in rows:   # rare: decoded for every framing alike
-            self.conn.send_event(Outgoing(self.key, events.append(self.key, codec.decode(body)),
-                                          seq=seq, body=bytes(body)))
-            self.last_seq = seq
-        return len(rows)
+        app, after = self.parts, self.last_seq
+
+        def read() -> list[Outgoing]:   # rare: decoded for every framing alike
+            rows = app.db.read(events_q.event_bodies_after, self.session_id, after, upto - after)
+            return [Outgoing(self.key, events.append(self.key, codec.decode(body)), seq=seq, body=bytes(body))
+                    for seq, body in rows]
+
+        # a short live gap is the same for every subscriber of the session: read and framed once
+        filled = app.cache["replay_frames"].gap(self.session_id, after, upto, read) \
+            if upto - after <= SHARED_GAP else read()
+        for event in filled:
+            self.conn.send_event(event)
+            self.last_seq = event.seq
+        return len(filled)
 
     def catch_up(self) -> None:
         """Notices from other servers may have been lost (a Resync): send what the database

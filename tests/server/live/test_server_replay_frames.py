@@ -176,3 +176,56 @@ def test_a_session_larger_than_the_budget_keeps_its_oldest_runs_and_never_thrash
                for seq, _ in other_rows]
     assert replay(frames, framing, "sessions/" + other, other, 2, changed) == \
         direct(framing, "sessions/" + other, changed)
+
+
+async def test_a_live_gap_is_read_and_framed_once_for_every_subscriber(server):
+    """Seq 6 is published before 5 (as when two servers' notices cross): every subscriber fills
+    5 from the database, the same frames for all of them (one read in that loop turn), and
+    drops the late notice of 5."""
+    from seed_agents.server.clock import new_id
+
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    _, session_id = await setup_session(c, a)
+    key = f"sessions/{session_id}"
+    app = server.app
+
+    async def write(text: str, publish: bool = True):
+        payload = {"role": "user", "content": text, "meta": {"accountId": a.account_id}}
+        event, body = await app.db.write(events_q.append_event, session_id, payload, new_id(), app.now_ms())
+        if publish:
+            app.broadcaster.publish_append(session_id, event, body)
+        return event, body
+
+    for i in range(1, 5):
+        await write(str(i))
+    subs = [await V1.open(server.url) for _ in range(3)]
+    for v1 in subs:
+        await v1.ws.send(_signed(a, {"_": "Subscribe", "key": key, "afterSeq": 2}))
+
+    async def appends(v1, last: int) -> list[str]:
+        got: list[str] = []
+        async with asyncio.timeout(30):
+            while not got or json.loads(got[-1])["event"]["seq"] < last:
+                text = await v1.ws.recv()
+                if text.startswith('{"_":"append"'):
+                    got.append(text)
+        return got
+
+    for v1 in subs:
+        assert [json.loads(t)["event"]["seq"] for t in await appends(v1, 4)] == [3, 4]
+    frames = app.cache["replay_frames"]
+    reads = frames.gap_reads
+    five = await write("5", publish=False)   # committed, not yet announced
+    await write("6")
+    got = [await appends(v1, 6) for v1 in subs]
+    assert frames.gap_reads == reads + 1   # one read for the three subscribers
+    assert [[json.loads(t)["event"]["seq"] for t in g] for g in got] == [[5, 6]] * 3
+    assert got[0] == got[1] == got[2]
+    assert got[0][0] == expected_texts(app, key, session_id, 4)[0]   # 5 as its stored JSON
+    app.broadcaster.publish_append(session_id, *five)   # the late notice of 5: dropped
+    await write("7")
+    for v1 in subs:
+        assert [json.loads(t)["event"]["seq"] for t in await appends(v1, 7)] == [7]
+        await v1.close()
+    await c.close()
