@@ -1,5 +1,5 @@
 """The desktop's v1 socket before and after a change, in one run: replay over v1 and fan-out to
-v1 sockets (issue 39), beside the figures that must not regress.
+v1 sockets, beside the figures that must not regress.
 
     python -m bench.v1_ab --tree before=/path/a --tree after=. [--tree after2=.] \\
         [--rounds 3] [--turns 5] [--fanout 200] [--no-regress] [--json FILE]

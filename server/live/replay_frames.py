@@ -1,7 +1,7 @@
 """A replay's frames in a framing that derives each event's frame from its stored bytes (v1's
 JSON: decoded, then encoded as text, ~15 us an event, where v2 splices the stored bytes):
 derived once per stored event and kept, so a desktop that subscribes again, or a second
-desktop on the same session, gets them by slicing (issue 39: v1 replay at v2's pace).
+desktop on the same session, gets them by slicing (v1 replay at v2's pace).
 
 Kept in runs of CHUNK consecutive events (one bytes object of complete WebSocket frames and
 the offset of each), and only runs that are complete: a stored event never changes (history's
