@@ -815,6 +815,13 @@ async def shape_script(db, called: set[str] | None = None) -> list:
                  "idle", T0, T0, None, None, None)
     await w(imp_q.draft, draft_row)
     await w(imp_q.draft, draft_row)
+    await w(imp_q.idempotency, "z6MkImported", "CreateSession", "req-1", b"fp", b"\xa0", T0)
+    await w(imp_q.idempotency, "z6MkImported", "CreateSession", "req-1", b"fp", b"\xa0", T0)   # again: kept as is
+    # A replay's kept frames are sent only while the session still holds their range.
+    r(events_q.holds_range, "si1", 1, 2)
+    r(events_q.holds_range, "si1", 2, 2)
+    r(events_q.holds_range, "si1", 1, 3)
+    r(events_q.holds_range, "nope", 1, 1)
     return out
 
 
