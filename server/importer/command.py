@@ -9,12 +9,14 @@ command again, after a crash, a Ctrl-C or to completion, writes only what is mis
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import os
 import random
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from seed_agents.protocol.wire import dagcbor
 from seed_agents.protocol.wire.errors import ProtocolError
@@ -27,7 +29,6 @@ from ..database.errors import SchemaGateError, StorageError
 from ..store import attachments as attachments_q
 from ..store import blobs as blobs_q
 from ..store import codec, key_check
-from ..store import events as events_q
 from ..store import imports as q
 from ..store import memory as memory_q
 from ..store.identities import identity_aad
@@ -35,12 +36,12 @@ from ..store.secrets import SecretBox, SecretsKeyError, load_secrets_key
 from ..store.secrets_table import secret_aad
 from ..store.errors import Refused
 from ..triggers import schedule as sched
-from . import convert
+from . import convert, events
 from .convert import Skip
 from .reference import MAX_FILE_BYTES, Reference, ReferenceError, read_file, row_name
 
 PROG = "seed-agents import"
-EVENT_BATCH = 5000
+EVENT_BATCH = 20000
 ROW_BATCH = 500
 MEMORY_BATCH_BYTES = 8 << 20
 SAMPLE_SESSIONS = 20
@@ -119,10 +120,12 @@ class Progress:
 
 class Importer:
     def __init__(self, ref: Reference, db, box: SecretBox | None, data_dir: str, *, dry_run: bool,
-                 event_batch: int = EVENT_BATCH, out=sys.stdout, err=sys.stderr) -> None:
+                 event_batch: int = EVENT_BATCH, pool=None, jobs: int = 1, out=sys.stdout,
+                 err=sys.stderr) -> None:
         self.ref, self.db, self.box, self.data_dir = ref, db, box, data_dir
         self.dry = dry_run
         self.event_batch = event_batch
+        self.pool, self.jobs = pool, jobs   # worker processes checking events (events.pool), or None
         self.report = Report()
         self.out, self.err = out, err
         self.progress = Progress(ref.count("session_events"), err)
@@ -377,63 +380,52 @@ class Importer:
             for new in results:
                 self._note("sessions", new)
         done = {} if self.dry else self.db.read(q.sessions_present, list(self.sessions))
-        self.pending: list[tuple] = []   # (session id, agent id, rows, activity) of the unit being filled
-        self.pending_events = 0
-        for sid, r in self.sessions.items():
-            self.event_units(r, done.get(sid, 0))
-            self.progress.show("sessions")
-        self.flush_events()
+        self.write_events(self.event_tasks(done))
         for r in self.sessions.values():
             self.attachment_unit(r)
 
-    def event_units(self, r: dict, last_seq: int) -> None:
-        """Queue a session's events past `last_seq` into units of `event_batch` events; a unit may
-        span sessions (short sessions would otherwise cost a transaction each) and commits whole."""
-        sid = r["id"]
-        self.report["events"].present += last_seq
-        self.progress.events += last_seq
-        after = last_seq
-        while True:
-            limit = self.event_batch - self.pending_events
-            rows = self.ref.event_rows(sid, after, limit)
-            if not rows:
-                return
-            batch: list[tuple] = []
-            activity = None
-            message: tuple = (None, None)
-            for event_id, seq, event_cbor, created_at in rows:
-                row = {"session_id": sid, "seq": seq}
-                if seq != after + len(batch) + 1:
-                    raise ReferenceError(f"{row_name('session_events', row)}: the seq numbers of session {sid!r} "
-                                         f"jump from {after + len(batch)} to {seq}")
-                if not isinstance(event_id, str) or type(created_at) is not int or created_at < 0:
-                    raise ReferenceError(f"{row_name('session_events', row)}: its id or created_at is malformed")
-                body, payload = convert.event_body(sid, event_id, seq, created_at, event_cbor, row)
-                kind, message_from = events_q.activity_of(payload)
-                if message_from is not None:
-                    message = (message_from, created_at)
-                activity = (kind, message[0], message[1], created_at)
-                batch.append((seq, event_id, created_at, body))
-            self.pending.append((sid, r["agent_id"], batch, activity))
-            self.pending_events += len(batch)
-            after += len(batch)
-            if self.pending_events >= self.event_batch:
-                self.flush_events()
-            elif len(rows) < limit:
-                return   # the session's last events: no need to ask again
+    def event_tasks(self, done: dict[str, int]) -> Iterator[list[tuple[str, str, int, int]]]:
+        """The events past each session's `last_seq` here, as units of at most `event_batch`
+        events: lists of pieces (session id, agent id, after seq, up to seq), sessions in id
+        order (the order of our primary key, so a unit's rows go into the table in its order).
+        A unit may span sessions (short sessions would otherwise cost a transaction each) and
+        commits whole."""
+        spans = self.ref.event_spans()
+        task: list[tuple[str, str, int, int]] = []
+        size = 0
+        for sid in sorted(self.sessions):
+            after = done.get(sid, 0)
+            self.report["events"].present += after
+            self.progress.events += after
+            top, agent_id = spans.get(sid, 0), self.sessions[sid]["agent_id"]
+            while after < top:
+                take = min(top - after, self.event_batch - size)
+                task.append((sid, agent_id, after, after + take))
+                size += take
+                after += take
+                if size >= self.event_batch:
+                    yield task
+                    task, size = [], 0
+        if task:
+            yield task
 
-    def flush_events(self) -> None:
-        if not self.pending:
-            return
+    def write_events(self, tasks: Iterator[list]) -> None:
+        """Each unit checked (by the worker processes when there are any, a few units ahead of
+        the writer, never more: memory stays bounded) and written in order; the first row that
+        fails a check stops the import, the units before it committed."""
+        if self.pool is None:
+            checked: Iterator[list] = (events.check_task(task, self.ref.db) for task in tasks)
+        else:
+            checked = _ahead(self.pool, tasks, 2 * self.jobs)
         t = self.report["events"]
-        written = [len(b) for _, _, b, _ in self.pending] if self.dry else self.db.write_sync(
-            q.append_events, self.pending)
-        for (_, _, batch, _), n in zip(self.pending, written):
-            t.new += n
-            t.present += len(batch) - n   # another import wrote them meanwhile
-            self.progress.events += len(batch)
-        self.pending, self.pending_events = [], 0
-        self.progress.show("events")
+        for pending in checked:
+            written = [len(rows) for _, _, rows, _ in pending] if self.dry else self.db.write_sync(
+                q.append_events, pending)
+            for (_, _, rows, _), n in zip(pending, written):
+                t.new += n
+                t.present += len(rows) - n   # another import wrote them meanwhile
+                self.progress.events += len(rows)
+            self.progress.show("events")
 
     def attachment_unit(self, r: dict) -> None:
         t = self.report["attachments"]
@@ -607,6 +599,26 @@ def _group(rows, key: str) -> dict[str, list[dict]]:
     return out
 
 
+def _stop(pool, importer: Importer) -> None:
+    """The workers' end once every unit is written (before the check, which reads here)."""
+    if pool is not None:
+        pool.close()
+        pool.join()
+    importer.pool = None
+    return None
+
+
+def _ahead(pool, tasks: Iterator[list], depth: int) -> Iterator[list]:
+    """The pool's results in task order, with at most `depth` tasks given out at a time."""
+    inflight: collections.deque = collections.deque()
+    for task in tasks:
+        inflight.append(pool.apply_async(events.check_task, (task,)))
+        if len(inflight) >= depth:
+            yield inflight.popleft().get()
+    while inflight:
+        yield inflight.popleft().get()
+
+
 def _apply(conn, unit: list) -> list[bool]:
     return [fn(conn, *args) for _table, fn, *args in unit]
 
@@ -630,6 +642,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="read and check everything, write nothing, and say what would come over")
     parser.add_argument("--batch-events", type=int, default=EVENT_BATCH, metavar="N",
                         help=f"events per transaction (default {EVENT_BATCH})")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="processes checking events while the import writes; 1 checks them in the import "
+                             "process itself (default: the number of CPUs)")
     for s in SETTINGS:
         if s.flag in TARGET_FLAGS:
             parser.add_argument(s.flag, dest=s.attr, metavar=s.metavar, default=None,
@@ -641,6 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not 1 <= args.batch_events <= 1_000_000:
         print(f"{PROG}: --batch-events must be 1 to 1000000", file=sys.stderr)
+        return 2
+    if not 1 <= args.jobs <= 64:
+        print(f"{PROG}: --jobs must be 1 to 64", file=sys.stderr)
         return 2
     try:
         config = load_config(argparse.Namespace(**{a: getattr(args, a, None) for a in ("data_dir", "db_path",
@@ -654,8 +672,10 @@ def main(argv: list[str] | None = None) -> int:
     except ReferenceError as exc:
         print(f"{PROG}: refused: {exc}", file=sys.stderr)
         return 2
-    db = lock = None
+    db = lock = pool = None
     try:
+        # The workers are forked before the store's writer thread exists (events.pool).
+        pool = events.pool(args.jobs, ref.db_path) if args.jobs > 1 else None
         box = None
         if not args.dry_run:
             try:
@@ -675,8 +695,12 @@ def main(argv: list[str] | None = None) -> int:
         where = db.path if db is not None else "(nothing: --dry-run)"
         print(f"{'checking' if args.dry_run else 'importing'} {ref.db_path} (reference schema {ref.version}) "
               f"into {where}", file=sys.stderr)
-        importer = Importer(ref, db, box, config.data_dir, dry_run=args.dry_run, event_batch=args.batch_events)
+        if db is not None:
+            db.write_sync(q.bulk_settings)
+        importer = Importer(ref, db, box, config.data_dir, dry_run=args.dry_run, event_batch=args.batch_events,
+                            pool=pool, jobs=args.jobs)
         importer.run()
+        pool = _stop(pool, importer)
         if args.dry_run:
             return 0
         problems = importer.check()
@@ -697,6 +721,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     finally:
+        if pool is not None:
+            pool.terminate()   # stopped on an error or Ctrl-C: no worker outlives the import
+            pool.join()
         ref.close()
         if db is not None:
             try:

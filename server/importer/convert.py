@@ -141,33 +141,6 @@ def session(row: dict) -> tuple:
             row["created_at"], row["updated_at"])
 
 
-# The canonical heads of a stored SessionEvent's keys, in DAG-CBOR's order (length, then bytes).
-_K_ID, _K_SEQ, _K_EVENT, _K_CREATED, _K_SESSION = (dagcbor.encode(k) for k in
-                                                    ("id", "seq", "event", "createdAt", "sessionId"))
-
-
-def event_body(session_id: str, event_id: str, seq: int, created_at: int, event_cbor: bytes,
-               row: dict) -> tuple[bytes, dict | None]:
-    """The stored body of a reference event: the SessionEvent map {id, sessionId, seq, event,
-    createdAt} with the reference's payload bytes spliced in when they are canonical DAG-CBOR
-    (checked), re-encoded when they are not. Returns (body, payload when it had to be decoded
-    anyway, else None)."""
-    payload, canonical = decode_cbor(event_cbor, "session_events", row, "event_cbor", undefined_as_null=True)
-    if not isinstance(payload, dict):
-        raise ReferenceError(f"{row_name('session_events', row)}: the event is not a map")
-    raw = bytes(event_cbor) if canonical else dagcbor.encode(payload)
-    eid, sid = event_id.encode(), session_id.encode()
-    body = b"".join((b"\xa5", _K_ID, _head(3, len(eid)), eid, _K_SEQ, _head(0, seq), _K_EVENT, raw,
-                     _K_CREATED, _head(0, created_at), _K_SESSION, _head(3, len(sid)), sid))
-    return body, payload
-
-
-def _head(major: int, n: int) -> bytes:
-    # A text's or a non-negative integer's canonical head (the event's own fields; a negative
-    # seq or time was refused before).
-    return dagcbor.encode_head(major, n)
-
-
 RUN_STATUSES = ("queued", "claimed", "running", "waiting", "succeeded", "failed", "canceled")
 # Ours has no `trigger` or `workflow` origin: a trigger's run is the system's, a script's child the agent's.
 ORIGINS = {"user": "user", "agent": "agent", "system": "system", "trigger": "system", "workflow": "agent"}

@@ -146,6 +146,22 @@ class FileOnDisk:
     mtime_ms: int
 
 
+# Read through a memory map (read-only): the events are read in session order through an index
+# whose rows sit in another order in the table, and each page fetched by a read() call cost more
+# than the checks of its rows (bench/import_rate.py). Nothing is written through it.
+MMAP_BYTES = 1 << 32
+
+
+def open_read_only(db_path: str) -> sqlite3.Connection:
+    try:
+        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
+        db.execute("PRAGMA query_only = 1")
+        db.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        return db
+    except sqlite3.Error as exc:
+        raise ReferenceError(f"cannot open {db_path} read-only: {exc}") from None
+
+
 class Reference:
     """An open reference data directory."""
 
@@ -156,11 +172,7 @@ class Reference:
             self.db_path, self.data_dir = os.path.abspath(data_dir), os.path.dirname(os.path.abspath(data_dir))
         if not os.path.isfile(self.db_path):
             raise ReferenceError(f"{data_dir} holds no reference database ({DB_NAME} not found)")
-        try:
-            self.db = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, check_same_thread=False)
-            self.db.execute("PRAGMA query_only = 1")
-        except sqlite3.Error as exc:
-            raise ReferenceError(f"cannot open {self.db_path} read-only: {exc}") from None
+        self.db = open_read_only(self.db_path)
         self.version = 0
         self.columns: dict[str, set[str]] = {}
         self.key: bytes | None = None
@@ -235,6 +247,15 @@ class Reference:
                 yield dict(zip(columns, values))
         except sqlite3.DatabaseError as exc:
             raise ReferenceError(f"{self.db_path}: reading {table} failed: {exc}") from None
+
+    def event_spans(self) -> dict[str, int]:
+        """{session id: its highest seq} (from the index on (session_id, seq): no event is read)."""
+        if "session_events" not in self.columns:
+            return {}
+        try:
+            return dict(self.db.execute("SELECT session_id, max(seq) FROM session_events GROUP BY session_id"))
+        except sqlite3.DatabaseError as exc:
+            raise ReferenceError(f"{self.db_path}: reading session_events failed: {exc}") from None
 
     def event_rows(self, session_id: str, after_seq: int, limit: int) -> list[tuple]:
         """[(id, seq, event_cbor, created_at)] of one session past `after_seq`, in seq order."""

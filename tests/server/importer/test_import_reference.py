@@ -259,14 +259,15 @@ def test_a_newer_reference_schema_is_refused_naming_its_version(tmp_path):
     assert "reference schema version 99 is newer than the version this import reads (15)" in done.stderr
 
 
-def test_a_hostile_event_stops_the_import_naming_the_row_and_keeps_whole_units(tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])   # checked in the import process, and in worker processes
+def test_a_hostile_event_stops_the_import_naming_the_row_and_keeps_whole_units(tmp_path, jobs):
     ref = copy_fixture(tmp_path / "ref")
     with sqlite3.connect(ref / "agents.sqlite") as db:
         sid, count = db.execute("SELECT session_id, count(*) FROM session_events GROUP BY session_id"
                                 " ORDER BY 2 DESC LIMIT 1").fetchone()
         # A map header promising a million entries, then nothing: not DAG-CBOR.
         db.execute("UPDATE session_events SET event_cbor = x'ba000f4240' WHERE session_id = ? AND seq = 9", (sid,))
-    done = run_import(str(ref), "--data-dir", str(tmp_path / "ours"), "--batch-events", "4")
+    done = run_import(str(ref), "--data-dir", str(tmp_path / "ours"), "--batch-events", "4", "--jobs", jobs)
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"session_events row session_id='{sid}', seq=9: event_cbor is not valid DAG-CBOR" in done.stderr
     assert "Traceback" not in done.stderr
@@ -274,6 +275,15 @@ def test_a_hostile_event_stops_the_import_naming_the_row_and_keeps_whole_units(t
         # Batches of 4: seq 1-8 went in whole; nothing of the batch holding the bad row.
         assert db.execute("SELECT last_seq, (SELECT count(*) FROM session_events WHERE session_id = ?)"
                           " FROM sessions WHERE id = ?", (sid, sid)).fetchone() == (8, 8)
+    # A missing event (seq 6 of the session gone) is refused the same way, naming the next one.
+    with sqlite3.connect(ref / "agents.sqlite") as db:
+        db.execute("UPDATE session_events SET event_cbor = x'a0' WHERE session_id = ? AND seq = 9", (sid,))
+        db.execute("DELETE FROM session_events WHERE session_id = ? AND seq = 6", (sid,))
+    done = run_import(str(ref), "--data-dir", str(tmp_path / "fresh"), "--batch-events", "4", "--jobs", jobs)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (f"session_events row session_id='{sid}', seq=7: the seq numbers of session '{sid}' jump from 5 to 7"
+            in done.stderr), done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_row_that_breaks_our_rules_is_reported_and_skipped(tmp_path):
