@@ -43,6 +43,7 @@ from .reference import MAX_FILE_BYTES, Reference, ReferenceError, read_file, row
 PROG = "seed-agents import"
 EVENT_BATCH = 20000
 ROW_BATCH = 500
+SESSION_BATCH = 5000   # session rows are small, and a commit each 500 cost more than they did
 MEMORY_BATCH_BYTES = 8 << 20
 SAMPLE_SESSIONS = 20
 
@@ -374,8 +375,8 @@ class Importer:
                 self.report["events"].skip(f"of session {r['id']!r}", "its session was not imported")
                 continue
             self.sessions[r["id"]] = r
-        for start in range(0, len(batch), ROW_BATCH):
-            part = batch[start:start + ROW_BATCH]
+        for start in range(0, len(batch), SESSION_BATCH):
+            part = batch[start:start + SESSION_BATCH]
             results = self.write(q.sessions, part) or [None] * len(part)
             for new in results:
                 self._note("sessions", new)
@@ -419,12 +420,12 @@ class Importer:
             checked = _ahead(self.pool, tasks, 2 * self.jobs)
         t = self.report["events"]
         for pending in checked:
-            written = [len(rows) for _, _, rows, _ in pending] if self.dry else self.db.write_sync(
+            written = [len(piece[3]) for piece in pending] if self.dry else self.db.write_sync(
                 q.append_events, pending)
-            for (_, _, rows, _), n in zip(pending, written):
+            for piece, n in zip(pending, written):
                 t.new += n
-                t.present += len(rows) - n   # another import wrote them meanwhile
-                self.progress.events += len(rows)
+                t.present += len(piece[3]) - n   # another import wrote them meanwhile
+                self.progress.events += len(piece[3])
             self.progress.show("events")
 
     def attachment_unit(self, r: dict) -> None:
@@ -552,7 +553,8 @@ class Importer:
         memory files by hash. Returns the differences, [] when all match."""
         problems: list[str] = []
         sids = list(self.sessions)
-        expect_events = sum(self.ref.count("session_events", "WHERE session_id = ?", (s,)) for s in sids)
+        per_session = self.ref.event_counts()
+        expect_events = sum(per_session.get(s, 0) for s in sids)
         for table, column, ids, expected in (
                 ("agents", "id", list(self.agents), len(self.agents)),
                 ("sessions", "id", sids, len(sids)),

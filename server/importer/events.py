@@ -2,9 +2,11 @@
 
 A task is a list of pieces (session id, agent id, after seq, up to seq); `check_task` reads each
 piece from the reference database and returns what `store/imports.append_events` writes: per
-piece (session id, agent id, rows, activity), rows [(session id, seq, id, created_at, body)].
+piece (session id, agent id, after seq, ids, created_ats, bodies, activity).
 It runs in the import process (`--jobs 1`) or in worker processes (`pool`), each with its own
-read-only connection, so the checks of one batch run while the batch before is written. The
+read-only connection, so the checks of one batch run while the batch before is written. A
+piece's rows travel as three lists (ids, times, bodies; the seq follows from the piece's start):
+three objects an event through the pipe, not a tuple of five. The
 checks are the same either way: seq dense from the piece's start, an id and a time, and the
 payload a map in DAG-CBOR (canonical: its bytes are stored as they are; JavaScript's `undefined`
 read as null and the rest re-encoded); a row that fails one is a ReferenceError naming it.
@@ -65,11 +67,14 @@ def check_task(task: list[tuple[str, str, int, int]], db: sqlite3.Connection | N
 
 
 def check_piece(sid: str, agent_id: str, after: int, rows: list[tuple]) -> tuple:
-    """(sid, agent_id, our rows, activity) of one session's reference rows [(id, seq, event_cbor,
-    created_at)] past `after`; activity: (kind, message_from, message_at, at) of the piece's last
-    event and last message (the session's and its agent's activity marks)."""
-    out = []
-    append = out.append
+    """(sid, agent_id, after, ids, created_ats, bodies, activity) of one session's reference rows
+    [(id, seq, event_cbor, created_at)] past `after`, the rows seq after + 1, after + 2, ...;
+    activity: (kind, message_from, message_at, at) of the piece's last event and last message
+    (the session's and its agent's activity marks)."""
+    ids: list[str] = []
+    ats: list[int] = []
+    bodies: list[bytes] = []
+    add_id, add_at, add_body = ids.append, ats.append, bodies.append
     sid_head = _K_SESSION + dagcbor.encode_head(3, len(sid.encode())) + sid.encode()
     head = dagcbor.encode_head
     canonical_of = dagcbor.decode_if_canonical
@@ -96,10 +101,11 @@ def check_piece(sid: str, agent_id: str, after: int, rows: list[tuple]) -> tuple
             raise ReferenceError(f"{row_name('session_events', {'session_id': sid, 'seq': seq})}: the event is "
                                  "not a map")
         eid = event_id.encode()
-        append((sid, seq, event_id, created_at, b"".join((
-            b"\xa5", _K_ID, head(3, len(eid)), eid, _K_SEQ, head(0, seq), _K_EVENT, raw,
-            _K_CREATED, head(0, created_at), sid_head))))
+        add_id(event_id)
+        add_at(created_at)
+        add_body(b"".join((b"\xa5", _K_ID, head(3, len(eid)), eid, _K_SEQ, head(0, seq), _K_EVENT, raw,
+                           _K_CREATED, head(0, created_at), sid_head)))
         kind, role = activity_of(payload)
         if role is not None:
             message_from, message_at = role, created_at
-    return sid, agent_id, out, (kind, message_from, message_at, created_at)
+    return sid, agent_id, after, ids, ats, bodies, (kind, message_from, message_at, created_at)

@@ -10,6 +10,8 @@ seq run instead of repeating or skipping a seq.
 """
 from __future__ import annotations
 
+from itertools import chain, repeat
+
 from ..database.port import Conn
 from . import agents as agents_q
 
@@ -124,14 +126,14 @@ def bulk_settings(conn: Conn) -> None:
 
 
 def append_events(conn: Conn, pending: list[tuple]) -> list[int]:
-    """One unit of events, over one or more sessions: `pending` is [(session id, agent id, rows,
-    activity)], rows [(session id, seq, id, created_at, body)] seq ascending and dense. Each
-    session's rows go in past its `last_seq`, read under its row lock (taken in id order, so two
-    imports at once cannot deadlock), and `last_seq` moves in the same transaction; returns how
-    many rows of each session went in (0 for rows another import wrote meanwhile). The events'
-    chain links are left NULL: the server links them at its next start (store/history.py), in order.
-    `activity`: (kind, message_from, message_at, at) of the session's last event and last
-    message in the unit, for the session's and the agent's activity marks."""
+    """One unit of events, over one or more sessions: `pending` is [(session id, agent id, after,
+    ids, created_ats, bodies, activity)], the events seq after + 1, after + 2, ... Each session's
+    events go in past its `last_seq`, read under its row lock (taken in id order, so two imports
+    at once cannot deadlock), and `last_seq` moves in the same transaction; returns how many
+    events of each piece went in (0 for events another import wrote meanwhile). The events'
+    chain links are left NULL: the server links them at its next start (store/history.py), in
+    order. `activity`: (kind, message_from, message_at, at) of the piece's last event and last
+    message, for the session's and the agent's activity marks."""
     ids = sorted({sid for sid, *_ in pending})
     last: dict[str, int] = {}
     for start in range(0, len(ids), 500):
@@ -139,29 +141,28 @@ def append_events(conn: Conn, pending: list[tuple]) -> list[int]:
         for sid, seq in conn.execute(f"SELECT id, last_seq FROM sessions WHERE id IN ({', '.join('?' * len(part))})"
                                      " ORDER BY id" + conn.traits.lock_rows, tuple(part)):
             last[sid] = seq
-    events: list[tuple] = []
+    events: list = []
     moves: list[tuple] = []
     latest: dict[str, tuple] = {}
     written: list[int] = []
-    for sid, agent_id, rows, activity in pending:
-        have = last.get(sid)
-        if have is None or not rows:
-            written.append(0)
+    for sid, agent_id, after, event_ids, ats, bodies, activity in pending:
+        have, n = last.get(sid), len(event_ids)
+        if have is None or not after <= have < after + n:
+            written.append(0)   # not here, all written already, or a gap before the piece
             continue
-        fresh = rows if rows[0][1] > have else [r for r in rows if r[1] > have]
-        if not fresh or fresh[0][1] != have + 1:
-            written.append(0)
-            continue
-        events.extend(fresh)
-        last[sid] = fresh[-1][1]
+        skip = have - after
+        end = after + n
+        # The rows as the INSERT binds them, made only here (zip: no list of tuples kept).
+        events.append(zip(repeat(sid), range(have + 1, end + 1), event_ids[skip:], ats[skip:], bodies[skip:]))
+        last[sid] = end
         kind, message_from, message_at, at = activity
-        moves.append((fresh[-1][1], message_at, message_from, sid))
+        moves.append((end, message_at, message_from, sid))
         if agent_id not in latest or at >= latest[agent_id][4]:
             latest[agent_id] = (agent_id, sid, kind, message_from, at)
-        written.append(len(fresh))
+        written.append(n - skip)
     if events:
         conn.executemany("INSERT INTO session_events (session_id, seq, id, created_at, body) VALUES (?, ?, ?, ?, ?)",
-                         events)
+                         chain.from_iterable(events))
         conn.executemany("UPDATE sessions SET last_seq = ?, message_at = coalesce(?, message_at),"
                          " message_from = coalesce(?, message_from) WHERE id = ?", moves)
         for agent_id, sid, kind, message_from, at in latest.values():

@@ -794,11 +794,16 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(imp_q.sessions, [("si1", "z6MkImported", "ai1", "t", "user", "idle", None, None, None, None, None, T0, T0)])
     r(imp_q.sessions_present, ["si1", "si2", "nope"])
     body = codec.encode({"id": "ei1", "sessionId": "si1", "seq": 1, "event": user_message("imp"), "createdAt": T0})
-    unit = [("si1", "ai1", [(1, "ei1", T0, body), (2, "ei2", T0 + 1, body)], ("message", "user", T0, T0 + 1)),
-            ("si2", "ai1", [(1, "ei3", T0 + 2, body)], ("message", None, None, T0 + 2))]
+    await w(imp_q.bulk_settings)
+    unit = [("si1", "ai1", 0, ["ei1", "ei2"], [T0, T0 + 1], [body, body], ("message", "user", T0, T0 + 1)),
+            ("si2", "ai1", 0, ["ei3"], [T0 + 2], [body], ("message", None, None, T0 + 2))]
     await w(imp_q.append_events, unit)
     await w(imp_q.append_events, unit)   # again: nothing past last_seq
-    r(imp_q.event_bodies, "si1", [1, 2])
+    await w(imp_q.append_events, [("si1", "ai1", 1, ["ei2", "ei4"], [T0 + 1, T0 + 3], [body, body],
+                                   ("message", None, None, T0 + 3))])   # overlapping: only seq 3 goes in
+    await w(imp_q.idempotency, "z6MkImported", "CreateSession", "c1", b"\x01" * 32, codec.encode({"_": "x"}), T0)
+    await w(imp_q.idempotency, "z6MkImported", "CreateSession", "c1", b"\x01" * 32, codec.encode({"_": "x"}), T0)
+    r(imp_q.event_bodies, "si1", [1, 2, 3])
     r(imp_q.counts, "session_events", "session_id", ["si1", "si2"])
     r(imp_q.attachment_present, "si1", "00" * 32)
     r(imp_q.memory_present, "ai1", "a.md")
