@@ -13,6 +13,7 @@ read as null and the rest re-encoded); a row that fails one is a ReferenceError 
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import signal
 import sqlite3
@@ -36,6 +37,7 @@ def open_reference(db_path: str, worker: bool = True) -> None:
     global _db
     if worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        gc.disable()   # it only checks events: no cycles (see command.write_events)
     _db = open_read_only(db_path)
 
 
