@@ -8,6 +8,8 @@ from the reference server").
   data folder (memory, session attachments).
 - `convert.py`: one reference row into our rows, checked by our own rules (the action parsers);
   a row that breaks one is skipped with a reason, never half-written.
+- `events.py`: the hot path: a unit of session events read, checked and made into our rows, in
+  the import process or in worker processes (`--jobs`), a few units ahead of the writer.
 - `command.py`: the command: the units, each written in one transaction (so a crash or Ctrl-C
   loses at most the unit in flight, and a second run resumes where the first stopped), the
   progress line, `--dry-run`, the summary table and the check. Its SQL is in
