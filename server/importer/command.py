@@ -615,7 +615,6 @@ def _stop(pool, importer: Importer) -> None:
         pool.close()
         pool.join()
     importer.pool = None
-    return None
 
 
 def _ahead(pool, tasks: Iterator[list], depth: int) -> Iterator[list]:
@@ -710,7 +709,8 @@ def main(argv: list[str] | None = None) -> int:
         importer = Importer(ref, db, box, config.data_dir, dry_run=args.dry_run, event_batch=args.batch_events,
                             pool=pool, jobs=args.jobs)
         importer.run()
-        pool = _stop(pool, importer)
+        _stop(pool, importer)
+        pool = None
         if args.dry_run:
             return 0
         problems = importer.check()
