@@ -4,7 +4,7 @@ session), against a server started with `--turn-timings true` (server/operations
 with the fake OpenAI-compatible provider on loopback (answering at once, streamed) and with the
 built-in echo provider.
 
-    python -m bench.turn_phases [--quick] [--turns N] [--json FILE]
+    python -m bench.turn_phases [--quick] [--turns N] [--before REF [--rounds R]] [--json FILE]
 
 Printed per provider: each phase's mean, p50 and p99 over the timed turns (the server's
 histograms read before and after them, so the warm-up does not count; quantiles from buckets
@@ -13,7 +13,10 @@ client's end-to-end p50 and p99 for comparison, and the event loop thread's CPU 
 phase (the wall time less the waits for the database writer, the provider and the machine). The server's own time is set against the
 reference TypeScript server's turn end to end (issue 39: p50 7.5 ms, p99 17.4 ms, the fake
 provider's streaming included, which makes the ratio flatter to the reference, not to us).
-Bounded: every turn waits at most 30 s, the whole load process 600 s.
+With `--before REF` a server of that tree (it must have `--turn-timings`) runs beside this
+one, and the turns are sent in R rounds (default 6), the trees taking turns going first, each
+round's histograms added up per tree: before and after from one run, the machine's drift falling
+on both. Bounded: every turn waits at most 30 s, each load process 600 s.
 """
 from __future__ import annotations
 
@@ -23,6 +26,10 @@ import json
 import re
 import urllib.request
 
+import tempfile
+from pathlib import Path
+
+from bench.bench_bounds import extract
 from bench.load import Rpc, keypair
 from bench.processes import FakeProvider, Server, run_load
 from bench.turns import _session_socket, _turns
@@ -65,22 +72,46 @@ def quantile(buckets: list[tuple[float, float]], q: float) -> float:
     return lower
 
 
-def delta(before: dict, after: dict) -> dict:
-    """Per phase: count, mean, p50 and p99 (seconds) of what happened between two scrapes."""
+def raw_delta(before: dict, after: dict) -> dict:
+    """Per phase: the histogram of what happened between two scrapes (count, sum, buckets)."""
     out = {}
-    for phase in PHASES:
-        a, b = after.get(phase), before.get(phase, {"count": 0.0, "sum": 0.0, "buckets": []})
-        if a is None:
-            continue
+    for phase, a in after.items():
+        b = before.get(phase, {"count": 0.0, "sum": 0.0, "buckets": []})
         earlier = dict(b["buckets"])
-        buckets = [(le, n - earlier.get(le, 0.0)) for le, n in sorted(a["buckets"])]
-        count = a["count"] - b["count"]
-        out[phase] = {"count": int(count), "mean_s": (a["sum"] - b["sum"]) / count if count else float("nan"),
-                      "p50_s": quantile(buckets, 0.50), "p99_s": quantile(buckets, 0.99)}
+        out[phase] = {"count": a["count"] - b["count"], "sum": a["sum"] - b["sum"],
+                      "buckets": [(le, n - earlier.get(le, 0.0)) for le, n in sorted(a["buckets"])]}
     return out
 
 
-async def load(url: str, metrics_url: str, label: str, provider: str, fake_url: str | None, turns: int) -> dict:
+def add(total: dict, more: dict) -> dict:
+    """Two phase histograms added up (rounds of one tree)."""
+    for phase, m in more.items():
+        t = total.setdefault(phase, {"count": 0.0, "sum": 0.0, "buckets": [(le, 0.0) for le, _ in m["buckets"]]})
+        t["count"] += m["count"]
+        t["sum"] += m["sum"]
+        t["buckets"] = [(le, n + k) for (le, n), (_, k) in zip(t["buckets"], m["buckets"])]
+    return total
+
+
+def figures(hist: dict) -> dict:
+    """Per phase: count, mean, p50 and p99 (seconds) of a phase histogram."""
+    out = {}
+    for phase in PHASES:
+        h = hist.get(phase)
+        if h is None:
+            continue
+        count = h["count"]
+        out[phase] = {"count": int(count), "mean_s": h["sum"] / count if count else float("nan"),
+                      "p50_s": quantile(h["buckets"], 0.50), "p99_s": quantile(h["buckets"], 0.99)}
+    return out
+
+
+def delta(before: dict, after: dict) -> dict:
+    return figures(raw_delta(before, after))
+
+
+async def load(url: str, metrics_url: str, label: str, provider: str, fake_url: str | None, turns: int,
+               raw: bool = False) -> dict:
     kp = keypair(label)
     admin = await Rpc.open(url)
     if provider == "fake":
@@ -97,8 +128,78 @@ async def load(url: str, metrics_url: str, label: str, provider: str, fake_url: 
     after = await asyncio.to_thread(scrape, metrics_url)
     await rpc.close()
     await admin.close()
+    if raw:   # (rounds of an A/B: added up by the caller)
+        return {"client_turn_s": client["latencies"], "wall": raw_delta(before["wall"], after["wall"]),
+                "cpu": raw_delta(before["cpu"], after["cpu"])}
     return {"provider": provider, "turns": turns, "client": client, "phases": delta(before["wall"], after["wall"]),
             "loop_cpu": delta(before["cpu"], after["cpu"])}
+
+
+def run_ab(before_ref: str, quick: bool, turns: int | None, rounds: int) -> dict:
+    """Both trees' servers side by side, R interleaved rounds per provider; per tree and provider
+    the phases over all rounds."""
+    from bench.sqlite_ab import TreeServer
+    from bench.stats import latency_figures
+
+    turns = turns or (100 if quick else 300)
+    per_round = max(10, turns // rounds)
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp, FakeProvider("plain") as fake:
+        trees = {"before": extract(before_ref, Path(tmp) / "before"), "after": Path(__file__).resolve().parents[1]}
+        servers = {}
+        try:
+            for name, tree in trees.items():
+                data = Path(tmp) / f"data-{name}"
+                data.mkdir()
+                srv = TreeServer(name, tree, data, None)
+                srv.cmd += ["--turn-timings", "true", "--hm-server-url", ""]
+                servers[name] = srv.start()
+            for provider in ("fake", "echo"):
+                hists: dict = {name: {"wall": {}, "cpu": {}, "client": []} for name in trees}
+                for r in range(rounds):
+                    for name in (["before", "after"] if r % 2 == 0 else ["after", "before"]):
+                        srv = servers[name]
+                        try:
+                            res = run_load("bench.turn_phases:load", {
+                                "url": srv.url, "metrics_url": f"http://127.0.0.1:{srv.port}/metrics",
+                                "label": f"turn-phases-{provider}-{name}-{r}", "provider": provider,
+                                "fake_url": fake.base_url, "turns": per_round, "raw": True}, timeout=600)
+                        except Exception:
+                            print(f"the load on the {name} tree failed; its server's log ends:\n{srv.log_tail()}")
+                            raise
+                        add(hists[name]["wall"], res["wall"])
+                        add(hists[name]["cpu"], res["cpu"])
+                        hists[name]["client"] += res["client_turn_s"]
+                    print(f"{provider}: round {r + 1}/{rounds}", flush=True)
+                out[provider] = {name: {"provider": provider, "turns": per_round * rounds,
+                                        "client": {"turn": latency_figures(h["client"])},
+                                        "phases": figures(h["wall"]), "loop_cpu": figures(h["cpu"])}
+                                 for name, h in hists.items()}
+        finally:
+            for srv in servers.values():
+                srv.stop()
+    return out
+
+
+def ab_report(result: dict) -> str:
+    lines = []
+    for provider, trees in result.items():
+        b, a = trees["before"], trees["after"]
+        lines += [f"\n{provider} provider, {a['turns']} turns per tree, one at a time "
+                  f"(client end to end p50: before {b['client']['turn']['p50_ms']:.2f} ms, "
+                  f"after {a['client']['turn']['p50_ms']:.2f} ms)",
+                  "| phase | before p50 | after p50 | after / before (p50) | before mean | after mean "
+                  "| loop CPU before / after (mean) |", "|---|---|---|---|---|---|---|"]
+        for phase in PHASES:
+            pb, pa = b["phases"].get(phase), a["phases"].get(phase)
+            if pb is None or pa is None:
+                continue
+            cb, ca = b["loop_cpu"].get(phase), a["loop_cpu"].get(phase)
+            cpu = f"{cb['mean_s'] * 1e6:,.0f} / {ca['mean_s'] * 1e6:,.0f} us" if cb and ca else "-"
+            lines.append(f"| {phase} | {pb['p50_s'] * 1e6:,.0f} us | {pa['p50_s'] * 1e6:,.0f} us | "
+                         f"{pa['p50_s'] / pb['p50_s']:.2f} | {pb['mean_s'] * 1e6:,.0f} us | "
+                         f"{pa['mean_s'] * 1e6:,.0f} us | {cpu} |")
+    return "\n".join(lines)
 
 
 def run(quick: bool = False, turns: int | None = None) -> dict:
@@ -142,9 +243,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 timed turns per provider (default 300)")
     parser.add_argument("--turns", type=int, default=None, help="timed turns per provider")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the result to FILE")
+    parser.add_argument("--before", metavar="REF", default=None, help="a tree to run beside this one (A/B)")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds of an A/B (default 6)")
     args = parser.parse_args()
-    result = run(args.quick, args.turns)
-    print(report(result))
+    if args.before:
+        result = run_ab(args.before, args.quick, args.turns, max(1, args.rounds))
+        print(ab_report(result))
+    else:
+        result = run(args.quick, args.turns)
+        print(report(result))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

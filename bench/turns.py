@@ -55,6 +55,7 @@ async def _turns(rpc: Rpc, kp, session_id: str, arrivals: asyncio.Queue, n: int,
         errors += failed or is_error_response(response)
     quarter = max(1, n // 4)
     return {"turn": latency_figures(turn_lat), "response": latency_figures(resp_lat), "errors": errors,
+            "latencies": turn_lat,
             "first_quarter": latency_figures(turn_lat[:quarter]),
             "last_quarter": latency_figures(turn_lat[-quarter:])}
 
