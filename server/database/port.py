@@ -65,7 +65,8 @@ class Storage(Protocol):
     thread when `large=True`; PostgreSQL, a network round trip: always on a reader thread).
 
     Writes: one writer thread runs the jobs in submission order; `write` resolves once the job
-    committed, `write_nowait` queues one nobody waits for, `write_sync` blocks (scripts, tests).
+    committed, `write_nowait` queues one nobody waits for (`lazy=True`: one whose loss in a crash is
+harmless, which may wait briefly to share the next commit), `write_sync` blocks (scripts, tests).
 
     Lock or lease: a backend one process owns gives `process_lock()` (taken before start); a
     `shared` backend (several servers on one database) gives none, and its traits say
@@ -109,7 +110,7 @@ class Storage(Protocol):
 
     async def write(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
-    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None: ...
+    def write_nowait(self, fn: Callable[..., Any], *args: Any, lazy: bool = False) -> None: ...
 
     def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 

@@ -23,15 +23,17 @@ class DatabaseClosed(RuntimeError):
 
 
 class Job:
-    __slots__ = ("fn", "args", "future", "loop", "ok", "value")
+    __slots__ = ("fn", "args", "future", "loop", "ok", "value", "lazy")
 
-    def __init__(self, fn: Callable, args: tuple, future: Any, loop: asyncio.AbstractEventLoop | None):
+    def __init__(self, fn: Callable, args: tuple, future: Any, loop: asyncio.AbstractEventLoop | None,
+                 lazy: bool = False):
         self.fn = fn
         self.args = args
         self.future = future  # asyncio.Future (with loop), concurrent Future, or None (nowait)
         self.loop = loop
         self.ok = False
         self.value: Any = None
+        self.lazy = lazy      # may wait a little to share the next job's commit (write_nowait)
 
     def fail(self, exc: BaseException) -> None:
         self.ok = False
@@ -59,9 +61,13 @@ class WriteQueue:
         self._submit(Job(fn, args, future, loop))
         return await future
 
-    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Queue a write nobody waits for (in order with the others); a failure is only logged."""
-        self._submit(Job(fn, args, None, None))
+    def write_nowait(self, fn: Callable[..., Any], *args: Any, lazy: bool = False) -> None:
+        """Queue a write nobody waits for (in order with the others); a failure is only logged.
+
+        `lazy`: nothing is lost if it never commits (a crash before it is as good as no write),
+        so a writer may hold it back a little, up to its LAZY_S, for a job that must commit now
+        to carry it: one commit (one fsync) instead of two when another write follows soon."""
+        self._submit(Job(fn, args, None, None, lazy))
 
     def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Blocking `write` for scripts, tests and other threads."""

@@ -164,3 +164,44 @@ def test_write_sync_inside_a_job_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="wait for itself"):
         db.write_sync(lambda conn: db.write_sync(insert, "nested"))
     db.close_sync()
+
+
+async def test_a_lazy_write_rides_with_the_next_commit(db, monkeypatch):
+    # A lazy job (nobody waits for it, its loss harmless) waits for a job that must commit now
+    # and shares its commit: one batch, one fsync. The window is made long so the test does not
+    # depend on how fast this machine schedules the writer thread.
+    from seed_agents.server.database.sqlite import database as sqlite_database
+
+    monkeypatch.setattr(sqlite_database, "LAZY_S", 30.0)
+    batches = db.batches
+    db.write_nowait(insert, "lazy", 1, lazy=True)
+    assert await db.write(insert, "now", 2) == "now"
+    assert db.read(keys) == ["lazy", "now"]
+    assert db.batches == batches + 1 and db.jobs == 2
+
+
+async def test_a_lazy_write_alone_still_commits(db, monkeypatch):
+    from seed_agents.server.database.sqlite import database as sqlite_database
+    from tests.waiting import until
+
+    monkeypatch.setattr(sqlite_database, "LAZY_S", 0.05)
+    db.write_nowait(insert, "alone", 1, lazy=True)
+
+    async def committed():
+        return db.read(keys) == ["alone"]
+
+    await until(committed, 30)
+    assert db.batches == 1
+
+
+async def test_a_lazy_write_waiting_at_close_is_committed_then(tmp_path, monkeypatch):
+    from seed_agents.server.database.sqlite import database as sqlite_database
+
+    monkeypatch.setattr(sqlite_database, "LAZY_S", 3600.0)   # the close, not the window, ends its wait
+    database = Database(str(tmp_path / "db.sqlite"))
+    await database.start()
+    database.write_nowait(insert, "pending", 1, lazy=True)
+    await asyncio.wait_for(database.close(), 60)
+    other = apsw.Connection(str(tmp_path / "db.sqlite"))
+    assert other.execute("SELECT key FROM server_config").fetchall() == [("pending",)]
+    other.close()
