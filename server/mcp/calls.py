@@ -53,6 +53,6 @@ async def call_mcp_tool(db, box, config, account_id: str, agent_id: str, name: s
     if problems:
         return None, f"the input does not fit {name}'s input schema: " + "; ".join(problems)
     try:
-        return await remote.call(doc["remoteName"], arguments)
+        return await remote.call(doc["remoteName"], arguments, account_id)
     except McpError as exc:
         return None, exc.message

@@ -2,7 +2,8 @@
 
 `discover` lists its tools (paged, at most `McpLimits.tools`; a tool whose name or schema this
 server cannot carry, or whose schema passes `McpLimits.schema_bytes`, is left out and counted);
-`call` runs one tool. A listing is CPU work twice over (the SDK's pydantic parse of every page, in
+`call` runs one tool. Both run in a worker process (listing.py; `discover_here` and `call_here`
+are their work there). A listing is CPU work twice over (the SDK's pydantic parse of every page, in
 one call that holds the GIL, and jsonschema's meta-schema check at about a millisecond per
 property), so a hostile listing costs seconds: the whole discovery runs in a worker process
 (listing.py), and stops at its deadline (`--mcp-timeout` covers fetching and checking together). Each opens its own session (MCP
@@ -166,8 +167,21 @@ class Remote:
                            "server allows (--mcp-timeout)") from None
         return tools, seen - len(tools)
 
-    async def call(self, name: str, arguments: dict) -> tuple[object, str | None]:
-        """(output, error): the tool's result as data, or the text of a tool-level error."""
+    async def call(self, name: str, arguments: dict, account: str = "") -> tuple[object, str | None]:
+        """(output, error): the tool's result as data, or the text of a tool-level error. Run in
+        a worker process (listing.py: the SDK parses the answer, up to 16 MiB, under the GIL), at
+        most a few at once per `account`."""
+        from .listing import ListingFailed, pool
+
+        request = {"url": self.url, "headers": self.headers, "networks": self.policy.text,
+                   "flag": self.policy.flag, "timeout": self.timeout, "name": name, "arguments": arguments}
+        try:
+            return await pool().call(account, request)
+        except ListingFailed as exc:
+            raise McpError(exc.message) from None
+
+    async def call_here(self, name: str, arguments: dict) -> tuple[object, str | None]:
+        """`call`'s work, in this process (the worker's)."""
         async def body(client):  # noqa: ANN001
             result = await client.call_tool(name, arguments)
             return _result(result)

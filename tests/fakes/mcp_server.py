@@ -6,6 +6,8 @@ SDK (`mcp.server.MCPServer`, Streamable HTTP), and the hostile kinds.
     python -m tests.fakes.mcp_server PORT many N     # lists N tools
     python -m tests.fakes.mcp_server PORT fat N      # lists N tools, each schema 55 KB of properties
     python -m tests.fakes.mcp_server PORT huge N      # lists N tools on one page, each described in 15 KB
+    python -m tests.fakes.mcp_server PORT bulky MB   # tools huge (answers MB megabytes of text) and
+                                                     # slow (answers after 120 s)
     python -m tests.fakes.mcp_server PORT hang       # accepts, reads, never answers
     python -m tests.fakes.mcp_server PORT garbage    # answers every request with bytes that are not MCP
 
@@ -100,6 +102,26 @@ def huge_app(count: int):  # noqa: ANN201
     return Huge("huge").streamable_http_app()
 
 
+def bulky_app(megabytes: int):  # noqa: ANN201
+    """Hostile tool results: `huge` answers some MB of text (the SDK parses the whole answer in
+    one call that holds the GIL), `slow` answers only after two minutes."""
+    from mcp.server import MCPServer
+
+    server = MCPServer("bulky")
+    text = "z" * (megabytes * 1_000_000)
+
+    @server.tool(description="Answers a great deal of text.")
+    def huge() -> str:
+        return text
+
+    @server.tool(description="Answers after two minutes.")
+    async def slow() -> str:
+        await asyncio.sleep(120)
+        return "late"
+
+    return server.streamable_http_app()
+
+
 class NotMcp(LoopbackFake):
     """A socket that takes MCP requests and answers garbage (200, bytes that are not JSON-RPC),
     or never answers."""
@@ -132,7 +154,8 @@ class McpFake:
             import uvicorn
 
             app = (calc_app(self.arg) if self.kind == "calc" else fat_app(int(self.arg)) if self.kind == "fat"
-                   else huge_app(int(self.arg)) if self.kind == "huge" else many_app(int(self.arg)))
+                   else huge_app(int(self.arg)) if self.kind == "huge"
+                   else bulky_app(int(self.arg)) if self.kind == "bulky" else many_app(int(self.arg)))
             server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                    lifespan="on"))
             task = asyncio.create_task(server.serve())

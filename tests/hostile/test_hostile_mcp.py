@@ -6,7 +6,9 @@ RefreshMcpServer answer in about that time, and an honest client's GetSession st
 meanwhile. The caps: servers per account, tools per server, schema bytes."""
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -124,6 +126,78 @@ async def test_a_huge_listing_page_is_parsed_off_the_server(tmp_path):
         srv.kill()
         huge.kill()
         huge.wait(10)
+
+
+async def bulky_agent(c: V2Client, kp, url: str) -> str:
+    """A session of an agent that has picked the `bulky` MCP server (its tools huge and slow)."""
+    agent_id, sid = await setup_session(c, kp)
+    r = await call(c, kp, {"_": "SetMcpServer", "name": "bulky", "url": url})   # (starts a worker)
+    assert r["server"]["status"]["state"] == "ok", r
+    agent = (await call(c, kp, {"_": "GetAgent", "agentId": agent_id}))["agent"]
+    r = await call(c, kp, {"_": "UpdateAgent", "agentId": agent_id,
+                           "definition": {**agent["definition"], "mcpServers": ["bulky"]}})
+    assert r["_"] == "GetAgentResponse", r
+    return sid
+
+
+async def test_a_hostile_tool_result_is_parsed_off_the_server(tmp_path):
+    """Tool calls run in the MCP workers too: a 6 MB tool result (12 MB of JSON, the text and its
+    structured copy, which the SDK parses in one call that holds the GIL: in the server that
+    stopped its loop for seconds) comes back cut to what
+    the model may see while the honest client's reads go on, and a tool that never answers ends
+    at --mcp-timeout with the phrase, its worker killed (the remote sees the request go)."""
+    bulky, url = mcp_child("bulky", "6")
+    srv = ServerProcess(tmp_path / "srv", extra=[*FLAGS[:4], "--mcp-timeout", "20"]).start(timeout=60)
+    attacker, honest_kp = keypair("mcp attacker"), keypair("honest")
+    a, h = await V2Client.open(srv.url), await V2Client.open(srv.url)
+    try:
+        _, mine = await setup_session(h, honest_kp)
+        await send(h, honest_kp, mine, "hello")
+        sid = await bulky_agent(a, attacker, url)
+
+        def invoke(tool: str):  # noqa: ANN202
+            return a.call(attacker, {"_": "InvokeSessionTool", "sessionId": sid, "verb": "call",
+                                     "input": {"tool": tool, "input": {}}}, timeout=120)
+
+        # Two calls at once first, so two workers have started (the SDK's imports take seconds on
+        # a busy machine, once per worker, not charged to the remote) and are kept: what follows
+        # measures the hostile results alone.
+        for r in await asyncio.gather(invoke("bulky__huge"), invoke("bulky__huge")):
+            assert "output" in r, r
+        quiet = HonestReader(h, honest_kp, mine).start()
+        await until(lambda: len(quiet.latencies) >= 30, 30, what="quiet GetSession latencies")
+        quiet = await quiet.stop()
+
+        honest = HonestReader(h, honest_kp, mine).start()
+        slow = asyncio.ensure_future(invoke("bulky__slow"))
+        started = time.monotonic()
+        for _ in range(3):
+            r = await invoke("bulky__huge")
+            assert "output" in r, r
+            # Cut to 256 KiB in the worker (MAX_RESULT_BYTES), then to --max-tool-output-chars.
+            out = r["output"]
+            size = int(re.search(r"This result was (\d+) characters", out["note"]).group(1))
+            assert out["truncated"] and out["content"].startswith('{"text": "zzz') and size < 300_000, out["note"]
+        r = await slow
+        took = time.monotonic() - started
+        loud = await honest.stop()
+        assert "did not answer in time (--mcp-timeout)" in r["error"], r
+        # It waited out its deadline (20 s), then ended at it.
+        assert 19 < took < 20 + 10, took
+        print(f"\nhonest GetSession p99 {percentile(quiet, 0.99) * 1000:.1f} ms quiet, "
+              f"{percentile(loud, 0.99) * 1000:.1f} ms (max {max(loud) * 1000:.0f} ms) during three 6 MB tool "
+              f"results and one that never came ({len(loud)} reads)")
+        assert len(loud) > 20 and percentile(loud, 0.99) < max(0.25, 10 * percentile(quiet, 0.99)), loud
+        # A stall delays one read however long it lasts, so the p99 of reads paced 10 ms apart
+        # hides it: the slowest read is the figure. In the server, each result stopped the loop
+        # 3.2 s (max 3228 ms, p99 17 ms, load 10); in the worker the slowest was 0.4 s at load 13.
+        assert max(loud) < 1.5, max(loud)
+    finally:
+        await a.close()
+        await h.close()
+        srv.kill()
+        bulky.kill()
+        bulky.wait(10)
 
 
 async def test_the_caps_on_servers_tools_and_schema_bytes(tmp_path, fat):
