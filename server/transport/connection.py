@@ -145,6 +145,7 @@ class Connection:
                         await self._on_frame(message)
                 else:
                     await self._on_frame(message)
+                del message   # answered: not kept while the next message is awaited (a chunk is megabytes)
         except ConnectionClosed:
             pass   # the peer went away, or was dropped (write timeout, slow consumer)
         except Exception:  # noqa: BLE001 - logged; the socket is closed by the transport

@@ -253,6 +253,9 @@ class WsConnection(asyncio.Protocol):
                 if len(self._messages) <= self.queue_low and self._queued_bytes <= self.low_bytes:
                     self._resume_reading(_QUEUE)
                 yield message
+                # Not kept while the next one is awaited: an upload chunk is megabytes, and the
+                # socket would hold it beside the next chunk it is receiving.
+                message = None
                 continue
             if self.protocol.state is not OPEN or self.lost.done():
                 return
