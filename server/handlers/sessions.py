@@ -19,7 +19,7 @@ from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from . import public_chat
-from .access import READER, VISITOR, WRITER, agent_access, agent_for, agent_role, session_for
+from .access import READER, VISITOR, WRITER, agent_access, agent_role, session_for
 from .agent_definition import check_level
 from .context import HandlerContext
 from .history import signed_head
@@ -56,11 +56,12 @@ async def create_session(ctx: HandlerContext, env, action) -> dict:
     account_id = env.account_id
 
     def effect(conn):
-        # A writer's session is the owner's data: the row carries the owner's account.
-        owner = agent_for(conn, account_id, action.agent_id, WRITER)["account"]
+        agent_access(conn, account_id, action.agent_id, WRITER)
+        # The AgentInfo to publish, its definition left as stored (the broadcaster decodes it once
+        # per version). A writer's session is the owner's data: the row carries the owner's account.
+        agent = agents_q.touch_agent(conn, action.agent_id, now, decoded=False)
         session_id = new_id()
-        session = sessions_q.create_session(conn, session_id, owner, action.agent_id, action.title, now)
-        agent = agents_q.touch_agent(conn, action.agent_id, now)
+        session = sessions_q.create_session(conn, session_id, agent["account"], action.agent_id, action.title, now)
         return {"_": "CreateSessionResponse", "sessionId": session_id}, [(session, agent)]
 
     def job(conn):
