@@ -148,7 +148,9 @@ class HttpConnection(asyncio.Protocol):
         self.eof = False
         self.upgrade_tail = b""
         self._paused_reading = False
-        self._deadline: asyncio.TimerHandle | None = None
+        self._deadline: asyncio.TimerHandle | None = None   # armed at or before _deadline_at
+        self._deadline_at: float | None = None   # loop time the current bound ends, if any
+        self._deadline_idle = False
         self._paused = False
         self._drain: asyncio.Future | None = None
 
@@ -174,7 +176,7 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.registry.discard(self)
-        self._cancel_deadline()
+        self._drop_timer()
         if self.watchdog is not None:
             self.watchdog.cancel()
         if self.address is not None:
@@ -382,8 +384,10 @@ class HttpConnection(asyncio.Protocol):
                     return
                 if self.transport.get_write_buffer_size() > _WRITE_HIGH:
                     await self._wait_drain()   # bounded: the write watchdog drops a peer that stalls
-                # Pipelined answers take turns with every other client's work.
-                await asyncio.sleep(0)
+                if self.queue or self.reader.buffered:
+                    # Pipelined answers take turns with every other client's work (with nothing
+                    # more to answer, the task ends here instead: no pass of the loop for that).
+                    await asyncio.sleep(0)
                 if self.reader.buffered and not self.reader.paused and not self.closed:
                     self._read(b"")   # what waited unparsed behind the pipeline bound
             if self._paused_reading and not self.closed and not self.reader.buffered:
@@ -450,7 +454,7 @@ class HttpConnection(asyncio.Protocol):
 
     def _hand_over(self, head: bytes) -> None:
         app = self.app
-        self._cancel_deadline()
+        self._drop_timer()
         self.registry.discard(self)
         if len(app.connections) >= app.config.limits.max_connections:
             # Accounts are free to make, so per-account limits alone do not bound the sockets.
@@ -531,22 +535,47 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
 
     # -- time --------------------------------------------------------------------------------
+    # A request moves its connection's deadline three times (header, body, idle) and cancels it
+    # once: rather than a timer each, one timer stays armed and is moved only when the deadline
+    # comes sooner than it; when it fires before the deadline it is armed again for it.
     def _set_deadline(self, seconds: float, *, idle: bool = False) -> None:
-        self._cancel_deadline()
-        if seconds and seconds > 0:
-            self._deadline = self.loop.call_later(seconds, self._expired, idle)
+        if not (seconds and seconds > 0):
+            self._cancel_deadline()
+            return
+        when = self.loop.time() + seconds
+        self._deadline_at, self._deadline_idle = when, idle
+        timer = self._deadline
+        if timer is None or timer.when() > when:
+            if timer is not None:
+                timer.cancel()
+            self._deadline = self.loop.call_at(when, self._timer_fired)
 
     def _cancel_deadline(self) -> None:
+        self._deadline_at = None   # the armed timer, if any, finds nothing due
+
+    def _drop_timer(self) -> None:
+        """The connection is gone: its timer too (it would keep the connection until it fired)."""
+        self._deadline_at = None
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
 
-    def _expired(self, idle: bool) -> None:
+    def _timer_fired(self) -> None:
         self._deadline = None
+        when = self._deadline_at
+        if when is None or self.closed:
+            return
+        if when > self.loop.time():
+            self._deadline = self.loop.call_at(when, self._timer_fired)
+            return
+        self._deadline_at = None
+        self._expired(self._deadline_idle)
+
+    def _expired(self, idle: bool) -> None:
         if self.closed:
             return
         if self.worker is not None:   # answering: the bound applies once the answers are out
-            self._deadline = self.loop.call_later(1.0, self._expired, idle)
+            self._set_deadline(1.0, idle=idle)
             return
         if idle:
             if unsent_bytes(self.transport):
