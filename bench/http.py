@@ -1,7 +1,15 @@
 """HTTP actions (what the Seed desktop and web apps use): GetSession (20-event session, ~12 KB
 response) and CreateSession (with a clientRequestId) as keep-alive `POST /api/message` at
-concurrency 1, 8 and 64, with the ratio to raw Ed25519 verifies/s on the server's core; and the
-per-request cost of the two HTTP/1.1 parsers considered (h11, httptools), which chose httptools.
+concurrency 1, 8 and 64, and MessageSession's accept (each connection writes to its own session
+of the echo agent, with a clientMessageId; timed to the answer: the user event and the queued
+run durable) at 8 and 64, with the ratio to raw Ed25519 verifies/s on the server's core; and
+the per-request cost of the two HTTP/1.1 parsers considered (h11, httptools), which chose httptools.
+
+The MessageSession runs start a turn per message, which runs after the answer: after each run
+the load waits (bounded) until the server is idle again, so the turns of one run do not slow
+the next, and the server's CPU per message in `cpu` counts the accept only (the wait is outside
+the meter). Its ratio is to the raw verify rate of the CreateSession input (a signing input of
+nearly the same size).
 
 The load opens `c` keep-alive connections (an HTTP/1.1 connection carries one request at a
 time), pre-signs every envelope of a run before timing it (each distinct, as in bench.rpc), and
@@ -81,6 +89,115 @@ async def _closed_loop(conns: list[KeepAlive], bodies: list[bytes], timeout: flo
             "first_error": first_error}
 
 
+MESSAGE_CONCURRENCY = (8, 64)
+
+
+async def _accepts(conns: list[KeepAlive], per_conn: list[list[bytes]], timeout: float) -> dict:
+    """Each connection posts its own bodies one at a time (closed loop), as `_closed_loop`."""
+    latencies: list[float] = []
+    errors = [0]
+    first_error: list = [None]
+    deadline = time.perf_counter() + timeout
+
+    async def lane(conn: KeepAlive, bodies: list[bytes]) -> None:
+        for body in bodies:
+            if time.perf_counter() > deadline:
+                return
+            t0 = time.perf_counter()
+            status, answer = await conn.post(body)
+            latencies.append(time.perf_counter() - t0)
+            if status != 200:
+                errors[0] += 1
+                if first_error[0] is None:
+                    from seed_agents.protocol.wire.dagcbor import decode
+
+                    first_error[0] = f"{status} {decode(answer)!r}"[:300]
+
+    started = time.perf_counter()
+    await asyncio.gather(*(lane(c, b) for c, b in zip(conns, per_conn)))
+    return {"seconds": time.perf_counter() - started, "latencies": latencies, "errors": errors[0],
+            "first_error": first_error[0]}
+
+
+async def _message_bodies(kp, conns: list[KeepAlive], agent_id: str, sessions: list[str], count: int,
+                          counter: list[int]) -> list[list[bytes]]:
+    from seed_agents.clients.raw import unique_ts
+    from seed_agents.protocol.wire.envelope import sign_envelope
+
+    per = max(1, count // len(conns))
+    out = []
+    for sid in sessions:
+        bodies = []
+        for _ in range(per):
+            counter[0] += 1
+            bodies.append(sign_envelope(kp, {"_": "MessageSession", "sessionId": sid,
+                                             "content": [{"type": "text", "text": f"message {counter[0]}"}],
+                                             "clientMessageId": f"bench-m{counter[0]}"}, ts=unique_ts()))
+        out.append(bodies)
+    return out
+
+
+async def _settle(pid: int | None, cap: float = 30.0) -> None:
+    """Until the server's turns are done: under 2 ms of its CPU in 50 ms (bounded)."""
+    from bench.sqlite_ab import server_cpu_ns
+
+    if pid is None:
+        return
+    deadline = time.monotonic() + cap
+    last = server_cpu_ns(pid)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        now = server_cpu_ns(pid)
+        if now - last < 2_000_000:
+            return
+        last = now
+
+
+async def _message_runs(kp, host: str, port: int, agent_id: str, quick: bool, pid: int | None, runs: int,
+                        out: dict) -> None:
+    from seed_agents.clients.raw import unique_ts
+    from seed_agents.protocol.wire.dagcbor import decode
+    from seed_agents.protocol.wire.envelope import sign_envelope
+
+    counter = [0]
+    for c in MESSAGE_CONCURRENCY:
+        n = {8: 200, 64: 384}[c] if quick else {8: 1000, 64: 2000}[c]
+        conns = [await KeepAlive.open(host, port) for _ in range(c)]
+        sessions = []
+        for conn in conns:   # a session of its own per connection, made before anything is timed
+            status, answer = await conn.post(sign_envelope(kp, {"_": "CreateSession", "agentId": agent_id},
+                                                           ts=unique_ts()))
+            if status != 200:
+                raise RuntimeError(f"CreateSession for the MessageSession runs: {status} {decode(answer)!r}")
+            sessions.append(decode(answer)["sessionId"])
+        rows = []
+        for r in range(runs + 1):  # run 0 is the warm-up
+            bodies = await _message_bodies(kp, conns, agent_id, sessions, n // 4 if r == 0 else n, counter)
+            if r == 0:
+                await _accepts(conns, bodies, timeout=120)
+                await _settle(pid)
+                continue
+            with profile_window(f"http_MessageSession_c{c}"), CpuMeter(pid) as cpu:
+                res = await _accepts(conns, bodies, timeout=120)
+            await _settle(pid)
+            lat = latency_figures(res["latencies"])
+            rows.append({"actions_per_s": len(res["latencies"]) / res["seconds"], "p50_ms": lat["p50_ms"],
+                         "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"], "errors": res["errors"],
+                         "first_error": res["first_error"], "cpu": cpu.result})
+        for conn in conns:
+            conn.close()
+        out[f"MessageSession_c{c}"] = {
+            "concurrency": c, "connections": c, "requests_per_run": n,
+            "actions_per_s": summary([x["actions_per_s"] for x in rows], 1),
+            "p50_ms": summary([x["p50_ms"] for x in rows]),
+            "p99_ms": summary([x["p99_ms"] for x in rows]),
+            "max_ms": summary([x["max_ms"] for x in rows]),
+            "cpu": cpu_summary([x["cpu"] for x in rows]),
+            "errors": sum(x["errors"] for x in rows),
+            "first_error": next((x["first_error"] for x in rows if x["first_error"]), None),
+        }
+
+
 async def load(host: str, port: int, label: str, session_id: str, agent_id: str, quick: bool,
                pid: int | None = None) -> dict:
     kp = keypair(label)
@@ -119,6 +236,7 @@ async def load(host: str, port: int, label: str, session_id: str, agent_id: str,
                 "errors": sum(x["errors"] for x in rows),
                 "first_error": next((x["first_error"] for x in rows if x["first_error"]), None),
             }
+    await _message_runs(kp, host, port, agent_id, quick, pid, runs, out)
     return out
 
 
@@ -194,7 +312,9 @@ def run(quick: bool = False) -> dict:
         built = dbsetup.build(data_dir, kp.account_id, {"get": (20, EVENT_CHARS)})
         session_id, agent_id = built["sessions"]["get"], built["agentId"]
         params = {"label": label, "session_id": session_id, "agent_id": agent_id, "quick": quick}
-        with Server("http", data_dir=data_dir) as srv:
+        # Turns queue behind the messages without the per-account cap of runs in flight (its 429
+        # is measured elsewhere, bench/deep_queue.py).
+        with Server("http", data_dir=data_dir, extra=["--max-runs-in-flight", "1000000"]) as srv:
             figures = run_load("bench.http:load", {"host": "127.0.0.1", "port": srv.port, "pid": srv.pid,
                                                    **params}, timeout=600)
             figures["server_rss_kb_end"] = srv.rss_kb()
@@ -203,9 +323,11 @@ def run(quick: bool = False) -> dict:
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     figures["raw_verify"] = raw
-    for kind in ("GetSession", "CreateSession"):
-        limit = raw[kind]["raw_verifies_per_s"]
-        for c in CONCURRENCY:
+    for kind, concurrency, raw_kind in (("GetSession", CONCURRENCY, "GetSession"),
+                                        ("CreateSession", CONCURRENCY, "CreateSession"),
+                                        ("MessageSession", MESSAGE_CONCURRENCY, "CreateSession")):
+        limit = raw[raw_kind]["raw_verifies_per_s"]
+        for c in concurrency:
             row = figures[f"{kind}_c{c}"]
             row["ratio_to_raw_verify"] = summary([v / limit for v in row["actions_per_s"]["runs"]], 4)
     return figures

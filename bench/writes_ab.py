@@ -38,7 +38,6 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 import uuid
