@@ -47,8 +47,11 @@ class Follower:
     def seq(self) -> int:
         return self.check.seq
 
-    def add(self, event: dict) -> None:
-        body = event_bytes(event)
+    def add(self, event: dict, body: bytes | None = None) -> None:
+        """`body`: the event's bytes as received, when the frame's decoder kept them (proved
+        canonical there); otherwise the decoded event is encoded again, which gives the same bytes."""
+        if body is None:
+            body = event_bytes(event)
         try:
             self.check.add(body)
         except history.HistoryError as exc:

@@ -64,14 +64,16 @@ class Subscription:
         self._locating: asyncio.Future | None = None
 
     # -- reader side (the client's socket loop) ---------------------------------------------
-    async def _feed(self, frame: dict) -> None:
-        for item in flatten(frame):
+    async def _feed(self, frame: dict, bodies: list[bytes] | None = None) -> None:
+        """`bodies`: each event's bytes as received (clients/wire.decode_append), in order."""
+        for index, item in enumerate(flatten(frame)):
             seq = append_seq(item) if self.is_session else None
             if seq is not None:
                 if seq <= self._buffered_seq:
                     continue  # already buffered or delivered: a resumed replay overlaps
                 self._buffered_seq = seq
-                if self.follower is not None and not self._follow("add", item["event"]):
+                body = bodies[index] if bodies is not None and index < len(bodies) else None
+                if self.follower is not None and not self._follow("add", item["event"], body):
                     return
             elif item.get("_") == "replayed":
                 self.replayed_seq = item.get("seq")
@@ -85,12 +87,15 @@ class Subscription:
             self._items.append(item)
             self._readable.set()
 
-    def _follow(self, step: str, value: dict) -> bool:
+    def _follow(self, step: str, value: dict, body: bytes | None = None) -> bool:
         """One step of the pinned-key check (clients/history.py); a failure ends the subscription
         with a HistoryError naming the event, found by a task of its own (the socket's reader
         must go on reading for that task's requests to be answered)."""
         try:
-            getattr(self.follower, step)(value)   # Follower.add(event) or Follower.head(head)
+            if step == "add":
+                self.follower.add(value, body)
+            else:
+                self.follower.head(value)
         except HistoryError as caught:
             error = caught   # (the except clause unbinds `caught`; the task below reads it later)
             follower, self.follower = self.follower, None

@@ -7,6 +7,7 @@ requests `{id, envelope}`, unsubscribes `{id, _: "Unsubscribe", key}`, responses
 from __future__ import annotations
 
 from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.wire.framing_v2 import append_batch_cbor, append_cbor
 
 SUBPROTOCOL = "seed-agents.v2"
 
@@ -29,6 +30,32 @@ def decode_frame(data: bytes) -> dict:
     if not isinstance(value, dict):
         raise ValueError("a v2 server frame must be a map")
     return value
+
+
+def decode_append(data: bytes) -> tuple[dict, list[bytes]] | None:
+    """An `append` frame (one live event, or a replay batch) with each event's bytes as the
+    server stored and hashed them, or None for any other frame (then `decode_frame` decides).
+    Canonicity is proved the way `dagcbor.decode` proves it, by encoding again and comparing, but
+    event by event and rebuilding the frame around them, so a client checking the session's chain
+    (clients/history.py) hashes those bytes instead of encoding every event a second time."""
+    try:
+        value = dagcbor.decode_unchecked(data, max_depth=_MAX_DEPTH)
+    except Exception:  # noqa: BLE001  (malformed: the strict decoder explains it)
+        return None
+    if type(value) is not dict or len(value) != 3 or value.get("_") != "append" or type(value.get("key")) is not str:
+        return None
+    try:
+        if type(value.get("events")) is list:
+            bodies = [dagcbor.encode(event) for event in value["events"]]
+            rebuilt = append_batch_cbor(value["key"], bodies)
+        elif "event" in value:
+            bodies = [dagcbor.encode(value["event"])]
+            rebuilt = append_cbor(value["key"], bodies[0])
+        else:
+            return None
+    except Exception:  # noqa: BLE001  (a value DAG-CBOR cannot hold: the strict decoder explains it)
+        return None
+    return (value, bodies) if rebuilt == data else None
 
 
 def is_response(frame: dict) -> bool:

@@ -191,6 +191,13 @@ def encode_head(major: int, n: int) -> bytes:
     return _head(major, n)
 
 
+def decode_unchecked(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
+    """cbor2's C decoder alone, for a caller that proves canonicity itself by encoding the value
+    (or its parts) again and comparing with `data` (clients/wire.py keeps each event's bytes that
+    way). Raises whatever cbor2 raises on malformed input."""
+    return _loads(data, max_depth=max_depth, tag_hook=_tag_hook)
+
+
 def decode_trusted(data: bytes) -> object:
     """Decode bytes this program encoded itself (stored rows): cbor2's C decoder alone, with no
     canonical check. Never for anything that came from outside."""
