@@ -448,6 +448,8 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(events_q.events_after, "s1", 1, 2)
     r(events_q.event_bodies_after, "s1", 2, 10)
     r(events_q.event_seq, "e1")
+    r(events_q.holds_range, "s1", 1, 2)
+    r(events_q.holds_range, "s1", 2, 99)
     # The chain (verifiable history): an event with its envelope, heads, a page of links; a link
     # cleared as a pre-chain database would have it, then linked again by the backfill.
     await w(events_q.append_event, "s1", user_message("signed"), "e5", T0 + 15, envelope=b"\xa1aa\x01")
