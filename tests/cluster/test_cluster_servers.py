@@ -135,9 +135,9 @@ def wire_seqs(monkeypatch):
     seen: dict[int, list[int]] = defaultdict(list)
     feed = Subscription._feed
 
-    async def recording_feed(self, frame):
+    async def recording_feed(self, frame, *rest):   # (rest: the frame's raw bodies, when given)
         seen[id(self)].extend(s for s in map(append_seq, flatten(frame)) if s is not None)
-        await feed(self, frame)
+        await feed(self, frame, *rest)
 
     monkeypatch.setattr(Subscription, "_feed", recording_feed)
     return seen
