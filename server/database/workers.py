@@ -49,6 +49,20 @@ class WriteQueue:
     _lock: threading.Lock
     _accepting: bool
     _thread: threading.Thread | None
+    batch_limit: int
+
+    def _take_queued(self, batch: list[Job]) -> bool:
+        """(Writer thread) add the jobs already queued to `batch`, up to `batch_limit`, without
+        waiting; True when the stop was among them (the jobs before it are in the batch)."""
+        while len(batch) < self.batch_limit:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if job is STOP:
+                return True
+            batch.append(job)
+        return False
 
     async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(conn, *args)` on the writer thread; returns its result once committed.

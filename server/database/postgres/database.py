@@ -378,15 +378,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
                 if first is _STOP:
                     break
                 batch = [first]
-                while len(batch) < self.batch_limit:
-                    try:
-                        job = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if job is _STOP:
-                        stop = True
-                        break
-                    batch.append(job)
+                stop = self._take_queued(batch)
                 conn = self._run_batch(conn, batch)
         finally:
             self._fail_queued()

@@ -176,15 +176,8 @@ class Database(WriteQueue, ReaderThreads):
                             stop = True
                             break
                         batch.append(job)
-                while not stop and len(batch) < self.batch_limit:
-                    try:
-                        job = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if job is _STOP:
-                        stop = True
-                        break
-                    batch.append(job)
+                if not stop:
+                    stop = self._take_queued(batch)
                 try:
                     self._commit(conn, batch)
                 except Exception as exc:  # the connection itself failed: report, keep serving
