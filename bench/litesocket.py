@@ -7,7 +7,25 @@ import time
 
 from seed_agents.clients.raw import client_frame, parse_server_frame, tcp_handshake
 
-_SO_TIMESTAMPNS = 35   # Linux: the kernel stamps each received segment (CLOCK_REALTIME, ns)
+SO_TIMESTAMPNS = 35   # Linux: the kernel stamps each received segment (CLOCK_REALTIME, ns)
+
+
+def recv_stamped(sock, size: int) -> tuple[bytes, float, float | None] | None:
+    """One non-blocking read of a socket with SO_TIMESTAMPNS on: (data, when this process read it
+    on perf_counter's clock, the kernel's receive stamp on time.time's clock or None); None when
+    nothing was ready; data b"" when the peer closed or the read failed."""
+    try:
+        data, anc, _flags, _addr = sock.recvmsg(size, socket.CMSG_SPACE(16))
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        data, anc = b"", []
+    t_user = time.perf_counter()
+    t_kernel = None
+    for level, kind, payload in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
+            t_kernel = int.from_bytes(payload[:8], "little") + int.from_bytes(payload[8:16], "little") / 1e9
+    return data, t_user, t_kernel
 
 
 class LiteSocket:
@@ -39,7 +57,7 @@ class LiteSocket:
         sock, rest = await tcp_handshake(parts.hostname, parts.port, path=parts.path)
         self = cls(sock, on_frame)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             self.kernel_stamps = True
         except OSError:
             pass
@@ -49,20 +67,13 @@ class LiteSocket:
         return self
 
     def _readable(self) -> None:
-        try:
-            data, anc, _flags, _addr = self.sock.recvmsg(1 << 18, socket.CMSG_SPACE(16))
-        except (BlockingIOError, InterruptedError):
+        got = recv_stamped(self.sock, 1 << 18)
+        if got is None:
             return
-        except OSError:
-            data, anc = b"", []
-        t_user = time.perf_counter()
+        data, t_user, t_kernel = got
         if not data:
             self.close()
             return
-        t_kernel = None
-        for level, kind, payload in anc:
-            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= 16:
-                t_kernel = int.from_bytes(payload[:8], "little") + int.from_bytes(payload[8:16], "little") / 1e9
         self._feed(data, t_user, t_kernel)
 
     def _feed(self, data: bytes, t_user: float, t_kernel: float | None) -> None:

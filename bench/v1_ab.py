@@ -52,6 +52,7 @@ from pathlib import Path
 
 import bench.processes as processes
 from bench import dbsetup
+from bench.litesocket import SO_TIMESTAMPNS, recv_stamped
 from bench.load import keypair
 
 LABEL = "front"        # bench.front_ab's keypair: its load runs against the same data
@@ -60,7 +61,6 @@ SIZES = {"10k": 10_000, "100k": 100_000}
 _APPEND = b'{"_":"append"'
 _CHANGE = b'{"_":"change"'
 _ASSISTANT = b'"role":"assistant"'
-_SO_TIMESTAMPNS = 35
 
 
 # -- the load side: a v1 socket read from a loop reader callback ---------------------------------
@@ -96,7 +96,7 @@ class V1Socket:
         from seed_agents.clients.raw import V2, tcp_handshake
 
         sock, rest = await tcp_handshake(host, port, subprotocol=V2 if v2 else None)
-        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self = cls(sock, v2)
         if rest:
             self._feed(rest, time.perf_counter(), None)
@@ -115,20 +115,13 @@ class V1Socket:
         self.sock.sendall(client_frame(payload, 0x2))   # small frames only (a signed Subscribe)
 
     def _readable(self) -> None:
-        try:
-            data, anc, _flags, _addr = self.sock.recvmsg(1 << 20, socket.CMSG_SPACE(16))
-        except (BlockingIOError, InterruptedError):
+        got = recv_stamped(self.sock, 1 << 20)
+        if got is None:
             return
-        except OSError:
-            data, anc = b"", []
-        t_user = time.perf_counter()
+        data, t_user, t_kernel = got
         if not data:
             self.close()
             return
-        t_kernel = None
-        for level, kind, payload in anc:
-            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= 16:
-                t_kernel = int.from_bytes(payload[:8], "little") + int.from_bytes(payload[8:16], "little") / 1e9
         self._feed(data, t_user, t_kernel)
 
     def _feed(self, data: bytes, t_user: float, t_kernel: float | None) -> None:
