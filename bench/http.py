@@ -180,22 +180,32 @@ async def _message_runs(kp, host: str, port: int, agent_id: str, quick: bool, pi
             with profile_window(f"http_MessageSession_c{c}"), CpuMeter(pid) as cpu:
                 res = await _accepts(conns, bodies, timeout=120)
             await _settle(pid)
-            lat = latency_figures(res["latencies"])
-            rows.append({"actions_per_s": len(res["latencies"]) / res["seconds"], "p50_ms": lat["p50_ms"],
-                         "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"], "errors": res["errors"],
-                         "first_error": res["first_error"], "cpu": cpu.result})
+            rows.append(_run_row(res, cpu.result))
         for conn in conns:
             conn.close()
-        out[f"MessageSession_c{c}"] = {
-            "concurrency": c, "connections": c, "requests_per_run": n,
-            "actions_per_s": summary([x["actions_per_s"] for x in rows], 1),
-            "p50_ms": summary([x["p50_ms"] for x in rows]),
-            "p99_ms": summary([x["p99_ms"] for x in rows]),
-            "max_ms": summary([x["max_ms"] for x in rows]),
-            "cpu": cpu_summary([x["cpu"] for x in rows]),
-            "errors": sum(x["errors"] for x in rows),
-            "first_error": next((x["first_error"] for x in rows if x["first_error"]), None),
-        }
+        out[f"MessageSession_c{c}"] = _cell(c, n, rows)
+
+
+def _run_row(res: dict, cpu: dict | None) -> dict:
+    """One timed run's figures."""
+    lat = latency_figures(res["latencies"])
+    return {"actions_per_s": len(res["latencies"]) / res["seconds"], "p50_ms": lat["p50_ms"],
+            "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"], "errors": res["errors"],
+            "first_error": res["first_error"], "cpu": cpu}
+
+
+def _cell(c: int, n: int, rows: list[dict]) -> dict:
+    """A cell's figures over its timed runs."""
+    return {
+        "concurrency": c, "connections": c, "requests_per_run": n,
+        "actions_per_s": summary([x["actions_per_s"] for x in rows], 1),
+        "p50_ms": summary([x["p50_ms"] for x in rows]),
+        "p99_ms": summary([x["p99_ms"] for x in rows]),
+        "max_ms": summary([x["max_ms"] for x in rows]),
+        "cpu": cpu_summary([x["cpu"] for x in rows]),
+        "errors": sum(x["errors"] for x in rows),
+        "first_error": next((x["first_error"] for x in rows if x["first_error"]), None),
+    }
 
 
 async def load(host: str, port: int, label: str, session_id: str, agent_id: str, quick: bool,
@@ -220,22 +230,10 @@ async def load(host: str, port: int, label: str, session_id: str, agent_id: str,
                     continue
                 with profile_window(f"http_{kind}_c{c}"), CpuMeter(pid) as cpu:
                     res = await _closed_loop(conns, bodies, timeout=120)
-                lat = latency_figures(res["latencies"])
-                rows.append({"actions_per_s": len(res["latencies"]) / res["seconds"],
-                             "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"],
-                             "errors": res["errors"], "first_error": res["first_error"], "cpu": cpu.result})
+                rows.append(_run_row(res, cpu.result))
             for conn in conns:
                 conn.close()
-            out[f"{kind}_c{c}"] = {
-                "concurrency": c, "connections": c, "requests_per_run": n,
-                "actions_per_s": summary([x["actions_per_s"] for x in rows], 1),
-                "p50_ms": summary([x["p50_ms"] for x in rows]),
-                "p99_ms": summary([x["p99_ms"] for x in rows]),
-                "max_ms": summary([x["max_ms"] for x in rows]),
-                "cpu": cpu_summary([x["cpu"] for x in rows]),
-                "errors": sum(x["errors"] for x in rows),
-                "first_error": next((x["first_error"] for x in rows if x["first_error"]), None),
-            }
+            out[f"{kind}_c{c}"] = _cell(c, n, rows)
     await _message_runs(kp, host, port, agent_id, quick, pid, runs, out)
     return out
 
