@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from seed_agents.clients.raw import now_ms
 import bench.processes as processes
 from bench import dbsetup
 from bench.load import keypair
+from bench.trees import medians_table
 from bench.meters import CpuMeter, RssSampler, rss_kb
 from bench.stats import latency_figures
 
@@ -150,15 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                       + f" ({time.monotonic() - started:.0f} s)", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    first = trees[0][0]
-    table = ["| figure | " + " | ".join(name for name, _ in trees) + " | "
-             + " | ".join(f"{name}/{first}" for name, _ in trees[1:]) + " |",
-             "|---" * (1 + 2 * len(trees) - 1) + "|"]
-    for key, title, unit in FIGURES:
-        med = {name: statistics.median(x[key] for x in rows) for name, rows in results.items()}
-        table.append(f"| {title} | " + " | ".join(f"{med[n]:.4g} {unit}" for n, _ in trees) + " | "
-                     + " | ".join(f"{med[n] / med[first]:.3f}" if med[first] else "-" for n, _ in trees[1:]) + " |")
-    print("\n".join(table))
+    print(medians_table(trees, results, FIGURES))
     if args.json:
         Path(args.json).write_text(json.dumps({"trees": {n: str(p) for n, p in trees}, "rounds": results}, indent=1))
     return 0

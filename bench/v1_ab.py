@@ -54,6 +54,7 @@ import bench.processes as processes
 from bench import dbsetup
 from bench.litesocket import SO_TIMESTAMPNS, recv_stamped
 from bench.load import keypair
+from bench.trees import medians_table
 
 LABEL = "front"        # bench.front_ab's keypair: its load runs against the same data
 EVENT_CHARS = 200      # ~430-byte stored SessionEvents (bench/replay.py)
@@ -455,17 +456,7 @@ def main(argv: list[str] | None = None) -> int:
                       + f" ({time.monotonic() - started:.0f} s)", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    first = trees[0][0]
-    table = ["| figure | " + " | ".join(name for name, _ in trees) + " | "
-             + " | ".join(f"{name}/{first}" for name, _ in trees[1:]) + " |",
-             "|---" * (1 + 2 * len(trees) - 1) + "|"]
-    for key, title, unit, scale in FIGURES:
-        if not all(key in x for rows in results.values() for x in rows):
-            continue
-        med = {name: statistics.median(x[key] for x in rows) for name, rows in results.items()}
-        table.append(f"| {title} | " + " | ".join(f"{med[n] * scale:.4g} {unit}" for n, _ in trees) + " | "
-                     + " | ".join(f"{med[n] / med[first]:.3f}" if med[first] else "-" for n, _ in trees[1:]) + " |")
-    print("\n".join(table))
+    print(medians_table(trees, results, FIGURES))
     print(f"load average at start {load_start}, at end {os.getloadavg()}")
     if args.json:
         Path(args.json).write_text(json.dumps({"trees": {n: str(p) for n, p in trees}, "rounds": results,
