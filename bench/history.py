@@ -8,7 +8,7 @@
 - **verify**: a follower checking a replay of N stored events (a session of the `rpc`
   benchmark's event sizes), on this one core: from the stored bytes as a v2 replay carries them
   (`ChainCheck.add`); and through the Python client's whole path, replay frames of 200 decoded
-  and each event checked, with the decoder keeping each event's bytes (`clients.wire.decode_append`,
+  and each event checked, with the decoder keeping each event's bytes (`clients.wire.read_frame`,
   as the client does) and with each decoded event encoded again (as it did before), beside the
   decode alone, so the check's own cost shows; events per second for each. The goal: at least
   200,000 per second on one core.
@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from seed_agents.clients.history import Follower
-from seed_agents.clients.wire import decode_append, decode_frame
+from seed_agents.clients.wire import decode_frame, read_frame
 from seed_agents.protocol.wire import dagcbor
 from seed_agents.protocol.wire.framing_v2 import append_batch_cbor
 from seed_agents.protocol.api import history
@@ -53,7 +53,7 @@ BATCH = 200   # events per replay frame, as the server batches a page
 def verify_rates(n: int, rounds: int) -> dict:
     """Events per CPU second, one core: the check alone from stored bytes; and the Python
     client's whole replay path, frames decoded and each event checked, with the decoder keeping
-    each event's bytes (clients/wire.decode_append) and without (every event encoded again)."""
+    each event's bytes (clients/wire.read_frame) and without (every event encoded again)."""
     bodies = stored_bodies(n)
     decoded = [dagcbor.decode(b) for b in bodies]
     frames = [append_batch_cbor(f"sessions/{SESSION}", bodies[i:i + BATCH]) for i in range(0, n, BATCH)]
@@ -73,7 +73,7 @@ def verify_rates(n: int, rounds: int) -> dict:
         t = time.process_time()
         follower = Follower(SESSION, None)
         for data in frames:
-            frame, kept = decode_append(data)
+            frame, kept = read_frame(data)
             for event, body in zip(frame["events"], kept):
                 follower.add(event, body)
         rates[CELLS[2]].append(n / (time.process_time() - t))
@@ -85,7 +85,7 @@ def verify_rates(n: int, rounds: int) -> dict:
         rates[CELLS[3]].append(n / (time.process_time() - t))
         t = time.process_time()
         for data in frames:
-            decode_append(data)
+            read_frame(data)
         rates[CELLS[4]].append(n / (time.process_time() - t))
         t = time.process_time()
         for data in frames:

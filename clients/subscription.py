@@ -65,7 +65,7 @@ class Subscription:
 
     # -- reader side (the client's socket loop) ---------------------------------------------
     async def _feed(self, frame: dict, bodies: list[bytes] | None = None) -> None:
-        """`bodies`: each event's bytes as received (clients/wire.decode_append), in order."""
+        """`bodies`: each event's bytes as received (clients/wire.read_frame), in order."""
         for index, item in enumerate(flatten(frame)):
             seq = append_seq(item) if self.is_session else None
             if seq is not None:

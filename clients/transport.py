@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, W
 from . import actions
 from .errors import AgentsError
 from .subscription import DEFAULT_BUFFER, Subscription, route
-from .wire import SUBPROTOCOL, decode_append, decode_frame, is_response, request_frame, unsubscribe_frame
+from .wire import SUBPROTOCOL, is_response, read_frame, request_frame, unsubscribe_frame
 
 log = logging.getLogger("seed_agents.client")
 
@@ -214,16 +214,11 @@ class Transport:
                 if not isinstance(data, bytes):
                     log.warning("ignoring a text frame on a v2 socket: %.200s", data)
                     continue
-                appended = decode_append(data)   # events with their stored bytes (history checks)
-                if appended is not None:
-                    frame, bodies = appended
-                else:
-                    bodies = None
-                    try:
-                        frame = decode_frame(data)
-                    except Exception as exc:  # noqa: BLE001 - one bad frame must not end the stream
-                        log.warning("ignoring an undecodable frame from %s: %s", self.url, exc)
-                        continue
+                try:
+                    frame, bodies = read_frame(data)   # bodies: an append's event bytes (history checks)
+                except Exception as exc:  # noqa: BLE001 - one bad frame must not end the stream
+                    log.warning("ignoring an undecodable frame from %s: %s", self.url, exc)
+                    continue
                 if is_response(frame):
                     fut = self._pending.pop(frame["id"], None)
                     if fut is not None and not fut.done():

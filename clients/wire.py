@@ -32,30 +32,34 @@ def decode_frame(data: bytes) -> dict:
     return value
 
 
-def decode_append(data: bytes) -> tuple[dict, list[bytes]] | None:
-    """An `append` frame (one live event, or a replay batch) with each event's bytes as the
-    server stored and hashed them, or None for any other frame (then `decode_frame` decides).
-    Canonicity is proved the way `dagcbor.decode` proves it, by encoding again and comparing, but
-    event by event and rebuilding the frame around them, so a client checking the session's chain
-    (clients/history.py) hashes those bytes instead of encoding every event a second time."""
+def read_frame(data: bytes) -> tuple[dict, list[bytes] | None]:
+    """A server frame, decoded once, and for an `append` frame (one live event or a replay
+    batch) each event's bytes as the server stored and hashed them (else None). Canonicity is
+    proved as `dagcbor.decode` proves it, by encoding again and comparing; an append frame is
+    encoded event by event and rebuilt around the events' bytes, so a client checking the
+    session's chain (clients/history.py) hashes those bytes instead of encoding every event a
+    second time. Anything else goes to `decode_frame`, which accepts or explains the refusal."""
     try:
         value = dagcbor.decode_unchecked(data, max_depth=_MAX_DEPTH)
     except Exception:  # noqa: BLE001  (malformed: the strict decoder explains it)
-        return None
-    if type(value) is not dict or len(value) != 3 or value.get("_") != "append" or type(value.get("key")) is not str:
-        return None
+        return decode_frame(data), None
+    bodies = None
     try:
-        if type(value.get("events")) is list:
-            bodies = [dagcbor.encode(event) for event in value["events"]]
-            rebuilt = append_batch_cbor(value["key"], bodies)
-        elif "event" in value:
-            bodies = [dagcbor.encode(value["event"])]
-            rebuilt = append_cbor(value["key"], bodies[0])
+        if (type(value) is dict and len(value) == 3 and value.get("_") == "append"
+                and type(value.get("key")) is str and (type(value.get("events")) is list or "event" in value)):
+            if "events" in value:
+                bodies = [dagcbor.encode(event) for event in value["events"]]
+                rebuilt = append_batch_cbor(value["key"], bodies)
+            else:
+                bodies = [dagcbor.encode(value["event"])]
+                rebuilt = append_cbor(value["key"], bodies[0])
         else:
-            return None
+            rebuilt = dagcbor.encode(value)
     except Exception:  # noqa: BLE001  (a value DAG-CBOR cannot hold: the strict decoder explains it)
-        return None
-    return (value, bodies) if rebuilt == data else None
+        rebuilt = b""
+    if rebuilt == data and type(value) is dict:
+        return value, bodies
+    return decode_frame(data), None
 
 
 def is_response(frame: dict) -> bool:
