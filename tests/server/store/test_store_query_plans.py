@@ -155,6 +155,8 @@ def test_no_full_scan_and_no_sort(plans):
     ("FROM agent_collaborators WHERE agent_id = ? AND account_id = ?", "PRIMARY KEY"),  # the access check
     # The session worker's next run: whether one is parked is its own index, whatever the queue.
     ("FROM runs w WHERE w.session_id = ? AND w.status = 'waiting'", "runs_waiting_by_session"),
+    # ... and its oldest queued run (the CAST keeps SQLite 3.54 from re-preparing it per call).
+    ("WHERE session_id = CAST(? AS TEXT) AND status IN", "runs_active_by_session"),
 ])
 def test_hot_queries_use_their_index(plans, fragment, index):
     matching = {sql: plan for sql, plan in plans.items() if fragment in sql}
