@@ -144,7 +144,16 @@ async def get_session(ctx: HandlerContext, env, action) -> dict:
     # On SQLite, read on the loop without suspending: GetSession is answered inline
     # (server/routes.py); on PostgreSQL off the loop (Database.aread). A page is stored bytes
     # copied as they are (nothing decoded), at most 4 MiB of them.
+    # What must hold across that await: a revocation (a grant removed, public read off, the
+    # session deleted) that lands while the read is away wins, as it would against a live
+    # subscription. Re-proved after it: when a change of access or a deletion moved the grants'
+    # epoch meanwhile (or one is running on the agent), the access is checked again on the loop
+    # (rare: one read) before anything is answered (tests/server/live/test_server_access_races.py).
+    epoch = ctx.grants.epoch
     session, rows, more, context, head, edge = await ctx.db.aread(read)
+    if ctx.grants.moved_since(epoch, session["agentId"]):
+        await ctx.grants.settled(session["agentId"])
+        session = ctx.db.read(session_for, env.account_id, action.session_id, READER)
     response = {"_": "GetSessionResponse", "session": session}
     if context is not None:   # a session a trigger started (the desktop's trigger card)
         response["triggerContext"] = context

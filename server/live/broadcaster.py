@@ -119,6 +119,7 @@ class LocalSink:
         self._send(Outgoing(key, events.journal_append(key, entry)), *keys)
 
     def gone(self, key: str, notice: dict) -> None:
+        self.grants.deleted()   # a Subscribe or GetSession check read before it reads again
         self._send(Outgoing(key, events.change(key, notice)), key)
         self.hub.drop(key)
 

@@ -49,8 +49,19 @@ class Grants:
         self._locks: dict[str, list] = {}              # agent -> [lock, users]
         self._audience: dict[str, tuple[str, ...]] = {}   # agent -> accepted collaborators
         self._leaving: dict[str, set[str]] = {}           # agent -> accounts losing access now
+        # Moves when a change of access here starts or ends, when one made elsewhere arrives,
+        # and when what a key names is deleted: a check read off the loop (Subscribe, GetSession)
+        # compares it across its await, and reads again on the loop when it moved (`moved_since`).
+        self.epoch = 0
+        # The Subscribe check just made (account, key, role, agent id), for `track`: from that
+        # handler's last await to the hub's registration nothing awaits, so it still holds.
+        self._checked: tuple | None = None
 
     # -- the index -------------------------------------------------------------------------
+    def checked(self, account: str, key: str, role: str | None, agent_id: str | None) -> None:
+        """Subscribe's check, made with no await before the registration that follows."""
+        self._checked = (account, key, role, agent_id)
+
     def track(self, sub) -> None:
         """A subscription was just registered in the hub: note its role (AgentInfo in live
         events is the subscriber's view) and index it when it is a guest's."""
@@ -58,7 +69,11 @@ class Grants:
         if kind == "account":
             return
         account = sub.conn.account_id
-        role, agent_id = self.db.read(key_role, account, kind, ident)
+        checked, self._checked = self._checked, None
+        if checked is not None and checked[0] == account and checked[1] == sub.key:
+            role, agent_id = checked[2], checked[3]   # the handler's, still true (no await since)
+        else:
+            role, agent_id = self.db.read(key_role, account, kind, ident)
         if role == OWNER:   # the class default: nothing stored on the owner's subscriptions
             return
         sub.role = role or READER
@@ -107,11 +122,25 @@ class Grants:
         entry[1] += 1
         try:
             async with entry[0]:
-                yield
+                self.epoch += 1   # from before its first step (a cut, a write) ...
+                try:
+                    yield
+                finally:
+                    self.epoch += 1   # ... to after its commit and refresh
         finally:
             entry[1] -= 1
             if entry[1] == 0 and self._locks.get(agent_id) is entry:
                 del self._locks[agent_id]
+
+    def moved_since(self, epoch: int, agent_id: str | None) -> bool:
+        """Could a change of access (or a deletion) have landed since `epoch` was read, or be
+        running on the agent now? Then a check read across an await is stale: read it again."""
+        return self.epoch != epoch or self.changing_now(agent_id)
+
+    def deleted(self) -> None:
+        """What a key names was deleted (here after its commit, or elsewhere): a check read off the
+        loop before it must not stand."""
+        self.epoch += 1
 
     def changing_now(self, agent_id: str | None) -> bool:
         entry = self._locks.get(agent_id)
@@ -209,12 +238,14 @@ class Grants:
     def changed_elsewhere(self, agent_id: str) -> None:
         """Access to the agent changed on another server (committed): each local guest's role is
         read again; a subscription that lost access ends now."""
+        self.epoch += 1
         self._audience.pop(agent_id, None)
         self.refresh(agent_id, self.guest_accounts(agent_id), f"access to agent {agent_id} was removed")
 
     def resync(self) -> None:
         """Notices of changes elsewhere may have been lost: every cached audience is dropped and
         every guest subscription re-checked."""
+        self.epoch += 1
         self._audience.clear()
         for agent_id in list(self._accounts):
             self.refresh(agent_id, self.guest_accounts(agent_id), f"access to agent {agent_id} was removed")

@@ -76,6 +76,8 @@ class Streams:
     def _start(self, action, account_id: str, response: dict, request) -> None:
         conn, app = self.conn, self.app
         key = action.key
+        if conn.outbound.closed:   # closed while Subscribe awaited (e.g. its signer unregistered)
+            return
         limit = app.config.limits.subs_per_socket
         if key not in self.subs and len(self.subs) >= limit:
             err = error_response(429, f"too many subscriptions on this connection (limit {limit})")

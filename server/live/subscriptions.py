@@ -142,6 +142,12 @@ class SessionSubscription(Subscription):
     def deliver(self, event: Outgoing) -> None:
         if self.replaying:
             if event.seq == 0 and event.value.get("_") == "change":
+                if (event.value.get("value") or {}).get("reason") == "session-deleted":
+                    # Deleted under the replay (on a shared store a page may be away on a reader
+                    # thread): the notice goes out now and the replay ends, as it would live.
+                    self.conn.send_event(event, bounded=False)
+                    self.conn.streams.drop(self.key, self)
+                    return
                 self.missed_change = True
             return  # appends come from the database; partials are live-only
         seq = event.seq

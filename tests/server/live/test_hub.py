@@ -56,6 +56,9 @@ class Grants:
     def audience(self, agent_id: str) -> list[str]:
         return self._audience.get(agent_id, [])
 
+    def deleted(self) -> None:
+        pass
+
 
 def local(hub: Hub, grants: Grants | None = None) -> tuple[LocalSink, list[int]]:
     count = [0]
