@@ -114,8 +114,8 @@ def record_activity(conn: Conn, agent_id: str, session_id: str, kind: str,
     'user' or 'assistant', else None). Times never move backwards, whatever the clock does."""
     conn.execute(
         "UPDATE agents SET activity_at = max(coalesce(activity_at, 0), ?1), activity_kind = ?2,"
-        " activity_session_id = CASE WHEN ?3 IS NULL THEN activity_session_id ELSE ?4 END,"
-        " message_at = CASE WHEN ?3 IS NULL THEN message_at ELSE max(coalesce(message_at, 0), ?1) END,"
+        " activity_session_id = CASE WHEN CAST(?3 AS TEXT) IS NULL THEN activity_session_id ELSE ?4 END,"
+        " message_at = CASE WHEN CAST(?3 AS TEXT) IS NULL THEN message_at ELSE max(coalesce(message_at, 0), ?1) END,"
         " message_from = coalesce(?3, message_from)"
         " WHERE id = ?5",
         (now, kind, message_from, session_id, agent_id))

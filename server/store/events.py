@@ -38,7 +38,7 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     kind, message_from = activity_of(payload)
     row = conn.execute(
         "UPDATE sessions SET last_seq = last_seq + 1, updated_at = max(updated_at, ?1),"
-        " message_at = CASE WHEN ?2 IS NULL THEN message_at ELSE max(coalesce(message_at, 0), ?1) END,"
+        " message_at = CASE WHEN CAST(?2 AS TEXT) IS NULL THEN message_at ELSE max(coalesce(message_at, 0), ?1) END,"
         " message_from = coalesce(?2, message_from)"
         " WHERE id = ?3 RETURNING last_seq, agent_id", (now, message_from, session_id)).fetchone()
     if row is None:

@@ -47,7 +47,10 @@ from .gate import PgSchemaTarget, pass_gate
 log = logging.getLogger(__name__)
 
 RETRIES = 4
-_BIG_PARAM = 64 * 1024   # bytes: a larger bytes parameter is bound by the server, in binary
+# Prepared statements: psycopg prepares a statement at its second use on a connection (one-off
+# statements are not kept) and keeps the most recent PREPARED_MAX (the store has a few hundred).
+PREPARE_THRESHOLD = 1
+PREPARED_MAX = 512
 # How PostgreSQL differs where a query must know it (server/database/port.py): several servers
 # take runs (leases), lock the rows they move, and skip those another server holds.
 POSTGRES = Traits(name="postgresql", run_leases=True, lock_rows=" FOR UPDATE",
@@ -63,11 +66,12 @@ BATCH_LOCK_WAIT_MS = 20
 # A job that meets one of these in a batch is rolled back to its savepoint and runs alone next.
 _CUT_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 _CUT = object()   # a job's value while it waits to run alone
-_BEGIN_BATCH = f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '{BATCH_LOCK_WAIT_MS}ms'"
-_BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
-_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-_SAVEPOINT = "SAVEPOINT job"
-_NEXT_SAVEPOINT = "RELEASE SAVEPOINT job; SAVEPOINT job"
+# What a transaction, a batch's first job and its next jobs send before their first statement
+# (PgConn.begin: in the same round trip as that statement).
+_BEGIN_WRITE = ("BEGIN ISOLATION LEVEL READ COMMITTED",)
+_BEGIN_READ = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",)
+_FIRST_JOB = (*_BEGIN_WRITE, f"SET LOCAL lock_timeout = '{BATCH_LOCK_WAIT_MS}ms'", "SAVEPOINT job")
+_NEXT_JOB = ("RELEASE SAVEPOINT job", "SAVEPOINT job")
 _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT job"
 
 
@@ -113,74 +117,74 @@ class _Rows:
 class PgConn:
     """A psycopg connection as the store functions use apsw's.
 
-    `begin(sql)` opens a transaction lazily: the BEGIN is sent in front of the first statement
-    (one simple-query message, `BEGIN ...; SELECT ...`), so it costs no round trip of its own,
-    and a job or read that runs no statement opens none; `end()` commits what was opened."""
+    Parameters are bound by the server (`RawCursor`: the dialect writes `$N`) and a statement
+    is prepared at its second use (`PREPARE_THRESHOLD`), so PostgreSQL parses and plans each of
+    the store's statements once per connection. `begin(*commands)` opens a transaction (or a
+    savepoint) lazily: the commands are sent with the first statement, in one pipeline (one
+    round trip for all), and a job or read that runs no statement sends none of them; `end()`
+    commits what was opened."""
 
-    __slots__ = ("raw", "_changes", "_begin")
+    __slots__ = ("raw", "_changes", "_prefix")
 
     traits = POSTGRES
 
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
         self._changes = 0
-        self._begin = ""
+        self._prefix: tuple[str, ...] = ()
 
-    def begin(self, sql: str) -> None:
-        self._begin = sql
+    def begin(self, *commands: str) -> None:
+        self._prefix = commands
+
+    @property
+    def pending(self) -> bool:
+        """The commands given to `begin` are not sent yet (no statement ran since)."""
+        return bool(self._prefix)
 
     def end(self) -> None:
         """COMMIT, if a statement opened the transaction."""
-        if self._begin:
-            self._begin = ""
+        if self._prefix:
+            self._prefix = ()
         else:
             self.raw.execute("COMMIT")
 
     def abort(self) -> None:
         """ROLLBACK whatever is open (after a failure; nothing is sent when nothing is open)."""
-        self._begin = ""
+        self._prefix = ()
         if self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             self.raw.execute("ROLLBACK")
 
-    def _opened(self) -> None:
-        if self._begin:
-            sql, self._begin = self._begin, ""
-            self.raw.execute(sql)
+    def _send(self, cur: psycopg.Cursor, text: str, args: list, many: bool = False) -> None:
+        if not self._prefix:
+            if many:
+                cur.executemany(text, args)
+            else:
+                cur.execute(text, args)
+            return
+        prefix, self._prefix = self._prefix, ()
+        with self.raw.pipeline():   # the prefix and the statement in one round trip
+            for command in prefix:
+                self.raw.execute(command)
+            if many:
+                cur.executemany(text, args)
+            else:
+                cur.execute(text, args)
 
     def execute(self, sql: str, params=()) -> _Rows:
         stmt = to_postgres(sql)
-        if any(type(p) is bytes and len(p) > _BIG_PARAM for p in params):
-            # File chunks: bound by the server in binary, not spelled out as hex in the query
-            # text (which would cost several copies of each chunk in memory).
-            self._opened()
-            cur = psycopg.Cursor(self.raw)
-            cur.execute(stmt.text, [_param(p) for p in stmt.params(params)], binary=True)
-            self._changes = max(cur.rowcount, 0)
-            return _Rows(cur)
         cur = self.raw.cursor()
-        # Always a parameter list, even an empty one: psycopg reads `%%` as `%` only when it
-        # binds parameters, and the rewrite doubled every literal `%`.
-        if self._begin:
-            begin, self._begin = self._begin, ""
-            cur.execute(begin + "; " + stmt.text, [_param(p) for p in stmt.params(params)])
-            cur.nextset()   # past the BEGIN's result, to the statement's
-        else:
-            cur.execute(stmt.text, [_param(p) for p in stmt.params(params)])
+        self._send(cur, stmt.text, [_param(p) for p in stmt.params(params)])
         self._changes = max(cur.rowcount, 0)
         return _Rows(cur)
 
     def executemany(self, sql: str, seq) -> None:
         stmt = to_postgres(sql)
         rows = [[_param(p) for p in stmt.params(params)] for params in seq]
-        self._opened()
-        if any(type(p) is bytes and len(p) > _BIG_PARAM for row in rows for p in row):
-            for row in rows:   # one chunk at a time, bound in binary (see execute)
-                psycopg.Cursor(self.raw).execute(stmt.text, row, binary=True)
-            self._changes = len(rows)
-            return
         cur = self.raw.cursor()
-        if rows:
-            cur.executemany(stmt.text, rows)
+        if not rows:
+            self._changes = 0
+            return
+        self._send(cur, stmt.text, rows, many=True)
         self._changes = max(cur.rowcount, 0)
 
     def changes(self) -> int:
@@ -237,9 +241,10 @@ class PgDatabase(WriteQueue, ReaderThreads):
         READ COMMITTED, PostgreSQL's default, under which the counter row orders appenders."""
         try:
             raw = psycopg.connect(self.url.dsn(), autocommit=True, connect_timeout=max(1, int(self._timeout)),
-                                  cursor_factory=psycopg.ClientCursor)
+                                  cursor_factory=psycopg.RawCursor, prepare_threshold=PREPARE_THRESHOLD)
         except psycopg.Error as exc:
             raise StorageUnavailable(f"cannot connect to {self.url}: {_reason(exc, self.url)}") from None
+        raw.prepared_max = PREPARED_MAX
         if reader:
             raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             raw.read_only = True
@@ -321,7 +326,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
 
     @staticmethod
     def _snapshot(conn: PgConn, fn, args) -> Any:
-        conn.begin(_BEGIN_READ)
+        conn.begin(*_BEGIN_READ)
         try:
             value = fn(conn, *args)
         except BaseException:
@@ -418,15 +423,20 @@ class PgDatabase(WriteQueue, ReaderThreads):
         to its savepoint, to run alone next)."""
         raw = conn.raw
         ran = 0   # jobs of `batch` begun in this transaction
+        opened = False   # a statement has gone out: the transaction is open
         try:
-            raw.execute(_BEGIN_BATCH)
             for job in batch:
-                raw.execute(_SAVEPOINT if ran == 0 else _NEXT_SAVEPOINT)
+                # BEGIN (first) or the next savepoint go out with the job's first statement.
+                conn.begin(*(_NEXT_JOB if opened else _FIRST_JOB))
                 ran += 1
-                if not self._job_in_savepoint(raw, conn, job):
+                go_on = self._job_in_savepoint(raw, conn, job)
+                opened = opened or not conn.pending
+                if not go_on:
                     ran -= 1   # cut here: this job is not part of the transaction
                     break
-            raw.execute("COMMIT")
+            conn.begin()   # nothing left to send before the COMMIT
+            if opened:
+                raw.execute("COMMIT")
         except psycopg.OperationalError as exc:
             # The connection broke. Before a COMMIT came back, whether it landed is unknown, so
             # no job of the transaction is reported done (as a lone job's is not) and none is
@@ -467,24 +477,24 @@ class PgDatabase(WriteQueue, ReaderThreads):
             except pg_errors.UniqueViolation as exc:
                 # Another server's commit won an idempotency race: run the job again (READ
                 # COMMITTED: its statements now see the winner's row), up to RETRIES times.
-                raw.execute(_ROLLBACK_TO)
+                _rollback_job(raw, conn)
                 job.fail(exc)
             except _CUT_ERRORS:
-                raw.execute(_ROLLBACK_TO)
+                _rollback_job(raw, conn)
                 job.ok, job.value = False, _CUT
                 return False
             except psycopg.OperationalError:
                 raise
             except Exception as exc:
                 job.fail(exc)
-                raw.execute(_ROLLBACK_TO)   # whatever it wrote before it failed goes too
+                _rollback_job(raw, conn)   # whatever it wrote before it failed goes too
                 return True
         return True
 
     def _run_job(self, conn: PgConn, job: Job) -> PgConn:
         for attempt in range(RETRIES):
             try:
-                conn.begin(_BEGIN_WRITE)
+                conn.begin(*_BEGIN_WRITE)
                 try:
                     job.value = job.fn(conn, *job.args)
                 except BaseException:
@@ -516,14 +526,21 @@ class PgDatabase(WriteQueue, ReaderThreads):
         return conn
 
 
+def _rollback_job(raw: psycopg.Connection, conn: PgConn) -> None:
+    """Undo what the current job of a batch did: back to its savepoint, if its first statement
+    (which carries the savepoint) went out; else nothing of it reached the database."""
+    if not conn.pending:
+        raw.execute(_ROLLBACK_TO)
+
+
 # One statement for every claim of a batch: the rows go in in signature order (so two servers'
 # batches lock the rows they share in the same order and cannot deadlock), a live row is kept,
 # an expired one is taken over, and the signatures this batch now holds come back.
 _CLAIM_BATCH = (
     "INSERT INTO accepted_signatures (sig, expires_at)"
-    " SELECT s, e FROM unnest(%s::bytea[], %s::bigint[]) AS c(s, e) ORDER BY s"
+    " SELECT s, e FROM unnest($1::bytea[], $2::bigint[]) AS c(s, e) ORDER BY s"
     " ON CONFLICT (sig) DO UPDATE SET expires_at = excluded.expires_at"
-    " WHERE accepted_signatures.expires_at < %s RETURNING sig")
+    " WHERE accepted_signatures.expires_at < $3::bigint RETURNING sig")
 CLAIM_BATCH_LIMIT = 256
 
 

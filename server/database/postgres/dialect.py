@@ -4,8 +4,9 @@
 the two databases (`ON CONFLICT`, `RETURNING`, row values, `coalesce`, `CASE`), and only these
 spellings differ; `to_postgres` rewrites them, once per distinct statement (cached):
 
-- placeholders: `?` becomes `%s`, and a numbered `?N` becomes `%s` with its parameter repeated
-  in place (psycopg binds positionally); a literal `%` is doubled;
+- placeholders: `?` becomes PostgreSQL's own `$1`, `$2`, ... in order, and a numbered `?N`
+  becomes `$N` (one parameter however often it appears, so PostgreSQL types it once; the
+  server binds them: psycopg's `RawCursor`, which leaves `%` alone);
 - the two-argument scalar `max(a, b)` / `min(a, b)` becomes `GREATEST` / `LEAST` (the one-
   argument aggregates are left alone);
 - `rowid` (SQLite's insertion order, the run queue's tie-break) becomes `pos`, the identity
@@ -28,26 +29,23 @@ _NO_LIMIT = re.compile(r"LIMIT\s+-1\s+(?=OFFSET\b)", re.IGNORECASE)
 
 
 class Statement:
-    """A rewritten statement: its PostgreSQL text and, for numbered placeholders, the order in
-    which the caller's parameters fill the positional ones (None: as given)."""
+    """A rewritten statement: its PostgreSQL text and how many parameters it binds (`$1` to
+    `$count`; a caller's parameters past a numbered statement's highest `?N` are not sent)."""
 
-    __slots__ = ("text", "order")
+    __slots__ = ("text", "count")
 
-    def __init__(self, text: str, order: tuple[int, ...] | None) -> None:
+    def __init__(self, text: str, count: int) -> None:
         self.text = text
-        self.order = order
+        self.count = count
 
     def params(self, params) -> tuple:
-        if self.order is None:
-            return tuple(params)
-        return tuple(params[i] for i in self.order)
+        return tuple(params) if len(params) == self.count else tuple(params[:self.count])
 
 
 @lru_cache(maxsize=4096)
 def to_postgres(sql: str) -> Statement:
     out: list[str] = []
-    order: list[int] = []
-    numbered = False
+    numbers: set[int] = set()
     plain = 0
     i, n = 0, len(sql)
     while i < n:
@@ -57,23 +55,20 @@ def to_postgres(sql: str) -> Statement:
             while end != -1 and end + 1 < n and sql[end + 1] == c:   # a doubled quote inside
                 end = sql.find(c, end + 2)
             end = n - 1 if end == -1 else end
-            out.append(sql[i:end + 1].replace("%", "%%"))
+            out.append(sql[i:end + 1])
             i = end + 1
         elif c == "?":
             j = i + 1
             while j < n and sql[j].isdigit():
                 j += 1
             if j > i + 1:
-                numbered = True
-                order.append(int(sql[i + 1:j]) - 1)
+                number = int(sql[i + 1:j])
+                numbers.add(number)
             else:
-                order.append(plain)
                 plain += 1
-            out.append("%s")
+                number = plain
+            out.append(f"${number}")
             i = j
-        elif c == "%":
-            out.append("%%")
-            i += 1
         elif c == "+" and i + 1 < n and (sql[i + 1].isalpha() or sql[i + 1] == "_") and _is_prefix(sql, i):
             i += 1   # the hint's `+` goes; the column stays
         elif c.isalpha() or c == "_":
@@ -96,9 +91,12 @@ def to_postgres(sql: str) -> Statement:
         else:
             out.append(c)
             i += 1
-    if numbered and plain:
+    if numbers and plain:
         raise ValueError("a statement mixes ? and ?N placeholders")
-    return Statement("".join(out), tuple(order) if numbered else None)
+    if numbers and numbers != set(range(1, max(numbers) + 1)):
+        # PostgreSQL cannot type a parameter the statement never uses.
+        raise ValueError("a statement's numbered placeholders skip a number")
+    return Statement("".join(out), max(numbers) if numbers else plain)
 
 
 # Words after which a `+` starts an operand (is unary) rather than adding to one.

@@ -15,22 +15,22 @@ def text(sql: str) -> str:
 
 
 # -- placeholders ----------------------------------------------------------------------------
-def test_plain_placeholders_keep_their_order():
+def test_plain_placeholders_become_numbered_in_order():
     stmt = to_postgres("SELECT a FROM t WHERE b = ? AND c = ? LIMIT ?")
-    assert stmt.text == "SELECT a FROM t WHERE b = %s AND c = %s LIMIT %s"
-    assert stmt.order is None
+    assert stmt.text == "SELECT a FROM t WHERE b = $1 AND c = $2 LIMIT $3"
+    assert stmt.count == 3
     assert stmt.params(("x", 2, 3)) == ("x", 2, 3)
 
 
-def test_numbered_placeholders_repeat_their_parameter_in_place():
+def test_numbered_placeholders_are_one_parameter_wherever_they_appear():
     stmt = to_postgres("UPDATE t SET a = max(a, ?1), b = coalesce(?2, b) WHERE id = ?3 AND ?2 IS NOT NULL")
-    assert stmt.text == "UPDATE t SET a = GREATEST(a, %s), b = coalesce(%s, b) WHERE id = %s AND %s IS NOT NULL"
-    assert stmt.order == (0, 1, 2, 1)
-    assert stmt.params((10, "v", "id-1")) == (10, "v", "id-1", "v")
-    # Out of order, and two digits.
-    many = to_postgres("SELECT ?12, ?1, ?10")
-    assert many.text == "SELECT %s, %s, %s" and many.order == (11, 0, 9)
-    assert many.params(list(range(100, 112))) == (111, 100, 109)
+    assert stmt.text == "UPDATE t SET a = GREATEST(a, $1), b = coalesce($2, b) WHERE id = $3 AND $2 IS NOT NULL"
+    assert stmt.count == 3
+    assert stmt.params((10, "v", "id-1")) == (10, "v", "id-1")
+    # Out of order, and two digits; parameters past the highest number are not sent.
+    many = to_postgres("SELECT ?12, ?1, ?10, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?11")
+    assert many.text.startswith("SELECT $12, $1, $10, $2") and many.count == 12
+    assert many.params(list(range(100, 113))) == tuple(range(100, 112))
 
 
 def test_mixing_plain_and_numbered_placeholders_is_refused():
@@ -38,10 +38,17 @@ def test_mixing_plain_and_numbered_placeholders_is_refused():
         to_postgres("SELECT ?1, ?")
 
 
+def test_a_numbered_placeholder_skipped_is_refused():
+    # PostgreSQL could not type a parameter the statement never uses.
+    with pytest.raises(ValueError, match="skip"):
+        to_postgres("SELECT ?1, ?3")
+
+
 # -- quoting and percent signs ---------------------------------------------------------------
-def test_a_percent_sign_is_doubled_everywhere_psycopg_would_read_it():
-    assert text("SELECT seq % 2 FROM t WHERE a = ?") == "SELECT seq %% 2 FROM t WHERE a = %s"
-    assert text("SELECT '50%' WHERE b LIKE 'a%'") == "SELECT '50%%' WHERE b LIKE 'a%%'"
+def test_a_percent_sign_is_left_alone():
+    # Parameters are bound by the server ($N), so nothing reads `%` as a placeholder.
+    assert text("SELECT seq % 2 FROM t WHERE a = ?") == "SELECT seq % 2 FROM t WHERE a = $1"
+    assert text("SELECT '50%' WHERE b LIKE 'a%'") == "SELECT '50%' WHERE b LIKE 'a%'"
 
 
 def test_quoted_text_is_copied_untouched():
@@ -50,7 +57,7 @@ def test_quoted_text_is_copied_untouched():
                 "SELECT '', '''' , '?'"):
         assert text(sql) == sql
     stmt = to_postgres("SELECT 'who?' || ? || 'what''s ?1'")
-    assert stmt.text == "SELECT 'who?' || %s || 'what''s ?1'" and stmt.order is None
+    assert stmt.text == "SELECT 'who?' || $1 || 'what''s ?1'" and stmt.count == 1
 
 
 # -- two-argument max/min versus the aggregates ----------------------------------------------
@@ -60,7 +67,7 @@ def test_two_argument_max_min_become_greatest_least_and_aggregates_stay():
     assert text("SELECT max (a, b), Max(\n a,\n b)") == "SELECT GREATEST (a, b), GREATEST(\n a,\n b)"
     # A comma inside an inner call or inside quotes is not the outer call's.
     assert text("SELECT max(coalesce(a, 0)), max(coalesce(a, 0), ?)") == \
-        "SELECT max(coalesce(a, 0)), GREATEST(coalesce(a, 0), %s)"
+        "SELECT max(coalesce(a, 0)), GREATEST(coalesce(a, 0), $1)"
     assert text("SELECT min(',', x), max(')') FROM t") == "SELECT LEAST(',', x), max(')') FROM t"
     # Words that merely contain the names are left alone.
     assert text("SELECT max_seq, minimum(a, b), t.maxed FROM t") == "SELECT max_seq, minimum(a, b), t.maxed FROM t"
@@ -82,16 +89,16 @@ def test_rowid_becomes_the_queue_position():
 def test_indexed_by_hints_are_dropped():
     assert text("SELECT a FROM c INDEXED BY c_by_account JOIN agents a ON a.id = c.agent_id") == \
         "SELECT a FROM c JOIN agents a ON a.id = c.agent_id"
-    assert text("SELECT a FROM c indexed  by\n idx WHERE x = ?") == "SELECT a FROM c WHERE x = %s"
+    assert text("SELECT a FROM c indexed  by\n idx WHERE x = ?") == "SELECT a FROM c WHERE x = $1"
     assert text("SELECT indexed FROM t") == "SELECT indexed FROM t"   # a column of that name
 
 
 def test_a_unary_plus_hint_is_dropped_and_additions_stay():
     assert text("SELECT 1 FROM s WHERE agent_id = ? AND +account_id = ?") == \
-        "SELECT 1 FROM s WHERE agent_id = %s AND account_id = %s"
+        "SELECT 1 FROM s WHERE agent_id = $1 AND account_id = $2"
     assert text("WHERE (+a = 1) OR +b = 2 AND x = +_c") == "WHERE (a = 1) OR b = 2 AND x = _c"
     for sql in ("SET last_seq = last_seq + 1", "SELECT a +b, 2 +c, ? +d, 'x' +e, (f) +g, a+b"):
-        assert text(sql) == sql.replace("?", "%s")
+        assert text(sql) == sql.replace("?", "$1")
 
 
 def test_the_rewrite_is_cached_per_statement():
@@ -105,13 +112,13 @@ def test_rewritten_statements_run_on_postgresql(postgres_url):
 
     from seed_agents.server.database.postgres.database import PgConn
 
-    raw = psycopg.connect(postgres_url, autocommit=True, cursor_factory=psycopg.ClientCursor)
+    raw = psycopg.connect(postgres_url, autocommit=True, cursor_factory=psycopg.RawCursor, prepare_threshold=1)
     try:
         conn = PgConn(raw)
         conn.execute("CREATE TABLE t (id TEXT PRIMARY KEY, n BIGINT, pos BIGINT GENERATED ALWAYS AS IDENTITY)")
         conn.executemany("INSERT INTO t (id, n) VALUES (?, ?)", [("a", 5), ("b", 7), ("c", None)])
         assert conn.changes() == 3
-        # No parameters and a literal % (doubled by the rewrite, undoubled by the driver).
+        # No parameters and a literal % (left alone: the server binds the parameters).
         assert conn.execute("SELECT '50%', 7 % 4").fetchone() == ("50%", 3)
         assert conn.execute("SELECT '50%', ?", ("?",)).fetchone() == ("50%", "?")
         rows = conn.execute(
@@ -130,6 +137,6 @@ def test_rewritten_statements_run_on_postgresql(postgres_url):
 
 def test_sqlites_no_limit_before_an_offset_is_dropped():
     stmt = to_postgres("SELECT id FROM t WHERE a = ? ORDER BY b DESC LIMIT -1 OFFSET ?")
-    assert stmt.text == "SELECT id FROM t WHERE a = %s ORDER BY b DESC OFFSET %s"
+    assert stmt.text == "SELECT id FROM t WHERE a = $1 ORDER BY b DESC OFFSET $2"
     assert to_postgres("SELECT 'LIMIT -1 OFFSET' FROM t LIMIT 5 OFFSET ?").text == \
-        "SELECT 'LIMIT -1 OFFSET' FROM t LIMIT 5 OFFSET %s"
+        "SELECT 'LIMIT -1 OFFSET' FROM t LIMIT 5 OFFSET $1"
