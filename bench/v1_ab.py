@@ -28,6 +28,9 @@ rotates each round, and runs one load process (pinned to the load CPU; this tree
    each: median), then bench.front_ab's load (GetSession at 64 HTTP connections, the server's
    CPU per action, RSS per idle subscribed socket) against the same server.
 
+With `--cold`, a round is only the server's first replay of the 100,000 and one warm replay after
+it (about 10 s a tree), for many interleaved rounds of the cold figure.
+
 Server CPU is every thread's time on a CPU (`/proc/PID/task/*/schedstat`, nanoseconds), which a
 neighbour taking the server's core moves much less than wall time; on a shared machine read
 those rows first.
@@ -299,7 +302,8 @@ async def v1_fanout(host: str, port: int, url: str, kp, sockets: int, turns: int
 
 
 async def load(host: str, port: int, url: str, pid: int, sessions: dict, session_20: str, agent_id: str,
-               timings: str, turns: int, fanout: int, regress: bool, requests: int, idle: int) -> dict:
+               timings: str, turns: int, fanout: int, regress: bool, requests: int, idle: int,
+               cold_only: bool = False) -> dict:
     from bench.meters import RssSampler, rss_kb
 
     kp = keypair(LABEL)
@@ -310,6 +314,15 @@ async def load(host: str, port: int, url: str, pid: int, sessions: dict, session
     out["v1_replay_100k_cold_s"] = cold["total_s"]
     out["v1_replay_100k_cold_first_s"] = cold["first_s"]
     out["v1_replay_100k_cold_cpu_s"] = cold["server_cpu_s"]
+    if cold_only:   # --cold: the first replay, then one warm one beside it (many cheap rounds)
+        warm = await v1_replay(host, port, kp, sessions["100k"], SIZES["100k"], pid=pid)
+        out["v1_replay_100k_s"] = warm["total_s"]
+        out["v1_replay_100k_first_s"] = warm["first_s"]
+        out["v1_replay_100k_cpu_s"] = warm["server_cpu_s"]
+        out["v1_replay_100k_cold_complete"] = cold["events"] == warm["events"] == SIZES["100k"]
+        await asyncio.sleep(0.5)
+        out["v1_replays_rss_kept_mb"] = (rss_kb(pid) - rss_start) / 1024
+        return out
     for name in ("10k", "100k"):
         await v1_replay(host, port, kp, sessions[name], SIZES[name])   # warm-up
         await asyncio.sleep(0.3)
@@ -423,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--idle", type=int, default=1000, help="idle sockets (RSS per socket)")
     parser.add_argument("--no-regress", action="store_true", help="v1 figures only")
+    parser.add_argument("--cold", action="store_true",
+                        help="only the server's first 100,000 replay and one warm one (cheap rounds)")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in args.tree)]
@@ -447,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                         "sessions": {k: built["sessions"][k] for k in SIZES}, "session_20": built["sessions"]["get"],
                         "agent_id": built["agentId"], "timings": timings, "turns": args.turns,
                         "fanout": args.fanout, "regress": not args.no_regress, "requests": args.requests,
-                        "idle": args.idle}, timeout=900)
+                        "idle": args.idle, "cold_only": args.cold}, timeout=900)
                 shutil.rmtree(data_dir, ignore_errors=True)
                 row["loadavg_1m"] = os.getloadavg()[0]
                 results[name].append(row)

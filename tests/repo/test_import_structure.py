@@ -16,7 +16,9 @@ from tests.imports import PACKAGES, ROOT, imports_of, modules
 # protocol/'s third-party imports, each a dependency declared in pyproject.toml.
 PROTOCOL_DEPENDENCIES = {"cbor2", "nacl", "multiformats", "yaml",  # yaml: Seed front matter (hm_markdown)
                          "httptools",  # httptools: the HTTP reader's parser (pure: bytes in, callbacks out)
-                         "jsonschema"}   # jsonschema: tool inputs (pure)
+                         "jsonschema",   # jsonschema: tool inputs (pure)
+                         "cbrrr",   # cbrrr: stored DAG-CBOR read back (dagcbor.decode_trusted; pure)
+                         "orjson"}   # orjson: v1's JSON text (framing_v1; pure)
 
 
 def _graph() -> dict[str, set[str]]:

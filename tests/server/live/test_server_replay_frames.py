@@ -1,14 +1,14 @@
 """v1 replay frames derived once per stored event (server/live/replay_frames.py): what a desktop
-receives is byte for byte the JSON of each stored event, one text message each, whether the
-frames were derived for it or kept from an earlier replay, from any afterSeq; the kept frames
-stay within their budget."""
+receives is the JSON of each stored event (its value, and byte for byte the text a live frame of
+the stored map carries), one text message each, whether the frames were derived for it or kept
+from an earlier replay, from any afterSeq; the kept frames stay within their budget."""
 from __future__ import annotations
 
 import asyncio
 import json
 import uuid
 
-from seed_agents.protocol.wire import dagcbor
+from seed_agents.protocol.wire import dagcbor, events
 from seed_agents.protocol.wire.framing_v1 import V1Framing
 from seed_agents.protocol.wire.ws_frame import ws_frame
 from seed_agents.server.live.replay_frames import CHUNK, ReplayFrames, aligned_limit
@@ -22,11 +22,12 @@ N = 2 * CHUNK + 57   # two whole runs and a tail
 
 
 def payload(i: int) -> dict:
-    # non-ASCII text, a large integer, nesting and bytes: what the JSON encoding has to get right
+    # non-ASCII text, a large integer, floats, nesting and bytes: what the JSON encoding has to get right
     return {"type": "message", "role": "assistant" if i % 2 else "user",
             "content": f"event {i}: h\u00e9llo \u2603 \"quoted\" \\ {'x' * (i % 50)}",
             "meta": {"provider": "echo", "model": "echo-1", "durationMs": i, "big": 2 ** 53 + i,
-                     "list": [i, {"nested": None, "flag": i % 3 == 0}]},
+                     "list": [i, {"nested": None, "flag": i % 3 == 0}],
+                     "floats": [i / 8, 1e16 * i, 1.5e-7, -0.0]},   # exponents: `1e16` (docs/protocol.md)
             **({"blob": bytes([i % 256, 0, 255])} if i % 7 == 0 else {})}
 
 
@@ -39,17 +40,29 @@ async def fill(app, session_id: str, n: int) -> None:
 
 
 def expected_texts(app, key: str, session_id: str, after_seq: int) -> list[str]:
-    """The v1 text of each stored event past `after_seq`, encoded here from the stored bytes."""
+    """The v1 text of each stored event past `after_seq`: checked here to parse to the stored
+    value (read with the strict decoder; bytes as DAG-JSON), and to be the very text a live
+    subscriber's frame of that stored map carries (the replay must send the same)."""
     rows = app.db.read(events_q.event_bodies_after, session_id, after_seq, 10 * N)
+    texts = []
+    for _seq, body in rows:
+        stored = dagcbor.decode(bytes(body))
+        text = V1Framing(1 << 20).event(events.append(key, stored))   # as a live event is framed
+        assert json.loads(text) == {"_": "append", "key": key, "event": dag_json(stored)}
+        texts.append(text)
+    return texts
 
-    def default(value):
-        if isinstance(value, bytes):
-            import base64
-            return {"/": {"bytes": base64.b64encode(value).decode().rstrip("=")}}
-        raise TypeError(type(value))
 
-    return [json.dumps({"_": "append", "key": key, "event": dagcbor.decode(bytes(body))},
-                       ensure_ascii=False, separators=(",", ":"), default=default) for _seq, body in rows]
+def dag_json(value):
+    """A stored value as JSON carries it: bytes as DAG-JSON's {"/": {"bytes": ...}}."""
+    if isinstance(value, dict):
+        return {k: dag_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [dag_json(v) for v in value]
+    if isinstance(value, bytes):
+        import base64
+        return {"/": {"bytes": base64.b64encode(value).decode().rstrip("=")}}
+    return value
 
 
 async def replay_texts(url: str, kp, key: str, after_seq: int, n: int) -> list[str]:
@@ -98,14 +111,20 @@ async def test_v1_replay_sends_each_stored_event_as_its_json_whether_derived_or_
     v1 = await V1.open(server.url)
     await v1.ws.send(_signed(a, {"_": "Subscribe", "key": key, "afterSeq": N - 2}))
     await c.call(a, {"_": "MessageSession", "sessionId": session_id, "content": [{"type": "text", "text": "live"}]})
-    seqs = []
+    seqs, live = [], None
     async with asyncio.timeout(30):
         while len(seqs) < 3:
-            e = json.loads(await v1.ws.recv())
+            text = await v1.ws.recv()
+            e = json.loads(text)
             if e["_"] == "append":
                 seqs.append(e["event"]["seq"])
+                live = text
     assert seqs == [N - 1, N, N + 1]
     await v1.close()
+    # the live event replayed: the same value, as the stored event has it
+    replayed = await replay_texts(server.url, a, key, N, 1)
+    assert json.loads(replayed[0]) == json.loads(live)
+    assert replayed == expected_texts(server.app, key, session_id, N)[:1]
     await c.close()
 
 
