@@ -5,6 +5,8 @@ ListProviderModels (through `app.runtime.providers`), so both read a provider th
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 from seed_agents.protocol.wire.errors import quote
@@ -19,6 +21,7 @@ from ..store import secrets_table as secrets_q
 from ..store.secrets import SecretBox, SecretOpenError
 from .subscription_tokens import SubscriptionTokens
 
+_UNREAD = object()   # `spec`'s row, not read yet
 
 class ProviderLookup:
     def __init__(self, db: Storage, box: SecretBox, http: httpx.AsyncClient,
@@ -32,10 +35,12 @@ class ProviderLookup:
         self.subscription: SubscriptionTokens | None = None
         self.subscription_base_url = ""
 
-    def spec(self, account_id: str, name: str) -> ProviderSpec:
+    def spec(self, account_id: str, name: str, row: Any = _UNREAD) -> ProviderSpec:
         """The spec of provider `name` of `account_id` (the built-in `echo` when none is stored
-        under that name); ProviderNotFound when there is none, ProviderError when its key is gone."""
-        row = self.db.read(providers_q.get_provider, account_id, name)
+        under that name); ProviderNotFound when there is none, ProviderError when its key is gone.
+        `row`: its row when the caller has just read it (`provider`), so it is not read twice."""
+        if row is _UNREAD:
+            row = self.db.read(providers_q.get_provider, account_id, name)
         if row is None:
             if name not in BUILTIN_TYPES:
                 raise ProviderNotFound(f"model provider {quote(name)} is not configured for this account")
@@ -63,7 +68,7 @@ class ProviderLookup:
         row = self.db.read(providers_q.get_provider, account_id, name)
         if row is not None and row["config"].get("authMode") == "subscription":
             return self._subscription(account_id, name, row["config"])
-        return make_provider(self.spec(account_id, name), self.http, self.settings)
+        return make_provider(self.spec(account_id, name, row), self.http, self.settings)
 
     def _subscription(self, account_id: str, name: str, config: dict) -> Provider:
         """The ChatGPT backend under the account's sign-in (server/providers/codex.py)."""

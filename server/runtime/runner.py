@@ -97,6 +97,26 @@ HISTORY_PAGE = 1000   # events read at once into a history
 PROVIDER_CONNECTIONS, HM_CONNECTIONS, WEB_CONNECTIONS, DOWNLOAD_CONNECTIONS = 100, 20, 100, 50
 
 
+@dataclass(slots=True)
+class _TurnRows:
+    """What a turn reads of its own rows before its first model step (`_turn_rows`)."""
+    persona: dict | None     # a delegate call's input (a child run)
+    visitor: str | None      # the session's visitor (public chat), for a top-level run
+    budget: dict             # the run's share of its tree's budget (store/delegation.budget_of)
+    reserved: int | None     # a visitor run's token reservation
+    upto: int | None         # the seq of the message the turn answers (None: none, or gone)
+
+
+def _turn_rows(conn, run: dict, session_id: str, user_event_id: str) -> _TurnRows:  # noqa: ANN001
+    child = "parentRunId" in run
+    budget = delegation_q.budget_of(conn, run["id"])
+    return _TurnRows(persona=delegation_q.child_input(conn, run["id"]) if child else None,
+                     visitor=None if child else visitors_q.visitor_of(conn, session_id),
+                     budget=budget,
+                     reserved=None if budget or child else visitors_q.reservation(conn, run["id"]),
+                     upto=events_q.event_seq(conn, user_event_id) if user_event_id else None)
+
+
 def run_error(code: str, message: str) -> dict:
     return {"code": code, "message": message}
 
@@ -139,6 +159,8 @@ class Runtime:
         self.now_ms = now_ms
         self.workers: dict[str, SessionWorker] = {}
         self.histories = histories   # bounded in bytes (--history-cache-bytes)
+        # (user event id, its seq) read with the starting turn's rows: its history's first read
+        self.known_seq: tuple[str, int | None] = ("", None)
         # What each agent's preamble lists (server/runtime/preamble.py), bounded by --prompt-cache-bytes.
         self.preambles = Preambles(self, ByteBudgetCache("preambles", config.prompt_cache_bytes))
         self.titler = Titler(self)   # session titles from a small model call (server/runtime/titling.py)
@@ -430,13 +452,20 @@ class Runtime:
         echo = result.provider_type in BUILTIN_TYPES
         surface = None
         system = system_prompt_markdown(definition)
-        persona = self.db.read(delegation_q.child_input, run_id) if "parentRunId" in run else None
+        # The turn's own rows, read in one go off the loop (on PostgreSQL each was a round trip on
+        # the loop's thread). Nothing here decides access: they are the run's (its input, budget,
+        # reservation), its session's visitor and its message's seq, fixed before it was queued,
+        # except what its tree spent, which moves only while this run is parked. A session
+        # deleted during the await is what `worker.gone` and `still_ours` already guard at every
+        # write of the turn, as after any of its other awaits.
+        start = await self.db.aread(_turn_rows, run, session_id, user_event_id)
+        persona = start.persona
         if persona and persona.get("prompt"):   # a delegate call's anonymous worker: its prompt, not the agent's
             system = persona["prompt"]
         senders = False   # a shared agent's signed human messages carry <message_sender> blocks
         # A visitor's session (public chat): only the tools the owner granted visitors, and a
         # preamble without the memory, the members or the identities (store/visitors.py).
-        visitor = self.db.read(visitors_q.visitor_of, session_id) if "parentRunId" not in run else None
+        visitor = start.visitor
         grants = (agent.get("publicChat") or {}).get("tools") if visitor is not None else None
         if visitor is not None and "publicChat" not in agent:
             raise BudgetSpent("this agent's owner closed public chat: visitor messages are no longer answered")
@@ -448,6 +477,8 @@ class Runtime:
             await self._retire_settled_plan(session_id, run_id)
         attachments = AttachmentView(self.db.read, session_id, accepts_images(result.provider_type, result.model))
 
+        self.known_seq = (user_event_id, start.upto)   # the message's seq, for _history
+
         def messages():
             history = self._history(session_id, user_event_id)
             return history.messages(system, user_event_id, include_context=not echo, run_id=run_id,
@@ -456,7 +487,7 @@ class Runtime:
         loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
                         provider=provider, model=result.model, provider_type=result.provider_type,
                         history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
-                        budgets=self._budgets_for(run), still_ours=self.queue.still_ours(run), gone=lambda: worker.gone,
+                        budgets=self._budgets_for(run, start), still_ours=self.queue.still_ours(run), gone=lambda: worker.gone,
                         rebuild=messages, metrics=self.metrics)
         try:
             outcome = await loop.run_turn()
@@ -490,13 +521,13 @@ class Runtime:
                                    history=lambda: self._history(run["sessionId"], run.get("userEventId", "")),
                                    visitor_tools=visitor_tools)
 
-    def _budgets_for(self, run: dict) -> Budgets:
+    def _budgets_for(self, run: dict, start: _TurnRows) -> Budgets:
         """The server's budgets, the tokens narrowed to the run's share of its tree's budget, less
         what it used in earlier turns and what its delegated runs used or hold."""
-        budget = self.db.read(delegation_q.budget_of, run["id"])
+        budget = start.budget
         if not budget:
             # a visitor's run: no more than the tokens its message reserved (store/visitors.py)
-            reserved = self.db.read(visitors_q.reservation, run["id"]) if "parentRunId" not in run else None
+            reserved = start.reserved
             return self.budgets if reserved is None else dataclasses.replace(
                 self.budgets, tokens=min(self.budgets.tokens, reserved))
         return dataclasses.replace(self.budgets, tokens=min(self.budgets.tokens, budget.get("tokens", self.budgets.tokens)),
@@ -529,6 +560,7 @@ class Runtime:
         upto = None
         if user_event_id:
             upto = (history.upto if history is not None and history.anchor == user_event_id
+                    else self.known_seq[1] if self.known_seq[0] == user_event_id
                     else self.db.read(events_q.event_seq, user_event_id))   # None: gone; the end then
         if history is not None and upto is not None and history.upto is not None and upto > history.upto:
             events = self._read_events(session_id, history.upto, upto)   # the next turn down the queue

@@ -20,6 +20,7 @@ import asyncio
 import pytest
 
 from tests.conftest import running_server, server_config
+from tests.waiting import until
 from tests.wsraw import V2Client, flatten, keypair, setup_session
 
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
@@ -51,27 +52,28 @@ class Party:
 
 class Race:
     """Runs `act` once, inside the first `aread` of a function `match` accepts: after the read
-    (its snapshot taken), before the reader gets its answer."""
+    (its snapshot taken), before the reader gets its answer. `act` runs as a task of its own
+    (the reader may be cancelled by it: a revocation ends a replay, a stop ends a turn)."""
 
     def __init__(self, db, match, act) -> None:
         self.db, self.match, self.act = db, match, act
         self.orig = db.aread
         self.fired = 0
-        self.done = asyncio.Event()
+        self.task: asyncio.Task | None = None
         db.aread = self.aread
 
     async def aread(self, fn, *args, **kw):
         value = await self.orig(fn, *args, **kw)
         if not self.fired and self.match(fn):
             self.fired += 1
-            try:
-                await self.act()
-            finally:
-                self.done.set()
+            self.task = asyncio.ensure_future(self.act())
+            await asyncio.shield(self.task)
         return value
 
     async def wait(self, timeout: float = 20) -> None:
-        await asyncio.wait_for(self.done.wait(), timeout)
+        """Until it has fired and its action is done (its failure raised here)."""
+        await until(lambda: self.task is not None, timeout, what="the race to fire")
+        await asyncio.wait_for(asyncio.shield(self.task), timeout)
 
     def undo(self) -> None:
         self.db.aread = self.orig
@@ -264,3 +266,45 @@ async def test_appends_during_subscribe_reads_arrive_once_without_gap(small_page
     finally:
         race.undo()
         await close(o, g)
+
+
+@pytest.mark.parametrize("ending", ["stop", "delete"])
+async def test_a_turn_whose_session_ends_during_its_start_reads_writes_nothing(server, ending):
+    """A turn's own rows are read off the loop before its first model step (server/runtime/
+    runner.py, `_turn_rows`). A StopSession or DeleteSession landing during that read wins: no
+    reply is stored or sent, the run ends canceled (or goes with its session), and the next turn
+    is answered."""
+    o = Party(OWNER, await V2Client.open(server.url))
+    agent_id, session_id = await setup_session(o.client, OWNER)
+    key = "sessions/" + session_id
+    await o.ok({"_": "Subscribe", "key": key})
+
+    async def act():
+        if ending == "stop":
+            got = await o.ok({"_": "StopSession", "sessionId": session_id})
+            assert got["stopped"] is True
+        else:
+            await o.ok({"_": "DeleteSession", "sessionId": session_id})
+
+    race = Race(server.app.db, named("_turn_rows"), act)
+    try:
+        sent = await o.ok({"_": "MessageSession", "sessionId": session_id,
+                           "content": [{"type": "text", "text": "raced"}]})
+        await race.wait()
+        await o.wait_for(lambda e: e["_"] == "change" and e.get("key") == key
+                         and (e["value"].get("status") == "idle" or e["value"].get("reason") == "session-deleted"))
+        if ending == "stop":
+            got = await o.ok({"_": "GetRun", "runId": sent["runId"]})
+            assert got["run"]["status"] == "canceled", got
+            stored = await o.ok({"_": "GetSession", "sessionId": session_id})
+            assert not any(e["event"].get("role") == "assistant" for e in stored["events"]), stored["events"]
+        else:
+            gone = await o.call({"_": "GetSession", "sessionId": session_id})
+            assert gone.get("status") == 404, gone
+        race.undo()
+        _agent, other = await setup_session(o.client, OWNER)
+        await o.ok({"_": "Subscribe", "key": "sessions/" + other})
+        await turn(o, other, "next")   # the server goes on answering
+    finally:
+        race.undo()
+        await close(o)
