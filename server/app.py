@@ -198,10 +198,14 @@ class App:
         self.save_signatures()
         await self.db.close()
 
-    def save_signatures(self) -> None:
+    def save_signatures(self, ride: bool = False) -> bool:
+        """Queue the unsaved claims (`ride`: carried by the next write, see write_nowait); True
+        when some were queued."""
         rows = self.guard.take_unsaved()
         if rows and not self.db.shared:   # shared: each was claimed in the database already
-            self.db.write_nowait(sig_q.claim_signatures, rows, self.now_ms())
+            self.db.write_nowait(sig_q.claim_signatures, rows, self.now_ms(), ride=ride)
+            return True
+        return False
 
     async def claim_everywhere(self, sig: bytes, expires_at: int, is_read: bool, now: int) -> None:
         """The claim in the shared database (several servers): 409 when another server holds

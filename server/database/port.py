@@ -66,7 +66,8 @@ class Storage(Protocol):
 
     Writes: one writer thread runs the jobs in submission order; `write` resolves once the job
     committed, `write_nowait` queues one nobody waits for (`lazy=True`: one whose loss in a crash is
-harmless, which may wait briefly to share the next commit), `write_sync` blocks (scripts, tests).
+harmless, which may wait briefly to share the next commit; `ride=True`: one carried by the next job
+submitted, run just before it, and queued alone by `release_riders()`), `write_sync` blocks.
 
     Lock or lease: a backend one process owns gives `process_lock()` (taken before start); a
     `shared` backend (several servers on one database) gives none, and its traits say
@@ -110,7 +111,10 @@ harmless, which may wait briefly to share the next commit), `write_sync` blocks 
 
     async def write(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
-    def write_nowait(self, fn: Callable[..., Any], *args: Any, lazy: bool = False) -> None: ...
+    def write_nowait(self, fn: Callable[..., Any], *args: Any, lazy: bool = False,
+                     ride: bool = False) -> None: ...
+
+    def release_riders(self) -> None: ...
 
     def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 

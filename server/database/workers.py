@@ -23,7 +23,7 @@ class DatabaseClosed(RuntimeError):
 
 
 class Job:
-    __slots__ = ("fn", "args", "future", "loop", "ok", "value", "lazy")
+    __slots__ = ("fn", "args", "future", "loop", "ok", "value", "lazy", "riders")
 
     def __init__(self, fn: Callable, args: tuple, future: Any, loop: asyncio.AbstractEventLoop | None,
                  lazy: bool = False):
@@ -34,6 +34,7 @@ class Job:
         self.ok = False
         self.value: Any = None
         self.lazy = lazy      # may wait a little to share the next job's commit (write_nowait)
+        self.riders: list[Job] | None = None   # run just before this one (write_nowait(ride=True))
 
     def fail(self, exc: BaseException) -> None:
         self.ok = False
@@ -49,20 +50,26 @@ class WriteQueue:
     _lock: threading.Lock
     _accepting: bool
     _thread: threading.Thread | None
+    _riders: list[Job]    # write_nowait(ride=True) jobs waiting for the next job to carry them
     batch_limit: int
 
     def _take_queued(self, batch: list[Job]) -> bool:
         """(Writer thread) add the jobs already queued to `batch`, up to `batch_limit`, without
-        waiting; True when the stop was among them (the jobs before it are in the batch)."""
+        waiting, and put the jobs each one carries (riders) just before it; True when the stop
+        was among them (the jobs before it are in the batch)."""
+        stop = False
         while len(batch) < self.batch_limit:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
-                return False
+                break
             if job is STOP:
-                return True
+                stop = True
+                break
             batch.append(job)
-        return False
+        if any(job.riders for job in batch):
+            batch[:] = _unpacked(batch)
+        return stop
 
     async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(conn, *args)` on the writer thread; returns its result once committed.
@@ -75,13 +82,38 @@ class WriteQueue:
         self._submit(Job(fn, args, future, loop))
         return await future
 
-    def write_nowait(self, fn: Callable[..., Any], *args: Any, lazy: bool = False) -> None:
+    def write_nowait(self, fn: Callable[..., Any], *args: Any, lazy: bool = False,
+                     ride: bool = False) -> None:
         """Queue a write nobody waits for (in order with the others); a failure is only logged.
 
         `lazy`: nothing is lost if it never commits (a crash before it is as good as no write),
         so a writer may hold it back a little, up to its LAZY_S, for a job that must commit now
-        to carry it: one commit (one fsync) instead of two when another write follows soon."""
-        self._submit(Job(fn, args, None, None, lazy))
+        to carry it: one commit (one fsync) instead of two when another write follows soon.
+
+        `ride`: not queued on its own: the next job submitted (by anyone) carries it, and the
+        writer runs it just before that job, in its own savepoint, in the same batch; so it
+        commits with or before that job, without a queue hop or a wake-up of the writer of its
+        own. The caller that expects no job of its own to follow calls `release_riders()`."""
+        job = Job(fn, args, None, None, lazy)
+        if ride:
+            with self._lock:
+                if not self._accepting:
+                    raise DatabaseClosed("database is closed or not started")
+                self._riders.append(job)
+            return
+        self._submit(job)
+
+    def release_riders(self) -> None:
+        """Queue the riders no job has carried yet, as jobs of their own (in order)."""
+        if self._riders:
+            with self._lock:
+                self._queue_riders()
+
+    def _queue_riders(self) -> None:
+        # (under _lock)
+        for job in self._riders:
+            self._queue.put(job)
+        self._riders = []
 
     def write_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Blocking `write` for scripts, tests and other threads."""
@@ -95,6 +127,8 @@ class WriteQueue:
         with self._lock:
             if not self._accepting:
                 raise DatabaseClosed("database is closed or not started")
+            if self._riders:
+                job.riders, self._riders = self._riders, []
             self._queue.put(job)
 
     def _stop_writer(self) -> None:
@@ -104,6 +138,7 @@ class WriteQueue:
             thread = self._thread
             if self._accepting:
                 self._accepting = False
+                self._queue_riders()
                 self._queue.put(STOP)
         if thread is not None and thread is not threading.current_thread():
             thread.join()
@@ -118,8 +153,9 @@ class WriteQueue:
             except queue.Empty:
                 break
             if job is not STOP:
-                job.fail(DatabaseClosed("database closed before this write ran"))
-                leftovers.append(job)
+                for each in _unpacked([job]):
+                    each.fail(DatabaseClosed("database closed before this write ran"))
+                    leftovers.append(each)
         deliver(leftovers)
 
 
@@ -163,6 +199,17 @@ class ReaderThreads:
             with self._lock:
                 self._thread_conns.append(conn)
         return self._snapshot(conn, fn, args)
+
+
+def _unpacked(batch: list[Job]) -> list[Job]:
+    """The batch with each job's riders just before it."""
+    out: list[Job] = []
+    for job in batch:
+        if job.riders:
+            out.extend(job.riders)
+            job.riders = None
+        out.append(job)
+    return out
 
 
 def deliver(batch: list[Job]) -> None:

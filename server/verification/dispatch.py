@@ -61,6 +61,7 @@ async def _execute(app, conn, envelope) -> Outcome:
     name = "unknown"
     limits = app.config.limits
     verified = False
+    riding = False
     try:
         # Every frame costs the connection's own bucket first: a stream of frames that never
         # verify meets a limit before each costs a signature check, and is never charged to an
@@ -119,9 +120,10 @@ async def _execute(app, conn, envelope) -> Outcome:
         conn.signers.add(env.signer_id)   # UnregisterSigner closes the sockets it acted on
         verified = True
         if not is_read:
-            # Queued before the action's own write, and the writer commits in order: a write's
-            # claim is durable before its response goes out.
-            app.save_signatures()
+            # Carried by the next write submitted (this action's own, unless another comes first),
+            # and the writer commits in order: a write's claim is durable before its response
+            # goes out, without a job and a wake-up of the writer of its own.
+            riding = app.save_signatures(ride=True)
         elif app.guard.must_persist(is_read, env.ts, now):
             await app.save_signatures_durably()   # signed ahead of our clock (replay_guard.py)
         action = parse_action(env.action)
@@ -140,6 +142,8 @@ async def _execute(app, conn, envelope) -> Outcome:
     except Exception:  # a bug must not take the connection down; the detail goes to the log
         log.exception("action %s failed", name)
         outcome = Outcome(error(500, "internal error"))
+    if riding:   # the action wrote nothing (or failed): its claim goes now, before the answer
+        app.db.release_riders()
     status = outcome.response.get("status", 200) if outcome.response.get("_") == "Error" else 200
     app.metrics.action_done(name, status, time.perf_counter() - started)
     accesslog.record(conn, name, outcome, status, time.perf_counter() - started)

@@ -5,8 +5,9 @@ accepted_signatures table and loaded back at start, so an envelope accepted befo
 still refused after it. A read may repeat on the connection that first sent it, since Ed25519 is
 deterministic and a client may legitimately send the same read twice in one millisecond.
 
-Crash safety (docs/protocol.md, "Replay"): a write's claim is queued before the action's own
-write, and the writer commits in order, so it is durable before the response is sent. Reads are
+Crash safety (docs/protocol.md, "Replay"): a write's claim rides on the next job submitted to
+the writer (the action's own write, or one before it; queued alone when the action writes
+nothing) and the writer commits in order, so it is durable before the response is sent. Reads are
 persisted in batches (every 100 ms), which a SIGKILL can cut short, so two rules cover them:
 - a read signed at or before the server's start (`ts <= started_ms`) that this process has not
   accepted is refused: the dead process may have answered it, and we cannot know. Any read it

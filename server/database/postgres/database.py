@@ -212,6 +212,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
         self._reader: PgConn | None = None
         self._reading = False
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._riders: list[Job] = []   # write_nowait(ride=True): carried by the next job
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._accepting = False

@@ -56,6 +56,7 @@ class Database(WriteQueue, ReaderThreads):
         self._reader: apsw.Connection | None = None
         self._writer: apsw.Connection | None = None
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._riders: list[Job] = []   # write_nowait(ride=True): carried by the next job
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # orders submit against close: no job lands after _STOP
         self._accepting = False
@@ -176,8 +177,7 @@ class Database(WriteQueue, ReaderThreads):
                             stop = True
                             break
                         batch.append(job)
-                if not stop:
-                    stop = self._take_queued(batch)
+                stop = self._take_queued(batch) or stop   # (nothing is queued behind a stop)
                 try:
                     self._commit(conn, batch)
                 except Exception as exc:  # the connection itself failed: report, keep serving

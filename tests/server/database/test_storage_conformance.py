@@ -22,6 +22,7 @@ from seed_agents.protocol.wire.errors import ProtocolError
 from seed_agents.server.handlers import idempotency as idem
 from seed_agents.server.database import parse_storage_url
 from seed_agents.server.database.errors import SchemaGateError
+from seed_agents.server.database.workers import DatabaseClosed
 from seed_agents.server.database.port import Conn
 from seed_agents.server.store import accounts as accounts_q
 from seed_agents.server.store import agent_lifecycle as lifecycle_q
@@ -171,7 +172,8 @@ async def test_each_backend_provides_the_port(stores):
     carries the adapter's traits (what queries read instead of asking which backend)."""
     db = await stores.open()
     for name in ("backend", "shared", "path", "traits", "schema_version", "start", "start_sync",
-                 "close", "close_sync", "process_lock", "read", "aread", "write", "write_nowait", "write_sync"):
+                 "close", "close_sync", "process_lock", "read", "aread", "write", "write_nowait", "write_sync",
+                 "release_riders"):
         assert hasattr(db, name), name
     assert isinstance(db.schema_version, int) and db.schema_version > 0
     assert db.traits.name == db.backend == stores.kind
@@ -337,6 +339,60 @@ async def test_a_signature_is_claimed_once_across_instances(stores):
     assert sorted(b.read(sig_q.unexpired_signatures, T0 + 11)) == [(sig, T0 + 200_000)]
     assert await b.write(sig_q.prune_signatures, T0 + 1_000) == 1
     assert await a.write(sig_q.claim_signature, sig, T0, T0 + 150_000) is False  # the live one was kept
+
+
+# -- riders: a write carried by the next job (write_nowait(ride=True)) -------------------------
+def _claims(conn) -> list:
+    return sorted(bytes(sig) for sig, _ in sig_q.unexpired_signatures(conn, T0))
+
+
+async def test_a_rider_runs_just_before_the_next_job_in_its_transaction(stores):
+    """What the replay guard's claim relies on: a rider is not queued on its own, and the next
+    job submitted carries it: the job sees the rider's row, and both commit together."""
+    db = await stores.open()
+    sig = b"\x02" * 64
+    db.write_nowait(sig_q.claim_signatures, [(sig, T0 + 60_000)], T0, ride=True)
+    assert await db.write(_claims) == [sig]   # ran before the carrier, seen inside its transaction
+    assert db.read(_claims) == [sig]
+    jobs, batches = db.jobs, db.batches
+    db.write_nowait(sig_q.claim_signatures, [(b"\x03" * 64, T0 + 60_000)], T0, ride=True)
+    assert await db.write(_claims) == [sig, b"\x03" * 64]
+    assert (db.jobs - jobs, db.batches - batches) == (2, 1)   # one batch, one commit
+
+
+async def test_a_rider_nobody_carries_is_committed_once_released(stores):
+    db = await stores.open()
+    sig = b"\x04" * 64
+    db.write_nowait(sig_q.claim_signatures, [(sig, T0 + 60_000)], T0, ride=True)
+    db.release_riders()
+    db.release_riders()   # nothing left: queues nothing
+    assert await db.write(_claims) == [sig]
+    other = await stores.open()   # committed: another instance sees it
+    assert other.read(_claims) == [sig]
+
+
+async def test_a_failing_rider_fails_alone_and_its_carrier_commits(stores, caplog):
+    db = await stores.open()
+
+    def broken(conn):
+        conn.execute("INSERT INTO accepted_signatures (sig, expires_at) VALUES (?, ?)", (b"\x05" * 64, T0 + 60_000))
+        raise ValueError("the rider fails")
+
+    db.write_nowait(broken, ride=True)
+    db.write_nowait(sig_q.claim_signatures, [(b"\x06" * 64, T0 + 60_000)], T0, ride=True)
+    assert await db.write(_claims) == [b"\x06" * 64]   # the failed rider rolled back to its savepoint
+    assert db.read(_claims) == [b"\x06" * 64]
+    assert "background write broken failed" in caplog.text
+
+
+async def test_riders_waiting_at_close_are_committed_then(stores):
+    db = await stores.open()
+    db.write_nowait(sig_q.claim_signatures, [(b"\x07" * 64, T0 + 60_000)], T0, ride=True)
+    await stores.close(db)
+    with pytest.raises(DatabaseClosed):
+        db.write_nowait(sig_q.claim_signatures, [(b"\x08" * 64, T0 + 60_000)], T0, ride=True)
+    again = await stores.open()
+    assert again.read(_claims) == [b"\x07" * 64]
 
 
 # -- the schema gate -------------------------------------------------------------------------
