@@ -34,15 +34,47 @@ _DB_NOW = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
 # holds at most one run per session: any later queued run of a session has an older queued one.
 # Entering 'running' stamps what runs.transition stamps: an attempt counted, startedAt the first
 # time, the error cleared, updatedAt never backwards.
+#
+# Found without walking a deep queue (docs/performance.md, "Taking the next queued run"): the
+# claimable runs are the heads (oldest queued run) of sessions with no live run. The first
+# _EARLY queued runs in queue order are a prefix of it, so a session's head among them is known
+# from them alone; when they hold `limit` claimable heads, those are the oldest (any head after
+# them is younger). Only when they do not (a deep queue on a busy session fills them) are the
+# sessions with queued runs visited, one index descent each (runs_queued_by_session), never
+# their queued runs. Each live check is one lookup in runs_one_live_per_session.
+_EARLY = 64
 _CLAIM = f"""
-WITH pick AS (
-    SELECT r.id FROM runs r
+WITH RECURSIVE early AS MATERIALIZED (
+    SELECT r.id, r.session_id, r.created_at, r.pos FROM runs r
     WHERE r.status = 'queued' AND r.session_id IS NOT NULL
-      AND NOT EXISTS (
-          SELECT 1 FROM runs o
-          WHERE o.session_id = r.session_id AND o.id <> r.id
-            AND o.status IN ('queued', 'claimed', 'running', 'waiting')
-            AND (o.status <> 'queued' OR (o.created_at, o.pos) < (r.created_at, r.pos)))
+    ORDER BY r.created_at, r.pos LIMIT {_EARLY}),
+early_heads AS MATERIALIZED (
+    SELECT e.id FROM (
+        SELECT id, session_id,
+               row_number() OVER (PARTITION BY session_id ORDER BY created_at, pos) AS nth
+        FROM early) e
+    WHERE e.nth = 1
+      AND (SELECT 1 FROM runs o WHERE o.session_id = e.session_id
+           AND o.status IN ('claimed', 'running', 'waiting') LIMIT 1) IS NULL),
+queued_sessions (session_id) AS (
+    (SELECT session_id FROM runs WHERE status = 'queued' AND session_id IS NOT NULL
+       AND (SELECT count(*) FROM early) = {_EARLY} AND (SELECT count(*) FROM early_heads) < ?
+     ORDER BY session_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.session_id FROM runs r WHERE r.status = 'queued' AND r.session_id > q.session_id
+            ORDER BY r.session_id LIMIT 1)
+    FROM queued_sessions q WHERE q.session_id IS NOT NULL),
+heads AS (
+    SELECT (SELECT r.id FROM runs r WHERE r.session_id = q.session_id AND r.status = 'queued'
+            ORDER BY r.created_at, r.pos LIMIT 1) AS id
+    FROM queued_sessions q
+    WHERE q.session_id IS NOT NULL
+      AND (SELECT 1 FROM runs o WHERE o.session_id = q.session_id
+           AND o.status IN ('claimed', 'running', 'waiting') LIMIT 1) IS NULL),
+pick AS (
+    SELECT r.id FROM runs r
+    WHERE r.id = ANY (ARRAY(SELECT id FROM early_heads UNION ALL SELECT id FROM heads))
+      AND r.status = 'queued'
     ORDER BY r.created_at, r.pos
     LIMIT ?
     FOR UPDATE SKIP LOCKED)
@@ -65,7 +97,7 @@ def claim(conn, owner: str, lease_ms: int, now: int, limit: int) -> list[dict]:
     """Up to `limit` queued runs, now running under `owner`'s lease, oldest first; each is the
     RunInfo with the runtime's keys (`runs.queued_runs_of_session`'s userEventId and
     modelOverride)."""
-    rows = conn.execute(_CLAIM, (limit, now, now, owner, lease_ms)).fetchall()
+    rows = conn.execute(_CLAIM, (limit, limit, now, now, owner, lease_ms)).fetchall()
     claimed = runs_q.queued_rows(rows)
     claimed.sort(key=lambda r: r["createdAt"])
     return claimed

@@ -363,6 +363,45 @@ async def test_leases_in_the_store(tmp_path, postgres_url):
         await db.close()
 
 
+async def test_a_claim_finds_a_session_behind_a_deep_queue(tmp_path, postgres_url):
+    """A session with more queued runs than a claim looks at first (store/leases.py _EARLY) and
+    a run already live: the claim still finds the other sessions' oldest runs behind that queue,
+    in queue order, and never a second run of a busy or parked session."""
+    from seed_agents.server.database.postgres.database import PgDatabase
+    from seed_agents.server.store import leases, runs, sessions
+
+    deep = leases._EARLY + 36
+    db = PgDatabase(parse_storage_url(postgres_url))
+    await db.start()
+    try:
+        def setup(conn):
+            account_and_agent(conn)
+            for s in ("deep", "late", "parked"):
+                sessions.create_session(conn, s, "acc", "ag", None, 1)
+            for k in range(deep):
+                runs.create_run(conn, f"deep{k:03d}", "acc", "ag", "deep", None, 10 + k)
+            runs.create_run(conn, "parked0", "acc", "ag", "parked", None, 5)
+            conn.execute("UPDATE runs SET status = 'waiting' WHERE id = 'parked0'")
+            runs.create_run(conn, "parked1", "acc", "ag", "parked", None, 6)
+            runs.create_run(conn, "late0", "acc", "ag", "late", None, 10_000)
+            runs.create_run(conn, "late1", "acc", "ag", "late", None, 10_001)
+
+        await db.write(setup)
+        # Nothing live yet: the deep session's head and the late session's, oldest first.
+        first = await db.write(leases.claim, "X", 60_000, 20, 16)
+        assert [r["id"] for r in first] == ["deep000", "late0"]
+        # Both sessions busy now, the parked one still parked: the queue holds nothing claimable.
+        assert await db.write(leases.claim, "X", 60_000, 20, 16) == []
+        # The late session's run ends: its next run is claimable, behind all of the deep queue.
+        await db.write(runs.move_run, first[1], "succeeded", 30)
+        assert [r["id"] for r in await db.write(leases.claim, "Y", 60_000, 31, 16)] == ["late1"]
+        # The deep session's run ends: the next in its queue, and only that one.
+        await db.write(runs.move_run, first[0], "succeeded", 40)
+        assert [r["id"] for r in await db.write(leases.claim, "Y", 60_000, 41, 16)] == ["deep001"]
+    finally:
+        await db.close()
+
+
 async def test_claimers_racing_on_one_queue_take_each_run_once(tmp_path, postgres_url):
     """Three claimers, each with its own connections (as three servers have), drain one queue
     at once: every run is claimed exactly once, and each session's runs in order."""
