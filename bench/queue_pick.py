@@ -142,7 +142,8 @@ def measure_postgres(url: str, calls: int) -> None:
     print("PostgreSQL, the claim's pick of 8 (server execution time, median):")
     for n_sessions, per, live in PG_SHAPES:
         schema = "bench_" + uuid.uuid4().hex[:12]
-        raw = psycopg.connect(url, autocommit=True)
+        # as the server connects (server/database/postgres/database.py): parameters bound by the server
+        raw = psycopg.connect(url, autocommit=True, cursor_factory=psycopg.RawCursor)
         try:
             raw.execute(f"CREATE SCHEMA {schema}")
             raw.execute(f"SET search_path = {schema}")
