@@ -57,6 +57,8 @@ class ParkedRuns:
         self._timer: asyncio.TimerHandle | None = None
         self._at: int | None = None
         self._waking: asyncio.Task | None = None
+        self._refreshing: asyncio.Task | None = None
+        self._again = False   # a refresh asked for while one was reading
 
     # -- the clock ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -68,11 +70,37 @@ class ParkedRuns:
             self._timer, self._at = None, None
         if self._waking is not None:
             self._waking.cancel()
+        if self._refreshing is not None:
+            self._refreshing.cancel()
 
     def refresh(self) -> None:
-        """Arm for the earliest wake time in the store (a run parked here or elsewhere)."""
-        if not self.rt.closing:
-            self.arm(self.rt.db.read(parking.next_wake))
+        """Arm for the earliest wake time in the store (a run parked here or elsewhere), read off
+        the loop (after every turn and claim pass: on PostgreSQL a round trip the loop would wait
+        for). Across that await: `arm` only ever moves the timer sooner and a firing reads what is
+        due again, so a stale answer costs at most an early wake; a refresh asked for while one
+        reads (a park committed meanwhile) reads once more after it."""
+        if self.rt.closing:
+            return
+        if self._refreshing is not None and not self._refreshing.done():
+            self._again = True
+            return
+        self._refreshing = asyncio.get_running_loop().create_task(self._refresh(), name="runs:next-wake")
+
+    async def _refresh(self) -> None:
+        try:
+            while True:
+                self._again = False
+                wake_at = await self.rt.db.aread(parking.next_wake)
+                if self.rt.closing:
+                    return
+                self.arm(wake_at)
+                if not self._again:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("reading the next wake time failed; trying again in a second")
+            self.arm(self.rt.now_ms() + 1000)
 
     def arm(self, wake_at: int | None) -> None:
         if wake_at is None or self.rt.closing:
