@@ -95,18 +95,12 @@ CREATE TABLE session_events (
     created_at INTEGER NOT NULL,
     body       BLOB NOT NULL, -- DAG-CBOR of the whole SessionEvent map, spliced into frames as is
     link       BLOB, -- CID of the event's block (docs/protocol.md, "Verifiable history"); NULL until backfilled
+    -- The signed envelope that caused a user event (its canonical DAG-CBOR, signature included),
+    -- kept so an export can prove who asked for it; NULL for every other event (version 22).
+    envelope   BLOB,
     PRIMARY KEY (session_id, seq)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX session_events_unlinked ON session_events (session_id, seq) WHERE link IS NULL;
-
--- The signed envelope that caused a user event, kept so an export can prove who asked for it.
-CREATE TABLE session_envelopes (
-    session_id TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
-    body       BLOB NOT NULL, -- the envelope's canonical DAG-CBOR (signature included)
-    PRIMARY KEY (session_id, seq),
-    FOREIGN KEY (session_id, seq) REFERENCES session_events (session_id, seq)
-) STRICT, WITHOUT ROWID;
 
 -- Runs form a tree (root_run_id denormalized, so one subscription covers a whole tree).
 -- "runs" is quoted as SQLite writes it after the rebuild of migration 0003.

@@ -50,7 +50,6 @@ def delete_agent(conn: Conn, agent_id: str) -> list[str]:
                  " AND agent_id != ?", (agent_id, agent_id))
     conn.execute(f"UPDATE runs SET session_id = NULL WHERE session_id IN ({own}) AND agent_id != ?",
                  (agent_id, agent_id))
-    conn.execute(f"DELETE FROM session_envelopes WHERE session_id IN ({own})", (agent_id,))
     # (a continuation joins two sessions of one agent: both ends go)
     conn.execute(f"DELETE FROM session_continuations WHERE successor_session_id IN ({own})", (agent_id,))
     conn.execute(f"DELETE FROM session_events WHERE session_id IN ({own})", (agent_id,))

@@ -33,7 +33,7 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     The event's link in the session's chain (protocol/api/history.py) is written with it: the
     previous event's link is read under the same session-row lock that made the seq, so two
     servers appending to one session on PostgreSQL still build one chain. `envelope`: the
-    canonical bytes of the signed envelope that caused a user event, kept beside it for exports.
+    canonical bytes of the signed envelope that caused a user event, kept in its row for exports.
     """
     kind, message_from = activity_of(payload)
     row = conn.execute(
@@ -58,11 +58,9 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     if prev is not None:
         prev = bytes(prev)
     link = history.link(session_id, seq, prev, body, now) if prev is not None or seq == 1 else None
-    conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body, link) VALUES (?, ?, ?, ?, ?, ?)",
-                 (session_id, seq, event_id, now, body, link))
-    if envelope is not None:
-        conn.execute("INSERT INTO session_envelopes (session_id, seq, body) VALUES (?, ?, ?)",
-                     (session_id, seq, envelope))
+    # The envelope is a column of the event's row, not a row of its own: one insert, one B-tree.
+    conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body, link, envelope)"
+                 " VALUES (?, ?, ?, ?, ?, ?, ?)", (session_id, seq, event_id, now, body, link, envelope))
     return event, body
 
 

@@ -30,9 +30,7 @@ def chain_page(conn: Conn, session_id: str, after_seq: int, limit: int,
     """[(seq, link, envelope or None)] after `after_seq`, ascending, at most `limit` rows and
     about `max_bytes` (at least one row); and whether more follow."""
     rows = conn.execute(
-        "SELECT e.seq, e.link, v.body FROM session_events e LEFT JOIN session_envelopes v"
-        " ON v.session_id = e.session_id AND v.seq = e.seq"
-        " WHERE e.session_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?",
+        "SELECT seq, link, envelope FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (session_id, after_seq, limit + 1)).fetchall()
     out: list[tuple[int, bytes | None, bytes | None]] = []
     size = 0

@@ -158,8 +158,7 @@ def delete_session(conn: Conn, session_id: str) -> None:
     conn.execute("UPDATE sessions SET continued_from = NULL WHERE continued_from = ?", (session_id,))
     conn.execute("UPDATE sessions SET continued_by = NULL WHERE continued_by = ?", (session_id,))
     conn.execute("DELETE FROM session_continuations WHERE successor_session_id = ?", (session_id,))
-    conn.execute("DELETE FROM session_envelopes WHERE session_id = ?", (session_id,))   # its chain goes too
-    conn.execute("DELETE FROM session_events WHERE session_id = ?", (session_id,))
+    conn.execute("DELETE FROM session_events WHERE session_id = ?", (session_id,))   # its chain and envelopes too
     files_q.delete_session_files(conn, session_id)
     conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 

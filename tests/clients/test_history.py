@@ -192,8 +192,8 @@ async def _rewrite(db, session: str, seq: int, change) -> None:  # noqa: ANN001
 
 async def _drop(db, session: str, seq: int) -> None:  # noqa: ANN001
     def job(conn):
-        for table in ("session_envelopes", "session_events"):   # a user message and its envelope
-            conn.execute(f"DELETE FROM {table} WHERE session_id = ? AND seq = ?", (session, seq))
+        # a user message goes with its envelope (a column of its row)
+        conn.execute("DELETE FROM session_events WHERE session_id = ? AND seq = ?", (session, seq))
     await db.write(job)
 
 
@@ -249,8 +249,8 @@ async def test_deleting_a_session_deletes_its_chain_and_kept_exports_still_verif
         await client.export_session(session, path)
         await client.delete_session(session)
         left = await server.app.db.aread(lambda conn: conn.execute(
-            "SELECT count(*) FROM session_envelopes WHERE session_id = ?", (session,)).fetchone()[0])
-        assert left == 0
+            "SELECT count(*) FROM session_events WHERE session_id = ?", (session,)).fetchone()[0])
+        assert left == 0   # its events, with their links and envelopes
     finally:
         await client.close()
     assert verify_file(path).events == 2

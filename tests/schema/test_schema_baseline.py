@@ -50,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 21
+    assert schema.CURRENT_VERSION == 22
 
 
 def test_baseline_equals_migrations_applied_in_order():
@@ -96,8 +96,7 @@ def test_expected_tables_and_strictness():
         # version 9: triggers
         "agent_triggers", "trigger_firings", "trigger_event_claims", "activity_watermarks",
         "webhook_trigger_credentials",
-        # version 11: verifiable history
-        "session_envelopes",
+        # version 11: verifiable history (its session_envelopes became session_events.envelope in 22)
         # version 14: the publication queue
         "hm_publications",
         # version 15: session continuations
@@ -120,3 +119,19 @@ def test_version_4_adds_lineage_and_the_run_tree():
     assert new_run_cols == {"error_code", "root_run_id", "parent_run_id", "depth", "kind", "origin", "title",
                             "started_at", "finished_at", "usage"}
     assert "runs_active_by_session.xinfo" in v3 and "runs_by_root.xinfo" in v3
+
+
+def test_version_22_moves_each_envelope_into_its_event_row():
+    conn = from_migrations(21)
+    conn.execute("INSERT INTO accounts (id, created_at) VALUES ('z6MkA', 1)")
+    conn.execute("INSERT INTO agents (id, account_id, definition, state_dir, status, created_at, updated_at)"
+                 " VALUES ('a1', 'z6MkA', x'a0', '/tmp/a1', 'idle', 1, 1)")
+    conn.execute("INSERT INTO sessions (id, account_id, agent_id, status, created_at, updated_at) VALUES ('s1', 'z6MkA', 'a1', 'idle', 1, 1)")
+    for seq in (1, 2, 3):
+        conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body, link) VALUES ('s1', ?, ?, 1, x'a0', NULL)",
+                     (seq, f"e{seq}"))
+    conn.execute("INSERT INTO session_envelopes (session_id, seq, body) VALUES ('s1', 1, x'a101'), ('s1', 3, x'a103')")
+    conn.execute(dict(schema.migrations())[22])
+    rows = conn.execute("SELECT seq, envelope FROM session_events ORDER BY seq").fetchall()
+    assert rows == [(1, b"\xa1\x01"), (2, None), (3, b"\xa1\x03")]
+    assert not conn.execute("SELECT name FROM sqlite_schema WHERE name = 'session_envelopes'").fetchall()
