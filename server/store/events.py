@@ -32,7 +32,8 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
 
     The event's link in the session's chain (protocol/api/history.py) is written with it: the
     previous event's link is read under the same session-row lock that made the seq, so two
-    servers appending to one session on PostgreSQL still build one chain. `envelope`: the
+    servers appending to one session on PostgreSQL still build one chain (docs/architecture.md,
+    "One chain per session"). `envelope`: the
     canonical bytes of the signed envelope that caused a user event, kept in its row for exports.
     """
     kind, message_from = activity_of(payload)
@@ -40,17 +41,24 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
         "UPDATE sessions SET last_seq = last_seq + 1, updated_at = max(updated_at, ?1),"
         " message_at = CASE WHEN CAST(?2 AS TEXT) IS NULL THEN message_at ELSE max(coalesce(message_at, 0), ?1) END,"
         " message_from = coalesce(?2, message_from)"
-        " WHERE id = ?3 RETURNING last_seq, agent_id", (now, message_from, session_id)).fetchone()
+        " WHERE id = ?3 RETURNING last_seq, agent_id,"
+        " (SELECT link FROM session_events WHERE session_id = ?3 AND seq = sessions.last_seq - 1)",
+        (now, message_from, session_id)).fetchone()
     if row is None:
         raise NotFound(f"session {session_id} not found")
-    seq, agent_id = row
+    seq, agent_id, prev = row
     agents_q.record_activity(conn, agent_id, session_id, kind, message_from, now)
     event = {"id": event_id, "sessionId": session_id, "seq": seq, "event": payload, "createdAt": now}
     body = codec.encode(event)
     if len(body) > max_bytes:
         body = large_events.spill(conn, session_id, event_id, event, max_bytes, now)
-    prev = None
-    if seq > 1:
+    if prev is None and seq > 1:
+        # The predecessor's link comes back with the seq (one statement, not two), read in the
+        # UPDATE's snapshot. That is every commit on SQLite, whose write transaction starts
+        # holding the one write lock. On PostgreSQL an append another server committed while
+        # this one waited for the session's row lock is past that snapshot (READ COMMITTED),
+        # so its link reads as NULL there: a statement of its own sees it. A link once written
+        # never changes, so a link the snapshot does see is the one to chain to.
         prev = conn.execute("SELECT link FROM session_events WHERE session_id = ? AND seq = ?",
                             (session_id, seq - 1)).fetchone()[0]
     # An unlinked predecessor (stored before the chain, not yet backfilled) leaves this one

@@ -13,6 +13,7 @@ import time
 import uuid
 
 import psycopg
+from seed_agents.protocol.api import history
 from seed_agents.server.database import parse_storage_url
 from seed_agents.server.database.postgres.database import BATCH_LOCK_WAIT_MS, PgDatabase
 from seed_agents.server.store import agents as agents_q
@@ -226,5 +227,60 @@ async def test_replay_claims_committed_in_batches_give_each_signature_to_one_ser
         assert {bytes(k) for k in held} == set(sigs)
         assert set(held.values()) == {T0 + 1_000_000 + 60_000}
     finally:
+        await one.close()
+        await two.close()
+
+
+async def test_an_append_that_waited_for_another_servers_append_chains_to_it(postgres_url):
+    """Two servers append to one session at once: the second's UPDATE waits for the first's row
+    lock, and its snapshot predates the first's commit, so the predecessor's link it needs is
+    not in that snapshot; it reads it again (store/events.append_event) and the chain holds."""
+    one, two = await open_db(postgres_url), await open_db(postgres_url)
+    account, agent, sid = "acct-" + uuid.uuid4().hex[:8], str(uuid.uuid4()), str(uuid.uuid4())
+
+    def setup(conn):
+        agents_q.create_agent(conn, agent, account, {"name": "a", "systemPrompt": "", "modelProvider": "echo",
+                                                     "model": "echo"}, "/tmp/none", T0)
+        sessions_q.create_session(conn, sid, account, agent, "s", T0)
+        events_q.append_event(conn, sid, {"role": "user", "content": "first"}, "ev-1", T0)
+
+    release, holding = threading.Event(), threading.Event()
+
+    def append_and_hold(conn):
+        appended = events_q.append_event(conn, sid, {"role": "user", "content": "second"}, "ev-2", T0 + 1)
+        holding.set()
+        if not release.wait(3 * WAIT_S):   # the session's row stays locked until this job commits
+            raise TimeoutError("the test never released the first append")
+        return appended
+
+    try:
+        await one.write(setup)
+        first = asyncio.ensure_future(one.write(append_and_hold))
+        assert await asyncio.to_thread(holding.wait, WAIT_S)   # seq 2 appended, not committed
+        with psycopg.connect(postgres_url, autocommit=True) as watch:
+            def waiting() -> int:
+                return watch.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                     " AND query LIKE 'UPDATE sessions SET last_seq%%'").fetchone()[0]
+            second = asyncio.ensure_future(two.write(
+                events_q.append_event, sid, {"role": "user", "content": "third"}, "ev-3", T0 + 2))
+            deadline = time.monotonic() + 2 * WAIT_S   # a loaded machine's writer may take seconds
+            while not waiting() and time.monotonic() < deadline:   # the second append waits on the lock
+                await asyncio.sleep(0.01)
+            assert waiting(), "the second append never waited for the first's row lock"
+        release.set()
+        await asyncio.wait_for(first, WAIT_S)
+        event, _ = await asyncio.wait_for(second, WAIT_S)
+        assert event["seq"] == 3
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            rows_ = conn.execute("SELECT seq, created_at, body, link FROM session_events WHERE session_id = %s"
+                                 " ORDER BY seq", (sid,)).fetchall()
+        prev = None
+        for seq, created_at, body, link in rows_:
+            assert link is not None, f"event {seq} was left unlinked"
+            prev = history.link(sid, seq, prev, bytes(body), created_at)
+            assert bytes(link) == prev, f"event {seq} does not chain to event {seq - 1}"
+        assert [r[0] for r in rows_] == [1, 2, 3]
+    finally:
+        release.set()
         await one.close()
         await two.close()
