@@ -13,7 +13,7 @@ per call (process_time), the median of the rounds; the query plan is printed onc
 count; nothing is asserted.
 
 With `--postgres URL`, each shape of queue gets a fresh schema there, and the claim's pick (its
-SELECT ... FOR UPDATE SKIP LOCKED of 8 runs, without the UPDATE, so every call sees the same
+SELECT ... FOR UPDATE SKIP LOCKED of a server's batch, 16 runs, without the UPDATE, so every call sees the same
 queue) is timed on the server (EXPLAIN ANALYZE's execution time, median of the calls), as it is
 now, as it was (a NOT EXISTS per queued run, walking a session's whole queue) and again (A/A).
 Each shape has 5,000 finished runs before its queue, as a store in use has.
@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sqlite3
 import statistics
 import tempfile
 import time
 
 from seed_agents.server.database.sqlite.gate import open_database
+from seed_agents.server.runtime.leasing import CLAIM_BATCH
 from seed_agents.server.store import agents, runs, sessions
 
 ACCOUNT = "z6MkBench"
@@ -125,9 +127,18 @@ def _pg_fill(conn, n_sessions: int, per: int, live: bool) -> None:
                          " WHERE id = ?", (1 << 60, f"q{s:05d}_000000"))
 
 
+def _pg_timed(raw, stmt, params, calls: int) -> tuple[float, list]:
+    """(the statement's median execution time on the server in ms, the ids it picks)."""
+    ids = sorted(row[0] for row in raw.execute(stmt.text, params).fetchall())
+    times = []
+    for _ in range(calls):
+        plan = "\n".join(row[0] for row in raw.execute("EXPLAIN (ANALYZE, TIMING OFF) " + stmt.text, params))
+        times.append(float(re.search(r"Execution Time: ([0-9.]+)", plan).group(1)))
+    return statistics.median(times), ids
+
+
 def measure_postgres(url: str, calls: int) -> None:
     import glob
-    import re
     import uuid
 
     import psycopg
@@ -139,7 +150,7 @@ def measure_postgres(url: str, calls: int) -> None:
     now = to_postgres(leases._CLAIM.split("UPDATE runs SET")[0] + "SELECT id FROM pick")
     old = to_postgres(OLD_PICK + "SELECT id FROM pick")
     schema_files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "schema", "postgres", "*.sql")))
-    print("PostgreSQL, the claim's pick of 8 (server execution time, median):")
+    print(f"PostgreSQL, the claim's pick of {CLAIM_BATCH} (server execution time, median):")
     for n_sessions, per, live in PG_SHAPES:
         schema = "bench_" + uuid.uuid4().hex[:12]
         # as the server connects (server/database/postgres/database.py): parameters bound by the server
@@ -153,18 +164,9 @@ def measure_postgres(url: str, calls: int) -> None:
             _pg_fill(PgConn(raw), n_sessions, per, live)
             raw.execute("COMMIT")
             raw.execute("ANALYZE runs")
-
-            def timed(stmt, params) -> tuple[float, list]:
-                ids = sorted(row[0] for row in raw.execute(stmt.text, params).fetchall())
-                times = []
-                for _ in range(calls):
-                    plan = "\n".join(row[0] for row in raw.execute("EXPLAIN (ANALYZE, TIMING OFF) " + stmt.text, params))
-                    times.append(float(re.search(r"Execution Time: ([0-9.]+)", plan).group(1)))
-                return statistics.median(times), ids
-
-            after, ids = timed(now, (8, 8))
-            before, old_ids = timed(old, (8,))
-            again, _ = timed(now, (8, 8))
+            after, ids = _pg_timed(raw, now, (CLAIM_BATCH,) * now.text.count("$"), calls)
+            before, old_ids = _pg_timed(raw, old, (CLAIM_BATCH,), calls)
+            again, _ = _pg_timed(raw, now, (CLAIM_BATCH,) * now.text.count("$"), calls)
             assert ids == old_ids, (ids, old_ids)
             print(f"  {n_sessions:>5,} sessions x {per:>6,} queued{', half busy' if live else ''}:"
                   f" after {after:6.2f} ms, before {before:6.2f} ms, A/A {again:6.2f} ms;"

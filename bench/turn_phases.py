@@ -17,12 +17,20 @@ With `--before REF` a server of that tree (it must have `--turn-timings`) runs b
 one, and the turns are sent in R rounds (default 6), the trees taking turns going first, each
 round's histograms added up per tree: before and after from one run, the machine's drift falling
 on both. Bounded: every turn waits at most 30 s, each load process 600 s.
+
+Where the wall time goes to fsync: `--tmpfs` puts the servers' data dirs on /dev/shm, where
+fsync costs nothing (labelled so in the output; a bench figure only, never a way to run the
+server: durability is synchronous=FULL on a real disk), and `--disk-vs-tmpfs` runs this tree
+twice in interleaved rounds, on disk ("before") and on tmpfs ("after"), so the difference in one
+run is the disk's commits.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import re
 import urllib.request
 
@@ -35,7 +43,8 @@ from bench.processes import FakeProvider, Server, run_load
 from bench.turns import _session_socket, _turns
 
 PHASES = ("accept", "queue", "prepare", "provider", "finish", "publish", "own", "total")
-REFERENCE_TURN_MS = {"p50": 7.5, "p99": 17.4}   # issue 39's table, the reference server
+REFERENCE_TURN_MS = {"p50": 7.5, "p99": 17.4}
+SHM = "/dev/shm" if os.path.isdir("/dev/shm") else None   # tmpfs: where fsync costs nothing   # issue 39's table, the reference server
 _LINE = re.compile(r'^seed_agents_turn_phase_(seconds|loop_cpu_seconds)_(bucket|count|sum)\{(.*?)\} (\S+)$', re.M)
 
 
@@ -135,21 +144,26 @@ async def load(url: str, metrics_url: str, label: str, provider: str, fake_url: 
             "loop_cpu": delta(before["cpu"], after["cpu"])}
 
 
-def run_ab(before_ref: str, quick: bool, turns: int | None, rounds: int) -> dict:
+def run_ab(before_ref: str | None, quick: bool, turns: int | None, rounds: int,
+           tmpfs: tuple[bool, bool] = (False, False)) -> dict:
     """Both trees' servers side by side, R interleaved rounds per provider; per tree and provider
-    the phases over all rounds."""
+    the phases over all rounds. `before_ref` None: this tree on both sides (with `tmpfs`, which
+    side keeps its data dir on /dev/shm: the disk against tmpfs, the fsyncs' share)."""
     from bench.sqlite_ab import TreeServer
     from bench.stats import latency_figures
 
     turns = turns or (100 if quick else 300)
     per_round = max(10, turns // rounds)
     out: dict = {}
-    with tempfile.TemporaryDirectory() as tmp, FakeProvider("plain") as fake:
-        trees = {"before": extract(before_ref, Path(tmp) / "before"), "after": Path(__file__).resolve().parents[1]}
+    this_tree = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=SHM) as shm, \
+            FakeProvider("plain") as fake:
+        trees = {"before": extract(before_ref, Path(tmp) / "before") if before_ref else this_tree,
+                 "after": this_tree}
         servers = {}
         try:
-            for name, tree in trees.items():
-                data = Path(tmp) / f"data-{name}"
+            for (name, tree), on_tmpfs in zip(trees.items(), tmpfs):
+                data = Path(shm if on_tmpfs else tmp) / f"data-{name}"
                 data.mkdir()
                 srv = TreeServer(name, tree, data, None)
                 srv.cmd += ["--turn-timings", "true", "--hm-server-url", ""]
@@ -199,13 +213,25 @@ def ab_report(result: dict) -> str:
             lines.append(f"| {phase} | {pb['p50_s'] * 1e6:,.0f} us | {pa['p50_s'] * 1e6:,.0f} us | "
                          f"{pa['p50_s'] / pb['p50_s']:.2f} | {pb['mean_s'] * 1e6:,.0f} us | "
                          f"{pa['mean_s'] * 1e6:,.0f} us | {cpu} |")
+        own = {name: trees[name]["phases"].get("own") for name in ("before", "after")}
+        if own["before"] and own["after"]:
+            lines.append("own time per turn / the reference's turn (p50, p99): " + ", ".join(
+                f"{name} {o['p50_s'] * 1e3 / REFERENCE_TURN_MS['p50']:.2f}, {o['p99_s'] * 1e3 / REFERENCE_TURN_MS['p99']:.2f}"
+                for name, o in own.items()) + " (goal: <= 0.5)")
     return "\n".join(lines)
 
 
-def run(quick: bool = False, turns: int | None = None) -> dict:
+def run(quick: bool = False, turns: int | None = None, tmpfs: bool = False) -> dict:
     turns = turns or (100 if quick else 300)
+    with contextlib.ExitStack() as stack:
+        data_dir = stack.enter_context(tempfile.TemporaryDirectory(dir=SHM)) if tmpfs else None
+        return _run(turns, data_dir)
+
+
+def _run(turns: int, data_dir: str | None) -> dict:
     out = {}
-    with FakeProvider("plain") as fake, Server("turn-phases", extra=["--turn-timings", "true"]) as srv:
+    with FakeProvider("plain") as fake, Server("turn-phases", extra=["--turn-timings", "true"],
+                                               data_dir=data_dir) as srv:
         metrics_url = srv.url.replace("ws://", "http://").split("/agents")[0] + "/metrics"
         for provider in ("fake", "echo"):
             out[provider] = run_load("bench.turn_phases:load", {
@@ -245,13 +271,22 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the result to FILE")
     parser.add_argument("--before", metavar="REF", default=None, help="a tree to run beside this one (A/B)")
     parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds of an A/B (default 6)")
+    parser.add_argument("--tmpfs", action="store_true",
+                        help="the servers' data dirs on /dev/shm: fsync costs nothing there (a bench figure only; "
+                             "the server is never run so)")
+    parser.add_argument("--disk-vs-tmpfs", action="store_true",
+                        help="this tree twice, interleaved: data dir on disk ('before') and on tmpfs ('after')")
     args = parser.parse_args()
-    if args.before:
-        result = run_ab(args.before, args.quick, args.turns, max(1, args.rounds))
+    if args.disk_vs_tmpfs:
+        result = run_ab(None, args.quick, args.turns, max(1, args.rounds), tmpfs=(False, True))
+        print("before = this tree, data dir on disk; after = this tree, data dir on tmpfs (no fsync cost)")
+        print(ab_report(result))
+    elif args.before:
+        result = run_ab(args.before, args.quick, args.turns, max(1, args.rounds), tmpfs=(args.tmpfs, args.tmpfs))
         print(ab_report(result))
     else:
-        result = run(args.quick, args.turns)
-        print(report(result))
+        result = run(args.quick, args.turns, args.tmpfs)
+        print(("data dir on tmpfs (no fsync cost; a bench figure only)" if args.tmpfs else "") + report(result))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -39,7 +39,7 @@ _DB_NOW = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
 # claimable runs are the heads (oldest queued run) of sessions with no live run. The first
 # _EARLY queued runs in queue order are a prefix of it, so a session's head among them is known
 # from them alone; when they hold `limit` claimable heads, those are the oldest (any head after
-# them is younger). Only when they do not (a deep queue on a busy session fills them) are the
+# them is younger), and their live checks stop at the `limit`-th. Only when they do not (a deep queue on a busy session fills them) are the
 # sessions with queued runs visited, one index descent each (runs_queued_by_session), never
 # their queued runs. Each live check is one lookup in runs_one_live_per_session.
 _EARLY = 64
@@ -49,13 +49,15 @@ WITH RECURSIVE early AS MATERIALIZED (
     WHERE r.status = 'queued' AND r.session_id IS NOT NULL
     ORDER BY r.created_at, r.pos LIMIT {_EARLY}),
 early_heads AS MATERIALIZED (
-    SELECT e.id FROM (
-        SELECT id, session_id,
-               row_number() OVER (PARTITION BY session_id ORDER BY created_at, pos) AS nth
-        FROM early) e
-    WHERE e.nth = 1
-      AND (SELECT 1 FROM runs o WHERE o.session_id = e.session_id
-           AND o.status IN ('claimed', 'running', 'waiting') LIMIT 1) IS NULL),
+    SELECT h.id FROM (
+        SELECT e.id, e.session_id FROM (
+            SELECT id, session_id, created_at, pos,
+                   row_number() OVER (PARTITION BY session_id ORDER BY created_at, pos) AS nth
+            FROM early) e
+        WHERE e.nth = 1 ORDER BY e.created_at, e.pos) h
+    WHERE (SELECT 1 FROM runs o WHERE o.session_id = h.session_id
+           AND o.status IN ('claimed', 'running', 'waiting') LIMIT 1) IS NULL
+    LIMIT ?),
 queued_sessions (session_id) AS (
     (SELECT session_id FROM runs WHERE status = 'queued' AND session_id IS NOT NULL
        AND (SELECT count(*) FROM early) = {_EARLY} AND (SELECT count(*) FROM early_heads) < ?
@@ -97,7 +99,7 @@ def claim(conn, owner: str, lease_ms: int, now: int, limit: int) -> list[dict]:
     """Up to `limit` queued runs, now running under `owner`'s lease, oldest first; each is the
     RunInfo with the runtime's keys (`runs.queued_runs_of_session`'s userEventId and
     modelOverride)."""
-    rows = conn.execute(_CLAIM, (limit, limit, now, now, owner, lease_ms)).fetchall()
+    rows = conn.execute(_CLAIM, (limit, limit, limit, now, now, owner, lease_ms)).fetchall()
     claimed = runs_q.queued_rows(rows)
     claimed.sort(key=lambda r: r["createdAt"])
     return claimed
