@@ -26,26 +26,6 @@ _USER_VERSION_OFFSET = 60  # big-endian signed 32-bit in the file header
 BUSY_TIMEOUT_MS = 5000
 # Cap the WAL file left behind after a checkpoint, so one burst does not keep a huge file.
 JOURNAL_SIZE_LIMIT = 64 << 20
-# A write job's savepoint journal (the pages it changes, kept to roll the job back alone) stays
-# in memory up to this size, where SQLite's default spills it to a temp file past 64 KiB: a
-# CreateSession's job changes 9-10 pages, more when an index page splits (its siblings are
-# rewritten too), and once spilled, every page each later job of the batch changed cost two
-# write syscalls to that file. Per connection that writes; larger jobs still spill.
-STATEMENT_JOURNAL_SPILL = 1 << 20
-
-
-def _configure_sqlite() -> None:
-    """Set the process-wide SQLite options above: possible only while no connection is open
-    (apsw refuses otherwise, and then the defaults stay: slower, not wrong)."""
-    try:
-        apsw.shutdown()
-    except apsw.MisuseError:
-        return
-    apsw.config(apsw.SQLITE_CONFIG_STMTJRNL_SPILL, STATEMENT_JOURNAL_SPILL)
-    apsw.initialize()
-
-
-_configure_sqlite()
 
 
 # How SQLite differs where a query must know it (server/database/port.py): one process owns the
