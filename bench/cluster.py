@@ -147,11 +147,11 @@ def prepared(backend: str, pg_url: str | None, data_dir: str, account_id: str, s
 # -- load processes ------------------------------------------------------------------------
 
 async def http_load(ports: list[int], label: str, kind: str, session_id: str, agent_id: str,
-                    runs: int, requests: int) -> dict:
-    """`kind` (GetSession or CreateSession) over keep-alive HTTP, CONCURRENCY connections spread
+                    runs: int, requests: int, concurrency: int = CONCURRENCY) -> dict:
+    """`kind` (GetSession or CreateSession) over keep-alive HTTP, `concurrency` connections spread
     over `ports`; actions/s per run (run 0, a quarter as long, warms up)."""
     kp = keypair(label)
-    conns = [await KeepAlive.open("127.0.0.1", ports[i % len(ports)]) for i in range(CONCURRENCY)]
+    conns = [await KeepAlive.open("127.0.0.1", ports[i % len(ports)]) for i in range(concurrency)]
     counter, rates, lat, errors, first_error = [0], [], [], 0, None
     last_ts, n = 0, requests // 4
     for r in range(runs + 1):
@@ -163,7 +163,7 @@ async def http_load(ports: list[int], label: str, kind: str, session_id: str, ag
             # Envelopes are signed before a run, and the server refuses them past its clock
             # window (30 s): a run lasts about RUN_SECONDS at the warm-up's rate.
             rate = len(res["latencies"]) / res["seconds"]
-            n = max(CONCURRENCY * 4, min(requests, int(rate * RUN_SECONDS)))
+            n = max(concurrency * 4, min(requests, int(rate * RUN_SECONDS)))
         else:
             rates.append(len(res["latencies"]) / res["seconds"])
             lat.append(latency_figures(res["latencies"]))
