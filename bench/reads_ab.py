@@ -80,10 +80,10 @@ async def v2_load(url: str, label: str, kind: str, target: str, concurrency: int
 
 
 # -- one run: each storage, every cell ------------------------------------------------------------
-def one_run(pg_url: str, quick: bool) -> dict:
+def one_run(pg_url: str, quick: bool, storages=("sqlite", "postgresql"), only=None) -> dict:  # noqa: ANN001
     size = sizes(quick)
     out: dict = {}
-    for backend in ("sqlite", "postgresql"):
+    for backend in storages:
         label = f"{LABEL}-{backend}"
         kp = keypair(label)
         data_dir = tempfile.mkdtemp(prefix=f"bench-reads-{backend}-")
@@ -94,19 +94,20 @@ def one_run(pg_url: str, quick: bool) -> dict:
             with Server(label, data_dir=data_dir, extra=extra) as srv:
                 session_id, agent_id = built["sessions"]["get"], built["agentId"]
                 common = {"label": label, "runs": size["runs"], "requests": size["requests"]}
-                out[backend] = {
-                    "GetSession_http_c64": _cell("bench.cluster:http_load", {
+                cells = {
+                    "GetSession_http_c64": ("bench.cluster:http_load", {
                         **common, "ports": [srv.port], "kind": "GetSession", "session_id": session_id,
                         "agent_id": agent_id, "concurrency": 64}),
-                    "GetSession_v2_c64": _cell("bench.reads_ab:v2_load", {
+                    "GetSession_v2_c64": ("bench.reads_ab:v2_load", {
                         **common, "url": srv.url, "kind": "GetSession", "target": session_id, "concurrency": 64}),
-                    "Subscribe_v2_c16": _cell("bench.reads_ab:v2_load", {
+                    "Subscribe_v2_c16": ("bench.reads_ab:v2_load", {
                         **common, "url": srv.url, "kind": "Subscribe", "target": "agents/" + agent_id,
                         "concurrency": 16}),
-                    "turns": _cell("bench.cluster:turns_load", {
+                    "turns": ("bench.cluster:turns_load", {
                         "label": label, "url": srv.url, "agent_id": agent_id, "runs": size["runs"],
                         "turns": size["turns"]}),
                 }
+                out[backend] = {name: _cell(*cell) for name, cell in cells.items() if not only or name in only}
         shutil.rmtree(data_dir, ignore_errors=True)
     return out
 
@@ -131,9 +132,9 @@ def table(runs: dict[str, list[dict]]) -> str:
             "|---|---|---|---|---|---|---|"]
     for backend in ("sqlite", "postgresql"):
         for cell, key, title in CELLS:
-            vals = {tree: [v for r in rs if (v := _median(r, backend, cell, key)) is not None]
+            vals = {tree: [v for r in rs if backend in r if (v := _median(r, backend, cell, key)) is not None]
                     for tree, rs in runs.items()}
-            if not vals["before"] or not vals["after"]:
+            if not vals["before"] or not vals["after"] or not all(vals["before"] + vals["after"]):
                 continue
             med = {t: statistics.median(v) for t, v in vals.items()}
             spread = {t: max(v) / min(v) if min(v) else float("nan") for t, v in vals.items()}
@@ -151,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="pairs of runs per tree")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--storages", default="sqlite,postgresql", help="comma-separated")
+    parser.add_argument("--only", default="", help="comma-separated cells (default: all): "
+                        + ", ".join(cell for cell, _k, _t in CELLS))
     args = parser.parse_args(argv)
     if not args.url:
         parser.error(f"no PostgreSQL URL: pass --url or set {PG_URL_ENV}")
@@ -165,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["BENCH_SERVER_TREE"] = os.path.abspath(args.before)
         try:
             load0 = os.getloadavg()[0]
-            runs[tree].append(one_run(args.url, args.quick))
+            runs[tree].append(one_run(args.url, args.quick, tuple(args.storages.split(",")),
+                                      {c for c in args.only.split(",") if c}))
             loads.append((tree, round(load0, 1), round(os.getloadavg()[0], 1)))
         finally:
             os.environ.pop("BENCH_SERVER_TREE", None)

@@ -16,8 +16,12 @@ gap.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+
+from seed_agents.clients.wire import decode_frame
+from seed_agents.protocol.wire.capability import make_capability
 
 from tests.conftest import running_server, server_config
 from tests.waiting import until
@@ -308,3 +312,44 @@ async def test_a_turn_whose_session_ends_during_its_start_reads_writes_nothing(s
     finally:
         race.undo()
         await close(o)
+
+
+async def test_a_signer_unregistered_during_subscribes_check_gets_nothing(server):
+    """A device key acting for the owner subscribes; the account takes the key back while the
+    check is read. The device's socket closes (1008) and not one event of the session, nor the
+    subscription's answer, reaches it; the hub keeps no subscription of that socket."""
+    device_kp = keypair("race-device")
+    o = Party(OWNER, await V2Client.open(server.url))
+    device = await V2Client.open(server.url)
+    agent_id, session_id = await setup_session(o.client, OWNER)
+    key = "sessions/" + session_id
+    await o.ok({"_": "Subscribe", "key": key})
+    blob = make_capability(OWNER, device_kp.principal, "AGENT", time.time_ns() // 1_000_000)
+    assert (await device.call(device_kp, {"_": "RegisterSigner", "capability": blob}))["_"] == "RegisterSignerResponse"
+    assert (await device.call(device_kp, {"_": "ListAgents"}, account=OWNER.principal))["_"] == "ListAgentsResponse"
+    after: list = []
+
+    async def act():
+        await o.ok({"_": "UnregisterSigner", "signerId": device_kp.account_id})
+        after.append("after the key went")
+        await turn(o, session_id, after[-1])
+
+    race = Race(server.app.db, named("key_role"), act)
+    try:
+        frames_before = len(device.frames)
+        subscribing = asyncio.ensure_future(device.call(device_kp, {"_": "Subscribe", "key": key},
+                                                        account=OWNER.principal))
+        await race.wait()
+        await asyncio.wait_for(device.ws.wait_closed(), 10)
+        assert device.ws.close_code == 1008 and "unregistered" in device.ws.close_reason
+        got = [decode_frame(f) for f in device.frames[frames_before:]]
+        assert not any(f.get("_") in ("append", "subscribed") or "Subscribe" in str(f.get("response", {}).get("_", ""))
+                       for f in got), got
+        subscribing.cancel()
+        await asyncio.gather(subscribing, return_exceptions=True)
+        conn_ids = {id(sub.conn) for sub in server.app.hub._by_key.get(key, ())}
+        assert len(conn_ids) == 1   # the owner's alone
+    finally:
+        race.undo()
+        await close(o)
+        await device.close()
