@@ -266,6 +266,25 @@ async def test_the_event_page_is_bounded_by_bytes_and_count(stores):
     assert await page(5, 100, 1 << 20) == ([], False)
 
 
+async def test_an_event_over_the_bound_is_paged_as_its_stand_in(stores):
+    """What an older server stored past today's bound comes in a replay page as its stand-in
+    (the page reads seq and body alone; the stand-in's fields by one more lookup)."""
+    db = await stores.open()
+    await seed(db)
+    for i in range(3):
+        await db.write(events_q.append_event, "s1", user_message("y" * 3000 if i == 1 else "x" * 100), f"e{i}", T0 + i)
+    for after, limit in ((0, 100), (1, 1), (0, 2)):
+        rows, more = await db.aread(events_q.event_bodies_page, "s1", after, limit, 1 << 20, 2000, large=True)
+        assert rows == db.read(events_q.event_bodies_page, "s1", after, limit, 1 << 20, 2000)[0]
+        stored = db.read(events_q.event_bodies_after, "s1", after, limit, 2000)
+        assert rows == stored and more == (after + limit < 3)   # the same stand-ins as every read
+    rows, _ = db.read(events_q.event_bodies_page, "s1", 0, 100, 1 << 20, 2000)
+    assert [len(body) < 2000 for _seq, body in rows] == [True, True, True]
+    stand_in = codec.decode(rows[1][1])
+    assert (stand_in["id"], stand_in["seq"], stand_in["createdAt"], stand_in["event"]["type"]) == ("e1", 2, T0 + 1, "error")
+    assert "more than one answer carries (2000 bytes)" in stand_in["event"]["message"]
+
+
 # -- idempotency (handlers/idempotency.once, as MessageSession runs it) ----------------------
 def message_effect(attempt: int, calls: list):
     def effect(conn):
