@@ -44,6 +44,10 @@ def channel_for(database: str, schema: str) -> str:
     return f"seed_agents_{digest}"
 
 
+# Every payload of a batch, in order, in one statement (its own transaction: delivered together).
+_NOTIFY_ALL = "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p"
+
+
 class PgNoticeBus:
     def __init__(self, dsn: str, channel: str, pool=None, *, display: str,
                  max_pending: int = DEFAULT_MAX_PENDING) -> None:
@@ -71,7 +75,7 @@ class PgNoticeBus:
 
     async def send(self, payloads: list[str]) -> None:
         """NOTIFY each payload (already encoded, each under the size limit), in order, in one
-        transaction: one round trip's worth of work for the batch, delivered together. A lost
+        statement: one round trip for the batch, delivered together. A lost
         connection is replaced and the batch sent again (a repeat is harmless to receivers)."""
         delay = 0.05
         async with self._send_lock:   # one sender at a time keeps the order
@@ -84,11 +88,9 @@ class PgNoticeBus:
                         # for nothing, since it stores nothing (a notice is lost on a database
                         # crash either way; listeners resync from what is durable).
                         await self._sender.execute("SET synchronous_commit = off")
-                    conn = self._sender
-                    async with conn.transaction():
-                        async with conn.cursor() as cur:
-                            await cur.executemany("SELECT pg_notify(%s, %s)",
-                                                  [(self.channel, p) for p in payloads])
+                    # One statement in autocommit: one round trip (where BEGIN, the NOTIFYs
+                    # and COMMIT were three); unnest gives the payloads in array order.
+                    await self._sender.execute(_NOTIFY_ALL, (self.channel, payloads))
                     return
                 except psycopg.Error as exc:
                     log.warning("sending notices on %s failed (%s); retrying in %.2fs",
