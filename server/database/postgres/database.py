@@ -30,6 +30,7 @@ import asyncio
 import concurrent.futures
 import logging
 import queue
+import select
 import threading
 from typing import Any, Callable
 
@@ -124,7 +125,7 @@ class PgConn:
     round trip for all), and a job or read that runs no statement sends none of them; `end()`
     commits what was opened."""
 
-    __slots__ = ("raw", "_changes", "_prefix")
+    __slots__ = ("raw", "_changes", "_prefix", "_unread")
 
     traits = POSTGRES
 
@@ -132,6 +133,7 @@ class PgConn:
         self.raw = raw
         self._changes = 0
         self._prefix: tuple[str, ...] = ()
+        self._unread = False   # a COMMIT went out whose answer is not read yet (`end(wait=False)`)
 
     def begin(self, *commands: str) -> None:
         self._prefix = commands
@@ -141,20 +143,46 @@ class PgConn:
         """The commands given to `begin` are not sent yet (no statement ran since)."""
         return bool(self._prefix)
 
-    def end(self) -> None:
-        """COMMIT, if a statement opened the transaction."""
+    def end(self, *, wait: bool = True) -> None:
+        """COMMIT, if a statement opened the transaction. `wait=False` (a read's snapshot, which
+        has nothing to make durable): the COMMIT is sent and its answer read before the
+        connection's next use, so the read returns without waiting a round trip for it; the
+        database ends the transaction as soon as the message arrives (no snapshot is held)."""
         if self._prefix:
             self._prefix = ()
-        else:
+        elif wait:
             self.raw.execute("COMMIT")
+        else:
+            pgconn = self.raw.pgconn
+            pgconn.send_query(b"COMMIT")
+            while pgconn.flush():   # (a few bytes: sent at once but on a full socket buffer)
+                select.select([], [pgconn.socket], [], 1.0)
+            self._unread = True
+
+    def _collect(self) -> None:
+        """Read the answer of a COMMIT sent by `end(wait=False)` (waiting without the GIL)."""
+        self._unread = False
+        pgconn = self.raw.pgconn
+        pgconn.consume_input()
+        while pgconn.is_busy():
+            select.select([pgconn.socket], [], [], 1.0)
+            pgconn.consume_input()
+        while (result := pgconn.get_result()) is not None:
+            if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
+                # A read-only snapshot's COMMIT has nothing to lose; say so and go on.
+                log.warning("a read's COMMIT answered %s", result.status.name)
 
     def abort(self) -> None:
         """ROLLBACK whatever is open (after a failure; nothing is sent when nothing is open)."""
         self._prefix = ()
+        if self._unread:
+            self._collect()
         if self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             self.raw.execute("ROLLBACK")
 
     def _send(self, cur: psycopg.Cursor, text: str, args: list, many: bool = False) -> None:
+        if self._unread:
+            self._collect()
         if not self._prefix:
             if many:
                 cur.executemany(text, args)
@@ -333,7 +361,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
         except BaseException:
             conn.abort()
             raise
-        conn.end()
+        conn.end(wait=False)
         return value
 
     async def aread(self, fn: Callable[..., Any], *args: Any, large: bool = False) -> Any:

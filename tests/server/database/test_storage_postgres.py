@@ -343,3 +343,34 @@ async def test_a_lost_connection_is_replaced_a_read_rerun_and_a_write_reported(p
         assert ids == ["acct", "next"]
     finally:
         await db.close()
+
+
+# -- a read's COMMIT is not waited for -------------------------------------------------------
+async def test_a_read_ends_its_snapshot_without_waiting_and_the_next_read_sees_new_commits(postgres_url):
+    """A read's snapshot transaction is committed without waiting for the answer (PgConn.end,
+    wait=False): the database still ends it at once (no snapshot left open on an idle reader),
+    and the next read on the connection takes a new snapshot, after reading that answer."""
+    db = await open_db(postgres_url)
+    try:
+        await db.write(accounts_q.ensure_account, "a1", T0)
+        count = "SELECT count(*) FROM accounts"
+        reader_pid = db.read(lambda conn: conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        assert db.read(lambda conn: conn.execute(count).fetchone()[0]) == 1
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            state = None
+            for _ in range(200):   # the COMMIT is on its way: wait for it, bounded
+                state = other.execute("SELECT state FROM pg_stat_activity WHERE pid = %s",
+                                      (reader_pid,)).fetchone()[0]
+                if state == "idle":
+                    break
+                await asyncio.sleep(0.01)
+            assert state == "idle"   # not "idle in transaction": no snapshot held
+            other.execute("INSERT INTO accounts (id, created_at) VALUES ('a2', %s)", (T0,))
+        # Many reads in a row, each on a fresh snapshot, with errors between them.
+        for i in range(20):
+            assert db.read(lambda conn: conn.execute(count).fetchone()[0]) == 2
+            with pytest.raises(psycopg.errors.UndefinedTable):
+                db.read(lambda conn: conn.execute("SELECT * FROM no_such_table").fetchall())
+            assert await db.aread(lambda conn: conn.execute(count).fetchone()[0]) == 2
+    finally:
+        await db.close()
