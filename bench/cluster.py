@@ -14,7 +14,11 @@ runs on its own; every count and every wait is bounded. Work happens in a schema
     - turns: MessageSession to the durable echo reply arriving on the same socket, one turn at a
       time (bench.turns);
     - replay: Subscribe with afterSeq 0 to a session of N events, to the `replayed` marker
-      (bench.replay).
+      (bench.replay);
+    each cell also gives the CPU it cost per action: the server process's and, on PostgreSQL,
+    its backends' (found through the server's sockets and pg_stat_activity), and
+    `cpu_ratios_sqlite_over_pg` sets SQLite's CPU per action against PostgreSQL's (server plus
+    backends): steadier than throughput when neighbours take the cores.
 (b) **Two servers against one, on one PostgreSQL database**:
     - write throughput: CreateSession over HTTP at concurrency 16, all on one server or split
       8 + 8 over two; and turns/s with 8 sessions each running sequential echo turns, written
@@ -152,13 +156,14 @@ async def http_load(ports: list[int], label: str, kind: str, session_id: str, ag
     over `ports`; actions/s per run (run 0, a quarter as long, warms up)."""
     kp = keypair(label)
     conns = [await KeepAlive.open("127.0.0.1", ports[i % len(ports)]) for i in range(concurrency)]
-    counter, rates, lat, errors, first_error = [0], [], [], 0, None
+    counter, rates, lat, errors, first_error, done = [0], [], [], 0, None, 0
     last_ts, n = 0, requests // 4
     for r in range(runs + 1):
         ts = max(now_ms(), last_ts + 2)
         bodies = _sign(kp, _actions(kind, n, session_id, agent_id, counter), ts)
         last_ts = ts + n // 9979 + 1
         res = await _closed_loop(conns, bodies, timeout=120)
+        done += len(res["latencies"])
         if r == 0:
             # Envelopes are signed before a run, and the server refuses them past its clock
             # window (30 s): a run lasts about RUN_SECONDS at the warm-up's rate.
@@ -171,7 +176,7 @@ async def http_load(ports: list[int], label: str, kind: str, session_id: str, ag
             first_error = first_error or res["first_error"]
     for conn in conns:
         conn.close()
-    return {"actions_per_s": summary(rates, 1), "requests_per_run": n,
+    return {"actions_per_s": summary(rates, 1), "requests_per_run": n, "actions_total": done,
             "p50_ms": summary([x["p50_ms"] for x in lat]),
             "p99_ms": summary([x["p99_ms"] for x in lat]), "errors": errors, "first_error": first_error}
 
@@ -189,7 +194,7 @@ async def turns_load(url: str, label: str, agent_id: str, runs: int, turns: int)
 
     kp = keypair(label)
     tag = uuid.uuid4().hex[:8]
-    rows = []
+    rows, done = [], 0
     for r in range(runs + 1):
         rpc, session_id, arrivals = await _session_socket(url, kp, agent_id)
         try:
@@ -198,12 +203,14 @@ async def turns_load(url: str, label: str, agent_id: str, runs: int, turns: int)
             res = await _turns(rpc, kp, session_id, arrivals, turns // 4 if r == 0 else turns, f"{tag}-{r}")
         finally:
             await rpc.close()
+        done += turns // 4 + 1 if r == 0 else turns
         if r:
             rows.append(res)
     per_s = [1000.0 / x["turn"]["p50_ms"] for x in rows]
     return {"turn_p50_ms": summary([x["turn"]["p50_ms"] for x in rows]),
             "turn_p99_ms": summary([x["turn"]["p99_ms"] for x in rows]),
-            "turns_per_s_at_p50": summary(per_s, 1), "errors": sum(x["errors"] for x in rows)}
+            "turns_per_s_at_p50": summary(per_s, 1), "errors": sum(x["errors"] for x in rows),
+            "actions_total": done}
 
 
 async def replay_load(url: str, label: str, session_id: str, events: int, runs: int) -> dict:
@@ -217,7 +224,7 @@ async def replay_load(url: str, label: str, session_id: str, events: int, runs: 
             raise RuntimeError(f"replay gave {res['events']} events of {events}")
         if r:
             rows.append(res)
-    return {"seconds": summary([x["seconds_to_replayed"] for x in rows], 4),
+    return {"seconds": summary([x["seconds_to_replayed"] for x in rows], 4), "actions_total": events * (runs + 1),
             "events_per_s": summary([x["events_per_s"] for x in rows], 0)}
 
 
@@ -307,6 +314,68 @@ def _cell(target: str, params: dict, timeout: float = 300) -> dict:
         return {"error": str(exc).strip().splitlines()[-1][:300]}
 
 
+def _pg_backends(server_pid: int, admin_url: str) -> list[int]:
+    """The PostgreSQL backends serving `server_pid`'s connections: its sockets' local ports
+    (from /proc) matched to pg_stat_activity's client ports (PostgreSQL runs on this machine)."""
+    import psycopg
+
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{server_pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{server_pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        return []
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    cols = line.split()
+                    if cols[9] in inodes and cols[2].endswith(":1538"):   # remote port 5432
+                        ports.append(int(cols[1].rsplit(":", 1)[1], 16))
+        except OSError:
+            continue
+    if not ports:
+        return []
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE client_port = ANY(%s)", (ports,)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _proc_cpu(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_cell(srv, pg_url: str | None, target: str, params: dict) -> dict:
+    """`_cell` with the CPU it cost per action: the server process's, and (on PostgreSQL) its
+    backends' (the statements' parse, plan and execution), in microseconds. CPU per action is
+    steadier than throughput on a shared machine (a neighbour's job takes time, not CPU)."""
+    from bench.meters import thread_cpu
+
+    before_srv = sum(thread_cpu(srv.pid))
+    before_pg = {pid: _proc_cpu(pid) for pid in _pg_backends(srv.pid, pg_url)} if pg_url else {}
+    res = _cell(target, params)
+    n = res.get("actions_total") if isinstance(res, dict) else None
+    if n:
+        res["server_cpu_us_per_action"] = round((sum(thread_cpu(srv.pid)) - before_srv) / n * 1e6, 1)
+        if pg_url:
+            after = {pid: _proc_cpu(pid) for pid in _pg_backends(srv.pid, pg_url)}
+            spent = sum(cpu - before_pg.get(pid, 0.0) for pid, cpu in after.items())
+            res["pg_cpu_us_per_action"] = round(spent / n * 1e6, 1)
+    return res
+
+
 def _ratio(pg: dict, lite: dict, key: str, higher_is_better: bool = True) -> float | None:
     try:
         a, b = pg[key]["median"], lite[key]["median"]
@@ -332,19 +401,19 @@ def part_a(pg_url: str, quick: bool) -> dict:
             with Server(label, data_dir=data_dir, extra=extra) as srv:
                 common = {"label": label, "agent_id": built["agentId"], "runs": size["runs"]}
                 cells = {
-                    "GetSession": _cell("bench.cluster:http_load", {
+                    "GetSession": _cpu_cell(srv, url, "bench.cluster:http_load", {
                         **common, "ports": [srv.port], "kind": "GetSession",
                         "session_id": built["sessions"]["get"], "requests": size["requests"]}),
-                    "CreateSession": _cell("bench.cluster:http_load", {
+                    "CreateSession": _cpu_cell(srv, url, "bench.cluster:http_load", {
                         **common, "ports": [srv.port], "kind": "CreateSession",
                         "session_id": built["sessions"]["get"], "requests": size["requests"]}),
-                    "replay": _cell("bench.cluster:replay_load", {
+                    "replay": _cpu_cell(srv, url, "bench.cluster:replay_load", {
                         "label": label, "url": srv.url, "session_id": built["sessions"]["replay"],
                         "events": size["replay_events"], "runs": size["runs"]}),
                 }
                 # Last: a turn that cannot finish on a store may leave work behind it there.
-                cells["turns"] = _cell("bench.cluster:turns_load", {**common, "url": srv.url,
-                                                                   "turns": size["turns"]})
+                cells["turns"] = _cpu_cell(srv, url, "bench.cluster:turns_load", {**common, "url": srv.url,
+                                                                                 "turns": size["turns"]})
                 cells["server_rss_kb_end"] = srv.rss_kb()
             out[backend] = cells
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -355,6 +424,15 @@ def part_a(pg_url: str, quick: bool) -> dict:
         "turns_per_s_at_p50": _ratio(pg["turns"], lite["turns"], "turns_per_s_at_p50"),
         "replay_events_per_s": _ratio(pg["replay"], lite["replay"], "events_per_s"),
     }
+    # The same as CPU: SQLite's server CPU per action over PostgreSQL's server and backends' CPU
+    # per action (what the ratio of throughputs would be where CPU is the only limit).
+    out["cpu_ratios_sqlite_over_pg"] = {}
+    for cell in ("GetSession", "CreateSession", "turns", "replay"):
+        try:
+            total = pg[cell]["server_cpu_us_per_action"] + pg[cell]["pg_cpu_us_per_action"]
+            out["cpu_ratios_sqlite_over_pg"][cell] = round(lite[cell]["server_cpu_us_per_action"] / total, 3)
+        except (KeyError, TypeError, ZeroDivisionError):
+            out["cpu_ratios_sqlite_over_pg"][cell] = None
     return out
 
 
@@ -432,6 +510,15 @@ def part_a_ab(pg_url: str, quick: bool, before: str, rounds: int) -> dict:
                               ("turns", "turns_per_s_at_p50"), ("replay", "events_per_s")):
                 vals = [r[backend][cell][key]["median"] for r in rs if key in r[backend][cell]]
                 out["medians"][tree][f"{backend}_{cell}"] = summary(vals, 1) if vals else None
+                for cpu in ("server_cpu_us_per_action", "pg_cpu_us_per_action"):
+                    vals = [r[backend][cell][cpu] for r in rs if cpu in r[backend][cell]]
+                    if vals:
+                        out["medians"][tree][f"{backend}_{cell}_{cpu}"] = summary(vals, 1)
+        for cell in ("GetSession", "CreateSession", "turns", "replay"):
+            vals = [r["cpu_ratios_sqlite_over_pg"][cell] for r in rs
+                    if r.get("cpu_ratios_sqlite_over_pg", {}).get(cell) is not None]
+            if vals:
+                out["medians"][tree][f"cpu_ratio_{cell}"] = summary(vals, 3)
     return out
 
 
