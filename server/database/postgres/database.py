@@ -170,7 +170,7 @@ class PgConn:
         while (result := pgconn.get_result()) is not None:
             if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
                 # A read-only snapshot's COMMIT has nothing to lose; say so and go on.
-                log.warning("a read's COMMIT answered %s", result.status.name)
+                log.warning("a read's COMMIT answered %s", psycopg.pq.ExecStatus(result.status).name)
 
     def abort(self) -> None:
         """ROLLBACK whatever is open (after a failure; nothing is sent when nothing is open)."""
