@@ -40,9 +40,42 @@ def cid_text(cid: bytes) -> str:
     return "b" + base32(cid)
 
 
+# Up to 40 bytes (a CID is 36), base32 without a Python loop: the data's 5-bit groups are spread
+# one to a byte by six mask-and-shift steps on one integer (the upper half of every block of 2b
+# groups moves up 3b bits, b = 32, 16, ... 1), then the bytes are mapped to the alphabet. About
+# half the time of ten bits at a time (`_base32_pairs`), which longer inputs still take.
+_LANES = 64
+_TO_ALPHABET = bytes(ord(_ALPHABET[i % 32]) for i in range(256))
+
+
+def _spread_steps() -> list[tuple[int, int, int]]:
+    steps = []
+    b = _LANES // 2
+    while b >= 1:
+        low = sum(((1 << (5 * b)) - 1) << (k * 16 * b) for k in range(_LANES // (2 * b)))
+        steps.append((low, low << (5 * b), 3 * b))
+        b //= 2
+    return steps
+
+
+_SPREAD = _spread_steps()
+
+
 def base32(data: bytes) -> str:
     """RFC 4648 base32 of `data`, lower case, unpadded (as base64.b32encode, then lowered and
     stripped of '=')."""
+    bits = 8 * len(data)
+    chars = -(-bits // 5)
+    if chars > _LANES:
+        return _base32_pairs(data)
+    n = int.from_bytes(data, "big") << (5 * chars - bits)   # zero bits fill the last group
+    for low, high, shift in _SPREAD:
+        n = (n & low) | ((n & high) << shift)
+    return n.to_bytes(_LANES, "big")[_LANES - chars:].translate(_TO_ALPHABET).decode("ascii")
+
+
+def _base32_pairs(data: bytes) -> str:
+    """base32 ten bits (two characters) at a time, for inputs longer than `_LANES` characters."""
     bits = 8 * len(data)
     chars = -(-bits // 5)
     pairs = -(-chars // 2)
