@@ -5,6 +5,10 @@
   and with the link step taken out (the same function with `history.link` replaced by a constant
   and the predecessor read skipped), alternating blocks of appends so machine drift falls on both;
   reported as events per second and the ratio.
+- **a turn's appends**: the user's message (with its envelope) and the reply, each a write job of
+  its own as in the server, so each commit counts; the writer thread's CPU per turn with the chain
+  and without (no predecessor read, no hash, no envelope), in alternating blocks: what the chain
+  adds to a turn on the writer's thread.
 - **verify**: a follower checking a replay of N stored events (a session of the `rpc`
   benchmark's event sizes), on this one core: from the stored bytes as a v2 replay carries them
   (`ChainCheck.add`); and through the Python client's whole path, replay frames of 200 decoded
@@ -151,6 +155,51 @@ async def append_rates(blocks: int, per_block: int) -> dict:
     return out
 
 
+# A turn's two appends as the echo agent makes them: the user's message (with its envelope) and
+# the reply. The envelope's bytes stand in for a signed one (the writer only stores them).
+USER_PAYLOAD = {"type": "message", "role": "user", "content": "a question of a modest length " * 4,
+                "meta": {"accountId": "z6MkBench", "signerId": "z6MkBench"}, "envelopeCid": "b" + "a" * 58}
+ENVELOPE = bytes(range(256)) + bytes(74)
+
+
+def _clock(conn) -> float:  # noqa: ANN001
+    return time.thread_time()
+
+
+async def turn_costs(blocks: int, per_block: int) -> dict:
+    """The writer thread's CPU per turn, commits included: each append is a write job of its own
+    (as in the server: the message's job, then the reply's), with the chain (`append_event`) and
+    without (`_unlinked_append`), in alternating blocks of `per_block` turns. The writer's clock
+    is read by a job of its own before and after each block, so its fsyncs' waits do not count."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database(os.path.join(tmp, "bench.sqlite"))
+        await db.start()
+        try:
+            await db.write(accounts_q.ensure_account, "z6MkBench", 1)
+            await db.write(agents_q.create_agent, "a1", "z6MkBench", {"name": "bench"}, "/tmp/a1", 1)
+            for sid in ("linked", "unlinked"):
+                await db.write(sessions_q.create_session, sid, "z6MkBench", "a1", None, 1)
+            costs: dict[str, list[float]] = {"with the chain": [], "without": []}
+            counter = 0
+            for block in range(blocks):
+                order = [("with the chain", events_q.append_event, "linked"), ("without", _unlinked_append, "unlinked")]
+                if block % 2:
+                    order.reverse()
+                for name, fn, sid in order:
+                    start = await db.write(_clock)
+                    for _ in range(per_block):
+                        counter += 1
+                        now = 1_764_900_000_000 + counter
+                        await db.write(fn, sid, USER_PAYLOAD, f"u{counter}", now, events_q.MAX_EVENT_BYTES, ENVELOPE)
+                        await db.write(fn, sid, PAYLOAD, f"r{counter}", now)
+                    costs[name].append((await db.write(_clock) - start) / per_block * 1e6)
+        finally:
+            await db.close()
+    out = {name: statistics.median(v) for name, v in costs.items()}
+    out["added"] = out["with the chain"] - out["without"]
+    return out
+
+
 GOAL_PER_S = 200_000   # issue 40: verifying a replay on one core
 
 
@@ -160,6 +209,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--blocks", type=int, default=10, help="alternating blocks of appends per variant")
     parser.add_argument("--per-block", type=int, default=500)
+    parser.add_argument("--turn-blocks", type=int, default=10, help="alternating blocks of turns per variant")
+    parser.add_argument("--per-turn-block", type=int, default=100)
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {0})   # one core
@@ -179,6 +230,12 @@ def main() -> None:
     for name in ("with the chain", "without"):
         print(f"  {name:32} {appends[name]:>10,.0f} events/s")
     print(f"  with / without                   {appends['ratio']:.3f}")
+    turns = asyncio.run(turn_costs(args.turn_blocks, args.per_turn_block))
+    print(f"a turn's two appends, each its own transaction, {args.turn_blocks} alternating blocks of "
+          f"{args.per_turn_block} turns (the writer thread's CPU, commits included):")
+    for name in ("with the chain", "without"):
+        print(f"  {name:32} {turns[name]:>10,.1f} us a turn")
+    print(f"  the chain's share                {turns['added']:>+10,.1f} us a turn")
 
 
 if __name__ == "__main__":
