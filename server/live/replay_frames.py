@@ -1,5 +1,5 @@
 """A replay's frames in a framing that derives each event's frame from its stored bytes (v1's
-JSON: decoded, then encoded as text, ~2.5 us an event, where v2 splices the stored bytes):
+JSON: decoded, then encoded as text, ~1.5 us an event, where v2 splices the stored bytes):
 derived once per stored event and kept, so a desktop that subscribes again, or a second
 desktop on the same session, gets them by slicing (v1 replay at v2's pace).
 
