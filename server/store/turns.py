@@ -78,18 +78,21 @@ class NewSession:
     parent_session_id: str | None = None
 
 
-def in_flight(conn, account_id: str) -> int:  # noqa: ANN001
+def in_flight(conn, account_id: str, cap: int) -> int:  # noqa: ANN001
     """The account's runs queued, claimed or running, over all its agents (a run is its agent
-    owner's; the agents' partial index of live runs answers it)."""
+    owner's; the agents' partial index of live runs answers it), counted up to `cap`: a check
+    against a limit reads no more than the limit's rows, however deep a queue (counting them
+    all cost every MessageSession a walk of the account's queue; docs/performance.md "A deep
+    queue")."""
     row = conn.execute(
-        "SELECT count(*) FROM runs WHERE agent_id IN (SELECT id FROM agents WHERE account_id = ?)"
-        " AND status IN ('queued', 'claimed', 'running')", (account_id,)).fetchone()
+        "SELECT count(*) FROM (SELECT 1 FROM runs WHERE agent_id IN (SELECT id FROM agents WHERE account_id = ?)"
+        " AND status IN ('queued', 'claimed', 'running') LIMIT CAST(? AS INTEGER)) AS live", (account_id, cap)).fetchone()
     return row[0]
 
 
 def in_flight_refusal(conn, account_id: str, limits: TurnLimits) -> str | None:  # noqa: ANN001
     """Why the account may not queue another run now, or None."""
-    count = in_flight(conn, account_id)
+    count = in_flight(conn, account_id, limits.runs_in_flight)
     if count >= limits.runs_in_flight:
         return (f"the account has {count} runs queued or running, the most this server allows "
                 f"(--max-runs-in-flight {limits.runs_in_flight}); wait for some to end, or stop them")
