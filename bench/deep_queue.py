@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -126,6 +127,118 @@ async def one(tree: Path, data: Path, depth: int, turns: int, history: int = 0) 
         proc.wait(10)
 
 
+async def together(tree: Path, data: Path, shallow: int, deep: int, turns: int, skip: int,
+                   history: int) -> dict:
+    """Like with like, in one time window: three servers of this tree at once, each with one
+    session holding `history` answered messages, then a queue kept `deep` long on one ("deep")
+    and `shallow` long on the other two ("shallow", "shallow A/A"): a message is sent for each
+    one answered, so every server accepts at the pace it answers and no queue runs out. Once all
+    are full and each has answered `skip` of its queue (so every timed turn has as full a window
+    as the others': the entries up to its message and the replies after it), the next `turns`
+    replies of each are timed, all three servers running at once on the same cores: the
+    machine's swings fall on all three.
+    Separate servers, not three sessions of one, whose workers would share each commit and so
+    advance in step whatever a turn costs. deep / shallow is the queue's own cost; shallow A/A /
+    shallow, the noise."""
+    names = ("deep", "shallow", "shallow A/A")
+    depth = {"deep": deep, "shallow": shallow, "shallow A/A": shallow}
+    procs: list[subprocess.Popen] = []
+    replies: dict[str, list[float]] = {n: [] for n in names}
+    changed = asyncio.Event()
+    sockets: list[RawV2] = []
+    try:
+        def on_event_of(name: str):  # noqa: ANN202 - one subscribed socket per server
+            def on_event(frame: dict) -> None:
+                items = frame.get("events") or ([frame["event"]] if "event" in frame else [])
+                for event in items:
+                    body = event.get("event", {})
+                    if body.get("type") == "message" and body.get("role") == "assistant":
+                        replies[name].append(time.perf_counter())
+                        changed.set()
+            return on_event
+
+        async def until(check, what: str) -> None:
+            deadline = time.monotonic() + CAP_S
+            while not check():
+                changed.clear()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"not {what} within {CAP_S} s")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), 1.0)
+
+        clients, sids = {}, {}
+        for name in names:
+            proc, port = start(tree, data / name.replace(" ", "-").replace("/", ""))
+            procs.append(proc)
+            url = f"ws://127.0.0.1:{port}/agents/ws"
+            kp = keypair(f"deep-queue-{name}")
+            c = await RawV2.open(url, decode=True)
+            agent = await c.call(kp, {"_": "CreateAgent", "definition": {
+                "name": "echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}})
+            sids[name] = (await c.call(kp, {"_": "CreateSession", "agentId": agent["agentId"]}))["sessionId"]
+            watch = await RawV2.open(url, decode=True)
+            watch.on_event = on_event_of(name)
+            await watch.call(kp, {"_": "Subscribe", "key": f"sessions/{sids[name]}"})
+            clients[name] = (c, kp)
+            sockets += [c, watch]
+        if history:
+            await asyncio.gather(*(_pipeline(c, kp, sids[n], history, "h") for n, (c, kp) in clients.items()))
+            await until(lambda: all(len(r) >= history for r in replies.values()), "the histories answered")
+        sent = {n: history for n in names}
+        stop = asyncio.Event()
+
+        async def keep_full(name: str) -> None:
+            # Each queue is kept at its depth: a message sent for each one answered, on all three
+            # servers alike, so a shallow queue lasts as long as the deep one and every server
+            # accepts messages at the pace it answers them.
+            c, kp = clients[name]
+            while not stop.is_set():
+                missing = depth[name] - (sent[name] - len(replies[name]))
+                if missing > 0:
+                    count = min(missing, 200)
+                    await _pipeline(c, kp, sids[name], count, f"m{sent[name]}-")
+                    sent[name] += count
+                else:
+                    changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait(), 0.2)
+
+        feeders = [asyncio.create_task(keep_full(n)) for n in names]
+        try:
+            await until(lambda: all(sent[n] - history >= depth[n] and len(replies[n]) >= history + skip
+                                    for n in names), f"every queue full and {skip} of each answered")
+            begun = {n: len(replies[n]) for n in names}
+            queued = {n: sent[n] - begun[n] for n in names}
+            await until(lambda: all(len(replies[n]) >= begun[n] + turns for n in names), f"{turns} turns timed")
+        finally:
+            stop.set()
+            for task in feeders:
+                task.cancel()
+            await asyncio.gather(*feeders, return_exceptions=True)
+        out = {}
+        for n in names:
+            window = replies[n][begun[n]:begun[n] + turns]
+            out[n] = {"turns_per_s": (len(window) - 1) / (window[-1] - window[0]), "queued_when_timed": queued[n],
+                      "window": (window[0], window[-1])}
+        return out
+    except Exception:
+        for name in names:
+            path = data / name.replace(" ", "-").replace("/", "") / "server.log"
+            if path.exists():
+                log = path.read_text(errors="replace")
+                first = log.find("ERROR")
+                if first >= 0:
+                    print(f"the {name} server's log, from its first error:\n{log[first:][:4000]}", file=sys.stderr)
+        raise
+    finally:
+        for sock in sockets:
+            with contextlib.suppress(Exception):
+                await sock.close()
+        for proc in procs:
+            proc.kill()
+            proc.wait(10)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", default=None, help="git ref of the tree before (default: HEAD~1)")
@@ -135,8 +248,24 @@ async def main() -> None:
     parser.add_argument("--history", type=int, default=500,
                         help="messages answered in each session before the queue (default 500; 0: none)")
     parser.add_argument("--after-only", action="store_true", help="this tree alone: deep / shallow, no before")
+    parser.add_argument("--together", action="store_true",
+                        help="this tree alone, like with like: a deep and two shallow queues, one server each, "
+                             "at once, timed in one window after --skip of each queue (see together())")
+    parser.add_argument("--skip", type=int, default=600,
+                        help="with --together: replies of each queue before the timing (default 600)")
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
+    if args.together:
+        with tempfile.TemporaryDirectory() as tmp:
+            rates = await together(root, Path(tmp) / "together", args.shallow, args.deep, args.turns, args.skip,
+                                   args.history)
+        print(f"each session holds {args.history} answered messages; timed after {args.skip} of each queue, "
+              f"{args.turns} turns each, three servers at once\n")
+        print("| queue | queued when timed | turns/s | / shallow |\n|---|---|---|---|")
+        for name, r in rates.items():
+            print(f"| {name} | {r['queued_when_timed']:,} | {r['turns_per_s']:.1f} | "
+                  f"{r['turns_per_s'] / rates['shallow']['turns_per_s']:.2f} |")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"after": root} if args.after_only else {
             "before": extract(args.before or "HEAD~1", Path(tmp) / "before"), "after": root}
