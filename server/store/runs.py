@@ -200,7 +200,7 @@ def queued_runs_of_session(conn: Conn, session_id: str, limit: int) -> list[dict
         f"SELECT {COLUMNS}{QUEUED_EXTRA} FROM runs WHERE session_id = CAST(? AS TEXT) AND {ACTIVE}"
         " AND status = 'queued' AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.session_id = ?"
         " AND w.status = 'waiting')"
-        " ORDER BY created_at, rowid LIMIT CAST(? AS INTEGER)", (session_id, session_id, limit)).fetchall())
+        " ORDER BY created_at, rowid LIMIT CAST(? AS BIGINT)", (session_id, session_id, limit)).fetchall())
 
 
 def has_active_run(conn: Conn, session_id: str) -> bool:

@@ -86,7 +86,7 @@ def in_flight(conn, account_id: str, cap: int) -> int:  # noqa: ANN001
     queue")."""
     row = conn.execute(
         "SELECT count(*) FROM (SELECT 1 FROM runs WHERE agent_id IN (SELECT id FROM agents WHERE account_id = ?)"
-        " AND status IN ('queued', 'claimed', 'running') LIMIT CAST(? AS INTEGER)) AS live", (account_id, cap)).fetchone()
+        " AND status IN ('queued', 'claimed', 'running') LIMIT CAST(? AS BIGINT)) AS live", (account_id, cap)).fetchone()
     return row[0]
 
 
