@@ -27,6 +27,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from seed_agents.clients.history import Follower
 from seed_agents.clients.wire import decode_frame, read_frame
@@ -120,7 +122,10 @@ def _unlinked_append(conn, session_id, payload, event_id, now, max_bytes=events_
     return event, body
 
 
-async def append_rates(blocks: int, per_block: int) -> dict:
+@asynccontextmanager
+async def _two_sessions() -> AsyncIterator[Database]:
+    """A writer on a scratch store with one agent and two sessions: "linked" (appended with the
+    chain) and "unlinked" (without), so both kinds of append meet the same store."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(os.path.join(tmp, "bench.sqlite"))
         await db.start()
@@ -129,27 +134,36 @@ async def append_rates(blocks: int, per_block: int) -> dict:
             await db.write(agents_q.create_agent, "a1", "z6MkBench", {"name": "bench"}, "/tmp/a1", 1)
             for sid in ("linked", "unlinked"):
                 await db.write(sessions_q.create_session, sid, "z6MkBench", "a1", None, 1)
-            rates: dict[str, list[float]] = {"with the chain": [], "without": []}
-            counter = 0
-            for block in range(blocks):
-                order = [("with the chain", events_q.append_event, "linked"), ("without", _unlinked_append, "unlinked")]
-                if block % 2:
-                    order.reverse()
-                for name, fn, sid in order:
-                    first = counter
-
-                    def job(conn, fn=fn, sid=sid, first=first):  # noqa: ANN001
-                        # One transaction of appends, timed in the writer's CPU: the append's own
-                        # work, without the fsync a commit adds to each (the same for both).
-                        t = time.thread_time()
-                        for i in range(first + 1, first + per_block + 1):
-                            fn(conn, sid, PAYLOAD, f"e{i}", 1_764_900_000_000 + i)
-                        return time.thread_time() - t
-
-                    counter += per_block
-                    rates[name].append(per_block / await db.write(job))
+            yield db
         finally:
             await db.close()
+
+
+def _block_order(block: int) -> list:
+    """(name, append function, session) of both kinds, in the order block `block` runs them
+    (alternating, so neither always goes first)."""
+    order = [("with the chain", events_q.append_event, "linked"), ("without", _unlinked_append, "unlinked")]
+    return order[::-1] if block % 2 else order
+
+
+async def append_rates(blocks: int, per_block: int) -> dict:
+    async with _two_sessions() as db:
+        rates: dict[str, list[float]] = {"with the chain": [], "without": []}
+        counter = 0
+        for block in range(blocks):
+            for name, fn, sid in _block_order(block):
+                first = counter
+
+                def job(conn, fn=fn, sid=sid, first=first):  # noqa: ANN001
+                    # One transaction of appends, timed in the writer's CPU: the append's own
+                    # work, without the fsync a commit adds to each (the same for both).
+                    t = time.thread_time()
+                    for i in range(first + 1, first + per_block + 1):
+                        fn(conn, sid, PAYLOAD, f"e{i}", 1_764_900_000_000 + i)
+                    return time.thread_time() - t
+
+                counter += per_block
+                rates[name].append(per_block / await db.write(job))
     out = {name: statistics.median(v) for name, v in rates.items()}
     out["ratio"] = out["with the chain"] / out["without"]
     return out
@@ -171,30 +185,18 @@ async def turn_costs(blocks: int, per_block: int) -> dict:
     (as in the server: the message's job, then the reply's), with the chain (`append_event`) and
     without (`_unlinked_append`), in alternating blocks of `per_block` turns. The writer's clock
     is read by a job of its own before and after each block, so its fsyncs' waits do not count."""
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Database(os.path.join(tmp, "bench.sqlite"))
-        await db.start()
-        try:
-            await db.write(accounts_q.ensure_account, "z6MkBench", 1)
-            await db.write(agents_q.create_agent, "a1", "z6MkBench", {"name": "bench"}, "/tmp/a1", 1)
-            for sid in ("linked", "unlinked"):
-                await db.write(sessions_q.create_session, sid, "z6MkBench", "a1", None, 1)
-            costs: dict[str, list[float]] = {"with the chain": [], "without": []}
-            counter = 0
-            for block in range(blocks):
-                order = [("with the chain", events_q.append_event, "linked"), ("without", _unlinked_append, "unlinked")]
-                if block % 2:
-                    order.reverse()
-                for name, fn, sid in order:
-                    start = await db.write(_clock)
-                    for _ in range(per_block):
-                        counter += 1
-                        now = 1_764_900_000_000 + counter
-                        await db.write(fn, sid, USER_PAYLOAD, f"u{counter}", now, events_q.MAX_EVENT_BYTES, ENVELOPE)
-                        await db.write(fn, sid, PAYLOAD, f"r{counter}", now)
-                    costs[name].append((await db.write(_clock) - start) / per_block * 1e6)
-        finally:
-            await db.close()
+    async with _two_sessions() as db:
+        costs: dict[str, list[float]] = {"with the chain": [], "without": []}
+        counter = 0
+        for block in range(blocks):
+            for name, fn, sid in _block_order(block):
+                start = await db.write(_clock)
+                for _ in range(per_block):
+                    counter += 1
+                    now = 1_764_900_000_000 + counter
+                    await db.write(fn, sid, USER_PAYLOAD, f"u{counter}", now, events_q.MAX_EVENT_BYTES, ENVELOPE)
+                    await db.write(fn, sid, PAYLOAD, f"r{counter}", now)
+                costs[name].append((await db.write(_clock) - start) / per_block * 1e6)
     out = {name: statistics.median(v) for name, v in costs.items()}
     out["added"] = out["with the chain"] - out["without"]
     return out

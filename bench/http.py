@@ -23,6 +23,7 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterable
 
 from seed_agents.clients.raw import now_ms
 
@@ -61,16 +62,17 @@ class KeepAlive:
         self.writer.close()
 
 
-async def _closed_loop(conns: list[KeepAlive], bodies: list[bytes], timeout: float) -> dict:
+async def _lanes(lanes: list[tuple[KeepAlive, Iterable[bytes]]], timeout: float) -> dict:
+    """Each connection posts the bodies of its lane one at a time (closed loop) until they run
+    out or the deadline passes; lanes may share one iterator (`_closed_loop`)."""
     latencies: list[float] = []
     errors = 0
     first_error = None
-    it = iter(bodies)
     deadline = time.perf_counter() + timeout
 
-    async def worker(conn: KeepAlive) -> None:
+    async def lane(conn: KeepAlive, bodies: Iterable[bytes]) -> None:
         nonlocal errors, first_error
-        for body in it:
+        for body in bodies:
             if time.perf_counter() > deadline:
                 return
             t0 = time.perf_counter()
@@ -84,39 +86,23 @@ async def _closed_loop(conns: list[KeepAlive], bodies: list[bytes], timeout: flo
                     first_error = f"{status} {decode(answer)!r}"[:300]
 
     started = time.perf_counter()
-    await asyncio.gather(*(worker(c) for c in conns))
+    await asyncio.gather(*(lane(c, b) for c, b in lanes))
     return {"seconds": time.perf_counter() - started, "latencies": latencies, "errors": errors,
             "first_error": first_error}
+
+
+async def _closed_loop(conns: list[KeepAlive], bodies: list[bytes], timeout: float) -> dict:
+    """The connections take the bodies from one queue, each posting the next as its answer comes."""
+    it = iter(bodies)
+    return await _lanes([(c, it) for c in conns], timeout)
 
 
 MESSAGE_CONCURRENCY = (8, 64)
 
 
 async def _accepts(conns: list[KeepAlive], per_conn: list[list[bytes]], timeout: float) -> dict:
-    """Each connection posts its own bodies one at a time (closed loop), as `_closed_loop`."""
-    latencies: list[float] = []
-    errors = [0]
-    first_error: list = [None]
-    deadline = time.perf_counter() + timeout
-
-    async def lane(conn: KeepAlive, bodies: list[bytes]) -> None:
-        for body in bodies:
-            if time.perf_counter() > deadline:
-                return
-            t0 = time.perf_counter()
-            status, answer = await conn.post(body)
-            latencies.append(time.perf_counter() - t0)
-            if status != 200:
-                errors[0] += 1
-                if first_error[0] is None:
-                    from seed_agents.protocol.wire.dagcbor import decode
-
-                    first_error[0] = f"{status} {decode(answer)!r}"[:300]
-
-    started = time.perf_counter()
-    await asyncio.gather(*(lane(c, b) for c, b in zip(conns, per_conn)))
-    return {"seconds": time.perf_counter() - started, "latencies": latencies, "errors": errors[0],
-            "first_error": first_error[0]}
+    """Each connection posts its own bodies one at a time (closed loop)."""
+    return await _lanes(list(zip(conns, per_conn)), timeout)
 
 
 async def _message_bodies(kp, conns: list[KeepAlive], agent_id: str, sessions: list[str], count: int,
