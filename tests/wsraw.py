@@ -82,3 +82,32 @@ def rss_bytes() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+class Party:
+    """One account on its own socket: its calls signed by its key, its events waited for."""
+
+    def __init__(self, kp, client) -> None:
+        self.kp, self.client = kp, client
+
+    async def call(self, action: dict) -> dict:
+        return await self.client.call(self.kp, action)
+
+    async def ok(self, action: dict) -> dict:
+        r = await self.call(action)
+        # UpdateAgent answers GetAgentResponse, as the reference (docs/protocol.md).
+        answer = "GetAgentResponse" if action["_"] == "UpdateAgent" else action["_"] + "Response"
+        assert r["_"] == answer, (action, r)
+        return r
+
+    async def status(self, action: dict) -> int:
+        r = await self.call(action)
+        return 200 if r["_"] != "Error" else r["status"]
+
+    async def wait_for(self, pred, timeout=10) -> dict:
+        async def go():
+            while True:
+                e = await self.client.events.get()
+                if pred(e):
+                    return e
+        return await asyncio.wait_for(go(), timeout)

@@ -2,45 +2,17 @@
 and a stranger (each on its own v2 socket; one v1 socket for the v1 error event)."""
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 
-from tests.wsraw import V1, V2Client, keypair, setup_session
+from tests.wsraw import V1, Party, V2Client, keypair, setup_session
 
 # The `server` of each test runs on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 OWNER, WRITER, READER, STRANGER = (keypair("share-owner"), keypair("share-writer"),
                                    keypair("share-reader"), keypair("share-stranger"))
-
-
-class Party:
-    def __init__(self, kp, client) -> None:
-        self.kp, self.client = kp, client
-
-    async def call(self, action: dict) -> dict:
-        return await self.client.call(self.kp, action)
-
-    async def ok(self, action: dict) -> dict:
-        r = await self.call(action)
-        # UpdateAgent answers GetAgentResponse, as the reference (docs/protocol.md).
-        answer = "GetAgentResponse" if action["_"] == "UpdateAgent" else action["_"] + "Response"
-        assert r["_"] == answer, (action, r)
-        return r
-
-    async def status(self, action: dict) -> int:
-        r = await self.call(action)
-        return 200 if r["_"] != "Error" else r["status"]
-
-    async def wait_for(self, pred, timeout=10) -> dict:
-        async def go():
-            while True:
-                e = await self.client.events.get()
-                if pred(e):
-                    return e
-        return await asyncio.wait_for(go(), timeout)
 
 
 async def parties(server):

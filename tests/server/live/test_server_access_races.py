@@ -25,33 +25,12 @@ from seed_agents.protocol.wire.capability import make_capability
 
 from tests.conftest import running_server, server_config
 from tests.waiting import until
-from tests.wsraw import V2Client, flatten, keypair, setup_session
+from tests.wsraw import Party, V2Client, flatten, keypair, setup_session
 
 pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 OWNER, GUEST = keypair("race-owner"), keypair("race-guest")
 REVOCATIONS = ("collaborator", "public-read", "session-deleted")
-
-
-class Party:
-    def __init__(self, kp, client) -> None:
-        self.kp, self.client = kp, client
-
-    async def call(self, action: dict) -> dict:
-        return await self.client.call(self.kp, action)
-
-    async def ok(self, action: dict) -> dict:
-        r = await self.call(action)
-        assert r["_"] == action["_"] + "Response", (action, r)
-        return r
-
-    async def wait_for(self, pred, timeout: float = 20) -> dict:
-        async def go():
-            while True:
-                e = await self.client.events.get()
-                if pred(e):
-                    return e
-        return await asyncio.wait_for(go(), timeout)
 
 
 class Race:
@@ -117,7 +96,7 @@ async def turn(o: Party, session_id: str, text: str) -> dict:
     sent = await o.ok({"_": "MessageSession", "sessionId": session_id,
                        "content": [{"type": "text", "text": text}]})
     await o.wait_for(lambda e: e["_"] == "append" and e.get("key") == "sessions/" + session_id
-                     and any(x["event"].get("content") == "echo: " + text for x in flatten(e)))
+                     and any(x["event"].get("content") == "echo: " + text for x in flatten(e)), timeout=20)
     return sent
 
 
@@ -220,7 +199,7 @@ async def test_a_revocation_during_a_replay_ends_it(small_pages, storage, revoca
             return e["_"] == "error" and e["status"] == 404
 
         received = []
-        end = await g.wait_for(lambda e: received.append(e) or ended(e))
+        end = await g.wait_for(lambda e: received.append(e) or ended(e), timeout=20)
         assert end in received
         if revocation != "session-deleted":
             await turn(o, session_id, "later")
@@ -261,7 +240,7 @@ async def test_appends_during_subscribe_reads_arrive_once_without_gap(small_page
         last = stored["events"][-1]["seq"]
         seqs: list[int] = []
         while not seqs or seqs[-1] < last:
-            e = await g.wait_for(lambda e: e.get("key") == key and e["_"] == "append")
+            e = await g.wait_for(lambda e: e.get("key") == key and e["_"] == "append", timeout=20)
             seqs += [x["seq"] for x in flatten(e)]
         assert seqs == list(range(1, last + 1)), seqs
         await g.ok({"_": "ListAgentInvites"})   # a round trip: anything queued before it is here
@@ -296,7 +275,7 @@ async def test_a_turn_whose_session_ends_during_its_start_reads_writes_nothing(s
                            "content": [{"type": "text", "text": "raced"}]})
         await race.wait()
         await o.wait_for(lambda e: e["_"] == "change" and e.get("key") == key
-                         and (e["value"].get("status") == "idle" or e["value"].get("reason") == "session-deleted"))
+                         and (e["value"].get("status") == "idle" or e["value"].get("reason") == "session-deleted"), timeout=20)
         if ending == "stop":
             got = await o.ok({"_": "GetRun", "runId": sent["runId"]})
             assert got["run"]["status"] == "canceled", got
