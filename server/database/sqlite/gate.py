@@ -26,6 +26,30 @@ _USER_VERSION_OFFSET = 60  # big-endian signed 32-bit in the file header
 BUSY_TIMEOUT_MS = 5000
 # Cap the WAL file left behind after a checkpoint, so one burst does not keep a huge file.
 JOURNAL_SIZE_LIMIT = 64 << 20
+# A write job's savepoint journal (the pages it changes, kept to roll the job back alone) stays
+# in memory up to this size, where SQLite's default spills it to a temp file past 64 KiB; once
+# spilled, every page each later job of the batch changes costs two write calls to that file.
+# Not more: when the in-memory journal spills, SQLite writes its one chunk (as large as this
+# setting) to the file in one call, and the unix VFS masks a write's length to 17 bits
+# (os_unix.c, seekAndWriteFd), so a journal of 128 KiB or more would be cut and the job fail
+# with SQLITE_FULL (tests/server/database/test_storage_conformance.py, the large
+# job in a batch).
+STATEMENT_JOURNAL_SPILL = (1 << 17) - 1
+
+
+def _configure_sqlite() -> bool:
+    """Set the process-wide SQLite options above: possible only while no connection is open
+    (apsw refuses otherwise, and then the defaults stay: slower, not wrong)."""
+    try:
+        apsw.shutdown()
+    except apsw.MisuseError:
+        return False
+    apsw.config(apsw.SQLITE_CONFIG_STMTJRNL_SPILL, STATEMENT_JOURNAL_SPILL)
+    apsw.initialize()
+    return True
+
+
+STATEMENT_JOURNAL_CONFIGURED = _configure_sqlite()
 
 
 # How SQLite differs where a query must know it (server/database/port.py): one process owns the

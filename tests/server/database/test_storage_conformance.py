@@ -414,6 +414,60 @@ async def test_riders_waiting_at_close_are_committed_then(stores):
     assert again.read(_claims) == [b"\x07" * 64]
 
 
+# -- group commit: a batch of jobs, one savepoint each ------------------------------------------
+def _many_claims(conn, count: int, expires_at: int) -> None:
+    conn.executemany("INSERT INTO accepted_signatures (sig, expires_at) VALUES (?, ?)",
+                     [(hashlib.sha512(b"bulk %d" % i).digest(), expires_at) for i in range(count)])
+
+
+async def test_a_job_with_a_large_journal_commits_in_a_batch_and_a_failing_one_rolls_back_alone(stores):
+    """A job that changes thousands of rows already stored (its savepoint journal: megabytes,
+    past any in-memory bound, spilled to a file on SQLite) commits in one batch with small jobs
+    around it, and a large job that fails is undone alone: the rows it deleted are still there
+    for the next job, and its neighbours commit."""
+    import threading
+
+    if stores.kind == "sqlite":
+        from seed_agents.server.database.sqlite import gate
+        assert gate.STATEMENT_JOURNAL_CONFIGURED   # the jobs below run with the server's setting
+    db = await stores.open()
+    bulk = 20_000   # ~2 MiB of rows and index
+    await db.write(_many_claims, bulk, T0 + 10)
+    small_a, small_b, lost = b"\x0a" * 64, b"\x0b" * 64, b"\x0c" * 64
+
+    def deletes_everything_then_fails(conn):
+        sig_q.claim_signature(conn, lost, T0 + 60_000, T0)
+        assert sig_q.prune_signatures(conn, T0 + 1_000) == bulk
+        raise ValueError("the large job fails")
+
+    holding = threading.Event()
+    release = threading.Event()
+
+    def hold(conn):   # keeps the writer busy until the jobs below are queued: they form one batch
+        holding.set()
+        assert release.wait(10)
+
+    batches = db.batches
+    held = asyncio.ensure_future(db.write(hold))
+    assert await asyncio.to_thread(holding.wait, 10)
+    jobs = [asyncio.ensure_future(db.write(*call)) for call in (
+        (sig_q.claim_signature, small_a, T0 + 60_000, T0),
+        (deletes_everything_then_fails,),
+        (sig_q.prune_signatures, T0 + 1_000),        # the large job that commits
+        (sig_q.claim_signature, small_b, T0 + 60_000, T0),
+    )]
+    await asyncio.sleep(0)
+    release.set()
+    await held
+    results = await asyncio.gather(*jobs, return_exceptions=True)
+    assert results[0] is True and results[3] is True
+    assert isinstance(results[1], ValueError)
+    assert results[2] == bulk          # the failed job's deletions were undone before it ran
+    assert db.batches - batches == 2   # the holding job's, then one for the four
+    assert db.read(_claims) == [small_a, small_b]
+    assert db.read(lambda conn: conn.execute("SELECT count(*) FROM accepted_signatures").fetchone()[0]) == 2
+
+
 # -- the schema gate -------------------------------------------------------------------------
 async def test_the_gate_creates_then_accepts_its_own_schema(stores):
     db = await stores.open()
