@@ -25,6 +25,10 @@ class Traits:
     skip_locked: str       # ... and to skip rows another transaction holds (a queue's claim)
     like_ci: str           # case-insensitive LIKE (SQLite's LIKE is, for ASCII)
     text_search: str       # which full-text search the memory index has: "fts5" | "tsvector"
+    # Each statement is a round trip (a database server): reads that do not depend on each
+    # other go together (`conn.fetch_each`, one round trip), where in-process SQLite reads each
+    # only when it needs it.
+    batched_reads: bool = False
 
 
 class Rows(Protocol):

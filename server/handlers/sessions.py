@@ -16,10 +16,11 @@ from ..store import continuations as continuations_q
 from ..store import events as events_q
 from ..store import history as history_q
 from ..store import runs as runs_q
+from ..store import session_view
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from . import public_chat
-from .access import READER, VISITOR, WRITER, agent_access, agent_role, session_for
+from .access import READER, VISITOR, WRITER, agent_access, agent_role, require, session_for
 from .agent_definition import check_level
 from .context import HandlerContext
 from .history import signed_head
@@ -127,19 +128,32 @@ async def list_sessions(ctx: HandlerContext, env, action) -> dict:
     return response
 
 
+def session_reads(conn, account_id: str, session_id: str, after: int, limit: int,
+                  max_bytes: int = MAX_RESPONSE_BYTES) -> tuple:
+    """GetSession's reads, one after the other: (session, page rows, more, trigger context,
+    head, continuation edge), once the account may read the session; a page ends before
+    `max_bytes`, and an event over it is its stand-in."""
+    session = session_for(conn, account_id, session_id, READER)
+    rows, more = events_q.event_bodies_page(conn, session_id, after, limit, max_bytes, max_event=max_bytes)
+    context = firings_q.trigger_context(conn, session_id) if after == 0 else None   # triggers
+    head = history_q.head_at(conn, session_id, rows[-1][0]) if rows else None
+    # a successor: the edge that made it, its manifest included (continue_session)
+    edge = continuations_q.of_successor(conn, session_id) if after == 0 else None
+    return session, rows, more, context, head, edge
+
+
+def session_reads_together(conn, account_id: str, session_id: str, after: int, limit: int,
+                           max_bytes: int = MAX_RESPONSE_BYTES) -> tuple:
+    """`session_reads` in one round trip, where each statement is one (`traits.batched_reads`):
+    the same answer (tests/server/handlers/test_get_session_reads.py)."""
+    role, found = session_view.fetch(conn, account_id, session_id, after, limit, max_bytes, after == 0)
+    require(role, READER, "session", session_id)
+    return session_view.answer(conn, session_id, found, limit, max_bytes, max_bytes)
+
+
 async def get_session(ctx: HandlerContext, env, action) -> dict:
     limit = min(action.limit or MAX_EVENTS, MAX_EVENTS)
     after = action.after_seq or 0
-
-    def read(conn):
-        session = session_for(conn, env.account_id, action.session_id, READER)
-        rows, more = events_q.event_bodies_page(conn, action.session_id, after, limit, MAX_RESPONSE_BYTES,
-                                                max_event=MAX_RESPONSE_BYTES)
-        context = firings_q.trigger_context(conn, action.session_id) if after == 0 else None   # triggers
-        head = history_q.head_at(conn, action.session_id, rows[-1][0]) if rows else None
-        # a successor: the edge that made it, its manifest included (continue_session)
-        edge = continuations_q.of_successor(conn, action.session_id) if after == 0 else None
-        return session, rows, more, context, head, edge
 
     # On SQLite, read on the loop without suspending: GetSession is answered inline
     # (server/routes.py); on PostgreSQL off the loop (Database.aread). A page is stored bytes
@@ -150,7 +164,9 @@ async def get_session(ctx: HandlerContext, env, action) -> dict:
     # epoch meanwhile (or one is running on the agent), the access is checked again on the loop
     # (rare: one read) before anything is answered (tests/server/live/test_server_access_races.py).
     epoch = ctx.grants.epoch
-    session, rows, more, context, head, edge = await ctx.db.aread(read)
+    reads = session_reads_together if ctx.db.traits.batched_reads else session_reads
+    session, rows, more, context, head, edge = await ctx.db.aread(reads, env.account_id, action.session_id,
+                                                                  after, limit)
     if ctx.grants.moved_since(epoch, session["agentId"]):
         await ctx.grants.settled(session["agentId"])
         session = ctx.db.read(session_for, env.account_id, action.session_id, READER)

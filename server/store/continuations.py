@@ -24,8 +24,14 @@ def _info(row: tuple) -> dict:
 
 def of_successor(conn: Conn, session_id: str) -> dict | None:
     """The edge that made `session_id`, or None (not a successor)."""
-    row = conn.execute(f"SELECT {_COLUMNS} FROM session_continuations WHERE successor_session_id = ?",
-                       (session_id,)).fetchone()
+    return edge_of(conn.execute(SUCCESSOR_ROW, (session_id,)).fetchone())
+
+
+SUCCESSOR_ROW = f"SELECT {_COLUMNS} FROM session_continuations WHERE successor_session_id = ?"
+
+
+def edge_of(row: tuple | None) -> dict | None:
+    """`of_successor` of the row SUCCESSOR_ROW found."""
     return None if row is None else _info(row)
 
 

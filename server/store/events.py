@@ -117,9 +117,16 @@ def event_bodies_page(conn: Conn, session_id: str, after_seq: int, limit: int,
     row is returned, and none over `max_event`: its stand-in), so a page of big events cannot
     make the server hold gigabytes.
     Returns (rows, more): `more` is True when events past the page exist."""
+    return page_of(conn, session_id, conn.execute(PAGE_ROWS, (max_event, session_id, after_seq, limit + 1)),
+                   limit, max_bytes, max_event)
+
+
+def page_of(conn: Conn, session_id: str, found, limit: int, max_bytes: int,
+            max_event: int) -> tuple[list[tuple[int, bytes]], bool]:
+    """`event_bodies_page` of the rows PAGE_ROWS found (read by the caller, e.g. with others)."""
     rows: list[tuple[int, bytes]] = []
     size = 0
-    for seq, body in conn.execute(_PAGE_ROWS, (max_event, session_id, after_seq, limit + 1)):
+    for seq, body in found:
         if body is None:   # stored before events were bounded (large_events.stand_in)
             body = _stand_in_at(conn, session_id, seq, max_event)
         if len(rows) == limit or (rows and size + len(body) > max_bytes):
@@ -132,7 +139,7 @@ def event_bodies_page(conn: Conn, session_id: str, after_seq: int, limit: int,
 # A replay page reads the seq and the body alone (no id, time or length made into Python objects
 # for every row: 0.55 of the read's CPU, docs/performance.md "v1 replay"); the rare event over the
 # bound has its stand-in's fields read by one more lookup.
-_PAGE_ROWS = ("SELECT seq, CASE WHEN length(body) > ? THEN NULL ELSE body END"
+PAGE_ROWS = ("SELECT seq, CASE WHEN length(body) > ? THEN NULL ELSE body END"
               " FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?")
 
 

@@ -26,13 +26,21 @@ def guest_role(conn: Conn, account_id: str, agent_id: str, public_read: bool) ->
 
 def agent_role(conn: Conn, account_id: str, agent_id: str) -> str | None:
     """The caller's role on an agent, or None (no such agent, or no access)."""
-    row = owners_q.agent_flags(conn, agent_id)
-    if row is None:
+    flags = owners_q.agent_flags(conn, agent_id)
+    if flags is None or flags[0] == account_id:
+        return agent_role_from(account_id, flags, None)
+    return agent_role_from(account_id, flags, collab_q.accepted_role(conn, agent_id, account_id))
+
+
+def agent_role_from(account_id: str, flags: tuple[str, bool, bool] | None, grant: str | None) -> str | None:
+    """`agent_role` from what it reads: the agent's (owner, public read, public chat) and the
+    account's accepted grant (read only when the account is not the owner)."""
+    if flags is None:
         return None
-    owner, public_read, public_chat = row
+    owner, public_read, public_chat = flags
     if owner == account_id:
         return OWNER
-    role = guest_role(conn, account_id, agent_id, public_read)
+    role = grant if grant is not None else (READER if public_read else None)
     return VISITOR if role is None and public_chat else role
 
 
@@ -56,9 +64,23 @@ def is_shared(conn: Conn, agent_id: str) -> bool:
 def _role_through_agent(conn: Conn, account_id: str, row: tuple[str, str, str | None] | None,
                         visitor: str | None) -> tuple[str | None, str | None]:
     """(role, agent id) from a row's (owning account, agent id, ...) and the visitor whose session
-    it belongs to: its owner at once; a visitor session only to its visitor while public chat is
-    open (VISITOR), to nobody else; any other session to anyone else through the row's agent,
-    except to a mere visitor; (None, None) for no row."""
+    it belongs to, reading the agent's flags and the account's grant only where they decide it
+    (`role_through_agent`)."""
+    flags = grant = None
+    if row is not None and row[0] != account_id and (visitor is None or visitor == account_id):
+        flags = owners_q.agent_flags(conn, row[1])
+        if visitor is None and flags is not None and flags[0] != account_id:
+            grant = collab_q.accepted_role(conn, row[1], account_id)
+    return role_through_agent(account_id, row, visitor, flags, grant)
+
+
+def role_through_agent(account_id: str, row: tuple | None, visitor: str | None,
+                       flags: tuple[str, bool, bool] | None, grant: str | None) -> tuple[str | None, str | None]:
+    """(role, agent id) from a row's (owning account, agent id, ...), the visitor whose session
+    it belongs to, the agent's flags and the account's accepted grant: its owner at once; a
+    visitor session only to its visitor while public chat is open (VISITOR), to nobody else;
+    any other session to anyone else through the row's agent, except to a mere visitor;
+    (None, None) for no row."""
     if row is None:
         return None, None
     owner, agent_id = row[0], row[1]
@@ -67,9 +89,8 @@ def _role_through_agent(conn: Conn, account_id: str, row: tuple[str, str, str | 
     if visitor is not None:
         if visitor != account_id:
             return None, agent_id
-        flags = owners_q.agent_flags(conn, agent_id)
         return (VISITOR if flags is not None and flags[2] else None), agent_id
-    role = agent_role(conn, account_id, agent_id)
+    role = agent_role_from(account_id, flags, grant)
     return (None if role == VISITOR else role), agent_id
 
 

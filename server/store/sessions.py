@@ -35,8 +35,11 @@ def create_session(conn: Conn, session_id: str, account_id: str, agent_id: str,
 
 
 def get_session(conn: Conn, session_id: str) -> dict | None:
-    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    row = conn.execute(SESSION_ROW, (session_id,)).fetchone()
     return None if row is None else session_info(row)
+
+
+SESSION_ROW = f"SELECT {_COLUMNS} FROM sessions WHERE id = ?"
 
 
 def list_sessions(conn: Conn, account_id: str, agent_id: str | None, limit: int,

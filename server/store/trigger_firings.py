@@ -165,8 +165,15 @@ def trigger_context(conn: Conn, session_id: str) -> dict | None:
     """AgentSessionTriggerContext of a session a firing started (GetSession `triggerContext`):
     the trigger as it was at admission (its name, prompt and source), the event, the firing's
     status. None for any other session (one indexed read)."""
-    row = conn.execute("SELECT id, trigger_id, activity_key, status, error, created_at, activity_cbor, context_cbor"
-                       " FROM trigger_firings WHERE session_id = ?", (session_id,)).fetchone()
+    return context_of(conn.execute(CONTEXT_ROW, (session_id,)).fetchone())
+
+
+CONTEXT_ROW = ("SELECT id, trigger_id, activity_key, status, error, created_at, activity_cbor, context_cbor"
+               " FROM trigger_firings WHERE session_id = ?")
+
+
+def context_of(row: tuple | None) -> dict | None:
+    """`trigger_context` of the row CONTEXT_ROW found."""
     if row is None:
         return None
     firing_id, trigger_id, key, status, error, created_at, activity, context = row

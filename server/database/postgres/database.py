@@ -35,7 +35,9 @@ import threading
 from typing import Any, Callable
 
 import psycopg
+import psycopg.adapt
 from psycopg import errors as pg_errors
+from psycopg import pq
 
 from ..errors import StorageError, UnstorableText
 from ..port import Traits
@@ -55,7 +57,8 @@ PREPARED_MAX = 512
 # How PostgreSQL differs where a query must know it (server/database/port.py): several servers
 # take runs (leases), lock the rows they move, and skip those another server holds.
 POSTGRES = Traits(name="postgresql", run_leases=True, lock_rows=" FOR UPDATE",
-                  skip_locked=" FOR UPDATE SKIP LOCKED", like_ci="ILIKE", text_search="tsvector")
+                  skip_locked=" FOR UPDATE SKIP LOCKED", like_ci="ILIKE", text_search="tsvector",
+                  batched_reads=True)
 # Run again from the start: another transaction won a race this one can now see.
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
 # Group commit (PgDatabase._run_batch): at most this many jobs share a transaction, each in a
@@ -98,42 +101,61 @@ def _param(value: Any) -> Any:
 
 
 class _Rows:
-    """What apsw's cursor gives the store: iteration, fetchone, fetchall."""
+    """What apsw's cursor gives the store: iteration, fetchone, fetchall (over rows loaded at
+    once: the connection runs its next statement before this result may be looked at)."""
 
-    __slots__ = ("_cur",)
+    __slots__ = ("_rows",)
 
-    def __init__(self, cur: psycopg.Cursor) -> None:
-        self._cur = cur
+    def __init__(self, rows: list) -> None:
+        self._rows = rows
 
     def fetchone(self):
-        return self._cur.fetchone() if self._cur.description is not None else None
+        return self._rows[0] if self._rows else None
 
     def fetchall(self):
-        return self._cur.fetchall() if self._cur.description is not None else []
+        return self._rows
 
     def __iter__(self):
-        return iter(self._cur) if self._cur.description is not None else iter(())
+        return iter(self._rows)
+
+
+_NO_ROWS = _Rows([])
+_AUTO = psycopg.adapt.PyFormat.AUTO
+_BINARY = pq.Format.BINARY
+_TUPLES_OK = pq.ExecStatus.TUPLES_OK
+_FATAL = pq.ExecStatus.FATAL_ERROR
+_SYNC = pq.ExecStatus.PIPELINE_SYNC
+_IDLE = pq.TransactionStatus.IDLE
 
 
 class PgConn:
     """A psycopg connection as the store functions use apsw's.
 
-    Parameters are bound by the server (`RawCursor`: the dialect writes `$N`) and a statement
-    is prepared at its second use (`PREPARE_THRESHOLD`), so PostgreSQL parses and plans each of
-    the store's statements once per connection. `begin(*commands)` opens a transaction (or a
-    savepoint) lazily: the commands are sent with the first statement, in one pipeline (one
-    round trip for all), and a job or read that runs no statement sends none of them; `end()`
-    commits what was opened."""
+    Statements go through libpq itself (psycopg's `pq` binding) in pipeline mode, with
+    psycopg's C `Transformer` to bind the parameters and load the rows: psycopg's cursor spends
+    some 30 us of Python on each statement, this path a few (docs/performance.md, "One round
+    trip per GetSession"). Parameters are bound by the server (the dialect writes `$N`); a
+    statement is prepared at its second use on the connection, its Parse sent with that
+    execution (at most PREPARED_MAX kept); results come in binary. `begin(*commands)` opens a
+    transaction (or a savepoint) lazily: the commands are sent with the first statement, in
+    one round trip, and a job or read that runs no statement sends none of them; `end()`
+    commits what was opened. `fetch_each` sends several statements in one round trip."""
 
-    __slots__ = ("raw", "_changes", "_prefix", "_unread")
+    __slots__ = ("raw", "_pg", "_tx", "_changes", "_prefix", "_unread", "_seen", "_names", "_made", "_encoding")
 
     traits = POSTGRES
 
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
+        self._pg = raw.pgconn
+        self._tx = psycopg.adapt.Transformer(raw)
+        self._encoding = self._tx.encoding
         self._changes = 0
         self._prefix: tuple[str, ...] = ()
         self._unread = False   # a COMMIT went out whose answer is not read yet (`end(wait=False)`)
+        self._seen: dict[tuple, int] = {}      # statements run once, not prepared yet
+        self._names: dict[tuple, bytes] = {}   # prepared statements' names
+        self._made = 0
 
     def begin(self, *commands: str) -> None:
         self._prefix = commands
@@ -151,69 +173,168 @@ class PgConn:
         if self._prefix:
             self._prefix = ()
         elif wait:
-            self.raw.execute("COMMIT")
+            self.command("COMMIT")
         else:
-            pgconn = self.raw.pgconn
-            pgconn.send_query(b"COMMIT")
-            while pgconn.flush():   # (a few bytes: sent at once but on a full socket buffer)
-                select.select([], [pgconn.socket], [], 1.0)
+            if self._unread:
+                self._collect()
+            pg = self._pg
+            pg.enter_pipeline_mode()
+            pg.send_query_params(b"COMMIT", None)
+            pg.pipeline_sync()
+            self._flush()
             self._unread = True
+
+    def command(self, text: str) -> None:
+        """A statement without parameters or rows (COMMIT, ROLLBACK, ...), now."""
+        self._exchange([(text.encode(), None, None, None, None)])
 
     def _collect(self) -> None:
         """Read the answer of a COMMIT sent by `end(wait=False)` (waiting without the GIL)."""
         self._unread = False
-        pgconn = self.raw.pgconn
-        pgconn.consume_input()
-        while pgconn.is_busy():
-            select.select([pgconn.socket], [], [], 1.0)
-            pgconn.consume_input()
-        while (result := pgconn.get_result()) is not None:
-            if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
+        for result in self._results():
+            if result.status != pq.ExecStatus.COMMAND_OK:
                 # A read-only snapshot's COMMIT has nothing to lose; say so and go on.
-                log.warning("a read's COMMIT answered %s", psycopg.pq.ExecStatus(result.status).name)
+                log.warning("a read's COMMIT answered %s", pq.ExecStatus(result.status).name)
 
     def abort(self) -> None:
         """ROLLBACK whatever is open (after a failure; nothing is sent when nothing is open)."""
         self._prefix = ()
         if self._unread:
             self._collect()
-        if self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            self.raw.execute("ROLLBACK")
+        if self._pg.transaction_status != _IDLE:
+            self.command("ROLLBACK")
 
-    def _send(self, cur: psycopg.Cursor, text: str, args: list, many: bool = False) -> None:
+    @property
+    def idle(self) -> bool:
+        """No transaction is open on the connection."""
         if self._unread:
             self._collect()
-        if not self._prefix:
-            if many:
-                cur.executemany(text, args)
+        return self._pg.transaction_status == _IDLE
+
+    # -- the wire ------------------------------------------------------------------------------
+    def _bind(self, sql: str, params) -> tuple:
+        """(text, name or None, values, types, formats) of one execution of `sql`."""
+        stmt = to_postgres(sql)
+        tx = self._tx
+        args = [_param(p) for p in stmt.params(params)]
+        values = tx.dump_sequence(args, [_AUTO] * len(args)) if args else None
+        types = tx.types if args else ()
+        key = (stmt.text, types)
+        name = self._names.get(key)
+        if name is None:
+            if self._seen.get(key):
+                name = self._prepare(key)
             else:
-                cur.execute(text, args)
-            return
+                if len(self._seen) >= PREPARED_MAX * 4:
+                    self._seen.clear()
+                self._seen[key] = 1
+        return (key, name, values, types, tx.formats if args else None)
+
+    def _prepare(self, key: tuple) -> bytes | None:
+        """A name for `key`'s statement (its Parse goes with its next execution), or None when
+        PREPARED_MAX are kept already (it then runs unnamed, as at its first use)."""
+        del self._seen[key]
+        if len(self._names) >= PREPARED_MAX:
+            return None
+        self._made += 1
+        return b"s%d" % self._made
+
+    def _exchange(self, items: list[tuple]) -> list:
+        """Send the pending `begin` commands and `items` in one pipeline, then read every answer
+        (one round trip). Returns a PGresult per item; raises the first statement's error."""
+        if self._unread:
+            self._collect()
+        pg = self._pg
         prefix, self._prefix = self._prefix, ()
-        with self.raw.pipeline():   # the prefix and the statement in one round trip
-            for command in prefix:
-                self.raw.execute(command)
-            if many:
-                cur.executemany(text, args)
+        mine: list = []   # per result to come: True for an item's, a key for a Parse's, else False
+        pg.enter_pipeline_mode()
+        for command in prefix:
+            pg.send_query_params(command.encode(), None)
+            mine.append(False)
+        for key, name, values, types, formats in items:
+            if name is None:
+                text = key if type(key) is bytes else key[0].encode()
+                pg.send_query_params(text, values, param_types=types, param_formats=formats, result_format=_BINARY)
             else:
-                cur.execute(text, args)
+                if key not in self._names:
+                    pg.send_prepare(name, key[0].encode(), param_types=types)
+                    self._names[key] = name
+                    mine.append(key)
+                pg.send_query_prepared(name, values, param_formats=formats, result_format=_BINARY)
+            mine.append(True)
+        pg.pipeline_sync()
+        self._flush()
+        results = self._results()
+        if len(results) != len(mine):
+            raise psycopg.OperationalError(f"expected {len(mine)} results from the database, got {len(results)}")
+        error = None
+        for result, what in zip(results, mine):
+            if result.status == _FATAL and error is None:
+                error = psycopg.errors.error_from_result(result, encoding=self._encoding)
+            if type(what) is tuple and result.status != pq.ExecStatus.COMMAND_OK:
+                self._names.pop(what, None)   # its Parse failed or was skipped: no such statement
+        if error is not None:
+            raise error
+        return [result for result, what in zip(results, mine) if what is True]
+
+    def _flush(self) -> None:
+        pg = self._pg
+        while pg.flush():   # (a large statement on a full socket buffer: read as we wait)
+            readable, _w, _x = select.select([pg.socket], [pg.socket], [])
+            if readable:
+                pg.consume_input()
+
+    def _results(self) -> list:
+        """Every result up to the pipeline's sync, then out of pipeline mode."""
+        pg = self._pg
+        sock = pg.socket
+        out = []
+        try:
+            while True:
+                while pg.is_busy():
+                    select.select([sock], [], [])
+                    pg.consume_input()
+                result = pg.get_result()
+                if result is None:
+                    continue
+                if result.status == _SYNC:
+                    break
+                out.append(result)
+        finally:
+            if pg.pipeline_status and not pg.is_busy():
+                try:
+                    pg.exit_pipeline_mode()
+                except psycopg.OperationalError:
+                    pass
+        if pg.status != pq.ConnStatus.OK:
+            raise psycopg.OperationalError("the connection to the database was lost")
+        return out
+
+    def _load(self, result) -> list:
+        if result.status != _TUPLES_OK:
+            return []
+        tx = self._tx
+        tx.set_pgresult(result)
+        rows = tx.load_rows(0, result.ntuples, tuple)
+        tx.set_pgresult(None)
+        return rows
 
     def execute(self, sql: str, params=()) -> _Rows:
-        stmt = to_postgres(sql)
-        cur = self.raw.cursor()
-        self._send(cur, stmt.text, [_param(p) for p in stmt.params(params)])
-        self._changes = max(cur.rowcount, 0)
-        return _Rows(cur)
+        (result,) = self._exchange([self._bind(sql, params)])
+        self._changes = result.command_tuples or 0
+        return _Rows(self._load(result)) if result.status == _TUPLES_OK else _NO_ROWS
 
     def executemany(self, sql: str, seq) -> None:
-        stmt = to_postgres(sql)
-        rows = [[_param(p) for p in stmt.params(params)] for params in seq]
-        cur = self.raw.cursor()
-        if not rows:
+        items = [self._bind(sql, params) for params in seq]
+        if not items:
             self._changes = 0
             return
-        self._send(cur, stmt.text, rows, many=True)
-        self._changes = max(cur.rowcount, 0)
+        self._changes = sum(result.command_tuples or 0 for result in self._exchange(items))
+
+    def fetch_each(self, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
+        """The rows of each (sql, params), all sent in one round trip (the statements must not
+        depend on each other's results)."""
+        return [self._load(result) for result in self._exchange([self._bind(s, p) for s, p in statements])]
 
     def changes(self) -> int:
         return self._changes
@@ -465,7 +586,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
                     break
             conn.begin()   # nothing left to send before the COMMIT
             if opened:
-                raw.execute("COMMIT")
+                conn.command("COMMIT")
         except psycopg.OperationalError as exc:
             # The connection broke. Before a COMMIT came back, whether it landed is unknown, so
             # no job of the transaction is reported done (as a lone job's is not) and none is
@@ -483,8 +604,8 @@ class PgDatabase(WriteQueue, ReaderThreads):
             # The transaction failed as a whole (e.g. COMMIT refused it): nothing of it committed,
             # so each of its jobs runs again, alone, as jobs ran before group commit.
             log.warning("batch transaction failed (%s); running its jobs one at a time", type(exc).__name__)
-            if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                raw.execute("ROLLBACK")
+            if not conn.idle:
+                conn.command("ROLLBACK")
             for job in batch[:ran]:
                 job.ok, job.value = False, None
                 conn = self._run_job(conn, job)
@@ -559,7 +680,7 @@ def _rollback_job(raw: psycopg.Connection, conn: PgConn) -> None:
     """Undo what the current job of a batch did: back to its savepoint, if its first statement
     (which carries the savepoint) went out; else nothing of it reached the database."""
     if not conn.pending:
-        raw.execute(_ROLLBACK_TO)
+        conn.command(_ROLLBACK_TO)
 
 
 # One statement for every claim of a batch: the rows go in in signature order (so two servers'

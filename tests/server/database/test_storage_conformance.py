@@ -49,6 +49,7 @@ from seed_agents.server.store import runs as runs_q
 from seed_agents.server.store import secrets_table as secrets_q
 from seed_agents.server.store import server_key as server_key_q
 from seed_agents.server.store import sessions as sessions_q
+from seed_agents.server.store import session_view
 from seed_agents.server.store import signatures as sig_q
 from seed_agents.server.store import uploads as uploads_q
 from seed_agents.server.store import visitors as visitors_q
@@ -1254,6 +1255,13 @@ async def trigger_shapes(db, w, r, out: list) -> None:  # noqa: ANN001
     r(firings_q.trigger_context, "sf1")   # a block prompt
     r(firings_q.trigger_context, "sf2")
     r(firings_q.trigger_context, "s1")    # not started by a trigger
+    # GetSession's reads together (a backend with batched reads): the owner's first page of a
+    # triggered session and a later one, a stranger, a missing session.
+    for account, session_id, after in ((ACCOUNT, "sf1", 0), (ACCOUNT, "s1", 1), ("z6MkStranger", "s1", 0),
+                                       (ACCOUNT, "no-such-session", 0)):
+        role, found = r(session_view.fetch, account, session_id, after, 10, 1 << 20, after == 0)
+        if role is not None:
+            r(session_view.answer, session_id, found, 10, 1 << 20, 1 << 20)
     listed = [dict(s) for s in r(sessions_q.list_sessions, ACCOUNT, None, 50, None)[0]]
     r(firings_q.attribute_sessions, listed)
     out.append(listed)
@@ -1324,6 +1332,8 @@ async def test_both_drivers_return_the_same_shapes(tmp_path, postgres_url):
 # Store functions the script reaches only through another one (each named with its caller).
 CALLED_BY_OTHERS = {
     "roles.guest_role": "roles.agent_role",
+    "events.page_of": "events.event_bodies_page, session_view.answer",
+    "session_view.fetch_each": "session_view.fetch",
     "parking.wake": "parking.signal, parking.time_out",
     "parking.child_ended": "delegation.children_ended",
     "delegation.spawn_child": "delegation.create_child",

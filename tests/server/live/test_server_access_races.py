@@ -160,7 +160,8 @@ async def test_a_revocation_during_get_session_wins(server, revocation):
     o, g, agent_id, session_id = await world(server, revocation)
     assert (await g.ok({"_": "GetSession", "sessionId": session_id}))["session"]["id"] == session_id
     after: list = []
-    race = Race(server.app.db, named("get_session.<locals>.read"), revoke(o, agent_id, session_id, revocation, after))
+    race = Race(server.app.db, named("session_reads", "session_reads_together"),
+                revoke(o, agent_id, session_id, revocation, after))
     try:
         got = await g.call({"_": "GetSession", "sessionId": session_id})
         assert race.fired == 1

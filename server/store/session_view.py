@@ -1,0 +1,81 @@
+"""GetSession's reads sent together, for a backend where each statement is a round trip
+(`traits.batched_reads`): the access check's rows, the session, the page, its head, and on the
+first page the trigger context and the continuation edge go in one round trip, where one after
+the other they were six. Each is the statement its own module reads alone (sessions, events,
+trigger_firings, continuations), and the answer is built by the same functions, so it is the
+answer the one-at-a-time reads give (tests/server/store/test_store_session_view.py compares
+them on both backends).
+
+The rows are only fetched before the access check, in the same snapshot: nothing of them is
+decoded or returned unless `role` grants the read (the handler checks it between `fetch` and
+`answer`)."""
+from __future__ import annotations
+
+from ..database.port import Conn
+from . import continuations as continuations_q
+from . import events as events_q
+from . import history as history_q
+from . import roles as roles_q
+from . import sessions as sessions_q
+from . import trigger_firings as firings_q
+from .errors import NotFound
+
+# The session's owner row, its agent's flags and the caller's accepted grant: what
+# roles.session_role reads in up to three statements.
+_ACCESS = ("SELECT s.account_id, s.agent_id, s.visitor_id, a.account_id, a.public_read, a.public_chat IS NOT NULL,"
+           " c.role FROM sessions s LEFT JOIN agents a ON a.id = s.agent_id"
+           " LEFT JOIN agent_collaborators c ON c.agent_id = s.agent_id AND c.account_id = ?1 AND c.status = 'accepted'"
+           " WHERE s.id = ?2")
+# The link of the page's last event as it will be unless the page is cut by size: seqs are dense,
+# so the page of `limit` ends at min(last_seq, after + limit).
+_HEAD = ("SELECT seq, link FROM session_events WHERE session_id = ?1"
+         " AND seq = (SELECT min(last_seq, ?2) FROM sessions WHERE id = ?1)")
+
+
+def fetch_each(conn: Conn, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
+    """The rows of each statement: in one round trip where the backend batches reads."""
+    if conn.traits.batched_reads:
+        return conn.fetch_each(statements)   # type: ignore[attr-defined]
+    return [conn.execute(sql, params).fetchall() for sql, params in statements]
+
+
+def fetch(conn: Conn, account_id: str, session_id: str, after: int, limit: int, max_event: int,
+          first_page: bool) -> tuple[str | None, list[list[tuple]]]:
+    """(the caller's role on the session, as roles.session_role gives it; the rows for `answer`)."""
+    statements = [(_ACCESS, (account_id, session_id)), (sessions_q.SESSION_ROW, (session_id,)),
+                  (events_q.PAGE_ROWS, (max_event, session_id, after, limit + 1)),
+                  (_HEAD, (session_id, after + limit))]
+    if first_page:
+        statements += [(firings_q.CONTEXT_ROW, (session_id,)), (continuations_q.SUCCESSOR_ROW, (session_id,))]
+    found = fetch_each(conn, statements)
+    access = found[0][0] if found[0] else None
+    if access is None:
+        return None, found
+    owner, agent_id, visitor, agent_owner, public_read, public_chat, grant = access
+    flags = None if agent_owner is None else (agent_owner, bool(public_read), bool(public_chat))
+    return roles_q.role_through_agent(account_id, (owner, agent_id), visitor, flags, grant)[0], found
+
+
+def answer(conn: Conn, session_id: str, found: list[list[tuple]], limit: int, max_bytes: int,
+           max_event: int) -> tuple:
+    """(session, page rows, more, trigger context, head, edge), as GetSession's reads one at a
+    time give them, from what `fetch` found (once the role allows the read)."""
+    _access, session_rows, page, head_rows, *first = found
+    if not session_rows:
+        raise NotFound(f"session {session_id} not found")
+    session = sessions_q.session_info(session_rows[0])
+    rows, more = events_q.page_of(conn, session_id, page, limit, max_bytes, max_event)
+    head = None
+    if rows:
+        last = rows[-1][0]
+        if head_rows and head_rows[0][0] == last:
+            link = head_rows[0][1]
+            head = (last, None if link is None else bytes(link))
+        else:   # the page was cut by size
+            head = history_q.head_at(conn, session_id, last)
+    context = edge = None
+    if first:
+        context_rows, edge_rows = first
+        context = firings_q.context_of(context_rows[0] if context_rows else None)
+        edge = continuations_q.edge_of(edge_rows[0] if edge_rows else None)
+    return session, rows, more, context, head, edge
