@@ -141,7 +141,7 @@ class PgConn:
     one round trip, and a job or read that runs no statement sends none of them; `end()`
     commits what was opened. `fetch_each` sends several statements in one round trip."""
 
-    __slots__ = ("raw", "_pg", "_tx", "_changes", "_prefix", "_unread", "_seen", "_names", "_made", "_encoding")
+    __slots__ = ("raw", "_pg", "_tx", "_changes", "_prefix", "_unread", "_seen", "_names", "_parsed", "_made", "_encoding")
 
     traits = POSTGRES
 
@@ -154,7 +154,8 @@ class PgConn:
         self._prefix: tuple[str, ...] = ()
         self._unread = False   # a COMMIT went out whose answer is not read yet (`end(wait=False)`)
         self._seen: dict[tuple, int] = {}      # statements run once, not prepared yet
-        self._names: dict[tuple, bytes] = {}   # prepared statements' names
+        self._names: dict[tuple, bytes] = {}   # statements given a name (prepared at their next run)
+        self._parsed: set[bytes] = set()        # names whose Parse went out
         self._made = 0
 
     def begin(self, *commands: str) -> None:
@@ -237,7 +238,8 @@ class PgConn:
         if len(self._names) >= PREPARED_MAX:
             return None
         self._made += 1
-        return b"s%d" % self._made
+        name = self._names[key] = b"s%d" % self._made
+        return name
 
     def _exchange(self, items: list[tuple]) -> list:
         """Send the pending `begin` commands and `items` in one pipeline, then read every answer
@@ -256,9 +258,9 @@ class PgConn:
                 text = key if type(key) is bytes else key[0].encode()
                 pg.send_query_params(text, values, param_types=types, param_formats=formats, result_format=_BINARY)
             else:
-                if key not in self._names:
+                if name not in self._parsed:
                     pg.send_prepare(name, key[0].encode(), param_types=types)
-                    self._names[key] = name
+                    self._parsed.add(name)
                     mine.append(key)
                 pg.send_query_prepared(name, values, param_formats=formats, result_format=_BINARY)
             mine.append(True)
@@ -272,7 +274,8 @@ class PgConn:
             if result.status == _FATAL and error is None:
                 error = psycopg.errors.error_from_result(result, encoding=self._encoding)
             if type(what) is tuple and result.status != pq.ExecStatus.COMMAND_OK:
-                self._names.pop(what, None)   # its Parse failed or was skipped: no such statement
+                # Its Parse failed or was skipped: no such statement (named again at its next run).
+                self._parsed.discard(self._names.pop(what, b""))
         if error is not None:
             raise error
         return [result for result, what in zip(results, mine) if what is True]

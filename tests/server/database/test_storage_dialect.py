@@ -131,6 +131,20 @@ def test_rewritten_statements_run_on_postgresql(postgres_url):
         assert conn.execute("SELECT n FROM t WHERE id = ?", ("a",)).fetchone() == (9,)
         assert conn.execute("SELECT 1 WHERE false").fetchone() is None
         assert conn.execute("DELETE FROM t WHERE id = ?", ("zz",)).fetchall() == []
+        # A statement run many times in one round trip and after: unnamed at first, then named
+        # and prepared once (its Parse sent with the run that names it).
+        conn.executemany("INSERT INTO t (id, n) VALUES (?, ?)", [(f"m{i}", i) for i in range(6)])
+        assert conn.changes() == 6
+        for i in range(4):
+            assert conn.execute("SELECT n FROM t WHERE id = ?", (f"m{i}",)).fetchone() == (i,)
+        # A statement that fails at its second run (the one that prepares it) runs again after.
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute("INSERT INTO t (id, n) VALUES (?, ?)", ("m0", 1))
+        conn.execute("INSERT INTO t (id, n) VALUES (?, ?)", ("m9", 9))
+        assert conn.execute("SELECT n FROM t WHERE id = ?", ("m9",)).fetchone() == (9,)
+        # Reads that do not depend on each other, in one round trip.
+        assert conn.fetch_each([("SELECT n FROM t WHERE id = ?", ("m1",)), ("SELECT 1 WHERE false", ()),
+                                ("SELECT count(*) FROM t", ())]) == [[(1,)], [], [(10,)]]
     finally:
         raw.close()
 
