@@ -190,6 +190,61 @@ def server_cpu_ns(pid: int) -> int:
     return total
 
 
+def thread_counters(pid: int) -> dict[int, tuple[int, ...]]:
+    """Per thread of the server: (CPU ns, write calls, bytes written, context switches, of which
+    involuntary) so far, from /proc/PID/task/TID/{schedstat,io,status}. The writer thread is
+    told apart by its writes: the event loop's socket writes go through `send`, which /proc
+    counts as well, so the writer is the other thread with the most bytes written (the WAL's)."""
+    out: dict[int, tuple[int, ...]] = {}
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return out
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/schedstat") as f:
+                cpu = int(f.read().split()[0])
+            io = dict(line.split(": ") for line in open(f"{base}/io").read().splitlines())
+            status = dict(line.split(":\t", 1) for line in open(f"{base}/status").read().splitlines()
+                          if ":\t" in line)
+            vol, invol = int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"])
+            out[tid] = (cpu, int(io["syscw"]), int(io["wchar"]), vol + invol, invol)
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+    return out
+
+
+def db_counters(http_url: str) -> tuple[int, int] | None:
+    """(commits, write jobs) of the server's database so far, from /metrics
+    (seed_agents_db_commits, seed_agents_db_write_jobs); None from a tree without them."""
+    try:
+        with urllib.request.urlopen(http_url + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("seed_agents_db_commits", "seed_agents_db_write_jobs"):
+            found[name] = int(float(value))
+    if len(found) < 2:
+        return None
+    return found["seed_agents_db_commits"], found["seed_agents_db_write_jobs"]
+
+
+def _thread_deltas(pid: int, before: dict, after: dict) -> dict:
+    """What the server's threads did between two `thread_counters`: the loop's (the main
+    thread), the writer's (the other thread that wrote the most bytes) and all threads' context
+    switches."""
+    d = {tid: tuple(a - b for a, b in zip(after[tid], before.get(tid, (0,) * 5))) for tid in after}
+    others = [tid for tid in d if tid != pid]
+    writer = max(others, key=lambda t: d[t][2], default=None)
+    w = d[writer] if writer is not None else (0,) * 5
+    return {"writer_ns": w[0], "writer_calls": w[1], "writer_bytes": w[2],
+            "switches": sum(v[3] for v in d.values()), "involuntary": sum(v[4] for v in d.values())}
+
+
 class _Window:
     """Around a timed phase: the profiled server samples only inside it (SIGUSR1/SIGUSR2)."""
 
@@ -320,11 +375,18 @@ async def _timed(driver, count: int, profile: bool) -> dict:
 
     frames = driver.sign(count)
     pid = driver.target["pid"]
+    http_url = driver.target["url"].replace("ws://", "http://").removesuffix("/agents/ws")
+    db0 = db_counters(http_url)
+    threads0 = thread_counters(pid)
     cpu0, loop0 = server_cpu_ns(pid), loop_cpu_ns(pid)
     with _Window(pid, profile), CpuMeter(pid) as meter:
         res = await driver.run(frames)
     res["cpu_ns"] = server_cpu_ns(pid) - cpu0
     res["loop_ns"] = loop_cpu_ns(pid) - loop0
+    res.update(_thread_deltas(pid, threads0, thread_counters(pid)))
+    db1 = db_counters(http_url) if db0 is not None else None
+    if db0 is not None and db1 is not None:   # (the scrape itself is no write job)
+        res["commits"], res["jobs"] = db1[0] - db0[0], db1[1] - db0[1]
     res["meter"] = meter.result
     return res
 
@@ -341,10 +403,27 @@ def _combine(chunks: list[dict]) -> dict:
     return {"per_s": lat["n"] / seconds, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"],
             "cpu_us": sum(ch["cpu_ns"] for ch in chunks) / 1000 / max(1, lat["n"]),
             "loop_cpu_us": sum(ch.get("loop_ns", 0) for ch in chunks) / 1000 / max(1, lat["n"]),
+            **_per_action(chunks, lat["n"]),
             "n": lat["n"], "errors": sum(ch["errors"] for ch in chunks),
             "first_error": next((ch["first_error"] for ch in chunks if ch["first_error"]), None),
             "chunk_per_s": [round(len(ch["latencies"]) / ch["seconds"], 1) for ch in chunks],
             "cpu": {k: sum(ch["meter"][k] * ch["meter"]["wall_s"] for ch in chunks) / wall for k in keys}}
+
+
+def _per_action(chunks: list[dict], n: int) -> dict:
+    """The writer thread's CPU, write calls and bytes, the context switches, and the commits and
+    jobs per action; and the jobs a commit carried (the group commit's batch)."""
+    n = max(1, n)
+    out = {"writer_cpu_us": sum(ch["writer_ns"] for ch in chunks) / 1000 / n,
+           "writer_calls": sum(ch["writer_calls"] for ch in chunks) / n,
+           "writer_kib": sum(ch["writer_bytes"] for ch in chunks) / 1024 / n,
+           "switches": sum(ch["switches"] for ch in chunks) / n,
+           "involuntary": sum(ch["involuntary"] for ch in chunks) / n}
+    if all("commits" in ch for ch in chunks):
+        commits = sum(ch["commits"] for ch in chunks)
+        out["commits"] = commits / n
+        out["jobs_per_commit"] = sum(ch["jobs"] for ch in chunks) / max(1, commits)
+    return out
 
 
 async def round_load(targets: dict, order: list[str], counts: dict, chunks: int, round_no: int,
@@ -383,7 +462,8 @@ async def round_load(targets: dict, order: list[str], counts: dict, chunks: int,
 
 # Throughput and p50 latency are what the issue asks for; the server's CPU time per action (all
 # its threads, from /proc) is the work each costs, which a neighbour's load moves much less.
-FIGURES = ("per_s", "p50_ms", "cpu_us", "loop_cpu_us")
+FIGURES = ("per_s", "p50_ms", "cpu_us", "loop_cpu_us", "writer_cpu_us", "writer_calls", "writer_kib",
+           "switches", "involuntary", "commits", "jobs_per_commit")
 
 
 def _spread(values: list[float], digits: int = 3) -> dict:
@@ -417,7 +497,7 @@ def summarize(rounds: list[dict], other: str = "after") -> dict:
     cells = {}
     for cell in measured:
         for fig in FIGURES:
-            if fig not in rounds[0]["before"][cell]:
+            if any(fig not in r[name][cell] for r in rounds for name in ("before", other)):
                 continue
             b = [r["before"][cell][fig] for r in rounds]
             a = [r[other][cell][fig] for r in rounds]
@@ -446,7 +526,14 @@ def table(summary: dict) -> str:
         cell, fig = key.rsplit(" ", 1)
         unit, name, digits = {"per_s": ("/s", "turns/s" if cell.startswith("turns") else "actions/s", 0),
                               "p50_ms": (" ms", "p50", 2), "cpu_us": (" us", "server CPU per action", 0),
-                              "loop_cpu_us": (" us", "of which the event loop's thread", 0)}[fig]
+                              "loop_cpu_us": (" us", "of which the event loop's thread", 0),
+                              "writer_cpu_us": (" us", "of which the database writer's thread", 0),
+                              "writer_calls": ("", "the writer's write calls per action", 2),
+                              "writer_kib": (" KiB", "the writer's bytes written per action", 2),
+                              "switches": ("", "context switches per action (all threads)", 2),
+                              "involuntary": ("", "of which involuntary", 2),
+                              "commits": ("", "commits per action", 3),
+                              "jobs_per_commit": ("", "write jobs per commit", 2)}[fig]
         p = c["pair_ratios"]
         ci = f"{p['geomean']:.3f} ({p['ci95'][0]:.3f}..{p['ci95'][1]:.3f})" if p["ci95"] else "-"
         lines.append(f"| {cell} | {name} | {c['before_median']:,.{digits}f}{unit} | {c['after_median']:,.{digits}f}{unit} "

@@ -92,6 +92,7 @@ class App:
         for cache in self.cache.values():
             self.metrics.watch_cache(cache)
         self.metrics.watch_outbound(self.connections)
+        self.metrics.watch_database(self.db)
         self._now_ms = now_ms
         # What dispatch hands every handler (server/handlers/context.py): built at the end of
         # start(), from the parts made there; the App itself is never a handler's argument.

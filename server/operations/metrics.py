@@ -28,6 +28,10 @@ class Metrics:
                                      "database after losing notices (LISTEN reconnected)", registry=r)
         self.cluster_partials_dropped = Gauge("seed_agents_cluster_partials_dropped", "Partials too large "
                                               "for a notice, not sent to the other servers", registry=r)
+        # The database's group commit (server/database/): how many jobs a commit carries.
+        self.db_commits = Gauge("seed_agents_db_commits", "Write transactions committed (one fsync each on "
+                                "SQLite)", registry=r)
+        self.db_write_jobs = Gauge("seed_agents_db_write_jobs", "Write jobs those commits carried", registry=r)
         self.latency = Histogram(
             "seed_agents_action_seconds", "Action latency from frame to response", ["action"], registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
@@ -81,6 +85,11 @@ class Metrics:
         self.cluster_notices.labels("received").set_function(lambda: cluster.received)
         self.cluster_resyncs.set_function(lambda: cluster.resyncs)
         self.cluster_partials_dropped.set_function(lambda: cluster.dropped_partials)
+
+    def watch_database(self, db) -> None:
+        """The group commit's counters of `db` (its `batches` and `jobs`), read when scraped."""
+        self.db_commits.set_function(lambda: db.batches)
+        self.db_write_jobs.set_function(lambda: db.jobs)
 
     def watch_outbound(self, connections) -> None:
         """Export the bytes queued to the open sockets (`connections`: objects with `outbound`)."""

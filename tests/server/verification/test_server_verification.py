@@ -258,6 +258,28 @@ async def test_metrics_count_actions_and_verify_failures(server):
     await c.close()
 
 
+async def test_metrics_count_the_databases_commits_and_their_jobs(server):
+    """The group commit's counters on /metrics: each write an action makes is a job, and a
+    commit carries one job or more (docs/operations.md, "Metrics")."""
+    import httpx
+
+    def counters(text: str) -> tuple[float, float]:
+        values = dict(line.split(" ", 1) for line in text.splitlines()
+                      if line.startswith(("seed_agents_db_commits ", "seed_agents_db_write_jobs ")))
+        return float(values["seed_agents_db_commits"]), float(values["seed_agents_db_write_jobs"])
+
+    a = keypair("A")
+    c = await V2Client.open(server.url)
+    url = f"http://{server.host}:{server.port}/metrics"
+    async with httpx.AsyncClient() as http:
+        commits0, jobs0 = counters((await http.get(url)).text)
+        await setup_session(c, a)   # CreateAgent and CreateSession: writes, each answered once committed
+        commits1, jobs1 = counters((await http.get(url)).text)
+    assert commits1 >= commits0 + 1 and jobs1 >= jobs0 + 2, (commits0, jobs0, commits1, jobs1)
+    assert jobs1 - jobs0 >= commits1 - commits0   # a commit carries at least one job
+    await c.close()
+
+
 async def test_v2_oversized_frames_are_413_without_being_decoded(server):
     import cbor2
 
