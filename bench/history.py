@@ -17,6 +17,18 @@
   decode alone, so the check's own cost shows; events per second for each. The goal: at least
   200,000 per second on one core.
 
+With `--before REF` (a tree without the chain's write work: docs/performance.md, "Verifiable
+history, before and after", says how to make one) the issue's before/after comes in the same run,
+each tree from its own code, with `--aa` a second copy of the before tree beside it (the A/A):
+
+- **MessageSession end to end**: `bench.sqlite_ab`'s `turns c1` and `turns c8` cells (each tree
+  its own server, rounds alternating which goes first): turns per second, p50 and p99 from the
+  send to the durable reply, and the server's CPU per turn;
+- **append throughput per tree**: the tree's own `append_event` in a child process of that tree
+  (blocks of appends in one job, the writer thread's CPU), and a turn's two appends, each its
+  own commit; the user's message carries its envelope where the tree's handler makes one;
+- **verify**: as above (the client side has no before: without the chain there is no check).
+
 Nothing is asserted; every loop is bounded in count.
 """
 from __future__ import annotations
@@ -29,6 +41,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from seed_agents.clients.history import Follower
 from seed_agents.clients.wire import decode_frame, read_frame
@@ -202,6 +215,114 @@ async def turn_costs(blocks: int, per_block: int) -> dict:
     return out
 
 
+def tree_appends(spec: dict) -> dict:
+    """(Runs in a child process of one tree, with only that tree's modules: its source is sent as
+    text.) The tree's `append_event` into a scratch SQLite file: events per second of the writer
+    thread's CPU in blocks of appends in one job, and the writer's CPU per turn (the user's
+    message, with its envelope when `spec["envelope"]`, then the reply, each its own commit)."""
+    import asyncio
+    import os
+    import statistics
+    import tempfile
+    import time
+
+    from seed_agents.server.database.sqlite.database import Database
+    from seed_agents.server.store import accounts as accounts_q
+    from seed_agents.server.store import agents as agents_q
+    from seed_agents.server.store import events as events_q
+    from seed_agents.server.store import sessions as sessions_q
+
+    reply = spec["reply"]
+    user = dict(spec["user"])
+    envelope = None
+    if spec["envelope"]:
+        user["envelopeCid"] = "b" + "a" * 58
+        envelope = bytes(range(256)) + bytes(74)
+
+    def clock(conn):  # noqa: ANN001
+        return time.thread_time()
+
+    async def run() -> dict:
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Database(os.path.join(tmp, "bench.sqlite"))
+            await db.start()
+            try:
+                await db.write(accounts_q.ensure_account, "z6MkBench", 1)
+                await db.write(agents_q.create_agent, "a1", "z6MkBench", {"name": "bench"}, "/tmp/a1", 1)
+                await db.write(sessions_q.create_session, "s1", "z6MkBench", "a1", None, 1)
+                rates, turns, counter = [], [], 0
+                for _ in range(spec["blocks"]):
+                    first = counter
+                    counter += spec["per_block"]
+
+                    def job(conn, first=first):  # noqa: ANN001
+                        t = time.thread_time()
+                        for i in range(first + 1, first + spec["per_block"] + 1):
+                            events_q.append_event(conn, "s1", reply, f"e{i}", 1_764_900_000_000 + i)
+                        return time.thread_time() - t
+
+                    rates.append(spec["per_block"] / await db.write(job))
+                    start = await db.write(clock)
+                    for _ in range(spec["per_turn_block"]):
+                        counter += 1
+                        now = 1_764_900_000_000 + counter
+                        await db.write(events_q.append_event, "s1", user, f"u{counter}", now,
+                                       events_q.MAX_EVENT_BYTES, envelope)
+                        await db.write(events_q.append_event, "s1", reply, f"r{counter}", now)
+                    turns.append((await db.write(clock) - start) / spec["per_turn_block"] * 1e6)
+                return {"appends_per_s": statistics.median(rates), "turn_writer_us": statistics.median(turns)}
+            finally:
+                await db.close()
+
+    return asyncio.run(run())
+
+
+def makes_envelope(tree: Path) -> bool:
+    """Whether the tree's MessageSession handler keeps the signed envelope (the chain's write
+    work), read from its source: the before tree's stub takes that call out."""
+    handler = tree / "server" / "handlers" / "messages.py"
+    return handler.is_file() and "= signed_envelope(env)" in handler.read_text()
+
+
+def run_tree_appends(tree: Path, spec: dict) -> dict:
+    import inspect
+    import json
+    import subprocess
+    import sys
+
+    from bench.trees import tree_env
+
+    code = (inspect.getsource(tree_appends) + "\nimport json, sys\n"
+            "print(json.dumps(tree_appends(json.loads(sys.argv[1]))))\n")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], cwd=str(tree), capture_output=True,
+                         text=True, timeout=600, env=tree_env(tree))
+    if out.returncode != 0:
+        raise RuntimeError(f"the append bench in {tree} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def trees_appends(trees: dict[str, Path], rounds: int, blocks: int, per_block: int, per_turn_block: int) -> dict:
+    """Each tree's appends (`tree_appends`), one child process per tree and round, the trees
+    taking turns going first; per figure the medians and the per-round ratios against `before`."""
+    from bench.sqlite_ab import geomean_ci
+
+    names = list(trees)
+    specs = {name: {"reply": PAYLOAD, "user": {k: v for k, v in USER_PAYLOAD.items() if k != "envelopeCid"},
+                    "envelope": makes_envelope(tree), "blocks": blocks, "per_block": per_block,
+                    "per_turn_block": per_turn_block} for name, tree in trees.items()}
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            runs[name].append(run_tree_appends(trees[name], specs[name]))
+    out: dict = {"envelope": {name: specs[name]["envelope"] for name in names}}
+    for fig in ("appends_per_s", "turn_writer_us"):
+        out[fig] = {name: statistics.median(x[fig] for x in runs[name]) for name in names}
+        for name in names[1:]:
+            ratios = [a[fig] / b[fig] for a, b in zip(runs[name], runs["before"])]
+            out[fig][f"{name}/before"] = geomean_ci(ratios)
+    return out
+
+
 GOAL_PER_S = 200_000   # issue 40: verifying a replay on one core
 
 
@@ -213,7 +334,16 @@ def main() -> None:
     parser.add_argument("--per-block", type=int, default=500)
     parser.add_argument("--turn-blocks", type=int, default=10, help="alternating blocks of turns per variant")
     parser.add_argument("--per-turn-block", type=int, default=100)
+    parser.add_argument("--before", default=None, metavar="REF",
+                        help="a tree without the chain's write work: MessageSession end to end and the "
+                             "appends of each tree, before/after in this run")
+    parser.add_argument("--after", default=".", metavar="REF", help="the tree with the chain (default: this one)")
+    parser.add_argument("--aa", action="store_true", help="with --before: a second copy of the before tree beside")
+    parser.add_argument("--turn-rounds", type=int, default=8, help="with --before: rounds of the turns cells")
+    parser.add_argument("--tree-rounds", type=int, default=6, help="with --before: rounds of each tree's appends")
     args = parser.parse_args()
+    if args.before:
+        before_after(args)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {0})   # one core
     rates = verify_rates(args.events, args.rounds)
@@ -238,6 +368,48 @@ def main() -> None:
     for name in ("with the chain", "without"):
         print(f"  {name:32} {turns[name]:>10,.1f} us a turn")
     print(f"  the chain's share                {turns['added']:>+10,.1f} us a turn")
+
+
+def before_after(args: argparse.Namespace) -> None:
+    """The issue's before/after in one run: MessageSession end to end (bench.sqlite_ab's turns
+    cells) and each tree's appends, with the A/A beside when asked."""
+    import shutil
+
+    from bench import sqlite_ab
+
+    print(f"MessageSession end to end, {args.before} (before) against {args.after} (after), "
+          f"{args.turn_rounds} rounds{', with an A/A' if args.aa else ''}:", flush=True)
+    turns = sqlite_ab.main(args.before, args.after, False, args.turn_rounds, None, 0.0, ["turns c1", "turns c8"],
+                           args.aa)
+    print()
+    print(sqlite_ab.table(turns["summary"]))
+    if "summary_aa" in turns:
+        print("\nA/A (the before tree's second server against the first, in the same rounds):\n")
+        print(sqlite_ab.table(turns["summary_aa"]))
+    print(f"\nload average at start / end: {turns['loadavg_start'][0]:.1f} / {turns['loadavg_end'][0]:.1f}")
+    tmp = Path(tempfile.mkdtemp(prefix="bench-history-"))
+    try:
+        trees = {}
+        for name, ref in (("before", args.before), ("after", args.after)):
+            trees[name], _ = sqlite_ab.resolve(ref, tmp / name)
+        if args.aa:
+            trees["same"] = trees["before"]
+        load0 = os.getloadavg()[0]
+        appends = trees_appends(trees, args.tree_rounds, args.blocks, args.per_block, args.per_turn_block)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\neach tree's append_event, {args.tree_rounds} rounds of a child process per tree (the user's "
+          f"envelope kept: {', '.join(f'{n} {v}' for n, v in appends['envelope'].items())}):")
+    print("| figure | " + " | ".join(trees) + " | " + " | ".join(f"{n}/before (95% CI)" for n in list(trees)[1:]) + " |")
+    print("|---" * (2 * len(trees)) + "|")
+    for fig, title in (("appends_per_s", "appends/s, blocks of appends in one job (writer CPU)"),
+                       ("turn_writer_us", "writer CPU per turn, two appends each its own commit (us)")):
+        row = appends[fig]
+        cis = [row[f"{n}/before"] for n in list(trees)[1:]]
+        print(f"| {title} | " + " | ".join(f"{row[n]:,.0f}" for n in trees) + " | "
+              + " | ".join(f"{c['geomean']:.3f} ({c['ci95'][0]:.3f}..{c['ci95'][1]:.3f})" if c["ci95"] else "-"
+                           for c in cis) + " |")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (at the appends' start {load0:.1f})\n")
 
 
 if __name__ == "__main__":

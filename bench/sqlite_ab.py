@@ -462,7 +462,7 @@ async def round_load(targets: dict, order: list[str], counts: dict, chunks: int,
 
 # Throughput and p50 latency are what the issue asks for; the server's CPU time per action (all
 # its threads, from /proc) is the work each costs, which a neighbour's load moves much less.
-FIGURES = ("per_s", "p50_ms", "cpu_us", "loop_cpu_us", "writer_cpu_us", "writer_calls", "writer_kib",
+FIGURES = ("per_s", "p50_ms", "p99_ms", "cpu_us", "loop_cpu_us", "writer_cpu_us", "writer_calls", "writer_kib",
            "switches", "involuntary", "commits", "jobs_per_commit")
 
 
@@ -525,7 +525,7 @@ def table(summary: dict) -> str:
     for key, c in summary["cells"].items():
         cell, fig = key.rsplit(" ", 1)
         unit, name, digits = {"per_s": ("/s", "turns/s" if cell.startswith("turns") else "actions/s", 0),
-                              "p50_ms": (" ms", "p50", 2), "cpu_us": (" us", "server CPU per action", 0),
+                              "p50_ms": (" ms", "p50", 2), "p99_ms": (" ms", "p99", 2), "cpu_us": (" us", "server CPU per action", 0),
                               "loop_cpu_us": (" us", "of which the event loop's thread", 0),
                               "writer_cpu_us": (" us", "of which the database writer's thread", 0),
                               "writer_calls": ("", "the writer's write calls per action", 2),
