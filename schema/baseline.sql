@@ -549,3 +549,11 @@ CREATE TABLE visitor_runs (
     reserved   INTEGER NOT NULL,
     day_start  INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
+
+-- Version 23: a write's replay claims, one appended row (schema/migrations/0023_signature_sets.sql says why).
+CREATE TABLE accepted_signature_sets (
+    id         INTEGER PRIMARY KEY,
+    expires_at INTEGER NOT NULL, -- the latest expiry among its signatures
+    sigs       BLOB NOT NULL     -- 72 bytes a signature: the signature (64), its expiry (8, big-endian ms)
+) STRICT;
+CREATE INDEX accepted_signature_sets_by_expiry ON accepted_signature_sets (expires_at);

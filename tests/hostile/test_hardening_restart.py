@@ -13,6 +13,7 @@ from websockets.asyncio.client import connect
 
 from seed_agents.protocol.wire import dagcbor
 from seed_agents.protocol.wire.envelope import build_envelope, sign_envelope
+from seed_agents.server.store import signatures
 
 from tests.procs import ServerProcess
 from tests.waiting import until
@@ -73,15 +74,13 @@ async def test_envelopes_accepted_before_a_restart_are_refused_after_it(tmp_path
 async def accepted(srv: ServerProcess, sigs: list[bytes], timeout: float = 10.0) -> None:
     """Wait until the server's database file records every one of `sigs` as accepted."""
     path = str(srv.data_dir / "agents.sqlite")
-    marks = ",".join("?" * len(sigs))
     def all_saved() -> bool:
         db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
         try:
-            found = db.execute(f"SELECT count(*) FROM accepted_signatures WHERE sig IN ({marks})",
-                               sigs).fetchone()[0]
+            saved = {bytes(sig) for sig, _ in signatures.unexpired_signatures(db, 0)}
         finally:
             db.close()
-        return found == len(sigs)
+        return set(sigs) <= saved
     await until(all_saved, timeout, what="every signature saved")
 
 

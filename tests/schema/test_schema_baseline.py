@@ -50,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 22
+    assert schema.CURRENT_VERSION == 23
 
 
 def test_baseline_equals_migrations_applied_in_order():
@@ -106,7 +106,9 @@ def test_expected_tables_and_strictness():
         # version 19: subscription sign-ins in progress
         "provider_logins",
         # version 21: public chat's counters
-        "visitor_usage", "visitor_runs"}
+        "visitor_usage", "visitor_runs",
+        # version 23: a write's replay claims, one appended row
+        "accepted_signature_sets"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 

@@ -37,6 +37,23 @@ def test_prune_signatures(conn):
     assert [e for _, e in signatures.unexpired_signatures(conn, 0)] == [105, 106, 107, 108, 109]
 
 
+def test_claimed_sets_reload_each_signature_until_its_own_expiry_then_go(conn):
+    first = [(bytes([1]) * 64, 100), (bytes([2]) * 64, 130)]
+    signatures.claim_signatures(conn, first, now=0)
+    signatures.claim_signatures(conn, [(bytes([3]) * 64, 120)], now=0)
+    signatures.claim_signatures(conn, [], now=0)   # nothing to keep: no row
+    signatures.claim_signature(conn, bytes([4]) * 64, expires_at=110, now=0)   # the per-signature table
+    assert conn.execute("SELECT count(*) FROM accepted_signature_sets").fetchone()[0] == 2
+    assert sorted(signatures.unexpired_signatures(conn, 0)) == sorted(first + [(bytes([3]) * 64, 120),
+                                                                             (bytes([4]) * 64, 110)])
+    # Each signature keeps its own expiry; a set goes once the last of its has expired.
+    assert sorted(signatures.unexpired_signatures(conn, 115)) == [(bytes([2]) * 64, 130), (bytes([3]) * 64, 120)]
+    assert signatures.prune_signatures(conn, 125) == 2   # the row of 4, the set of 3
+    assert signatures.unexpired_signatures(conn, 125) == [(bytes([2]) * 64, 130)]
+    with pytest.raises(ValueError, match="not 64 bytes"):
+        signatures.claim_signatures(conn, [(b"short", 200)], now=0)
+
+
 def test_idempotency_record(conn):
     assert idempotency.idem_get(conn, ACCOUNT, "CreateAgent", "c1") is None
     idempotency.idem_put(conn, ACCOUNT, "CreateAgent", "c1", b"fp", b"resp", 5)

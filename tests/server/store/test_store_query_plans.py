@@ -30,6 +30,7 @@ def exercise(conn) -> None:
     accounts.add_signer(conn, A, "z6MkSigner", "AGENT", "cid", b"blob", 1)
     accounts.is_signer(conn, A, "z6MkSigner")
     signatures.claim_signature(conn, b"s" * 64, 100, 1)
+    signatures.claim_signatures(conn, [(b"t" * 64, 100)], 1)
     signatures.prune_signatures(conn, 50)
     signatures.unexpired_signatures(conn, 50)
     idempotency.idem_get(conn, A, "CreateAgent", "c")
@@ -145,6 +146,8 @@ def test_no_full_scan_and_no_sort(plans):
     ("WHERE session_id = ? AND status IN", "runs_active_by_session"),
     ("FROM runs WHERE session_id = ? ORDER BY", "runs_by_session"),
     ("DELETE FROM accepted_signatures", "accepted_signatures_by_expiry"),
+    ("DELETE FROM accepted_signature_sets", "accepted_signature_sets_by_expiry"),
+    ("SELECT sigs FROM accepted_signature_sets", "accepted_signature_sets_by_expiry"),
     ("WHERE status IN ('claimed', 'running')", "runs_by_status"),
     ("FROM sessions WHERE parent_session_id", "sessions_by_parent"),
     ("WHERE root_run_id = ?", "runs_by_root"),
