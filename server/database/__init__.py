@@ -7,6 +7,7 @@ rewrite, bus of notices).
 
 - `url`: `sqlite:FILE` | `postgresql://...`, shown only redacted.
 - `workers`: the write queue and reader threads every façade runs its work on.
+- `end_writes`: rows a group-committing writer writes once, at a batch's end, in key order.
 - `notices`: small notices between servers and their bounded subscriptions (the bus is the
   shared backend's: `postgres/bus.py`).
 - `errors`: StorageError, the schema gates' refusals, UnstorableText.

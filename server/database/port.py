@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
+from .end_writes import EndWrites
+
 
 @dataclass(frozen=True)
 class Traits:
@@ -29,6 +31,9 @@ class Traits:
     # other go together (`conn.fetch_each`, one round trip), where in-process SQLite reads each
     # only when it needs it.
     batched_reads: bool = False
+    # appended to a SELECT of rows the transaction then UPDATEs (no key changed): unlike
+    # `lock_rows`, it does not wait for transactions that only insert rows referencing them
+    lock_to_update: str = ""
 
 
 class Rows(Protocol):
@@ -46,6 +51,9 @@ class Conn(Protocol):
     """The connection a store function is given (apsw's on SQLite, `PgConn` on PostgreSQL)."""
 
     traits: Traits
+    # A group-committing writer's rows written once, at the transaction's end (end_writes.py);
+    # None where every write is made at once (SQLite, readers).
+    end_writes: EndWrites | None
 
     def execute(self, sql: str, params: Any = ()) -> Rows: ...
 

@@ -39,6 +39,7 @@ import psycopg.adapt
 from psycopg import errors as pg_errors
 from psycopg import pq
 
+from ..end_writes import EndWrites
 from ..errors import StorageError, UnstorableText
 from ..port import Traits
 from ..url import StorageURL, scrub
@@ -58,7 +59,7 @@ PREPARED_MAX = 512
 # take runs (leases), lock the rows they move, and skip those another server holds.
 POSTGRES = Traits(name="postgresql", run_leases=True, lock_rows=" FOR UPDATE",
                   skip_locked=" FOR UPDATE SKIP LOCKED", like_ci="ILIKE", text_search="tsvector",
-                  batched_reads=True)
+                  batched_reads=True, lock_to_update=" FOR NO KEY UPDATE")
 # Run again from the start: another transaction won a race this one can now see.
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
 # Group commit (PgDatabase._run_batch): at most this many jobs share a transaction, each in a
@@ -76,6 +77,10 @@ _BEGIN_WRITE = ("BEGIN ISOLATION LEVEL READ COMMITTED",)
 _BEGIN_READ = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",)
 _FIRST_JOB = (*_BEGIN_WRITE, f"SET LOCAL lock_timeout = '{BATCH_LOCK_WAIT_MS}ms'", "SAVEPOINT job")
 _NEXT_JOB = ("RELEASE SAVEPOINT job", "SAVEPOINT job")
+# A batch's end writes (an agent's row: server/database/end_writes.py) wait for their rows without
+# the jobs' bound: what holds such a row is another transaction's end writes and COMMIT, or, in
+# a real cycle, a lone job that PostgreSQL's deadlock detection fails (docs/storage.md).
+_END_WRITES = ("SET LOCAL lock_timeout = 0",)
 _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT job"
 
 
@@ -141,7 +146,7 @@ class PgConn:
     one round trip, and a job or read that runs no statement sends none of them; `end()`
     commits what was opened. `fetch_each` sends several statements in one round trip."""
 
-    __slots__ = ("raw", "_pg", "_tx", "_changes", "_prefix", "_unread", "_seen", "_names", "_parsed", "_made", "_encoding")
+    __slots__ = ("raw", "_pg", "_tx", "_changes", "_prefix", "_unread", "_seen", "_names", "_parsed", "_made", "_encoding", "end_writes")
 
     traits = POSTGRES
 
@@ -157,6 +162,8 @@ class PgConn:
         self._names: dict[tuple, bytes] = {}   # statements given a name (prepared at their next run)
         self._parsed: set[bytes] = set()        # names whose Parse went out
         self._made = 0
+        # The writer's: rows the store writes once, at the transaction's end (end_writes.py).
+        self.end_writes: EndWrites | None = None
 
     def begin(self, *commands: str) -> None:
         self._prefix = commands
@@ -401,9 +408,11 @@ class PgDatabase(WriteQueue, ReaderThreads):
         if reader:
             raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             raw.read_only = True
-        else:
-            raw.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
-        return PgConn(raw)
+            return PgConn(raw)
+        raw.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        conn = PgConn(raw)
+        conn.end_writes = EndWrites()
+        return conn
 
     async def start(self) -> None:
         """Pass the schema gate (may raise PgSchemaGateError), then open the connections."""
@@ -577,19 +586,33 @@ class PgDatabase(WriteQueue, ReaderThreads):
         raw = conn.raw
         ran = 0   # jobs of `batch` begun in this transaction
         opened = False   # a statement has gone out: the transaction is open
+        end_writes = conn.end_writes
+        end_writes.clear()
         try:
             for job in batch:
                 # BEGIN (first) or the next savepoint go out with the job's first statement.
                 conn.begin(*(_NEXT_JOB if opened else _FIRST_JOB))
                 ran += 1
+                end_writes.mark()
                 go_on = self._job_in_savepoint(raw, conn, job)
                 opened = opened or not conn.pending
                 if not go_on:
                     ran -= 1   # cut here: this job is not part of the transaction
                     break
+            if end_writes:
+                # After the last job, in key order: a hot row is locked for these statements
+                # and the COMMIT only.
+                conn.begin(*(_END_WRITES if opened else (*_BEGIN_WRITE, *_END_WRITES)))
+                end_writes.flush(conn)
+                opened = True
             conn.begin()   # nothing left to send before the COMMIT
             if opened:
                 conn.command("COMMIT")
+        except _CUT_ERRORS as exc:
+            # (Subclasses of OperationalError, but the connection is fine.) The jobs settle their
+            # own; what reaches here is the end writes' (a deadlock PostgreSQL broke on this side,
+            # with a lone job that wrote an agent's row itself): the transaction is aborted whole.
+            return self._alone(conn, batch[:ran], exc), ran
         except psycopg.OperationalError as exc:
             # The connection broke. Before a COMMIT came back, whether it landed is unknown, so
             # no job of the transaction is reported done (as a lone job's is not) and none is
@@ -604,18 +627,22 @@ class PgDatabase(WriteQueue, ReaderThreads):
                 pass   # still down: the next job fails on the closed one and tries again
             return conn, ran
         except psycopg.Error as exc:
-            # The transaction failed as a whole (e.g. COMMIT refused it): nothing of it committed,
-            # so each of its jobs runs again, alone, as jobs ran before group commit.
-            log.warning("batch transaction failed (%s); running its jobs one at a time", type(exc).__name__)
-            if not conn.idle:
-                conn.command("ROLLBACK")
-            for job in batch[:ran]:
-                job.ok, job.value = False, None
-                conn = self._run_job(conn, job)
-            return conn, ran
+            return self._alone(conn, batch[:ran], exc), ran
         self.batches += 1
         self.jobs += sum(1 for job in batch[:ran] if job.ok)
         return conn, ran
+
+    def _alone(self, conn: PgConn, jobs: list[Job], exc: Exception) -> PgConn:
+        """The transaction failed as a whole (e.g. COMMIT refused it): nothing of it committed,
+        so each of its jobs runs again, alone, as jobs ran before group commit."""
+        log.warning("batch transaction failed (%s); running its jobs one at a time", type(exc).__name__)
+        if not conn.idle:
+            conn.command("ROLLBACK")
+        conn.end_writes.clear()
+        for job in jobs:
+            job.ok, job.value = False, None
+            conn = self._run_job(conn, job)
+        return conn
 
     @staticmethod
     def _job_in_savepoint(raw: psycopg.Connection, conn: PgConn, job: Job) -> bool:
@@ -648,9 +675,12 @@ class PgDatabase(WriteQueue, ReaderThreads):
         for attempt in range(RETRIES):
             try:
                 conn.begin(*_BEGIN_WRITE)
+                conn.end_writes.clear()
                 try:
                     job.value = job.fn(conn, *job.args)
+                    conn.end_writes.flush(conn)
                 except BaseException:
+                    conn.end_writes.clear()
                     conn.abort()
                     raise
                 conn.end()
@@ -684,6 +714,7 @@ def _rollback_job(raw: psycopg.Connection, conn: PgConn) -> None:
     (which carries the savepoint) went out; else nothing of it reached the database."""
     if not conn.pending:
         conn.command(_ROLLBACK_TO)
+    conn.end_writes.rollback()
 
 
 # One statement for every claim of a batch: the rows go in in signature order (so two servers'

@@ -62,6 +62,9 @@ class SqliteConn(apsw.Connection):
     """apsw's connection, carrying the adapter's traits for the store's queries."""
 
     traits = SQLITE
+    # Rows are written at once: the one writer orders every transaction on the file, so no row
+    # is hot between servers (PostgreSQL's writer defers some: server/database/end_writes.py).
+    end_writes = None
 
 
 @dataclass(frozen=True)
