@@ -522,6 +522,35 @@ def part_a_ab(pg_url: str, quick: bool, before: str, rounds: int) -> dict:
     return out
 
 
+def part_b_ab(pg_url: str, quick: bool, before: str, rounds: int) -> dict:
+    """Part b for two trees, interleaved (before, after, after, before per pair of rounds), in one
+    run: each run's two-servers / one ratios and the load average around it; each tree's runs
+    are its A/A."""
+    order: list[str] = []
+    for r in range(rounds):
+        order += [("before", "after"), ("after", "before")][r % 2]
+    runs: dict[str, list] = {"before": [], "after": []}
+    for tree in order:
+        load0 = os.getloadavg()
+        if tree == "before":
+            os.environ["BENCH_SERVER_TREE"] = before
+        try:
+            res = part_b(pg_url, quick)
+        finally:
+            os.environ.pop("BENCH_SERVER_TREE", None)
+        row = {**res["ratios_two_over_one"],
+               "turns_per_s_one_two": [res["turns_one_server"].get("turns_per_s"),
+                                       res["turns_two_servers"].get("turns_per_s")],
+               "CreateSession_per_s_one_two": [res["CreateSession_one_server"].get("actions_per_s", {}).get("median"),
+                                               res["CreateSession_two_servers"].get("actions_per_s", {}).get("median")],
+               "loadavg": [round(x, 2) for x in (*load0, *os.getloadavg())]}
+        runs[tree].append(row)
+    medians = {tree: {k: summary([r[k] for r in rs if r[k] is not None], 3)
+                      for k in ("turns_per_s", "CreateSession_actions_per_s")}
+               for tree, rs in runs.items()}
+    return {"order": order, "runs": runs, "medians": medians}
+
+
 class _nothing:
     def __enter__(self):
         return None
@@ -540,19 +569,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", metavar="DIR",
                         help="A/B: also run part a with DIR's server (a scratch tree, e.g. `git worktree"
                              " add` or `git archive` of main), rounds interleaved before, after, after,"
-                             " before (the two runs of a tree are the A/A)")
+                             " before (the two runs of a tree are the A/A); with --part b, part b so")
     parser.add_argument("--rounds", type=int, default=2, help="with --before: pairs of part-a runs per tree")
     args = parser.parse_args(argv)
     if not args.url:
         parser.error(f"no PostgreSQL URL: pass --url or set {PG_URL_ENV}")
     _loopback_only(args.url)
     result: dict = {"machine": machine_info(), "git": git_state(), "quick": args.quick}
-    if args.before:
+    if args.before and args.part != "b":
         result["ab"] = part_a_ab(args.url, args.quick, os.path.abspath(args.before), args.rounds)
     elif args.part in ("a", "all"):
         result["a"] = part_a(args.url, args.quick)
     if args.part in ("b", "all"):
-        result["b"] = part_b(args.url, args.quick)
+        if args.before and args.part == "b":
+            result["b_ab"] = part_b_ab(args.url, args.quick, os.path.abspath(args.before), args.rounds)
+        else:
+            result["b"] = part_b(args.url, args.quick)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
