@@ -107,3 +107,46 @@ def test_stored_bodies_decode_alike_whichever_decoder_reads_them():
     # bytes cbrrr does not take as canonical (a short float, keys out of order) are still read
     assert dagcbor.decode_trusted(bytes.fromhex("a1616af93e00")) == {"j": 1.5}
     assert dagcbor.decode_trusted(bytes.fromhex("a26162016161 02".replace(" ", ""))) == {"b": 1, "a": 2}
+
+
+def each_frame(v1: V1Framing, key: str, stored: list[dict]) -> bytes:
+    """Every event's frame made alone, as a live frame of the stored map."""
+    return b"".join(ws_frame(v1.event(events.append(key, dagcbor.decode_trusted(dagcbor.encode(e))))) for e in stored)
+
+
+def test_frames_of_a_run_are_the_same_bytes_on_each_of_its_paths():
+    """`frames_of` makes a run's frames without a Python step per event when it can (plain
+    events; bytes and CIDs through orjson's default), and event by event when it cannot (an
+    integer past 64 bits, a frame under 126 bytes or over 65535): the same frames either way."""
+    from multiformats import CID
+
+    v1, key = V1Framing(1 << 20), "sessions/0b6c5f0a-7a0e-4d0e-9a61-3f0a6b3a9b11"
+
+    def run(n: int, **extra) -> list[dict]:
+        return [{"id": f"e{i}", "seq": i, "createdAt": 1_700_000_000_000 + i,
+                 "event": {"type": "message", "content": f"h\u00e9llo \"{i}\" \\ \u2603 " + "x" * (i % 90), **extra}}
+                for i in range(1, n + 1)]
+
+    cases = {
+        "plain": run(200),
+        "bytes and a CID": run(50, blob=b"\x00\xff", link=CID.decode(CID_TEXT)),
+        "past 64 bits": run(20, huge=-2 ** 64),
+        "short frames": [{"seq": i} for i in range(1, 6)],
+        "over 64k": run(3, content="z" * 70_000),
+        "one": run(1),
+        "none": [],
+    }
+    for name, stored in cases.items():
+        frames, ends = v1.frames_of(key, [dagcbor.decode_trusted(dagcbor.encode(e)) for e in stored])
+        assert frames == each_frame(v1, key, stored), name
+        lengths = [len(each_frame(v1, key, [e])) for e in stored]
+        assert ends == [sum(lengths[:i + 1]) for i in range(len(stored))], name
+        # and what `replay_frames` makes of the stored rows
+        assert v1.replay_frames(key, [(e.get("seq", 0), dagcbor.encode(e)) for e in stored]) == (frames, ends), name
+
+
+def test_stored_bodies_one_after_the_other_decode_as_a_page():
+    stored = [{"id": f"e{i}", "seq": i, "event": {"n": i}, "createdAt": i} for i in range(1, 30)]
+    joined = b"".join(dagcbor.encode(e) for e in stored)
+    assert V1Framing.decode_bodies(len(stored), joined) == stored
+    assert V1Framing.decode_bodies(0, b"") == []
