@@ -7,8 +7,10 @@ Kept in runs of CHUNK consecutive events (one bytes object of complete WebSocket
 the offset of each), and only runs that are complete: a stored event never changes (history's
 `link` column aside, which no frame holds), so neither do its frames. A run belongs to the
 session *as created at* `stamp` (its createdAt): a session deleted and created again under the
-same id starts afresh. A replay page comes out as one bytes object (all its frames, written in
-one call), whatever was kept.
+same id starts afresh. A replay page comes out run by run (each run's frames one bytes object,
+written as it is: the page is not copied again), whatever was kept. A page whose bodies were
+read as one value (`page_joined`) is decoded in one call and framed without a Python step per
+event.
 
 Bounded in bytes (`--replay-cache-bytes`; 0 keeps nothing): least recently replayed sessions
 go first, and a session that alone would pass the budget keeps the runs it has (its oldest
@@ -21,12 +23,18 @@ the same way for every subscriber of the session: `gap` reads and frames it once
 from __future__ import annotations
 
 import asyncio
+import gc
 from array import array
 from collections import OrderedDict
+from contextlib import contextmanager
+from operator import itemgetter
 
 CHUNK = 200           # events per kept run; divides the default replay page (1000 events)
 SHARED_GAP = 16       # events: a live gap this short is read and framed once for every socket missing it
 _RUN_OVERHEAD = 200   # bytes a kept run costs beyond its frames and offsets, about
+
+
+_seq_of = itemgetter("seq")
 
 
 def aligned_limit(after_seq: int, page: int) -> int:
@@ -34,6 +42,22 @@ def aligned_limit(after_seq: int, page: int) -> int:
     page holds at least one whole run), and each run can be kept whole."""
     cut = (after_seq + page) % CHUNK
     return page - cut if page - cut > 0 else page
+
+
+@contextmanager
+def _no_cycle_collection():
+    """Decoding a page makes ~3 dicts an event, all freed with the page: each 700 of them set
+    off a collection, and what they promote sets off one of the whole heap every ~100,000 events
+    (25-30 ms, 8% of a cold replay's CPU, docs/performance.md "cold"). Held off while a page is
+    decoded and framed (about a millisecond: this thread makes no cycles meanwhile)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class ReplayFrames:
@@ -53,44 +77,89 @@ class ReplayFrames:
     def __len__(self) -> int:
         return sum(len(entry[2]) for entry in self._sessions.values())
 
-    def page(self, framing, key: str, session_id: str, stamp: object, rows: list) -> bytes:
+    def _runs(self, session_id: str, stamp: object) -> dict | None:
+        """The session's kept runs (None: nothing may be kept), most recently used now."""
+        if stamp is None or self.budget <= 0:
+            return None
+        entry = self._sessions.get(session_id)
+        if entry is not None and entry[0] != stamp:   # deleted and created again
+            self._drop(session_id)
+            entry = None
+        if entry is None:
+            return None
+        self._sessions.move_to_end(session_id)
+        return entry[2]
+
+    def page(self, framing, key: str, session_id: str, stamp: object, rows: list) -> list[tuple[bytes, int]]:
         """The complete WebSocket frames of `rows` ((seq, stored body), seq order, a replay
-        page) in `framing` (its `replay_frames`), one after the other. `stamp` None: nothing is kept."""
-        runs = None
-        if stamp is not None and self.budget > 0:
-            entry = self._sessions.get(session_id)
-            if entry is not None and entry[0] != stamp:   # deleted and created again
-                self._drop(session_id)
-                entry = None
-            if entry is not None:
-                self._sessions.move_to_end(session_id)
-                runs = entry[2]
+        page) in `framing` (its `replay_frames`): per run, its frames one after the other and
+        the seq they end on (each written as it is: no copy of the page). `stamp` None: nothing
+        is kept."""
+        runs = self._runs(session_id, stamp)
         out: list = []
         i, n = 0, len(rows)
-        while i < n:
-            first = rows[i][0]
-            index = (first - 1) // CHUNK
-            lo = index * CHUNK + 1
-            hi = lo + CHUNK - 1
-            j = i
-            while j < n and rows[j][0] <= hi:
-                j += 1
-            last = rows[j - 1][0]
-            kept = runs.get(index) if runs is not None else None
-            if kept is not None and last - first == j - i - 1:   # consecutive: all in the run
-                frames, offsets = kept
-                out.append(memoryview(frames)[offsets[first - lo]:offsets[last - lo + 1]])
-                self.hits += j - i
-            else:
-                frames, ends = framing.replay_frames(key, rows[i:j])
-                self.misses += j - i
-                if j - i == CHUNK and first == lo and stamp is not None:   # a whole run
-                    offsets = array("I", [0])
-                    offsets.extend(ends)
-                    self._keep(session_id, stamp, index, frames, offsets)
-                out.append(frames)
-            i = j
-        return out[0] if len(out) == 1 and type(out[0]) is bytes else b"".join(out)
+        with _no_cycle_collection():
+            while i < n:
+                first = rows[i][0]
+                index = (first - 1) // CHUNK
+                lo = index * CHUNK + 1
+                hi = lo + CHUNK - 1
+                j = i
+                while j < n and rows[j][0] <= hi:
+                    j += 1
+                last = rows[j - 1][0]
+                kept = runs.get(index) if runs is not None else None
+                if kept is not None and last - first == j - i - 1:   # consecutive: all in the run
+                    frames, offsets = kept
+                    out.append((memoryview(frames)[offsets[first - lo]:offsets[last - lo + 1]], last))
+                    self.hits += j - i
+                else:
+                    frames, ends = framing.replay_frames(key, rows[i:j])
+                    self.misses += j - i
+                    if j - i == CHUNK and first == lo and stamp is not None:   # a whole run
+                        self._keep(session_id, stamp, index, frames, ends)
+                    out.append((frames, last))
+                i = j
+        return out
+
+    def page_joined(self, framing, key: str, session_id: str, stamp: object, first: int, count: int,
+                    joined: bytes) -> list[tuple[bytes, int]] | None:
+        """`page` of the events `first` to `first + count - 1` read as their bodies one after the
+        other (events_q.event_bodies_joined): decoded in one call, framed run by run
+        (`framing.frames_of`). None when the decoded events are not those seqs in that order
+        (the caller reads the page row by row)."""
+        if not count:
+            return []
+        runs = self._runs(session_id, stamp)
+        out: list = []
+        with _no_cycle_collection():
+            try:
+                decoded = framing.decode_bodies(count, joined)
+                if list(map(_seq_of, decoded)) != list(range(first, first + count)):
+                    return None
+            except (KeyError, TypeError):   # not SessionEvent maps
+                return None
+            i = 0
+            while i < count:
+                seq = first + i
+                index = (seq - 1) // CHUNK
+                lo = index * CHUNK + 1
+                j = min(count, lo + CHUNK - first)   # the run's end, or the page's
+                last = first + j - 1
+                kept = runs.get(index) if runs is not None else None
+                if kept is not None:
+                    frames, offsets = kept
+                    out.append((memoryview(frames)[offsets[seq - lo]:offsets[last - lo + 1]], last))
+                    self.hits += j - i
+                else:
+                    frames, ends = framing.frames_of(key, decoded[i:j])
+                    self.misses += j - i
+                    if j - i == CHUNK and seq == lo and stamp is not None:   # a whole run
+                        self._keep(session_id, stamp, index, frames, ends)
+                    out.append((frames, last))
+                i = j
+            del decoded   # freed here, with collection still held off
+        return out
 
     def kept(self, session_id: str, stamp: object, after_seq: int, limit: int, max_bytes: int) -> tuple[bytes, int] | None:
         """The kept frames of the events after `after_seq`, as far as kept runs go on without a
@@ -138,7 +207,9 @@ class ReplayFrames:
             self.gap_reads += 1
         return got
 
-    def _keep(self, session_id: str, stamp: object, index: int, frames: bytes, offsets: array) -> None:
+    def _keep(self, session_id: str, stamp: object, index: int, frames: bytes, ends: list[int]) -> None:
+        offsets = array("I", [0])
+        offsets.extend(ends)
         size = len(frames) + 4 * len(offsets) + _RUN_OVERHEAD
         entry = self._sessions.get(session_id)
         while self.bytes + size > self.budget:

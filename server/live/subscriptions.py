@@ -212,15 +212,23 @@ class SessionSubscription(Subscription):
                                                      self.last_seq + 1, kept[1]):
                 return [kept], kept[1] - self.last_seq, True
         limit = page if derived is None else aligned_limit(self.last_seq, page)
+        if derived is not None:   # v1: the page's bodies in one value, decoded at once (a plain page)
+            joined = await self._read(on_loop, events_q.event_bodies_joined, self.session_id, self.last_seq, limit,
+                                      page_bytes)
+            if joined is not None:
+                first, count, bodies, more = joined
+                frames = derived.page_joined(conn.framing, self.key, self.session_id, self.created_at, first, count,
+                                             bodies)
+                if frames is not None:
+                    return frames, count, more
         rows, more = await self._read(on_loop, events_q.event_bodies_page, self.session_id, self.last_seq, limit,
                                       page_bytes)
         if not rows:
             return [], 0, more
         if derived is None:   # v2: one batched frame, its WebSocket header added here
             return [(ws_frame(m), seq) for m, seq in conn.framing.replay(self.key, rows)], len(rows), more
-        # v1: a frame per event, derived (or kept), all of the page's in one write
-        return [(derived.page(conn.framing, self.key, self.session_id, self.created_at, rows), rows[-1][0])], \
-            len(rows), more
+        # v1: a frame per event, derived (or kept), run by run
+        return derived.page(conn.framing, self.key, self.session_id, self.created_at, rows), len(rows), more
 
     async def start(self) -> None:
         self.task = asyncio.current_task()

@@ -143,6 +143,34 @@ PAGE_ROWS = ("SELECT seq, CASE WHEN length(body) > ? THEN NULL ELSE body END"
               " FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?")
 
 
+# A page's bodies as one value, for a replay that decodes them all (v1's): one row and one bytes
+# object a page instead of a tuple, an int and a bytes a row (0.6 of the page read's CPU,
+# docs/performance.md "cold"). SQLite concatenates in the order its rows come (the ordered
+# subquery's; an aggregate's own ORDER BY costs a sort), PostgreSQL as its ORDER BY says: the
+# caller checks the order anyway (each decoded event names its seq).
+_JOINED_SQLITE = ("SELECT count(*), min(seq), max(seq), sum(length(body)), max(length(body)),"
+                  " CAST(group_concat(body, '') AS BLOB)"
+                  " FROM (SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?)")
+_JOINED_POSTGRES = ("SELECT count(*), min(seq), max(seq), sum(length(body)), max(length(body)),"
+                    " string_agg(body, ''::bytea ORDER BY seq)"
+                    " FROM (SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?) p")
+
+
+def event_bodies_joined(conn: Conn, session_id: str, after_seq: int, limit: int, max_bytes: int,
+                        max_event: int = ANSWER_EVENT_BYTES) -> tuple[int, int, bytes, bool] | None:
+    """The page `event_bodies_page` would read, as (first seq, count, the bodies one after the
+    other, more): the events `first` to `first + count - 1`, consecutive. None when the page is
+    not that plain (a body over `max_event`, bodies past `max_bytes`, a seq missing): the caller
+    reads it with `event_bodies_page`. `more` says events past the page may exist (a full page)."""
+    sql = _JOINED_POSTGRES if conn.traits.name == "postgresql" else _JOINED_SQLITE
+    count, first, last, size, largest, joined = conn.execute(sql, (session_id, after_seq, limit)).fetchone()
+    if not count:
+        return after_seq + 1, 0, b"", False
+    if largest > max_event or (count > 1 and size > max_bytes) or last - first + 1 != count:
+        return None
+    return first, count, bytes(joined), count == limit
+
+
 def _stand_in_at(conn: Conn, session_id: str, seq: int, max_event: int) -> bytes:
     event_id, created_at, size = conn.execute(
         "SELECT id, created_at, length(body) FROM session_events WHERE session_id = ? AND seq = ?",

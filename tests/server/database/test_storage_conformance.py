@@ -286,6 +286,40 @@ async def test_an_event_over_the_bound_is_paged_as_its_stand_in(stores):
     assert "more than one answer carries (2000 bytes)" in stand_in["event"]["message"]
 
 
+async def test_a_page_read_as_its_bodies_joined_is_the_page_or_nothing(stores):
+    """v1's replay reads a page as one value (events_q.event_bodies_joined): the bodies of the
+    page `event_bodies_page` reads, one after the other, in seq order; or None when that page
+    is not plain (a stand-in in it, past its byte bound, a seq missing), for the row read."""
+    db = await stores.open()
+    await seed(db)
+    for i in range(7):
+        await db.write(events_q.append_event, "s1", user_message("x" * (100 + 37 * i)), f"e{i}", T0 + i)
+
+    async def both(*args):
+        joined = await db.aread(events_q.event_bodies_joined, "s1", *args, large=True)
+        assert joined == db.read(events_q.event_bodies_joined, "s1", *args)
+        return joined
+
+    for after, limit in ((0, 100), (0, 7), (2, 3), (6, 5), (0, 1)):
+        rows, _more = db.read(events_q.event_bodies_page, "s1", after, limit, 1 << 20)
+        first, count, joined, more = await both(after, limit, 1 << 20)
+        assert (first, count) == (after + 1, len(rows)) and type(joined) is bytes
+        assert joined == b"".join(bytes(body) for _seq, body in rows)
+        assert more == (count == limit)
+    assert await both(7, 100, 1 << 20) == (8, 0, b"", False)
+    assert await both(0, 100, 300) is None                      # past the byte bound: the row read stops there
+    assert (await both(0, 1, 10))[1] == 1                        # one event, however big, as the row read
+    assert await both(0, 100, 1 << 20, 250) is None             # a stand-in in it
+    assert (await both(0, 2, 1 << 20, 250))[1] == 2             # (not in this one)
+
+    def drop_one(conn):
+        conn.execute("DELETE FROM session_events WHERE session_id = ? AND seq = ?", ("s1", 4))
+
+    await db.write(drop_one)
+    assert await both(0, 100, 1 << 20) is None                  # a seq missing
+    assert (await both(4, 100, 1 << 20))[:2] == (5, 3)
+
+
 # -- idempotency (handlers/idempotency.once, as MessageSession runs it) ----------------------
 def message_effect(attempt: int, calls: list):
     def effect(conn):
@@ -759,6 +793,7 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     r(sig_q.unexpired_signatures, T0)
     r(events_q.last_seq, "s1")
     r(events_q.event_bodies_page, "s1", 1, 2, 1 << 20)
+    r(events_q.event_bodies_joined, "s1", 1, 2, 1 << 20)
     r(agents_q.agent_account, "a2")
     # Files: memory (with search), attachments, a staged upload committed, the quota, the check.
     limits = memory_q.MemoryLimits(quota=10_000_000, max_files=100)

@@ -8,6 +8,8 @@ import asyncio
 import json
 import uuid
 
+import pytest
+
 from seed_agents.protocol.wire import dagcbor, events
 from seed_agents.protocol.wire.framing_v1 import V1Framing
 from seed_agents.protocol.wire.ws_frame import ws_frame
@@ -17,6 +19,9 @@ from seed_agents.server.store import events as events_q
 
 from tests.conftest import running_server, server_config
 from tests.wsraw import V1, V2Client, keypair, setup_session
+
+# A replay page is read as one value on each storage in its own SQL (events_q.event_bodies_joined).
+pytestmark = pytest.mark.storages("sqlite", "postgresql")
 
 N = 2 * CHUNK + 57   # two whole runs and a tail
 
@@ -143,6 +148,23 @@ async def test_v1_replay_with_nothing_kept_sends_the_same(tmp_path, storage, req
         await c.close()
 
 
+async def test_v1_replay_of_pages_past_their_byte_bound_sends_the_same(tmp_path, storage, request):
+    """A socket with a small outbound bound reads small replay pages (16 KiB of bodies): such a
+    page is not read as one value (events_q.event_bodies_joined says None) but row by row, as
+    far as its bound goes; the frames are the same, and so is what is kept."""
+    async with running_server(server_config(tmp_path, storage, request, outbound_queue_bytes=64 << 10)) as running:
+        a = keypair("A")
+        c = await V2Client.open(running.url)
+        _, session_id = await setup_session(c, a)
+        key = f"sessions/{session_id}"
+        await fill(running.app, session_id, N)
+        full = expected_texts(running.app, key, session_id, 0)
+        assert await replay_texts(running.url, a, key, 0, N) == full
+        assert await replay_texts(running.url, a, key, 0, N) == full
+        assert await replay_texts(running.url, a, key, 57, N - 57) == full[57:]
+        await c.close()
+
+
 # -- the kept frames themselves ------------------------------------------------------------------
 def rows_of(session_id: str, n: int, size: int = 40) -> list[tuple[int, bytes]]:
     return [(i, codec.encode({"id": f"e{i}", "sessionId": session_id, "seq": i,
@@ -160,7 +182,7 @@ def replay(frames: ReplayFrames, framing, key, session_id, stamp, rows, page: in
     while after < len(rows):
         limit = aligned_limit(after, page)
         chunk = rows[after:after + limit]
-        out.append(frames.page(framing, key, session_id, stamp, chunk))
+        out += [frame for frame, _seq in frames.page(framing, key, session_id, stamp, chunk)]
         after = chunk[-1][0]
     return b"".join(out)
 
@@ -248,3 +270,36 @@ async def test_a_live_gap_is_read_and_framed_once_for_every_subscriber(server):
         assert [json.loads(t)["event"]["seq"] for t in await appends(v1, 7)] == [7]
         await v1.close()
     await c.close()
+
+
+def test_a_page_read_joined_gives_the_frames_and_keeps_the_runs_a_row_page_does():
+    """`page_joined` (the page's bodies one after the other, decoded at once) against `page`
+    (row by row): the same frames, run by run with the seq each ends on, the same runs kept;
+    served from kept runs when they are; None when the bodies are not the page's seqs in order."""
+    framing, sid = V1Framing(1 << 20), str(uuid.uuid4())
+    key = "sessions/" + sid
+    rows = rows_of(sid, 3 * CHUNK + 30)
+    by_rows, joined = ReplayFrames(64 << 20), ReplayFrames(64 << 20)
+    after = 0
+    while after < len(rows):
+        chunk = rows[after:after + aligned_limit(after, 2 * CHUNK)]
+        want = by_rows.page(framing, key, sid, 1, chunk)
+        got = joined.page_joined(framing, key, sid, 1, chunk[0][0], len(chunk), b"".join(b for _, b in chunk))
+        assert [(bytes(f), seq) for f, seq in got] == [(bytes(f), seq) for f, seq in want]
+        after = chunk[-1][0]
+    assert len(joined) == len(by_rows) == 3 and joined.bytes == by_rows.bytes and joined.misses == len(rows)
+    whole = b"".join(bytes(f) for f, _ in by_rows.page(framing, key, sid, 1, rows))
+    # again from inside a kept run: sliced from what was kept, the tail derived
+    got = joined.page_joined(framing, key, sid, 1, 11, len(rows) - 10, b"".join(b for _, b in rows[10:]))
+    assert b"".join(bytes(f) for f, _ in got) == whole[len(direct(framing, key, rows[:10])):]
+    assert [seq for _, seq in got] == [CHUNK, 2 * CHUNK, 3 * CHUNK, len(rows)]
+    assert joined.hits == 3 * CHUNK - 10
+    # bodies that are not the seqs they are read as: nothing made, nothing kept
+    fresh = ReplayFrames(64 << 20)
+    assert fresh.page_joined(framing, key, sid, 1, 2, CHUNK, b"".join(b for _, b in rows[:CHUNK])) is None
+    swapped = [rows[1], rows[0], *rows[2:CHUNK]]
+    assert fresh.page_joined(framing, key, sid, 1, 1, CHUNK, b"".join(b for _, b in swapped)) is None
+    assert fresh.page_joined(framing, key, sid, 1, 1, 1, codec.encode({"no": "seq"})) is None
+    assert fresh.page_joined(framing, key, sid, 1, 1, 1, codec.encode([1])) is None
+    assert len(fresh) == 0 and fresh.misses == 0
+    assert fresh.page_joined(framing, key, sid, 1, 1, 0, b"") == []
