@@ -121,6 +121,10 @@ submitted, run just before it, and queued alone by `release_riders()`), `write_s
 
     async def aread(self, fn: Callable[..., Any], *args: Any, large: bool = False) -> Any: ...
 
+    # The rows of each (sql, params) of `fn(*args)`, in one snapshot: statements that do not
+    # depend on each other, in one round trip where `traits.batched_reads`.
+    async def aread_each(self, fn: Callable[..., list], *args: Any) -> list[list[tuple]]: ...
+
     async def write(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
     def write_nowait(self, fn: Callable[..., Any], *args: Any, lazy: bool = False,

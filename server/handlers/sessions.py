@@ -151,6 +151,20 @@ def session_reads_together(conn, account_id: str, session_id: str, after: int, l
     return session_view.answer(conn, session_id, found, limit, max_bytes, max_bytes)
 
 
+async def session_reads_on_loop(db, account_id: str, session_id: str, after: int, limit: int,
+                               max_bytes: int = MAX_RESPONSE_BYTES) -> tuple:
+    """`session_reads` in one round trip on the loop's own connection (`aread_each`: no thread
+    hand-off), or, when the answer needs one more read (rare: session_view.MoreReads), all of it
+    again on a reader thread, in one snapshot."""
+    found = await db.aread_each(session_view.statements, account_id, session_id, after, limit, max_bytes,
+                                after == 0)
+    require(session_view.role_of(account_id, found), READER, "session", session_id)
+    try:
+        return session_view.answer(None, session_id, found, limit, max_bytes, max_bytes)
+    except session_view.MoreReads:
+        return await db.aread(session_reads_together, account_id, session_id, after, limit, max_bytes)
+
+
 async def get_session(ctx: HandlerContext, env, action) -> dict:
     limit = min(action.limit or MAX_EVENTS, MAX_EVENTS)
     after = action.after_seq or 0
@@ -164,9 +178,12 @@ async def get_session(ctx: HandlerContext, env, action) -> dict:
     # epoch meanwhile (or one is running on the agent), the access is checked again on the loop
     # (rare: one read) before anything is answered (tests/server/live/test_server_access_races.py).
     epoch = ctx.grants.epoch
-    reads = session_reads_together if ctx.db.traits.batched_reads else session_reads
-    session, rows, more, context, head, edge = await ctx.db.aread(reads, env.account_id, action.session_id,
-                                                                  after, limit)
+    if ctx.db.traits.batched_reads:
+        session, rows, more, context, head, edge = await session_reads_on_loop(ctx.db, env.account_id,
+                                                                               action.session_id, after, limit)
+    else:
+        session, rows, more, context, head, edge = await ctx.db.aread(session_reads, env.account_id,
+                                                                      action.session_id, after, limit)
     if ctx.grants.moved_since(epoch, session["agentId"]):
         await ctx.grants.settled(session["agentId"])
         session = ctx.db.read(session_for, env.account_id, action.session_id, READER)

@@ -39,31 +39,50 @@ def fetch_each(conn: Conn, statements: list[tuple[str, tuple]]) -> list[list[tup
     return [conn.execute(sql, params).fetchall() for sql, params in statements]
 
 
-def fetch(conn: Conn, account_id: str, session_id: str, after: int, limit: int, max_event: int,
-          first_page: bool) -> tuple[str | None, list[list[tuple]]]:
-    """(the caller's role on the session, as roles.session_role gives it; the rows for `answer`)."""
-    statements = [(_ACCESS, (account_id, session_id)), (sessions_q.SESSION_ROW, (session_id,)),
-                  (events_q.PAGE_ROWS, (max_event, session_id, after, limit + 1)),
-                  (_HEAD, (session_id, after + limit))]
+def statements(account_id: str, session_id: str, after: int, limit: int, max_event: int,
+               first_page: bool) -> list[tuple[str, tuple]]:
+    """GetSession's statements, none depending on another's result."""
+    found = [(_ACCESS, (account_id, session_id)), (sessions_q.SESSION_ROW, (session_id,)),
+             (events_q.PAGE_ROWS, (max_event, session_id, after, limit + 1)),
+             (_HEAD, (session_id, after + limit))]
     if first_page:
-        statements += [(firings_q.CONTEXT_ROW, (session_id,)), (continuations_q.SUCCESSOR_ROW, (session_id,))]
-    found = fetch_each(conn, statements)
+        found += [(firings_q.CONTEXT_ROW, (session_id,)), (continuations_q.SUCCESSOR_ROW, (session_id,))]
+    return found
+
+
+def role_of(account_id: str, found: list[list[tuple]]) -> str | None:
+    """The caller's role on the session, as roles.session_role gives it, from the rows found."""
     access = found[0][0] if found[0] else None
     if access is None:
-        return None, found
+        return None
     owner, agent_id, visitor, agent_owner, public_read, public_chat, grant = access
     flags = None if agent_owner is None else (agent_owner, bool(public_read), bool(public_chat))
-    return roles_q.role_through_agent(account_id, (owner, agent_id), visitor, flags, grant)[0], found
+    return roles_q.role_through_agent(account_id, (owner, agent_id), visitor, flags, grant)[0]
 
 
-def answer(conn: Conn, session_id: str, found: list[list[tuple]], limit: int, max_bytes: int,
+def fetch(conn: Conn, account_id: str, session_id: str, after: int, limit: int, max_event: int,
+          first_page: bool) -> tuple[str | None, list[list[tuple]]]:
+    """(the caller's role on the session; the rows for `answer`), read on `conn`."""
+    found = fetch_each(conn, statements(account_id, session_id, after, limit, max_event, first_page))
+    return role_of(account_id, found), found
+
+
+class MoreReads(Exception):
+    """`answer` without a connection needs one more read (a page cut by size, whose head was not
+    read ahead, or an event stored before events were bounded): read it all again on one."""
+
+
+def answer(conn: Conn | None, session_id: str, found: list[list[tuple]], limit: int, max_bytes: int,
            max_event: int) -> tuple:
     """(session, page rows, more, trigger context, head, edge), as GetSession's reads one at a
-    time give them, from what `fetch` found (once the role allows the read)."""
+    time give them, from what `fetch` found (once the role allows the read). `conn` None: the
+    rows were read elsewhere (`aread_each`); MoreReads when one more read is needed."""
     _access, session_rows, page, head_rows, *first = found
     if not session_rows:
         raise NotFound(f"session {session_id} not found")
     session = sessions_q.session_info(session_rows[0])
+    if conn is None and any(body is None for _seq, body in page):
+        raise MoreReads("a stand-in")
     rows, more = events_q.page_of(conn, session_id, page, limit, max_bytes, max_event)
     head = None
     if rows:
@@ -71,6 +90,8 @@ def answer(conn: Conn, session_id: str, found: list[list[tuple]], limit: int, ma
         if head_rows and head_rows[0][0] == last:
             link = head_rows[0][1]
             head = (last, None if link is None else bytes(link))
+        elif conn is None:
+            raise MoreReads("the head of a page cut by size")
         else:   # the page was cut by size
             head = history_q.head_at(conn, session_id, last)
     context = edge = None

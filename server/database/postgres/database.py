@@ -27,6 +27,7 @@ rewriting the few SQLite spellings.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import queue
@@ -260,6 +261,14 @@ class PgConn:
         for command in prefix:
             pg.send_query_params(command.encode(), None)
             mine.append(False)
+        self._send_items(items, mine)
+        pg.pipeline_sync()
+        self._flush()
+        return self._settle(self._results(), mine)
+
+    def _send_items(self, items: list[tuple], mine: list) -> None:
+        """Send each item (its Parse first when its name is new), noting in `mine` what answers."""
+        pg = self._pg
         for key, name, values, types, formats in items:
             if name is None:
                 text = key if type(key) is bytes else key[0].encode()
@@ -271,9 +280,9 @@ class PgConn:
                     mine.append(key)
                 pg.send_query_prepared(name, values, param_formats=formats, result_format=_BINARY)
             mine.append(True)
-        pg.pipeline_sync()
-        self._flush()
-        results = self._results()
+
+    def _settle(self, results: list, mine: list) -> list:
+        """The items' results of one pipeline; raises the first error in it."""
         if len(results) != len(mine):
             raise psycopg.OperationalError(f"expected {len(mine)} results from the database, got {len(results)}")
         error = None
@@ -376,7 +385,9 @@ class PgDatabase(WriteQueue, ReaderThreads):
         self._lock = threading.Lock()
         self._accepting = False
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._claimers: dict[bool, _Claimer] = {}
+        self._claimers: dict[bool, _LoopClaimer] = {}
+        self._loop_reader: _LoopConn | None = None
+        self._loop_lock = asyncio.Lock()
         self._thread_conns: list[PgConn] = []
         self._local = threading.local()
         self.database = ""
@@ -396,7 +407,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
     def schema_version(self) -> int:
         return self._version
 
-    def _connect(self, *, reader: bool) -> PgConn:
+    def _connect(self, *, reader: bool, snapshots: bool = False) -> PgConn:
         """A reader's transactions are read-only snapshots (REPEATABLE READ); a writer's are
         READ COMMITTED, PostgreSQL's default, under which the counter row orders appenders."""
         try:
@@ -405,6 +416,11 @@ class PgDatabase(WriteQueue, ReaderThreads):
         except psycopg.Error as exc:
             raise StorageUnavailable(f"cannot connect to {self.url}: {_reason(exc, self.url)}") from None
         raw.prepared_max = PREPARED_MAX
+        if snapshots:
+            # Each pipeline (up to its Sync) is one implicit transaction: one read-only snapshot,
+            # ended by the Sync itself, an error included (`_LoopConn`).
+            raw.execute("SET default_transaction_isolation = 'repeatable read'")
+            raw.execute("SET default_transaction_read_only = on")
         if reader:
             raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             raw.read_only = True
@@ -449,6 +465,13 @@ class PgDatabase(WriteQueue, ReaderThreads):
         self._thread.start()
 
     async def close(self) -> None:
+        # The loop's own connections first, on the loop (their sockets are watched by it).
+        loop_conns = [c.conn for c in self._claimers.values() if c.conn is not None]
+        if self._loop_reader is not None:
+            loop_conns.append(self._loop_reader)
+        self._claimers, self._loop_reader = {}, None
+        for conn in loop_conns:
+            conn.close()
         await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
@@ -457,8 +480,12 @@ class PgDatabase(WriteQueue, ReaderThreads):
             self._pool.shutdown(wait=True)
         self._pool = None
         claimers, self._claimers = list(self._claimers.values()), {}
-        for claimer in claimers:
-            claimer.stop()
+        for claimer in claimers:   # (closed without `close`: their loop is gone or going)
+            if claimer.conn is not None:
+                claimer.conn.conn.raw.close()
+        if self._loop_reader is not None:
+            self._loop_reader.conn.raw.close()
+            self._loop_reader = None
         for conn in [self._reader, *self._thread_conns]:
             if conn is not None:
                 conn.raw.close()
@@ -515,20 +542,43 @@ class PgDatabase(WriteQueue, ReaderThreads):
     # -- replay claims (several servers) ---------------------------------------------------
     async def claim_signature(self, sig: bytes, expires_at: int, now: int, *, durable: bool) -> bool:
         """True when this server now holds the signature, False when a live claim exists
-        anywhere. Not queued behind the writer's jobs: claims have threads of their own, one per
-        durability, each committing every claim waiting for it in one statement and one
-        transaction (group commit, as the writer's; `_claim_batch`). `durable=False` commits
-        without waiting for the disk (`synchronous_commit = off`): the row is visible to every
-        server at once, and only a database crash could forget it."""
+        anywhere. Not queued behind the writer's jobs: claims have a connection of their own per
+        durability, driven by the event loop itself (no thread to hand them to and back), each
+        batch the claims made in one turn of the loop, in one statement and one transaction
+        (group commit, as the writer's; `_LoopClaimer`). `durable=False` commits without waiting
+        for the disk (`synchronous_commit = off`): the row is visible to every server at once,
+        and only a database crash could forget it."""
         if self._reader is None:
             raise DatabaseClosed("database is not open")
         claimer = self._claimers.get(durable)
         if claimer is None:
-            with self._lock:
-                claimer = self._claimers.get(durable)
-                if claimer is None:
-                    claimer = self._claimers[durable] = _Claimer(self, durable)
-        return await asyncio.wrap_future(claimer.submit(bytes(sig), expires_at, now))
+            claimer = self._claimers[durable] = _LoopClaimer(self, durable)
+        return await claimer.claim(bytes(sig), expires_at, now)
+
+    async def aread_each(self, fn: Callable[..., list], *args: Any) -> list[list[tuple]]:
+        """The rows of each statement `fn(*args)` gives, all in one snapshot and one round trip
+        on a connection the event loop drives itself: no thread hand-off (`_LoopConn`). For reads
+        that do not depend on each other (GetSession's: server/store/session_view.py)."""
+        if self._reader is None:
+            raise DatabaseClosed("database is not open")
+        statements = fn(*args)
+        for attempt in (0, 1):
+            conn = self._loop_reader
+            if conn is None or conn.broken is not None:
+                async with self._loop_lock:
+                    conn = self._loop_reader
+                    if conn is None or conn.broken is not None:
+                        if conn is not None:
+                            conn.close()
+                        conn = self._loop_reader = _LoopConn(
+                            await asyncio.to_thread(self._connect, reader=True, snapshots=True))
+            try:
+                return await conn.exchange([conn.conn._bind(sql, params) for sql, params in statements])
+            except psycopg.OperationalError:
+                if attempt:   # a read can simply be run again, once, on a new connection
+                    raise
+                log.warning("loop reader connection to %s lost; reconnecting", self.url)
+        raise AssertionError("unreachable")
 
     def _claim_connection(self, durable: bool) -> PgConn:
         conn = self._connect(reader=False)
@@ -722,97 +772,174 @@ def _rollback_job(raw: psycopg.Connection, conn: PgConn) -> None:
 # an expired one is taken over, and the signatures this batch now holds come back.
 _CLAIM_BATCH = (
     "INSERT INTO accepted_signatures (sig, expires_at)"
-    " SELECT s, e FROM unnest($1::bytea[], $2::bigint[]) AS c(s, e) ORDER BY s"
+    " SELECT s, e FROM unnest(?1::bytea[], ?2::bigint[]) AS c(s, e) ORDER BY s"
     " ON CONFLICT (sig) DO UPDATE SET expires_at = excluded.expires_at"
-    " WHERE accepted_signatures.expires_at < $3::bigint RETURNING sig")
+    " WHERE accepted_signatures.expires_at < ?3 RETURNING sig")
 CLAIM_BATCH_LIMIT = 256
 
 
-class _Claimer:
-    """A thread committing replay claims in batches on a connection of its own."""
+class _LoopConn:
+    """A connection the event loop drives itself, without a thread: libpq in pipeline mode and
+    non-blocking, its socket watched by the loop. `exchange(items)` sends the items and a Sync
+    and returns (a future of) their rows; several exchanges may be in flight, answered in order.
+    The statements up to each Sync are one implicit transaction, committed (or, after an error,
+    rolled back) by the Sync itself: nothing is left open between exchanges."""
+
+    def __init__(self, conn: PgConn) -> None:
+        self.conn = conn
+        self.pg = conn._pg
+        self.loop = asyncio.get_running_loop()
+        self.waiting: collections.deque = collections.deque()   # [future, mine, results] per exchange
+        self.broken: Exception | None = None
+        self._writing = False
+        self.pg.nonblocking = 1
+        self.pg.enter_pipeline_mode()
+        self.loop.add_reader(self.pg.socket, self._readable)
+
+    def exchange(self, items: list[tuple]) -> asyncio.Future:
+        future = self.loop.create_future()
+        if self.broken is not None:
+            future.set_exception(self.broken)
+            return future
+        mine: list = []
+        try:
+            self.conn._send_items(items, mine)
+            self.pg.pipeline_sync()
+            self.waiting.append([future, mine, []])
+            self._flush()
+        except psycopg.Error as exc:
+            self._break(exc)
+        return future
+
+    def _flush(self) -> None:
+        if self.pg.flush() and not self._writing:   # the rest when the socket takes it
+            self._writing = True
+            self.loop.add_writer(self.pg.socket, self._writable)
+
+    def _writable(self) -> None:
+        try:
+            if not self.pg.flush():
+                self._writing = False
+                self.loop.remove_writer(self.pg.socket)
+        except psycopg.Error as exc:
+            self._break(exc)
+
+    def _readable(self) -> None:
+        pg = self.pg
+        try:
+            pg.consume_input()
+            while self.waiting and not pg.is_busy():
+                result = pg.get_result()
+                if result is None:
+                    continue
+                head = self.waiting[0]
+                if result.status != _SYNC:
+                    head[2].append(result)
+                    continue
+                self.waiting.popleft()
+                future, mine, results = head
+                try:
+                    value = [self.conn._load(r) for r in self.conn._settle(results, mine)]
+                except psycopg.Error as exc:
+                    if not future.done():
+                        future.set_exception(exc)
+                else:
+                    if not future.done():
+                        future.set_result(value)
+            if pg.status != pq.ConnStatus.OK:
+                raise psycopg.OperationalError("the connection to the database was lost")
+        except psycopg.OperationalError as exc:
+            self._break(exc)
+
+    def _break(self, exc: Exception) -> None:
+        """The connection is lost: every exchange in flight fails with `exc` (whether a claim in
+        it landed is unknown: it is refused, and the client signs again), the next use reconnects."""
+        if self.broken is None:
+            self.broken = exc
+        while self.waiting:
+            future = self.waiting.popleft()[0]
+            if not future.done():
+                future.set_exception(exc)
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.loop.remove_reader(self.pg.socket)
+            if self._writing:
+                self.loop.remove_writer(self.pg.socket)
+        except (ValueError, OSError, psycopg.Error):
+            pass   # the socket is gone already
+        if self.broken is None:
+            self.broken = DatabaseClosed("database closed")
+        while self.waiting:
+            future = self.waiting.popleft()[0]
+            if not future.done():
+                future.set_exception(self.broken)
+        self.conn.raw.close()
+
+
+class _LoopClaimer:
+    """Replay claims on a `_LoopConn`: the claims made in one turn of the loop go in one
+    statement (`_CLAIM_BATCH`), sent at the end of that turn; batches are pipelined."""
 
     def __init__(self, db: PgDatabase, durable: bool) -> None:
         self._db = db
         self._durable = durable
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._conn: PgConn | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                         name=f"db-claims:{'durable' if durable else 'async'}")
-        self._thread.start()
+        self.conn: _LoopConn | None = None
+        self._lock = asyncio.Lock()
+        self._batch: list = []
+        self._tasks: set[asyncio.Future] = set()
 
-    def submit(self, sig: bytes, expires_at: int, now: int) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        self._queue.put((sig, expires_at, now, future))
-        return future
+    async def claim(self, sig: bytes, expires_at: int, now: int) -> bool:
+        future = asyncio.get_running_loop().create_future()
+        if not self._batch:
+            asyncio.get_running_loop().call_soon(self._send_batch)
+        self._batch.append((sig, expires_at, now, future))
+        return await future
 
-    def stop(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
+    def _send_batch(self) -> None:
+        batch, self._batch = self._batch, []
+        for start in range(0, len(batch), CLAIM_BATCH_LIMIT):
+            task = asyncio.ensure_future(self._settle(batch[start:start + CLAIM_BATCH_LIMIT]))
+            self._tasks.add(task)   # (kept until done: the loop holds tasks weakly)
+            task.add_done_callback(self._tasks.discard)
 
-    def _run(self) -> None:
+    async def _settle(self, batch: list) -> None:
         try:
-            while True:
-                first = self._queue.get()
-                if first is None:
-                    break
-                batch = [first]
-                stop = False
-                while len(batch) < CLAIM_BATCH_LIMIT:
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item is None:
-                        stop = True
-                        break
-                    batch.append(item)
-                self._settle(batch)
-                if stop:
-                    break
-        finally:
-            while True:   # whatever came after the stop
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    item[3].set_exception(DatabaseClosed("database closed before this claim ran"))
-            if self._conn is not None:
-                self._conn.raw.close()
-
-    def _settle(self, batch: list) -> None:
-        try:
-            held = self._claim_batch(batch)
+            held = await self._claim_batch(batch)
         except Exception as exc:
             for item in batch:
-                item[3].set_exception(exc)
+                if not item[3].done():
+                    item[3].set_exception(exc)
             return
         for sig, _expires_at, _now, future in batch:
-            future.set_result(held.pop(sig, False))   # a signature twice in a batch: the first has it
+            if not future.done():
+                future.set_result(held.pop(sig, False))   # a signature twice in a batch: the first has it
 
-    def _claim_batch(self, batch: list) -> dict[bytes, bool]:
+    async def _connection(self) -> _LoopConn:
+        conn = self.conn
+        if conn is None or conn.broken is not None:
+            async with self._lock:
+                conn = self.conn
+                if conn is None or conn.broken is not None:
+                    conn = self.conn = _LoopConn(await asyncio.to_thread(self._db._claim_connection, self._durable))
+        return conn
+
+    async def _claim_batch(self, batch: list) -> dict[bytes, bool]:
         """{sig: True} for each signature this batch now holds. The same signature twice in one
         batch goes in once (its later copies are refused, as they would be one after another);
         `now` is the batch's earliest (an expiry is judged no later than any claim's own clock)."""
         first: dict[bytes, int] = {}
         for sig, expires_at, _now, _future in batch:
             first.setdefault(sig, expires_at)
-        sigs, expiries = list(first), list(first.values())
-        now = min(item[2] for item in batch)
+        params = (list(first), list(first.values()), min(item[2] for item in batch))
         attempt = 0
         while True:
-            conn = self._conn
-            if conn is None or conn.raw.closed:
-                conn = self._conn = self._db._claim_connection(self._durable)
-            try:   # one statement in autocommit: its own transaction, one round trip
-                rows = conn.raw.execute(_CLAIM_BATCH, (sigs, expiries, now)).fetchall()
+            conn = await self._connection()
+            try:   # one statement up to its Sync: its own transaction, one round trip
+                (rows,) = await conn.exchange([conn.conn._bind(_CLAIM_BATCH, params)])
                 return {bytes(r[0]): True for r in rows}
             except _RETRYABLE:
                 attempt += 1
                 if attempt == RETRIES:
                     raise
-            except psycopg.OperationalError:
-                # Whether the commit landed is unknown: refuse these claims (the clients sign
-                # again) rather than risk answering a replay; the next batch reconnects.
-                conn.raw.close()
-                raise

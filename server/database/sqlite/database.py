@@ -141,6 +141,10 @@ class Database(WriteQueue, ReaderThreads):
             return await self._on_reader_thread(fn, args)
         return self.read(fn, *args)
 
+    async def aread_each(self, fn: Callable[..., list], *args: Any) -> list[list[tuple]]:
+        """The rows of each (sql, params) of `fn(*args)`, in one snapshot, inline (`read`)."""
+        return self.read(lambda conn: [conn.execute(sql, params).fetchall() for sql, params in fn(*args)])
+
     def _open_thread_reader(self) -> apsw.Connection:
         return open_reader(self.path, target=self._target)
 

@@ -1,14 +1,15 @@
-"""GetSession's reads in one round trip (`session_reads_together`, what a backend with
-`traits.batched_reads` runs) give exactly what the reads one after the other give
-(`session_reads`), on SQLite and on PostgreSQL, for every kind of caller and page; and one session
-stored alike on both backends reads the same on both."""
+"""GetSession's reads in one round trip (what a backend with `traits.batched_reads` runs:
+`session_reads_on_loop`, on the loop's own connection, falling back to `session_reads_together`
+on a reader thread) give exactly what the reads one after the other give (`session_reads`), on
+SQLite and on PostgreSQL, for every kind of caller and page; and one session stored alike on both
+backends reads the same on both."""
 from __future__ import annotations
 
 import pytest
 
 from seed_agents.protocol.wire.errors import ProtocolError
 from seed_agents.server.database import parse_storage_url
-from seed_agents.server.handlers.sessions import session_reads, session_reads_together
+from seed_agents.server.handlers.sessions import session_reads, session_reads_on_loop, session_reads_together
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import codec
 from seed_agents.server.store import collaborators as collab_q
@@ -82,6 +83,21 @@ def every_outcome(db, read) -> dict:
     return db.read(all_of)
 
 
+async def every_outcome_on_loop(db) -> dict:
+    out = {}
+    for account in ACCOUNTS:
+        for session_id in SESSIONS:
+            for page in PAGES:
+                try:
+                    value = ("ok", await session_reads_on_loop(db, account, session_id, *page))
+                except ProtocolError as refused:
+                    value = ("refused", refused.status, refused.message)
+                except NotFound as missing:
+                    value = ("missing", str(missing))
+                out[(account, session_id, *page)] = value
+    return out
+
+
 async def open_db(kind: str, tmp_path, request):
     if kind == "sqlite":
         from seed_agents.server.database.sqlite.database import Database
@@ -102,9 +118,11 @@ async def test_the_reads_together_answer_as_the_reads_one_by_one(kind, tmp_path,
     try:
         one_by_one = every_outcome(db, session_reads)
         together = every_outcome(db, session_reads_together)
+        on_loop = await every_outcome_on_loop(db)
     finally:
         await db.close()
     assert together == one_by_one
+    assert on_loop == one_by_one
     # The world has what the comparison is meant to cover.
     kinds = {(key[0], key[1]): value[0] for key, value in one_by_one.items() if key[2:] == (0, 10_000, 1 << 20)}
     assert kinds[(OWNER, "s-private")] == kinds[(READER_, "s-private")] == kinds[(WRITER_, "s-private")] == "ok"
@@ -132,6 +150,8 @@ async def test_one_session_reads_the_same_on_sqlite_and_postgresql(tmp_path, req
     pg = await open_db("postgresql", tmp_path, request)
     try:
         on_postgresql = every_outcome(pg, session_reads_together)
+        on_postgresql_loop = await every_outcome_on_loop(pg)
     finally:
         await pg.close()
     assert on_postgresql == on_sqlite
+    assert on_postgresql_loop == on_sqlite

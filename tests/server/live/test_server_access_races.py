@@ -34,19 +34,26 @@ REVOCATIONS = ("collaborator", "public-read", "session-deleted")
 
 
 class Race:
-    """Runs `act` once, inside the first `aread` of a function `match` accepts: after the read
-    (its snapshot taken), before the reader gets its answer. `act` runs as a task of its own
-    (the reader may be cancelled by it: a revocation ends a replay, a stop ends a turn)."""
+    """Runs `act` once, inside the first `aread` (or `aread_each`: statements read in one round
+    trip) of a function `match` accepts: after the read (its snapshot taken), before the reader
+    gets its answer. `act` runs as a task of its own (the reader may be cancelled by it: a
+    revocation ends a replay, a stop ends a turn)."""
 
     def __init__(self, db, match, act) -> None:
         self.db, self.match, self.act = db, match, act
-        self.orig = db.aread
+        self.orig, self.orig_each = db.aread, db.aread_each
         self.fired = 0
         self.task: asyncio.Task | None = None
         db.aread = self.aread
+        db.aread_each = self.aread_each
 
     async def aread(self, fn, *args, **kw):
-        value = await self.orig(fn, *args, **kw)
+        return await self._after(fn, await self.orig(fn, *args, **kw))
+
+    async def aread_each(self, fn, *args):
+        return await self._after(fn, await self.orig_each(fn, *args))
+
+    async def _after(self, fn, value):
         if not self.fired and self.match(fn):
             self.fired += 1
             self.task = asyncio.ensure_future(self.act())
@@ -59,7 +66,7 @@ class Race:
         await asyncio.wait_for(asyncio.shield(self.task), timeout)
 
     def undo(self) -> None:
-        self.db.aread = self.orig
+        self.db.aread, self.db.aread_each = self.orig, self.orig_each
 
 
 def named(*names):
@@ -160,7 +167,7 @@ async def test_a_revocation_during_get_session_wins(server, revocation):
     o, g, agent_id, session_id = await world(server, revocation)
     assert (await g.ok({"_": "GetSession", "sessionId": session_id}))["session"]["id"] == session_id
     after: list = []
-    race = Race(server.app.db, named("session_reads", "session_reads_together"),
+    race = Race(server.app.db, named("session_reads", "session_reads_together", "statements"),
                 revoke(o, agent_id, session_id, revocation, after))
     try:
         got = await g.call({"_": "GetSession", "sessionId": session_id})
