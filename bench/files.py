@@ -10,7 +10,14 @@ speed of the same storage measured in the same run, and search latency over 10,0
 - search: 10,000 text memory files of one agent (written through the store functions, before
   the server starts), then SearchAgentMemory queries one at a time over the socket: p50/p99 ms.
 
-Run: `python -m bench.files [--quick] [--storage-url postgresql://...]` (prints JSON).
+- concurrent: N uploaders (one account and socket each, 50 by default) send an 8 MiB chunk
+  each at once, twice (the stress test's load, tests/server/handlers/test_files_durability.py):
+  the server's RSS growth at its peak (sampled every 10 ms) and each round's time. With
+  `--tree DIR` (repeatable) the same part runs for each tree's server in alternating rounds,
+  this tree's twice (its A/A), so the ratios come from one run.
+
+Run: `python -m bench.files [--quick] [--storage-url postgresql://...]` (prints JSON);
+`python -m bench.files --concurrent [--tree DIR] [--rounds N] [--uploaders N]`: the concurrent part alone.
 """
 from __future__ import annotations
 
@@ -20,12 +27,16 @@ import hashlib
 import json
 import os
 import random
+import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from seed_agents.clients import AgentsClient, actions
 from seed_agents.protocol.wire.keys import Keypair
 
+from bench.meters import rss_kb
 from bench.processes import Server
 from bench.stats import percentile
 
@@ -174,6 +185,82 @@ async def through_server(url: str, kp: Keypair, agent_id: str, size: int, querie
             "search_queries": queries, "search_queries_with_results": hits}
 
 
+# -- concurrent uploaders -------------------------------------------------------------------------
+async def _concurrent(url: str, pid: int, n: int) -> dict:
+    """n sockets, one account and upload each, then two rounds of one 8 MiB chunk per socket sent
+    at once (signed beforehand: the load's signing is not what is timed)."""
+    from seed_agents.clients.raw import RawV2, unique_ts
+    from seed_agents.protocol.wire.envelope import sign_envelope
+
+    chunk = os.urandom(CHUNK)
+    keys = [Keypair.generate() for _ in range(n)]
+    socks = [await RawV2.open(url, decode=True) for _ in range(n)]
+    try:
+        ups = []
+        for kp, sock in zip(keys, socks):
+            agent = (await sock.call(kp, {"_": "CreateAgent", "definition": ECHO}))["agentId"]
+            begin = await sock.call(kp, actions.begin_file_upload({"kind": "memory", "agentId": agent, "path": "u"},
+                                                                  2 * CHUNK))
+            ups.append(begin["uploadId"])
+        base = peak = rss_kb(pid)
+        done = asyncio.Event()
+
+        async def sample():
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, rss_kb(pid))
+                await asyncio.sleep(0.01)   # the sampling interval
+
+        sampler = asyncio.ensure_future(sample())
+        waits = []
+        try:
+            for offset in (0, CHUNK):
+                envelopes = [sign_envelope(kp, actions.append_file_upload_chunk(u, offset, chunk), ts=unique_ts())
+                             for kp, u in zip(keys, ups)]
+                started = time.perf_counter()
+                answers = await asyncio.gather(*(s.request(e, timeout=300) for s, e in zip(socks, envelopes)))
+                waits.append(time.perf_counter() - started)
+                assert all(a.get("received") == offset + CHUNK for a in answers), answers[:1]
+        finally:
+            done.set()
+            await sampler
+        return {"rss_growth_mib": round((peak - base) / 1024, 1), "round1_s": round(waits[0], 2),
+                "round2_s": round(waits[1], 2), "per_uploader_chunks": round((peak - base) * 1024 / CHUNK / n, 2)}
+    finally:
+        for sock in socks:
+            await sock.close()
+
+
+def concurrent_once(tree: Path | None, n: int) -> dict:
+    if tree is not None:
+        os.environ["BENCH_SERVER_TREE"] = str(tree)
+    try:
+        server = Server("files-concurrent").start()
+        try:
+            return asyncio.run(_concurrent(server.url, server.pid, n))
+        finally:
+            server.stop()
+            server.cleanup()
+    finally:
+        os.environ.pop("BENCH_SERVER_TREE", None)
+
+
+def concurrent(trees: list[Path], rounds: int, n: int) -> dict:
+    """Each tree's server in turn, `rounds` times, this tree twice a round (its A/A)."""
+    named = [("this", None), ("this(A/A)", None)] + [(str(t), t) for t in trees]
+    runs: dict[str, list[dict]] = {name: [] for name, _ in named}
+    for r in range(rounds):
+        order = named if r % 2 == 0 else named[::-1]
+        for name, tree in order:
+            load = os.getloadavg()[0]
+            runs[name].append({**concurrent_once(tree, n), "load": round(load, 1)})
+            print(f"round {r + 1} {name}: {runs[name][-1]}", file=sys.stderr, flush=True)
+    medians = {name: {k: statistics.median(x[k] for x in rows) for k in rows[0]} for name, rows in runs.items()}
+    return {"uploaders": n, "chunk_mib": CHUNK // MiB, "runs": runs, "medians": medians,
+            "vs_this": {name: {k: round(m[k] / medians["this"][k], 3) for k in ("rss_growth_mib", "round1_s", "round2_s")
+                               if medians["this"][k]} for name, m in medians.items()}}
+
+
 def run(quick: bool = False, storage_url: str | None = None) -> dict:
     size = (64 if quick else 256) * MiB
     files = 2_000 if quick else 10_000
@@ -209,7 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.files", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="64 MiB, 2,000 files, 200 queries")
     parser.add_argument("--storage-url", default=None, help="a postgresql:// URL (an empty schema); default SQLite")
+    parser.add_argument("--concurrent", action="store_true", help="the concurrent uploaders part alone")
+    parser.add_argument("--tree", action="append", default=[], type=Path,
+                        help="another source tree whose server runs the concurrent part too (repeatable)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the concurrent part")
+    parser.add_argument("--uploaders", type=int, default=50)
     args = parser.parse_args(argv)
+    if args.concurrent:
+        print(json.dumps(concurrent(args.tree, args.rounds, args.uploaders), indent=2))
+        return 0
     print(json.dumps(run(args.quick, args.storage_url), indent=2))
     return 0
 

@@ -217,6 +217,10 @@ class WsConnection(asyncio.Protocol):
             self._size = 0
             self._decoder = codecs.getincrementaldecoder("utf-8")(errors="strict") if self._text else None
         data = bytes(frame.data)
+        # websockets' parser keeps its last Frame (a local of its generator) until the next
+        # frame's header has arrived: emptied here, or a socket would hold its last upload chunk
+        # beside the next one it receives (docs/operations.md, "Files").
+        frame.data = b""
         if self._decoder is not None:
             try:   # checked as it arrives, so a bad sequence closes before the rest comes
                 self._parts.append(self._decoder.decode(data, final=frame.fin))
