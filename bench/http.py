@@ -30,10 +30,10 @@ from seed_agents.clients.raw import now_ms
 from bench import dbsetup
 from bench.conditions import SERVER_CPU
 from bench.load import keypair
-from bench.meters import CpuMeter, cpu_summary
+from bench.meters import CpuMeter
 from bench.processes import Server, profile_window, run_load
-from bench.rpc import CONCURRENCY, EVENT_CHARS, _actions, _sign, sizes
-from bench.stats import latency_figures, summary
+from bench.rpc import CONCURRENCY, EVENT_CHARS, _actions, _sign, cell, run_row, sizes
+from bench.stats import summary
 
 
 class KeepAlive:
@@ -166,32 +166,10 @@ async def _message_runs(kp, host: str, port: int, agent_id: str, quick: bool, pi
             with profile_window(f"http_MessageSession_c{c}"), CpuMeter(pid) as cpu:
                 res = await _accepts(conns, bodies, timeout=120)
             await _settle(pid)
-            rows.append(_run_row(res, cpu.result))
+            rows.append(run_row(res, cpu.result))
         for conn in conns:
             conn.close()
-        out[f"MessageSession_c{c}"] = _cell(c, n, rows)
-
-
-def _run_row(res: dict, cpu: dict | None) -> dict:
-    """One timed run's figures."""
-    lat = latency_figures(res["latencies"])
-    return {"actions_per_s": len(res["latencies"]) / res["seconds"], "p50_ms": lat["p50_ms"],
-            "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"], "errors": res["errors"],
-            "first_error": res["first_error"], "cpu": cpu}
-
-
-def _cell(c: int, n: int, rows: list[dict]) -> dict:
-    """A cell's figures over its timed runs."""
-    return {
-        "concurrency": c, "connections": c, "requests_per_run": n,
-        "actions_per_s": summary([x["actions_per_s"] for x in rows], 1),
-        "p50_ms": summary([x["p50_ms"] for x in rows]),
-        "p99_ms": summary([x["p99_ms"] for x in rows]),
-        "max_ms": summary([x["max_ms"] for x in rows]),
-        "cpu": cpu_summary([x["cpu"] for x in rows]),
-        "errors": sum(x["errors"] for x in rows),
-        "first_error": next((x["first_error"] for x in rows if x["first_error"]), None),
-    }
+        out[f"MessageSession_c{c}"] = cell({"concurrency": c, "connections": c, "requests_per_run": n}, rows)
 
 
 async def load(host: str, port: int, label: str, session_id: str, agent_id: str, quick: bool,
@@ -216,10 +194,10 @@ async def load(host: str, port: int, label: str, session_id: str, agent_id: str,
                     continue
                 with profile_window(f"http_{kind}_c{c}"), CpuMeter(pid) as cpu:
                     res = await _closed_loop(conns, bodies, timeout=120)
-                rows.append(_run_row(res, cpu.result))
+                rows.append(run_row(res, cpu.result))
             for conn in conns:
                 conn.close()
-            out[f"{kind}_c{c}"] = _cell(c, n, rows)
+            out[f"{kind}_c{c}"] = cell({"concurrency": c, "connections": c, "requests_per_run": n}, rows)
     await _message_runs(kp, host, port, agent_id, quick, pid, runs, out)
     return out
 

@@ -56,6 +56,29 @@ def _sign(kp, actions: list[dict], ts: int) -> list[bytes]:
     return [sign_envelope(kp, a, ts=ts + (i // 9979)) for i, a in enumerate(actions)]
 
 
+def run_row(res: dict, cpu: dict | None) -> dict:
+    """One timed run's figures (of a closed loop's result); bench/http.py's too."""
+    lat = latency_figures(res["latencies"])
+    return {"actions_per_s": len(res["latencies"]) / res["seconds"], "p50_ms": lat["p50_ms"],
+            "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"], "errors": res["errors"],
+            "first_error": res["first_error"], "cpu": cpu}
+
+
+def cell(head: dict, rows: list[dict]) -> dict:
+    """A cell's figures over its timed runs (`run_row`s), after `head`: what the cell was
+    (concurrency, sockets or connections, requests per run); bench/http.py's too."""
+    return {
+        **head,
+        "actions_per_s": summary([x["actions_per_s"] for x in rows], 1),
+        "p50_ms": summary([x["p50_ms"] for x in rows]),
+        "p99_ms": summary([x["p99_ms"] for x in rows]),
+        "max_ms": summary([x["max_ms"] for x in rows]),
+        "cpu": cpu_summary([x["cpu"] for x in rows]),
+        "errors": sum(x["errors"] for x in rows),
+        "first_error": next((x["first_error"] for x in rows if x["first_error"]), None),
+    }
+
+
 async def load(url: str, label: str, session_id: str, agent_id: str, quick: bool,
                pid: int | None = None) -> dict:
     kp = keypair(label)
@@ -90,23 +113,10 @@ async def load(url: str, label: str, session_id: str, agent_id: str, quick: bool
                     continue
                 with profile_window(f"{kind}_c{c}"), CpuMeter(pid) as cpu:
                     res = await closed_loop(sockets, frames, c, timeout=120)
-                lat = latency_figures(res["latencies"])
-                rows.append({"actions_per_s": len(res["latencies"]) / res["seconds"],
-                             "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"],
-                             "n": lat["n"], "errors": res["errors"], "first_error": res["first_error"],
-                             "cpu": cpu.result})
+                rows.append(run_row(res, cpu.result))
             for s in sockets:
                 await s.close()
-            out[f"{kind}_c{c}"] = {
-                "concurrency": c, "sockets": len(sockets), "requests_per_run": n,
-                "actions_per_s": summary([x["actions_per_s"] for x in rows], 1),
-                "p50_ms": summary([x["p50_ms"] for x in rows]),
-                "p99_ms": summary([x["p99_ms"] for x in rows]),
-                "max_ms": summary([x["max_ms"] for x in rows]),
-                "cpu": cpu_summary([x["cpu"] for x in rows]),
-                "errors": sum(x["errors"] for x in rows),
-                "first_error": next((x["first_error"] for x in rows if x["first_error"]), None),
-            }
+            out[f"{kind}_c{c}"] = cell({"concurrency": c, "sockets": len(sockets), "requests_per_run": n}, rows)
     # The response size, for the record.
     probe = await Rpc.open(url)
     frame = await probe.request(_sign(kp, _actions("GetSession", 1, session_id, agent_id, [0]),
