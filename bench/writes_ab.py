@@ -26,7 +26,8 @@ input is measured on the server CPU in each round while the servers idle: each t
 also given as its ratio to it (the issue's target: CreateSession >= 0.30 of raw verify).
 
 Figures per tree and cell: actions/s, its ratio to raw verify, p50, p99, the server's CPU per
-action (all threads, /proc schedstat). Reported: medians over rounds, and per-round ratios
+action (all threads, /proc schedstat), the writer thread's CPU and write calls per action, and
+the write jobs a commit carried (from /metrics, when the tree has it; 0 otherwise). Reported: medians over rounds, and per-round ratios
 after/before and before2/before as their geometric mean with a 95% interval. Every phase is
 bounded in count and time (CELL_CAP_S); nothing is asserted.
 """
@@ -45,8 +46,8 @@ from pathlib import Path
 
 from bench.conditions import SERVER_CPU, machine_info
 from bench.processes import run_load
-from bench.sqlite_ab import (TreeServer, _spread, _Window, geomean_ci, resolve, seed,
-                             server_cpu_ns)
+from bench.sqlite_ab import (TreeServer, _per_action, _spread, _thread_deltas, _Window, db_counters,
+                             geomean_ci, resolve, seed, server_cpu_ns, thread_counters)
 
 LABEL = "writes-ab"
 CELLS = ("CreateSession c8", "CreateSession c64", "MessageSession c8", "MessageSession c64")
@@ -160,12 +161,19 @@ class Writes:
         from bench.meters import CpuMeter
 
         pid = self.target["pid"]
+        http_url = f"http://127.0.0.1:{self.target['port']}"
+        db0 = db_counters(http_url)
+        threads0 = thread_counters(pid)
         cpu0 = server_cpu_ns(pid)
         with _Window(pid, profile), CpuMeter(pid) as meter:
             res = await _lanes(self.conns, bodies)
         if self.kind == "MessageSession":
             res["drain_s"] = await wait_idle(pid)   # its turns, counted in its CPU
         res["cpu_ns"] = server_cpu_ns(pid) - cpu0
+        res.update(_thread_deltas(pid, threads0, thread_counters(pid)))
+        db1 = db_counters(http_url) if db0 is not None else None
+        if db0 is not None and db1 is not None:
+            res["commits"], res["jobs"] = db1[0] - db0[0], db1[1] - db0[1]
         res["meter"] = meter.result
         return res
 
@@ -182,6 +190,7 @@ def _combine(chunks: list[dict]) -> dict:
     seconds = sum(ch["seconds"] for ch in chunks)
     return {"per_s": lat["n"] / seconds, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"],
             "cpu_us": sum(ch["cpu_ns"] for ch in chunks) / 1000 / max(1, lat["n"]), "n": lat["n"],
+            **_per_action(chunks, lat["n"]),
             "errors": sum(ch["errors"] for ch in chunks),
             "first_error": next((ch["first_error"] for ch in chunks if ch["first_error"]), None),
             "drain_s": sum(ch.get("drain_s", 0.0) for ch in chunks),
@@ -241,7 +250,7 @@ def raw_verify() -> float:
 
 # -- the run and its summary ----------------------------------------------------------------------
 
-FIGURES = ("per_s", "ratio", "p50_ms", "p99_ms", "cpu_us")
+FIGURES = ("per_s", "ratio", "p50_ms", "p99_ms", "cpu_us", "writer_cpu_us", "writer_calls", "jobs_per_commit")
 
 
 def summarize(rounds: list[dict], names: list[str], cells: list[str]) -> dict:
@@ -249,7 +258,7 @@ def summarize(rounds: list[dict], names: list[str], cells: list[str]) -> dict:
     out: dict = {}
     for cell in cells:
         for fig in FIGURES:
-            per_tree = {n: [r[n][cell][fig] for r in rounds] for n in names}
+            per_tree = {n: [r[n][cell].get(fig, 0.0) for r in rounds] for n in names}
             row = {"median": {n: round(statistics.median(v), 4) for n, v in per_tree.items()}}
             for n in names[1:]:
                 pairs = [a / b for a, b in zip(per_tree[n], per_tree[base]) if b]
@@ -264,7 +273,10 @@ def table(summary: dict, names: list[str]) -> str:
              + " | ".join(f"{n}/{base}: geomean (95% CI)" for n in names[1:]) + " |",
              "|---" * (2 + 2 * len(names) - 1) + "|"]
     label = {"per_s": ("actions/s", "/s", 0), "ratio": ("/ raw verify", "", 3), "p50_ms": ("p50", " ms", 2),
-             "p99_ms": ("p99", " ms", 2), "cpu_us": ("server CPU per action", " us", 0)}
+             "p99_ms": ("p99", " ms", 2), "cpu_us": ("server CPU per action", " us", 0),
+             "writer_cpu_us": ("writer thread's CPU per action", " us", 0),
+             "writer_calls": ("writer's write calls per action", "", 1),
+             "jobs_per_commit": ("write jobs per commit", "", 1)}
     for key, row in summary.items():
         cell, fig = key.rsplit(" ", 1)
         name, unit, digits = label[fig]
