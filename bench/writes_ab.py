@@ -262,7 +262,8 @@ def summarize(rounds: list[dict], names: list[str], cells: list[str]) -> dict:
             row = {"median": {n: round(statistics.median(v), 4) for n, v in per_tree.items()}}
             for n in names[1:]:
                 pairs = [a / b for a, b in zip(per_tree[n], per_tree[base]) if b]
-                row[f"{n}/{base}"] = {**_spread(pairs), **geomean_ci(pairs)}
+                # (no pairs: a tree without the figure, e.g. jobs per commit before /metrics had it)
+                row[f"{n}/{base}"] = {**_spread(pairs), **geomean_ci(pairs)} if pairs else {}
             out[f"{cell} {fig}"] = row
     return out
 
