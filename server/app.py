@@ -204,7 +204,8 @@ class App:
         when some were queued."""
         rows = self.guard.take_unsaved()
         if rows and not self.db.shared:   # shared: each was claimed in the database already
-            self.db.write_nowait(sig_q.claim_signatures, rows, self.now_ms(), ride=ride)
+            self.db.write_nowait(sig_q.claim_signatures, rows, self.now_ms(), ride=ride,
+                                 merge=sig_q.merged_claims)
             return True
         return False
 

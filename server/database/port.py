@@ -79,7 +79,8 @@ class Storage(Protocol):
     Writes: one writer thread runs the jobs in submission order; `write` resolves once the job
     committed, `write_nowait` queues one nobody waits for (`lazy=True`: one whose loss in a crash is
 harmless, which may wait briefly to share the next commit; `ride=True`: one carried by the next job
-submitted, run just before it, and queued alone by `release_riders()`), `write_sync` blocks.
+submitted, run just before it, and queued alone by `release_riders()`; with `merge`, the riders of
+one function in a batch run as one job), `write_sync` blocks.
 
     Lock or lease: a backend one process owns gives `process_lock()` (taken before start); a
     `shared` backend (several servers on one database) gives none, and its traits say
@@ -128,7 +129,7 @@ submitted, run just before it, and queued alone by `release_riders()`), `write_s
     async def write(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
     def write_nowait(self, fn: Callable[..., Any], *args: Any, lazy: bool = False,
-                     ride: bool = False) -> None: ...
+                     ride: bool = False, merge: Callable[[list[tuple]], tuple] | None = None) -> None: ...
 
     def release_riders(self) -> None: ...
 

@@ -23,10 +23,10 @@ class DatabaseClosed(RuntimeError):
 
 
 class Job:
-    __slots__ = ("fn", "args", "future", "loop", "ok", "value", "lazy", "riders")
+    __slots__ = ("fn", "args", "future", "loop", "ok", "value", "lazy", "riders", "merge")
 
     def __init__(self, fn: Callable, args: tuple, future: Any, loop: asyncio.AbstractEventLoop | None,
-                 lazy: bool = False):
+                 lazy: bool = False, merge: Callable[[list[tuple]], tuple] | None = None):
         self.fn = fn
         self.args = args
         self.future = future  # asyncio.Future (with loop), concurrent Future, or None (nowait)
@@ -35,6 +35,7 @@ class Job:
         self.value: Any = None
         self.lazy = lazy      # may wait a little to share the next job's commit (write_nowait)
         self.riders: list[Job] | None = None   # run just before this one (write_nowait(ride=True))
+        self.merge = merge    # a rider: how the args of several riders of `fn` become one job's
 
     def fail(self, exc: BaseException) -> None:
         self.ok = False
@@ -83,7 +84,7 @@ class WriteQueue:
         return await future
 
     def write_nowait(self, fn: Callable[..., Any], *args: Any, lazy: bool = False,
-                     ride: bool = False) -> None:
+                     ride: bool = False, merge: Callable[[list[tuple]], tuple] | None = None) -> None:
         """Queue a write nobody waits for (in order with the others); a failure is only logged.
 
         `lazy`: nothing is lost if it never commits (a crash before it is as good as no write),
@@ -93,8 +94,13 @@ class WriteQueue:
         `ride`: not queued on its own: the next job submitted (by anyone) carries it, and the
         writer runs it just before that job, in its own savepoint, in the same batch; so it
         commits with or before that job, without a queue hop or a wake-up of the writer of its
-        own. The caller that expects no job of its own to follow calls `release_riders()`."""
-        job = Job(fn, args, None, None, lazy)
+        own. The caller that expects no job of its own to follow calls `release_riders()`.
+
+        `merge` (with `ride`): the riders of `fn` carried in one batch run as one job, the first
+        of them where it stands (before every carrier of the others), with the args
+        `merge([args of each, in order])` gives: one statement and one savepoint for the batch
+        instead of one per rider. Its failure is logged as any rider's."""
+        job = Job(fn, args, None, None, lazy, merge if ride else None)
         if ride:
             with self._lock:
                 if not self._accepting:
@@ -202,13 +208,25 @@ class ReaderThreads:
 
 
 def _unpacked(batch: list[Job]) -> list[Job]:
-    """The batch with each job's riders just before it."""
+    """The batch with each job's riders just before it; riders that merge (write_nowait's
+    `merge`) as one job, where the first of them stands."""
     out: list[Job] = []
+    merging: dict[tuple, list[Job]] = {}
     for job in batch:
         if job.riders:
-            out.extend(job.riders)
+            for rider in job.riders:
+                if rider.merge is not None:
+                    group = merging.setdefault((rider.fn, rider.merge), [])
+                    group.append(rider)
+                    if len(group) > 1:
+                        continue
+                out.append(rider)
             job.riders = None
         out.append(job)
+    for first, *others in merging.values():
+        if others:
+            assert first.merge is not None
+            first.args = first.merge([first.args, *(other.args for other in others)])
     return out
 
 

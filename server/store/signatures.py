@@ -38,6 +38,12 @@ def claim_signatures(conn: Conn, rows: list[tuple[bytes, int]], now: int) -> Non
                   b"".join(_ENTRY.pack(bytes(sig), expires_at) for sig, expires_at in rows)))
 
 
+def merged_claims(calls: list[tuple[list[tuple[bytes, int]], int]]) -> tuple[list[tuple[bytes, int]], int]:
+    """The args of one `claim_signatures` for several calls' (rows, now): the writer runs the
+    claims riding on one batch's jobs as one (workers.write_nowait's `merge`), one row."""
+    return [row for rows, _now in calls for row in rows], max(now for _rows, now in calls)
+
+
 def prune_signatures(conn: Conn, now: int) -> int:
     """Delete expired claims (a set once all of its have expired); returns how many rows."""
     conn.execute("DELETE FROM accepted_signatures WHERE expires_at < ?", (now,))

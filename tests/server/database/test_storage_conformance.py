@@ -439,6 +439,34 @@ async def test_a_failing_rider_fails_alone_and_its_carrier_commits(stores, caplo
     assert "background write broken failed" in caplog.text
 
 
+async def test_riders_that_merge_run_as_one_job_before_the_first_carrier(stores):
+    """The replay guard's claims riding on one batch's writes (write_nowait(merge=...)): one job,
+    one row, run before the first of their carriers, so each carrier still finds its own claim."""
+    import threading
+
+    db = await stores.open()
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(conn):   # keeps the writer busy until the jobs below are queued: they form one batch
+        holding.set()
+        assert release.wait(10)
+
+    jobs, batches = db.jobs, db.batches
+    held = asyncio.ensure_future(db.write(hold))
+    assert await asyncio.to_thread(holding.wait, 10)
+    sigs = [bytes([0x20 + i]) * 64 for i in range(3)]
+    carriers = []
+    for sig in sigs:
+        db.write_nowait(sig_q.claim_signatures, [(sig, T0 + 60_000)], T0, ride=True, merge=sig_q.merged_claims)
+        carriers.append(asyncio.ensure_future(db.write(_claims)))
+        await asyncio.sleep(0)   # submitted: it carries the rider just queued
+    release.set()
+    await held
+    assert await asyncio.gather(*carriers) == [sorted(sigs)] * 3   # all in, before the first carrier
+    assert (db.jobs - jobs, db.batches - batches) == (1 + 1 + 3, 2)   # hold; the claims, the carriers
+    assert db.read(lambda conn: conn.execute("SELECT count(*) FROM accepted_signature_sets").fetchone()[0]) == 1
+
+
 async def test_riders_waiting_at_close_are_committed_then(stores):
     db = await stores.open()
     db.write_nowait(sig_q.claim_signatures, [(b"\x07" * 64, T0 + 60_000)], T0, ride=True)
