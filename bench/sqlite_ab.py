@@ -192,7 +192,10 @@ def server_cpu_ns(pid: int) -> int:
 
 def thread_counters(pid: int) -> dict[int, tuple[int, ...]]:
     """Per thread of the server: (CPU ns, write calls, bytes written, context switches, of which
-    involuntary) so far, from /proc/PID/task/TID/{schedstat,io,status}. The writer thread is
+    involuntary, read calls) so far, from /proc/PID/task/TID/{schedstat,io,status}. Read calls
+    are the database pages a thread read from the file or the WAL (socket reads are not counted
+    there): a reader's page cache starts empty after each commit, so its reads per action follow
+    the depth of the B-trees it walks. The writer thread is
     told apart by its writes: the event loop's socket writes go through `send`, which /proc
     counts as well, so the writer is the other thread with the most bytes written (the WAL's)."""
     out: dict[int, tuple[int, ...]] = {}
@@ -209,7 +212,7 @@ def thread_counters(pid: int) -> dict[int, tuple[int, ...]]:
             status = dict(line.split(":\t", 1) for line in open(f"{base}/status").read().splitlines()
                           if ":\t" in line)
             vol, invol = int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"])
-            out[tid] = (cpu, int(io["syscw"]), int(io["wchar"]), vol + invol, invol)
+            out[tid] = (cpu, int(io["syscw"]), int(io["wchar"]), vol + invol, invol, int(io["syscr"]))
         except (OSError, ValueError, KeyError, IndexError):
             continue
     return out
@@ -237,11 +240,12 @@ def _thread_deltas(pid: int, before: dict, after: dict) -> dict:
     """What the server's threads did between two `thread_counters`: the loop's (the main
     thread), the writer's (the other thread that wrote the most bytes) and all threads' context
     switches."""
-    d = {tid: tuple(a - b for a, b in zip(after[tid], before.get(tid, (0,) * 5))) for tid in after}
+    d = {tid: tuple(a - b for a, b in zip(after[tid], before.get(tid, (0,) * 6))) for tid in after}
     others = [tid for tid in d if tid != pid]
     writer = max(others, key=lambda t: d[t][2], default=None)
-    w = d[writer] if writer is not None else (0,) * 5
-    return {"writer_ns": w[0], "writer_calls": w[1], "writer_bytes": w[2],
+    w = d[writer] if writer is not None else (0,) * 6
+    return {"writer_ns": w[0], "writer_calls": w[1], "writer_bytes": w[2], "writer_reads": w[5],
+            "loop_reads": d.get(pid, (0,) * 6)[5],
             "switches": sum(v[3] for v in d.values()), "involuntary": sum(v[4] for v in d.values())}
 
 
@@ -417,6 +421,8 @@ def _per_action(chunks: list[dict], n: int) -> dict:
     out = {"writer_cpu_us": sum(ch["writer_ns"] for ch in chunks) / 1000 / n,
            "writer_calls": sum(ch["writer_calls"] for ch in chunks) / n,
            "writer_kib": sum(ch["writer_bytes"] for ch in chunks) / 1024 / n,
+           "writer_reads": sum(ch["writer_reads"] for ch in chunks) / n,
+           "loop_reads": sum(ch["loop_reads"] for ch in chunks) / n,
            "switches": sum(ch["switches"] for ch in chunks) / n,
            "involuntary": sum(ch["involuntary"] for ch in chunks) / n}
     if all("commits" in ch for ch in chunks):
@@ -463,7 +469,7 @@ async def round_load(targets: dict, order: list[str], counts: dict, chunks: int,
 # Throughput and p50 latency are what the issue asks for; the server's CPU time per action (all
 # its threads, from /proc) is the work each costs, which a neighbour's load moves much less.
 FIGURES = ("per_s", "p50_ms", "p99_ms", "cpu_us", "loop_cpu_us", "writer_cpu_us", "writer_calls", "writer_kib",
-           "switches", "involuntary", "commits", "jobs_per_commit")
+           "writer_reads", "loop_reads", "switches", "involuntary", "commits", "jobs_per_commit")
 
 
 def _spread(values: list[float], digits: int = 3) -> dict:
@@ -530,6 +536,8 @@ def table(summary: dict) -> str:
                               "writer_cpu_us": (" us", "of which the database writer's thread", 0),
                               "writer_calls": ("", "the writer's write calls per action", 2),
                               "writer_kib": (" KiB", "the writer's bytes written per action", 2),
+                              "writer_reads": ("", "the writer's read calls per action", 2),
+                              "loop_reads": ("", "the event loop's read calls per action", 2),
                               "switches": ("", "context switches per action (all threads)", 2),
                               "involuntary": ("", "of which involuntary", 2),
                               "commits": ("", "commits per action", 3),
