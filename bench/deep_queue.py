@@ -38,6 +38,7 @@ import httpx
 from seed_agents.clients.raw import RawV2
 
 from bench.bench_bounds import extract, free_port
+from bench.conditions import LOAD_CPU, SERVER_CPU, pin_prefix
 from bench.load import keypair
 from bench.processes import RAISED_BOUNDS, RAISED_LIMITS
 
@@ -46,15 +47,15 @@ QUEUED_WHEN_TIMED: list[int] = [0]   # (one()'s: messages still queued when its 
 CAP_S = 600
 
 
-def start(tree: Path, data: Path) -> tuple[subprocess.Popen, int]:
+def start(tree: Path, data: Path, existing: bool = False) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    data.mkdir(parents=True)
+    data.mkdir(parents=True, exist_ok=existing)
     flags = list(RAISED_LIMITS) + list(RAISED_BOUNDS)
     if "--max-runs-in-flight" in (tree / "server" / "config.py").read_text():
         flags += ["--max-runs-in-flight", "1000000"]
     log = open(data / "server.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "seed_agents.server.main", "--host", "127.0.0.1", "--port", str(port),
+        [*pin_prefix(SERVER_CPU), sys.executable, "-m", "seed_agents.server.main", "--host", "127.0.0.1", "--port", str(port),
          "--data-dir", str(data), "--log-level", "WARNING", "--hm-server-url", "", *flags],
         cwd=str(tree), env=dict(os.environ, PYTHONPATH=str(tree)), stdout=log, stderr=log)
     deadline = time.monotonic() + 30
@@ -239,6 +240,205 @@ async def together(tree: Path, data: Path, shallow: int, deep: int, turns: int, 
             proc.wait(10)
 
 
+# -- rounds: one arm at a time, the others frozen ---------------------------------------------------
+ARMS = ("deep", "shallow", "shallow A/A")
+
+
+def _fill(db_path: Path, account: str, sid: str, queued: int, filler: int, now: int) -> int:
+    """Queue `queued` messages in session `sid` (each a user event and a queued run, as a
+    MessageSession leaves them) and give the agent a second session of `filler` answered ones (a
+    user event and a finished run each), through the store's own functions, the server stopped.
+    Both arms then hold as many events and runs; only the queue differs. Returns `sid`'s last seq."""
+    import uuid
+
+    from seed_agents.server.database.sqlite.database import Database
+    from seed_agents.server.store import events as events_q
+    from seed_agents.server.store import runs as runs_q
+    from seed_agents.server.store import sessions as sessions_q
+
+    def payload(text: str) -> dict:
+        return {"type": "message", "role": "user", "content": text,
+                "meta": {"accountId": account, "signerId": account}}
+
+    def job(conn):
+        agent_id = conn.execute("SELECT agent_id FROM sessions WHERE id = ?", (sid,)).fetchone()[0]
+        for i in range(queued):
+            event, _ = events_q.append_event(conn, sid, payload(f"q{i}"), str(uuid.uuid4()), now)
+            runs_q.create_run(conn, str(uuid.uuid4()), account, agent_id, sid, event["id"], now)
+        if filler:
+            other = str(uuid.uuid4())
+            sessions_q.create_session(conn, other, account, agent_id, "filler", now)
+            for i in range(filler):
+                event, _ = events_q.append_event(conn, other, payload(f"f{i}"), str(uuid.uuid4()), now)
+                runs_q.create_run(conn, str(uuid.uuid4()), account, agent_id, other, event["id"], now)
+            conn.execute("UPDATE runs SET status = 'succeeded', started_at = ?1, finished_at = ?1"
+                         " WHERE session_id = ?2", (now, other))
+        return conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (sid,)).fetchone()[0]
+
+    db = Database(str(db_path))
+    db.start_sync()
+    try:
+        return db.write_sync(job)
+    finally:
+        db.close_sync()
+
+
+class _Arm:
+    """One arm's server, its session, its feeder and the arrival times of its replies."""
+
+    def __init__(self, name: str, depth: int) -> None:
+        self.name, self.depth = name, depth
+        self.proc: subprocess.Popen | None = None
+        self.replies: list[float] = []
+        self.sent = 0          # messages of the queue (pre-filled and fed)
+        self.changed = asyncio.Event()
+        self.sockets: list[RawV2] = []
+
+    def queued(self) -> int:
+        return self.sent - len(self.replies)
+
+
+async def _serve_arm(arm: _Arm, tree: Path, data: Path, history: int, filler: int) -> None:
+    """Start the arm's server, answer `history` messages in its session, stop it, queue its
+    messages (and the filler) in the file, start it again, subscribe from the queue's start."""
+    import signal as _signal
+
+    proc, port = start(tree, data)
+    url = f"ws://127.0.0.1:{port}/agents/ws"
+    kp = keypair(f"deep-queue-{arm.name}")
+    c = await RawV2.open(url, decode=True)
+    agent = await c.call(kp, {"_": "CreateAgent", "definition": {
+        "name": "echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}})
+    sid = (await c.call(kp, {"_": "CreateSession", "agentId": agent["agentId"]}))["sessionId"]
+    watch = await RawV2.open(url, decode=True)
+    answered: list[float] = []
+    got = asyncio.Event()
+
+    def count(frame: dict) -> None:
+        for event in frame.get("events") or ([frame["event"]] if "event" in frame else []):
+            body = event.get("event", {})
+            if body.get("type") == "message" and body.get("role") == "assistant":
+                answered.append(time.perf_counter())
+                got.set()
+
+    watch.on_event = count
+    await watch.call(kp, {"_": "Subscribe", "key": f"sessions/{sid}"})
+    if history:
+        await _pipeline(c, kp, sid, history, "h")
+        deadline = time.monotonic() + CAP_S
+        while len(answered) < history and time.monotonic() < deadline:
+            got.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(got.wait(), 1.0)
+    for sock in (c, watch):
+        await sock.close()
+    proc.send_signal(_signal.SIGTERM)   # a clean stop: the file is free for the fill
+    proc.wait(60)
+    last_seq = _fill(data / "agents.sqlite", kp.account_id, sid, arm.depth, filler, int(time.time() * 1000))
+    arm.sent = arm.depth
+    proc, port = start(tree, data, existing=True)
+    arm.proc = proc
+    url = f"ws://127.0.0.1:{port}/agents/ws"
+    c = await RawV2.open(url, decode=True)
+    watch = await RawV2.open(url, decode=True)
+
+    def on_event(frame: dict) -> None:
+        for event in frame.get("events") or ([frame["event"]] if "event" in frame else []):
+            body = event.get("event", {})
+            if body.get("type") == "message" and body.get("role") == "assistant":
+                arm.replies.append(time.perf_counter())
+                arm.changed.set()
+
+    watch.on_event = on_event
+    await watch.call(kp, {"_": "Subscribe", "key": f"sessions/{sid}", "afterSeq": last_seq})
+    arm.sockets = [c, watch]
+    arm.client = (c, kp, sid)   # type: ignore[attr-defined]
+
+
+async def _top_up(arm: _Arm) -> int:
+    """Bring the arm's queue back to its depth (what its last window answered) and wait until
+    every message is accepted: in every arm alike, and before its window, so the window times
+    turns alone, as the issue's did (its 50,000 were accepted first, then ran)."""
+    c, kp, sid = arm.client   # type: ignore[attr-defined]
+    missing = max(arm.depth - arm.queued(), 0)
+    if missing:
+        await _pipeline(c, kp, sid, missing, f"m{arm.sent}-")
+        arm.sent += missing
+    return missing
+
+
+async def rounds(tree: Path, data: Path, shallow: int, deep: int, history: int, n_rounds: int,
+                 warm_s: float, window_s: float, profile: Path | None = None) -> dict:
+    """Like with like, one arm at a time: three servers of this tree (a queue `deep` long and two
+    `shallow` long, the second an A/A), each with one session of `history` answered messages,
+    and every database the same size (the shallow arms hold, in a second session of their agent,
+    as many answered messages as the deep arm has queued beyond theirs). Only one server runs at
+    a time; the other two are frozen (SIGSTOP), so no arm takes CPU from another. Each round
+    wakes each arm in turn (the order rotates), keeps its queue at its depth for `warm_s`, then
+    counts its replies in the next `window_s`, and freezes it again. The rounds' ratios to the
+    shallow arm of the same round give deep / shallow (the queue's own cost) and shallow A/A /
+    shallow (the noise). An arm's queue is topped up to its depth before its window, never
+    during it, so a window counts turns alone (feeding a message per answer during the window, as
+    `--together` does, also times the accepts: see docs/performance.md)."""
+    import signal as _signal
+
+    depth = {"deep": deep, "shallow": shallow, "shallow A/A": shallow}
+    arms = {n: _Arm(n, depth[n]) for n in ARMS}
+    try:
+        for name, arm in arms.items():
+            await _serve_arm(arm, tree, data / name.replace(" ", "-").replace("/", ""), history,
+                             max(deep - arm.depth, 0))
+            arm.proc.send_signal(_signal.SIGSTOP)
+        per_round: list[dict] = []
+        for r in range(n_rounds):
+            order = list(ARMS[r % 3:] + ARMS[:r % 3])
+            if r % 2:
+                order.reverse()
+            row: dict = {"order": order, "loadavg": os.getloadavg()[0]}
+            for name in order:
+                arm = arms[name]
+                arm.proc.send_signal(_signal.SIGCONT)
+                await asyncio.sleep(warm_s)        # running its queue, its caches warm again
+                topped = await _top_up(arm)
+                queued = arm.queued()
+                spy = None
+                if profile is not None:   # every thread of the server, in its window only
+                    spy = subprocess.Popen(  # noqa: ASYNC220 (starts at once; waited for on a thread)
+                        [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(arm.proc.pid),
+                         "--duration", str(max(1, round(window_s))), "--rate", "200", "--format", "raw",
+                         "--threads", "--output", str(profile / f"{name.replace(' ', '-').replace('/', '')}-r{r + 1}.txt")],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                begun, t0 = len(arm.replies), time.perf_counter()
+                await asyncio.sleep(window_s)
+                t1 = time.perf_counter()
+                if spy is not None:
+                    await asyncio.to_thread(spy.wait, 60)
+                timed = [t for t in arm.replies[begun:] if t <= t1]
+                arm.proc.send_signal(_signal.SIGSTOP)
+                row[name] = {"turns_per_s": len(timed) / (t1 - t0), "queued": queued, "topped_up": topped}
+                if len(timed) >= queued:
+                    raise RuntimeError(f"the {name} queue ran out in its window: make it deeper or the window shorter")
+            row["deep / shallow"] = row["deep"]["turns_per_s"] / row["shallow"]["turns_per_s"]
+            row["A/A"] = row["shallow A/A"]["turns_per_s"] / row["shallow"]["turns_per_s"]
+            per_round.append(row)
+            print(f"round {r + 1}: " + ", ".join(f"{n} {row[n]['turns_per_s']:.1f}/s ({row[n]['queued']:,} queued)"
+                                                  for n in ARMS)
+                  + f"; deep / shallow {row['deep / shallow']:.2f}, A/A {row['A/A']:.2f}, load {row['loadavg']:.1f}",
+                  flush=True)
+        return {"rounds": per_round}
+    finally:
+        for arm in arms.values():
+            if arm.proc is not None:
+                with contextlib.suppress(Exception):
+                    arm.proc.send_signal(_signal.SIGCONT)
+            for sock in arm.sockets:
+                with contextlib.suppress(Exception):
+                    await sock.close()
+            if arm.proc is not None:
+                arm.proc.kill()
+                arm.proc.wait(10)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", default=None, help="git ref of the tree before (default: HEAD~1)")
@@ -253,8 +453,41 @@ async def main() -> None:
                              "at once, timed in one window after --skip of each queue (see together())")
     parser.add_argument("--skip", type=int, default=600,
                         help="with --together: replies of each queue before the timing (default 600)")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="this tree alone, like with like, one arm at a time (see rounds()): this many"
+                             " rounds of a deep, a shallow and a shallow A/A queue")
+    parser.add_argument("--warm", type=float, default=1.0, help="with --rounds: seconds an arm runs before its window")
+    parser.add_argument("--window", type=float, default=3.0, help="with --rounds: seconds of each arm's window")
+    parser.add_argument("--profile", metavar="DIR", help="with --rounds: py-spy (every thread, raw stacks) of each"
+                        " arm's server in each window, to DIR/<arm>-r<round>.txt")
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
+    if args.rounds:
+        with contextlib.suppress(OSError):   # the load (this process) on its own CPU
+            if pin_prefix(LOAD_CPU):
+                os.sched_setaffinity(0, {LOAD_CPU})
+        with tempfile.TemporaryDirectory() as tmp:
+            if args.profile:
+                Path(args.profile).mkdir(parents=True, exist_ok=True)
+            res = await rounds(root, Path(tmp) / "rounds", args.shallow, args.deep, args.history, args.rounds,
+                               args.warm, args.window, Path(args.profile) if args.profile else None)
+        rows = res["rounds"]
+
+        def med(values: list[float]) -> float:
+            return sorted(values)[len(values) // 2] if len(values) % 2 else \
+                sum(sorted(values)[len(values) // 2 - 1:len(values) // 2 + 1]) / 2
+
+        print(f"\neach session holds {args.history} answered messages; every database {args.deep:,} messages"
+              f" beyond them; {args.rounds} rounds, one arm at a time ({args.warm:g} s warm, {args.window:g} s"
+              " counted)\n")
+        print("| queue | queued when timed | turns/s, median of rounds | / shallow, median of rounds |\n|---|---|---|---|")
+        for name in ARMS:
+            ratio = [r[name]["turns_per_s"] / r["shallow"]["turns_per_s"] for r in rows]
+            print(f"| {name} | {med([r[name]['queued'] for r in rows]):,.0f} | "
+                  f"{med([r[name]['turns_per_s'] for r in rows]):.1f} | {med(ratio):.2f} "
+                  f"({min(ratio):.2f}-{max(ratio):.2f}) |")
+        print(f"\nload average {min(r['loadavg'] for r in rows):.1f}-{max(r['loadavg'] for r in rows):.1f}")
+        return
     if args.together:
         with tempfile.TemporaryDirectory() as tmp:
             rates = await together(root, Path(tmp) / "together", args.shallow, args.deep, args.turns, args.skip,
