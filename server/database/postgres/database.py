@@ -394,6 +394,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
         self.schema = ""
         self.batches = 0
         self.jobs = 0
+        self.cuts = 0    # jobs cut from a batch (a lock waited for past BATCH_LOCK_WAIT_MS), run alone
 
     def notice_bus(self):  # noqa: ANN201
         """The LISTEN/NOTIFY bus of this database and schema (server/live/cluster.py carries
@@ -621,6 +622,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
             conn, done = self._batch_transaction(conn, batch)
             deliver(batch[:done])
             if done < len(batch) and not batch[done].ok and batch[done].value is _CUT:
+                self.cuts += 1
                 job = batch[done]
                 job.value = None
                 conn = self._run_job(conn, job)
