@@ -283,6 +283,12 @@ def _fill(db_path: Path, account: str, sid: str, queued: int, filler: int, now: 
         db.close_sync()
 
 
+def _cpu_s(pid: int) -> float:
+    """The process's CPU seconds (user + system, every thread) from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class _Arm:
     """One arm's server, its session, its feeder and the arrival times of its replies."""
 
@@ -367,8 +373,24 @@ async def _top_up(arm: _Arm) -> int:
     return missing
 
 
+async def _feed(arm: _Arm, stop: asyncio.Event) -> None:
+    """(`--feed`) During the window too: a message sent for each one answered, so the window times
+    each turn with its MessageSession's accept."""
+    c, kp, sid = arm.client   # type: ignore[attr-defined]
+    while not stop.is_set():
+        missing = arm.depth - arm.queued()
+        if missing > 0:
+            count = min(missing, 50)
+            await _pipeline(c, kp, sid, count, f"m{arm.sent}-")
+            arm.sent += count
+        else:
+            arm.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(arm.changed.wait(), 0.05)
+
+
 async def rounds(tree: Path, data: Path, shallow: int, deep: int, history: int, n_rounds: int,
-                 warm_s: float, window_s: float, profile: Path | None = None) -> dict:
+                 warm_s: float, window_s: float, profile: Path | None = None, feed: bool = False) -> dict:
     """Like with like, one arm at a time: three servers of this tree (a queue `deep` long and two
     `shallow` long, the second an A/A), each with one session of `history` answered messages,
     and every database the same size (the shallow arms hold, in a second session of their agent,
@@ -408,21 +430,30 @@ async def rounds(tree: Path, data: Path, shallow: int, deep: int, history: int, 
                          "--duration", str(max(1, round(window_s))), "--rate", "200", "--format", "raw",
                          "--threads", "--output", str(profile / f"{name.replace(' ', '-').replace('/', '')}-r{r + 1}.txt")],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                begun, t0 = len(arm.replies), time.perf_counter()
+                stop = asyncio.Event()
+                feeder = asyncio.create_task(_feed(arm, stop)) if feed else None
+                begun, t0, cpu0 = len(arm.replies), time.perf_counter(), _cpu_s(arm.proc.pid)
                 await asyncio.sleep(window_s)
-                t1 = time.perf_counter()
+                t1, cpu1 = time.perf_counter(), _cpu_s(arm.proc.pid)
+                stop.set()
+                if feeder is not None:
+                    await asyncio.wait_for(feeder, 60)
                 if spy is not None:
                     await asyncio.to_thread(spy.wait, 60)
                 timed = [t for t in arm.replies[begun:] if t <= t1]
                 arm.proc.send_signal(_signal.SIGSTOP)
-                row[name] = {"turns_per_s": len(timed) / (t1 - t0), "queued": queued, "topped_up": topped}
-                if len(timed) >= queued:
+                # Turns per second of the server's own CPU: what the queue could cost a turn, with
+                # the neighbours' share of the cores (which moves wall-clock rates 2x between
+                # windows on a shared machine) taken out.
+                row[name] = {"turns_per_s": len(timed) / (t1 - t0), "queued": queued, "topped_up": topped,
+                             "turns_per_cpu_s": len(timed) / max(cpu1 - cpu0, 1e-6)}
+                if len(timed) >= queued and not feed:
                     raise RuntimeError(f"the {name} queue ran out in its window: make it deeper or the window shorter")
             row["deep / shallow"] = row["deep"]["turns_per_s"] / row["shallow"]["turns_per_s"]
             row["A/A"] = row["shallow A/A"]["turns_per_s"] / row["shallow"]["turns_per_s"]
             per_round.append(row)
-            print(f"round {r + 1}: " + ", ".join(f"{n} {row[n]['turns_per_s']:.1f}/s ({row[n]['queued']:,} queued)"
-                                                  for n in ARMS)
+            print(f"round {r + 1}: " + ", ".join(f"{n} {row[n]['turns_per_s']:.1f}/s, {row[n]['turns_per_cpu_s']:.0f}/CPU s"
+                                                  f" ({row[n]['queued']:,} queued)" for n in ARMS)
                   + f"; deep / shallow {row['deep / shallow']:.2f}, A/A {row['A/A']:.2f}, load {row['loadavg']:.1f}",
                   flush=True)
         return {"rounds": per_round}
@@ -458,6 +489,8 @@ async def main() -> None:
                              " rounds of a deep, a shallow and a shallow A/A queue")
     parser.add_argument("--warm", type=float, default=1.0, help="with --rounds: seconds an arm runs before its window")
     parser.add_argument("--window", type=float, default=3.0, help="with --rounds: seconds of each arm's window")
+    parser.add_argument("--feed", action="store_true", help="with --rounds: also send a message for each one"
+                        " answered during the window (each turn timed with its MessageSession's accept)")
     parser.add_argument("--profile", metavar="DIR", help="with --rounds: py-spy (every thread, raw stacks) of each"
                         " arm's server in each window, to DIR/<arm>-r<round>.txt")
     args = parser.parse_args()
@@ -470,7 +503,7 @@ async def main() -> None:
             if args.profile:
                 Path(args.profile).mkdir(parents=True, exist_ok=True)
             res = await rounds(root, Path(tmp) / "rounds", args.shallow, args.deep, args.history, args.rounds,
-                               args.warm, args.window, Path(args.profile) if args.profile else None)
+                               args.warm, args.window, Path(args.profile) if args.profile else None, args.feed)
         rows = res["rounds"]
 
         def med(values: list[float]) -> float:
@@ -480,12 +513,16 @@ async def main() -> None:
         print(f"\neach session holds {args.history} answered messages; every database {args.deep:,} messages"
               f" beyond them; {args.rounds} rounds, one arm at a time ({args.warm:g} s warm, {args.window:g} s"
               " counted)\n")
-        print("| queue | queued when timed | turns/s, median of rounds | / shallow, median of rounds |\n|---|---|---|---|")
+        print("| queue | queued when timed | turns/s | / shallow (min-max) | turns per CPU second | / shallow (min-max) |"
+              "\n|---|---|---|---|---|---|")
         for name in ARMS:
             ratio = [r[name]["turns_per_s"] / r["shallow"]["turns_per_s"] for r in rows]
+            cpu = [r[name]["turns_per_cpu_s"] / r["shallow"]["turns_per_cpu_s"] for r in rows]
             print(f"| {name} | {med([r[name]['queued'] for r in rows]):,.0f} | "
                   f"{med([r[name]['turns_per_s'] for r in rows]):.1f} | {med(ratio):.2f} "
-                  f"({min(ratio):.2f}-{max(ratio):.2f}) |")
+                  f"({min(ratio):.2f}-{max(ratio):.2f}) | {med([r[name]['turns_per_cpu_s'] for r in rows]):.0f} | "
+                  f"{med(cpu):.2f} ({min(cpu):.2f}-{max(cpu):.2f}) |")
+        print("(medians of the rounds; each round's ratio is to the shallow arm of the same round)")
         print(f"\nload average {min(r['loadavg'] for r in rows):.1f}-{max(r['loadavg'] for r in rows):.1f}")
         return
     if args.together:
