@@ -2,6 +2,12 @@
 
     python -m bench.deep_queue [--before REF | --after-only] [--deep N] [--shallow N] [--turns K]
                                [--history H]
+    python -m bench.deep_queue --rounds R [--deep N] [--shallow N] [--history H] [--warm S]
+                               [--window S] [--feed] [--profile DIR]
+
+`--rounds` is the like-with-like figure (see `rounds()`): one arm at a time, the others frozen,
+every database the same size, turns per second and per CPU second in a fixed window; an A/A arm
+shows the noise. The older modes follow.
 
 Each tree (`--before`, default the commit before the deep-queue fix, and this working tree) runs
 as a child server with the echo model. For each depth, a fresh server gets one session, N
