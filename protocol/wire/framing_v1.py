@@ -22,7 +22,7 @@ from . import dagcbor, events
 from .framing_types import Refusal, Request
 from .v2 import peek_action_name
 
-__all__ = ["V1Framing", "decode_bodies", "dumps"]
+__all__ = ["V1Framing", "decode_bodies", "decode_bodies_loose", "dumps"]
 
 
 def _default(value: object) -> object:
@@ -80,6 +80,12 @@ def decode_bodies(count: int, joined: bytes) -> list:
     return cast("list", dagcbor.decode_trusted(dagcbor.encode_head(4, count) + joined))
 
 
+def decode_bodies_loose(count: int, joined: bytes) -> list | None:
+    """`decode_bodies` by the faster decoder that reads a CID as bytes (dagcbor.
+    decode_trusted_many_loose): for `frames_of(..., loose=True)`, which tells when that matters."""
+    return dagcbor.decode_trusted_many_loose(count, joined)
+
+
 def _text(value: dict) -> str:
     return dumps(value)   # a text message
 
@@ -105,6 +111,7 @@ class V1Framing:
     replay_derives = True   # a replayed event's frame is derived (JSON), not spliced: worth keeping
 
     decode_bodies = staticmethod(decode_bodies)   # stored bodies one after the other (a replay page)
+    decode_bodies_loose = staticmethod(decode_bodies_loose)
 
     # -- reading ---------------------------------------------------------------------------
     def read(self, message: bytes | str) -> Request | Refusal:
@@ -166,6 +173,16 @@ class V1Framing:
         return self.frames_of(key, decode_bodies(len(rows), b"".join(body for _seq, body in rows)))
 
     def frames_of(self, key: str, decoded: list) -> tuple[bytes, list[int]]:
+        """`replay_frames` of events already decoded (SessionEvent maps), below."""
+        return self._frames_of(key, decoded, False)
+
+    def frames_of_loose(self, key: str, decoded: list) -> tuple[bytes, list[int]] | None:
+        """`frames_of` of events from `decode_bodies_loose` (a CID read as bytes): None when any
+        of them holds bytes, which that decoder may have made of a CID (the caller decodes them
+        again exactly)."""
+        return self._frames_of(key, decoded, True)
+
+    def _frames_of(self, key: str, decoded: list, loose: bool) -> tuple[bytes, list[int]] | None:
         """`replay_frames` of events already decoded (SessionEvent maps): each event's JSON is
         written between the `append` map's constant head and its closing brace. The common case
         (every frame 126..65535 bytes long, nothing orjson refuses) is made without a Python
@@ -177,6 +194,8 @@ class V1Framing:
         try:
             texts = list(map(_orjson_dumps, decoded))
         except TypeError:   # bytes or a CID (what `_default` writes), or what orjson refuses
+            if loose:
+                return None
             try:
                 texts = list(map(_orjson_default, decoded))
             except TypeError:   # a big integer, a key that is not a string: event by event

@@ -18,7 +18,8 @@ PROTOCOL_DEPENDENCIES = {"cbor2", "nacl", "multiformats", "yaml",  # yaml: Seed 
                          "httptools",  # httptools: the HTTP reader's parser (pure: bytes in, callbacks out)
                          "jsonschema",   # jsonschema: tool inputs (pure)
                          "cbrrr",   # cbrrr: stored DAG-CBOR read back (dagcbor.decode_trusted; pure)
-                         "orjson"}   # orjson: v1's JSON text (framing_v1; pure)
+                         "orjson",   # orjson: v1's JSON text (framing_v1; pure)
+                         "libipld"}   # libipld: a v1 replay page's stored DAG-CBOR (dagcbor; pure)
 
 
 def _graph() -> dict[str, set[str]]:

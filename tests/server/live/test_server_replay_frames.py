@@ -303,3 +303,27 @@ def test_a_page_read_joined_gives_the_frames_and_keeps_the_runs_a_row_page_does(
     assert fresh.page_joined(framing, key, sid, 1, 1, 1, codec.encode([1])) is None
     assert len(fresh) == 0 and fresh.misses == 0
     assert fresh.page_joined(framing, key, sid, 1, 1, 0, b"") == []
+
+
+def test_a_joined_page_with_bytes_or_a_cid_is_framed_from_its_exact_decoding():
+    """The joined page is decoded by the faster decoder that reads a CID as bytes; a run that
+    holds bytes is framed from the page decoded again exactly: a CID goes out as DAG-JSON's link,
+    bytes as bytes, the runs before it as they were, the same frames as the row page's."""
+    from multiformats import CID
+
+    link = CID.decode("bafyreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy")
+    framing, sid = V1Framing(1 << 20), str(uuid.uuid4())
+    key = "sessions/" + sid
+    for special in ({"link": link}, {"blob": b"\x00\xff"}, {"big": -2 ** 64}):
+        rows = rows_of(sid, 3 * CHUNK)
+        seq, _ = rows[CHUNK + 17]   # in the second run
+        rows[CHUNK + 17] = (seq, codec.encode({"id": f"e{seq}", "sessionId": sid, "seq": seq,
+                                                "event": {"type": "message", **special}, "createdAt": seq}))
+        want = ReplayFrames(64 << 20).page(framing, key, sid, 1, rows)
+        joined = ReplayFrames(64 << 20)
+        got = joined.page_joined(framing, key, sid, 1, 1, len(rows), b"".join(b for _, b in rows))
+        assert [(bytes(f), s) for f, s in got] == [(bytes(f), s) for f, s in want]
+        assert len(joined) == 3 and joined.misses == len(rows)
+        second = bytes(got[1][0])
+        assert (b'{"/":"bafyrei' in second) == ("link" in special)
+        assert (b'{"/":{"bytes":"AP8"}}' in second) == ("blob" in special)
