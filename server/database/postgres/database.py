@@ -796,7 +796,10 @@ class _LoopConn:
         self._writing = False
         self.pg.nonblocking = 1
         self.pg.enter_pipeline_mode()
-        self.loop.add_reader(self.pg.socket, self._readable)
+        # The socket's number, kept: once libpq drops a lost connection it no longer tells it, and
+        # the loop must stop watching it (a new connection may get the same number).
+        self.fd = self.pg.socket
+        self.loop.add_reader(self.fd, self._readable)
 
     def exchange(self, items: list[tuple]) -> asyncio.Future:
         future = self.loop.create_future()
@@ -816,13 +819,13 @@ class _LoopConn:
     def _flush(self) -> None:
         if self.pg.flush() and not self._writing:   # the rest when the socket takes it
             self._writing = True
-            self.loop.add_writer(self.pg.socket, self._writable)
+            self.loop.add_writer(self.fd, self._writable)
 
     def _writable(self) -> None:
         try:
             if not self.pg.flush():
                 self._writing = False
-                self.loop.remove_writer(self.pg.socket)
+                self.loop.remove_writer(self.fd)
         except psycopg.Error as exc:
             self._break(exc)
 
@@ -866,10 +869,10 @@ class _LoopConn:
 
     def close(self) -> None:
         try:
-            self.loop.remove_reader(self.pg.socket)
+            self.loop.remove_reader(self.fd)
             if self._writing:
-                self.loop.remove_writer(self.pg.socket)
-        except (ValueError, OSError, psycopg.Error):
+                self.loop.remove_writer(self.fd)
+        except (ValueError, OSError):
             pass   # the socket is gone already
         if self.broken is None:
             self.broken = DatabaseClosed("database closed")

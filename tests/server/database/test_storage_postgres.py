@@ -374,3 +374,62 @@ async def test_a_read_ends_its_snapshot_without_waiting_and_the_next_read_sees_n
             assert await db.aread(lambda conn: conn.execute(count).fetchone()[0]) == 2
     finally:
         await db.close()
+
+
+# -- the loop's own connections (aread_each, replay claims) ----------------------------------
+async def test_reads_on_the_loops_connection_are_read_only_snapshots_in_flight_together(postgres_url):
+    """`aread_each`: each call's statements in one read-only snapshot (its own implicit
+    transaction), many calls in flight at once on the one connection, answered each its own; an
+    error fails its call alone and leaves nothing open for the next."""
+    db = await open_db(postgres_url)
+    try:
+        for i in range(5):
+            await db.write(accounts_q.ensure_account, f"a{i}", T0)
+
+        def reads(i: int):
+            return [("SELECT id FROM accounts WHERE id = ?", (f"a{i % 5}",)), ("SELECT count(*) FROM accounts", ()),
+                    ("SELECT now() = statement_timestamp() OR true, txid_current_if_assigned() IS NULL", ())]
+        answers = await asyncio.gather(*(db.aread_each(reads, i) for i in range(60)))
+        assert [a[0] for a in answers] == [[(f"a{i % 5}",)] for i in range(60)]
+        assert all(a[1] == [(5,)] and a[2] == [(True, True)] for a in answers)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            await db.aread_each(lambda: [("INSERT INTO accounts (id, created_at) VALUES ('x', 1)", ())])
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            await db.aread_each(lambda: [("SELECT 1", ()), ("SELECT * FROM no_such_table", ())])
+        assert await db.aread_each(lambda: [("SELECT count(*) FROM accounts", ())]) == [[(5,)]]
+        # One snapshot per call: a write committed between two calls is seen by the second only.
+        first = await db.aread_each(lambda: [("SELECT count(*) FROM accounts", ()), ("SELECT pg_sleep(0)", ()),
+                                             ("SELECT count(*) FROM accounts", ())])
+        assert first[0] == first[2] == [(5,)]
+        await db.write(accounts_q.ensure_account, "a5", T0)
+        assert await db.aread_each(lambda: [("SELECT count(*) FROM accounts", ())]) == [[(6,)]]
+    finally:
+        await db.close()
+
+
+async def test_the_loops_connections_lost_are_replaced(postgres_url):
+    """A database restart or a network cut under the loop's connections: a batched read runs
+    again on a new connection; a claim in flight is refused or answered rightly (never a claim
+    the database did not record), and the next claims run on a new connection."""
+    db = await open_db(postgres_url)
+    try:
+        assert await db.claim_signature(b"\x01" * 64, T0 + 60_000, T0, durable=False) is True
+        assert await db.claim_signature(b"\x02" * 64, T0 + 60_000, T0, durable=True) is True
+        reader_pid = (await db.aread_each(lambda: [("SELECT pg_backend_pid()", ())]))[0][0][0]
+        pids = [reader_pid] + [c.conn.pg.backend_pid for c in db._claimers.values()]
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            for pid in pids:
+                assert conn.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+        assert await db.aread_each(lambda: [("SELECT count(*) FROM accepted_signatures", ())]) == [[(2,)]]
+        for durable in (False, True):
+            sig = bytes([3 + durable]) * 64
+            try:
+                first = await db.claim_signature(sig, T0 + 60_000, T0, durable=durable)
+            except psycopg.OperationalError:
+                first = None   # refused: the client signs again
+            again = await db.claim_signature(sig, T0 + 60_000, T0, durable=durable)
+            assert (first, again) in ((True, False), (None, True))
+            assert await db.claim_signature(b"\x01" * 64, T0 + 60_000, T0, durable=durable) is False
+        assert (await db.aread_each(lambda: [("SELECT count(*) FROM accepted_signatures", ())]))[0] == [(4,)]
+    finally:
+        await db.close()
