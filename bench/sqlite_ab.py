@@ -542,10 +542,12 @@ def table(summary: dict) -> str:
                               "involuntary": ("", "of which involuntary", 2),
                               "commits": ("", "commits per action", 3),
                               "jobs_per_commit": ("", "write jobs per commit", 2)}[fig]
+        if not c["before_median"] and not c["after_median"]:
+            continue   # (a count the cell never moves: a GetSession writes nothing)
         p = c["pair_ratios"]
         ci = f"{p['geomean']:.3f} ({p['ci95'][0]:.3f}..{p['ci95'][1]:.3f})" if p["ci95"] else "-"
         lines.append(f"| {cell} | {name} | {c['before_median']:,.{digits}f}{unit} | {c['after_median']:,.{digits}f}{unit} "
-                     f"| {c['ratio_of_medians']:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] | {ci} |")
+                     f"| {c['ratio_of_medians'] or 0:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] | {ci} |")
     return "\n".join(lines)
 
 
