@@ -481,25 +481,36 @@ def part_b(pg_url: str, quick: bool) -> dict:
     return out
 
 
-def part_a_ab(pg_url: str, quick: bool, before: str, rounds: int) -> dict:
-    """Part a for two trees, interleaved (B A A B per pair of rounds), in one run: each tree's
-    PostgreSQL / SQLite ratios per round, their medians, and the load average around each."""
-    order = []
+def _interleaved(run, before: str, rounds: int) -> tuple[list[str], dict[str, list]]:  # noqa: ANN001
+    """`run()` for two trees, interleaved (before, after, after, before per pair of rounds), the
+    before tree's server taken from `before` (BENCH_SERVER_TREE), the after tree's from here:
+    the order and each tree's results, whose runs are its A/A."""
+    order: list[str] = []
     for r in range(rounds):
         order += [("before", "after"), ("after", "before")][r % 2]
     runs: dict[str, list] = {"before": [], "after": []}
     for tree in order:
-        load0 = os.getloadavg()
         if tree == "before":
             os.environ["BENCH_SERVER_TREE"] = before
         else:
             os.environ.pop("BENCH_SERVER_TREE", None)
         try:
-            res = part_a(pg_url, quick)
+            runs[tree].append(run())
         finally:
             os.environ.pop("BENCH_SERVER_TREE", None)
+    return order, runs
+
+
+def part_a_ab(pg_url: str, quick: bool, before: str, rounds: int) -> dict:
+    """Part a for two trees, interleaved (B A A B per pair of rounds), in one run: each tree's
+    PostgreSQL / SQLite ratios per round, their medians, and the load average around each."""
+    def run() -> dict:
+        load0 = os.getloadavg()
+        res = part_a(pg_url, quick)
         res["loadavg"] = [round(x, 2) for x in (*load0, *os.getloadavg())]
-        runs[tree].append(res)
+        return res
+
+    order, runs = _interleaved(run, before, rounds)
     out: dict = {"order": order, "runs": runs, "medians": {}}
     for tree, rs in runs.items():
         keys = rs[0]["ratios_pg_over_sqlite"].keys()
@@ -526,25 +537,17 @@ def part_b_ab(pg_url: str, quick: bool, before: str, rounds: int) -> dict:
     """Part b for two trees, interleaved (before, after, after, before per pair of rounds), in one
     run: each run's two-servers / one ratios and the load average around it; each tree's runs
     are its A/A."""
-    order: list[str] = []
-    for r in range(rounds):
-        order += [("before", "after"), ("after", "before")][r % 2]
-    runs: dict[str, list] = {"before": [], "after": []}
-    for tree in order:
+    def run() -> dict:
         load0 = os.getloadavg()
-        if tree == "before":
-            os.environ["BENCH_SERVER_TREE"] = before
-        try:
-            res = part_b(pg_url, quick)
-        finally:
-            os.environ.pop("BENCH_SERVER_TREE", None)
-        row = {**res["ratios_two_over_one"],
-               "turns_per_s_one_two": [res["turns_one_server"].get("turns_per_s"),
-                                       res["turns_two_servers"].get("turns_per_s")],
-               "CreateSession_per_s_one_two": [res["CreateSession_one_server"].get("actions_per_s", {}).get("median"),
-                                               res["CreateSession_two_servers"].get("actions_per_s", {}).get("median")],
-               "loadavg": [round(x, 2) for x in (*load0, *os.getloadavg())]}
-        runs[tree].append(row)
+        res = part_b(pg_url, quick)
+        return {**res["ratios_two_over_one"],
+                "turns_per_s_one_two": [res["turns_one_server"].get("turns_per_s"),
+                                        res["turns_two_servers"].get("turns_per_s")],
+                "CreateSession_per_s_one_two": [res["CreateSession_one_server"].get("actions_per_s", {}).get("median"),
+                                                res["CreateSession_two_servers"].get("actions_per_s", {}).get("median")],
+                "loadavg": [round(x, 2) for x in (*load0, *os.getloadavg())]}
+
+    order, runs = _interleaved(run, before, rounds)
     medians = {tree: {k: summary([r[k] for r in rs if r[k] is not None], 3)
                       for k in ("turns_per_s", "CreateSession_actions_per_s")}
                for tree, rs in runs.items()}
