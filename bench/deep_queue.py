@@ -84,16 +84,21 @@ async def _pipeline(c: RawV2, kp, sid: str, count: int, tag: str) -> None:  # no
             raise RuntimeError(f"a message was refused: {bad[0]}")
 
 
+async def _echo_session(url: str, kp) -> tuple[RawV2, str, RawV2]:  # noqa: ANN001
+    """A client, a new session of a new echo agent, and a second socket to watch it on."""
+    c = await RawV2.open(url, decode=True)
+    agent = await c.call(kp, {"_": "CreateAgent", "definition": {
+        "name": "echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}})
+    sid = (await c.call(kp, {"_": "CreateSession", "agentId": agent["agentId"]}))["sessionId"]
+    return c, sid, await RawV2.open(url, decode=True)
+
+
 async def one(tree: Path, data: Path, depth: int, turns: int, history: int = 0) -> float:
     proc, port = start(tree, data)
     url = f"ws://127.0.0.1:{port}/agents/ws"
     kp = keypair("deep-queue")
     try:
-        c = await RawV2.open(url, decode=True)
-        agent = await c.call(kp, {"_": "CreateAgent", "definition": {
-            "name": "echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}})
-        sid = (await c.call(kp, {"_": "CreateSession", "agentId": agent["agentId"]}))["sessionId"]
-        watch = await RawV2.open(url, decode=True)
+        c, sid, watch = await _echo_session(url, kp)
         replies: list[float] = []
         done = asyncio.Event()
         left = QUEUED_WHEN_TIMED
@@ -179,11 +184,7 @@ async def together(tree: Path, data: Path, shallow: int, deep: int, turns: int, 
             procs.append(proc)
             url = f"ws://127.0.0.1:{port}/agents/ws"
             kp = keypair(f"deep-queue-{name}")
-            c = await RawV2.open(url, decode=True)
-            agent = await c.call(kp, {"_": "CreateAgent", "definition": {
-                "name": "echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}})
-            sids[name] = (await c.call(kp, {"_": "CreateSession", "agentId": agent["agentId"]}))["sessionId"]
-            watch = await RawV2.open(url, decode=True)
+            c, sids[name], watch = await _echo_session(url, kp)
             watch.on_event = on_event_of(name)
             await watch.call(kp, {"_": "Subscribe", "key": f"sessions/{sids[name]}"})
             clients[name] = (c, kp)
@@ -318,11 +319,7 @@ async def _serve_arm(arm: _Arm, tree: Path, data: Path, history: int, filler: in
     proc, port = start(tree, data)
     url = f"ws://127.0.0.1:{port}/agents/ws"
     kp = keypair(f"deep-queue-{arm.name}")
-    c = await RawV2.open(url, decode=True)
-    agent = await c.call(kp, {"_": "CreateAgent", "definition": {
-        "name": "echo", "systemPrompt": "", "modelProvider": "echo", "model": "echo"}})
-    sid = (await c.call(kp, {"_": "CreateSession", "agentId": agent["agentId"]}))["sessionId"]
-    watch = await RawV2.open(url, decode=True)
+    c, sid, watch = await _echo_session(url, kp)
     answered: list[float] = []
     got = asyncio.Event()
 
