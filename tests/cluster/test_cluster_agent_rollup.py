@@ -17,7 +17,8 @@ import os
 
 from seed_agents.protocol.wire.keys import Keypair
 
-from tests.cluster.test_cluster_servers import ECHO, LIMITS, WAIT_S, all_events, client, settled, start_servers
+from tests.cluster.test_cluster_servers import (LIMITS, WAIT_S, all_events, client, echo_sessions, settled,
+                                               start_servers)
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 SESSIONS = 4
@@ -32,9 +33,7 @@ async def test_two_servers_turns_on_one_agent_leave_the_rollup_of_a_serial_run(
     kp = Keypair.generate()
     clients = []
     try:
-        async with await client(servers[0], kp) as c0:
-            agent_id = (await c0.create_agent(ECHO))["agentId"]
-            sessions = [(await c0.create_session(agent_id, title=f"s{i}"))["sessionId"] for i in range(SESSIONS)]
+        agent_id, sessions = await echo_sessions(servers[0], kp, SESSIONS, "s")
         clients = [await client(srv, kp) for srv in servers for _ in range(CLIENTS_PER_SERVER)]
 
         async def turns(k: int) -> None:

@@ -19,7 +19,8 @@ from collections import Counter
 
 from seed_agents.protocol.wire.keys import Keypair
 
-from tests.cluster.test_cluster_servers import ECHO, LIMITS, WAIT_S, all_events, client, settled, start_servers
+from tests.cluster.test_cluster_servers import (LIMITS, WAIT_S, all_events, client, echo_sessions, settled,
+                                               start_servers)
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 
 SESSIONS = 3
@@ -37,10 +38,7 @@ async def test_three_servers_writing_to_the_same_sessions_lose_and_repeat_nothin
     kp = Keypair.generate()
     clients = []
     try:
-        async with await client(servers[0], kp) as c0:
-            agent_id = (await c0.create_agent(ECHO))["agentId"]
-            sessions = [(await c0.create_session(agent_id, title=f"shared {i}"))["sessionId"]
-                        for i in range(SESSIONS)]
+        agent_id, sessions = await echo_sessions(servers[0], kp, SESSIONS, "shared ")
         clients = [await client(srv, kp) for srv in servers for _ in range(CLIENTS_PER_SERVER)]
         orders = [rng.sample(range(SESSIONS), SESSIONS) for _ in clients]
         sent: list[str] = []

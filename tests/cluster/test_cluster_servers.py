@@ -128,6 +128,15 @@ async def client(srv: ServerProcess, owner: Keypair) -> AgentsClient:
     return await c.open()
 
 
+async def echo_sessions(srv: ServerProcess, owner: Keypair, count: int, title: str) -> tuple[str, list[str]]:
+    """An echo agent of `owner`'s account, made through `srv`, and `count` sessions of it titled
+    `title` followed by its index: the shared sessions the cluster tests write to from every server."""
+    async with await client(srv, owner) as c0:
+        agent_id = (await c0.create_agent(ECHO))["agentId"]
+        return agent_id, [(await c0.create_session(agent_id, title=f"{title}{i}"))["sessionId"]
+                          for i in range(count)]
+
+
 @pytest.fixture
 def wire_seqs(monkeypatch):
     """Every durable seq as it came off the wire, per subscription, before the client library
@@ -239,10 +248,7 @@ async def shared_sessions(writers: list[ServerProcess], watchers_on: list[Server
                           wire_seqs: dict[int, list[int]]) -> list[str]:
     """Scenario 1; returns the echo sessions (idle, every turn answered)."""
     context = f"seed {seed}"
-    async with await client(reader, kp) as c0:
-        agent_id = (await c0.create_agent(ECHO))["agentId"]
-        session_ids = [(await c0.create_session(agent_id, title=f"shared {i}"))["sessionId"]
-                       for i in range(SESSIONS)]
+    _, session_ids = await echo_sessions(reader, kp, SESSIONS, "shared ")
 
     write_clients = [await client(srv, kp) for srv in writers]
     watch_clients = []
