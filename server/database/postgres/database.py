@@ -794,6 +794,7 @@ class _LoopConn:
         self.waiting: collections.deque = collections.deque()   # [future, mine, results] per exchange
         self.broken: Exception | None = None
         self._writing = False
+        self._closed = False
         self.pg.nonblocking = 1
         self.pg.enter_pipeline_mode()
         # The socket's number, kept: once libpq drops a lost connection it no longer tells it, and
@@ -868,6 +869,11 @@ class _LoopConn:
         self.close()
 
     def close(self) -> None:
+        # Once only: a lost connection closes itself (`_break`) and is closed again when replaced
+        # or at shutdown, and by then its socket's number may watch another connection's socket.
+        if self._closed:
+            return
+        self._closed = True
         try:
             self.loop.remove_reader(self.fd)
             if self._writing:

@@ -407,6 +407,35 @@ async def test_reads_on_the_loops_connection_are_read_only_snapshots_in_flight_t
         await db.close()
 
 
+async def test_a_loop_connection_closed_twice_leaves_its_old_socket_numbers_new_owner_watched(postgres_url):
+    """A lost loop connection closes itself and is closed again when replaced (and at shutdown);
+    by then its socket's number may belong to another socket the loop watches (the other loop
+    connection's, reconnected meanwhile): the second close must not stop watching that one."""
+    import os
+    import socket
+
+    db = await open_db(postgres_url)
+    a, b = socket.socketpair()
+    try:
+        await db.aread_each(lambda: [("SELECT 1", ())])
+        old = db._loop_reader
+        fd = old.fd
+        old.close()                  # as `_break` does when the connection is lost
+        os.dup2(a.fileno(), fd)      # the number taken by another socket, watched by the loop
+        loop = asyncio.get_running_loop()
+        seen = asyncio.Event()
+        loop.add_reader(fd, seen.set)
+        old.close()                  # as the replacement (or shutdown) does
+        b.send(b"x")
+        await asyncio.wait_for(seen.wait(), 5)
+        assert loop.remove_reader(fd)
+        os.close(fd)
+    finally:
+        a.close()
+        b.close()
+        await db.close()
+
+
 async def test_the_loops_connections_lost_are_replaced(postgres_url):
     """A database restart or a network cut under the loop's connections: a batched read runs
     again on a new connection; a claim in flight is refused or answered rightly (never a claim
