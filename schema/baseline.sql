@@ -557,3 +557,41 @@ CREATE TABLE accepted_signature_sets (
     sigs       BLOB NOT NULL     -- 72 bytes a signature: the signature (64), its expiry (8, big-endian ms)
 ) STRICT;
 CREATE INDEX accepted_signature_sets_by_expiry ON accepted_signature_sets (expires_at);
+
+-- Version 24: each account's runs in flight, kept by triggers (schema/migrations/0024_live_runs.sql says why).
+CREATE TABLE account_live_runs (
+    account_id TEXT NOT NULL,
+    slot       INTEGER NOT NULL,
+    live       INTEGER NOT NULL, -- the slot's share of the count (the sum is the count)
+    PRIMARY KEY (account_id, slot)
+) STRICT, WITHOUT ROWID;
+-- With triggers on runs, SQLite compiles into every INSERT INTO runs the parent-key side of the
+-- runs.parent_run_id foreign key (run only when the statement has left a violation pending), a
+-- scan of runs without this index; deleting an agent's runs looks up each one's children the same
+-- way. Most runs are roots, so the index holds children only.
+CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
+CREATE TRIGGER runs_live_insert AFTER INSERT ON runs
+WHEN NEW.status IN ('queued', 'claimed', 'running')
+BEGIN
+    INSERT INTO account_live_runs (account_id, slot, live)
+    SELECT account_id, 0, 1 FROM agents WHERE id = NEW.agent_id
+    ON CONFLICT (account_id, slot) DO UPDATE SET live = account_live_runs.live + excluded.live;
+END;
+CREATE TRIGGER runs_live_update AFTER UPDATE OF status, agent_id ON runs
+WHEN (OLD.status IN ('queued', 'claimed', 'running')) != (NEW.status IN ('queued', 'claimed', 'running'))
+  OR (OLD.agent_id != NEW.agent_id AND OLD.status IN ('queued', 'claimed', 'running'))
+BEGIN
+    INSERT INTO account_live_runs (account_id, slot, live)
+    SELECT account_id, 0, -1 FROM agents WHERE id = OLD.agent_id AND OLD.status IN ('queued', 'claimed', 'running')
+    ON CONFLICT (account_id, slot) DO UPDATE SET live = account_live_runs.live + excluded.live;
+    INSERT INTO account_live_runs (account_id, slot, live)
+    SELECT account_id, 0, 1 FROM agents WHERE id = NEW.agent_id AND NEW.status IN ('queued', 'claimed', 'running')
+    ON CONFLICT (account_id, slot) DO UPDATE SET live = account_live_runs.live + excluded.live;
+END;
+CREATE TRIGGER runs_live_delete AFTER DELETE ON runs
+WHEN OLD.status IN ('queued', 'claimed', 'running')
+BEGIN
+    INSERT INTO account_live_runs (account_id, slot, live)
+    SELECT account_id, 0, -1 FROM agents WHERE id = OLD.agent_id
+    ON CONFLICT (account_id, slot) DO UPDATE SET live = account_live_runs.live + excluded.live;
+END;

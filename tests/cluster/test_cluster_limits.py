@@ -112,3 +112,63 @@ async def test_trigger_firings_per_account_hold_across_two_servers(tmp_path, pos
     finally:
         a.kill()
         b.kill()
+
+
+async def test_the_live_count_matches_the_runs_across_two_servers(tmp_path, postgres_url):
+    """Issue 39: the runs in flight the limit reads are a count the runs' triggers keep, spread over
+    slots (schema version 24). Two servers take, end and cancel one account's runs at once; after
+    every burst the count equals the runs (read in one statement), and at the end it is 0, kept in
+    more than one slot (so run ends did not all lock one row)."""
+    from tests.server.store.test_store_live_runs import counts, live, model
+
+    a, b = two_servers(tmp_path, postgres_url, ["--max-runs-in-flight", "1000"])
+    try:
+        async with FakeOpenAI() as fake:
+            fake.default = model
+            kp = keypair("cluster live count")
+            ca, cb = await V2Client.open(a.url), await V2Client.open(b.url)
+            try:
+                sessions = await agents_with_sessions(ca, kp, fake.base_url, 2, 4)   # 8 sessions
+                sent: list[tuple[V2Client, str]] = []
+
+                async def ask(c: V2Client, sid: str, words: str) -> None:
+                    r = await c.call(kp, {"_": "MessageSession", "sessionId": sid, "content": text(words)}, timeout=30)
+                    assert r["_"] == "MessageSessionResponse", r
+                    sent.append((c, r["runId"]))
+
+                for n in range(ROUNDS):
+                    burst = []
+                    for i, sid in enumerate(sessions):
+                        c = ca if (i + n) % 2 else cb
+                        words = f"hang {n}" if i == n else f"ok {n}"   # one session a round hangs
+                        burst += [ask(c, sid, words), ask(c, sid, f"ok {n} again")]
+                    await asyncio.gather(*burst)
+                    # Cancel a few, each through the server that did not queue it.
+                    await asyncio.gather(*(
+                        (cb if c is ca else ca).call(kp, {"_": "CancelRun", "runId": run_id})
+                        for c, run_id in sent[-len(sessions) * 2::5]))
+                    live(postgres_url, kp.account_id)   # kept == counted, mid-flight
+                # End every run still live (the hanging ones, and what waits behind them).
+                for _ in range(20):
+                    runs = []
+                    for sid in sessions:
+                        runs += (await ca.call(kp, {"_": "ListRuns", "sessionId": sid}))["runs"]
+                    left = [r["id"] for r in runs if r["status"] in ("queued", "claimed", "running")]
+                    if not left:
+                        break
+                    await asyncio.gather(*(cb.call(kp, {"_": "CancelRun", "runId": run_id}) for run_id in left))
+                assert len(runs) == len(sent) and not left, left
+                assert live(postgres_url, kp.account_id) == 0
+                assert counts(postgres_url)[kp.account_id] == (0, 0)
+                import psycopg
+                with psycopg.connect(postgres_url, autocommit=True) as conn:
+                    slots = conn.execute("SELECT count(*) FROM account_live_runs WHERE account_id = %s",
+                                         (kp.account_id,)).fetchone()[0]
+                print(f"\n{len(sent)} turns over two servers; the count kept in {slots} slots")
+                assert slots > 1
+            finally:
+                await ca.close()
+                await cb.close()
+    finally:
+        a.kill()
+        b.kill()

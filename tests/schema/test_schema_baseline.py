@@ -50,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 23
+    assert schema.CURRENT_VERSION == 24
 
 
 def test_baseline_equals_migrations_applied_in_order():
@@ -108,7 +108,9 @@ def test_expected_tables_and_strictness():
         # version 21: public chat's counters
         "visitor_usage", "visitor_runs",
         # version 23: a write's replay claims, one appended row
-        "accepted_signature_sets"}
+        "accepted_signature_sets",
+        # version 24: each account's runs in flight, kept by triggers
+        "account_live_runs"}
     assert all(strict for strict, _ in tables.values())
     assert tables["session_events"][1] == 1  # WITHOUT ROWID: events are read by (session, seq)
 

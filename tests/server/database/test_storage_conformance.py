@@ -51,6 +51,7 @@ from seed_agents.server.store import server_key as server_key_q
 from seed_agents.server.store import sessions as sessions_q
 from seed_agents.server.store import session_view
 from seed_agents.server.store import signatures as sig_q
+from seed_agents.server.store import turns as turns_q
 from seed_agents.server.store import uploads as uploads_q
 from seed_agents.server.store import visitors as visitors_q
 from seed_agents.server.store.errors import NotFound
@@ -673,6 +674,10 @@ async def shape_script(db, called: set[str] | None = None) -> list:
             title="deep")
     await w(runs_q.create_run, "r4", ACCOUNT, "a1", "s1", None, T0 + 21)   # same ms: insertion order
     r(runs_q.queued_runs, 10)
+    # the account's runs in flight, as kept (schema 24's triggers) and as counted from the runs: 4
+    r(turns_q.in_flight, ACCOUNT, 100)
+    r(turns_q.in_flight, ACCOUNT, 3)   # at most the cap asked
+    r(turns_q.counted_in_flight, ACCOUNT)
     r(runs_q.queued_runs_of_session, "s1", 10)
     r(runs_q.has_active_run, "s1")
     r(runs_q.has_active_run, "no-such-session")
@@ -702,6 +707,7 @@ async def shape_script(db, called: set[str] | None = None) -> list:
             usage={"input": 3, "output": 4, "total": 7})
     await w(runs_q.cancel_runs, r(runs_q.active_runs_of_session, "s1"), T0 + 31)
     await w(runs_q.requeue_interrupted, T0 + 32)
+    assert r(turns_q.in_flight, ACCOUNT, 100) == r(turns_q.counted_in_flight, ACCOUNT) == 2   # r2 and r3 live on
     r(runs_q.session_status_from_runs, "s1")
     r(runs_q.runs_of_agent, "a1", None, 10)
     r(owners_q.run_access, "r3")

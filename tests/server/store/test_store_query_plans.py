@@ -20,6 +20,7 @@ from seed_agents.server.store import (
     secrets_table,
     sessions,
     signatures,
+    turns,
 )
 
 A = "z6MkAccount"
@@ -83,6 +84,7 @@ def exercise(conn) -> None:
     runs.requeue_interrupted(conn, 11)
     runs.queued_runs_of_session(conn, "s00", 10)
     runs.has_active_run(conn, "s00")
+    turns.in_flight(conn, A, 100)   # the account's runs in flight: its rows of account_live_runs
     # Sharing: the access check, grants, invitations, and the listings of shared agents.
     B = "z6MkOther"
     agents.create_agent(conn, "b0", B, {"name": "theirs"}, "/d", 1)
