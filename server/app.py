@@ -64,7 +64,9 @@ class App:
         self.grants = Grants(self.db)
         self.metrics = Metrics()
         self.guard = ReplayGuard(config.clock_window_ms)
-        self.limiter = RateLimiter(config.limits.rate_per_second, config.limits.rate_burst)
+        # Every token bucket's clock (server/ratelimit.py): a test's own makes refills deterministic.
+        self.rate_clock = config.rate_clock or time.monotonic
+        self.limiter = RateLimiter(config.limits.rate_per_second, config.limits.rate_burst, self.rate_clock)
         self.secrets: SecretBox | None = None
         self.started_at = time.monotonic()
         self.runtime: Runtime | None = None  # made in start(), once the secrets key is read

@@ -62,8 +62,9 @@ class Connection:
                                  slow_close_timeout=app.config.slow_close_timeout,
                                  on_cut_off=self._on_slow_consumer)
         self.inflight = asyncio.Semaphore(limits.inflight_per_socket)
-        self.own_bucket = TokenBucket(limits.rate_per_second, limits.rate_burst)   # every frame
-        self.junk = TokenBucket(limits.unverified_burst / 10, limits.unverified_burst)   # failed verification
+        self.own_bucket = TokenBucket(limits.rate_per_second, limits.rate_burst, app.rate_clock)   # every frame
+        # failed verification
+        self.junk = TokenBucket(limits.unverified_burst / 10, limits.unverified_burst, app.rate_clock)
         self.tasks: set[asyncio.Task] = set()
         self.close_after_answer: tuple[int, str] | None = None   # a limit's close, after its Error
         self._first_action: asyncio.TimerHandle | None = None

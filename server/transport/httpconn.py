@@ -134,8 +134,8 @@ class HttpConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.reader = HttpReader()
         self.reading: _Reading | None = None
-        self.peer = HttpPeer(TokenBucket(cfg.limits.rate_per_second, cfg.limits.rate_burst))
-        self.probes = TokenBucket(CONN_PROBE_RATE, CONN_PROBE_BURST)
+        self.peer = HttpPeer(TokenBucket(cfg.limits.rate_per_second, cfg.limits.rate_burst, app.rate_clock))
+        self.probes = TokenBucket(CONN_PROBE_RATE, CONN_PROBE_BURST, app.rate_clock)
         self.addresses = server.addresses
         self.address: str | None = None   # counted in `addresses` until this connection ends
         self.watchdog: WriteWatchdog | None = None

@@ -154,5 +154,5 @@ async def start_transport(app, routes: HttpRoutes | None = None, start_serving: 
     server = AgentsServer(create_server, run_socket, logging.getLogger("websockets.server"))
     app.metrics.watch_http(server.http_connections)
     server.addresses = AddressTable(limits.connections_per_address, limits.probe_rate,
-                                    max(1, int(2 * limits.probe_rate)), limits.unverified_burst)
+                                    max(1, int(2 * limits.probe_rate)), limits.unverified_burst, app.rate_clock)
     return await server

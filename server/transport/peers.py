@@ -74,7 +74,7 @@ class AddressTable:
             if len(self._junk) >= _FORGET_AT:
                 for known in [a for a in self._junk if a not in self._open]:
                     del self._junk[known]
-            bucket = self._junk[address] = TokenBucket(self.junk_burst / 10, self.junk_burst)
+            bucket = self._junk[address] = TokenBucket(self.junk_burst / 10, self.junk_burst, self.clock)
         bucket.take()
 
 

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from seed_agents.clients.raw import signed_request_frame, unique_ts
 from seed_agents.protocol.wire import dagcbor
 from seed_agents.protocol.wire.envelope import sign_envelope
 from seed_agents.server.transport.connection import JUNK_CLOSE_REASON
 
+from tests.clocks import StoppedClock
+from tests.conftest import running_server, server_config
 from tests.waiting import until
 from tests.wsraw import V2Client, keypair
 
@@ -126,8 +130,18 @@ async def test_a_strangers_socket_cannot_bind_to_the_victim_and_drain_its_bucket
         await asyncio.gather(mine.close(), stranger.close())
 
 
-async def test_an_honest_client_past_its_rate_gets_429_and_keeps_its_socket(server):
+@pytest.fixture
+async def stopped_rate_clock_server(tmp_path, storage, request):
+    """(server, its rate buckets' clock): the clock moves only when the test says, so a burst
+    past the bucket is refused the same however slowly a loaded machine sends it."""
+    clock = StoppedClock()
+    async with running_server(server_config(tmp_path, storage, request, rate_clock=clock)) as running:
+        yield running, clock
+
+
+async def test_an_honest_client_past_its_rate_gets_429_and_keeps_its_socket(stopped_rate_clock_server):
     """Rate limits are not junk: a burst past the bucket is answered 429, the socket stays."""
+    server, clock = stopped_rate_clock_server
     kp = keypair("fast but honest")
     client = await V2Client.open(server.url)
     try:
@@ -135,6 +149,8 @@ async def test_an_honest_client_past_its_rate_gets_429_and_keeps_its_socket(serv
         answers = await burst(client, kp, limits.rate_burst + limits.unverified_burst + 50)
         limited = [a for a in answers if a["_"] == "Error"]
         assert limited and all(a["status"] == 429 for a in limited), limited[:3]
+        assert len(answers) - len(limited) == limits.rate_burst   # no time passed: the burst, no more
+        clock.advance(1.0)   # a second's refill
         await until(_answered(client, kp), 10, step=0.05, what="a read once the bucket refilled")
     finally:
         await client.close()

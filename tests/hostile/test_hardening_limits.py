@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import time
 
 import pytest
 from websockets.exceptions import ConnectionClosed
@@ -17,6 +16,7 @@ from seed_agents.protocol.wire.envelope import build_envelope, sign_envelope
 from seed_agents.protocol.wire.frame_limits import UPLOAD_FRAME_BYTES
 from seed_agents.server.main import start_server
 
+from tests.clocks import StoppedClock
 from tests.conftest import make_config
 from tests.waiting import until
 from tests.wsraw import V1, V2Client, keypair, setup_session
@@ -325,20 +325,24 @@ async def test_the_429_precedes_the_1008_even_with_frames_pipelined_behind_it(st
 # -- rate per account ------------------------------------------------------------------------
 
 async def test_rate_per_account_over_the_limit_is_429_and_nothing_else_happens(start):
-    srv = await start(rate_per_second=5.0, rate_burst=10)
+    # The buckets' clock is the test's (tests/clocks.py): a loaded machine that sends the 40
+    # slowly would otherwise see them refill meanwhile (and the v1 burst below not refused).
+    clock = StoppedClock()
+    srv = await start(rate_per_second=5.0, rate_burst=10, rate_clock=clock)
     a, b = keypair("A"), keypair("B")
     c1, c2 = await V2Client.open(srv.url), await V2Client.open(srv.url)
-    started = time.monotonic()
+    started = clock()
     results = await asyncio.gather(*[
         (c1 if i % 2 else c2).call(a, {"_": "CreateAgent", "definition": {**AGENT, "name": f"n{i}"}})
         for i in range(40)])
-    elapsed = time.monotonic() - started
+    elapsed = clock() - started
     ok = [r for r in results if r["_"] == "CreateAgentResponse"]
     limited = [r for r in results if r["_"] == "Error"]
     assert all(r["status"] == 429 and "rate" in r["message"] for r in limited), limited
-    # the burst passes, and past it no more than the rate allows in the time it took (a bound
-    # from the measured time, not a window that a slow machine could miss)
+    # the burst passes, and past it no more than the rate allows in the time it took (on the
+    # buckets' clock, which did not move: the burst exactly)
     assert 10 <= len(ok) <= 10 + 5 * elapsed + 1 and len(ok) + len(limited) == 40, (len(ok), elapsed)
+    assert len(ok) == 10, len(ok)
     # exactly the accepted ones exist (every answer is in: nothing is still being written),
     # read once the bucket has a token again
     async def listed() -> dict | None:
@@ -346,13 +350,15 @@ async def test_rate_per_account_over_the_limit_is_429_and_nothing_else_happens(s
         assert r["_"] != "Error" or r["status"] == 429, r
         return r if r["_"] != "Error" else None
 
+    assert await listed() is None   # no token came back by itself
+    clock.advance(0.5)   # two and a half tokens
     agents = (await until(listed, 10, step=0.05, what="ListAgents past the 429s"))["agents"]
     assert sorted(x["id"] for x in agents) == sorted(r["agentId"] for r in ok)
     # another account is not limited by A's flood
     c3 = await V2Client.open(srv.url)
     assert await list_agents(c3, b) == []
     # the bucket refills
-    await asyncio.sleep(1.0)   # time passing is the point: the bucket refills with it
+    clock.advance(1.0)   # time passing is the point: the bucket refills with it
     assert (await c1.call(a, {"_": "ListAgents"}))["_"] == "ListAgentsResponse"
     # v1 gets the same 429
     v1 = await V1.open(srv.url)
