@@ -157,7 +157,7 @@ class Config:
     subscription_login_timeout: float = 600.0
     trigger_clock_offset_ms: int = 0
     trigger_clock: object = None   # tests only: a clock object (server/triggers/clock.py), not a setting
-    rate_clock: object = None   # tests only: every rate bucket's clock (server/ratelimit.py), not a setting
+    rate_clock: Callable[[], float] | None = None   # tests only: every rate bucket's clock (server/ratelimit.py), not a setting
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:

@@ -151,7 +151,10 @@ SIDE_EFFECT = """export default async function (input, ctx) {
 
 
 async def test_a_sigkill_during_a_side_effect_never_runs_it_twice(tmp_path, storage_flags):
-    extra = [*storage_flags, "--web-networks", "loopback"]
+    # On PostgreSQL the restarted server takes the killed one's runs when their lease runs out:
+    # a short lease (3 s, as the cluster tests) rather than the default 15 s.
+    lease = ["--run-lease", "3", "--run-poll-interval", "0.2"] if storage_flags else []
+    extra = [*storage_flags, *lease, "--web-networks", "loopback"]
     srv = ServerProcess(tmp_path / "srv", extra=extra).start()
     try:
         async with FakeOpenAI() as fake, FakeWeb() as web:
