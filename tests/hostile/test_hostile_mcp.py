@@ -22,7 +22,10 @@ from tests.server.runtime.test_runtime_turns import send
 from tests.waiting import until
 from tests.wsraw import V2Client, keypair, setup_session
 
-TIMEOUT = 6.0
+# The listing's deadline: `fat` takes far longer than this to check (over 30 s at load 12), and an
+# honest listing far less. The production default (30 s) is docs/operations.md's, checked by
+# tests/repo/test_docs_limits.py.
+TIMEOUT = 3.0
 FLAGS = ["--rate-limit", "100000", "--rate-burst", "100000", "--mcp-timeout", str(TIMEOUT)]
 
 
@@ -140,6 +143,11 @@ async def bulky_agent(c: V2Client, kp, url: str) -> str:
     return sid
 
 
+# The tool calls' deadline: each 6 MB result must come within it (0.8-1.6 s each at load 11), and
+# the slow tool's call waits it out (it was 20 s).
+CALL_TIMEOUT = 8.0
+
+
 async def test_a_hostile_tool_result_is_parsed_off_the_server(tmp_path):
     """Tool calls run in the MCP workers too: a 6 MB tool result (12 MB of JSON, the text and its
     structured copy, which the SDK parses in one call that holds the GIL: in the server that
@@ -147,7 +155,7 @@ async def test_a_hostile_tool_result_is_parsed_off_the_server(tmp_path):
     the model may see while the honest client's reads go on, and a tool that never answers ends
     at --mcp-timeout with the phrase, its worker killed (the remote sees the request go)."""
     bulky, url = mcp_child("bulky", "6")
-    srv = ServerProcess(tmp_path / "srv", extra=[*FLAGS[:4], "--mcp-timeout", "20"]).start(timeout=60)
+    srv = ServerProcess(tmp_path / "srv", extra=[*FLAGS[:4], "--mcp-timeout", f"{CALL_TIMEOUT:g}"]).start(timeout=60)
     attacker, honest_kp = keypair("mcp attacker"), keypair("honest")
     a, h = await V2Client.open(srv.url), await V2Client.open(srv.url)
     try:
@@ -182,8 +190,8 @@ async def test_a_hostile_tool_result_is_parsed_off_the_server(tmp_path):
         took = time.monotonic() - started
         loud = await honest.stop()
         assert "did not answer in time (--mcp-timeout)" in r["error"], r
-        # It waited out its deadline (20 s), then ended at it.
-        assert 19 < took < 20 + 10, took
+        # It waited out its deadline, then ended at it.
+        assert CALL_TIMEOUT - 1 < took < CALL_TIMEOUT + 10, took
         print(f"\nhonest GetSession p99 {percentile(quiet, 0.99) * 1000:.1f} ms quiet, "
               f"{percentile(loud, 0.99) * 1000:.1f} ms (max {max(loud) * 1000:.0f} ms) during three 6 MB tool "
               f"results and one that never came ({len(loud)} reads)")
