@@ -23,7 +23,7 @@ from .live.streams import LiveParts
 from .live.hub import Hub
 from .live.replay_frames import ReplayFrames
 from .operations.metrics import Metrics
-from .ratelimit import RateLimiter
+from .ratelimit import RateLimiter, scaled_clock
 from .runtime.runner import Runtime
 from .database import database_for
 from .database.port import SharedStorage, Storage
@@ -65,7 +65,7 @@ class App:
         self.metrics = Metrics()
         self.guard = ReplayGuard(config.clock_window_ms)
         # Every token bucket's clock (server/ratelimit.py): a test's own makes refills deterministic.
-        self.rate_clock = config.rate_clock or time.monotonic
+        self.rate_clock = config.rate_clock or scaled_clock(config.rate_clock_speed)
         self.limiter = RateLimiter(config.limits.rate_per_second, config.limits.rate_burst, self.rate_clock)
         self.secrets: SecretBox | None = None
         self.started_at = time.monotonic()

@@ -158,6 +158,7 @@ class Config:
     trigger_clock_offset_ms: int = 0
     trigger_clock: object = None   # tests only: a clock object (server/triggers/clock.py), not a setting
     rate_clock: Callable[[], float] | None = None   # tests only: every rate bucket's clock (server/ratelimit.py), not a setting
+    rate_clock_speed: float = 1.0   # tests only (a child process's rate_clock): server/ratelimit.py scaled_clock
     limits: Limits = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -459,6 +460,7 @@ SETTINGS: list[Setting] = [
     Setting("--trigger-clock-speed", "TRIGGER_CLOCK_SPEED", "trigger_clock_speed", rate, "FACTOR", "tests only: the triggers' clock runs this many times faster than the wall clock"),
     Setting("--trigger-clock-epoch-ms", "TRIGGER_CLOCK_EPOCH_MS", "trigger_clock_epoch_ms", epoch_ms, "MS", "tests only: when the triggers' sped-up clock equals the wall clock (give several servers the same one)", "the server's start"),
     Setting("--trigger-clock-offset-ms", "TRIGGER_CLOCK_OFFSET_MS", "trigger_clock_offset_ms", signed_ms, "MS", "tests only: shifts the triggers' clock by this many milliseconds"),
+    Setting("--rate-clock-speed", "RATE_CLOCK_SPEED", "rate_clock_speed", rate, "FACTOR", "tests only: every rate bucket's clock (--rate-limit, --probe-rate, --max-unverified) runs this many times as fast as the wall clock; below 1 a bucket refills that much slower, so what a burst gets does not depend on how fast a loaded machine sends it"),
 ]
 
 

@@ -10,6 +10,15 @@ from typing import Callable
 Clock = Callable[[], float]   # seconds, monotonic
 
 
+def scaled_clock(speed: float) -> Clock:
+    """`time.monotonic` at `speed` times its pace (tests only: `--rate-clock-speed`, for a server
+    in a child process, whose clock a test cannot move); itself at 1."""
+    if speed == 1:
+        return time.monotonic
+    start = time.monotonic()
+    return lambda: start + (time.monotonic() - start) * speed
+
+
 class TokenBucket:
     __slots__ = ("rate", "burst", "tokens", "stamp", "clock")
 

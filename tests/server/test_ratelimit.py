@@ -50,3 +50,22 @@ def test_probe_and_delivery_buckets_run_on_the_given_clock():
     assert [deliveries.allow("10.0.0.2") for _ in range(5)] == [True] * 4 + [False]
     clock.now += 1.0
     assert deliveries.allow("10.0.0.2") and not deliveries.allow("10.0.0.2")
+
+
+def test_a_scaled_clock_runs_at_its_speed_and_a_bucket_refills_with_it(monkeypatch):
+    """--rate-clock-speed (tests only, for a server in a child process): at 0.1 a second of the
+    wall clock refills a tenth of a second's tokens; at 1 it is the wall clock itself."""
+    import time
+
+    from seed_agents.server import ratelimit
+
+    assert ratelimit.scaled_clock(1.0) is time.monotonic
+    wall = [500.0]
+    monkeypatch.setattr(ratelimit.time, "monotonic", lambda: wall[0])
+    clock = ratelimit.scaled_clock(0.1)
+    bucket = TokenBucket(rate=10, burst=5, clock=clock)
+    assert all(bucket.take() for _ in range(5)) and not bucket.take()
+    wall[0] += 0.5   # 0.05 s on the bucket's clock: half a token
+    assert clock() == 500.05 and not bucket.take()
+    wall[0] += 0.5
+    assert bucket.take() and not bucket.take()
