@@ -31,6 +31,13 @@ rotates each round, and runs one load process (pinned to the load CPU; this tree
 With `--cold`, a round is only the server's first replay of the 100,000 and one warm replay after
 it (about 10 s a tree), for many interleaved rounds of the cold figure.
 
+`--interleave N` writes the data as a live server does (bench.dbsetup): N more sessions of
+100,000 events, every session's turns taking turns. `--own-data` gives each tree a file built
+by its own bench.dbsetup at its own schema, where by default one file (this tree's) is copied to
+each: a tree that changes the storage layout would otherwise migrate this tree's file at start
+and replay the result of its migration, not what its own appends leave. Together they compare
+layouts on histories written live (docs/performance.md, "The cold replay in each layout").
+
 Server CPU is every thread's time on a CPU (`/proc/PID/task/*/schedstat`, nanoseconds), which a
 neighbour taking the server's core moves much less than wall time; on a shared machine read
 those rows first.
@@ -48,6 +55,7 @@ import os
 import shutil
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,7 +65,7 @@ import bench.processes as processes
 from bench import dbsetup
 from bench.litesocket import SO_TIMESTAMPNS, recv_stamped
 from bench.load import keypair
-from bench.trees import medians_table
+from bench.trees import medians_table, tree_env
 
 LABEL = "front"        # bench.front_ab's keypair: its load runs against the same data
 EVENT_CHARS = 200      # ~430-byte stored SessionEvents (bench/replay.py)
@@ -438,6 +446,28 @@ FIGURES = (
 )
 
 
+def seed_data(trees: list[tuple[str, Path]], base: str, account_id: str, interleave: int,
+             per_tree: bool) -> dict[Path, tuple[str, dict]]:
+    """Each tree's (seed data dir, bench.dbsetup's answer): one file built here for all, or with
+    `per_tree` one per distinct tree, built by that tree's own code in a child process."""
+    spec = {"get": (20, 400), **{k: (n, EVENT_CHARS) for k, n in SIZES.items()}}
+    if not per_tree:
+        seed_dir = str(Path(base) / "seed")
+        built = dbsetup.build(seed_dir, account_id, spec, interleave)
+        return {tree: (seed_dir, built) for _, tree in trees}
+    out: dict[Path, tuple[str, dict]] = {}
+    for tree in dict.fromkeys(tree for _, tree in trees):
+        seed_dir = str(Path(base) / f"seed-{len(out)}")
+        done = subprocess.run([processes.PY, "-m", "bench.dbsetup", seed_dir, account_id, json.dumps(spec),
+                               str(interleave)], cwd=str(tree), env=tree_env(tree), capture_output=True,
+                              text=True, timeout=1800)
+        if done.returncode != 0:
+            raise SystemExit(f"{tree}: its bench.dbsetup failed (a tree from before --own-data has no"
+                             f" command line):\n{done.stderr[-2000:]}")
+        out[tree] = (seed_dir, json.loads(done.stdout.strip().splitlines()[-1]))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.v1_ab", description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", required=True, metavar="NAME=PATH")
@@ -449,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-regress", action="store_true", help="v1 figures only")
     parser.add_argument("--cold", action="store_true",
                         help="only the server's first 100,000 replay and one warm one (cheap rounds)")
+    parser.add_argument("--interleave", type=int, default=0, metavar="N",
+                        help="the data as a live server writes it: N more sessions taking turns")
+    parser.add_argument("--own-data", action="store_true",
+                        help="each tree's data built by its own bench.dbsetup, at its own schema")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in args.tree)]
@@ -457,13 +491,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict]] = {name: [] for name, _ in trees}
     load_start = os.getloadavg()
     try:
-        seed_dir = str(Path(base) / "seed")
-        built = dbsetup.build(seed_dir, kp.account_id, {"get": (20, 400), **{k: (n, EVENT_CHARS) for k, n in SIZES.items()}})
-        print(f"data built in {built['seconds']:.1f} s; load average {load_start}", flush=True)
+        seeds = seed_data(trees, base, kp.account_id, args.interleave, args.own_data)
+        print(f"data built in {sum(b['seconds'] for _, b in seeds.values()):.1f} s; load average {load_start}", flush=True)
         for r in range(args.rounds):
             order = trees[r % len(trees):] + trees[:r % len(trees)]
             for name, tree in order:
                 data_dir = str(Path(base) / f"{name}-{r}")
+                seed_dir, built = seeds[tree]
                 shutil.copytree(seed_dir, data_dir)
                 timings = str(Path(base) / f"{name}-{r}.timings")
                 started = time.monotonic()
