@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import tempfile
@@ -48,6 +49,7 @@ from seed_agents.clients.wire import decode_frame, read_frame
 from seed_agents.protocol.wire import dagcbor
 from seed_agents.protocol.wire.framing_v2 import append_batch_cbor
 from seed_agents.protocol.api import history
+from seed_agents.protocol.wire.keys import Keypair
 from seed_agents.server.database.sqlite.database import Database
 from seed_agents.server.store import accounts as accounts_q
 from seed_agents.server.store import agents as agents_q
@@ -69,43 +71,65 @@ def stored_bodies(n: int) -> list[bytes]:
 BATCH = 200   # events per replay frame, as the server batches a page
 
 
+def _signed_replay_end(key, n: int, last_link: bytes) -> bytes:  # noqa: ANN001  (key: a Keypair)
+    """The `replayed` frame that ends a replay of `n` events, with the head the server signs."""
+    head = history.sign_head(key, SESSION, n, last_link, 1_764_900_000_000)
+    return dagcbor.encode({"_": "replayed", "key": f"sessions/{SESSION}", "seq": n, "head": head})
+
+
 def verify_rates(n: int, rounds: int) -> dict:
     """Events per CPU second, one core: the check alone from stored bytes; and the Python
-    client's whole replay path, frames decoded and each event checked, with the decoder keeping
-    each event's bytes (clients/wire.read_frame) and without (every event encoded again)."""
+    client's whole verifying replay, frames decoded, each event checked, and the signed head
+    that ends the replay checked against the pinned server key, with the decoder keeping each
+    event's bytes (clients/wire.read_frame) and without (every event encoded again)."""
     bodies = stored_bodies(n)
-    decoded = [dagcbor.decode(b) for b in bodies]
     frames = [append_batch_cbor(f"sessions/{SESSION}", bodies[i:i + BATCH]) for i in range(0, n, BATCH)]
+    key = Keypair.from_seed(bytes(32))
+    check = history.ChainCheck(SESSION)
+    check.extend(bodies)
+    end = _signed_replay_end(key, n, check.link)
     rates: dict[str, list[float]] = {name: [] for name in CELLS}
     # CPU time of this process (one thread): what one core spends, whatever else the machine runs.
+    # Each cell starts from a collected heap holding the same objects (the bodies and frames, bytes
+    # the cyclic collector does not track), so no cell pays for another's garbage.
     for _ in range(rounds):
+        gc.collect()
         t = time.process_time()
         check = history.ChainCheck(SESSION)
         for body in bodies:
             check.add(body)
         rates[CELLS[0]].append(n / (time.process_time() - t))
+        decoded = [dagcbor.decode(b) for b in bodies]
+        gc.collect()
         t = time.process_time()
         follower = Follower(SESSION, None)
         for event in decoded:
             follower.add(event)
         rates[CELLS[1]].append(n / (time.process_time() - t))
+        del decoded
+        gc.collect()
         t = time.process_time()
-        follower = Follower(SESSION, None)
+        follower = Follower(SESSION, key.public_key)
         for data in frames:
             frame, kept = read_frame(data)
             for event, body in zip(frame["events"], kept):
                 follower.add(event, body)
+        follower.head(read_frame(end)[0]["head"])
         rates[CELLS[2]].append(n / (time.process_time() - t))
+        gc.collect()
         t = time.process_time()
-        follower = Follower(SESSION, None)
+        follower = Follower(SESSION, key.public_key)
         for data in frames:
             for event in decode_frame(data)["events"]:
                 follower.add(event)
+        follower.head(decode_frame(end)["head"])
         rates[CELLS[3]].append(n / (time.process_time() - t))
+        gc.collect()
         t = time.process_time()
         for data in frames:
             read_frame(data)
         rates[CELLS[4]].append(n / (time.process_time() - t))
+        gc.collect()
         t = time.process_time()
         for data in frames:
             decode_frame(data)
@@ -323,6 +347,130 @@ def trees_appends(trees: dict[str, Path], rounds: int, blocks: int, per_block: i
     return out
 
 
+def tree_replay(spec: dict) -> dict:
+    """(Runs in a child process of one tree, with only that tree's modules: its source is sent as
+    text, like `tree_appends`.) The tree's Python client verifying a replay on one core, as
+    `verify_rates` measures it: `clients.wire.read_frame` on replay frames of `spec["batch"]`
+    events, `clients.history.Follower.add` with each event's kept bytes, and the signed head at
+    the end against the pinned key; and the frames' decode alone. Events per CPU second, the
+    median of `spec["inner"]` passes."""
+    import gc
+    import os
+    import statistics
+    import time
+
+    from seed_agents.clients.history import Follower
+    from seed_agents.clients.wire import read_frame
+    from seed_agents.protocol.api import history
+    from seed_agents.protocol.wire import dagcbor
+    from seed_agents.protocol.wire.framing_v2 import append_batch_cbor
+    from seed_agents.protocol.wire.keys import Keypair
+
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})   # one core
+    n, batch, sid = spec["events"], spec["batch"], spec["session"]
+    bodies = [dagcbor.encode({"id": f"event-{seq}", "sessionId": sid, "seq": seq, "event": spec["payload"],
+                              "createdAt": 1_764_900_000_000 + seq}) for seq in range(1, n + 1)]
+    frames = [append_batch_cbor(f"sessions/{sid}", bodies[i:i + batch]) for i in range(0, n, batch)]
+    key = Keypair.from_seed(bytes(32))
+    check = history.ChainCheck(sid)
+    check.extend(bodies)
+    head = history.sign_head(key, sid, n, check.link, 1_764_900_000_000)
+    end = dagcbor.encode({"_": "replayed", "key": f"sessions/{sid}", "seq": n, "head": head})
+    replay, decode = [], []
+    for _ in range(spec["inner"]):
+        gc.collect()
+        t = time.process_time()
+        follower = Follower(sid, key.public_key)
+        for data in frames:
+            frame, kept = read_frame(data)
+            for event, body in zip(frame["events"], kept):
+                follower.add(event, body)
+        follower.head(read_frame(end)[0]["head"])
+        replay.append(n / (time.process_time() - t))
+        gc.collect()
+        t = time.process_time()
+        for data in frames:
+            read_frame(data)
+        decode.append(n / (time.process_time() - t))
+    return {"replay_per_s": statistics.median(replay), "decode_per_s": statistics.median(decode)}
+
+
+def run_tree_replay(tree: Path, spec: dict) -> dict:
+    import inspect
+    import json
+    import subprocess
+    import sys
+
+    from bench.trees import tree_env
+
+    code = (inspect.getsource(tree_replay) + "\nimport json, sys\n"
+            "print(json.dumps(tree_replay(json.loads(sys.argv[1]))))\n")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], cwd=str(tree), capture_output=True,
+                         text=True, timeout=600, env=tree_env(tree))
+    if out.returncode != 0:
+        raise RuntimeError(f"the replay bench in {tree} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def trees_replay(trees: dict[str, Path], rounds: int, events: int, inner: int) -> dict:
+    """Each tree's client replay (`tree_replay`), one child process per tree and round, the
+    trees taking turns going first; per figure the medians, and the per-round ratios against
+    `before` (geometric mean, 95% interval)."""
+    from bench.sqlite_ab import geomean_ci
+
+    names = list(trees)
+    spec = {"events": events, "batch": BATCH, "session": SESSION, "payload": PAYLOAD, "inner": inner}
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            runs[name].append(run_tree_replay(trees[name], spec))
+    out: dict = {}
+    for fig in ("replay_per_s", "decode_per_s"):
+        out[fig] = {name: statistics.median(x[fig] for x in runs[name]) for name in names}
+        for name in names[1:]:
+            out[fig][f"{name}/before"] = geomean_ci([a[fig] / b[fig] for a, b in zip(runs[name], runs["before"])])
+    return out
+
+
+def replay_before_after(args: argparse.Namespace) -> None:
+    """The client's verifying replay of the `--before` tree beside the `--after` one (and with
+    `--aa` a second copy of before), in one run: `trees_replay`."""
+    import shutil
+
+    from bench import sqlite_ab
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-history-replay-"))
+    try:
+        trees = {}
+        for name, ref in (("before", args.before), ("after", args.after)):
+            trees[name], _ = sqlite_ab.resolve(ref, tmp / name)
+        if args.aa:
+            trees["same"] = trees["before"]
+        load0 = os.getloadavg()
+        result = trees_replay(trees, args.tree_rounds, args.events, args.rounds)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    load1 = os.getloadavg()
+    print(f"the client's verifying replay per tree ({args.before} before, {args.after} after), "
+          f"{args.events} events in frames of {BATCH}, one core, {args.tree_rounds} rounds of a child "
+          f"process per tree, each the median of {args.rounds} passes:")
+    print("| figure | " + " | ".join(trees) + " | " + " | ".join(f"{n}/before (95% CI)" for n in list(trees)[1:]) + " |")
+    print("|---" * (2 * len(trees)) + "|")
+    for fig, title in (("replay_per_s", "whole replay: decode, check, signed head (events/s)"),
+                       ("decode_per_s", "decode alone, bytes kept (events/s)")):
+        row = result[fig]
+        cis = [row[f"{n}/before"] for n in list(trees)[1:]]
+        print(f"| {title} | " + " | ".join(f"{row[n]:,.0f}" for n in trees) + " | "
+              + " | ".join(f"{c['geomean']:.3f} ({c['ci95'][0]:.3f}..{c['ci95'][1]:.3f})" if c["ci95"] else "-"
+                           for c in cis) + " |")
+    after = result["replay_per_s"]["after"]
+    print(f"after: {after / GOAL_PER_S:.2f} of the goal ({GOAL_PER_S:,} events/s on one core): "
+          f"{'met' if after >= GOAL_PER_S else 'not met'}")
+    print(f"load average (1, 5, 15 min) at start {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}, "
+          f"at end {load1[0]:.1f} {load1[1]:.1f} {load1[2]:.1f}\n")
+
+
 GOAL_PER_S = 200_000   # issue 40: verifying a replay on one core
 
 
@@ -340,14 +488,21 @@ def main() -> None:
     parser.add_argument("--after", default=".", metavar="REF", help="the tree with the chain (default: this one)")
     parser.add_argument("--aa", action="store_true", help="with --before: a second copy of the before tree beside")
     parser.add_argument("--turn-rounds", type=int, default=8, help="with --before: rounds of the turns cells")
-    parser.add_argument("--tree-rounds", type=int, default=6, help="with --before: rounds of each tree's appends")
+    parser.add_argument("--tree-rounds", type=int, default=6, help="with --before: rounds of each tree's appends "
+                        "(with --replay-only: of each tree's replay)")
+    parser.add_argument("--replay-only", action="store_true",
+                        help="only the replay's verification; with --before REF, also the client's replay of "
+                             "REF's code beside --after's (and the A/A with --aa), child processes in turn")
     args = parser.parse_args()
-    if args.before:
+    if args.before and not args.replay_only:
         before_after(args)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {0})   # one core
+    load0 = os.getloadavg()
     rates = verify_rates(args.events, args.rounds)
-    print(f"verify a replay of {args.events} events ({rates['event bytes']} bytes each), one core:")
+    load1 = os.getloadavg()
+    print(f"verify a replay of {args.events} events ({rates['event bytes']} bytes each), one core "
+          f"(load average {load0[0]:.1f} at start, {load1[0]:.1f} at end):")
     for name in CELLS[:4]:
         print(f"  {name:32} {rates[name]:>10,.0f} events/s  ({rates[name] / GOAL_PER_S:.2f} of the goal, "
               f"{GOAL_PER_S:,} events/s on one core: {'met' if rates[name] >= GOAL_PER_S else 'not met'})")
@@ -357,6 +512,11 @@ def main() -> None:
         added = 1e6 / rates[name] - 1e6 / alone
         print(f"  the check's own cost, {name.removeprefix('client replay, ')}: {added:.1f} us an event "
               f"({1e6 / added:,.0f} events/s)" if added > 0 else f"  {name}: within the decode's noise")
+    if args.replay_only:
+        if args.before:
+            print()
+            replay_before_after(args)
+        return
     appends = asyncio.run(append_rates(args.blocks, args.per_block))
     print(f"append_event into SQLite, {args.blocks} alternating blocks of {args.per_block}:")
     for name in ("with the chain", "without"):

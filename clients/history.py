@@ -48,12 +48,15 @@ class Follower:
         return self.check.seq
 
     def add(self, event: dict, body: bytes | None = None) -> None:
-        """`body`: the event's bytes as received, when the frame's decoder kept them (proved
-        canonical there); otherwise the decoded event is encoded again, which gives the same bytes."""
-        if body is None:
-            body = event_bytes(event)
+        """`body`: the event's bytes as received, when the frame's strict decoder kept them
+        (clients/wire.read_frame: `event` is what they say); otherwise the decoded event is
+        encoded again, which gives the same bytes."""
         try:
-            self.check.add(body)
+            if body is None or type(event) is not dict:
+                body = event_bytes(event) if body is None else body
+                self.check.add(body)
+            else:
+                self.check.add_decoded(body, event)
         except history.HistoryError as exc:
             raise HistoryError(str(exc), exc.seq) from None
         self.pending.append(body)

@@ -7,7 +7,7 @@ requests `{id, envelope}`, unsubscribes `{id, _: "Unsubscribe", key}`, responses
 from __future__ import annotations
 
 from seed_agents.protocol.wire import dagcbor
-from seed_agents.protocol.wire.framing_v2 import append_batch_cbor, append_cbor
+from seed_agents.protocol.wire.framing_v2 import split_append
 
 SUBPROTOCOL = "seed-agents.v2"
 
@@ -34,31 +34,26 @@ def decode_frame(data: bytes) -> dict:
 
 def read_frame(data: bytes) -> tuple[dict, list[bytes] | None]:
     """A server frame, decoded once, and for an `append` frame (one live event or a replay
-    batch) each event's bytes as the server stored and hashed them (else None). Canonicity is
-    proved as `dagcbor.decode` proves it, by encoding again and comparing; an append frame is
-    encoded event by event and rebuilt around the events' bytes, so a client checking the
-    session's chain (clients/history.py) hashes those bytes instead of encoding every event a
-    second time. Anything else goes to `decode_frame`, which accepts or explains the refusal."""
+    batch) each event's bytes as the server stored and hashed them (else None), so a client
+    checking the session's chain (clients/history.py) hashes those bytes. An append frame is
+    read by `framing_v2.split_append`, a strict decoder that takes only canonical DAG-CBOR, event
+    by event, so its acceptance is the proof of canonicity (docs/performance.md, "Verifying a
+    replay"). Any other frame, or an append frame it refuses, is decoded as before: cbor2, and
+    canonicity proved by encoding again and comparing; what that does not prove goes to
+    `decode_frame`, which accepts it (without bodies) or explains the refusal."""
+    split = split_append(data)
+    if split is not None:
+        return split
     try:
         value = dagcbor.decode_unchecked(data, max_depth=_MAX_DEPTH)
     except Exception:  # noqa: BLE001  (malformed: the strict decoder explains it)
         return decode_frame(data), None
-    bodies = None
     try:
-        if (type(value) is dict and len(value) == 3 and value.get("_") == "append"
-                and type(value.get("key")) is str and (type(value.get("events")) is list or "event" in value)):
-            if "events" in value:
-                bodies = [dagcbor.encode(event) for event in value["events"]]
-                rebuilt = append_batch_cbor(value["key"], bodies)
-            else:
-                bodies = [dagcbor.encode(value["event"])]
-                rebuilt = append_cbor(value["key"], bodies[0])
-        else:
-            rebuilt = dagcbor.encode(value)
+        rebuilt = dagcbor.encode(value)
     except Exception:  # noqa: BLE001  (a value DAG-CBOR cannot hold: the strict decoder explains it)
         rebuilt = b""
     if rebuilt == data and type(value) is dict:
-        return value, bodies
+        return value, None
     return decode_frame(data), None
 
 

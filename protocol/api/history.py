@@ -15,6 +15,8 @@ signed by the server's Ed25519 key over its DAG-CBOR encoding with the domain fi
 """
 from __future__ import annotations
 
+import hashlib
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -64,6 +66,11 @@ def _uint(n: int) -> bytes:
 
 # The 41 bytes in front of a 36-byte CID link in a block: `prev`, tag 42, a byte string of 37.
 _PREV_LINK = _K_PREV + _TAG42 + encode_head(2, 37) + b"\x00"
+_SEQ_HEAD = b"\xa5" + _K_SEQ   # a block with `prev` (five keys), up to its seq
+_SMALL_UINT = tuple(encode_head(0, n) for n in range(256))
+_pack_u64 = struct.Struct(">BQ").pack   # a createdAt in ms (past 2^32): 0x1b and 8 bytes
+# Fresh hash objects by copying (protocol/wire/cids.py says why not hashlib.sha256()).
+_SHA256 = hashlib.sha256()
 
 
 def block(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at: int,
@@ -202,6 +209,28 @@ class ChainCheck:
             raise HistoryError(f"expected event {self.seq + 1}, got event {seq}: the history has a gap "
                                "or is out of order", self.seq + 1)
         self.link = link(self.session_id, seq, self.link, body, created, self._session)
+        self.seq = seq
+        return self.link
+
+    def add_decoded(self, body: bytes, event: dict) -> bytes:
+        """`add` for a caller that holds `body` decoded by a strict decoder (`event`: what the
+        bytes say, as clients/wire.read_frame gives both), so seq and createdAt come from the
+        decoded map instead of the bytes. Only the block's bytes are hashed, so a caller's
+        mismatch could only fail the chain, never pass a wrong event; anything unexpected goes
+        to `add`, which names it."""
+        seq, created = event.get("seq"), event.get("createdAt")
+        prev = self.link
+        if (type(seq) is not int or type(created) is not int or seq != self.seq + 1 or created < 0 or created >> 64
+                or event.get("sessionId") != self.session_id or prev is None or len(prev) != 36):
+            return self.add(body)
+        # The block of `link`, written in three parts around the event's bytes (no copy of them).
+        h = _SHA256.copy()
+        h.update(b"".join((_SEQ_HEAD, _SMALL_UINT[seq] if seq < 256 else encode_head(0, seq), _PREV_LINK, prev,
+                           _K_EVENT)))
+        h.update(body)
+        h.update(b"".join((_K_CREATED, _pack_u64(0x1B, created) if created >> 32 else encode_head(0, created),
+                           self._tail)))
+        self.link = CID_PREFIX + h.digest()
         self.seq = seq
         return self.link
 

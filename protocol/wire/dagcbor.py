@@ -20,6 +20,7 @@ from __future__ import annotations
 import cbor2
 import cbrrr
 import libipld
+from cbrrr import _cbrrr
 
 from ._dagcbor_encode import _encode_into, _head, encode
 from ._dagcbor_strict import cid_from_link_bytes, strict_decode
@@ -41,6 +42,7 @@ DEFAULT_MAX_ITEMS = 16 * 1024
 
 _loads = cbor2.loads
 _cbrrr_decode = cbrrr.decode_dag_cbor
+_cbrrr_item = _cbrrr.decode_dag_cbor   # (value, bytes read): one item from the start of a buffer
 _libipld_many = libipld.decode_dag_cbor_multi
 _CBORTag = cbor2.CBORTag
 
@@ -215,6 +217,50 @@ def decode_trusted(data: bytes) -> object:
         return _cbrrr_decode(data, cid_ctor=_cid)
     except Exception:  # noqa: BLE001 - cbrrr's refusal: cbor2 reads it, or raises its own error
         return _loads(data, tag_hook=_tag_hook)
+
+
+def _canonical_cid(raw: bytes) -> object:
+    # cbrrr checks only tag 42's leading zero byte: the CID itself must parse, and (as the
+    # canonical proof by encoding again demands) be written as its own binary form.
+    cid = cid_from_link_bytes(b"\x00" + raw)
+    if bytes(cid) != raw:
+        raise DagCborError(400, "a CID is not in its canonical binary form")
+    return cid
+
+
+def decode_strict_at(data: bytes | memoryview, pos: int = 0) -> tuple[object, int]:
+    """One item of canonical DAG-CBOR starting at `pos` of `data`, and the offset where it ends
+    (bytes after it are the caller's: a frame's next item). cbrrr's C decoder, which refuses
+    everything canonical DAG-CBOR forbids: integers, lengths and counts in longer heads than
+    needed, map keys that are not text or not in canonical order (duplicates too), floats other
+    than 64-bit ones, NaN and infinities, simple values but false/true/null, tags but 42 around a
+    binary CID, indefinite lengths, invalid UTF-8, and input that ends inside the item. So what it
+    accepts is exactly the canonical encoding of the value it returns (tests/protocol/
+    test_protocol_dagcbor_strict_at.py holds it to `encode`), with no encoding again to prove
+    it. It walks nesting on a stack of its own, not the C stack, so depth alone cannot crash it.
+    Raises ValueError (cbrrr's, or a DagCborError for a CID) without explaining: for a reason,
+    decode the input with `decode`."""
+    if pos:
+        data = (data if type(data) is memoryview else memoryview(data))[pos:]
+    value, length = _cbrrr_item(data, _canonical_cid, False)  # type: ignore[arg-type]  # any buffer
+    return value, pos + length
+
+
+def decode_strict_run(data: bytes, pos: int, count: int) -> tuple[list, list[bytes], int]:
+    """`count` items of canonical DAG-CBOR one after another from `pos` of `data` (a replay
+    frame's events), each as `decode_strict_at` reads it: their values, each one's bytes, and
+    the offset after the last."""
+    view = memoryview(data)
+    values: list = []
+    parts: list[bytes] = []
+    add_value, add_part = values.append, parts.append
+    for _ in range(count):
+        value, length = _cbrrr_item(view[pos:], _canonical_cid, False)  # type: ignore[arg-type]  # any buffer
+        add_value(value)
+        end = pos + length
+        add_part(data[pos:end])
+        pos = end
+    return values, parts, pos
 
 
 def decode_trusted_many_loose(count: int, data: bytes) -> list | None:

@@ -42,6 +42,56 @@ def append_batch_cbor(key: str, bodies: list[bytes]) -> bytes:
     return b"".join((_APPEND_PREFIX, dagcbor.encode(key), _EVENTS, dagcbor.encode_head(4, len(bodies)), *bodies))
 
 
+def _array_count(data: bytes, pos: int) -> tuple[int, int] | None:
+    """(items, offset after the head) of an array head at `pos` in its shortest form, else None."""
+    first = data[pos]
+    if first >> 5 != 4:
+        return None
+    info = first & 0x1F
+    if info < 24:
+        return info, pos + 1
+    if info > 27:
+        return None   # indefinite length or reserved
+    width = 1 << (info - 24)
+    end = pos + 1 + width
+    n = int.from_bytes(data[pos + 1:end], "big")
+    if end > len(data) or n < (24 if width == 1 else 1 << (4 * width)):
+        return None
+    return n, end
+
+
+def split_append(data: bytes) -> tuple[dict, list[bytes]] | None:
+    """What `append_cbor` and `append_batch_cbor` write, read back by a client: the frame
+    decoded, and each event's bytes as they came (what the server stored and hashed), or None
+    when `data` is not such a frame in canonical DAG-CBOR, every part of it
+    (`dagcbor.decode_strict_at`), with nothing after it. None says nothing of why: the caller
+    decodes the frame in general, which accepts it or explains the refusal."""
+    if not data.startswith(_APPEND_PREFIX):
+        return None
+    view = memoryview(data)
+    frame: dict
+    try:
+        key, pos = dagcbor.decode_strict_at(view, len(_APPEND_PREFIX))
+        if type(key) is not str:
+            return None
+        if data.startswith(_EVENTS, pos):
+            counted = _array_count(data, pos + len(_EVENTS))
+            if counted is None or counted[0] > len(data) - counted[1]:
+                return None
+            events, bodies, pos = dagcbor.decode_strict_run(data, counted[1], counted[0])
+            frame = {"_": "append", "key": key, "events": events}
+        elif data.startswith(_EVENT, pos):
+            start = pos + len(_EVENT)
+            event, pos = dagcbor.decode_strict_at(view, start)
+            bodies = [data[start:pos]]
+            frame = {"_": "append", "key": key, "event": event}
+        else:
+            return None
+    except Exception:  # noqa: BLE001  (not strict DAG-CBOR, whatever the complaint: the caller explains)
+        return None
+    return (frame, bodies) if pos == len(data) else None
+
+
 @dataclass(frozen=True, slots=True)
 class V2Framing:
     max_frame: int
