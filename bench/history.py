@@ -40,7 +40,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -471,6 +471,73 @@ def replay_before_after(args: argparse.Namespace) -> None:
           f"at end {load1[0]:.1f} {load1[1]:.1f} {load1[2]:.1f}\n")
 
 
+def decoder_candidates(n: int, rounds: int) -> dict[str, float]:
+    """The ways a client could read replay frames and link their events, measured side by side
+    (docs/performance.md, "Verifying a replay", says which was chosen and why): microseconds of
+    one core per event, median of `rounds` interleaved passes, each from a collected heap."""
+    import cbrrr
+    import libipld
+
+    from seed_agents.protocol.wire.framing_v2 import _APPEND_PREFIX, _EVENTS, split_append
+
+    bodies = stored_bodies(n)
+    frames = [append_batch_cbor(f"sessions/{SESSION}", bodies[i:i + BATCH]) for i in range(0, n, BATCH)]
+    split = [split_append(data) for data in frames]
+    key_bytes = dagcbor.encode(f"sessions/{SESSION}")
+
+    def encoded_again(data: bytes) -> None:   # main before: cbor2, each event encoded again
+        value = dagcbor.decode_unchecked(data, max_depth=256)
+        kept = [dagcbor.encode(e) for e in value["events"]]
+        assert append_batch_cbor(value["key"], kept) == data
+
+    def libipld_encoded_again(data: bytes) -> None:   # libipld is lenient: the proof by encoding again
+        value = libipld.decode_dag_cbor(data)
+        kept = [libipld.encode_dag_cbor(e) for e in value["events"]]
+        assert b"".join((_APPEND_PREFIX, key_bytes, _EVENTS, dagcbor.encode_head(4, len(kept)), *kept)) == data
+
+    def link_from_bytes() -> None:
+        check = history.ChainCheck(SESSION)
+        for _, kept in split:
+            for body in kept:
+                check.add(body)
+
+    def link_from_fields() -> None:
+        check = history.ChainCheck(SESSION)
+        for frame, kept in split:
+            for event, body in zip(frame["events"], kept):
+                check.add_decoded(body, event)
+
+    def hash_alone() -> None:
+        for _, kept in split:
+            for body in kept:
+                history.sha256(body)
+
+    def each(read) -> Callable[[], None]:  # noqa: ANN001
+        def run() -> None:   # one frame at a time, dropped when read: as a client consumes a replay
+            for data in frames:
+                read(data)
+        return run
+
+    candidates = {
+        "decode: cbor2, each event encoded again and compared (main before)": each(encoded_again),
+        "decode: cbrrr strict, event by event, bytes kept (chosen)": each(split_append),
+        "decode: cbrrr strict, whole frame (no event bytes)": each(cbrrr.decode_dag_cbor),
+        "decode: libipld, whole frame (lenient, no event bytes)": each(libipld.decode_dag_cbor),
+        "decode: libipld, whole frame, each event encoded again by libipld": each(libipld_encoded_again),
+        "link: fields read from the bytes (ChainCheck.add)": link_from_bytes,
+        "link: fields from the decoded event (ChainCheck.add_decoded)": link_from_fields,
+        "hashlib sha256 of each event's kept bytes alone": hash_alone,
+    }
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(rounds):
+        for name, run in candidates.items():
+            gc.collect()
+            t = time.process_time()
+            run()
+            times[name].append((time.process_time() - t) / n * 1e6)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 GOAL_PER_S = 200_000   # issue 40: verifying a replay on one core
 
 
@@ -493,6 +560,8 @@ def main() -> None:
     parser.add_argument("--replay-only", action="store_true",
                         help="only the replay's verification; with --before REF, also the client's replay of "
                              "REF's code beside --after's (and the A/A with --aa), child processes in turn")
+    parser.add_argument("--candidates", action="store_true",
+                        help="with --replay-only: also the decoders and link steps a client could use, side by side")
     args = parser.parse_args()
     if args.before and not args.replay_only:
         before_after(args)
@@ -513,6 +582,13 @@ def main() -> None:
         print(f"  the check's own cost, {name.removeprefix('client replay, ')}: {added:.1f} us an event "
               f"({1e6 / added:,.0f} events/s)" if added > 0 else f"  {name}: within the decode's noise")
     if args.replay_only:
+        if args.candidates:
+            load0 = os.getloadavg()
+            found = decoder_candidates(args.events, args.rounds)
+            print(f"\nthe candidates, us of one core an event (load average {load0[0]:.1f} at start, "
+                  f"{os.getloadavg()[0]:.1f} at end):")
+            for name, us in found.items():
+                print(f"  {name:70} {us:5.2f} us  ({1e6 / us:>9,.0f}/s)")
         if args.before:
             print()
             replay_before_after(args)
