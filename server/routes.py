@@ -48,6 +48,9 @@ class Handling:
     # The handler never awaits (a read from the loop thread's reader), so v2 answers it in the
     # socket's reader without a task per request. tests/server/test_routes.py proves it never awaits.
     inline: bool = False
+    # Several servers: the handler makes the action's replay claim in its own statements
+    # (server/store/handed_claim.py), where the dispatcher made it alone before.
+    claims: bool = False
 
 
 def _inline(handler: Handler) -> Handling:
@@ -65,9 +68,9 @@ HANDLING: dict[str, Handling] = {
     # (`db.aread(..., large=True)`), so they await and run as the socket's tasks.
     "GetAgent": Handling(agents.get_agent),
     "ListAgents": Handling(agents.list_agents),
-    "CreateSession": Handling(sessions.create_session),
+    "CreateSession": Handling(sessions.create_session, claims=True),
     "ListSessions": Handling(sessions.list_sessions),
-    "GetSession": _inline(sessions.get_session),
+    "GetSession": Handling(sessions.get_session, inline=True, claims=True),
     "GetSessionHead": _inline(history.get_session_head),
     "GetSessionChain": Handling(history.get_session_chain),
     "MessageSession": Handling(messages.message_session),
@@ -149,6 +152,7 @@ class Route:
     read: bool        # feeds the replay guard (CONTRACT section 2, step 6)
     handler: Handler
     inline: bool
+    claims: bool = False
 
 
 def _join() -> dict[str, Route]:
@@ -158,7 +162,7 @@ def _join() -> dict[str, Route]:
                           f"{sorted(unhandled)}, no action for {sorted(unknown)}")
     if any(h.inline and not ACTIONS[n].read for n, h in HANDLING.items()):
         raise ImportError("only reads may run inline")
-    return {name: Route(name, kind.read, HANDLING[name].handler, HANDLING[name].inline)
+    return {name: Route(name, kind.read, HANDLING[name].handler, HANDLING[name].inline, HANDLING[name].claims)
             for name, kind in ACTIONS.items()}
 
 

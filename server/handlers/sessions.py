@@ -4,17 +4,21 @@ from __future__ import annotations
 from seed_agents.protocol.api.actions import request_fingerprint
 from seed_agents.protocol.hm.blocks import system_prompt_markdown
 from seed_agents.protocol.wire.dagcbor import encode
-from seed_agents.protocol.wire.errors import ProtocolError
+from seed_agents.protocol.wire.errors import ProtocolError, quote
 from seed_agents.protocol.wire.wire_values import RawEvents
 
 from ..cache import text_bytes
 from ..clock import new_id
 from ..store import agent_lifecycle as lifecycle_q
 from ..store import agents as agents_q
+from ..store import codec
 from ..store import collaborators as collab_q
 from ..store import continuations as continuations_q
 from ..store import events as events_q
+from ..store import handed_claim
 from ..store import history as history_q
+from ..store import idempotency as idem_q
+from ..store import roles as roles_q
 from ..store import runs as runs_q
 from ..store import session_view
 from ..store import sessions as sessions_q
@@ -55,25 +59,19 @@ def forget_system_prompt(ctx: HandlerContext, agent_id: str) -> None:
 async def create_session(ctx: HandlerContext, env, action) -> dict:
     now = ctx.now_ms()
     account_id = env.account_id
-
-    def effect(conn):
-        agent_access(conn, account_id, action.agent_id, WRITER)
-        # The AgentInfo to publish, its definition left as stored (the broadcaster decodes it once
-        # per version). A writer's session is the owner's data: the row carries the owner's account.
-        agent = agents_q.touch_agent(conn, action.agent_id, now, decoded=False)
-        session_id = new_id()
-        session = sessions_q.create_session(conn, session_id, agent["account"], action.agent_id, action.title, now)
-        return {"_": "CreateSessionResponse", "sessionId": session_id}, [(session, agent)]
-
-    def job(conn):
-        return once(conn, account_id, "CreateSession", action.client_request_id,
-                    request_fingerprint(env.action), now, effect)
-
+    # Each statement a round trip (PostgreSQL): fewer of them, the replay claim among them.
+    claim = handed_claim.handed()
     try:
-        response, created = await ctx.db.write(job)
+        job = created_together if ctx.db.traits.batched_reads else created_one_by_one
+        response, created = await ctx.db.write(job, claim, account_id, action, request_fingerprint(env.action),
+                                               now, new_id())
+        if claim is not None:
+            claim.made()
     except ProtocolError as refused:   # no write access: a visitor's session, when public chat is open
         if refused.status != 403 or not ctx.db.read(public_chat.may_chat, account_id, action.agent_id):
             raise
+        if claim is not None:   # (its job, and the claim in it, rolled back)
+            await claim.ensure()
         return await public_chat.create_visitor_session(ctx, env, action)
     for session, agent in created:
         ctx.broadcaster.publish_session(session, created=True)
@@ -82,6 +80,58 @@ async def create_session(ctx: HandlerContext, env, action) -> dict:
         if agent is not None:
             ctx.broadcaster.publish_change("agents/" + agent["id"], agent)
     return response
+
+
+def created_one_by_one(conn, claim: handed_claim.HandedClaim | None, account_id: str, action, fingerprint: bytes, now: int,
+                       session_id: str) -> tuple[dict, list]:
+    """CreateSession's job: (response, [(session, AgentInfo)] to publish), at most once per
+    clientRequestId (`once`). (No claim: one server keeps its replay claims in memory.)"""
+    def effect(conn):
+        agent_access(conn, account_id, action.agent_id, WRITER)
+        # The AgentInfo to publish, its definition left as stored (the broadcaster decodes it once
+        # per version). A writer's session is the owner's data: the row carries the owner's account.
+        agent = agents_q.touch_agent(conn, action.agent_id, now, decoded=False)
+        session = sessions_q.create_session(conn, session_id, agent["account"], action.agent_id, action.title, now)
+        return {"_": "CreateSessionResponse", "sessionId": session_id}, [(session, agent)]
+
+    return once(conn, account_id, "CreateSession", action.client_request_id, fingerprint, now, effect)
+
+
+def created_together(conn, claim: handed_claim.HandedClaim | None, account_id: str, action, fingerprint: bytes,
+                     now: int, session_id: str) -> tuple[dict, list]:
+    """CreateSession's job where each statement is a round trip (`traits.batched_reads`): what
+    `once` and `effect` above do, in two. First the replay claim handed to the action (if any),
+    the idempotency record, the agent's row and the caller's grant; then the session and the
+    idempotency record. The same checks in the same order, the same answer
+    (tests/server/handlers/test_create_session_job.py compares them)."""
+    client_id = action.client_request_id
+    reads = [(agents_q.AGENT_ROW, (action.agent_id,)), (collab_q.ACCEPTED_ROLE, (action.agent_id, account_id))]
+    if client_id is not None:
+        reads.append((idem_q.IDEM_ROW, (account_id, "CreateSession", client_id)))
+    if claim is not None:
+        reads.insert(0, claim.statement())
+    found = session_view.fetch_each(conn, reads)
+    if claim is not None:
+        claim.refuse_unless(found.pop(0))   # another server's: nothing below runs
+    agent_rows, grant_rows, *prior = found
+    if prior and prior[0]:
+        prior_fp, prior_response = prior[0][0]
+        if bytes(prior_fp) != fingerprint:
+            raise ProtocolError(409, f"CreateSession id {quote(client_id)} was already used with a different request")
+        return codec.decode(prior_response), []
+    row = agent_rows[0] if agent_rows else None
+    role = roles_q.agent_role_from(account_id, None if row is None else agents_q.flags_of(row),
+                                   grant_rows[0][0] if grant_rows else None)
+    require(role, WRITER, "agent", action.agent_id)
+    agent = agents_q.touch_read_agent(conn, row, action.agent_id, now, decoded=False)
+    response = {"_": "CreateSessionResponse", "sessionId": session_id}
+    writes = [sessions_q.session_insert(session_id, agent["account"], action.agent_id, action.title, now)]
+    if client_id is not None:
+        writes.append((idem_q.IDEM_PUT, (account_id, "CreateSession", client_id, bytes(fingerprint),
+                                         codec.encode(response), now)))
+    session_view.fetch_each(conn, writes)
+    session = sessions_q.new_session_info(session_id, agent["account"], action.agent_id, action.title, now)
+    return response, [(session, agent)]
 
 
 async def list_sessions(ctx: HandlerContext, env, action) -> dict:
@@ -152,12 +202,17 @@ def session_reads_together(conn, account_id: str, session_id: str, after: int, l
 
 
 async def session_reads_on_loop(db, account_id: str, session_id: str, after: int, limit: int,
-                               max_bytes: int = MAX_RESPONSE_BYTES) -> tuple:
+                               max_bytes: int = MAX_RESPONSE_BYTES,
+                               claim: handed_claim.HandedClaim | None = None) -> tuple:
     """`session_reads` in one round trip on the loop's own connection (`aread_each`: no thread
     hand-off), or, when the answer needs one more read (rare: session_view.MoreReads), all of it
-    again on a reader thread, in one snapshot."""
+    again on a reader thread, in one snapshot. `claim`: the action's replay claim, made in the
+    same round trip (refused: 409, before anything is looked at)."""
     found = await db.aread_each(session_view.statements, account_id, session_id, after, limit, max_bytes,
-                                after == 0)
+                                after == 0, claim=None if claim is None else claim.statement())
+    if claim is not None:
+        claim.refuse_unless(found.pop(0))
+        claim.made()
     require(session_view.role_of(account_id, found), READER, "session", session_id)
     try:
         return session_view.answer(None, session_id, found, limit, max_bytes, max_bytes)
@@ -179,8 +234,8 @@ async def get_session(ctx: HandlerContext, env, action) -> dict:
     # (rare: one read) before anything is answered (tests/server/live/test_server_access_races.py).
     epoch = ctx.grants.epoch
     if ctx.db.traits.batched_reads:
-        session, rows, more, context, head, edge = await session_reads_on_loop(ctx.db, env.account_id,
-                                                                               action.session_id, after, limit)
+        session, rows, more, context, head, edge = await session_reads_on_loop(
+            ctx.db, env.account_id, action.session_id, after, limit, claim=handed_claim.handed())
     else:
         session, rows, more, context, head, edge = await ctx.db.aread(session_reads, env.account_id,
                                                                       action.session_id, after, limit)

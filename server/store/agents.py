@@ -9,6 +9,7 @@ rollup that `record_activity` writes with every appended session event.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..database.port import Conn
 from . import codec
@@ -196,11 +197,29 @@ def _seen(conn: Conn, row: tuple) -> tuple:
     return row if entry is None else entry[0].applied(row)
 
 
+def touch_read_agent(conn: Conn, row: tuple | None, agent_id: str, now: int, role: str = OWNER, *,
+                     decoded: bool = True) -> dict:
+    """`touch_agent`, the agent's row (AGENT_ROW) read already in this job's transaction (sent
+    with the job's other reads in one round trip: CreateSession's on PostgreSQL)."""
+    if getattr(conn, "end_writes", None) is None:
+        return touch_agent(conn, agent_id, now, role, decoded=decoded)
+    return _deferred_change(conn, agent_id, role, decoded, updated_at=now, row=row)
+
+
+def flags_of(row: tuple) -> tuple[str, bool, bool]:
+    """(owning account, public read, public chat) from an AGENT_ROW row (owners.agent_flags)."""
+    return row[1], bool(row[7]), row[14] is not None
+
+
+AGENT_ROW = f"SELECT {_COLUMNS} FROM agents WHERE id = ?"
+
+
 def _deferred_change(conn: Conn, agent_id: str, role: str, decoded: bool, *,
-                     status: str | None = None, updated_at: int) -> dict:
+                     status: str | None = None, updated_at: int, row: Any = False) -> dict:
     # Read, not locked: the lock is the flush's. The row as this job sees it, for the NotFound
     # and the `busy` of its moment; the rest is filled again at the flush.
-    row = conn.execute(f"SELECT {_COLUMNS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
+    if row is False:   # (not read yet)
+        row = conn.execute(AGENT_ROW, (agent_id,)).fetchone()
     if row is None:
         raise NotFound(f"agent {agent_id} not found")
     end_writes = conn.end_writes

@@ -22,9 +22,11 @@ def collaborator_info(account_id: str, role: str, status: str, created_at: int, 
 
 def accepted_role(conn: Conn, agent_id: str, account_id: str) -> str | None:
     """The accepted grant's role (primary-key search), None when pending or absent."""
-    row = conn.execute("SELECT role FROM agent_collaborators WHERE agent_id = ? AND account_id = ?"
-                       " AND status = 'accepted'", (agent_id, account_id)).fetchone()
+    row = conn.execute(ACCEPTED_ROLE, (agent_id, account_id)).fetchone()
     return None if row is None else row[0]
+
+
+ACCEPTED_ROLE = "SELECT role FROM agent_collaborators WHERE agent_id = ? AND account_id = ? AND status = 'accepted'"
 
 
 def get(conn: Conn, agent_id: str, account_id: str) -> dict | None:

@@ -11,17 +11,18 @@ from ..database.port import Conn
 def idem_get(conn: Conn, account_id: str, action: str,
              client_id: str) -> tuple[bytes, bytes] | None:
     """(fingerprint, response bytes) recorded for this id, or None."""
-    row = conn.execute(
-        "SELECT fingerprint, response FROM idempotency"
-        " WHERE account_id = ? AND action = ? AND client_id = ?",
-        (account_id, action, client_id)).fetchone()
+    row = conn.execute(IDEM_ROW, (account_id, action, client_id)).fetchone()
     return None if row is None else (row[0], row[1])
 
 
 def idem_put(conn: Conn, account_id: str, action: str, client_id: str,
              fingerprint: bytes, response_bytes: bytes, now: int) -> None:
     """Record the first response; a second put for one id is a bug and raises ConstraintError."""
-    conn.execute(
-        "INSERT INTO idempotency (account_id, action, client_id, fingerprint, response, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (account_id, action, client_id, bytes(fingerprint), bytes(response_bytes), now))
+    conn.execute(IDEM_PUT, (account_id, action, client_id, bytes(fingerprint), bytes(response_bytes), now))
+
+
+# The same two statements, for a job that sends them with others in one round trip.
+IDEM_ROW = ("SELECT fingerprint, response FROM idempotency"
+            " WHERE account_id = ? AND action = ? AND client_id = ?")
+IDEM_PUT = ("INSERT INTO idempotency (account_id, action, client_id, fingerprint, response, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)")

@@ -27,9 +27,20 @@ TITLE_CHARS = 60  # automatic titles: the first line of the first message, trimm
 
 def create_session(conn: Conn, session_id: str, account_id: str, agent_id: str,
                    title: str | None, now: int, *, parent_session_id: str | None = None) -> dict:
-    conn.execute(
-        f"INSERT INTO sessions ({_INSERT}) VALUES (?, ?, ?, ?, 'idle', ?, ?, ?)",
-        (session_id, account_id, agent_id, title, now, now, parent_session_id))
+    conn.execute(*session_insert(session_id, account_id, agent_id, title, now, parent_session_id))
+    return new_session_info(session_id, account_id, agent_id, title, now, parent_session_id)
+
+
+def session_insert(session_id: str, account_id: str, agent_id: str, title: str | None, now: int,
+                   parent_session_id: str | None = None) -> tuple[str, tuple]:
+    """`create_session`'s statement, for a job that sends it with others in one round trip."""
+    return (f"INSERT INTO sessions ({_INSERT}) VALUES (?, ?, ?, ?, 'idle', ?, ?, ?)",
+            (session_id, account_id, agent_id, title, now, now, parent_session_id))
+
+
+def new_session_info(session_id: str, account_id: str, agent_id: str, title: str | None, now: int,
+                     parent_session_id: str | None = None) -> dict:
+    """The SessionInfo of a session `session_insert` just stored."""
     return session_info((session_id, account_id, agent_id, title, "idle", now, now, parent_session_id,
                          None, None, None, None, None, 0, None, None, None, None, None))
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -17,7 +18,9 @@ from seed_agents.protocol.wire.frame_limits import envelope_limit, frame_limit
 
 from ..operations import accesslog
 from ..routes import ROUTES
+from ..store import handed_claim
 from ..store.errors import InvalidCursor, NotFound, Refused, UnstorableText
+from ..store.handed_claim import HandedClaim
 from .upload_gate import arrived_ms
 
 log = logging.getLogger("seed_agents.dispatch")
@@ -62,6 +65,7 @@ async def _execute(app, conn, envelope) -> Outcome:
     limits = app.config.limits
     verified = False
     riding = False
+    handed: HandedClaim | None = None
     try:
         # Every frame costs the connection's own bucket first: a stream of frames that never
         # verify meets a limit before each costs a signature check, and is never charged to an
@@ -106,7 +110,13 @@ async def _execute(app, conn, envelope) -> Outcome:
         is_read = route is not None and route.read
         now = app.now_ms()
         fresh, expires_at = app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=now)
-        if fresh and app.db.shared:
+        if fresh and app.db.shared and route.claims:
+            # The handler makes the claim in its own statements (one round trip, and for a write
+            # one commit, fewer), before its effect and its answer; if it did not, it is made
+            # below before anything is answered (server/store/handed_claim.py).
+            handed = HandedClaim(env.sig, expires_at, now,
+                                 make=functools.partial(app.claim_everywhere, env.sig, expires_at, is_read, now))
+        elif fresh and app.db.shared:
             # Several servers: the signature's row in the shared database is the claim that
             # counts, made before anything is answered (another server may have taken it).
             await app.claim_everywhere(env.sig, expires_at, is_read, now)
@@ -127,7 +137,10 @@ async def _execute(app, conn, envelope) -> Outcome:
         elif app.guard.must_persist(is_read, env.ts, now):
             await app.save_signatures_durably()   # signed ahead of our clock (replay_guard.py)
         action = parse_action(env.action)
-        response = await route.handler(app.context, env, action)
+        if handed is None:
+            response = await route.handler(app.context, env, action)
+        else:
+            response = await _with_claim(app, route, env, action, handed)
         outcome = Outcome(response, env, action)
     except (ProtocolError, Refused) as exc:
         # A rate limit is not junk: it is already bounded, and it is what an honest client
@@ -148,3 +161,20 @@ async def _execute(app, conn, envelope) -> Outcome:
     app.metrics.action_done(name, status, time.perf_counter() - started)
     accesslog.record(conn, name, outcome, status, time.perf_counter() - started)
     return outcome
+
+
+async def _with_claim(app, route, env, action, handed: HandedClaim) -> dict:
+    """The handler, holding the replay claim handed to it; the claim is made (or refused, 409)
+    before anything is answered, whatever the handler did."""
+    token = handed_claim.hand(handed)
+    try:
+        response = await route.handler(app.context, env, action)
+    except Exception:
+        await handed.ensure()   # (refused: the 409 is the answer, not what the handler met)
+        raise
+    finally:
+        handed_claim.take_back(token)
+        if handed.refused:   # another server accepted it: not this server's to remember
+            app.guard.forget(env.sig)
+    await handed.ensure()
+    return response

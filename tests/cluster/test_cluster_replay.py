@@ -86,3 +86,94 @@ async def test_one_client_request_id_raced_through_two_servers_makes_one_agent(t
         finally:
             for c in clients:
                 await c.close()
+
+
+# -- the claims CreateSession and GetSession make in their own statements (server/store/handed_claim.py)
+
+async def _agent_and_session(client, kp) -> tuple[str, str]:
+    made = await client.request(sign_envelope(kp, {"_": "CreateAgent", "definition": AGENT}, ts=unique_ts()))
+    agent_id = made["agentId"]
+    session = await client.request(sign_envelope(kp, {"_": "CreateSession", "agentId": agent_id}, ts=unique_ts()))
+    return agent_id, session["sessionId"]
+
+
+async def _sessions_of(client, kp, agent_id: str) -> list[str]:
+    listed = await client.request(sign_envelope(kp, {"_": "ListSessions", "agentId": agent_id}, ts=unique_ts()))
+    return sorted(s["id"] for s in listed["sessions"])
+
+
+@pytest.mark.parametrize("action", ["CreateSession", "GetSession"])
+async def test_a_handed_claim_refuses_the_envelope_on_another_server(tmp_path, postgres_url, action):
+    """CreateSession makes its claim in its write job and GetSession in its read's round trip:
+    the envelope one server answered is refused (409) by the other, and makes nothing there."""
+    kp = keypair(f"handed {action}")
+    async with servers(tmp_path, postgres_url, 2) as (a, b):
+        ca, cb = await V2Client.open(a.url), await V2Client.open(b.url)
+        try:
+            agent_id, session_id = await _agent_and_session(ca, kp)
+            body = ({"_": "CreateSession", "agentId": agent_id, "title": "once"} if action == "CreateSession"
+                    else {"_": "GetSession", "sessionId": session_id})
+            envelope = sign_envelope(kp, body, ts=unique_ts())
+            first = await ca.request(envelope)
+            assert first["_"] == f"{action}Response", first
+            before = await _sessions_of(ca, kp, agent_id)
+            again = await cb.request(envelope)
+            assert again["_"] == "Error" and again["status"] == 409 and "already accepted" in again["message"], again
+            assert await _sessions_of(cb, kp, agent_id) == before   # nothing made by the copy
+            # B did not remember the refused signature as its own: a fresh envelope is answered.
+            fresh = await cb.request(sign_envelope(kp, {"_": "GetSession", "sessionId": session_id}, ts=unique_ts()))
+            assert fresh["_"] == "GetSessionResponse", fresh
+        finally:
+            await ca.close()
+            await cb.close()
+
+
+async def test_a_failed_create_session_keeps_its_claim(tmp_path, postgres_url):
+    """The claim rides in CreateSession's job; a job that fails (an agent the caller has no
+    access to: 404) is rolled back, and the claim is still made before the 404 goes out: the same
+    envelope sent to another server is refused as a replay, not run again."""
+    kp = keypair("failed create")
+    async with servers(tmp_path, postgres_url, 2) as (a, b):
+        ca, cb = await V2Client.open(a.url), await V2Client.open(b.url)
+        try:
+            agent_id, _session_id = await _agent_and_session(ca, kp)
+            # Another account: the agent is not theirs (404; run again it would be 404 again).
+            sa, sb = await V2Client.open(a.url), await V2Client.open(b.url)
+            try:
+                stranger = keypair("failed create, someone else")
+                envelope = sign_envelope(stranger, {"_": "CreateSession", "agentId": agent_id}, ts=unique_ts())
+                first = await sa.request(envelope)
+                assert first["_"] == "Error" and first["status"] == 404, first
+                again = await sb.request(envelope)
+                assert again["_"] == "Error" and again["status"] == 409, again
+            finally:
+                await sa.close()
+                await sb.close()
+        finally:
+            await ca.close()
+            await cb.close()
+
+
+async def test_one_create_session_envelope_raced_through_three_servers_runs_once(tmp_path, postgres_url):
+    """The same CreateSession envelope sent at once to three servers (each claim in a write job
+    of its own server's batch): one answer is the session, the others 409, one session made."""
+    import asyncio
+
+    kp = keypair("raced create")
+    async with servers(tmp_path, postgres_url, 3) as running:
+        clients = [await V2Client.open(s.url) for s in running]
+        try:
+            agent_id, _session_id = await _agent_and_session(clients[0], kp)
+            before = await _sessions_of(clients[0], kp, agent_id)
+            for round_ in range(4):
+                envelope = sign_envelope(kp, {"_": "CreateSession", "agentId": agent_id, "title": f"r{round_}"},
+                                         ts=unique_ts())
+                answers = await asyncio.gather(*(c.request(envelope) for c in clients))
+                made = [r for r in answers if r["_"] == "CreateSessionResponse"]
+                assert len(made) == 1, answers
+                assert all(r["_"] == "Error" and r["status"] == 409 for r in answers if r not in made), answers
+            after = await _sessions_of(clients[1], kp, agent_id)
+            assert len(after) == len(before) + 4
+        finally:
+            for c in clients:
+                await c.close()

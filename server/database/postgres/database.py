@@ -387,6 +387,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._claimers: dict[bool, _LoopClaimer] = {}
         self._loop_reader: _LoopConn | None = None
+        self._loop_claim_reader: _LoopConn | None = None
         self._loop_lock = asyncio.Lock()
         self._thread_conns: list[PgConn] = []
         self._local = threading.local()
@@ -408,9 +409,11 @@ class PgDatabase(WriteQueue, ReaderThreads):
     def schema_version(self) -> int:
         return self._version
 
-    def _connect(self, *, reader: bool, snapshots: bool = False) -> PgConn:
+    def _connect(self, *, reader: bool, snapshots: bool = False, claims: bool = False) -> PgConn:
         """A reader's transactions are read-only snapshots (REPEATABLE READ); a writer's are
-        READ COMMITTED, PostgreSQL's default, under which the counter row orders appenders."""
+        READ COMMITTED, PostgreSQL's default, under which the counter row orders appenders.
+        `claims` (with `snapshots`): snapshots that may write a replay claim first, committed
+        without waiting for the disk (`aread_each(..., claim=)`)."""
         try:
             raw = psycopg.connect(self.url.dsn(), autocommit=True, connect_timeout=max(1, int(self._timeout)),
                                   cursor_factory=psycopg.RawCursor, prepare_threshold=PREPARE_THRESHOLD)
@@ -421,6 +424,9 @@ class PgDatabase(WriteQueue, ReaderThreads):
             # Each pipeline (up to its Sync) is one implicit transaction: one read-only snapshot,
             # ended by the Sync itself, an error included (`_LoopConn`).
             raw.execute("SET default_transaction_isolation = 'repeatable read'")
+            if claims:
+                raw.execute("SET synchronous_commit = off")
+                return PgConn(raw)
             raw.execute("SET default_transaction_read_only = on")
         if reader:
             raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
@@ -468,9 +474,8 @@ class PgDatabase(WriteQueue, ReaderThreads):
     async def close(self) -> None:
         # The loop's own connections first, on the loop (their sockets are watched by it).
         loop_conns = [c.conn for c in self._claimers.values() if c.conn is not None]
-        if self._loop_reader is not None:
-            loop_conns.append(self._loop_reader)
-        self._claimers, self._loop_reader = {}, None
+        loop_conns += [c for c in (self._loop_reader, self._loop_claim_reader) if c is not None]
+        self._claimers, self._loop_reader, self._loop_claim_reader = {}, None, None
         for conn in loop_conns:
             conn.close()
         await asyncio.to_thread(self.close_sync)
@@ -484,9 +489,10 @@ class PgDatabase(WriteQueue, ReaderThreads):
         for claimer in claimers:   # (closed without `close`: their loop is gone or going)
             if claimer.conn is not None:
                 claimer.conn.conn.raw.close()
-        if self._loop_reader is not None:
-            self._loop_reader.conn.raw.close()
-            self._loop_reader = None
+        for loop_conn in (self._loop_reader, self._loop_claim_reader):
+            if loop_conn is not None:
+                loop_conn.conn.raw.close()
+        self._loop_reader = self._loop_claim_reader = None
         for conn in [self._reader, *self._thread_conns]:
             if conn is not None:
                 conn.raw.close()
@@ -556,30 +562,53 @@ class PgDatabase(WriteQueue, ReaderThreads):
             claimer = self._claimers[durable] = _LoopClaimer(self, durable)
         return await claimer.claim(bytes(sig), expires_at, now)
 
-    async def aread_each(self, fn: Callable[..., list], *args: Any) -> list[list[tuple]]:
+    async def aread_each(self, fn: Callable[..., list], *args: Any,
+                         claim: tuple[str, tuple] | None = None) -> list[list[tuple]]:
         """The rows of each statement `fn(*args)` gives, all in one snapshot and one round trip
         on a connection the event loop drives itself: no thread hand-off (`_LoopConn`). For reads
-        that do not depend on each other (GetSession's: server/store/session_view.py)."""
+        that do not depend on each other (GetSession's: server/store/session_view.py).
+
+        `claim`: a read's replay claim (server/store/handed_claim.py), sent first in the same
+        round trip and transaction, its rows first in the answer; on a connection of its own
+        that may write, committing without waiting for the disk (as a read's claim made alone),
+        REPEATABLE READ (one snapshot, taken at the claim: a claim that meets another server's
+        newer row fails to serialize, and the whole exchange runs again, seeing it)."""
         if self._reader is None:
             raise DatabaseClosed("database is not open")
         statements = fn(*args)
-        for attempt in (0, 1):
-            conn = self._loop_reader
-            if conn is None or conn.broken is not None:
-                async with self._loop_lock:
-                    conn = self._loop_reader
-                    if conn is None or conn.broken is not None:
-                        if conn is not None:
-                            conn.close()
-                        conn = self._loop_reader = _LoopConn(
-                            await asyncio.to_thread(self._connect, reader=True, snapshots=True))
+        if claim is not None:
+            statements = [claim, *statements]
+        lost = retried = 0
+        while True:
+            conn = await self._loop_conn(claim is not None)
             try:
                 return await conn.exchange([conn.conn._bind(sql, params) for sql, params in statements])
             except psycopg.OperationalError:
-                if attempt:   # a read can simply be run again, once, on a new connection
-                    raise
+                if lost:   # a read can simply be run again, once, on a new connection (a claim
+                    raise  # too: the lost one committed nothing, or its row is refused as ours)
+                lost += 1
                 log.warning("loop reader connection to %s lost; reconnecting", self.url)
-        raise AssertionError("unreachable")
+            except _RETRYABLE:
+                retried += 1
+                if claim is None or retried == RETRIES:
+                    raise
+
+    async def _loop_conn(self, claims: bool) -> _LoopConn:
+        """The loop's reader connection (read-only snapshots) or, `claims`, its claiming reader."""
+        conn = self._loop_claim_reader if claims else self._loop_reader
+        if conn is None or conn.broken is not None:
+            async with self._loop_lock:
+                conn = self._loop_claim_reader if claims else self._loop_reader
+                if conn is None or conn.broken is not None:
+                    if conn is not None:
+                        conn.close()
+                    conn = _LoopConn(await asyncio.to_thread(self._connect, reader=not claims, snapshots=True,
+                                                             claims=claims))
+                    if claims:
+                        self._loop_claim_reader = conn
+                    else:
+                        self._loop_reader = conn
+        return conn
 
     def _claim_connection(self, durable: bool) -> PgConn:
         conn = self._connect(reader=False)

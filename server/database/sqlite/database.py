@@ -141,8 +141,12 @@ class Database(WriteQueue, ReaderThreads):
             return await self._on_reader_thread(fn, args)
         return self.read(fn, *args)
 
-    async def aread_each(self, fn: Callable[..., list], *args: Any) -> list[list[tuple]]:
-        """The rows of each (sql, params) of `fn(*args)`, in one snapshot, inline (`read`)."""
+    async def aread_each(self, fn: Callable[..., list], *args: Any,
+                         claim: tuple[str, tuple] | None = None) -> list[list[tuple]]:
+        """The rows of each (sql, params) of `fn(*args)`, in one snapshot, inline (`read`).
+        (`claim`: a shared backend's; one server keeps its replay claims in memory.)"""
+        if claim is not None:
+            raise ValueError("one server makes no replay claim in the database")
         return self.read(lambda conn: [conn.execute(sql, params).fetchall() for sql, params in fn(*args)])
 
     def _open_thread_reader(self) -> apsw.Connection:
