@@ -17,10 +17,9 @@ from ..store import continuations as continuations_q
 from ..store import events as events_q
 from ..store import handed_claim
 from ..store import history as history_q
-from ..store import idempotency as idem_q
 from ..store import roles as roles_q
 from ..store import runs as runs_q
-from ..store import session_view
+from ..store import session_create, session_view
 from ..store import sessions as sessions_q
 from ..store import trigger_firings as firings_q
 from . import public_chat
@@ -100,36 +99,31 @@ def created_one_by_one(conn, claim: handed_claim.HandedClaim | None, account_id:
 def created_together(conn, claim: handed_claim.HandedClaim | None, account_id: str, action, fingerprint: bytes,
                      now: int, session_id: str) -> tuple[dict, list]:
     """CreateSession's job where each statement is a round trip (`traits.batched_reads`): what
-    `once` and `effect` above do, in two. First the replay claim handed to the action (if any),
-    the idempotency record, the agent's row and the caller's grant; then the session and the
-    idempotency record. The same checks in the same order, the same answer
-    (tests/server/handlers/test_create_session_job.py compares them)."""
+    `created_one_by_one` does, in one statement (server/store/session_create.py): the replay
+    claim handed to the action, the idempotency record, the agent's row and the caller's grant
+    read, the session and the record inserted with them. The answer is decided here, with the
+    same checks in the same order (tests/server/handlers/test_create_session_job.py)."""
     client_id = action.client_request_id
-    reads = [(agents_q.AGENT_ROW, (action.agent_id,)), (collab_q.ACCEPTED_ROLE, (action.agent_id, account_id))]
-    if client_id is not None:
-        reads.append((idem_q.IDEM_ROW, (account_id, "CreateSession", client_id)))
+    response = {"_": "CreateSessionResponse", "sessionId": session_id}
+    encoded = codec.encode(response)
+    sql, params = session_create.statement(None if claim is None else claim.statement()[1], account_id,
+                                           action.agent_id, action.title, client_id, fingerprint, encoded, now,
+                                           session_id)
+    claimed, made, prior, grant, row = session_create.unpack(conn.execute(sql, params).fetchone())
     if claim is not None:
-        reads.insert(0, claim.statement())
-    found = session_view.fetch_each(conn, reads)
-    if claim is not None:
-        claim.refuse_unless(found.pop(0))   # another server's: nothing below runs
-    agent_rows, grant_rows, *prior = found
-    if prior and prior[0]:
-        prior_fp, prior_response = prior[0][0]
+        claim.refuse_unless([claimed] if claimed else [])   # another server's: nothing was written
+    if prior is not None:
+        prior_fp, prior_response = prior
         if bytes(prior_fp) != fingerprint:
             raise ProtocolError(409, f"CreateSession id {quote(client_id)} was already used with a different request")
         return codec.decode(prior_response), []
-    row = agent_rows[0] if agent_rows else None
-    role = roles_q.agent_role_from(account_id, None if row is None else agents_q.flags_of(row),
-                                   grant_rows[0][0] if grant_rows else None)
-    require(role, WRITER, "agent", action.agent_id)
+    role = roles_q.agent_role_from(account_id, None if row is None else agents_q.flags_of(row), grant)
+    require(role, WRITER, "agent", action.agent_id)   # (raised: the job's savepoint takes any insert back)
     agent = agents_q.touch_read_agent(conn, row, action.agent_id, now, decoded=False)
-    response = {"_": "CreateSessionResponse", "sessionId": session_id}
-    writes = [sessions_q.session_insert(session_id, agent["account"], action.agent_id, action.title, now)]
-    if client_id is not None:
-        writes.append((idem_q.IDEM_PUT, (account_id, "CreateSession", client_id, bytes(fingerprint),
-                                         codec.encode(response), now)))
-    session_view.fetch_each(conn, writes)
+    if not made:   # (the statement's condition is narrower than the decision here: not expected)
+        session_view.fetch_each(conn, session_create.inserts(session_id, account_id, agent["account"],
+                                                             action.agent_id, action.title, client_id,
+                                                             fingerprint, encoded, now))
     session = sessions_q.new_session_info(session_id, agent["account"], action.agent_id, action.title, now)
     return response, [(session, agent)]
 

@@ -1,6 +1,6 @@
-"""CreateSession's job in two round trips (`created_together`, what a backend with
+"""CreateSession's job in one statement (`created_together`, what a backend with
 `traits.batched_reads` runs: the replay claim, the idempotency record, the agent's row and the
-caller's grant sent together, then the session and the record) answers and writes exactly what
+caller's grant read, the session and the record written, server/store/session_create.py) answers and writes exactly what
 the job of one statement at a time (`created_one_by_one`) does, for every kind of caller and
 every idempotency case, on PostgreSQL: two fresh schemas built alike, the same requests run
 through each job, then every answer, every row written and every AgentInfo to publish compared.
@@ -20,6 +20,7 @@ from seed_agents.server.handlers.sessions import created_one_by_one, created_tog
 from seed_agents.server.store import agents as agents_q
 from seed_agents.server.store import codec
 from seed_agents.server.store import collaborators as collab_q
+from seed_agents.server.store import session_create
 from seed_agents.server.store.errors import NotFound, Refused
 from seed_agents.server.store.handed_claim import HandedClaim
 
@@ -91,7 +92,11 @@ def two_schemas(postgres_base_url):   # noqa: F811
                 conn.execute(f"DROP SCHEMA {name} CASCADE")
 
 
-async def test_the_job_in_two_round_trips_does_what_the_one_at_a_time_job_does(tmp_path, two_schemas):
+async def test_the_job_in_one_statement_does_what_the_one_at_a_time_job_does(tmp_path, two_schemas, monkeypatch):
+    def separately(*args):
+        raise AssertionError("the statement's own inserts disagreed with the answer")
+
+    monkeypatch.setattr(session_create, "inserts", separately)   # (its fallback: never needed here)
     results, stored = [], []
     for url, job in zip(two_schemas, (created_one_by_one, created_together)):
         db = PgDatabase(parse_storage_url(url))

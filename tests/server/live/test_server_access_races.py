@@ -50,8 +50,8 @@ class Race:
     async def aread(self, fn, *args, **kw):
         return await self._after(fn, await self.orig(fn, *args, **kw))
 
-    async def aread_each(self, fn, *args):
-        return await self._after(fn, await self.orig_each(fn, *args))
+    async def aread_each(self, fn, *args, **kw):   # (kw: a read's replay claim, PostgreSQL)
+        return await self._after(fn, await self.orig_each(fn, *args, **kw))
 
     async def _after(self, fn, value):
         if not self.fired and self.match(fn):
