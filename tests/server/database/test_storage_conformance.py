@@ -882,6 +882,9 @@ async def shape_script(db, called: set[str] | None = None) -> list:
     await w(agents_q.set_agent_status, "a2", "running", T0 + 62)
     await w(agents_q.settle_running_agents, T0 + 63)
     await w(agents_q.touch_agent, "a2", T0 + 64)
+    called.add("agents.touch_read_agent")   # (its row read in the same job first, as CreateSession's statement does)
+    out.append(await db.write(lambda conn: agents_q.touch_read_agent(
+        conn, conn.execute(agents_q.AGENT_ROW, ("a2",)).fetchone(), "a2", T0 + 65)))
     await w(lifecycle_q.delete_agent, "a2")
     r(lifecycle_q.agent_ids)
     r(lifecycle_q.state_dirs)
