@@ -69,3 +69,10 @@ class RateLimiter:
     def take(self, account_id: str) -> bool:
         """Charge one of the account's own verified actions."""
         return self._bucket(account_id).take()
+
+    def refund(self, account_id: str) -> None:
+        """Give back the token `take` charged for an action then refused as a replay (a claim
+        made in the handler's own statements: server/store/handed_claim.py)."""
+        bucket = self._buckets.get(account_id)
+        if bucket is not None:
+            bucket.tokens = min(bucket.burst, bucket.tokens + 1.0)

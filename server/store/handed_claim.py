@@ -61,7 +61,11 @@ class HandedClaim:
         """Made on its own, unless the handler's statements made it already."""
         if not self.done:
             self.done = True
-            await self.make()
+            try:
+                await self.make()
+            except Exception:
+                self.refused = True   # (409: another server's; or not made at all)
+                raise
 
 
 _HANDED: contextvars.ContextVar[HandedClaim | None] = contextvars.ContextVar("handed_claim", default=None)

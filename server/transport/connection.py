@@ -127,6 +127,22 @@ class Connection:
             self._first_action.cancel()
             self._first_action = None
 
+    def unbind_account(self) -> None:
+        """Undo the bind of an action then refused as a replay (its claim made by its handler:
+        server/store/handed_claim.py): the socket counts for no account again, and must act
+        for one within the first-action timeout, as a new socket must."""
+        if self.account_id is None:
+            return
+        left = self.app.sockets_by_account.get(self.account_id, 1) - 1
+        if left > 0:
+            self.app.sockets_by_account[self.account_id] = left
+        else:
+            self.app.sockets_by_account.pop(self.account_id, None)
+        self.account_id = None
+        timeout = self.app.config.first_action_timeout
+        if timeout and timeout > 0 and self._first_action is None and not self.outbound.closed:
+            self._first_action = asyncio.get_running_loop().call_later(timeout, self._no_first_action)
+
     # -- lifecycle -------------------------------------------------------------------------
     async def serve(self) -> None:
         app = self.app

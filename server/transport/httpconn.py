@@ -83,6 +83,9 @@ class HttpPeer:
     def bind_account(self, account_id: str) -> None:
         """An HTTP request binds nothing."""
 
+    def unbind_account(self) -> None:
+        """(Nothing was bound.)"""
+
 
 class _Reading:
     """The request being read: its head, route and what of its body is kept."""

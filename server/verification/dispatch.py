@@ -125,6 +125,7 @@ async def _execute(app, conn, envelope) -> Outcome:
         # Verified as the account, every step included: only now is the account charged (the
         # token seen above is still there: looked at again after any await) and the socket bound.
         app.limiter.take(env.account_id)
+        binding = binds and conn.account_id is None   # (undone if a handed claim is refused)
         if binds:
             conn.bind_account(env.account_id)
         conn.signers.add(env.signer_id)   # UnregisterSigner closes the sockets it acted on
@@ -140,7 +141,7 @@ async def _execute(app, conn, envelope) -> Outcome:
         if handed is None:
             response = await route.handler(app.context, env, action)
         else:
-            response = await _with_claim(app, route, env, action, handed)
+            response = await _with_claim(app, conn, route, env, action, handed, binding)
         outcome = Outcome(response, env, action)
     except (ProtocolError, Refused) as exc:
         # A rate limit is not junk: it is already bounded, and it is what an honest client
@@ -163,18 +164,24 @@ async def _execute(app, conn, envelope) -> Outcome:
     return outcome
 
 
-async def _with_claim(app, route, env, action, handed: HandedClaim) -> dict:
+async def _with_claim(app, conn, route, env, action, handed: HandedClaim, binding: bool) -> dict:
     """The handler, holding the replay claim handed to it; the claim is made (or refused, 409)
-    before anything is answered, whatever the handler did."""
+    before anything is answered, whatever the handler did. A refused copy ends as one refused
+    before its handler does: it neither charges the account nor binds the socket (both, made
+    before the handler ran, are undone), and this server's guard forgets the signature."""
     token = handed_claim.hand(handed)
     try:
-        response = await route.handler(app.context, env, action)
-    except Exception:
-        await handed.ensure()   # (refused: the 409 is the answer, not what the handler met)
-        raise
+        try:
+            response = await route.handler(app.context, env, action)
+        except Exception:
+            await handed.ensure()   # (refused: the 409 is the answer, not what the handler met)
+            raise
+        await handed.ensure()
+        return response
     finally:
         handed_claim.take_back(token)
-        if handed.refused:   # another server accepted it: not this server's to remember
+        if handed.refused:
             app.guard.forget(env.sig)
-    await handed.ensure()
-    return response
+            app.limiter.refund(env.account_id)
+            if binding and conn.account_id == env.account_id:
+                conn.unbind_account()

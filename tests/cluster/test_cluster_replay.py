@@ -177,3 +177,49 @@ async def test_one_create_session_envelope_raced_through_three_servers_runs_once
         finally:
             for c in clients:
                 await c.close()
+
+
+async def test_a_copy_refused_in_its_handler_charges_nothing_and_binds_nothing(tmp_path, postgres_url):
+    """The copy's claim is refused only once its handler ran, after the account was charged and
+    the socket bound (as for any action that passed verification): both are undone. Server B
+    allows a burst of 4 actions: 6 refused copies later the owner still has its 4 there, and each
+    copy's socket then acts for another account (it was left bound to none)."""
+    from seed_agents.server.main import start_server
+
+    kp = keypair("copied owner")
+    cfg_b = make_config(tmp_path / "b", rate_burst=4, rate_per_second=0.001)
+    cfg_b.storage_url = parse_storage_url(postgres_url)
+    async with servers(tmp_path, postgres_url, 1) as (a,):
+        b = await start_server(cfg_b)
+        ca = await V2Client.open(a.url)
+        try:
+            agent_id, session_id = await _agent_and_session(ca, kp)
+            copies = []
+            for body in ({"_": "CreateSession", "agentId": agent_id}, {"_": "GetSession", "sessionId": session_id}):
+                for _ in range(3):
+                    envelope = sign_envelope(kp, body, ts=unique_ts())
+                    assert (await ca.request(envelope))["_"] == body["_"] + "Response"
+                    copies.append(envelope)
+            for n, envelope in enumerate(copies):
+                other = keypair(f"copier {n}")   # (an account of its own: each has 4 actions on B)
+                socket = await V2Client.open(b.url)
+                try:
+                    refused = await socket.request(envelope)
+                    assert refused["_"] == "Error" and refused["status"] == 409, refused
+                    mine = await socket.request(sign_envelope(other, {"_": "ListAgents"}, ts=unique_ts()))
+                    assert mine["_"] == "ListAgentsResponse", mine
+                finally:
+                    await socket.close()
+            owner_on_b = await V2Client.open(b.url)
+            try:
+                for _ in range(4):
+                    fresh = await owner_on_b.request(sign_envelope(kp, {"_": "GetSession", "sessionId": session_id},
+                                                                   ts=unique_ts()))
+                    assert fresh["_"] == "GetSessionResponse", fresh
+                over = await owner_on_b.request(sign_envelope(kp, {"_": "ListAgents"}, ts=unique_ts()))
+                assert over["_"] == "Error" and over["status"] == 429, over   # (the burst is what it says)
+            finally:
+                await owner_on_b.close()
+        finally:
+            await ca.close()
+            await b.stop()
