@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import functools
 import logging
 import queue
 import select
@@ -386,9 +387,9 @@ class PgDatabase(WriteQueue, ReaderThreads):
         self._accepting = False
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._claimers: dict[bool, _LoopClaimer] = {}
-        self._loop_reader: _LoopConn | None = None
-        self._loop_claim_reader: _LoopConn | None = None
-        self._loop_lock = asyncio.Lock()
+        # aread_each's connections: read-only snapshots, or (True) a read's claim with its reads.
+        self._loop_readers = {claims: _LoopSlot(functools.partial(self._connect, reader=not claims, snapshots=True,
+                                                                  claims=claims)) for claims in (False, True)}
         self._thread_conns: list[PgConn] = []
         self._local = threading.local()
         self.database = ""
@@ -471,13 +472,22 @@ class PgDatabase(WriteQueue, ReaderThreads):
         self._accepting = True
         self._thread.start()
 
+    @property
+    def _loop_reader(self) -> _LoopConn | None:   # (aread_each's read-only connection, as tests look at it)
+        return self._loop_readers[False].conn
+
+    def _take_loop_slots(self) -> list[_LoopSlot]:
+        """The slots of the loop's connections (aread_each's, the claimers'), the claimers forgotten."""
+        slots = [c.slot for c in self._claimers.values()] + list(self._loop_readers.values())
+        self._claimers = {}
+        return slots
+
     async def close(self) -> None:
         # The loop's own connections first, on the loop (their sockets are watched by it).
-        loop_conns = [c.conn for c in self._claimers.values() if c.conn is not None]
-        loop_conns += [c for c in (self._loop_reader, self._loop_claim_reader) if c is not None]
-        self._claimers, self._loop_reader, self._loop_claim_reader = {}, None, None
-        for conn in loop_conns:
-            conn.close()
+        for slot in self._take_loop_slots():
+            conn = slot.take()
+            if conn is not None:
+                conn.close()
         await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
@@ -485,14 +495,10 @@ class PgDatabase(WriteQueue, ReaderThreads):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self._pool = None
-        claimers, self._claimers = list(self._claimers.values()), {}
-        for claimer in claimers:   # (closed without `close`: their loop is gone or going)
-            if claimer.conn is not None:
-                claimer.conn.conn.raw.close()
-        for loop_conn in (self._loop_reader, self._loop_claim_reader):
+        for slot in self._take_loop_slots():   # (closed without `close`: their loop is gone or going)
+            loop_conn = slot.take()
             if loop_conn is not None:
                 loop_conn.conn.raw.close()
-        self._loop_reader = self._loop_claim_reader = None
         for conn in [self._reader, *self._thread_conns]:
             if conn is not None:
                 conn.raw.close()
@@ -580,7 +586,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
             statements = [claim, *statements]
         lost = retried = 0
         while True:
-            conn = await self._loop_conn(claim is not None)
+            conn = await self._loop_readers[claim is not None].get()
             try:
                 return await conn.exchange([conn.conn._bind(sql, params) for sql, params in statements])
             except psycopg.OperationalError:
@@ -592,23 +598,6 @@ class PgDatabase(WriteQueue, ReaderThreads):
                 retried += 1
                 if claim is None or retried == RETRIES:
                     raise
-
-    async def _loop_conn(self, claims: bool) -> _LoopConn:
-        """The loop's reader connection (read-only snapshots) or, `claims`, its claiming reader."""
-        conn = self._loop_claim_reader if claims else self._loop_reader
-        if conn is None or conn.broken is not None:
-            async with self._loop_lock:
-                conn = self._loop_claim_reader if claims else self._loop_reader
-                if conn is None or conn.broken is not None:
-                    if conn is not None:
-                        conn.close()
-                    conn = _LoopConn(await asyncio.to_thread(self._connect, reader=not claims, snapshots=True,
-                                                             claims=claims))
-                    if claims:
-                        self._loop_claim_reader = conn
-                    else:
-                        self._loop_reader = conn
-        return conn
 
     def _claim_connection(self, durable: bool) -> PgConn:
         conn = self._connect(reader=False)
@@ -918,15 +907,39 @@ class _LoopConn:
         self.conn.raw.close()
 
 
+class _LoopSlot:
+    """Where one use of the loop (a kind of `aread_each`, a claimer) keeps its `_LoopConn`: `get()`
+    gives it, replacing one that was lost (or not made yet) under a lock, so callers that find it
+    lost at once make one new connection; `connect` opens the PgConn (on a thread: it blocks)."""
+
+    def __init__(self, connect: Callable[[], PgConn]) -> None:
+        self._connect = connect
+        self.conn: _LoopConn | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> _LoopConn:
+        conn = self.conn
+        if conn is None or conn.broken is not None:
+            async with self._lock:
+                conn = self.conn
+                if conn is None or conn.broken is not None:
+                    if conn is not None:
+                        conn.close()   # (a lost one has closed itself: `close` runs once)
+                    conn = self.conn = _LoopConn(await asyncio.to_thread(self._connect))
+        return conn
+
+    def take(self) -> _LoopConn | None:
+        """The connection, forgotten here (for the caller to close)."""
+        conn, self.conn = self.conn, None
+        return conn
+
+
 class _LoopClaimer:
     """Replay claims on a `_LoopConn`: the claims made in one turn of the loop go in one
     statement (`_CLAIM_BATCH`), sent at the end of that turn; batches are pipelined."""
 
     def __init__(self, db: PgDatabase, durable: bool) -> None:
-        self._db = db
-        self._durable = durable
-        self.conn: _LoopConn | None = None
-        self._lock = asyncio.Lock()
+        self.slot = _LoopSlot(lambda: db._claim_connection(durable))
         self._batch: list = []
         self._tasks: set[asyncio.Future] = set()
 
@@ -956,14 +969,9 @@ class _LoopClaimer:
             if not future.done():
                 future.set_result(held.pop(sig, False))   # a signature twice in a batch: the first has it
 
-    async def _connection(self) -> _LoopConn:
-        conn = self.conn
-        if conn is None or conn.broken is not None:
-            async with self._lock:
-                conn = self.conn
-                if conn is None or conn.broken is not None:
-                    conn = self.conn = _LoopConn(await asyncio.to_thread(self._db._claim_connection, self._durable))
-        return conn
+    @property
+    def conn(self) -> _LoopConn | None:   # (its connection, as tests look at it)
+        return self.slot.conn
 
     async def _claim_batch(self, batch: list) -> dict[bytes, bool]:
         """{sig: True} for each signature this batch now holds. The same signature twice in one
@@ -975,7 +983,7 @@ class _LoopClaimer:
         params = (list(first), list(first.values()), min(item[2] for item in batch))
         attempt = 0
         while True:
-            conn = await self._connection()
+            conn = await self.slot.get()
             try:   # one statement up to its Sync: its own transaction, one round trip
                 (rows,) = await conn.exchange([conn.conn._bind(_CLAIM_BATCH, params)])
                 return {bytes(r[0]): True for r in rows}
