@@ -15,8 +15,11 @@ import time
 
 import pytest
 
+from seed_agents.server.config import Config
+
 from tests.hostile_measure import HonestReader, percentile
 from tests.procs import ROOT, ServerProcess, free_port
+from tests.repo.test_docs_limits import documented_default
 from tests.server.handlers.test_lifecycle_sessions import call
 from tests.server.runtime.test_runtime_turns import send
 from tests.waiting import until
@@ -27,6 +30,12 @@ from tests.wsraw import V2Client, keypair, setup_session
 # tests/repo/test_docs_limits.py.
 TIMEOUT = 3.0
 FLAGS = ["--rate-limit", "100000", "--rate-burst", "100000", "--mcp-timeout", str(TIMEOUT)]
+
+
+def test_the_production_deadline_is_the_documented_one():
+    """The tests here run on shorter deadlines (TIMEOUT, CALL_TIMEOUT); a server not told
+    otherwise gives a remote MCP server the 30 s docs/operations.md says."""
+    assert Config().mcp_timeout == documented_default("--mcp-timeout") == 30
 
 
 def mcp_child(kind: str, arg: str) -> tuple[subprocess.Popen, str]:

@@ -14,11 +14,14 @@ import time
 
 import pytest
 
+from seed_agents.server.config import Config
+
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.web_server import FakeWeb
 from tests.hostile_measure import percentile
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess
+from tests.repo.test_docs_limits import documented_default
 from tests.server.runtime.test_tool_loop import agent_session
 from tests.server.runtime.test_workflows import journal_of, start_script, tree_of
 from tests.waiting import until
@@ -148,6 +151,12 @@ SIDE_EFFECT = """export default async function (input, ctx) {
   const after = await ctx.call('read', {address: input.page});
   return {first, after: typeof after};
 }"""
+
+
+def test_the_production_run_lease_is_the_documented_one():
+    """The SIGKILL test below runs on a 3 s lease; a server not told otherwise holds a run 15 s
+    (docs/operations.md) before another may take it."""
+    assert Config().run_lease == documented_default("--run-lease") == 15
 
 
 async def test_a_sigkill_during_a_side_effect_never_runs_it_twice(tmp_path, storage_flags):

@@ -62,6 +62,14 @@ def resolve(ref: str):
     raise LookupError(ref)
 
 
+def documented_default(flag: str) -> float:
+    """The default the Limits table gives `flag`, e.g. "--mcp-timeout": what a test that runs on a
+    shorter bound checks the production bound against."""
+    rows = [r for r in limits_rows() if r[1] == f"`{flag}`"]
+    assert rows, f"{flag} is not in the Limits table of docs/operations.md"
+    return numbers(rows[0][3])[0]
+
+
 def limits_rows() -> list[list[str]]:
     first = tables(section("Limits"))[0]
     assert all(len(r) == 5 for r in first), [r for r in first if len(r) != 5]

@@ -13,6 +13,7 @@ import json
 import httpx
 import pytest
 
+from seed_agents.server.config import Config
 from seed_agents.server.main import start_server
 
 from tests.conftest import server_config
@@ -20,6 +21,7 @@ from tests.fakes.hm_server import FakeHmServer
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.pg import postgres_base_url, postgres_url  # noqa: F401  (fixtures)
 from tests.procs import ServerProcess, free_port
+from tests.repo.test_docs_limits import documented_default
 from tests.server.hypermedia.test_hm_agent_writes import call, make_agent, open_session, run_turn
 from tests.wsraw import V2Client, keypair
 
@@ -206,6 +208,13 @@ async def test_two_servers_on_one_database_send_each_item_once_one_killed(tmp_pa
     finally:
         for srv in servers:
             srv.kill()
+
+
+def test_the_production_backoff_and_timeout_are_the_documented_ones():
+    """The tests here back off from 0.05-0.3 s and time out at 1-2 s; a server not told otherwise
+    waits 10 s after a first failed try and gives the HM server 15 s (docs/operations.md)."""
+    assert Config().hm_publish_retry == documented_default("--hm-publish-retry") == 10
+    assert Config().hm_server_timeout == documented_default("--hm-server-timeout") == 15
 
 
 async def test_a_hostile_hm_server_costs_one_bounded_try_each_and_publishes_nothing_twice(tmp_path):
