@@ -65,7 +65,13 @@ run: $(RUN_STAMP)
 	$(BIN)/seed-agents serve $(SERVE_FLAGS)
 
 # Four workers, each test file on one (module fixtures stay in one process); `make test
-# TEST_WORKERS=0` runs everything in this process. The suite runs with Python's bytecode cache
+# TEST_WORKERS=0` runs everything in this process. Four on two cores: the suite's own processes
+# use about 390 CPU-seconds (1.6 cores over the 250 s a quiet run took), the rest is waiting on
+# servers and deadlines; six ran the slowest, mostly waiting files 14-29% faster, but the whole
+# suite has little idle CPU left for them and its timing tests would meet more contention. By the
+# files' durations the last file ends within 4% of an even split, so splitting files across
+# workers (--dist worksteal) could gain little and would set module fixtures up on several. The
+# suite runs with Python's bytecode cache
 # on, whatever PYTHONDONTWRITEBYTECODE says (uv installs no bytecode either): it starts hundreds
 # of Python processes (servers, the CLI), and without the cache each compiles all it imports
 # again (0.4 s of CPU for each CLI command, 0.7 s for each server) and each worker rewrites every
