@@ -87,21 +87,29 @@ async def message_session(ctx: HandlerContext, env, action) -> dict:
         return response, [started.effects]
 
     def job(conn):
-        return once(conn, account_id, "MessageSession", action.client_message_id,
-                    request_fingerprint(env.action), now, effect)
+        response, done = once(conn, account_id, "MessageSession", action.client_message_id,
+                              request_fingerprint(env.action), now, effect)
+        # The queued run taken by this server in the same transaction, where the scheduling
+        # can (several servers: no claim pass, commit and fsync of its own after this one).
+        return response, done, ctx.runtime.claim_in(conn, now) if done else None
 
-    response, done = await ctx.db.write(job)
+    response, done, claim = await ctx.db.write(job)
     if timings is not None:
         timings.accepted(response["runId"], accepted)
 
     def publish() -> None:
+        kick = ctx.runtime.kick if ctx.runtime.took(claim) else _taken
         for effects in done:
-            turns.publish(ctx.broadcaster, ctx.runtime.kick, effects)
+            turns.publish(ctx.broadcaster, kick, effects)
 
     # Right after the response is queued (the caller queues it without awaiting): the sender
     # hears back first, however many sockets follow the session.
     asyncio.get_running_loop().call_soon(publish)
     return response
+
+
+def _taken(session_id: str) -> None:
+    """The kick of a run the write itself claimed: nothing left to wake."""
 
 
 async def retry_session(ctx: HandlerContext, env, action) -> dict:

@@ -55,6 +55,12 @@ class LeasedQueue:
     def kick(self, session_id: str) -> None:
         self.leases.wake()   # whichever run is oldest and claimable, not only this session's
 
+    def claim_in(self, conn, now: int):  # noqa: ANN001, ANN201
+        return self.leases.claim_in(conn, now)
+
+    def took(self, claim) -> bool:  # noqa: ANN001
+        return self.leases.took(claim)
+
     def begin(self, run: dict, agent: dict) -> tuple[dict, dict]:
         return run, agent   # claimed: already running, its agent marked running with the claim
 

@@ -29,6 +29,19 @@ log = logging.getLogger("seed_agents.runtime")
 CLAIM_BATCH = 16
 
 
+def _claim(conn, owner: str, lease_ms: int, now: int) -> tuple[list[dict], dict[str, dict]]:  # noqa: ANN001
+    """Up to CLAIM_BATCH runs claimed under `owner`'s lease, and their agents marked running."""
+    claimed = leases_q.claim(conn, owner, lease_ms, now, CLAIM_BATCH)
+    agents: dict[str, dict] = {}
+    # One order for the agents' row locks on every server (no deadlock between claimers).
+    for agent_id in sorted({r["agentId"] for r in claimed}):
+        try:
+            agents[agent_id] = agents_q.set_agent_status(conn, agent_id, "running", now)
+        except NotFound:
+            pass
+    return claimed, agents
+
+
 def server_id() -> str:
     """This process's name in `runs.lease_owner`: readable by an operator, never reused."""
     return f"{socket.gethostname()[:64]}/{os.getpid()}/{secrets.token_hex(4)}"
@@ -129,24 +142,57 @@ class RunLeases:
 
         def job(conn):
             requeued = leases_q.requeue_expired(conn, now)
-            claimed = leases_q.claim(conn, owner, lease_ms, now, CLAIM_BATCH)
-            agents: dict[str, dict] = {}
-            # One order for the agents' row locks on every server (no deadlock between claimers).
-            for agent_id in sorted({r["agentId"] for r in claimed}):
-                try:
-                    agents[agent_id] = agents_q.set_agent_status(conn, agent_id, "running", now)
-                except NotFound:
-                    pass
+            claimed, agents = _claim(conn, owner, lease_ms, now)
             return requeued, claimed, agents
 
         requeued, claimed, agents = await self.db.write(job)
         if requeued:
             log.info("requeued %d runs whose lease ran out", len(requeued))
             self._requeued(requeued)
+        return self._took(claimed, agents, sent)
+
+    def _took(self, claimed: list[dict], agents: dict[str, dict], sent: float) -> bool:
         if claimed:
             self.held.update((r["id"], (r["attempt"], sent)) for r in claimed)
             self._dispatch(claimed, agents)
         return len(claimed) == CLAIM_BATCH
+
+    # -- a claim inside the write that queued the run -------------------------------------------
+    def claim_in(self, conn, now: int) -> tuple | None:  # noqa: ANN001
+        """Inside a write job that queued a run (MessageSession's): claim as a pass does, in that
+        write's own transaction, so the run is this server's when the write commits, without a
+        claim pass of its own after it (a write job, a commit and its fsync less per turn:
+        docs/performance.md, "A turn on PostgreSQL"). The expired leases are left to the passes.
+        None when this server is not claiming (not started, or stopping). Hand the value to
+        `took` once the write has committed."""
+        if self._wake is None or self._stopping:
+            return None
+        sent = time.monotonic()   # (before the claim's statement: the lease runs from later)
+        # In a savepoint of its own, sent with the claim (PgConn.begin): a claim that fails (a
+        # race on a session's one live run lost to another server, a lock waited for past the
+        # batch's bound) takes nothing and leaves the write whole; the claim loop tries again.
+        conn.begin("SAVEPOINT claim")
+        try:
+            claimed, agents = _claim(conn, self.owner, self.lease_ms, now)
+        except Exception as exc:
+            if conn.pending:   # (its savepoint never went out)
+                conn.begin()
+            else:
+                conn.execute("ROLLBACK TO SAVEPOINT claim")
+            log.info("claiming in a write failed (%s); the claim loop takes the run", type(exc).__name__)
+            return None
+        return claimed, agents, sent
+
+    def took(self, claim: tuple | None) -> bool:
+        """After the write that ran `claim_in` committed: hold and hand on the runs it claimed.
+        True when a claim pass should still run (nothing was claimed in the write, or its batch
+        was full), as after a kick."""
+        if claim is None:
+            return True
+        claimed, agents, sent = claim
+        # (Held even while stopping: stop() hands them back, or, past its hand-back, they return
+        # to the queue when their lease runs out, as a dead server's do.)
+        return self._took(claimed, agents, sent) or not claimed
 
     async def _renew_loop(self) -> None:
         while True:

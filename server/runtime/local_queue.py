@@ -61,6 +61,12 @@ class LocalQueue:
             if rt.workers.get(session_id) is worker:
                 del rt.workers[session_id]
 
+    def claim_in(self, conn, now: int) -> None:  # noqa: ANN001
+        return None   # the kick starts the session's worker
+
+    def took(self, claim: None) -> bool:
+        return True
+
     def begin(self, run: dict, agent: dict) -> tuple[dict, dict]:
         now = self.rt.now_ms()
         running = runs_q.transition(run, "running", now)

@@ -107,14 +107,24 @@ class _TurnRows:
     upto: int | None         # the seq of the message the turn answers (None: none, or gone)
 
 
-def _turn_rows(conn, run: dict, session_id: str, user_event_id: str) -> _TurnRows:  # noqa: ANN001
+def _turn_statements(run: dict, session_id: str, user_event_id: str) -> list[tuple[str, tuple]]:
+    """What a turn reads of its own rows, none depending on another's answer: one round trip
+    where each statement would be one (`aread_each`; docs/performance.md, "A turn on PostgreSQL")."""
+    run_id = run["id"]
+    return [(delegation_q.BUDGET_ROW, (run_id,)), (delegation_q.INPUT_ROW, (run_id,)),
+            (visitors_q.VISITOR_ROW, (session_id,)), (visitors_q.RESERVED_ROW, (run_id,)),
+            (events_q.SEQ_ROW, (user_event_id or "",))]
+
+
+def _turn_rows(run: dict, found: list[list[tuple]], user_event_id: str) -> _TurnRows:
+    budget_rows, input_rows, visitor_rows, reserved_rows, seq_rows = found
     child = "parentRunId" in run
-    budget = delegation_q.budget_of(conn, run["id"])
-    return _TurnRows(persona=delegation_q.child_input(conn, run["id"]) if child else None,
-                     visitor=None if child else visitors_q.visitor_of(conn, session_id),
+    budget = delegation_q.budget_from(budget_rows)
+    return _TurnRows(persona=delegation_q.input_from(input_rows) if child else None,
+                     visitor=None if child else visitors_q.first_value(visitor_rows),
                      budget=budget,
-                     reserved=None if budget or child else visitors_q.reservation(conn, run["id"]),
-                     upto=events_q.event_seq(conn, user_event_id) if user_event_id else None)
+                     reserved=None if budget or child else visitors_q.first_value(reserved_rows),
+                     upto=visitors_q.first_value(seq_rows) if user_event_id else None)
 
 
 def run_error(code: str, message: str) -> dict:
@@ -262,6 +272,17 @@ class Runtime:
         """A run of the session was queued or woken."""
         if not self.closing:
             self.queue.kick(session_id)
+
+    def claim_in(self, conn, now: int) -> object:  # noqa: ANN001
+        """Inside a write job that queued a run: the scheduling strategy takes runs in the same
+        transaction where it can (leases: the run is this server's at the commit, with no claim
+        pass after it); hand the value to `took` after the commit, in place of a kick."""
+        return None if self.closing else self.queue.claim_in(conn, now)
+
+    def took(self, claim: object) -> bool:
+        """After the write that ran `claim_in` committed: start what it took; True when the
+        write's queued sessions should still be kicked."""
+        return self.queue.took(claim)
 
     # -- RunControl (server/runtime/control.py): what the layers above ask of the runs ----------
     def on_run_end(self, hook: Callable) -> None:
@@ -458,7 +479,8 @@ class Runtime:
         # except what its tree spent, which moves only while this run is parked. A session
         # deleted during the await is what `worker.gone` and `still_ours` already guard at every
         # write of the turn, as after any of its other awaits.
-        start = await self.db.aread(_turn_rows, run, session_id, user_event_id)
+        start = _turn_rows(run, await self.db.aread_each(_turn_statements, run, session_id, user_event_id),
+                           user_event_id)
         persona = start.persona
         if persona and persona.get("prompt"):   # a delegate call's anonymous worker: its prompt, not the agent's
             system = persona["prompt"]
@@ -480,13 +502,17 @@ class Runtime:
         self.known_seq = (user_event_id, start.upto)   # the message's seq, for _history
 
         def messages():
-            history = self._history(session_id, user_event_id)
+            return view(self._history(session_id, user_event_id))
+
+        def view(history: SessionHistory) -> list:
             return history.messages(system, user_event_id, include_context=not echo, run_id=run_id,
                                     attachments=attachments, senders=senders)
 
+        # The history once for both (a second `_history` at once would read again, and find nothing).
+        history = self._history(session_id, user_event_id)
         loop = ToolLoop(db=self.db, publisher=self.publisher, now_ms=self.now_ms, run=run, agent=agent,
                         provider=provider, model=result.model, provider_type=result.provider_type,
-                        history=self._history(session_id, user_event_id), messages=messages(), surface=surface,
+                        history=history, messages=view(history), surface=surface,
                         budgets=self._budgets_for(run, start), still_ours=self.queue.still_ours(run), gone=lambda: worker.gone,
                         rebuild=messages, metrics=self.metrics)
         try:
@@ -563,16 +589,21 @@ class Runtime:
                     else self.known_seq[1] if self.known_seq[0] == user_event_id
                     else self.db.read(events_q.event_seq, user_event_id))   # None: gone; the end then
         if history is not None and upto is not None and history.upto is not None and upto > history.upto:
-            events = self._read_events(session_id, history.upto, upto)   # the next turn down the queue
+            # The next turn down the queue: what is after the old end, up to the session's end,
+            # in one read (one round trip on PostgreSQL, where a read up to `upto` and one after
+            # it were two): the window moves on with what is up to `upto`, the rest is appended.
+            events = list(self._read_events(session_id, history.upto))
             history.advance(upto, events)
             history.anchor = user_event_id
-        elif history is None or history.upto != upto:
-            # A first turn, a run whose window is elsewhere (an earlier message's, taken up
-            # again), or one without a message: read afresh.
-            end = upto if upto is not None else self.db.read(events_q.last_seq, session_id)
-            history = SessionHistory(HISTORY_EVENTS, upto, user_event_id if upto is not None else "")
-            history.last_seq = max(0, end - HISTORY_EVENTS)
-        history.extend(self._read_events(session_id, history.last_seq))   # only what was appended since
+            history.extend(events)
+        else:
+            if history is None or history.upto != upto:
+                # A first turn, a run whose window is elsewhere (an earlier message's, taken up
+                # again), or one without a message: read afresh.
+                end = upto if upto is not None else self.db.read(events_q.last_seq, session_id)
+                history = SessionHistory(HISTORY_EVENTS, upto, user_event_id if upto is not None else "")
+                history.last_seq = max(0, end - HISTORY_EVENTS)
+            history.extend(self._read_events(session_id, history.last_seq))   # only what was appended since
         self.histories.put(session_id, history, history.bytes)
         return history
 

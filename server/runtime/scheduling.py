@@ -58,6 +58,14 @@ class RunQueue(Protocol):
     def kick(self, session_id: str) -> None:
         """A run of the session was queued or woken: have it run soon."""
 
+    def claim_in(self, conn, now: int) -> object:  # noqa: ANN001
+        """Inside a write job that queued a run: take runs for this server in that write's own
+        transaction, where the strategy can (leases); what it gives goes to `took`."""
+
+    def took(self, claim: object) -> bool:
+        """After that write committed: start what `claim_in` took; True when the queue should
+        still be kicked (nothing was taken, or there may be more)."""
+
     def begin(self, run: dict, agent: dict) -> tuple[dict, dict]:
         """The run as its turn starts here, and its agent: marked running (if not yet)."""
 

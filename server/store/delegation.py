@@ -89,13 +89,21 @@ def create_child(conn, parent: dict, parent_session_id: str, **spec) -> tuple[di
     return started.session, started.run, started.effects.appended
 
 
+BUDGET_ROW = "SELECT budget FROM runs WHERE id = ?"
+INPUT_ROW = "SELECT input FROM runs WHERE id = ?"
+
+
 def budget_of(conn, run_id: str) -> dict:
     """The run's share of its tree's token budget: {tokens?: what it and its subtree may use
     (absent for a root: the server's --max-run-tokens), spent?: what its own model steps used,
     all its turns, spentByChildren?: what its ended children's subtrees used, reserved?: what its
     live children hold}; {} for a run that has recorded nothing."""
-    row = conn.execute("SELECT budget FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return {} if row is None or row[0] is None else codec.decode(row[0])
+    return budget_from(conn.execute(BUDGET_ROW, (run_id,)).fetchall())
+
+
+def budget_from(rows: list) -> dict:
+    """`budget_of` from BUDGET_ROW's rows read elsewhere (runtime/runner.py, with the turn's others)."""
+    return {} if not rows or rows[0][0] is None else codec.decode(rows[0][0])
 
 
 def _own_spent(budget: dict, run: dict) -> int:
@@ -144,8 +152,11 @@ def reserve(conn, run_id: str, tokens: int) -> None:
 
 
 def child_input(conn, run_id: str) -> dict | None:
-    row = conn.execute("SELECT input FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return None if row is None or row[0] is None else codec.decode(row[0])
+    return input_from(conn.execute(INPUT_ROW, (run_id,)).fetchall())
+
+
+def input_from(rows: list) -> dict | None:
+    return None if not rows or rows[0][0] is None else codec.decode(rows[0][0])
 
 
 def set_output(conn, run_id: str, output) -> None:

@@ -186,8 +186,11 @@ def holds_range(conn: Conn, session_id: str, first: int, last: int) -> bool:
                         (session_id, first, last)).fetchone()[0] == (1 if first == last else 2)
 
 
+SEQ_ROW = "SELECT seq FROM session_events WHERE id = ?"
+
+
 def event_seq(conn: Conn, event_id: str) -> int | None:
-    row = conn.execute("SELECT seq FROM session_events WHERE id = ?", (event_id,)).fetchone()
+    row = conn.execute(SEQ_ROW, (event_id,)).fetchone()
     return None if row is None else row[0]
 
 

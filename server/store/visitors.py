@@ -35,10 +35,18 @@ def set_config(conn: Conn, agent_id: str, config: dict | None, now: int) -> None
                  (None if config is None else codec.encode(config), now, agent_id))
 
 
+VISITOR_ROW = "SELECT visitor_id FROM sessions WHERE id = ?"
+RESERVED_ROW = "SELECT reserved FROM visitor_runs WHERE run_id = ?"
+
+
 def visitor_of(conn: Conn, session_id: str) -> str | None:
     """The visitor whose session it is (None: not a visitor session, or no such session)."""
-    row = conn.execute("SELECT visitor_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    return None if row is None else row[0]
+    return first_value(conn.execute(VISITOR_ROW, (session_id,)).fetchall())
+
+
+def first_value(rows: list):  # noqa: ANN201
+    """The first column of the first row (None: no row): VISITOR_ROW's and RESERVED_ROW's answer."""
+    return rows[0][0] if rows else None
 
 
 def set_visitor(conn: Conn, session_id: str, account_id: str) -> None:
@@ -141,8 +149,7 @@ def reserve_run(conn: Conn, run_id: str, agent_id: str, account_id: str, reserve
 
 def reservation(conn: Conn, run_id: str) -> int | None:
     """The tokens a visitor run may use (None: not a visitor run, or already settled)."""
-    row = conn.execute("SELECT reserved FROM visitor_runs WHERE run_id = ?", (run_id,)).fetchone()
-    return None if row is None else row[0]
+    return first_value(conn.execute(RESERVED_ROW, (run_id,)).fetchall())
 
 
 def settle_run(conn: Conn, run_id: str, spent: int | None) -> None:

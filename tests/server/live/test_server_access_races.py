@@ -262,7 +262,7 @@ async def test_appends_during_subscribe_reads_arrive_once_without_gap(small_page
 @pytest.mark.parametrize("ending", ["stop", "delete"])
 async def test_a_turn_whose_session_ends_during_its_start_reads_writes_nothing(server, ending):
     """A turn's own rows are read off the loop before its first model step (server/runtime/
-    runner.py, `_turn_rows`). A StopSession or DeleteSession landing during that read wins: no
+    runner.py, `_turn_statements`). A StopSession or DeleteSession landing during that read wins: no
     reply is stored or sent, the run ends canceled (or goes with its session), and the next turn
     is answered."""
     o = Party(OWNER, await V2Client.open(server.url))
@@ -277,7 +277,7 @@ async def test_a_turn_whose_session_ends_during_its_start_reads_writes_nothing(s
         else:
             await o.ok({"_": "DeleteSession", "sessionId": session_id})
 
-    race = Race(server.app.db, named("_turn_rows"), act)
+    race = Race(server.app.db, named("_turn_statements"), act)
     try:
         sent = await o.ok({"_": "MessageSession", "sessionId": session_id,
                            "content": [{"type": "text", "text": "raced"}]})
