@@ -62,6 +62,18 @@ class Conn(Protocol):
     def changes(self) -> int: ...
 
 
+def execute_later(conn: Conn, sql: str, params: Any = ()) -> None:
+    """A write whose answer (rows, `changes()`) nobody reads: where the connection can (PgConn's
+    `later`: each statement a round trip), it goes out with the connection's next statement, in
+    the same transaction and in order, and its error is still the job's; elsewhere (SQLite,
+    in-process) it runs now."""
+    later = getattr(conn, "later", None)
+    if later is None:
+        conn.execute(sql, params)
+    else:
+        later(sql, params)
+
+
 class ProcessLock(Protocol):
     def acquire(self) -> None: ...
 

@@ -175,6 +175,8 @@ class RunLeases:
         try:
             claimed, agents = _claim(conn, self.owner, self.lease_ms, now)
         except Exception as exc:
+            if getattr(conn, "later_failed", False):
+                raise   # a write of the job's own, sent with the claim (PgConn.later): the job's error
             if conn.pending:   # (its savepoint never went out)
                 conn.begin()
             else:

@@ -1,12 +1,12 @@
 """Accounts and the signers registered for them (RegisterSigner, verification step 5)."""
 from __future__ import annotations
 
-from ..database.port import Conn
+from ..database.port import Conn, execute_later
 
 
 def ensure_account(conn: Conn, account_id: str, now: int) -> None:
-    conn.execute("INSERT INTO accounts (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
-                 (account_id, now))
+    execute_later(conn, "INSERT INTO accounts (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+                  (account_id, now))
 
 
 def hold_account(conn: Conn, account_id: str, now: int) -> None:

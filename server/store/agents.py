@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..database.port import Conn
+from ..database.port import Conn, execute_later
 from . import codec
 from .errors import NotFound
 from .runs import ACTIVE
@@ -241,9 +241,9 @@ def _flush_agent(conn: Conn, key: tuple, state: tuple) -> None:
     if row is None:
         return   # deleted meanwhile: nothing to write; what was handed out stands
     new = pending.applied(row)
-    conn.execute("UPDATE agents SET status = ?, updated_at = ?, activity_at = ?, activity_kind = ?,"
-                 " activity_session_id = ?, message_at = ?, message_from = ? WHERE id = ?",
-                 (*new[4:5], new[6], *new[8:13], key[1]))
+    execute_later(conn, "UPDATE agents SET status = ?, updated_at = ?, activity_at = ?, activity_kind = ?,"
+                  " activity_session_id = ?, message_at = ?, message_from = ? WHERE id = ?",
+                  (*new[4:5], new[6], *new[8:13], key[1]))
     for info, role, decoded, upto, busy in infos:
         seen = upto.applied(row)
         fresh = agent_info((*seen[:13], busy, *seen[14:]), role, decoded=decoded)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..database.port import execute_later
 from . import codec, parking, turns
 from . import events as events_q
 from . import journal as journal_q
@@ -133,7 +134,7 @@ def subtree_spent(budget: dict, run: dict) -> int:
 
 
 def _set_budget(conn, run_id: str, budget: dict) -> None:
-    conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (codec.encode(budget), run_id))
+    execute_later(conn, "UPDATE runs SET budget = ? WHERE id = ?", (codec.encode(budget), run_id))
 
 
 def record_spent(conn, run_id: str, spent: int) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.api import history
 
-from ..database.port import Conn
+from ..database.port import Conn, execute_later
 from . import agents as agents_q
 from . import codec, large_events
 from .errors import NotFound
@@ -67,8 +67,9 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
         prev = bytes(prev)
     link = history.link(session_id, seq, prev, body, now) if prev is not None or seq == 1 else None
     # The envelope is a column of the event's row, not a row of its own: one insert, one B-tree.
-    conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body, link, envelope)"
-                 " VALUES (?, ?, ?, ?, ?, ?, ?)", (session_id, seq, event_id, now, body, link, envelope))
+    # (Sent with the transaction's next statement where each is a round trip: execute_later.)
+    execute_later(conn, "INSERT INTO session_events (session_id, seq, id, created_at, body, link, envelope)"
+                  " VALUES (?, ?, ?, ?, ?, ?, ?)", (session_id, seq, event_id, now, body, link, envelope))
     return event, body
 
 

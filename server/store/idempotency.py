@@ -5,7 +5,7 @@ thread runs jobs one at a time, so a second request with the same id sees the fi
 """
 from __future__ import annotations
 
-from ..database.port import Conn
+from ..database.port import Conn, execute_later
 
 
 def idem_get(conn: Conn, account_id: str, action: str,
@@ -18,7 +18,7 @@ def idem_get(conn: Conn, account_id: str, action: str,
 def idem_put(conn: Conn, account_id: str, action: str, client_id: str,
              fingerprint: bytes, response_bytes: bytes, now: int) -> None:
     """Record the first response; a second put for one id is a bug and raises ConstraintError."""
-    conn.execute(IDEM_PUT, (account_id, action, client_id, bytes(fingerprint), bytes(response_bytes), now))
+    execute_later(conn, IDEM_PUT, (account_id, action, client_id, bytes(fingerprint), bytes(response_bytes), now))
 
 
 # The same two statements, for a job that sends them with others in one round trip.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from seed_agents.protocol.api.actions import RUN_STATUSES as STATUSES  # the contract's list, kept once
 
-from ..database.port import Conn
+from ..database.port import Conn, execute_later
 from . import codec
 from .errors import NotFound
 
@@ -98,18 +98,16 @@ def save_run(conn: Conn, before: str, run: dict) -> bool:
         sql = _SAVE_WAITING[ends_lease]
     else:
         sql = _SAVE_LEASE_ENDS if ends_lease else _SAVE_SQLITE
-    conn.execute(
-        sql,
+    rows = conn.execute(   # (the plan comes back with the write: one round trip, not two)
+        sql + " RETURNING plan",
         (run["status"], run["attempt"], run["updatedAt"], run.get("startedAt"), run.get("finishedAt"),
          None if usage is None else codec.encode(usage),
          None if error is None else error["code"], None if error is None else error["message"],
-         run["id"], before))
-    if conn.changes() != 1:
+         run["id"], before)).fetchall()
+    if len(rows) != 1:
         return False
-    if "plan" not in run:
-        row = conn.execute("SELECT plan FROM runs WHERE id = ?", (run["id"],)).fetchone()
-        if row is not None and row[0] is not None:
-            run["plan"] = codec.decode(row[0])
+    if "plan" not in run and rows[0][0] is not None:
+        run["plan"] = codec.decode(rows[0][0])
     return True
 
 
@@ -131,8 +129,8 @@ def create_run(conn: Conn, run_id: str, account_id: str, agent_id: str,
                title: str = "", origin: str = "user", parent: dict | None = None) -> dict:
     """A queued run; a root unless `parent` (a RunInfo) is given."""
     root, parent_id, depth = tree_position(run_id, parent)
-    conn.execute(
-        "INSERT INTO runs (id, account_id, agent_id, session_id, user_event_id, status, attempt,"
+    execute_later(
+        conn, "INSERT INTO runs (id, account_id, agent_id, session_id, user_event_id, status, attempt,"
         " created_at, updated_at, root_run_id, parent_run_id, depth, kind, origin, title)"
         " VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, 'agent', ?, ?)",
         (run_id, account_id, agent_id, session_id, user_event_id, now, now, root, parent_id, depth,
@@ -247,10 +245,16 @@ def requeue_interrupted(conn: Conn, now: int) -> list[str]:
 def session_status_from_runs(conn: Conn, session_id: str) -> str:
     """'streaming' while a run of the session is live, 'error' when its latest run failed,
     else 'idle' (CONTRACT section 4)."""
-    if has_active_run(conn, session_id):
+    # (has_active_run and latest_run_of_session's status in one statement: one round trip.)
+    row = conn.execute(
+        f"SELECT (SELECT 1 FROM runs WHERE session_id = ?1 AND {ACTIVE} LIMIT 1),"
+        " (SELECT status FROM runs WHERE session_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT 1)"
+        " FROM sessions WHERE id = ?1", (session_id,)).fetchone()
+    if row is None:
+        return "idle"   # no such session (its runs went with it)
+    if row[0] is not None:
         return "streaming"
-    latest = latest_run_of_session(conn, session_id)
-    return "error" if latest is not None and latest["status"] == "failed" else "idle"
+    return "error" if row[1] == "failed" else "idle"
 
 
 # -- listing ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from unittest.mock import ANY
 
+import psycopg
 import pytest
 
 from seed_agents.server.database.url import parse_storage_url
@@ -90,6 +91,35 @@ async def test_a_turn_completes_on_postgresql(tmp_path, postgres_url):
         runs = (await c.call(a, {"_": "ListRuns", "sessionId": sid}))["runs"]
         assert [(r["status"], r["attempt"]) for r in runs] == [("succeeded", 1)]
         await c.close()
+
+
+async def test_a_message_claims_its_run_in_its_own_write(tmp_path, postgres_url):
+    """MessageSession takes its run for this server in the transaction that queues it
+    (server/runtime/leasing.py, `claim_in`): with the claim loop silenced, the run is this
+    server's, running under its lease, as soon as the message is answered, and its turn is
+    answered."""
+    a = keypair("A")
+    async with servers(tmp_path, postgres_url, 1) as (s,):
+        leases = s.app.runtime.queue.leases
+        leases.wake = lambda: None      # no claim pass on a kick, and the poll is far off
+        leases.poll_every = 3600.0
+        try:
+            c = await V2Client.open(s.url)
+            _, sid = await setup_session(c, a)
+            await c.call(a, {"_": "Subscribe", "key": f"sessions/{sid}"})
+            run_id = (await send(c, a, sid, "hello there"))["runId"]
+            with psycopg.connect(s.app.db.url.dsn(), autocommit=True) as conn:
+                status, owner = conn.execute(
+                    "SELECT status, lease_owner FROM runs WHERE id = %s", (run_id,)).fetchone()
+            # Committed with the message: running here, or already answered.
+            assert (status, owner) in (("running", leases.owner), ("succeeded", None)), (status, owner)
+            got = await wait_session(c, a, sid, "idle")
+            assert messages(got["events"]) == [("user", "hello there"), ("assistant", "echo: hello there")]
+            runs = (await c.call(a, {"_": "ListRuns", "sessionId": sid}))["runs"]
+            assert [(r["status"], r["attempt"]) for r in runs] == [("succeeded", 1)]
+            await c.close()
+        finally:
+            del leases.wake              # (the stop wakes the claim loop to end it)
 
 
 async def provider_agent(c, kp, fake) -> str:

@@ -148,7 +148,8 @@ class PgConn:
     one round trip, and a job or read that runs no statement sends none of them; `end()`
     commits what was opened. `fetch_each` sends several statements in one round trip."""
 
-    __slots__ = ("raw", "_pg", "_tx", "_changes", "_prefix", "_unread", "_seen", "_names", "_parsed", "_made", "_encoding", "end_writes")
+    __slots__ = ("raw", "_pg", "_tx", "_changes", "_prefix", "_unread", "_seen", "_names", "_parsed", "_made", "_encoding",
+                 "end_writes", "_later", "later_failed")
 
     traits = POSTGRES
 
@@ -166,21 +167,44 @@ class PgConn:
         self._made = 0
         # The writer's: rows the store writes once, at the transaction's end (end_writes.py).
         self.end_writes: EndWrites | None = None
+        # Writes whose answer nobody reads (`later`), sent with the next statement.
+        self._later: list[tuple] = []
+        self.later_failed = False   # the last error raised came from one of those
 
     def begin(self, *commands: str) -> None:
-        self._prefix = commands
+        if self._later:   # after the writes sent later, in order (a savepoint mid-job)
+            self._later.extend((command.encode(), None, None, None, None) for command in commands)
+        else:
+            self._prefix = commands
 
     @property
     def pending(self) -> bool:
-        """The commands given to `begin` are not sent yet (no statement ran since)."""
-        return bool(self._prefix)
+        """The commands given to `begin` are not sent yet (no statement ran or waits to go)."""
+        return bool(self._prefix) and not self._later
+
+    def later(self, sql: str, params=()) -> None:
+        """A write whose answer nobody reads (no rows, no `changes()`): sent with this
+        connection's next statement, in the same pipeline, in order: a round trip fewer
+        (docs/performance.md, "A turn on PostgreSQL"). Its error is raised by that statement's
+        exchange, with `later_failed` set; the writer sends what is left before a job ends
+        (`send_later`), so the error is the job's, as the write's own would have been."""
+        self._later.append(self._bind(sql, params))
+
+    def send_later(self) -> None:
+        """Send the writes `later` holds now (one round trip), raising their error if any."""
+        if self._later:
+            self._exchange([])
+
+    def drop_later(self) -> None:
+        """Forget the writes not sent yet (their transaction or savepoint is rolled back)."""
+        self._later.clear()
 
     def end(self, *, wait: bool = True) -> None:
         """COMMIT, if a statement opened the transaction. `wait=False` (a read's snapshot, which
         has nothing to make durable): the COMMIT is sent and its answer read before the
         connection's next use, so the read returns without waiting a round trip for it; the
         database ends the transaction as soon as the message arrives (no snapshot is held)."""
-        if self._prefix:
+        if self.pending:
             self._prefix = ()
         elif wait:
             self.command("COMMIT")
@@ -209,6 +233,7 @@ class PgConn:
     def abort(self) -> None:
         """ROLLBACK whatever is open (after a failure; nothing is sent when nothing is open)."""
         self._prefix = ()
+        self._later.clear()
         if self._unread:
             self._collect()
         if self._pg.transaction_status != _IDLE:
@@ -257,11 +282,19 @@ class PgConn:
             self._collect()
         pg = self._pg
         prefix, self._prefix = self._prefix, ()
+        self.later_failed = False
         mine: list = []   # per result to come: True for an item's, a key for a Parse's, else False
         pg.enter_pipeline_mode()
         for command in prefix:
             pg.send_query_params(command.encode(), None)
             mine.append(False)
+        if self._later:
+            later, self._later = self._later, []
+            start = len(mine)
+            self._send_items(later, mine)
+            for i in range(start, len(mine)):
+                if mine[i] is True:
+                    mine[i] = None   # answered, its error raised, its rows not returned
         self._send_items(items, mine)
         pg.pipeline_sync()
         self._flush()
@@ -290,6 +323,7 @@ class PgConn:
         for result, what in zip(results, mine):
             if result.status == _FATAL and error is None:
                 error = psycopg.errors.error_from_result(result, encoding=self._encoding)
+                self.later_failed = what is None
             if type(what) is tuple and result.status != pq.ExecStatus.COMMAND_OK:
                 # Its Parse failed or was skipped: no such statement (named again at its next run).
                 self._parsed.discard(self._names.pop(what, b""))
@@ -706,6 +740,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
         """The transaction failed as a whole (e.g. COMMIT refused it): nothing of it committed,
         so each of its jobs runs again, alone, as jobs ran before group commit."""
         log.warning("batch transaction failed (%s); running its jobs one at a time", type(exc).__name__)
+        conn.drop_later()
         if not conn.idle:
             conn.command("ROLLBACK")
         conn.end_writes.clear()
@@ -722,6 +757,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
         for _attempt in range(RETRIES):
             try:
                 job.value = job.fn(conn, *job.args)
+                conn.send_later()   # (its writes' errors are its own, not the next job's)
                 job.ok = True
                 return True
             except pg_errors.UniqueViolation as exc:
@@ -749,11 +785,11 @@ class PgDatabase(WriteQueue, ReaderThreads):
                 try:
                     job.value = job.fn(conn, *job.args)
                     conn.end_writes.flush(conn)
+                    conn.end()   # (the job's writes sent later go with it, and fail it)
                 except BaseException:
                     conn.end_writes.clear()
                     conn.abort()
                     raise
-                conn.end()
                 job.ok = True
                 self.jobs += 1
                 self.batches += 1
@@ -782,6 +818,7 @@ class PgDatabase(WriteQueue, ReaderThreads):
 def _rollback_job(raw: psycopg.Connection, conn: PgConn) -> None:
     """Undo what the current job of a batch did: back to its savepoint, if its first statement
     (which carries the savepoint) went out; else nothing of it reached the database."""
+    conn.drop_later()
     if not conn.pending:
         conn.command(_ROLLBACK_TO)
     conn.end_writes.rollback()
