@@ -17,6 +17,14 @@ class RunControl(Protocol):
     def kick(self, session_id: str) -> None:
         """A run of the session was queued or woken: take it up."""
 
+    def claim_in(self, conn, now: int) -> object:  # noqa: ANN001
+        """Inside a write job that queued a run: take runs for this server in the same
+        transaction where the scheduling can; hand the value to `took` after the commit."""
+
+    def took(self, claim: object) -> bool:
+        """After that write committed: start what `claim_in` took; True when the write's queued
+        sessions should still be kicked."""
+
     def cancel_in(self, conn, runs: list[dict], now: int) -> tuple[list[dict], Settled]:  # noqa: ANN001
         """Inside a write job: `runs` and their live descendants end 'canceled', the run-end hook
         told of each no turn was running. Returns (canceled, settled) for `settle` after the commit."""

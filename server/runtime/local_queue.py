@@ -64,7 +64,7 @@ class LocalQueue:
     def claim_in(self, conn, now: int) -> None:  # noqa: ANN001
         return None   # the kick starts the session's worker
 
-    def took(self, claim: None) -> bool:
+    def took(self, claim: object) -> bool:
         return True
 
     def begin(self, run: dict, agent: dict) -> tuple[dict, dict]:
