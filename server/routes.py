@@ -73,7 +73,7 @@ HANDLING: dict[str, Handling] = {
     "GetSession": Handling(sessions.get_session, inline=True, claims=True),
     "GetSessionHead": _inline(history.get_session_head),
     "GetSessionChain": Handling(history.get_session_chain),
-    "MessageSession": Handling(messages.message_session),
+    "MessageSession": Handling(messages.message_session, claims=True),
     "StopSession": Handling(messages.stop_session),
     "Subscribe": Handling(subscribe.subscribe),
     "UpdateAgent": Handling(agent_lifecycle.update_agent),

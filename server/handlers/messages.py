@@ -12,6 +12,7 @@ from seed_agents.protocol.api.history import cid_bytes, cid_text
 from ..clock import new_id
 from ..runtime import turns
 from ..store import attachments as att_q
+from ..store import handed_claim
 from ..store import runs as runs_q
 from ..store import sessions as sessions_q
 from . import public_chat
@@ -86,19 +87,27 @@ async def message_session(ctx: HandlerContext, env, action) -> dict:
                     "userEventId": user_event_id, "runId": run_id}
         return response, [started.effects]
 
+    # Several servers: the replay claim is the job's first statement, durable in its commit (no
+    # transaction and fsync of its own: server/store/handed_claim.py).
+    claim = handed_claim.handed()
+
     def job(conn):
+        if claim is not None:   # (refused: 409, before the effect; nothing of the job is kept)
+            claim.refuse_unless(conn.execute(*claim.statement()).fetchall())
         response, done = once(conn, account_id, "MessageSession", action.client_message_id,
                               request_fingerprint(env.action), now, effect)
         # The queued run taken by this server in the same transaction, where the scheduling
         # can (several servers: no claim pass, commit and fsync of its own after this one).
         return response, done, ctx.runtime.claim_in(conn, now) if done else None
 
-    response, done, claim = await ctx.db.write(job)
+    response, done, taken = await ctx.db.write(job)
+    if claim is not None:
+        claim.made()
     if timings is not None:
         timings.accepted(response["runId"], accepted)
 
     def publish() -> None:
-        kick = ctx.runtime.kick if ctx.runtime.took(claim) else _taken
+        kick = ctx.runtime.kick if ctx.runtime.took(taken) else _taken
         for effects in done:
             turns.publish(ctx.broadcaster, kick, effects)
 

@@ -223,3 +223,38 @@ async def test_a_copy_refused_in_its_handler_charges_nothing_and_binds_nothing(t
         finally:
             await ca.close()
             await b.stop()
+
+
+async def test_one_message_envelope_raced_through_three_servers_is_one_message(tmp_path, postgres_url):
+    """MessageSession makes its claim as the first statement of its write job (with the run it
+    queues and claims): the same envelope sent at once to three servers is one answer, two
+    409s, one user message and one reply; a copy sent again later is refused too."""
+    import asyncio
+
+    kp = keypair("raced message")
+    async with servers(tmp_path, postgres_url, 3) as running:
+        clients = [await V2Client.open(s.url) for s in running]
+        try:
+            _agent_id, session_id = await _agent_and_session(clients[0], kp)
+            envelope = sign_envelope(kp, {"_": "MessageSession", "sessionId": session_id,
+                                          "content": [{"type": "text", "text": "only once"}]}, ts=unique_ts())
+            answers = await asyncio.gather(*(c.request(envelope) for c in clients))
+            sent = [r for r in answers if r["_"] == "MessageSessionResponse"]
+            assert len(sent) == 1, answers
+            assert all(r["_"] == "Error" and r["status"] == 409 for r in answers if r not in sent), answers
+            again = await clients[2].request(envelope)
+            assert again["_"] == "Error" and again["status"] == 409, again
+
+            async def replied() -> list:
+                got = await clients[1].request(sign_envelope(kp, {"_": "GetSession", "sessionId": session_id},
+                                                             ts=unique_ts()))
+                return [(e["event"].get("role"), e["event"].get("content")) for e in got["events"]
+                        if e["event"].get("type") == "message"]
+
+            async with asyncio.timeout(20):
+                while len(await replied()) < 2:
+                    await asyncio.sleep(0.05)
+            assert await replied() == [("user", "only once"), ("assistant", "echo: only once")]
+        finally:
+            for c in clients:
+                await c.close()
