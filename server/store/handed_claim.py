@@ -4,8 +4,8 @@ With several servers on one database, a signature's row in `accepted_signatures`
 that counts (docs/protocol.md, "Replay with several servers"), made before anything is answered.
 Made on its own it is one more round trip and, for a write, one more transaction and fsync
 (server/verification/dispatch.py). A route marked `claims` (server/routes.py) takes it with
-its own statements instead: CreateSession as the first statement of its write job (so it is
-durable with the session, in the same commit), GetSession as the first statement of its read's
+its own statements instead: CreateSession and MessageSession as the first statement of their
+write job (so it is durable with the session or the message, in the same commit), GetSession as the first statement of its read's
 round trip (`aread_each(..., claim=)`). The claim is still made before the action's effect and
 before any answer: if the handler's statements did not make it (they failed, or took another
 path), the dispatcher makes it after the handler, before it answers (`HandedClaim.ensure`).
