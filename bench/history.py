@@ -45,6 +45,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from seed_agents.clients.history import Follower
+from seed_agents.clients.subscription import Subscription
 from seed_agents.clients.wire import decode_frame, read_frame
 from seed_agents.protocol.wire import dagcbor
 from seed_agents.protocol.wire.framing_v2 import append_batch_cbor
@@ -134,13 +135,46 @@ def verify_rates(n: int, rounds: int) -> dict:
         for data in frames:
             decode_frame(data)
         rates[CELLS[5]].append(n / (time.process_time() - t))
+        gc.collect()
+        t = time.process_time()
+        asyncio.run(_through_a_subscription(frames, end, key.public_key, n))
+        rates[CELLS[6]].append(n / (time.process_time() - t))
     out: dict = {name: statistics.median(values) for name, values in rates.items()}
     out["event bytes"] = len(bodies[0])
     return out
 
 
+class _NoServer:
+    """The client side a Subscription needs, for a replay that is only read: nothing to ask."""
+
+    async def _unsubscribe(self, sub: Subscription) -> None:
+        pass
+
+    async def request(self, action: dict) -> dict:
+        raise AssertionError(f"the replay should have verified, not asked {action.get('_')}")
+
+
+async def _through_a_subscription(frames: list[bytes], end: bytes, server_key: bytes, n: int) -> None:
+    """The replay as `AgentsClient.subscribe` with a pinned key delivers it: each frame read by
+    read_frame, fed to the session's Subscription (which checks each event with its Follower and
+    buffers it), and every item taken by its reader (`__anext__`), the `replayed` item last."""
+    sub = Subscription(_NoServer(), f"sessions/{SESSION}", None)   # its default buffer, as a client has it
+    sub.follower = Follower(SESSION, server_key)
+    taken = 0
+    for data in [*frames, end]:
+        frame, kept = read_frame(data)
+        await sub._feed(frame, kept)
+        while sub._items:
+            await sub.__anext__()
+            taken += 1
+    if taken != n + 1 or sub.follower is None or sub.follower.seq != n:
+        raise RuntimeError(f"the subscription delivered {taken} items and verified up to "
+                           f"{sub.follower.seq if sub.follower else 'a failure'}")
+
+
 CELLS = ("check from stored bytes", "check of decoded events", "client replay, bytes kept",
-         "client replay, encoded again", "decode alone, bytes kept", "decode alone, whole frame")
+         "client replay, encoded again", "decode alone, bytes kept", "decode alone, whole frame",
+         "client replay, via a Subscription")
 
 
 def _unlinked_append(conn, session_id, payload, event_id, now, max_bytes=events_q.MAX_EVENT_BYTES, envelope=None):  # noqa: ANN001
@@ -352,14 +386,17 @@ def tree_replay(spec: dict) -> dict:
     text, like `tree_appends`.) The tree's Python client verifying a replay on one core, as
     `verify_rates` measures it: `clients.wire.read_frame` on replay frames of `spec["batch"]`
     events, `clients.history.Follower.add` with each event's kept bytes, and the signed head at
-    the end against the pinned key; and the frames' decode alone. Events per CPU second, the
-    median of `spec["inner"]` passes."""
+    the end against the pinned key; the same through a `Subscription` (as
+    `AgentsClient.subscribe` with a pinned key delivers it, each item taken by its reader); and
+    the frames' decode alone. Events per CPU second, the median of `spec["inner"]` passes."""
+    import asyncio
     import gc
     import os
     import statistics
     import time
 
     from seed_agents.clients.history import Follower
+    from seed_agents.clients.subscription import Subscription
     from seed_agents.clients.wire import read_frame
     from seed_agents.protocol.api import history
     from seed_agents.protocol.wire import dagcbor
@@ -377,7 +414,26 @@ def tree_replay(spec: dict) -> dict:
     check.extend(bodies)
     head = history.sign_head(key, sid, n, check.link, 1_764_900_000_000)
     end = dagcbor.encode({"_": "replayed", "key": f"sessions/{sid}", "seq": n, "head": head})
-    replay, decode = [], []
+    class NoServer:   # what a Subscription needs of its client, for a replay that is only read
+        async def _unsubscribe(self, sub) -> None:  # noqa: ANN001
+            pass
+
+        async def request(self, action: dict) -> dict:
+            raise AssertionError("the replay should have verified")
+
+    async def through_a_subscription() -> None:
+        sub = Subscription(NoServer(), f"sessions/{sid}", None)
+        sub.follower = Follower(sid, key.public_key)
+        taken = 0
+        for data in [*frames, end]:
+            frame, kept = read_frame(data)
+            await sub._feed(frame, kept)
+            while sub._items:
+                await sub.__anext__()
+                taken += 1
+        assert taken == n + 1 and sub.follower is not None and sub.follower.seq == n
+
+    replay, decode, subscription = [], [], []
     for _ in range(spec["inner"]):
         gc.collect()
         t = time.process_time()
@@ -393,7 +449,12 @@ def tree_replay(spec: dict) -> dict:
         for data in frames:
             read_frame(data)
         decode.append(n / (time.process_time() - t))
-    return {"replay_per_s": statistics.median(replay), "decode_per_s": statistics.median(decode)}
+        gc.collect()
+        t = time.process_time()
+        asyncio.run(through_a_subscription())
+        subscription.append(n / (time.process_time() - t))
+    return {"replay_per_s": statistics.median(replay), "decode_per_s": statistics.median(decode),
+            "subscription_per_s": statistics.median(subscription)}
 
 
 def run_tree_replay(tree: Path, spec: dict) -> dict:
@@ -426,7 +487,7 @@ def trees_replay(trees: dict[str, Path], rounds: int, events: int, inner: int) -
         for name in names[r % len(names):] + names[:r % len(names)]:
             runs[name].append(run_tree_replay(trees[name], spec))
     out: dict = {}
-    for fig in ("replay_per_s", "decode_per_s"):
+    for fig in ("replay_per_s", "subscription_per_s", "decode_per_s"):
         out[fig] = {name: statistics.median(x[fig] for x in runs[name]) for name in names}
         for name in names[1:]:
             out[fig][f"{name}/before"] = geomean_ci([a[fig] / b[fig] for a, b in zip(runs[name], runs["before"])])
@@ -458,6 +519,7 @@ def replay_before_after(args: argparse.Namespace) -> None:
     print("| figure | " + " | ".join(trees) + " | " + " | ".join(f"{n}/before (95% CI)" for n in list(trees)[1:]) + " |")
     print("|---" * (2 * len(trees)) + "|")
     for fig, title in (("replay_per_s", "whole replay: decode, check, signed head (events/s)"),
+                       ("subscription_per_s", "the same through a Subscription, each item taken (events/s)"),
                        ("decode_per_s", "decode alone, bytes kept (events/s)")):
         row = result[fig]
         cis = [row[f"{n}/before"] for n in list(trees)[1:]]
@@ -572,10 +634,10 @@ def main() -> None:
     load1 = os.getloadavg()
     print(f"verify a replay of {args.events} events ({rates['event bytes']} bytes each), one core "
           f"(load average {load0[0]:.1f} at start, {load1[0]:.1f} at end):")
-    for name in CELLS[:4]:
+    for name in (*CELLS[:4], CELLS[6]):
         print(f"  {name:32} {rates[name]:>10,.0f} events/s  ({rates[name] / GOAL_PER_S:.2f} of the goal, "
               f"{GOAL_PER_S:,} events/s on one core: {'met' if rates[name] >= GOAL_PER_S else 'not met'})")
-    for name in CELLS[4:]:
+    for name in CELLS[4:6]:
         print(f"  {name:32} {rates[name]:>10,.0f} events/s  (what a client spends without the check)")
     for name, alone in ((CELLS[2], rates[CELLS[4]]), (CELLS[3], rates[CELLS[5]])):
         added = 1e6 / rates[name] - 1e6 / alone

@@ -68,6 +68,7 @@ def _uint(n: int) -> bytes:
 _PREV_LINK = _K_PREV + _TAG42 + encode_head(2, 37) + b"\x00"
 _SEQ_HEAD = b"\xa5" + _K_SEQ   # a block with `prev` (five keys), up to its seq
 _SMALL_UINT = tuple(encode_head(0, n) for n in range(256))
+_pack_u16 = struct.Struct(">BH").pack   # a seq from 256 to 65535: 0x19 and 2 bytes
 _pack_u64 = struct.Struct(">BQ").pack   # a createdAt in ms (past 2^32): 0x1b and 8 bytes
 # Fresh hash objects by copying (protocol/wire/cids.py says why not hashlib.sha256()).
 _SHA256 = hashlib.sha256()
@@ -225,8 +226,8 @@ class ChainCheck:
             return self.add(body)
         # The block of `link`, written in three parts around the event's bytes (no copy of them).
         h = _SHA256.copy()
-        h.update(b"".join((_SEQ_HEAD, _SMALL_UINT[seq] if seq < 256 else encode_head(0, seq), _PREV_LINK, prev,
-                           _K_EVENT)))
+        h.update(b"".join((_SEQ_HEAD, _SMALL_UINT[seq] if seq < 256 else _pack_u16(0x19, seq) if seq < 65536
+                           else encode_head(0, seq), _PREV_LINK, prev, _K_EVENT)))
         h.update(body)
         h.update(b"".join((_K_CREATED, _pack_u64(0x1B, created) if created >> 32 else encode_head(0, created),
                            self._tail)))

@@ -201,3 +201,14 @@ def test_add_decoded_links_as_add_does_and_names_the_same_errors():
     other = dict(dagcbor.decode(_event(6)), createdAt=1)
     assert history.ChainCheck(SESSION, fast.seq, fast.link).add_decoded(_event(6), other) != \
         history.ChainCheck(SESSION, slow.seq, slow.link).add(_event(6))
+
+
+def test_add_decoded_writes_each_width_of_seq_as_add_does():
+    # seq in one byte, in 0x18 + 1, in 0x19 + 2 (its own fast path) and in 0x1a + 4 bytes.
+    for first in (20, 250, 65_530):
+        bodies = [dagcbor.encode({**dagcbor.decode(_event(seq)), "seq": seq}) for seq in range(first, first + 12)]
+        start = b"\x01\x71\x12\x20" + bytes(range(32))   # any 36-byte link to continue from
+        fast = history.ChainCheck(SESSION, first - 1, start)
+        slow = history.ChainCheck(SESSION, first - 1, start)
+        for body in bodies:
+            assert fast.add_decoded(body, dagcbor.decode(body)) == slow.add(body)
