@@ -12,10 +12,14 @@
 - **verify**: a follower checking a replay of N stored events (a session of the `rpc`
   benchmark's event sizes), on this one core: from the stored bytes as a v2 replay carries them
   (`ChainCheck.add`); and through the Python client's whole path, replay frames of 200 decoded
-  and each event checked, with the decoder keeping each event's bytes (`clients.wire.read_frame`,
-  as the client does) and with each decoded event encoded again (as it did before), beside the
-  decode alone, so the check's own cost shows; events per second for each. The goal: at least
-  200,000 per second on one core.
+  and each event checked, the signed head that ends the replay checked against the pinned key,
+  with the decoder keeping each event's bytes (`clients.wire.read_frame`, as the client does),
+  with each decoded event encoded again (as it once did), and through a `Subscription` (as
+  `AgentsClient.subscribe` delivers it, each item taken by its reader), beside the decode alone,
+  so the check's own cost shows; events per second for each. The goal: at least 200,000 per
+  second on one core. `--replay-only` runs this part alone; with `--candidates` also the decoders
+  and link steps a client could use, side by side; with `--before REF` (and `--aa`) the client's
+  replay of REF's code beside `--after`'s, each in child processes of its own tree, in turn.
 
 With `--before REF` (a tree without the chain's write work: docs/performance.md, "Verifiable
 history, before and after", says how to make one) the issue's before/after comes in the same run,
