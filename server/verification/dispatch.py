@@ -110,7 +110,7 @@ async def _execute(app, conn, envelope) -> Outcome:
         is_read = route is not None and route.read
         now = app.now_ms()
         fresh, expires_at = app.guard.claim(env.sig, conn_id=conn.id, is_read=is_read, ts=env.ts, now=now)
-        if fresh and app.db.shared and route.claims:
+        if fresh and app.db.shared and route is not None and route.claims:
             # The handler makes the claim in its own statements (one round trip, and for a write
             # one commit, fewer), before its effect and its answer; if it did not, it is made
             # below before anything is answered (server/store/handed_claim.py).
