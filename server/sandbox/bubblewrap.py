@@ -237,11 +237,13 @@ class BubblewrapSandbox:
                 tail.flush()
         except TimeoutError:
             _kill(proc)
+            _release(proc)
             await proc.wait()
             await asyncio.gather(result_task, feed, return_exceptions=True)
             raise SandboxError("the sandbox did not finish in its time and was stopped") from None
         except BaseException:   # cancelled (the run stopped, --tool-timeout), or a fault here
             _kill(proc)
+            _release(proc)
             await asyncio.shield(proc.wait())
             await asyncio.shield(asyncio.gather(result_task, feed, return_exceptions=True))
             raise
@@ -336,6 +338,20 @@ def _read_result(fd: int, limit: int):  # noqa: ANN202
         finally:
             while pipe.read(1 << 16):
                 pass
+
+
+def _release(proc) -> None:  # noqa: ANN001
+    """Close the killed sandbox's pipes now, on the running loop. Its processes die after the
+    outer bwrap (--die-with-parent), holding stdout/stderr until then; left open, the process's
+    transport lingers until the garbage collector finds it, and if that is after the server's
+    loop has closed (a stop, a second cancellation that cuts the wait below short), its close
+    calls into the closed loop: an "Event loop is closed" traceback in the server's log.
+    (Only the pipes: closing the process's transport would also poll the child and could reap
+    it before asyncio's child watcher does. asyncio.subprocess.Process exposes no transport.)"""
+    for fd in (1, 2):
+        pipe = proc._transport.get_pipe_transport(fd)
+        if pipe is not None:
+            pipe.close()
 
 
 def _kill(proc) -> None:  # noqa: ANN001
