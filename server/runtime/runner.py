@@ -589,13 +589,18 @@ class Runtime:
                     else self.known_seq[1] if self.known_seq[0] == user_event_id
                     else self.db.read(events_q.event_seq, user_event_id))   # None: gone; the end then
         if history is not None and upto is not None and history.upto is not None and upto > history.upto:
-            # The next turn down the queue: what is after the old end, up to the session's end,
-            # in one read (one round trip on PostgreSQL, where a read up to `upto` and one after
-            # it were two): the window moves on with what is up to `upto`, the rest is appended.
-            events = list(self._read_events(session_id, history.upto))
+            # The next turn down the queue. When nothing past `upto` has been read yet, what is
+            # after the old end, up to the session's end, in one read (one round trip on
+            # PostgreSQL): the window moves on with what is up to `upto`, the rest is appended.
+            # When the cache already holds events past `upto` (messages queued behind this one,
+            # read in by an earlier turn), reading from the old end would read the whole queue
+            # again at every turn (a 50,000-deep queue: every turn reading 50,000 events): read
+            # up to `upto`, then only what was appended since.
+            reread = history.last_seq > upto
+            events = list(self._read_events(session_id, history.upto, upto if reread else None))
             history.advance(upto, events)
             history.anchor = user_event_id
-            history.extend(events)
+            history.extend(self._read_events(session_id, history.last_seq) if reread else events)
         else:
             if history is None or history.upto != upto:
                 # A first turn, a run whose window is elsewhere (an earlier message's, taken up

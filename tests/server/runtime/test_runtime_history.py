@@ -99,3 +99,60 @@ def test_a_runs_tool_steps_replay_after_its_message_in_each_providers_format():
     body = OpenAICompatProvider(spec, None).request_body("m", messages)
     assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "tool"]
     assert body["messages"][2]["content"] is None
+
+
+class _Events:
+    """A session's stored events behind `Runtime._history`'s reads (the store's functions as the
+    dispatch keys), counting the events each read hands back."""
+
+    def __init__(self, events):
+        self.events = events
+        self.handed = 0
+
+    def read(self, fn, *args):
+        from seed_agents.server.store import events as events_q
+        if fn is events_q.events_after:
+            _, after, limit = args
+            page = [e for e in self.events if e["seq"] > after][:limit]
+            self.handed += len(page)
+            return page
+        if fn is events_q.event_seq:
+            return next(e["seq"] for e in self.events if e["id"] == args[0])
+        if fn is events_q.last_seq:
+            return self.events[-1]["seq"]
+        raise AssertionError(fn)
+
+
+def test_a_turn_deep_in_a_queue_reads_only_its_message_and_what_was_appended_since():
+    """300 messages queued at once, the worker going down them: after the first turn, which reads
+    the session once, each turn reads its own message and the reply just appended, not the
+    queue behind it again (that was every turn reading the whole queue: 50,000 events a turn in
+    bench.deep_queue)."""
+    import functools
+
+    from seed_agents.server.cache import ByteBudgetCache
+    from seed_agents.server.runtime.runner import Runtime
+
+    queued = 300
+    store = _Events([ev(seq, "user", f"m{seq}") for seq in range(1, queued + 1)])
+    runtime = type("R", (), {})()
+    runtime.histories = ByteBudgetCache("histories", 1 << 24)
+    runtime.known_seq = ("", None)
+    runtime.db = store
+    runtime._read_events = functools.partial(Runtime._read_events, runtime)
+    handed = []
+    for k in range(1, 41):
+        before = store.handed
+        history = Runtime._history(runtime, "s", f"e{k}")
+        handed.append(store.handed - before)
+        assert history.upto == k
+        msgs = history.messages("", f"e{k}", include_context=False)
+        assert [m.content for m in msgs if m.role == "user"][-1] == f"m{k}"
+        if k > 1:
+            assert f"re m{k - 1}" in [m.content for m in msgs]   # the last reply is in it
+        assert f"m{k + 1}" not in [m.content for m in msgs]   # the queue ahead is not its history
+        seq = store.events[-1]["seq"] + 1   # the turn's reply lands at the session's end
+        store.events.append({"id": f"e{seq}", "seq": seq, "event": {
+            "type": "message", "role": "assistant", "content": f"re m{k}", "meta": {"runId": f"r{k}"}}})
+    assert handed[0] == queued
+    assert max(handed[1:]) <= 3, handed
