@@ -346,7 +346,9 @@ def makes_envelope(tree: Path) -> bool:
     return handler.is_file() and "= signed_envelope(env)" in handler.read_text()
 
 
-def run_tree_appends(tree: Path, spec: dict) -> dict:
+def run_in_tree(tree: Path, fn, spec: dict) -> dict:  # noqa: ANN001
+    """`fn(spec)` in a child process of `tree`, with only that tree's modules: `fn`'s source is
+    sent as text (so it imports what it uses inside itself), its answer read back as JSON."""
     import inspect
     import json
     import subprocess
@@ -354,35 +356,43 @@ def run_tree_appends(tree: Path, spec: dict) -> dict:
 
     from bench.trees import tree_env
 
-    code = (inspect.getsource(tree_appends) + "\nimport json, sys\n"
-            "print(json.dumps(tree_appends(json.loads(sys.argv[1]))))\n")
+    code = (inspect.getsource(fn) + "\nimport json, sys\n"
+            f"print(json.dumps({fn.__name__}(json.loads(sys.argv[1]))))\n")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], cwd=str(tree), capture_output=True,
                          text=True, timeout=600, env=tree_env(tree))
     if out.returncode != 0:
-        raise RuntimeError(f"the append bench in {tree} failed:\n{out.stderr[-2000:]}")
+        raise RuntimeError(f"{fn.__name__} in {tree} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def interleaved_in_trees(trees: dict[str, Path], rounds: int, fn, specs: dict[str, dict],  # noqa: ANN001
+                         figures: tuple[str, ...]) -> dict:
+    """`run_in_tree(tree, fn, specs[name])` for each tree in each round, the trees taking turns
+    going first; per figure each tree's median and, for every tree but `before`, the per-round
+    ratios against `before` (geometric mean, 95% interval)."""
+    from bench.sqlite_ab import geomean_ci
+
+    names = list(trees)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            runs[name].append(run_in_tree(trees[name], fn, specs[name]))
+    out: dict = {}
+    for fig in figures:
+        out[fig] = {name: statistics.median(x[fig] for x in runs[name]) for name in names}
+        for name in names[1:]:
+            out[fig][f"{name}/before"] = geomean_ci([a[fig] / b[fig] for a, b in zip(runs[name], runs["before"])])
+    return out
 
 
 def trees_appends(trees: dict[str, Path], rounds: int, blocks: int, per_block: int, per_turn_block: int) -> dict:
     """Each tree's appends (`tree_appends`), one child process per tree and round, the trees
     taking turns going first; per figure the medians and the per-round ratios against `before`."""
-    from bench.sqlite_ab import geomean_ci
-
-    names = list(trees)
     specs = {name: {"reply": PAYLOAD, "user": {k: v for k, v in USER_PAYLOAD.items() if k != "envelopeCid"},
                     "envelope": makes_envelope(tree), "blocks": blocks, "per_block": per_block,
                     "per_turn_block": per_turn_block} for name, tree in trees.items()}
-    runs: dict[str, list[dict]] = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            runs[name].append(run_tree_appends(trees[name], specs[name]))
-    out: dict = {"envelope": {name: specs[name]["envelope"] for name in names}}
-    for fig in ("appends_per_s", "turn_writer_us"):
-        out[fig] = {name: statistics.median(x[fig] for x in runs[name]) for name in names}
-        for name in names[1:]:
-            ratios = [a[fig] / b[fig] for a, b in zip(runs[name], runs["before"])]
-            out[fig][f"{name}/before"] = geomean_ci(ratios)
-    return out
+    return {"envelope": {name: spec["envelope"] for name, spec in specs.items()},
+            **interleaved_in_trees(trees, rounds, tree_appends, specs, ("appends_per_s", "turn_writer_us"))}
 
 
 def tree_replay(spec: dict) -> dict:
@@ -461,41 +471,13 @@ def tree_replay(spec: dict) -> dict:
             "subscription_per_s": statistics.median(subscription)}
 
 
-def run_tree_replay(tree: Path, spec: dict) -> dict:
-    import inspect
-    import json
-    import subprocess
-    import sys
-
-    from bench.trees import tree_env
-
-    code = (inspect.getsource(tree_replay) + "\nimport json, sys\n"
-            "print(json.dumps(tree_replay(json.loads(sys.argv[1]))))\n")
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], cwd=str(tree), capture_output=True,
-                         text=True, timeout=600, env=tree_env(tree))
-    if out.returncode != 0:
-        raise RuntimeError(f"the replay bench in {tree} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def trees_replay(trees: dict[str, Path], rounds: int, events: int, inner: int) -> dict:
     """Each tree's client replay (`tree_replay`), one child process per tree and round, the
     trees taking turns going first; per figure the medians, and the per-round ratios against
     `before` (geometric mean, 95% interval)."""
-    from bench.sqlite_ab import geomean_ci
-
-    names = list(trees)
     spec = {"events": events, "batch": BATCH, "session": SESSION, "payload": PAYLOAD, "inner": inner}
-    runs: dict[str, list[dict]] = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            runs[name].append(run_tree_replay(trees[name], spec))
-    out: dict = {}
-    for fig in ("replay_per_s", "subscription_per_s", "decode_per_s"):
-        out[fig] = {name: statistics.median(x[fig] for x in runs[name]) for name in names}
-        for name in names[1:]:
-            out[fig][f"{name}/before"] = geomean_ci([a[fig] / b[fig] for a, b in zip(runs[name], runs["before"])])
-    return out
+    return interleaved_in_trees(trees, rounds, tree_replay, {name: spec for name in trees},
+                                ("replay_per_s", "subscription_per_s", "decode_per_s"))
 
 
 def replay_before_after(args: argparse.Namespace) -> None:
