@@ -197,6 +197,31 @@ def encode_head(major: int, n: int) -> bytes:
     return _head(major, n)
 
 
+def shortest_head_at(data: bytes, pos: int, major: int) -> tuple[int, int] | None:
+    """`encode_head` read back: (value or length, offset after the head) of the head at `pos`
+    when it is of type `major` in its shortest form, else None (another type, indefinite or
+    reserved, too long a form for its value, or cut short). For callers reading spliced frames
+    from their bytes."""
+    if pos >= len(data):
+        return None
+    first = data[pos]
+    if first >> 5 != major:
+        return None
+    info = first & 0x1F
+    if info < 24:
+        return info, pos + 1
+    if info > 27:
+        return None
+    width = 1 << (info - 24)
+    end = pos + 1 + width
+    if end > len(data):
+        return None
+    n = int.from_bytes(data[pos + 1:end], "big")
+    if n < (24 if width == 1 else 1 << (4 * width)):   # a longer form than the value needs
+        return None
+    return n, end
+
+
 def decode_unchecked(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
     """cbor2's C decoder alone, for a caller that proves canonicity itself by encoding the value
     (or its parts) again and comparing with `data` (clients/wire.py keeps each event's bytes that

@@ -42,24 +42,6 @@ def append_batch_cbor(key: str, bodies: list[bytes]) -> bytes:
     return b"".join((_APPEND_PREFIX, dagcbor.encode(key), _EVENTS, dagcbor.encode_head(4, len(bodies)), *bodies))
 
 
-def _array_count(data: bytes, pos: int) -> tuple[int, int] | None:
-    """(items, offset after the head) of an array head at `pos` in its shortest form, else None."""
-    first = data[pos]
-    if first >> 5 != 4:
-        return None
-    info = first & 0x1F
-    if info < 24:
-        return info, pos + 1
-    if info > 27:
-        return None   # indefinite length or reserved
-    width = 1 << (info - 24)
-    end = pos + 1 + width
-    n = int.from_bytes(data[pos + 1:end], "big")
-    if end > len(data) or n < (24 if width == 1 else 1 << (4 * width)):
-        return None
-    return n, end
-
-
 def split_append(data: bytes) -> tuple[dict, list[bytes]] | None:
     """What `append_cbor` and `append_batch_cbor` write, read back by a client: the frame
     decoded, and each event's bytes as they came (what the server stored and hashed), or None
@@ -75,7 +57,7 @@ def split_append(data: bytes) -> tuple[dict, list[bytes]] | None:
         if type(key) is not str:
             return None
         if data.startswith(_EVENTS, pos):
-            counted = _array_count(data, pos + len(_EVENTS))
+            counted = dagcbor.shortest_head_at(data, pos + len(_EVENTS), 4)
             if counted is None or counted[0] > len(data) - counted[1]:
                 return None
             events, bodies, pos = dagcbor.decode_strict_run(data, counted[1], counted[0])

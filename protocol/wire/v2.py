@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dagcbor import DEFAULT_MAX_DEPTH, DEFAULT_MAX_SIZE, decode_canonical
+from .dagcbor import DEFAULT_MAX_DEPTH, DEFAULT_MAX_SIZE, decode_canonical, shortest_head_at
 from .errors import ProtocolError
 
 # Canonical {id, envelope}: a2, "id", <uint>, "envelope", <envelope>. When a client sends it this
@@ -16,29 +16,11 @@ _ID_KEY = b"\xa2\x62id"
 _ENVELOPE_KEY = b"\x68envelope"
 
 
-def _uint(frame: bytes, pos: int) -> tuple[int, int] | None:
-    if pos >= len(frame):
-        return None
-    head = frame[pos]
-    if head >> 5 != 0:
-        return None
-    info = head & 0x1F
-    if info < 24:
-        return info, pos + 1
-    width = {24: 1, 25: 2, 26: 4, 27: 8}.get(info)
-    if width is None or pos + 1 + width > len(frame):
-        return None
-    value = int.from_bytes(frame[pos + 1:pos + 1 + width], "big")
-    if value < (24 if width == 1 else 1 << (4 * width)):  # must be minimal
-        return None
-    return value, pos + 1 + width
-
-
 def split_request(frame: bytes) -> tuple[int, bytes] | None:
     """(id, envelope bytes) for a canonical request frame, else None (then `decode_v2_request` reads it whole)."""
     if not frame.startswith(_ID_KEY):
         return None
-    parsed = _uint(frame, 4)
+    parsed = shortest_head_at(frame, 4, 0)
     if parsed is None:
         return None
     req_id, pos = parsed
@@ -72,7 +54,7 @@ def peek_id(frame: bytes) -> int | None:
     """The id of a frame that starts the canonical way (`{id, ...}`), without decoding it."""
     if not frame.startswith(_ID_KEY):
         return None
-    parsed = _uint(frame, 4)
+    parsed = shortest_head_at(frame, 4, 0)
     return None if parsed is None else parsed[0]
 
 

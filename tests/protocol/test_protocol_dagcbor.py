@@ -237,3 +237,19 @@ def test_caches_stay_bounded():
     assert len(enc._str_cache) <= enc._CACHE_LIMIT
     encode("x" * 1000)
     assert "x" * 1000 not in enc._str_cache
+
+
+def test_shortest_head_at_reads_back_what_encode_head_writes_and_nothing_longer():
+    from seed_agents.protocol.wire.dagcbor import encode_head, shortest_head_at
+
+    for major in (0, 4):
+        for n in (0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1):
+            head = encode_head(major, n)
+            assert shortest_head_at(b"x" + head + b"y", 1, major) == (n, 1 + len(head))
+            assert shortest_head_at(head, 0, 4 - major) is None   # another type
+            assert shortest_head_at(head[:-1], 0, major) is None   # cut short
+    assert shortest_head_at(b"\x18\x17", 0, 0) is None               # 23 in the 1-byte form
+    assert shortest_head_at(b"\x19\x00\xff", 0, 0) is None           # 255 in the 2-byte form
+    assert shortest_head_at(b"\x9f", 0, 4) is None                   # indefinite array
+    assert shortest_head_at(b"\x1c", 0, 0) is None                   # reserved
+    assert shortest_head_at(b"", 0, 0) is None
