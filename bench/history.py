@@ -27,7 +27,12 @@ each tree from its own code, with `--aa` a second copy of the before tree beside
 
 - **MessageSession end to end**: `bench.sqlite_ab`'s `turns c1` and `turns c8` cells (each tree
   its own server, rounds alternating which goes first): turns per second, p50 and p99 from the
-  send to the durable reply, and the server's CPU per turn;
+  send to the durable reply, and the server's CPU per turn (with its user and system time);
+  `--fresh-servers` starts each tree's server afresh every round, on a new copy of its seeded
+  data dir, where by default one server per tree serves the whole run: one server process can
+  stay slower than its twin for its whole life (the A/A's server CPU at c8 has read 0.96 in one
+  run and 1.23 in the next, alike in every round, mostly the writer thread's system time), which
+  more rounds of the same processes cannot average out and a process per round spreads over them;
 - **append throughput per tree**: the tree's own `append_event` in a child process of that tree
   (blocks of appends in one job, the writer thread's CPU), and a turn's two appends, each its
   own commit; the user's message carries its envelope where the tree's handler makes one;
@@ -603,6 +608,9 @@ def main() -> None:
     parser.add_argument("--after", default=".", metavar="REF", help="the tree with the chain (default: this one)")
     parser.add_argument("--aa", action="store_true", help="with --before: a second copy of the before tree beside")
     parser.add_argument("--turn-rounds", type=int, default=8, help="with --before: rounds of the turns cells")
+    parser.add_argument("--fresh-servers", action="store_true",
+                        help="with --before: a new server per tree every round of the turns cells, on a fresh "
+                             "copy of its seeded data dir (bench.sqlite_ab --fresh-servers)")
     parser.add_argument("--tree-rounds", type=int, default=6, help="with --before: rounds of each tree's appends "
                         "(with --replay-only: of each tree's replay)")
     parser.add_argument("--replay-only", action="store_true",
@@ -662,9 +670,10 @@ def before_after(args: argparse.Namespace) -> None:
     from bench import sqlite_ab
 
     print(f"MessageSession end to end, {args.before} (before) against {args.after} (after), "
-          f"{args.turn_rounds} rounds{', with an A/A' if args.aa else ''}:", flush=True)
+          f"{args.turn_rounds} rounds{', with an A/A' if args.aa else ''}"
+          f"{', fresh servers each round' if args.fresh_servers else ''}:", flush=True)
     turns = sqlite_ab.main(args.before, args.after, False, args.turn_rounds, None, 0.0, ["turns c1", "turns c8"],
-                           args.aa)
+                           args.aa, fresh_servers=args.fresh_servers)
     print()
     print(sqlite_ab.table(turns["summary"]))
     if "summary_aa" in turns:

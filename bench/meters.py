@@ -22,21 +22,36 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")   # 10 ms here (USER_HZ 100)
+
+
+def thread_ticks(pid: int, tid: int | str) -> tuple[int, int] | None:
+    """(user, system) CPU time of one thread so far, in clock ticks of TICK_S (utime and stime,
+    /proc/PID/task/TID/stat); None when the thread is gone. The kernel keeps the thread's run
+    time exactly and splits it into user and system by which the sampled ticks fell in, shown
+    rounded down to a whole tick: a difference of two readings is good to about a tick, so a
+    figure needs tens of ticks (a few hundred ms of that thread's CPU) before its few percent
+    mean anything. /proc/PID/task/TID/schedstat has the exact total, unsplit."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]), int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def thread_cpu(pid: int) -> tuple[float, float]:
     """(CPU seconds of the main thread, of all other threads) of a process, from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
     main = other = 0.0
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return 0.0, 0.0
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
+        ticks = thread_ticks(pid, tid)
+        if ticks is None:
             continue
-        secs = (int(fields[11]) + int(fields[12])) / tick   # utime + stime
+        secs = (ticks[0] + ticks[1]) * TICK_S   # utime + stime
         if int(tid) == pid:
             main += secs
         else:

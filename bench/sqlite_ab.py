@@ -1,8 +1,8 @@
 """The SQLite driver before and after a change, in one run (the SQLite path should keep
 its speed, within 5%, through a change):
 
-    python -m bench.sqlite_ab [--before REF] [--after REF|.] [--quick] [--rounds N]
-                              [--wait-quiet SECONDS] [--profile DIR] [--json FILE]
+    python -m bench.sqlite_ab [--before REF] [--after REF|.] [--quick] [--rounds N] [--aa]
+                              [--fresh-servers] [--wait-quiet SECONDS] [--profile DIR] [--json FILE]
 
 Two source trees: `--before` (default b319136, main before the storage port) and `--after`
 (default `.`, this working tree as it is on disk; a git ref is extracted like the before tree,
@@ -12,7 +12,14 @@ in bench.processes) on a fresh SQLite data dir seeded by that tree's own `bench.
 the file is what that tree's store writes): one echo agent and a session of 20 events of
 ~630 bytes (the `rpc` benchmark's ~12.7 KB GetSession answer), all for one account.
 
-Both servers run for the whole benchmark; only one is loaded at a time. Each round is one load
+Both servers run for the whole benchmark; only one is loaded at a time. With `--fresh-servers`
+each tree's seeded data dir is kept as a template instead, and every round starts a new server
+process per tree on a fresh copy of it (the SQLite file with its WAL and SHM, whatever the dir
+holds), stopped and its copy deleted after the round. That is for a noise this machine shows: one
+server process can stay slower than its twin for its whole life (the A/A of a run at 0.96 in one
+run, 1.23 in the next, the same ratio in every round, mostly in the system time of the database
+writer's thread), and more rounds with the same processes cannot average that out; a process per
+round spreads that luck over the rounds, where the per-round ratios and their interval show it. Each round is one load
 process (pinned to the load CPU; this tree's load code for both trees; envelopes pre-signed
 before each timed chunk). For each cell it opens its sockets (and sessions) on both trees,
 warms both up, then sends CHUNKS timed chunks to each tree, alternating A B B A A B ... where A
@@ -28,7 +35,12 @@ The cells:
 
 Figures per cell: throughput (actions or turns per second), p50 latency, and the server's CPU
 time per action (all its threads, exact, from /proc/PID/task/*/schedstat): the work an action
-costs, which a neighbour's load moves much less than it moves wall time. Reported: the median
+costs, which a neighbour's load moves much less than it moves wall time; beside it the same
+CPU split into user and system time (all threads, and the database writer's thread alone), from
+the utime and stime of /proc/PID/task/TID/stat: those are in clock ticks (10 ms here), good to
+about a tick a timed chunk, so a round's figure needs some hundred ticks of that thread (the
+`turns` cells' default sizes give the writer ~30 ticks a round at c1 and ~65 at c8, the whole
+server ~70 and ~160: read the writer's split over the rounds, not in one round). Reported: the median
 over the rounds for each tree, after/before of those medians, and the per-round ratios (a
 round's after against the same round's before): median, min and max. Also the CPU that other
 processes took from the server's and the load's CPU during the timed chunks (`foreign`) and the
@@ -62,6 +74,7 @@ from pathlib import Path
 
 from bench.bench_bounds import extract
 from bench.conditions import ROOT, SERVER_CPU, machine_info, pin_prefix
+from bench.meters import TICK_S, thread_ticks
 from bench.processes import RAISED_LIMITS, _raise_nofile_child, free_port, run_load
 from bench.trees import server_module, tree_env
 
@@ -161,6 +174,53 @@ class TreeServer:
             self.proc.wait(10)
 
 
+TEMPLATE_CAP_BYTES = 256 << 20   # a seeded data dir is well under 1 MB; more means something else is in it
+
+
+def fresh_copy(template: Path, into: Path) -> Path:
+    """A new data dir `into` holding a copy of the seeded `template` (the SQLite file with its
+    WAL and SHM, whatever the seeding left there; no server has run on it), for a server of its
+    own (`--fresh-servers`): the same files, of the same sizes, checked."""
+    size = sum(f.stat().st_size for f in template.rglob("*") if f.is_file())
+    if size > TEMPLATE_CAP_BYTES:
+        raise RuntimeError(f"{template} holds {size:,} bytes, more than a seeded data dir should")
+    shutil.copytree(template, into, ignore=shutil.ignore_patterns("server.log"))
+    if _listing(into) != _listing(template, skip="server.log"):   # (copytree raises on a failed copy)
+        raise RuntimeError(f"{into} is not a whole copy of {template}")
+    return into
+
+
+def _listing(folder: Path, skip: str = "") -> list[tuple[str, int]]:
+    return sorted((str(f.relative_to(folder)), f.stat().st_size) for f in folder.rglob("*")
+                  if f.is_file() and f.name != skip)
+
+
+def start_fresh(trees: dict[str, Path], templates: dict[str, Path], into: Path, round_no: int,
+                profile_dir: str | None) -> dict[str, TreeServer]:
+    """This round's servers (`--fresh-servers`): for each tree, in the order given, a copy of
+    its template in a data dir of its own under `into` and a new server process on it; all
+    stopped again if one fails to start."""
+    servers: dict[str, TreeServer] = {}
+    try:
+        for name, tree in trees.items():
+            data = fresh_copy(templates[name], into / f"round{round_no + 1}-{name}")
+            # (the round in the name: a profiled server's profile per round, not overwritten)
+            servers[name] = TreeServer(f"{name}-round{round_no + 1}" if profile_dir else name, tree, data,
+                                       profile_dir).start()
+    except BaseException:
+        stop_fresh(servers)
+        raise
+    return servers
+
+
+def stop_fresh(servers: dict[str, TreeServer]) -> None:
+    """Stop a round's servers and delete their data dirs (kept with BENCH_KEEP set)."""
+    for srv in servers.values():
+        srv.stop()
+        if not os.environ.get("BENCH_KEEP"):
+            shutil.rmtree(srv.data_dir, ignore_errors=True)
+
+
 # -- the load (runs in a load process, bench.processes.run_load) ---------------------------------
 
 def loop_cpu_ns(pid: int) -> int:
@@ -190,9 +250,14 @@ def server_cpu_ns(pid: int) -> int:
     return total
 
 
+COUNTERS = 8   # the fields of a thread_counters tuple
+
+
 def thread_counters(pid: int) -> dict[int, tuple[int, ...]]:
     """Per thread of the server: (CPU ns, write calls, bytes written, context switches, of which
-    involuntary, read calls) so far, from /proc/PID/task/TID/{schedstat,io,status}. Read calls
+    involuntary, read calls, user ticks, system ticks) so far, from
+    /proc/PID/task/TID/{schedstat,io,status,stat} (the ticks: bench.meters.thread_ticks, whose
+    granularity says how many turns a figure needs). Read calls
     are the database pages a thread read from the file or the WAL (socket reads are not counted
     there): a reader's page cache starts empty after each commit, so its reads per action follow
     the depth of the B-trees it walks. The writer thread is
@@ -212,7 +277,10 @@ def thread_counters(pid: int) -> dict[int, tuple[int, ...]]:
             status = dict(line.split(":\t", 1) for line in open(f"{base}/status").read().splitlines()
                           if ":\t" in line)
             vol, invol = int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"])
-            out[tid] = (cpu, int(io["syscw"]), int(io["wchar"]), vol + invol, invol, int(io["syscr"]))
+            ticks = thread_ticks(pid, tid)
+            if ticks is None:
+                continue
+            out[tid] = (cpu, int(io["syscw"]), int(io["wchar"]), vol + invol, invol, int(io["syscr"]), *ticks)
         except (OSError, ValueError, KeyError, IndexError):
             continue
     return out
@@ -239,13 +307,15 @@ def db_counters(http_url: str) -> tuple[int, int] | None:
 def _thread_deltas(pid: int, before: dict, after: dict) -> dict:
     """What the server's threads did between two `thread_counters`: the loop's (the main
     thread), the writer's (the other thread that wrote the most bytes) and all threads' context
-    switches."""
-    d = {tid: tuple(a - b for a, b in zip(after[tid], before.get(tid, (0,) * 6))) for tid in after}
+    switches; and the user and system ticks of all threads and of the writer's."""
+    d = {tid: tuple(a - b for a, b in zip(after[tid], before.get(tid, (0,) * COUNTERS))) for tid in after}
     others = [tid for tid in d if tid != pid]
     writer = max(others, key=lambda t: d[t][2], default=None)
-    w = d[writer] if writer is not None else (0,) * 6
+    w = d[writer] if writer is not None else (0,) * COUNTERS
     return {"writer_ns": w[0], "writer_calls": w[1], "writer_bytes": w[2], "writer_reads": w[5],
-            "loop_reads": d.get(pid, (0,) * 6)[5],
+            "writer_user_ticks": w[6], "writer_sys_ticks": w[7],
+            "loop_reads": d.get(pid, (0,) * COUNTERS)[5],
+            "user_ticks": sum(v[6] for v in d.values()), "sys_ticks": sum(v[7] for v in d.values()),
             "switches": sum(v[3] for v in d.values()), "involuntary": sum(v[4] for v in d.values())}
 
 
@@ -416,9 +486,16 @@ def _combine(chunks: list[dict]) -> dict:
 
 def _per_action(chunks: list[dict], n: int) -> dict:
     """The writer thread's CPU, write calls and bytes, the context switches, and the commits and
-    jobs per action; and the jobs a commit carried (the group commit's batch)."""
+    jobs per action; and the jobs a commit carried (the group commit's batch). The user and
+    system CPU (all threads', and the writer's) come from clock ticks (bench.meters.thread_ticks):
+    good to about a tick a chunk, so a round's figure is as good as its ticks are many."""
     n = max(1, n)
-    out = {"writer_cpu_us": sum(ch["writer_ns"] for ch in chunks) / 1000 / n,
+    us_a_tick = TICK_S * 1e6 / n
+    out = {"user_cpu_us": sum(ch["user_ticks"] for ch in chunks) * us_a_tick,
+           "sys_cpu_us": sum(ch["sys_ticks"] for ch in chunks) * us_a_tick,
+           "writer_user_us": sum(ch["writer_user_ticks"] for ch in chunks) * us_a_tick,
+           "writer_sys_us": sum(ch["writer_sys_ticks"] for ch in chunks) * us_a_tick,
+           "writer_cpu_us": sum(ch["writer_ns"] for ch in chunks) / 1000 / n,
            "writer_calls": sum(ch["writer_calls"] for ch in chunks) / n,
            "writer_kib": sum(ch["writer_bytes"] for ch in chunks) / 1024 / n,
            "writer_reads": sum(ch["writer_reads"] for ch in chunks) / n,
@@ -468,7 +545,9 @@ async def round_load(targets: dict, order: list[str], counts: dict, chunks: int,
 
 # Throughput and p50 latency are what the issue asks for; the server's CPU time per action (all
 # its threads, from /proc) is the work each costs, which a neighbour's load moves much less.
-FIGURES = ("per_s", "p50_ms", "p99_ms", "cpu_us", "loop_cpu_us", "writer_cpu_us", "writer_calls", "writer_kib",
+# The user/system split (from clock ticks) sits beside the exact totals it splits.
+FIGURES = ("per_s", "p50_ms", "p99_ms", "cpu_us", "user_cpu_us", "sys_cpu_us", "loop_cpu_us", "writer_cpu_us",
+           "writer_user_us", "writer_sys_us", "writer_calls", "writer_kib",
            "writer_reads", "loop_reads", "switches", "involuntary", "commits", "jobs_per_commit")
 
 
@@ -524,6 +603,9 @@ def summarize(rounds: list[dict], other: str = "after") -> dict:
     return {"cells": cells, "cpu_during_timed_phases": noise, "errors": errors}
 
 
+TICKS = f"{TICK_S * 1000:g} ms ticks"
+
+
 def table(summary: dict) -> str:
     lines = ["| cell | figure | before (median) | after (median) | after / before (medians) "
              "| per-round ratios: median [min..max] | geometric mean (95% CI) |",
@@ -532,8 +614,12 @@ def table(summary: dict) -> str:
         cell, fig = key.rsplit(" ", 1)
         unit, name, digits = {"per_s": ("/s", "turns/s" if cell.startswith("turns") else "actions/s", 0),
                               "p50_ms": (" ms", "p50", 2), "p99_ms": (" ms", "p99", 2), "cpu_us": (" us", "server CPU per action", 0),
+                              "user_cpu_us": (" us", f"its user time, all threads ({TICKS})", 0),
+                              "sys_cpu_us": (" us", f"its system time, all threads ({TICKS})", 0),
                               "loop_cpu_us": (" us", "of which the event loop's thread", 0),
                               "writer_cpu_us": (" us", "of which the database writer's thread", 0),
+                              "writer_user_us": (" us", f"the writer's user time ({TICKS})", 0),
+                              "writer_sys_us": (" us", f"the writer's system time ({TICKS})", 0),
                               "writer_calls": ("", "the writer's write calls per action", 2),
                               "writer_kib": (" KiB", "the writer's bytes written per action", 2),
                               "writer_reads": ("", "the writer's read calls per action", 2),
@@ -566,7 +652,10 @@ def resolve(ref: str, into: Path) -> tuple[Path, str]:
 
 
 def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profile_dir: str | None,
-         quiet_s: float = 0.0, cells: list[str] = CELLS, aa: bool = False) -> dict:
+         quiet_s: float = 0.0, cells: list[str] = CELLS, aa: bool = False, fresh_servers: bool = False) -> dict:
+    """The run (the module's docstring). `fresh_servers`: every round starts a new server
+    process for each tree on a fresh copy of that tree's seeded data dir, stopped and deleted
+    after the round, instead of one server per tree for the whole run."""
     from bench.load import keypair
     from bench.run import wait_quiet
 
@@ -574,7 +663,8 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
     n_rounds = rounds or n_rounds
     started = time.monotonic()
     out: dict = {"machine": machine_info(), "loadavg_start": os.getloadavg(), "quick": quick,
-                 "rounds": n_rounds, "chunks": CHUNKS, "counts": counts, "cells": list(cells)}
+                 "rounds": n_rounds, "chunks": CHUNKS, "counts": counts, "cells": list(cells),
+                 "fresh_servers": fresh_servers}
     account = keypair(LABEL).account_id
     tmp = Path(tempfile.mkdtemp(prefix="bench-sqlite-ab-"))
     servers: dict[str, TreeServer] = {}
@@ -588,28 +678,38 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
             trees["same"] = trees["before"]
             out["same_tree"] = out["before_tree"]
         names = list(trees)
-        targets = {}
+        targets, templates = {}, {}
         for name, tree in trees.items():
             data = tmp / f"data-{name}"
-            seeded = seed(tree, data, account)
-            servers[name] = TreeServer(name, tree, data, profile_dir).start()
-            targets[name] = {"url": servers[name].url, "pid": servers[name].proc.pid, **seeded}
+            targets[name] = seed(tree, data, account)
+            templates[name] = data   # with fresh_servers, each round's servers start on copies of it
+            if not fresh_servers:
+                servers[name] = TreeServer(name, tree, data, profile_dir).start()
         out["event_bytes"] = {n: t.pop("event_bytes") for n, t in targets.items()}
         print(f"before: {out['before_tree']['commit']}, after: {out['after_tree']['commit']}; "
-              f"{n_rounds} rounds", flush=True)
+              f"{n_rounds} rounds{', fresh servers each round' if fresh_servers else ''}", flush=True)
         out["rounds_data"] = []
         for r in range(n_rounds):
             order = (["before", "after"] if r % 2 == 0 else ["after", "before"]) if not aa else \
                 names[r % 3:] + names[:r % 3]   # each tree first, second and third in turn
-            busy = wait_quiet(quiet_s) if quiet_s else None   # both servers idle: others' load
-            res = run_load("bench.sqlite_ab:round_load",
-                           {"targets": targets, "order": order, "counts": counts, "chunks": CHUNKS,
-                            "round_no": r, "profile": bool(profile_dir), "cells": list(cells)},
-                           timeout=len(CELLS) * len(names) * (CHUNKS + 1) * CELL_CAP_S + 120)
+            if fresh_servers:
+                servers = start_fresh({n: trees[n] for n in order}, templates, tmp, r, profile_dir)
             for name, srv in servers.items():
-                if not srv.alive():
-                    raise RuntimeError(f"the {name} server died: {srv.log_tail()}")
+                targets[name].update(url=srv.url, pid=srv.proc.pid)
+            try:
+                busy = wait_quiet(quiet_s) if quiet_s else None   # both servers idle: others' load
+                res = run_load("bench.sqlite_ab:round_load",
+                               {"targets": targets, "order": order, "counts": counts, "chunks": CHUNKS,
+                                "round_no": r, "profile": bool(profile_dir), "cells": list(cells)},
+                               timeout=len(CELLS) * len(names) * (CHUNKS + 1) * CELL_CAP_S + 120)
+                for name, srv in servers.items():
+                    if not srv.alive():
+                        raise RuntimeError(f"the {name} server died: {srv.log_tail()}")
+            finally:
+                if fresh_servers:
+                    stop_fresh(servers)
             res["order"], res["cpus_busy_before_round"] = order, busy
+            res["servers"] = {n: {"pid": srv.proc.pid, "data_dir": str(srv.data_dir)} for n, srv in servers.items()}
             out["rounds_data"].append(res)
             print(f"round {r + 1}/{n_rounds} ({' then '.join(order)}): " + "; ".join(
                 f"{cell} " + "/".join(f"{res[n][cell]['per_s']:.0f}" for n in names)
@@ -642,11 +742,14 @@ if __name__ == "__main__":
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the whole result to FILE")
     parser.add_argument("--aa", action="store_true",
                         help="an A/A beside: a second server of the before tree in the same rounds, its ratios shown too")
+    parser.add_argument("--fresh-servers", action="store_true",
+                        help="a new server process per tree and round, on a fresh copy of its seeded data dir "
+                             "(per-process luck spread over the rounds; default: one server per tree for the run)")
     args = parser.parse_args()
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")
     result = main(args.before, args.after, args.quick, args.rounds, args.profile, args.wait_quiet,
-                  [c for c in CELLS if c in args.cells], args.aa)
+                  [c for c in CELLS if c in args.cells], args.aa, args.fresh_servers)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print()
