@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-CURRENT_VERSION = 24
+CURRENT_VERSION = 25
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 

@@ -595,3 +595,6 @@ BEGIN
     SELECT account_id, 0, -1 FROM agents WHERE id = OLD.agent_id
     ON CONFLICT (account_id, slot) DO UPDATE SET live = account_live_runs.live + excluded.live;
 END;
+
+-- Version 25: a user event's envelope may be kept packed; no table changes
+-- (schema/migrations/0025_packed_envelopes.sql says why).

@@ -52,6 +52,25 @@ _ACCOUNT_AT = _SIGNER_END + len(_ACCOUNT_KEY)
 _TAIL = _ACCOUNT_AT + 34  # signer and account fields, the end of the frame
 
 
+def five_fields(raw: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
+    """(sig, action bytes, signer, account) of an envelope in the canonical five-field layout
+    above, cut by offsets; None for any other layout. `join_five_fields` is its inverse."""
+    tail = len(raw) - _TAIL
+    if (tail > _ACTION_START
+            and raw[:_SIG_START] == _FRAME_HEAD
+            and raw[_SIG_END:_ACTION_START] == _TYPE_AND_ACTION_KEY
+            and raw[tail:tail + _SIGNER_AT] == _SIGNER_KEY
+            and raw[tail + _SIGNER_END:tail + _ACCOUNT_AT] == _ACCOUNT_KEY):
+        return (raw[_SIG_START:_SIG_END], raw[_ACTION_START:tail],
+                raw[tail + _SIGNER_AT:tail + _SIGNER_END], raw[tail + _ACCOUNT_AT:])
+    return None
+
+
+def join_five_fields(sig: bytes, action: bytes, signer: bytes, account: bytes) -> bytes:
+    """The envelope's bytes around its parts, in the five-field layout (`five_fields`' inverse)."""
+    return b"".join((_FRAME_HEAD, sig, _TYPE_AND_ACTION_KEY, action, _SIGNER_KEY, signer, _ACCOUNT_KEY, account))
+
+
 @dataclass(frozen=True, slots=True)
 class VerifiedEnvelope:
     """An envelope that passed steps 1-4: well formed, fresh, and signed by `signer`."""

@@ -12,7 +12,7 @@ from importlib import resources
 
 from .. import numbered_migrations
 
-CURRENT_VERSION = 24
+CURRENT_VERSION = 25
 # Written into schema_version.app, so the gate can tell our schema from someone else's table.
 APP = "seed-agents"
 

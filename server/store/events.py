@@ -5,7 +5,7 @@ without decoding or re-encoding anything.
 """
 from __future__ import annotations
 
-from seed_agents.protocol.api import history
+from seed_agents.protocol.api import history, stored_envelope
 
 from ..database.port import Conn, execute_later
 from . import agents as agents_q
@@ -34,7 +34,8 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     previous event's link is read under the same session-row lock that made the seq, so two
     servers appending to one session on PostgreSQL still build one chain (docs/architecture.md,
     "One chain per session"). `envelope`: the
-    canonical bytes of the signed envelope that caused a user event, kept in its row for exports.
+    canonical bytes of the signed envelope that caused a user event, kept in its row for exports
+    without what the event holds (protocol/api/stored_envelope.py).
     """
     kind, message_from = activity_of(payload)
     row = conn.execute(
@@ -52,6 +53,8 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     body = codec.encode(event)
     if len(body) > max_bytes:
         body = large_events.spill(conn, session_id, event_id, event, max_bytes, now)
+    if envelope is not None:   # (packed against the event as stored: a cut text stays in it)
+        envelope = stored_envelope.pack(envelope, event)
     if prev is None and seq > 1:
         # The predecessor's link comes back with the seq (one statement, not two), read in the
         # UPDATE's snapshot. That is every commit on SQLite, whose write transaction starts

@@ -92,6 +92,37 @@ async def test_heads_are_signed_by_the_key_health_names_and_a_pinned_client_chec
         await other.close()
 
 
+async def test_a_user_envelope_is_kept_packed_and_answered_as_it_was_signed(server, tmp_path):
+    """The row keeps the envelope without what its event holds (the text, the session id, the
+    frame and the principals: protocol/api/stored_envelope.py); the chain answer, an export and
+    `verify` get the signed bytes back exactly. An event too large to keep whole keeps its
+    envelope whole, and so does a row stored before packing."""
+    text = "a question of a modest length, asked once and not kept twice " * 8
+    client, session = await chat(server, Keypair.from_seed(bytes([4] * 32)), [text])
+    try:
+        def rows(conn):
+            return [(seq, bytes(env)) for seq, env in conn.execute(
+                "SELECT seq, envelope FROM session_events WHERE session_id = ? AND envelope IS NOT NULL"
+                " ORDER BY seq", (session,)).fetchall()]
+        (seq, kept), = await server.app.db.aread(rows)
+        chain = await client.call({"_": "GetSessionChain", "sessionId": session})
+        signed = chain["links"][0]["envelope"]
+        user = (await client.get_session(session))["events"][0]["event"]
+        assert history.cid_text(history.cid_bytes(signed)) == user["envelopeCid"]
+        assert kept[:1] == b"\x01" and text.encode() not in kept and session.encode() not in kept
+        assert len(kept) < len(signed) - len(text) - 100, (len(kept), len(signed))
+        # a row stored whole (as every row was before packing) is answered as it is
+        await server.app.db.write(lambda conn: conn.execute(
+            "UPDATE session_events SET envelope = ? WHERE session_id = ? AND seq = ?", (signed, session, seq)))
+        again = await client.call({"_": "GetSessionChain", "sessionId": session})
+        assert again["links"][0]["envelope"] == signed
+        path = str(tmp_path / "s.car")
+        await client.export_session(session, path)
+        assert verify_file(path).user_events == 1
+    finally:
+        await client.close()
+
+
 async def test_an_export_verifies_offline_and_says_what_it_proves(server, tmp_path):
     key = Keypair.from_seed(bytes([2] * 32))
     client, session = await chat(server, key, ["hello", "again"])

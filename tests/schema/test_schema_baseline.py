@@ -50,7 +50,7 @@ def from_migrations(upto: int = schema.CURRENT_VERSION) -> apsw.Connection:
 
 def test_migrations_are_numbered_1_to_current():
     assert [v for v, _ in schema.migrations()] == list(range(1, schema.CURRENT_VERSION + 1))
-    assert schema.CURRENT_VERSION == 24
+    assert schema.CURRENT_VERSION == 25
 
 
 def test_baseline_equals_migrations_applied_in_order():
@@ -139,3 +139,19 @@ def test_version_22_moves_each_envelope_into_its_event_row():
     rows = conn.execute("SELECT seq, envelope FROM session_events ORDER BY seq").fetchall()
     assert rows == [(1, b"\xa1\x01"), (2, None), (3, b"\xa1\x03")]
     assert not conn.execute("SELECT name FROM sqlite_schema WHERE name = 'session_envelopes'").fetchall()
+
+
+def test_version_25_keeps_every_event_row_as_it_was():
+    """Packed envelopes need no table change: the version only moves (so an older build is
+    refused at start), and envelopes kept whole stay whole."""
+    conn = from_migrations(24)
+    conn.execute("INSERT INTO accounts (id, created_at) VALUES ('z6MkA', 1)")
+    conn.execute("INSERT INTO agents (id, account_id, definition, state_dir, status, created_at, updated_at)"
+                 " VALUES ('a1', 'z6MkA', x'a0', '/tmp/a1', 'idle', 1, 1)")
+    conn.execute("INSERT INTO sessions (id, account_id, agent_id, status, created_at, updated_at) VALUES ('s1', 'z6MkA', 'a1', 'idle', 1, 1)")
+    conn.execute("INSERT INTO session_events (session_id, seq, id, created_at, body, link, envelope)"
+                 " VALUES ('s1', 1, 'e1', 1, x'a0', NULL, x'a5aa')")
+    before = describe(conn)
+    conn.execute(dict(schema.migrations())[25])
+    assert describe(conn) == before
+    assert conn.execute("SELECT envelope FROM session_events").fetchall() == [(b"\xa5\xaa",)]

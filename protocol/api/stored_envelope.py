@@ -1,0 +1,104 @@
+"""A user event's signed envelope as its row keeps it: without what the event already holds.
+
+An export must hold the envelope's exact bytes (docs/protocol.md, "Verifiable history"), but
+most of them are in the user event too: the text is the event's `content`, the session id its
+`sessionId`, the signer and account its `meta`, and the frame around them is the fixed
+five-field layout (protocol/wire/envelope.py). Stored whole, a message's text is kept twice and
+a short message's row nearly doubles. So the row keeps the packed form
+
+    0x01 | uint: where the text was cut + 1 (0: not cut) | uint: where the session id was cut + 1
+         | the 64-byte sig | the action's bytes with the text's, then the session id's,
+           encoding taken out
+
+and `unpack` puts them back from the stored event. Each cut takes out bytes equal to the
+DAG-CBOR of a value the event holds, wherever they were found, and `unpack` inserts that same
+encoding at the same offset, so the rebuilt bytes are exact by construction. Only the
+five-field layout is packed, and only when the event's meta names the envelope's own signer and
+account; anything else is kept whole. A whole envelope starts with a map head (0xa0-0xbb),
+never 0x01: rows stored whole (before packing, or not packable) are read back as they are.
+"""
+from __future__ import annotations
+
+from ..wire.dagcbor import encode_head, shortest_head_at
+from ..wire.envelope import five_fields, join_five_fields
+from ..wire.errors import ProtocolError
+from ..wire.principals import principal_from_string
+
+PACKED = 0x01
+_PACKED = bytes((PACKED,))
+_SIG = 64
+
+
+def is_packed(stored: bytes) -> bool:
+    return stored[:1] == _PACKED
+
+
+def _text(value: str) -> bytes:
+    data = value.encode()
+    return encode_head(3, len(data)) + data
+
+
+def _held(event: object) -> tuple[str, str, str, str] | None:
+    """(session id, text, account id, signer id) of a stored user event, or None when any is
+    missing or not a string."""
+    if type(event) is not dict:
+        return None
+    payload = event.get("event")
+    meta = payload.get("meta") if type(payload) is dict else None
+    if type(meta) is not dict:
+        return None
+    held = (event.get("sessionId"), payload.get("content"), meta.get("accountId"), meta.get("signerId"))
+    return held if all(type(v) is str for v in held) else None   # type: ignore[return-value]
+
+
+def _cut(data: bytes, part: bytes) -> tuple[bytes, int]:
+    at = data.find(part)
+    return (data, 0) if at < 0 else (data[:at] + data[at + len(part):], at + 1)
+
+
+def _put(data: bytes, part: bytes, at: int) -> bytes:
+    return data if at == 0 else data[:at - 1] + part + data[at - 1:]
+
+
+def pack(raw: bytes, event: dict) -> bytes:
+    """The form the row keeps of `raw`, the envelope that caused the user event `event` (the
+    SessionEvent as stored): packed when it rebuilds exactly, else `raw` itself."""
+    parts = five_fields(raw)
+    held = _held(event)
+    if parts is None or held is None:
+        return raw
+    sig, action, signer, account = parts
+    session_id, text, account_id, signer_id = held
+    try:   # (the server writes the envelope's own principals in the meta; anything else: kept whole)
+        if principal_from_string(signer_id) != signer or principal_from_string(account_id) != account:
+            return raw
+    except ProtocolError:
+        return raw
+    # Each cut takes out the encoding of a value the event holds and records where, so `unpack`
+    # puts the same bytes back at the same place: exact by construction, whatever was found.
+    text_bytes, session_bytes = _text(text), _text(session_id)
+    action, text_at = _cut(action, text_bytes)
+    action, session_at = _cut(action, session_bytes)
+    return b"".join((_PACKED, encode_head(0, text_at), encode_head(0, session_at), sig, action))
+
+
+def unpack(stored: bytes, event: object) -> bytes:
+    """The envelope's bytes from what the row keeps and its stored event. A row kept whole is
+    returned as it is; so are a packed row's bytes when the event no longer holds what was cut
+    out (an edited store): what comes back then is no envelope, and a verifier says so for
+    this event."""
+    if not is_packed(stored):
+        return stored
+    text_head = shortest_head_at(stored, 1, 0)
+    session_head = shortest_head_at(stored, text_head[1], 0) if text_head else None
+    held = _held(event)
+    if session_head is None or held is None or len(stored) < session_head[1] + _SIG:
+        return stored
+    session_id, text, account_id, signer_id = held
+    try:
+        signer, account = principal_from_string(signer_id), principal_from_string(account_id)
+    except (ProtocolError, ValueError):
+        return stored
+    start = session_head[1]
+    action = _put(_put(stored[start + _SIG:], _text(session_id), session_head[0]), _text(text), text_head[0])
+    return join_five_fields(stored[start:start + _SIG], action, signer, account)
