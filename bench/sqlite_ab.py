@@ -250,14 +250,16 @@ def server_cpu_ns(pid: int) -> int:
     return total
 
 
-COUNTERS = 8   # the fields of a thread_counters tuple
+COUNTERS = 9   # the fields of a thread_counters tuple
 
 
 def thread_counters(pid: int) -> dict[int, tuple[int, ...]]:
     """Per thread of the server: (CPU ns, write calls, bytes written, context switches, of which
-    involuntary, read calls, user ticks, system ticks) so far, from
+    involuntary, read calls, user ticks, system ticks, bytes read from the disk) so far, from
     /proc/PID/task/TID/{schedstat,io,status,stat} (the ticks: bench.meters.thread_ticks, whose
-    granularity says how many turns a figure needs). Read calls
+    granularity says how many turns a figure needs). The bytes read from the disk are the reads
+    the page cache did not answer: a file page the kernel dropped while the server sat idle
+    comes back from there, at the cost of system time. Read calls
     are the database pages a thread read from the file or the WAL (socket reads are not counted
     there): a reader's page cache starts empty after each commit, so its reads per action follow
     the depth of the B-trees it walks. The writer thread is
@@ -280,7 +282,8 @@ def thread_counters(pid: int) -> dict[int, tuple[int, ...]]:
             ticks = thread_ticks(pid, tid)
             if ticks is None:
                 continue
-            out[tid] = (cpu, int(io["syscw"]), int(io["wchar"]), vol + invol, invol, int(io["syscr"]), *ticks)
+            out[tid] = (cpu, int(io["syscw"]), int(io["wchar"]), vol + invol, invol, int(io["syscr"]), *ticks,
+                        int(io["read_bytes"]))
         except (OSError, ValueError, KeyError, IndexError):
             continue
     return out
@@ -313,7 +316,7 @@ def _thread_deltas(pid: int, before: dict, after: dict) -> dict:
     writer = max(others, key=lambda t: d[t][2], default=None)
     w = d[writer] if writer is not None else (0,) * COUNTERS
     return {"writer_ns": w[0], "writer_calls": w[1], "writer_bytes": w[2], "writer_reads": w[5],
-            "writer_user_ticks": w[6], "writer_sys_ticks": w[7],
+            "writer_user_ticks": w[6], "writer_sys_ticks": w[7], "writer_disk_bytes": w[8],
             "loop_reads": d.get(pid, (0,) * COUNTERS)[5],
             "user_ticks": sum(v[6] for v in d.values()), "sys_ticks": sum(v[7] for v in d.values()),
             "switches": sum(v[3] for v in d.values()), "involuntary": sum(v[4] for v in d.values())}
@@ -499,6 +502,7 @@ def _per_action(chunks: list[dict], n: int) -> dict:
            "writer_calls": sum(ch["writer_calls"] for ch in chunks) / n,
            "writer_kib": sum(ch["writer_bytes"] for ch in chunks) / 1024 / n,
            "writer_reads": sum(ch["writer_reads"] for ch in chunks) / n,
+           "writer_disk_kib": sum(ch["writer_disk_bytes"] for ch in chunks) / 1024 / n,
            "loop_reads": sum(ch["loop_reads"] for ch in chunks) / n,
            "switches": sum(ch["switches"] for ch in chunks) / n,
            "involuntary": sum(ch["involuntary"] for ch in chunks) / n}
@@ -548,7 +552,7 @@ async def round_load(targets: dict, order: list[str], counts: dict, chunks: int,
 # The user/system split (from clock ticks) sits beside the exact totals it splits.
 FIGURES = ("per_s", "p50_ms", "p99_ms", "cpu_us", "user_cpu_us", "sys_cpu_us", "loop_cpu_us", "writer_cpu_us",
            "writer_user_us", "writer_sys_us", "writer_calls", "writer_kib",
-           "writer_reads", "loop_reads", "switches", "involuntary", "commits", "jobs_per_commit")
+           "writer_reads", "writer_disk_kib", "loop_reads", "switches", "involuntary", "commits", "jobs_per_commit")
 
 
 def _spread(values: list[float], digits: int = 3) -> dict:
@@ -591,7 +595,9 @@ def summarize(rounds: list[dict], other: str = "after") -> dict:
             cells[f"{cell} {fig}"] = {
                 "before_median": round(mb, 3), "after_median": round(ma, 3),
                 "ratio_of_medians": round(ma / mb, 3) if mb else None,
-                "pair_ratios": {**_spread(pairs), **geomean_ci(pairs)}, "better": "higher" if fig == "per_s" else "lower",
+                # (no ratio in a round whose before is 0: a count that is mostly 0, as the disk reads)
+                "pair_ratios": {**_spread(pairs), **geomean_ci(pairs)} if pairs else
+                {"median": None, "min": None, "max": None, "geomean": None, "ci95": None}, "better": "higher" if fig == "per_s" else "lower",
                 "before_runs": [round(x, 3) for x in b], "after_runs": [round(x, 3) for x in a]}
     noise = {}
     for name in ("before", other):
@@ -623,6 +629,7 @@ def table(summary: dict) -> str:
                               "writer_calls": ("", "the writer's write calls per action", 2),
                               "writer_kib": (" KiB", "the writer's bytes written per action", 2),
                               "writer_reads": ("", "the writer's read calls per action", 2),
+                              "writer_disk_kib": (" KiB", "the writer's bytes read from the disk per action", 2),
                               "loop_reads": ("", "the event loop's read calls per action", 2),
                               "switches": ("", "context switches per action (all threads)", 2),
                               "involuntary": ("", "of which involuntary", 2),
@@ -632,8 +639,9 @@ def table(summary: dict) -> str:
             continue   # (a count the cell never moves: a GetSession writes nothing)
         p = c["pair_ratios"]
         ci = f"{p['geomean']:.3f} ({p['ci95'][0]:.3f}..{p['ci95'][1]:.3f})" if p["ci95"] else "-"
+        spread = f"{p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}]" if p["median"] is not None else "-"
         lines.append(f"| {cell} | {name} | {c['before_median']:,.{digits}f}{unit} | {c['after_median']:,.{digits}f}{unit} "
-                     f"| {c['ratio_of_medians'] or 0:.3f} | {p['median']:.3f} [{p['min']:.3f}..{p['max']:.3f}] | {ci} |")
+                     f"| {c['ratio_of_medians'] or 0:.3f} | {spread} | {ci} |")
     return "\n".join(lines)
 
 
