@@ -25,9 +25,11 @@ def rss_kb(pid: int) -> int:
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")   # 10 ms here (USER_HZ 100)
 
 
-def thread_ticks(pid: int, tid: int | str) -> tuple[int, int] | None:
-    """(user, system) CPU time of one thread so far, in clock ticks of TICK_S (utime and stime,
-    /proc/PID/task/TID/stat); None when the thread is gone. The kernel keeps the thread's run
+def thread_stat(pid: int, tid: int | str) -> tuple[int, int, int] | None:
+    """(user, system, minor page faults) of one thread so far, the first two as CPU time in clock
+    ticks of TICK_S (utime, stime and minflt of /proc/PID/task/TID/stat); None when the thread
+    is gone. A minor fault (a page touched for the first time, memory the allocator gave back
+    to the kernel and took again) is system time. The kernel keeps the thread's run
     time exactly and splits it into user and system by which the sampled ticks fell in, shown
     rounded down to a whole tick: a difference of two readings is good to about a tick, so a
     figure needs tens of ticks (a few hundred ms of that thread's CPU) before its few percent
@@ -35,7 +37,7 @@ def thread_ticks(pid: int, tid: int | str) -> tuple[int, int] | None:
     try:
         with open(f"/proc/{pid}/task/{tid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]), int(fields[12])
+        return int(fields[11]), int(fields[12]), int(fields[7])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -48,7 +50,7 @@ def thread_cpu(pid: int) -> tuple[float, float]:
     except OSError:
         return 0.0, 0.0
     for tid in tids:
-        ticks = thread_ticks(pid, tid)
+        ticks = thread_stat(pid, tid)
         if ticks is None:
             continue
         secs = (ticks[0] + ticks[1]) * TICK_S   # utime + stime

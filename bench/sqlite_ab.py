@@ -74,7 +74,7 @@ from pathlib import Path
 
 from bench.bench_bounds import extract
 from bench.conditions import ROOT, SERVER_CPU, machine_info, pin_prefix
-from bench.meters import TICK_S, thread_ticks
+from bench.meters import TICK_S, thread_stat
 from bench.processes import RAISED_LIMITS, _raise_nofile_child, free_port, run_load
 from bench.trees import server_module, tree_env
 
@@ -250,13 +250,14 @@ def server_cpu_ns(pid: int) -> int:
     return total
 
 
-COUNTERS = 9   # the fields of a thread_counters tuple
+COUNTERS = 10   # the fields of a thread_counters tuple
 
 
 def thread_counters(pid: int) -> dict[int, tuple[int, ...]]:
     """Per thread of the server: (CPU ns, write calls, bytes written, context switches, of which
-    involuntary, read calls, user ticks, system ticks, bytes read from the disk) so far, from
-    /proc/PID/task/TID/{schedstat,io,status,stat} (the ticks: bench.meters.thread_ticks, whose
+    involuntary, read calls, user ticks, system ticks, minor page faults, bytes read from the
+    disk) so far, from
+    /proc/PID/task/TID/{schedstat,io,status,stat} (the ticks: bench.meters.thread_stat, whose
     granularity says how many turns a figure needs). The bytes read from the disk are the reads
     the page cache did not answer: a file page the kernel dropped while the server sat idle
     comes back from there, at the cost of system time. Read calls
@@ -279,10 +280,10 @@ def thread_counters(pid: int) -> dict[int, tuple[int, ...]]:
             status = dict(line.split(":\t", 1) for line in open(f"{base}/status").read().splitlines()
                           if ":\t" in line)
             vol, invol = int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"])
-            ticks = thread_ticks(pid, tid)
-            if ticks is None:
+            stat = thread_stat(pid, tid)
+            if stat is None:
                 continue
-            out[tid] = (cpu, int(io["syscw"]), int(io["wchar"]), vol + invol, invol, int(io["syscr"]), *ticks,
+            out[tid] = (cpu, int(io["syscw"]), int(io["wchar"]), vol + invol, invol, int(io["syscr"]), *stat,
                         int(io["read_bytes"]))
         except (OSError, ValueError, KeyError, IndexError):
             continue
@@ -310,15 +311,16 @@ def db_counters(http_url: str) -> tuple[int, int] | None:
 def _thread_deltas(pid: int, before: dict, after: dict) -> dict:
     """What the server's threads did between two `thread_counters`: the loop's (the main
     thread), the writer's (the other thread that wrote the most bytes) and all threads' context
-    switches; and the user and system ticks of all threads and of the writer's."""
+    switches; and the user and system ticks and minor page faults of all threads and of the writer's."""
     d = {tid: tuple(a - b for a, b in zip(after[tid], before.get(tid, (0,) * COUNTERS))) for tid in after}
     others = [tid for tid in d if tid != pid]
     writer = max(others, key=lambda t: d[t][2], default=None)
     w = d[writer] if writer is not None else (0,) * COUNTERS
     return {"writer_ns": w[0], "writer_calls": w[1], "writer_bytes": w[2], "writer_reads": w[5],
-            "writer_user_ticks": w[6], "writer_sys_ticks": w[7], "writer_disk_bytes": w[8],
+            "writer_user_ticks": w[6], "writer_sys_ticks": w[7], "writer_faults": w[8], "writer_disk_bytes": w[9],
             "loop_reads": d.get(pid, (0,) * COUNTERS)[5],
             "user_ticks": sum(v[6] for v in d.values()), "sys_ticks": sum(v[7] for v in d.values()),
+            "faults": sum(v[8] for v in d.values()),
             "switches": sum(v[3] for v in d.values()), "involuntary": sum(v[4] for v in d.values())}
 
 
@@ -490,7 +492,7 @@ def _combine(chunks: list[dict]) -> dict:
 def _per_action(chunks: list[dict], n: int) -> dict:
     """The writer thread's CPU, write calls and bytes, the context switches, and the commits and
     jobs per action; and the jobs a commit carried (the group commit's batch). The user and
-    system CPU (all threads', and the writer's) come from clock ticks (bench.meters.thread_ticks):
+    system CPU (all threads', and the writer's) come from clock ticks (bench.meters.thread_stat):
     good to about a tick a chunk, so a round's figure is as good as its ticks are many."""
     n = max(1, n)
     us_a_tick = TICK_S * 1e6 / n
@@ -503,6 +505,8 @@ def _per_action(chunks: list[dict], n: int) -> dict:
            "writer_kib": sum(ch["writer_bytes"] for ch in chunks) / 1024 / n,
            "writer_reads": sum(ch["writer_reads"] for ch in chunks) / n,
            "writer_disk_kib": sum(ch["writer_disk_bytes"] for ch in chunks) / 1024 / n,
+           "faults": sum(ch["faults"] for ch in chunks) / n,
+           "writer_faults": sum(ch["writer_faults"] for ch in chunks) / n,
            "loop_reads": sum(ch["loop_reads"] for ch in chunks) / n,
            "switches": sum(ch["switches"] for ch in chunks) / n,
            "involuntary": sum(ch["involuntary"] for ch in chunks) / n}
@@ -551,7 +555,7 @@ async def round_load(targets: dict, order: list[str], counts: dict, chunks: int,
 # its threads, from /proc) is the work each costs, which a neighbour's load moves much less.
 # The user/system split (from clock ticks) sits beside the exact totals it splits.
 FIGURES = ("per_s", "p50_ms", "p99_ms", "cpu_us", "user_cpu_us", "sys_cpu_us", "loop_cpu_us", "writer_cpu_us",
-           "writer_user_us", "writer_sys_us", "writer_calls", "writer_kib",
+           "writer_user_us", "writer_sys_us", "faults", "writer_faults", "writer_calls", "writer_kib",
            "writer_reads", "writer_disk_kib", "loop_reads", "switches", "involuntary", "commits", "jobs_per_commit")
 
 
@@ -626,6 +630,8 @@ def table(summary: dict) -> str:
                               "writer_cpu_us": (" us", "of which the database writer's thread", 0),
                               "writer_user_us": (" us", f"the writer's user time ({TICKS})", 0),
                               "writer_sys_us": (" us", f"the writer's system time ({TICKS})", 0),
+                              "faults": ("", "minor page faults per action (all threads)", 2),
+                              "writer_faults": ("", "of which the writer's", 2),
                               "writer_calls": ("", "the writer's write calls per action", 2),
                               "writer_kib": (" KiB", "the writer's bytes written per action", 2),
                               "writer_reads": ("", "the writer's read calls per action", 2),
