@@ -32,7 +32,10 @@ each tree from its own code, with `--aa` a second copy of the before tree beside
   data dir, where by default one server per tree serves the whole run: one server process can
   stay slower than its twin for its whole life (the A/A's server CPU at c8 has read 0.96 in one
   run and 1.23 in the next, alike in every round, mostly the writer thread's system time), which
-  more rounds of the same processes cannot average out and a process per round spreads over them;
+  more rounds of the same processes cannot average out and a process per round spreads over them
+  (its cause, read from the minor page faults the table shows: glibc malloc giving the writer's
+  freed memory back and faulting it in again, in some processes and not others;
+  `--steady-malloc` fixes the servers' malloc thresholds, so none does);
 - **append throughput per tree**: the tree's own `append_event` in a child process of that tree
   (blocks of appends in one job, the writer thread's CPU), and a turn's two appends, each its
   own commit; the user's message carries its envelope where the tree's handler makes one;
@@ -611,6 +614,9 @@ def main() -> None:
     parser.add_argument("--fresh-servers", action="store_true",
                         help="with --before: a new server per tree every round of the turns cells, on a fresh "
                              "copy of its seeded data dir (bench.sqlite_ab --fresh-servers)")
+    parser.add_argument("--steady-malloc", action="store_true",
+                        help="with --before: the turns cells' servers with glibc malloc's thresholds fixed "
+                             "(bench.sqlite_ab --steady-malloc)")
     parser.add_argument("--tree-rounds", type=int, default=6, help="with --before: rounds of each tree's appends "
                         "(with --replay-only: of each tree's replay)")
     parser.add_argument("--replay-only", action="store_true",
@@ -671,9 +677,10 @@ def before_after(args: argparse.Namespace) -> None:
 
     print(f"MessageSession end to end, {args.before} (before) against {args.after} (after), "
           f"{args.turn_rounds} rounds{', with an A/A' if args.aa else ''}"
-          f"{', fresh servers each round' if args.fresh_servers else ''}:", flush=True)
+          f"{', fresh servers each round' if args.fresh_servers else ''}"
+          f"{', steady malloc' if args.steady_malloc else ''}:", flush=True)
     turns = sqlite_ab.main(args.before, args.after, False, args.turn_rounds, None, 0.0, ["turns c1", "turns c8"],
-                           args.aa, fresh_servers=args.fresh_servers)
+                           args.aa, fresh_servers=args.fresh_servers, steady_malloc=args.steady_malloc)
     print()
     print(sqlite_ab.table(turns["summary"]))
     if "summary_aa" in turns:

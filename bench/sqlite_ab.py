@@ -2,7 +2,8 @@
 its speed, within 5%, through a change):
 
     python -m bench.sqlite_ab [--before REF] [--after REF|.] [--quick] [--rounds N] [--aa]
-                              [--fresh-servers] [--wait-quiet SECONDS] [--profile DIR] [--json FILE]
+                              [--fresh-servers] [--steady-malloc] [--wait-quiet SECONDS]
+                              [--profile DIR] [--json FILE]
 
 Two source trees: `--before` (default b319136, main before the storage port) and `--after`
 (default `.`, this working tree as it is on disk; a git ref is extracted like the before tree,
@@ -12,16 +13,23 @@ in bench.processes) on a fresh SQLite data dir seeded by that tree's own `bench.
 the file is what that tree's store writes): one echo agent and a session of 20 events of
 ~630 bytes (the `rpc` benchmark's ~12.7 KB GetSession answer), all for one account.
 
-Both servers run for the whole benchmark; only one is loaded at a time. With `--fresh-servers`
+Both servers run for the whole benchmark. With `--fresh-servers`
 each tree's seeded data dir is kept as a template instead, and every round starts a new server
 process per tree on a fresh copy of it (the SQLite file with its WAL and SHM, whatever the dir
 holds), stopped and its copy deleted after the round. That is for a noise this machine shows: one
 server process can stay slower than its twin for its whole life (the A/A of a run at 0.96 in one
 run, 1.23 in the next, the same ratio in every round, mostly in the system time of the database
 writer's thread), and more rounds with the same processes cannot average that out; a process per
-round spreads that luck over the rounds, where the per-round ratios and their interval show it. Each round is one load
-process (pinned to the load CPU; this tree's load code for both trees; envelopes pre-signed
-before each timed chunk). For each cell it opens its sockets (and sessions) on both trees,
+round spreads that luck over the rounds, where the per-round ratios and their interval show it.
+The figures name the luck: the slow process's writer thread takes ~90-140 minor page faults a
+turn, its twin's under 1, and reads nothing from the disk (so not a page cache the kernel
+dropped): glibc malloc, whose thresholds move with what a process has freed, giving memory back
+and faulting it in again. `--steady-malloc` runs the servers with those thresholds fixed
+(STEADY_MALLOC), so no process does: the code's CPU without the allocator's luck, which a
+production server does not have.
+
+Only one server is loaded at a time. Each round is one load process (pinned to the load CPU;
+this tree's load code for both trees; envelopes pre-signed before each timed chunk). For each cell it opens its sockets (and sessions) on both trees,
 warms both up, then sends CHUNKS timed chunks to each tree, alternating A B B A A B ... where A
 is the tree that goes first in this round (before in even rounds, after in odd ones): drift of
 the shared machine at any scale longer than a chunk (0.1-0.5 s) falls on both trees alike.
@@ -40,7 +48,9 @@ CPU split into user and system time (all threads, and the database writer's thre
 the utime and stime of /proc/PID/task/TID/stat: those are in clock ticks (10 ms here), good to
 about a tick a timed chunk, so a round's figure needs some hundred ticks of that thread (the
 `turns` cells' default sizes give the writer ~30 ticks a round at c1 and ~65 at c8, the whole
-server ~70 and ~160: read the writer's split over the rounds, not in one round). Reported: the median
+server ~70 and ~160: read the writer's split over the rounds, not in one round); the minor page
+faults per action (all threads, and the writer's) and the writer's bytes read from the disk
+(shown when not 0), which tell where a system time comes from. Reported: the median
 over the rounds for each tree, after/before of those medians, and the per-round ratios (a
 round's after against the same round's before): median, min and max. Also the CPU that other
 processes took from the server's and the load's CPU during the timed chunks (`foreign`) and the
@@ -116,8 +126,10 @@ class TreeServer:
     """`python -m seed_agents.server.main` of one source tree (cwd and PYTHONPATH set to it), pinned to the
     server CPU, on a free loopback port, with its data dir (seeded before)."""
 
-    def __init__(self, name: str, tree: Path, data_dir: Path, profile_dir: str | None) -> None:
+    def __init__(self, name: str, tree: Path, data_dir: Path, profile_dir: str | None,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.name, self.tree, self.data_dir = name, tree, data_dir
+        self.extra_env = extra_env or {}
         self.port = free_port()
         args = ["--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(data_dir),
                 "--log-level", "WARNING", *RAISED_LIMITS]
@@ -138,7 +150,7 @@ class TreeServer:
         with open(self.log_path, "ab") as log:
             # taskset execs the command, so the child's pid is the server's own (for /proc).
             self.proc = subprocess.Popen([*pin_prefix(SERVER_CPU), *self.cmd], cwd=str(self.tree),
-                                         env=tree_env(self.tree),
+                                         env={**tree_env(self.tree), **self.extra_env},
                                          stdout=log, stderr=log, preexec_fn=_raise_nofile_child)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -196,7 +208,7 @@ def _listing(folder: Path, skip: str = "") -> list[tuple[str, int]]:
 
 
 def start_fresh(trees: dict[str, Path], templates: dict[str, Path], into: Path, round_no: int,
-                profile_dir: str | None) -> dict[str, TreeServer]:
+                profile_dir: str | None, extra_env: dict[str, str] | None = None) -> dict[str, TreeServer]:
     """This round's servers (`--fresh-servers`): for each tree, in the order given, a copy of
     its template in a data dir of its own under `into` and a new server process on it; all
     stopped again if one fails to start."""
@@ -206,7 +218,7 @@ def start_fresh(trees: dict[str, Path], templates: dict[str, Path], into: Path, 
             data = fresh_copy(templates[name], into / f"round{round_no + 1}-{name}")
             # (the round in the name: a profiled server's profile per round, not overwritten)
             servers[name] = TreeServer(f"{name}-round{round_no + 1}" if profile_dir else name, tree, data,
-                                       profile_dir).start()
+                                       profile_dir, extra_env).start()
     except BaseException:
         stop_fresh(servers)
         raise
@@ -219,6 +231,16 @@ def stop_fresh(servers: dict[str, TreeServer]) -> None:
         srv.stop()
         if not os.environ.get("BENCH_KEEP"):
             shutil.rmtree(srv.data_dir, ignore_errors=True)
+
+
+# `--steady-malloc`: glibc's malloc with fixed thresholds in the servers. By default it moves
+# its mmap threshold (and with it the trim threshold) by what the process has freed so far, so
+# one server process can end up giving memory back to the kernel and faulting it in again at
+# every turn (its writer thread's minor faults: ~90-140 a turn at c8, against under 1 for its
+# twin, for the process's whole life; ~250 us of system time a turn), another not. Setting
+# either threshold turns that off: no process then returns its free memory below 256 MiB.
+# Not what a production server runs with: the CPU it measures is the code's, without that luck.
+STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(4 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 
 # -- the load (runs in a load process, bench.processes.run_load) ---------------------------------
@@ -600,8 +622,8 @@ def summarize(rounds: list[dict], other: str = "after") -> dict:
                 "before_median": round(mb, 3), "after_median": round(ma, 3),
                 "ratio_of_medians": round(ma / mb, 3) if mb else None,
                 # (no ratio in a round whose before is 0: a count that is mostly 0, as the disk reads)
-                "pair_ratios": {**_spread(pairs), **geomean_ci(pairs)} if pairs else
-                {"median": None, "min": None, "max": None, "geomean": None, "ci95": None}, "better": "higher" if fig == "per_s" else "lower",
+                "pair_ratios": {**_spread(pairs), **geomean_ci(pairs)} if pairs else dict.fromkeys(
+                    ("median", "min", "max", "geomean", "ci95")), "better": "higher" if fig == "per_s" else "lower",
                 "before_runs": [round(x, 3) for x in b], "after_runs": [round(x, 3) for x in a]}
     noise = {}
     for name in ("before", other):
@@ -666,10 +688,12 @@ def resolve(ref: str, into: Path) -> tuple[Path, str]:
 
 
 def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profile_dir: str | None,
-         quiet_s: float = 0.0, cells: list[str] = CELLS, aa: bool = False, fresh_servers: bool = False) -> dict:
+         quiet_s: float = 0.0, cells: list[str] = CELLS, aa: bool = False, fresh_servers: bool = False,
+         steady_malloc: bool = False) -> dict:
     """The run (the module's docstring). `fresh_servers`: every round starts a new server
     process for each tree on a fresh copy of that tree's seeded data dir, stopped and deleted
-    after the round, instead of one server per tree for the whole run."""
+    after the round, instead of one server per tree for the whole run. `steady_malloc`: the
+    servers run with STEADY_MALLOC in their environment."""
     from bench.load import keypair
     from bench.run import wait_quiet
 
@@ -678,7 +702,8 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
     started = time.monotonic()
     out: dict = {"machine": machine_info(), "loadavg_start": os.getloadavg(), "quick": quick,
                  "rounds": n_rounds, "chunks": CHUNKS, "counts": counts, "cells": list(cells),
-                 "fresh_servers": fresh_servers}
+                 "fresh_servers": fresh_servers, "steady_malloc": steady_malloc}
+    extra_env = STEADY_MALLOC if steady_malloc else None
     account = keypair(LABEL).account_id
     tmp = Path(tempfile.mkdtemp(prefix="bench-sqlite-ab-"))
     servers: dict[str, TreeServer] = {}
@@ -698,16 +723,17 @@ def main(before_ref: str, after_ref: str, quick: bool, rounds: int | None, profi
             targets[name] = seed(tree, data, account)
             templates[name] = data   # with fresh_servers, each round's servers start on copies of it
             if not fresh_servers:
-                servers[name] = TreeServer(name, tree, data, profile_dir).start()
+                servers[name] = TreeServer(name, tree, data, profile_dir, extra_env).start()
         out["event_bytes"] = {n: t.pop("event_bytes") for n, t in targets.items()}
         print(f"before: {out['before_tree']['commit']}, after: {out['after_tree']['commit']}; "
-              f"{n_rounds} rounds{', fresh servers each round' if fresh_servers else ''}", flush=True)
+              f"{n_rounds} rounds{', fresh servers each round' if fresh_servers else ''}"
+              f"{', steady malloc' if steady_malloc else ''}", flush=True)
         out["rounds_data"] = []
         for r in range(n_rounds):
             order = (["before", "after"] if r % 2 == 0 else ["after", "before"]) if not aa else \
                 names[r % 3:] + names[:r % 3]   # each tree first, second and third in turn
             if fresh_servers:
-                servers = start_fresh({n: trees[n] for n in order}, templates, tmp, r, profile_dir)
+                servers = start_fresh({n: trees[n] for n in order}, templates, tmp, r, profile_dir, extra_env)
             for name, srv in servers.items():
                 targets[name].update(url=srv.url, pid=srv.proc.pid)
             try:
@@ -759,11 +785,14 @@ if __name__ == "__main__":
     parser.add_argument("--fresh-servers", action="store_true",
                         help="a new server process per tree and round, on a fresh copy of its seeded data dir "
                              "(per-process luck spread over the rounds; default: one server per tree for the run)")
+    parser.add_argument("--steady-malloc", action="store_true",
+                        help="the servers' glibc malloc with fixed mmap and trim thresholds (STEADY_MALLOC): "
+                             "no server process left faulting its freed memory in again at every turn")
     args = parser.parse_args()
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")
     result = main(args.before, args.after, args.quick, args.rounds, args.profile, args.wait_quiet,
-                  [c for c in CELLS if c in args.cells], args.aa, args.fresh_servers)
+                  [c for c in CELLS if c in args.cells], args.aa, args.fresh_servers, args.steady_malloc)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print()
