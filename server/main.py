@@ -9,6 +9,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
+from . import allocator
 from .config import Config, ConfigError, add_arguments, load_config, metrics_address
 from .operations import logs
 from .providers.network import is_loopback_host
@@ -217,6 +218,7 @@ def check_dirs(config: Config, database_file: str | None) -> None:
 
 def run(config: Config) -> int:
     logs.setup(config.log_level, config.log_format)
+    allocator.fix_thresholds()   # (before the threads' arenas fill: server/allocator.py says why)
     try:
         asyncio.run(serve_until_signalled(config))
     except (StartError, SchemaGateError, StorageError, SecretsKeyMismatch) as exc:
