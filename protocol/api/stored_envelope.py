@@ -4,18 +4,23 @@ An export must hold the envelope's exact bytes (docs/protocol.md, "Verifiable hi
 most of them are in the user event too: the text is the event's `content`, the session id its
 `sessionId`, the signer and account its `meta`, and the frame around them is the fixed
 five-field layout (protocol/wire/envelope.py). Stored whole, a message's text is kept twice and
-a short message's row nearly doubles. So the row keeps the packed form
+a short message's row nearly doubles. So the row keeps one of two packed forms:
 
+    0x02 | uint: the action's ts | the 64-byte sig
+        for the action a client sends for one text part: {_: "MessageSession", ts, content:
+        [{type: "text", text}], sessionId, clientMessageId?}, whose every other byte the event
+        holds, so it is encoded again from the event and the ts (and compared whole when packed);
     0x01 | uint: where the text was cut + 1 (0: not cut) | uint: where the session id was cut + 1
          | the 64-byte sig | the action's bytes with the text's, then the session id's,
            encoding taken out
+        for any other action: each cut takes out bytes equal to the DAG-CBOR of a value the
+        event holds, wherever they were found, and `unpack` inserts that same encoding at the
+        same offset, so the rebuilt bytes are exact by construction.
 
-and `unpack` puts them back from the stored event. Each cut takes out bytes equal to the
-DAG-CBOR of a value the event holds, wherever they were found, and `unpack` inserts that same
-encoding at the same offset, so the rebuilt bytes are exact by construction. Only the
-five-field layout is packed, and only when the event's meta names the envelope's own signer and
-account; anything else is kept whole. A whole envelope starts with a map head (0xa0-0xbb),
-never 0x01: rows stored whole (before packing, or not packable) are read back as they are.
+Only the five-field layout is packed, and only when the event's meta names the envelope's own
+signer and account; anything else is kept whole. A whole envelope starts with a map head
+(0xa0-0xbb), never 0x01 or 0x02: rows stored whole (before packing, or not packable) are read
+back as they are.
 """
 from __future__ import annotations
 
@@ -24,23 +29,43 @@ from ..wire.envelope import five_fields, join_five_fields
 from ..wire.errors import ProtocolError
 from ..wire.principals import principal_from_string
 
-PACKED = 0x01
-_PACKED = bytes((PACKED,))
-_SIG = 64
-
-
-def is_packed(stored: bytes) -> bool:
-    return stored[:1] == _PACKED
-
 
 def _text(value: str) -> bytes:
     data = value.encode()
     return encode_head(3, len(data)) + data
 
 
+PACKED = 0x01   # cuts
+SHAPED = 0x02   # the one-text-part action, encoded again
+_PACKED, _SHAPED = bytes((PACKED,)), bytes((SHAPED,))
+_SIG = 64
+
+# The one-text-part action's bytes around what the event holds, keys in DAG-CBOR order (length,
+# then bytes): _, ts, content (its part's keys: text, type), sessionId, clientMessageId.
+_NAME_TS = _text("_") + _text("MessageSession") + _text("ts")
+_CONTENT = _text("content") + b"\x81\xa2" + _text("text")
+_PART_TYPE = _text("type") + _text("text")
+_SESSION = _text("sessionId")
+_CLIENT_ID = _text("clientMessageId")
+_TS_AT = 1 + len(_NAME_TS)   # after the map's head
+
+
+def is_packed(stored: bytes) -> bool:
+    return stored[:1] in (_PACKED, _SHAPED)
+
+
+
+
+def _shaped(ts: int, text: str, session_id: str, client_id: str | None) -> bytes:
+    """The one-text-part action's canonical bytes (docstring above)."""
+    return b"".join((b"\xa4" if client_id is None else b"\xa5", _NAME_TS, encode_head(0, ts), _CONTENT,
+                     _text(text), _PART_TYPE, _SESSION, _text(session_id),
+                     b"" if client_id is None else _CLIENT_ID + _text(client_id)))
+
+
 def _held(event: object) -> tuple[str, str, str, str] | None:
     """(session id, text, account id, signer id) of a stored user event, or None when any is
-    missing or not a string."""
+    missing or not a string (its clientMessageId: `_client_id`)."""
     if type(event) is not dict:
         return None
     payload = event.get("event")
@@ -49,6 +74,11 @@ def _held(event: object) -> tuple[str, str, str, str] | None:
         return None
     held = (event.get("sessionId"), payload.get("content"), meta.get("accountId"), meta.get("signerId"))
     return held if all(type(v) is str for v in held) else None   # type: ignore[return-value]
+
+
+def _client_id(event: dict) -> str | None:
+    value = event["event"].get("clientMessageId")
+    return value if type(value) is str else None
 
 
 def _cut(data: bytes, part: bytes) -> tuple[bytes, int]:
@@ -74,6 +104,9 @@ def pack(raw: bytes, event: dict) -> bytes:
             return raw
     except ProtocolError:
         return raw
+    ts = shortest_head_at(action, _TS_AT, 0)
+    if ts is not None and action == _shaped(ts[0], text, session_id, _client_id(event)):
+        return b"".join((_SHAPED, encode_head(0, ts[0]), sig))
     # Each cut takes out the encoding of a value the event holds and records where, so `unpack`
     # puts the same bytes back at the same place: exact by construction, whatever was found.
     text_bytes, session_bytes = _text(text), _text(session_id)
@@ -89,6 +122,8 @@ def unpack(stored: bytes, event: object) -> bytes:
     this event."""
     if not is_packed(stored):
         return stored
+    if stored[0] == SHAPED:
+        return _unshape(stored, event)
     text_head = shortest_head_at(stored, 1, 0)
     session_head = shortest_head_at(stored, text_head[1], 0) if text_head else None
     held = _held(event)
@@ -97,8 +132,22 @@ def unpack(stored: bytes, event: object) -> bytes:
     session_id, text, account_id, signer_id = held
     try:
         signer, account = principal_from_string(signer_id), principal_from_string(account_id)
-    except (ProtocolError, ValueError):
+    except ProtocolError:
         return stored
     start = session_head[1]
     action = _put(_put(stored[start + _SIG:], _text(session_id), session_head[0]), _text(text), text_head[0])
     return join_five_fields(stored[start:start + _SIG], action, signer, account)
+
+
+def _unshape(stored: bytes, event: object) -> bytes:
+    ts = shortest_head_at(stored, 1, 0)
+    held = _held(event)
+    if ts is None or held is None or len(stored) != ts[1] + _SIG:
+        return stored
+    session_id, text, account_id, signer_id = held
+    try:
+        signer, account = principal_from_string(signer_id), principal_from_string(account_id)
+    except ProtocolError:
+        return stored
+    action = _shaped(ts[0], text, session_id, _client_id(event))   # type: ignore[arg-type]
+    return join_five_fields(stored[ts[1]:], action, signer, account)

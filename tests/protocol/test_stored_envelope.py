@@ -1,5 +1,7 @@
 """A user event's envelope as its row keeps it (protocol/api/stored_envelope.py): packed without
-what the event holds, rebuilt byte for byte; kept whole whenever that would not be exact."""
+what the event holds (the one-text-part action encoded again from the event and its ts; any other
+action with the event's values cut out), rebuilt byte for byte; kept whole whenever that would
+not be exact."""
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
@@ -27,43 +29,66 @@ def signed(text_parts: list[str], *, session: str = SESSION, key: Keypair = OWNE
 def event_for(raw: bytes, text: str, *, session: str = SESSION) -> dict:
     """The user event as the server stores it for that envelope (server/handlers/messages.py)."""
     env = verify_envelope(raw, now_ms=None)
-    return {"id": "e1", "sessionId": session, "seq": 3, "createdAt": TS,
-            "event": {"type": "message", "role": "user", "content": text,
-                      "meta": {"accountId": env.account_id, "signerId": env.signer_id},
-                      "envelopeCid": "bafy-not-read-here"}}
+    payload = {"type": "message", "role": "user", "content": text,
+               "meta": {"accountId": env.account_id, "signerId": env.signer_id},
+               "envelopeCid": "bafy-not-read-here"}
+    if "clientMessageId" in env.action:
+        payload["clientMessageId"] = env.action["clientMessageId"]
+    return {"id": "e1", "sessionId": session, "seq": 3, "createdAt": TS, "event": payload}
 
 
-def test_a_message_is_kept_without_its_text_session_and_frame_and_rebuilt_exactly():
+def form(kept: bytes) -> str:
+    return {1: "cut", 2: "shaped"}.get(kept[0], "whole")
+
+
+def test_a_message_of_one_text_part_is_kept_as_its_ts_and_signature():
     text = "turn 7 says hello world"
-    raw = signed([text])
+    for extra in ({}, {"clientMessageId": "client-7"}):
+        raw = signed([text], **extra)
+        event = event_for(raw, text)
+        kept = stored_envelope.pack(raw, event)
+        # everything but the ts and the sig is in the event: 1 + 9 + 64 bytes
+        assert form(kept) == "shaped" and len(kept) == 74, (extra, len(kept))
+        assert stored_envelope.unpack(kept, event) == raw
+
+
+def test_any_other_action_is_kept_without_its_text_session_and_frame():
+    text = "turn 7 says hello world"
+    raw = signed([text], contextLines=["> quoted"])
     event = event_for(raw, text)
     kept = stored_envelope.pack(raw, event)
-    assert stored_envelope.is_packed(kept)
+    assert form(kept) == "cut"
     # the text, the session id, the frame's keys and both 34-byte principals are left out
     assert len(kept) <= len(raw) - len(text) - len(SESSION) - 100, (len(kept), len(raw))
     assert stored_envelope.unpack(kept, event) == raw
+    # an event that lost the client's message id (or never named it) cannot take the shaped form
+    raw = signed([text], clientMessageId="client-8")
+    event = event_for(raw, text)
+    del event["event"]["clientMessageId"]
+    kept = stored_envelope.pack(raw, event)
+    assert form(kept) == "cut" and stored_envelope.unpack(kept, event) == raw
 
 
 def test_a_long_text_is_not_kept_twice():
     text = "x" * 70_000   # (a 5-byte head: every width of the cut offsets' heads is read back)
     raw = signed([text])
     kept = stored_envelope.pack(raw, event_for(raw, text))
-    assert len(kept) < 300
+    assert len(kept) == 74
     assert stored_envelope.unpack(kept, event_for(raw, text)) == raw
 
 
 def test_shapes_whose_text_is_not_one_piece_still_rebuild_exactly():
     cases = [
-        (["first", "second"], "first\nsecond"),   # joined parts: only the session id is cut
-        ([""], ""),
-        ([SESSION], SESSION),                     # the text is the session id
-        (["ünïcødé ✓ 🚀"], "ünïcødé ✓ 🚀"),
+        (["first", "second"], "first\nsecond", "cut"),   # joined parts: only the session id is cut
+        ([""], "", "shaped"),
+        ([SESSION], SESSION, "shaped"),                  # the text is the session id
+        (["ünïcødé ✓ 🚀"], "ünïcødé ✓ 🚀", "shaped"),
     ]
-    for parts, text in cases:
+    for parts, text, expected in cases:
         raw = signed(parts)
         event = event_for(raw, text)
         kept = stored_envelope.pack(raw, event)
-        assert stored_envelope.is_packed(kept) and len(kept) < len(raw), parts
+        assert form(kept) == expected and len(kept) < len(raw), parts
         assert stored_envelope.unpack(kept, event) == raw, parts
 
 
@@ -94,9 +119,14 @@ def test_what_would_not_rebuild_exactly_is_kept_whole():
 
 
 def test_an_edited_event_rebuilds_an_envelope_that_no_longer_verifies():
-    raw = signed(["pay 10"])
+    for extra in ({}, {"contextLines": ["x"]}):   # (each form)
+        _edited_fails(signed(["pay 10"], **extra))
+
+
+def _edited_fails(raw: bytes) -> None:
     event = event_for(raw, "pay 10")
     kept = stored_envelope.pack(raw, event)
+    assert form(kept) != "whole"
     edited = {**event, "event": {**event["event"], "content": "pay 99"}}
     rebuilt = stored_envelope.unpack(kept, edited)
     assert rebuilt != raw and cid_bytes(rebuilt) != cid_bytes(raw)
