@@ -231,6 +231,9 @@ async def test_partials_published_on_one_server_reach_another(cluster):
     _agent_id, session_id = await setup_session(writer, OWNER)
     sub = await open_client(a)
     await sub.call(OWNER, {"_": "Subscribe", "key": "sessions/" + session_id})
+    # Partials reach a subscription once its replay has ended (during it, what is live is read
+    # back from the database instead, and a partial is never stored): wait for that marker.
+    await sub.event_where(lambda e: e["_"] == "replayed", 15)
     (event, body), = await write_events(b, session_id, ["question"])
     for word in ("echo: ", "question"):
         b.app.broadcaster.publish_partial(session_id, "run-1", {"textDelta": word})
