@@ -17,7 +17,6 @@ other values: glibc reads those itself, and this module then leaves both thresho
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import sys
@@ -38,12 +37,11 @@ def fix_thresholds(environ: Mapping[str, str] | None = None) -> bool:
     """Fix both thresholds, once at start; True when they were set here (glibc on Linux, and
     neither variable in `environ`), False where this is not glibc or the operator chose."""
     chosen = os.environ if environ is None else environ
-    if not sys.platform.startswith("linux") or any(name in chosen for name in ENV):
+    if not sys.platform.startswith("linux") or any(name in chosen for name in ENV) or not _glibc():
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):   # (musl has no mallopt: nothing to fix there)
+        mallopt = ctypes.CDLL(None).mallopt   # (the process's own symbols: libc's, no search)
+    except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     # (mallopt answers 1 on success; setting the mmap threshold also stops glibc moving both)
@@ -51,3 +49,11 @@ def fix_thresholds(environ: Mapping[str, str] | None = None) -> bool:
     if not done:
         log.warning("could not fix glibc malloc's thresholds; a turn may cost more in some processes")
     return done
+
+
+def _glibc() -> bool:
+    """Whether this process runs on glibc (musl, for one, has other thresholds or none)."""
+    try:
+        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):
+        return False

@@ -1,8 +1,8 @@
 """server/allocator.py: glibc malloc's thresholds fixed at start, so no server process gives
 the top of its arena back to the kernel and faults it in again at every turn. Checked in a
 child process of its own (the thresholds are the process's), by where a 2 MiB block lands:
-from a new mapping of its own while glibc's default 128 KiB mmap threshold holds, from the heap
-once the threshold is fixed above it; and by the page faults of buffers freed and taken again,
+in a mapping of its own while glibc's default 128 KiB mmap threshold holds, in the heap once
+the threshold is fixed above it; and by the page faults of buffers freed and taken again,
 in the pattern that has a process fault at every turn under glibc's moving thresholds."""
 from __future__ import annotations
 
@@ -22,11 +22,15 @@ fixed = allocator.fix_thresholds() if sys.argv[1] == "fix" else False
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, (ctypes.c_size_t,)
 libc.free.argtypes = (ctypes.c_void_p,)
-def mappings():
-    return sum(1 for _ in open("/proc/self/maps"))
-before = mappings()
+def in_heap(address):   # the main arena's brk heap, where blocks under the mmap threshold go
+    for line in open("/proc/self/maps"):
+        if line.rstrip().endswith("[heap]"):
+            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+            if start <= address < end:
+                return True
+    return False
 block = libc.malloc(2 << 20)
-own_mapping = mappings() > before
+own_mapping = not in_heap(block)
 ctypes.memset(block, 1, 2 << 20)   # (its pages faulted in once, as a first turn would)
 libc.free(block)
 # glibc's own threshold is now 2 MiB (the mmapped block's size) and its trim threshold 4 MiB.
