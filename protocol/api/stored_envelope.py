@@ -76,6 +76,14 @@ def _held(event: object) -> tuple[str, str, str, str] | None:
     return held if all(type(v) is str for v in held) else None   # type: ignore[return-value]
 
 
+def _principals(account_id: str, signer_id: str) -> tuple[bytes, bytes] | None:
+    """(signer, account) named by the event's meta, or None when either is no principal."""
+    try:
+        return principal_from_string(signer_id), principal_from_string(account_id)
+    except ProtocolError:
+        return None
+
+
 def _client_id(event: dict) -> str | None:
     value = event["event"].get("clientMessageId")
     return value if type(value) is str else None
@@ -99,11 +107,8 @@ def pack(raw: bytes, event: dict) -> bytes:
         return raw
     sig, action, signer, account = parts
     session_id, text, account_id, signer_id = held
-    try:   # (the server writes the envelope's own principals in the meta; anything else: kept whole)
-        if principal_from_string(signer_id) != signer or principal_from_string(account_id) != account:
-            return raw
-    except ProtocolError:
-        return raw
+    if _principals(account_id, signer_id) != (signer, account):
+        return raw   # (the server writes the envelope's own principals in the meta)
     ts = shortest_head_at(action, _TS_AT, 0)
     if ts is not None and action == _shaped(ts[0], text, session_id, _client_id(event)):
         return b"".join((_SHAPED, encode_head(0, ts[0]), sig))
@@ -130,13 +135,12 @@ def unpack(stored: bytes, event: object) -> bytes:
     if session_head is None or held is None or len(stored) < session_head[1] + _SIG:
         return stored
     session_id, text, account_id, signer_id = held
-    try:
-        signer, account = principal_from_string(signer_id), principal_from_string(account_id)
-    except ProtocolError:
+    principals = _principals(account_id, signer_id)
+    if principals is None:
         return stored
     start = session_head[1]
     action = _put(_put(stored[start + _SIG:], _text(session_id), session_head[0]), _text(text), text_head[0])
-    return join_five_fields(stored[start:start + _SIG], action, signer, account)
+    return join_five_fields(stored[start:start + _SIG], action, *principals)
 
 
 def _unshape(stored: bytes, event: object) -> bytes:
@@ -145,9 +149,8 @@ def _unshape(stored: bytes, event: object) -> bytes:
     if ts is None or held is None or len(stored) != ts[1] + _SIG:
         return stored
     session_id, text, account_id, signer_id = held
-    try:
-        signer, account = principal_from_string(signer_id), principal_from_string(account_id)
-    except ProtocolError:
+    principals = _principals(account_id, signer_id)
+    if principals is None:
         return stored
     action = _shaped(ts[0], text, session_id, _client_id(event))   # type: ignore[arg-type]
-    return join_five_fields(stored[ts[1]:], action, signer, account)
+    return join_five_fields(stored[ts[1]:], action, *principals)
