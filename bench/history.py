@@ -255,10 +255,23 @@ async def append_rates(blocks: int, per_block: int) -> dict:
 
 
 # A turn's two appends as the echo agent makes them: the user's message (with its envelope) and
-# the reply. The envelope's bytes stand in for a signed one (the writer only stores them).
-USER_PAYLOAD = {"type": "message", "role": "user", "content": "a question of a modest length " * 4,
-                "meta": {"accountId": "z6MkBench", "signerId": "z6MkBench"}, "envelopeCid": "b" + "a" * 58}
-ENVELOPE = bytes(range(256)) + bytes(74)
+# the reply. The envelope is a signed one, and the message names its signer as the server's
+# handler does, so a tree that packs envelopes (protocol/api/stored_envelope.py) packs it as it
+# would a client's.
+def signed_user(session_id: str) -> tuple[dict, bytes]:
+    """(the user's message as the handler stores it, its signed envelope's bytes)."""
+    from seed_agents.protocol.wire.envelope import sign_envelope
+
+    key = Keypair.from_seed(bytes([7] * 32))
+    text = "a question of a modest length " * 4
+    raw = sign_envelope(key, {"_": "MessageSession", "sessionId": session_id, "clientMessageId": "bench-1",
+                              "content": [{"type": "text", "text": text}]}, ts=1_764_900_000_000)
+    return {"type": "message", "role": "user", "content": text, "clientMessageId": "bench-1",
+            "meta": {"accountId": key.account_id, "signerId": key.account_id},
+            "envelopeCid": history.cid_text(history.cid_bytes(raw))}, raw
+
+
+USER_PAYLOAD, ENVELOPE = signed_user("linked")
 
 
 def _clock(conn) -> float:  # noqa: ANN001
@@ -307,9 +320,9 @@ def tree_appends(spec: dict) -> dict:
     reply = spec["reply"]
     user = dict(spec["user"])
     envelope = None
-    if spec["envelope"]:
-        user["envelopeCid"] = "b" + "a" * 58
-        envelope = bytes(range(256)) + bytes(74)
+    if spec["envelope"]:   # (the signed one, for session "s1": trees_appends)
+        user["envelopeCid"] = spec["envelope_cid"]
+        envelope = bytes.fromhex(spec["envelope_hex"])
 
     def clock(conn):  # noqa: ANN001
         return time.thread_time()
@@ -398,8 +411,10 @@ def interleaved_in_trees(trees: dict[str, Path], rounds: int, fn, specs: dict[st
 def trees_appends(trees: dict[str, Path], rounds: int, blocks: int, per_block: int, per_turn_block: int) -> dict:
     """Each tree's appends (`tree_appends`), one child process per tree and round, the trees
     taking turns going first; per figure the medians and the per-round ratios against `before`."""
-    specs = {name: {"reply": PAYLOAD, "user": {k: v for k, v in USER_PAYLOAD.items() if k != "envelopeCid"},
-                    "envelope": makes_envelope(tree), "blocks": blocks, "per_block": per_block,
+    user, envelope = signed_user("s1")
+    specs = {name: {"reply": PAYLOAD, "user": {k: v for k, v in user.items() if k != "envelopeCid"},
+                    "envelope": makes_envelope(tree), "envelope_cid": user["envelopeCid"],
+                    "envelope_hex": envelope.hex(), "blocks": blocks, "per_block": per_block,
                     "per_turn_block": per_turn_block} for name, tree in trees.items()}
     return {"envelope": {name: spec["envelope"] for name, spec in specs.items()},
             **interleaved_in_trees(trees, rounds, tree_appends, specs, ("appends_per_s", "turn_writer_us"))}
