@@ -54,8 +54,6 @@ def is_packed(stored: bytes) -> bool:
     return stored[:1] in (_PACKED, _SHAPED)
 
 
-
-
 def _shaped(ts: int, text: str, session_id: str, client_id: str | None) -> bytes:
     """The one-text-part action's canonical bytes (docstring above)."""
     return b"".join((b"\xa4" if client_id is None else b"\xa5", _NAME_TS, encode_head(0, ts), _CONTENT,
@@ -125,32 +123,25 @@ def unpack(stored: bytes, event: object) -> bytes:
     returned as it is; so are a packed row's bytes when the event no longer holds what was cut
     out (an edited store): what comes back then is no envelope, and a verifier says so for
     this event."""
-    if not is_packed(stored):
-        return stored
-    if stored[0] == SHAPED:
-        return _unshape(stored, event)
-    text_head = shortest_head_at(stored, 1, 0)
-    session_head = shortest_head_at(stored, text_head[1], 0) if text_head else None
-    held = _held(event)
-    if session_head is None or held is None or len(stored) < session_head[1] + _SIG:
+    held = _held(event) if is_packed(stored) else None
+    if held is None:
         return stored
     session_id, text, account_id, signer_id = held
     principals = _principals(account_id, signer_id)
     if principals is None:
         return stored
-    start = session_head[1]
-    action = _put(_put(stored[start + _SIG:], _text(session_id), session_head[0]), _text(text), text_head[0])
-    return join_five_fields(stored[start:start + _SIG], action, *principals)
-
-
-def _unshape(stored: bytes, event: object) -> bytes:
-    ts = shortest_head_at(stored, 1, 0)
-    held = _held(event)
-    if ts is None or held is None or len(stored) != ts[1] + _SIG:
-        return stored
-    session_id, text, account_id, signer_id = held
-    principals = _principals(account_id, signer_id)
-    if principals is None:
-        return stored
-    action = _shaped(ts[0], text, session_id, _client_id(event))   # type: ignore[arg-type]
-    return join_five_fields(stored[ts[1]:], action, *principals)
+    if stored[0] == SHAPED:   # its ts, then the sig; the action encoded again
+        ts = shortest_head_at(stored, 1, 0)
+        if ts is None or len(stored) != ts[1] + _SIG:
+            return stored
+        sig = stored[ts[1]:]
+        action = _shaped(ts[0], text, session_id, _client_id(event))   # type: ignore[arg-type]
+    else:   # where the text and the session id were cut, the sig, the action without them
+        text_head = shortest_head_at(stored, 1, 0)
+        session_head = shortest_head_at(stored, text_head[1], 0) if text_head else None
+        if text_head is None or session_head is None or len(stored) < session_head[1] + _SIG:
+            return stored
+        start = session_head[1]
+        sig = stored[start:start + _SIG]
+        action = _put(_put(stored[start + _SIG:], _text(session_id), session_head[0]), _text(text), text_head[0])
+    return join_five_fields(sig, action, *principals)
