@@ -9,7 +9,9 @@ a short message's row nearly doubles. So the row keeps one of two packed forms:
     0x02 | uint: the action's ts | the 64-byte sig
         for the action a client sends for one text part: {_: "MessageSession", ts, content:
         [{type: "text", text}], sessionId, clientMessageId?}, whose every other byte the event
-        holds, so it is encoded again from the event and the ts (and compared whole when packed);
+        holds, so it is encoded again from the event and the ts (when packed, checked to be
+        that action: compared whole, or as a value when the caller has the action verification
+        decoded from these canonical bytes, since each value has one canonical encoding);
     0x01 | uint: where the text was cut + 1 (0: not cut) | uint: where the session id was cut + 1
          | the 64-byte sig | the action's bytes with the text's, then the session id's,
            encoding taken out
@@ -61,6 +63,14 @@ def _shaped(ts: int, text: str, session_id: str, client_id: str | None) -> bytes
                      b"" if client_id is None else _CLIENT_ID + _text(client_id)))
 
 
+def _shaped_value(ts: int, text: str, session_id: str, client_id: str | None) -> dict:
+    """The one-text-part action as a value (`_shaped`'s bytes decoded)."""
+    value = {"_": "MessageSession", "ts": ts, "content": [{"type": "text", "text": text}], "sessionId": session_id}
+    if client_id is not None:
+        value["clientMessageId"] = client_id
+    return value
+
+
 def _held(event: object) -> tuple[str, str, str, str] | None:
     """(session id, text, account id, signer id) of a stored user event, or None when any is
     missing or not a string (its clientMessageId: `_client_id`)."""
@@ -70,8 +80,11 @@ def _held(event: object) -> tuple[str, str, str, str] | None:
     meta = payload.get("meta") if type(payload) is dict else None
     if type(meta) is not dict:
         return None
-    held = (event.get("sessionId"), payload.get("content"), meta.get("accountId"), meta.get("signerId"))
-    return held if all(type(v) is str for v in held) else None   # type: ignore[return-value]
+    held = session_id, text, account_id, signer_id = (event.get("sessionId"), payload.get("content"),
+                                                         meta.get("accountId"), meta.get("signerId"))
+    if type(session_id) is str and type(text) is str and type(account_id) is str and type(signer_id) is str:
+        return held
+    return None
 
 
 def _principals(account_id: str, signer_id: str) -> tuple[bytes, bytes] | None:
@@ -96,9 +109,13 @@ def _put(data: bytes, part: bytes, at: int) -> bytes:
     return data if at == 0 else data[:at - 1] + part + data[at - 1:]
 
 
-def pack(raw: bytes, event: dict) -> bytes:
+def pack(raw: bytes, event: dict, decoded: dict | None = None) -> bytes:
     """The form the row keeps of `raw`, the envelope that caused the user event `event` (the
-    SessionEvent as stored): packed when it rebuilds exactly, else `raw` itself."""
+    SessionEvent as stored): packed when it rebuilds exactly, else `raw` itself.
+
+    `decoded`: the envelope's action as verification decoded it from these bytes, when at hand.
+    Canonical DAG-CBOR has one encoding per value, so the action is then the shaped one when its
+    value is, and is compared as a value instead of being encoded again."""
     parts = five_fields(raw)
     held = _held(event)
     if parts is None or held is None:
@@ -107,9 +124,16 @@ def pack(raw: bytes, event: dict) -> bytes:
     session_id, text, account_id, signer_id = held
     if _principals(account_id, signer_id) != (signer, account):
         return raw   # (the server writes the envelope's own principals in the meta)
-    ts = shortest_head_at(action, _TS_AT, 0)
-    if ts is not None and action == _shaped(ts[0], text, session_id, _client_id(event)):
-        return b"".join((_SHAPED, encode_head(0, ts[0]), sig))
+    if decoded is not None:
+        ts = decoded.get("ts")
+        # (ts an int, not a bool or a float equal to one: the one type whose values Python's
+        # == would let through unequal; every other value compared is text)
+        if type(ts) is int and 0 <= ts < 1 << 64 and decoded == _shaped_value(ts, text, session_id, _client_id(event)):
+            return b"".join((_SHAPED, encode_head(0, ts), sig))
+    else:
+        found = shortest_head_at(action, _TS_AT, 0)
+        if found is not None and action == _shaped(found[0], text, session_id, _client_id(event)):
+            return b"".join((_SHAPED, encode_head(0, found[0]), sig))
     # Each cut takes out the encoding of a value the event holds and records where, so `unpack`
     # puts the same bytes back at the same place: exact by construction, whatever was found.
     text_bytes, session_bytes = _text(text), _text(session_id)

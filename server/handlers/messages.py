@@ -82,6 +82,7 @@ async def message_session(ctx: HandlerContext, env, action) -> dict:
         started = turns.start_turn(conn, owner=session["account"], agent_id=session["agentId"],
                                    session_id=session_id, run_id=run_id, now=now, limits=limits,
                                    message=message, event_id=user_event_id, envelope=envelope,
+                                   envelope_action=env.action,
                                    title=session.get("title") or sessions_q.title_from_text(action.text))
         response = {"_": "MessageSessionResponse", "sessionId": session_id, "assistantEventId": "",
                     "userEventId": user_event_id, "runId": run_id}

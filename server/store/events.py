@@ -20,7 +20,8 @@ ANSWER_EVENT_BYTES = 4 << 20
 
 
 def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
-                 now: int, max_bytes: int = MAX_EVENT_BYTES, envelope: bytes | None = None) -> tuple[dict, bytes]:
+                 now: int, max_bytes: int = MAX_EVENT_BYTES, envelope: bytes | None = None,
+                 envelope_action: dict | None = None) -> tuple[dict, bytes]:
     """Append to the session; returns (SessionEvent, its stored body bytes).
 
     The seq comes from the session row's counter, bumped in this same transaction: the
@@ -35,7 +36,8 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     servers appending to one session on PostgreSQL still build one chain (docs/architecture.md,
     "One chain per session"). `envelope`: the
     canonical bytes of the signed envelope that caused a user event, kept in its row for exports
-    without what the event holds (protocol/api/stored_envelope.py).
+    without what the event holds (protocol/api/stored_envelope.py); `envelope_action`, its
+    action as verification decoded it from those bytes, when at hand (it makes packing cheaper).
     """
     kind, message_from = activity_of(payload)
     row = conn.execute(
@@ -54,7 +56,7 @@ def append_event(conn: Conn, session_id: str, payload: dict, event_id: str,
     if len(body) > max_bytes:
         body = large_events.spill(conn, session_id, event_id, event, max_bytes, now)
     if envelope is not None:   # (packed against the event as stored: a cut text stays in it)
-        envelope = stored_envelope.pack(envelope, event)
+        envelope = stored_envelope.pack(envelope, event, envelope_action)
     if prev is None and seq > 1:
         # The predecessor's link comes back with the seq (one statement, not two), read in the
         # UPDATE's snapshot. That is every commit on SQLite, whose write transaction starts

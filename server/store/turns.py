@@ -121,12 +121,13 @@ def start_turn(conn, *, owner: str, agent_id: str, session_id: str, run_id: str,
                limits: TurnLimits, message: dict | None = None, event_id: str | None = None,
                user_event_id: str | None = None, new_session: NewSession | None = None,
                title: str = "", origin: str = USER, parent: dict | None = None,
-               envelope: bytes | None = None) -> Started:
+               envelope: bytes | None = None, envelope_action: dict | None = None) -> Started:
     """Queue a turn of `owner`'s agent in `session_id` (see the module doc). `message` (with
-    `event_id`, and the `envelope` that asked for it when a person did) is the turn's user
-    message; without it the run answers `user_event_id`, an
-    earlier one (RetrySession). A child (`parent` given) is queued under its parent's run; its
-    session shows the run's status once it runs, as the reference's children do.
+    `event_id`, and the `envelope` that asked for it when a person did, with its action as
+    verification decoded it, `envelope_action`) is the turn's user message; without it the run
+    answers `user_event_id`, an earlier one (RetrySession). A child (`parent` given) is queued
+    under its parent's run; its session shows the run's status once it runs, as the reference's
+    children do.
     Raises Refused (nothing written) when a limit refuses it."""
     accounts_q.hold_account(conn, owner, now)   # (the limits hold across servers: see hold_account)
     refusal = in_flight_refusal(conn, owner, limits)
@@ -148,7 +149,8 @@ def start_turn(conn, *, owner: str, agent_id: str, session_id: str, run_id: str,
         out.notices.append((owner, "session-created", agent_id, session_id))
     user_event = None
     if message is not None:
-        user_event, body = events_q.append_event(conn, session_id, message, event_id, now, envelope=envelope)
+        user_event, body = events_q.append_event(conn, session_id, message, event_id, now, envelope=envelope,
+                                                  envelope_action=envelope_action)
         out.appended.append((session_id, user_event, body))
         user_event_id = user_event["id"]
     run = runs_q.create_run(conn, run_id, owner, agent_id, session_id, user_event_id, now, title=title,

@@ -50,6 +50,23 @@ def test_a_message_of_one_text_part_is_kept_as_its_ts_and_signature():
         # everything but the ts and the sig is in the event: 1 + 9 + 64 bytes
         assert form(kept) == "shaped" and len(kept) == 74, (extra, len(kept))
         assert stored_envelope.unpack(kept, event) == raw
+        # given the action verification decoded (as the MessageSession handler does), the same
+        assert stored_envelope.pack(raw, event, verify_envelope(raw, now_ms=None).action) == kept
+
+
+def test_an_action_equal_only_to_pythons_loose_eye_is_not_taken_for_the_shaped_one():
+    # A ts of 1.764e12 or True compares equal to an int under ==, but encodes differently: the
+    # shaped form would then rebuild other bytes. Such a value falls back to the cut form.
+    raw = signed(["hello"])
+    event = event_for(raw, "hello")
+    action = verify_envelope(raw, now_ms=None).action
+    for ts in (float(TS), True):
+        kept = stored_envelope.pack(raw, event, {**action, "ts": ts})
+        assert form(kept) == "cut" and stored_envelope.unpack(kept, event) == raw
+    # an action with one more field, or another text, is not the shaped one either
+    for other in ({**action, "contextLines": []}, {**action, "content": [{"type": "text", "text": "hellO"}]}):
+        kept = stored_envelope.pack(raw, event, other)
+        assert form(kept) == "cut" and stored_envelope.unpack(kept, event) == raw
 
 
 def test_any_other_action_is_kept_without_its_text_session_and_frame():
@@ -152,3 +169,5 @@ def test_every_packed_envelope_rebuilds_byte_for_byte(parts, session, client_id)
     kept = stored_envelope.pack(raw, event)
     assert len(kept) <= len(raw)
     assert stored_envelope.unpack(kept, event) == raw
+    # packing by value (the decoded action at hand) chooses the same form, byte for byte
+    assert stored_envelope.pack(raw, event, verify_envelope(raw, now_ms=None).action) == kept
