@@ -89,17 +89,23 @@ def block(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at
 
 def link(session_id: str, seq: int, prev: bytes | None, body: bytes, created_at: int,
          session_bytes: bytes | None = None) -> bytes:
-    """The event's link: the binary CID of its block.
-
-    With a CID for `prev` (every append but the first) the block is hashed in three pieces
-    around the stored event's bytes instead of being built: the same bytes as `block`'s, with
-    none of the event's copied on the append path."""
-    if prev is None or len(prev) != 36:
+    """The event's link: the binary CID of its block."""
+    if prev is None or len(prev) != 36 or seq < 0 or created_at < 0 or created_at >> 64:
         return CID_PREFIX + sha256(block(session_id, seq, prev, body, created_at, session_bytes))
+    return _link_after(prev, seq, body, created_at, _K_SESSION + (session_bytes or encode(session_id)))
+
+
+def _link_after(prev: bytes, seq: int, body: bytes, created_at: int, tail: bytes) -> bytes:
+    """`link` of an event after the first (`prev` a 36-byte CID; 0 <= created_at < 2^64; `tail`:
+    the block's sessionId key and value). The block is hashed in three pieces around the stored
+    event's bytes instead of being built: the same bytes as `block`'s, none of the event's
+    copied (an append's and a verifying replay's path)."""
     h = _SHA256.copy()
-    h.update(b"".join((_SEQ_HEAD, _uint(seq), _PREV_LINK, prev, _K_EVENT)))
+    h.update(b"".join((_SEQ_HEAD, _SMALL_UINT[seq] if seq < 256 else _pack_u16(0x19, seq) if seq < 65536
+                       else encode_head(0, seq), _PREV_LINK, prev, _K_EVENT)))
     h.update(body)
-    h.update(b"".join((_K_CREATED, _uint(created_at), _K_SESSION, session_bytes or encode(session_id))))
+    h.update(b"".join((_K_CREATED, _pack_u64(0x1B, created_at) if created_at >> 32 else encode_head(0, created_at),
+                       tail)))
     return CID_PREFIX + h.digest()
 
 
@@ -234,14 +240,7 @@ class ChainCheck:
         if (type(seq) is not int or type(created) is not int or seq != self.seq + 1 or created < 0 or created >> 64
                 or event.get("sessionId") != self.session_id or prev is None or len(prev) != 36):
             return self.add(body)
-        # The block of `link`, written in three parts around the event's bytes (no copy of them).
-        h = _SHA256.copy()
-        h.update(b"".join((_SEQ_HEAD, _SMALL_UINT[seq] if seq < 256 else _pack_u16(0x19, seq) if seq < 65536
-                           else encode_head(0, seq), _PREV_LINK, prev, _K_EVENT)))
-        h.update(body)
-        h.update(b"".join((_K_CREATED, _pack_u64(0x1B, created) if created >> 32 else encode_head(0, created),
-                           self._tail)))
-        self.link = CID_PREFIX + h.digest()
+        self.link = _link_after(prev, seq, body, created, self._tail)
         self.seq = seq
         return self.link
 
