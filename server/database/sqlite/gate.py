@@ -37,6 +37,15 @@ JOURNAL_SIZE_LIMIT = 64 << 20
 STATEMENT_JOURNAL_SPILL = (1 << 17) - 1
 
 
+# apsw's statement cache is a ring of this many slots: a statement is taken out while it runs
+# and put back at the ring's next slot, so it stays prepared only if it runs again before that
+# many other executions. The default 100 is about three c8 turns of the writer's statements, and
+# at c8 it re-prepared 2.4 statements a turn (about 100k instructions each); at 512 it prepares
+# none once warm. A slot holds one prepared statement (1-3 KB), whichever of the store's few
+# hundred statements ran last (docs/performance.md, "The statement cache").
+STATEMENT_CACHE_SIZE = 512
+
+
 def _configure_sqlite() -> bool:
     """Set the process-wide SQLite options above: possible only while no connection is open
     (apsw refuses otherwise, and then the defaults stay: slower, not wrong)."""
@@ -90,7 +99,7 @@ def open_database(path: str, *, target: SchemaTarget | None = None) -> apsw.Conn
     hot_wal = os.path.exists(path + "-wal") and os.path.getsize(path + "-wal") > 0
     flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     try:
-        conn = SqliteConn(path, flags=flags)
+        conn = SqliteConn(path, flags=flags, statementcachesize=STATEMENT_CACHE_SIZE)
     except apsw.Error as exc:
         raise SchemaGateError(path, None, target.version, f"cannot open: {exc}") from exc
     try:
@@ -112,7 +121,7 @@ def open_database(path: str, *, target: SchemaTarget | None = None) -> apsw.Conn
 def open_reader(path: str, *, target: SchemaTarget | None = None) -> apsw.Connection:
     """A second connection to a file the gate already accepted; it refuses to write."""
     target = target or SchemaTarget.current()
-    conn = SqliteConn(path, flags=apsw.SQLITE_OPEN_READWRITE)
+    conn = SqliteConn(path, flags=apsw.SQLITE_OPEN_READWRITE, statementcachesize=STATEMENT_CACHE_SIZE)
     try:
         configure(conn)
         conn.execute("PRAGMA query_only = ON")
