@@ -28,7 +28,11 @@ BEFORE = "cd23a61"   # main before the honest fast path
 
 _CHILD = r"""
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[1])   # (a tree from before the seed_agents name imports `protocol`)
+import seed_agents
+# The tree's protocol/ as seed_agents.protocol, ahead of the installed one (which an editable
+# install maps to this checkout whatever PYTHONPATH says).
+seed_agents.__path__.insert(0, sys.argv[1])
 from seed_agents import protocol
 assert protocol.__file__.startswith(sys.argv[1]), protocol.__file__
 from bench.bench_verify import run
